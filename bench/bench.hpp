@@ -1,0 +1,44 @@
+// mkbench: the benchmark driver's registry. Each benchmark measures one thing
+// against its baselines in the same run and adds tables to the report.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <vector>
+
+#include "bench/report.hpp"
+#include "bench/timing.hpp"
+
+namespace mkb {
+
+struct BenchContext {
+  mk::Communicator* comm;
+  Report* report;
+  TimingOpts opts;
+  cudaStream_t stream;
+  bool quick;  // fewer shapes (smoke runs)
+};
+
+struct BenchDef {
+  const char* name;
+  const char* doc;
+  void (*run)(BenchContext&);
+};
+
+void bench_signal_latency(BenchContext&);
+void bench_peer_copy(BenchContext&);
+void bench_gemm_cublas(BenchContext&);
+void bench_nccl(BenchContext&);
+
+inline const std::vector<BenchDef>& benches() {
+  static const std::vector<BenchDef> all = {
+      {"signal_latency", "signal ping-pong round trip between 2 GPUs of a node (NVLink)", bench_signal_latency},
+      {"peer_copy", "SM-driven peer copy bandwidth vs number of SMs, against the copy engine", bench_peer_copy},
+      {"gemm_cublas", "cuBLAS bf16 GEMM baseline on the MEASURING.md shapes", bench_gemm_cublas},
+      {"nccl", "NCCL all-reduce / all-gather / reduce-scatter baseline bandwidth", bench_nccl},
+  };
+  return all;
+}
+
+}  // namespace mkb

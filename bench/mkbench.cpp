@@ -1,0 +1,118 @@
+// mkbench: mkernel's benchmark driver. Run one process per GPU:
+//   tools/mkrun -n <GPUs> build/bin/mkbench [benchmarks...]
+// See --help.
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <set>
+
+#include "bench/bench.hpp"
+
+namespace {
+
+void usage() {
+  std::cout << "usage: mkbench [options] [benchmark...]\n"
+               "Runs mkernel's benchmarks, one process per GPU (launch with tools/mkrun -n N or torchrun),\n"
+               "prints each table and writes markdown + JSON results under MK_BENCH_OUT.\n\n"
+               "options:\n"
+               "  --help            this text and the knob table\n"
+               "  --print-config    the knob table (environment variables) with current values\n"
+               "  --list            the benchmarks\n"
+               "  --out DIR         results directory (default: MK_BENCH_OUT)\n"
+               "  --iters N         timed calls per measurement (default 20; median reported)\n"
+               "  --warmup N        untimed calls first (default 5)\n"
+               "  --quick           fewer shapes (smoke run)\n\n"
+               "benchmarks (default: all):\n";
+  for (auto& b : mkb::benches()) std::cout << "  " << b.name << "  " << b.doc << "\n";
+  std::cout << "\n";
+}
+
+int positive(const char* flag, const char* v) {
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (!*v || *end || x < 1 || x > 100000) {
+    std::cerr << "mkbench: " << flag << " needs a positive integer, got '" << v << "'\n";
+    std::exit(2);
+  }
+  return static_cast<int>(x);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  mkb::TimingOpts opts;
+  std::string out;
+  bool quick = false;
+  std::vector<std::string> wanted;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::cerr << "mkbench: " << a << " needs a value\n";
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      usage();
+      std::cout << mk::print_config();
+      return 0;
+    } else if (a == "--print-config") {
+      std::cout << mk::print_config();
+      return 0;
+    } else if (a == "--list") {
+      for (auto& b : mkb::benches()) std::cout << b.name << "\n";
+      return 0;
+    } else if (a == "--out") {
+      out = next();
+    } else if (a == "--iters") {
+      opts.iters = positive("--iters", next());
+    } else if (a == "--warmup") {
+      opts.warmup = positive("--warmup", next()) ;
+    } else if (a == "--quick") {
+      quick = true;
+    } else if (!a.empty() && a[0] == '-') {
+      std::cerr << "mkbench: unknown option " << a << " (see --help)\n";
+      return 2;
+    } else {
+      bool known = false;
+      for (auto& b : mkb::benches()) known |= a == b.name;
+      if (!known) {
+        std::cerr << "mkbench: unknown benchmark '" << a << "' (see --list)\n";
+        return 2;
+      }
+      wanted.push_back(a);
+    }
+  }
+
+  int ngpu = 0;
+  cudaError_t e = cudaGetDeviceCount(&ngpu);
+  if (e != cudaSuccess || ngpu == 0) {
+    std::cerr << "mkbench: no CUDA GPU on this machine (" << (e == cudaSuccess ? "0 devices" : cudaGetErrorString(e))
+              << "). mkernel's benchmarks need NVIDIA Hopper GPUs (sm_90a); nothing was measured.\n";
+    return 2;
+  }
+  try {
+    auto comm = mk::Communicator::from_env();
+    if (out.empty()) out = mk::knob_str(mk::Knob::MK_BENCH_OUT);
+    mkb::Report report(comm.get(), argc, argv);
+    cudaStream_t stream;
+    MK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    mkb::BenchContext bc{comm.get(), &report, opts, stream, quick};
+    for (auto& b : mkb::benches()) {
+      if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), b.name) == wanted.end()) continue;
+      b.run(bc);
+      comm->barrier();
+    }
+    std::string path = report.write(out);
+    if (comm->rank() == 0) std::cout << "\nresults written to " << path << " (and .json)\n";
+    cudaStreamDestroy(stream);
+    return 0;
+  } catch (const std::exception& ex) {
+    std::cerr << ex.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,197 @@
+#include "bench/report.hpp"
+
+#include <cuda_runtime_api.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#ifndef MK_GIT_COMMIT
+#define MK_GIT_COMMIT "unknown"
+#endif
+
+namespace mkb {
+
+namespace {
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\', o += c;
+    else if (c == '\n') o += "\\n";
+    else if (static_cast<unsigned char>(c) < 0x20) o += ' ';
+    else o += c;
+  }
+  return o;
+}
+
+std::string utc_now(const char* f) {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), f, &tm);
+  return buf;
+}
+
+std::string driver_version() {
+  std::ifstream f("/proc/driver/nvidia/version");
+  std::string line;
+  std::getline(f, line);
+  auto p = line.find("Kernel Module");
+  if (p == std::string::npos) return "unknown";
+  std::istringstream is(line.substr(p + 13));
+  std::string v;
+  is >> v;
+  return v;
+}
+
+void mkdirs(const std::string& dir) {
+  std::string cur(!dir.empty() && dir[0] == '/' ? 1 : 0, '/');
+  std::istringstream is(dir);
+  std::string part;
+  while (std::getline(is, part, '/')) {
+    if (part.empty()) continue;
+    cur.append(part).append("/");
+    mkdir(cur.c_str(), 0755);
+  }
+}
+
+}  // namespace
+
+std::string fmt(double v, int precision) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(precision) << v;
+  return os.str();
+}
+
+std::string config_name(const mk::Topology& t) {
+  std::string s = std::to_string(t.num_nodes) + "x" + std::to_string(t.local_size);
+  if (t.num_nodes > 1 && t.forced) return s + " emulated nodes";
+  if (t.num_nodes > 1) return s + " nodes";
+  return t.local_size > 1 ? s + " NVLink" : s;
+}
+
+Report::Report(mk::Communicator* comm, int argc, char** argv) {
+  rank_ = comm ? comm->rank() : 0;
+  std::string cmd;
+  for (int i = 0; i < argc; ++i) {
+    if (i) cmd.push_back(' ');
+    cmd.append(argv[i]);
+  }
+  meta_["command"] = cmd;
+  meta_["date_utc"] = utc_now("%Y-%m-%dT%H:%M:%SZ");
+  meta_["commit"] = MK_GIT_COMMIT;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  meta_["host"] = host;
+  int dev = 0, drv = 0, rt = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, dev) == cudaSuccess) {
+    meta_["gpu"] = p.name;
+    meta_["sms"] = std::to_string(p.multiProcessorCount);
+  }
+  cudaDriverGetVersion(&drv);
+  cudaRuntimeGetVersion(&rt);
+  meta_["driver"] = driver_version();
+  meta_["cuda_driver_api"] = std::to_string(drv / 1000) + "." + std::to_string(drv % 1000 / 10);
+  meta_["cuda_runtime"] = std::to_string(rt / 1000) + "." + std::to_string(rt % 1000 / 10);
+  if (comm) {
+    meta_["world"] = std::to_string(comm->world());
+    meta_["config"] = config_name(comm->topology());
+  } else {
+    meta_["world"] = "1";
+    meta_["config"] = "1x1";
+  }
+}
+
+void Report::add(const Table& t) {
+  tables_.push_back(t);
+  if (rank_ != 0) return;
+  // Print as we go so that a later failure keeps earlier tables.
+  std::cout << "\n## " << t.title << " [" << meta_.at("config") << "]\n";
+  std::vector<size_t> w(t.columns.size());
+  for (size_t c = 0; c < t.columns.size(); ++c) {
+    w[c] = t.columns[c].size();
+    for (auto& r : t.rows) w[c] = std::max(w[c], c < r.size() ? r[c].size() : 0);
+  }
+  auto line = [&](const std::vector<std::string>& r) {
+    std::cout << "|";
+    for (size_t c = 0; c < w.size(); ++c)
+      std::cout << " " << std::setw(static_cast<int>(w[c])) << (c < r.size() ? r[c] : "") << " |";
+    std::cout << "\n";
+  };
+  line(t.columns);
+  std::cout << "|";
+  for (size_t c = 0; c < w.size(); ++c) std::cout << std::string(w[c] + 2, '-') << "|";
+  std::cout << "\n";
+  for (auto& r : t.rows) line(r);
+  if (!t.note.empty()) std::cout << t.note << "\n";
+  std::cout.flush();
+}
+
+std::string Report::markdown() const {
+  std::ostringstream os;
+  os << "# mkbench run " << meta_.at("date_utc") << " (" << meta_.at("config") << ")\n\n";
+  for (auto& [k, v] : meta_) os << "- " << k << ": `" << v << "`\n";
+  for (auto& t : tables_) {
+    os << "\n## " << t.title << " [" << meta_.at("config") << "]\n\n|";
+    for (auto& c : t.columns) os << " " << c << " |";
+    os << "\n|";
+    for (size_t i = 0; i < t.columns.size(); ++i) os << "---|";
+    os << "\n";
+    for (auto& r : t.rows) {
+      os << "|";
+      for (auto& c : r) os << " " << c << " |";
+      os << "\n";
+    }
+    if (!t.note.empty()) os << "\n" << t.note << "\n";
+  }
+  return os.str();
+}
+
+std::string Report::json() const {
+  std::ostringstream os;
+  os << "{\n  \"meta\": {";
+  bool first = true;
+  for (auto& [k, v] : meta_) {
+    os << (first ? "" : ",") << "\n    \"" << json_escape(k) << "\": \"" << json_escape(v) << "\"";
+    first = false;
+  }
+  os << "\n  },\n  \"tables\": [";
+  for (size_t ti = 0; ti < tables_.size(); ++ti) {
+    const auto& t = tables_[ti];
+    os << (ti ? "," : "") << "\n    {\"title\": \"" << json_escape(t.title) << "\", \"note\": \"" << json_escape(t.note)
+       << "\", \"columns\": [";
+    for (size_t c = 0; c < t.columns.size(); ++c) os << (c ? ", " : "") << "\"" << json_escape(t.columns[c]) << "\"";
+    os << "], \"rows\": [";
+    for (size_t r = 0; r < t.rows.size(); ++r) {
+      os << (r ? ", " : "") << "[";
+      for (size_t c = 0; c < t.rows[r].size(); ++c) os << (c ? ", " : "") << "\"" << json_escape(t.rows[r][c]) << "\"";
+      os << "]";
+    }
+    os << "]}";
+  }
+  os << "\n  ]\n}\n";
+  return os.str();
+}
+
+std::string Report::write(const std::string& dir) const {
+  if (rank_ != 0) return "";
+  mkdirs(dir);
+  std::string cfg = meta_.at("config");
+  for (auto& c : cfg)
+    if (c == ' ') c = '_';
+  std::string base = dir + "/mkbench-" + utc_now("%Y%m%dT%H%M%SZ") + "-" + cfg;
+  std::ofstream(base + ".md") << markdown();
+  std::ofstream(base + ".json") << json();
+  return base + ".md";
+}
+
+}  // namespace mkb

@@ -1,0 +1,42 @@
+// mkbench results: tables printed to stdout and written (by rank 0) as one
+// markdown and one JSON file per run under MK_BENCH_OUT, with the metadata
+// MEASURING.md asks for (date, GPU, driver, CUDA, commit, command, config).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "mkernel/mkernel.hpp"
+
+namespace mkb {
+
+struct Table {
+  std::string title;
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::string>> rows;
+  std::string note;  // how to read it, floors, targets
+};
+
+class Report {
+ public:
+  Report(mk::Communicator* comm, int argc, char** argv);
+  void add(const Table& t);
+  void set_meta(const std::string& key, const std::string& value) { meta_[key] = value; }
+  std::string config() const { return meta_.at("config"); }
+  std::string markdown() const;
+  std::string json() const;
+  // Rank 0 writes <dir>/mkbench-<utc time>-<config>.{md,json}; returns the md path.
+  std::string write(const std::string& dir) const;
+
+ private:
+  int rank_ = 0;
+  std::map<std::string, std::string> meta_;
+  std::vector<Table> tables_;
+};
+
+std::string fmt(double v, int precision = 3);
+// Names the run's configuration: "1x2 NVLink", "2x1 emulated nodes", ...
+std::string config_name(const mk::Topology& t);
+
+}  // namespace mkb

@@ -1,0 +1,112 @@
+#include "bench/timing.hpp"
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace mkb {
+
+namespace {
+__device__ __forceinline__ uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
+}
+
+__global__ void fill_bf16_kernel(__nv_bfloat16* p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint64_t r = mix(seed * 0x9e3779b97f4a7c15ull + i);
+    float u = static_cast<float>(r >> 40) / static_cast<float>(1 << 24);  // [0, 1)
+    p[i] = __float2bfloat16(2.0f * u - 1.0f);
+  }
+}
+
+__global__ void fill_bytes_kernel(uint64_t* p, size_t n_words, uint64_t seed) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n_words; i += size_t(gridDim.x) * blockDim.x)
+    p[i] = mix(seed * 0x9e3779b97f4a7c15ull + i) | 1ull;  // never zero
+}
+}  // namespace
+
+void fill_random_bf16(void* dst, size_t count, uint64_t seed, cudaStream_t s) {
+  fill_bf16_kernel<<<1024, 256, 0, s>>>(static_cast<__nv_bfloat16*>(dst), count, seed);
+  MKB_CUDA(cudaGetLastError());
+}
+
+void fill_random_bytes(void* dst, size_t bytes, uint64_t seed, cudaStream_t s) {
+  fill_bytes_kernel<<<1024, 256, 0, s>>>(static_cast<uint64_t*>(dst), bytes / 8, seed);
+  MKB_CUDA(cudaGetLastError());
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double max_over_ranks(mk::Bootstrap* bs, double v) {
+  if (!bs || bs->world() == 1) return v;
+  auto all = bs->allgather(std::string(reinterpret_cast<const char*>(&v), sizeof(v)));
+  double m = v;
+  for (auto& s : all) {
+    double x;
+    std::memcpy(&x, s.data(), sizeof(x));
+    m = std::max(m, x);
+  }
+  return m;
+}
+
+Stats time_calls(mk::Bootstrap* bs, cudaStream_t stream, const TimingOpts& opts,
+                 const std::function<void(int)>& call, const std::function<void(int)>& before) {
+  for (int i = 0; i < opts.warmup; ++i) {
+    if (before) before(-1 - i);
+    call(-1 - i);
+  }
+  MKB_CUDA(cudaStreamSynchronize(stream));
+  std::vector<cudaEvent_t> ev(2 * opts.iters);
+  for (auto& e : ev) MKB_CUDA(cudaEventCreate(&e));
+  for (int i = 0; i < opts.iters; ++i) {
+    if (before) before(i);
+    MKB_CUDA(cudaEventRecord(ev[2 * i], stream));
+    call(i);
+    MKB_CUDA(cudaEventRecord(ev[2 * i + 1], stream));
+  }
+  MKB_CUDA(cudaStreamSynchronize(stream));
+  std::vector<double> ms(opts.iters);
+  for (int i = 0; i < opts.iters; ++i) {
+    float t = 0;
+    MKB_CUDA(cudaEventElapsedTime(&t, ev[2 * i], ev[2 * i + 1]));
+    ms[i] = t;
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  Stats s;
+  s.iters = opts.iters;
+  double med = median(ms);
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  s.min_ms = sorted.front();
+  s.spread = med > 0 ? (sorted[sorted.size() * 9 / 10 == sorted.size() ? sorted.size() - 1 : sorted.size() * 9 / 10] -
+                        sorted[sorted.size() / 10]) / med
+                     : 0;
+  s.median_ms = max_over_ranks(bs, med);
+  return s;
+}
+
+Rotating::Rotating(size_t bytes, size_t min_total, int max_copies) : bytes_(bytes) {
+  int n = static_cast<int>(std::min<size_t>(max_copies, std::max<size_t>(2, (min_total + bytes - 1) / bytes)));
+  for (int i = 0; i < n; ++i) {
+    void* p = nullptr;
+    MKB_CUDA(cudaMalloc(&p, bytes));
+    bufs_.push_back(p);
+  }
+}
+
+Rotating::~Rotating() {
+  for (void* p : bufs_) cudaFree(p);
+}
+
+}  // namespace mkb

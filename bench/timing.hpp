@@ -1,0 +1,59 @@
+// mkbench timing helpers (MEASURING.md): CUDA events around each call,
+// warm-up first, median of the timed calls, max over ranks, inputs rotated
+// through more than L2.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "mkernel/mkernel.hpp"
+
+namespace mkb {
+
+#define MKB_CUDA(x) MK_CUDA_CHECK(x)
+
+struct TimingOpts {
+  int warmup = 5;
+  int iters = 20;
+};
+
+struct Stats {
+  double median_ms = 0;  // max over ranks of each rank's median
+  double min_ms = 0;     // this rank's fastest call
+  double spread = 0;     // (p90 - p10) / median on this rank
+  int iters = 0;
+};
+
+// Times `call(i)` on `stream`: `warmup` untimed calls, then `iters` calls
+// each between two events. `before(i)` runs on the host before each timed
+// call (a barrier, a fresh epoch) and is not timed.
+Stats time_calls(mk::Bootstrap* bs, cudaStream_t stream, const TimingOpts& opts,
+                 const std::function<void(int)>& call, const std::function<void(int)>& before = nullptr);
+
+double median(std::vector<double> v);
+double max_over_ranks(mk::Bootstrap* bs, double v);
+
+// Fills a device buffer with random values (bf16 in [-1, 1) or raw bytes);
+// never zeros.
+void fill_random_bf16(void* dst, size_t count, uint64_t seed, cudaStream_t s);
+void fill_random_bytes(void* dst, size_t bytes, uint64_t seed, cudaStream_t s);
+
+// `copies` device buffers of `bytes` each, enough that cycling through them
+// defeats the 60 MB L2.
+class Rotating {
+ public:
+  Rotating(size_t bytes, size_t min_total = size_t(256) << 20, int max_copies = 8);
+  ~Rotating();
+  void* get(int i) const { return bufs_[static_cast<size_t>(i) % bufs_.size()]; }
+  int copies() const { return static_cast<int>(bufs_.size()); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  size_t bytes_;
+  std::vector<void*> bufs_;
+};
+
+}  // namespace mkb

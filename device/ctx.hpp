@@ -1,0 +1,83 @@
+// mkernel: the plain-old-data contract between host and device. Host code
+// fills a DeviceCtx once per communicator; every kernel takes it by value.
+// No CUDA-only syntax here: this header is included by host .cpp files.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define MK_HD __host__ __device__ __forceinline__
+#else
+#define MK_HD inline
+#endif
+
+namespace mk {
+
+// NVLink peers per node (one HGX board). Peer pointer arrays are this long.
+constexpr int kMaxLocalRanks = 8;
+
+// SM roles of the persistent kernels (DESIGN.md §3). Counts are run-time.
+enum class Role : int32_t {
+  Compute = 0,
+  IntraComm,
+  InterSend,
+  InterRecv,
+  Reduce,
+  Controller,
+  Test,
+  kCount
+};
+
+MK_HD const char* role_name(int32_t r) {
+  switch (r) {
+    case 0: return "Compute";
+    case 1: return "IntraComm";
+    case 2: return "InterSend";
+    case 3: return "InterRecv";
+    case 4: return "Reduce";
+    case 5: return "Controller";
+    case 6: return "Test";
+    default: return "?";
+  }
+}
+
+// Why a device wait gave up.
+enum WaitFailReason : int32_t { kWaitTimeout = 1, kWaitAborted = 2 };
+
+// First device-side failure of this rank, written once (state 0 -> 1 -> 2)
+// into mapped pinned host memory so that the host can read it even after the
+// kernel trapped and the context is lost.
+struct WaitDiag {
+  uint32_t state;   // 0 none, 1 being written, 2 complete
+  int32_t rank;
+  int32_t role;
+  int32_t peer;     // rank expected to signal, -1 unknown
+  int32_t signal;   // index in the signal pool, -1 outside it
+  int32_t block;
+  int32_t thread;
+  int32_t reason;   // WaitFailReason
+  int32_t aborter;  // rank that raised the abort word (kWaitAborted)
+  int32_t pad;
+  uint64_t expected;
+  uint64_t seen;
+  uint64_t waited_ns;
+};
+
+// Everything a kernel needs to signal, wait and fail loudly.
+struct DeviceCtx {
+  int32_t rank;
+  int32_t world;
+  int32_t node;
+  int32_t local_rank;
+  int32_t local_size;
+  int32_t num_signals;                        // per rank
+  uint64_t timeout_ns;                        // MK_TIMEOUT_MS
+  uint32_t* abort_host;                       // mapped pinned: host <-> device
+  uint32_t* abort_dev;                        // this rank's word, symmetric memory
+  uint32_t* abort_peer[kMaxLocalRanks];       // node peers' words, by local rank
+  WaitDiag* diag;                             // mapped pinned host record
+  uint64_t* signals;                          // this rank's signal pool (symmetric)
+  uint64_t* peer_signals[kMaxLocalRanks];     // node peers' pools, by local rank
+};
+
+}  // namespace mk

@@ -1,0 +1,54 @@
+// mkernel: vectorized copies between local and NVLink-peer memory.
+//
+// NOTES: the 16-byte path needs dst, src and bytes 16-byte aligned for the
+// bulk; a byte loop covers misaligned heads/tails. Loads are issued kUnroll
+// deep before the stores so that enough bytes are in flight per thread to
+// keep NVLink busy with few SMs.
+#pragma once
+
+#include <cstdint>
+
+#include "device/ptx.cuh"
+#include "device/signals.cuh"
+
+namespace mk::dev {
+
+constexpr int kCopyUnroll = 8;
+
+// Copies `bytes` with threads [tid, tid + nthreads) of whatever group the
+// caller chose (a warp, a block, or the whole grid). kNcSource: the source is
+// not written by anyone during the kernel (allows the non-coherent path).
+template <bool kNcSource = false>
+__device__ __forceinline__ void copy_v16(void* __restrict__ dst, const void* __restrict__ src, size_t bytes,
+                                         size_t tid, size_t nthreads) {
+  auto d8 = static_cast<char*>(dst);
+  auto s8 = static_cast<const char*>(src);
+  const bool aligned = ((reinterpret_cast<uintptr_t>(d8) | reinterpret_cast<uintptr_t>(s8)) & 15u) == 0;
+  size_t nvec = aligned ? bytes / 16 : 0;
+  auto d = reinterpret_cast<uint4*>(d8);
+  auto s = reinterpret_cast<const uint4*>(s8);
+  const size_t step = nthreads * kCopyUnroll;
+  size_t i = tid;
+  for (; i + (kCopyUnroll - 1) * nthreads < nvec; i += step) {
+    uint4 r[kCopyUnroll];
+#pragma unroll
+    for (int u = 0; u < kCopyUnroll; ++u)
+      r[u] = kNcSource ? ld_nc_v4(s + i + u * nthreads) : s[i + u * nthreads];
+#pragma unroll
+    for (int u = 0; u < kCopyUnroll; ++u) st_v4(d + i + u * nthreads, r[u]);
+  }
+  for (; i < nvec; i += nthreads) st_v4(d + i, kNcSource ? ld_nc_v4(s + i) : s[i]);
+  for (size_t b = nvec * 16 + tid; b < bytes; b += nthreads) d8[b] = s8[b];
+}
+
+// Block-wide put: copy, then one thread publishes `value` to `sig` (release
+// at system scope orders the whole block's stores before the signal).
+template <bool kNcSource = false>
+__device__ __forceinline__ void put_block_and_signal(void* dst, const void* src, size_t bytes,
+                                                     uint64_t* sig, uint64_t value) {
+  copy_v16<kNcSource>(dst, src, bytes, threadIdx.x, blockDim.x);
+  __syncthreads();
+  if (threadIdx.x == 0) signal_set<Scope::Sys>(sig, value);
+}
+
+}  // namespace mk::dev

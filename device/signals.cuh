@@ -1,0 +1,117 @@
+// mkernel: device signalling. Signals are monotonic 64-bit counters; a waiter
+// compares against a value derived from the call's epoch, so no flag is ever
+// reset and back-to-back launches or graph replays need no host sync.
+//
+// NOTES: every wait is bounded by ctx.timeout_ns. On expiry (or when another
+// rank, or the host proxy, raised the abort word) the waiter records who
+// waited for what in ctx.diag (host memory), prints it, raises this rank's
+// and its node peers' abort words, and traps.
+#pragma once
+
+#include <cstdio>
+
+#include "device/ctx.hpp"
+#include "device/ptx.cuh"
+
+namespace mk::dev {
+
+// Who is waiting, for diagnostics.
+struct WaitSite {
+  int32_t role;    // mk::Role
+  int32_t peer;    // rank expected to signal, -1 if unknown
+  int32_t signal;  // index in the signal pool, -1 if outside it
+};
+
+__device__ __forceinline__ int32_t signal_index(const DeviceCtx& ctx, const uint64_t* sig) {
+  ptrdiff_t i = sig - ctx.signals;
+  return (i >= 0 && i < ctx.num_signals) ? static_cast<int32_t>(i) : -1;
+}
+
+// Raises the abort word of this rank, its host, and its node peers (first
+// writer wins: the word holds the aborting rank + 1).
+__device__ __forceinline__ void raise_abort(const DeviceCtx& ctx) {
+  const uint32_t mark = static_cast<uint32_t>(ctx.rank) + 1;
+  atomicCAS_system(ctx.abort_host, 0u, mark);
+  atomicCAS_system(ctx.abort_dev, 0u, mark);
+  for (int i = 0; i < ctx.local_size && i < kMaxLocalRanks; ++i)
+    if (ctx.abort_peer[i]) atomicCAS_system(ctx.abort_peer[i], 0u, mark);
+  __threadfence_system();
+}
+
+inline __device__ __noinline__ void fail_wait(const DeviceCtx& ctx, WaitSite site, uint64_t expected,
+                                       uint64_t seen, uint64_t waited_ns, int32_t reason,
+                                       int32_t aborter) {
+  const int32_t block = static_cast<int32_t>(blockIdx.x);
+  const int32_t thread = static_cast<int32_t>(threadIdx.x);
+  if (atomicCAS_system(&ctx.diag->state, 0u, 1u) == 0u) {
+    WaitDiag* d = ctx.diag;
+    d->rank = ctx.rank;
+    d->role = site.role;
+    d->peer = site.peer;
+    d->signal = site.signal;
+    d->block = block;
+    d->thread = thread;
+    d->reason = reason;
+    d->aborter = aborter;
+    d->expected = expected;
+    d->seen = seen;
+    d->waited_ns = waited_ns;
+    __threadfence_system();
+    atomicExch_system(&d->state, 2u);
+  }
+  if (reason == kWaitTimeout)
+    printf("mkernel: rank %d role %s (block %d thread %d) timed out after %llu ms waiting on signal %d "
+           "from peer %d: expected >= %llu, seen %llu (MK_TIMEOUT_MS); aborting\n",
+           ctx.rank, role_name(site.role), block, thread,
+           static_cast<unsigned long long>(waited_ns / 1000000), site.signal, site.peer,
+           static_cast<unsigned long long>(expected), static_cast<unsigned long long>(seen));
+  else
+    printf("mkernel: rank %d role %s (block %d thread %d) stopped waiting on signal %d from peer %d "
+           "(expected >= %llu, seen %llu): abort raised by rank %d\n",
+           ctx.rank, role_name(site.role), block, thread, site.signal, site.peer,
+           static_cast<unsigned long long>(expected), static_cast<unsigned long long>(seen), aborter);
+  raise_abort(ctx);
+  __trap();
+}
+
+// Spins until *sig >= expected, with acquire semantics at scope S. One thread
+// waits; the caller broadcasts to its block/warp with a barrier.
+template <Scope S = Scope::Sys>
+__device__ __forceinline__ uint64_t wait_ge(const DeviceCtx& ctx, const uint64_t* sig,
+                                            uint64_t expected, WaitSite site) {
+  uint64_t v = ld_acquire<S>(sig);
+  if (v >= expected) return v;
+  const uint64_t t0 = globaltimer();
+  uint32_t spins = 0;
+  while (true) {
+    v = ld_acquire<S>(sig);
+    if (v >= expected) return v;
+    if ((++spins & 127u) == 0u) {
+      const uint64_t waited = globaltimer() - t0;
+      uint32_t ab = ld_volatile(ctx.abort_dev);
+      if (!ab) ab = ld_volatile(ctx.abort_host);
+      if (ab) fail_wait(ctx, site, expected, v, waited, kWaitAborted, static_cast<int32_t>(ab) - 1);
+      if (waited > ctx.timeout_ns) fail_wait(ctx, site, expected, v, waited, kWaitTimeout, -1);
+    }
+  }
+}
+
+// Publishes a signal value (release: everything this thread, and by
+// cumulativity everything its block made visible to it via a barrier, is
+// visible before the value).
+template <Scope S = Scope::Sys>
+__device__ __forceinline__ void signal_set(uint64_t* sig, uint64_t value) {
+  st_release<S>(sig, value);
+}
+
+template <Scope S = Scope::Sys>
+__device__ __forceinline__ void signal_add(uint64_t* sig, uint64_t delta) {
+  red_add_release<S>(sig, delta);
+}
+
+// Signal word `index` of node peer `local_rank` (own pool when it is us).
+__device__ __forceinline__ uint64_t* peer_signal(const DeviceCtx& ctx, int local_rank, int index) {
+  return ctx.peer_signals[local_rank] + index;
+}
+
+}  // namespace mk::dev

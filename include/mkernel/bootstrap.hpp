@@ -1,0 +1,64 @@
+// mkernel: host rendezvous over TCP (the "bootstrap"). One root (a thread in
+// the process that called get_unique_id(), or in rank 0 for launcher-driven
+// starts) relays small host-side collectives for the ranks of one job. Every
+// wait is bounded by MK_BOOTSTRAP_TIMEOUT_MS; errors name the missing ranks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mkernel/launch_env.hpp"
+
+namespace mk {
+
+// NCCL-style unique id: create on one rank, hand to every rank (any channel),
+// pass to Communicator(rank, world, id). Plain bytes; to_hex() for env/files.
+struct UniqueId {
+  uint8_t bytes[128] = {};
+  std::string to_hex() const;
+  static UniqueId from_hex(const std::string& hex);
+};
+
+// Starts a bootstrap root in this process (it lives until every rank of the
+// job has closed its bootstrap, or the timeout passes) and returns its id.
+UniqueId get_unique_id();
+
+class BootstrapRoot;
+
+class Bootstrap {
+ public:
+  // Joins the job whose root is named by `id`.
+  Bootstrap(int rank, int world, const UniqueId& id);
+  // Joins the job described by the launcher; rank 0 starts the root.
+  explicit Bootstrap(const LaunchInfo& launch);
+  ~Bootstrap();
+  Bootstrap(const Bootstrap&) = delete;
+  Bootstrap& operator=(const Bootstrap&) = delete;
+
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+
+  // Every rank contributes a blob (sizes may differ); all get all, by rank.
+  std::vector<std::string> allgather(const std::string& mine);
+  void barrier();
+  std::string broadcast(const std::string& data, int root);
+  // Leaves the job (also done by the destructor). Peers that still wait get
+  // an error naming this rank only if they wait on it.
+  void close();
+
+ private:
+  void connect_and_hello(const std::string& host, int port, uint64_t magic);
+  // If this process hosts the root: wait until it has finished (it ends
+  // after reporting a failure to every rank, or when all ranks closed).
+  void finish_root();
+  int rank_ = 0;
+  int world_ = 1;
+  int fd_ = -1;
+  uint64_t seq_ = 0;
+  int64_t timeout_ms_ = 0;
+  std::shared_ptr<BootstrapRoot> root_;  // set when this process hosts the root
+};
+
+}  // namespace mk

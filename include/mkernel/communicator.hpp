@@ -1,0 +1,77 @@
+// mkernel: the communicator. Creating one is collective: it rendezvouses the
+// ranks, groups them into nodes, selects this rank's GPU, and sets up the
+// symmetric control region (signal pool + abort words) every kernel uses.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "device/ctx.hpp"
+#include "mkernel/bootstrap.hpp"
+#include "mkernel/launch_env.hpp"
+#include "mkernel/symmetric.hpp"
+#include "mkernel/topology.hpp"
+
+namespace mk {
+
+class SymmetricHeap;
+
+class Communicator {
+ public:
+  // NCCL style: `id` from get_unique_id() on one rank, shared by the caller.
+  // device < 0: keep the current CUDA device.
+  Communicator(int rank, int world, const UniqueId& id, int device = -1);
+  // From the launcher's environment (torchrun/mkrun, OpenMPI, Slurm).
+  // device < 0: LOCAL_RANK-style local rank modulo the visible GPUs.
+  explicit Communicator(const LaunchInfo& launch, int device = -1);
+  static std::unique_ptr<Communicator> from_env(int device = -1);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return topo_.rank; }
+  int world() const { return topo_.world; }
+  int device() const { return device_; }
+  const Topology& topology() const { return topo_; }
+  Bootstrap& bootstrap() { return *bs_; }
+
+  // Collective. Freed by free_symmetric (collective) or with the communicator.
+  SymmetricBuffer& alloc_symmetric(size_t bytes);
+  void free_symmetric(SymmetricBuffer& buf);
+  bool uses_vmm() const;
+
+  // The device-side context (signals, abort words, diagnostics, timeout).
+  const DeviceCtx& device_ctx() const { return ctx_; }
+  // Reserves `n` consecutive signal words; every rank must make the same
+  // sequence of reservations (plans do). Returns the first index.
+  int reserve_signals(int n);
+  // A new epoch for a call: strictly increasing, starting at 1.
+  uint64_t next_epoch() { return ++epoch_; }
+
+  // Throws mk::Error for a failed CUDA call, adding the device-side failure
+  // record (who waited for what) when there is one.
+  void check(int cuda_error, const char* what) const;
+  // The device-side failure record as text, or "" when there is none.
+  std::string device_failure() const;
+  // Raises this rank's abort word from the host (e.g. a proxy error): every
+  // bounded device wait of this rank exits with a diagnostic.
+  void raise_abort();
+  void barrier() { bs_->barrier(); }
+
+ private:
+  void init(int device, int launcher_local_rank);
+
+  std::unique_ptr<Bootstrap> bs_;
+  Topology topo_;
+  int device_ = -1;
+  uint64_t job_ = 0;
+  std::unique_ptr<SymmetricHeap> heap_;
+  SymmetricBuffer* control_ = nullptr;
+  void* host_block_ = nullptr;  // mapped pinned: abort word + WaitDiag
+  DeviceCtx ctx_{};
+  int signals_reserved_ = 0;
+  uint64_t epoch_ = 0;
+};
+
+}  // namespace mk

@@ -1,0 +1,43 @@
+// mkernel: errors. Every host-side failure is an mk::Error whose message says
+// who failed, doing what, and what to change.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace mk {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Concatenate anything streamable into one string.
+template <typename... Args>
+std::string cat(Args&&... args) {
+  std::ostringstream os;
+  (os << ... << std::forward<Args>(args));
+  return os.str();
+}
+
+template <typename... Args>
+[[noreturn]] void fail(Args&&... args) {
+  throw Error(cat("mkernel: ", std::forward<Args>(args)...));
+}
+
+// Formats a CUDA runtime error code (kept out of this header so that it does
+// not pull in cuda_runtime.h).
+std::string cuda_error_string(int code);
+
+}  // namespace mk
+
+// Throws mk::Error when a CUDA runtime call fails.
+#define MK_CUDA_CHECK(expr)                                                          \
+  do {                                                                               \
+    int mk_err_ = static_cast<int>(expr);                                            \
+    if (mk_err_ != 0)                                                                \
+      ::mk::fail(#expr, " failed: ", ::mk::cuda_error_string(mk_err_), " (", __FILE__, \
+                 ":", __LINE__, ")");                                                \
+  } while (0)

@@ -1,0 +1,58 @@
+// mkernel: environment knobs, declared once in knob_list.inc.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mk {
+
+enum class Knob : int {
+#define MK_KNOB(name, type, def, lo, hi, choices, doc) name,
+#include "mkernel/knob_list.inc"
+#undef MK_KNOB
+  kCount
+};
+
+enum class KnobType { Int, Bool, String, Choice };
+
+struct KnobSpec {
+  const char* name;
+  KnobType type;
+  const char* def;
+  int64_t min, max;
+  const char* choices;
+  const char* doc;
+};
+
+// Reads a variable; the default reads the process environment. Tests pass
+// their own.
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+EnvLookup process_env();
+
+const std::vector<KnobSpec>& knob_specs();
+const KnobSpec& knob_spec(Knob k);
+
+// Typed reads. A malformed or out-of-range value throws mk::Error naming the
+// variable, the value and what is accepted.
+int64_t knob_int(Knob k, const EnvLookup& env = process_env());
+bool knob_bool(Knob k, const EnvLookup& env = process_env());
+std::string knob_str(Knob k, const EnvLookup& env = process_env());  // String and Choice
+
+// Parses every knob (so a bad value anywhere is reported up front) and returns
+// MK_* variables that are set but unknown (likely typos).
+std::vector<std::string> validate_knobs(const EnvLookup& env,
+                                        const std::vector<std::string>& set_names);
+// Names of MK_* variables set in the process environment.
+std::vector<std::string> mk_variables_in_environment();
+
+// A table of every knob: name, type, default, current value, doc.
+std::string print_config(const EnvLookup& env = process_env());
+
+enum class LogLevel { Warn = 0, Info = 1, Debug = 2 };
+LogLevel log_level();
+void log(LogLevel lvl, const std::string& msg);
+
+}  // namespace mk

@@ -1,0 +1,60 @@
+/* mkernel: C ABI for bindings (Python ctypes, other languages).
+ * Every function returns 0 on success and non-zero on failure; then
+ * mk_last_error() returns this thread's message. Handles are opaque. */
+#ifndef MKERNEL_MKERNEL_H_
+#define MKERNEL_MKERNEL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MK_ABI_VERSION 1
+#define MK_MAX_LOCAL_RANKS 8
+
+typedef struct mk_comm_s* mk_comm_t;
+typedef struct mk_symm_s* mk_symm_t;
+
+typedef struct {
+  unsigned char internal[128];
+} mk_unique_id_t;
+
+typedef struct {
+  int rank, world, node, num_nodes, local_rank, local_size, device, uses_vmm;
+} mk_comm_info_t;
+
+typedef struct {
+  void* local;
+  size_t bytes;
+  void* peers[MK_MAX_LOCAL_RANKS]; /* by local rank; NULL outside the node */
+  int local_rank, local_size;
+} mk_symm_info_t;
+
+int mk_abi_version(void);
+const char* mk_last_error(void);
+
+int mk_get_unique_id(mk_unique_id_t* out);
+/* device < 0: keep the current device (init) / local rank mod GPUs (init_env). */
+int mk_comm_init(mk_comm_t* out, int rank, int world, const mk_unique_id_t* id, int device);
+int mk_comm_init_env(mk_comm_t* out, int device);
+int mk_comm_destroy(mk_comm_t comm);
+int mk_comm_info(mk_comm_t comm, mk_comm_info_t* out);
+int mk_comm_barrier(mk_comm_t comm);
+/* Non-zero (with the device diagnostic as the message) once a device wait of
+ * this rank failed or an abort was raised. */
+int mk_comm_check(mk_comm_t comm);
+
+int mk_symm_alloc(mk_comm_t comm, size_t bytes, mk_symm_t* out);
+int mk_symm_info(mk_symm_t buf, mk_symm_info_t* out);
+int mk_symm_free(mk_comm_t comm, mk_symm_t buf);
+
+/* Writes the knob table (NUL-terminated, truncated to len). */
+int mk_print_config(char* buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MKERNEL_MKERNEL_H_ */

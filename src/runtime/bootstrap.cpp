@@ -1,0 +1,451 @@
+#include "mkernel/bootstrap.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "mkernel/error.hpp"
+#include "src/runtime/socket.hpp"
+
+namespace mk {
+
+namespace {
+
+constexpr uint32_t kFrameMagic = 0x4d4b4254;  // "MKBT"
+constexpr int64_t kClientGraceMs = 5000;       // clients outwait the root's own timeout
+
+enum FrameType : uint32_t { kHello = 1, kWelcome, kGather, kResult, kError, kBye };
+
+struct FrameHeader {
+  uint32_t magic = kFrameMagic;
+  uint32_t type = 0;
+  int32_t rank = -1;
+  int32_t world = 0;
+  uint64_t seq = 0;
+  uint64_t job = 0;
+  uint64_t len = 0;
+};
+static_assert(sizeof(FrameHeader) == 40);
+
+constexpr uint64_t kMaxPayload = 1ull << 30;
+
+struct IdLayout {  // how UniqueId::bytes is used
+  uint64_t magic;
+  uint32_t addr;   // IPv4, network order
+  uint16_t port;
+  uint16_t version;
+};
+static_assert(sizeof(IdLayout) <= sizeof(UniqueId::bytes));
+
+std::string frame(FrameType t, int rank, int world, uint64_t seq, uint64_t job, const std::string& body) {
+  FrameHeader h;
+  h.type = t;
+  h.rank = rank;
+  h.world = world;
+  h.seq = seq;
+  h.job = job;
+  h.len = body.size();
+  std::string out(reinterpret_cast<const char*>(&h), sizeof(h));
+  out += body;
+  return out;
+}
+
+std::string ranks_to_string(const std::vector<int>& r) {
+  std::string s = "[";
+  for (size_t i = 0; i < r.size(); ++i) s += (i ? ", " : "") + std::to_string(r[i]);
+  return s + "]";
+}
+
+uint64_t random_u64() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Root: one thread, poll() over all rank connections; relays collectives.
+class BootstrapRoot {
+ public:
+  BootstrapRoot(int listen_fd, uint64_t job, int64_t timeout_ms)
+      : listen_fd_(listen_fd), job_(job), timeout_ms_(timeout_ms) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~BootstrapRoot() { join(); }
+  void owner_closed() {
+    owner_closed_at_ms_.store(now_ms());
+  }
+  void join() {
+    std::lock_guard<std::mutex> g(join_mu_);
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  struct Conn {
+    int fd = -1;
+    int rank = -1;
+    std::string buf;
+    bool bye = false;
+  };
+
+  static int64_t now_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               sock::Clock::now().time_since_epoch())
+        .count();
+  }
+
+  void send_to(Conn& c, const std::string& bytes) {
+    if (c.fd < 0) return;
+    try {
+      sock::send_all(c.fd, bytes.data(), bytes.size(), sock::deadline_in_ms(timeout_ms_));
+    } catch (const Error&) {
+      sock::close_fd(c.fd);  // the rank is gone; its absence is reported elsewhere
+    }
+  }
+
+  void fail_all(const std::string& msg) {
+    std::string f = frame(kError, -1, world_, 0, job_, msg);
+    for (auto& c : conns_) send_to(c, f);
+    done_ = true;
+  }
+
+  std::vector<int> ranks_without_hello() const {
+    std::vector<int> m;
+    for (int r = 0; r < world_; ++r)
+      if (rank_conn_[r] < 0) m.push_back(r);
+    return m;
+  }
+
+  void on_frame(size_t ci, const FrameHeader& h, const std::string& body) {
+    Conn& c = conns_[ci];
+    if (h.type == kHello) {
+      std::string why;
+      if (h.job != job_) why = "it belongs to another job (bootstrap id / job mismatch)";
+      else if (world_ > 0 && h.world != world_)
+        why = cat("its world size ", h.world, " differs from ", world_, " given by other ranks");
+      else if (h.world < 1 || h.rank < 0 || h.rank >= h.world)
+        why = cat("rank ", h.rank, " is outside [0, ", h.world, ")");
+      else if (world_ > 0 && rank_conn_[h.rank] >= 0)
+        why = cat("rank ", h.rank, " already joined (two processes claim the same rank)");
+      if (!why.empty()) {
+        send_to(c, frame(kError, -1, world_, 0, job_, cat("bootstrap root rejected a rank: ", why)));
+        sock::close_fd(c.fd);
+        return;
+      }
+      if (world_ == 0) {
+        world_ = h.world;
+        rank_conn_.assign(world_, -1);
+        contrib_.assign(world_, std::nullopt);
+      }
+      c.rank = h.rank;
+      rank_conn_[h.rank] = static_cast<int>(ci);
+      if (ranks_without_hello().empty()) {
+        started_ = true;
+        for (auto& cc : conns_)
+          if (cc.rank >= 0) send_to(cc, frame(kWelcome, cc.rank, world_, 0, job_, ""));
+      }
+      return;
+    }
+    if (c.rank < 0) return;
+    if (h.type == kBye) {
+      c.bye = true;
+      ++byes_;
+      if (std::any_of(contrib_.begin(), contrib_.end(), [](auto& x) { return x.has_value(); }))
+        fail_all(cat("bootstrap collective #", round_, ": rank ", c.rank,
+                     " closed its bootstrap while others wait for it"));
+      return;
+    }
+    if (h.type == kGather) {
+      if (!started_ || h.seq != round_) {
+        fail_all(cat("bootstrap: rank ", c.rank, " is at collective #", h.seq, " but the job is at #",
+                     round_, " (ranks called different sequences of collectives)"));
+        return;
+      }
+      for (auto& cc : conns_)
+        if (cc.bye && cc.rank >= 0) {
+          fail_all(cat("bootstrap collective #", round_, ": rank ", cc.rank, " has already closed its bootstrap"));
+          return;
+        }
+      if (!first_arrival_ms_) first_arrival_ms_ = now_ms();
+      contrib_[c.rank] = body;
+      for (auto& x : contrib_)
+        if (!x) return;
+      std::string out;
+      for (auto& x : contrib_) {
+        uint64_t n = x->size();
+        out.append(reinterpret_cast<const char*>(&n), sizeof(n));
+        out += *x;
+        x.reset();
+      }
+      std::string f = frame(kResult, -1, world_, round_, job_, out);
+      for (auto& cc : conns_)
+        if (cc.rank >= 0) send_to(cc, f);
+      ++round_;
+      first_arrival_ms_ = 0;
+    }
+  }
+
+  void read_conn(size_t ci) {
+    Conn& c = conns_[ci];
+    char tmp[65536];
+    while (c.fd >= 0) {
+      ssize_t n = ::recv(c.fd, tmp, sizeof(tmp), MSG_DONTWAIT);
+      if (n > 0) {
+        c.buf.append(tmp, static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
+      // EOF or error.
+      sock::close_fd(c.fd);
+      if (c.rank >= 0 && !c.bye && !done_)
+        fail_all(cat("bootstrap: rank ", c.rank, " disconnected without closing (process died?)"));
+      break;
+    }
+    while (c.buf.size() >= sizeof(FrameHeader)) {
+      FrameHeader h;
+      std::memcpy(&h, c.buf.data(), sizeof(h));
+      if (h.magic != kFrameMagic || h.len > kMaxPayload) {
+        sock::close_fd(c.fd);
+        c.buf.clear();
+        return;
+      }
+      if (c.buf.size() < sizeof(h) + h.len) break;
+      std::string body = c.buf.substr(sizeof(h), h.len);
+      c.buf.erase(0, sizeof(h) + h.len);
+      on_frame(ci, h, body);
+      if (done_) return;
+    }
+  }
+
+  void run() {
+    const int64_t start = now_ms();
+    sock::set_nonblocking(listen_fd_, true);
+    while (!done_) {
+      std::vector<pollfd> pfd;
+      pfd.push_back({listen_fd_, POLLIN, 0});
+      for (auto& c : conns_) pfd.push_back({c.fd, POLLIN, 0});
+      ::poll(pfd.data(), pfd.size(), 50);
+      if (pfd[0].revents & POLLIN) {
+        while (true) {
+          int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+          if (fd < 0) break;
+          Conn c;
+          c.fd = fd;
+          conns_.push_back(std::move(c));
+        }
+      }
+      for (size_t i = 0; i < conns_.size() && !done_; ++i)
+        if (conns_[i].fd >= 0) read_conn(i);
+      if (done_) break;
+      int64_t now = now_ms();
+      if (!started_ && now - start > timeout_ms_) {
+        if (world_ == 0) {
+          done_ = true;  // nobody came at all; nobody to tell
+        } else {
+          fail_all(cat("bootstrap: timed out after ", timeout_ms_, " ms waiting for ranks ",
+                       ranks_to_string(ranks_without_hello()), " of ", world_,
+                       " to join (MK_BOOTSTRAP_TIMEOUT_MS)"));
+        }
+      } else if (started_ && first_arrival_ms_ && now - first_arrival_ms_ > timeout_ms_) {
+        std::vector<int> missing;
+        for (int r = 0; r < world_; ++r)
+          if (!contrib_[r]) missing.push_back(r);
+        fail_all(cat("bootstrap collective #", round_, ": timed out after ", timeout_ms_,
+                     " ms waiting for ranks ", ranks_to_string(missing), " (MK_BOOTSTRAP_TIMEOUT_MS)"));
+      } else if (started_ && byes_ == world_) {
+        done_ = true;
+      } else if (int64_t oc = owner_closed_at_ms_.load(); oc && now - oc > timeout_ms_) {
+        done_ = true;  // the hosting rank left and the others did not follow in time
+      }
+    }
+    for (auto& c : conns_) sock::close_fd(c.fd);
+    sock::close_fd(listen_fd_);
+  }
+
+  int listen_fd_;
+  uint64_t job_;
+  int64_t timeout_ms_;
+  std::thread thread_;
+  std::mutex join_mu_;
+  std::atomic<int64_t> owner_closed_at_ms_{0};
+  std::vector<Conn> conns_;
+  std::vector<int> rank_conn_;
+  std::vector<std::optional<std::string>> contrib_;
+  int world_ = 0;
+  bool started_ = false;
+  bool done_ = false;
+  int byes_ = 0;
+  uint64_t round_ = 0;
+  int64_t first_arrival_ms_ = 0;
+};
+
+namespace {
+std::mutex g_roots_mu;
+std::map<uint64_t, std::shared_ptr<BootstrapRoot>>& roots() {
+  static std::map<uint64_t, std::shared_ptr<BootstrapRoot>> m;
+  return m;
+}
+}  // namespace
+
+// ---------------------------------------------------------------------------
+std::string UniqueId::to_hex() const {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : bytes) {
+    s += d[b >> 4];
+    s += d[b & 15];
+  }
+  return s;
+}
+
+UniqueId UniqueId::from_hex(const std::string& hex) {
+  if (hex.size() != 2 * sizeof(UniqueId::bytes)) fail("unique id: expected ", 2 * sizeof(UniqueId::bytes), " hex digits, got ", hex.size());
+  UniqueId id;
+  auto val = [&](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    fail("unique id: '", c, "' is not a hex digit");
+  };
+  for (size_t i = 0; i < sizeof(id.bytes); ++i)
+    id.bytes[i] = static_cast<uint8_t>(val(hex[2 * i]) << 4 | val(hex[2 * i + 1]));
+  return id;
+}
+
+UniqueId get_unique_id() {
+  int64_t timeout = knob_int(Knob::MK_BOOTSTRAP_TIMEOUT_MS);
+  std::string addr = knob_str(Knob::MK_BOOTSTRAP_ADDR);
+  if (addr.empty()) addr = sock::first_ipv4();
+  int port = 0;
+  int fd = sock::tcp_listen(static_cast<int>(knob_int(Knob::MK_BOOTSTRAP_PORT)), &port);
+  IdLayout l{};
+  l.magic = random_u64();
+  l.addr = sock::resolve_ipv4(addr);
+  l.port = static_cast<uint16_t>(port);
+  l.version = 1;
+  UniqueId id;
+  std::memcpy(id.bytes, &l, sizeof(l));
+  std::lock_guard<std::mutex> g(g_roots_mu);
+  roots()[l.magic] = std::make_shared<BootstrapRoot>(fd, l.magic, timeout);
+  return id;
+}
+
+Bootstrap::Bootstrap(int rank, int world, const UniqueId& id) : rank_(rank), world_(world) {
+  timeout_ms_ = knob_int(Knob::MK_BOOTSTRAP_TIMEOUT_MS);
+  if (world < 1 || rank < 0 || rank >= world) fail("rank ", rank, " is outside [0, ", world, ")");
+  IdLayout l{};
+  std::memcpy(&l, id.bytes, sizeof(l));
+  if (l.version != 1 || l.port == 0) fail("unique id is not one made by mk::get_unique_id()");
+  {
+    std::lock_guard<std::mutex> g(g_roots_mu);
+    auto it = roots().find(l.magic);
+    if (it != roots().end()) root_ = it->second;
+  }
+  connect_and_hello(sock::ipv4_to_string(l.addr), l.port, l.magic);
+}
+
+Bootstrap::Bootstrap(const LaunchInfo& li) : rank_(li.rank), world_(li.world) {
+  timeout_ms_ = knob_int(Knob::MK_BOOTSTRAP_TIMEOUT_MS);
+  if (world_ == 1) return;  // nothing to rendezvous with
+  uint64_t job = std::hash<std::string>{}(li.launcher + "/" + li.job_key + "/" + std::to_string(li.world));
+  if (rank_ == 0) {
+    int port = 0;
+    int fd = sock::tcp_listen(li.root_port, &port);
+    root_ = std::make_shared<BootstrapRoot>(fd, job, timeout_ms_);
+  }
+  connect_and_hello(li.root_addr, li.root_port, job);
+}
+
+void Bootstrap::connect_and_hello(const std::string& host, int port, uint64_t magic) {
+  auto dl = sock::deadline_in_ms(timeout_ms_ + kClientGraceMs);
+  fd_ = sock::tcp_connect(host, port, sock::deadline_in_ms(timeout_ms_));
+  std::string f = frame(kHello, rank_, world_, 0, magic, "");
+  sock::send_all(fd_, f.data(), f.size(), dl);
+  FrameHeader h;
+  if (!sock::recv_all(fd_, &h, sizeof(h), dl)) fail("bootstrap root closed the connection during rendezvous");
+  std::string body(h.len, '\0');
+  if (h.len) sock::recv_all(fd_, body.data(), h.len, dl);
+  if (h.type == kError) {
+    sock::close_fd(fd_);
+    finish_root();  // let the root tell every other rank before this process can exit
+    fail("rank ", rank_, ": ", body);
+  }
+  if (h.type != kWelcome) fail("bootstrap: unexpected reply ", h.type, " to hello");
+}
+
+std::vector<std::string> Bootstrap::allgather(const std::string& mine) {
+  if (world_ == 1) return {mine};
+  if (fd_ < 0) fail("rank ", rank_, ": bootstrap used after close()");
+  auto dl = sock::deadline_in_ms(timeout_ms_ + kClientGraceMs);
+  std::string f = frame(kGather, rank_, world_, seq_, 0, mine);
+  sock::send_all(fd_, f.data(), f.size(), dl);
+  FrameHeader h;
+  if (!sock::recv_all(fd_, &h, sizeof(h), dl)) fail("rank ", rank_, ": bootstrap root went away (rank 0 died?)");
+  if (h.len > kMaxPayload) fail("bootstrap: corrupt frame");
+  std::string body(h.len, '\0');
+  if (h.len) sock::recv_all(fd_, body.data(), h.len, dl);
+  if (h.type == kError) {
+    finish_root();
+    fail("rank ", rank_, ": ", body);
+  }
+  if (h.type != kResult || h.seq != seq_) fail("bootstrap: unexpected frame ", h.type, " seq ", h.seq);
+  ++seq_;
+  std::vector<std::string> out;
+  size_t off = 0;
+  for (int r = 0; r < world_; ++r) {
+    uint64_t n = 0;
+    if (off + sizeof(n) > body.size()) fail("bootstrap: truncated result");
+    std::memcpy(&n, body.data() + off, sizeof(n));
+    off += sizeof(n);
+    if (off + n > body.size()) fail("bootstrap: truncated result");
+    out.emplace_back(body.data() + off, n);
+    off += n;
+  }
+  return out;
+}
+
+void Bootstrap::barrier() { allgather(std::string()); }
+
+std::string Bootstrap::broadcast(const std::string& data, int root) {
+  if (root < 0 || root >= world_) fail("broadcast root ", root, " is outside [0, ", world_, ")");
+  return allgather(rank_ == root ? data : std::string())[root];
+}
+
+void Bootstrap::close() {
+  if (fd_ >= 0) {
+    try {
+      std::string f = frame(kBye, rank_, world_, seq_, 0, "");
+      sock::send_all(fd_, f.data(), f.size(), sock::deadline_in_ms(1000));
+    } catch (const Error&) {
+    }
+    sock::close_fd(fd_);
+  }
+  finish_root();
+}
+
+void Bootstrap::finish_root() {
+  if (!root_) return;
+  root_->owner_closed();
+  root_->join();
+  std::lock_guard<std::mutex> g(g_roots_mu);
+  for (auto it = roots().begin(); it != roots().end(); ++it)
+    if (it->second == root_) {
+      roots().erase(it);
+      break;
+    }
+  root_.reset();
+}
+
+Bootstrap::~Bootstrap() { close(); }
+
+}  // namespace mk

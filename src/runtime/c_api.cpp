@@ -1,0 +1,135 @@
+// C ABI over the C++ API: exceptions become return codes + mk_last_error().
+#include "mkernel/mkernel.h"
+
+#include <cstring>
+#include <string>
+
+#include "mkernel/mkernel.hpp"
+
+static_assert(MK_MAX_LOCAL_RANKS == mk::kMaxLocalRanks);
+
+struct mk_comm_s {
+  std::unique_ptr<mk::Communicator> comm;
+};
+struct mk_symm_s {
+  mk::SymmetricBuffer* buf;
+};
+
+namespace {
+thread_local std::string g_last_error;
+
+template <typename F>
+int guarded(F&& f) {
+  try {
+    f();
+    return 0;
+  } catch (const std::exception& e) {
+    g_last_error = e.what();
+  } catch (...) {
+    g_last_error = "mkernel: unknown error";
+  }
+  return 1;
+}
+
+int null_arg(const char* what) {
+  g_last_error = std::string("mkernel: ") + what + " is NULL";
+  return 1;
+}
+}  // namespace
+
+extern "C" {
+
+int mk_abi_version(void) { return MK_ABI_VERSION; }
+const char* mk_last_error(void) { return g_last_error.c_str(); }
+
+int mk_get_unique_id(mk_unique_id_t* out) {
+  if (!out) return null_arg("out");
+  static_assert(sizeof(out->internal) == sizeof(mk::UniqueId::bytes));
+  return guarded([&] {
+    auto id = mk::get_unique_id();
+    std::memcpy(out->internal, id.bytes, sizeof(id.bytes));
+  });
+}
+
+int mk_comm_init(mk_comm_t* out, int rank, int world, const mk_unique_id_t* id, int device) {
+  if (!out || !id) return null_arg("out or id");
+  return guarded([&] {
+    mk::UniqueId uid;
+    std::memcpy(uid.bytes, id->internal, sizeof(uid.bytes));
+    auto c = std::make_unique<mk_comm_s>();
+    c->comm = std::make_unique<mk::Communicator>(rank, world, uid, device);
+    *out = c.release();
+  });
+}
+
+int mk_comm_init_env(mk_comm_t* out, int device) {
+  if (!out) return null_arg("out");
+  return guarded([&] {
+    auto c = std::make_unique<mk_comm_s>();
+    c->comm = mk::Communicator::from_env(device);
+    *out = c.release();
+  });
+}
+
+int mk_comm_destroy(mk_comm_t comm) {
+  return guarded([&] { delete comm; });
+}
+
+int mk_comm_info(mk_comm_t comm, mk_comm_info_t* out) {
+  if (!comm || !out) return null_arg("comm or out");
+  return guarded([&] {
+    const auto& t = comm->comm->topology();
+    *out = mk_comm_info_t{t.rank, t.world, t.node, t.num_nodes, t.local_rank, t.local_size,
+                          comm->comm->device(), comm->comm->uses_vmm() ? 1 : 0};
+  });
+}
+
+int mk_comm_barrier(mk_comm_t comm) {
+  if (!comm) return null_arg("comm");
+  return guarded([&] { comm->comm->barrier(); });
+}
+
+int mk_comm_check(mk_comm_t comm) {
+  if (!comm) return null_arg("comm");
+  return guarded([&] { comm->comm->check(0, "check"); });
+}
+
+int mk_symm_alloc(mk_comm_t comm, size_t bytes, mk_symm_t* out) {
+  if (!comm || !out) return null_arg("comm or out");
+  return guarded([&] {
+    auto s = std::make_unique<mk_symm_s>();
+    s->buf = &comm->comm->alloc_symmetric(bytes);
+    *out = s.release();
+  });
+}
+
+int mk_symm_info(mk_symm_t buf, mk_symm_info_t* out) {
+  if (!buf || !out) return null_arg("buf or out");
+  return guarded([&] {
+    *out = mk_symm_info_t{};
+    out->local = buf->buf->local;
+    out->bytes = buf->buf->bytes;
+    for (int i = 0; i < MK_MAX_LOCAL_RANKS; ++i) out->peers[i] = buf->buf->peer[i];
+    out->local_rank = buf->buf->local_rank;
+    out->local_size = buf->buf->local_size;
+  });
+}
+
+int mk_symm_free(mk_comm_t comm, mk_symm_t buf) {
+  if (!comm || !buf) return null_arg("comm or buf");
+  return guarded([&] {
+    comm->comm->free_symmetric(*buf->buf);
+    delete buf;
+  });
+}
+
+int mk_print_config(char* buf, size_t len) {
+  if (!buf || len == 0) return null_arg("buf");
+  return guarded([&] {
+    std::string s = mk::print_config();
+    std::strncpy(buf, s.c_str(), len - 1);
+    buf[len - 1] = '\0';
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,207 @@
+#include "mkernel/communicator.hpp"
+
+#include <cuda_runtime_api.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+
+#include "mkernel/error.hpp"
+#include "mkernel/knobs.hpp"
+#include "src/runtime/symmetric_heap.hpp"
+
+namespace mk {
+
+namespace {
+
+constexpr size_t kControlHeader = 128;  // abort word, padded to its own line
+
+struct PeerInfo {
+  char host[192];
+  char pci[32];
+  int32_t pid;
+  int32_t device;
+};
+
+std::string format_diag(const WaitDiag& d) {
+  if (d.state != 2) return "";
+  std::string sig = d.signal >= 0 ? cat("signal ", d.signal) : std::string("a signal outside the pool");
+  std::string who = cat("rank ", d.rank, " role ", role_name(d.role), " (block ", d.block, " thread ", d.thread, ")");
+  if (d.reason == kWaitTimeout)
+    return cat(who, " timed out after ", d.waited_ns / 1000000, " ms waiting on ", sig, " from peer ", d.peer,
+               ": expected >= ", d.expected, ", seen ", d.seen, " (MK_TIMEOUT_MS)");
+  return cat(who, " stopped waiting on ", sig, " from peer ", d.peer, " (expected >= ", d.expected, ", seen ",
+             d.seen, "): abort raised by rank ", d.aborter);
+}
+
+void warn_unknown_knobs() {
+  auto unknown = validate_knobs(process_env(), mk_variables_in_environment());
+  for (auto& n : unknown)
+    log(LogLevel::Warn, cat("warning: ", n, " is set but is not an mkernel knob (see `mkbench --print-config`)"));
+}
+
+}  // namespace
+
+Communicator::Communicator(int rank, int world, const UniqueId& id, int device) {
+  warn_unknown_knobs();
+  bs_ = std::make_unique<Bootstrap>(rank, world, id);
+  init(device, -1);
+}
+
+Communicator::Communicator(const LaunchInfo& launch, int device) {
+  warn_unknown_knobs();
+  bs_ = std::make_unique<Bootstrap>(launch);
+  init(device, launch.local_rank);
+}
+
+std::unique_ptr<Communicator> Communicator::from_env(int device) {
+  auto li = detect_launch();
+  if (!li) {
+    LaunchInfo single;
+    single.launcher = "single";
+    single.rank = 0;
+    single.world = 1;
+    single.local_rank = 0;
+    single.local_world = 1;
+    return std::make_unique<Communicator>(single, device);
+  }
+  return std::make_unique<Communicator>(*li, device);
+}
+
+void Communicator::init(int device, int launcher_local_rank) {
+  const int rank = bs_->rank(), world = bs_->world();
+  int count = 0;
+  cudaError_t ce = cudaGetDeviceCount(&count);
+  if (ce != cudaSuccess || count == 0)
+    fail("rank ", rank, ": no CUDA device visible (", ce == cudaSuccess ? "0 devices" : cuda_error_string(ce), ")");
+  if (device < 0) {
+    if (launcher_local_rank >= 0) {
+      device = launcher_local_rank % count;
+    } else {
+      MK_CUDA_CHECK(cudaGetDevice(&device));
+    }
+  }
+  if (device >= count) fail("rank ", rank, ": device ", device, " does not exist (", count, " visible)");
+  device_ = device;
+  MK_CUDA_CHECK(cudaSetDevice(device_));
+
+  PeerInfo me{};
+  std::string host = local_host_id();
+  std::strncpy(me.host, host.c_str(), sizeof(me.host) - 1);
+  MK_CUDA_CHECK(cudaDeviceGetPCIBusId(me.pci, sizeof(me.pci), device_));
+  me.pid = getpid();
+  me.device = device_;
+  auto all = bs_->allgather(std::string(reinterpret_cast<const char*>(&me), sizeof(me)));
+  std::vector<PeerInfo> infos(world);
+  std::vector<std::string> hosts(world);
+  for (int r = 0; r < world; ++r) {
+    std::memcpy(&infos[r], all[r].data(), sizeof(PeerInfo));
+    hosts[r] = infos[r].host;
+  }
+  for (int a = 0; a < world; ++a)
+    for (int b = a + 1; b < world; ++b)
+      if (hosts[a] == hosts[b] && std::strcmp(infos[a].pci, infos[b].pci) == 0)
+        fail("ranks ", a, " and ", b, " on one host both use GPU ", infos[a].pci,
+             "; give each rank its own GPU (LOCAL_RANK / device argument)");
+
+  topo_ = compute_topology(hosts, rank, static_cast<int>(knob_int(Knob::MK_RANKS_PER_NODE)));
+  if (topo_.local_size > kMaxLocalRanks)
+    fail("node ", topo_.node, " has ", topo_.local_size, " ranks; at most ", kMaxLocalRanks,
+         " are supported per node (set MK_RANKS_PER_NODE)");
+  // Node peers must reach each other by peer mappings.
+  for (int peer : topo_.node_ranks[topo_.node]) {
+    if (peer == rank) continue;
+    int pdev = -1;
+    if (cudaDeviceGetByPCIBusId(&pdev, infos[peer].pci) != cudaSuccess) {
+      cudaGetLastError();
+      continue;  // not visible to this process; mapping will tell
+    }
+    int ok = 0;
+    MK_CUDA_CHECK(cudaDeviceCanAccessPeer(&ok, device_, pdev));
+    if (!ok)
+      fail("ranks ", rank, " and ", peer, " share node ", topo_.node, " but GPUs ", me.pci, " and ",
+           infos[peer].pci, " have no peer access; set MK_RANKS_PER_NODE to keep them on separate nodes");
+  }
+  log(LogLevel::Info, cat("rank ", rank, ": GPU ", me.pci, ", ", topo_.describe()));
+
+  uint64_t job = 0;
+  if (rank == 0) job = std::random_device{}() ^ (static_cast<uint64_t>(getpid()) << 32);
+  std::string jb = bs_->broadcast(std::string(reinterpret_cast<const char*>(&job), sizeof(job)), 0);
+  std::memcpy(&job_, jb.data(), sizeof(job_));
+
+  heap_ = std::make_unique<SymmetricHeap>(*bs_, topo_, device_, job_, knob_str(Knob::MK_SYMM_MODE));
+  const int num_signals = static_cast<int>(knob_int(Knob::MK_SIGNAL_SLOTS));
+  control_ = heap_->alloc(kControlHeader + sizeof(uint64_t) * num_signals);
+
+  MK_CUDA_CHECK(cudaHostAlloc(&host_block_, 4096, cudaHostAllocMapped | cudaHostAllocPortable));
+  std::memset(host_block_, 0, 4096);
+  void* host_dev = nullptr;
+  MK_CUDA_CHECK(cudaHostGetDevicePointer(&host_dev, host_block_, 0));
+
+  ctx_ = DeviceCtx{};
+  ctx_.rank = rank;
+  ctx_.world = world;
+  ctx_.node = topo_.node;
+  ctx_.local_rank = topo_.local_rank;
+  ctx_.local_size = topo_.local_size;
+  ctx_.num_signals = num_signals;
+  ctx_.timeout_ns = static_cast<uint64_t>(knob_int(Knob::MK_TIMEOUT_MS)) * 1000000ull;
+  ctx_.abort_host = static_cast<uint32_t*>(host_dev);
+  ctx_.diag = reinterpret_cast<WaitDiag*>(static_cast<char*>(host_dev) + 64);
+  ctx_.abort_dev = static_cast<uint32_t*>(control_->local);
+  ctx_.signals = reinterpret_cast<uint64_t*>(static_cast<char*>(control_->local) + kControlHeader);
+  for (int i = 0; i < topo_.local_size; ++i) {
+    ctx_.abort_peer[i] = static_cast<uint32_t*>(control_->peer[i]);
+    ctx_.peer_signals[i] = reinterpret_cast<uint64_t*>(static_cast<char*>(control_->peer[i]) + kControlHeader);
+  }
+}
+
+Communicator::~Communicator() {
+  try {
+    if (device_ >= 0) cudaSetDevice(device_);
+    heap_.reset();  // unmaps peers' memory; a barrier is not needed at teardown
+    if (host_block_) cudaFreeHost(host_block_);
+    bs_.reset();
+  } catch (...) {
+  }
+}
+
+SymmetricBuffer& Communicator::alloc_symmetric(size_t bytes) { return *heap_->alloc(bytes); }
+void Communicator::free_symmetric(SymmetricBuffer& buf) { heap_->free(&buf); }
+bool Communicator::uses_vmm() const { return heap_->mode() == SymmetricHeap::Mode::Vmm; }
+
+int Communicator::reserve_signals(int n) {
+  if (n <= 0 || signals_reserved_ + n > ctx_.num_signals)
+    fail("reserve_signals(", n, "): the pool has ", ctx_.num_signals - signals_reserved_,
+         " of ", ctx_.num_signals, " signals left (raise MK_SIGNAL_SLOTS)");
+  int base = signals_reserved_;
+  signals_reserved_ += n;
+  return base;
+}
+
+std::string Communicator::device_failure() const {
+  if (!host_block_) return "";
+  const auto* d = reinterpret_cast<const volatile WaitDiag*>(static_cast<const char*>(host_block_) + 64);
+  WaitDiag copy;
+  std::memcpy(&copy, const_cast<const WaitDiag*>(d), sizeof(copy));
+  std::string s = format_diag(copy);
+  uint32_t ab = *static_cast<const volatile uint32_t*>(host_block_);
+  if (s.empty() && ab) s = cat("abort raised by rank ", ab - 1);
+  return s;
+}
+
+void Communicator::check(int cuda_error, const char* what) const {
+  std::string diag = device_failure();
+  if (cuda_error == 0 && diag.empty()) return;
+  std::string msg = cat("rank ", rank(), ": ", what);
+  if (cuda_error != 0) msg += cat(" failed: ", cuda_error_string(cuda_error));
+  if (!diag.empty()) msg += cat("; device: ", diag);
+  fail(msg);
+}
+
+void Communicator::raise_abort() {
+  auto* w = static_cast<volatile uint32_t*>(host_block_);
+  if (*w == 0) *w = static_cast<uint32_t>(rank()) + 1;
+}
+
+}  // namespace mk

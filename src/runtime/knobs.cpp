@@ -1,0 +1,192 @@
+#include "mkernel/knobs.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+
+#include "mkernel/error.hpp"
+
+extern char** environ;
+
+namespace mk {
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::vector<std::string> split_choices(const char* choices) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (const char* p = choices; *p; ++p) {
+    if (*p == '|') {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += *p;
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+const char* type_name(KnobType t) {
+  switch (t) {
+    case KnobType::Int: return "int";
+    case KnobType::Bool: return "bool";
+    case KnobType::String: return "string";
+    case KnobType::Choice: return "choice";
+  }
+  return "?";
+}
+
+std::string raw_value(const KnobSpec& s, const EnvLookup& env, bool* from_env) {
+  auto v = env(s.name);
+  if (from_env) *from_env = v.has_value() && !v->empty();
+  if (v && !v->empty()) return *v;
+  return s.def;
+}
+
+int64_t parse_int(const KnobSpec& s, const std::string& v) {
+  errno = 0;
+  char* end = nullptr;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || errno != 0 || end == v.c_str() || *end != '\0')
+    fail(s.name, "='", v, "' is not an integer (", s.doc, ")");
+  if (x < s.min || x > s.max)
+    fail(s.name, "=", x, " is out of range [", s.min, ", ", s.max, "]");
+  return x;
+}
+
+bool parse_bool(const KnobSpec& s, const std::string& v) {
+  std::string l = lower(v);
+  if (l == "1" || l == "true" || l == "yes" || l == "on") return true;
+  if (l == "0" || l == "false" || l == "no" || l == "off") return false;
+  fail(s.name, "='", v, "' is not a boolean (use 0/1, true/false, yes/no, on/off)");
+}
+
+std::string parse_choice(const KnobSpec& s, const std::string& v) {
+  auto opts = split_choices(s.choices);
+  std::string l = lower(v);
+  for (auto& o : opts)
+    if (o == l) return o;
+  fail(s.name, "='", v, "' is not one of ", s.choices);
+}
+
+void expect_type(const KnobSpec& s, KnobType t) {
+  if (s.type != t && !(t == KnobType::String && s.type == KnobType::Choice))
+    fail("internal: knob ", s.name, " is ", type_name(s.type), ", read as ", type_name(t));
+}
+
+}  // namespace
+
+EnvLookup process_env() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (!v) return std::nullopt;
+    return std::string(v);
+  };
+}
+
+const std::vector<KnobSpec>& knob_specs() {
+  static const std::vector<KnobSpec> specs = {
+#define MK_KNOB(name, type, def, lo, hi, choices, doc) \
+  KnobSpec{#name, KnobType::type, def, lo, hi, choices, doc},
+#include "mkernel/knob_list.inc"
+#undef MK_KNOB
+  };
+  return specs;
+}
+
+const KnobSpec& knob_spec(Knob k) { return knob_specs().at(static_cast<size_t>(k)); }
+
+int64_t knob_int(Knob k, const EnvLookup& env) {
+  const auto& s = knob_spec(k);
+  expect_type(s, KnobType::Int);
+  return parse_int(s, raw_value(s, env, nullptr));
+}
+
+bool knob_bool(Knob k, const EnvLookup& env) {
+  const auto& s = knob_spec(k);
+  expect_type(s, KnobType::Bool);
+  return parse_bool(s, raw_value(s, env, nullptr));
+}
+
+std::string knob_str(Knob k, const EnvLookup& env) {
+  const auto& s = knob_spec(k);
+  expect_type(s, KnobType::String);
+  auto v = raw_value(s, env, nullptr);
+  return s.type == KnobType::Choice ? parse_choice(s, v) : v;
+}
+
+std::vector<std::string> validate_knobs(const EnvLookup& env,
+                                        const std::vector<std::string>& set_names) {
+  for (size_t i = 0; i < knob_specs().size(); ++i) {
+    const auto& s = knob_specs()[i];
+    switch (s.type) {
+      case KnobType::Int: knob_int(static_cast<Knob>(i), env); break;
+      case KnobType::Bool: knob_bool(static_cast<Knob>(i), env); break;
+      case KnobType::String:
+      case KnobType::Choice: knob_str(static_cast<Knob>(i), env); break;
+    }
+  }
+  std::vector<std::string> unknown;
+  for (const auto& n : set_names) {
+    if (n.rfind("MK_", 0) != 0) continue;
+    bool known = std::any_of(knob_specs().begin(), knob_specs().end(),
+                             [&](const KnobSpec& s) { return n == s.name; });
+    if (!known) unknown.push_back(n);
+  }
+  return unknown;
+}
+
+std::vector<std::string> mk_variables_in_environment() {
+  std::vector<std::string> out;
+  for (char** e = environ; e && *e; ++e) {
+    if (std::strncmp(*e, "MK_", 3) != 0) continue;
+    const char* eq = std::strchr(*e, '=');
+    out.emplace_back(*e, eq ? static_cast<size_t>(eq - *e) : std::strlen(*e));
+  }
+  return out;
+}
+
+std::string print_config(const EnvLookup& env) {
+  std::ostringstream os;
+  os << "mkernel knobs (environment variables):\n";
+  for (const auto& s : knob_specs()) {
+    bool from_env = false;
+    std::string v = raw_value(s, env, &from_env);
+    os << "  " << s.name << " (" << type_name(s.type);
+    if (s.type == KnobType::Choice) os << ": " << s.choices;
+    if (s.type == KnobType::Int) os << " in [" << s.min << ", " << s.max << "]";
+    os << ", default '" << s.def << "') = '" << v << "'" << (from_env ? " [set]" : "") << "\n";
+    os << "      " << s.doc << "\n";
+  }
+  return os.str();
+}
+
+LogLevel log_level() {
+  static LogLevel lvl = [] {
+    try {
+      auto v = knob_str(Knob::MK_LOG);
+      return v == "debug" ? LogLevel::Debug : v == "info" ? LogLevel::Info : LogLevel::Warn;
+    } catch (const Error&) {
+      return LogLevel::Warn;
+    }
+  }();
+  return lvl;
+}
+
+void log(LogLevel lvl, const std::string& msg) {
+  if (static_cast<int>(lvl) > static_cast<int>(log_level())) return;
+  static std::mutex m;
+  std::lock_guard<std::mutex> g(m);
+  std::cerr << "mkernel: " << msg << std::endl;
+}
+
+}  // namespace mk

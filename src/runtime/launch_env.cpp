@@ -1,0 +1,155 @@
+#include "mkernel/launch_env.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <functional>
+
+#include "mkernel/error.hpp"
+
+namespace mk {
+
+namespace {
+
+std::optional<int> get_int(const EnvLookup& env, const char* name, bool required) {
+  auto v = env(name);
+  if (!v || v->empty()) {
+    if (required) fail("launcher variable ", name, " is not set");
+    return std::nullopt;
+  }
+  errno = 0;
+  char* end = nullptr;
+  long x = std::strtol(v->c_str(), &end, 10);
+  if (errno != 0 || end == v->c_str() || *end != '\0' || x < 0 || x > (1 << 30))
+    fail("launcher variable ", name, "='", *v, "' is not a non-negative integer");
+  return static_cast<int>(x);
+}
+
+std::string get_str(const EnvLookup& env, const char* name) {
+  auto v = env(name);
+  return v ? *v : std::string();
+}
+
+// Slurm's SLURM_NTASKS_PER_NODE / SLURM_TASKS_PER_NODE look like "4" or
+// "4(x2),3": the first count is this job's usual ranks per node.
+std::optional<int> slurm_tasks_per_node(const EnvLookup& env) {
+  for (const char* name : {"SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
+    auto v = env(name);
+    if (!v || v->empty()) continue;
+    char* end = nullptr;
+    long x = std::strtol(v->c_str(), &end, 10);
+    if (end != v->c_str() && x > 0) return static_cast<int>(x);
+  }
+  return std::nullopt;
+}
+
+int port_from_job(const std::string& job) {
+  // Stable across ranks of one job, spread over [20000, 40000).
+  return 20000 + static_cast<int>(std::hash<std::string>{}(job) % 20000);
+}
+
+void check_ranks(const LaunchInfo& li) {
+  if (li.world < 1) fail(li.launcher, ": world size ", li.world, " must be >= 1");
+  if (li.rank < 0 || li.rank >= li.world)
+    fail(li.launcher, ": rank ", li.rank, " is outside [0, ", li.world, ")");
+  if (li.local_world == 0 || li.local_world > li.world)
+    fail(li.launcher, ": local world size ", li.local_world, " is not in [1, ", li.world, "]");
+  if (li.local_rank >= 0 && li.local_world > 0 && li.local_rank >= li.local_world)
+    fail(li.launcher, ": local rank ", li.local_rank, " is outside [0, ", li.local_world, ")");
+}
+
+}  // namespace
+
+std::string slurm_first_host(const std::string& nodelist) {
+  // Cut at the first top-level comma, then expand the first bracket range.
+  int depth = 0;
+  size_t end = nodelist.size();
+  for (size_t i = 0; i < nodelist.size(); ++i) {
+    char c = nodelist[i];
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      end = i;
+      break;
+    }
+  }
+  std::string first = nodelist.substr(0, end);
+  size_t lb = first.find('[');
+  if (lb == std::string::npos) return first;
+  size_t rb = first.find(']', lb);
+  if (rb == std::string::npos) fail("malformed Slurm nodelist '", nodelist, "'");
+  std::string inner = first.substr(lb + 1, rb - lb - 1);
+  size_t stop = inner.find_first_of(",-");
+  std::string lo = inner.substr(0, stop);
+  return first.substr(0, lb) + lo + first.substr(rb + 1);
+}
+
+std::optional<LaunchInfo> detect_launch(const EnvLookup& env) {
+  LaunchInfo li;
+  int64_t port_knob = knob_int(Knob::MK_BOOTSTRAP_PORT, env);
+  std::string addr_knob = knob_str(Knob::MK_BOOTSTRAP_ADDR, env);
+  std::string master_addr = get_str(env, "MASTER_ADDR");
+  auto master_port = get_int(env, "MASTER_PORT", false);
+
+  if (env("RANK") && env("WORLD_SIZE")) {
+    li.launcher = "torchrun";
+    li.rank = *get_int(env, "RANK", true);
+    li.world = *get_int(env, "WORLD_SIZE", true);
+    li.local_rank = get_int(env, "LOCAL_RANK", false).value_or(-1);
+    li.local_world = get_int(env, "LOCAL_WORLD_SIZE", false).value_or(-1);
+    if (li.world > 1 && master_addr.empty() && addr_knob.empty())
+      fail("torchrun-style launch (RANK/WORLD_SIZE set) without MASTER_ADDR or MK_BOOTSTRAP_ADDR");
+    if (li.world > 1 && !master_port && port_knob == 0)
+      fail("torchrun-style launch (RANK/WORLD_SIZE set) without MASTER_PORT or MK_BOOTSTRAP_PORT");
+    li.job_key = get_str(env, "TORCHELASTIC_RUN_ID");
+  } else if (env("OMPI_COMM_WORLD_RANK") && env("OMPI_COMM_WORLD_SIZE")) {
+    li.launcher = "openmpi";
+    li.rank = *get_int(env, "OMPI_COMM_WORLD_RANK", true);
+    li.world = *get_int(env, "OMPI_COMM_WORLD_SIZE", true);
+    li.local_rank = get_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", false).value_or(-1);
+    li.local_world = get_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", false).value_or(-1);
+    li.job_key = get_str(env, "OMPI_MCA_ess_base_jobid");
+    if (li.job_key.empty()) li.job_key = get_str(env, "PMIX_NAMESPACE");
+    if (master_addr.empty() && addr_knob.empty()) {
+      if (li.local_world == li.world)
+        master_addr = "127.0.0.1";
+      else
+        fail("OpenMPI launch across hosts: set MK_BOOTSTRAP_ADDR (or MASTER_ADDR) to the host of rank 0");
+    }
+  } else if (env("SLURM_PROCID") && env("SLURM_NTASKS")) {
+    li.launcher = "slurm";
+    li.rank = *get_int(env, "SLURM_PROCID", true);
+    li.world = *get_int(env, "SLURM_NTASKS", true);
+    li.local_rank = get_int(env, "SLURM_LOCALID", false).value_or(-1);
+    li.local_world = slurm_tasks_per_node(env).value_or(-1);
+    if (li.local_world > li.world) li.local_world = li.world;
+    li.job_key = get_str(env, "SLURM_JOB_ID") + "." + get_str(env, "SLURM_STEP_ID");
+    if (master_addr.empty() && addr_knob.empty()) {
+      std::string nl = get_str(env, "SLURM_STEP_NODELIST");
+      if (nl.empty()) nl = get_str(env, "SLURM_JOB_NODELIST");
+      if (nl.empty()) fail("Slurm launch without SLURM_STEP_NODELIST/SLURM_JOB_NODELIST: set MK_BOOTSTRAP_ADDR");
+      master_addr = slurm_first_host(nl);
+    }
+  } else {
+    return std::nullopt;
+  }
+  check_ranks(li);
+
+  li.root_addr = !addr_knob.empty() ? addr_knob : !master_addr.empty() ? master_addr : "127.0.0.1";
+  if (port_knob != 0) {
+    li.root_port = static_cast<int>(port_knob);
+  } else if (master_port) {
+    // torchrun's TCPStore already listens on MASTER_PORT.
+    if (*master_port >= 65535) fail("MASTER_PORT=", *master_port, " leaves no room for MASTER_PORT+1");
+    li.root_port = *master_port + 1;
+  } else if (!li.job_key.empty() && li.job_key != ".") {
+    li.root_port = port_from_job(li.job_key);
+  } else if (li.world == 1) {
+    li.root_port = 0;  // a single rank needs no root
+  } else {
+    fail(li.launcher, " launch: cannot derive a bootstrap port; set MK_BOOTSTRAP_PORT");
+  }
+  if (li.job_key.empty()) li.job_key = li.root_addr + ":" + std::to_string(li.root_port);
+  return li;
+}
+
+}  // namespace mk

@@ -1,0 +1,180 @@
+#include "src/runtime/socket.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "mkernel/error.hpp"
+
+namespace mk::sock {
+
+void set_nonblocking(int fd, bool on) {
+  int fl = fcntl(fd, F_GETFL, 0);
+  fcntl(fd, F_SETFL, on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+int tcp_listen(int port, int* bound_port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) fail("socket(): ", std::strerror(errno));
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    int e = errno;
+    ::close(fd);
+    fail("bootstrap root cannot listen on TCP port ", port, ": ", std::strerror(e),
+         e == EADDRINUSE ? " (another job uses it: set MK_BOOTSTRAP_PORT)" : "");
+  }
+  if (::listen(fd, 1024) != 0) {
+    int e = errno;
+    ::close(fd);
+    fail("listen(): ", std::strerror(e));
+  }
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  if (bound_port) *bound_port = ntohs(a.sin_port);
+  return fd;
+}
+
+uint32_t resolve_ipv4(const std::string& host) {
+  in_addr a{};
+  if (inet_pton(AF_INET, host.c_str(), &a) == 1) return a.s_addr;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  if (rc != 0 || !res) fail("cannot resolve bootstrap host '", host, "': ", gai_strerror(rc));
+  uint32_t out = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr.s_addr;
+  freeaddrinfo(res);
+  return out;
+}
+
+std::string ipv4_to_string(uint32_t addr_net) {
+  char buf[INET_ADDRSTRLEN] = {};
+  in_addr a{};
+  a.s_addr = addr_net;
+  inet_ntop(AF_INET, &a, buf, sizeof(buf));
+  return buf;
+}
+
+std::string first_ipv4() {
+  ifaddrs* ifs = nullptr;
+  std::string out = "127.0.0.1";
+  if (getifaddrs(&ifs) != 0) return out;
+  for (ifaddrs* i = ifs; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    if (!(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK)) continue;
+    out = ipv4_to_string(reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
+    break;
+  }
+  freeifaddrs(ifs);
+  return out;
+}
+
+int tcp_connect(const std::string& host, int port, Deadline deadline) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = resolve_ipv4(host);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  std::string last = "no attempt";
+  int backoff_ms = 5;
+  while (true) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) fail("socket(): ", std::strerror(errno));
+    set_nonblocking(fd, true);
+    int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    int err = rc == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int64_t left = std::max<int64_t>(0, ms_left(deadline));
+      int pr = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+      if (pr == 1) {
+        socklen_t l = sizeof(err);
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l);
+      } else {
+        err = ETIMEDOUT;
+      }
+    }
+    if (err == 0) {
+      set_nonblocking(fd, false);
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      return fd;
+    }
+    ::close(fd);
+    last = std::strerror(err);
+    if (ms_left(deadline) <= 0)
+      fail("could not connect to bootstrap root ", host, ":", port, " before the deadline (last error: ",
+           last, "); is rank 0 / the get_unique_id() process running? (MK_BOOTSTRAP_TIMEOUT_MS)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+    backoff_ms = std::min(backoff_ms * 2, 200);
+  }
+}
+
+namespace {
+void wait_fd(int fd, short events, Deadline deadline, const char* what) {
+  while (true) {
+    int64_t left = ms_left(deadline);
+    if (left <= 0) fail("socket ", what, " timed out");
+    pollfd p{fd, events, 0};
+    int pr = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (pr > 0) return;
+    if (pr < 0 && errno != EINTR) fail("poll(): ", std::strerror(errno));
+  }
+}
+}  // namespace
+
+void send_all(int fd, const void* data, size_t len, Deadline deadline) {
+  auto p = static_cast<const char*>(data);
+  while (len > 0) {
+    wait_fd(fd, POLLOUT, deadline, "send");
+    ssize_t n = ::send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) continue;
+      fail("send(): ", std::strerror(errno), " (peer gone?)");
+    }
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+}
+
+bool recv_all(int fd, void* data, size_t len, Deadline deadline) {
+  auto p = static_cast<char*>(data);
+  size_t got = 0;
+  while (got < len) {
+    wait_fd(fd, POLLIN, deadline, "receive");
+    ssize_t n = ::recv(fd, p + got, len - got, MSG_DONTWAIT);
+    if (n == 0) {
+      if (got == 0) return false;
+      fail("connection closed in the middle of a message");
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) continue;
+      fail("recv(): ", std::strerror(errno));
+    }
+    got += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace mk::sock

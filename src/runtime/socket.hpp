@@ -1,0 +1,36 @@
+// mkernel: small TCP / Unix-socket helpers with deadlines. Every blocking
+// call here is bounded by a deadline and throws mk::Error when it passes.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace mk::sock {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+inline Deadline deadline_in_ms(int64_t ms) { return Clock::now() + std::chrono::milliseconds(ms); }
+inline int64_t ms_left(Deadline d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d - Clock::now()).count();
+}
+
+// Listening TCP socket on all IPv4 interfaces; port 0 picks a free port.
+int tcp_listen(int port, int* bound_port);
+// Connects to host:port, retrying refused connections until the deadline.
+int tcp_connect(const std::string& host, int port, Deadline deadline);
+// Resolves a host name or dotted quad to an IPv4 address (network order).
+uint32_t resolve_ipv4(const std::string& host);
+std::string ipv4_to_string(uint32_t addr_net);
+// First non-loopback IPv4 address of an up interface, or 127.0.0.1.
+std::string first_ipv4();
+
+// Bounded full send/recv. recv_all returns false on orderly EOF before any byte.
+void send_all(int fd, const void* data, size_t len, Deadline deadline);
+bool recv_all(int fd, void* data, size_t len, Deadline deadline);
+
+void set_nonblocking(int fd, bool on);
+void close_fd(int& fd);
+
+}  // namespace mk::sock

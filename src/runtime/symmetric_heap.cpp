@@ -1,0 +1,200 @@
+#include "src/runtime/symmetric_heap.hpp"
+
+#include <cuda_runtime_api.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "mkernel/error.hpp"
+#include "mkernel/knobs.hpp"
+#include "src/runtime/cuda_driver.hpp"
+
+namespace mk {
+
+struct SymmetricHeap::Alloc {
+  SymmetricBuffer buf;
+  size_t mapped = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  CUdeviceptr va[kMaxLocalRanks] = {};  // VMM: every mapping we made (own + peers)
+  bool ipc = false;
+};
+
+namespace {
+
+CUmemAllocationProp vmm_prop(int device) {
+  CUmemAllocationProp p{};
+  p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  p.location.id = device;
+  p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  int rdma = 0;
+  CUdevice dev;
+  if (drv::api().cuDeviceGet(&dev, device) == CUDA_SUCCESS)
+    drv::api().cuDeviceGetAttribute(&rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, dev);
+  p.allocFlags.gpuDirectRDMACapable = rdma ? 1 : 0;
+  return p;
+}
+
+bool vmm_supported(int device) {
+  try {
+    CUdevice dev;
+    if (drv::api().cuDeviceGet(&dev, device) != CUDA_SUCCESS) return false;
+    int vmm = 0, fd = 0;
+    drv::api().cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev);
+    drv::api().cuDeviceGetAttribute(&fd, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev);
+    return vmm && fd;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+void map_rw(CUdeviceptr va, size_t size, CUmemGenericAllocationHandle h, int device) {
+  MK_CU_CHECK(drv::api().cuMemMap(va, size, 0, h, 0));
+  CUmemAccessDesc acc{};
+  acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  acc.location.id = device;
+  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  MK_CU_CHECK(drv::api().cuMemSetAccess(va, size, &acc, 1));
+}
+
+}  // namespace
+
+SymmetricHeap::SymmetricHeap(Bootstrap& bs, const Topology& topo, int device, uint64_t job,
+                             const std::string& mode_knob)
+    : bs_(bs), topo_(topo), device_(device) {
+  bool vmm_ok = vmm_supported(device);
+  if (mode_knob == "vmm" && !vmm_ok)
+    fail("MK_SYMM_MODE=vmm but device ", device, " does not export VMM memory as file descriptors");
+  // Every rank must use the same mode; agree on the weakest.
+  std::string mine = (mode_knob == "ipc" || !vmm_ok) ? "ipc" : "vmm";
+  auto all = bs_.allgather(mine);
+  mode_ = Mode::Vmm;
+  for (auto& m : all)
+    if (m == "ipc") mode_ = Mode::Ipc;
+  if (mode_ == Mode::Vmm && topo_.local_size > 1)
+    fdx_ = std::make_unique<FdExchange>(job, topo_.rank, knob_int(Knob::MK_BOOTSTRAP_TIMEOUT_MS));
+  bs_.barrier();  // every fd-exchange socket is bound before anyone sends
+}
+
+SymmetricHeap::~SymmetricHeap() {
+  for (auto& a : allocs_) {
+    try {
+      release(*a);
+    } catch (const Error&) {
+    }
+  }
+}
+
+void SymmetricHeap::map_vmm(Alloc& a, size_t bytes) {
+  const auto& d = drv::api();
+  CUmemAllocationProp prop = vmm_prop(device_);
+  size_t gran = 0;
+  MK_CU_CHECK(d.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  a.mapped = (bytes + gran - 1) / gran * gran;
+  MK_CU_CHECK(d.cuMemCreate(&a.handle, a.mapped, &prop, 0));
+  const int lr = topo_.local_rank;
+  MK_CU_CHECK(d.cuMemAddressReserve(&a.va[lr], a.mapped, gran, 0, 0));
+  map_rw(a.va[lr], a.mapped, a.handle, device_);
+  if (topo_.local_size == 1) return;
+
+  int my_fd = -1;
+  MK_CU_CHECK(d.cuMemExportToShareableHandle(&my_fd, a.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+  const auto& peers = topo_.node_ranks[topo_.node];
+  std::vector<int> fds = fdx_->exchange(my_fd, peers, a.buf.region.id);
+  ::close(my_fd);
+  for (int i = 0; i < static_cast<int>(peers.size()); ++i) {
+    if (i == lr) continue;
+    CUmemGenericAllocationHandle ph;
+    CUresult r = d.cuMemImportFromShareableHandle(&ph, reinterpret_cast<void*>(static_cast<uintptr_t>(fds[i])),
+                                                  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    ::close(fds[i]);
+    MK_CU_CHECK(r);
+    MK_CU_CHECK(d.cuMemAddressReserve(&a.va[i], a.mapped, gran, 0, 0));
+    map_rw(a.va[i], a.mapped, ph, device_);
+    MK_CU_CHECK(d.cuMemRelease(ph));  // the mapping keeps the memory alive
+  }
+}
+
+void SymmetricHeap::map_ipc(Alloc& a, size_t bytes) {
+  a.ipc = true;
+  a.mapped = (bytes + 4095) / 4096 * 4096;
+  void* p = nullptr;
+  MK_CUDA_CHECK(cudaMalloc(&p, a.mapped));
+  a.buf.local = p;
+  cudaIpcMemHandle_t h{};
+  MK_CUDA_CHECK(cudaIpcGetMemHandle(&h, p));
+  auto all = bs_.allgather(std::string(reinterpret_cast<const char*>(&h), sizeof(h)));
+  const auto& peers = topo_.node_ranks[topo_.node];
+  for (int i = 0; i < static_cast<int>(peers.size()); ++i) {
+    if (i == topo_.local_rank) continue;
+    cudaIpcMemHandle_t ph;
+    std::memcpy(&ph, all[peers[i]].data(), sizeof(ph));
+    void* pp = nullptr;
+    MK_CUDA_CHECK(cudaIpcOpenMemHandle(&pp, ph, cudaIpcMemLazyEnablePeerAccess));
+    a.buf.peer[i] = pp;
+  }
+}
+
+SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
+  if (bytes == 0) fail("alloc_symmetric: size must be > 0");
+  auto sizes = bs_.allgather(std::to_string(bytes));
+  for (int r = 0; r < topo_.world; ++r)
+    if (sizes[r] != sizes[0])
+      fail("alloc_symmetric: ranks asked for different sizes (rank 0: ", sizes[0], " bytes, rank ", r,
+           ": ", sizes[r], " bytes); symmetric allocations must be equal on every rank");
+  MK_CUDA_CHECK(cudaSetDevice(device_));
+  auto a = std::make_unique<Alloc>();
+  a->buf.bytes = bytes;
+  a->buf.local_rank = topo_.local_rank;
+  a->buf.local_size = topo_.local_size;
+  a->buf.region.id = next_id_++;
+  a->buf.region.device = device_;
+  if (mode_ == Mode::Vmm) {
+    map_vmm(*a, bytes);
+    for (int i = 0; i < topo_.local_size; ++i) a->buf.peer[i] = reinterpret_cast<void*>(a->va[i]);
+    a->buf.local = a->buf.peer[topo_.local_rank];
+    a->buf.region.vmm = true;
+  } else {
+    map_ipc(*a, bytes);
+    a->buf.peer[topo_.local_rank] = a->buf.local;
+  }
+  a->buf.region.base = a->buf.local;
+  a->buf.region.bytes = a->mapped;
+  // Symmetric memory starts zeroed: signal pools rely on it.
+  MK_CUDA_CHECK(cudaMemset(a->buf.local, 0, a->mapped));
+  MK_CUDA_CHECK(cudaDeviceSynchronize());
+  bs_.barrier();
+  allocs_.push_back(std::move(a));
+  return &allocs_.back()->buf;
+}
+
+void SymmetricHeap::release(Alloc& a) {
+  if (a.ipc) {
+    for (int i = 0; i < topo_.local_size; ++i)
+      if (i != topo_.local_rank && a.buf.peer[i]) cudaIpcCloseMemHandle(a.buf.peer[i]);
+    if (a.buf.local) cudaFree(a.buf.local);
+  } else {
+    const auto& d = drv::api();
+    for (int i = 0; i < kMaxLocalRanks; ++i)
+      if (a.va[i]) {
+        d.cuMemUnmap(a.va[i], a.mapped);
+        d.cuMemAddressFree(a.va[i], a.mapped);
+      }
+    if (a.handle) d.cuMemRelease(a.handle);
+  }
+  a = Alloc{};
+}
+
+void SymmetricHeap::free(SymmetricBuffer* buf) {
+  for (auto it = allocs_.begin(); it != allocs_.end(); ++it) {
+    if (&(*it)->buf != buf) continue;
+    MK_CUDA_CHECK(cudaDeviceSynchronize());
+    bs_.barrier();  // no peer may still read or write it
+    release(**it);
+    allocs_.erase(it);
+    return;
+  }
+  fail("free_symmetric: buffer was not allocated by this communicator");
+}
+
+}  // namespace mk

@@ -1,0 +1,42 @@
+// mkernel: the symmetric heap behind Communicator::alloc_symmetric.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mkernel/bootstrap.hpp"
+#include "mkernel/symmetric.hpp"
+#include "mkernel/topology.hpp"
+#include "src/runtime/fd_exchange.hpp"
+
+namespace mk {
+
+class SymmetricHeap {
+ public:
+  enum class Mode { Vmm, Ipc };
+  SymmetricHeap(Bootstrap& bs, const Topology& topo, int device, uint64_t job, const std::string& mode_knob);
+  ~SymmetricHeap();
+
+  // Collective over all ranks; sizes must match (checked).
+  SymmetricBuffer* alloc(size_t bytes);
+  // Collective; a barrier first so no peer still uses the buffer.
+  void free(SymmetricBuffer* buf);
+  Mode mode() const { return mode_; }
+
+ private:
+  struct Alloc;
+  void map_vmm(Alloc& a, size_t bytes);
+  void map_ipc(Alloc& a, size_t bytes);
+  void release(Alloc& a);
+
+  Bootstrap& bs_;
+  const Topology& topo_;
+  int device_;
+  Mode mode_;
+  uint64_t next_id_ = 1;
+  std::unique_ptr<FdExchange> fdx_;
+  std::vector<std::unique_ptr<Alloc>> allocs_;
+};
+
+}  // namespace mk

@@ -1,0 +1,68 @@
+// Launched by tools/mkrun in ctest: joins the job from the launcher's
+// environment, checks collectives and topology, and can play a dying rank.
+//   --expect-nodes N   the topology must have N nodes (MK_RANKS_PER_NODE)
+//   --die-rank R       rank R exits abruptly after joining; the others must
+//                      get an error that names it
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "mkernel/mkernel.hpp"
+
+int main(int argc, char** argv) {
+  int expect_nodes = -1, die_rank = -1;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--expect-nodes") && i + 1 < argc) expect_nodes = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--die-rank") && i + 1 < argc) die_rank = std::atoi(argv[++i]);
+    else {
+      std::cerr << "usage: " << argv[0] << " [--expect-nodes N] [--die-rank R]\n";
+      return 2;
+    }
+  }
+  try {
+    auto li = mk::detect_launch();
+    if (!li) {
+      std::cerr << "bootstrap_probe: no launcher environment (run under tools/mkrun)\n";
+      return 1;
+    }
+    mk::Bootstrap b(*li);
+    if (b.rank() == die_rank) std::_Exit(0);
+    if (die_rank >= 0) {
+      try {
+        b.barrier();
+      } catch (const mk::Error& e) {
+        std::string msg = e.what();
+        if (msg.find("rank " + std::to_string(die_rank) + " disconnected") != std::string::npos) {
+          std::cout << "rank " << b.rank() << ": got the expected error: " << msg << "\n";
+          return 0;
+        }
+        std::cerr << "rank " << b.rank() << ": wrong error: " << msg << "\n";
+        return 1;
+      }
+      std::cerr << "rank " << b.rank() << ": barrier succeeded although rank " << die_rank << " died\n";
+      return 1;
+    }
+    auto hosts = b.allgather(mk::local_host_id());
+    auto topo = mk::compute_topology(hosts, b.rank(), static_cast<int>(mk::knob_int(mk::Knob::MK_RANKS_PER_NODE)));
+    auto ranks = b.allgather(std::to_string(b.rank()));
+    for (int r = 0; r < b.world(); ++r)
+      if (ranks[r] != std::to_string(r)) {
+        std::cerr << "allgather slot " << r << " holds " << ranks[r] << "\n";
+        return 1;
+      }
+    if (li->local_rank != topo.local_rank && expect_nodes < 0) {
+      std::cerr << "launcher local rank " << li->local_rank << " != topology local rank " << topo.local_rank << "\n";
+      return 1;
+    }
+    if (expect_nodes >= 0 && topo.num_nodes != expect_nodes) {
+      std::cerr << "expected " << expect_nodes << " nodes, got " << topo.describe() << "\n";
+      return 1;
+    }
+    if (b.rank() == 0) std::cout << "bootstrap ok: " << topo.describe() << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,308 @@
+// Bootstrap with real processes (fork) on loopback: 2-8 ranks, the unique-id
+// and launcher paths, and every failure the rendezvous must name instead of
+// hanging: a rank that never comes, a root that never comes, a rank that
+// dies, a rank that is late to a collective, a rank with the wrong world.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <set>
+#include <thread>
+
+#include "mkernel/bootstrap.hpp"
+#include "mkernel/error.hpp"
+#include "src/runtime/socket.hpp"
+
+using namespace mk;
+
+namespace {
+
+struct Proc {
+  int code = -1;  // exit code; -1 = killed (hang)
+  std::string out;
+};
+
+using Publish = std::function<void(const std::string&)>;
+using Body = std::function<int(int rank, const std::string& shared, const Publish& publish, std::string& out)>;
+
+std::string read_fd_until(int fd, std::chrono::milliseconds limit) {
+  std::string s;
+  auto end = std::chrono::steady_clock::now() + limit;
+  char buf[4096];
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now()).count();
+    if (left <= 0) break;
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left)) <= 0) break;
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    s.append(buf, n);
+  }
+  return s;
+}
+
+// Forks one process per present rank. Rank 0 starts first and may publish a
+// string (the unique id) that the others receive. Each process reports an
+// exit code and a message; a process still alive after `limit` is killed and
+// reported with code -1 (a hang).
+std::vector<Proc> run_ranks(int world, const std::set<int>& absent, bool rank0_publishes, const Body& body,
+                            std::chrono::milliseconds limit = std::chrono::milliseconds(30000)) {
+  std::vector<pid_t> pids(world, -1);
+  std::vector<int> outs(world, -1);
+  std::string shared;
+  auto spawn = [&](int r) {
+    int out[2], pub[2];
+    EXPECT_EQ(pipe(out), 0);
+    EXPECT_EQ(pipe(pub), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(out[0]);
+      close(pub[0]);
+      std::string msg;
+      int code = 1;
+      try {
+        Publish publish = [&](const std::string& s) {
+          (void)!write(pub[1], s.data(), s.size());
+          close(pub[1]);
+        };
+        code = body(r, shared, publish, msg);
+      } catch (const std::exception& e) {
+        msg = std::string("uncaught: ") + e.what();
+        code = 2;
+      }
+      (void)!write(out[1], msg.data(), msg.size());
+      _exit(code);
+    }
+    close(out[1]);
+    close(pub[1]);
+    pids[r] = pid;
+    outs[r] = out[0];
+    return pub[0];
+  };
+  if (!absent.count(0)) {
+    int pubfd = spawn(0);
+    if (rank0_publishes) shared = read_fd_until(pubfd, std::chrono::milliseconds(10000));
+    close(pubfd);
+  }
+  for (int r = 1; r < world; ++r)
+    if (!absent.count(r)) close(spawn(r));
+
+  std::vector<Proc> res(world);
+  auto end = std::chrono::steady_clock::now() + limit;
+  for (int r = 0; r < world; ++r) {
+    if (pids[r] < 0) continue;
+    int status = 0;
+    while (true) {
+      pid_t w = waitpid(pids[r], &status, WNOHANG);
+      if (w == pids[r]) {
+        res[r].code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        break;
+      }
+      if (std::chrono::steady_clock::now() > end) {
+        kill(pids[r], SIGKILL);
+        waitpid(pids[r], &status, 0);
+        res[r].code = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    res[r].out = read_fd_until(outs[r], std::chrono::milliseconds(100));
+    close(outs[r]);
+  }
+  return res;
+}
+
+// Expects an mk::Error containing all needles; returns 0 if so.
+int expect_error_in(const std::function<void()>& f, std::initializer_list<std::string> needles, std::string& out) {
+  try {
+    f();
+    out = "no error";
+    return 1;
+  } catch (const Error& e) {
+    out = e.what();
+    for (auto& n : needles)
+      if (out.find(n) == std::string::npos) {
+        out = "missing '" + n + "' in: " + out;
+        return 1;
+      }
+    return 0;
+  }
+}
+
+int check_collectives(Bootstrap& b, std::string& out) {
+  const int W = b.world(), r = b.rank();
+  auto all = b.allgather(std::string(static_cast<size_t>(r), 'x') + std::to_string(r));
+  if (static_cast<int>(all.size()) != W) return out = "wrong allgather size", 1;
+  for (int i = 0; i < W; ++i)
+    if (all[i] != std::string(static_cast<size_t>(i), 'x') + std::to_string(i))
+      return out = "allgather slot " + std::to_string(i) + " = " + all[i], 1;
+  std::string bc = b.broadcast(r == W - 1 ? "from-last" : "ignored", W - 1);
+  if (bc != "from-last") return out = "broadcast gave " + bc, 1;
+  for (int i = 0; i < 20; ++i) b.barrier();
+  auto again = b.allgather(std::to_string(r * 7));
+  for (int i = 0; i < W; ++i)
+    if (again[i] != std::to_string(i * 7)) return out = "second allgather wrong", 1;
+  return 0;
+}
+
+int free_port() {
+  int port = 0;
+  int fd = sock::tcp_listen(0, &port);
+  sock::close_fd(fd);
+  return port;
+}
+
+void set_env_launch(int rank, int world, int port) {
+  setenv("RANK", std::to_string(rank).c_str(), 1);
+  setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MK_BOOTSTRAP_PORT", std::to_string(port).c_str(), 1);
+  setenv("MASTER_PORT", "1", 1);
+}
+
+void expect_all(const std::vector<Proc>& res, const std::set<int>& absent = {}) {
+  for (size_t r = 0; r < res.size(); ++r) {
+    if (absent.count(static_cast<int>(r))) continue;
+    EXPECT_EQ(res[r].code, 0) << "rank " << r << (res[r].code == -1 ? " HUNG" : "") << ": " << res[r].out;
+  }
+}
+
+}  // namespace
+
+TEST(UniqueId, HexRoundTripAndBadInput) {
+  UniqueId id;
+  for (size_t i = 0; i < sizeof(id.bytes); ++i) id.bytes[i] = static_cast<uint8_t>(i * 37);
+  auto back = UniqueId::from_hex(id.to_hex());
+  EXPECT_EQ(0, memcmp(back.bytes, id.bytes, sizeof(id.bytes)));
+  EXPECT_THROW(UniqueId::from_hex("abc"), Error);
+  EXPECT_THROW(UniqueId::from_hex(std::string(256, 'z')), Error);
+  UniqueId zero;
+  EXPECT_THROW(Bootstrap(0, 2, zero), Error);
+}
+
+class BootstrapWorld : public ::testing::TestWithParam<int> {};
+
+TEST_P(BootstrapWorld, UniqueIdPath) {
+  const int W = GetParam();
+  auto res = run_ranks(W, {}, true, [&](int r, const std::string& shared, const Publish& publish, std::string& out) {
+    UniqueId id;
+    if (r == 0) {
+      id = get_unique_id();
+      publish(id.to_hex());
+    } else {
+      id = UniqueId::from_hex(shared);
+    }
+    Bootstrap b(r, W, id);
+    return check_collectives(b, out);
+  });
+  expect_all(res);
+}
+
+TEST_P(BootstrapWorld, LauncherEnvPath) {
+  const int W = GetParam();
+  const int port = free_port();
+  auto res = run_ranks(W, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
+    set_env_launch(r, W, port);
+    auto li = detect_launch();
+    if (!li || li->root_port != port) return out = "launch not detected", 1;
+    Bootstrap b(*li);
+    return check_collectives(b, out);
+  });
+  expect_all(res);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, BootstrapWorld, ::testing::Values(2, 3, 5, 8));
+
+TEST(BootstrapFailure, MissingRankIsNamedWithinTheBound) {
+  const int W = 4;
+  auto t0 = std::chrono::steady_clock::now();
+  auto res = run_ranks(W, {2}, true, [&](int r, const std::string& shared, const Publish& publish, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "1500", 1);
+    UniqueId id;
+    if (r == 0) {
+      id = get_unique_id();
+      publish(id.to_hex());
+    } else {
+      id = UniqueId::from_hex(shared);
+    }
+    return expect_error_in([&] { Bootstrap b(r, W, id); }, {"timed out", "ranks [2] of 4"}, out);
+  });
+  auto secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  expect_all(res, {2});
+  EXPECT_LT(secs, 6.0) << "the error must come soon after MK_BOOTSTRAP_TIMEOUT_MS (1.5 s)";
+}
+
+TEST(BootstrapFailure, SeveralMissingRanksOnTheLauncherPath) {
+  const int W = 6;
+  const int port = free_port();
+  auto res = run_ranks(W, {1, 4}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "1200", 1);
+    set_env_launch(r, W, port);
+    return expect_error_in([&] { Bootstrap b(*detect_launch()); }, {"ranks [1, 4] of 6"}, out);
+  });
+  expect_all(res, {1, 4});
+}
+
+TEST(BootstrapFailure, MissingRootIsReported) {
+  const int W = 3;
+  const int port = free_port();
+  auto t0 = std::chrono::steady_clock::now();
+  auto res = run_ranks(W, {0}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "1000", 1);
+    set_env_launch(r, W, port);
+    return expect_error_in([&] { Bootstrap b(*detect_launch()); }, {"could not connect to bootstrap root", "127.0.0.1"},
+                           out);
+  });
+  expect_all(res, {0});
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 6.0);
+}
+
+TEST(BootstrapFailure, DeadRankIsNamed) {
+  const int W = 3;
+  const int port = free_port();
+  auto res = run_ranks(W, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "5000", 1);
+    set_env_launch(r, W, port);
+    Bootstrap b(*detect_launch());
+    if (r == 1) _exit(0);  // dies without closing
+    return expect_error_in([&] { b.allgather("x"); }, {"rank 1 disconnected"}, out);
+  });
+  expect_all(res);
+}
+
+TEST(BootstrapFailure, LateRankInACollectiveIsNamed) {
+  const int W = 3;
+  const int port = free_port();
+  auto res = run_ranks(W, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "800", 1);
+    set_env_launch(r, W, port);
+    Bootstrap b(*detect_launch());
+    b.barrier();
+    if (r == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+      return expect_error_in([&] { b.barrier(); }, {"mkernel:"}, out);  // the job already failed
+    }
+    return expect_error_in([&] { b.barrier(); }, {"collective #1", "timed out", "ranks [2]"}, out);
+  });
+  expect_all(res);
+}
+
+TEST(BootstrapFailure, WrongWorldSizeIsRejected) {
+  const int port = free_port();
+  auto res = run_ranks(2, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "1000", 1);
+    set_env_launch(r, 2, port);
+    LaunchInfo li = *detect_launch();
+    if (r == 1) {
+      li.world = 3;  // disagrees with rank 0
+      return expect_error_in([&] { Bootstrap b(li); }, {"rejected"}, out);
+    }
+    return expect_error_in([&] { Bootstrap b(li); }, {"ranks [1] of 2"}, out);
+  });
+  expect_all(res);
+}

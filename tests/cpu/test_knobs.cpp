@@ -1,0 +1,65 @@
+#include <gtest/gtest.h>
+
+#include "mkernel/knobs.hpp"
+#include "tests/cpu/env_map.hpp"
+
+using namespace mk;
+using mk::test::env_of;
+using mk::test::expect_error;
+
+TEST(Knobs, DefaultsWhenUnset) {
+  auto env = env_of({});
+  EXPECT_EQ(knob_int(Knob::MK_TIMEOUT_MS, env), 5000);
+  EXPECT_EQ(knob_int(Knob::MK_RANKS_PER_NODE, env), 0);
+  EXPECT_EQ(knob_str(Knob::MK_SYMM_MODE, env), "auto");
+  EXPECT_EQ(knob_str(Knob::MK_BOOTSTRAP_ADDR, env), "");
+}
+
+TEST(Knobs, ParsesValidValues) {
+  auto env = env_of({{"MK_TIMEOUT_MS", "250"}, {"MK_SYMM_MODE", "IPC"}, {"MK_RANKS_PER_NODE", "4"}});
+  EXPECT_EQ(knob_int(Knob::MK_TIMEOUT_MS, env), 250);
+  EXPECT_EQ(knob_str(Knob::MK_SYMM_MODE, env), "ipc");
+  EXPECT_EQ(knob_int(Knob::MK_RANKS_PER_NODE, env), 4);
+}
+
+TEST(Knobs, EmptyValueMeansDefault) {
+  EXPECT_EQ(knob_int(Knob::MK_TIMEOUT_MS, env_of({{"MK_TIMEOUT_MS", ""}})), 5000);
+}
+
+TEST(Knobs, RejectsBadValuesWithClearMessages) {
+  EXPECT_EQ(expect_error([] { knob_int(Knob::MK_TIMEOUT_MS, env_of({{"MK_TIMEOUT_MS", "5s"}})); },
+                         {"MK_TIMEOUT_MS", "'5s'", "not an integer"}),
+            "");
+  EXPECT_EQ(expect_error([] { knob_int(Knob::MK_TIMEOUT_MS, env_of({{"MK_TIMEOUT_MS", "0"}})); },
+                         {"MK_TIMEOUT_MS", "out of range"}),
+            "");
+  EXPECT_EQ(expect_error([] { knob_int(Knob::MK_RANKS_PER_NODE, env_of({{"MK_RANKS_PER_NODE", "-2"}})); },
+                         {"MK_RANKS_PER_NODE", "out of range"}),
+            "");
+  EXPECT_EQ(expect_error([] { knob_int(Knob::MK_BOOTSTRAP_PORT, env_of({{"MK_BOOTSTRAP_PORT", "99999999999999999999"}})); },
+                         {"MK_BOOTSTRAP_PORT", "not an integer"}),
+            "");
+  EXPECT_EQ(expect_error([] { knob_str(Knob::MK_SYMM_MODE, env_of({{"MK_SYMM_MODE", "nvls"}})); },
+                         {"MK_SYMM_MODE", "'nvls'", "auto|vmm|ipc"}),
+            "");
+}
+
+TEST(Knobs, ReadingWithTheWrongTypeIsAnError) {
+  EXPECT_EQ(expect_error([] { knob_bool(Knob::MK_TIMEOUT_MS, env_of({})); }, {"internal", "MK_TIMEOUT_MS"}), "");
+}
+
+TEST(Knobs, ValidateReportsBadValuesAndUnknownNames) {
+  auto unknown = validate_knobs(env_of({{"MK_TIMEOUT_MS", "10"}}), {"MK_TIMEOUT_MS", "MK_TIMOUT_MS", "PATH"});
+  ASSERT_EQ(unknown.size(), 1u);
+  EXPECT_EQ(unknown[0], "MK_TIMOUT_MS");
+  EXPECT_EQ(expect_error([] { validate_knobs(env_of({{"MK_LOG", "loud"}}), {}); }, {"MK_LOG", "loud"}), "");
+}
+
+TEST(Knobs, PrintConfigListsEveryKnobWithItsValue) {
+  std::string s = print_config(env_of({{"MK_TIMEOUT_MS", "1234"}}));
+  for (const auto& k : knob_specs()) {
+    EXPECT_NE(s.find(k.name), std::string::npos) << k.name;
+    EXPECT_GT(std::string(k.doc).size(), 10u) << k.name << " needs a doc string";
+  }
+  EXPECT_NE(s.find("'1234' [set]"), std::string::npos) << s;
+}

@@ -1,0 +1,159 @@
+#include <gtest/gtest.h>
+
+#include "mkernel/launch_env.hpp"
+#include "tests/cpu/env_map.hpp"
+
+using namespace mk;
+using mk::test::env_of;
+using mk::test::expect_error;
+
+TEST(LaunchEnv, NoLauncherMeansNullopt) { EXPECT_FALSE(detect_launch(env_of({{"PATH", "/bin"}})).has_value()); }
+
+TEST(LaunchEnv, Torchrun) {
+  auto li = detect_launch(env_of({{"RANK", "5"},
+                                  {"WORLD_SIZE", "16"},
+                                  {"LOCAL_RANK", "1"},
+                                  {"LOCAL_WORLD_SIZE", "8"},
+                                  {"MASTER_ADDR", "10.1.2.3"},
+                                  {"MASTER_PORT", "29500"},
+                                  {"TORCHELASTIC_RUN_ID", "job7"}}));
+  ASSERT_TRUE(li);
+  EXPECT_EQ(li->launcher, "torchrun");
+  EXPECT_EQ(li->rank, 5);
+  EXPECT_EQ(li->world, 16);
+  EXPECT_EQ(li->local_rank, 1);
+  EXPECT_EQ(li->local_world, 8);
+  EXPECT_EQ(li->root_addr, "10.1.2.3");
+  EXPECT_EQ(li->root_port, 29501);  // MASTER_PORT belongs to torch's store
+  EXPECT_EQ(li->job_key, "job7");
+}
+
+TEST(LaunchEnv, KnobsOverrideMasterAddrAndPort) {
+  auto li = detect_launch(env_of({{"RANK", "0"},
+                                  {"WORLD_SIZE", "2"},
+                                  {"MASTER_ADDR", "10.1.2.3"},
+                                  {"MASTER_PORT", "29500"},
+                                  {"MK_BOOTSTRAP_ADDR", "node0"},
+                                  {"MK_BOOTSTRAP_PORT", "4000"}}));
+  ASSERT_TRUE(li);
+  EXPECT_EQ(li->root_addr, "node0");
+  EXPECT_EQ(li->root_port, 4000);
+}
+
+TEST(LaunchEnv, TorchrunWithoutMasterIsAnError) {
+  EXPECT_EQ(expect_error([] { detect_launch(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}})); },
+                         {"MASTER_ADDR"}),
+            "");
+  EXPECT_EQ(expect_error([] { detect_launch(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}})); },
+                         {"MASTER_PORT"}),
+            "");
+}
+
+TEST(LaunchEnv, SingleRankNeedsNothing) {
+  auto li = detect_launch(env_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}}));
+  ASSERT_TRUE(li);
+  EXPECT_EQ(li->world, 1);
+}
+
+TEST(LaunchEnv, OpenMpiSingleNode) {
+  auto li = detect_launch(env_of({{"OMPI_COMM_WORLD_RANK", "3"},
+                                  {"OMPI_COMM_WORLD_SIZE", "4"},
+                                  {"OMPI_COMM_WORLD_LOCAL_RANK", "3"},
+                                  {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
+                                  {"OMPI_MCA_ess_base_jobid", "12345"}}));
+  ASSERT_TRUE(li);
+  EXPECT_EQ(li->launcher, "openmpi");
+  EXPECT_EQ(li->rank, 3);
+  EXPECT_EQ(li->local_rank, 3);
+  EXPECT_EQ(li->root_addr, "127.0.0.1");
+  EXPECT_GE(li->root_port, 20000);
+  EXPECT_LT(li->root_port, 40000);
+  // Same job, same port on every rank.
+  auto li0 = detect_launch(env_of({{"OMPI_COMM_WORLD_RANK", "0"},
+                                   {"OMPI_COMM_WORLD_SIZE", "4"},
+                                   {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
+                                   {"OMPI_MCA_ess_base_jobid", "12345"}}));
+  EXPECT_EQ(li0->root_port, li->root_port);
+}
+
+TEST(LaunchEnv, OpenMpiAcrossHostsNeedsAnAddress) {
+  EXPECT_EQ(expect_error(
+                [] {
+                  detect_launch(env_of({{"OMPI_COMM_WORLD_RANK", "0"},
+                                        {"OMPI_COMM_WORLD_SIZE", "4"},
+                                        {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                                        {"OMPI_MCA_ess_base_jobid", "1"}}));
+                },
+                {"MK_BOOTSTRAP_ADDR"}),
+            "");
+}
+
+TEST(LaunchEnv, Slurm) {
+  auto li = detect_launch(env_of({{"SLURM_PROCID", "9"},
+                                  {"SLURM_NTASKS", "16"},
+                                  {"SLURM_LOCALID", "1"},
+                                  {"SLURM_TASKS_PER_NODE", "8(x2)"},
+                                  {"SLURM_STEP_NODELIST", "gpu-[007-008,010],login"},
+                                  {"SLURM_JOB_ID", "4242"},
+                                  {"SLURM_STEP_ID", "0"}}));
+  ASSERT_TRUE(li);
+  EXPECT_EQ(li->launcher, "slurm");
+  EXPECT_EQ(li->rank, 9);
+  EXPECT_EQ(li->world, 16);
+  EXPECT_EQ(li->local_rank, 1);
+  EXPECT_EQ(li->local_world, 8);
+  EXPECT_EQ(li->root_addr, "gpu-007");
+  EXPECT_GE(li->root_port, 20000);
+}
+
+TEST(LaunchEnv, SlurmHostlists) {
+  EXPECT_EQ(slurm_first_host("node1"), "node1");
+  EXPECT_EQ(slurm_first_host("node1,node2"), "node1");
+  EXPECT_EQ(slurm_first_host("a[1-4]"), "a1");
+  EXPECT_EQ(slurm_first_host("rack[3,5-7]-gpu"), "rack3-gpu");
+  EXPECT_EQ(slurm_first_host("x[01-02],y[5]"), "x01");
+  EXPECT_EQ(expect_error([] { slurm_first_host("a[1-4"); }, {"malformed"}), "");
+}
+
+TEST(LaunchEnv, TorchrunTakesPrecedence) {
+  auto li = detect_launch(env_of({{"RANK", "1"},
+                                  {"WORLD_SIZE", "2"},
+                                  {"MASTER_ADDR", "h"},
+                                  {"MASTER_PORT", "100"},
+                                  {"SLURM_PROCID", "0"},
+                                  {"SLURM_NTASKS", "1"}}));
+  EXPECT_EQ(li->launcher, "torchrun");
+}
+
+TEST(LaunchEnv, MalformedValuesAreErrors) {
+  EXPECT_EQ(expect_error([] { detect_launch(env_of({{"RANK", "one"}, {"WORLD_SIZE", "2"}})); },
+                         {"RANK", "'one'"}),
+            "");
+  EXPECT_EQ(expect_error(
+                [] {
+                  detect_launch(env_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}));
+                },
+                {"rank 2", "outside [0, 2)"}),
+            "");
+  EXPECT_EQ(expect_error(
+                [] {
+                  detect_launch(env_of({{"RANK", "0"},
+                                        {"WORLD_SIZE", "2"},
+                                        {"LOCAL_RANK", "3"},
+                                        {"LOCAL_WORLD_SIZE", "2"},
+                                        {"MASTER_ADDR", "h"},
+                                        {"MASTER_PORT", "1"}}));
+                },
+                {"local rank 3"}),
+            "");
+  EXPECT_EQ(expect_error([] { detect_launch(env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "x"}})); },
+                         {"SLURM_NTASKS"}),
+            "");
+  EXPECT_EQ(expect_error(
+                [] {
+                  detect_launch(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "65535"}}));
+                },
+                {"MASTER_PORT=65535"}),
+            "");
+}

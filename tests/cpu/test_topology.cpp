@@ -1,0 +1,83 @@
+#include <gtest/gtest.h>
+
+#include "mkernel/topology.hpp"
+#include "tests/cpu/env_map.hpp"
+
+using namespace mk;
+
+TEST(Topology, OneHostIsOneNode) {
+  auto t = compute_topology({"a", "a", "a", "a"}, 2, 0);
+  EXPECT_EQ(t.num_nodes, 1);
+  EXPECT_EQ(t.local_size, 4);
+  EXPECT_EQ(t.local_rank, 2);
+  EXPECT_TRUE(t.uniform);
+  EXPECT_FALSE(t.forced);
+}
+
+TEST(Topology, GroupsByHostInRankOrder) {
+  // Interleaved placement: ranks 0,2 on host x; 1,3 on host y.
+  std::vector<std::string> h = {"x", "y", "x", "y"};
+  auto t = compute_topology(h, 3, 0);
+  EXPECT_EQ(t.num_nodes, 2);
+  EXPECT_EQ(t.node_ranks[0], (std::vector<int>{0, 2}));
+  EXPECT_EQ(t.node_ranks[1], (std::vector<int>{1, 3}));
+  EXPECT_EQ(t.node, 1);
+  EXPECT_EQ(t.local_rank, 1);
+  EXPECT_TRUE(t.same_node(0, 2));
+  EXPECT_FALSE(t.same_node(0, 1));
+  EXPECT_EQ(t.rank_at(1, 0), 1);
+}
+
+TEST(Topology, UnevenHostsAreNotUniform) {
+  auto t = compute_topology({"a", "a", "a", "b"}, 3, 0);
+  EXPECT_EQ(t.num_nodes, 2);
+  EXPECT_FALSE(t.uniform);
+  EXPECT_EQ(t.local_size, 1);
+}
+
+TEST(Topology, OverrideSplitsAHostIntoNodes) {
+  std::vector<std::string> h(8, "host");
+  auto t = compute_topology(h, 5, 4);
+  EXPECT_TRUE(t.forced);
+  EXPECT_EQ(t.num_nodes, 2);
+  EXPECT_EQ(t.node, 1);
+  EXPECT_EQ(t.local_rank, 1);
+  EXPECT_EQ(t.local_size, 4);
+  EXPECT_EQ(t.node_ranks[1], (std::vector<int>{4, 5, 6, 7}));
+
+  auto one = compute_topology({"h", "h"}, 1, 1);  // 2x1 emulated nodes
+  EXPECT_EQ(one.num_nodes, 2);
+  EXPECT_EQ(one.local_size, 1);
+  EXPECT_EQ(one.local_rank, 0);
+  EXPECT_FALSE(one.same_node(0, 1));
+}
+
+TEST(Topology, OverrideAcrossHostsSplitsEachHost) {
+  std::vector<std::string> h = {"a", "a", "a", "a", "b", "b", "b", "b"};
+  auto t = compute_topology(h, 6, 2);
+  EXPECT_EQ(t.num_nodes, 4);
+  EXPECT_EQ(t.node, 3);
+  EXPECT_EQ(t.node_ranks[2], (std::vector<int>{4, 5}));
+}
+
+TEST(Topology, OverrideEqualToHostSizeIsNotForced) {
+  auto t = compute_topology({"a", "a"}, 0, 2);
+  EXPECT_FALSE(t.forced);
+  EXPECT_EQ(t.num_nodes, 1);
+}
+
+TEST(Topology, OverrideThatDoesNotDivideIsAnError) {
+  EXPECT_EQ(mk::test::expect_error([] { compute_topology({"a", "a", "a", "a"}, 0, 3); },
+                                   {"MK_RANKS_PER_NODE=3", "does not divide", "4 ranks", "'a'"}),
+            "");
+}
+
+TEST(Topology, BadArgumentsAreErrors) {
+  EXPECT_EQ(mk::test::expect_error([] { compute_topology({}, 0, 0); }, {"empty"}), "");
+  EXPECT_EQ(mk::test::expect_error([] { compute_topology({"a"}, 1, 0); }, {"rank 1"}), "");
+}
+
+TEST(Topology, HostIdIsStable) {
+  EXPECT_EQ(local_host_id(), local_host_id());
+  EXPECT_FALSE(local_host_id().empty());
+}

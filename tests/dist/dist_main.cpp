@@ -1,0 +1,32 @@
+// Dist tier entry point, one process per GPU under tools/mkrun or torchrun.
+// Skips (exit 77) when the host has fewer GPUs than local ranks.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+int run_abort_scenario();  // test_symmetric.cu
+
+int main(int argc, char** argv) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  const char* lws = std::getenv("LOCAL_WORLD_SIZE");
+  int need = lws ? std::atoi(lws) : 2;
+  if (e != cudaSuccess || n < need) {
+    std::printf("SKIPPED: the dist test tier needs %d GPUs on this host and it has %d (%s)\n", need,
+                e == cudaSuccess ? n : 0, e == cudaSuccess ? "ok" : cudaGetErrorString(e));
+    return 77;
+  }
+  if (!std::getenv("RANK")) {
+    std::printf("mk_dist_tests: launch with tools/mkrun -n 2 (or torchrun)\n");
+    return 2;
+  }
+  for (int i = 1; i < argc; ++i)
+    if (!std::strcmp(argv[i], "--abort-scenario")) return run_abort_scenario();
+  ::testing::InitGoogleTest(&argc, argv);
+  int rc = RUN_ALL_TESTS();
+  std::fflush(stdout);
+  return rc;
+}

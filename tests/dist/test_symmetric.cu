@@ -1,0 +1,259 @@
+// Two GPUs, one process each: symmetric allocation and peer writes checked
+// byte for byte, cross-GPU ping-pong for 100k rounds with no loss, back to
+// back launches with growing epochs, many independent signal pairs at once,
+// and (run_abort_scenario) a timeout on one rank ending the other's wait.
+// Under MK_RANKS_PER_NODE=1 (2x1) the ranks are separate nodes: the tests
+// check that no peer mapping exists and skip the NVLink paths.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "device/peer_copy.cuh"
+#include "device/pingpong.cuh"
+#include "mkernel/mkernel.hpp"
+
+using namespace mk;
+
+namespace {
+
+Communicator& comm() {
+  static std::unique_ptr<Communicator> c = Communicator::from_env();
+  return *c;
+}
+
+#define CK(x) comm().check(static_cast<int>(x), #x)
+
+bool nvlink_pair() { return comm().topology().local_size == 2; }
+int other() { return 1 - comm().rank(); }
+
+constexpr int kPutBlocks = 16;
+
+__global__ void put_kernel(DeviceCtx ctx, void* dst, const void* src, size_t bytes, int sig_idx) {
+  // Every block copies its slice and adds 1 to the peer's signal: the peer
+  // waits for kPutBlocks more.
+  size_t per = (bytes + gridDim.x - 1) / gridDim.x;
+  per = (per + 15) / 16 * 16;
+  size_t lo = per * blockIdx.x;
+  size_t n = lo < bytes ? (bytes - lo < per ? bytes - lo : per) : 0;
+  dev::copy_v16<true>(static_cast<char*>(dst) + lo, static_cast<const char*>(src) + lo, n, threadIdx.x, blockDim.x);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int peer_lr = 1 - ctx.local_rank;
+    dev::signal_add<dev::Scope::Sys>(dev::peer_signal(ctx, peer_lr, sig_idx), 1);
+  }
+}
+
+__global__ void wait_kernel(DeviceCtx ctx, int sig_idx, uint64_t expected, int peer) {
+  if (threadIdx.x == 0 && blockIdx.x == 0)
+    dev::wait_ge<dev::Scope::Sys>(ctx, ctx.signals + sig_idx, expected,
+                                  dev::WaitSite{static_cast<int32_t>(Role::IntraComm), peer, sig_idx});
+}
+
+// Many independent pairs: block b ping-pongs its own signal pair.
+__global__ void multi_pingpong(DeviceCtx ctx, int base_idx, int rounds, uint64_t base, bool initiator,
+                               uint32_t* errors) {
+  if (threadIdx.x != 0) return;
+  const int peer_lr = 1 - ctx.local_rank;
+  const int idx = base_idx + 2 * static_cast<int>(blockIdx.x);
+  dev::PingPongSide s;
+  s.my_signal = ctx.signals + idx;
+  s.peer_signal = dev::peer_signal(ctx, peer_lr, idx);
+  s.my_payload = ctx.signals + idx + 1;
+  s.peer_payload = dev::peer_signal(ctx, peer_lr, idx + 1);
+  s.peer = 1 - ctx.rank;
+  s.signal_id = idx;
+  s.initiator = initiator;
+  dev::pingpong_side<dev::Scope::Sys>(ctx, s, rounds, base, errors);
+}
+
+std::vector<unsigned char> pattern(int rank, size_t bytes, uint64_t salt) {
+  std::vector<unsigned char> v(bytes);
+  std::mt19937_64 rng(rank * 1000003ull + bytes * 7919ull + salt);
+  for (size_t i = 0; i < bytes; i += 8) {
+    uint64_t x = rng();
+    for (size_t j = 0; j < 8 && i + j < bytes; ++j) v[i + j] = static_cast<unsigned char>(x >> (8 * j));
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST(Dist, TopologyMatchesTheLaunch) {
+  const auto& t = comm().topology();
+  ASSERT_EQ(comm().world(), 2);
+  const int64_t rpn = knob_int(Knob::MK_RANKS_PER_NODE);
+  if (rpn == 1) {
+    EXPECT_EQ(t.num_nodes, 2);
+    EXPECT_EQ(t.local_size, 1);
+    EXPECT_TRUE(t.forced);
+    EXPECT_EQ(comm().device_ctx().peer_signals[1], nullptr) << "2x1: no NVLink mapping across emulated nodes";
+  } else {
+    EXPECT_EQ(t.num_nodes, 1);
+    EXPECT_EQ(t.local_size, 2);
+    EXPECT_EQ(t.local_rank, comm().rank());
+    EXPECT_NE(comm().device_ctx().peer_signals[other()], nullptr);
+  }
+  EXPECT_NE(comm().device(), -1);
+}
+
+TEST(Dist, SymmetricAllocationAndPeerWritesByteForByte) {
+  if (!nvlink_pair()) GTEST_SKIP() << "2x1 emulated nodes: peer writes take the network path (network issue)";
+  const int sig = comm().reserve_signals(1);
+  uint64_t expected = 0;
+  for (size_t bytes : {size_t(1), size_t(4097), size_t(1) << 20, (size_t(64) << 20) + 123}) {
+    SymmetricBuffer& buf = comm().alloc_symmetric(bytes);
+    ASSERT_EQ(buf.bytes, bytes);
+    ASSERT_NE(buf.peer[other()], nullptr);
+    ASSERT_EQ(buf.peer[comm().rank()], buf.local);
+    CK(cudaMemset(buf.local, 0xAB, bytes));  // poison what the peer will overwrite
+    auto mine = pattern(comm().rank(), bytes, 1);
+    void* src = nullptr;
+    CK(cudaMalloc(&src, bytes));
+    CK(cudaMemcpy(src, mine.data(), bytes, cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize());
+    comm().barrier();  // both poisoned before either writes
+    put_kernel<<<kPutBlocks, 512>>>(comm().device_ctx(), buf.peer[other()], src, bytes, sig);
+    expected += kPutBlocks;
+    wait_kernel<<<1, 32>>>(comm().device_ctx(), sig, expected, other());
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    std::vector<unsigned char> got(bytes);
+    CK(cudaMemcpy(got.data(), buf.local, bytes, cudaMemcpyDeviceToHost));
+    auto want = pattern(other(), bytes, 1);
+    size_t bad = 0, first = bytes;
+    for (size_t i = 0; i < bytes; ++i)
+      if (got[i] != want[i]) {
+        ++bad;
+        first = std::min(first, i);
+      }
+    EXPECT_EQ(bad, 0u) << bytes << "-byte buffer: " << bad << " wrong bytes, first at " << first;
+    cudaFree(src);
+    comm().free_symmetric(buf);
+  }
+}
+
+TEST(Dist, MismatchedSymmetricSizesAreRejectedOnEveryRank) {
+  try {
+    comm().alloc_symmetric(comm().rank() == 0 ? 1024 : 2048);
+    FAIL() << "mismatched sizes were accepted";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("different sizes"), std::string::npos) << m;
+    EXPECT_NE(m.find("1024"), std::string::npos) << m;
+    EXPECT_NE(m.find("2048"), std::string::npos) << m;
+  }
+  // The communicator stays usable.
+  SymmetricBuffer& ok = comm().alloc_symmetric(4096);
+  comm().free_symmetric(ok);
+}
+
+TEST(Dist, PingPong100kRoundsAcrossGpusLosesNothing) {
+  if (!nvlink_pair()) GTEST_SKIP() << "2x1 emulated nodes: cross-node signals take the network path";
+  const int idx = comm().reserve_signals(2);
+  const DeviceCtx& ctx = comm().device_ctx();
+  dev::PingPongSide side;
+  side.my_signal = ctx.signals + idx;
+  side.peer_signal = ctx.peer_signals[other()] + idx;
+  side.my_payload = ctx.signals + idx + 1;
+  side.peer_payload = ctx.peer_signals[other()] + idx + 1;
+  side.peer = other();
+  side.signal_id = idx;
+  side.initiator = comm().rank() == 0;
+  uint32_t* errors = nullptr;
+  CK(cudaMalloc(&errors, 4));
+  CK(cudaMemset(errors, 0, 4));
+  const int rounds = 100000;
+  comm().barrier();
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  uint64_t base = comm().next_epoch() * rounds;
+  CK(cudaEventRecord(e0));
+  dev::pingpong_kernel<dev::Scope::Sys><<<1, 32>>>(ctx, side, rounds, base, errors);
+  CK(cudaEventRecord(e1));
+  CK(cudaDeviceSynchronize());
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, e0, e1));
+  uint32_t h_err = 1;
+  uint64_t last = 0;
+  CK(cudaMemcpy(&h_err, errors, 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(&last, ctx.signals + idx, 8, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(h_err, 0u);
+  EXPECT_EQ(last, base + rounds) << "a round was lost or duplicated";
+  if (comm().rank() == 0)
+    std::printf("[rank 0] %d round trips in %.3f ms: %.3f us per round trip\n", rounds, ms, 1000.0 * ms / rounds);
+
+  // Back to back: 20 launches, no host sync and no reset in between.
+  comm().barrier();
+  for (int k = 0; k < 20; ++k) {
+    base = comm().next_epoch() * rounds;
+    dev::pingpong_kernel<dev::Scope::Sys><<<1, 32>>>(ctx, side, 1000, base, errors);
+  }
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(&h_err, errors, 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(&last, ctx.signals + idx, 8, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(h_err, 0u);
+  EXPECT_EQ(last, base + 1000);
+  cudaFree(errors);
+}
+
+TEST(Dist, ManyIndependentSignalPairsAtOnce) {
+  if (!nvlink_pair()) GTEST_SKIP() << "2x1 emulated nodes: cross-node signals take the network path";
+  const int blocks = 132, rounds = 2000;
+  const int base_idx = comm().reserve_signals(2 * blocks);
+  uint32_t* errors = nullptr;
+  CK(cudaMalloc(&errors, 4));
+  CK(cudaMemset(errors, 0, 4));
+  comm().barrier();
+  for (int k = 0; k < 3; ++k) {
+    uint64_t base = comm().next_epoch() * rounds;
+    multi_pingpong<<<blocks, 32>>>(comm().device_ctx(), base_idx, rounds, base, comm().rank() == 0, errors);
+  }
+  CK(cudaDeviceSynchronize());
+  uint32_t h = 1;
+  CK(cudaMemcpy(&h, errors, 4, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(h, 0u);
+  cudaFree(errors);
+}
+
+// Rank 1 waits for a signal nobody sends and times out (MK_TIMEOUT_MS=500);
+// its abort must end rank 0's much longer wait with a message naming rank 1.
+int run_abort_scenario() {
+  try {
+    Communicator& c = comm();
+    if (c.topology().local_size < 2) {
+      std::printf("SKIPPED: abort propagation needs 2 ranks on one node\n");
+      return 77;
+    }
+    DeviceCtx ctx = c.device_ctx();
+    int idx = c.reserve_signals(1);
+    c.barrier();
+    if (c.rank() == 0) ctx.timeout_ns = 60ull * 1000000000ull;
+    auto t0 = std::chrono::steady_clock::now();
+    wait_kernel<<<1, 32>>>(ctx, idx, 1, 1 - c.rank());
+    cudaError_t e = cudaDeviceSynchronize();
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::string msg;
+    try {
+      c.check(static_cast<int>(e), "wait kernel");
+    } catch (const Error& err) {
+      msg = err.what();
+    }
+    const char* want = c.rank() == 1 ? "timed out after" : "abort raised by rank 1";
+    bool ok = msg.find(want) != std::string::npos && secs < 20;
+    std::printf("rank %d after %.2f s: %s\n  -> %s (wanted '%s')\n", c.rank(), secs, msg.c_str(), ok ? "OK" : "WRONG",
+                want);
+    std::fflush(stdout);
+    c.barrier();
+    std::_Exit(ok ? 0 : 1);
+  } catch (const std::exception& e) {
+    std::printf("abort scenario failed: %s\n", e.what());
+    std::fflush(stdout);
+    std::_Exit(1);
+  }
+}

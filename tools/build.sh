@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Configures and builds mkernel into build/ (Release, sm_90a). Extra args go
+# to CMake's configure step, e.g. tools/build.sh -DMK_OPS=none.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"
+[ -d "$HOME/.local/bin" ] && export PATH="$HOME/.local/bin:$PATH"
+jobs=${MK_BUILD_JOBS:-$(nproc)}
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
+cmake --build build -j "$jobs"

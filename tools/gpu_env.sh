@@ -1,0 +1,17 @@
+# Sourced by the scripts that run GPU code. Keeps NVLink multicast off
+# (it can take a shared host's GPUs out of service) and finds the cuBLAS and
+# NCCL libraries of a CUDA/PyTorch image when they are not on the loader path.
+export NCCL_NVLS_ENABLE=0
+export TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+export NVSHMEM_DISABLE_NVLS=1
+_mk_add_lib() { case ":${LD_LIBRARY_PATH:-}:" in *":$1:"*) ;; *) export LD_LIBRARY_PATH="$1${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}";; esac; }
+for _lib in libnccl.so.2 libcublas.so.13; do
+  if ! ldconfig -p 2>/dev/null | grep -q "$_lib"; then
+    for _d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+              $(python3 -c 'import site,sys; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+      _hit=$(find "$_d" -maxdepth 4 -name "$_lib" 2>/dev/null | head -1)
+      if [ -n "$_hit" ]; then _mk_add_lib "$(dirname "$_hit")"; break; fi
+    done
+  fi
+done
+unset _lib _d _hit

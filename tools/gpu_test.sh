@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs the GPU test tiers from an existing build (e.g. build/bin + build/lib
+# carried to the GPU machine): the one-GPU tier, then the dist tier on 2 GPUs
+# as 1x2 (NVLink) and 2x1 (MK_RANKS_PER_NODE=1), then abort propagation.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source tools/gpu_env.sh
+fail=0
+run() {
+  echo "=== $*"
+  "$@"; local rc=$?
+  if [ $rc -eq 77 ]; then echo "=== SKIPPED ($rc): $*"; elif [ $rc -ne 0 ]; then echo "=== FAILED ($rc): $*"; fail=1; else echo "=== PASSED: $*"; fi
+}
+run build/bin/mk_gpu_tests
+run tools/mkrun -n 2 --timeout 300 build/bin/mk_dist_tests
+run tools/mkrun -n 2 --timeout 300 env MK_RANKS_PER_NODE=1 build/bin/mk_dist_tests
+run tools/mkrun -n 2 --timeout 120 env MK_TIMEOUT_MS=500 build/bin/mk_dist_tests --abort-scenario
+exit $fail

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs what mkernel's build needs and is missing (idempotent; apt-get on
+# Debian/Ubuntu, pip for a newer CMake if the system one is too old).
+# Sourced or run by tools/test.sh and tools/bench.sh.
+set -euo pipefail
+
+log() { echo "[setup] $*"; }
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; fi
+
+# CUDA toolkit: the image provides it under /usr/local/cuda (Debian's own
+# packages are too old for sm_90a); say so clearly if it is not there.
+if ! command -v nvcc >/dev/null 2>&1; then
+  for d in /usr/local/cuda/bin /usr/local/cuda-13.0/bin; do
+    [ -x "$d/nvcc" ] && export PATH="$d:$PATH" && break
+  done
+fi
+if ! command -v nvcc >/dev/null 2>&1; then
+  echo "[setup] error: nvcc (CUDA toolkit >= 12.8, 13.x recommended) not found; install the CUDA toolkit" \
+       "(https://developer.nvidia.com/cuda-downloads) or put it on PATH" >&2
+  exit 1
+fi
+
+need=()
+command -v g++ >/dev/null 2>&1 || need+=(g++)
+command -v ninja >/dev/null 2>&1 || need+=(ninja-build)
+command -v cmake >/dev/null 2>&1 || need+=(cmake)
+command -v python3 >/dev/null 2>&1 || need+=(python3 python3-pip)
+[ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
+if [ "${#need[@]}" -gt 0 ]; then
+  log "installing: ${need[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+
+# CMake >= 3.24 (CUDA architecture "90a").
+cmake_ok() {
+  local v
+  v=$(cmake --version 2>/dev/null | head -1 | awk '{print $3}')
+  [ -n "$v" ] && [ "$(printf '%s\n3.24\n' "$v" | sort -V | head -1)" = "3.24" ]
+}
+if ! cmake_ok; then
+  log "system CMake is older than 3.24; installing CMake from PyPI"
+  python3 -m pip install -q --user 'cmake>=3.24,<4'
+  export PATH="$HOME/.local/bin:$PATH"
+  cmake_ok || { echo "[setup] error: CMake >= 3.24 not available" >&2; exit 1; }
+fi
+
+# NCCL headers/libraries for the benchmark baselines (CUDA images ship them).
+if ! ls /usr/local/cuda/include/nccl.h /usr/include/nccl.h >/dev/null 2>&1; then
+  log "NCCL not found: installing libnccl-dev"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends libnccl-dev || {
+    echo "[setup] error: NCCL (nccl.h) not found and libnccl-dev could not be installed" >&2; exit 1; }
+fi
+log "ok: $(nvcc --version | tail -1), $(cmake --version | head -1), $(g++ --version | head -1)"
