@@ -76,6 +76,7 @@ struct DeviceCtx {
   uint32_t* abort_dev;                        // this rank's word, symmetric memory
   uint32_t* abort_peer[kMaxLocalRanks];       // node peers' words, by local rank
   WaitDiag* diag;                             // mapped pinned host record
+  uint32_t* diag_claim;                       // device word: first failing thread owns diag
   uint64_t* signals;                          // this rank's signal pool (symmetric)
   uint64_t* peer_signals[kMaxLocalRanks];     // node peers' pools, by local rank
 };

@@ -29,9 +29,12 @@ __device__ __forceinline__ int32_t signal_index(const DeviceCtx& ctx, const uint
 
 // Raises the abort word of this rank, its host, and its node peers (first
 // writer wins: the word holds the aborting rank + 1).
+// NOTES: no atomics on the host-mapped words: PCIe hosts need not support
+// device atomics to system memory. Device words take atomicCAS_system.
 __device__ __forceinline__ void raise_abort(const DeviceCtx& ctx) {
   const uint32_t mark = static_cast<uint32_t>(ctx.rank) + 1;
-  atomicCAS_system(ctx.abort_host, 0u, mark);
+  volatile uint32_t* host = ctx.abort_host;
+  if (*host == 0u) *host = mark;
   atomicCAS_system(ctx.abort_dev, 0u, mark);
   for (int i = 0; i < ctx.local_size && i < kMaxLocalRanks; ++i)
     if (ctx.abort_peer[i]) atomicCAS_system(ctx.abort_peer[i], 0u, mark);
@@ -43,8 +46,8 @@ inline __device__ __noinline__ void fail_wait(const DeviceCtx& ctx, WaitSite sit
                                        int32_t aborter) {
   const int32_t block = static_cast<int32_t>(blockIdx.x);
   const int32_t thread = static_cast<int32_t>(threadIdx.x);
-  if (atomicCAS_system(&ctx.diag->state, 0u, 1u) == 0u) {
-    WaitDiag* d = ctx.diag;
+  if (atomicCAS(ctx.diag_claim, 0u, 1u) == 0u) {
+    volatile WaitDiag* d = ctx.diag;
     d->rank = ctx.rank;
     d->role = site.role;
     d->peer = site.peer;
@@ -57,7 +60,8 @@ inline __device__ __noinline__ void fail_wait(const DeviceCtx& ctx, WaitSite sit
     d->seen = seen;
     d->waited_ns = waited_ns;
     __threadfence_system();
-    atomicExch_system(&d->state, 2u);
+    d->state = 2u;
+    __threadfence_system();
   }
   if (reason == kWaitTimeout)
     printf("mkernel: rank %d role %s (block %d thread %d) timed out after %llu ms waiting on signal %d "

@@ -14,5 +14,6 @@ run() {
 run build/bin/mk_gpu_tests
 run tools/mkrun -n 2 --timeout 300 build/bin/mk_dist_tests
 run tools/mkrun -n 2 --timeout 300 env MK_RANKS_PER_NODE=1 build/bin/mk_dist_tests
+run tools/mkrun -n 2 --timeout 300 env MK_SYMM_MODE=ipc build/bin/mk_dist_tests
 run tools/mkrun -n 2 --timeout 120 env MK_TIMEOUT_MS=500 build/bin/mk_dist_tests --abort-scenario
 exit $fail

@@ -4,6 +4,7 @@
 // rank 1 stays idle. Floor: bytes / NVLink bandwidth (~396 GB/s measured
 // with cudaMemcpyPeer).
 #include "bench/bench.hpp"
+#include "device/bulk_copy.cuh"
 #include "device/peer_copy.cuh"
 
 namespace mkb {
@@ -15,6 +16,28 @@ __global__ void __launch_bounds__(kCopyThreads) copy_kernel(void* dst, const voi
   mk::dev::copy_v16<true>(dst, src, bytes, blockIdx.x * blockDim.x + threadIdx.x,
                           static_cast<size_t>(gridDim.x) * blockDim.x);
 }
+
+template <typename S, mk::dev::BulkLayout L>
+__global__ void copy_bulk_kernel(mk::DeviceCtx ctx, void* dst, const void* src, size_t bytes) {
+  extern __shared__ __align__(128) char smem[];
+  mk::dev::copy_bulk<S>(ctx, dst, src, bytes, blockIdx.x, gridDim.x, smem, static_cast<int32_t>(mk::Role::IntraComm),
+                        L);
+}
+
+template <typename S, mk::dev::BulkLayout L>
+void set_bulk_smem() {
+  MKB_CUDA(cudaFuncSetAttribute(copy_bulk_kernel<S, L>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(120 * 1024)));
+}
+
+// One CTA per SM for the bulk kernel: ask for more shared memory than two
+// CTAs could share.
+constexpr size_t kBulkLaunchSmem = 120 * 1024;
+using Bulk4x16 = mk::dev::BulkStagesT<4, 16384>;
+using BulkDefault = mk::dev::BulkStages;
+static_assert(kBulkLaunchSmem >= BulkDefault::kSmemBytes);
+constexpr auto kRR = mk::dev::BulkLayout::RoundRobin;
+constexpr auto kContig = mk::dev::BulkLayout::Contiguous;
 }  // namespace
 
 void bench_peer_copy(BenchContext& bc) {
@@ -82,26 +105,44 @@ void bench_peer_copy(BenchContext& bc) {
 
   int sms = 0;
   MKB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, c.device()));
-  std::vector<int> counts = {1, 2, 4, 8, 16, 24, 32, 48, 64, sms};
-  if (bc.quick) counts = {8, 32};
-  for (int n : counts) {
-    double gp = 0, gl = 0;
-    measure([&] { copy_kernel<<<n, kCopyThreads, 0, bc.stream>>>(peer, local, bytes); },
-            [&] { copy_kernel<<<n, kCopyThreads, 0, bc.stream>>>(local, peer, bytes); }, &gp, &gl);
-    MKB_CUDA(cudaGetLastError());
-    t.rows.push_back({"copy_v16 (SMs)", std::to_string(n), fmt(gp, 1), fmt(gl, 1), fmt(100 * gp / ce_push, 1),
-                      fmt(100 * gl / ce_pull, 1)});
-  }
-  // The kernel that was timed moves the right bytes: fresh data, one push,
-  // byte-for-byte comparison.
-  if (active) {
-    fill_random_bytes(local, bytes, 99, bc.stream);
-    copy_kernel<<<32, kCopyThreads, 0, bc.stream>>>(peer, local, bytes);
-    MKB_CUDA(cudaStreamSynchronize(bc.stream));
-    std::vector<uint64_t> a(bytes / 8), b(bytes / 8);
-    MKB_CUDA(cudaMemcpy(a.data(), local, bytes, cudaMemcpyDeviceToHost));
-    MKB_CUDA(cudaMemcpy(b.data(), peer, bytes, cudaMemcpyDefault));
-    if (a != b) mk::fail("peer_copy: the copied buffer differs from its source");
+  set_bulk_smem<Bulk4x16, kRR>();
+  set_bulk_smem<BulkDefault, kContig>();
+  const mk::DeviceCtx ctx = c.device_ctx();
+  // The SM-driven movers: 16-byte loads/stores in a grid-stride layout, and
+  // bulk (TMA engine) copies issued by one thread per CTA. (A CTA-contiguous
+  // 16-byte variant and 2 x 32 KB bulk stages were measured and dropped:
+  // bench/results/mkbench-20261130T0517*, *T0519*.)
+  using Launch = std::function<void(int n, void* dst, const void* src)>;
+  const std::vector<std::pair<std::string, Launch>> movers = {
+      {"copy_v16 grid-stride", [&](int n, void* d, const void* s) { copy_kernel<<<n, kCopyThreads, 0, bc.stream>>>(d, s, bytes); }},
+      {"copy_bulk 4x16K round-robin",
+       [&](int n, void* d, const void* s) { copy_bulk_kernel<Bulk4x16, kRR><<<n, 32, kBulkLaunchSmem, bc.stream>>>(ctx, d, s, bytes); }},
+      {"copy_bulk 6x16K contiguous (default)",
+       [&](int n, void* d, const void* s) { copy_bulk_kernel<BulkDefault, kContig><<<n, 32, kBulkLaunchSmem, bc.stream>>>(ctx, d, s, bytes); }},
+  };
+  for (const auto& [name, launch] : movers) {
+    std::vector<int> counts = {1, 2, 4, 8, 16, 24, 32, 48, 64, sms};
+    if (name.find("default") != std::string::npos) counts = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, sms};
+    if (bc.quick) counts = {8, 32};
+    for (int n : counts) {
+      double gp = 0, gl = 0;
+      measure([&] { launch(n, peer, local); }, [&] { launch(n, local, peer); }, &gp, &gl);
+      MKB_CUDA(cudaGetLastError());
+      t.rows.push_back({name, std::to_string(n), fmt(gp, 1), fmt(gl, 1), fmt(100 * gp / ce_push, 1),
+                        fmt(100 * gl / ce_pull, 1)});
+    }
+    // The kernel that was timed moves the right bytes: fresh data, one push
+    // with 32 SMs, byte-for-byte comparison.
+    if (active) {
+      fill_random_bytes(local, bytes, 99 + t.rows.size(), bc.stream);
+      launch(32, peer, local);
+      MKB_CUDA(cudaStreamSynchronize(bc.stream));
+      std::vector<uint64_t> a(bytes / 8), b(bytes / 8);
+      MKB_CUDA(cudaMemcpy(a.data(), local, bytes, cudaMemcpyDeviceToHost));
+      MKB_CUDA(cudaMemcpy(b.data(), peer, bytes, cudaMemcpyDefault));
+      if (a != b) mk::fail("peer_copy: ", name, " left the peer buffer different from its source");
+    }
+    c.barrier();
   }
   c.barrier();
   cudaFree(local);

@@ -82,9 +82,9 @@ class BootstrapRoot {
     thread_ = std::thread([this] { run(); });
   }
   ~BootstrapRoot() { join(); }
-  void owner_closed() {
-    owner_closed_at_ms_.store(now_ms());
-  }
+  void owner_closed() { owner_closed_at_ms_.store(now_ms()); }
+  // Ends the root within one poll period (process exit).
+  void stop() { stop_.store(true); }
   void join() {
     std::lock_guard<std::mutex> g(join_mu_);
     if (thread_.joinable()) thread_.join();
@@ -230,7 +230,7 @@ class BootstrapRoot {
   void run() {
     const int64_t start = now_ms();
     sock::set_nonblocking(listen_fd_, true);
-    while (!done_) {
+    while (!done_ && !stop_.load()) {
       std::vector<pollfd> pfd;
       pfd.push_back({listen_fd_, POLLIN, 0});
       for (auto& c : conns_) pfd.push_back({c.fd, POLLIN, 0});
@@ -278,6 +278,7 @@ class BootstrapRoot {
   std::thread thread_;
   std::mutex join_mu_;
   std::atomic<int64_t> owner_closed_at_ms_{0};
+  std::atomic<bool> stop_{false};
   std::vector<Conn> conns_;
   std::vector<int> rank_conn_;
   std::vector<std::optional<std::string>> contrib_;
@@ -290,10 +291,21 @@ class BootstrapRoot {
 };
 
 namespace {
-std::mutex g_roots_mu;
-std::map<uint64_t, std::shared_ptr<BootstrapRoot>>& roots() {
-  static std::map<uint64_t, std::shared_ptr<BootstrapRoot>> m;
-  return m;
+// Roots started by get_unique_id() in this process, by job magic. A root
+// nobody joined must not hold the process at exit: stop them all then.
+struct RootRegistry {
+  std::mutex mu;
+  std::map<uint64_t, std::shared_ptr<BootstrapRoot>> roots;
+  ~RootRegistry() {
+    for (auto& [k, r] : roots) {
+      r->stop();
+      r->join();
+    }
+  }
+};
+RootRegistry& registry() {
+  static RootRegistry r;
+  return r;
 }
 }  // namespace
 
@@ -335,8 +347,8 @@ UniqueId get_unique_id() {
   l.version = 1;
   UniqueId id;
   std::memcpy(id.bytes, &l, sizeof(l));
-  std::lock_guard<std::mutex> g(g_roots_mu);
-  roots()[l.magic] = std::make_shared<BootstrapRoot>(fd, l.magic, timeout);
+  std::lock_guard<std::mutex> g(registry().mu);
+  registry().roots[l.magic] = std::make_shared<BootstrapRoot>(fd, l.magic, timeout);
   return id;
 }
 
@@ -347,9 +359,9 @@ Bootstrap::Bootstrap(int rank, int world, const UniqueId& id) : rank_(rank), wor
   std::memcpy(&l, id.bytes, sizeof(l));
   if (l.version != 1 || l.port == 0) fail("unique id is not one made by mk::get_unique_id()");
   {
-    std::lock_guard<std::mutex> g(g_roots_mu);
-    auto it = roots().find(l.magic);
-    if (it != roots().end()) root_ = it->second;
+    std::lock_guard<std::mutex> g(registry().mu);
+    auto it = registry().roots.find(l.magic);
+    if (it != registry().roots.end()) root_ = it->second;
   }
   connect_and_hello(sock::ipv4_to_string(l.addr), l.port, l.magic);
 }
@@ -437,10 +449,10 @@ void Bootstrap::finish_root() {
   if (!root_) return;
   root_->owner_closed();
   root_->join();
-  std::lock_guard<std::mutex> g(g_roots_mu);
-  for (auto it = roots().begin(); it != roots().end(); ++it)
+  std::lock_guard<std::mutex> g(registry().mu);
+  for (auto it = registry().roots.begin(); it != registry().roots.end(); ++it)
     if (it->second == root_) {
-      roots().erase(it);
+      registry().roots.erase(it);
       break;
     }
   root_.reset();

@@ -14,7 +14,7 @@ namespace mk {
 
 namespace {
 
-constexpr size_t kControlHeader = 128;  // abort word, padded to its own line
+constexpr size_t kControlHeader = 128;  // abort word, diag claim word; padded to a line
 
 struct PeerInfo {
   char host[192];
@@ -149,6 +149,7 @@ void Communicator::init(int device, int launcher_local_rank) {
   ctx_.abort_host = static_cast<uint32_t*>(host_dev);
   ctx_.diag = reinterpret_cast<WaitDiag*>(static_cast<char*>(host_dev) + 64);
   ctx_.abort_dev = static_cast<uint32_t*>(control_->local);
+  ctx_.diag_claim = static_cast<uint32_t*>(control_->local) + 1;
   ctx_.signals = reinterpret_cast<uint64_t*>(static_cast<char*>(control_->local) + kControlHeader);
   for (int i = 0; i < topo_.local_size; ++i) {
     ctx_.abort_peer[i] = static_cast<uint32_t*>(control_->peer[i]);

@@ -99,6 +99,9 @@ TEST(Dist, TopologyMatchesTheLaunch) {
     EXPECT_NE(comm().device_ctx().peer_signals[other()], nullptr);
   }
   EXPECT_NE(comm().device(), -1);
+  const std::string mode = knob_str(Knob::MK_SYMM_MODE);
+  if (mode == "ipc") EXPECT_FALSE(comm().uses_vmm());
+  if (mode == "vmm") EXPECT_TRUE(comm().uses_vmm());
 }
 
 TEST(Dist, SymmetricAllocationAndPeerWritesByteForByte) {

@@ -6,7 +6,9 @@
 #include <random>
 #include <vector>
 
+#include "device/bulk_copy.cuh"
 #include "device/peer_copy.cuh"
+#include "tests/gpu/gpu_common.hpp"
 
 namespace {
 
@@ -18,19 +20,26 @@ __global__ void copy_grid(char* dst, const char* src, size_t bytes) {
                          static_cast<size_t>(gridDim.x) * blockDim.x);
 }
 
+__global__ void copy_bulk(mk::DeviceCtx ctx, char* dst, const char* src, size_t bytes, mk::dev::BulkLayout layout) {
+  extern __shared__ __align__(128) char smem[];
+  mk::dev::copy_bulk(ctx, dst, src, bytes, blockIdx.x, gridDim.x, smem, 1, layout);
+}
+
 __global__ void copy_warp(char* dst, const char* src, size_t bytes) {
   if (threadIdx.x < 32) mk::dev::copy_v16<false>(dst, src, bytes, threadIdx.x, 32);
 }
 
 struct Case {
   size_t bytes, src_off, dst_off;
-  int mode;  // 0 grid coherent, 1 grid nc, 2 one warp
+  int mode;  // 0 grid coherent, 1 grid nc, 2 one warp, 4/5 bulk round-robin/contiguous (16 B aligned)
 };
 
 }  // namespace
 
 TEST(PeerCopy, EverySizeAndAlignmentByteForByte) {
   const size_t cap = (8u << 20) + 64;
+  CUDA_OK(cudaFuncSetAttribute(copy_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(mk::dev::BulkStages::kSmemBytes)));
   char *src = nullptr, *dst = nullptr;
   CUDA_OK(cudaMalloc(&src, cap));
   CUDA_OK(cudaMalloc(&dst, cap));
@@ -41,8 +50,11 @@ TEST(PeerCopy, EverySizeAndAlignmentByteForByte) {
                        size_t(4099), size_t(1 << 20) + 5, size_t(8 << 20)})
     for (size_t so : {0, 1, 16})
       for (size_t d : {0, 3, 16})
-        for (int mode : {0, 1, 2})
-          if (mode != 2 || bytes <= (1 << 20) + 5) cases.push_back({bytes, so, d, mode});
+        for (int mode : {0, 1, 2, 4, 5}) {
+          if (mode == 2 && bytes > (1 << 20) + 5) continue;
+          if (mode >= 3 && (so % 16 || d % 16 || (mode >= 4 && bytes % 16))) continue;
+          cases.push_back({bytes, so, d, mode});
+        }
   for (auto& b : h_src) b = static_cast<char>(rng());
   CUDA_OK(cudaMemcpy(src, h_src.data(), cap, cudaMemcpyHostToDevice));
   for (const Case& c : cases) {
@@ -50,6 +62,10 @@ TEST(PeerCopy, EverySizeAndAlignmentByteForByte) {
     if (c.mode == 0) copy_grid<false><<<132, 512>>>(dst + c.dst_off, src + c.src_off, c.bytes);
     if (c.mode == 1) copy_grid<true><<<7, 96>>>(dst + c.dst_off, src + c.src_off, c.bytes);
     if (c.mode == 2) copy_warp<<<1, 32>>>(dst + c.dst_off, src + c.src_off, c.bytes);
+    if (c.mode >= 4)
+      copy_bulk<<<3, 32, mk::dev::BulkStages::kSmemBytes>>>(
+          mk::test::comm().device_ctx(), dst + c.dst_off, src + c.src_off, c.bytes,
+          c.mode == 4 ? mk::dev::BulkLayout::RoundRobin : mk::dev::BulkLayout::Contiguous);
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(h_dst.data(), dst, cap, cudaMemcpyDeviceToHost));
     size_t bad = 0;

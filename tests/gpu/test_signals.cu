@@ -15,15 +15,12 @@
 #include "device/pingpong.cuh"
 #include "device/signals.cuh"
 #include "mkernel/mkernel.hpp"
+#include "tests/gpu/gpu_common.hpp"
 
 using namespace mk;
+using mk::test::comm;
 
 namespace {
-
-Communicator& comm() {
-  static std::unique_ptr<Communicator> c = Communicator::from_env();
-  return *c;
-}
 
 #define CK(x) comm().check(static_cast<int>(x), #x)
 

@@ -1,0 +1,47 @@
+// The C ABI without a GPU: version, config text, errors as return codes with
+// messages, the unique id, and validation that fails before any CUDA call.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include "mkernel/mkernel.h"
+
+TEST(CApi, VersionAndConfig) {
+  EXPECT_EQ(mk_abi_version(), MK_ABI_VERSION);
+  char buf[8192];
+  ASSERT_EQ(mk_print_config(buf, sizeof(buf)), 0);
+  EXPECT_NE(std::string(buf).find("MK_TIMEOUT_MS"), std::string::npos);
+  char tiny[8];
+  ASSERT_EQ(mk_print_config(tiny, sizeof(tiny)), 0);  // truncated, still terminated
+  EXPECT_EQ(std::string(tiny).size(), 7u);
+}
+
+TEST(CApi, NullArgumentsAreErrorsWithMessages) {
+  EXPECT_NE(mk_get_unique_id(nullptr), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("NULL"), std::string::npos);
+  EXPECT_NE(mk_comm_info(nullptr, nullptr), 0);
+  EXPECT_NE(mk_symm_alloc(nullptr, 16, nullptr), 0);
+  EXPECT_NE(mk_comm_barrier(nullptr), 0);
+  EXPECT_NE(mk_print_config(nullptr, 0), 0);
+}
+
+TEST(CApi, BadRankIsRejectedBeforeAnythingRuns) {
+  mk_unique_id_t id;
+  ASSERT_EQ(mk_get_unique_id(&id), 0) << mk_last_error();
+  mk_comm_t comm = nullptr;
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_NE(mk_comm_init(&comm, 3, 2, &id, -1), 0);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+  EXPECT_EQ(comm, nullptr);
+  std::string msg = mk_last_error();
+  EXPECT_NE(msg.find("rank 3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[0, 2)"), std::string::npos) << msg;
+}
+
+TEST(CApi, ForeignIdIsRejected) {
+  mk_unique_id_t id{};
+  mk_comm_t comm = nullptr;
+  EXPECT_NE(mk_comm_init(&comm, 0, 2, &id, -1), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("unique id"), std::string::npos) << mk_last_error();
+}
