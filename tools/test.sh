@@ -6,4 +6,8 @@ cd "$(dirname "$0")/.."
 tools/setup.sh
 tools/build.sh
 source tools/gpu_env.sh
+if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+  echo "[test] no GPU on this machine: the gpu and dist tiers will report 'Skipped' (exit 77);"
+  echo "[test] run them on a GPU machine with tools/test.sh or, from a copied build, tools/gpu_test.sh"
+fi
 ctest --test-dir build --output-on-failure --timeout 600 "$@"
