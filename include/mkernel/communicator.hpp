@@ -16,6 +16,7 @@
 namespace mk {
 
 class SymmetricHeap;
+class Network;
 
 class Communicator {
  public:
@@ -59,6 +60,13 @@ class Communicator {
   void raise_abort();
   void barrier() { bs_->barrier(); }
 
+  // The network layer (transport + host proxy), created collectively on the
+  // first call by every rank. See mkernel/network.hpp.
+  Network& network();
+  // The control region (abort word + signal pool); the network registers it
+  // as region 0.
+  const SymmetricBuffer& control_buffer() const { return *control_; }
+
  private:
   void init(int device, int launcher_local_rank);
 
@@ -67,6 +75,7 @@ class Communicator {
   int device_ = -1;
   uint64_t job_ = 0;
   std::unique_ptr<SymmetricHeap> heap_;
+  std::unique_ptr<Network> net_;
   SymmetricBuffer* control_ = nullptr;
   void* host_block_ = nullptr;  // mapped pinned: abort word + WaitDiag
   DeviceCtx ctx_{};

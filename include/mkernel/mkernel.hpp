@@ -6,5 +6,6 @@
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
 #include "mkernel/launch_env.hpp"
+#include "mkernel/network.hpp"
 #include "mkernel/symmetric.hpp"
 #include "mkernel/topology.hpp"

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "device/ctx.hpp"
 
@@ -28,6 +29,10 @@ struct SymmetricBuffer {
   int local_rank = 0;
   int local_size = 1;
   MemRegion region;
+  // This buffer of every rank on this host, by global rank (nullptr where it
+  // could not be mapped). Beyond the node it is for the emu NIC only: kernels
+  // must not use it as an NVLink path across emulated nodes.
+  std::vector<void*> host_peer;
 
   template <typename T = void>
   T* local_as() const { return static_cast<T*>(local); }

@@ -19,6 +19,8 @@ struct Topology {
   std::vector<int> node_of;                // per rank
   std::vector<int> local_rank_of;          // per rank
   std::vector<std::vector<int>> node_ranks;  // per node, ranks in order
+  std::vector<int> host_of;                // per rank: host index (order of lowest rank)
+  std::vector<int> host_ranks;             // ranks on this rank's host (a superset of its node)
 
   bool same_node(int a, int b) const { return node_of.at(a) == node_of.at(b); }
   // Global rank of local rank `lr` on node `n`.

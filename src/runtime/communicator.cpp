@@ -8,13 +8,14 @@
 
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
+#include "mkernel/network.hpp"
 #include "src/runtime/symmetric_heap.hpp"
 
 namespace mk {
 
 namespace {
 
-constexpr size_t kControlHeader = 128;  // abort word, diag claim word; padded to a line
+constexpr size_t kControlHeader = kControlHeaderBytes;
 
 struct PeerInfo {
   char host[192];
@@ -160,6 +161,7 @@ void Communicator::init(int device, int launcher_local_rank) {
 Communicator::~Communicator() {
   try {
     if (device_ >= 0) cudaSetDevice(device_);
+    net_.reset();  // proxies stop and deregister before memory goes away
     heap_.reset();  // unmaps peers' memory; a barrier is not needed at teardown
     if (host_block_) cudaFreeHost(host_block_);
     bs_.reset();
@@ -168,6 +170,11 @@ Communicator::~Communicator() {
 }
 
 SymmetricBuffer& Communicator::alloc_symmetric(size_t bytes) { return *heap_->alloc(bytes); }
+
+Network& Communicator::network() {
+  if (!net_) net_ = std::make_unique<Network>(*this);
+  return *net_;
+}
 void Communicator::free_symmetric(SymmetricBuffer& buf) { heap_->free(&buf); }
 bool Communicator::uses_vmm() const { return heap_->mode() == SymmetricHeap::Mode::Vmm; }
 

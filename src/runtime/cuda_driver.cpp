@@ -41,6 +41,7 @@ const Api& api() {
       load(a.cuDeviceGetAttribute, "cuDeviceGetAttribute");
       load(a.cuDeviceGet, "cuDeviceGet");
       load(a.cuMemGetHandleForAddressRange, "cuMemGetHandleForAddressRange");
+      load(a.cuStreamWriteValue64, "cuStreamWriteValue64");
     } catch (const Error& e) {
       error = e.what();
     }

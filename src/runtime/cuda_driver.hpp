@@ -22,6 +22,7 @@ struct Api {
   decltype(&::cuDeviceGetAttribute) cuDeviceGetAttribute;
   decltype(&::cuDeviceGet) cuDeviceGet;
   decltype(&::cuMemGetHandleForAddressRange) cuMemGetHandleForAddressRange;
+  decltype(&::cuStreamWriteValue64) cuStreamWriteValue64;
 };
 
 // Loads on first use; throws mk::Error if the driver is missing.

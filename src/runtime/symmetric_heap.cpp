@@ -15,7 +15,7 @@ struct SymmetricHeap::Alloc {
   SymmetricBuffer buf;
   size_t mapped = 0;
   CUmemGenericAllocationHandle handle = 0;
-  CUdeviceptr va[kMaxLocalRanks] = {};  // VMM: every mapping we made (own + peers)
+  std::vector<CUdeviceptr> va;  // VMM: every mapping we made, by global rank
   bool ipc = false;
 };
 
@@ -71,7 +71,7 @@ SymmetricHeap::SymmetricHeap(Bootstrap& bs, const Topology& topo, int device, ui
   mode_ = Mode::Vmm;
   for (auto& m : all)
     if (m == "ipc") mode_ = Mode::Ipc;
-  if (mode_ == Mode::Vmm && topo_.local_size > 1)
+  if (mode_ == Mode::Vmm && topo_.host_ranks.size() > 1)
     fdx_ = std::make_unique<FdExchange>(job, topo_.rank, knob_int(Knob::MK_BOOTSTRAP_TIMEOUT_MS));
   bs_.barrier();  // every fd-exchange socket is bound before anyone sends
 }
@@ -85,6 +85,9 @@ SymmetricHeap::~SymmetricHeap() {
   }
 }
 
+// Maps this rank's buffer and those of every rank on this host: node peers
+// (NVLink peers) must map, other ranks of this host (emulated nodes, used only
+// by the emu NIC) are mapped when the devices allow it.
 void SymmetricHeap::map_vmm(Alloc& a, size_t bytes) {
   const auto& d = drv::api();
   CUmemAllocationProp prop = vmm_prop(device_);
@@ -92,25 +95,38 @@ void SymmetricHeap::map_vmm(Alloc& a, size_t bytes) {
   MK_CU_CHECK(d.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
   a.mapped = (bytes + gran - 1) / gran * gran;
   MK_CU_CHECK(d.cuMemCreate(&a.handle, a.mapped, &prop, 0));
-  const int lr = topo_.local_rank;
-  MK_CU_CHECK(d.cuMemAddressReserve(&a.va[lr], a.mapped, gran, 0, 0));
-  map_rw(a.va[lr], a.mapped, a.handle, device_);
-  if (topo_.local_size == 1) return;
+  const int me = topo_.rank;
+  a.va.assign(topo_.world, 0);
+  MK_CU_CHECK(d.cuMemAddressReserve(&a.va[me], a.mapped, gran, 0, 0));
+  map_rw(a.va[me], a.mapped, a.handle, device_);
+  const auto& host = topo_.host_ranks;
+  if (host.size() == 1) return;
 
   int my_fd = -1;
   MK_CU_CHECK(d.cuMemExportToShareableHandle(&my_fd, a.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-  const auto& peers = topo_.node_ranks[topo_.node];
-  std::vector<int> fds = fdx_->exchange(my_fd, peers, a.buf.region.id);
+  std::vector<int> fds = fdx_->exchange(my_fd, host, a.buf.region.id);
   ::close(my_fd);
-  for (int i = 0; i < static_cast<int>(peers.size()); ++i) {
-    if (i == lr) continue;
+  for (size_t i = 0; i < host.size(); ++i) {
+    const int r = host[i];
+    if (r == me) continue;
+    const bool must = topo_.same_node(me, r);
     CUmemGenericAllocationHandle ph;
-    CUresult r = d.cuMemImportFromShareableHandle(&ph, reinterpret_cast<void*>(static_cast<uintptr_t>(fds[i])),
-                                                  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    CUresult res = d.cuMemImportFromShareableHandle(&ph, reinterpret_cast<void*>(static_cast<uintptr_t>(fds[i])),
+                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     ::close(fds[i]);
-    MK_CU_CHECK(r);
-    MK_CU_CHECK(d.cuMemAddressReserve(&a.va[i], a.mapped, gran, 0, 0));
-    map_rw(a.va[i], a.mapped, ph, device_);
+    if (res != CUDA_SUCCESS && !must) continue;
+    MK_CU_CHECK(res);
+    MK_CU_CHECK(d.cuMemAddressReserve(&a.va[r], a.mapped, gran, 0, 0));
+    try {
+      map_rw(a.va[r], a.mapped, ph, device_);
+    } catch (const Error&) {
+      d.cuMemAddressFree(a.va[r], a.mapped);
+      a.va[r] = 0;
+      d.cuMemRelease(ph);
+      if (must) throw;
+      log(LogLevel::Info, cat("rank ", me, ": no mapping of rank ", r, "'s buffer (no peer access); emu cannot reach it"));
+      continue;
+    }
     MK_CU_CHECK(d.cuMemRelease(ph));  // the mapping keeps the memory alive
   }
 }
@@ -121,17 +137,23 @@ void SymmetricHeap::map_ipc(Alloc& a, size_t bytes) {
   void* p = nullptr;
   MK_CUDA_CHECK(cudaMalloc(&p, a.mapped));
   a.buf.local = p;
+  a.buf.host_peer.assign(topo_.world, nullptr);
+  a.buf.host_peer[topo_.rank] = p;
   cudaIpcMemHandle_t h{};
   MK_CUDA_CHECK(cudaIpcGetMemHandle(&h, p));
   auto all = bs_.allgather(std::string(reinterpret_cast<const char*>(&h), sizeof(h)));
-  const auto& peers = topo_.node_ranks[topo_.node];
-  for (int i = 0; i < static_cast<int>(peers.size()); ++i) {
-    if (i == topo_.local_rank) continue;
+  for (int r : topo_.host_ranks) {
+    if (r == topo_.rank) continue;
     cudaIpcMemHandle_t ph;
-    std::memcpy(&ph, all[peers[i]].data(), sizeof(ph));
+    std::memcpy(&ph, all[r].data(), sizeof(ph));
     void* pp = nullptr;
-    MK_CUDA_CHECK(cudaIpcOpenMemHandle(&pp, ph, cudaIpcMemLazyEnablePeerAccess));
-    a.buf.peer[i] = pp;
+    cudaError_t e = cudaIpcOpenMemHandle(&pp, ph, cudaIpcMemLazyEnablePeerAccess);
+    if (e != cudaSuccess && !topo_.same_node(topo_.rank, r)) {
+      cudaGetLastError();
+      continue;
+    }
+    MK_CUDA_CHECK(e);
+    a.buf.host_peer[r] = pp;
   }
 }
 
@@ -151,13 +173,14 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
   a->buf.region.device = device_;
   if (mode_ == Mode::Vmm) {
     map_vmm(*a, bytes);
-    for (int i = 0; i < topo_.local_size; ++i) a->buf.peer[i] = reinterpret_cast<void*>(a->va[i]);
-    a->buf.local = a->buf.peer[topo_.local_rank];
+    a->buf.host_peer.assign(topo_.world, nullptr);
+    for (int r = 0; r < topo_.world; ++r) a->buf.host_peer[r] = reinterpret_cast<void*>(a->va[r]);
+    a->buf.local = a->buf.host_peer[topo_.rank];
     a->buf.region.vmm = true;
   } else {
     map_ipc(*a, bytes);
-    a->buf.peer[topo_.local_rank] = a->buf.local;
   }
+  for (int i = 0; i < topo_.local_size; ++i) a->buf.peer[i] = a->buf.host_peer[topo_.node_ranks[topo_.node][i]];
   a->buf.region.base = a->buf.local;
   a->buf.region.bytes = a->mapped;
   // Symmetric memory starts zeroed: signal pools rely on it.
@@ -170,15 +193,15 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
 
 void SymmetricHeap::release(Alloc& a) {
   if (a.ipc) {
-    for (int i = 0; i < topo_.local_size; ++i)
-      if (i != topo_.local_rank && a.buf.peer[i]) cudaIpcCloseMemHandle(a.buf.peer[i]);
+    for (size_t r = 0; r < a.buf.host_peer.size(); ++r)
+      if (static_cast<int>(r) != topo_.rank && a.buf.host_peer[r]) cudaIpcCloseMemHandle(a.buf.host_peer[r]);
     if (a.buf.local) cudaFree(a.buf.local);
   } else {
     const auto& d = drv::api();
-    for (int i = 0; i < kMaxLocalRanks; ++i)
-      if (a.va[i]) {
-        d.cuMemUnmap(a.va[i], a.mapped);
-        d.cuMemAddressFree(a.va[i], a.mapped);
+    for (CUdeviceptr v : a.va)
+      if (v) {
+        d.cuMemUnmap(v, a.mapped);
+        d.cuMemAddressFree(v, a.mapped);
       }
     if (a.handle) d.cuMemRelease(a.handle);
   }

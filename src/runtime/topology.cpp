@@ -61,6 +61,10 @@ Topology compute_topology(const std::vector<std::string>& host_ids, int rank, in
   t.node_ranks = std::move(sorted);
   for (auto& n : t.node_of) n = new_id[n];
 
+  t.host_of.assign(world, -1);
+  for (size_t h = 0; h < hosts.size(); ++h)
+    for (int r : by_host[hosts[h]]) t.host_of[r] = static_cast<int>(h);
+  t.host_ranks = by_host[host_ids[rank]];
   t.num_nodes = static_cast<int>(t.node_ranks.size());
   t.node = t.node_of[rank];
   t.local_rank = t.local_rank_of[rank];

@@ -58,6 +58,9 @@ TEST(Topology, OverrideAcrossHostsSplitsEachHost) {
   EXPECT_EQ(t.num_nodes, 4);
   EXPECT_EQ(t.node, 3);
   EXPECT_EQ(t.node_ranks[2], (std::vector<int>{4, 5}));
+  EXPECT_EQ(t.host_ranks, (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(t.host_of[3], 0);
+  EXPECT_EQ(t.host_of[6], 1);
 }
 
 TEST(Topology, OverrideEqualToHostSizeIsNotForced) {

@@ -16,15 +16,12 @@
 #include "device/peer_copy.cuh"
 #include "device/pingpong.cuh"
 #include "mkernel/mkernel.hpp"
+#include "tests/dist/dist_common.hpp"
 
 using namespace mk;
+using mk::test::comm;
 
 namespace {
-
-Communicator& comm() {
-  static std::unique_ptr<Communicator> c = Communicator::from_env();
-  return *c;
-}
 
 #define CK(x) comm().check(static_cast<int>(x), #x)
 

@@ -1,0 +1,224 @@
+// Network benchmarks (DESIGN.md §5):
+//  net_queue    the command queue + host proxy alone (a null transport that
+//               completes every write at once): commands/s per proxy thread and
+//               in total for 16-byte PUTs pushed by many CTAs, and the GPU's
+//               enqueue cost per command in cycles.
+//  net_latency  one-way latency GPU put -> the remote GPU sees the signal,
+//               by ping-pong over the configured transport (2 nodes).
+//  net_bw       bandwidth vs message size, 4 KB .. 64 MB (2 nodes).
+#include <cuda_runtime.h>
+
+#include <deque>
+
+#include "bench/bench.hpp"
+#include "device/net/net.cuh"
+#include "src/net/proxy.hpp"
+
+namespace mkb {
+
+namespace {
+
+class NullTransport : public mk::net::Transport {
+ public:
+  std::string name() const override { return "null"; }
+  void connect(mk::Bootstrap&, const std::vector<int>&) override {}
+  void register_region(mk::Bootstrap&, const mk::net::Region&) override {}
+  bool post(const mk::net::WriteReq& w) override {
+    done_.push_back(w.cookie);
+    return true;
+  }
+  int poll(mk::net::Completion* out, int max) override {
+    int n = 0;
+    while (n < max && !done_.empty()) {
+      out[n++] = mk::net::Completion{done_.front(), 0};
+      done_.pop_front();
+    }
+    return n;
+  }
+  void close() override {}
+
+ private:
+  std::deque<uint64_t> done_;
+};
+
+__global__ void enqueue_kernel(mk::DeviceCtx ctx, mk::net::NetCtx nc, int per_block, unsigned long long* cycles) {
+  if (threadIdx.x != 0) return;
+  const int q = blockIdx.x % nc.num_queues;
+  uint64_t last = 0;
+  long long spent = 0;
+  for (int i = 0; i < per_block; ++i) {
+    long long t0 = clock64();
+    last = mk::net::put(nc, ctx, q, 1, 1, 16ull * i, 16ull * i, 16, mk::net::SigOp::Add, 5, 1);
+    spent += clock64() - t0;
+  }
+  atomicAdd(cycles, static_cast<unsigned long long>(spent));
+  mk::net::flush(nc, ctx, q, last);
+}
+
+__global__ void pingpong_net(mk::DeviceCtx ctx, mk::net::NetCtx nc, int region, int peer, bool initiator, int sig,
+                             int rounds, uint64_t base) {
+  if (threadIdx.x != 0) return;
+  const mk::dev::WaitSite site{static_cast<int32_t>(mk::Role::InterRecv), peer, sig};
+  for (int i = 1; i <= rounds; ++i) {
+    const uint64_t v = base + i;
+    if (initiator) {
+      mk::net::put(nc, ctx, 0, peer, region, 0, 0, 8, mk::net::SigOp::Set, sig, v);
+      mk::dev::wait_ge(ctx, ctx.signals + sig, v, site);
+    } else {
+      mk::dev::wait_ge(ctx, ctx.signals + sig, v, site);
+      mk::net::put(nc, ctx, 0, peer, region, 0, 0, 8, mk::net::SigOp::Set, sig, v);
+    }
+  }
+  mk::net::quiet(nc, ctx, 0);
+}
+
+__global__ void stream_send(mk::DeviceCtx ctx, mk::net::NetCtx nc, int region, int peer, uint64_t size, int count,
+                            int sig_data, int sig_ack, uint64_t ack_expected) {
+  if (threadIdx.x != 0) return;
+  const int q = blockIdx.x % nc.num_queues;
+  for (int i = blockIdx.x; i < count; i += gridDim.x)
+    mk::net::put(nc, ctx, q, peer, region, uint64_t(i) * size, uint64_t(i) * size, size, mk::net::SigOp::Add,
+                 sig_data, 1);
+  if (blockIdx.x == 0)
+    mk::dev::wait_ge(ctx, ctx.signals + sig_ack, ack_expected,
+                     mk::dev::WaitSite{static_cast<int32_t>(mk::Role::InterSend), peer, sig_ack});
+  mk::net::quiet(nc, ctx, q);
+}
+
+__global__ void stream_recv(mk::DeviceCtx ctx, mk::net::NetCtx nc, int peer, int sig_data, uint64_t expected,
+                            int sig_ack, uint64_t ack_value) {
+  if (threadIdx.x != 0) return;
+  mk::dev::wait_ge(ctx, ctx.signals + sig_data, expected,
+                   mk::dev::WaitSite{static_cast<int32_t>(mk::Role::InterRecv), peer, sig_data});
+  mk::net::signal(nc, ctx, 0, peer, mk::net::SigOp::Set, sig_ack, ack_value);
+  mk::net::quiet(nc, ctx, 0);
+}
+
+bool two_nodes(BenchContext& bc, Table& t) {
+  auto& c = *bc.comm;
+  if (c.world() == 2 && c.topology().num_nodes == 2) return true;
+  t.note = "skipped: needs 2 ranks on 2 nodes (e.g. MK_RANKS_PER_NODE=1); this run is " + config_name(c.topology());
+  bc.report->add(t);
+  return false;
+}
+
+}  // namespace
+
+void bench_net_queue(BenchContext& bc) {
+  auto& c = *bc.comm;
+  Table t{"command queue + host proxy alone (null transport, 16-byte PUTs)",
+          {"proxy threads", "CTAs", "commands", "ms", "M cmd/s total", "M cmd/s per thread", "GPU cycles/enqueue"},
+          {},
+          "Target: >= 5 M commands/s per proxy thread. Each CTA's lane 0 pushes PUTs to queue (CTA mod threads), "
+          "then waits for its queue's done prefix; GPU cycles include any wait for ring room."};
+  if (c.rank() != 0) {  // one rank measures; the others only take part in barriers
+    bc.report->add(t);
+    return;
+  }
+  for (int threads : {1, 2, 4}) {
+    mk::net::ProxyConfig pc;
+    pc.rank = c.rank();
+    pc.depth = 4096;
+    pc.timeout_ms = 10000;
+    pc.cuda_device = c.device();
+    pc.peers = {1};
+    std::vector<std::unique_ptr<mk::net::Transport>> tr;
+    for (int i = 0; i < threads; ++i) tr.push_back(std::make_unique<NullTransport>());
+    mk::net::Proxy proxy(pc, std::move(tr));
+    mk::net::NetCtx nc{};
+    nc.num_queues = proxy.num_queues();
+    for (int i = 0; i < nc.num_queues; ++i) nc.queues[i] = proxy.queue(i);
+    const int ctas = 8 * threads, per = 20000;
+    unsigned long long* cycles = nullptr;
+    MKB_CUDA(cudaMalloc(&cycles, 8));
+    auto st = time_calls(nullptr, bc.stream, TimingOpts{2, 7}, [&](int) {
+      MKB_CUDA(cudaMemsetAsync(cycles, 0, 8, bc.stream));
+      enqueue_kernel<<<ctas, 32, 0, bc.stream>>>(c.device_ctx(), nc, per, cycles);
+    });
+    unsigned long long cyc = 0;
+    MKB_CUDA(cudaMemcpy(&cyc, cycles, 8, cudaMemcpyDeviceToHost));
+    cudaFree(cycles);
+    const double n = double(ctas) * per;
+    const double mps = n / (st.median_ms * 1e3);
+    t.rows.push_back({std::to_string(threads), std::to_string(ctas), std::to_string(int64_t(n)), fmt(st.median_ms),
+                      fmt(mps, 2), fmt(mps / threads, 2), fmt(double(cyc) / n, 0)});
+    if (!proxy.error().empty()) mk::fail("net_queue: ", proxy.error());
+  }
+  bc.report->add(t);
+}
+
+void bench_net_latency(BenchContext& bc) {
+  auto& c = *bc.comm;
+  Table t{"network one-way latency (GPU put + signal -> remote GPU sees it)", {"transport", "rounds", "one way us"}, {},
+          "Ping-pong of 8-byte puts with a Set signal; one way = round trip / 2. emu target: within 2 us of "
+          "MK_EMU_LATENCY_US."};
+  if (!two_nodes(bc, t)) return;
+  mk::Network& net = c.network();
+  mk::SymmetricBuffer& buf = c.alloc_symmetric(1 << 20);
+  const int region = net.register_buffer(buf);
+  const int sig = c.reserve_signals(1);
+  const int peer = net.peers()[0];
+  const int rounds = 200;
+  uint64_t base = 0;
+  auto st = time_calls(
+      &c.bootstrap(), bc.stream, TimingOpts{2, 10},
+      [&](int) {
+        pingpong_net<<<1, 32, 0, bc.stream>>>(c.device_ctx(), net.device_ctx(), region, peer, c.rank() == 0, sig,
+                                              rounds, base);
+      },
+      [&](int) {
+        base = c.next_epoch() * 1000;
+        c.barrier();
+      });
+  net.check();
+  t.rows.push_back({net.transport_name(), std::to_string(rounds), fmt(1000.0 * st.median_ms / rounds / 2, 2)});
+  c.barrier();
+  c.free_symmetric(buf);
+  bc.report->add(t);
+}
+
+void bench_net_bw(BenchContext& bc) {
+  auto& c = *bc.comm;
+  Table t{"network bandwidth vs message size (rank 0 -> rank 1)",
+          {"transport", "message", "messages", "ms", "GB/s", "% of emu rate"},
+          {},
+          "Many CTAs push puts (+1 signal each) back to back; the receiver acks after the last; time on the sender, "
+          "ack latency included. emu target: >= 95% of MK_EMU_GBPS from 256 KB up."};
+  if (!two_nodes(bc, t)) return;
+  mk::Network& net = c.network();
+  const uint64_t total = 256ull << 20;
+  mk::SymmetricBuffer& buf = c.alloc_symmetric(total);
+  const int region = net.register_buffer(buf);
+  const int sig_data = c.reserve_signals(1), sig_ack = c.reserve_signals(1);
+  const int peer = net.peers()[0];
+  const double emu_rate = double(mk::knob_int(mk::Knob::MK_EMU_GBPS));
+  uint64_t data_seen = 0, ack = 0;
+  for (uint64_t size : {4ull << 10, 16ull << 10, 64ull << 10, 256ull << 10, 1ull << 20, 4ull << 20, 16ull << 20,
+                        64ull << 20}) {
+    const int count = static_cast<int>(std::min<uint64_t>(total / size, 2048));
+    auto st = time_calls(
+        &c.bootstrap(), bc.stream, TimingOpts{2, 10},
+        [&](int) {
+          if (c.rank() == 0)
+            stream_send<<<8, 32, 0, bc.stream>>>(c.device_ctx(), net.device_ctx(), region, peer, size, count, sig_data,
+                                                 sig_ack, ack);
+          else
+            stream_recv<<<1, 32, 0, bc.stream>>>(c.device_ctx(), net.device_ctx(), peer, sig_data, data_seen, sig_ack,
+                                                 ack);
+        },
+        [&](int) {
+          data_seen += count;
+          ack = c.next_epoch();
+          c.barrier();
+        });
+    net.check();
+    const double gbps = double(size) * count / (st.median_ms * 1e6);
+    t.rows.push_back({net.transport_name(), std::to_string(size >> 10) + " KB", std::to_string(count),
+                      fmt(st.median_ms), fmt(gbps, 2), net.emulated() ? fmt(100 * gbps / emu_rate, 1) : "-"});
+  }
+  c.barrier();
+  c.free_symmetric(buf);
+  bc.report->add(t);
+}
+
+}  // namespace mkb

@@ -1,0 +1,101 @@
+// mkernel: the GPU -> host command ring, producer side. The same code runs in
+// CUDA kernels (many warps of many CTAs) and in host threads (tests).
+//
+// NOTES:
+// - A producer claims sequence s with an atomic add on `head`, waits until
+//   s < tail + size (the proxy has consumed the previous lap's command in that
+//   slot), writes the body, then publishes the header with a system-scope
+//   release. The proxy reads the header with acquire and checks the stamp.
+// - Device producers read the proxy's `tail` (host memory, over PCIe) only
+//   when the cached copy in device memory says the ring is full.
+// - `done` is the proxy's count of locally completed commands, a prefix: all
+//   commands with sequence < done have completed (source reusable).
+#pragma once
+
+#include <cstdint>
+
+#include "device/net/cmd.hpp"
+
+
+namespace mk::net {
+
+struct CmdQueue {
+  Cmd* ring = nullptr;             // pinned host memory, `size` commands
+  uint64_t* head = nullptr;        // claim counter (device memory; host memory for host producers)
+  uint64_t* tail_cache = nullptr;  // device memory (nullptr for host producers)
+  uint64_t* tail = nullptr;        // pinned host: commands consumed by the proxy
+  uint64_t* done = nullptr;        // pinned host: commands locally complete (prefix)
+  uint32_t size = 0;               // power of two
+  int32_t id = 0;
+};
+
+MK_HD uint64_t cmdq_load_acquire(const uint64_t* p) {
+#if defined(__CUDA_ARCH__)
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+#else
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+
+MK_HD uint64_t cmdq_claim(const CmdQueue& q) {
+#if defined(__CUDA_ARCH__)
+  return atomicAdd(reinterpret_cast<unsigned long long*>(q.head), 1ull);
+#else
+  return __atomic_fetch_add(q.head, 1, __ATOMIC_RELAXED);
+#endif
+}
+
+// True when slot `seq` may be written; refreshes the cached tail if needed.
+MK_HD bool cmdq_has_room(const CmdQueue& q, uint64_t seq) {
+#if defined(__CUDA_ARCH__)
+  uint64_t cached = *reinterpret_cast<volatile uint64_t*>(q.tail_cache);
+  if (seq < cached + q.size) return true;
+  uint64_t t = cmdq_load_acquire(q.tail);
+  atomicMax(reinterpret_cast<unsigned long long*>(q.tail_cache), static_cast<unsigned long long>(t));
+  return seq < t + q.size;
+#else
+  return seq < cmdq_load_acquire(q.tail) + q.size;
+#endif
+}
+
+MK_HD void cmdq_write(const CmdQueue& q, uint64_t seq, const CmdFields& f) {
+  Cmd* slot = q.ring + (seq & (q.size - 1));
+  uint64_t body[7];
+  pack_body(f, body);
+  const uint64_t hdr = pack_header(stamp_for(seq), f.op, f.sig_op, f.region);
+#if defined(__CUDA_ARCH__)
+  volatile uint64_t* w = slot->w;
+#pragma unroll
+  for (int i = 0; i < 7; ++i) w[i + 1] = body[i];
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(slot->w), "l"(hdr) : "memory");
+#else
+  for (int i = 0; i < 7; ++i) slot->w[i + 1] = body[i];
+  __atomic_store_n(&slot->w[0], hdr, __ATOMIC_RELEASE);
+#endif
+}
+
+// Producer: claim, wait for room (calling on_full(seq) while the ring is full;
+// it must bound the wait), write, publish. Returns the command's sequence.
+template <typename OnFull>
+MK_HD uint64_t cmdq_push(const CmdQueue& q, const CmdFields& f, OnFull&& on_full) {
+  const uint64_t seq = cmdq_claim(q);
+  while (!cmdq_has_room(q, seq)) on_full(seq);
+  cmdq_write(q, seq, f);
+  return seq;
+}
+
+// Consumer (host proxy): true and the command when slot `seq` is published.
+inline bool cmdq_peek(const CmdQueue& q, uint64_t seq, CmdFields* out) {
+  const Cmd* slot = q.ring + (seq & (q.size - 1));
+  const uint64_t hdr = __atomic_load_n(&slot->w[0], __ATOMIC_ACQUIRE);
+  if (header_stamp(hdr) != stamp_for(seq)) return false;
+  Cmd c;
+  c.w[0] = hdr;
+  for (int i = 1; i < 8; ++i) c.w[i] = reinterpret_cast<const volatile uint64_t*>(slot->w)[i];
+  *out = unpack(c);
+  return true;
+}
+
+}  // namespace mk::net

@@ -1,0 +1,104 @@
+// mkernel: the device API of the network (DESIGN.md §5). Call from ONE lane
+// of a warp: each call pushes one command to a host proxy and returns its
+// sequence number in that queue. Arriving data is announced by signals in
+// this rank's pool: wait for them with mk::dev::wait_ge (bounded, epochs).
+//
+//   uint64_t s = net::put(nc, ctx, q, peer, region, dst_off, src_off, bytes,
+//                         SigOp::Add, sig_idx, 1);     // data, then signal
+//   net::flush(nc, ctx, q, s);   // source bytes of every command <= s reusable
+//
+// Regions are ids from Network::register_buffer (0 = the signal region).
+#pragma once
+
+#include "device/net/net_ctx.hpp"
+#include "device/signals.cuh"
+
+namespace mk::net {
+
+namespace detail {
+// Bounded wait while a queue is full (the proxy is behind).
+struct OnFullDevice {
+  const DeviceCtx& ctx;
+  const CmdQueue& q;
+  uint64_t t0 = 0;
+  uint32_t spins = 0;
+  __device__ void operator()(uint64_t seq) {
+    if (t0 == 0) t0 = dev::globaltimer();
+    if ((++spins & 63u) == 0u) {
+      const uint64_t waited = dev::globaltimer() - t0;
+      uint32_t ab = dev::ld_volatile(ctx.abort_dev);
+      if (!ab) ab = dev::ld_volatile(ctx.abort_host);
+      const uint64_t tail = *reinterpret_cast<volatile uint64_t*>(q.tail);
+      if (ab)
+        dev::fail_wait(ctx, dev::WaitSite{static_cast<int32_t>(Role::InterSend), -1, -1}, seq - q.size + 1, tail,
+                       waited, kWaitAborted, static_cast<int32_t>(ab) - 1);
+      if (waited > ctx.timeout_ns)
+        dev::fail_wait(ctx, dev::WaitSite{static_cast<int32_t>(Role::InterSend), -1, -1}, seq - q.size + 1, tail,
+                       waited, kWaitTimeout, -1);
+    }
+  }
+};
+}  // namespace detail
+
+__device__ __forceinline__ uint64_t push(const NetCtx& nc, const DeviceCtx& ctx, int queue, const CmdFields& f) {
+  const CmdQueue& q = nc.queues[queue % nc.num_queues];
+  return cmdq_push(q, f, detail::OnFullDevice{ctx, q});
+}
+
+// Bytes [src_off, src_off + bytes) of local region `region` go to the same
+// region of `peer` at dst_off; then (if sig_op != None) the peer's signal
+// word sig_idx is set to / increased by sig_value, never before the data.
+__device__ __forceinline__ uint64_t put(const NetCtx& nc, const DeviceCtx& ctx, int queue, int peer, int region,
+                                        uint64_t dst_off, uint64_t src_off, uint64_t bytes, SigOp sig_op = SigOp::None,
+                                        int sig_idx = 0, uint64_t sig_value = 0) {
+  CmdFields f;
+  f.op = CmdOp::Put;
+  f.peer = static_cast<uint32_t>(peer);
+  f.region = static_cast<uint16_t>(region);
+  f.dst_off = dst_off;
+  f.src_off = src_off;
+  f.bytes = bytes;
+  f.sig_op = static_cast<uint8_t>(sig_op);
+  f.sig_idx = static_cast<uint32_t>(sig_idx);
+  f.sig_value = sig_value;
+  return push(nc, ctx, queue, f);
+}
+
+__device__ __forceinline__ uint64_t signal(const NetCtx& nc, const DeviceCtx& ctx, int queue, int peer,
+                                           SigOp sig_op, int sig_idx, uint64_t value) {
+  CmdFields f;
+  f.op = CmdOp::Signal;
+  f.peer = static_cast<uint32_t>(peer);
+  f.sig_op = static_cast<uint8_t>(sig_op);
+  f.sig_idx = static_cast<uint32_t>(sig_idx);
+  f.sig_value = value;
+  return push(nc, ctx, queue, f);
+}
+
+// Adds 1 to signal sig_idx of every rail peer (same local rank on the other
+// nodes); pair with wait_ge(ctx.signals + sig_idx, epoch * num_rail_peers).
+__device__ __forceinline__ uint64_t barrier_signal(const NetCtx& nc, const DeviceCtx& ctx, int queue, int sig_idx) {
+  CmdFields f;
+  f.op = CmdOp::Barrier;
+  f.sig_op = static_cast<uint8_t>(SigOp::Add);
+  f.sig_idx = static_cast<uint32_t>(sig_idx);
+  f.sig_value = 1;
+  return push(nc, ctx, queue, f);
+}
+
+// Waits (bounded) until every command of `queue` up to and including `seq`
+// completed locally: their source bytes may be reused.
+__device__ __forceinline__ void flush(const NetCtx& nc, const DeviceCtx& ctx, int queue, uint64_t seq) {
+  const CmdQueue& q = nc.queues[queue % nc.num_queues];
+  dev::wait_ge<dev::Scope::Sys>(ctx, q.done, seq + 1, dev::WaitSite{static_cast<int32_t>(Role::InterSend), -1, -1});
+}
+
+// Enqueues a FLUSH and waits for it: everything pushed to `queue` before is
+// locally complete.
+__device__ __forceinline__ void quiet(const NetCtx& nc, const DeviceCtx& ctx, int queue) {
+  CmdFields f;
+  f.op = CmdOp::Flush;
+  flush(nc, ctx, queue, push(nc, ctx, queue, f));
+}
+
+}  // namespace mk::net

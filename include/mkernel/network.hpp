@@ -1,0 +1,51 @@
+// mkernel: the network layer of a communicator (DESIGN.md §5): a transport
+// per proxy thread, the host proxy, and the device context kernels use to
+// push commands (device/net/net.cuh). Created collectively, on first use, by
+// Communicator::network().
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device/net/net_ctx.hpp"
+#include "mkernel/symmetric.hpp"
+
+namespace mk {
+
+class Communicator;
+namespace net {
+class Proxy;
+}
+
+class Network {
+ public:
+  explicit Network(Communicator& comm);  // collective
+  ~Network();
+  Network(const Network&) = delete;
+  Network& operator=(const Network&) = delete;
+
+  // Collective: makes `buf` reachable by network puts; returns its region id
+  // (the same on every rank). Region 0 is the signal region.
+  int register_buffer(const SymmetricBuffer& buf);
+  const net::NetCtx& device_ctx() const { return ctx_; }
+  std::string transport_name() const { return name_; }
+  bool emulated() const { return ctx_.emulated != 0; }
+  // Ranks reached over the network (other nodes), and the rail subset
+  // (same local rank on every other node).
+  const std::vector<int>& peers() const { return peers_; }
+  const std::vector<int>& rail_peers() const { return rail_peers_; }
+  // Throws mk::Error with the proxy's first error, if any.
+  void check() const;
+  net::Proxy& proxy() { return *proxy_; }
+
+ private:
+  Communicator& comm_;
+  std::string name_;
+  std::vector<int> peers_, rail_peers_;
+  std::unique_ptr<net::Proxy> proxy_;
+  net::NetCtx ctx_{};
+  int next_region_ = 0;
+};
+
+}  // namespace mk

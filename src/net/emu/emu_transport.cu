@@ -1,0 +1,193 @@
+// mkernel: `emu`, an emulated RDMA NIC between GPUs of one host (2 GPUs acting
+// as 2 nodes with MK_RANKS_PER_NODE=1). A write is a one-sided copy into the
+// peer GPU's memory (through the symmetric heap's host-wide mapping) on a
+// copy stream owned by the proxy thread; its signal is written after the data
+// in stream order (a stream memory op for Set, a one-thread kernel doing a
+// system-scope atomic for Add), so it is never visible before the data.
+//
+// Pacing: one emulated link per GPU at MK_EMU_GBPS with MK_EMU_LATENCY_US.
+// A write of B bytes occupies the link for B / rate after the link is free,
+// and is delivered `latency` after it left the link; the proxy issues the
+// copy at delivery time. Real overheads (launch, copy) come on top and are
+// measured by the benchmark, not hidden. Reports made with it say "emulated".
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <deque>
+#include <map>
+
+#include "mkernel/error.hpp"
+#include "mkernel/knobs.hpp"
+#include "mkernel/topology.hpp"
+#include "src/net/transport.hpp"
+#include "src/runtime/cuda_driver.hpp"
+
+namespace mk::net {
+
+namespace {
+
+__global__ void emu_signal_add(unsigned long long* addr, unsigned long long v) {
+  atomicAdd_system(addr, v);
+  __threadfence_system();
+}
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr size_t kMaxQueuedOps = 8192;
+
+class EmuTransport final : public Transport {
+ public:
+  explicit EmuTransport(const TransportConfig& cfg) : cfg_(cfg) {
+    if (cfg.cuda_device < 0) fail("emu: the emulated NIC moves GPU memory and needs a CUDA device");
+    bytes_per_ns_ = static_cast<double>(knob_int(Knob::MK_EMU_GBPS));  // GB/s == bytes/ns
+    latency_ns_ = knob_int(Knob::MK_EMU_LATENCY_US) * 1000;
+    MK_CUDA_CHECK(cudaSetDevice(cfg.cuda_device));
+    MK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  ~EmuTransport() override { close(); }
+
+  std::string name() const override {
+    return cat("emu (emulated NIC: ", bytes_per_ns_, " GB/s, ", latency_ns_ / 1000, " us)");
+  }
+  bool emulated() const override { return true; }
+
+  void connect(Bootstrap& bs, const std::vector<int>& peers) override {
+    auto hosts = bs.allgather(local_host_id());
+    for (int p : peers) {
+      if (p < 0 || p >= bs.world()) fail("emu: peer rank ", p, " is outside [0, ", bs.world(), ")");
+      if (hosts[p] != hosts[bs.rank()])
+        fail("emu: rank ", p, " is on another host; the emulated NIC only joins GPUs of one host (use MK_NET=verbs or fabric)");
+    }
+    peers_ = peers;
+  }
+
+  void register_region(Bootstrap& bs, const Region& r) override {
+    if (!r.device) fail("emu: region ", r.id, " is host memory; the emulated NIC moves GPU memory only");
+    if (!r.host_peer_ptrs) fail("emu: region ", r.id, " has no host-wide peer mappings (not a symmetric buffer)");
+    Reg reg;
+    reg.r = r;
+    for (int p : peers_) {
+      void* ptr = p < static_cast<int>(r.host_peer_ptrs->size()) ? (*r.host_peer_ptrs)[p] : nullptr;
+      if (!ptr) fail("emu: rank ", p, "'s region ", r.id, " is not mapped here (GPUs without peer access?)");
+      reg.peer_base[p] = static_cast<char*>(ptr);
+    }
+    regions_[r.id] = reg;
+    bs.barrier();  // collective like the other backends: every rank has registered
+  }
+
+  bool post(const WriteReq& w) override {
+    auto rit = regions_.find(w.region);
+    if (rit == regions_.end()) fail("emu: write to unregistered region ", w.region);
+    auto sit = regions_.find(kSignalRegion);
+    const Reg& reg = rit->second;
+    auto pit = reg.peer_base.find(w.peer);
+    if (pit == reg.peer_base.end()) fail("emu: rank ", w.peer, " is not a connected peer");
+    if (w.src_off + w.bytes > reg.r.bytes || w.dst_off + w.bytes > reg.r.bytes)
+      fail("emu: write of ", w.bytes, " bytes at src ", w.src_off, " / dst ", w.dst_off, " exceeds region ", w.region,
+           " (", reg.r.bytes, " bytes)");
+    if (w.sig_op != SigOp::None) {
+      if (sit == regions_.end()) fail("emu: signal before the signal region was registered");
+      if (w.sig_off % 8 || w.sig_off + 8 > sit->second.r.bytes) fail("emu: signal offset ", w.sig_off, " is invalid");
+    }
+    if (ops_.size() >= kMaxQueuedOps) return false;
+    const int64_t now = now_ns();
+    const int64_t start = std::max(now, link_free_ns_);
+    link_free_ns_ = start + static_cast<int64_t>(static_cast<double>(w.bytes) / bytes_per_ns_);
+    Op op;
+    op.w = w;
+    op.deliver_ns = link_free_ns_ + latency_ns_;
+    ops_.push_back(op);
+    return true;
+  }
+
+  int poll(Completion* out, int max) override {
+    const int64_t now = now_ns();
+    for (Op& op : ops_) {
+      if (op.issued) continue;
+      if (op.deliver_ns > now) break;  // FIFO: later ops are delivered later
+      issue(op);
+    }
+    int n = 0;
+    while (n < max && !ops_.empty() && ops_.front().issued) {
+      cudaError_t e = cudaEventQuery(ops_.front().ev);
+      if (e == cudaErrorNotReady) break;
+      if (e != cudaSuccess) fail("emu: copy to rank ", ops_.front().w.peer, " failed: ", cuda_error_string(e));
+      out[n++] = Completion{ops_.front().w.cookie, 0};
+      events_.push_back(ops_.front().ev);
+      ops_.pop_front();
+    }
+    return n;
+  }
+
+  void close() override {
+    if (!stream_) return;
+    cudaStreamSynchronize(stream_);
+    for (auto& op : ops_)
+      if (op.issued) events_.push_back(op.ev);
+    ops_.clear();
+    for (auto e : events_) cudaEventDestroy(e);
+    events_.clear();
+    cudaStreamDestroy(stream_);
+    stream_ = nullptr;
+  }
+
+ private:
+  struct Reg {
+    Region r;
+    std::map<int, char*> peer_base;
+  };
+  struct Op {
+    WriteReq w;
+    int64_t deliver_ns = 0;
+    bool issued = false;
+    cudaEvent_t ev = nullptr;
+  };
+
+  void issue(Op& op) {
+    const WriteReq& w = op.w;
+    if (w.bytes) {
+      const Reg& reg = regions_.at(w.region);
+      MK_CUDA_CHECK(cudaMemcpyAsync(reg.peer_base.at(w.peer) + w.dst_off, static_cast<char*>(reg.r.base) + w.src_off,
+                                    w.bytes, cudaMemcpyDeviceToDevice, stream_));
+    }
+    if (w.sig_op != SigOp::None) {
+      char* sig = regions_.at(kSignalRegion).peer_base.at(w.peer) + w.sig_off;
+      if (w.sig_op == SigOp::Set) {
+        CUresult r = drv::api().cuStreamWriteValue64(reinterpret_cast<CUstream>(stream_),
+                                                     reinterpret_cast<CUdeviceptr>(sig), w.sig_value, 0);
+        if (r != CUDA_SUCCESS) fail("emu: signal write to rank ", w.peer, " failed (CUresult ", int(r), ")");
+      } else {
+        emu_signal_add<<<1, 1, 0, stream_>>>(reinterpret_cast<unsigned long long*>(sig), w.sig_value);
+        MK_CUDA_CHECK(cudaGetLastError());
+      }
+    }
+    if (events_.empty()) {
+      cudaEvent_t e;
+      MK_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      events_.push_back(e);
+    }
+    op.ev = events_.back();
+    events_.pop_back();
+    MK_CUDA_CHECK(cudaEventRecord(op.ev, stream_));
+    op.issued = true;
+  }
+
+  TransportConfig cfg_;
+  double bytes_per_ns_ = 50;
+  int64_t latency_ns_ = 3000;
+  cudaStream_t stream_ = nullptr;
+  std::vector<int> peers_;
+  std::map<int, Reg> regions_;
+  std::deque<Op> ops_;
+  std::vector<cudaEvent_t> events_;
+  int64_t link_free_ns_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_emu(const TransportConfig& cfg) { return std::make_unique<EmuTransport>(cfg); }
+
+}  // namespace mk::net

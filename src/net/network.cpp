@@ -1,0 +1,100 @@
+#include "mkernel/network.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include "mkernel/communicator.hpp"
+#include "mkernel/error.hpp"
+#include "mkernel/knobs.hpp"
+#include "src/net/proxy.hpp"
+
+namespace mk {
+
+namespace {
+std::string family(const std::string& name) { return name.substr(0, name.find_first_of(" :(")); }
+}  // namespace
+
+Network::Network(Communicator& comm) : comm_(comm) {
+  const Topology& t = comm.topology();
+  for (int r = 0; r < t.world; ++r) {
+    if (t.same_node(r, t.rank)) continue;
+    peers_.push_back(r);
+    if (t.local_rank_of[r] == t.local_rank) rail_peers_.push_back(r);
+  }
+  const int threads = static_cast<int>(knob_int(Knob::MK_NET_THREADS));
+  if (threads > net::kMaxNetQueues) fail("MK_NET_THREADS=", threads, " exceeds ", net::kMaxNetQueues);
+  net::TransportConfig tc;
+  tc.rank = t.rank;
+  tc.world = t.world;
+  tc.cuda_device = comm.device();
+  tc.topo = &comm.topology();
+  std::vector<std::unique_ptr<net::Transport>> transports;
+  for (int i = 0; i < threads; ++i) {
+    transports.push_back(net::make_transport(tc));
+    if (i == 0) {
+      name_ = transports[0]->name();
+      auto names = comm.bootstrap().allgather(family(name_));
+      for (int r = 0; r < t.world; ++r)
+        if (names[r] != names[t.rank])
+          fail("ranks chose different network transports (rank ", t.rank, ": ", names[t.rank], ", rank ", r, ": ",
+               names[r], "); set MK_NET the same on every rank");
+    }
+    transports.back()->connect(comm.bootstrap(), peers_);
+  }
+  // Region 0: the communicator's control region (signal pool).
+  const SymmetricBuffer& ctl = comm.control_buffer();
+  net::Region r0;
+  r0.id = net::kSignalRegion;
+  r0.base = ctl.local;
+  r0.bytes = ctl.region.bytes;
+  r0.device = true;
+  r0.cuda_device = comm.device();
+  r0.host_peer_ptrs = &ctl.host_peer;
+  for (auto& tr : transports) tr->register_region(comm.bootstrap(), r0);
+  next_region_ = 1;
+
+  net::ProxyConfig pc;
+  pc.rank = t.rank;
+  uint64_t depth = 1;
+  while (depth < static_cast<uint64_t>(knob_int(Knob::MK_NET_QUEUE_DEPTH))) depth <<= 1;
+  pc.depth = static_cast<uint32_t>(depth);
+  pc.timeout_ms = knob_int(Knob::MK_NET_TIMEOUT_MS);
+  pc.cuda_device = comm.device();
+  pc.peers = peers_;
+  pc.rail_peers = rail_peers_;
+  pc.signal_base = kControlHeaderBytes;
+  char pci[32] = {};
+  if (cudaDeviceGetPCIBusId(pci, sizeof(pci), comm.device()) == cudaSuccess) pc.cpus = net::cpus_near_gpu(pci);
+  pc.on_error = [&comm](const std::string& msg) {
+    log(LogLevel::Warn, msg);
+    comm.raise_abort();
+  };
+  proxy_ = std::make_unique<net::Proxy>(std::move(pc), std::move(transports));
+  ctx_.num_queues = proxy_->num_queues();
+  for (int i = 0; i < ctx_.num_queues; ++i) ctx_.queues[i] = proxy_->queue(i);
+  ctx_.rank = t.rank;
+  ctx_.num_rail_peers = static_cast<int32_t>(rail_peers_.size());
+  ctx_.emulated = family(name_) == "emu" ? 1 : 0;
+  comm.bootstrap().barrier();
+  log(LogLevel::Info, cat("rank ", t.rank, ": network ", name_, ", ", peers_.size(), " peers, ", threads, " proxy thread(s)"));
+}
+
+Network::~Network() { proxy_.reset(); }
+
+int Network::register_buffer(const SymmetricBuffer& buf) {
+  net::Region r;
+  r.id = next_region_;
+  r.base = buf.local;
+  r.bytes = buf.region.bytes;
+  r.device = true;
+  r.cuda_device = comm_.device();
+  r.host_peer_ptrs = &buf.host_peer;
+  proxy_->with_transports([&](net::Transport& t) { t.register_region(comm_.bootstrap(), r); });
+  return next_region_++;
+}
+
+void Network::check() const {
+  std::string e = proxy_->error();
+  if (!e.empty()) throw Error(e);
+}
+
+}  // namespace mk

@@ -1,0 +1,283 @@
+#include "src/net/proxy.hpp"
+
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <sstream>
+
+#include "mkernel/error.hpp"
+
+namespace mk::net {
+
+namespace {
+
+constexpr int kBatch = 64;             // commands drained per iteration
+constexpr int kPollBatch = 64;         // completions reaped per iteration
+constexpr int kSpinsBeforeYield = 256;  // idle iterations before sched_yield
+
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+const char* op_name(CmdOp op) {
+  switch (op) {
+    case CmdOp::Put: return "PUT";
+    case CmdOp::Signal: return "SIGNAL";
+    case CmdOp::Flush: return "FLUSH";
+    case CmdOp::Barrier: return "BARRIER";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::vector<int> cpus_near_gpu(const std::string& pci_bus_id) {
+  std::string id = pci_bus_id;
+  std::transform(id.begin(), id.end(), id.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (id.size() == 12) id = "0000" + id.substr(4);  // "00000000:xx:.." -> "0000:xx:.."
+  std::ifstream f("/sys/bus/pci/devices/" + id + "/local_cpulist");
+  std::string list;
+  std::vector<int> cpus;
+  if (!std::getline(f, list)) return cpus;
+  std::stringstream ss(list);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    int lo = 0, hi = 0;
+    if (std::sscanf(part.c_str(), "%d-%d", &lo, &hi) == 2)
+      for (int c = lo; c <= hi; ++c) cpus.push_back(c);
+    else if (std::sscanf(part.c_str(), "%d", &lo) == 1)
+      cpus.push_back(lo);
+  }
+  return cpus;
+}
+
+Proxy::Proxy(ProxyConfig cfg, std::vector<std::unique_ptr<Transport>> transports)
+    : cfg_(std::move(cfg)), queues_(transports.size()) {
+  if (cfg_.depth == 0 || (cfg_.depth & (cfg_.depth - 1))) mk::fail("proxy: queue depth ", cfg_.depth, " is not a power of two");
+  for (size_t i = 0; i < queues_.size(); ++i) {
+    queues_[i].transport = std::move(transports[i]);
+    allocate(queues_[i], static_cast<int>(i));
+  }
+  for (size_t i = 0; i < queues_.size(); ++i) queues_[i].thread = std::thread([this, i] { run(static_cast<int>(i)); });
+}
+
+Proxy::~Proxy() {
+  stop();
+  for (auto& q : queues_) {
+    if (q.transport) q.transport->close();
+    release(q);
+  }
+}
+
+void Proxy::allocate(Queue& q, int id) {
+  CmdQueue& d = q.desc;
+  d.size = cfg_.depth;
+  d.id = id;
+  const size_t ring_bytes = sizeof(Cmd) * d.size;
+  if (cfg_.cuda_device >= 0) {
+    void* host = nullptr;
+    MK_CUDA_CHECK(cudaHostAlloc(&host, ring_bytes + 256, cudaHostAllocMapped | cudaHostAllocPortable));
+    std::memset(host, 0, ring_bytes + 256);
+    d.ring = static_cast<Cmd*>(host);
+    d.tail = reinterpret_cast<uint64_t*>(static_cast<char*>(host) + ring_bytes);
+    d.done = reinterpret_cast<uint64_t*>(static_cast<char*>(host) + ring_bytes + 128);
+    void* dev = nullptr;
+    MK_CUDA_CHECK(cudaMalloc(&dev, 256));
+    MK_CUDA_CHECK(cudaMemset(dev, 0, 256));
+    d.head = static_cast<uint64_t*>(dev);
+    d.tail_cache = reinterpret_cast<uint64_t*>(static_cast<char*>(dev) + 128);
+  } else {
+    void* host = nullptr;
+    if (posix_memalign(&host, 4096, ring_bytes + 512) != 0) mk::fail("proxy: out of host memory");
+    std::memset(host, 0, ring_bytes + 512);
+    d.ring = static_cast<Cmd*>(host);
+    d.tail = reinterpret_cast<uint64_t*>(static_cast<char*>(host) + ring_bytes);
+    d.done = reinterpret_cast<uint64_t*>(static_cast<char*>(host) + ring_bytes + 128);
+    d.head = reinterpret_cast<uint64_t*>(static_cast<char*>(host) + ring_bytes + 256);
+    d.tail_cache = nullptr;
+  }
+}
+
+void Proxy::release(Queue& q) {
+  if (!q.desc.ring) return;
+  if (cfg_.cuda_device >= 0) {
+    cudaFreeHost(q.desc.ring);
+    cudaFree(q.desc.head);
+  } else {
+    std::free(q.desc.ring);
+  }
+  q.desc = CmdQueue{};
+}
+
+void Proxy::stop() {
+  stop_.store(true);
+  for (auto& q : queues_)
+    if (q.thread.joinable()) q.thread.join();
+}
+
+void Proxy::with_transports(const std::function<void(Transport&)>& f) {
+  for (auto& q : queues_) {
+    std::lock_guard<std::mutex> g(q.mu);
+    f(*q.transport);
+  }
+}
+
+std::string Proxy::error() const {
+  std::lock_guard<std::mutex> g(err_mu_);
+  return error_;
+}
+
+void Proxy::record_error(const std::string& msg) {
+  {
+    std::lock_guard<std::mutex> g(err_mu_);
+    if (!error_.empty()) return;
+    error_ = msg;
+  }
+  if (cfg_.on_error) cfg_.on_error(msg);
+}
+
+void Proxy::run(int qi) {
+  Queue& Q = queues_[qi];
+  const CmdQueue& q = Q.desc;
+  if (!cfg_.cpus.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c : cfg_.cpus) CPU_SET(c, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+  }
+  if (cfg_.cuda_device >= 0) cudaSetDevice(cfg_.cuda_device);
+  const uint32_t mask = q.size - 1;
+  std::vector<uint16_t> remaining(q.size, 0);  // transport ops left per command
+  std::vector<uint8_t> finished(q.size, 0);
+  std::vector<int64_t> started_us(q.size, 0);
+  std::vector<CmdFields> cmd_of(q.size);
+  std::deque<WriteReq> pending;  // accepted commands the transport had no room for
+  uint64_t tail = 0, done = 0;
+  int idle = 0;
+  Completion comps[kPollBatch];
+  const int64_t timeout_us = cfg_.timeout_ms * 1000;
+  auto is_peer = [&](uint32_t p) { return std::find(cfg_.peers.begin(), cfg_.peers.end(), static_cast<int>(p)) != cfg_.peers.end(); };
+
+  try {
+    while (!stop_.load(std::memory_order_relaxed)) {
+      bool progress = false;
+      std::lock_guard<std::mutex> g(Q.mu);
+      Transport& t = *Q.transport;
+      // 1. Retry posts the transport refused earlier (in order).
+      while (!pending.empty() && t.post(pending.front())) {
+        pending.pop_front();
+        progress = true;
+      }
+      // 2. Drain new commands; stop while anything waits for room so that
+      //    back-pressure reaches the GPU through the ring.
+      int drained = 0;
+      CmdFields f;
+      while (pending.empty() && drained < kBatch && cmdq_peek(q, tail, &f)) {
+        const uint64_t seq = tail;
+        const uint32_t slot = static_cast<uint32_t>(seq & mask);
+        cmd_of[slot] = f;
+        started_us[slot] = now_us();
+        finished[slot] = 0;
+        auto bad = [&](const std::string& why) {
+          mk::fail("rank ", cfg_.rank, " proxy queue ", qi, ": malformed command #", seq, " (", op_name(f.op),
+                   " peer ", f.peer, " region ", f.region, " bytes ", f.bytes, "): ", why);
+        };
+        if (f.sig_op > static_cast<uint8_t>(SigOp::Add)) bad("unknown signal op");
+        switch (f.op) {
+          case CmdOp::Put:
+          case CmdOp::Signal: {
+            if (!is_peer(f.peer)) bad("peer is not reachable over the network from this rank");
+            WriteReq w;
+            w.peer = static_cast<int>(f.peer);
+            w.region = f.op == CmdOp::Put ? f.region : kSignalRegion;
+            w.src_off = f.src_off;
+            w.dst_off = f.dst_off;
+            w.bytes = f.op == CmdOp::Put ? f.bytes : 0;
+            w.sig_op = static_cast<SigOp>(f.sig_op);
+            w.sig_off = cfg_.signal_base + 8ull * f.sig_idx;
+            w.sig_value = f.sig_value;
+            w.cookie = seq;
+            if (f.op == CmdOp::Signal && w.sig_op == SigOp::None) bad("SIGNAL without a signal op");
+            remaining[slot] = 1;
+            if (!pending.empty() || !t.post(w)) pending.push_back(w);
+            break;
+          }
+          case CmdOp::Flush:
+            remaining[slot] = 0;
+            finished[slot] = 1;
+            break;
+          case CmdOp::Barrier: {
+            remaining[slot] = static_cast<uint16_t>(cfg_.rail_peers.size());
+            if (cfg_.rail_peers.empty()) finished[slot] = 1;
+            for (int p : cfg_.rail_peers) {
+              WriteReq w;
+              w.peer = p;
+              w.region = kSignalRegion;
+              w.sig_op = SigOp::Add;
+              w.sig_off = cfg_.signal_base + 8ull * f.sig_idx;
+              w.sig_value = f.sig_value ? f.sig_value : 1;
+              w.cookie = seq;
+              if (!pending.empty() || !t.post(w)) pending.push_back(w);
+            }
+            break;
+          }
+          default:
+            bad("unknown opcode " + std::to_string(static_cast<int>(f.op)));
+        }
+        ++tail;
+        ++drained;
+      }
+      if (drained) {
+        __atomic_store_n(q.tail, tail, __ATOMIC_RELEASE);
+        Q.consumed.store(tail, std::memory_order_relaxed);
+        progress = true;
+      }
+      // 3. Completions.
+      const int n = t.poll(comps, kPollBatch);
+      for (int i = 0; i < n; ++i) {
+        const uint64_t seq = comps[i].cookie;
+        const uint32_t slot = static_cast<uint32_t>(seq & mask);
+        if (seq < done || seq >= tail || remaining[slot] == 0)
+          mk::fail("rank ", cfg_.rank, " proxy queue ", qi, ": transport completed unknown operation #", seq);
+        if (comps[i].status != 0)
+          mk::fail("rank ", cfg_.rank, " proxy queue ", qi, ": ", op_name(cmd_of[slot].op), " #", seq, " to peer ",
+                   cmd_of[slot].peer, " failed (status ", comps[i].status, ")");
+        if (--remaining[slot] == 0) finished[slot] = 1;
+      }
+      if (n) progress = true;
+      // 4. Publish the completed prefix.
+      const uint64_t old_done = done;
+      while (done < tail && finished[done & mask]) finished[done++ & mask] = 0;
+      if (done != old_done) {
+        __atomic_store_n(q.done, done, __ATOMIC_RELEASE);
+        Q.completed_prefix.store(done, std::memory_order_relaxed);
+      }
+      // 5. Bound every operation.
+      if (done < tail) {
+        const uint32_t slot = static_cast<uint32_t>(done & mask);
+        const int64_t age = now_us() - started_us[slot];
+        if (age > timeout_us)
+          mk::fail("rank ", cfg_.rank, " proxy queue ", qi, ": ", op_name(cmd_of[slot].op), " #", done, " to peer ",
+                   cmd_of[slot].peer, " (", cmd_of[slot].bytes, " bytes) not complete after ", age / 1000,
+                   " ms (MK_NET_TIMEOUT_MS); peer dead or network stuck");
+      }
+      if (progress) {
+        idle = 0;
+      } else if (++idle > kSpinsBeforeYield) {
+        sched_yield();
+      }
+    }
+  } catch (const std::exception& e) {
+    record_error(e.what());
+  }
+}
+
+}  // namespace mk::net

@@ -1,0 +1,78 @@
+// mkernel: the host proxy (DESIGN.md §5). One progress thread per command
+// queue, NCCL-proxy style: drain commands in batches, post them to the
+// thread's own transport, poll completions, publish the locally-complete
+// prefix (`done`) for the GPU, yield when idle. The first error (failed
+// completion, dead peer, malformed command, an operation older than
+// MK_NET_TIMEOUT_MS) is recorded, on_error() raises the device abort word, and
+// the host API reports it.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "device/net/cmd_queue.hpp"
+#include "src/net/transport.hpp"
+
+namespace mk::net {
+
+struct ProxyConfig {
+  int rank = 0;
+  uint32_t depth = 4096;           // commands per queue (power of two)
+  int64_t timeout_ms = 10000;      // per-operation bound
+  int cuda_device = -1;            // -1: host memory only, host producers (tests)
+  std::vector<int> peers;          // valid targets of PUT/SIGNAL
+  std::vector<int> rail_peers;     // targets of BARRIER
+  uint64_t signal_base = 0;        // byte offset of signal word 0 in region 0
+  std::vector<int> cpus;           // affinity of the proxy threads (empty: none)
+  std::function<void(const std::string&)> on_error;  // called once, with the first error
+};
+
+class Proxy {
+ public:
+  // One queue and one thread per transport. Transports are connected already.
+  Proxy(ProxyConfig cfg, std::vector<std::unique_ptr<Transport>> transports);
+  ~Proxy();
+  Proxy(const Proxy&) = delete;
+  Proxy& operator=(const Proxy&) = delete;
+
+  int num_queues() const { return static_cast<int>(queues_.size()); }
+  const CmdQueue& queue(int i) const { return queues_[i].desc; }
+  // Runs f(transport) for every transport with its thread paused (e.g. to
+  // register a region collectively while the proxy runs).
+  void with_transports(const std::function<void(Transport&)>& f);
+  std::string error() const;
+  void stop();
+  // Counters for tests and benchmarks.
+  uint64_t consumed(int q) const { return queues_[q].consumed.load(); }
+  uint64_t completed(int q) const { return queues_[q].completed_prefix.load(); }
+
+ private:
+  struct Queue {
+    CmdQueue desc;
+    std::unique_ptr<Transport> transport;
+    std::mutex mu;  // held by the thread while it touches the transport
+    std::thread thread;
+    std::atomic<uint64_t> consumed{0};
+    std::atomic<uint64_t> completed_prefix{0};
+  };
+  void run(int qi);
+  void record_error(const std::string& msg);
+  void allocate(Queue& q, int id);
+  void release(Queue& q);
+
+  ProxyConfig cfg_;
+  std::vector<Queue> queues_;
+  std::atomic<bool> stop_{false};
+  mutable std::mutex err_mu_;
+  std::string error_;
+};
+
+// CPUs near a GPU (its NUMA node's local_cpulist), or empty if unknown.
+std::vector<int> cpus_near_gpu(const std::string& pci_bus_id);
+
+}  // namespace mk::net

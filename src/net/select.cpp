@@ -1,0 +1,40 @@
+// mkernel: picks the network backend (MK_NET).
+#include "mkernel/error.hpp"
+#include "mkernel/knobs.hpp"
+#include "src/net/transport.hpp"
+
+namespace mk::net {
+
+std::unique_ptr<Transport> make_transport(const TransportConfig& cfg) {
+  const std::string which = knob_str(Knob::MK_NET);
+  if (which == "verbs") return make_verbs(cfg);
+  if (which == "fabric") return make_fabric(cfg);
+  if (which == "emu") return make_emu(cfg);
+  // auto: a real RDMA NIC first (verbs also drives EFA through efadv), then
+  // the emulated NIC when every rank shares this host, else libfabric (its
+  // own auto prefers efa, then tcp).
+  std::string tried;
+  try {
+    return make_verbs(cfg);
+  } catch (const Error& e) {
+    tried += std::string("\n  verbs: ") + e.what();
+  }
+  bool one_host = cfg.topo != nullptr;
+  if (cfg.topo)
+    for (int h : cfg.topo->host_of) one_host = one_host && h == cfg.topo->host_of[0];
+  if (one_host && cfg.cuda_device >= 0) {
+    try {
+      return make_emu(cfg);
+    } catch (const Error& e) {
+      tried += std::string("\n  emu: ") + e.what();
+    }
+  }
+  try {
+    return make_fabric(cfg);
+  } catch (const Error& e) {
+    tried += std::string("\n  fabric: ") + e.what();
+  }
+  fail("MK_NET=auto found no usable network transport:", tried);
+}
+
+}  // namespace mk::net

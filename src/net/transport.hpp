@@ -1,0 +1,104 @@
+// mkernel: the network transport interface (DESIGN.md §5).
+//
+// A transport moves bytes one-sidedly from a registered region of this rank
+// into the same region of a peer rank, optionally followed by a signal (an
+// 8-byte word in the peer's signal region, set or added). It is a table of
+// virtual functions with a NON-BLOCKING contract for the data path:
+// post() and poll() never wait on the network; post() says "no room" instead
+// of blocking. Only setup (connect, register_region) is collective and may
+// block, bounded by the bootstrap's timeout.
+//
+// Ordering guarantee every backend must give: a signal attached to a write
+// becomes visible at the peer only after all of that write's bytes are.
+// Writes (and signals) to one peer from one post() sequence are NOT ordered
+// with each other unless they carry signals (callers order with signals).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device/net/cmd.hpp"  // SigOp
+#include "mkernel/bootstrap.hpp"
+#include "mkernel/topology.hpp"
+
+namespace mk::net {
+
+// Region 0 is always the signal region (the communicator's control region,
+// signal word i at byte offset kSignalBase + 8 * i). Regions are registered
+// collectively in the same order on every rank, so ids agree.
+constexpr int kSignalRegion = 0;
+
+struct Region {
+  int id = -1;
+  void* base = nullptr;
+  size_t bytes = 0;
+  bool device = false;  // GPU memory (else host memory)
+  int cuda_device = -1;
+  // emu only: this region as mapped from each rank on this host (by global
+  // rank; nullptr elsewhere). Filled by the symmetric heap on emulated nodes.
+  const std::vector<void*>* host_peer_ptrs = nullptr;
+};
+
+struct WriteReq {
+  int peer = -1;          // global rank, one of the connected peers
+  int region = -1;        // local source and remote destination region
+  uint64_t src_off = 0;   // byte offset in the local region
+  uint64_t dst_off = 0;   // byte offset in the peer's region
+  uint64_t bytes = 0;     // 0 = signal only
+  SigOp sig_op = SigOp::None;
+  uint64_t sig_off = 0;   // byte offset of the 8-byte signal word in the peer's region 0
+  uint64_t sig_value = 0;
+  uint64_t cookie = 0;    // returned in the completion
+};
+
+struct Completion {
+  uint64_t cookie = 0;
+  int status = 0;  // 0 = the source bytes may be reused and the write is on its way
+};
+
+struct TransportConfig {
+  int rank = 0;
+  int world = 1;
+  int cuda_device = -1;         // -1: host-memory only (CPU tests)
+  const Topology* topo = nullptr;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  // "verbs:mlx5_0", "fabric:tcp;ofi_rxm", "emu" ...
+  virtual std::string name() const = 0;
+  // True for the emulated NIC: every report made with it says so.
+  virtual bool emulated() const { return false; }
+  // Collective over ALL ranks (every rank calls it, with its own peer list):
+  // creates endpoints to `peers` (global ranks) and exchanges addresses
+  // through bs (bounded). Throws mk::Error naming the peer on failure.
+  virtual void connect(Bootstrap& bs, const std::vector<int>& peers) = 0;
+  // Collective over ALL ranks, same order everywhere: registers `r` and learns
+  // every peer's address/key for region r.id. Region 0 first.
+  virtual void register_region(Bootstrap& bs, const Region& r) = 0;
+  // Non-blocking. Returns false when the request cannot be accepted now (an
+  // in-flight limit); the caller polls and retries. Throws mk::Error on a
+  // request that can never succeed (unknown peer/region, out of bounds).
+  virtual bool post(const WriteReq& w) = 0;
+  // Non-blocking. Reaps up to `max` completions. Throws mk::Error on a fatal
+  // transport error (failed completion, dead or unreachable peer), naming the
+  // peer; the proxy records it and aborts the job's waits.
+  virtual int poll(Completion* out, int max) = 0;
+  // Releases endpoints and registrations; idempotent, never blocks long.
+  virtual void close() = 0;
+};
+
+// Backend factories. Each throws mk::Error with a one-line reason when the
+// backend cannot run here (e.g. "verbs: no RDMA device").
+std::unique_ptr<Transport> make_verbs(const TransportConfig& cfg);
+std::unique_ptr<Transport> make_fabric(const TransportConfig& cfg);
+std::unique_ptr<Transport> make_emu(const TransportConfig& cfg);
+
+// Picks by MK_NET (auto|verbs|fabric|emu); auto tries verbs, then fabric with
+// the efa provider, then emu when all ranks share one host, else fabric tcp.
+std::unique_ptr<Transport> make_transport(const TransportConfig& cfg);
+
+}  // namespace mk::net

@@ -1,0 +1,547 @@
+// mkernel: the `verbs` transport: libibverbs RC queue pairs (InfiniBand and
+// RoCE), GPU memory registered through DMA-BUF, data+signal chained on one QP
+// (DESIGN.md §5). Planning lives in wr_batcher.{hpp,cpp}; this file only
+// talks to the NIC.
+//
+// NOTES:
+// - Doorbells: post() queues a request's WR chain on its QP and rings the
+//   doorbell at once when the QP is idle on the wire or a full signalling
+//   period (MK_IB_SIGNAL_EVERY) is queued; otherwise the chain is posted by
+//   the next poll(), which first flushes every QP. Callers must poll (the
+//   proxy loop does) — the contract already requires it for completions.
+// - A failed completion is sticky: every later post()/poll() rethrows it
+//   (the QP is in the error state and all later WRs flush).
+// - Relaxed ordering is NOT requested on registrations: with it, the PCIe
+//   write of a signal could overtake the data it follows into GPU memory.
+#include <cuda_runtime_api.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "mkernel/error.hpp"
+#include "mkernel/knobs.hpp"
+#include "src/net/transport.hpp"
+#include "src/net/verbs/endpoint.hpp"
+#include "src/net/verbs/ibv_loader.hpp"
+#include "src/net/verbs/wr_batcher.hpp"
+#include "src/runtime/cuda_driver.hpp"
+
+namespace mk::net {
+
+namespace verbs {
+namespace {
+
+constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                        IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+constexpr int kPollBatch = 32;
+
+std::string errno_str(int e) { return cat(std::strerror(e), " (errno ", e, ")"); }
+
+// The GID type of table entry `idx`: through _ibv_query_gid_ex when this
+// rdma-core has it, else sysfs.
+bool gid_is_roce_v2(const IbvApi& a, ibv_context* ctx, const std::string& dev, int port, int idx) {
+  if (a.query_gid_ex) {
+    ibv_gid_entry e{};
+    if (a.query_gid_ex(ctx, port, idx, &e, 0, sizeof(e)) == 0) return e.gid_type == IBV_GID_TYPE_ROCE_V2;
+    return false;
+  }
+  std::ifstream f(cat("/sys/class/infiniband/", dev, "/ports/", port, "/gid_attrs/types/", idx));
+  std::string s;
+  std::getline(f, s);
+  return s.find("v2") != std::string::npos;
+}
+
+// Opens MK_IB_DEVICE, or the first device with an active port.
+struct OpenedDevice {
+  ibv_context* ctx = nullptr;
+  std::string name;
+  int port = 1;
+  ibv_port_attr port_attr{};
+};
+
+OpenedDevice open_device(const IbvApi& a, const std::string& want) {
+  int n = 0;
+  ibv_device** list = a.get_device_list(&n);
+  if (!list || n == 0) {
+    if (list) a.free_device_list(list);
+    fail("verbs: no RDMA device found (libibverbs lists none); use MK_NET=fabric or emu");
+  }
+  std::string seen;
+  OpenedDevice out;
+  for (int i = 0; i < n && !out.ctx; ++i) {
+    const std::string name = a.get_device_name(list[i]);
+    seen += (seen.empty() ? "" : ", ") + name;
+    if (!want.empty() && name != want) continue;
+    ibv_context* ctx = a.open_device(list[i]);
+    if (!ctx) continue;
+    ibv_device_attr da{};
+    if (a.query_device(ctx, &da) == 0) {
+      for (int p = 1; p <= da.phys_port_cnt; ++p) {
+        ibv_port_attr pa{};
+        if (a.query_port(ctx, static_cast<uint8_t>(p), &pa) == 0 && pa.state == IBV_PORT_ACTIVE) {
+          out = {ctx, name, p, pa};
+          break;
+        }
+      }
+    }
+    if (!out.ctx) a.close_device(ctx);
+  }
+  a.free_device_list(list);
+  if (!out.ctx) {
+    if (!want.empty() && seen.find(want) == std::string::npos)
+      fail("verbs: no RDMA device named '", want, "' (MK_IB_DEVICE); present: ", seen);
+    fail("verbs: no RDMA device with an active port", want.empty() ? "" : cat(" named ", want),
+         " (present: ", seen, ")");
+  }
+  return out;
+}
+
+class VerbsTransport final : public Transport {
+ public:
+  explicit VerbsTransport(const TransportConfig& cfg) : cfg_(cfg), a_(ibv()) {
+    dev_ = open_device(a_, knob_str(Knob::MK_IB_DEVICE));
+    try {
+      if (a_.query_device(dev_.ctx, &dev_attr_) != 0) fail("verbs: ibv_query_device failed on ", dev_.name);
+#if MK_HAVE_EFADV
+      efadv_device_attr ea{};
+      if (a_.efadv_query_device && a_.efadv_query_device(dev_.ctx, &ea, sizeof(ea)) == 0)
+        fail("verbs: ", dev_.name, " is an EFA device; its SRD path is not implemented in this "
+             "backend yet, use MK_NET=fabric (libfabric efa provider)");
+#endif
+      if (dev_.name.rfind("efa", 0) == 0)
+        fail("verbs: ", dev_.name, " looks like an EFA device; use MK_NET=fabric");
+      pd_ = a_.alloc_pd(dev_.ctx);
+      if (!pd_) fail("verbs: ibv_alloc_pd failed on ", dev_.name, ": ", errno_str(errno));
+      pick_address();
+      // The atomics' fetched old values land here; nobody reads them.
+      scratch_mr_ = a_.reg_mr(pd_, scratch_, sizeof(scratch_), IBV_ACCESS_LOCAL_WRITE);
+      if (!scratch_mr_) fail("verbs: ibv_reg_mr of the atomic scratch word failed: ", errno_str(errno));
+    } catch (...) {
+      close();
+      throw;
+    }
+  }
+  ~VerbsTransport() override { close(); }
+
+  std::string name() const override { return "verbs:" + dev_.name; }
+
+  void connect(Bootstrap& bs, const std::vector<int>& peers) override;
+  void register_region(Bootstrap& bs, const Region& r) override;
+  bool post(const WriteReq& w) override;
+  int poll(Completion* out, int max) override;
+  void close() override;
+
+ private:
+  void pick_address();
+  void create_qps(const std::vector<int>& peers);
+  void to_rtr_rts(int q, const PortInfo& remote, uint32_t qpn, uint32_t psn);
+  void flush(int q);
+  void check_usable() const {
+    if (!sticky_error_.empty()) throw Error(sticky_error_);
+    if (closed_) fail("verbs: transport used after close()");
+    if (!batcher_) fail("verbs: post/poll before connect()");
+  }
+  [[noreturn]] void fatal(std::string msg) {
+    if (sticky_error_.empty()) sticky_error_ = "mkernel: " + msg;
+    throw Error(sticky_error_);
+  }
+
+  TransportConfig cfg_;
+  const IbvApi& a_;
+  OpenedDevice dev_;
+  ibv_device_attr dev_attr_{};
+  ibv_pd* pd_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  int gid_index_ = 0;
+  PortInfo my_port_;
+  alignas(8) uint64_t scratch_[1] = {};
+  ibv_mr* scratch_mr_ = nullptr;
+  std::vector<ibv_qp*> qps_;          // flat: peer_index * qps_per_peer + k
+  std::vector<uint32_t> psn_;         // our initial send PSN per QP
+  std::vector<ibv_mr*> mrs_;
+  RegionTable regions_;
+  std::unique_ptr<InflightTracker> tracker_;
+  std::unique_ptr<WrBatcher> batcher_;
+  std::vector<int> dirty_;            // QPs with queued WRs
+  std::vector<uint8_t> is_dirty_;
+  std::vector<ibv_send_wr> wr_buf_;   // reused per flush
+  std::vector<ibv_sge> sge_buf_;
+  std::string sticky_error_;
+  bool closed_ = false;
+};
+
+void VerbsTransport::pick_address() {
+  const ibv_port_attr& pa = dev_.port_attr;
+  my_port_.lid = pa.lid;
+  my_port_.link_layer = pa.link_layer;
+  my_port_.mtu = static_cast<uint8_t>(pa.active_mtu);
+  const int knob = static_cast<int>(knob_int(Knob::MK_IB_GID_INDEX));
+  if (pa.link_layer == IBV_LINK_LAYER_ETHERNET) {  // RoCE: addressed by GID
+    if (knob >= 0) {
+      gid_index_ = knob;
+    } else {
+      std::vector<GidCandidate> table;
+      for (int i = 0; i < pa.gid_tbl_len; ++i) {
+        GidCandidate c;
+        c.index = i;
+        ibv_gid g{};
+        if (a_.query_gid(dev_.ctx, static_cast<uint8_t>(dev_.port), i, &g) != 0) continue;
+        std::memcpy(c.gid.data(), g.raw, 16);
+        c.roce_v2 = gid_is_roce_v2(a_, dev_.ctx, dev_.name, dev_.port, i);
+        table.push_back(c);
+      }
+      gid_index_ = pick_roce_gid(table);
+      if (gid_index_ < 0)
+        fail("verbs: ", dev_.name, " port ", dev_.port,
+             " has no RoCE v2 GID; set MK_IB_GID_INDEX (see show_gids)");
+    }
+  } else {  // InfiniBand: addressed by LID; the GID only matters across subnets
+    gid_index_ = knob >= 0 ? knob : 0;
+  }
+  ibv_gid g{};
+  if (a_.query_gid(dev_.ctx, static_cast<uint8_t>(dev_.port), gid_index_, &g) != 0)
+    fail("verbs: cannot read GID index ", gid_index_, " of ", dev_.name, " port ", dev_.port,
+         " (MK_IB_GID_INDEX)");
+  std::memcpy(my_port_.gid.data(), g.raw, 16);
+}
+
+void VerbsTransport::create_qps(const std::vector<int>& peers) {
+  BatcherConfig bc;
+  bc.qps_per_peer = static_cast<int>(knob_int(Knob::MK_IB_QPS_PER_PEER));
+  bc.max_inflight = static_cast<int>(
+      std::min<int64_t>(knob_int(Knob::MK_IB_MAX_INFLIGHT), dev_attr_.max_qp_wr));
+  bc.signal_every = static_cast<int>(knob_int(Knob::MK_IB_SIGNAL_EVERY));
+  bc.max_wr_bytes = std::min<uint64_t>(dev_.port_attr.max_msg_sz ? dev_.port_attr.max_msg_sz : 1u << 30,
+                                       1ull << 30);
+  bc = bc.normalized();
+  const int nq = static_cast<int>(peers.size()) * bc.qps_per_peer;
+
+  // NOTES: only signalled WRs produce CQEs, at most one per WR in flight.
+  const int64_t want_cqe = static_cast<int64_t>(nq) * bc.max_inflight + 16;
+  const int cqe = static_cast<int>(std::min<int64_t>(want_cqe, dev_attr_.max_cqe));
+  cq_ = a_.create_cq(dev_.ctx, cqe, nullptr, nullptr, 0);
+  if (!cq_) fail("verbs: ibv_create_cq(", cqe, ") failed on ", dev_.name, ": ", errno_str(errno));
+
+  std::mt19937 rng(std::random_device{}());
+  for (int q = 0; q < nq; ++q) {
+    ibv_qp_init_attr ia{};
+    ia.send_cq = cq_;
+    ia.recv_cq = cq_;
+    ia.qp_type = IBV_QPT_RC;
+    ia.sq_sig_all = 0;  // selective signalling
+    ia.cap.max_send_wr = bc.max_inflight;
+    ia.cap.max_recv_wr = 1;
+    ia.cap.max_send_sge = 1;
+    ia.cap.max_recv_sge = 1;
+    ia.cap.max_inline_data = 16;
+    ibv_qp* qp = a_.create_qp(pd_, &ia);
+    if (!qp)
+      fail("verbs: ibv_create_qp for rank ", peers[q / bc.qps_per_peer], " failed on ", dev_.name,
+           ": ", errno_str(errno));
+    qps_.push_back(qp);
+    if (ia.cap.max_inline_data < 8)
+      fail("verbs: ", dev_.name, " does not support 8-byte inline sends (signals need them)");
+    ibv_qp_attr at{};
+    at.qp_state = IBV_QPS_INIT;
+    at.pkey_index = 0;
+    at.port_num = static_cast<uint8_t>(dev_.port);
+    at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    int rc = a_.modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    if (rc) fail("verbs: QP to INIT failed (rank ", peers[q / bc.qps_per_peer], "): ", errno_str(rc));
+    psn_.push_back(rng() & 0xffffff);
+  }
+  regions_ = RegionTable(peers);
+  tracker_ = std::make_unique<InflightTracker>(nq, bc.max_inflight);
+  batcher_ = std::make_unique<WrBatcher>(bc, peers, *tracker_);
+  is_dirty_.assign(nq, 0);
+}
+
+void VerbsTransport::to_rtr_rts(int q, const PortInfo& remote, uint32_t qpn, uint32_t psn) {
+  const int peer = batcher_->peer_of_qp(q);
+  const int rd_atom = std::max(1, std::min(16, std::min(dev_attr_.max_qp_rd_atom, dev_attr_.max_qp_init_rd_atom)));
+  ibv_qp_attr at{};
+  at.qp_state = IBV_QPS_RTR;
+  at.path_mtu = static_cast<ibv_mtu>(std::min(my_port_.mtu, remote.mtu));
+  at.dest_qp_num = qpn;
+  at.rq_psn = psn;
+  at.max_dest_rd_atomic = static_cast<uint8_t>(rd_atom);
+  at.min_rnr_timer = 12;
+  at.ah_attr.port_num = static_cast<uint8_t>(dev_.port);
+  at.ah_attr.sl = 0;
+  if (my_port_.link_layer == IBV_LINK_LAYER_ETHERNET) {
+    at.ah_attr.is_global = 1;
+    std::memcpy(at.ah_attr.grh.dgid.raw, remote.gid.data(), 16);
+    at.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_index_);
+    at.ah_attr.grh.hop_limit = 255;
+  } else {
+    at.ah_attr.dlid = remote.lid;
+  }
+  int rc = a_.modify_qp(qps_[q], &at,
+                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  if (rc) fail("verbs: QP to RTR failed for rank ", peer, ": ", errno_str(rc));
+  at = {};
+  at.qp_state = IBV_QPS_RTS;
+  at.timeout = 14;   // 4.096 us * 2^14 = 67 ms per try
+  at.retry_cnt = 7;  // a dead peer surfaces as a failed completion within ~0.5 s
+  at.rnr_retry = 7;
+  at.sq_psn = psn_[q];
+  at.max_rd_atomic = static_cast<uint8_t>(rd_atom);
+  rc = a_.modify_qp(qps_[q], &at,
+                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                        IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+  if (rc) fail("verbs: QP to RTS failed for rank ", peer, ": ", errno_str(rc));
+}
+
+// Every rank contributes a blob even when its setup failed, so that all
+// ranks fail together with the failing rank's reason instead of timing out.
+void VerbsTransport::connect(Bootstrap& bs, const std::vector<int>& peers) {
+  if (batcher_) fail("verbs: connect() called twice");
+  for (int p : peers)
+    if (p < 0 || p >= bs.world() || p == bs.rank())
+      fail("verbs: connect: peer rank ", p, " is out of range or this rank");
+  ConnectInfo mine;
+  mine.rank = bs.rank();
+  try {
+    create_qps(peers);
+    mine.qps_per_peer = batcher_->config().qps_per_peer;
+    mine.port = my_port_;
+    for (size_t i = 0; i < peers.size(); ++i) {
+      PeerQps pq;
+      pq.peer = peers[i];
+      for (int k = 0; k < mine.qps_per_peer; ++k) {
+        const int q = batcher_->qp_of(peers[i], k);
+        pq.qpn.push_back(qps_[q]->qp_num);
+        pq.psn.push_back(psn_[q]);
+      }
+      mine.peers.push_back(std::move(pq));
+    }
+  } catch (const Error& e) {
+    mine = {};
+    mine.ok = false;
+    mine.rank = bs.rank();
+    mine.error = e.what();
+  }
+  const std::vector<std::string> all = bs.allgather(encode(mine));
+  std::vector<ConnectInfo> infos;
+  for (int r = 0; r < bs.world(); ++r) {
+    infos.push_back(decode_connect(all[r], r));
+    if (!infos.back().ok) fail("verbs: connect failed on rank ", r, ": ", infos.back().error);
+  }
+  std::string err;
+  try {
+    for (int p : peers) {
+      const ConnectInfo& ci = infos[p];
+      if (ci.qps_per_peer != mine.qps_per_peer)
+        fail("verbs: rank ", p, " uses MK_IB_QPS_PER_PEER=", ci.qps_per_peer, ", this rank ",
+             mine.qps_per_peer, "; set it equally on all ranks");
+      auto it = std::find_if(ci.peers.begin(), ci.peers.end(), [&](const PeerQps& x) { return x.peer == bs.rank(); });
+      if (it == ci.peers.end())
+        fail("verbs: rank ", p, " did not list rank ", bs.rank(), " as a peer (peer lists must be symmetric)");
+      if (ci.port.link_layer != my_port_.link_layer)
+        fail("verbs: rank ", p, " is on a different link layer (InfiniBand vs RoCE)");
+      for (int k = 0; k < mine.qps_per_peer; ++k)
+        to_rtr_rts(batcher_->qp_of(p, k), ci.port, it->qpn[k], it->psn[k]);
+    }
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  // Second round: everyone knows everyone reached RTS (a write must not reach
+  // a QP that is not yet RTR) or learns who failed.
+  const std::vector<std::string> done = bs.allgather(err);
+  for (int r = 0; r < bs.world(); ++r)
+    if (!done[r].empty()) fail("verbs: connect failed on rank ", r, ": ", done[r]);
+}
+
+void VerbsTransport::register_region(Bootstrap& bs, const Region& r) {
+  if (!batcher_) fail("verbs: register_region before connect()");
+  RegionInfo mine;
+  mine.id = r.id;
+  ibv_mr* mr = nullptr;
+  try {
+    if (r.id < 0) fail("verbs: region id ", r.id, " is negative");
+    if (r.bytes > 0) {
+      std::string why;
+      if (r.device) {
+        // DMA-BUF first (upstream kernel path), then ibv_reg_mr on the device
+        // pointer (needs the nvidia-peermem module).
+        const long page = sysconf(_SC_PAGESIZE);
+        const uint64_t base = reinterpret_cast<uint64_t>(r.base);
+        const uint64_t lo = base & ~static_cast<uint64_t>(page - 1);
+        const uint64_t hi = (base + r.bytes + page - 1) & ~static_cast<uint64_t>(page - 1);
+        if (a_.reg_dmabuf_mr) {
+          try {
+            int prev = -1;
+            cudaGetDevice(&prev);
+            if (r.cuda_device >= 0) cudaSetDevice(r.cuda_device);
+            int fd = -1;
+            CUresult cr = drv::api().cuMemGetHandleForAddressRange(
+                &fd, static_cast<CUdeviceptr>(lo), hi - lo, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+            if (prev >= 0) cudaSetDevice(prev);
+            if (cr != CUDA_SUCCESS) {
+              why = cat("cuMemGetHandleForAddressRange: CUresult ", static_cast<int>(cr));
+            } else {
+              mr = a_.reg_dmabuf_mr(pd_, base - lo, r.bytes, base, fd, kAccess);
+              if (!mr) why = cat("ibv_reg_dmabuf_mr: ", errno_str(errno));
+              ::close(fd);  // the MR holds its own reference
+            }
+          } catch (const Error& e) {
+            why = e.what();
+          }
+        } else {
+          why = "ibv_reg_dmabuf_mr missing (rdma-core < 34)";
+        }
+      }
+      if (!mr) {
+        mr = a_.reg_mr(pd_, r.base, r.bytes, kAccess);
+        if (!mr)
+          fail("verbs: cannot register region ", r.id, " (", r.bytes, " bytes of ",
+               r.device ? "GPU" : "host", " memory) on ", dev_.name, ": ibv_reg_mr: ", errno_str(errno),
+               why.empty() ? "" : "; " + why,
+               r.device ? " (GPU memory needs DMA-BUF support or the nvidia-peermem module)" : "");
+      }
+      mrs_.push_back(mr);
+    }
+    mine.addr = reinterpret_cast<uint64_t>(r.base);
+    mine.bytes = r.bytes;
+    mine.rkey = mr ? mr->rkey : 0;
+  } catch (const Error& e) {
+    mine = {};
+    mine.ok = false;
+    mine.id = r.id;
+    mine.error = e.what();
+  }
+  const std::vector<std::string> all = bs.allgather(encode(mine));
+  std::vector<RegionInfo> infos;
+  for (int p = 0; p < bs.world(); ++p) {
+    infos.push_back(decode_region(all[p], p));
+    if (!infos.back().ok) fail("verbs: register_region failed on rank ", p, ": ", infos.back().error);
+    if (infos.back().id != r.id)
+      fail("verbs: register_region: rank ", p, " registered region ", infos.back().id,
+           " while this rank registered ", r.id, " (same order on every rank)");
+  }
+  regions_.set_local(r.id, {mine.addr, mine.bytes, mr ? mr->lkey : 0, true});
+  for (int p : regions_.peers()) regions_.set_remote(p, r.id, {infos[p].addr, infos[p].bytes, infos[p].rkey, true});
+}
+
+bool VerbsTransport::post(const WriteReq& w) {
+  check_usable();
+  regions_.check(w);
+  const int q = batcher_->add(w);
+  if (q == -1) return false;
+  if (q >= 0) {
+    if (batcher_->should_flush(q)) {
+      flush(q);
+    } else if (!is_dirty_[q]) {
+      is_dirty_[q] = 1;
+      dirty_.push_back(q);
+    }
+  }
+  return true;
+}
+
+void VerbsTransport::flush(int q) {
+  const std::vector<WrDesc> d = batcher_->take(q);
+  if (d.empty()) return;
+  wr_buf_.assign(d.size(), ibv_send_wr{});
+  sge_buf_.assign(d.size(), ibv_sge{});
+  for (size_t i = 0; i < d.size(); ++i) {
+    const WrDesc& x = d[i];
+    ibv_send_wr& wr = wr_buf_[i];
+    ibv_sge& sg = sge_buf_[i];
+    wr.wr_id = make_wr_id(q, x.seq);
+    wr.next = i + 1 < d.size() ? &wr_buf_[i + 1] : nullptr;
+    wr.sg_list = &sg;
+    wr.num_sge = 1;
+    wr.send_flags = (x.signaled ? IBV_SEND_SIGNALED : 0) | (x.fence ? IBV_SEND_FENCE : 0) |
+                    (x.inline_data ? IBV_SEND_INLINE : 0);
+    const RemoteRegion& rr = regions_.remote(x.peer, x.region);
+    switch (x.kind) {
+      case WrKind::Write: {
+        const LocalRegion& lr = regions_.local(x.region);
+        sg = {lr.base + x.src_off, static_cast<uint32_t>(x.bytes), lr.lkey};
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.wr.rdma = {rr.addr + x.dst_off, rr.rkey};
+        break;
+      }
+      case WrKind::SignalSet:  // inline: the NIC copies the value at post time
+        sg = {reinterpret_cast<uint64_t>(&d[i].value), 8, 0};
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.wr.rdma = {rr.addr + x.dst_off, rr.rkey};
+        break;
+      case WrKind::SignalAdd:
+        sg = {reinterpret_cast<uint64_t>(scratch_), 8, scratch_mr_->lkey};
+        wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+        wr.wr.atomic.remote_addr = rr.addr + x.dst_off;
+        wr.wr.atomic.compare_add = x.value;
+        wr.wr.atomic.swap = 0;
+        wr.wr.atomic.rkey = rr.rkey;
+        break;
+      case WrKind::WriteImm:
+        fatal(cat("verbs: internal: write-with-imm WR on an RC QP (rank ", x.peer, ")"));
+    }
+  }
+  ibv_send_wr* bad = nullptr;
+  const int rc = ibv_post_send(qps_[q], wr_buf_.data(), &bad);
+  if (rc)
+    fatal(cat("verbs: ibv_post_send to rank ", batcher_->peer_of_qp(q), " failed on ", dev_.name,
+              ": ", errno_str(rc)));
+}
+
+int VerbsTransport::poll(Completion* out, int max) {
+  check_usable();
+  for (int q : dirty_) {
+    is_dirty_[q] = 0;
+    flush(q);
+  }
+  dirty_.clear();
+  int n = tracker_->take_ready(out, max);
+  ibv_wc wc[kPollBatch];
+  while (n < max) {
+    const int got = ibv_poll_cq(cq_, kPollBatch, wc);
+    if (got < 0) fatal(cat("verbs: ibv_poll_cq failed on ", dev_.name));
+    for (int i = 0; i < got; ++i) {
+      const int q = wr_id_qp(wc[i].wr_id);
+      const int peer = q < batcher_->num_qps() ? batcher_->peer_of_qp(q) : -1;
+      if (wc[i].status != IBV_WC_SUCCESS)
+        fatal(cat("verbs: write to peer rank ", peer, " failed on ", dev_.name, ": ",
+                  a_.wc_status_str(wc[i].status), " (status ", static_cast<int>(wc[i].status),
+                  ", vendor error 0x", std::hex, wc[i].vendor_err, std::dec,
+                  "); is that rank alive and its port up?"));
+      tracker_->on_completion(q, wr_id_seq(wc[i].wr_id));
+    }
+    n += tracker_->take_ready(out + n, max - n);
+    if (got < kPollBatch) break;
+  }
+  return n;
+}
+
+void VerbsTransport::close() {
+  if (closed_) return;
+  closed_ = true;
+  // NOTES: destroy order is QPs, CQ, MRs, PD, context (each holds the next).
+  for (ibv_qp* qp : qps_) a_.destroy_qp(qp);
+  qps_.clear();
+  if (cq_) a_.destroy_cq(cq_);
+  cq_ = nullptr;
+  for (ibv_mr* mr : mrs_) a_.dereg_mr(mr);
+  mrs_.clear();
+  if (scratch_mr_) a_.dereg_mr(scratch_mr_);
+  scratch_mr_ = nullptr;
+  if (pd_) a_.dealloc_pd(pd_);
+  pd_ = nullptr;
+  if (dev_.ctx) a_.close_device(dev_.ctx);
+  dev_.ctx = nullptr;
+}
+
+}  // namespace
+}  // namespace verbs
+
+std::unique_ptr<Transport> make_verbs(const TransportConfig& cfg) {
+  return std::make_unique<verbs::VerbsTransport>(cfg);
+}
+
+}  // namespace mk::net
