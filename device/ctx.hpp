@@ -3,6 +3,7 @@
 // No CUDA-only syntax here: this header is included by host .cpp files.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -15,6 +16,11 @@ namespace mk {
 
 // NVLink peers per node (one HGX board). Peer pointer arrays are this long.
 constexpr int kMaxLocalRanks = 8;
+
+// Layout of the communicator's symmetric control region: abort word and
+// diagnostic claim word, padded, then the signal pool (word i at
+// kControlHeaderBytes + 8 * i). The network addresses signals this way.
+constexpr size_t kControlHeaderBytes = 128;
 
 // SM roles of the persistent kernels (DESIGN.md §3). Counts are run-time.
 enum class Role : int32_t {
