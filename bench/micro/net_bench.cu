@@ -115,7 +115,7 @@ void bench_net_queue(BenchContext& bc) {
     bc.report->add(t);
     return;
   }
-  for (int threads : {1, 2, 4}) {
+  for (auto [threads, ctas_per_thread] : {std::pair{1, 8}, {1, 32}, {1, 128}, {2, 64}, {4, 32}}) {
     mk::net::ProxyConfig pc;
     pc.rank = c.rank();
     pc.depth = 4096;
@@ -128,7 +128,7 @@ void bench_net_queue(BenchContext& bc) {
     mk::net::NetCtx nc{};
     nc.num_queues = proxy.num_queues();
     for (int i = 0; i < nc.num_queues; ++i) nc.queues[i] = proxy.queue(i);
-    const int ctas = 8 * threads, per = 20000;
+    const int ctas = ctas_per_thread * threads, per = 160000 / ctas_per_thread;
     unsigned long long* cycles = nullptr;
     MKB_CUDA(cudaMalloc(&cycles, 8));
     auto st = time_calls(nullptr, bc.stream, TimingOpts{2, 7}, [&](int) {

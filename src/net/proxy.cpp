@@ -267,7 +267,8 @@ void Proxy::run(int qi) {
         if (age > timeout_us)
           mk::fail("rank ", cfg_.rank, " proxy queue ", qi, ": ", op_name(cmd_of[slot].op), " #", done, " to peer ",
                    cmd_of[slot].peer, " (", cmd_of[slot].bytes, " bytes) not complete after ", age / 1000,
-                   " ms (MK_NET_TIMEOUT_MS); peer dead or network stuck");
+                   " ms (MK_NET_TIMEOUT_MS); peer dead or network stuck [queue: consumed ", tail, ", done ", done,
+                   ", waiting for room in ", t.name(), ": ", pending.size(), "]");
       }
       if (progress) {
         idle = 0;

@@ -442,7 +442,23 @@ void Bootstrap::close() {
     }
     sock::close_fd(fd_);
   }
-  finish_root();
+  if (!root_) return;
+  // The last local user of a root waits (bounded) until the root has served
+  // every rank: exiting earlier could cut other ranks off mid-reply. Earlier
+  // local users (several ranks in one process) must not wait, or closing them
+  // one after another would stall.
+  long local_users = root_.use_count();
+  {
+    std::lock_guard<std::mutex> g(registry().mu);
+    for (auto& [k, r] : registry().roots)
+      if (r == root_) --local_users;
+  }
+  if (local_users <= 1) {
+    finish_root();
+  } else {
+    root_->owner_closed();
+    root_.reset();
+  }
 }
 
 void Bootstrap::finish_root() {

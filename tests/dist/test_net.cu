@@ -74,10 +74,7 @@ __global__ void barrier_kernel(DeviceCtx ctx, net::NetCtx nc, int sig, uint64_t 
 
 bool two_nodes() { return comm().topology().num_nodes == 2; }
 
-}  // namespace
-
-TEST(Net, PutsWithSignalsFromManyCtasArriveByteForByte) {
-  if (!two_nodes()) GTEST_SKIP() << "needs 2 nodes (MK_RANKS_PER_NODE=1): one node has no network peers";
+void run_puts(cudaStream_t stream, int rounds) {
   Network& net = comm().network();
   if (comm().rank() == 0) std::printf("[rank 0] network: %s\n", net.transport_name().c_str());
   ASSERT_EQ(net.peers().size(), 1u);
@@ -90,11 +87,14 @@ TEST(Net, PutsWithSignalsFromManyCtasArriveByteForByte) {
   EXPECT_GE(p.region, 1);
   p.half = half;
   p.nmsgs = 600;
-  p.sig_data = comm().reserve_signals(1);
-  p.sig_done = comm().reserve_signals(1);
-  p.sig_barrier = comm().reserve_signals(1);
+  static const int sigs = comm().reserve_signals(3);  // reused by every call: epochs keep them fresh
+  p.sig_data = sigs;
+  p.sig_done = sigs + 1;
+  p.sig_barrier = sigs + 2;
   std::vector<unsigned char> mine(half), got(half);
-  for (uint64_t round = 1; round <= 4; ++round) {
+  static uint64_t rounds_done = 0;  // the data signal accumulates across calls
+  for (int r = 0; r < rounds; ++r) {
+    const uint64_t round = ++rounds_done;
     const uint64_t epoch = comm().next_epoch();
     // Fresh random data to send; poison the landing zone.
     std::mt19937_64 rng(1000 * round + comm().rank());
@@ -103,9 +103,9 @@ TEST(Net, PutsWithSignalsFromManyCtasArriveByteForByte) {
     CK(cudaMemset(static_cast<char*>(buf.local) + half, 0xEE, half));
     CK(cudaDeviceSynchronize());
     comm().barrier();
-    send_kernel<<<16, 32>>>(comm().device_ctx(), net.device_ctx(), p, peer, epoch);
-    recv_kernel<<<1, 32>>>(comm().device_ctx(), p, peer, round, epoch);
-    cudaError_t e = cudaDeviceSynchronize();
+    send_kernel<<<16, 32, 0, stream>>>(comm().device_ctx(), net.device_ctx(), p, peer, epoch);
+    recv_kernel<<<1, 32, 0, stream>>>(comm().device_ctx(), p, peer, round, epoch);
+    cudaError_t e = cudaStreamSynchronize(stream);
     net.check();
     CK(e);
     CK(cudaMemcpy(got.data(), static_cast<char*>(buf.local) + half, half, cudaMemcpyDeviceToHost));
@@ -132,12 +132,31 @@ TEST(Net, PutsWithSignalsFromManyCtasArriveByteForByte) {
     ASSERT_EQ(bad, 0u) << "round " << round << ": " << bad << " wrong bytes, first at " << first;
   }
   // Cross-node barrier, twice, epochs growing.
-  for (uint64_t k = 1; k <= 2; ++k) {
-    barrier_kernel<<<1, 32>>>(comm().device_ctx(), net.device_ctx(), p.sig_barrier, k * net.rail_peers().size());
-    cudaError_t e = cudaDeviceSynchronize();
+  static uint64_t barriers = 0;
+  for (int k = 0; k < 2; ++k) {
+    ++barriers;
+    barrier_kernel<<<1, 32, 0, stream>>>(comm().device_ctx(), net.device_ctx(), p.sig_barrier,
+                                         barriers * net.rail_peers().size());
+    cudaError_t e = cudaStreamSynchronize(stream);
     net.check();
     CK(e);
   }
   comm().barrier();
   comm().free_symmetric(buf);
+}
+
+}  // namespace
+
+TEST(Net, PutsWithSignalsFromManyCtasArriveByteForByte) {
+  if (!two_nodes()) GTEST_SKIP() << "needs 2 nodes (MK_RANKS_PER_NODE=1): one node has no network peers";
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  run_puts(s, 4);
+  cudaStreamDestroy(s);
+}
+
+// The same from the legacy default stream (where PyTorch launches by default).
+TEST(Net, LegacyDefaultStreamWorksToo) {
+  if (!two_nodes()) GTEST_SKIP() << "needs 2 nodes (MK_RANKS_PER_NODE=1)";
+  run_puts(cudaStreamLegacy, 2);
 }

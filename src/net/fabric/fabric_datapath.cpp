@@ -1,0 +1,362 @@
+// mkernel fabric backend: the non-blocking data path (post, poll) and its
+// completion bookkeeping. Contract: src/net/transport.hpp.
+#include <cinttypes>
+#include <cstring>
+
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include "mkernel/error.hpp"
+#include "src/net/fabric/fabric_transport.hpp"
+
+namespace mk::net::fabric {
+
+namespace {
+constexpr int kCqBatch = 16;
+constexpr int kMaxBatchesPerPoll = 8;
+constexpr auto kAgeCheckEvery = std::chrono::milliseconds(1);
+
+// a + b <= limit without overflow.
+bool fits(uint64_t a, uint64_t b, uint64_t limit) { return a <= limit && b <= limit - a; }
+}  // namespace
+
+uint64_t FabricTransport::remote_addr(int peer, int region, uint64_t off) const {
+  return remote_[region][peer].addr + off;
+}
+
+// Ordered path when the provider both orders the ops (msg_order) and places
+// the data of this write before later writes (max_order_waw_size); a message
+// Add additionally needs FI_ORDER_SAW.
+//
+// Why this is sound on tcp;ofi_rxm (libfabric 1.17, what the tests run):
+// rxm maps RMA writes, atomics-less messages and their headers onto one tcp
+// msg endpoint per peer pair; the tcp provider consumes that byte stream in
+// order and copies a write's payload into the target region before it parses
+// the next header. It reports msg_order WAW|SAW|... and max_order_waw_size =
+// SIZE_MAX accordingly, and it offers neither FI_FENCE nor FI_ATOMIC, so
+// requesting ordering (not fencing) is what it honours. Providers that do not
+// grant the ordering (or grant it only up to a size) get the deferred path:
+// FI_DELIVERY_COMPLETE on the data, signal posted on its completion.
+bool FabricTransport::signal_ordered(const WriteReq& w) const {
+  if (!ordered_ || w.bytes > max_order_bytes_) return false;
+  return w.sig_op == SigOp::Set || atomics_ || sig_msg_ordered_;
+}
+
+bool FabricTransport::post(const WriteReq& w) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (closed_) fail("fabric: rank ", cfg_.rank, ": post after close");
+  return post_locked(w);
+}
+
+bool FabricTransport::post_locked(const WriteReq& w) {
+  // ---- requests that can never succeed: throw.
+  if (w.peer < 0 || w.peer >= cfg_.world || addr_[w.peer] == FI_ADDR_NOTAVAIL)
+    fail("fabric: rank ", cfg_.rank, ": post to rank ", w.peer, ", which is not a connected peer");
+  if (w.sig_op != SigOp::None && w.sig_op != SigOp::Set && w.sig_op != SigOp::Add)
+    fail("fabric: rank ", cfg_.rank, ": post to rank ", w.peer, ": bad signal op ", int(w.sig_op));
+  if (w.bytes > 0) {
+    if (w.region < 0 || w.region >= static_cast<int>(local_.size()))
+      fail("fabric: rank ", cfg_.rank, ": post to rank ", w.peer, ": region ", w.region, " is not registered");
+    if (!fits(w.src_off, w.bytes, local_[w.region].r.bytes))
+      fail("fabric: rank ", cfg_.rank, ": post to rank ", w.peer, ": source [", w.src_off, ", +", w.bytes,
+           ") is outside region ", w.region, " (", local_[w.region].r.bytes, " bytes)");
+    if (!fits(w.dst_off, w.bytes, remote_[w.region][w.peer].bytes))
+      fail("fabric: rank ", cfg_.rank, ": post to rank ", w.peer, ": destination [", w.dst_off, ", +",
+           w.bytes, ") is outside the peer's region ", w.region, " (", remote_[w.region][w.peer].bytes,
+           " bytes)");
+    if (w.bytes > max_msg_)
+      fail("fabric: rank ", cfg_.rank, ": post to rank ", w.peer, ": ", w.bytes,
+           " bytes exceed the provider's max message size ", max_msg_);
+  }
+  if (w.sig_op != SigOp::None) {
+    if (local_.empty())
+      fail("fabric: rank ", cfg_.rank, ": post with a signal before region 0 (signals) was registered");
+    if (w.sig_off % 8 != 0 || !fits(w.sig_off, 8, remote_[kSignalRegion][w.peer].bytes))
+      fail("fabric: rank ", cfg_.rank, ": post to rank ", w.peer, ": signal offset ", w.sig_off,
+           " is unaligned or outside the peer's signal region (", remote_[kSignalRegion][w.peer].bytes,
+           " bytes)");
+  }
+  if (w.bytes == 0 && w.sig_op == SigOp::None) {
+    ready_.push_back(Completion{w.cookie, 0});
+    return true;
+  }
+
+  // ---- in-flight limit: say "no room" after driving progress once.
+  retry_signals();
+  if (free_reqs_.empty()) {
+    progress();
+    return false;
+  }
+  int idx = free_reqs_.back();
+  Req& q = reqs_[idx];
+  q.w = w;
+  q.t0 = std::chrono::steady_clock::now();
+  q.ops_pending = 0;
+  q.signal_unposted = w.sig_op != SigOp::None;
+  q.signal_waits_data = false;
+  q.data_op.kind = OpKind::Data;
+  q.data_op.index = idx;
+  q.sig_op.kind = OpKind::Signal;
+  q.sig_op.index = idx;
+  bool deferred = w.sig_op != SigOp::None && w.bytes > 0 && !signal_ordered(w);
+  if (w.bytes > 0) {
+    q.signal_waits_data = deferred;
+    int rc = post_data(q);
+    if (rc == -FI_EAGAIN) {
+      progress();
+      return false;  // slot stays free: nothing was posted
+    }
+    check(rc, cat("write to rank ", w.peer).c_str());
+    q.ops_pending = 1;
+  }
+  free_reqs_.pop_back();
+  q.in_use = true;
+  if (q.signal_unposted && !q.signal_waits_data) {
+    int rc = post_signal(q);
+    if (rc == 0) {
+      q.ops_pending++;
+      q.signal_unposted = false;
+    } else if (rc == -FI_EAGAIN) {
+      if (w.bytes == 0) {  // nothing posted yet: report "no room"
+        q.in_use = false;
+        free_reqs_.push_back(idx);
+        progress();
+        return false;
+      }
+      // NOTES: the data is already posted, so the signal must follow later;
+      // poll() posts it (still after its data in submission order).
+      unposted_.push_back(idx);
+    } else {
+      check(rc, cat("signal to rank ", w.peer).c_str());
+    }
+  }
+  return true;
+}
+
+int FabricTransport::post_data(Req& q) {
+  const WriteReq& w = q.w;
+  LocalRegion& lr = local_[w.region];
+  struct iovec iov = {static_cast<char*>(lr.r.base) + w.src_off, w.bytes};
+  struct fi_rma_iov riov = {remote_addr(w.peer, w.region, w.dst_off), w.bytes, remote_[w.region][w.peer].key};
+  struct fi_msg_rma msg = {};
+  msg.msg_iov = &iov;
+  msg.desc = &lr.desc;
+  msg.iov_count = 1;
+  msg.addr = addr_[w.peer];
+  msg.rma_iov = &riov;
+  msg.rma_iov_count = 1;
+  msg.context = &q.data_op.ctx;
+  uint64_t flags = FI_COMPLETION | (q.signal_waits_data ? FI_DELIVERY_COMPLETE : 0);
+  return static_cast<int>(fi_writemsg(ep_, &msg, flags));
+}
+
+int FabricTransport::post_signal(Req& q) {
+  const WriteReq& w = q.w;
+  int idx = static_cast<int>(&q - reqs_.data());
+  CtlMsg& m = scratch_[idx];
+  uint64_t raddr = remote_addr(w.peer, kSignalRegion, w.sig_off);
+  uint64_t key = remote_[kSignalRegion][w.peer].key;
+  if (w.sig_op == SigOp::Set) {
+    m.value = w.sig_value;
+    struct iovec iov = {&m.value, sizeof(uint64_t)};
+    struct fi_rma_iov riov = {raddr, sizeof(uint64_t), key};
+    struct fi_msg_rma msg = {};
+    msg.msg_iov = &iov;
+    msg.desc = &scratch_desc_;
+    msg.iov_count = 1;
+    msg.addr = addr_[w.peer];
+    msg.rma_iov = &riov;
+    msg.rma_iov_count = 1;
+    msg.context = &q.sig_op.ctx;
+    return static_cast<int>(fi_writemsg(ep_, &msg, FI_COMPLETION));
+  }
+  if (atomics_) {
+    m.value = w.sig_value;
+    return static_cast<int>(fi_atomic(ep_, &m.value, 1, scratch_desc_, addr_[w.peer], raddr, key, FI_UINT64,
+                                      FI_SUM, &q.sig_op.ctx));
+  }
+  m = CtlMsg{};
+  m.magic = kMsgMagic;
+  m.type = kMsgAdd;
+  m.src_rank = cfg_.rank;
+  m.sig_off = w.sig_off;
+  m.value = w.sig_value;
+  return static_cast<int>(fi_send(ep_, &m, sizeof(m), scratch_desc_, addr_[w.peer], &q.sig_op.ctx));
+}
+
+void FabricTransport::post_recv(int i) {
+  recv_ops_[i].kind = OpKind::Recv;
+  recv_ops_[i].index = i;
+  ssize_t rc = fi_recv(ep_, &scratch_[scratch_recv_base_ + i], sizeof(CtlMsg), scratch_desc_, FI_ADDR_UNSPEC,
+                       &recv_ops_[i].ctx);
+  if (rc == -FI_EAGAIN)
+    unposted_recvs_.push_back(i);
+  else
+    check(static_cast<int>(rc), "fi_recv");
+}
+
+void FabricTransport::retry_signals() {
+  while (!unposted_recvs_.empty()) {
+    int i = unposted_recvs_.back();
+    unposted_recvs_.pop_back();
+    size_t before = unposted_recvs_.size();
+    post_recv(i);
+    if (unposted_recvs_.size() > before) break;  // still no room
+  }
+  while (!unposted_.empty()) {
+    Req& q = reqs_[unposted_.front()];
+    int rc = post_signal(q);
+    if (rc == -FI_EAGAIN) return;
+    check(rc, cat("signal to rank ", q.w.peer).c_str());
+    unposted_.pop_front();
+    q.signal_unposted = false;
+    q.ops_pending++;
+  }
+}
+
+void FabricTransport::finish(int idx) {
+  Req& q = reqs_[idx];
+  ready_.push_back(Completion{q.w.cookie, 0});
+  q.in_use = false;
+  free_reqs_.push_back(idx);
+}
+
+// The target side of a message Add (no provider atomics). NOTES: it runs in
+// the TARGET's poll(); tcp;ofi_rxm has manual data progress anyway, so the
+// target must keep polling for any incoming write to land (the proxy loop
+// does). The host atomic makes the add safe against other adders on this
+// host and visible to GPU pollers of mapped host memory.
+void FabricTransport::apply_message(const CtlMsg& m) {
+  if (m.magic != kMsgMagic)
+    fail("fabric: rank ", cfg_.rank, ": received a malformed control message (bad magic)");
+  int src = m.src_rank;
+  if (src < 0 || src >= cfg_.world)
+    fail("fabric: rank ", cfg_.rank, ": received a control message from bad rank ", src);
+  if (m.type == kMsgHello) {
+    hello_from_[src] = 1;
+    return;
+  }
+  if (m.type != kMsgAdd)
+    fail("fabric: rank ", cfg_.rank, ": rank ", src, " sent an unknown control message type ", int(m.type));
+  if (local_.empty() || m.sig_off % 8 != 0 || !fits(m.sig_off, 8, local_[kSignalRegion].r.bytes))
+    fail("fabric: rank ", cfg_.rank, ": rank ", src, " sent a signal Add at offset ", m.sig_off,
+         " outside this rank's signal region");
+  auto* word = reinterpret_cast<uint64_t*>(static_cast<char*>(local_[kSignalRegion].r.base) + m.sig_off);
+  __atomic_fetch_add(word, m.value, __ATOMIC_SEQ_CST);
+}
+
+void FabricTransport::on_completion(Op* op) {
+  switch (op->kind) {
+    case OpKind::Recv:
+      apply_message(scratch_[scratch_recv_base_ + op->index]);
+      post_recv(op->index);
+      return;
+    case OpKind::Hello:
+      hellos_sent_done_++;
+      return;
+    case OpKind::Data: {
+      Req& q = reqs_[op->index];
+      q.ops_pending--;
+      if (q.signal_waits_data) {  // deferred: the data is now at the peer
+        q.signal_waits_data = false;
+        int rc = post_signal(q);
+        if (rc == 0) {
+          q.ops_pending++;
+          q.signal_unposted = false;
+        } else if (rc == -FI_EAGAIN) {
+          unposted_.push_back(op->index);
+        } else {
+          check(rc, cat("signal to rank ", q.w.peer).c_str());
+        }
+      }
+      if (q.ops_pending == 0 && !q.signal_unposted) finish(op->index);
+      return;
+    }
+    case OpKind::Signal: {
+      Req& q = reqs_[op->index];
+      q.ops_pending--;
+      if (q.ops_pending == 0 && !q.signal_unposted) finish(op->index);
+      return;
+    }
+  }
+}
+
+void FabricTransport::throw_cq_error() {
+  struct fi_cq_err_entry err = {};
+  ssize_t rc = fi_cq_readerr(cq_, &err, 0);
+  if (rc < 0) fail("fabric: rank ", cfg_.rank, ": fi_cq_readerr failed: ", fi_api().err(static_cast<int>(rc)));
+  char buf[256] = {};
+  const char* prov_msg = fi_cq_strerror(cq_, err.prov_errno, err.err_data, buf, sizeof(buf));
+  std::string what = "an operation";
+  int peer = -1;
+  if (auto* op = static_cast<Op*>(err.op_context)) {
+    switch (op->kind) {
+      case OpKind::Data:
+      case OpKind::Signal: {
+        const WriteReq& w = reqs_[op->index].w;
+        peer = w.peer;
+        what = cat(op->kind == OpKind::Data ? "write" : "signal", " (cookie ", w.cookie, ", ", w.bytes,
+                   " bytes)");
+        break;
+      }
+      case OpKind::Hello:
+        peer = op->index;
+        what = "connection hello";
+        break;
+      case OpKind::Recv:
+        what = "a receive";
+        break;
+    }
+  }
+  fail("fabric: rank ", cfg_.rank, ": ", what, peer >= 0 ? cat(" to rank ", peer) : std::string(),
+       " failed: ", fi_api().err(err.err), " (", prov_msg ? prov_msg : "", "; provider ", prov_name_,
+       ")", peer >= 0 ? cat("; rank ", peer, " dead or unreachable?") : std::string());
+}
+
+void FabricTransport::progress() {
+  struct fi_cq_msg_entry e[kCqBatch];
+  ssize_t n = fi_cq_read(cq_, e, kCqBatch);
+  if (n == -FI_EAGAIN) return;
+  if (n == -FI_EAVAIL) throw_cq_error();
+  if (n < 0) fail("fabric: rank ", cfg_.rank, ": fi_cq_read failed: ", fi_api().err(static_cast<int>(n)));
+  for (ssize_t i = 0; i < n; ++i) on_completion(static_cast<Op*>(e[i].op_context));
+}
+
+// NOTES: a dead peer may never produce an error completion (RDM providers
+// can retry silently), so the age of every outstanding request is bounded
+// by MK_NET_TIMEOUT_MS; checked at most once per millisecond.
+void FabricTransport::check_ages() {
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_age_check_ < kAgeCheckEvery) return;
+  last_age_check_ = now;
+  auto limit = std::chrono::milliseconds(timeout_ms_);
+  for (const Req& q : reqs_) {
+    if (!q.in_use || now - q.t0 <= limit) continue;
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - q.t0).count();
+    fail("fabric: rank ", cfg_.rank, ": write to rank ", q.w.peer, " (cookie ", q.w.cookie, ", ", q.w.bytes,
+         " bytes", q.w.sig_op != SigOp::None ? ", with signal" : "", ") not complete after ", ms,
+         " ms (MK_NET_TIMEOUT_MS=", timeout_ms_, "): rank ", q.w.peer, " dead, unreachable or not polling");
+  }
+}
+
+int FabricTransport::poll(Completion* out, int max) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (closed_) return 0;
+  retry_signals();
+  for (int b = 0; b < kMaxBatchesPerPoll; ++b) {
+    size_t before = ready_.size();
+    progress();
+    if (ready_.size() == before) break;
+    if (static_cast<int>(ready_.size()) >= max) break;
+  }
+  check_ages();
+  int n = 0;
+  while (n < max && !ready_.empty()) {
+    out[n++] = ready_.front();
+    ready_.pop_front();
+  }
+  return n;
+}
+
+}  // namespace mk::net::fabric

@@ -1,0 +1,349 @@
+// mkernel fabric backend: provider selection, endpoint setup, address and
+// region exchange, teardown. The data path is in fabric_datapath.cpp.
+#include <cstring>
+#include <set>
+#include <thread>
+
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+
+#include "mkernel/error.hpp"
+#include "mkernel/knobs.hpp"
+#include "src/net/fabric/fabric_transport.hpp"
+
+namespace mk::net::fabric {
+
+namespace {
+
+// Providers that speak IP through the kernel's sockets. When every rank is on
+// this host (or no topology is given: tests) they are bound to 127.0.0.1 so
+// that test traffic never leaves loopback; otherwise the provider picks its
+// interface (libfabric's own FI_TCP_IFACE etc. apply).
+bool is_socket_provider(const std::string& prov) {
+  std::string core = prov.substr(0, prov.find(';'));
+  return core == "tcp" || core == "sockets" || core == "udp" || core == "net";
+}
+
+// Unique provider names offering RDM endpoints with RMA here (for errors).
+std::string available_providers(const FiApi& fi) {
+  struct fi_info* hints = fi.allocinfo();
+  if (!hints) return "?";
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->caps = FI_RMA;
+  struct fi_info* list = nullptr;
+  std::set<std::string> names;
+  if (fi.getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list) == 0) {
+    for (auto* i = list; i; i = i->next)
+      if (i->fabric_attr && i->fabric_attr->prov_name) names.insert(i->fabric_attr->prov_name);
+    fi.freeinfo(list);
+  }
+  fi.freeinfo(hints);
+  std::string out;
+  for (auto& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+void FabricTransport::check(int rc, const char* what) const {
+  if (rc < 0)
+    fail("fabric: rank ", cfg_.rank, ": ", what, " failed: ", fi_api().err(rc), " (provider ", prov_name_,
+         ")");
+}
+
+// Returns the first fi_info of `prov` that fits, trying the richest variant
+// first: with FI_HMEM (only when GPU memory may be registered), with
+// FI_ATOMIC, with the tx ordering that lets a signal follow its data without a
+// round trip. Returns nullptr when the provider offers nothing at all.
+struct fi_info* FabricTransport::pick_info(const std::string& prov, bool want_hmem, bool quiet_enodata) {
+  const FiApi& fi = fi_api();
+  bool local_only = !cfg_.topo || static_cast<int>(cfg_.topo->host_ranks.size()) == cfg_.world;
+  const char* node = (local_only && is_socket_provider(prov)) ? "127.0.0.1" : nullptr;
+  // Candidate (atomic, ordered) pairs, best first. tcp;ofi_rxm 1.17 grants
+  // FI_ATOMIC (emulated by rxm) or FI_ORDER_WAW, but not both together.
+  bool atomics_first = opt_.prefer_atomics.value_or(cfg_.cuda_device >= 0);
+  std::vector<std::pair<int, int>> variants =
+      atomics_first ? std::vector<std::pair<int, int>>{{1, 1}, {1, 0}, {0, 1}, {0, 0}}
+                    : std::vector<std::pair<int, int>>{{1, 1}, {0, 1}, {1, 0}, {0, 0}};
+  for (int hmem = want_hmem ? 1 : 0; hmem >= 0; --hmem)
+    for (auto [atomic, ordered] : variants) {
+      if (atomic && opt_.disable_atomics) continue;
+      struct fi_info* hints = fi.allocinfo();
+      if (!hints) fail("fabric: fi_dupinfo(NULL) failed (out of memory)");
+      hints->ep_attr->type = FI_EP_RDM;
+      hints->caps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE | FI_MSG | FI_SEND | FI_RECV;
+      if (atomic) hints->caps |= FI_ATOMIC;
+      if (hmem) hints->caps |= FI_HMEM;
+      hints->mode = FI_CONTEXT | FI_CONTEXT2;
+      // Every MR mode we handle; the provider clears what it does not need.
+      hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+                                    FI_MR_ENDPOINT | (hmem ? FI_MR_HMEM : 0);
+      // NOTES: post() and poll() run under mu_, so the domain sees one
+      // thread at a time.
+      hints->domain_attr->threading = FI_THREAD_DOMAIN;
+      // WAW orders a signal write/atomic behind the data write; SAW orders
+      // an Add control message (no atomics) behind the data write.
+      if (ordered) hints->tx_attr->msg_order = FI_ORDER_WAW | (atomic ? 0 : FI_ORDER_SAW);
+      hints->fabric_attr->prov_name = strdup(prov.c_str());
+      struct fi_info* info = nullptr;
+      int rc = fi.getinfo(kFiVersion, node, nullptr, node ? FI_SOURCE : 0, hints, &info);
+      fi.freeinfo(hints);
+      if (rc == 0 && info) return info;
+      if (rc != -FI_ENODATA)
+        fail("fabric: fi_getinfo for provider '", prov, "' failed: ", fi.err(rc));
+    }
+  if (quiet_enodata) return nullptr;
+  fail("fabric: provider '", prov, "' offers no RDM endpoint with RMA writes on this host",
+       node ? " (bound to 127.0.0.1)" : "", "; available: ", available_providers(fi),
+       " (set MK_FI_PROVIDER)");
+}
+
+FabricTransport::FabricTransport(const TransportConfig& cfg, const FabricOptions& opt)
+    : cfg_(cfg), opt_(opt) {
+  timeout_ms_ = knob_int(Knob::MK_NET_TIMEOUT_MS);
+  try {
+    open_fabric();
+  } catch (...) {
+    close();
+    throw;
+  }
+}
+
+FabricTransport::~FabricTransport() { close(); }
+
+void FabricTransport::open_fabric() {
+  const FiApi& fi = fi_api();
+  std::string prov = opt_.provider ? *opt_.provider : knob_str(Knob::MK_FI_PROVIDER);
+  bool want_hmem = cfg_.cuda_device >= 0;
+  if (prov.empty()) {
+    info_ = pick_info("efa", want_hmem, /*quiet_enodata=*/true);
+    if (!info_) info_ = pick_info("tcp;ofi_rxm", want_hmem, false);
+  } else {
+    info_ = pick_info(prov, want_hmem, false);
+  }
+  prov_name_ = info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name : prov;
+  mr_mode_ = info_->domain_attr->mr_mode;
+  hmem_ = (info_->caps & FI_HMEM) != 0;
+  max_msg_ = info_->ep_attr->max_msg_size;
+  uint64_t order = info_->tx_attr->msg_order;
+  ordered_ = !opt_.force_deferred_signals && (order & FI_ORDER_WAW);
+  // Data placement order: msg_order orders the ops' processing at the
+  // target; max_order_waw_size says up to which size a write's DATA is also
+  // placed before a later write's. Larger writes take the deferred path.
+  max_order_bytes_ = ordered_ ? info_->ep_attr->max_order_waw_size : 0;
+
+  check(fi.fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
+  check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
+  struct fi_cq_attr cq_attr = {};
+  cq_attr.format = FI_CQ_FORMAT_MSG;
+  cq_attr.wait_obj = FI_WAIT_NONE;
+  cq_attr.size = 0;  // provider default
+  check(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), "fi_cq_open");
+  struct fi_av_attr av_attr = {};
+  av_attr.type = info_->domain_attr->av_type;
+  av_attr.count = static_cast<size_t>(cfg_.world);
+  check(fi_av_open(domain_, &av_attr, &av_, nullptr), "fi_av_open");
+  check(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
+  check(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+  check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
+  check(fi_enable(ep_), "fi_enable");
+
+  atomics_ = false;
+  if ((info_->caps & FI_ATOMIC) && !opt_.disable_atomics) {
+    struct fi_atomic_attr aa = {};
+    atomics_ = fi_query_atomic(domain_, FI_UINT64, FI_SUM, &aa, 0) == 0 && aa.count >= 1;
+  }
+  // A message Add needs SAW for the ordered path; without it Add is deferred.
+  if (!atomics_ && !(order & FI_ORDER_SAW)) sig_msg_ordered_ = false;
+
+  // Request slots: a request uses up to two tx entries (data + signal); keep
+  // headroom for hellos. NOTES: slot count is fixed after this point; ops
+  // point into reqs_ and scratch_, which must never reallocate.
+  size_t tx = info_->tx_attr->size ? info_->tx_attr->size : 256;
+  int n = opt_.max_requests > 0 ? opt_.max_requests : static_cast<int>(std::min<size_t>(1024, tx / 2));
+  if (n < 1) n = 1;
+  reqs_.resize(n);
+  for (int i = n - 1; i >= 0; --i) free_reqs_.push_back(i);
+  scratch_hello_base_ = n;
+  scratch_recv_base_ = n + cfg_.world;
+  scratch_.assign(static_cast<size_t>(n + cfg_.world + kNumRecv), CtlMsg{});
+  recv_ops_.resize(kNumRecv);
+  hello_ops_.resize(cfg_.world);
+  hello_from_.assign(cfg_.world, 0);
+  addr_.assign(cfg_.world, FI_ADDR_NOTAVAIL);
+  scratch_mr_ = reg(scratch_.data(), scratch_.size() * sizeof(CtlMsg),
+                    FI_SEND | FI_RECV | FI_WRITE | FI_READ, nullptr, &scratch_desc_);
+  for (int i = 0; i < kNumRecv; ++i) post_recv(i);
+  log(LogLevel::Info, cat("rank ", cfg_.rank, ": fabric provider ", prov_name_, " (", info_->domain_attr->name,
+                          "): signals ", ordered_ ? "ordered" : "deferred", ", Add by ",
+                          atomics_ ? "fi_atomic" : "message", hmem_ ? ", FI_HMEM" : ", no FI_HMEM"));
+}
+
+struct fid_mr* FabricTransport::reg(void* base, size_t bytes, uint64_t access, const Region* dev, void** desc) {
+  struct iovec iov = {base, bytes};
+  struct fi_mr_attr attr = {};
+  attr.mr_iov = &iov;
+  attr.iov_count = 1;
+  attr.access = access;
+  attr.requested_key = (mr_mode_ & FI_MR_PROV_KEY) ? 0 : next_key_++;
+  attr.iface = FI_HMEM_SYSTEM;
+  if (dev && dev->device) {
+    attr.iface = FI_HMEM_CUDA;
+    attr.device.cuda = dev->cuda_device;
+  }
+  struct fid_mr* mr = nullptr;
+  int rc = fi_mr_regattr(domain_, &attr, 0, &mr);
+  if (rc < 0)
+    fail("fabric: rank ", cfg_.rank, ": fi_mr_regattr of ", bytes, " bytes at ", base,
+         dev && dev->device ? " (GPU memory)" : "", " failed: ", fi_api().err(rc));
+  if (mr_mode_ & FI_MR_ENDPOINT) {
+    check(fi_mr_bind(mr, &ep_->fid, 0), "fi_mr_bind");
+    check(fi_mr_enable(mr), "fi_mr_enable");
+  }
+  *desc = fi_mr_desc(mr);
+  return mr;
+}
+
+std::string FabricTransport::local_name() const {
+  if (!ep_) fail("fabric: rank ", cfg_.rank, ": no endpoint (closed)");
+  char name[256];
+  size_t len = sizeof(name);
+  check(fi_getname(&ep_->fid, name, &len), "fi_getname");
+  return std::string(name, len);
+}
+
+std::string FabricTransport::peer_addr_str(const std::string& name) const {
+  char buf[128] = {};
+  size_t len = sizeof(buf);
+  const char* s = fi_av_straddr(av_, name.data(), buf, &len);
+  return s ? std::string(s) : std::string("?");
+}
+
+void FabricTransport::connect(Bootstrap& bs, const std::vector<int>& peers) {
+  if (closed_) fail("fabric: connect after close");
+  auto names = bs.allgather(local_name());
+  std::lock_guard<std::mutex> lk(mu_);
+  for (int p : peers) {
+    if (p < 0 || p >= cfg_.world || p == cfg_.rank)
+      fail("fabric: rank ", cfg_.rank, ": connect: bad peer rank ", p, " (world ", cfg_.world, ")");
+    if (addr_[p] != FI_ADDR_NOTAVAIL) continue;
+    fi_addr_t a = FI_ADDR_NOTAVAIL;
+    int rc = fi_av_insert(av_, names[p].data(), 1, &a, 0, nullptr);
+    if (rc != 1)
+      fail("fabric: rank ", cfg_.rank, ": fi_av_insert of rank ", p, "'s address failed: ",
+           rc < 0 ? fi_api().err(rc) : "not inserted");
+    addr_[p] = a;
+    peers_.push_back(p);
+  }
+  // Hello round: RDM providers connect lazily, so a bad or dead peer would
+  // otherwise surface only at the first write. Every rank sends one message
+  // to each peer and waits (bounded) for its send completions and for a
+  // hello from each peer. NOTES: peer lists are symmetric (A lists B iff B
+  // lists A); the wait also keeps this rank progressing until every peer's
+  // connection to it is up, which manual-progress providers need.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);
+  for (int p : peers_) {
+    CtlMsg& m = scratch_[scratch_hello_base_ + p];
+    m = CtlMsg{};
+    m.magic = kMsgMagic;
+    m.type = kMsgHello;
+    m.src_rank = cfg_.rank;
+    hello_ops_[p].kind = OpKind::Hello;
+    hello_ops_[p].index = p;
+    for (;;) {
+      ssize_t rc = fi_send(ep_, &m, sizeof(m), scratch_desc_, addr_[p], &hello_ops_[p].ctx);
+      if (rc == 0) break;
+      if (rc != -FI_EAGAIN) check(static_cast<int>(rc), cat("hello to rank ", p).c_str());
+      progress();
+      if (std::chrono::steady_clock::now() > deadline)
+        fail("fabric: rank ", cfg_.rank, ": connect: rank ", p, " (", peer_addr_str(names[p]),
+             ") unreachable: no connection within ", timeout_ms_, " ms (MK_NET_TIMEOUT_MS)");
+    }
+  }
+  for (;;) {
+    bool all = hellos_sent_done_ == static_cast<int>(peers_.size());
+    for (int p : peers_) all = all && hello_from_[p];
+    if (all) break;
+    progress();
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::string missing;
+      for (int p : peers_)
+        if (!hello_from_[p]) {
+          missing += cat(missing.empty() ? "" : ", ", "rank ", p, " (", peer_addr_str(names[p]), ")");
+        }
+      fail("fabric: rank ", cfg_.rank, ": connect: no answer from ",
+           missing.empty() ? std::string("peers (sends incomplete)") : missing, " within ", timeout_ms_,
+           " ms (MK_NET_TIMEOUT_MS); peer unreachable or not running");
+    }
+    std::this_thread::yield();
+  }
+}
+
+void FabricTransport::register_region(Bootstrap& bs, const Region& r) {
+  if (closed_) fail("fabric: register_region after close");
+  if (r.id != static_cast<int>(local_.size()))
+    fail("fabric: rank ", cfg_.rank, ": regions must be registered in id order (got id ", r.id, ", expected ",
+         local_.size(), "; region 0 = signals first)");
+  if (!r.base || r.bytes == 0) fail("fabric: rank ", cfg_.rank, ": region ", r.id, " is empty");
+  if (r.device && !hmem_)
+    fail("fabric: rank ", cfg_.rank, ": region ", r.id, " is GPU memory but provider ", prov_name_,
+         " has no FI_HMEM, and staging GPU regions through host memory is not implemented; use a "
+         "provider with FI_HMEM (efa, verbs;ofi_rxm) or another transport (MK_NET)");
+  if (r.id == kSignalRegion && r.device && !atomics_)
+    fail("fabric: rank ", cfg_.rank, ": a GPU signal region needs provider atomics for SigOp::Add, which ",
+         prov_name_, " lacks");
+  LocalRegion lr;
+  lr.r = r;
+  lr.mr = reg(r.base, r.bytes, FI_WRITE | FI_READ | FI_REMOTE_WRITE | FI_REMOTE_READ, &r, &lr.desc);
+  local_.push_back(lr);
+  uint64_t blob[3] = {(mr_mode_ & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(r.base) : 0,
+                      fi_mr_key(lr.mr), static_cast<uint64_t>(r.bytes)};
+  if (blob[1] == FI_KEY_NOTAVAIL)
+    fail("fabric: rank ", cfg_.rank, ": provider ", prov_name_, " returned no key for region ", r.id,
+         " (raw keys are not supported)");
+  auto all = bs.allgather(std::string(reinterpret_cast<const char*>(blob), sizeof(blob)));
+  std::lock_guard<std::mutex> lk(mu_);
+  remote_.emplace_back(cfg_.world);
+  for (int p = 0; p < cfg_.world; ++p) {
+    if (all[p].size() != sizeof(blob))
+      fail("fabric: rank ", cfg_.rank, ": region ", r.id, ": rank ", p, " sent a malformed registration");
+    uint64_t b[3];
+    std::memcpy(b, all[p].data(), sizeof(b));
+    remote_.back()[p] = RemoteRegion{b[0], b[1], b[2]};
+  }
+}
+
+void FabricTransport::close() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (closed_) return;
+  closed_ = true;
+  // MRs bound to the endpoint go first, then the endpoint and what it is
+  // bound to. Errors on teardown are ignored: close never throws.
+  for (auto& lr : local_)
+    if (lr.mr) fi_close(&lr.mr->fid), lr.mr = nullptr;
+  if (scratch_mr_) fi_close(&scratch_mr_->fid), scratch_mr_ = nullptr;
+  if (ep_) fi_close(&ep_->fid), ep_ = nullptr;
+  if (av_) fi_close(&av_->fid), av_ = nullptr;
+  if (cq_) fi_close(&cq_->fid), cq_ = nullptr;
+  if (domain_) fi_close(&domain_->fid), domain_ = nullptr;
+  if (fabric_) fi_close(&fabric_->fid), fabric_ = nullptr;
+  if (info_) fi_api().freeinfo(info_), info_ = nullptr;
+}
+
+std::unique_ptr<Transport> make_fabric_with(const TransportConfig& cfg, const FabricOptions& opt) {
+  if (cfg.world < 1 || cfg.rank < 0 || cfg.rank >= cfg.world)
+    fail("fabric: bad rank ", cfg.rank, " / world ", cfg.world);
+  fi_api();  // throws "... libfabric ..." when the library cannot be loaded
+  return std::make_unique<FabricTransport>(cfg, opt);
+}
+
+}  // namespace mk::net::fabric
+
+namespace mk::net {
+
+std::unique_ptr<Transport> make_fabric(const TransportConfig& cfg) {
+  return fabric::make_fabric_with(cfg, fabric::FabricOptions{});
+}
+
+}  // namespace mk::net

@@ -1,0 +1,191 @@
+// mkernel fabric backend: libfabric RDM endpoints with RMA (DESIGN.md §5).
+//
+// One endpoint per transport (FI_EP_RDM: connectionless, the provider keeps
+// any per-peer connections), one completion queue for sends, writes and the
+// small control messages, one address vector filled from the bootstrap.
+//
+// Data path (all non-blocking, see src/net/transport.hpp):
+//   write        fi_writemsg from the local region into the peer's region
+//   signal Set   an 8-byte fi_writemsg into the peer's region 0
+//   signal Add   fi_atomic FI_SUM/FI_UINT64 when the provider has FI_ATOMIC
+//                for it (fi_query_atomic); otherwise a 32-byte control
+//                message that the peer's poll() applies with a host atomic
+//                (the documented alternative; see apply_message()).
+//   ordering     "ordered" mode: the provider grants the tx msg_order we ask
+//                for (WAW, plus SAW when Add is a message) and places the
+//                data of a write in order (ep_attr->max_order_waw_size >=
+//                the write's size): the signal is posted right behind its
+//                data. Otherwise "deferred" mode: the data is posted with
+//                FI_DELIVERY_COMPLETE and its signal only once that
+//                completion arrives (one extra round trip, always correct).
+//   completion   a request (data + signal) yields one Completion with its
+//                cookie when every op of it completed.
+//   failure      fi_cq_readerr or an op older than MK_NET_TIMEOUT_MS throws
+//                mk::Error naming the peer (a dead peer never hangs poll()).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+
+#include "src/net/fabric/fi_api.hpp"
+#include "src/net/transport.hpp"
+
+namespace mk::net::fabric {
+
+// Test and tuning hooks that are not environment knobs (knobs live only in
+// knob_list.inc). make_fabric() uses the defaults.
+struct FabricOptions {
+  std::optional<std::string> provider;  // overrides MK_FI_PROVIDER
+  bool force_deferred_signals = false;  // exercise the deferred path on any provider
+  bool disable_atomics = false;         // exercise message-based Add on any provider
+  // Info preference when both cannot be had: atomics over ordered signals.
+  // Default: atomics first only with a GPU (cuda_device >= 0), because a GPU
+  // signal region cannot take a message Add; host-only prefers ordering.
+  std::optional<bool> prefer_atomics;
+  int max_requests = 0;                 // in-flight request limit; 0 = from the provider
+};
+
+std::unique_ptr<Transport> make_fabric_with(const TransportConfig& cfg, const FabricOptions& opt);
+
+// Wire format of the control messages (hello at connect, Add without atomics).
+// NOTES: 32 bytes, host byte order (all ranks of a job share an ABI).
+struct CtlMsg {
+  uint32_t magic;
+  uint8_t type;  // kMsgHello | kMsgAdd
+  uint8_t pad0[3];
+  int32_t src_rank;
+  uint32_t pad1;
+  uint64_t sig_off;
+  uint64_t value;
+};
+static_assert(sizeof(CtlMsg) == 32, "CtlMsg is a fixed 32-byte wire format");
+
+class FabricTransport final : public Transport {
+ public:
+  FabricTransport(const TransportConfig& cfg, const FabricOptions& opt);
+  ~FabricTransport() override;
+
+  std::string name() const override { return "fabric:" + prov_name_; }
+  void connect(Bootstrap& bs, const std::vector<int>& peers) override;
+  void register_region(Bootstrap& bs, const Region& r) override;
+  bool post(const WriteReq& w) override;
+  int poll(Completion* out, int max) override;
+  void close() override;
+
+  // Introspection for tests and logs.
+  std::string local_name() const;  // this endpoint's fi_getname bytes
+  bool ordered_signals() const { return ordered_; }
+  bool native_atomics() const { return atomics_; }
+  bool hmem() const { return hmem_; }
+
+ private:
+  enum class OpKind : uint8_t { Data, Signal, Hello, Recv };
+  // NOTES: ctx must stay the first member: libfabric hands back &ctx as
+  // op_context and we cast it to Op*. fi_context2 covers FI_CONTEXT and
+  // FI_CONTEXT2 modes.
+  struct Op {
+    struct fi_context2 ctx;
+    OpKind kind;
+    int index;  // request slot (Data/Signal), hello peer, or receive slot
+  };
+  struct Req {
+    bool in_use = false;
+    WriteReq w;
+    int ops_pending = 0;          // posted and not yet completed
+    bool signal_unposted = false;  // signal still to post (deferred or EAGAIN)
+    bool signal_waits_data = false;  // deferred mode: post only after data completes
+    std::chrono::steady_clock::time_point t0;
+    Op data_op, sig_op;
+  };
+  struct LocalRegion {
+    Region r;
+    struct fid_mr* mr = nullptr;
+    void* desc = nullptr;
+  };
+  struct RemoteRegion {
+    uint64_t addr = 0;  // base address (FI_MR_VIRT_ADDR) or 0 (offset addressing)
+    uint64_t key = 0;
+    uint64_t bytes = 0;
+  };
+
+  // setup (fabric_setup.cpp)
+  void open_fabric();
+  struct fi_info* pick_info(const std::string& prov, bool want_hmem, bool quiet_enodata);
+  struct fid_mr* reg(void* base, size_t bytes, uint64_t access, const Region* dev, void** desc);
+  void check(int rc, const char* what) const;
+  std::string peer_addr_str(const std::string& name) const;
+  // data path (fabric_datapath.cpp)
+  bool post_locked(const WriteReq& w);
+  int post_data(Req& q);
+  int post_signal(Req& q);
+  void retry_signals();
+  void progress();  // one fi_cq_read batch; throws on provider errors
+  void on_completion(Op* op);
+  void apply_message(const CtlMsg& m);
+  void post_recv(int i);
+  void check_ages();
+  [[noreturn]] void throw_cq_error();
+  uint64_t remote_addr(int peer, int region, uint64_t off) const;
+  void finish(int idx);
+  bool signal_ordered(const WriteReq& w) const;
+
+  TransportConfig cfg_;
+  FabricOptions opt_;
+  std::string prov_name_;
+  int64_t timeout_ms_ = 10000;
+  mutable std::mutex mu_;
+
+  struct fi_info* info_ = nullptr;
+  struct fid_fabric* fabric_ = nullptr;
+  struct fid_domain* domain_ = nullptr;
+  struct fid_ep* ep_ = nullptr;
+  struct fid_av* av_ = nullptr;
+  struct fid_cq* cq_ = nullptr;
+  uint64_t mr_mode_ = 0;
+  uint64_t next_key_ = 1;
+  bool ordered_ = false;
+  bool atomics_ = false;
+  bool hmem_ = false;
+  size_t max_order_bytes_ = 0;
+  bool sig_msg_ordered_ = true;  // message Add may ride the ordered path (FI_ORDER_SAW)
+  size_t max_msg_ = 0;
+  bool closed_ = false;
+
+  std::vector<fi_addr_t> addr_;  // per global rank; FI_ADDR_NOTAVAIL when not a peer
+  std::vector<int> peers_;
+  std::vector<LocalRegion> local_;                 // by region id
+  std::vector<std::vector<RemoteRegion>> remote_;  // [region][rank]
+
+  // Internal registered scratch: per request slot one 32-byte word for the
+  // signal value / Add message, then hello send buffers, then receive buffers.
+  std::vector<CtlMsg> scratch_;
+  struct fid_mr* scratch_mr_ = nullptr;
+  void* scratch_desc_ = nullptr;
+  std::vector<Req> reqs_;
+  std::vector<int> free_reqs_;
+  std::deque<int> unposted_;  // requests whose signal awaits (re)posting
+  std::vector<Op> recv_ops_;
+  std::vector<int> unposted_recvs_;
+  std::vector<Op> hello_ops_;
+  int hellos_sent_done_ = 0;
+  std::vector<char> hello_from_;  // per rank
+  std::deque<Completion> ready_;
+  std::chrono::steady_clock::time_point last_age_check_;
+  int scratch_recv_base_ = 0, scratch_hello_base_ = 0;
+};
+
+constexpr uint32_t kMsgMagic = 0x6d6b6669;  // "mkfi"
+constexpr uint8_t kMsgHello = 1;
+constexpr uint8_t kMsgAdd = 2;
+constexpr int kNumRecv = 64;
+
+}  // namespace mk::net::fabric

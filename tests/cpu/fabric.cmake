@@ -1,0 +1,41 @@
+# fabric transport (src/net/fabric): multi-process probes on loopback through
+# tools/mkrun; included by tests/CMakeLists.txt. Provider names use '+' for
+# ';' (tcp+ofi_rxm = "tcp;ofi_rxm"), which CMake would split.
+add_executable(mk_fabric_probe cpu/fabric_probe.cpp)
+target_link_libraries(mk_fabric_probe PRIVATE mkernel)
+
+# All-to-all rounds: 8 B .. 4 MiB, Set and Add signals, data checked when its
+# signal is seen. Ordered signals (default), deferred signals, and the
+# sockets provider (which has atomics: exercises fi_atomic for Add).
+foreach(_n 2 3 4)
+  add_test(NAME cpu.fabric_rounds_${_n}
+    COMMAND ${MK_MKRUN} -n ${_n} --timeout 150 $<TARGET_FILE:mk_fabric_probe> --provider tcp+ofi_rxm)
+endforeach()
+add_test(NAME cpu.fabric_rounds_deferred_3
+  COMMAND ${MK_MKRUN} -n 3 --timeout 150 $<TARGET_FILE:mk_fabric_probe> --provider tcp+ofi_rxm --deferred)
+add_test(NAME cpu.fabric_rounds_sockets_atomics_3
+  COMMAND ${MK_MKRUN} -n 3 --timeout 150 $<TARGET_FILE:mk_fabric_probe> --provider sockets --rounds 4)
+set_tests_properties(cpu.fabric_rounds_2 cpu.fabric_rounds_3 cpu.fabric_rounds_4 cpu.fabric_rounds_deferred_3
+  cpu.fabric_rounds_sockets_atomics_3 PROPERTIES LABELS cpu TIMEOUT 180)
+
+# Fault injection: a rank killed mid-stream, and an unreachable peer at
+# connect. The probe exits 0 only when the expected error (naming the rank)
+# arrived within MK_NET_TIMEOUT_MS + slack.
+add_test(NAME cpu.fabric_dead_peer_2
+  COMMAND ${MK_MKRUN} -n 2 --timeout 60 env MK_NET_TIMEOUT_MS=2000 $<TARGET_FILE:mk_fabric_probe> --provider tcp+ofi_rxm --kill-rank 1)
+add_test(NAME cpu.fabric_dead_peer_3
+  COMMAND ${MK_MKRUN} -n 3 --timeout 60 env MK_NET_TIMEOUT_MS=2000 $<TARGET_FILE:mk_fabric_probe> --provider tcp+ofi_rxm --kill-rank 1)
+add_test(NAME cpu.fabric_unreachable_peer
+  COMMAND ${MK_MKRUN} -n 2 --timeout 60 env MK_NET_TIMEOUT_MS=2000 $<TARGET_FILE:mk_fabric_probe> --provider tcp+ofi_rxm --unreachable-rank 1)
+set_tests_properties(cpu.fabric_dead_peer_2 cpu.fabric_dead_peer_3 cpu.fabric_unreachable_peer
+  PROPERTIES LABELS cpu TIMEOUT 90)
+
+# Variants: rxm's emulated atomics for Add (tcp;ofi_rxm then grants no WAW
+# ordering, so signals take the deferred path), and a peer that is alive but
+# stops polling (only the request-age bound can catch it).
+add_test(NAME cpu.fabric_rounds_atomics_deferred_2
+  COMMAND ${MK_MKRUN} -n 2 --timeout 150 $<TARGET_FILE:mk_fabric_probe> --provider tcp+ofi_rxm --prefer-atomics)
+set_tests_properties(cpu.fabric_rounds_atomics_deferred_2 PROPERTIES LABELS cpu TIMEOUT 180)
+add_test(NAME cpu.fabric_stalled_peer_3
+  COMMAND ${MK_MKRUN} -n 3 --timeout 60 env MK_NET_TIMEOUT_MS=2000 $<TARGET_FILE:mk_fabric_probe> --provider tcp+ofi_rxm --stall-rank 1)
+set_tests_properties(cpu.fabric_stalled_peer_3 PROPERTIES LABELS cpu TIMEOUT 90)
