@@ -4,6 +4,9 @@
 export NCCL_NVLS_ENABLE=0
 export TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 export NVSHMEM_DISABLE_NVLS=1
+# Lazy module loading can deadlock a kernel that waits on the proxy (see
+# src/net/network.cpp); load eagerly unless the caller chose otherwise.
+export CUDA_MODULE_LOADING=${CUDA_MODULE_LOADING:-EAGER}
 _mk_add_lib() { case ":${LD_LIBRARY_PATH:-}:" in *":$1:"*) ;; *) export LD_LIBRARY_PATH="$1${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}";; esac; }
 for _lib in libnccl.so.2 libcublas.so.13; do
   if ! ldconfig -p 2>/dev/null | grep -q "$_lib"; then

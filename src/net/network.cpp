@@ -6,6 +6,7 @@
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
 #include "src/net/proxy.hpp"
+#include "src/runtime/cuda_driver.hpp"
 
 namespace mk {
 
@@ -40,6 +41,15 @@ Network::Network(Communicator& comm) : comm_(comm) {
     }
     transports.back()->connect(comm.bootstrap(), peers_);
   }
+  // NOTES: a transport whose proxy makes CUDA calls (emu) deadlocks under lazy
+  // module loading: a kernel loaded while another kernel waits on the network
+  // blocks the proxy's CUDA calls until that kernel ends, which it never does.
+  if (family(name_) == "emu") {
+    CUmoduleLoadingMode mode = CU_MODULE_EAGER_LOADING;
+    if (drv::api().cuModuleGetLoadingMode(&mode) == CUDA_SUCCESS && mode == CU_MODULE_LAZY_LOADING)
+      fail("the emu transport needs eager CUDA module loading, but this process loads lazily; set "
+           "CUDA_MODULE_LOADING=EAGER before CUDA starts (tools/mkrun does), or use MK_NET=verbs|fabric");
+  }
   // Region 0: the communicator's control region (signal pool).
   const SymmetricBuffer& ctl = comm.control_buffer();
   net::Region r0;
@@ -64,6 +74,15 @@ Network::Network(Communicator& comm) : comm_(comm) {
   pc.signal_base = kControlHeaderBytes;
   char pci[32] = {};
   if (cudaDeviceGetPCIBusId(pci, sizeof(pci), comm.device()) == cudaSuccess) pc.cpus = net::cpus_near_gpu(pci);
+  // Pin near the GPU only when its NUMA node offers a core per proxy thread of
+  // every rank on this host; a tiny or bogus list (VMs report one CPU) would
+  // stack all proxies on one core.
+  const size_t threads_on_host = static_cast<size_t>(threads) * t.host_ranks.size();
+  if (pc.cpus.size() < 2 * threads_on_host) {
+    log(LogLevel::Info, cat("rank ", t.rank, ": not pinning proxy threads (", pc.cpus.size(), " CPUs near GPU ", pci,
+                            " for ", threads_on_host, " proxy threads on this host)"));
+    pc.cpus.clear();
+  }
   pc.on_error = [&comm](const std::string& msg) {
     log(LogLevel::Warn, msg);
     comm.raise_abort();

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -71,6 +72,9 @@ std::unique_ptr<Communicator> Communicator::from_env(int device) {
 
 void Communicator::init(int device, int launcher_local_rank) {
   const int rank = bs_->rank(), world = bs_->world();
+  // Eager module loading unless the user chose (takes effect only if CUDA is
+  // not initialised yet; see Network for why lazy loading is dangerous).
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   int count = 0;
   cudaError_t ce = cudaGetDeviceCount(&count);
   if (ce != cudaSuccess || count == 0)

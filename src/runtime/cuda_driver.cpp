@@ -42,6 +42,7 @@ const Api& api() {
       load(a.cuDeviceGet, "cuDeviceGet");
       load(a.cuMemGetHandleForAddressRange, "cuMemGetHandleForAddressRange");
       load(a.cuStreamWriteValue64, "cuStreamWriteValue64");
+      load(a.cuModuleGetLoadingMode, "cuModuleGetLoadingMode");
     } catch (const Error& e) {
       error = e.what();
     }

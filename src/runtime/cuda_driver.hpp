@@ -23,6 +23,7 @@ struct Api {
   decltype(&::cuDeviceGet) cuDeviceGet;
   decltype(&::cuMemGetHandleForAddressRange) cuMemGetHandleForAddressRange;
   decltype(&::cuStreamWriteValue64) cuStreamWriteValue64;
+  decltype(&::cuModuleGetLoadingMode) cuModuleGetLoadingMode;
 };
 
 // Loads on first use; throws mk::Error if the driver is missing.

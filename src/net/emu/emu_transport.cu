@@ -13,9 +13,18 @@
 // emulated latency is max(configured, real) rather than their sum. Reports
 // made with it say "emulated".
 //
-// NOTES: the signal-add kernel is loaded eagerly: with CUDA's lazy loading a
-// first launch from the proxy can wait for the user's running kernel, which
-// itself waits for this signal (a deadlock).
+// Batching: at most one batch of ops is in flight on the stream; when it
+// completes, every op whose time has come goes out as the next batch (its
+// copies, then its signals in op order: adds coalesced into one kernel, sets
+// as stream memory operations, then one event). Each stream operation costs
+// microseconds of GPU-side latency, so batching is what lets small messages
+// approach the emulated rate; an idle link still sends a lone op at once.
+//
+// NOTES: every kernel the proxy may launch (the signal-add kernel, and the
+// runtime's own copy kernels for unaligned copies) is loaded before any user
+// kernel can wait on the network: with CUDA's lazy loading, a first launch
+// from the proxy can wait for the running user kernel, which waits for this
+// very signal (a deadlock).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -61,7 +70,7 @@ class EmuTransport final : public Transport {
     bytes_per_ns_ = static_cast<double>(knob_int(Knob::MK_EMU_GBPS));  // GB/s == bytes/ns
     latency_ns_ = knob_int(Knob::MK_EMU_LATENCY_US) * 1000;
     MK_CUDA_CHECK(cudaSetDevice(cfg.cuda_device));
-    MK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    MK_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
     calibrate();
   }
   ~EmuTransport() override { close(); }
@@ -73,11 +82,25 @@ class EmuTransport final : public Transport {
   bool emulated() const override { return true; }
 
   void connect(Bootstrap& bs, const std::vector<int>& peers) override {
+    char pci[32] = {};
+    MK_CUDA_CHECK(cudaDeviceGetPCIBusId(pci, sizeof(pci), cfg_.cuda_device));
     auto hosts = bs.allgather(local_host_id());
+    auto pcis = bs.allgather(pci);
     for (int p : peers) {
       if (p < 0 || p >= bs.world()) fail("emu: peer rank ", p, " is outside [0, ", bs.world(), ")");
       if (hosts[p] != hosts[bs.rank()])
         fail("emu: rank ", p, " is on another host; the emulated NIC only joins GPUs of one host (use MK_NET=verbs or fabric)");
+      // Without peer access enabled in this context the runtime stages
+      // copies to another GPU through host memory (slow, and blocking).
+      int dev = -1;
+      if (cudaDeviceGetByPCIBusId(&dev, pcis[p].c_str()) != cudaSuccess) {
+        cudaGetLastError();
+        fail("emu: rank ", p, "'s GPU ", pcis[p], " is not visible to this process (CUDA_VISIBLE_DEVICES?)");
+      }
+      cudaError_t e = cudaDeviceEnablePeerAccess(dev, 0);
+      if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled)
+        fail("emu: cannot enable peer access to rank ", p, "'s GPU ", pcis[p], ": ", cuda_error_string(e));
+      cudaGetLastError();
     }
     peers_ = peers;
   }
@@ -93,20 +116,25 @@ class EmuTransport final : public Transport {
       reg.peer_base[p] = static_cast<char*>(ptr);
     }
     regions_[r.id] = reg;
+    if (r.id == kSignalRegion) {
+      // Load the runtime's peer-copy kernels now (see NOTES): odd sizes and
+      // alignments into the unused padding of each peer's control header.
+      for (int p : peers_) warm_copies(reg.peer_base[p] + 16, static_cast<const char*>(r.base) + 16, 96);
+      MK_CUDA_CHECK(cudaStreamSynchronize(copy_));
+    }
     bs.barrier();  // collective like the other backends: every rank has registered
   }
 
   bool post(const WriteReq& w) override {
     auto rit = regions_.find(w.region);
     if (rit == regions_.end()) fail("emu: write to unregistered region ", w.region);
-    auto sit = regions_.find(kSignalRegion);
     const Reg& reg = rit->second;
-    auto pit = reg.peer_base.find(w.peer);
-    if (pit == reg.peer_base.end()) fail("emu: rank ", w.peer, " is not a connected peer");
-    if (w.src_off + w.bytes > reg.r.bytes || w.dst_off + w.bytes > reg.r.bytes)
+    if (reg.peer_base.find(w.peer) == reg.peer_base.end()) fail("emu: rank ", w.peer, " is not a connected peer");
+    if (w.src_off + w.bytes < w.src_off || w.src_off + w.bytes > reg.r.bytes || w.dst_off + w.bytes > reg.r.bytes)
       fail("emu: write of ", w.bytes, " bytes at src ", w.src_off, " / dst ", w.dst_off, " exceeds region ", w.region,
            " (", reg.r.bytes, " bytes)");
     if (w.sig_op != SigOp::None) {
+      auto sit = regions_.find(kSignalRegion);
       if (sit == regions_.end()) fail("emu: signal before the signal region was registered");
       if (w.sig_off % 8 || w.sig_off + 8 > sit->second.r.bytes) fail("emu: signal offset ", w.sig_off, " is invalid");
     }
@@ -122,43 +150,44 @@ class EmuTransport final : public Transport {
   }
 
   int poll(Completion* out, int max) override {
-    // Issue every op whose time has come as one batch: its copies, then its
-    // signals (consecutive adds to one word coalesced, all adds of the batch
-    // in one kernel), then one event that completes the whole batch.
-    const int64_t now = now_ns();
-    size_t first = 0;
-    while (first < ops_.size() && ops_[first].issued) ++first;
-    size_t last = first;
-    while (last < ops_.size() && ops_[last].deliver_ns <= now) ++last;
-    if (last > first) issue_batch(first, last);
-    // A batch is complete when the event on its last op is; ops report in order.
-    for (size_t k = 0; k < ops_.size() && ops_[k].issued; ++k) {
-      if (ops_[k].done || !ops_[k].ev) continue;
+    // A batch is complete when the event on its last op is.
+    for (size_t k = done_; k < issued_; ++k) {
+      if (!ops_[k].ev) continue;
       cudaError_t e = cudaEventQuery(ops_[k].ev);
       if (e == cudaErrorNotReady) break;
       if (e != cudaSuccess) fail("emu: copy to rank ", ops_[k].w.peer, " failed: ", cuda_error_string(e));
       events_.push_back(ops_[k].ev);
       ops_[k].ev = nullptr;
-      for (size_t i = 0; i <= k; ++i) ops_[i].done = true;
+      done_ = k + 1;
+    }
+    // Issue every op whose time has come, once nothing is in flight.
+    if (done_ == issued_) {
+      const int64_t now = now_ns();
+      size_t last = issued_;
+      while (last < ops_.size() && ops_[last].deliver_ns <= now) ++last;
+      if (last > issued_) issue_batch(issued_, last);
     }
     int n = 0;
-    while (n < max && !ops_.empty() && ops_.front().done) {
+    while (n < max && done_ > 0) {
       out[n++] = Completion{ops_.front().w.cookie, 0};
       ops_.pop_front();
+      --done_;
+      --issued_;
     }
     return n;
   }
 
   void close() override {
-    if (!stream_) return;
-    cudaStreamSynchronize(stream_);
+    if (!copy_) return;
+    cudaStreamSynchronize(copy_);
     for (auto& op : ops_)
       if (op.ev) events_.push_back(op.ev);
     ops_.clear();
+    issued_ = done_ = 0;
     for (auto e : events_) cudaEventDestroy(e);
     events_.clear();
-    cudaStreamDestroy(stream_);
-    stream_ = nullptr;
+    cudaStreamDestroy(copy_);
+    copy_ = nullptr;
   }
 
  private:
@@ -169,10 +198,28 @@ class EmuTransport final : public Transport {
   struct Op {
     WriteReq w;
     int64_t deliver_ns = 0;
-    bool issued = false;
-    bool done = false;
     cudaEvent_t ev = nullptr;  // on the last op of each issue batch
   };
+
+  cudaEvent_t take_event() {
+    if (events_.empty()) {
+      cudaEvent_t e;
+      MK_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      return e;
+    }
+    cudaEvent_t e = events_.back();
+    events_.pop_back();
+    return e;
+  }
+
+  // Copies of odd sizes and alignments, so that the runtime loads its copy
+  // kernels for this path now rather than behind a waiting user kernel.
+  void warm_copies(char* dst, const char* src, size_t room) {
+    for (size_t off : {size_t(0), size_t(1), size_t(3), size_t(8)})
+      for (size_t len : {size_t(1), size_t(7), size_t(13), size_t(24), size_t(64)})
+        if (off + len <= room)
+          MK_CUDA_CHECK(cudaMemcpyAsync(dst + off, src + ((off + 5) % 16), len, cudaMemcpyDeviceToDevice, copy_));
+  }
 
   // Loads the add kernel and measures how long a small copy + signal takes
   // from the host's call to completion (median of a few, on local memory).
@@ -182,56 +229,71 @@ class EmuTransport final : public Transport {
     void* scratch = nullptr;
     MK_CUDA_CHECK(cudaMalloc(&scratch, 4096));
     char* p = static_cast<char*>(scratch);
-    cudaEvent_t e;
-    MK_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    warm_copies(p + 1024, p, 512);
+    cudaEvent_t e = take_event();
     std::vector<int64_t> t;
     for (int i = 0; i < 21; ++i) {
       const int64_t t0 = now_ns();
-      MK_CUDA_CHECK(cudaMemcpyAsync(p + 2048, p, 64, cudaMemcpyDeviceToDevice, stream_));
-      CUresult r = drv::api().cuStreamWriteValue64(reinterpret_cast<CUstream>(stream_),
+      MK_CUDA_CHECK(cudaMemcpyAsync(p + 2048, p, 64, cudaMemcpyDeviceToDevice, copy_));
+      CUresult r = drv::api().cuStreamWriteValue64(reinterpret_cast<CUstream>(copy_),
                                                    reinterpret_cast<CUdeviceptr>(p + 4088), i, 0);
       if (r != CUDA_SUCCESS) fail("emu: cuStreamWriteValue64 is not supported here (CUresult ", int(r), ")");
-      AddBatch one{};
-      one.addr[0] = reinterpret_cast<unsigned long long*>(p + 4080);
-      one.delta[0] = 1;
-      one.n = 1;
-      emu_signal_add_batch<<<1, 32, 0, stream_>>>(one);
-      MK_CUDA_CHECK(cudaEventRecord(e, stream_));
+      MK_CUDA_CHECK(cudaEventRecord(e, copy_));
       while (cudaEventQuery(e) == cudaErrorNotReady) {
       }
       t.push_back(now_ns() - t0);
     }
+    AddBatch one{};
+    one.addr[0] = reinterpret_cast<unsigned long long*>(p + 4080);
+    one.delta[0] = 1;
+    one.n = 1;
+    emu_signal_add_batch<<<1, 32, 0, copy_>>>(one);
     MK_CUDA_CHECK(cudaGetLastError());
-    cudaEventDestroy(e);
+    MK_CUDA_CHECK(cudaStreamSynchronize(copy_));
+    events_.push_back(e);
     cudaFree(scratch);
     std::sort(t.begin(), t.end());
     overhead_ns_ = std::min<int64_t>(t[t.size() / 2], latency_ns_);
   }
 
+  // Copies of ops [first, last), then their signals in op order (adds
+  // coalesced into one launch, sets as stream memory operations), then one
+  // event on the last op: stream order puts every signal after its data.
   void issue_batch(size_t first, size_t last) {
+    // One runtime call for all copies of the batch: a copy call per op costs
+    // microseconds of host time each, which caps small-message throughput.
+    dsts_.clear();
+    srcs_.clear();
+    sizes_.clear();
+    for (size_t i = first; i < last; ++i) {
+      const WriteReq& w = ops_[i].w;
+      if (!w.bytes) continue;
+      const Reg& reg = regions_.at(w.region);
+      dsts_.push_back(reg.peer_base.at(w.peer) + w.dst_off);
+      srcs_.push_back(static_cast<char*>(reg.r.base) + w.src_off);
+      sizes_.push_back(w.bytes);
+    }
+    if (!sizes_.empty()) {
+      cudaMemcpyAttributes attr{};
+      attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+      size_t attr_idx = 0;
+      MK_CUDA_CHECK(cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), sizes_.size(), &attr, &attr_idx, 1,
+                                         copy_));
+    }
     AddBatch adds{};
     auto flush_adds = [&] {
       if (adds.n == 0) return;
-      emu_signal_add_batch<<<1, 32, 0, stream_>>>(adds);
+      emu_signal_add_batch<<<1, 32, 0, copy_>>>(adds);
       MK_CUDA_CHECK(cudaGetLastError());
       adds = AddBatch{};
     };
     for (size_t i = first; i < last; ++i) {
       const WriteReq& w = ops_[i].w;
-      if (w.bytes) {
-        const Reg& reg = regions_.at(w.region);
-        MK_CUDA_CHECK(cudaMemcpyAsync(reg.peer_base.at(w.peer) + w.dst_off,
-                                      static_cast<char*>(reg.r.base) + w.src_off, w.bytes, cudaMemcpyDeviceToDevice,
-                                      stream_));
-      }
-    }
-    for (size_t i = first; i < last; ++i) {
-      const WriteReq& w = ops_[i].w;
       if (w.sig_op == SigOp::None) continue;
       auto* sig = reinterpret_cast<unsigned long long*>(regions_.at(kSignalRegion).peer_base.at(w.peer) + w.sig_off);
       if (w.sig_op == SigOp::Set) {
-        flush_adds();  // keep set/add order on the stream
-        CUresult r = drv::api().cuStreamWriteValue64(reinterpret_cast<CUstream>(stream_),
+        flush_adds();  // keep set/add order
+        CUresult r = drv::api().cuStreamWriteValue64(reinterpret_cast<CUstream>(copy_),
                                                      reinterpret_cast<CUdeviceptr>(sig), w.sig_value, 0);
         if (r != CUDA_SUCCESS) fail("emu: signal write to rank ", w.peer, " failed (CUresult ", int(r), ")");
         continue;
@@ -246,26 +308,25 @@ class EmuTransport final : public Transport {
       ++adds.n;
     }
     flush_adds();
-    if (events_.empty()) {
-      cudaEvent_t e;
-      MK_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-      events_.push_back(e);
-    }
-    for (size_t i = first; i < last; ++i) ops_[i].issued = true;
-    ops_[last - 1].ev = events_.back();
-    events_.pop_back();
-    MK_CUDA_CHECK(cudaEventRecord(ops_[last - 1].ev, stream_));
+    cudaEvent_t ev = take_event();
+    MK_CUDA_CHECK(cudaEventRecord(ev, copy_));
+    ops_[last - 1].ev = ev;
+    issued_ = last;
   }
 
   TransportConfig cfg_;
   double bytes_per_ns_ = 50;
   int64_t latency_ns_ = 3000;
   int64_t overhead_ns_ = 0;  // real issue-to-visible time, taken out of the emulated latency
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t copy_ = nullptr;
   std::vector<int> peers_;
   std::map<int, Reg> regions_;
-  std::deque<Op> ops_;
+  std::deque<Op> ops_;   // [0, done_) complete, [0, issued_) issued, the rest waiting for their time
+  size_t issued_ = 0, done_ = 0;
   std::vector<cudaEvent_t> events_;
+  std::vector<void*> dsts_;
+  std::vector<const void*> srcs_;
+  std::vector<size_t> sizes_;
   int64_t link_free_ns_ = 0;
 };
 
