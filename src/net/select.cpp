@@ -1,6 +1,7 @@
 // mkernel: picks the network backend (MK_NET).
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
+#include "src/net/fabric/fabric_transport.hpp"
 #include "src/net/transport.hpp"
 
 namespace mk::net {
@@ -10,14 +11,23 @@ std::unique_ptr<Transport> make_transport(const TransportConfig& cfg) {
   if (which == "verbs") return make_verbs(cfg);
   if (which == "fabric") return make_fabric(cfg);
   if (which == "emu") return make_emu(cfg);
-  // auto: a real RDMA NIC first (verbs also drives EFA through efadv), then
-  // the emulated NIC when every rank shares this host, else libfabric (its
-  // own auto prefers efa, then tcp).
+  // auto: a real RDMA NIC through verbs, then libfabric's efa provider, then
+  // the emulated NIC when every rank shares this host, else libfabric over
+  // tcp. An explicit MK_FI_PROVIDER skips the efa probe.
   std::string tried;
   try {
     return make_verbs(cfg);
   } catch (const Error& e) {
     tried += std::string("\n  verbs: ") + e.what();
+  }
+  if (knob_str(Knob::MK_FI_PROVIDER).empty()) {
+    try {
+      fabric::FabricOptions efa;
+      efa.provider = "efa";
+      return fabric::make_fabric_with(cfg, efa);
+    } catch (const Error& e) {
+      tried += std::string("\n  fabric (efa): ") + e.what();
+    }
   }
   bool one_host = cfg.topo != nullptr;
   if (cfg.topo)
