@@ -12,7 +12,7 @@
 
 #include "device/net/net.cuh"
 #include "mkernel/mkernel.hpp"
-#include "tests/dist/dist_common.hpp"
+#include "tests/test_comm.hpp"
 
 using namespace mk;
 using mk::test::comm;

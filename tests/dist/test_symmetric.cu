@@ -16,7 +16,7 @@
 #include "device/peer_copy.cuh"
 #include "device/pingpong.cuh"
 #include "mkernel/mkernel.hpp"
-#include "tests/dist/dist_common.hpp"
+#include "tests/test_comm.hpp"
 
 using namespace mk;
 using mk::test::comm;

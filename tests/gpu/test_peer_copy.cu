@@ -8,7 +8,7 @@
 
 #include "device/bulk_copy.cuh"
 #include "device/peer_copy.cuh"
-#include "tests/gpu/gpu_common.hpp"
+#include "tests/test_comm.hpp"
 
 namespace {
 

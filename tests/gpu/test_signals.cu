@@ -15,7 +15,7 @@
 #include "device/pingpong.cuh"
 #include "device/signals.cuh"
 #include "mkernel/mkernel.hpp"
-#include "tests/gpu/gpu_common.hpp"
+#include "tests/test_comm.hpp"
 
 using namespace mk;
 using mk::test::comm;

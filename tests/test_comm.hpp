@@ -1,4 +1,5 @@
-// Shared by the dist tier's files: one communicator per process.
+// Shared by the gpu and dist tiers: one communicator per process, from the
+// launcher environment (a single rank when there is none).
 #pragma once
 
 #include <memory>
