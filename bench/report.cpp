@@ -40,15 +40,16 @@ std::string utc_now(const char* f) {
 }
 
 std::string driver_version() {
+  // "NVRM version: NVIDIA UNIX [Open ]Kernel Module for x86_64  580.159.04  ..."
   std::ifstream f("/proc/driver/nvidia/version");
-  std::string line;
+  std::string line, tok;
   std::getline(f, line);
-  auto p = line.find("Kernel Module");
-  if (p == std::string::npos) return "unknown";
-  std::istringstream is(line.substr(p + 13));
-  std::string v;
-  is >> v;
-  return v;
+  std::istringstream is(line);
+  while (is >> tok) {
+    const bool digits_and_dots = !tok.empty() && tok.find_first_not_of("0123456789.") == std::string::npos;
+    if (digits_and_dots && tok.find('.') != std::string::npos) return tok;
+  }
+  return "unknown";
 }
 
 void mkdirs(const std::string& dir) {
