@@ -8,7 +8,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <exception>
+#include <functional>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -40,7 +42,9 @@ class EnvGuard {
 };
 
 // Two ranks of one job inside this process, connected over tcp;ofi_rxm on
-// loopback, each with region 0 (signals) and region 1 (data).
+// loopback, each with region 0 (signals) and region 1 (data). A rank given a
+// StageOps fake registers both regions as "GPU" memory (host memory that
+// only the fake touches), so they are staged through host shadows.
 struct Pair {
   static constexpr size_t kSig = 64 << 10, kData = 1 << 20;
   EnvGuard addr{"MK_BOOTSTRAP_ADDR", "127.0.0.1"};
@@ -49,20 +53,24 @@ struct Pair {
   std::vector<uint64_t> sig[2];
   std::vector<uint8_t> data[2];
 
-  Pair() {
+  explicit Pair(fabric::FabricOptions base = {}, std::shared_ptr<fabric::StageOps> stage0 = nullptr,
+                std::shared_ptr<fabric::StageOps> stage1 = nullptr, bool gpu_regions = true) {
+    std::shared_ptr<fabric::StageOps> stage[2] = {stage0, stage1};
     mk::UniqueId id = mk::get_unique_id();
     std::exception_ptr err[2];
     auto body = [&](int r) {
       try {
         bs[r] = std::make_unique<mk::Bootstrap>(r, 2, id);
-        fabric::FabricOptions opt;
+        fabric::FabricOptions opt = base;
         opt.provider = "tcp;ofi_rxm";
+        opt.stage_ops = stage[r];
         t[r] = fabric::make_fabric_with(TransportConfig{r, 2, -1, nullptr}, opt);
         t[r]->connect(*bs[r], {1 - r});
         sig[r].assign(kSig / 8, 0);
         data[r].assign(kData, 0);
-        t[r]->register_region(*bs[r], Region{0, sig[r].data(), kSig, false, -1});
-        t[r]->register_region(*bs[r], Region{1, data[r].data(), kData, false, -1});
+        bool dev = stage[r] != nullptr && gpu_regions;
+        t[r]->register_region(*bs[r], Region{0, sig[r].data(), kSig, dev, dev ? 0 : -1});
+        t[r]->register_region(*bs[r], Region{1, data[r].data(), kData, dev, dev ? 0 : -1});
       } catch (...) {
         err[r] = std::current_exception();
       }
@@ -167,6 +175,182 @@ TEST(Fabric, CloseIsIdempotentAndFinal) {
   Completion c[4];
   EXPECT_EQ(p.t[0]->poll(c, 4), 0);
   EXPECT_EQ(mk::test::expect_error([&] { p.t[0]->post(WriteReq{1, 1, 0, 0, 8}); }, {"after close"}), "");
+}
+
+
+// ---- staging GPU regions through host shadows (no FI_HMEM) --------------
+
+TEST(FabricStaging, PlanAndNoteEncoding) {
+  static_assert(sizeof(fabric::CtlMsg) == 64);
+  using fabric::plan_staging;
+  WriteReq put{1, 1, 0, 64, 100, SigOp::None};
+  WriteReq put_sig{1, 1, 0, 64, 100, SigOp::Add, 24, 5};
+  WriteReq sig_only{1, 0, 0, 0, 0, SigOp::Set, 24, 5};
+  auto p = plan_staging(put, false, false, false);
+  EXPECT_FALSE(p.copy_out || p.note || p.note_data);  // host to host: unchanged
+  p = plan_staging(put, true, false, true);
+  EXPECT_TRUE(p.copy_out);
+  EXPECT_FALSE(p.note);  // unstaged destination, no signal: nothing to tell
+  p = plan_staging(put, false, true, true);
+  EXPECT_TRUE(p.note && p.note_data && !p.copy_out);
+  p = plan_staging(put_sig, true, false, true);
+  EXPECT_TRUE(p.copy_out && p.note && !p.note_data);  // signal into a staged signal region
+  p = plan_staging(sig_only, true, true, true);
+  EXPECT_TRUE(p.note && !p.note_data && !p.copy_out);  // no bytes: no copy, no data range
+  p = plan_staging(sig_only, true, true, false);
+  EXPECT_FALSE(p.note);
+
+  fabric::CtlMsg m = fabric::make_note(3, WriteReq{1, 2, 7, 4096, 100, SigOp::Add, 24, 5, 9}, true);
+  EXPECT_EQ(m.magic, fabric::kMsgMagic);
+  EXPECT_EQ(m.type, fabric::kMsgNote);
+  EXPECT_EQ(m.src_rank, 3);
+  EXPECT_EQ(m.region, 2);
+  EXPECT_EQ(m.dst_off, 4096u);
+  EXPECT_EQ(m.bytes, 100u);
+  EXPECT_EQ(m.sig_op, static_cast<uint8_t>(SigOp::Add));
+  EXPECT_EQ(m.sig_off, 24u);
+  EXPECT_EQ(m.value, 5u);
+  m = fabric::make_note(3, WriteReq{1, 2, 7, 4096, 100, SigOp::Set, 24, 5, 9}, false);
+  EXPECT_EQ(m.bytes, 0u);
+  EXPECT_EQ(m.region, -1);
+}
+
+// StageOps on host memory: copy_out completes (and only then copies) after
+// a few queries, in issue order like a CUDA stream; copy_in and signal run
+// at once, in call order. on_signal sees the "GPU" state just before each
+// signal is applied.
+class FakeStage final : public fabric::StageOps {
+ public:
+  std::function<void(uint64_t* word)> on_signal;
+  int copies_out = 0, copies_in = 0, signals = 0;
+
+  void* alloc_host(size_t bytes) override { return std::calloc(1, bytes); }
+  void free_host(void* p) noexcept override { std::free(p); }
+  void copy_out(int slot, void* host, const void* dev, size_t bytes) override {
+    pending_.push_back(Copy{slot, host, dev, bytes, 3});
+    ++copies_out;
+  }
+  bool copied(int slot) override {
+    // In order: slot's copy is done once it and every older copy are.
+    while (!pending_.empty()) {
+      Copy& c = pending_.front();
+      if (--c.polls_left > 0) break;
+      std::memcpy(c.host, c.dev, c.bytes);
+      done_.push_back(c.slot);
+      pending_.pop_front();
+    }
+    for (auto it = done_.begin(); it != done_.end(); ++it)
+      if (*it == slot) {
+        done_.erase(it);
+        return true;
+      }
+    return false;
+  }
+  void copy_in(void* dev, const void* host, size_t bytes) override {
+    std::memcpy(dev, host, bytes);
+    ++copies_in;
+  }
+  void signal(void* dev_word, SigOp op, uint64_t value) override {
+    auto* w = static_cast<uint64_t*>(dev_word);
+    if (on_signal) on_signal(w);
+    if (op == SigOp::Set) __atomic_store_n(w, value, __ATOMIC_RELEASE);
+    else __atomic_fetch_add(w, value, __ATOMIC_ACQ_REL);
+    ++signals;
+  }
+  void drain() noexcept override {}
+
+ private:
+  struct Copy {
+    int slot;
+    void* host;
+    const void* dev;
+    size_t bytes;
+    int polls_left;
+  };
+  std::deque<Copy> pending_;
+  std::vector<int> done_;
+};
+
+// Rank 0 streams K writes with signals (Set and Add alternating) into rank
+// 1; every signal must find its own request's bytes already in rank 1's
+// "GPU" region. A small in-flight limit makes post() say "no room".
+void staged_stream(bool deferred, bool stage_sender) {
+  fabric::FabricOptions opt;
+  opt.force_deferred_signals = deferred;
+  opt.max_requests = 6;
+  auto s0 = stage_sender ? std::make_shared<FakeStage>() : nullptr;
+  auto s1 = std::make_shared<FakeStage>();
+  Pair p(opt, s0, s1);
+  constexpr int K = 40;
+  auto src_off = [](int k) { return uint64_t(k) * 3001; };
+  auto dst_off = [](int k) { return uint64_t(k) * 25000; };
+  auto len = [](int k) { return uint64_t(1000 + 37 * k); };
+  for (size_t i = 0; i < Pair::kData; ++i) p.data[0][i] = uint8_t(i * 13 + 5);
+  std::vector<std::string> errors;
+  s1->on_signal = [&](uint64_t* word) {
+    int k = static_cast<int>(word - p.sig[1].data()) - 8;
+    if (k < 0 || k >= K) return;  // the signal-only Add below
+    if (std::memcmp(p.data[1].data() + dst_off(k), p.data[0].data() + src_off(k), len(k)) != 0)
+      errors.push_back(mk::cat("request ", k, ": signal before its data"));
+  };
+  int completed = 0;
+  Completion c[8];
+  auto poll_both = [&] {
+    completed += p.t[0]->poll(c, 8);
+    p.t[1]->poll(c, 8);
+  };
+  auto t0 = Clock::now();
+  for (int k = 0; k < K; ++k) {
+    SigOp op = k % 2 ? SigOp::Add : SigOp::Set;
+    WriteReq w{1, 1, src_off(k), dst_off(k), len(k), op, 8 * uint64_t(8 + k), uint64_t(k + 1), uint64_t(k)};
+    while (!p.t[0]->post(w)) {
+      poll_both();
+      ASSERT_LT(Clock::now() - t0, std::chrono::seconds(20)) << "post never found room";
+    }
+  }
+  ASSERT_TRUE(p.t[0]->post(WriteReq{1, 0, 0, 0, 0, SigOp::Add, 8, 7, 1000}));
+  auto all_seen = [&] {
+    for (int k = 0; k < K; ++k)
+      if (__atomic_load_n(&p.sig[1][8 + k], __ATOMIC_ACQUIRE) != uint64_t(k + 1)) return false;
+    return __atomic_load_n(&p.sig[1][1], __ATOMIC_ACQUIRE) == 7;
+  };
+  while ((completed < K + 1 || !all_seen()) && Clock::now() - t0 < std::chrono::seconds(20)) poll_both();
+  EXPECT_EQ(completed, K + 1);
+  EXPECT_TRUE(all_seen());
+  EXPECT_EQ(errors, std::vector<std::string>{});
+  if (s0) {
+    EXPECT_EQ(s0->copies_out, K);  // every source went GPU -> shadow first
+  }
+  EXPECT_EQ(s1->copies_in, K);
+  EXPECT_EQ(s1->signals, K + 1);
+  // Staged signals reach the "GPU" word only through StageOps: the shadow
+  // of rank 1's signal region is not the region itself.
+  EXPECT_EQ(s1->copies_out, 0);
+}
+
+TEST(FabricStaging, OrderedNotesKeepSignalsBehindData) { staged_stream(false, true); }
+TEST(FabricStaging, DeferredNotesKeepSignalsBehindData) { staged_stream(true, true); }
+TEST(FabricStaging, HostSenderNotifiesStagedReceiver) { staged_stream(false, false); }
+
+TEST(FabricStaging, StagedSenderToHostReceiver) {
+  auto s0 = std::make_shared<FakeStage>();
+  Pair p({}, s0, nullptr);
+  for (size_t i = 0; i < 5000; ++i) p.data[0][i] = uint8_t(i * 3 + 1);
+  ASSERT_TRUE(p.t[0]->post(WriteReq{1, 1, 0, 128, 5000, SigOp::Set, 8 * 2, 42, 5}));
+  ASSERT_TRUE(p.drive(5, [&] { return __atomic_load_n(&p.sig[1][2], __ATOMIC_ACQUIRE) == 42; }));
+  EXPECT_EQ(std::memcmp(p.data[1].data() + 128, p.data[0].data(), 5000), 0);
+  EXPECT_EQ(s0->copies_out, 1);
+}
+
+TEST(FabricStaging, StagedDataRegionNeedsGpuSignalRegion) {
+  // Rank 0 can stage, but its signal region (0) is host memory.
+  Pair p({}, std::make_shared<FakeStage>(), nullptr, /*gpu_regions=*/false);
+  std::vector<uint8_t> buf(4096);
+  // Fails before the collective part, so one rank alone can call it.
+  EXPECT_EQ(mk::test::expect_error(
+                [&] { p.t[0]->register_region(*p.bs[0], Region{2, buf.data(), 4096, true, 0}); },
+                {"region 2", "staged", "signal region (0)"}),
+            "");
 }
 
 }  // namespace

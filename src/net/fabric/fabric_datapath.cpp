@@ -21,6 +21,20 @@ constexpr auto kAgeCheckEvery = std::chrono::milliseconds(1);
 bool fits(uint64_t a, uint64_t b, uint64_t limit) { return a <= limit && b <= limit - a; }
 }  // namespace
 
+CtlMsg make_note(int src_rank, const WriteReq& w, bool with_data) {
+  CtlMsg m{};
+  m.magic = kMsgMagic;
+  m.type = kMsgNote;
+  m.sig_op = static_cast<uint8_t>(w.sig_op);
+  m.src_rank = src_rank;
+  m.region = with_data ? w.region : -1;
+  m.sig_off = w.sig_off;
+  m.value = w.sig_value;
+  m.dst_off = with_data ? w.dst_off : 0;
+  m.bytes = with_data ? w.bytes : 0;
+  return m;
+}
+
 uint64_t FabricTransport::remote_addr(int peer, int region, uint64_t off) const {
   return remote_[region][peer].addr + off;
 }
@@ -38,8 +52,11 @@ uint64_t FabricTransport::remote_addr(int peer, int region, uint64_t off) const 
 // requesting ordering (not fencing) is what it honours. Providers that do not
 // grant the ordering (or grant it only up to a size) get the deferred path:
 // FI_DELIVERY_COMPLETE on the data, signal posted on its completion.
-bool FabricTransport::signal_ordered(const WriteReq& w) const {
+// A staging note is a message like a message Add: ordered needs SAW.
+bool FabricTransport::signal_ordered(const Req& q) const {
+  const WriteReq& w = q.w;
   if (!ordered_ || w.bytes > max_order_bytes_) return false;
+  if (q.plan.note) return saw_;
   return w.sig_op == SigOp::Set || atomics_ || sig_msg_ordered_;
 }
 
@@ -92,38 +109,68 @@ bool FabricTransport::post_locked(const WriteReq& w) {
   Req& q = reqs_[idx];
   q.w = w;
   q.t0 = std::chrono::steady_clock::now();
-  q.ops_pending = 0;
-  q.signal_unposted = w.sig_op != SigOp::None;
-  q.signal_waits_data = false;
   q.data_op.kind = OpKind::Data;
   q.data_op.index = idx;
   q.sig_op.kind = OpKind::Signal;
   q.sig_op.index = idx;
-  bool deferred = w.sig_op != SigOp::None && w.bytes > 0 && !signal_ordered(w);
-  if (w.bytes > 0) {
-    q.signal_waits_data = deferred;
-    int rc = post_data(q);
-    if (rc == -FI_EAGAIN) {
-      progress();
-      return false;  // slot stays free: nothing was posted
+  // NOTES: planned on every rank, staging or not: a write into a peer's
+  // staged region must carry a note even from a rank that stages nothing.
+  q.plan = plan_staging(w, w.bytes > 0 && local_[w.region].shadow,
+                        w.bytes > 0 && remote_[w.region][w.peer].staged,
+                        w.sig_op != SigOp::None && remote_[kSignalRegion][w.peer].staged);
+  q.copying = false;
+  // A request with a GPU -> shadow copy waits in staging_; so does a note
+  // while older staged requests wait there (they leave in post order).
+  q.queued = q.plan.copy_out || (q.plan.note && !staging_.empty());
+  if (q.queued) {
+    free_reqs_.pop_back();
+    q.in_use = true;
+    q.ops_pending = 0;
+    q.signal_unposted = false;
+    q.signal_waits_data = false;
+    if (q.plan.copy_out) {
+      LocalRegion& lr = local_[w.region];
+      stage_->copy_out(idx, lr.xfer() + w.src_off, static_cast<const char*>(lr.r.base) + w.src_off, w.bytes);
+      q.copying = true;
     }
-    check(rc, cat("write to rank ", w.peer).c_str());
-    q.ops_pending = 1;
+    staging_.push_back(idx);
+    advance_staged();
+    return true;
+  }
+  if (start(idx) == -FI_EAGAIN) {
+    progress();
+    return false;  // slot stays free: nothing was posted
   }
   free_reqs_.pop_back();
   q.in_use = true;
+  return true;
+}
+
+// Posts request idx: its data, then its signal (or note) unless that must
+// wait for the data's delivery (deferred) or for tx room (unposted_).
+// Returns -FI_EAGAIN when nothing was posted (retry the request as is), else
+// 0. Throws on provider errors.
+int FabricTransport::start(int idx) {
+  Req& q = reqs_[idx];
+  const WriteReq& w = q.w;
+  q.ops_pending = 0;
+  q.signal_unposted = w.sig_op != SigOp::None || q.plan.note;
+  q.signal_waits_data = false;
+  bool deferred = q.signal_unposted && w.bytes > 0 && !signal_ordered(q);
+  if (w.bytes > 0) {
+    q.signal_waits_data = deferred;  // post_data asks for FI_DELIVERY_COMPLETE then
+    int rc = post_data(q);
+    if (rc == -FI_EAGAIN) return rc;
+    check(rc, cat("write to rank ", w.peer).c_str());
+    q.ops_pending = 1;
+  }
   if (q.signal_unposted && !q.signal_waits_data) {
     int rc = post_signal(q);
     if (rc == 0) {
       q.ops_pending++;
       q.signal_unposted = false;
     } else if (rc == -FI_EAGAIN) {
-      if (w.bytes == 0) {  // nothing posted yet: report "no room"
-        q.in_use = false;
-        free_reqs_.push_back(idx);
-        progress();
-        return false;
-      }
+      if (w.bytes == 0) return rc;  // nothing posted yet
       // NOTES: the data is already posted, so the signal must follow later;
       // poll() posts it (still after its data in submission order).
       unposted_.push_back(idx);
@@ -131,13 +178,31 @@ bool FabricTransport::post_locked(const WriteReq& w) {
       check(rc, cat("signal to rank ", w.peer).c_str());
     }
   }
-  return true;
+  return 0;
+}
+
+// Posts staged requests from the head of staging_ while their GPU -> shadow
+// copies have finished and the provider has room. Only the head moves, so
+// staged requests leave in post order.
+void FabricTransport::advance_staged() {
+  while (!staging_.empty()) {
+    int idx = staging_.front();
+    Req& q = reqs_[idx];
+    if (q.copying) {
+      if (!stage_->copied(idx)) return;
+      q.copying = false;
+    }
+    if (start(idx) == -FI_EAGAIN) return;
+    staging_.pop_front();
+    q.queued = false;
+  }
 }
 
 int FabricTransport::post_data(Req& q) {
   const WriteReq& w = q.w;
   LocalRegion& lr = local_[w.region];
-  struct iovec iov = {static_cast<char*>(lr.r.base) + w.src_off, w.bytes};
+  // A staged source is read from its shadow, which copy_out has filled.
+  struct iovec iov = {lr.xfer() + w.src_off, w.bytes};
   struct fi_rma_iov riov = {remote_addr(w.peer, w.region, w.dst_off), w.bytes, remote_[w.region][w.peer].key};
   struct fi_msg_rma msg = {};
   msg.msg_iov = &iov;
@@ -155,6 +220,10 @@ int FabricTransport::post_signal(Req& q) {
   const WriteReq& w = q.w;
   int idx = static_cast<int>(&q - reqs_.data());
   CtlMsg& m = scratch_[idx];
+  if (q.plan.note) {
+    m = make_note(cfg_.rank, w, q.plan.note_data);
+    return static_cast<int>(fi_send(ep_, &m, sizeof(m), scratch_desc_, addr_[w.peer], &q.sig_op.ctx));
+  }
   uint64_t raddr = remote_addr(w.peer, kSignalRegion, w.sig_off);
   uint64_t key = remote_[kSignalRegion][w.peer].key;
   if (w.sig_op == SigOp::Set) {
@@ -237,6 +306,10 @@ void FabricTransport::apply_message(const CtlMsg& m) {
     hello_from_[src] = 1;
     return;
   }
+  if (m.type == kMsgNote) {
+    apply_note(m);
+    return;
+  }
   if (m.type != kMsgAdd)
     fail("fabric: rank ", cfg_.rank, ": rank ", src, " sent an unknown control message type ", int(m.type));
   if (local_.empty() || m.sig_off % 8 != 0 || !fits(m.sig_off, 8, local_[kSignalRegion].r.bytes))
@@ -244,6 +317,43 @@ void FabricTransport::apply_message(const CtlMsg& m) {
          " outside this rank's signal region");
   auto* word = reinterpret_cast<uint64_t*>(static_cast<char*>(local_[kSignalRegion].r.base) + m.sig_off);
   __atomic_fetch_add(word, m.value, __ATOMIC_SEQ_CST);
+}
+
+// The receiving side of a staged request: its data is in this rank's host
+// shadow (the note was ordered behind the write, or sent after the write's
+// delivery completion). Queue shadow -> GPU copy, then the signal, on the
+// one in-order GPU queue, so the signal is visible only after the data.
+// NOTES: runs in poll() and never waits for the GPU.
+void FabricTransport::apply_note(const CtlMsg& m) {
+  int src = m.src_rank;
+  if (m.bytes > 0) {
+    if (m.region < 0 || m.region >= static_cast<int>(local_.size()) ||
+        !fits(m.dst_off, m.bytes, local_[m.region].r.bytes))
+      fail("fabric: rank ", cfg_.rank, ": rank ", src, " sent a staging note for region ", m.region, " [",
+           m.dst_off, ", +", m.bytes, ") outside this rank's regions");
+    const LocalRegion& lr = local_[m.region];
+    if (lr.shadow)
+      stage_->copy_in(static_cast<char*>(lr.r.base) + m.dst_off, lr.xfer() + m.dst_off, m.bytes);
+  }
+  auto op = static_cast<SigOp>(m.sig_op);
+  if (op == SigOp::None) return;
+  if (op != SigOp::Set && op != SigOp::Add)
+    fail("fabric: rank ", cfg_.rank, ": rank ", src, " sent a staging note with bad signal op ", int(m.sig_op));
+  if (local_.empty() || m.sig_off % 8 != 0 || !fits(m.sig_off, 8, local_[kSignalRegion].r.bytes))
+    fail("fabric: rank ", cfg_.rank, ": rank ", src, " sent a staged signal at offset ", m.sig_off,
+         " outside this rank's signal region");
+  const LocalRegion& sr = local_[kSignalRegion];
+  char* word = static_cast<char*>(sr.r.base) + m.sig_off;
+  if (sr.shadow) {
+    stage_->signal(word, op, m.value);
+    return;
+  }
+  // A host signal region: register_region admits no staged data region
+  // then, so no copy_in precedes this signal; apply it like the direct path.
+  if (op == SigOp::Set)
+    __atomic_store_n(reinterpret_cast<uint64_t*>(word), m.value, __ATOMIC_SEQ_CST);
+  else
+    __atomic_fetch_add(reinterpret_cast<uint64_t*>(word), m.value, __ATOMIC_SEQ_CST);
 }
 
 void FabricTransport::on_completion(Op* op) {
@@ -335,7 +445,8 @@ void FabricTransport::check_ages() {
     if (!q.in_use || now - q.t0 <= limit) continue;
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - q.t0).count();
     fail("fabric: rank ", cfg_.rank, ": write to rank ", q.w.peer, " (cookie ", q.w.cookie, ", ", q.w.bytes,
-         " bytes", q.w.sig_op != SigOp::None ? ", with signal" : "", ") not complete after ", ms,
+         " bytes", q.w.sig_op != SigOp::None ? ", with signal" : "",
+         q.copying ? ", its GPU -> host staging copy unfinished" : "", ") not complete after ", ms,
          " ms (MK_NET_TIMEOUT_MS=", timeout_ms_, "): rank ", q.w.peer, " dead, unreachable or not polling");
   }
 }
@@ -344,6 +455,7 @@ int FabricTransport::poll(Completion* out, int max) {
   std::lock_guard<std::mutex> lk(mu_);
   if (closed_) return 0;
   retry_signals();
+  advance_staged();
   for (int b = 0; b < kMaxBatchesPerPoll; ++b) {
     size_t before = ready_.size();
     progress();

@@ -62,11 +62,14 @@ struct fi_info* FabricTransport::pick_info(const std::string& prov, bool want_hm
   const char* node = (local_only && is_socket_provider(prov)) ? "127.0.0.1" : nullptr;
   // Candidate (atomic, ordered) pairs, best first. tcp;ofi_rxm 1.17 grants
   // FI_ATOMIC (emulated by rxm) or FI_ORDER_WAW, but not both together.
-  bool atomics_first = opt_.prefer_atomics.value_or(cfg_.cuda_device >= 0);
-  std::vector<std::pair<int, int>> variants =
-      atomics_first ? std::vector<std::pair<int, int>>{{1, 1}, {1, 0}, {0, 1}, {0, 0}}
-                    : std::vector<std::pair<int, int>>{{1, 1}, {0, 1}, {1, 0}, {0, 0}};
-  for (int hmem = want_hmem ? 1 : 0; hmem >= 0; --hmem)
+  // Atomics matter only for a GPU signal region registered directly
+  // (FI_HMEM); without FI_HMEM GPU regions are staged and their signals are
+  // notes (messages), which want ordering (no round trip) instead.
+  for (int hmem = want_hmem ? 1 : 0; hmem >= 0; --hmem) {
+    bool atomics_first = opt_.prefer_atomics.value_or(cfg_.cuda_device >= 0 && hmem);
+    std::vector<std::pair<int, int>> variants =
+        atomics_first ? std::vector<std::pair<int, int>>{{1, 1}, {1, 0}, {0, 1}, {0, 0}}
+                      : std::vector<std::pair<int, int>>{{1, 1}, {0, 1}, {1, 0}, {0, 0}};
     for (auto [atomic, ordered] : variants) {
       if (atomic && opt_.disable_atomics) continue;
       struct fi_info* hints = fi.allocinfo();
@@ -93,6 +96,7 @@ struct fi_info* FabricTransport::pick_info(const std::string& prov, bool want_hm
       if (rc != -FI_ENODATA)
         fail("fabric: fi_getinfo for provider '", prov, "' failed: ", fi.err(rc));
     }
+  }
   if (quiet_enodata) return nullptr;
   fail("fabric: provider '", prov, "' offers no RDM endpoint with RMA writes on this host",
        node ? " (bound to 127.0.0.1)" : "", "; available: ", available_providers(fi),
@@ -156,6 +160,13 @@ void FabricTransport::open_fabric() {
   }
   // A message Add needs SAW for the ordered path; without it Add is deferred.
   if (!atomics_ && !(order & FI_ORDER_SAW)) sig_msg_ordered_ = false;
+  saw_ = (order & FI_ORDER_SAW) != 0;
+  // Staging of GPU regions (no FI_HMEM): its GPU side is set up now, so the
+  // Add kernel is loaded before any user kernel can wait on a signal.
+  if (opt_.stage_ops)
+    stage_ = opt_.stage_ops;
+  else if (cfg_.cuda_device >= 0 && !hmem_)
+    stage_ = make_cuda_stage_ops(cfg_.cuda_device);
 
   // Request slots: a request uses up to two tx entries (data + signal); keep
   // headroom for hellos. NOTES: slot count is fixed after this point; ops
@@ -177,7 +188,8 @@ void FabricTransport::open_fabric() {
   for (int i = 0; i < kNumRecv; ++i) post_recv(i);
   log(LogLevel::Info, cat("rank ", cfg_.rank, ": fabric provider ", prov_name_, " (", info_->domain_attr->name,
                           "): signals ", ordered_ ? "ordered" : "deferred", ", Add by ",
-                          atomics_ ? "fi_atomic" : "message", hmem_ ? ", FI_HMEM" : ", no FI_HMEM"));
+                          atomics_ ? "fi_atomic" : "message",
+                          hmem_ ? ", FI_HMEM" : stage_ ? ", GPU regions staged through host memory" : ", no FI_HMEM"));
 }
 
 struct fid_mr* FabricTransport::reg(void* base, size_t bytes, uint64_t access, const Region* dev, void** desc) {
@@ -286,19 +298,41 @@ void FabricTransport::register_region(Bootstrap& bs, const Region& r) {
     fail("fabric: rank ", cfg_.rank, ": regions must be registered in id order (got id ", r.id, ", expected ",
          local_.size(), "; region 0 = signals first)");
   if (!r.base || r.bytes == 0) fail("fabric: rank ", cfg_.rank, ": region ", r.id, " is empty");
-  if (r.device && !hmem_)
+  bool staged = r.device && !hmem_;
+  if (staged && !stage_)
     fail("fabric: rank ", cfg_.rank, ": region ", r.id, " is GPU memory but provider ", prov_name_,
-         " has no FI_HMEM, and staging GPU regions through host memory is not implemented; use a "
-         "provider with FI_HMEM (efa, verbs;ofi_rxm) or another transport (MK_NET)");
-  if (r.id == kSignalRegion && r.device && !atomics_)
+         " has no FI_HMEM, and this transport has no CUDA device (cuda_device ", cfg_.cuda_device,
+         ") to stage it through host memory");
+  if (staged && stage_ && !opt_.stage_ops && r.cuda_device != cfg_.cuda_device)
+    fail("fabric: rank ", cfg_.rank, ": region ", r.id, " is memory of GPU ", r.cuda_device,
+         " but this transport stages through GPU ", cfg_.cuda_device);
+  // A staged region's signals are applied on the GPU queue behind its data
+  // copies, which needs the signal words in GPU memory too.
+  if (staged && r.id != kSignalRegion && !local_[kSignalRegion].shadow)
+    fail("fabric: rank ", cfg_.rank, ": region ", r.id, " is GPU memory staged through host memory, which "
+         "needs the signal region (0) in GPU memory as well; it is host memory");
+  if (r.id == kSignalRegion && r.device && !staged && !atomics_)
     fail("fabric: rank ", cfg_.rank, ": a GPU signal region needs provider atomics for SigOp::Add, which ",
          prov_name_, " lacks");
   LocalRegion lr;
   lr.r = r;
-  lr.mr = reg(r.base, r.bytes, FI_WRITE | FI_READ | FI_REMOTE_WRITE | FI_REMOTE_READ, &r, &lr.desc);
+  if (staged) {
+    // NOTES: the shadow is registered as host memory and never freed before
+    // close(); peers write into it, the GPU region is reached only through
+    // StageOps copies.
+    lr.shadow = stage_->alloc_host(r.bytes);
+    try {
+      lr.mr = reg(lr.shadow, r.bytes, FI_WRITE | FI_READ | FI_REMOTE_WRITE | FI_REMOTE_READ, nullptr, &lr.desc);
+    } catch (...) {
+      stage_->free_host(lr.shadow);
+      throw;
+    }
+  } else {
+    lr.mr = reg(r.base, r.bytes, FI_WRITE | FI_READ | FI_REMOTE_WRITE | FI_REMOTE_READ, &r, &lr.desc);
+  }
   local_.push_back(lr);
-  uint64_t blob[3] = {(mr_mode_ & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(r.base) : 0,
-                      fi_mr_key(lr.mr), static_cast<uint64_t>(r.bytes)};
+  uint64_t blob[4] = {(mr_mode_ & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(lr.xfer()) : 0,
+                      fi_mr_key(lr.mr), static_cast<uint64_t>(r.bytes), staged ? 1u : 0u};
   if (blob[1] == FI_KEY_NOTAVAIL)
     fail("fabric: rank ", cfg_.rank, ": provider ", prov_name_, " returned no key for region ", r.id,
          " (raw keys are not supported)");
@@ -308,9 +342,9 @@ void FabricTransport::register_region(Bootstrap& bs, const Region& r) {
   for (int p = 0; p < cfg_.world; ++p) {
     if (all[p].size() != sizeof(blob))
       fail("fabric: rank ", cfg_.rank, ": region ", r.id, ": rank ", p, " sent a malformed registration");
-    uint64_t b[3];
+    uint64_t b[4];
     std::memcpy(b, all[p].data(), sizeof(b));
-    remote_.back()[p] = RemoteRegion{b[0], b[1], b[2]};
+    remote_.back()[p] = RemoteRegion{b[0], b[1], b[2], b[3] != 0};
   }
 }
 
@@ -318,8 +352,11 @@ void FabricTransport::close() {
   std::lock_guard<std::mutex> lk(mu_);
   if (closed_) return;
   closed_ = true;
-  // MRs bound to the endpoint go first, then the endpoint and what it is
-  // bound to. Errors on teardown are ignored: close never throws.
+  // GPU copies that read or fill shadows finish first. MRs bound to the
+  // endpoint go next, then the endpoint and what it is bound to; shadows are
+  // freed only once no peer can write into them. Errors on teardown are
+  // ignored: close never throws.
+  if (stage_) stage_->drain();
   for (auto& lr : local_)
     if (lr.mr) fi_close(&lr.mr->fid), lr.mr = nullptr;
   if (scratch_mr_) fi_close(&scratch_mr_->fid), scratch_mr_ = nullptr;
@@ -329,6 +366,10 @@ void FabricTransport::close() {
   if (domain_) fi_close(&domain_->fid), domain_ = nullptr;
   if (fabric_) fi_close(&fabric_->fid), fabric_ = nullptr;
   if (info_) fi_api().freeinfo(info_), info_ = nullptr;
+  for (auto& lr : local_)
+    if (lr.shadow) stage_->free_host(lr.shadow), lr.shadow = nullptr;
+  staging_.clear();
+  stage_.reset();
 }
 
 std::unique_ptr<Transport> make_fabric_with(const TransportConfig& cfg, const FabricOptions& opt) {

@@ -22,11 +22,32 @@
 //                cookie when every op of it completed.
 //   failure      fi_cq_readerr or an op older than MK_NET_TIMEOUT_MS throws
 //                mk::Error naming the peer (a dead peer never hangs poll()).
+//
+// GPU regions: registered directly when the provider has FI_HMEM; otherwise
+// STAGED (fabric_stage.hpp): libfabric registers a pinned host shadow of the
+// region and peers write into that shadow.
+//   sender       a write from a staged region first copies its bytes GPU ->
+//                shadow (StageOps::copy_out); staged requests wait in one
+//                FIFO (staging_) in post order and are posted from its head
+//                once their copy finished (poll() drives it).
+//   receiver     a request whose destination region or signal region is
+//                staged at the peer carries, instead of its signal, a note
+//                (kMsgNote: region, dst_off, bytes, signal) posted exactly
+//                like a message Add: ordered behind the data (SAW) or after
+//                the data's FI_DELIVERY_COMPLETE. The peer's poll() then
+//                queues shadow -> GPU copy and then the signal on one
+//                in-order GPU queue (StageOps::copy_in, signal).
+//   ordering     note after data (network order or delivery completion),
+//                signal after copy (GPU queue order): a staged signal is
+//                visible only after its data is in GPU memory.
+//   completion   when the data write and the note completed locally (the
+//                shadow bytes are no longer needed).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -36,6 +57,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 
+#include "src/net/fabric/fabric_stage.hpp"
 #include "src/net/fabric/fi_api.hpp"
 #include "src/net/transport.hpp"
 
@@ -52,22 +74,36 @@ struct FabricOptions {
   // signal region cannot take a message Add; host-only prefers ordering.
   std::optional<bool> prefer_atomics;
   int max_requests = 0;                 // in-flight request limit; 0 = from the provider
+  // GPU side of staging GPU regions (no FI_HMEM). Null: CUDA streams on
+  // cfg.cuda_device when that is >= 0 (make_cuda_stage_ops), else none (GPU
+  // regions are rejected). Tests pass a host-memory fake.
+  std::shared_ptr<StageOps> stage_ops;
 };
 
 std::unique_ptr<Transport> make_fabric_with(const TransportConfig& cfg, const FabricOptions& opt);
 
-// Wire format of the control messages (hello at connect, Add without atomics).
-// NOTES: 32 bytes, host byte order (all ranks of a job share an ABI).
+// Wire format of the control messages: hello at connect, Add without
+// atomics, and the staging note (bytes landed in the receiver's host shadow
+// of `region` at [dst_off, dst_off + bytes); then apply the signal).
+// NOTES: 64 bytes, host byte order (all ranks of a job share an ABI); one
+// receive buffer holds exactly one message.
 struct CtlMsg {
   uint32_t magic;
-  uint8_t type;  // kMsgHello | kMsgAdd
-  uint8_t pad0[3];
+  uint8_t type;    // kMsgHello | kMsgAdd | kMsgNote
+  uint8_t sig_op;  // kMsgNote: a SigOp (None: data only)
+  uint16_t pad0;
   int32_t src_rank;
-  uint32_t pad1;
-  uint64_t sig_off;
-  uint64_t value;
+  int32_t region;   // kMsgNote: destination region of the data (bytes > 0)
+  uint64_t sig_off;  // Add, kMsgNote: offset of the signal word in region 0
+  uint64_t value;    // Add: the addend; kMsgNote: the signal's value
+  uint64_t dst_off;  // kMsgNote
+  uint64_t bytes;    // kMsgNote: 0 = signal only (or data went to an unstaged region)
+  uint64_t pad1[2];
 };
-static_assert(sizeof(CtlMsg) == 32, "CtlMsg is a fixed 32-byte wire format");
+static_assert(sizeof(CtlMsg) == 64, "CtlMsg is a fixed 64-byte wire format");
+
+// The note of a staged request; with_data = the peer's region is staged.
+CtlMsg make_note(int src_rank, const WriteReq& w, bool with_data);
 
 class FabricTransport final : public Transport {
  public:
@@ -100,6 +136,9 @@ class FabricTransport final : public Transport {
   struct Req {
     bool in_use = false;
     WriteReq w;
+    StagePlan plan;        // staging needs of this request (all false when nothing is staged)
+    bool queued = false;   // waits in staging_ (not posted yet)
+    bool copying = false;  // its GPU -> shadow copy is in flight
     int ops_pending = 0;          // posted and not yet completed
     bool signal_unposted = false;  // signal still to post (deferred or EAGAIN)
     bool signal_waits_data = false;  // deferred mode: post only after data completes
@@ -110,11 +149,15 @@ class FabricTransport final : public Transport {
     Region r;
     struct fid_mr* mr = nullptr;
     void* desc = nullptr;
+    void* shadow = nullptr;  // staged: the registered pinned host copy (else null)
+    // What libfabric reads and peers write: shadow when staged, else r.base.
+    char* xfer() const { return static_cast<char*>(shadow ? shadow : r.base); }
   };
   struct RemoteRegion {
     uint64_t addr = 0;  // base address (FI_MR_VIRT_ADDR) or 0 (offset addressing)
     uint64_t key = 0;
     uint64_t bytes = 0;
+    bool staged = false;  // the peer stages this region: data needs a note
   };
 
   // setup (fabric_setup.cpp)
@@ -125,6 +168,9 @@ class FabricTransport final : public Transport {
   std::string peer_addr_str(const std::string& name) const;
   // data path (fabric_datapath.cpp)
   bool post_locked(const WriteReq& w);
+  int start(int idx);
+  void advance_staged();
+  void apply_note(const CtlMsg& m);
   int post_data(Req& q);
   int post_signal(Req& q);
   void retry_signals();
@@ -136,7 +182,7 @@ class FabricTransport final : public Transport {
   [[noreturn]] void throw_cq_error();
   uint64_t remote_addr(int peer, int region, uint64_t off) const;
   void finish(int idx);
-  bool signal_ordered(const WriteReq& w) const;
+  bool signal_ordered(const Req& q) const;
 
   TransportConfig cfg_;
   FabricOptions opt_;
@@ -157,6 +203,7 @@ class FabricTransport final : public Transport {
   bool hmem_ = false;
   size_t max_order_bytes_ = 0;
   bool sig_msg_ordered_ = true;  // message Add may ride the ordered path (FI_ORDER_SAW)
+  bool saw_ = false;             // the provider orders sends after writes (notes may ride ordered)
   size_t max_msg_ = 0;
   bool closed_ = false;
 
@@ -173,6 +220,10 @@ class FabricTransport final : public Transport {
   std::vector<Req> reqs_;
   std::vector<int> free_reqs_;
   std::deque<int> unposted_;  // requests whose signal awaits (re)posting
+  std::shared_ptr<StageOps> stage_;  // null: nothing can be staged
+  // NOTES: staged requests (copy_out, or a note while older ones wait) in
+  // post order; only the head is ever posted, so they leave in post order.
+  std::deque<int> staging_;
   std::vector<Op> recv_ops_;
   std::vector<int> unposted_recvs_;
   std::vector<Op> hello_ops_;
@@ -186,6 +237,7 @@ class FabricTransport final : public Transport {
 constexpr uint32_t kMsgMagic = 0x6d6b6669;  // "mkfi"
 constexpr uint8_t kMsgHello = 1;
 constexpr uint8_t kMsgAdd = 2;
+constexpr uint8_t kMsgNote = 3;
 constexpr int kNumRecv = 64;
 
 }  // namespace mk::net::fabric

@@ -1,0 +1,76 @@
+// mkernel fabric backend: staging GPU regions through pinned host buffers
+// when the provider has no FI_HMEM (DESIGN.md §5: "GPU memory through
+// FI_HMEM where the provider supports it, else staged through pinned host
+// buffers").
+//
+// A staged region is a GPU region whose pinned host shadow (same size) is
+// what libfabric registers and what peers write into. The GPU side of
+// staging is behind StageOps so that the fabric data path holds no CUDA call
+// (CPU tests run it with a host-memory fake, see tests/cpu/test_fabric.cpp);
+// the CUDA implementation is make_cuda_stage_ops() (fabric_stage_cuda.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "src/net/transport.hpp"
+
+namespace mk::net::fabric {
+
+// GPU-side operations of staging. Called with the transport's lock held, from
+// the thread that calls post()/poll() (the proxy thread, whose current CUDA
+// device is the transport's), except alloc_host/free_host/drain (setup and
+// close, any thread).
+class StageOps {
+ public:
+  virtual ~StageOps() = default;
+  // Pinned host memory for a shadow; registered with libfabric as host memory.
+  virtual void* alloc_host(size_t bytes) = 0;
+  virtual void free_host(void* p) noexcept = 0;
+  // Sender: starts copying `bytes` from GPU `dev` to host `host`
+  // asynchronously, in issue order with earlier copy_out calls, tagged with
+  // `slot` (a request slot; one copy per slot at a time).
+  virtual void copy_out(int slot, void* host, const void* dev, size_t bytes) = 0;
+  // True once slot's copy_out finished (its bytes are in host memory).
+  // Throws mk::Error when the copy failed. Never blocks.
+  virtual bool copied(int slot) = 0;
+  // Receiver: copies host -> GPU, then signal() applies a signal to the
+  // 8-byte GPU word `dev_word`, both asynchronously on ONE in-order queue.
+  // NOTES: this queue order is what makes a signal visible only after the
+  // data copied in before it (the staged ordering guarantee).
+  virtual void copy_in(void* dev, const void* host, size_t bytes) = 0;
+  virtual void signal(void* dev_word, SigOp op, uint64_t value) = 0;
+  // Waits for every issued copy and signal (close); never throws.
+  virtual void drain() noexcept = 0;
+};
+
+// CUDA streams on `cuda_device` (non-blocking, so that they never wait for a
+// user kernel on the legacy stream), pinned shadows by cudaHostAlloc, Set by
+// cuStreamWriteValue64, Add by a one-thread kernel preloaded here (CUDA lazy
+// loading would otherwise load it at its first launch, which can wait behind
+// the user kernel that waits for this very signal). Throws mk::Error.
+std::shared_ptr<StageOps> make_cuda_stage_ops(int cuda_device);
+
+// The signal-Add kernel is compiled by nvcc in fabric_signal_add.cu, which
+// fills these hooks during static initialisation of libmkernel.so. They stay
+// null when that file is not part of the build; make_cuda_stage_ops() then
+// fails with a clear message instead of the library failing to link.
+struct AddKernelHooks {
+  void (*preload)() = nullptr;  // loads the kernel (cudaFuncGetAttributes); throws
+  // Enqueues word += delta (system-scope atomic) on `stream` (a cudaStream_t).
+  void (*launch)(void* stream, unsigned long long* word, unsigned long long delta) = nullptr;
+};
+AddKernelHooks& add_kernel_hooks();
+
+// What a request needs because of staging (pure; unit-tested).
+struct StagePlan {
+  bool copy_out = false;   // source is a staged GPU region: GPU -> shadow first
+  bool note = false;       // the peer must be told (kMsgNote) instead of a plain signal
+  bool note_data = false;  // the note carries the data range (peer's region is staged)
+};
+// src_staged: this rank's region w.region is staged; peer_dst_staged: the
+// peer's region w.region is; peer_sig_staged: the peer's region 0 is.
+StagePlan plan_staging(const WriteReq& w, bool src_staged, bool peer_dst_staged, bool peer_sig_staged);
+
+}  // namespace mk::net::fabric
