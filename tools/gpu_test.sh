@@ -16,4 +16,14 @@ run tools/mkrun -n 2 --timeout 300 build/bin/mk_dist_tests
 run tools/mkrun -n 2 --timeout 300 env MK_RANKS_PER_NODE=1 build/bin/mk_dist_tests
 run tools/mkrun -n 2 --timeout 300 env MK_SYMM_MODE=ipc build/bin/mk_dist_tests
 run tools/mkrun -n 2 --timeout 120 env MK_TIMEOUT_MS=500 build/bin/mk_dist_tests --abort-scenario
+# The network over libfabric (tcp;ofi_rxm on loopback, GPU memory staged):
+# needs libfabric.so.1 on the loader path, or its .so files carried in
+# .carry/rdma (see README).
+if [ -d .carry/rdma ]; then export LD_LIBRARY_PATH="$PWD/.carry/rdma${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
+if ldconfig -p 2>/dev/null | grep -q libfabric.so.1 || [ -f .carry/rdma/libfabric.so.1 ]; then
+  run tools/mkrun -n 2 --timeout 300 env MK_RANKS_PER_NODE=1 MK_NET=fabric "MK_FI_PROVIDER=tcp;ofi_rxm" \
+      build/bin/mk_dist_tests --gtest_filter='Net*'
+else
+  echo "=== SKIPPED: fabric on GPUs (no libfabric.so.1 here; carry it in .carry/rdma)"
+fi
 exit $fail
