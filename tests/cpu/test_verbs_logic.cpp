@@ -422,45 +422,7 @@ TEST(VerbsLogic, PicksRoceV2Ipv4Gid) {
   EXPECT_EQ(pick_roce_gid(t), -1);
 }
 
-// ---------------------------------------------------------------- EFA immediates
-
-TEST(VerbsLogic, EfaImmediateCarriesSignal) {
-  const uint32_t imm = encode_imm(SigOp::Add, 8 * 12345, 3);
-  ImmSignal s = decode_imm(imm);
-  EXPECT_EQ(s.op, SigOp::Add);
-  EXPECT_EQ(s.sig_off, 8u * 12345);
-  EXPECT_EQ(s.value, 3u);
-  s = decode_imm(encode_imm(SigOp::Set, 8 * kImmMaxWord, kImmMaxValue));
-  EXPECT_EQ(s.op, SigOp::Set);
-  EXPECT_EQ(s.sig_off, 8 * kImmMaxWord);
-  EXPECT_EQ(s.value, kImmMaxValue);
-  EXPECT_THROW(encode_imm(SigOp::Set, 0, kImmMaxValue + 1), mk::Error);
-  EXPECT_THROW(encode_imm(SigOp::Set, 8 * (kImmMaxWord + 1), 1), mk::Error);
-  EXPECT_THROW(encode_imm(SigOp::Add, 4, 1), mk::Error);
-  EXPECT_THROW(encode_imm(SigOp::None, 0, 1), mk::Error);
-}
-
-TEST(VerbsLogic, EfaModeSignalRidesDataWr) {
-  BatcherConfig c = cfg(1, 64, 1);
-  c.imm_signals = true;
-  Rig r(c);
-  ASSERT_EQ(r.batcher.add(req(1, 4096, SigOp::Add, 1, 16, 2)), 0);
-  ASSERT_EQ(r.batcher.add(req(1, 0, SigOp::Set, 2, 24, 7)), 0);
-  ASSERT_EQ(r.batcher.add(req(1, 512, SigOp::None, 3)), 0);
-  auto d = r.batcher.take(0);
-  ASSERT_EQ(d.size(), 3u);
-  EXPECT_EQ(d[0].kind, WrKind::WriteImm);
-  EXPECT_EQ(d[0].bytes, 4096u);
-  EXPECT_EQ(decode_imm(d[0].imm).sig_off, 16u);
-  EXPECT_EQ(decode_imm(d[0].imm).value, 2u);
-  EXPECT_EQ(d[1].kind, WrKind::WriteImm);
-  EXPECT_EQ(d[1].bytes, 0u);
-  EXPECT_EQ(decode_imm(d[1].imm).op, SigOp::Set);
-  for (const WrDesc& x : d) EXPECT_TRUE(x.signaled && x.has_cookie);
-  // A signal value the immediate cannot carry is refused before anything is queued.
-  EXPECT_THROW(r.batcher.add(req(1, 8, SigOp::Set, 4, 0, 1000)), mk::Error);
-  EXPECT_EQ(r.batcher.num_pending(0), 0);
-}
+// EFA/SRD planning, immediates and records: tests/cpu/test_verbs_efa.cpp.
 
 // ---------------------------------------------------------------- the factory here
 

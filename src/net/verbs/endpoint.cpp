@@ -79,6 +79,8 @@ std::string encode(const ConnectInfo& c) {
   w.put(c.port.gid);
   w.put(c.port.link_layer);
   w.put(c.port.mtu);
+  w.put(static_cast<uint8_t>(c.srd));
+  w.put(c.qkey);
   w.put(static_cast<uint32_t>(c.peers.size()));
   for (const PeerQps& p : c.peers) {
     if (p.qpn.size() != static_cast<size_t>(c.qps_per_peer) || p.psn.size() != p.qpn.size())
@@ -109,6 +111,8 @@ ConnectInfo decode_connect(const std::string& blob, int from_rank) {
   c.port.gid = r.get<std::array<uint8_t, 16>>();
   c.port.link_layer = r.get<uint8_t>();
   c.port.mtu = r.get<uint8_t>();
+  c.srd = r.get<uint8_t>() != 0;
+  c.qkey = r.get<uint32_t>();
   const uint32_t n = r.get<uint32_t>();
   if (n > (1u << 20)) r.bad();
   for (uint32_t i = 0; i < n; ++i) {

@@ -33,6 +33,10 @@ struct ConnectInfo {
   int rank = -1;
   int qps_per_peer = 0;
   PortInfo port;
+  // EFA/SRD (efa_srd.cpp): the QPs are SRD datagram QPs addressed by GID +
+  // QPN + this Q-key (psn is unused); all ranks must agree on srd.
+  bool srd = false;
+  uint32_t qkey = 0;
   std::vector<PeerQps> peers;
 };
 

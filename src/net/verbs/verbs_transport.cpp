@@ -1,7 +1,8 @@
 // mkernel: the `verbs` transport: libibverbs RC queue pairs (InfiniBand and
 // RoCE), GPU memory registered through DMA-BUF, data+signal chained on one QP
 // (DESIGN.md §5). Planning lives in wr_batcher.{hpp,cpp}; this file only
-// talks to the NIC.
+// talks to the NIC. EFA devices take the SRD path instead (efa_srd.cpp);
+// device opening and memory registration are shared (verbs_common.cpp).
 //
 // NOTES:
 // - Doorbells: post() queues a request's WR chain on its QP and rings the
@@ -25,6 +26,7 @@
 #include "mkernel/knobs.hpp"
 #include "src/net/transport.hpp"
 #include "src/net/verbs/endpoint.hpp"
+#include "src/net/verbs/verbs_common.hpp"
 #include "src/net/verbs/ibv_loader.hpp"
 #include "src/net/verbs/wr_batcher.hpp"
 #include "src/runtime/cuda_driver.hpp"
@@ -38,7 +40,6 @@ constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                         IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 constexpr int kPollBatch = 32;
 
-std::string errno_str(int e) { return cat(std::strerror(e), " (errno ", e, ")"); }
 
 // The GID type of table entry `idx`: through _ibv_query_gid_ex when this
 // rdma-core has it, else sysfs.
@@ -54,65 +55,12 @@ bool gid_is_roce_v2(const IbvApi& a, ibv_context* ctx, const std::string& dev, i
   return s.find("v2") != std::string::npos;
 }
 
-// Opens MK_IB_DEVICE, or the first device with an active port.
-struct OpenedDevice {
-  ibv_context* ctx = nullptr;
-  std::string name;
-  int port = 1;
-  ibv_port_attr port_attr{};
-};
-
-OpenedDevice open_device(const IbvApi& a, const std::string& want) {
-  int n = 0;
-  ibv_device** list = a.get_device_list(&n);
-  if (!list || n == 0) {
-    if (list) a.free_device_list(list);
-    fail("verbs: no RDMA device found (libibverbs lists none); use MK_NET=fabric or emu");
-  }
-  std::string seen;
-  OpenedDevice out;
-  for (int i = 0; i < n && !out.ctx; ++i) {
-    const std::string name = a.get_device_name(list[i]);
-    seen += (seen.empty() ? "" : ", ") + name;
-    if (!want.empty() && name != want) continue;
-    ibv_context* ctx = a.open_device(list[i]);
-    if (!ctx) continue;
-    ibv_device_attr da{};
-    if (a.query_device(ctx, &da) == 0) {
-      for (int p = 1; p <= da.phys_port_cnt; ++p) {
-        ibv_port_attr pa{};
-        if (a.query_port(ctx, static_cast<uint8_t>(p), &pa) == 0 && pa.state == IBV_PORT_ACTIVE) {
-          out = {ctx, name, p, pa};
-          break;
-        }
-      }
-    }
-    if (!out.ctx) a.close_device(ctx);
-  }
-  a.free_device_list(list);
-  if (!out.ctx) {
-    if (!want.empty() && seen.find(want) == std::string::npos)
-      fail("verbs: no RDMA device named '", want, "' (MK_IB_DEVICE); present: ", seen);
-    fail("verbs: no RDMA device with an active port", want.empty() ? "" : cat(" named ", want),
-         " (present: ", seen, ")");
-  }
-  return out;
-}
-
 class VerbsTransport final : public Transport {
  public:
-  explicit VerbsTransport(const TransportConfig& cfg) : cfg_(cfg), a_(ibv()) {
-    dev_ = open_device(a_, knob_str(Knob::MK_IB_DEVICE));
+  // Takes ownership of `dev` (closed by close(), also when this throws).
+  VerbsTransport(const TransportConfig& cfg, OpenedDevice dev) : cfg_(cfg), a_(ibv()), dev_(dev) {
     try {
       if (a_.query_device(dev_.ctx, &dev_attr_) != 0) fail("verbs: ibv_query_device failed on ", dev_.name);
-#if MK_HAVE_EFADV
-      efadv_device_attr ea{};
-      if (a_.efadv_query_device && a_.efadv_query_device(dev_.ctx, &ea, sizeof(ea)) == 0)
-        fail("verbs: ", dev_.name, " is an EFA device; its SRD path is not implemented in this "
-             "backend yet, use MK_NET=fabric (libfabric efa provider)");
-#endif
-      if (dev_.name.rfind("efa", 0) == 0)
-        fail("verbs: ", dev_.name, " looks like an EFA device; use MK_NET=fabric");
       pd_ = a_.alloc_pd(dev_.ctx);
       if (!pd_) fail("verbs: ibv_alloc_pd failed on ", dev_.name, ": ", errno_str(errno));
       pick_address();
@@ -364,45 +312,7 @@ void VerbsTransport::register_region(Bootstrap& bs, const Region& r) {
   try {
     if (r.id < 0) fail("verbs: region id ", r.id, " is negative");
     if (r.bytes > 0) {
-      std::string why;
-      if (r.device) {
-        // DMA-BUF first (upstream kernel path), then ibv_reg_mr on the device
-        // pointer (needs the nvidia-peermem module).
-        const long page = sysconf(_SC_PAGESIZE);
-        const uint64_t base = reinterpret_cast<uint64_t>(r.base);
-        const uint64_t lo = base & ~static_cast<uint64_t>(page - 1);
-        const uint64_t hi = (base + r.bytes + page - 1) & ~static_cast<uint64_t>(page - 1);
-        if (a_.reg_dmabuf_mr) {
-          try {
-            int prev = -1;
-            cudaGetDevice(&prev);
-            if (r.cuda_device >= 0) cudaSetDevice(r.cuda_device);
-            int fd = -1;
-            CUresult cr = drv::api().cuMemGetHandleForAddressRange(
-                &fd, static_cast<CUdeviceptr>(lo), hi - lo, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
-            if (prev >= 0) cudaSetDevice(prev);
-            if (cr != CUDA_SUCCESS) {
-              why = cat("cuMemGetHandleForAddressRange: CUresult ", static_cast<int>(cr));
-            } else {
-              mr = a_.reg_dmabuf_mr(pd_, base - lo, r.bytes, base, fd, kAccess);
-              if (!mr) why = cat("ibv_reg_dmabuf_mr: ", errno_str(errno));
-              ::close(fd);  // the MR holds its own reference
-            }
-          } catch (const Error& e) {
-            why = e.what();
-          }
-        } else {
-          why = "ibv_reg_dmabuf_mr missing (rdma-core < 34)";
-        }
-      }
-      if (!mr) {
-        mr = a_.reg_mr(pd_, r.base, r.bytes, kAccess);
-        if (!mr)
-          fail("verbs: cannot register region ", r.id, " (", r.bytes, " bytes of ",
-               r.device ? "GPU" : "host", " memory) on ", dev_.name, ": ibv_reg_mr: ", errno_str(errno),
-               why.empty() ? "" : "; " + why,
-               r.device ? " (GPU memory needs DMA-BUF support or the nvidia-peermem module)" : "");
-      }
+      mr = register_memory(a_, pd_, dev_.name, r, kAccess);
       mrs_.push_back(mr);
     }
     mine.addr = reinterpret_cast<uint64_t>(r.base);
@@ -481,7 +391,8 @@ void VerbsTransport::flush(int q) {
         wr.wr.atomic.rkey = rr.rkey;
         break;
       case WrKind::WriteImm:
-        fatal(cat("verbs: internal: write-with-imm WR on an RC QP (rank ", x.peer, ")"));
+      case WrKind::SignalRecord:
+        fatal(cat("verbs: internal: SRD WR on an RC QP (rank ", x.peer, ")"));
     }
   }
   ibv_send_wr* bad = nullptr;
@@ -540,8 +451,19 @@ void VerbsTransport::close() {
 }  // namespace
 }  // namespace verbs
 
+// EFA devices take the SRD path (efa_srd.cpp); everything else RC.
 std::unique_ptr<Transport> make_verbs(const TransportConfig& cfg) {
-  return std::make_unique<verbs::VerbsTransport>(cfg);
+  const verbs::IbvApi& a = verbs::ibv();
+  verbs::OpenedDevice dev = verbs::open_device(a, knob_str(Knob::MK_IB_DEVICE));
+  bool efa = false;
+  try {
+    efa = verbs::is_efa_device(a, dev);
+  } catch (...) {
+    a.close_device(dev.ctx);
+    throw;
+  }
+  if (efa) return verbs::make_efa_srd(cfg, dev);
+  return std::make_unique<verbs::VerbsTransport>(cfg, dev);
 }
 
 }  // namespace mk::net

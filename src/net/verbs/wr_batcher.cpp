@@ -13,6 +13,7 @@ const char* to_string(WrKind k) {
     case WrKind::SignalSet: return "signal-set";
     case WrKind::SignalAdd: return "signal-add";
     case WrKind::WriteImm: return "write-imm";
+    case WrKind::SignalRecord: return "signal-record";
   }
   return "?";
 }
@@ -23,6 +24,7 @@ BatcherConfig BatcherConfig::normalized() const {
   c.max_inflight = std::max(2, c.max_inflight);
   c.signal_every = std::clamp(c.signal_every, 1, c.max_inflight);
   c.max_wr_bytes = std::max<uint64_t>(1, c.max_wr_bytes);
+  if (c.imm_signals) c.signal_every = 1;
   return c;
 }
 
@@ -99,11 +101,31 @@ void RegionTable::check(const WriteReq& w) const {
 
 // ---------------------------------------------------------------- InflightTracker
 
-InflightTracker::InflightTracker(int num_qps, int /*max_inflight*/) : qps_(num_qps) {}
+InflightTracker::InflightTracker(int num_qps, int /*max_inflight*/, bool ordered)
+    : ordered_(ordered), qps_(num_qps), out_(num_qps) {}
 
-int InflightTracker::outstanding(int q) const { return static_cast<int>(qps_.at(q).size()); }
+int InflightTracker::outstanding(int q) const {
+  return static_cast<int>(ordered_ ? qps_.at(q).size() : out_.at(q).size());
+}
 
 void InflightTracker::on_posted(const WrDesc* wrs, int n) {
+  if (!ordered_) {
+    for (int i = 0; i < n; ++i) {
+      const WrDesc& d = wrs[i];
+      if (!d.signaled)
+        fail("verbs: internal: unsignalled WR seq ", d.seq, " on QP ", d.qp,
+             " in unordered (SRD) mode; every WR must be signalled");
+      if (!out_.at(d.qp).emplace(d.seq, d.req).second)
+        fail("verbs: internal: WR seq ", d.seq, " posted twice on QP ", d.qp);
+      ReqState& r = reqs_[d.req];
+      ++r.remaining;
+      if (d.has_cookie) {
+        r.has_cookie = true;
+        r.cookie = d.cookie;
+      }
+    }
+    return;
+  }
   for (int i = 0; i < n; ++i) {
     const WrDesc& d = wrs[i];
     auto& fifo = qps_.at(d.qp);
@@ -116,6 +138,20 @@ void InflightTracker::on_posted(const WrDesc* wrs, int n) {
 
 void InflightTracker::on_completion(int q, uint64_t seq) {
   if (q < 0 || q >= num_qps()) fail("verbs: internal: completion on unknown QP ", q);
+  if (!ordered_) {
+    auto it = out_[q].find(seq);
+    if (it == out_[q].end())
+      fail("verbs: internal: completion for WR seq ", seq, " on QP ", q,
+           " that is not an outstanding WR (completed twice?)");
+    auto r = reqs_.find(it->second);
+    out_[q].erase(it);
+    if (r == reqs_.end()) fail("verbs: internal: WR seq ", seq, " on QP ", q, " has no request");
+    if (--r->second.remaining == 0) {
+      if (r->second.has_cookie) ready_.push_back({r->second.cookie, 0});
+      reqs_.erase(r);
+    }
+    return;
+  }
   auto& fifo = qps_[q];
   // NOTES: the completed WR must be outstanding and signalled; everything
   // before it on the QP is done too (unsignalled, or already reaped).
@@ -148,6 +184,10 @@ WrBatcher::WrBatcher(const BatcherConfig& cfg, std::vector<int> peers, InflightT
   const size_t nq = peers_.size() * cfg_.qps_per_peer;
   if (static_cast<size_t>(tracker_.num_qps()) != nq)
     fail("verbs: internal: tracker has ", tracker_.num_qps(), " QPs, batcher needs ", nq);
+  if (cfg_.imm_signals == tracker_.ordered())
+    fail("verbs: internal: ", cfg_.imm_signals ? "SRD needs an unordered" : "RC needs an ordered",
+         " completion tracker");
+  next_msg_.assign(nq, 0);
   next_qp_.assign(peers_.size(), 0);
   next_seq_.assign(nq, 1);
   since_signal_.assign(nq, 0);
@@ -160,10 +200,20 @@ int WrBatcher::qp_of(int peer, int k) const {
   return it->second * cfg_.qps_per_peer + k;
 }
 
+bool WrBatcher::inline_signal(const WriteReq& w) const {
+  // NOTES: a signal-only request uses the record form (a SEND): it needs no
+  // destination region and no 0-byte RDMA write.
+  return cfg_.imm_signals && w.bytes > 0 && w.bytes <= cfg_.max_wr_bytes &&
+         imm_fits(w.sig_op, w.sig_off, w.sig_value);
+}
+
 int WrBatcher::chain_length(const WriteReq& w) const {
   const uint64_t chunks = (w.bytes + cfg_.max_wr_bytes - 1) / cfg_.max_wr_bytes;
-  if (cfg_.imm_signals)  // the signal rides the (last) data WR; signal-only = one 0-byte WR
-    return static_cast<int>(std::max<uint64_t>(chunks, w.sig_op != SigOp::None ? 1 : 0));
+  if (cfg_.imm_signals) {
+    const bool sig = w.sig_op != SigOp::None;
+    const uint64_t n = chunks + (sig && !inline_signal(w) ? 1 : 0);
+    return static_cast<int>(std::min<uint64_t>(n, 1u << 30));
+  }
   return static_cast<int>(std::min<uint64_t>(chunks, 1u << 30)) + (w.sig_op != SigOp::None ? 1 : 0);
 }
 
@@ -185,15 +235,11 @@ int WrBatcher::add(const WriteReq& w) {
   if (n > cfg_.max_inflight)
     fail("verbs: write of ", w.bytes, " bytes to rank ", w.peer, " needs ", n,
          " work requests, more than MK_IB_MAX_INFLIGHT=", cfg_.max_inflight);
-  // Throws before anything changes: the imm must fit, and SRD does not order
-  // WRs, so only a single-WR write can carry its signal "after all bytes".
-  uint32_t imm = 0;
-  if (cfg_.imm_signals && w.sig_op != SigOp::None) {
-    if (n != 1)
-      fail("verbs/efa: a signalled write of ", w.bytes, " bytes to rank ", w.peer,
-           " needs ", n, " WRs; SRD cannot order its signal after all of them");
-    imm = encode_imm(w.sig_op, w.sig_off, w.sig_value);
-  }
+  // SRD: the record names its parts in 16 bits (checked before anything changes).
+  if (cfg_.imm_signals && w.sig_op != SigOp::None && !inline_signal(w) &&
+      static_cast<uint64_t>(n - 1) > kMaxRecordParts)
+    fail("verbs/efa: a signalled write of ", w.bytes, " bytes to rank ", w.peer, " needs ", n - 1,
+         " parts, more than a signal record can name (", kMaxRecordParts, ")");
   auto it = peer_index_.find(w.peer);
   if (it == peer_index_.end()) fail("verbs: write to rank ", w.peer, ", which is not a connected peer");
   const int pi = it->second;
@@ -206,12 +252,20 @@ int WrBatcher::add(const WriteReq& w) {
   // atomic additionally carries IBV_SEND_FENCE (it waits for every earlier
   // WR of the QP to finish) because atomics may otherwise pass writes.
   auto& pend = pending_[q];
+  const uint64_t req = next_req_++;
   auto push = [&](WrDesc d) {
     d.peer = w.peer;
     d.qp = q;
     d.seq = next_seq_[q]++;
+    d.req = req;
     pend.push_back(d);
   };
+  if (cfg_.imm_signals) {
+    plan_srd(w, q, push);
+    pend.back().has_cookie = true;
+    pend.back().cookie = w.cookie;
+    return q;
+  }
   for (uint64_t off = 0; off < w.bytes; off += cfg_.max_wr_bytes) {
     WrDesc d;
     d.kind = cfg_.imm_signals ? WrKind::WriteImm : WrKind::Write;
@@ -222,15 +276,7 @@ int WrBatcher::add(const WriteReq& w) {
     push(d);
   }
   if (w.sig_op != SigOp::None) {
-    if (cfg_.imm_signals) {
-      if (w.bytes == 0) {
-        WrDesc d;
-        d.kind = WrKind::WriteImm;
-        d.region = w.region >= 0 ? w.region : kSignalRegion;
-        push(d);
-      }
-      pend.back().imm = imm;
-    } else {
+    {
       WrDesc d;
       d.region = kSignalRegion;
       d.dst_off = w.sig_off;
@@ -251,6 +297,42 @@ int WrBatcher::add(const WriteReq& w) {
   return q;
 }
 
+// NOTES (SRD): the WRs of one request may complete, at both ends, in any
+// order; see srd_signal.hpp for why the receiver's signal still follows all
+// data. Plain (unsignalled-request) data goes as RDMA_WRITE: no receiver
+// action, no receive WR consumed.
+template <typename Push>
+void WrBatcher::plan_srd(const WriteReq& w, int q, Push&& push) {
+  const bool sig = w.sig_op != SigOp::None;
+  const bool inl = inline_signal(w);
+  const uint32_t msg = (sig && !inl) ? (next_msg_[q]++ & kImmMsgIdMask) : 0;
+  uint32_t parts = 0;
+  for (uint64_t off = 0; off < w.bytes; off += cfg_.max_wr_bytes) {
+    WrDesc d;
+    d.kind = !sig ? WrKind::Write : WrKind::WriteImm;
+    d.region = w.region;
+    d.src_off = w.src_off + off;
+    d.dst_off = w.dst_off + off;
+    d.bytes = std::min(cfg_.max_wr_bytes, w.bytes - off);
+    if (sig) d.imm = inl ? encode_imm(w.sig_op, w.sig_off, w.sig_value) : encode_part_imm(msg);
+    push(d);
+    ++parts;
+  }
+  if (sig && !inl) {
+    WrDesc d;
+    d.kind = WrKind::SignalRecord;
+    d.region = kSignalRegion;
+    d.dst_off = w.sig_off;
+    d.bytes = sizeof(SrdRecord);
+    d.value = w.sig_value;
+    d.sig_op = w.sig_op;
+    d.imm = msg;
+    d.nparts = parts;
+    d.inline_data = true;
+    push(d);
+  }
+}
+
 std::vector<WrDesc> WrBatcher::take(int q) {
   std::vector<WrDesc> out;
   out.swap(pending_.at(q));
@@ -263,27 +345,6 @@ std::vector<WrDesc> WrBatcher::take(int q) {
   }
   if (!out.empty()) tracker_.on_posted(out.data(), static_cast<int>(out.size()));
   return out;
-}
-
-// ---------------------------------------------------------------- EFA immediate
-
-uint32_t encode_imm(SigOp op, uint64_t sig_off, uint64_t value) {
-  if (op != SigOp::Set && op != SigOp::Add) fail("verbs/efa: no signal op to encode");
-  if (sig_off % 8 != 0 || sig_off / 8 > kImmMaxWord)
-    fail("verbs/efa: signal offset ", sig_off, " does not fit the 24-bit word index of the immediate");
-  if (value > kImmMaxValue)
-    fail("verbs/efa: signal value ", value, " does not fit the immediate (max ", kImmMaxValue,
-         "); use MK_NET=fabric for EFA");
-  return (static_cast<uint32_t>(op) << 30) | (static_cast<uint32_t>(value) << 24) |
-         static_cast<uint32_t>(sig_off / 8);
-}
-
-ImmSignal decode_imm(uint32_t imm) {
-  ImmSignal s;
-  s.op = static_cast<SigOp>(imm >> 30);
-  s.value = (imm >> 24) & kImmMaxValue;
-  s.sig_off = static_cast<uint64_t>(imm & kImmMaxWord) * 8;
-  return s;
 }
 
 }  // namespace mk::net::verbs

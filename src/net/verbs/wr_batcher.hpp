@@ -12,8 +12,10 @@
 //                     flush are signalled.
 //   InflightTracker — knows every WR handed to the NIC per QP, takes the
 //                     completions of signalled WRs, infers the completion of
-//                     the unsignalled WRs before them (a QP completes in
-//                     order), and reports each request's cookie exactly once.
+//                     the unsignalled WRs before them (RC completes in
+//                     order; in unordered mode, for SRD, every WR is
+//                     signalled and retired alone), and reports each
+//                     request's cookie exactly once.
 //
 // The transport (verbs_transport.cpp) only translates WrDesc into ibv_send_wr
 // and ibv_wc into on_completion().
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "src/net/transport.hpp"
+#include "src/net/verbs/srd_signal.hpp"
 
 namespace mk::net::verbs {
 
@@ -32,7 +35,8 @@ enum class WrKind : uint8_t {
   Write,      // RDMA_WRITE of data bytes (local region -> same region at the peer)
   SignalSet,  // RDMA_WRITE of the 8-byte signal value, sent inline, into peer region 0
   SignalAdd,  // ATOMIC_FETCH_AND_ADD on the 8-byte signal word in peer region 0 (fenced)
-  WriteImm,   // EFA/SRD: RDMA_WRITE_WITH_IMM of the data (maybe 0 bytes); imm carries the signal
+  WriteImm,   // EFA/SRD: RDMA_WRITE_WITH_IMM of data; imm = inline signal or record part (srd_signal.hpp)
+  SignalRecord,  // EFA/SRD: SEND of an SrdRecord (full signal + part count), inline
 };
 
 const char* to_string(WrKind k);
@@ -48,7 +52,10 @@ struct WrDesc {
   uint64_t dst_off = 0;    // offset in the peer's region (signals: sig_off)
   uint64_t bytes = 0;      // Write/WriteImm: chunk bytes; signals: 8
   uint64_t value = 0;      // SignalSet: the value written; SignalAdd: the addend
-  uint32_t imm = 0;        // WriteImm: encoded signal (see encode_imm)
+  uint32_t imm = 0;        // WriteImm: encode_imm / encode_part_imm; SignalRecord: the message id
+  SigOp sig_op = SigOp::None;  // SignalRecord: the op (dst_off = sig_off, value = value)
+  uint32_t nparts = 0;     // SignalRecord: data parts carrying its message id
+  uint64_t req = 0;        // request number (per batcher), shared by a request's WRs
   bool signaled = false;   // IBV_SEND_SIGNALED; decided at flush time
   bool fence = false;      // IBV_SEND_FENCE (atomics)
   bool inline_data = false;  // IBV_SEND_INLINE (SignalSet)
@@ -61,10 +68,12 @@ struct BatcherConfig {
   int max_inflight = 128;      // MK_IB_MAX_INFLIGHT, per QP, WRs queued + on the wire
   int signal_every = 16;       // MK_IB_SIGNAL_EVERY
   uint64_t max_wr_bytes = 1ull << 30;  // larger writes are split into several Write WRs
-  bool imm_signals = false;    // EFA/SRD: the signal rides the data WR as immediate data
+  bool imm_signals = false;    // EFA/SRD: signals applied by the receiver (srd_signal.hpp)
   // Normalizes: max_inflight >= 2 (a data+signal chain must always fit),
   // signal_every <= max_inflight (the send queue must see a signalled WR
-  // before it fills, or its slots are never released), everything >= 1.
+  // before it fills, or its slots are never released), everything >= 1;
+  // imm_signals forces signal_every = 1 (SRD completes out of order, so no
+  // completion may stand for an earlier WR).
   BatcherConfig normalized() const;
 };
 
@@ -108,21 +117,26 @@ class RegionTable {
 
 // ---------------------------------------------------------------- tracker
 
-// NOTES: inference assumes a QP completes its WRs in order (true for RC).
-// An SRD data path would have to signal every WR (signal_every = 1) AND
-// retire only the completed entry, since SRD may complete out of order.
+// NOTES: ordered mode (RC) infers unsignalled completions from a later
+// signalled one, since a QP completes in order. Unordered mode (SRD: its
+// completions come in any order) requires every WR signalled, retires only
+// the completed WR, and reports a request's cookie when ALL of its WRs
+// (data parts, record) completed, whatever their order.
 class InflightTracker {
  public:
-  InflightTracker(int num_qps, int max_inflight);
+  InflightTracker(int num_qps, int max_inflight, bool ordered = true);
   int num_qps() const { return static_cast<int>(qps_.size()); }
+  bool ordered() const { return ordered_; }
   // WRs of QP q handed to the NIC whose completion is not known yet.
   int outstanding(int q) const;
   // Records WRs just posted on their QP (in order; seq strictly increasing).
   void on_posted(const WrDesc* wrs, int n);
-  // A completion of the signalled WR `seq` on QP q: that WR and every earlier
-  // one on q are done (RC/SRD send queues complete in order). Their cookies
-  // become ready. Throws mk::Error on a seq that was not posted signalled
-  // (a bookkeeping bug, never silently ignored).
+  // A completion of the signalled WR `seq` on QP q. Ordered: that WR and
+  // every earlier one on q are done (RC completes in order). Unordered: only
+  // that WR. Cookies of requests now complete become ready. Throws mk::Error
+  // on a seq that was not posted signalled or completes twice (a bookkeeping
+  // bug, never silently ignored). Unordered on_posted throws on an
+  // unsignalled WR.
   void on_completion(int q, uint64_t seq);
   // A request that needs no WR (0 bytes, no signal) completes at once.
   void complete_now(uint64_t cookie);
@@ -137,7 +151,15 @@ class InflightTracker {
     bool has_cookie;
     bool signaled;
   };
-  std::vector<std::deque<Entry>> qps_;
+  struct ReqState {
+    int remaining = 0;
+    bool has_cookie = false;
+    uint64_t cookie = 0;
+  };
+  bool ordered_;
+  std::vector<std::deque<Entry>> qps_;                       // ordered mode
+  std::vector<std::unordered_map<uint64_t, uint64_t>> out_;  // unordered: per QP, seq -> req
+  std::unordered_map<uint64_t, ReqState> reqs_;              // unordered: by request number
   std::deque<Completion> ready_;
 };
 
@@ -160,7 +182,12 @@ class WrBatcher {
   // Throws mk::Error when the chain could never fit (bytes too large).
   int add(const WriteReq& w);
   // Number of WRs `w` turns into (data chunks + signal).
+  // SRD (imm_signals): no signal: the data chunks as plain writes; a signal
+  // in the inline form: one WriteImm; else the record form: the chunks as
+  // WriteImm parts + one SignalRecord (srd_signal.hpp).
   int chain_length(const WriteReq& w) const;
+  // SRD: whether `w`'s signal uses the inline form (one WR carries all).
+  bool inline_signal(const WriteReq& w) const;
   int num_pending(int q) const { return static_cast<int>(pending_[q].size()); }
   // Room left on QP q in WRs.
   int room(int q) const;
@@ -174,34 +201,20 @@ class WrBatcher {
   std::vector<WrDesc> take(int q);
 
  private:
+  template <typename Push>
+  void plan_srd(const WriteReq& w, int q, Push&& push);
+
   BatcherConfig cfg_;
   std::vector<int> peers_;
   std::unordered_map<int, int> peer_index_;
   InflightTracker& tracker_;
   std::vector<int> next_qp_;             // per peer: round-robin cursor
   std::vector<uint64_t> next_seq_;       // per QP
+  std::vector<uint32_t> next_msg_;       // per QP: SRD record-form message ids
+  uint64_t next_req_ = 1;
   std::vector<int> since_signal_;        // per QP: unsignalled WRs since the last signalled one
   std::vector<std::vector<WrDesc>> pending_;  // per QP: planned, not yet posted
 };
-
-// ---------------------------------------------------------------- EFA immediate
-
-// EFA/SRD has no ordering between WRs and no remote atomics into device
-// memory, so a signal rides its data WR as 32-bit immediate data and the
-// receiver applies it:
-//   bits 31..30  op (1 = Set, 2 = Add)
-//   bits 29..24  value (0..63)
-//   bits 23..0   signal word index (sig_off / 8)
-// encode_imm throws mk::Error when a signal does not fit.
-constexpr uint64_t kImmMaxValue = 63;
-constexpr uint64_t kImmMaxWord = (1u << 24) - 1;
-uint32_t encode_imm(SigOp op, uint64_t sig_off, uint64_t value);
-struct ImmSignal {
-  SigOp op = SigOp::None;
-  uint64_t sig_off = 0;
-  uint64_t value = 0;
-};
-ImmSignal decode_imm(uint32_t imm);
 
 // wr_id layout: flat QP index in the top 16 bits, sequence number below.
 constexpr int kWrIdQpShift = 48;
@@ -210,5 +223,7 @@ inline uint64_t make_wr_id(int q, uint64_t seq) {
 }
 inline int wr_id_qp(uint64_t id) { return static_cast<int>(id >> kWrIdQpShift); }
 inline uint64_t wr_id_seq(uint64_t id) { return id & ((1ull << kWrIdQpShift) - 1); }
+// SRD receive WRs: the same layout with the receive-buffer slot as "seq"
+// (they are told apart from send WRs by the completion's opcode).
 
 }  // namespace mk::net::verbs

@@ -1,0 +1,546 @@
+// mkernel: the EFA path of the `verbs` transport: SRD datagram QPs created
+// through efadv, RDMA write (+ write-with-immediate) and inline SENDs, with
+// signals applied by the RECEIVER (DESIGN.md §5). The signal protocol and
+// its ordering argument are in srd_signal.hpp; planning in wr_batcher.cpp.
+//
+// NOTES:
+// - One SRD QP per (peer, k), like RC, so the batcher/tracker accounting is
+//   shared; SRD is connectionless, each WR names its peer by address handle
+//   + remote QPN + Q-key (exchanged in the connect blob). My QP
+//   qp_of(peer, k) sends to, and only receives from, the peer's
+//   qp_of(me, k): receive completions on it belong to that peer.
+// - Every send WR is signalled and the tracker is unordered (SRD completes
+//   out of order); a cookie is reported when all of its request's WRs did.
+// - Receives: every WRITE_WITH_IMM and SEND consumes one receive WR of the
+//   target QP. Each QP keeps kRecvDepth receive buffers posted and reposts
+//   a buffer right after its completion was handled in poll(). A sender can
+//   outrun reposting (its send completes when the peer NIC took the
+//   receive, not when the peer's proxy reposted it): the QP's RNR retry
+//   (rnr_retry = 7, when the device has EFADV_DEVICE_ATTR_CAPS_RNR_RETRY)
+//   turns that into a delay, never a lost signal.
+// - Signals into GPU memory are applied on one in-order CUDA stream
+//   (fabric::StageOps::signal: Set by cuStreamWriteValue64, Add by its
+//   preloaded kernel) after cuFlushGPUDirectRDMAWrites, so that the NIC's
+//   writes of the data are visible to the GPU before the signal; into host
+//   memory with a host atomic after the same flush.
+#include "src/net/verbs/ibv_loader.hpp"
+
+#if MK_HAVE_EFADV
+
+#include <arpa/inet.h>
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <random>
+
+#include "mkernel/error.hpp"
+#include "mkernel/knobs.hpp"
+#include "src/net/fabric/fabric_stage.hpp"
+#include "src/net/verbs/endpoint.hpp"
+#include "src/net/verbs/verbs_common.hpp"
+#include "src/net/verbs/wr_batcher.hpp"
+
+namespace mk::net::verbs {
+namespace {
+
+// Not in rdma-core < 45's efadv.h; the value is the efadv ABI's.
+constexpr uint32_t kEfaCapsRdmaWrite = 1u << 3;
+constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+constexpr int kPollBatch = 32;
+constexpr size_t kRecvSlot = 32;  // >= sizeof(SrdRecord)
+
+using FlushFn = CUresult (*)(CUflushGPUDirectRDMAWritesTarget, CUflushGPUDirectRDMAWritesScope);
+
+class SrdTransport final : public Transport {
+ public:
+  SrdTransport(const TransportConfig& cfg, const OpenedDevice& dev) : cfg_(cfg), a_(ibv()), dev_(dev) {
+    try {
+      if (!a_.efadv_query_device || !a_.efadv_create_qp_ex)
+        fail("verbs: ", dev_.name, " is an EFA device but libefa.so.1 (efadv) could not be loaded; "
+             "install rdma-core's libefa1 or use MK_NET=fabric");
+      if (!a_.qp_to_qp_ex) fail("verbs: libibverbs lacks ibv_qp_to_qp_ex (rdma-core too old for EFA SRD)");
+      if (a_.query_device(dev_.ctx, &dev_attr_) != 0) fail("verbs: ibv_query_device failed on ", dev_.name);
+      if (a_.efadv_query_device(dev_.ctx, &efa_, sizeof(efa_)) != 0)
+        fail("verbs: efadv_query_device failed on ", dev_.name);
+      if (!(efa_.device_caps & kEfaCapsRdmaWrite))
+        fail("verbs: EFA device ", dev_.name, " has no RDMA write (EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE); "
+             "this backend needs it, use MK_NET=fabric");
+      if (efa_.inline_buf_size < sizeof(SrdRecord))
+        fail("verbs: EFA device ", dev_.name, " inlines ", efa_.inline_buf_size, " bytes, signal records need ",
+             sizeof(SrdRecord));
+      pd_ = a_.alloc_pd(dev_.ctx);
+      if (!pd_) fail("verbs: ibv_alloc_pd failed on ", dev_.name, ": ", errno_str(errno));
+      ibv_gid g{};
+      if (a_.query_gid(dev_.ctx, static_cast<uint8_t>(dev_.port), 0, &g) != 0)
+        fail("verbs: cannot read GID 0 of ", dev_.name);
+      std::memcpy(my_port_.gid.data(), g.raw, 16);
+      my_port_.link_layer = dev_.port_attr.link_layer;
+      qkey_ = std::random_device{}() & 0x7fffffff;  // high bit set = privileged Q-key
+    } catch (...) {
+      close();
+      throw;
+    }
+  }
+  ~SrdTransport() override { close(); }
+
+  std::string name() const override { return "verbs:" + dev_.name + "(srd)"; }
+  void connect(Bootstrap& bs, const std::vector<int>& peers) override;
+  void register_region(Bootstrap& bs, const Region& r) override;
+  bool post(const WriteReq& w) override;
+  int poll(Completion* out, int max) override;
+  void close() override;
+
+ private:
+  void create_qps(const std::vector<int>& peers);
+  void post_recv(int q, int slot);
+  void flush(int q);
+  void on_recv(const ibv_wc& wc);
+  void apply_pending_signals();
+  void check_usable() const {
+    if (!sticky_error_.empty()) throw Error(sticky_error_);
+    if (closed_) fail("verbs: transport used after close()");
+    if (!batcher_) fail("verbs: post/poll before connect()");
+  }
+  [[noreturn]] void fatal(std::string msg) {
+    if (sticky_error_.empty()) sticky_error_ = "mkernel: " + msg;
+    throw Error(sticky_error_);
+  }
+
+  TransportConfig cfg_;
+  const IbvApi& a_;
+  OpenedDevice dev_;
+  ibv_device_attr dev_attr_{};
+  efadv_device_attr efa_{};
+  ibv_pd* pd_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  PortInfo my_port_;
+  uint32_t qkey_ = 0;
+  int recv_depth_ = 0;
+  std::vector<ibv_qp*> qps_;
+  std::vector<ibv_qp_ex*> qpx_;
+  std::vector<ibv_ah*> ah_;             // per peer index
+  std::vector<uint32_t> remote_qpn_;    // per flat QP
+  std::vector<uint32_t> remote_qkey_;   // per peer index
+  std::vector<uint8_t> recv_buf_;       // [q][slot][kRecvSlot], registered
+  ibv_mr* recv_mr_ = nullptr;
+  std::vector<ibv_mr*> mrs_;
+  RegionTable regions_;
+  Region sig_region_;                   // this rank's region 0 (where received signals land)
+  std::unique_ptr<InflightTracker> tracker_;
+  std::unique_ptr<WrBatcher> batcher_;
+  SrdAssembler assembler_;
+  std::vector<ImmSignal> to_apply_;     // released signals of this poll()
+  std::shared_ptr<fabric::StageOps> gpu_;  // region 0 in GPU memory: the in-order signal stream
+  FlushFn flush_rdma_ = nullptr;
+  std::vector<int> dirty_;
+  std::vector<uint8_t> is_dirty_;
+  std::string sticky_error_;
+  bool closed_ = false;
+};
+
+void SrdTransport::create_qps(const std::vector<int>& peers) {
+  BatcherConfig bc;
+  bc.imm_signals = true;
+  bc.qps_per_peer = static_cast<int>(knob_int(Knob::MK_IB_QPS_PER_PEER));
+  bc.max_inflight = static_cast<int>(std::min<int64_t>(knob_int(Knob::MK_IB_MAX_INFLIGHT), efa_.max_sq_wr));
+  // NOTES: max_rdma_size bounds one RDMA write; larger writes are split
+  // (signalled ones into record-form parts, see srd_signal.hpp).
+  bc.max_wr_bytes = std::max<uint64_t>(1, std::min<uint64_t>(efa_.max_rdma_size, 1ull << 30));
+  bc = bc.normalized();
+  const int nq = static_cast<int>(peers.size()) * bc.qps_per_peer;
+  recv_depth_ = static_cast<int>(std::min<uint32_t>(efa_.max_rq_wr, 2u * bc.max_inflight));
+  // Sends (all signalled) + receives, each at most its queue depth.
+  const int64_t want = static_cast<int64_t>(nq) * (bc.max_inflight + recv_depth_) + 16;
+  const int cqe = static_cast<int>(std::min<int64_t>(want, dev_attr_.max_cqe));
+  cq_ = a_.create_cq(dev_.ctx, cqe, nullptr, nullptr, 0);
+  if (!cq_) fail("verbs: ibv_create_cq(", cqe, ") failed on ", dev_.name, ": ", errno_str(errno));
+
+  recv_buf_.assign(static_cast<size_t>(nq) * recv_depth_ * kRecvSlot, 0);
+  recv_mr_ = a_.reg_mr(pd_, recv_buf_.data(), recv_buf_.size(), IBV_ACCESS_LOCAL_WRITE);
+  if (!recv_mr_) fail("verbs: ibv_reg_mr of the SRD receive buffers failed: ", errno_str(errno));
+
+  const bool rnr = efa_.device_caps & EFADV_DEVICE_ATTR_CAPS_RNR_RETRY;
+  for (int q = 0; q < nq; ++q) {
+    const int peer = peers[q / bc.qps_per_peer];
+    // NOTES: SRD needs efadv_create_qp_ex (exported by libefa, dlsym'ed);
+    // ibv_create_qp_ex of verbs.h cannot ask for the SRD driver type.
+    ibv_qp_init_attr_ex ia{};
+    ia.qp_type = IBV_QPT_DRIVER;
+    ia.send_cq = cq_;
+    ia.recv_cq = cq_;
+    ia.pd = pd_;
+    ia.cap.max_send_wr = bc.max_inflight;
+    ia.cap.max_recv_wr = recv_depth_;
+    ia.cap.max_send_sge = 1;
+    ia.cap.max_recv_sge = 1;
+    ia.cap.max_inline_data = sizeof(SrdRecord);
+    ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    ia.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND;
+    efadv_qp_init_attr ea{};
+    ea.driver_qp_type = EFADV_QP_DRIVER_TYPE_SRD;
+    ibv_qp* qp = a_.efadv_create_qp_ex(dev_.ctx, &ia, &ea, sizeof(ea));
+    if (!qp) fail("verbs: efadv_create_qp_ex (SRD) for rank ", peer, " failed on ", dev_.name, ": ", errno_str(errno));
+    qps_.push_back(qp);
+    ibv_qp_ex* x = a_.qp_to_qp_ex(qp);
+    if (!x) fail("verbs: ibv_qp_to_qp_ex failed for an SRD QP on ", dev_.name);
+    qpx_.push_back(x);
+    ibv_qp_attr at{};
+    at.qp_state = IBV_QPS_INIT;
+    at.pkey_index = 0;
+    at.port_num = static_cast<uint8_t>(dev_.port);
+    at.qkey = qkey_;
+    int rc = a_.modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
+    if (rc) fail("verbs: SRD QP to INIT failed (rank ", peer, "): ", errno_str(rc));
+    at = {};
+    at.qp_state = IBV_QPS_RTR;
+    rc = a_.modify_qp(qp, &at, IBV_QP_STATE);
+    if (rc) fail("verbs: SRD QP to RTR failed (rank ", peer, "): ", errno_str(rc));
+    at = {};
+    at.qp_state = IBV_QPS_RTS;
+    at.sq_psn = 0;
+    at.rnr_retry = 7;  // 7 = retry without limit
+    rc = a_.modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN | (rnr ? IBV_QP_RNR_RETRY : 0));
+    if (rc) fail("verbs: SRD QP to RTS failed (rank ", peer, "): ", errno_str(rc));
+    for (int s = 0; s < recv_depth_; ++s) post_recv(q, s);
+  }
+  regions_ = RegionTable(peers);
+  tracker_ = std::make_unique<InflightTracker>(nq, bc.max_inflight, /*ordered=*/false);
+  batcher_ = std::make_unique<WrBatcher>(bc, peers, *tracker_);
+  assembler_ = SrdAssembler(nq);
+  is_dirty_.assign(nq, 0);
+}
+
+void SrdTransport::post_recv(int q, int slot) {
+  uint8_t* buf = recv_buf_.data() + (static_cast<size_t>(q) * recv_depth_ + slot) * kRecvSlot;
+  ibv_sge sg{reinterpret_cast<uint64_t>(buf), static_cast<uint32_t>(kRecvSlot), recv_mr_->lkey};
+  ibv_recv_wr wr{};
+  wr.wr_id = make_wr_id(q, static_cast<uint64_t>(slot));
+  wr.sg_list = &sg;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  const int rc = ibv_post_recv(qps_[q], &wr, &bad);
+  if (rc) fatal(cat("verbs: ibv_post_recv on an SRD QP of ", dev_.name, " failed: ", errno_str(rc)));
+}
+
+// Same two-round shape as the RC connect: every rank contributes a blob even
+// when its setup failed, so that all ranks fail together naming the cause.
+void SrdTransport::connect(Bootstrap& bs, const std::vector<int>& peers) {
+  if (batcher_) fail("verbs: connect() called twice");
+  for (int p : peers)
+    if (p < 0 || p >= bs.world() || p == bs.rank())
+      fail("verbs: connect: peer rank ", p, " is out of range or this rank");
+  ConnectInfo mine;
+  mine.rank = bs.rank();
+  try {
+    create_qps(peers);
+    mine.qps_per_peer = batcher_->config().qps_per_peer;
+    mine.port = my_port_;
+    mine.srd = true;
+    mine.qkey = qkey_;
+    for (int p : peers) {
+      PeerQps pq;
+      pq.peer = p;
+      for (int k = 0; k < mine.qps_per_peer; ++k) {
+        pq.qpn.push_back(qps_[batcher_->qp_of(p, k)]->qp_num);
+        pq.psn.push_back(0);
+      }
+      mine.peers.push_back(std::move(pq));
+    }
+  } catch (const Error& e) {
+    mine = {};
+    mine.ok = false;
+    mine.rank = bs.rank();
+    mine.error = e.what();
+  }
+  const std::vector<std::string> all = bs.allgather(encode(mine));
+  std::vector<ConnectInfo> infos;
+  for (int r = 0; r < bs.world(); ++r) {
+    infos.push_back(decode_connect(all[r], r));
+    if (!infos.back().ok) fail("verbs: connect failed on rank ", r, ": ", infos.back().error);
+  }
+  std::string err;
+  try {
+    remote_qpn_.assign(qps_.size(), 0);
+    for (int p : peers) {
+      const ConnectInfo& ci = infos[p];
+      if (!ci.srd) fail("verbs: rank ", p, " uses RC queue pairs, this rank EFA SRD (mixed devices)");
+      if (ci.qps_per_peer != mine.qps_per_peer)
+        fail("verbs: rank ", p, " uses MK_IB_QPS_PER_PEER=", ci.qps_per_peer, ", this rank ",
+             mine.qps_per_peer, "; set it equally on all ranks");
+      auto it = std::find_if(ci.peers.begin(), ci.peers.end(), [&](const PeerQps& x) { return x.peer == bs.rank(); });
+      if (it == ci.peers.end())
+        fail("verbs: rank ", p, " did not list rank ", bs.rank(), " as a peer (peer lists must be symmetric)");
+      ibv_ah_attr ah{};
+      ah.is_global = 1;
+      ah.port_num = static_cast<uint8_t>(dev_.port);
+      std::memcpy(ah.grh.dgid.raw, ci.port.gid.data(), 16);
+      ibv_ah* h = a_.create_ah(pd_, &ah);
+      if (!h) fail("verbs: ibv_create_ah for rank ", p, " failed on ", dev_.name, ": ", errno_str(errno));
+      ah_.push_back(h);  // peer index order = `peers` order
+      remote_qkey_.push_back(ci.qkey);
+      for (int k = 0; k < mine.qps_per_peer; ++k) remote_qpn_[batcher_->qp_of(p, k)] = it->qpn[k];
+    }
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  // Second round: every rank has its receives posted and its AHs made
+  // before anyone writes.
+  const std::vector<std::string> done = bs.allgather(err);
+  for (int r = 0; r < bs.world(); ++r)
+    if (!done[r].empty()) fail("verbs: connect failed on rank ", r, ": ", done[r]);
+}
+
+void SrdTransport::register_region(Bootstrap& bs, const Region& r) {
+  if (!batcher_) fail("verbs: register_region before connect()");
+  RegionInfo mine;
+  mine.id = r.id;
+  ibv_mr* mr = nullptr;
+  try {
+    if (r.id < 0) fail("verbs: region id ", r.id, " is negative");
+    if (r.id == kSignalRegion) {
+      sig_region_ = r;
+      if (r.device && r.bytes > 0) {
+        // Received signals are applied on an in-order GPU stream (the fabric
+        // staging machinery: Set by cuStreamWriteValue64, Add by its kernel).
+        gpu_ = fabric::make_cuda_stage_ops(r.cuda_device >= 0 ? r.cuda_device : cfg_.cuda_device);
+      }
+      if (cfg_.cuda_device >= 0 && !flush_rdma_) {
+        void* fn = nullptr;
+        cudaDriverEntryPointQueryResult qr{};
+        if (cudaGetDriverEntryPointByVersion("cuFlushGPUDirectRDMAWrites", &fn, 12000, cudaEnableDefault, &qr) == cudaSuccess &&
+            qr == cudaDriverEntryPointSuccess)
+          flush_rdma_ = reinterpret_cast<FlushFn>(fn);
+      }
+    }
+    if (r.bytes > 0) {
+      mr = register_memory(a_, pd_, dev_.name, r, kAccess);
+      mrs_.push_back(mr);
+    }
+    mine.addr = reinterpret_cast<uint64_t>(r.base);
+    mine.bytes = r.bytes;
+    mine.rkey = mr ? mr->rkey : 0;
+  } catch (const Error& e) {
+    mine = {};
+    mine.ok = false;
+    mine.id = r.id;
+    mine.error = e.what();
+  }
+  const std::vector<std::string> all = bs.allgather(encode(mine));
+  std::vector<RegionInfo> infos;
+  for (int p = 0; p < bs.world(); ++p) {
+    infos.push_back(decode_region(all[p], p));
+    if (!infos.back().ok) fail("verbs: register_region failed on rank ", p, ": ", infos.back().error);
+    if (infos.back().id != r.id)
+      fail("verbs: register_region: rank ", p, " registered region ", infos.back().id,
+           " while this rank registered ", r.id, " (same order on every rank)");
+  }
+  regions_.set_local(r.id, {mine.addr, mine.bytes, mr ? mr->lkey : 0, true});
+  for (int p : regions_.peers()) regions_.set_remote(p, r.id, {infos[p].addr, infos[p].bytes, infos[p].rkey, true});
+}
+
+bool SrdTransport::post(const WriteReq& w) {
+  check_usable();
+  regions_.check(w);
+  const int q = batcher_->add(w);
+  if (q == -1) return false;
+  if (q >= 0) {
+    if (batcher_->should_flush(q)) {
+      flush(q);
+    } else if (!is_dirty_[q]) {
+      is_dirty_[q] = 1;
+      dirty_.push_back(q);
+    }
+  }
+  return true;
+}
+
+void SrdTransport::flush(int q) {
+  std::vector<WrDesc> d = batcher_->take(q);
+  if (d.empty()) return;
+  const int pi = regions_.peer_index(batcher_->peer_of_qp(q));
+  ibv_qp_ex* x = qpx_[q];
+  ibv_wr_start(x);
+  for (WrDesc& w : d) {
+    x->wr_id = make_wr_id(q, w.seq);
+    x->wr_flags = IBV_SEND_SIGNALED;  // SRD: every WR (unordered tracker)
+    switch (w.kind) {
+      case WrKind::Write:
+      case WrKind::WriteImm: {
+        const RemoteRegion& rr = regions_.remote(w.peer, w.region);
+        const LocalRegion& lr = regions_.local(w.region);
+        if (w.kind == WrKind::Write)
+          ibv_wr_rdma_write(x, rr.rkey, rr.addr + w.dst_off);
+        else
+          ibv_wr_rdma_write_imm(x, rr.rkey, rr.addr + w.dst_off, htonl(w.imm));
+        ibv_wr_set_ud_addr(x, ah_[pi], remote_qpn_[q], remote_qkey_[pi]);
+        ibv_wr_set_sge(x, lr.lkey, lr.base + w.src_off, static_cast<uint32_t>(w.bytes));
+        break;
+      }
+      case WrKind::SignalRecord: {
+        SrdRecord rec;
+        rec.op = static_cast<uint8_t>(w.sig_op);
+        rec.nparts = static_cast<uint16_t>(w.nparts);
+        rec.msg_id = w.imm;
+        rec.sig_off = w.dst_off;
+        rec.value = w.value;
+        x->wr_flags |= IBV_SEND_INLINE;
+        ibv_wr_send(x);
+        ibv_wr_set_ud_addr(x, ah_[pi], remote_qpn_[q], remote_qkey_[pi]);
+        ibv_wr_set_inline_data(x, &rec, sizeof(rec));  // copied now
+        break;
+      }
+      default:
+        ibv_wr_abort(x);
+        fatal(cat("verbs: internal: ", to_string(w.kind), " WR on an EFA SRD QP (rank ", w.peer, ")"));
+    }
+  }
+  const int rc = ibv_wr_complete(x);
+  if (rc)
+    fatal(cat("verbs: posting to rank ", batcher_->peer_of_qp(q), " failed on ", dev_.name, ": ", errno_str(rc)));
+}
+
+// A receive completion: the payload of that one operation is in place
+// (srd_signal.hpp); signals released by it are applied after this poll's CQ
+// batch, then the buffer is reposted.
+void SrdTransport::on_recv(const ibv_wc& wc) {
+  const int q = wr_id_qp(wc.wr_id);
+  const int slot = static_cast<int>(wr_id_seq(wc.wr_id));
+  if (q >= static_cast<int>(qps_.size()) || slot >= recv_depth_)
+    fatal(cat("verbs: internal: receive completion with bad wr_id 0x", std::hex, wc.wr_id));
+  const int peer = batcher_->peer_of_qp(q);
+  if (wc.src_qp != remote_qpn_[q])
+    fatal(cat("verbs/efa: receive on the QP of rank ", peer, " from unexpected QPN ", wc.src_qp));
+  ImmSignal s;
+  bool released = false;
+  if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+    const DecodedImm d = decode_imm(ntohl(wc.imm_data));
+    if (d.kind == ImmKind::Inline) {
+      s = d.sig;
+      released = true;
+    } else if (d.kind == ImmKind::Part) {
+      released = assembler_.on_part(q, d.msg_id, &s);
+    } else {
+      fatal(cat("verbs/efa: rank ", peer, " sent an invalid immediate 0x", std::hex, ntohl(wc.imm_data)));
+    }
+  } else if (wc.opcode == IBV_WC_RECV) {
+    const uint8_t* buf = recv_buf_.data() + (static_cast<size_t>(q) * recv_depth_ + slot) * kRecvSlot;
+    released = assembler_.on_record(q, parse_record(buf, wc.byte_len, peer), &s);
+  } else {
+    fatal(cat("verbs/efa: unexpected receive opcode ", static_cast<int>(wc.opcode), " from rank ", peer));
+  }
+  if (released) {
+    if (s.sig_off + 8 > sig_region_.bytes)
+      fatal(cat("verbs/efa: rank ", peer, " signalled offset ", s.sig_off, " beyond the signal region"));
+    to_apply_.push_back(s);
+  }
+  post_recv(q, slot);
+}
+
+void SrdTransport::apply_pending_signals() {
+  if (to_apply_.empty()) return;
+  // NOTES: one flush covers every data write whose completion was polled
+  // before it, i.e. all data of the signals below.
+  if (flush_rdma_) {
+    const CUresult r = flush_rdma_(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
+                                   CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER);
+    if (r != CUDA_SUCCESS) fatal(cat("verbs/efa: cuFlushGPUDirectRDMAWrites failed (CUresult ", int(r), ")"));
+  }
+  for (const ImmSignal& s : to_apply_) {
+    void* word = static_cast<uint8_t*>(sig_region_.base) + s.sig_off;
+    if (gpu_) {
+      gpu_->signal(word, s.op, s.value);
+    } else {
+      std::atomic_ref<uint64_t> a(*static_cast<uint64_t*>(word));
+      if (s.op == SigOp::Set)
+        a.store(s.value, std::memory_order_release);
+      else
+        a.fetch_add(s.value, std::memory_order_acq_rel);
+    }
+  }
+  to_apply_.clear();
+}
+
+int SrdTransport::poll(Completion* out, int max) {
+  check_usable();
+  for (int q : dirty_) {
+    is_dirty_[q] = 0;
+    flush(q);
+  }
+  dirty_.clear();
+  int n = tracker_->take_ready(out, max);
+  ibv_wc wc[kPollBatch];
+  // NOTES: receive completions are always drained (they carry peers'
+  // signals), even when `out` is full.
+  for (;;) {
+    const int got = ibv_poll_cq(cq_, kPollBatch, wc);
+    if (got < 0) fatal(cat("verbs: ibv_poll_cq failed on ", dev_.name));
+    for (int i = 0; i < got; ++i) {
+      const int q = wr_id_qp(wc[i].wr_id);
+      const int peer = q < batcher_->num_qps() ? batcher_->peer_of_qp(q) : -1;
+      const bool recv = (wc[i].opcode & IBV_WC_RECV) != 0;
+      if (wc[i].status != IBV_WC_SUCCESS)
+        fatal(cat("verbs/efa: ", recv ? "receive from" : "write to", " peer rank ", peer, " failed on ",
+                  dev_.name, ": ", a_.wc_status_str(wc[i].status), " (status ", static_cast<int>(wc[i].status),
+                  ", vendor error 0x", std::hex, wc[i].vendor_err, std::dec, "); is that rank alive?"));
+      if (recv)
+        on_recv(wc[i]);
+      else
+        tracker_->on_completion(q, wr_id_seq(wc[i].wr_id));
+    }
+    apply_pending_signals();
+    n += tracker_->take_ready(out + n, max - n);
+    if (got < kPollBatch) break;
+  }
+  return n;
+}
+
+void SrdTransport::close() {
+  if (closed_) return;
+  closed_ = true;
+  if (gpu_) gpu_->drain();
+  gpu_.reset();
+  // NOTES: destroy order is QPs, AHs, CQ, MRs, PD, context.
+  for (ibv_qp* qp : qps_) a_.destroy_qp(qp);
+  qps_.clear();
+  qpx_.clear();
+  for (ibv_ah* h : ah_) a_.destroy_ah(h);
+  ah_.clear();
+  if (cq_) a_.destroy_cq(cq_);
+  cq_ = nullptr;
+  for (ibv_mr* mr : mrs_) a_.dereg_mr(mr);
+  mrs_.clear();
+  if (recv_mr_) a_.dereg_mr(recv_mr_);
+  recv_mr_ = nullptr;
+  if (pd_) a_.dealloc_pd(pd_);
+  pd_ = nullptr;
+  if (dev_.ctx) a_.close_device(dev_.ctx);
+  dev_.ctx = nullptr;
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> make_efa_srd(const TransportConfig& cfg, const OpenedDevice& dev) {
+  return std::make_unique<SrdTransport>(cfg, dev);
+}
+
+}  // namespace mk::net::verbs
+
+#else  // !MK_HAVE_EFADV
+
+#include "mkernel/error.hpp"
+#include "src/net/verbs/verbs_common.hpp"
+
+namespace mk::net::verbs {
+
+std::unique_ptr<Transport> make_efa_srd(const TransportConfig&, const OpenedDevice& dev) {
+  ibv().close_device(dev.ctx);
+  fail("verbs: ", dev.name, " is an EFA device and this build has no <infiniband/efadv.h>; "
+       "rebuild with rdma-core's headers or use MK_NET=fabric");
+}
+
+}  // namespace mk::net::verbs
+
+#endif

@@ -1,0 +1,110 @@
+// mkernel: device opening and memory registration shared by the verbs
+// backend's RC and SRD paths (verbs_common.hpp).
+#include "src/net/verbs/verbs_common.hpp"
+
+#include <cuda_runtime_api.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "mkernel/error.hpp"
+#include "src/runtime/cuda_driver.hpp"
+
+namespace mk::net::verbs {
+
+std::string errno_str(int e) { return cat(std::strerror(e), " (errno ", e, ")"); }
+
+OpenedDevice open_device(const IbvApi& a, const std::string& want) {
+  int n = 0;
+  ibv_device** list = a.get_device_list(&n);
+  if (!list || n == 0) {
+    if (list) a.free_device_list(list);
+    fail("verbs: no RDMA device found (libibverbs lists none); use MK_NET=fabric or emu");
+  }
+  std::string seen;
+  OpenedDevice out;
+  for (int i = 0; i < n && !out.ctx; ++i) {
+    const std::string name = a.get_device_name(list[i]);
+    seen += (seen.empty() ? "" : ", ") + name;
+    if (!want.empty() && name != want) continue;
+    ibv_context* ctx = a.open_device(list[i]);
+    if (!ctx) continue;
+    ibv_device_attr da{};
+    if (a.query_device(ctx, &da) == 0) {
+      for (int p = 1; p <= da.phys_port_cnt; ++p) {
+        ibv_port_attr pa{};
+        if (a.query_port(ctx, static_cast<uint8_t>(p), &pa) == 0 && pa.state == IBV_PORT_ACTIVE) {
+          out = {ctx, name, p, pa};
+          break;
+        }
+      }
+    }
+    if (!out.ctx) a.close_device(ctx);
+  }
+  a.free_device_list(list);
+  if (!out.ctx) {
+    if (!want.empty() && seen.find(want) == std::string::npos)
+      fail("verbs: no RDMA device named '", want, "' (MK_IB_DEVICE); present: ", seen);
+    fail("verbs: no RDMA device with an active port", want.empty() ? "" : cat(" named ", want),
+         " (present: ", seen, ")");
+  }
+  return out;
+}
+
+bool is_efa_device(const IbvApi& a, const OpenedDevice& dev) {
+#if MK_HAVE_EFADV
+  efadv_device_attr ea{};
+  if (a.efadv_query_device && a.efadv_query_device(dev.ctx, &ea, sizeof(ea)) == 0) return true;
+#else
+  (void)a;
+#endif
+  return dev.name.rfind("efa", 0) == 0;
+}
+
+ibv_mr* register_memory(const IbvApi& a, ibv_pd* pd, const std::string& dev_name, const Region& r,
+                        int access) {
+  ibv_mr* mr = nullptr;
+  std::string why;
+  if (r.device) {
+    // DMA-BUF first (upstream kernel path), then ibv_reg_mr on the device
+    // pointer (needs the nvidia-peermem module).
+    const long page = sysconf(_SC_PAGESIZE);
+    const uint64_t base = reinterpret_cast<uint64_t>(r.base);
+    const uint64_t lo = base & ~static_cast<uint64_t>(page - 1);
+    const uint64_t hi = (base + r.bytes + page - 1) & ~static_cast<uint64_t>(page - 1);
+    if (a.reg_dmabuf_mr) {
+      try {
+        int prev = -1;
+        cudaGetDevice(&prev);
+        if (r.cuda_device >= 0) cudaSetDevice(r.cuda_device);
+        int fd = -1;
+        CUresult cr = drv::api().cuMemGetHandleForAddressRange(
+            &fd, static_cast<CUdeviceptr>(lo), hi - lo, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+        if (prev >= 0) cudaSetDevice(prev);
+        if (cr != CUDA_SUCCESS) {
+          why = cat("cuMemGetHandleForAddressRange: CUresult ", static_cast<int>(cr));
+        } else {
+          mr = a.reg_dmabuf_mr(pd, base - lo, r.bytes, base, fd, access);
+          if (!mr) why = cat("ibv_reg_dmabuf_mr: ", errno_str(errno));
+          ::close(fd);  // the MR holds its own reference
+        }
+      } catch (const Error& e) {
+        why = e.what();
+      }
+    } else {
+      why = "ibv_reg_dmabuf_mr missing (rdma-core < 34)";
+    }
+  }
+  if (!mr) {
+    mr = a.reg_mr(pd, r.base, r.bytes, access);
+    if (!mr)
+      fail("verbs: cannot register region ", r.id, " (", r.bytes, " bytes of ",
+           r.device ? "GPU" : "host", " memory) on ", dev_name, ": ibv_reg_mr: ", errno_str(errno),
+           why.empty() ? "" : "; " + why,
+           r.device ? " (GPU memory needs DMA-BUF support or the nvidia-peermem module)" : "");
+  }
+  return mr;
+}
+
+}  // namespace mk::net::verbs
