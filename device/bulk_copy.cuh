@@ -24,6 +24,8 @@ namespace mk::dev {
 // too little in flight per SM, 4 stages pull slower with few SMs.
 template <int kStagesT = 6, uint32_t kChunkT = 16384>
 struct BulkStagesT {
+  static_assert(kStagesT >= 2, "the refill of stage k-1 needs a second stage in flight");
+  static_assert(kChunkT % 16 == 0, "bulk copies move multiples of 16 bytes");
   static constexpr int kStages = kStagesT;
   static constexpr uint32_t kChunk = kChunkT;  // bytes per stage
   static constexpr size_t kSmemBytes = size_t(kStages) * kChunk + 64;

@@ -18,8 +18,10 @@ constexpr int kCopyUnroll = 8;
 // Copies `bytes` with threads [tid, tid + nthreads) of whatever group the
 // caller chose (a warp, a block, or the whole grid). kNcSource: the source is
 // not written by anyone during the kernel (allows the non-coherent path).
+// No __restrict__: it would let the compiler use non-coherent loads even
+// when kNcSource is false and a peer writes the source during the kernel.
 template <bool kNcSource = false>
-__device__ __forceinline__ void copy_v16(void* __restrict__ dst, const void* __restrict__ src, size_t bytes,
+__device__ __forceinline__ void copy_v16(void* dst, const void* src, size_t bytes,
                                          size_t tid, size_t nthreads) {
   auto d8 = static_cast<char*>(dst);
   auto s8 = static_cast<const char*>(src);

@@ -41,7 +41,7 @@ struct OnFullDevice {
 }  // namespace detail
 
 __device__ __forceinline__ uint64_t push(const NetCtx& nc, const DeviceCtx& ctx, int queue, const CmdFields& f) {
-  const CmdQueue& q = nc.queues[queue % nc.num_queues];
+  const CmdQueue& q = nc.queues[static_cast<unsigned>(queue) % static_cast<unsigned>(nc.num_queues)];
   return cmdq_push(q, f, detail::OnFullDevice{ctx, q});
 }
 
@@ -89,7 +89,7 @@ __device__ __forceinline__ uint64_t barrier_signal(const NetCtx& nc, const Devic
 // Waits (bounded) until every command of `queue` up to and including `seq`
 // completed locally: their source bytes may be reused.
 __device__ __forceinline__ void flush(const NetCtx& nc, const DeviceCtx& ctx, int queue, uint64_t seq) {
-  const CmdQueue& q = nc.queues[queue % nc.num_queues];
+  const CmdQueue& q = nc.queues[static_cast<unsigned>(queue) % static_cast<unsigned>(nc.num_queues)];
   dev::wait_ge<dev::Scope::Sys>(ctx, q.done, seq + 1, dev::WaitSite{static_cast<int32_t>(Role::InterSend), -1, -1});
 }
 

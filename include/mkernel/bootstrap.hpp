@@ -4,6 +4,7 @@
 // wait is bounded by MK_BOOTSTRAP_TIMEOUT_MS; errors name the missing ranks.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -50,6 +51,7 @@ class Bootstrap {
 
  private:
   void connect_and_hello(const std::string& host, int port, uint64_t magic);
+  void hello(uint64_t magic, std::chrono::steady_clock::time_point deadline);
   // If this process hosts the root: wait until it has finished (it ends
   // after reporting a failure to every rank, or when all ranks closed).
   void finish_root();

@@ -169,111 +169,113 @@ void Proxy::run(int qi) {
   try {
     while (!stop_.load(std::memory_order_relaxed)) {
       bool progress = false;
-      std::lock_guard<std::mutex> g(Q.mu);
-      Transport& t = *Q.transport;
-      // 1. Retry posts the transport refused earlier (in order).
-      while (!pending.empty() && t.post(pending.front())) {
-        pending.pop_front();
-        progress = true;
-      }
-      // 2. Drain new commands; stop while anything waits for room so that
-      //    back-pressure reaches the GPU through the ring.
-      int drained = 0;
-      CmdFields f;
-      while (pending.empty() && drained < kBatch && cmdq_peek(q, tail, &f)) {
-        const uint64_t seq = tail;
-        const uint32_t slot = static_cast<uint32_t>(seq & mask);
-        cmd_of[slot] = f;
-        started_us[slot] = now_us();
-        finished[slot] = 0;
-        auto bad = [&](const std::string& why) {
-          mk::fail("rank ", cfg_.rank, " proxy queue ", qi, ": malformed command #", seq, " (", op_name(f.op),
-                   " peer ", f.peer, " region ", f.region, " bytes ", f.bytes, "): ", why);
-        };
-        if (f.sig_op > static_cast<uint8_t>(SigOp::Add)) bad("unknown signal op");
-        switch (f.op) {
-          case CmdOp::Put:
-          case CmdOp::Signal: {
-            if (!is_peer(f.peer)) bad("peer is not reachable over the network from this rank");
-            WriteReq w;
-            w.peer = static_cast<int>(f.peer);
-            w.region = f.op == CmdOp::Put ? f.region : kSignalRegion;
-            w.src_off = f.src_off;
-            w.dst_off = f.dst_off;
-            w.bytes = f.op == CmdOp::Put ? f.bytes : 0;
-            w.sig_op = static_cast<SigOp>(f.sig_op);
-            w.sig_off = cfg_.signal_base + 8ull * f.sig_idx;
-            w.sig_value = f.sig_value;
-            w.cookie = seq;
-            if (f.op == CmdOp::Signal && w.sig_op == SigOp::None) bad("SIGNAL without a signal op");
-            remaining[slot] = 1;
-            if (!pending.empty() || !t.post(w)) pending.push_back(w);
-            break;
-          }
-          case CmdOp::Flush:
-            remaining[slot] = 0;
-            finished[slot] = 1;
-            break;
-          case CmdOp::Barrier: {
-            remaining[slot] = static_cast<uint16_t>(cfg_.rail_peers.size());
-            if (cfg_.rail_peers.empty()) finished[slot] = 1;
-            for (int p : cfg_.rail_peers) {
-              WriteReq w;
-              w.peer = p;
-              w.region = kSignalRegion;
-              w.sig_op = SigOp::Add;
-              w.sig_off = cfg_.signal_base + 8ull * f.sig_idx;
-              w.sig_value = f.sig_value ? f.sig_value : 1;
-              w.cookie = seq;
-              if (!pending.empty() || !t.post(w)) pending.push_back(w);
-            }
-            break;
-          }
-          default:
-            bad("unknown opcode " + std::to_string(static_cast<int>(f.op)));
+      {  // the transport is ours for one iteration; with_transports() waits at most that long
+        std::lock_guard<std::mutex> g(Q.mu);
+        Transport& t = *Q.transport;
+        // 1. Retry posts the transport refused earlier (in order).
+        while (!pending.empty() && t.post(pending.front())) {
+          pending.pop_front();
+          progress = true;
         }
-        ++tail;
-        ++drained;
-      }
-      if (drained) {
-        __atomic_store_n(q.tail, tail, __ATOMIC_RELEASE);
-        Q.consumed.store(tail, std::memory_order_relaxed);
-        progress = true;
-      }
-      // 3. Completions.
-      const int n = t.poll(comps, kPollBatch);
-      for (int i = 0; i < n; ++i) {
-        const uint64_t seq = comps[i].cookie;
-        const uint32_t slot = static_cast<uint32_t>(seq & mask);
-        if (seq < done || seq >= tail || remaining[slot] == 0)
-          mk::fail("rank ", cfg_.rank, " proxy queue ", qi, ": transport completed unknown operation #", seq);
-        if (comps[i].status != 0)
-          mk::fail("rank ", cfg_.rank, " proxy queue ", qi, ": ", op_name(cmd_of[slot].op), " #", seq, " to peer ",
-                   cmd_of[slot].peer, " failed (status ", comps[i].status, ")");
-        if (--remaining[slot] == 0) finished[slot] = 1;
-      }
-      if (n) progress = true;
-      // 4. Publish the completed prefix.
-      const uint64_t old_done = done;
-      while (done < tail && finished[done & mask]) finished[done++ & mask] = 0;
-      if (done != old_done) {
-        __atomic_store_n(q.done, done, __ATOMIC_RELEASE);
-        Q.completed_prefix.store(done, std::memory_order_relaxed);
-      }
-      // 5. Bound every operation.
-      if (done < tail) {
-        const uint32_t slot = static_cast<uint32_t>(done & mask);
-        const int64_t age = now_us() - started_us[slot];
-        if (age > timeout_us)
-          mk::fail("rank ", cfg_.rank, " proxy queue ", qi, ": ", op_name(cmd_of[slot].op), " #", done, " to peer ",
-                   cmd_of[slot].peer, " (", cmd_of[slot].bytes, " bytes) not complete after ", age / 1000,
-                   " ms (MK_NET_TIMEOUT_MS); peer dead or network stuck [queue: consumed ", tail, ", done ", done,
-                   ", waiting for room in ", t.name(), ": ", pending.size(), "]");
+        // 2. Drain new commands; stop while anything waits for room so that
+        //    back-pressure reaches the GPU through the ring.
+        int drained = 0;
+        CmdFields f;
+        while (pending.empty() && drained < kBatch && cmdq_peek(q, tail, &f)) {
+          const uint64_t seq = tail;
+          const uint32_t slot = static_cast<uint32_t>(seq & mask);
+          cmd_of[slot] = f;
+          started_us[slot] = now_us();
+          finished[slot] = 0;
+          auto bad = [&](const std::string& why) {
+            mk::fail("rank ", cfg_.rank, " proxy queue ", qi, ": malformed command #", seq, " (", op_name(f.op),
+                     " peer ", f.peer, " region ", f.region, " bytes ", f.bytes, "): ", why);
+          };
+          if (f.sig_op > static_cast<uint8_t>(SigOp::Add)) bad("unknown signal op");
+          switch (f.op) {
+            case CmdOp::Put:
+            case CmdOp::Signal: {
+              if (!is_peer(f.peer)) bad("peer is not reachable over the network from this rank");
+              WriteReq w;
+              w.peer = static_cast<int>(f.peer);
+              w.region = f.op == CmdOp::Put ? f.region : kSignalRegion;
+              w.src_off = f.src_off;
+              w.dst_off = f.dst_off;
+              w.bytes = f.op == CmdOp::Put ? f.bytes : 0;
+              w.sig_op = static_cast<SigOp>(f.sig_op);
+              w.sig_off = cfg_.signal_base + 8ull * f.sig_idx;
+              w.sig_value = f.sig_value;
+              w.cookie = seq;
+              if (f.op == CmdOp::Signal && w.sig_op == SigOp::None) bad("SIGNAL without a signal op");
+              remaining[slot] = 1;
+              if (!pending.empty() || !t.post(w)) pending.push_back(w);
+              break;
+            }
+            case CmdOp::Flush:
+              remaining[slot] = 0;
+              finished[slot] = 1;
+              break;
+            case CmdOp::Barrier: {
+              remaining[slot] = static_cast<uint16_t>(cfg_.rail_peers.size());
+              if (cfg_.rail_peers.empty()) finished[slot] = 1;
+              for (int p : cfg_.rail_peers) {
+                WriteReq w;
+                w.peer = p;
+                w.region = kSignalRegion;
+                w.sig_op = SigOp::Add;
+                w.sig_off = cfg_.signal_base + 8ull * f.sig_idx;
+                w.sig_value = f.sig_value ? f.sig_value : 1;
+                w.cookie = seq;
+                if (!pending.empty() || !t.post(w)) pending.push_back(w);
+              }
+              break;
+            }
+            default:
+              bad("unknown opcode " + std::to_string(static_cast<int>(f.op)));
+          }
+          ++tail;
+          ++drained;
+        }
+        if (drained) {
+          __atomic_store_n(q.tail, tail, __ATOMIC_RELEASE);
+          Q.consumed.store(tail, std::memory_order_relaxed);
+          progress = true;
+        }
+        // 3. Completions.
+        const int n = t.poll(comps, kPollBatch);
+        for (int i = 0; i < n; ++i) {
+          const uint64_t seq = comps[i].cookie;
+          const uint32_t slot = static_cast<uint32_t>(seq & mask);
+          if (seq < done || seq >= tail || remaining[slot] == 0)
+            mk::fail("rank ", cfg_.rank, " proxy queue ", qi, ": transport completed unknown operation #", seq);
+          if (comps[i].status != 0)
+            mk::fail("rank ", cfg_.rank, " proxy queue ", qi, ": ", op_name(cmd_of[slot].op), " #", seq, " to peer ",
+                     cmd_of[slot].peer, " failed (status ", comps[i].status, ")");
+          if (--remaining[slot] == 0) finished[slot] = 1;
+        }
+        if (n) progress = true;
+        // 4. Publish the completed prefix.
+        const uint64_t old_done = done;
+        while (done < tail && finished[done & mask]) finished[done++ & mask] = 0;
+        if (done != old_done) {
+          __atomic_store_n(q.done, done, __ATOMIC_RELEASE);
+          Q.completed_prefix.store(done, std::memory_order_relaxed);
+        }
+        // 5. Bound every operation.
+        if (done < tail) {
+          const uint32_t slot = static_cast<uint32_t>(done & mask);
+          const int64_t age = now_us() - started_us[slot];
+          if (age > timeout_us)
+            mk::fail("rank ", cfg_.rank, " proxy queue ", qi, ": ", op_name(cmd_of[slot].op), " #", done, " to peer ",
+                     cmd_of[slot].peer, " (", cmd_of[slot].bytes, " bytes) not complete after ", age / 1000,
+                     " ms (MK_NET_TIMEOUT_MS); peer dead or network stuck [queue: consumed ", tail, ", done ", done,
+                     ", waiting for room in ", t.name(), ": ", pending.size(), "]");
+        }
       }
       if (progress) {
         idle = 0;
       } else if (++idle > kSpinsBeforeYield) {
-        sched_yield();
+        sched_yield();  // outside the lock, so a registration can get in
       }
     }
   } catch (const std::exception& e) {

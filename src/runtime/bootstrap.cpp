@@ -198,6 +198,7 @@ class BootstrapRoot {
   void read_conn(size_t ci) {
     Conn& c = conns_[ci];
     char tmp[65536];
+    bool eof = false;
     while (c.fd >= 0) {
       ssize_t n = ::recv(c.fd, tmp, sizeof(tmp), MSG_DONTWAIT);
       if (n > 0) {
@@ -205,12 +206,19 @@ class BootstrapRoot {
         continue;
       }
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
-      // EOF or error.
-      sock::close_fd(c.fd);
-      if (c.rank >= 0 && !c.bye && !done_)
-        fail_all(cat("bootstrap: rank ", c.rank, " disconnected without closing (process died?)"));
+      eof = true;  // EOF or error: act on it after the frames already received (a BYE)
       break;
     }
+    parse_frames(ci);
+    if (eof && !done_) {
+      sock::close_fd(c.fd);
+      if (c.rank >= 0 && !c.bye)
+        fail_all(cat("bootstrap: rank ", c.rank, " disconnected without closing (process died?)"));
+    }
+  }
+
+  void parse_frames(size_t ci) {
+    Conn& c = conns_[ci];
     while (c.buf.size() >= sizeof(FrameHeader)) {
       FrameHeader h;
       std::memcpy(&h, c.buf.data(), sizeof(h));
@@ -228,7 +236,10 @@ class BootstrapRoot {
   }
 
   void run() {
-    const int64_t start = now_ms();
+    // The join bound counts from the first rank that connects: a root made by
+    // get_unique_id() may wait any time for its job to start (it ends with
+    // the process otherwise).
+    int64_t start = 0;
     sock::set_nonblocking(listen_fd_, true);
     while (!done_ && !stop_.load()) {
       std::vector<pollfd> pfd;
@@ -242,15 +253,16 @@ class BootstrapRoot {
           Conn c;
           c.fd = fd;
           conns_.push_back(std::move(c));
+          if (!start) start = now_ms();
         }
       }
       for (size_t i = 0; i < conns_.size() && !done_; ++i)
         if (conns_[i].fd >= 0) read_conn(i);
       if (done_) break;
       int64_t now = now_ms();
-      if (!started_ && now - start > timeout_ms_) {
+      if (!started_ && start && now - start > timeout_ms_) {
         if (world_ == 0) {
-          done_ = true;  // nobody came at all; nobody to tell
+          done_ = true;  // connections but no valid hello at all; nobody to tell
         } else {
           fail_all(cat("bootstrap: timed out after ", timeout_ms_, " ms waiting for ranks ",
                        ranks_to_string(ranks_without_hello()), " of ", world_,
@@ -381,10 +393,20 @@ Bootstrap::Bootstrap(const LaunchInfo& li) : rank_(li.rank), world_(li.world) {
 void Bootstrap::connect_and_hello(const std::string& host, int port, uint64_t magic) {
   auto dl = sock::deadline_in_ms(timeout_ms_ + kClientGraceMs);
   fd_ = sock::tcp_connect(host, port, sock::deadline_in_ms(timeout_ms_));
+  try {
+    hello(magic, dl);
+  } catch (...) {
+    sock::close_fd(fd_);  // the root sees this rank leave at once
+    throw;
+  }
+}
+
+void Bootstrap::hello(uint64_t magic, sock::Deadline dl) {
   std::string f = frame(kHello, rank_, world_, 0, magic, "");
   sock::send_all(fd_, f.data(), f.size(), dl);
   FrameHeader h;
   if (!sock::recv_all(fd_, &h, sizeof(h), dl)) fail("bootstrap root closed the connection during rendezvous");
+  if (h.magic != kFrameMagic || h.len > kMaxPayload) fail("bootstrap: corrupt reply from the root");
   std::string body(h.len, '\0');
   if (h.len) sock::recv_all(fd_, body.data(), h.len, dl);
   if (h.type == kError) {

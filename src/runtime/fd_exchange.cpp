@@ -74,7 +74,7 @@ std::vector<int> FdExchange::exchange(int my_fd, const std::vector<int>& peers, 
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &my_fd, sizeof(int));
-    while (::sendmsg(fd_, &h, MSG_NOSIGNAL) < 0) {
+    while (::sendmsg(fd_, &h, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
       if (errno != ECONNREFUSED && errno != ENOENT && errno != EAGAIN && errno != EINTR)
         fail("rank ", rank_, ": sending a memory handle to rank ", p, " failed: ", std::strerror(errno));
       if (sock::ms_left(deadline) <= 0)
@@ -96,7 +96,9 @@ std::vector<int> FdExchange::exchange(int my_fd, const std::vector<int>& peers, 
         out[i] = fd;
         return;
       }
-    stash_[{t, r}] = fd;
+    auto& slot = stash_[{t, r}];
+    if (slot > 0) ::close(slot);  // a duplicate: keep the newest
+    slot = fd;
   };
   for (size_t i = 0; i < peers.size(); ++i) {
     auto it = stash_.find({tag, peers[i]});
@@ -123,11 +125,13 @@ std::vector<int> FdExchange::exchange(int my_fd, const std::vector<int>& peers, 
     h.msg_control = ctrl;
     h.msg_controllen = sizeof(ctrl);
     ssize_t n = ::recvmsg(fd_, &h, MSG_CMSG_CLOEXEC);
-    if (n != static_cast<ssize_t>(sizeof(m))) continue;
-    cmsghdr* c = CMSG_FIRSTHDR(&h);
-    if (!c || c->cmsg_type != SCM_RIGHTS) continue;
+    cmsghdr* c = n >= 0 ? CMSG_FIRSTHDR(&h) : nullptr;
     int fd = -1;
-    std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    if (n != static_cast<ssize_t>(sizeof(m)) || fd < 0) {
+      if (fd >= 0) ::close(fd);  // not one of ours
+      continue;
+    }
     if (m.job != job_) {
       ::close(fd);
       continue;

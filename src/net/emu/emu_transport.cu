@@ -130,7 +130,8 @@ class EmuTransport final : public Transport {
     if (rit == regions_.end()) fail("emu: write to unregistered region ", w.region);
     const Reg& reg = rit->second;
     if (reg.peer_base.find(w.peer) == reg.peer_base.end()) fail("emu: rank ", w.peer, " is not a connected peer");
-    if (w.src_off + w.bytes < w.src_off || w.src_off + w.bytes > reg.r.bytes || w.dst_off + w.bytes > reg.r.bytes)
+    if (w.src_off + w.bytes < w.src_off || w.dst_off + w.bytes < w.dst_off || w.src_off + w.bytes > reg.r.bytes ||
+        w.dst_off + w.bytes > reg.r.bytes)
       fail("emu: write of ", w.bytes, " bytes at src ", w.src_off, " / dst ", w.dst_off, " exceeds region ", w.region,
            " (", reg.r.bytes, " bytes)");
     if (w.sig_op != SigOp::None) {
