@@ -62,9 +62,14 @@ std::vector<int> cpus_near_gpu(const std::string& pci_bus_id) {
 Proxy::Proxy(ProxyConfig cfg, std::vector<std::unique_ptr<Transport>> transports)
     : cfg_(std::move(cfg)), queues_(transports.size()) {
   if (cfg_.depth == 0 || (cfg_.depth & (cfg_.depth - 1))) mk::fail("proxy: queue depth ", cfg_.depth, " is not a power of two");
-  for (size_t i = 0; i < queues_.size(); ++i) {
-    queues_[i].transport = std::move(transports[i]);
-    allocate(queues_[i], static_cast<int>(i));
+  try {
+    for (size_t i = 0; i < queues_.size(); ++i) {
+      queues_[i].transport = std::move(transports[i]);
+      allocate(queues_[i], static_cast<int>(i));
+    }
+  } catch (...) {
+    for (auto& q : queues_) release(q);  // queues allocated before the failure
+    throw;
   }
   for (size_t i = 0; i < queues_.size(); ++i) queues_[i].thread = std::thread([this, i] { run(static_cast<int>(i)); });
 }

@@ -104,8 +104,22 @@ void SymmetricHeap::map_vmm(Alloc& a, size_t bytes) {
 
   int my_fd = -1;
   MK_CU_CHECK(d.cuMemExportToShareableHandle(&my_fd, a.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-  std::vector<int> fds = fdx_->exchange(my_fd, host, a.buf.region.id);
+  std::vector<int> fds;
+  try {
+    fds = fdx_->exchange(my_fd, host, a.buf.region.id);
+  } catch (...) {
+    ::close(my_fd);
+    throw;
+  }
   ::close(my_fd);
+  // Every received fd is closed exactly once, also when a mapping throws.
+  struct CloseAll {
+    std::vector<int>& v;
+    ~CloseAll() {
+      for (int& f : v)
+        if (f >= 0) ::close(f), f = -1;
+    }
+  } close_all{fds};
   for (size_t i = 0; i < host.size(); ++i) {
     const int r = host[i];
     if (r == me) continue;
@@ -114,6 +128,7 @@ void SymmetricHeap::map_vmm(Alloc& a, size_t bytes) {
     CUresult res = d.cuMemImportFromShareableHandle(&ph, reinterpret_cast<void*>(static_cast<uintptr_t>(fds[i])),
                                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     ::close(fds[i]);
+    fds[i] = -1;
     if (res != CUDA_SUCCESS && !must) continue;
     MK_CU_CHECK(res);
     MK_CU_CHECK(d.cuMemAddressReserve(&a.va[r], a.mapped, gran, 0, 0));
@@ -171,14 +186,19 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
   a->buf.local_size = topo_.local_size;
   a->buf.region.id = next_id_++;
   a->buf.region.device = device_;
-  if (mode_ == Mode::Vmm) {
-    map_vmm(*a, bytes);
-    a->buf.host_peer.assign(topo_.world, nullptr);
-    for (int r = 0; r < topo_.world; ++r) a->buf.host_peer[r] = reinterpret_cast<void*>(a->va[r]);
-    a->buf.local = a->buf.host_peer[topo_.rank];
-    a->buf.region.vmm = true;
-  } else {
-    map_ipc(*a, bytes);
+  try {
+    if (mode_ == Mode::Vmm) {
+      map_vmm(*a, bytes);
+      a->buf.host_peer.assign(topo_.world, nullptr);
+      for (int r = 0; r < topo_.world; ++r) a->buf.host_peer[r] = reinterpret_cast<void*>(a->va[r]);
+      a->buf.local = a->buf.host_peer[topo_.rank];
+      a->buf.region.vmm = true;
+    } else {
+      map_ipc(*a, bytes);
+    }
+  } catch (...) {
+    release(*a);  // whatever was created or mapped before the failure
+    throw;
   }
   for (int i = 0; i < topo_.local_size; ++i) a->buf.peer[i] = a->buf.host_peer[topo_.node_ranks[topo_.node][i]];
   a->buf.region.base = a->buf.local;
