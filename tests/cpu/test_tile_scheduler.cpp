@@ -1,0 +1,176 @@
+// Tile schedulers (device/sched/tile_scheduler.hpp) on the CPU: for every
+// order, every shape and every number of compute CTAs, the persistent
+// iteration covers each output tile exactly once, and each order has the
+// property it exists for.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <random>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "device/sched/tile_scheduler.hpp"
+
+using namespace mk::sched;
+
+namespace {
+
+using Key = std::tuple<int, int, int>;
+
+// Runs the static persistent schedule for ncta CTAs; returns visit counts.
+std::map<Key, int> visit(const TileSchedParams& p, int ncta, std::vector<Tile>* order = nullptr) {
+  std::map<Key, int> seen;
+  std::vector<std::pair<int64_t, Tile>> all;
+  for (int c = 0; c < ncta; ++c) {
+    StaticSchedule s(p, c, ncta);
+    int64_t w;
+    while (s.get_next(&w)) {
+      Tile t = tile_of(p, w);
+      ++seen[{t.group, t.m_blk, t.n_blk}];
+      all.push_back({w, t});
+    }
+  }
+  if (order) {
+    std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    for (auto& [w, t] : all) order->push_back(t);
+  }
+  return seen;
+}
+
+}  // namespace
+
+TEST(TileScheduler, EveryStaticOrderCoversEveryTileOnceForAnyCtaCount) {
+  for (int m = 1; m <= 13; ++m)
+    for (int n = 1; n <= 7; ++n)
+      for (int ncta : {1, 2, 3, 7, 64, 132}) {
+        for (TileOrder o : {TileOrder::RowMajor, TileOrder::Swizzled, TileOrder::RankRotated}) {
+          for (int knob = 0; knob < (o == TileOrder::RowMajor ? 1 : 4); ++knob) {
+            TileSchedParams p;
+            p.order = o;
+            p.m_blocks = m;
+            p.n_blocks = n;
+            p.swizzle = 1 + knob;
+            p.rotate_mblk = (knob * 5) % m;
+            auto seen = visit(p, ncta);
+            ASSERT_EQ(total_tiles(p), int64_t(m) * n);
+            const std::string what = "order " + std::to_string(int(o)) + " m=" + std::to_string(m) +
+                                     " n=" + std::to_string(n) + " ncta=" + std::to_string(ncta);
+            ASSERT_EQ(seen.size(), size_t(m) * n) << what;
+            for (auto& [k, cnt] : seen) {
+              ASSERT_EQ(cnt, 1) << what;
+              ASSERT_EQ(std::get<0>(k), 0) << what;
+              ASSERT_GE(std::get<1>(k), 0) << what;
+              ASSERT_LT(std::get<1>(k), m) << what;
+              ASSERT_GE(std::get<2>(k), 0) << what;
+              ASSERT_LT(std::get<2>(k), n) << what;
+            }
+          }
+        }
+      }
+}
+
+TEST(TileScheduler, RankRotatedStartsOnTheRanksOwnRowBlocks) {
+  TileSchedParams p;
+  p.order = TileOrder::RankRotated;
+  p.m_blocks = 8;
+  p.n_blocks = 3;
+  p.rotate_mblk = 6;
+  std::vector<Tile> order;
+  visit(p, 4, &order);
+  std::vector<int> rows;
+  for (size_t i = 0; i < order.size(); i += 3) rows.push_back(order[i].m_blk);
+  EXPECT_EQ(rows, (std::vector<int>{6, 7, 0, 1, 2, 3, 4, 5}));
+}
+
+TEST(TileScheduler, SwizzleKeepsTilesInFlightOnFewRowsAndColumns) {
+  TileSchedParams p;
+  p.order = TileOrder::Swizzled;
+  p.m_blocks = 10;
+  p.n_blocks = 6;
+  p.swizzle = 4;
+  std::vector<Tile> order;
+  visit(p, 5, &order);
+  // Inside a full group, 4 consecutive work indices share one column and
+  // cover the group's 4 rows.
+  for (int g = 0; g < 2; ++g)
+    for (int col = 0; col < 6; ++col) {
+      std::set<int> rows;
+      for (int i = 0; i < 4; ++i) {
+        const Tile& t = order[g * 24 + col * 4 + i];
+        EXPECT_EQ(t.n_blk, col);
+        rows.insert(t.m_blk);
+      }
+      EXPECT_EQ(rows, (std::set<int>{4 * g, 4 * g + 1, 4 * g + 2, 4 * g + 3}));
+    }
+  // The last group has only 2 rows (m = 10).
+  EXPECT_EQ(order[48].m_blk, 8);
+  EXPECT_EQ(order[49].m_blk, 9);
+  EXPECT_EQ(order[49].n_blk, 0);
+  EXPECT_EQ(order[50].n_blk, 1);
+}
+
+TEST(TileScheduler, ArrivalQueueFollowsTheArrivalOrder) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 50; ++trial) {
+    const int m = 1 + rng() % 20, n = 1 + rng() % 6;
+    std::vector<int32_t> arrival(m);
+    std::iota(arrival.begin(), arrival.end(), 0);
+    std::shuffle(arrival.begin(), arrival.end(), rng);
+    TileSchedParams p;
+    p.order = TileOrder::ArrivalQueue;
+    p.m_blocks = m;
+    p.n_blocks = n;
+    p.arrival = arrival.data();
+    std::vector<Tile> order;
+    auto seen = visit(p, 1 + rng() % 9, &order);
+    ASSERT_EQ(seen.size(), size_t(m) * n);
+    for (auto& [k, c] : seen) ASSERT_EQ(c, 1);
+    for (size_t i = 0; i < order.size(); ++i) ASSERT_EQ(order[i].m_blk, arrival[i / n]) << "work " << i;
+  }
+}
+
+TEST(TileScheduler, GroupedCoversEveryGroupAndSkipsEmptyOnes) {
+  std::mt19937 rng(7);
+  const int block_m = 128;
+  for (int trial = 0; trial < 200; ++trial) {
+    const int groups = 1 + rng() % 12, n = 1 + rng() % 5;
+    std::vector<int32_t> ms(groups);
+    for (auto& x : ms) x = (rng() % 3 == 0) ? 0 : 1 + rng() % 700;  // a third of the groups empty
+    std::vector<int64_t> starts(groups + 1);
+    const int64_t total = build_group_tiles(ms.data(), groups, block_m, n, starts.data());
+    TileSchedParams p;
+    p.order = TileOrder::Grouped;
+    p.n_blocks = n;
+    p.num_groups = groups;
+    p.group_tile_start = starts.data();
+    ASSERT_EQ(total_tiles(p), total);
+    auto seen = visit(p, 1 + rng() % 16);
+    int64_t expected = 0;
+    for (int g = 0; g < groups; ++g) expected += int64_t((ms[g] + block_m - 1) / block_m) * n;
+    ASSERT_EQ(int64_t(seen.size()), expected);
+    for (auto& [k, c] : seen) {
+      ASSERT_EQ(c, 1);
+      const int g = std::get<0>(k);
+      ASSERT_GT(ms[g], 0) << "an empty group got a tile";
+      ASSERT_LT(std::get<1>(k), (ms[g] + block_m - 1) / block_m);
+      ASSERT_LT(std::get<2>(k), n);
+    }
+  }
+}
+
+TEST(TileScheduler, NoTilesMeansNoWork) {
+  TileSchedParams p;
+  p.order = TileOrder::Grouped;
+  p.n_blocks = 4;
+  int32_t ms[3] = {0, 0, 0};
+  int64_t starts[4];
+  build_group_tiles(ms, 3, 128, 4, starts);
+  p.num_groups = 3;
+  p.group_tile_start = starts;
+  StaticSchedule s(p, 0, 8);
+  int64_t w;
+  EXPECT_FALSE(s.get_next(&w));
+}
