@@ -47,6 +47,10 @@ if ! cmake_ok; then
   cmake_ok || { echo "[setup] error: CMake >= 3.24 not available" >&2; exit 1; }
 fi
 
+# pytest for the Python package tests; venv for the fresh-install test.
+python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
+python3 -c 'import venv, ensurepip' 2>/dev/null || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv; }
+
 # NCCL headers/libraries for the benchmark baselines (CUDA images ship them).
 if [ ! -f /usr/local/cuda/include/nccl.h ] && [ ! -f /usr/include/nccl.h ]; then
   echo "[setup] error: NCCL (nccl.h, libnccl.so) not found in /usr/local/cuda or /usr; install NVIDIA's" \

@@ -1,0 +1,123 @@
+"""mkernel: multi-GPU, multi-node fused kernels for Hopper GPUs.
+
+    import mkernel
+    comm = mkernel.init()            # inside torchrun: bootstrap via torch.distributed's store
+    comm = mkernel.Communicator.from_env()   # or from the launcher environment directly
+
+Importing needs no GPU and no torch. Library errors raise MkernelError.
+"""
+import ctypes
+
+from ._lib import MkernelError, UniqueId, CommInfo, SymmInfo, check, lib, path as library_path
+
+__all__ = ["MkernelError", "Communicator", "SymmetricBuffer", "get_unique_id", "init", "print_config",
+           "library_path"]
+
+
+def print_config() -> str:
+    """The table of every MK_* environment knob with its default and current value."""
+    buf = ctypes.create_string_buffer(1 << 16)
+    check(lib.mk_print_config(buf, len(buf)))
+    return buf.value.decode()
+
+
+def get_unique_id() -> bytes:
+    """NCCL-style id (128 bytes): create on one rank, share it, pass it to Communicator."""
+    uid = UniqueId()
+    check(lib.mk_get_unique_id(ctypes.byref(uid)))
+    return bytes(uid.internal)
+
+
+class SymmetricBuffer:
+    """A collective allocation: this rank's device pointer and its node peers'."""
+
+    def __init__(self, comm, handle):
+        self._comm, self._h = comm, handle
+        info = SymmInfo()
+        check(lib.mk_symm_info(handle, ctypes.byref(info)))
+        self.ptr = info.local
+        self.nbytes = info.bytes
+        self.peer_ptrs = [info.peers[i] for i in range(info.local_size)]
+
+    def free(self):
+        """Collective."""
+        if self._h:
+            check(lib.mk_symm_free(self._comm._h, self._h))
+            self._h = None
+
+
+class Communicator:
+    """All ranks of a job; creating one is collective (see include/mkernel/communicator.hpp)."""
+
+    def __init__(self, rank: int, world: int, unique_id: bytes, device: int = -1):
+        if not isinstance(unique_id, (bytes, bytearray)) or len(unique_id) != 128:
+            raise MkernelError("mkernel: unique_id must be the 128 bytes from get_unique_id()")
+        uid = UniqueId()
+        ctypes.memmove(uid.internal, bytes(unique_id), 128)
+        h = ctypes.c_void_p()
+        check(lib.mk_comm_init(ctypes.byref(h), int(rank), int(world), ctypes.byref(uid), int(device)))
+        self._h = h
+
+    @classmethod
+    def from_env(cls, device: int = -1) -> "Communicator":
+        """From torchrun / tools/mkrun / OpenMPI / Slurm variables (a single rank without any)."""
+        self = cls.__new__(cls)
+        h = ctypes.c_void_p()
+        check(lib.mk_comm_init_env(ctypes.byref(h), int(device)))
+        self._h = h
+        return self
+
+    def info(self) -> dict:
+        ci = CommInfo()
+        check(lib.mk_comm_info(self._h, ctypes.byref(ci)))
+        return {name: getattr(ci, name) for name, _ in CommInfo._fields_}
+
+    @property
+    def rank(self) -> int:
+        return self.info()["rank"]
+
+    @property
+    def world(self) -> int:
+        return self.info()["world"]
+
+    def barrier(self):
+        check(lib.mk_comm_barrier(self._h))
+
+    def check(self):
+        """Raises MkernelError if a device wait of this rank failed or an abort was raised."""
+        check(lib.mk_comm_check(self._h))
+
+    def alloc_symmetric(self, nbytes: int) -> SymmetricBuffer:
+        """Collective: equal-size device buffers on every rank, peers mapped inside the node."""
+        h = ctypes.c_void_p()
+        check(lib.mk_symm_alloc(self._h, int(nbytes), ctypes.byref(h)))
+        return SymmetricBuffer(self, h)
+
+    def close(self):
+        if getattr(self, "_h", None):
+            check(lib.mk_comm_destroy(self._h))
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def init(group=None, device: int = -1) -> Communicator:
+    """Bootstrap from torch.distributed: rank 0 of `group` makes the unique id and
+    shares it through the process group's store (works under torchrun on one or
+    several nodes; MK_RANKS_PER_NODE is respected by the library)."""
+    import torch.distributed as dist  # only needed here
+
+    if not dist.is_initialized():
+        raise MkernelError("mkernel.init: torch.distributed is not initialized (call init_process_group first)")
+    rank = dist.get_rank(group)
+    world = dist.get_world_size(group)
+    objs = [get_unique_id() if rank == 0 else None]
+    dist.broadcast_object_list(objs, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)
+    if device < 0:
+        import torch
+        device = torch.cuda.current_device()
+    return Communicator(rank, world, objs[0], device)

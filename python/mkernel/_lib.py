@@ -1,0 +1,85 @@
+"""Loads libmkernel.so and declares its C ABI (include/mkernel/mkernel.h).
+
+mkernel's Python layer does not compile against Python or torch: it binds the
+C ABI with ctypes, so one build serves any Python >= 3.10 and any torch.
+"""
+import ctypes
+import os
+from pathlib import Path
+
+ABI_VERSION = 1
+MAX_LOCAL_RANKS = 8
+
+
+class MkernelError(RuntimeError):
+    """An error reported by libmkernel (its message names what failed)."""
+
+
+def _candidates():
+    env = os.environ.get("MK_LIBRARY")
+    if env:
+        yield Path(env)
+    here = Path(__file__).resolve().parent
+    yield here / "lib" / "libmkernel.so"                     # installed wheel
+    yield here.parents[1] / "build" / "lib" / "libmkernel.so"  # in-tree after tools/build.sh
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        tried.append(str(path))
+        if path.is_file():
+            return ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL), str(path)
+    raise ImportError(
+        "mkernel: libmkernel.so not found (tried: " + ", ".join(tried) + "); run `pip install .` or "
+        "tools/build.sh in the repository, or set MK_LIBRARY to the library's path")
+
+
+class UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_ubyte * 128)]
+
+
+class CommInfo(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int) for n in
+                ("rank", "world", "node", "num_nodes", "local_rank", "local_size", "device", "uses_vmm")]
+
+
+class SymmInfo(ctypes.Structure):
+    _fields_ = [("local", ctypes.c_void_p), ("bytes", ctypes.c_size_t),
+                ("peers", ctypes.c_void_p * MAX_LOCAL_RANKS),
+                ("local_rank", ctypes.c_int), ("local_size", ctypes.c_int)]
+
+
+lib, path = _load()
+
+_c = ctypes.c_void_p
+_SIGNATURES = {
+    "mk_abi_version": ([], ctypes.c_int),
+    "mk_last_error": ([], ctypes.c_char_p),
+    "mk_get_unique_id": ([ctypes.POINTER(UniqueId)], ctypes.c_int),
+    "mk_comm_init": ([ctypes.POINTER(_c), ctypes.c_int, ctypes.c_int, ctypes.POINTER(UniqueId), ctypes.c_int],
+                     ctypes.c_int),
+    "mk_comm_init_env": ([ctypes.POINTER(_c), ctypes.c_int], ctypes.c_int),
+    "mk_comm_destroy": ([_c], ctypes.c_int),
+    "mk_comm_info": ([_c, ctypes.POINTER(CommInfo)], ctypes.c_int),
+    "mk_comm_barrier": ([_c], ctypes.c_int),
+    "mk_comm_check": ([_c], ctypes.c_int),
+    "mk_symm_alloc": ([_c, ctypes.c_size_t, ctypes.POINTER(_c)], ctypes.c_int),
+    "mk_symm_info": ([_c, ctypes.POINTER(SymmInfo)], ctypes.c_int),
+    "mk_symm_free": ([_c, _c], ctypes.c_int),
+    "mk_print_config": ([ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int),
+}
+for _name, (_args, _ret) in _SIGNATURES.items():
+    _fn = getattr(lib, _name)
+    _fn.argtypes = _args
+    _fn.restype = _ret
+
+if lib.mk_abi_version() != ABI_VERSION:
+    raise ImportError(f"mkernel: {path} has C ABI {lib.mk_abi_version()}, this package expects {ABI_VERSION}")
+
+
+def check(rc):
+    """Raises MkernelError with the library's message when rc != 0."""
+    if rc != 0:
+        msg = lib.mk_last_error()
+        raise MkernelError(msg.decode() if msg else "mkernel: unknown error")

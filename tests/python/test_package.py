@@ -1,0 +1,46 @@
+"""CPU tests of the Python package: it imports without a GPU or torch, and
+library errors become MkernelError with the library's message."""
+import os
+import time
+
+import pytest
+
+import mkernel
+
+
+def test_imports_and_finds_the_library():
+    assert mkernel.library_path.endswith("libmkernel.so")
+    if os.environ.get("MK_EXPECT_INSTALLED"):  # tools/check_pip_install.sh
+        assert "site-packages" in mkernel.__file__ and "site-packages" in mkernel.library_path
+
+
+def test_print_config_lists_the_knobs():
+    cfg = mkernel.print_config()
+    for knob in ("MK_TIMEOUT_MS", "MK_RANKS_PER_NODE", "MK_NET"):
+        assert knob in cfg
+
+
+def test_unique_id_is_128_bytes_and_fresh():
+    a, b = mkernel.get_unique_id(), mkernel.get_unique_id()
+    assert len(a) == 128 and len(b) == 128 and a != b
+
+
+def test_bad_rank_raises_with_the_library_message_before_anything_runs():
+    uid = mkernel.get_unique_id()
+    t0 = time.time()
+    with pytest.raises(mkernel.MkernelError, match=r"rank 3 is outside \[0, 2\)"):
+        mkernel.Communicator(3, 2, uid)
+    assert time.time() - t0 < 2
+
+
+def test_foreign_id_is_rejected():
+    with pytest.raises(mkernel.MkernelError, match="unique id"):
+        mkernel.Communicator(0, 2, bytes(128))
+    with pytest.raises(mkernel.MkernelError, match="128 bytes"):
+        mkernel.Communicator(0, 2, b"short")
+
+
+def test_bad_knob_value_is_reported(monkeypatch):
+    monkeypatch.setenv("MK_TIMEOUT_MS", "soon")
+    with pytest.raises(mkernel.MkernelError, match="MK_TIMEOUT_MS='soon'"):
+        mkernel.Communicator.from_env()
