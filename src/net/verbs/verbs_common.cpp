@@ -2,6 +2,9 @@
 // backend's RC and SRD paths (verbs_common.hpp).
 #include "src/net/verbs/verbs_common.hpp"
 
+#include "mkernel/bootstrap.hpp"
+#include "src/net/verbs/endpoint.hpp"
+
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
@@ -104,6 +107,42 @@ ibv_mr* register_memory(const IbvApi& a, ibv_pd* pd, const std::string& dev_name
            why.empty() ? "" : "; " + why,
            r.device ? " (GPU memory needs DMA-BUF support or the nvidia-peermem module)" : "");
   }
+  return mr;
+}
+
+ibv_mr* register_and_exchange(const IbvApi& a, ibv_pd* pd, const std::string& dev_name, Bootstrap& bs,
+                              const Region& r, int access, RegionTable& regions, std::vector<ibv_mr*>& owned,
+                              const std::function<void()>& prepare) {
+  RegionInfo mine;
+  mine.id = r.id;
+  ibv_mr* mr = nullptr;
+  try {
+    if (r.id < 0) fail("verbs: region id ", r.id, " is negative");
+    if (prepare) prepare();
+    if (r.bytes > 0) {
+      mr = register_memory(a, pd, dev_name, r, access);
+      owned.push_back(mr);
+    }
+    mine.addr = reinterpret_cast<uint64_t>(r.base);
+    mine.bytes = r.bytes;
+    mine.rkey = mr ? mr->rkey : 0;
+  } catch (const Error& e) {
+    mine = {};
+    mine.ok = false;
+    mine.id = r.id;
+    mine.error = e.what();
+  }
+  const std::vector<std::string> all = bs.allgather(encode(mine));
+  std::vector<RegionInfo> infos;
+  for (int p = 0; p < bs.world(); ++p) {
+    infos.push_back(decode_region(all[p], p));
+    if (!infos.back().ok) fail("verbs: register_region failed on rank ", p, ": ", infos.back().error);
+    if (infos.back().id != r.id)
+      fail("verbs: register_region: rank ", p, " registered region ", infos.back().id,
+           " while this rank registered ", r.id, " (same order on every rank)");
+  }
+  regions.set_local(r.id, {mine.addr, mine.bytes, mr ? mr->lkey : 0, true});
+  for (int p : regions.peers()) regions.set_remote(p, r.id, {infos[p].addr, infos[p].bytes, infos[p].rkey, true});
   return mr;
 }
 

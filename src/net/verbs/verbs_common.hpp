@@ -3,11 +3,14 @@
 // registering host or GPU memory.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <vector>
 #include <string>
 
 #include "src/net/transport.hpp"
 #include "src/net/verbs/ibv_loader.hpp"
+#include "src/net/verbs/wr_batcher.hpp"
 
 namespace mk::net::verbs {
 
@@ -34,6 +37,14 @@ ibv_mr* register_memory(const IbvApi& a, ibv_pd* pd, const std::string& dev_name
 
 // The EFA/SRD transport (efa_srd.cpp); takes ownership of `dev`. Throws
 // mk::Error (closing dev) when the SRD path cannot run on it.
+// Collective half of register_region shared by RC and SRD: runs `prepare`
+// then registers `r` (when it has bytes) into `owned`, exchanges (addr, bytes,
+// rkey) with every rank and fills `regions`. A local failure is sent to every
+// rank first, so that no rank waits on a partner that already failed.
+ibv_mr* register_and_exchange(const IbvApi& a, ibv_pd* pd, const std::string& dev_name, Bootstrap& bs,
+                              const Region& r, int access, RegionTable& regions, std::vector<ibv_mr*>& owned,
+                              const std::function<void()>& prepare = {});
+
 std::unique_ptr<Transport> make_efa_srd(const TransportConfig& cfg, const OpenedDevice& dev);
 
 }  // namespace mk::net::verbs

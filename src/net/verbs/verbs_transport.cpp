@@ -306,35 +306,7 @@ void VerbsTransport::connect(Bootstrap& bs, const std::vector<int>& peers) {
 
 void VerbsTransport::register_region(Bootstrap& bs, const Region& r) {
   if (!batcher_) fail("verbs: register_region before connect()");
-  RegionInfo mine;
-  mine.id = r.id;
-  ibv_mr* mr = nullptr;
-  try {
-    if (r.id < 0) fail("verbs: region id ", r.id, " is negative");
-    if (r.bytes > 0) {
-      mr = register_memory(a_, pd_, dev_.name, r, kAccess);
-      mrs_.push_back(mr);
-    }
-    mine.addr = reinterpret_cast<uint64_t>(r.base);
-    mine.bytes = r.bytes;
-    mine.rkey = mr ? mr->rkey : 0;
-  } catch (const Error& e) {
-    mine = {};
-    mine.ok = false;
-    mine.id = r.id;
-    mine.error = e.what();
-  }
-  const std::vector<std::string> all = bs.allgather(encode(mine));
-  std::vector<RegionInfo> infos;
-  for (int p = 0; p < bs.world(); ++p) {
-    infos.push_back(decode_region(all[p], p));
-    if (!infos.back().ok) fail("verbs: register_region failed on rank ", p, ": ", infos.back().error);
-    if (infos.back().id != r.id)
-      fail("verbs: register_region: rank ", p, " registered region ", infos.back().id,
-           " while this rank registered ", r.id, " (same order on every rank)");
-  }
-  regions_.set_local(r.id, {mine.addr, mine.bytes, mr ? mr->lkey : 0, true});
-  for (int p : regions_.peers()) regions_.set_remote(p, r.id, {infos[p].addr, infos[p].bytes, infos[p].rkey, true});
+  register_and_exchange(a_, pd_, dev_.name, bs, r, kAccess, regions_, mrs_);
 }
 
 bool VerbsTransport::post(const WriteReq& w) {
