@@ -4,6 +4,8 @@
 // that releases a signal only after all of its data parts.
 #include <gtest/gtest.h>
 
+#include "tests/cpu/verbs_test_util.hpp"
+
 #include <algorithm>
 #include <random>
 
@@ -16,19 +18,10 @@ using namespace mk::net::verbs;
 
 namespace {
 
+// Every request goes to peer 1 here.
 WriteReq req(uint64_t bytes, SigOp op = SigOp::None, uint64_t cookie = 0, uint64_t sig_off = 0,
              uint64_t value = 0) {
-  WriteReq w;
-  w.peer = 1;
-  w.region = 1;
-  w.src_off = 64;
-  w.dst_off = 128;
-  w.bytes = bytes;
-  w.sig_op = op;
-  w.sig_off = sig_off;
-  w.sig_value = value;
-  w.cookie = cookie;
-  return w;
+  return mk::test::verbs_req(1, bytes, op, cookie, sig_off, value);
 }
 
 struct SrdRig {

@@ -4,6 +4,8 @@
 // make_verbs fails fast and clearly on a machine without RDMA devices.
 #include <gtest/gtest.h>
 
+#include "tests/cpu/verbs_test_util.hpp"
+
 #include <chrono>
 #include <set>
 
@@ -19,19 +21,10 @@ using mk::test::expect_error;
 
 namespace {
 
-WriteReq req(int peer, uint64_t bytes, SigOp op = SigOp::None, uint64_t cookie = 0,
-             uint64_t sig_off = 0, uint64_t sig_value = 0) {
-  WriteReq w;
-  w.peer = peer;
-  w.region = 1;
-  w.src_off = 64;
-  w.dst_off = 128;
-  w.bytes = bytes;
-  w.sig_op = op;
-  w.sig_off = sig_off;
-  w.sig_value = sig_value;
-  w.cookie = cookie;
-  return w;
+using mk::test::verbs_req;
+WriteReq req(int peer, uint64_t bytes, SigOp op = SigOp::None, uint64_t cookie = 0, uint64_t sig_off = 0,
+             uint64_t sig_value = 0) {
+  return verbs_req(peer, bytes, op, cookie, sig_off, sig_value);
 }
 
 // A batcher over `peers` with its tracker.
