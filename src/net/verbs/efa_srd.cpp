@@ -40,6 +40,7 @@
 #include "mkernel/knobs.hpp"
 #include "src/net/fabric/fabric_stage.hpp"
 #include "src/net/verbs/endpoint.hpp"
+#include "src/net/verbs/qp_transport.hpp"
 #include "src/net/verbs/verbs_common.hpp"
 #include "src/net/verbs/wr_batcher.hpp"
 
@@ -54,9 +55,9 @@ constexpr size_t kRecvSlot = 32;  // >= sizeof(SrdRecord)
 
 using FlushFn = CUresult (*)(CUflushGPUDirectRDMAWritesTarget, CUflushGPUDirectRDMAWritesScope);
 
-class SrdTransport final : public Transport {
+class SrdTransport final : public QpTransport {
  public:
-  SrdTransport(const TransportConfig& cfg, const OpenedDevice& dev) : cfg_(cfg), a_(ibv()), dev_(dev) {
+  SrdTransport(const TransportConfig& cfg, const OpenedDevice& dev) : QpTransport(cfg, dev) {
     try {
       if (!a_.efadv_query_device || !a_.efadv_create_qp_ex)
         fail("verbs: ", dev_.name, " is an EFA device but libefa.so.1 (efadv) could not be loaded; "
@@ -89,34 +90,17 @@ class SrdTransport final : public Transport {
   std::string name() const override { return "verbs:" + dev_.name + "(srd)"; }
   void connect(Bootstrap& bs, const std::vector<int>& peers) override;
   void register_region(Bootstrap& bs, const Region& r) override;
-  bool post(const WriteReq& w) override;
   int poll(Completion* out, int max) override;
   void close() override;
 
  private:
+  void flush(int q) override;
   void create_qps(const std::vector<int>& peers);
   void post_recv(int q, int slot);
-  void flush(int q);
   void on_recv(const ibv_wc& wc);
   void apply_pending_signals();
-  void check_usable() const {
-    if (!sticky_error_.empty()) throw Error(sticky_error_);
-    if (closed_) fail("verbs: transport used after close()");
-    if (!batcher_) fail("verbs: post/poll before connect()");
-  }
-  [[noreturn]] void fatal(std::string msg) {
-    if (sticky_error_.empty()) sticky_error_ = "mkernel: " + msg;
-    throw Error(sticky_error_);
-  }
 
-  TransportConfig cfg_;
-  const IbvApi& a_;
-  OpenedDevice dev_;
-  ibv_device_attr dev_attr_{};
   efadv_device_attr efa_{};
-  ibv_pd* pd_ = nullptr;
-  ibv_cq* cq_ = nullptr;
-  PortInfo my_port_;
   uint32_t qkey_ = 0;
   int recv_depth_ = 0;
   std::vector<ibv_qp*> qps_;
@@ -126,19 +110,11 @@ class SrdTransport final : public Transport {
   std::vector<uint32_t> remote_qkey_;   // per peer index
   std::vector<uint8_t> recv_buf_;       // [q][slot][kRecvSlot], registered
   ibv_mr* recv_mr_ = nullptr;
-  std::vector<ibv_mr*> mrs_;
-  RegionTable regions_;
   Region sig_region_;                   // this rank's region 0 (where received signals land)
-  std::unique_ptr<InflightTracker> tracker_;
-  std::unique_ptr<WrBatcher> batcher_;
   SrdAssembler assembler_;
   std::vector<ImmSignal> to_apply_;     // released signals of this poll()
   std::shared_ptr<fabric::StageOps> gpu_;  // region 0 in GPU memory: the in-order signal stream
   FlushFn flush_rdma_ = nullptr;
-  std::vector<int> dirty_;
-  std::vector<uint8_t> is_dirty_;
-  std::string sticky_error_;
-  bool closed_ = false;
 };
 
 void SrdTransport::create_qps(const std::vector<int>& peers) {
@@ -314,22 +290,6 @@ void SrdTransport::register_region(Bootstrap& bs, const Region& r) {
   });
 }
 
-bool SrdTransport::post(const WriteReq& w) {
-  check_usable();
-  regions_.check(w);
-  const int q = batcher_->add(w);
-  if (q == -1) return false;
-  if (q >= 0) {
-    if (batcher_->should_flush(q)) {
-      flush(q);
-    } else if (!is_dirty_[q]) {
-      is_dirty_[q] = 1;
-      dirty_.push_back(q);
-    }
-  }
-  return true;
-}
-
 void SrdTransport::flush(int q) {
   std::vector<WrDesc> d = batcher_->take(q);
   if (d.empty()) return;
@@ -438,11 +398,7 @@ void SrdTransport::apply_pending_signals() {
 
 int SrdTransport::poll(Completion* out, int max) {
   check_usable();
-  for (int q : dirty_) {
-    is_dirty_[q] = 0;
-    flush(q);
-  }
-  dirty_.clear();
+  flush_dirty();
   int n = tracker_->take_ready(out, max);
   ibv_wc wc[kPollBatch];
   // NOTES: receive completions are always drained (they carry peers'

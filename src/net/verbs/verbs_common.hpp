@@ -35,8 +35,6 @@ bool is_efa_device(const IbvApi& a, const OpenedDevice& dev);
 ibv_mr* register_memory(const IbvApi& a, ibv_pd* pd, const std::string& dev_name, const Region& r,
                         int access);
 
-// The EFA/SRD transport (efa_srd.cpp); takes ownership of `dev`. Throws
-// mk::Error (closing dev) when the SRD path cannot run on it.
 // Collective half of register_region shared by RC and SRD: runs `prepare`
 // then registers `r` (when it has bytes) into `owned`, exchanges (addr, bytes,
 // rkey) with every rank and fills `regions`. A local failure is sent to every
@@ -45,6 +43,8 @@ ibv_mr* register_and_exchange(const IbvApi& a, ibv_pd* pd, const std::string& de
                               const Region& r, int access, RegionTable& regions, std::vector<ibv_mr*>& owned,
                               const std::function<void()>& prepare = {});
 
+// The EFA/SRD transport (efa_srd.cpp); takes ownership of `dev`. Throws
+// mk::Error (closing dev) when the SRD path cannot run on it.
 std::unique_ptr<Transport> make_efa_srd(const TransportConfig& cfg, const OpenedDevice& dev);
 
 }  // namespace mk::net::verbs

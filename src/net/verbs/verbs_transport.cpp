@@ -26,6 +26,7 @@
 #include "mkernel/knobs.hpp"
 #include "src/net/transport.hpp"
 #include "src/net/verbs/endpoint.hpp"
+#include "src/net/verbs/qp_transport.hpp"
 #include "src/net/verbs/verbs_common.hpp"
 #include "src/net/verbs/ibv_loader.hpp"
 #include "src/net/verbs/wr_batcher.hpp"
@@ -55,10 +56,10 @@ bool gid_is_roce_v2(const IbvApi& a, ibv_context* ctx, const std::string& dev, i
   return s.find("v2") != std::string::npos;
 }
 
-class VerbsTransport final : public Transport {
+class VerbsTransport final : public QpTransport {
  public:
   // Takes ownership of `dev` (closed by close(), also when this throws).
-  VerbsTransport(const TransportConfig& cfg, OpenedDevice dev) : cfg_(cfg), a_(ibv()), dev_(dev) {
+  VerbsTransport(const TransportConfig& cfg, OpenedDevice dev) : QpTransport(cfg, dev) {
     try {
       if (a_.query_device(dev_.ctx, &dev_attr_) != 0) fail("verbs: ibv_query_device failed on ", dev_.name);
       pd_ = a_.alloc_pd(dev_.ctx);
@@ -78,47 +79,22 @@ class VerbsTransport final : public Transport {
 
   void connect(Bootstrap& bs, const std::vector<int>& peers) override;
   void register_region(Bootstrap& bs, const Region& r) override;
-  bool post(const WriteReq& w) override;
   int poll(Completion* out, int max) override;
   void close() override;
 
  private:
+  void flush(int q) override;
   void pick_address();
   void create_qps(const std::vector<int>& peers);
   void to_rtr_rts(int q, const PortInfo& remote, uint32_t qpn, uint32_t psn);
-  void flush(int q);
-  void check_usable() const {
-    if (!sticky_error_.empty()) throw Error(sticky_error_);
-    if (closed_) fail("verbs: transport used after close()");
-    if (!batcher_) fail("verbs: post/poll before connect()");
-  }
-  [[noreturn]] void fatal(std::string msg) {
-    if (sticky_error_.empty()) sticky_error_ = "mkernel: " + msg;
-    throw Error(sticky_error_);
-  }
 
-  TransportConfig cfg_;
-  const IbvApi& a_;
-  OpenedDevice dev_;
-  ibv_device_attr dev_attr_{};
-  ibv_pd* pd_ = nullptr;
-  ibv_cq* cq_ = nullptr;
   int gid_index_ = 0;
-  PortInfo my_port_;
   alignas(8) uint64_t scratch_[1] = {};
   ibv_mr* scratch_mr_ = nullptr;
   std::vector<ibv_qp*> qps_;          // flat: peer_index * qps_per_peer + k
   std::vector<uint32_t> psn_;         // our initial send PSN per QP
-  std::vector<ibv_mr*> mrs_;
-  RegionTable regions_;
-  std::unique_ptr<InflightTracker> tracker_;
-  std::unique_ptr<WrBatcher> batcher_;
-  std::vector<int> dirty_;            // QPs with queued WRs
-  std::vector<uint8_t> is_dirty_;
   std::vector<ibv_send_wr> wr_buf_;   // reused per flush
   std::vector<ibv_sge> sge_buf_;
-  std::string sticky_error_;
-  bool closed_ = false;
 };
 
 void VerbsTransport::pick_address() {
@@ -309,22 +285,6 @@ void VerbsTransport::register_region(Bootstrap& bs, const Region& r) {
   register_and_exchange(a_, pd_, dev_.name, bs, r, kAccess, regions_, mrs_);
 }
 
-bool VerbsTransport::post(const WriteReq& w) {
-  check_usable();
-  regions_.check(w);
-  const int q = batcher_->add(w);
-  if (q == -1) return false;
-  if (q >= 0) {
-    if (batcher_->should_flush(q)) {
-      flush(q);
-    } else if (!is_dirty_[q]) {
-      is_dirty_[q] = 1;
-      dirty_.push_back(q);
-    }
-  }
-  return true;
-}
-
 void VerbsTransport::flush(int q) {
   const std::vector<WrDesc> d = batcher_->take(q);
   if (d.empty()) return;
@@ -376,11 +336,7 @@ void VerbsTransport::flush(int q) {
 
 int VerbsTransport::poll(Completion* out, int max) {
   check_usable();
-  for (int q : dirty_) {
-    is_dirty_[q] = 0;
-    flush(q);
-  }
-  dirty_.clear();
+  flush_dirty();
   int n = tracker_->take_ready(out, max);
   ibv_wc wc[kPollBatch];
   while (n < max) {
