@@ -204,13 +204,7 @@ void SrdTransport::post_recv(int q, int slot) {
 // Same two-round shape as the RC connect: every rank contributes a blob even
 // when its setup failed, so that all ranks fail together naming the cause.
 void SrdTransport::connect(Bootstrap& bs, const std::vector<int>& peers) {
-  if (batcher_) fail("verbs: connect() called twice");
-  for (int p : peers)
-    if (p < 0 || p >= bs.world() || p == bs.rank())
-      fail("verbs: connect: peer rank ", p, " is out of range or this rank");
-  ConnectInfo mine;
-  mine.rank = bs.rank();
-  try {
+  const std::vector<ConnectInfo> infos = exchange_connect(bs, peers, [&](ConnectInfo& mine) {
     create_qps(peers);
     mine.qps_per_peer = batcher_->config().qps_per_peer;
     mine.port = my_port_;
@@ -225,18 +219,8 @@ void SrdTransport::connect(Bootstrap& bs, const std::vector<int>& peers) {
       }
       mine.peers.push_back(std::move(pq));
     }
-  } catch (const Error& e) {
-    mine = {};
-    mine.ok = false;
-    mine.rank = bs.rank();
-    mine.error = e.what();
-  }
-  const std::vector<std::string> all = bs.allgather(encode(mine));
-  std::vector<ConnectInfo> infos;
-  for (int r = 0; r < bs.world(); ++r) {
-    infos.push_back(decode_connect(all[r], r));
-    if (!infos.back().ok) fail("verbs: connect failed on rank ", r, ": ", infos.back().error);
-  }
+  });
+  const ConnectInfo& mine = infos[bs.rank()];
   std::string err;
   try {
     remote_qpn_.assign(qps_.size(), 0);
@@ -264,9 +248,7 @@ void SrdTransport::connect(Bootstrap& bs, const std::vector<int>& peers) {
   }
   // Second round: every rank has its receives posted and its AHs made
   // before anyone writes.
-  const std::vector<std::string> done = bs.allgather(err);
-  for (int r = 0; r < bs.world(); ++r)
-    if (!done[r].empty()) fail("verbs: connect failed on rank ", r, ": ", done[r]);
+  agree_connected(bs, err);
 }
 
 void SrdTransport::register_region(Bootstrap& bs, const Region& r) {

@@ -4,10 +4,12 @@
 // post() path that queues a request and rings the doorbell when it is due.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "mkernel/bootstrap.hpp"
 #include "mkernel/error.hpp"
 #include "src/net/transport.hpp"
 #include "src/net/verbs/endpoint.hpp"
@@ -39,6 +41,41 @@ class QpTransport : public Transport {
 
  protected:
   QpTransport(const TransportConfig& cfg, const OpenedDevice& dev) : cfg_(cfg), a_(ibv()), dev_(dev) {}
+
+  // Connect, round 1: checks `peers`, lets `build` create the QPs and fill
+  // this rank's ConnectInfo, and exchanges it. A rank whose build threw sends
+  // its error instead, so that every rank fails naming it rather than waiting.
+  std::vector<ConnectInfo> exchange_connect(Bootstrap& bs, const std::vector<int>& peers,
+                                            const std::function<void(ConnectInfo&)>& build) {
+    if (batcher_) fail("verbs: connect() called twice");
+    for (int p : peers)
+      if (p < 0 || p >= bs.world() || p == bs.rank())
+        fail("verbs: connect: peer rank ", p, " is out of range or this rank");
+    ConnectInfo mine;
+    mine.rank = bs.rank();
+    try {
+      build(mine);
+    } catch (const Error& e) {
+      mine = {};
+      mine.ok = false;
+      mine.rank = bs.rank();
+      mine.error = e.what();
+    }
+    const std::vector<std::string> all = bs.allgather(encode(mine));
+    std::vector<ConnectInfo> infos;
+    for (int r = 0; r < bs.world(); ++r) {
+      infos.push_back(decode_connect(all[r], r));
+      if (!infos.back().ok) fail("verbs: connect failed on rank ", r, ": ", infos.back().error);
+    }
+    return infos;
+  }
+  // Connect, round 2: every rank learns whether every rank finished (`err`
+  // empty) before anyone writes.
+  static void agree_connected(Bootstrap& bs, const std::string& err) {
+    const std::vector<std::string> done = bs.allgather(err);
+    for (int r = 0; r < bs.world(); ++r)
+      if (!done[r].empty()) fail("verbs: connect failed on rank ", r, ": ", done[r]);
+  }
 
   // Posts the queued work requests of QP q.
   virtual void flush(int q) = 0;
