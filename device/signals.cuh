@@ -41,19 +41,20 @@ __device__ __forceinline__ void raise_abort(const DeviceCtx& ctx) {
   __threadfence_system();
 }
 
-inline __device__ __noinline__ void fail_wait(const DeviceCtx& ctx, WaitSite site, uint64_t expected,
-                                       uint64_t seen, uint64_t waited_ns, int32_t reason,
-                                       int32_t aborter) {
-  const int32_t block = static_cast<int32_t>(blockIdx.x);
-  const int32_t thread = static_cast<int32_t>(threadIdx.x);
+// Records the first failure of this rank in ctx.diag (host-readable) and
+// raises the abort words. Inline and call-free, so that warpgroups issuing
+// wgmma can use it without serialising their MMA pipeline (ptxas does that
+// around any function call).
+__device__ __forceinline__ void record_failure(const DeviceCtx& ctx, WaitSite site, uint64_t expected, uint64_t seen,
+                                               uint64_t waited_ns, int32_t reason, int32_t aborter) {
   if (atomicCAS(ctx.diag_claim, 0u, 1u) == 0u) {
     volatile WaitDiag* d = ctx.diag;
     d->rank = ctx.rank;
     d->role = site.role;
     d->peer = site.peer;
     d->signal = site.signal;
-    d->block = block;
-    d->thread = thread;
+    d->block = static_cast<int32_t>(blockIdx.x);
+    d->thread = static_cast<int32_t>(threadIdx.x);
     d->reason = reason;
     d->aborter = aborter;
     d->expected = expected;
@@ -63,6 +64,22 @@ inline __device__ __noinline__ void fail_wait(const DeviceCtx& ctx, WaitSite sit
     d->state = 2u;
     __threadfence_system();
   }
+  raise_abort(ctx);
+}
+
+// Failure without printf (the host prints ctx.diag): for MMA warpgroups.
+__device__ __forceinline__ void fail_wait_quiet(const DeviceCtx& ctx, WaitSite site, uint64_t expected, uint64_t seen,
+                                                uint64_t waited_ns, int32_t reason, int32_t aborter) {
+  record_failure(ctx, site, expected, seen, waited_ns, reason, aborter);
+  __trap();
+}
+
+inline __device__ __noinline__ void fail_wait(const DeviceCtx& ctx, WaitSite site, uint64_t expected,
+                                       uint64_t seen, uint64_t waited_ns, int32_t reason,
+                                       int32_t aborter) {
+  const int32_t block = static_cast<int32_t>(blockIdx.x);
+  const int32_t thread = static_cast<int32_t>(threadIdx.x);
+  record_failure(ctx, site, expected, seen, waited_ns, reason, aborter);
   if (reason == kWaitTimeout)
     printf("mkernel: rank %d role %s (block %d thread %d) timed out after %llu ms waiting on signal %d "
            "from peer %d: expected >= %llu, seen %llu (MK_TIMEOUT_MS); aborting\n",
@@ -74,7 +91,6 @@ inline __device__ __noinline__ void fail_wait(const DeviceCtx& ctx, WaitSite sit
            "(expected >= %llu, seen %llu): abort raised by rank %d\n",
            ctx.rank, role_name(site.role), block, thread, site.signal, site.peer,
            static_cast<unsigned long long>(expected), static_cast<unsigned long long>(seen), aborter);
-  raise_abort(ctx);
   __trap();
 }
 

@@ -27,6 +27,10 @@ struct PeerInfo {
 
 std::string format_diag(const WaitDiag& d) {
   if (d.state != 2) return "";
+  if (d.signal == kDiagPipelineStage)
+    return cat("rank ", d.rank, " role ", role_name(d.role), " (block ", d.block, " thread ", d.thread,
+               ") gave up after ", d.waited_ns / 1000000, " ms waiting on its own pipeline stage ", d.expected,
+               d.reason == kWaitTimeout ? " (MK_TIMEOUT_MS)" : cat(": abort raised by rank ", d.aborter));
   std::string sig = d.signal >= 0 ? cat("signal ", d.signal) : std::string("a signal outside the pool");
   std::string who = cat("rank ", d.rank, " role ", role_name(d.role), " (block ", d.block, " thread ", d.thread, ")");
   if (d.reason == kWaitTimeout)

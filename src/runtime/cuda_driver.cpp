@@ -42,7 +42,9 @@ const Api& api() {
       load(a.cuDeviceGet, "cuDeviceGet");
       load(a.cuMemGetHandleForAddressRange, "cuMemGetHandleForAddressRange");
       load(a.cuStreamWriteValue64, "cuStreamWriteValue64");
+      load(a.cuStreamBatchMemOp, "cuStreamBatchMemOp");
       load(a.cuModuleGetLoadingMode, "cuModuleGetLoadingMode");
+      load(a.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled");
     } catch (const Error& e) {
       error = e.what();
     }

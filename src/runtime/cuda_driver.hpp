@@ -23,7 +23,9 @@ struct Api {
   decltype(&::cuDeviceGet) cuDeviceGet;
   decltype(&::cuMemGetHandleForAddressRange) cuMemGetHandleForAddressRange;
   decltype(&::cuStreamWriteValue64) cuStreamWriteValue64;
+  decltype(&::cuStreamBatchMemOp) cuStreamBatchMemOp;
   decltype(&::cuModuleGetLoadingMode) cuModuleGetLoadingMode;
+  decltype(&::cuTensorMapEncodeTiled) cuTensorMapEncodeTiled;
 };
 
 // Loads on first use; throws mk::Error if the driver is missing.

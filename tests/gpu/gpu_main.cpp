@@ -8,7 +8,17 @@
 #include <cstdlib>
 #include <cstring>
 
-int run_child_scenario(const char* name);  // test_signals.cu
+int run_signals_child_scenario(const char* name);  // test_signals.cu
+#ifdef MK_TEST_HAVE_GEMM
+int run_gemm_child_scenario(const char* name);  // test_gemm_hooks.cu
+#endif
+
+static int run_child_scenario(const char* name) {
+#ifdef MK_TEST_HAVE_GEMM
+  if (std::strncmp(name, "gemm_", 5) == 0) return run_gemm_child_scenario(name);
+#endif
+  return run_signals_child_scenario(name);
+}
 
 int main(int argc, char** argv) {
   int n = 0;

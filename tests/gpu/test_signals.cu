@@ -15,6 +15,7 @@
 #include "device/pingpong.cuh"
 #include "device/signals.cuh"
 #include "mkernel/mkernel.hpp"
+#include "tests/gpu/child.hpp"
 #include "tests/test_comm.hpp"
 
 using namespace mk;
@@ -67,24 +68,10 @@ uint64_t read_u64(const uint64_t* d) {
   return h;
 }
 
-std::string run_child(const char* scenario, int* code, double* seconds) {
-  std::string cmd = std::string("MK_TEST_CHILD=") + scenario + " MK_TIMEOUT_MS=300 /proc/" +
-                    std::to_string(getpid()) + "/exe 2>&1";
-  auto t0 = std::chrono::steady_clock::now();
-  FILE* f = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[512];
-  while (f && fgets(buf, sizeof(buf), f)) out += buf;
-  int st = f ? pclose(f) : -1;
-  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  *code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return out;
-}
-
 }  // namespace
 
 // Child scenarios: each ends in a trapped kernel and prints the host error.
-int run_child_scenario(const char* name) {
+int run_signals_child_scenario(const char* name) {
   try {
     Communicator& c = comm();
     uint64_t* seen = nullptr;
@@ -178,7 +165,7 @@ TEST(Signals, SatisfiedWaitReturnsTheValueSeen) {
 TEST(Signals, TimedOutWaitReportsWhoWaitedForWhat) {
   int code = 0;
   double secs = 0;
-  std::string out = run_child("timeout", &code, &secs);
+  std::string out = mk::test::run_child("timeout", &code, &secs);
   EXPECT_EQ(code, 3) << out;
   EXPECT_LT(secs, 30.0) << "the wait must end near MK_TIMEOUT_MS=300, not hang";
   for (const char* needle : {"CHILD ERROR", "rank 0 role IntraComm", "timed out after", "waiting on signal 7",
@@ -189,7 +176,7 @@ TEST(Signals, TimedOutWaitReportsWhoWaitedForWhat) {
 TEST(Signals, HostRaisedAbortEndsDeviceWaits) {
   int code = 0;
   double secs = 0;
-  std::string out = run_child("host_abort", &code, &secs);
+  std::string out = mk::test::run_child("host_abort", &code, &secs);
   EXPECT_EQ(code, 3) << out;
   EXPECT_LT(secs, 30.0);
   for (const char* needle : {"rank 0 role InterRecv", "signal 9", "abort raised by rank 0"})

@@ -1,0 +1,331 @@
+// mkernel: the Hopper GEMM engine (TMA + WGMMA, persistent, role-aware).
+//
+// Contract (DESIGN.md §3): a fused kernel gives the engine CTAs
+// [0, p.num_compute) of its grid; each calls gemm::run_compute(p, smem)
+// with kThreads threads and kSmemBytes of dynamic shared memory. Inside a CTA:
+//   warpgroup 0      producer: one thread walks the tile scheduler, waits
+//                    on the load hook, issues TMA loads into a kStages ring
+//                    (full/empty mbarriers); the warpgroup gives up registers.
+//   warpgroups 1..2  consumers: wgmma m64n256k16 over 64 rows each, then
+//                    the epilogue hook (store / add, local or peer, signal,
+//                    network put) straight from registers.
+// The producer runs ahead into the next tile while consumers store, so the
+// epilogue overlaps the next tile's loads.
+//
+// NOTES: producer and consumers walk the same StaticSchedule; only the
+// producer waits for ArrivalQueue slots, consumers read the slot's m-block
+// after its data arrived (so it was published). Every mbarrier wait is
+// bounded by p.timeout_ns and reports which role waited for which stage.
+#pragma once
+
+#include <cstdio>
+
+#include "device/gemm/gemm_params.hpp"
+#include "device/gemm/sm90.cuh"
+#include "device/net/net.cuh"
+#include "device/signals.cuh"
+
+namespace mk::gemm {
+
+namespace detail {
+
+struct Smem {
+  uint8_t* a;      // kStages x kStageBytesA
+  uint8_t* b;      // kStages x kStageBytesB
+  uint64_t* full;  // kStages
+  uint64_t* empty; // kStages
+};
+
+__device__ __forceinline__ Smem carve(uint8_t* raw) {
+  const uint32_t base = dev::sm90::smem_addr(raw);
+  uint8_t* p = raw + ((1024u - (base & 1023u)) & 1023u);
+  Smem s;
+  s.a = p;
+  s.b = p + kStages * kStageBytesA;
+  s.full = reinterpret_cast<uint64_t*>(p + kStages * kStageBytes);
+  s.empty = s.full + kStages;
+  return s;
+}
+
+// Gives up a bounded wait. NOTES: no function calls anywhere in this kernel
+// (no printf): ptxas serialises every wgmma of a kernel that calls a
+// function. The failure is recorded in the communicator's diagnostic record
+// (the host prints who waited for what) and the kernel traps; without a
+// communicator (standalone GEMM, whose only waits are its own pipeline) it
+// traps.
+__device__ __forceinline__ void give_up(const GemmParams& p, int peer, const uint64_t* sig, uint64_t expected,
+                                        uint64_t seen, uint64_t waited) {
+  if (p.has_ctx) {
+    const int32_t idx = sig ? dev::signal_index(p.ctx, sig) : kDiagPipelineStage;
+    uint32_t ab = dev::ld_volatile(p.ctx.abort_dev);
+    if (!ab) ab = dev::ld_volatile(p.ctx.abort_host);
+    dev::fail_wait_quiet(p.ctx, dev::WaitSite{static_cast<int32_t>(Role::Compute), peer, idx}, expected, seen, waited,
+                         ab ? kWaitAborted : kWaitTimeout, static_cast<int32_t>(ab) - 1);
+  }
+  __trap();
+}
+
+// Bounded wait on an mbarrier phase (the fast path is one try_wait);
+// `expected` in a failure report is the stage.
+__device__ __forceinline__ void mbar_wait(const GemmParams& p, uint64_t* bar, uint32_t parity, int stage) {
+  if (dev::sm90::mbar_try_wait(bar, parity)) return;
+  const uint64_t t0 = dev::globaltimer();
+  uint32_t spins = 0;
+  while (!dev::sm90::mbar_try_wait(bar, parity)) {
+    if ((++spins & 255u) == 0u) {
+      const uint64_t waited = dev::globaltimer() - t0;
+      if (waited > p.timeout_ns) give_up(p, -1, nullptr, uint64_t(stage), parity, waited);
+    }
+  }
+}
+
+// Bounded wait on a signal word (also ends when another rank aborted).
+__device__ __forceinline__ void wait_signal(const GemmParams& p, const uint64_t* sig, uint64_t expected, int peer) {
+  uint64_t v = dev::ld_acquire<dev::Scope::Sys>(sig);
+  if (v >= expected) return;
+  const uint64_t t0 = dev::globaltimer();
+  uint32_t spins = 0;
+  while ((v = dev::ld_acquire<dev::Scope::Sys>(sig)) < expected) {
+    if ((++spins & 127u) == 0u) {
+      const uint64_t waited = dev::globaltimer() - t0;
+      const bool aborted = p.has_ctx && (dev::ld_volatile(p.ctx.abort_dev) || dev::ld_volatile(p.ctx.abort_host));
+      if (aborted || waited > p.timeout_ns) give_up(p, peer, sig, expected, v, waited);
+    }
+  }
+}
+
+// A full command queue in the epilogue: bounded, call-free (see above).
+struct OnFullQuiet {
+  const DeviceCtx& ctx;
+  const net::CmdQueue& q;
+  uint64_t t0 = 0;
+  uint32_t spins = 0;
+  __device__ __forceinline__ void operator()(uint64_t seq) {
+    if (t0 == 0) t0 = dev::globaltimer();
+    if ((++spins & 63u) == 0u) {
+      const uint64_t waited = dev::globaltimer() - t0;
+      uint32_t ab = dev::ld_volatile(ctx.abort_dev);
+      if (!ab) ab = dev::ld_volatile(ctx.abort_host);
+      const dev::WaitSite site{static_cast<int32_t>(Role::Compute), -1, -1};
+      const uint64_t tail = *reinterpret_cast<volatile uint64_t*>(q.tail);
+      if (ab) dev::fail_wait_quiet(ctx, site, seq - q.size + 1, tail, waited, kWaitAborted, static_cast<int32_t>(ab) - 1);
+      if (waited > ctx.timeout_ns) dev::fail_wait_quiet(ctx, site, seq - q.size + 1, tail, waited, kWaitTimeout, -1);
+    }
+  }
+};
+
+struct PipeState {
+  int stage = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void advance() {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+// Rows [row0, row_end) of A for a tile (grouped: of its group).
+struct TileRows {
+  int32_t row0;     // first row of the tile in A / out
+  int32_t row_end;  // one past the group's (or matrix's) last row
+};
+
+__device__ __forceinline__ TileRows tile_rows(const GemmParams& p, const sched::Tile& t) {
+  if (p.sched.order == sched::TileOrder::Grouped) {
+    const int32_t g0 = p.group_row_start[t.group];
+    return TileRows{g0 + t.m_blk * kBlockM, p.group_row_start[t.group + 1]};
+  }
+  return TileRows{t.m_blk * kBlockM, p.m};
+}
+
+// ---- producer ----------------------------------------------------------------
+
+__device__ __forceinline__ void wait_before_load(const GemmParams& p, const TileRows& r) {
+  if (p.load.kind != LoadWait::RowSignal) return;
+  const int64_t last = (r.row0 + kBlockM < r.row_end ? r.row0 + kBlockM : r.row_end) - 1;
+  for (int64_t s = r.row0 / p.load.rows_per_signal; s <= last / p.load.rows_per_signal; ++s)
+    wait_signal(p, p.load.signals + s, p.load.expected,
+                p.load.peer_of_signal_div ? static_cast<int>(s / p.load.peer_of_signal_div) : -1);
+}
+
+__device__ __forceinline__ sched::Tile next_tile(const GemmParams& p, int64_t w, bool producer) {
+  if (p.sched.order == sched::TileOrder::ArrivalQueue) {
+    const int64_t slot = w / p.sched.n_blocks;
+    if (producer) wait_signal(p, p.load.arrival_count, p.load.arrival_base + slot + 1, -1);
+    sched::Tile t;
+    t.m_blk = *reinterpret_cast<const volatile int32_t*>(p.sched.arrival + slot);
+    t.n_blk = static_cast<int32_t>(w % p.sched.n_blocks);
+    return t;
+  }
+  return sched::tile_of(p.sched, w);
+}
+
+__device__ __forceinline__ void producer(const GemmParams& p, const Smem& s, int cta) {
+  PipeState st;
+  const int kblocks = p.k / kBlockK;
+  sched::StaticSchedule it(p.sched, cta, p.num_compute);
+  int64_t w;
+  while (it.get_next(&w)) {
+    const sched::Tile t = next_tile(p, w, true);
+    const TileRows r = tile_rows(p, t);
+    if (p.load.kind != LoadWait::None) {
+      wait_before_load(p, r);
+      dev::sm90::fence_proxy_async_global();  // the rows we waited for are read by TMA
+    }
+    const int32_t brow = t.group * p.n + t.n_blk * kBlockN;
+    for (int kb = 0; kb < kblocks; ++kb) {
+      mbar_wait(p, &s.empty[st.stage], st.phase ^ 1u, st.stage);
+      dev::sm90::mbar_arrive_expect_tx(&s.full[st.stage], kStageBytes);
+      dev::sm90::tma_load_2d(s.a + st.stage * kStageBytesA, &p.tma_a, &s.full[st.stage], kb * kBlockK, r.row0);
+      dev::sm90::tma_load_2d(s.b + st.stage * kStageBytesB, &p.tma_b, &s.full[st.stage], kb * kBlockK, brow);
+      st.advance();
+    }
+  }
+}
+
+// ---- consumer ----------------------------------------------------------------
+
+// acc = A rows [64 wg, 64 wg + 64) of the tile times B^T over all of K.
+__device__ __forceinline__ void mma_tile(const GemmParams& p, const Smem& s, PipeState& st, int wg,
+                                         float (&acc)[128]) {
+  const int kblocks = p.k / kBlockK;
+  const bool leader = (threadIdx.x % 128) == 0;
+  int prev = -1;
+  for (int kb = 0; kb < kblocks; ++kb) {
+    mbar_wait(p, &s.full[st.stage], st.phase, st.stage);
+    const uint8_t* a = s.a + st.stage * kStageBytesA + wg * (64 * kBlockK * 2);
+    const uint8_t* b = s.b + st.stage * kStageBytesB;
+    const uint64_t da = dev::sm90::wgmma_desc_sw128(a);
+    const uint64_t db = dev::sm90::wgmma_desc_sw128(b);
+    dev::sm90::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBlockK / 16; ++kk)  // 16 bf16 = 32 bytes = 2 descriptor units per step
+      dev::sm90::wgmma_m64n256k16_bf16(acc, da + 2 * kk, db + 2 * kk, (kb | kk) != 0);
+    dev::sm90::wgmma_commit();
+    dev::sm90::wgmma_wait<1>();  // the previous stage's MMAs are done: hand it back
+    if (prev >= 0 && leader) dev::sm90::mbar_arrive(&s.empty[prev]);
+    prev = st.stage;
+    st.advance();
+  }
+  dev::sm90::wgmma_wait<0>();
+  if (prev >= 0 && leader) dev::sm90::mbar_arrive(&s.empty[prev]);
+#pragma unroll
+  for (int i = 0; i < 128; ++i) dev::sm90::fence_operand(acc[i]);
+}
+
+// Stores (or adds) this warpgroup's 64 x 256 fragment. wgmma's accumulator
+// layout: thread l of warp w holds, for column group j (8 columns),
+// (row 16 w + l/4 [+8], cols 8 j + 2 (l%4) + {0,1}) in acc[4 j + {0,1} (+2)].
+__device__ __forceinline__ void store_tile(const GemmParams& p, const sched::Tile& t, const TileRows& r, int wg,
+                                           const float (&acc)[128]) {
+  const EpilogueHook& e = p.epi;
+  const int lane = threadIdx.x % 32;
+  const int warp = (threadIdx.x % 128) / 32;
+  const int col0 = t.n_blk * kBlockN;
+  const int ncols = p.n - col0 < kBlockN ? p.n - col0 : kBlockN;
+  const int64_t tid = tile_id(p.sched, t);
+  uint16_t* rowp[2] = {nullptr, nullptr};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int rin = wg * 64 + warp * 16 + lane / 4 + 8 * h;  // row within the tile
+    const int64_t row = int64_t(r.row0) + rin;
+    if (row >= r.row_end) continue;
+    if (e.layout == OutLayout::TileMajor) {
+      rowp[h] = static_cast<uint16_t*>(e.out[0]) + tid * (kBlockM * kBlockN) + int64_t(rin) * kBlockN;
+    } else {
+      const int d = e.rows_per_dest ? static_cast<int>(row / e.rows_per_dest) : 0;
+      const int64_t lrow = e.rows_per_dest ? row - int64_t(d) * e.rows_per_dest : row;
+      rowp[h] = static_cast<uint16_t*>(e.out[d]) + lrow * e.ldo + col0;
+    }
+  }
+  const int c_lane = 2 * (lane % 4);
+#pragma unroll
+  for (int j = 0; j < kBlockN / 8; ++j) {
+    const int c = 8 * j + c_lane;
+    if (c >= ncols) break;  // ncols is a multiple of 64: whole column groups drop out
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (!rowp[h]) continue;
+      const uint32_t v = dev::sm90::pack_bf16x2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+      if (e.op == EpiOp::Store)
+        *reinterpret_cast<uint32_t*>(rowp[h] + c) = v;
+      else
+        dev::sm90::red_add_bf16x2(rowp[h] + c, v);
+    }
+  }
+}
+
+// After both consumer warpgroups stored a tile: signal and/or network put,
+// from one thread, once every consumer's stores are ordered before it.
+__device__ __forceinline__ void publish_tile(const GemmParams& p, const sched::Tile& t, const TileRows& r) {
+  const EpilogueHook& e = p.epi;
+  if (e.signal == EpiSignal::None && !e.net) return;
+  dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);
+  if (threadIdx.x != 128) return;
+  __threadfence_system();  // cumulative over the stores the barrier ordered before this thread
+  const int64_t id = e.signal == EpiSignal::PerRowBlock ? row_block_id(p.sched, t) : tile_id(p.sched, t);
+  if (e.net) {
+    const uint64_t bytes = uint64_t(kBlockM) * kBlockN * 2;
+    const uint64_t off = uint64_t(tile_id(p.sched, t)) * bytes;
+    net::CmdFields f;
+    f.op = net::CmdOp::Put;
+    f.peer = static_cast<uint32_t>(e.net_peer);
+    f.region = static_cast<uint16_t>(e.net_region);
+    f.dst_off = e.net_dst_off + off;
+    f.src_off = e.net_src_off + off;
+    f.bytes = bytes;
+    if (e.signal != EpiSignal::None) {
+      f.sig_op = static_cast<uint8_t>(net::SigOp::Add);
+      f.sig_idx = static_cast<uint32_t>(e.net_sig_base + id);
+      f.sig_value = e.sig_delta;
+    }
+    const net::CmdQueue& q = p.netctx.queues[static_cast<unsigned>(e.net_queue) % static_cast<unsigned>(p.netctx.num_queues)];
+    net::cmdq_push(q, f, OnFullQuiet{p.ctx, q});
+    return;
+  }
+  const int d = (e.layout == OutLayout::RowMajor && e.rows_per_dest) ? static_cast<int>(r.row0 / e.rows_per_dest) : 0;
+  dev::signal_add(e.signals[d] + e.sig_base + id, e.sig_delta);
+}
+
+__device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int cta, int wg) {
+  PipeState st;
+  float acc[128];
+  sched::StaticSchedule it(p.sched, cta, p.num_compute);
+  int64_t w;
+  while (it.get_next(&w)) {
+    mma_tile(p, s, st, wg, acc);
+    const sched::Tile t = next_tile(p, w, false);
+    const TileRows r = tile_rows(p, t);
+    store_tile(p, t, r, wg, acc);
+    publish_tile(p, t, r);
+  }
+}
+
+}  // namespace detail
+
+// Compute role body: CTA `cta` of p.num_compute, kThreads threads,
+// kSmemBytes of dynamic shared memory at `smem`.
+__device__ __forceinline__ void run_compute(const GemmParams& p, uint8_t* smem, int cta) {
+  const detail::Smem s = detail::carve(smem);
+  const int wg = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kStages; ++i) {
+      dev::sm90::mbar_init(&s.full[i], 1);
+      dev::sm90::mbar_init(&s.empty[i], kConsumerWarpgroups);
+    }
+    dev::sm90::mbar_fence_init();
+    dev::sm90::tma_prefetch_desc(&p.tma_a);
+    dev::sm90::tma_prefetch_desc(&p.tma_b);
+  }
+  __syncthreads();
+  if (wg == 0) {
+    dev::sm90::regs_dealloc<40>();
+    if (threadIdx.x == 0) detail::producer(p, s, cta);
+  } else {
+    dev::sm90::regs_alloc<232>();
+    detail::consumer(p, s, cta, wg - 1);
+  }
+}
+
+}  // namespace mk::gemm

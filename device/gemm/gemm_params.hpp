@@ -1,0 +1,137 @@
+// mkernel: the plain-data contract of the GEMM engine (DESIGN.md §3, §8).
+// Host code fills GemmParams once (src/ops/gemm/gemm_host.cpp); fused ops
+// embed it in their own params and call the engine from their Compute role.
+//
+//   out[M x N] (bf16) = A[M x K] (bf16, row-major) * B[N x K]^T (bf16, the
+//   torch.nn.Linear weight layout), fp32 accumulation.
+//
+// Grouped mode: G problems share one launch; group g owns rows
+// [group_row_start[g], group_row_start[g+1]) of A and out, and rows
+// [g N, (g+1) N) of B (experts stored [G, N, K]).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "device/ctx.hpp"
+#include "device/net/net_ctx.hpp"
+#include "device/sched/tile_scheduler.hpp"
+
+namespace mk::gemm {
+
+// One tile configuration, chosen for H200 (see bench/results gemm runs):
+// 128x256 output tiles computed by two consumer warpgroups (64 rows each,
+// wgmma m64n256k16), one producer warpgroup issuing TMA, 4 pipeline stages
+// of 64-deep K slices (48 KB each).
+constexpr int kBlockM = 128;
+constexpr int kBlockN = 256;
+constexpr int kBlockK = 64;
+constexpr int kStages = 4;
+constexpr int kConsumerWarpgroups = 2;
+constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
+constexpr uint32_t kStageBytesA = kBlockM * kBlockK * 2;
+constexpr uint32_t kStageBytesB = kBlockN * kBlockK * 2;
+constexpr uint32_t kStageBytes = kStageBytesA + kStageBytesB;
+constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 1024 /* alignment */ + 256 /* barriers */;
+static_assert(kStageBytesA % 1024 == 0 && kStageBytesB % 1024 == 0, "stages must keep 1024-byte alignment");
+
+// Wait-before-load hook: the producer waits before loading A rows that
+// arrive from elsewhere.
+enum class LoadWait : int32_t {
+  None = 0,
+  // Rows [r * rows_per_signal, (r+1) * rows_per_signal) of A (global row
+  // index) are ready once signals[r] >= expected; a tile waits for every
+  // signal its rows touch.
+  RowSignal = 1,
+  // ArrivalQueue order: arrival slot s is published once
+  // *arrival_count >= arrival_base + s + 1 (sched.arrival[s] holds its m-block).
+  ArrivalCount = 2,
+};
+
+struct LoadHook {
+  LoadWait kind = LoadWait::None;
+  const uint64_t* signals = nullptr;
+  int64_t rows_per_signal = 0;
+  uint64_t expected = 0;
+  const uint64_t* arrival_count = nullptr;
+  uint64_t arrival_base = 0;
+  int32_t peer_of_signal_div = 0;  // diagnostics: peer = signal index / this (0: unknown)
+};
+
+enum class EpiOp : int32_t {
+  Store = 0,    // out = acc
+  AddBf16 = 1,  // out += acc (red.global.add.bf16x2; local or peer memory)
+};
+
+enum class OutLayout : int32_t {
+  RowMajor = 0,   // element (r, c) at out[r * ldo + c]
+  TileMajor = 1,  // tile t (TileId) contiguous: out[t * kBlockM * kBlockN + r_in_tile * kBlockN + c_in_tile]
+};
+
+enum class EpiSignal : int32_t {
+  None = 0,
+  PerTile = 1,      // signals[dest][sig_base + tile id] += sig_delta
+  PerRowBlock = 2,  // signals[dest][sig_base + row-block id] += sig_delta (n_blocks adds complete a row-block)
+};
+
+constexpr int kMaxDests = kMaxLocalRanks;
+
+// Epilogue hooks. Rows go to destination d = row / rows_per_dest (0: all
+// to destination 0), at row - d * rows_per_dest of out[d]; out[d] may be a
+// peer GPU's buffer (NVLink, through the symmetric heap's mappings).
+struct EpilogueHook {
+  EpiOp op = EpiOp::Store;
+  OutLayout layout = OutLayout::RowMajor;
+  void* out[kMaxDests] = {};
+  int64_t ldo = 0;  // elements (RowMajor)
+  int64_t rows_per_dest = 0;
+  EpiSignal signal = EpiSignal::None;
+  uint64_t* signals[kMaxDests] = {};
+  int64_t sig_base = 0;
+  uint64_t sig_delta = 1;
+  // Network: after a tile is stored (TileMajor into a registered region),
+  // one put of the whole tile to `net_peer` (+ signal Add 1 on
+  // net_sig_base + tile/row-block id per `signal`, or none).
+  int32_t net = 0;
+  int32_t net_peer = 0;
+  int32_t net_region = 0;
+  int32_t net_queue = 0;
+  uint64_t net_src_off = 0;  // offset of out[0] in the region
+  uint64_t net_dst_off = 0;
+  int32_t net_sig_base = 0;
+};
+
+// Which CTAs of the launch compute: [0, num_compute). The rest run the
+// launch's other roles (the Test role in the standalone GEMM).
+struct GemmParams {
+  CUtensorMap tma_a;  // [M_total, K], box kBlockK x kBlockM, 128-byte swizzle
+  CUtensorMap tma_b;  // [G * N, K], box kBlockK x kBlockN, 128-byte swizzle
+  int32_t m = 0;      // rows of A / out (grouped: total)
+  int32_t n = 0;
+  int32_t k = 0;
+  int32_t num_compute = 0;
+  const int32_t* group_row_start = nullptr;  // Grouped: num_groups + 1 prefix sums of rows (device)
+  sched::TileSchedParams sched;              // order, blocks, grouped tile prefix sums
+  LoadHook load;
+  EpilogueHook epi;
+  uint64_t timeout_ns = 0;
+  int32_t has_ctx = 0;  // ctx below is a communicator's (waits report through it)
+  DeviceCtx ctx;
+  net::NetCtx netctx;
+};
+
+// Identity of a tile independent of the order it is computed in (signals,
+// TileMajor offsets): the RowMajor index within the whole problem.
+MK_HD int64_t tile_id(const sched::TileSchedParams& s, const sched::Tile& t) {
+  const int64_t g0 = s.order == sched::TileOrder::Grouped ? s.group_tile_start[t.group] : 0;
+  return g0 + int64_t(t.m_blk) * s.n_blocks + t.n_blk;
+}
+
+// Row-block id: m-blocks of earlier groups come first.
+MK_HD int64_t row_block_id(const sched::TileSchedParams& s, const sched::Tile& t) {
+  const int64_t g0 = s.order == sched::TileOrder::Grouped ? s.group_tile_start[t.group] / s.n_blocks : 0;
+  return g0 + t.m_blk;
+}
+
+}  // namespace mk::gemm

@@ -1,0 +1,53 @@
+// mkernel: the standalone bf16 GEMM (the engine every tensor-parallel and MoE
+// op computes with, device/gemm/), for users and for baselines.
+//
+//   out[m x n] = a[m x k] * b[n x k]^T     bf16 in/out, fp32 accumulation
+//
+// b is in torch.nn.Linear's weight layout. Any m >= 1; n and k multiples of
+// 64; a, b, out 16-byte aligned. Runs on the current CUDA device.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mk {
+
+enum class GemmOrder : int32_t { RowMajor = 0, Swizzled = 1 };
+
+struct GemmArgs {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* out = nullptr;
+  int64_t m = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+  int64_t ldo = 0;            // row stride of out in elements; 0 means n
+  int num_compute_ctas = 0;   // CTAs (one per SM) that compute; 0 means every SM
+  GemmOrder order = GemmOrder::Swizzled;
+  int swizzle = 0;            // Swizzled: row-blocks per group; 0 means the default (8)
+};
+
+void gemm_bf16(const GemmArgs& args, cudaStream_t stream = nullptr);
+
+// Grouped GEMM (one launch, many problems of their own m, e.g. MoE experts):
+// group g multiplies rows [r_g, r_g + m_per_group[g]) of a (r_g = sum of
+// earlier groups) by b[g] (b holds num_groups [n x k] matrices back to back)
+// into the same rows of out. Empty groups are allowed.
+struct GroupedGemmArgs {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* out = nullptr;
+  const int32_t* m_per_group = nullptr;  // host array, num_groups entries
+  int num_groups = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+  int num_compute_ctas = 0;
+  void* workspace = nullptr;  // device memory, grouped_gemm_workspace_bytes(num_groups)
+};
+
+size_t grouped_gemm_workspace_bytes(int num_groups);
+void grouped_gemm_bf16(const GroupedGemmArgs& args, cudaStream_t stream = nullptr);
+
+}  // namespace mk

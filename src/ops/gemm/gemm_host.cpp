@@ -1,0 +1,149 @@
+// mkernel: GEMM host side: validation, TMA descriptors, the public entry
+// points of include/mkernel/gemm.hpp.
+#include "src/ops/gemm/gemm_host.hpp"
+
+#include <cuda.h>
+
+#include <vector>
+
+#include "mkernel/error.hpp"
+#include "mkernel/gemm.hpp"
+#include "mkernel/knobs.hpp"
+#include "src/runtime/cuda_driver.hpp"
+
+namespace mk::gemm {
+
+namespace {
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// [rows x k] bf16, row-major, loaded in kBlockK x box_rows tiles with the
+// 128-byte swizzle the wgmma descriptors expect.
+CUtensorMap make_tma(const void* base, int64_t rows, int64_t k, int box_rows, const char* what) {
+  CUtensorMap m{};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kBlockK), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t elem[2] = {1, 1};
+  CUresult r = drv::api().cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base),
+                                                 dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    const char* s = "unknown";
+    drv::api().cuGetErrorString(r, &s);
+    fail("gemm: cannot describe ", what, " [", rows, " x ", k, "] at ", base, " for TMA: ", s);
+  }
+  return m;
+}
+
+}  // namespace
+
+int num_sms() {
+  int dev = 0, n = 0;
+  MK_CUDA_CHECK(cudaGetDevice(&dev));
+  MK_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  return n;
+}
+
+GemmParams make_params(const Operands& o, int num_compute) {
+  if (!o.a || !o.b || !o.out) fail("gemm: a, b and out must be device pointers (got a=", o.a, " b=", o.b, " out=", o.out, ")");
+  if (o.m < 1 && o.num_groups == 0) fail("gemm: m must be >= 1 (got ", o.m, ")");
+  if (o.m < 0) fail("gemm: m must be >= 0 (got ", o.m, ")");
+  if (o.n < 64 || o.n % 64) fail("gemm: n must be a positive multiple of 64 (got ", o.n, ")");
+  if (o.k < 64 || o.k % 64) fail("gemm: k must be a positive multiple of 64 (got ", o.k, ")");
+  const int64_t ldo = o.ldo ? o.ldo : o.n;
+  if (ldo < o.n || ldo % 2) fail("gemm: ldo must be even and >= n (got ldo=", ldo, ", n=", o.n, ")");
+  if (!aligned16(o.a) || !aligned16(o.b) || !aligned16(o.out))
+    fail("gemm: a, b and out must be 16-byte aligned (got a=", o.a, " b=", o.b, " out=", o.out, ")");
+  const int64_t groups = o.num_groups > 0 ? o.num_groups : 1;
+  if (o.m >= (int64_t(1) << 31) || o.n * groups >= (int64_t(1) << 31) || o.k >= (int64_t(1) << 31))
+    fail("gemm: dimensions must stay below 2^31 rows (m=", o.m, ", n x groups=", o.n * groups, ", k=", o.k, ")");
+  const int sms = num_sms();
+  if (num_compute < 0 || num_compute > sms)
+    fail("gemm: num_compute_ctas must be in [0, ", sms, "] (got ", num_compute, ")");
+
+  GemmParams p{};
+  // A with no rows (grouped launch whose groups are all empty) still needs a
+  // valid descriptor; it is never loaded.
+  p.tma_a = make_tma(o.a, o.m > 0 ? o.m : 1, o.k, kBlockM, "a");
+  p.tma_b = make_tma(o.b, o.n * groups, o.k, kBlockN, "b");
+  p.m = static_cast<int32_t>(o.m);
+  p.n = static_cast<int32_t>(o.n);
+  p.k = static_cast<int32_t>(o.k);
+  p.num_compute = num_compute ? num_compute : sms;
+  p.sched.order = sched::TileOrder::Swizzled;
+  p.sched.swizzle = 8;
+  p.sched.m_blocks = static_cast<int32_t>((o.m + kBlockM - 1) / kBlockM);
+  p.sched.n_blocks = static_cast<int32_t>((o.n + kBlockN - 1) / kBlockN);
+  p.epi.out[0] = o.out;
+  p.epi.ldo = ldo;
+  p.timeout_ns = static_cast<uint64_t>(knob_int(Knob::MK_TIMEOUT_MS)) * 1000000ull;
+  return p;
+}
+
+}  // namespace mk::gemm
+
+namespace mk {
+
+void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
+  gemm::Operands o;
+  o.a = args.a;
+  o.b = args.b;
+  o.out = args.out;
+  o.m = args.m;
+  o.n = args.n;
+  o.k = args.k;
+  o.ldo = args.ldo;
+  gemm::GemmParams p = gemm::make_params(o, args.num_compute_ctas);
+  if (args.swizzle < 0) fail("gemm: swizzle must be >= 0 (got ", args.swizzle, ")");
+  if (args.order == GemmOrder::RowMajor) p.sched.order = sched::TileOrder::RowMajor;
+  if (args.swizzle) p.sched.swizzle = args.swizzle;
+  gemm::launch(p, p.num_compute, gemm::TestRoleParams{}, stream);
+}
+
+size_t grouped_gemm_workspace_bytes(int num_groups) {
+  return (static_cast<size_t>(num_groups) + 1) * (sizeof(int64_t) + sizeof(int32_t)) + 16;
+}
+
+void grouped_gemm_bf16(const GroupedGemmArgs& args, cudaStream_t stream) {
+  if (args.num_groups < 1) fail("grouped gemm: num_groups must be >= 1 (got ", args.num_groups, ")");
+  if (!args.m_per_group) fail("grouped gemm: m_per_group (host array of num_groups counts) is null");
+  if (!args.workspace || (reinterpret_cast<uintptr_t>(args.workspace) & 15u))
+    fail("grouped gemm: workspace must be 16-byte aligned device memory of grouped_gemm_workspace_bytes(",
+         args.num_groups, ") bytes");
+  const int g = args.num_groups;
+  std::vector<int64_t> tiles(g + 1);
+  std::vector<int32_t> rows(g + 1);
+  int64_t total = 0;
+  for (int i = 0; i < g; ++i) {
+    if (args.m_per_group[i] < 0) fail("grouped gemm: group ", i, " has m = ", args.m_per_group[i], " < 0");
+    rows[i] = static_cast<int32_t>(total);
+    total += args.m_per_group[i];
+    if (total >= (int64_t(1) << 31)) fail("grouped gemm: total rows exceed 2^31");
+  }
+  rows[g] = static_cast<int32_t>(total);
+  gemm::Operands o;
+  o.a = args.a;
+  o.b = args.b;
+  o.out = args.out;
+  o.m = total;
+  o.n = args.n;
+  o.k = args.k;
+  o.num_groups = g;
+  gemm::GemmParams p = gemm::make_params(o, args.num_compute_ctas);
+  const int64_t all = sched::build_group_tiles(args.m_per_group, g, gemm::kBlockM, p.sched.n_blocks, tiles.data());
+  if (all == 0) return;  // every group empty: nothing to compute
+  auto* ws_tiles = static_cast<int64_t*>(args.workspace);
+  auto* ws_rows = reinterpret_cast<int32_t*>(ws_tiles + g + 1);
+  // Pageable sources: the copies are staged before the calls return.
+  MK_CUDA_CHECK(cudaMemcpyAsync(ws_tiles, tiles.data(), tiles.size() * sizeof(int64_t), cudaMemcpyHostToDevice, stream));
+  MK_CUDA_CHECK(cudaMemcpyAsync(ws_rows, rows.data(), rows.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+  p.sched.order = sched::TileOrder::Grouped;
+  p.sched.num_groups = g;
+  p.sched.group_tile_start = ws_tiles;
+  p.group_row_start = ws_rows;
+  gemm::launch(p, p.num_compute, gemm::TestRoleParams{}, stream);
+}
+
+}  // namespace mk

@@ -1,0 +1,46 @@
+// mkernel: host side of the GEMM engine, shared by the standalone GEMM and
+// the fused ops: validation, TMA descriptors, defaults, launch.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "device/gemm/gemm_params.hpp"
+
+namespace mk::gemm {
+
+// Operands of one launch. Grouped when num_groups > 0 (b holds num_groups
+// [n x k] matrices; the caller sets sched/group arrays, see grouped_gemm_bf16).
+struct Operands {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* out = nullptr;
+  int64_t m = 0;    // rows of a (grouped: total)
+  int64_t n = 0;
+  int64_t k = 0;
+  int64_t ldo = 0;  // 0: n
+  int num_groups = 0;
+};
+
+// Validates (clear mk::Error on bad input) and returns params with TMA
+// descriptors, block counts, Swizzled order, RowMajor Store epilogue into
+// `out`, no load hook, and `num_compute` CTAs (0: every SM).
+GemmParams make_params(const Operands& ops, int num_compute);
+
+// SMs of the current device.
+int num_sms();
+
+// The standalone launch's second role (tests: proves the compute role runs
+// on a subset of the grid while other CTAs do other work): CTAs
+// [num_compute, grid) copy `bytes` from src to dst (16-byte aligned).
+struct TestRoleParams {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  size_t bytes = 0;
+};
+
+// Launches `grid` CTAs: [0, p.num_compute) compute, the rest run the Test role.
+void launch(const GemmParams& p, int grid, const TestRoleParams& test, cudaStream_t stream);
+
+}  // namespace mk::gemm

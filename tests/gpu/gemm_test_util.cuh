@@ -1,0 +1,122 @@
+// Shared helpers of the GEMM engine's GPU tests: random bf16, poison,
+// device-side comparison against an fp32 reference.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace mkt {
+
+#define CUDA_OK(x) ASSERT_EQ(static_cast<int>(x), 0) << #x << ": " << cudaGetErrorString(x)
+#define CUBLAS_OK(x) ASSERT_EQ(static_cast<int>(x), 0) << #x
+
+inline constexpr uint16_t kPoison = 0xFFFF;  // bf16 NaN
+
+static __device__ __forceinline__ float u01(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return static_cast<float>(x >> 40) * (1.0f / 16777216.0f);
+}
+
+static __device__ __forceinline__ uint16_t to_bf16(float f) {
+  uint32_t u = __float_as_uint(f);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+static __device__ __forceinline__ float from_bf16(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
+
+static __global__ void fill_random(uint16_t* p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    p[i] = to_bf16(2.f * u01(seed * 0x9E3779B97F4A7C15ull + i) - 1.f);
+}
+static __global__ void fill_value(uint16_t* p, size_t n, uint16_t v) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) p[i] = v;
+}
+static __global__ void bf16_to_f32(const uint16_t* s, float* d, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    d[i] = from_bf16(s[i]);
+}
+
+// acc[0] += sum (out - ref)^2, acc[1] += sum ref^2 over rows [0, m), cols
+// [0, n); bad[0] counts non-finite outputs, bad[1] touched padding columns
+// [n, ldo) (must still hold the poison).
+static __global__ void compare(const uint16_t* out, int64_t ldo, const float* ref, int64_t ldr, int64_t m, int64_t n,
+                        double* acc, unsigned long long* bad) {
+  double e = 0, r = 0;
+  unsigned long long nf = 0, touched = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < m * ldo; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = i / ldo, col = i % ldo;
+    const uint16_t o = out[i];
+    if (col >= n) {
+      touched += o != kPoison;
+      continue;
+    }
+    const float v = from_bf16(o);
+    if (!isfinite(v)) {
+      ++nf;
+      continue;
+    }
+    const double d = double(v) - ref[row * ldr + col];
+    e += d * d;
+    r += double(ref[row * ldr + col]) * ref[row * ldr + col];
+  }
+  atomicAdd(&acc[0], e);
+  atomicAdd(&acc[1], r);
+  atomicAdd(&bad[0], nf);
+  atomicAdd(&bad[1], touched);
+}
+
+struct Buf {
+  void* p = nullptr;
+  explicit Buf(size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes ? bytes : 16), cudaSuccess); }
+  ~Buf() { cudaFree(p); }
+  template <class T>
+  T* as() const { return static_cast<T*>(p); }
+};
+
+inline void random_bf16(void* p, size_t n, uint64_t seed) { fill_random<<<264, 256>>>(static_cast<uint16_t*>(p), n, seed); }
+inline void poison(void* p, size_t n) { fill_value<<<264, 256>>>(static_cast<uint16_t*>(p), n, kPoison); }
+
+
+class GemmFixture : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(cublasCreate(&h_), CUBLAS_STATUS_SUCCESS); }
+  void TearDown() override { cublasDestroy(h_); }
+
+  // ref[m x n] (fp32, ld n) = a * b^T (+ ref if beta = 1).
+  void reference(const void* a, const void* b, float* ref, int64_t m, int64_t n, int64_t k, float beta = 0.f) {
+    if (m == 0) return;
+    const float alpha = 1.f;
+    ASSERT_EQ(cublasGemmEx(h_, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k), &alpha, b, CUDA_R_16BF, int(k), a,
+                           CUDA_R_16BF, int(k), &beta, ref, CUDA_R_32F, int(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              CUBLAS_STATUS_SUCCESS);
+  }
+
+  struct Check {
+    double rel;
+    unsigned long long nonfinite, touched;
+  };
+  Check check(const void* out, int64_t ldo, const float* ref, int64_t m, int64_t n) {
+    Buf acc(2 * sizeof(double)), bad(2 * sizeof(unsigned long long));
+    cudaMemset(acc.p, 0, 2 * sizeof(double));
+    cudaMemset(bad.p, 0, 2 * sizeof(unsigned long long));
+    compare<<<528, 256>>>(static_cast<const uint16_t*>(out), ldo, ref, n, m, n, acc.as<double>(),
+                          bad.as<unsigned long long>());
+    double a[2];
+    unsigned long long b[2];
+    EXPECT_EQ(cudaMemcpy(a, acc.p, sizeof(a), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(b, bad.p, sizeof(b), cudaMemcpyDeviceToHost), cudaSuccess);
+    return Check{a[1] > 0 ? std::sqrt(a[0] / a[1]) : std::sqrt(a[0]), b[0], b[1]};
+  }
+
+  cublasHandle_t h_{};
+};
+
+}  // namespace mkt

