@@ -13,8 +13,8 @@
 //   w3  dst_off  byte offset in the peer's region
 //   w4  bytes
 //   w5  sig_value
-//   w6  aux      (BARRIER: unused; reserved for ops)
-//   w7  reserved (0)
+//   w6  aux      (PUT_INLINE: source bytes 0..7; else unused, reserved for ops)
+//   w7  aux2     (PUT_INLINE: source bytes 8..15; else 0)
 // A slot holds a valid command for sequence s exactly when its stamp equals
 // (s + 1) mod 2^32; stamps of older laps differ by the ring size, so slots are
 // never cleared.
@@ -34,7 +34,14 @@ enum class CmdOp : uint8_t {
   Signal = 2,   // signal only (set/add sig_value at peer's sig_idx)
   Flush = 3,    // completes when every earlier command of this queue completed locally
   Barrier = 4,  // adds 1 to sig_idx on every rail peer (same local rank, other nodes)
+  // A PUT of at most kMaxInlineBytes whose source bytes also travel in w6..w7
+  // (read by the GPU when it pushed the command; unused bytes are 0). src_off
+  // still names the source: a transport may use either.
+  PutInline = 5,
 };
+
+// The most bytes a PUT_INLINE carries (words w6 and w7).
+constexpr uint64_t kMaxInlineBytes = 16;
 
 struct alignas(64) Cmd {
   uint64_t w[8];
@@ -53,6 +60,7 @@ struct CmdFields {
   uint64_t bytes = 0;
   uint64_t sig_value = 0;
   uint64_t aux = 0;
+  uint64_t aux2 = 0;
 };
 
 MK_HD uint64_t pack_header(uint32_t stamp, CmdOp op, uint8_t sig_op, uint16_t region) {
@@ -70,7 +78,7 @@ MK_HD void pack_body(const CmdFields& f, uint64_t body[7]) {
   body[3] = f.bytes;
   body[4] = f.sig_value;
   body[5] = f.aux;
-  body[6] = 0;
+  body[6] = f.aux2;
 }
 
 MK_HD CmdFields unpack(const Cmd& c) {
@@ -86,6 +94,7 @@ MK_HD CmdFields unpack(const Cmd& c) {
   f.bytes = c.w[4];
   f.sig_value = c.w[5];
   f.aux = c.w[6];
+  f.aux2 = c.w[7];
   return f;
 }
 

@@ -48,11 +48,26 @@ __device__ __forceinline__ uint64_t push(const NetCtx& nc, const DeviceCtx& ctx,
 // Bytes [src_off, src_off + bytes) of local region `region` go to the same
 // region of `peer` at dst_off; then (if sig_op != None) the peer's signal
 // word sig_idx is set to / increased by sig_value, never before the data.
+// A small put (see NetCtx::inline_max) reads its source bytes here and sends
+// them in the command (PUT_INLINE), which spares the transport a copy; the
+// source stays reserved until flush either way.
 __device__ __forceinline__ uint64_t put(const NetCtx& nc, const DeviceCtx& ctx, int queue, int peer, int region,
                                         uint64_t dst_off, uint64_t src_off, uint64_t bytes, SigOp sig_op = SigOp::None,
                                         int sig_idx = 0, uint64_t sig_value = 0) {
   CmdFields f;
   f.op = CmdOp::Put;
+  if (bytes != 0 && bytes <= nc.inline_max && ((src_off | bytes) & 3u) == 0 && region >= 0 &&
+      region < kMaxInlineRegions && nc.region_base[region] != nullptr) {
+    const volatile uint32_t* s =
+        reinterpret_cast<const volatile uint32_t*>(static_cast<const char*>(nc.region_base[region]) + src_off);
+    uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (uint64_t(k) * 4 < bytes) w[k] = s[k];
+    f.op = CmdOp::PutInline;
+    f.aux = uint64_t(w[0]) | (uint64_t(w[1]) << 32);
+    f.aux2 = uint64_t(w[2]) | (uint64_t(w[3]) << 32);
+  }
   f.peer = static_cast<uint32_t>(peer);
   f.region = static_cast<uint16_t>(region);
   f.dst_off = dst_off;

@@ -8,6 +8,8 @@
 namespace mk::net {
 
 constexpr int kMaxNetQueues = 16;
+// Regions whose puts may travel inline (PUT_INLINE): ids below this.
+constexpr int kMaxInlineRegions = 32;
 
 struct NetCtx {
   CmdQueue queues[kMaxNetQueues];
@@ -15,6 +17,13 @@ struct NetCtx {
   int32_t rank = 0;
   int32_t num_rail_peers = 0;  // peers a BARRIER command reaches
   int32_t emulated = 0;        // 1 when the transport is the emulated NIC
+  // Puts of at most this many bytes (a multiple of 4 from a 4-byte aligned
+  // source) carry their bytes in the command (PUT_INLINE), when the transport
+  // asks for it (Transport::inline_bytes); 0: never.
+  uint32_t inline_max = 0;
+  // This rank's base address of each registered region (nullptr: not
+  // registered yet, or id >= kMaxInlineRegions), for PUT_INLINE.
+  const void* region_base[kMaxInlineRegions] = {};
 };
 
 }  // namespace mk::net

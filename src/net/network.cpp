@@ -2,6 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+
 #include "mkernel/communicator.hpp"
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
@@ -62,6 +64,11 @@ Network::Network(Communicator& comm) : comm_(comm) {
   r0.host_peer_ptrs = &ctl.host_peer;
   for (auto& tr : transports) tr->register_region(comm.bootstrap(), r0);
   next_region_ = 1;
+  // Small puts travel inline when every proxy thread's transport asks for it.
+  uint32_t inline_max = static_cast<uint32_t>(net::kMaxInlineBytes);
+  for (auto& tr : transports) inline_max = std::min(inline_max, tr->inline_bytes());
+  ctx_.inline_max = inline_max & ~3u;
+  ctx_.region_base[net::kSignalRegion] = ctl.local;
 
   net::ProxyConfig pc;
   pc.rank = t.rank;
@@ -109,6 +116,7 @@ int Network::register_buffer(const SymmetricBuffer& buf) {
   r.cuda_device = comm_.device();
   r.host_peer_ptrs = &buf.host_peer;
   proxy_->with_transports([&](net::Transport& t) { t.register_region(comm_.bootstrap(), r); });
+  if (r.id < net::kMaxInlineRegions) ctx_.region_base[r.id] = buf.local;
   return next_region_++;
 }
 

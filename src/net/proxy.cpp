@@ -20,7 +20,11 @@ namespace {
 
 constexpr int kBatch = 64;             // commands drained per iteration
 constexpr int kPollBatch = 64;         // completions reaped per iteration
-constexpr int kSpinsBeforeYield = 256;  // idle iterations before sched_yield
+// Idle time the loop spins before it starts to sched_yield. Long enough to
+// cover the gaps of a latency-bound exchange (a ping-pong round trip, a copy
+// in flight), so that a command arriving then is seen at once rather than
+// after a system call.
+constexpr int64_t kSpinUs = 100;
 
 int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -30,6 +34,7 @@ int64_t now_us() {
 const char* op_name(CmdOp op) {
   switch (op) {
     case CmdOp::Put: return "PUT";
+    case CmdOp::PutInline: return "PUT_INLINE";
     case CmdOp::Signal: return "SIGNAL";
     case CmdOp::Flush: return "FLUSH";
     case CmdOp::Barrier: return "BARRIER";
@@ -166,7 +171,7 @@ void Proxy::run(int qi) {
   std::vector<CmdFields> cmd_of(q.size);
   std::deque<WriteReq> pending;  // accepted commands the transport had no room for
   uint64_t tail = 0, done = 0;
-  int idle = 0;
+  int64_t idle_since_us = -1;  // start of the current idle stretch (-1: busy)
   Completion comps[kPollBatch];
   const int64_t timeout_us = cfg_.timeout_ms * 1000;
   auto is_peer = [&](uint32_t p) { return std::find(cfg_.peers.begin(), cfg_.peers.end(), static_cast<int>(p)) != cfg_.peers.end(); };
@@ -199,14 +204,22 @@ void Proxy::run(int qi) {
           if (f.sig_op > static_cast<uint8_t>(SigOp::Add)) bad("unknown signal op");
           switch (f.op) {
             case CmdOp::Put:
+            case CmdOp::PutInline:
             case CmdOp::Signal: {
               if (!is_peer(f.peer)) bad("peer is not reachable over the network from this rank");
+              const bool is_put = f.op != CmdOp::Signal;
               WriteReq w;
               w.peer = static_cast<int>(f.peer);
-              w.region = f.op == CmdOp::Put ? f.region : kSignalRegion;
+              w.region = is_put ? f.region : kSignalRegion;
               w.src_off = f.src_off;
               w.dst_off = f.dst_off;
-              w.bytes = f.op == CmdOp::Put ? f.bytes : 0;
+              w.bytes = is_put ? f.bytes : 0;
+              if (f.op == CmdOp::PutInline) {
+                if (f.bytes == 0 || f.bytes > kMaxInlineBytes) bad("PUT_INLINE carries 1 to 16 bytes");
+                w.has_inline = true;
+                w.inline_data[0] = f.aux;
+                w.inline_data[1] = f.aux2;
+              }
               w.sig_op = static_cast<SigOp>(f.sig_op);
               w.sig_off = cfg_.signal_base + 8ull * f.sig_idx;
               w.sig_value = f.sig_value;
@@ -278,9 +291,13 @@ void Proxy::run(int qi) {
         }
       }
       if (progress) {
-        idle = 0;
-      } else if (++idle > kSpinsBeforeYield) {
-        sched_yield();  // outside the lock, so a registration can get in
+        idle_since_us = -1;
+      } else {
+        const int64_t t = now_us();
+        if (idle_since_us < 0)
+          idle_since_us = t;
+        else if (t - idle_since_us > kSpinUs)
+          sched_yield();  // outside the lock, so a registration can get in
       }
     }
   } catch (const std::exception& e) {

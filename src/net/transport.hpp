@@ -51,6 +51,11 @@ struct WriteReq {
   uint64_t sig_off = 0;   // byte offset of the 8-byte signal word in the peer's region 0
   uint64_t sig_value = 0;
   uint64_t cookie = 0;    // returned in the completion
+  // PUT_INLINE: the first `bytes` (<= kMaxInlineBytes) source bytes, read by
+  // the GPU when it pushed the command. A transport may write these instead
+  // of reading src_off (which stays valid and unchanged until completion).
+  bool has_inline = false;
+  uint64_t inline_data[2] = {0, 0};
 };
 
 struct Completion {
@@ -72,6 +77,10 @@ class Transport {
   virtual std::string name() const = 0;
   // True for the emulated NIC: every report made with it says so.
   virtual bool emulated() const { return false; }
+  // Puts of at most this many bytes should carry their bytes in the command
+  // (PUT_INLINE, <= kMaxInlineBytes); 0: the transport always reads the
+  // source itself.
+  virtual uint32_t inline_bytes() const { return 0; }
   // Collective over ALL ranks (every rank calls it, with its own peer list):
   // creates endpoints to `peers` (global ranks) and exchanges addresses
   // through bs (bounded). Throws mk::Error naming the peer on failure.

@@ -20,7 +20,7 @@ TEST(CmdPacking, RoundTripsEveryField) {
   std::mt19937_64 rng(1);
   for (int i = 0; i < 10000; ++i) {
     CmdFields f;
-    f.op = static_cast<CmdOp>(1 + rng() % 4);
+    f.op = static_cast<CmdOp>(1 + rng() % 5);
     f.sig_op = static_cast<uint8_t>(rng() % 3);
     f.region = static_cast<uint16_t>(rng());
     f.peer = static_cast<uint32_t>(rng());
@@ -30,6 +30,7 @@ TEST(CmdPacking, RoundTripsEveryField) {
     f.bytes = rng();
     f.sig_value = rng();
     f.aux = rng();
+    f.aux2 = rng();
     const uint64_t seq = rng();
     Cmd c;
     c.w[0] = pack_header(stamp_for(seq), f.op, f.sig_op, f.region);
@@ -46,6 +47,7 @@ TEST(CmdPacking, RoundTripsEveryField) {
     ASSERT_EQ(g.bytes, f.bytes);
     ASSERT_EQ(g.sig_value, f.sig_value);
     ASSERT_EQ(g.aux, f.aux);
+    ASSERT_EQ(g.aux2, f.aux2);
   }
 }
 

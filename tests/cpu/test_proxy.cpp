@@ -178,6 +178,31 @@ TEST(Proxy, TransportBackPressureHoldsCommandsUntilThereIsRoom) {
   for (int i = 0; i < 300; ++i) ASSERT_EQ(r.st->posted[i].src_off, uint64_t(i));
 }
 
+TEST(Proxy, InlinePutsHandTheirBytesToTheTransport) {
+  Rig r;
+  CmdFields f = put(3, 40, 12, 5, 77);
+  f.op = CmdOp::PutInline;
+  f.aux = 0x0706050403020100ull;
+  f.aux2 = 0x0b0a0908ull;
+  r.push(f);
+  r.push(put(1, 0, 8));  // a plain put carries none
+  ASSERT_TRUE(r.wait_done(2));
+  std::lock_guard<std::mutex> g(r.st->mu);
+  ASSERT_EQ(r.st->posted.size(), 2u);
+  const WriteReq& w = r.st->posted[0];
+  EXPECT_TRUE(w.has_inline);
+  EXPECT_EQ(w.inline_data[0], f.aux);
+  EXPECT_EQ(w.inline_data[1], f.aux2);
+  EXPECT_EQ(w.peer, 3);
+  EXPECT_EQ(w.region, 1);
+  EXPECT_EQ(w.src_off, 40u);
+  EXPECT_EQ(w.dst_off, 40u + 4096);
+  EXPECT_EQ(w.bytes, 12u);
+  EXPECT_EQ(w.sig_op, SigOp::Add);
+  EXPECT_EQ(w.sig_value, 77u);
+  EXPECT_FALSE(r.st->posted[1].has_inline);
+}
+
 TEST(ProxyFailure, MalformedCommandsAreReported) {
   {
     Rig r;
@@ -193,6 +218,14 @@ TEST(ProxyFailure, MalformedCommandsAreReported) {
     f.op = static_cast<CmdOp>(77);
     r.push(f);
     EXPECT_NE(r.wait_error(std::chrono::milliseconds(3000)).find("unknown opcode 77"), std::string::npos);
+  }
+  {
+    Rig r;
+    CmdFields f = put(1, 0, 17);  // more than an inline put can carry
+    f.op = CmdOp::PutInline;
+    r.push(f);
+    std::string e = r.wait_error(std::chrono::milliseconds(3000));
+    EXPECT_NE(e.find("PUT_INLINE carries 1 to 16 bytes"), std::string::npos) << e;
   }
   {
     Rig r;

@@ -74,6 +74,60 @@ __global__ void barrier_kernel(DeviceCtx ctx, net::NetCtx nc, int sig, uint64_t 
 
 bool two_nodes() { return comm().topology().num_nodes == 2; }
 
+// Small puts: sizes 1..64 bytes at assorted source and destination
+// alignments, so that some travel inline (PUT_INLINE: <= 16 bytes in 4-byte
+// granules from a 4-byte aligned source; the emu writes them as stream
+// memory ops when the destination is 4-byte aligned too) and some as copies.
+struct SmallMsg {
+  uint32_t bytes, src_off, dst_off;
+  bool add;  // signalled by Add (else Set)
+};
+__device__ __forceinline__ SmallMsg small_msg(int i) {
+  constexpr uint32_t sizes[12] = {8, 4, 12, 16, 1, 3, 7, 13, 17, 24, 64, 8};
+  constexpr uint32_t srcs[7] = {0, 4, 8, 12, 1, 0, 6};
+  constexpr uint32_t dsts[8] = {0, 4, 8, 12, 0, 3, 5, 2};
+  return SmallMsg{sizes[i % 12], srcs[(i / 3) % 7], dsts[(i / 5) % 8], i % 4 == 3};
+}
+__device__ __forceinline__ unsigned char small_byte(uint64_t tag, int i, uint32_t k) {
+  return static_cast<unsigned char>(tag * 29 + uint64_t(i) * 131 + k * 7 + 1);
+}
+
+// One sender, one receiver; message i changes bytes [0, 64) of the sender's
+// source area and lands in the receiver's area at 256. The receiver checks
+// its bytes as soon as its signal arrives (a signal that overtook its data
+// shows the previous message's bytes), then acks; the sender rewrites the
+// source only after the ack.
+__global__ void small_puts_kernel(DeviceCtx ctx, net::NetCtx nc, unsigned char* local, int region, int peer,
+                                  bool sender, int sig_set, int sig_add, int sig_ack, int n, uint64_t base,
+                                  uint64_t add_base, uint64_t tag, unsigned long long* bad) {
+  if (threadIdx.x != 0) return;
+  uint64_t adds = 0;
+  for (int i = 1; i <= n; ++i) {
+    const SmallMsg m = small_msg(i);
+    if (sender) {
+      for (uint32_t k = 0; k < m.bytes; ++k) local[m.src_off + k] = small_byte(tag, i, k);
+      net::put(nc, ctx, 0, peer, region, 256 + m.dst_off, m.src_off, m.bytes, m.add ? net::SigOp::Add : net::SigOp::Set,
+               m.add ? sig_add : sig_set, m.add ? 1 : base + i);
+      dev::wait_ge(ctx, ctx.signals + sig_ack, base + i,
+                   dev::WaitSite{static_cast<int32_t>(Role::InterSend), peer, sig_ack});
+    } else {
+      if (m.add)
+        dev::wait_ge(ctx, ctx.signals + sig_add, add_base + ++adds,
+                     dev::WaitSite{static_cast<int32_t>(Role::InterRecv), peer, sig_add});
+      else
+        dev::wait_ge(ctx, ctx.signals + sig_set, base + i,
+                     dev::WaitSite{static_cast<int32_t>(Role::InterRecv), peer, sig_set});
+      const volatile unsigned char* got = local + 256 + m.dst_off;
+      for (uint32_t k = 0; k < m.bytes; ++k)
+        if (got[k] != small_byte(tag, i, k)) {
+          if (atomicAdd(&bad[0], 1ull) == 0) bad[1] = static_cast<unsigned long long>(i);
+        }
+      net::signal(nc, ctx, 0, peer, net::SigOp::Set, sig_ack, base + i);
+    }
+  }
+  net::quiet(nc, ctx, 0);
+}
+
 void run_puts(cudaStream_t stream, int rounds) {
   Network& net = comm().network();
   if (comm().rank() == 0) std::printf("[rank 0] network: %s\n", net.transport_name().c_str());
@@ -153,6 +207,45 @@ TEST(Net, PutsWithSignalsFromManyCtasArriveByteForByte) {
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   run_puts(s, 4);
   cudaStreamDestroy(s);
+}
+
+TEST(Net, SmallPutsInlineAndCopiedArriveBeforeTheirSignals) {
+  if (!two_nodes()) GTEST_SKIP() << "needs 2 nodes (MK_RANKS_PER_NODE=1)";
+  Network& net = comm().network();
+  if (net.emulated()) EXPECT_EQ(net.device_ctx().inline_max, net::kMaxInlineBytes) << "emu asks for inline puts";
+  const int peer = net.peers()[0];
+  SymmetricBuffer& buf = comm().alloc_symmetric(4096);
+  const int region = net.register_buffer(buf);
+  static const int sigs = comm().reserve_signals(3);
+  unsigned long long* bad = nullptr;
+  CK(cudaMalloc(&bad, 16));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  static uint64_t adds_received = 0;  // the add signal accumulates across launches
+  const int n = 2400;                 // 600 of them signalled by Add
+  for (int sender = 0; sender < 2; ++sender) {
+    const uint64_t epoch = comm().next_epoch();
+    const uint64_t base = epoch * 100000;
+    CK(cudaMemset(buf.local, 0, 4096));
+    CK(cudaMemset(bad, 0, 16));
+    CK(cudaDeviceSynchronize());
+    comm().barrier();
+    const bool me = comm().rank() == sender;
+    small_puts_kernel<<<1, 32, 0, s>>>(comm().device_ctx(), net.device_ctx(), static_cast<unsigned char*>(buf.local),
+                                       region, peer, me, sigs, sigs + 1, sigs + 2, n, base, adds_received, epoch, bad);
+    cudaError_t e = cudaStreamSynchronize(s);
+    net.check();
+    CK(e);
+    if (!me) adds_received += n / 4;
+    unsigned long long h[2] = {0, 0};
+    CK(cudaMemcpy(h, bad, 16, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(h[0], 0u) << "rank " << comm().rank() << " received " << h[0] << " wrong bytes from rank " << sender
+                        << ", first in message " << h[1];
+    comm().barrier();
+  }
+  cudaStreamDestroy(s);
+  cudaFree(bad);
+  comm().free_symmetric(buf);
 }
 
 // The same from the legacy default stream (where PyTorch launches by default).

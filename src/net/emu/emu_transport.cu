@@ -1,24 +1,56 @@
 // mkernel: `emu`, an emulated RDMA NIC between GPUs of one host (2 GPUs acting
-// as 2 nodes with MK_RANKS_PER_NODE=1). A write is a one-sided copy into the
-// peer GPU's memory (through the symmetric heap's host-wide mapping) on a
-// copy stream owned by the proxy thread; its signal is written after the data
-// in stream order (a stream memory op for Set, a one-thread kernel doing a
-// system-scope atomic for Add), so it is never visible before the data.
+// as 2 nodes with MK_RANKS_PER_NODE=1). A write is a one-sided copy (or, for
+// a few bytes, stream memory writes) into the peer GPU's memory (through the
+// symmetric heap's host-wide mapping) on a stream owned by the proxy thread;
+// its signal is written after the data in stream order (a stream memory op
+// for Set, a one-thread kernel doing a system-scope atomic for Add), so it is
+// never visible before the data.
 //
 // Pacing: one emulated link per GPU at MK_EMU_GBPS with MK_EMU_LATENCY_US.
 // A write of B bytes occupies the link for B / rate after the link is free,
 // and must not be visible before `latency` after it left the link. The real
-// path (stream launch, copy engine, memory op) takes time of its own, measured
-// once at start (overhead_ns_); an op is issued at delivery - overhead, so the
-// emulated latency is max(configured, real) rather than their sum. Reports
+// path (host calls, copy engine, stream memory ops) takes time of its own,
+// measured once at start for each of the two paths below (real_*_ns_); an op
+// is issued at delivery - real path, so the emulated latency is
+// max(configured, real) rather than their sum. name() reports both real
+// paths as measured, even when they exceed the configured latency. Reports
 // made with it say "emulated".
+//
+// Two paths for the data of a write, both ordered before its signal:
+// - inline: a PUT_INLINE (<= 16 bytes, device/net/cmd.hpp) to a 4-byte
+//   aligned destination is written as stream memory ops carrying the bytes
+//   (cuStreamBatchMemOp WRITE_VALUE entries): no copy engine, no kernel, one
+//   host call for data, signal and completion together. The GPU read the
+//   source when it pushed the command, so nothing here reads it.
+// - copy: everything else is a copy on the copy stream (one
+//   cudaMemcpyBatchAsync per batch).
+// Ordering: a batch's signals follow all of its data. Copies: stream order
+// runs a signal op only after the copy before it completed, and a copy
+// completes once its bytes are written (as before this path existed). Inline
+// data words are posted writes of the stream's front end, and the v2 stream
+// memory op API (the one the driver entry points give) gives a WRITE_VALUE no
+// memory fence of its own that could be relied on (its
+// CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER flag is "not supported in the v2
+// API"; an explicit CU_STREAM_MEM_OP_BARRIER is): so when a batch has inline
+// words, one system-scope CU_STREAM_MEM_OP_BARRIER follows them, before the
+// first signal (set as a memory op, or add as a kernel) and after any copies
+// of the batch; every inline word is visible at the peer before any signal
+// write of the batch is issued. One barrier costs about a microsecond of GPU
+// time (a round trip over NVLink), once per batch.
 //
 // Batching: at most one batch of ops is in flight on the stream; when it
 // completes, every op whose time has come goes out as the next batch (its
-// copies, then its signals in op order: adds coalesced into one kernel, sets
-// as stream memory operations, then one event). Each stream operation costs
-// microseconds of GPU-side latency, so batching is what lets small messages
-// approach the emulated rate; an idle link still sends a lone op at once.
+// copies, its inline data words, then its signals in op order: adds coalesced
+// into one kernel, sets as stream memory ops, then a completion word). Each
+// stream operation costs microseconds of GPU-side latency, so batching is
+// what lets small messages approach the emulated rate; an idle link still
+// sends a lone op at once.
+//
+// Completion: the batch's last stream op (a memory op, or the add kernel)
+// writes the batch's sequence number into a word of pinned host memory, which
+// poll() reads (a plain load; an event query costs a microsecond of host time
+// per poll). A stream that failed never writes it: poll() asks the stream for
+// errors now and then while a batch is outstanding.
 //
 // NOTES: every kernel the proxy may launch (the signal-add kernel, and the
 // runtime's own copy kernels for unaligned copies) is loaded before any user
@@ -31,6 +63,7 @@
 #include <chrono>
 #include <deque>
 #include <map>
+#include <vector>
 
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
@@ -43,17 +76,22 @@ namespace mk::net {
 namespace {
 
 // Signal adds of one issue batch, applied after the batch's copies (stream
-// order); passed by value so a batch costs one launch and no copy.
+// order); passed by value so a batch costs one launch and no copy. When the
+// launch ends the batch, it also writes the batch's completion word.
 struct AddBatch {
   static constexpr int kMax = 32;
   unsigned long long* addr[kMax];
   unsigned long long delta[kMax];
   int n;
+  unsigned long long* done;  // completion word (pinned host), or nullptr
+  unsigned long long done_value;
 };
 
 __global__ void emu_signal_add_batch(AddBatch b) {
   if (static_cast<int>(threadIdx.x) < b.n) atomicAdd_system(b.addr[threadIdx.x], b.delta[threadIdx.x]);
   __threadfence_system();
+  __syncthreads();
+  if (threadIdx.x == 0 && b.done) *reinterpret_cast<volatile unsigned long long*>(b.done) = b.done_value;
 }
 
 int64_t now_ns() {
@@ -62,6 +100,9 @@ int64_t now_ns() {
 }
 
 constexpr size_t kMaxQueuedOps = 8192;
+constexpr unsigned kMaxMemOpsPerCall = 128;  // cuStreamBatchMemOp takes fewer than 256
+
+double round_us(int64_t ns) { return static_cast<double>((ns + 50) / 100) / 10.0; }
 
 class EmuTransport final : public Transport {
  public:
@@ -71,15 +112,26 @@ class EmuTransport final : public Transport {
     latency_ns_ = knob_int(Knob::MK_EMU_LATENCY_US) * 1000;
     MK_CUDA_CHECK(cudaSetDevice(cfg.cuda_device));
     MK_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
+    void* host = nullptr;
+    MK_CUDA_CHECK(cudaHostAlloc(&host, 64, cudaHostAllocMapped | cudaHostAllocPortable));
+    done_word_ = static_cast<uint64_t*>(host);
+    *done_word_ = 0;
+    void* dev = nullptr;
+    MK_CUDA_CHECK(cudaHostGetDevicePointer(&dev, host, 0));
+    done_word_dev_ = dev;
     calibrate();
   }
   ~EmuTransport() override { close(); }
 
   std::string name() const override {
+    if (!inline_ok_)
+      return cat("emu (emulated NIC: ", bytes_per_ns_, " GB/s, ", latency_ns_ / 1000, " us; real path ",
+                 round_us(real_copy_ns_), " us copy, no inline path)");
     return cat("emu (emulated NIC: ", bytes_per_ns_, " GB/s, ", latency_ns_ / 1000, " us; real path ",
-               overhead_ns_ / 1000.0, " us)");
+               round_us(real_inline_ns_), " us inline, ", round_us(real_copy_ns_), " us copy)");
   }
   bool emulated() const override { return true; }
+  uint32_t inline_bytes() const override { return inline_ok_ ? static_cast<uint32_t>(kMaxInlineBytes) : 0; }
 
   void connect(Bootstrap& bs, const std::vector<int>& peers) override {
     char pci[32] = {};
@@ -134,6 +186,8 @@ class EmuTransport final : public Transport {
         w.dst_off + w.bytes > reg.r.bytes)
       fail("emu: write of ", w.bytes, " bytes at src ", w.src_off, " / dst ", w.dst_off, " exceeds region ", w.region,
            " (", reg.r.bytes, " bytes)");
+    if (w.has_inline && w.bytes > kMaxInlineBytes)
+      fail("emu: inline write of ", w.bytes, " bytes (at most ", kMaxInlineBytes, ")");
     if (w.sig_op != SigOp::None) {
       auto sit = regions_.find(kSignalRegion);
       if (sit == regions_.end()) fail("emu: signal before the signal region was registered");
@@ -145,21 +199,29 @@ class EmuTransport final : public Transport {
     link_free_ns_ = start + static_cast<int64_t>(static_cast<double>(w.bytes) / bytes_per_ns_);
     Op op;
     op.w = w;
-    op.deliver_ns = link_free_ns_ + latency_ns_ - overhead_ns_;
+    // Stream memory ops write 4-byte words: the inline path needs 4-byte
+    // granules at a 4-byte aligned destination (else: a copy from src_off).
+    const uintptr_t dst = reinterpret_cast<uintptr_t>(reg.peer_base.at(w.peer)) + w.dst_off;
+    op.inline_data = inline_ok_ && w.has_inline && w.bytes % 4 == 0 && dst % 4 == 0;
+    const int64_t real = (w.bytes == 0 || op.inline_data) ? real_inline_ns_ : real_copy_ns_;
+    op.deliver_ns = link_free_ns_ + std::max<int64_t>(0, latency_ns_ - real);
     ops_.push_back(op);
     return true;
   }
 
   int poll(Completion* out, int max) override {
-    // A batch is complete when the event on its last op is.
-    for (size_t k = done_; k < issued_; ++k) {
-      if (!ops_[k].ev) continue;
-      cudaError_t e = cudaEventQuery(ops_[k].ev);
-      if (e == cudaErrorNotReady) break;
-      if (e != cudaSuccess) fail("emu: copy to rank ", ops_[k].w.peer, " failed: ", cuda_error_string(e));
-      events_.push_back(ops_[k].ev);
-      ops_[k].ev = nullptr;
-      done_ = k + 1;
+    // The outstanding batch is complete when its completion word arrived.
+    if (issued_ > done_) {
+      if (__atomic_load_n(done_word_, __ATOMIC_ACQUIRE) >= batch_seq_) {
+        done_ = issued_;
+      } else if ((++idle_polls_ & 1023u) == 0) {
+        cudaError_t e = cudaStreamQuery(copy_);
+        if (e == cudaSuccess) {
+          done_ = issued_;  // idle stream: its last op ran
+        } else if (e != cudaErrorNotReady) {
+          fail("emu: write to rank ", ops_[issued_ - 1].w.peer, " failed: ", cuda_error_string(e));
+        }
+      }
     }
     // Issue every op whose time has come, once nothing is in flight.
     if (done_ == issued_) {
@@ -181,14 +243,12 @@ class EmuTransport final : public Transport {
   void close() override {
     if (!copy_) return;
     cudaStreamSynchronize(copy_);
-    for (auto& op : ops_)
-      if (op.ev) events_.push_back(op.ev);
     ops_.clear();
     issued_ = done_ = 0;
-    for (auto e : events_) cudaEventDestroy(e);
-    events_.clear();
     cudaStreamDestroy(copy_);
     copy_ = nullptr;
+    if (done_word_) cudaFreeHost(done_word_);
+    done_word_ = nullptr;
   }
 
  private:
@@ -199,19 +259,8 @@ class EmuTransport final : public Transport {
   struct Op {
     WriteReq w;
     int64_t deliver_ns = 0;
-    cudaEvent_t ev = nullptr;  // on the last op of each issue batch
+    bool inline_data = false;  // data goes as stream memory ops (w.inline_data)
   };
-
-  cudaEvent_t take_event() {
-    if (events_.empty()) {
-      cudaEvent_t e;
-      MK_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-      return e;
-    }
-    cudaEvent_t e = events_.back();
-    events_.pop_back();
-    return e;
-  }
 
   // Copies of odd sizes and alignments, so that the runtime loads its copy
   // kernels for this path now rather than behind a waiting user kernel.
@@ -222,8 +271,73 @@ class EmuTransport final : public Transport {
           MK_CUDA_CHECK(cudaMemcpyAsync(dst + off, src + ((off + 5) % 16), len, cudaMemcpyDeviceToDevice, copy_));
   }
 
-  // Loads the add kernel and measures how long a small copy + signal takes
-  // from the host's call to completion (median of a few, on local memory).
+  // A WRITE_VALUE (default flags; see Ordering above).
+  void push_write(const void* addr, uint64_t value, bool wide) {
+    CUstreamBatchMemOpParams p{};
+    p.writeValue.operation = wide ? CU_STREAM_MEM_OP_WRITE_VALUE_64 : CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    p.writeValue.address = reinterpret_cast<CUdeviceptr>(addr);
+    if (wide)
+      p.writeValue.value64 = value;
+    else
+      p.writeValue.value = static_cast<cuuint32_t>(value);
+    p.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+    memops_.push_back(p);
+  }
+
+  // A system-scope memory barrier: every earlier write of the stream is
+  // visible everywhere before any later one is issued.
+  void push_barrier() {
+    CUstreamBatchMemOpParams p{};
+    p.memoryBarrier.operation = CU_STREAM_MEM_OP_BARRIER;
+    p.memoryBarrier.flags = CU_STREAM_MEMORY_BARRIER_TYPE_SYS;
+    memops_.push_back(p);
+  }
+
+  void flush_memops() {
+    for (size_t i = 0; i < memops_.size(); i += kMaxMemOpsPerCall) {
+      const unsigned n = static_cast<unsigned>(std::min<size_t>(kMaxMemOpsPerCall, memops_.size() - i));
+      CUresult r = drv::api().cuStreamBatchMemOp(reinterpret_cast<CUstream>(copy_), n, memops_.data() + i, 0);
+      if (r != CUDA_SUCCESS) fail("emu: stream memory operations failed (CUresult ", int(r), ")");
+    }
+    memops_.clear();
+  }
+
+  // The inline bytes of op w as 4-byte words at dst (4-byte aligned), 8 bytes
+  // at a time where aligned.
+  void push_inline_data(char* dst, const WriteReq& w) {
+    const unsigned words = static_cast<unsigned>(w.bytes / 4);
+    auto word = [&](unsigned k) { return (w.inline_data[k / 2] >> (32 * (k % 2))) & 0xffffffffull; };
+    for (unsigned k = 0; k < words;) {
+      char* a = dst + 4 * k;
+      if (reinterpret_cast<uintptr_t>(a) % 8 == 0 && k + 1 < words) {
+        push_write(a, word(k) | (word(k + 1) << 32), true);
+        k += 2;
+      } else {
+        push_write(a, word(k), false);
+        k += 1;
+      }
+    }
+  }
+
+  // Waits (bounded) for the completion word to reach `seq`.
+  void wait_done(uint64_t seq, const char* what) {
+    const int64_t t0 = now_ns();
+    while (__atomic_load_n(done_word_, __ATOMIC_ACQUIRE) < seq) {
+      if (now_ns() - t0 > 5'000'000'000ll) {
+        cudaError_t e = cudaStreamQuery(copy_);
+        fail("emu: ", what, " did not complete in 5 s (stream: ", cuda_error_string(e), ")");
+      }
+    }
+  }
+
+  // Loads the add kernel and measures, from the host's first call until the
+  // completion word arrives, the two real paths of a small write + signal
+  // (median of 21 after 3 warm-ups, on local memory): stream memory ops alone
+  // (inline data) and a copy followed by them. The peer is not connected
+  // yet; writes over NVLink to it take somewhat longer, so this errs on the
+  // short side. Kept as measured (never clamped): when the real path exceeds
+  // the configured latency, the emulated latency is the real one, and name()
+  // says so.
   void calibrate() {
     cudaFuncAttributes attr{};
     MK_CUDA_CHECK(cudaFuncGetAttributes(&attr, emu_signal_add_batch));
@@ -231,19 +345,34 @@ class EmuTransport final : public Transport {
     MK_CUDA_CHECK(cudaMalloc(&scratch, 4096));
     char* p = static_cast<char*>(scratch);
     warm_copies(p + 1024, p, 512);
-    cudaEvent_t e = take_event();
-    std::vector<int64_t> t;
-    for (int i = 0; i < 21; ++i) {
-      const int64_t t0 = now_ns();
-      MK_CUDA_CHECK(cudaMemcpyAsync(p + 2048, p, 64, cudaMemcpyDeviceToDevice, copy_));
-      CUresult r = drv::api().cuStreamWriteValue64(reinterpret_cast<CUstream>(copy_),
-                                                   reinterpret_cast<CUdeviceptr>(p + 4088), i, 0);
-      if (r != CUDA_SUCCESS) fail("emu: cuStreamWriteValue64 is not supported here (CUresult ", int(r), ")");
-      MK_CUDA_CHECK(cudaEventRecord(e, copy_));
-      while (cudaEventQuery(e) == cudaErrorNotReady) {
+    MK_CUDA_CHECK(cudaStreamSynchronize(copy_));
+    auto measure = [&](bool copy) {
+      std::vector<int64_t> t;
+      for (int i = 0; i < 24; ++i) {
+        const int64_t t0 = now_ns();
+        if (copy) MK_CUDA_CHECK(cudaMemcpyAsync(p + 2048, p, 64, cudaMemcpyDeviceToDevice, copy_));
+        else push_write(p + 2048, uint64_t(i), true);
+        if (!copy) push_barrier();  // as issue_batch() does it
+        push_write(p + 4088, uint64_t(i), true);
+        push_write(done_word_dev_, ++batch_seq_, true);
+        flush_memops();
+        wait_done(batch_seq_, "calibration");
+        if (i >= 3) t.push_back(now_ns() - t0);  // the first ones warm up
       }
-      t.push_back(now_ns() - t0);
+      std::sort(t.begin(), t.end());
+      return t[t.size() / 2];
+    };
+    try {
+      real_inline_ns_ = measure(false);
+    } catch (const Error& e) {
+      // This driver refuses the stream memory ops of the inline path: every
+      // write takes the copy path instead (correct, only slower).
+      memops_.clear();
+      cudaGetLastError();
+      inline_ok_ = false;
+      log(LogLevel::Warn, cat("emu: small puts go as copies: ", e.what()));
     }
+    real_copy_ns_ = measure(true);
     AddBatch one{};
     one.addr[0] = reinterpret_cast<unsigned long long*>(p + 4080);
     one.delta[0] = 1;
@@ -251,36 +380,43 @@ class EmuTransport final : public Transport {
     emu_signal_add_batch<<<1, 32, 0, copy_>>>(one);
     MK_CUDA_CHECK(cudaGetLastError());
     MK_CUDA_CHECK(cudaStreamSynchronize(copy_));
-    events_.push_back(e);
     cudaFree(scratch);
-    std::sort(t.begin(), t.end());
-    overhead_ns_ = std::min<int64_t>(t[t.size() / 2], latency_ns_);
   }
 
-  // Copies of ops [first, last), then their signals in op order (adds
-  // coalesced into one launch, sets as stream memory operations), then one
-  // event on the last op: stream order puts every signal after its data.
+  // Ops [first, last): their copies, their inline data words and a barrier,
+  // then their signals in op order (adds coalesced into one launch, sets as
+  // stream memory ops), then the completion word; stream order and the
+  // barrier put every signal after its data (see Ordering above).
   void issue_batch(size_t first, size_t last) {
-    // One runtime call for all copies of the batch: a copy call per op costs
-    // microseconds of host time each, which caps small-message throughput.
     dsts_.clear();
     srcs_.clear();
     sizes_.clear();
+    memops_.clear();
     for (size_t i = first; i < last; ++i) {
       const WriteReq& w = ops_[i].w;
-      if (!w.bytes) continue;
+      if (!w.bytes || ops_[i].inline_data) continue;
       const Reg& reg = regions_.at(w.region);
       dsts_.push_back(reg.peer_base.at(w.peer) + w.dst_off);
       srcs_.push_back(static_cast<char*>(reg.r.base) + w.src_off);
       sizes_.push_back(w.bytes);
     }
     if (!sizes_.empty()) {
+      // One runtime call for all copies of the batch: a copy call per op costs
+      // microseconds of host time each, which caps small-message throughput.
       cudaMemcpyAttributes attr{};
       attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
       size_t attr_idx = 0;
       MK_CUDA_CHECK(cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), sizes_.size(), &attr, &attr_idx, 1,
                                          copy_));
     }
+    // The inline data words (after the copies in stream order), then one
+    // barrier before any signal. Then adds and memory ops alternate in op
+    // order: each kind is flushed before the other is issued, so at most one
+    // is pending.
+    for (size_t i = first; i < last; ++i)
+      if (ops_[i].inline_data)
+        push_inline_data(regions_.at(ops_[i].w.region).peer_base.at(ops_[i].w.peer) + ops_[i].w.dst_off, ops_[i].w);
+    if (!memops_.empty()) push_barrier();
     AddBatch adds{};
     auto flush_adds = [&] {
       if (adds.n == 0) return;
@@ -294,11 +430,10 @@ class EmuTransport final : public Transport {
       auto* sig = reinterpret_cast<unsigned long long*>(regions_.at(kSignalRegion).peer_base.at(w.peer) + w.sig_off);
       if (w.sig_op == SigOp::Set) {
         flush_adds();  // keep set/add order
-        CUresult r = drv::api().cuStreamWriteValue64(reinterpret_cast<CUstream>(copy_),
-                                                     reinterpret_cast<CUdeviceptr>(sig), w.sig_value, 0);
-        if (r != CUDA_SUCCESS) fail("emu: signal write to rank ", w.peer, " failed (CUresult ", int(r), ")");
+        push_write(sig, w.sig_value, true);
         continue;
       }
+      flush_memops();  // data words and earlier sets go first
       if (adds.n > 0 && adds.addr[adds.n - 1] == sig) {
         adds.delta[adds.n - 1] += w.sig_value;
         continue;
@@ -308,26 +443,39 @@ class EmuTransport final : public Transport {
       adds.delta[adds.n] = w.sig_value;
       ++adds.n;
     }
-    flush_adds();
-    cudaEvent_t ev = take_event();
-    MK_CUDA_CHECK(cudaEventRecord(ev, copy_));
-    ops_[last - 1].ev = ev;
+    ++batch_seq_;
+    if (adds.n > 0) {  // the add launch ends the batch: it writes the completion word
+      adds.done = static_cast<unsigned long long*>(done_word_dev_);
+      adds.done_value = batch_seq_;
+      flush_adds();
+    } else {
+      push_write(done_word_dev_, batch_seq_, true);
+      flush_memops();
+    }
     issued_ = last;
+    idle_polls_ = 0;
   }
 
   TransportConfig cfg_;
   double bytes_per_ns_ = 50;
   int64_t latency_ns_ = 3000;
-  int64_t overhead_ns_ = 0;  // real issue-to-visible time, taken out of the emulated latency
+  // Measured issue-to-complete time of a small write + signal, taken out of
+  // the emulated latency: stream memory ops alone, and a copy before them.
+  int64_t real_inline_ns_ = 0, real_copy_ns_ = 0;
+  bool inline_ok_ = true;  // the driver takes the inline path's memory ops
   cudaStream_t copy_ = nullptr;
+  uint64_t* done_word_ = nullptr;  // pinned host: sequence of the last completed batch
+  void* done_word_dev_ = nullptr;  // the same, as the GPU addresses it
+  uint64_t batch_seq_ = 0;         // sequence of the last issued batch
+  uint32_t idle_polls_ = 0;
   std::vector<int> peers_;
   std::map<int, Reg> regions_;
-  std::deque<Op> ops_;   // [0, done_) complete, [0, issued_) issued, the rest waiting for their time
+  std::deque<Op> ops_;  // [0, done_) complete, [0, issued_) issued, the rest waiting for their time
   size_t issued_ = 0, done_ = 0;
-  std::vector<cudaEvent_t> events_;
   std::vector<void*> dsts_;
   std::vector<const void*> srcs_;
   std::vector<size_t> sizes_;
+  std::vector<CUstreamBatchMemOpParams> memops_;
   int64_t link_free_ns_ = 0;
 };
 
