@@ -29,6 +29,7 @@ struct BenchDef {
 void bench_signal_latency(BenchContext&);
 void bench_peer_copy(BenchContext&);
 void bench_gemm_cublas(BenchContext&);
+void bench_gemm(BenchContext&);
 void bench_nccl(BenchContext&);
 void bench_net_queue(BenchContext&);
 void bench_net_latency(BenchContext&);
@@ -39,6 +40,9 @@ inline const std::vector<BenchDef>& benches() {
       {"signal_latency", "signal ping-pong round trip between 2 GPUs of a node (NVLink)", bench_signal_latency},
       {"peer_copy", "SM-driven peer copy bandwidth vs number of SMs, against the copy engine", bench_peer_copy},
       {"gemm_cublas", "cuBLAS bf16 GEMM baseline on the MEASURING.md shapes", bench_gemm_cublas},
+#ifdef MKB_HAVE_GEMM
+      {"gemm", "mkernel GEMM engine vs cuBLAS (same run), scaling with compute CTAs, tile order", bench_gemm},
+#endif
       {"nccl", "NCCL all-reduce / all-gather / reduce-scatter baseline bandwidth", bench_nccl},
       {"net_queue", "command queue + host proxy alone: commands/s, GPU enqueue cycles", bench_net_queue},
       {"net_latency", "network one-way latency per transport (2 nodes, e.g. MK_RANKS_PER_NODE=1)", bench_net_latency},

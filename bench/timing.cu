@@ -60,40 +60,57 @@ double max_over_ranks(mk::Bootstrap* bs, double v) {
   return m;
 }
 
-Stats time_calls(mk::Bootstrap* bs, cudaStream_t stream, const TimingOpts& opts,
-                 const std::function<void(int)>& call, const std::function<void(int)>& before) {
-  for (int i = 0; i < opts.warmup; ++i) {
-    if (before) before(-1 - i);
-    call(-1 - i);
-  }
-  MKB_CUDA(cudaStreamSynchronize(stream));
-  std::vector<cudaEvent_t> ev(2 * opts.iters);
-  for (auto& e : ev) MKB_CUDA(cudaEventCreate(&e));
-  for (int i = 0; i < opts.iters; ++i) {
-    if (before) before(i);
-    MKB_CUDA(cudaEventRecord(ev[2 * i], stream));
-    call(i);
-    MKB_CUDA(cudaEventRecord(ev[2 * i + 1], stream));
-  }
-  MKB_CUDA(cudaStreamSynchronize(stream));
-  std::vector<double> ms(opts.iters);
-  for (int i = 0; i < opts.iters; ++i) {
-    float t = 0;
-    MKB_CUDA(cudaEventElapsedTime(&t, ev[2 * i], ev[2 * i + 1]));
-    ms[i] = t;
-  }
-  for (auto& e : ev) cudaEventDestroy(e);
+namespace {
+Stats summarize(mk::Bootstrap* bs, std::vector<double> ms) {
   Stats s;
-  s.iters = opts.iters;
-  double med = median(ms);
-  std::vector<double> sorted = ms;
-  std::sort(sorted.begin(), sorted.end());
-  s.min_ms = sorted.front();
-  s.spread = med > 0 ? (sorted[sorted.size() * 9 / 10 == sorted.size() ? sorted.size() - 1 : sorted.size() * 9 / 10] -
-                        sorted[sorted.size() / 10]) / med
-                     : 0;
+  s.iters = static_cast<int>(ms.size());
+  const double med = median(ms);
+  std::sort(ms.begin(), ms.end());
+  s.min_ms = ms.front();
+  const size_t hi = std::min(ms.size() - 1, ms.size() * 9 / 10), lo = ms.size() / 10;
+  s.spread = med > 0 ? (ms[hi] - ms[lo]) / med : 0;
   s.median_ms = max_over_ranks(bs, med);
   return s;
+}
+}  // namespace
+
+std::vector<Stats> time_interleaved(mk::Bootstrap* bs, cudaStream_t stream, const TimingOpts& opts,
+                                    const std::vector<std::function<void(int)>>& calls,
+                                    const std::function<void(int)>& before) {
+  const size_t n = calls.size();
+  for (int i = 0; i < opts.warmup; ++i)
+    for (const auto& call : calls) {
+      if (before) before(-1 - i);
+      call(-1 - i);
+    }
+  MKB_CUDA(cudaStreamSynchronize(stream));
+  std::vector<cudaEvent_t> ev(2 * opts.iters * n);
+  for (auto& e : ev) MKB_CUDA(cudaEventCreate(&e));
+  for (int i = 0; i < opts.iters; ++i)
+    for (size_t c = 0; c < n; ++c) {
+      if (before) before(i);
+      MKB_CUDA(cudaEventRecord(ev[2 * (i * n + c)], stream));
+      calls[c](i);
+      MKB_CUDA(cudaEventRecord(ev[2 * (i * n + c) + 1], stream));
+    }
+  MKB_CUDA(cudaStreamSynchronize(stream));
+  std::vector<Stats> out;
+  for (size_t c = 0; c < n; ++c) {
+    std::vector<double> ms(opts.iters);
+    for (int i = 0; i < opts.iters; ++i) {
+      float t = 0;
+      MKB_CUDA(cudaEventElapsedTime(&t, ev[2 * (i * n + c)], ev[2 * (i * n + c) + 1]));
+      ms[i] = t;
+    }
+    out.push_back(summarize(bs, ms));
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  return out;
+}
+
+Stats time_calls(mk::Bootstrap* bs, cudaStream_t stream, const TimingOpts& opts,
+                 const std::function<void(int)>& call, const std::function<void(int)>& before) {
+  return time_interleaved(bs, stream, opts, {call}, before)[0];
 }
 
 Rotating::Rotating(size_t bytes, size_t min_total, int max_copies) : bytes_(bytes) {

@@ -33,6 +33,12 @@ struct Stats {
 Stats time_calls(mk::Bootstrap* bs, cudaStream_t stream, const TimingOpts& opts,
                  const std::function<void(int)>& call, const std::function<void(int)>& before = nullptr);
 
+// Times several calls under the same conditions (clocks, temperature): each
+// iteration runs every call once, in order; one Stats per call.
+std::vector<Stats> time_interleaved(mk::Bootstrap* bs, cudaStream_t stream, const TimingOpts& opts,
+                                    const std::vector<std::function<void(int)>>& calls,
+                                    const std::function<void(int)>& before = nullptr);
+
 double median(std::vector<double> v);
 double max_over_ranks(mk::Bootstrap* bs, double v);
 
