@@ -225,18 +225,19 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const sched::Til
   const int col0 = t.n_blk * kBlockN;
   const int ncols = p.n - col0 < kBlockN ? p.n - col0 : kBlockN;
   const int64_t tid = tile_id(p.sched, t);
-  uint16_t* rowp[2] = {nullptr, nullptr};
+  const int64_t esize = e.op == EpiOp::AddF32 ? 4 : 2;  // bytes per output element
+  char* rowp[2] = {nullptr, nullptr};
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int rin = wg * 64 + warp * 16 + lane / 4 + 8 * h;  // row within the tile
     const int64_t row = int64_t(r.row0) + rin;
     if (row >= r.row_end) continue;
     if (e.layout == OutLayout::TileMajor) {
-      rowp[h] = static_cast<uint16_t*>(e.out[0]) + tid * (kBlockM * kBlockN) + int64_t(rin) * kBlockN;
+      rowp[h] = static_cast<char*>(e.out[0]) + (tid * (kBlockM * kBlockN) + int64_t(rin) * kBlockN) * esize;
     } else {
       const int d = e.rows_per_dest ? static_cast<int>(row / e.rows_per_dest) : 0;
       const int64_t lrow = e.rows_per_dest ? row - int64_t(d) * e.rows_per_dest : row;
-      rowp[h] = static_cast<uint16_t*>(e.out[d]) + lrow * e.ldo + col0;
+      rowp[h] = static_cast<char*>(e.out[d]) + (lrow * e.ldo + col0) * esize;
     }
   }
   const int c_lane = 2 * (lane % 4);
@@ -247,11 +248,13 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const sched::Til
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (!rowp[h]) continue;
-      const uint32_t v = dev::sm90::pack_bf16x2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+      const float x = acc[4 * j + 2 * h], y = acc[4 * j + 2 * h + 1];
       if (e.op == EpiOp::Store)
-        *reinterpret_cast<uint32_t*>(rowp[h] + c) = v;
+        *reinterpret_cast<uint32_t*>(rowp[h] + c * 2) = dev::sm90::pack_bf16x2(x, y);
+      else if (e.op == EpiOp::AddBf16)
+        dev::sm90::red_add_bf16x2(rowp[h] + c * 2, dev::sm90::pack_bf16x2(x, y));
       else
-        dev::sm90::red_add_bf16x2(rowp[h] + c, v);
+        dev::sm90::red_add_f32x2(rowp[h] + c * 4, x, y);
     }
   }
 }
@@ -261,9 +264,12 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const sched::Til
 __device__ __forceinline__ void publish_tile(const GemmParams& p, const sched::Tile& t, const TileRows& r) {
   const EpilogueHook& e = p.epi;
   if (e.signal == EpiSignal::None && !e.net) return;
+  // NOTES: every thread fences its own stores and reductions (possibly
+  // posted to a peer GPU) before the barrier; one thread's fence after a
+  // barrier does not wait for other threads' outstanding remote reductions.
+  __threadfence_system();
   dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);
   if (threadIdx.x != 128) return;
-  __threadfence_system();  // cumulative over the stores the barrier ordered before this thread
   const int64_t id = e.signal == EpiSignal::PerRowBlock ? row_block_id(p.sched, t) : tile_id(p.sched, t);
   if (e.net) {
     const uint64_t bytes = uint64_t(kBlockM) * kBlockN * 2;
@@ -320,10 +326,10 @@ __device__ __forceinline__ void run_compute(const GemmParams& p, uint8_t* smem, 
   }
   __syncthreads();
   if (wg == 0) {
-    dev::sm90::regs_dealloc<40>();
+    dev::sm90::regs_dealloc<56>();
     if (threadIdx.x == 0) detail::producer(p, s, cta);
   } else {
-    dev::sm90::regs_alloc<232>();
+    dev::sm90::regs_alloc<224>();
     detail::consumer(p, s, cta, wg - 1);
   }
 }

@@ -156,4 +156,8 @@ __device__ __forceinline__ void red_add_bf16x2(void* p, uint32_t v) {
   asm volatile("red.global.add.noftz.bf16x2 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+__device__ __forceinline__ void red_add_f32x2(void* p, float a, float b) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(a), "f"(b) : "memory");
+}
+
 }  // namespace mk::dev::sm90

@@ -85,20 +85,27 @@ inline void random_bf16(void* p, size_t n, uint64_t seed) { fill_random<<<264, 2
 inline void poison(void* p, size_t n) { fill_value<<<264, 256>>>(static_cast<uint16_t*>(p), n, kPoison); }
 
 
-class GemmFixture : public ::testing::Test {
+// Independent fp32 reference on CUDA cores (no tensor cores, no library):
+// ref[m x n] (ld n) = a * b^T + beta * ref.
+static __global__ void simt_gemm(const uint16_t* a, const uint16_t* b, float* ref, int64_t m, int64_t n, int64_t k,
+                                 float beta) {
+  const int64_t row = blockIdx.y, col = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (row >= m || col >= n) return;
+  float acc = 0.f;
+  for (int64_t i = 0; i < k; ++i) acc += from_bf16(a[row * k + i]) * from_bf16(b[col * k + i]);
+  ref[row * n + col] = acc + (beta != 0.f ? beta * ref[row * n + col] : 0.f);
+}
+
+inline void simt_reference(const void* a, const void* b, float* ref, int64_t m, int64_t n, int64_t k,
+                           float beta = 0.f) {
+  if (m == 0) return;
+  simt_gemm<<<dim3(static_cast<unsigned>((n + 127) / 128), static_cast<unsigned>(m)), 128>>>(
+      static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b), ref, m, n, k, beta);
+}
+
+// Device-side comparison of a bf16 result with an fp32 reference.
+class GemmCheck : public ::testing::Test {
  protected:
-  void SetUp() override { ASSERT_EQ(cublasCreate(&h_), CUBLAS_STATUS_SUCCESS); }
-  void TearDown() override { cublasDestroy(h_); }
-
-  // ref[m x n] (fp32, ld n) = a * b^T (+ ref if beta = 1).
-  void reference(const void* a, const void* b, float* ref, int64_t m, int64_t n, int64_t k, float beta = 0.f) {
-    if (m == 0) return;
-    const float alpha = 1.f;
-    ASSERT_EQ(cublasGemmEx(h_, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k), &alpha, b, CUDA_R_16BF, int(k), a,
-                           CUDA_R_16BF, int(k), &beta, ref, CUDA_R_32F, int(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-              CUBLAS_STATUS_SUCCESS);
-  }
-
   struct Check {
     double rel;
     unsigned long long nonfinite, touched;
@@ -114,6 +121,22 @@ class GemmFixture : public ::testing::Test {
     EXPECT_EQ(cudaMemcpy(a, acc.p, sizeof(a), cudaMemcpyDeviceToHost), cudaSuccess);
     EXPECT_EQ(cudaMemcpy(b, bad.p, sizeof(b), cudaMemcpyDeviceToHost), cudaSuccess);
     return Check{a[1] > 0 ? std::sqrt(a[0] / a[1]) : std::sqrt(a[0]), b[0], b[1]};
+  }
+};
+
+// Tests against cuBLAS (fp32 output of the same bf16 inputs).
+class GemmFixture : public GemmCheck {
+ protected:
+  void SetUp() override { ASSERT_EQ(cublasCreate(&h_), CUBLAS_STATUS_SUCCESS); }
+  void TearDown() override { cublasDestroy(h_); }
+
+  // ref[m x n] (fp32, ld n) = a * b^T (+ ref if beta = 1).
+  void reference(const void* a, const void* b, float* ref, int64_t m, int64_t n, int64_t k, float beta = 0.f) {
+    if (m == 0) return;
+    const float alpha = 1.f;
+    ASSERT_EQ(cublasGemmEx(h_, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k), &alpha, b, CUDA_R_16BF, int(k), a,
+                           CUDA_R_16BF, int(k), &beta, ref, CUDA_R_32F, int(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              CUBLAS_STATUS_SUCCESS);
   }
 
   cublasHandle_t h_{};

@@ -36,6 +36,41 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
+// Hook settings that would fault or hang on the device fail here instead.
+void validate_hooks(const GemmParams& p) {
+  const EpilogueHook& e = p.epi;
+  const LoadHook& l = p.load;
+  const bool f32 = e.op == EpiOp::AddF32;
+  const int ndest = e.rows_per_dest > 0 ? static_cast<int>((int64_t(p.m) + e.rows_per_dest - 1) / e.rows_per_dest) : 1;
+  if (e.rows_per_dest < 0 || ndest > kMaxDests)
+    fail("gemm: rows_per_dest ", e.rows_per_dest, " splits ", p.m, " rows over ", ndest, " destinations (max ",
+         kMaxDests, ")");
+  for (int d = 0; d < ndest; ++d) {
+    if (!e.out[d]) fail("gemm epilogue: destination ", d, " (rows from ", int64_t(d) * e.rows_per_dest, ") is null");
+    if (reinterpret_cast<uintptr_t>(e.out[d]) % (f32 ? 8 : 4))
+      fail("gemm epilogue: destination ", d, " must be ", f32 ? 8 : 4, "-byte aligned");
+    if (e.signal != EpiSignal::None && !e.net && !e.signals[d])
+      fail("gemm epilogue: signals requested but signals[", d, "] is null");
+  }
+  if (e.layout == OutLayout::RowMajor && (e.ldo < p.n || e.ldo % 2))
+    fail("gemm epilogue: ldo must be even and >= n (got ", e.ldo, ")");
+  if (e.net) {
+    if (e.layout != OutLayout::TileMajor || e.op != EpiOp::Store)
+      fail("gemm epilogue: a network put per tile needs TileMajor output and the Store op (the tile is sent whole)");
+    if (!p.has_ctx || p.netctx.num_queues < 1)
+      fail("gemm epilogue: a network put needs the communicator (has_ctx) and a network context with queues");
+  }
+  if (l.kind == LoadWait::RowSignal && (!l.signals || l.rows_per_signal < 1))
+    fail("gemm load hook: RowSignal needs signals and rows_per_signal >= 1 (got ", l.rows_per_signal, ")");
+  if ((l.kind == LoadWait::ArrivalCount) != (p.sched.order == sched::TileOrder::ArrivalQueue))
+    fail("gemm: the ArrivalQueue order and the ArrivalCount load hook go together");
+  if (l.kind == LoadWait::ArrivalCount && (!l.arrival_count || !p.sched.arrival))
+    fail("gemm load hook: ArrivalCount needs arrival_count and sched.arrival");
+  if (p.sched.order == sched::TileOrder::Grouped && (!p.sched.group_tile_start || !p.group_row_start))
+    fail("gemm: grouped order without group arrays");
+  if (p.timeout_ns == 0) fail("gemm: timeout_ns is 0 (every wait is bounded; see MK_TIMEOUT_MS)");
+}
+
 }  // namespace
 
 void launch(const GemmParams& p, int grid, const TestRoleParams& test, cudaStream_t stream) {
@@ -48,6 +83,7 @@ void launch(const GemmParams& p, int grid, const TestRoleParams& test, cudaStrea
                                        static_cast<int>(kSmemBytes)));
     attr_set.fetch_or(uint64_t(1) << dev);
   }
+  validate_hooks(p);
   if (p.num_compute < 1 || grid < p.num_compute)
     fail("gemm: launch of ", grid, " CTAs with ", p.num_compute, " compute CTAs (need 1 <= compute <= grid)");
   gemm_kernel<<<grid, kThreads, kSmemBytes, stream>>>(p, test);
