@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "device/mbarrier.cuh"
 #include "device/signals.cuh"
 
 namespace mk::dev {
@@ -35,29 +36,6 @@ using BulkStages = BulkStagesT<>;
 // How chunks are dealt to CTAs: round-robin (chunk j to CTA j % ncta) or one
 // contiguous range per CTA (fewer, longer write streams into the peer).
 enum class BulkLayout { RoundRobin, Contiguous };
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity) {
-  uint32_t ok;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(ok)
-      : "r"(smem_addr(bar)), "r"(parity)
-      : "memory");
-  return ok != 0;
-}
 
 // Bounded wait on a local mbarrier phase.
 __device__ __forceinline__ void mbar_wait(const DeviceCtx& ctx, uint64_t* bar, uint32_t parity, int32_t role) {
@@ -122,7 +100,7 @@ __device__ __forceinline__ void copy_bulk(const DeviceCtx& ctx, void* dst, const
   auto issue_load = [&](size_t k) {
     const int s = static_cast<int>(k % S::kStages);
     const uint32_t n = chunk_len(k);
-    mbar_expect_tx(&bars[s], n);
+    mbar_arrive_expect_tx(&bars[s], n);
     bulk_load(smem + size_t(s) * S::kChunk, static_cast<const char*>(src) + chunk_off(k), n, &bars[s]);
   };
   for (size_t k = 0; k < mine && k < size_t(S::kStages); ++k) issue_load(k);

@@ -35,17 +35,9 @@ double tflops(const Shape& s, double ms) { return 2.0 * s.m * s.n * s.k / (ms * 
 std::function<void(int)> mk_call(Inputs& in, const Shape& s, int ctas, mk::GemmOrder order, int swizzle,
                                  cudaStream_t st) {
   return [&in, s, ctas, order, swizzle, st](int i) {
-    mk::GemmArgs g;
-    g.a = in.a.get(i + 100);
-    g.b = in.b.get(i + 100);
-    g.out = in.c;
-    g.m = s.m;
-    g.n = s.n;
-    g.k = s.k;
-    g.num_compute_ctas = ctas;
-    g.order = order;
-    g.swizzle = swizzle;
-    mk::gemm_bf16(g, st);
+    mk::gemm_bf16(mk::GemmArgs{.a = in.a.get(i + 100), .b = in.b.get(i + 100), .out = in.c, .m = s.m, .n = s.n,
+                               .k = s.k, .num_compute_ctas = ctas, .order = order, .swizzle = swizzle},
+                  st);
   };
 }
 

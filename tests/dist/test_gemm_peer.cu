@@ -44,14 +44,7 @@ class GemmPeer : public GemmCheck {
   static uint64_t seed_a(int r, int round) { return 1000 + 17 * r + 101 * round; }
 
   gemm::GemmParams params(const void* a, const void* b, void* out, int64_t m, int64_t n, int64_t k) {
-    gemm::Operands o;
-    o.a = a;
-    o.b = b;
-    o.out = out;
-    o.m = m;
-    o.n = n;
-    o.k = k;
-    gemm::GemmParams p = gemm::make_params(o, 0);
+    gemm::GemmParams p = gemm::make_params(gemm::Operands{.a = a, .b = b, .out = out, .m = m, .n = n, .k = k}, 0);
     p.has_ctx = 1;
     p.ctx = comm().device_ctx();
     return p;

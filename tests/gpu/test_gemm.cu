@@ -32,15 +32,7 @@ class Gemm : public GemmFixture {
     random_bf16(a.p, m * k, seed);
     random_bf16(b.p, n * k, seed + 1);
     poison(out.p, m * ldo);
-    mk::GemmArgs g;
-    g.a = a.p;
-    g.b = b.p;
-    g.out = out.p;
-    g.m = m;
-    g.n = n;
-    g.k = k;
-    g.ldo = ldo;
-    mk::gemm_bf16(g);
+    mk::gemm_bf16(mk::GemmArgs{.a = a.p, .b = b.p, .out = out.p, .m = m, .n = n, .k = k, .ldo = ldo});
     reference(a.p, b.p, ref.as<float>(), m, n, k);
     CUDA_OK(cudaDeviceSynchronize());
     Check c = check(out.p, ldo, ref.as<float>(), m, n);
@@ -75,13 +67,7 @@ TEST_F(Gemm, RoleSubsetGivesSameResults) {
   random_bf16(b.p, n * k, 12);
   random_bf16(src.p, copy_bytes / 2, 13);
   const int sms = mk::gemm::num_sms();
-  mk::gemm::Operands o;
-  o.a = a.p;
-  o.b = b.p;
-  o.out = out.p;
-  o.m = m;
-  o.n = n;
-  o.k = k;
+  const mk::gemm::Operands o{.a = a.p, .b = b.p, .out = out.p, .m = m, .n = n, .k = k};
   std::vector<uint16_t> want(m * n), got(m * n), src_h(copy_bytes / 2), dst_h(copy_bytes / 2);
   CUDA_OK(cudaMemcpy(src_h.data(), src.p, copy_bytes, cudaMemcpyDeviceToHost));
   bool have_first = false;
@@ -151,16 +137,8 @@ TEST_F(Gemm, GroupedWithEmptyGroupsMatchesPerGroupCublas) {
 TEST_F(Gemm, RejectsBadInputBeforeLaunching) {
   Buf a(1 << 20), b(1 << 20), out(1 << 20);
   auto msg = [&](int64_t m, int64_t n, int64_t k, const void* ap, int ctas) -> std::string {
-    mk::GemmArgs g;
-    g.a = ap;
-    g.b = b.p;
-    g.out = out.p;
-    g.m = m;
-    g.n = n;
-    g.k = k;
-    g.num_compute_ctas = ctas;
     try {
-      mk::gemm_bf16(g);
+      mk::gemm_bf16(mk::GemmArgs{.a = ap, .b = b.p, .out = out.p, .m = m, .n = n, .k = k, .num_compute_ctas = ctas});
     } catch (const mk::Error& e) {
       return e.what();
     }

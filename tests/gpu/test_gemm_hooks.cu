@@ -77,14 +77,7 @@ class GemmHooks : public GemmFixture {
       random_bf16(b.p, n * k, seed + 1);
     }
     mk::gemm::Operands ops(void* out) const {
-      mk::gemm::Operands o;
-      o.a = a.p;
-      o.b = b.p;
-      o.out = out;
-      o.m = m;
-      o.n = n;
-      o.k = k;
-      return o;
+      return mk::gemm::Operands{.a = a.p, .b = b.p, .out = out, .m = m, .n = n, .k = k};
     }
   };
   std::vector<uint16_t> host(const void* d, size_t n) {
@@ -289,14 +282,7 @@ int run_gemm_child_scenario(const char* name) {
     cudaMalloc(&a, m * k * 2);
     cudaMalloc(&b, n * k * 2);
     cudaMalloc(&out, m * n * 2);
-    mk::gemm::Operands o;
-    o.a = a;
-    o.b = b;
-    o.out = out;
-    o.m = m;
-    o.n = n;
-    o.k = k;
-    GemmParams p = mk::gemm::make_params(o, 0);
+    GemmParams p = mk::gemm::make_params(mk::gemm::Operands{.a = a, .b = b, .out = out, .m = m, .n = n, .k = k}, 0);
     p.has_ctx = 1;
     p.ctx = c.device_ctx();
     p.load.kind = mk::gemm::LoadWait::RowSignal;

@@ -87,15 +87,9 @@ GemmParams make_params(const Operands& o, int num_compute) {
 namespace mk {
 
 void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
-  gemm::Operands o;
-  o.a = args.a;
-  o.b = args.b;
-  o.out = args.out;
-  o.m = args.m;
-  o.n = args.n;
-  o.k = args.k;
-  o.ldo = args.ldo;
-  gemm::GemmParams p = gemm::make_params(o, args.num_compute_ctas);
+  gemm::GemmParams p = gemm::make_params(
+      gemm::Operands{.a = args.a, .b = args.b, .out = args.out, .m = args.m, .n = args.n, .k = args.k, .ldo = args.ldo},
+      args.num_compute_ctas);
   if (args.swizzle < 0) fail("gemm: swizzle must be >= 0 (got ", args.swizzle, ")");
   if (args.order == GemmOrder::RowMajor) p.sched.order = sched::TileOrder::RowMajor;
   if (args.swizzle) p.sched.swizzle = args.swizzle;
@@ -123,15 +117,9 @@ void grouped_gemm_bf16(const GroupedGemmArgs& args, cudaStream_t stream) {
     if (total >= (int64_t(1) << 31)) fail("grouped gemm: total rows exceed 2^31");
   }
   rows[g] = static_cast<int32_t>(total);
-  gemm::Operands o;
-  o.a = args.a;
-  o.b = args.b;
-  o.out = args.out;
-  o.m = total;
-  o.n = args.n;
-  o.k = args.k;
-  o.num_groups = g;
-  gemm::GemmParams p = gemm::make_params(o, args.num_compute_ctas);
+  gemm::GemmParams p = gemm::make_params(gemm::Operands{.a = args.a, .b = args.b, .out = args.out, .m = total,
+                                                        .n = args.n, .k = args.k, .num_groups = g},
+                                         args.num_compute_ctas);
   const int64_t all = sched::build_group_tiles(args.m_per_group, g, gemm::kBlockM, p.sched.n_blocks, tiles.data());
   if (all == 0) return;  // every group empty: nothing to compute
   auto* ws_tiles = static_cast<int64_t*>(args.workspace);
