@@ -3,6 +3,7 @@
 // role gets. Calls are interleaved so both see the same clocks.
 #include <cublas_v2.h>
 
+#include <chrono>
 #include <functional>
 
 #include "bench/bench.hpp"
@@ -103,6 +104,28 @@ void bench_gemm(BenchContext& bc) {
     }
   }
   bc.report->add(r);
+
+  // Host cost of one call (validation, descriptors, launch), the baseline of
+  // bench/python_overhead.py: 200 back-to-back calls of a 64^3 GEMM (the GPU
+  // keeps up, the host never waits), median of 21 rounds.
+  {
+    const Shape tiny{"tiny", 64, 64, 64};
+    Inputs in(tiny, bc.stream);
+    auto call = mk_call(in, tiny, 0, mk::GemmOrder::Swizzled, 0, bc.stream);
+    call(0);
+    MKB_CUDA(cudaStreamSynchronize(bc.stream));
+    std::vector<double> us;
+    for (int round = 0; round < 21; ++round) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < 200; ++i) call(0);
+      us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 200);
+      MKB_CUDA(cudaStreamSynchronize(bc.stream));
+    }
+    Table hc{"GEMM host cost per call (C++ API, mk::gemm_bf16)", {"call", "host us per call"}, {},
+             "Median over 21 rounds of 200 back-to-back calls, 64x64x64 bf16. Compare bench/python_overhead.py."};
+    hc.rows.push_back({"mk::gemm_bf16 (validate, TMA descriptors, launch)", fmt(median(us), 2)});
+    bc.report->add(hc);
+  }
   cublasDestroy(h);
 }
 

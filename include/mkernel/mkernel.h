@@ -53,6 +53,15 @@ int mk_symm_free(mk_comm_t comm, mk_symm_t buf);
 /* Writes the knob table (NUL-terminated, truncated to len). */
 int mk_print_config(char* buf, size_t len);
 
+/* Ops. Present when libmkernel.so was built with the op (MK_OPS); bindings
+ * look the symbol up and say so when it is missing. `stream` is a
+ * cudaStream_t (NULL: the legacy default stream). */
+
+/* bf16 out[m x n] (row stride ldo, 0: n) = a[m x k] * b[n x k]^T (see
+ * include/mkernel/gemm.hpp); num_compute_ctas 0: every SM. */
+int mk_gemm_bf16(const void* a, const void* b, void* out, int64_t m, int64_t n, int64_t k, int64_t ldo,
+                 int num_compute_ctas, void* stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,14 +4,28 @@
     comm = mkernel.init()            # inside torchrun: bootstrap via torch.distributed's store
     comm = mkernel.Communicator.from_env()   # or from the launcher environment directly
 
-Importing needs no GPU and no torch. Library errors raise MkernelError.
+    out = mkernel.gemm(a, b)         # ops take torch tensors (mkernel/ops.py)
+
+Importing needs no GPU and no torch (ops import torch on first use). Library
+errors raise MkernelError.
 """
 import ctypes
 
 from ._lib import MkernelError, UniqueId, CommInfo, SymmInfo, check, lib, path as library_path
 
 __all__ = ["MkernelError", "Communicator", "SymmetricBuffer", "get_unique_id", "init", "print_config",
-           "library_path"]
+           "library_path", "gemm", "gemm_ptr"]
+
+from ._ops_c import gemm_ptr  # noqa: E402  (pointer-level ops: no torch needed)
+
+
+def __getattr__(name):
+    # Tensor ops live in mkernel.ops, which imports torch: loaded on first use.
+    if name == "gemm":
+        from . import ops
+        globals()[name] = ops.gemm
+        return ops.gemm
+    raise AttributeError(f"module 'mkernel' has no attribute {name!r}")
 
 
 def print_config() -> str:

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "mkernel/mkernel.hpp"
+#include "src/runtime/c_api_util.hpp"
 
 static_assert(MK_MAX_LOCAL_RANKS == mk::kMaxLocalRanks);
 
@@ -15,32 +16,18 @@ struct mk_symm_s {
   mk::SymmetricBuffer* buf;
 };
 
-namespace {
-thread_local std::string g_last_error;
-
-template <typename F>
-int guarded(F&& f) {
-  try {
-    f();
-    return 0;
-  } catch (const std::exception& e) {
-    g_last_error = e.what();
-  } catch (...) {
-    g_last_error = "mkernel: unknown error";
-  }
-  return 1;
+std::string& mk::capi::last_error() {
+  static thread_local std::string s;
+  return s;
 }
 
-int null_arg(const char* what) {
-  g_last_error = std::string("mkernel: ") + what + " is NULL";
-  return 1;
-}
-}  // namespace
+using mk::capi::guarded;
+using mk::capi::null_arg;
 
 extern "C" {
 
 int mk_abi_version(void) { return MK_ABI_VERSION; }
-const char* mk_last_error(void) { return g_last_error.c_str(); }
+const char* mk_last_error(void) { return mk::capi::last_error().c_str(); }
 
 int mk_get_unique_id(mk_unique_id_t* out) {
   if (!out) return null_arg("out");

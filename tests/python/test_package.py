@@ -44,3 +44,29 @@ def test_bad_knob_value_is_reported(monkeypatch):
     monkeypatch.setenv("MK_TIMEOUT_MS", "soon")
     with pytest.raises(mkernel.MkernelError, match="MK_TIMEOUT_MS='soon'"):
         mkernel.Communicator.from_env()
+
+
+def test_import_does_not_pull_in_torch():
+    import subprocess
+    import sys
+    code = "import sys, mkernel; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("m,n,k,pattern", [
+    (64, 100, 64, "n must be a positive multiple of 64"),
+    (64, 64, 96, "k must be a positive multiple of 64"),
+    (0, 64, 64, "m must be >= 1"),
+])
+def test_gemm_rejects_bad_shapes_before_touching_the_gpu(m, n, k, pattern):
+    # Fake, aligned device addresses: validation fails before any CUDA call.
+    with pytest.raises(mkernel.MkernelError, match=pattern):
+        mkernel.gemm_ptr(1 << 20, 2 << 20, 3 << 20, m, n, k)
+
+
+def test_gemm_rejects_null_and_misaligned_pointers():
+    with pytest.raises(mkernel.MkernelError, match="device pointers"):
+        mkernel.gemm_ptr(0, 2 << 20, 3 << 20, 64, 64, 64)
+    with pytest.raises(mkernel.MkernelError, match="16-byte aligned"):
+        mkernel.gemm_ptr((1 << 20) + 2, 2 << 20, 3 << 20, 64, 64, 64)

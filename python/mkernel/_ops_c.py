@@ -1,0 +1,29 @@
+"""C ABI of the ops (include/mkernel/mkernel.h), without torch: pointer-level
+entry points, and the check that the library was built with an op."""
+import ctypes
+
+from ._lib import MkernelError, check, lib
+
+_c = ctypes.c_void_p
+_OPS = {  # C symbol -> (argtypes); absent when the library was built without the op (MK_OPS)
+    "mk_gemm_bf16": [_c, _c, _c, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, _c],
+}
+for _name, _args in _OPS.items():
+    try:
+        _fn = getattr(lib, _name)
+    except AttributeError:
+        continue
+    _fn.argtypes = _args
+    _fn.restype = ctypes.c_int
+
+
+def _need(symbol, op):
+    if not hasattr(lib, symbol):
+        raise MkernelError(f"mkernel: this libmkernel.so was built without the '{op}' op "
+                           f"(rebuild with MK_OPS=all or include {op})")
+    return getattr(lib, symbol)
+
+
+def gemm_ptr(a, b, out, m, n, k, ldo=0, num_compute_ctas=0, stream=0):
+    """Pointer-level GEMM (no torch): device addresses as ints, stream a cudaStream_t as int."""
+    check(_need("mk_gemm_bf16", "gemm")(a, b, out, m, n, k, ldo, num_compute_ctas, stream))

@@ -1,0 +1,155 @@
+"""mkernel ops on torch tensors, on the current CUDA stream.
+
+    out = mkernel.gemm(a, b)            # bf16: a [m, k] @ b[n, k]^T -> [m, n]
+    mkernel.gemm(a, b, out=out)         # into an existing (row-major) tensor
+
+Each op is registered as a torch custom op (torch.library, namespace
+"mkernel") with a fake implementation, so torch.compile traces it, and an
+autograd formula; eager calls that autograd need not record skip the
+dispatcher (it costs microseconds per call) and go straight to the C ABI. Ops launch on torch.cuda.current_stream(), allocate nothing but
+their output, never synchronise the host, and so are CUDA-graph capturable.
+"""
+import torch
+
+from ._lib import MkernelError, check, lib
+from ._ops_c import _need, gemm_ptr  # noqa: F401  (gemm_ptr re-exported)
+
+
+def _check_matrix(t, name, device=None):
+    if not isinstance(t, torch.Tensor):
+        raise MkernelError(f"mkernel.gemm: {name} must be a torch.Tensor (got {type(t).__name__})")
+    if t.dtype != torch.bfloat16:
+        raise MkernelError(f"mkernel.gemm: {name} must be bfloat16 (got {t.dtype})")
+    if not t.is_cuda:
+        raise MkernelError(f"mkernel.gemm: {name} must be on a CUDA device (got {t.device})")
+    if device is not None and t.device != device:
+        raise MkernelError(f"mkernel.gemm: {name} is on {t.device}, a is on {device}")
+    if t.dim() != 2:
+        raise MkernelError(f"mkernel.gemm: {name} must be 2-D (got shape {tuple(t.shape)})")
+    if t.stride(1) != 1:
+        raise MkernelError(f"mkernel.gemm: {name} must be row-major with unit column stride "
+                           f"(got strides {t.stride()}); call .contiguous()")
+
+
+def _validate_gemm(a, b, out):
+    """Raises MkernelError naming what is wrong (the slow path of _gemm_into)."""
+    _check_matrix(a, "a")
+    _check_matrix(b, "b", a.device)
+    if out is not None:
+        _check_matrix(out, "out", a.device)
+    m, k = a.shape
+    n = b.shape[0]
+    if b.shape[1] != k:
+        raise MkernelError(f"mkernel.gemm: a is [{m}, {k}] but b is {list(b.shape)}; b must be [n, {k}] "
+                           "(torch.nn.Linear weight layout)")
+    if out is not None and tuple(out.shape) != (m, n):
+        raise MkernelError(f"mkernel.gemm: out must be [{m}, {n}] (got {list(out.shape)})")
+    if a.stride(0) != k or b.stride(0) != k:
+        raise MkernelError("mkernel.gemm: a and b must be contiguous (row stride == k); call .contiguous()")
+
+
+_BF16 = torch.bfloat16
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_get_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+_mk_gemm = getattr(lib, "mk_gemm_bf16", None)
+
+
+def _stream(dev):
+    return _raw_stream(dev) if _raw_stream else torch.cuda.current_stream(dev).cuda_stream
+
+
+def _gemm_into(a, b, out, num_compute_ctas):
+    # NOTES: this is the per-call hot path (target: < 10 us per call from
+    # Python, bench/python_overhead.py): one combined check with few calls,
+    # the detailed one only on failure.
+    if _mk_gemm is None:
+        _need("mk_gemm_bf16", "gemm")
+    try:
+        ok = (a.dtype is _BF16 and b.dtype is _BF16 and out.dtype is _BF16 and a.is_cuda and a.dim() == 2
+              and b.dim() == 2 and out.dim() == 2)
+    except AttributeError:  # not tensors
+        ok = False
+    if not ok:
+        _validate_gemm(a, b, out)
+    m, k = a.shape
+    n = b.shape[0]
+    dev = a.get_device()
+    ldo, one = out.stride()
+    if (b.shape[1] != k or out.shape != (m, n) or a.stride() != (k, 1) or b.stride() != (k, 1) or one != 1
+            or b.get_device() != dev or out.get_device() != dev):
+        _validate_gemm(a, b, out)
+    if dev == _get_device():
+        rc = _mk_gemm(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, ldo, num_compute_ctas, _stream(dev))
+    else:
+        with torch.cuda.device(dev):
+            rc = _mk_gemm(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, ldo, num_compute_ctas, _stream(dev))
+    if rc:
+        check(rc)
+
+
+@torch.library.custom_op("mkernel::gemm", mutates_args=())
+def _gemm_op(a: torch.Tensor, b: torch.Tensor, num_compute_ctas: int = 0) -> torch.Tensor:
+    out = a.new_empty((a.shape[0], b.shape[0]))
+    _gemm_into(a, b, out, num_compute_ctas)
+    return out
+
+
+@_gemm_op.register_fake
+def _(a, b, num_compute_ctas=0):
+    return a.new_empty((a.shape[0], b.shape[0]))
+
+
+def _gemm_setup_context(ctx, inputs, output):
+    a, b, _ = inputs
+    ctx.save_for_backward(a, b)
+
+
+def _gemm_backward(ctx, grad):
+    # d(a b^T)/da = grad b, d/db = grad^T a (torch's GEMMs: these shapes are
+    # not in the nn.Linear layout the forward engine takes).
+    a, b = ctx.saved_tensors
+    grad_a = grad @ b if ctx.needs_input_grad[0] else None
+    grad_b = grad.t() @ a if ctx.needs_input_grad[1] else None
+    return grad_a, grad_b, None
+
+
+_gemm_op.register_autograd(_gemm_backward, setup_context=_gemm_setup_context)
+
+
+@torch.library.custom_op("mkernel::gemm_out", mutates_args=("out",))
+def _gemm_out_op(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, num_compute_ctas: int = 0) -> None:
+    _gemm_into(a, b, out, num_compute_ctas)
+
+
+@_gemm_out_op.register_fake
+def _(a, b, out, num_compute_ctas=0):
+    return None
+
+
+def gemm(a, b, out=None, num_compute_ctas=0):
+    """bf16 a [m, k] @ b [n, k]^T -> [m, n] (b in nn.Linear weight layout; n, k multiples of 64).
+
+    num_compute_ctas: SMs the GEMM may use (0: all). Errors raise MkernelError.
+    """
+    # Through the dispatcher when tracing (torch.compile) or when autograd
+    # must record the op; otherwise straight to the library.
+    try:
+        grad = (a.requires_grad or b.requires_grad) and torch.is_grad_enabled()
+    except AttributeError:  # not tensors
+        _validate_gemm(a, b, out)
+        raise
+    if out is None:
+        if grad or torch.compiler.is_compiling():
+            return torch.ops.mkernel.gemm(a, b, num_compute_ctas)
+        if not (a.dtype is _BF16 and a.is_cuda and a.dim() == 2 and b.dim() == 2):
+            _validate_gemm(a, b, None)
+        out = a.new_empty((a.shape[0], b.shape[0]))
+        _gemm_into(a, b, out, num_compute_ctas)
+        return out
+    if torch.compiler.is_compiling():
+        torch.ops.mkernel.gemm_out(a, b, out, num_compute_ctas)
+        return out
+    if grad:
+        raise MkernelError("mkernel.gemm: out= does not support autograd (inputs require grad); drop out=")
+    _gemm_into(a, b, out, num_compute_ctas)
+    return out

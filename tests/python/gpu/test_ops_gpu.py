@@ -1,0 +1,122 @@
+"""GPU tests of the torch ops (device machine): results against torch in fp32,
+out= variants, input validation, torch.compile, CUDA-graph capture/replay.
+Skips (visibly) without torch or a GPU."""
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU here", allow_module_level=True)
+
+import mkernel  # noqa: E402
+
+
+def ref(a, b):
+    return a.float() @ b.float().t()
+
+
+def rel(x, y):
+    return ((x.float() - y).norm() / y.norm()).item()
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 64, 64), (129, 320, 256), (1000, 576, 4096), (300, 256, 16384)])
+def test_gemm_matches_torch(m, n, k):
+    g = torch.Generator(device="cuda").manual_seed(m + n + k)
+    a = torch.rand(m, k, device="cuda", generator=g).sub_(0.5).bfloat16()
+    b = torch.rand(n, k, device="cuda", generator=g).sub_(0.5).bfloat16()
+    out = mkernel.gemm(a, b)
+    assert out.shape == (m, n) and out.dtype == torch.bfloat16
+    assert torch.isfinite(out).all()
+    assert rel(out, ref(a, b)) < 1e-2
+
+
+def test_gemm_out_into_a_strided_row_major_view_leaves_the_rest_alone():
+    a = torch.randn(200, 128, device="cuda").bfloat16()
+    b = torch.randn(192, 128, device="cuda").bfloat16()
+    big = torch.full((200, 256), float("nan"), device="cuda", dtype=torch.bfloat16)
+    view = big[:, :192]  # row stride 256
+    assert mkernel.gemm(a, b, out=view) is view
+    assert rel(view, ref(a, b)) < 1e-2
+    assert torch.isnan(big[:, 192:]).all()
+
+
+def test_gemm_runs_on_the_current_stream():
+    a = torch.randn(512, 512, device="cuda").bfloat16()
+    b = torch.randn(512, 512, device="cuda").bfloat16()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        out = mkernel.gemm(a, b)
+    s.synchronize()
+    assert rel(out, ref(a, b)) < 1e-2
+
+
+@pytest.mark.parametrize("bad,pattern", [
+    (lambda a, b: (a.half(), b), "must be bfloat16"),
+    (lambda a, b: (a.t(), b), "unit column stride|contiguous"),
+    (lambda a, b: (a, b[:, :64]), r"b must be \[n, 128\]"),
+    (lambda a, b: (a.cpu(), b), "CUDA device"),
+    (lambda a, b: (a, b[:100]), "n must be a positive multiple of 64"),
+])
+def test_gemm_bad_input_raises_mkernel_error(bad, pattern):
+    a = torch.randn(128, 128, device="cuda").bfloat16()
+    b = torch.randn(128, 128, device="cuda").bfloat16()
+    x, y = bad(a, b)
+    with pytest.raises(mkernel.MkernelError, match=pattern):
+        mkernel.gemm(x, y)
+
+
+def test_torch_compile_traces_the_op():
+    class Mlp(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w1 = torch.nn.Parameter(torch.randn(512, 256, device="cuda").bfloat16() * 0.05)
+            self.w2 = torch.nn.Parameter(torch.randn(256, 512, device="cuda").bfloat16() * 0.05)
+
+        def forward(self, x):
+            return mkernel.gemm(torch.relu(mkernel.gemm(x, self.w1)), self.w2)
+
+    mod = Mlp()
+    x = torch.randn(384, 256, device="cuda").bfloat16()
+    want = mod(x)
+    got = torch.compile(mod, fullgraph=True)(x)
+    assert rel(got, want.float()) < 1e-2
+
+
+def test_cuda_graph_capture_and_replay_with_new_inputs():
+    a = torch.randn(256, 512, device="cuda").bfloat16()
+    b = torch.randn(320, 512, device="cuda").bfloat16()
+    out = torch.empty(256, 320, device="cuda", dtype=torch.bfloat16)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        mkernel.gemm(a, b, out=out)  # warm-up outside capture
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        mkernel.gemm(a, b, out=out)
+    for i in range(3):
+        a.copy_(torch.randn_like(a.float()).bfloat16())
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert rel(out, ref(a, b)) < 1e-2, f"replay {i}"
+
+
+def test_autograd_matches_torch():
+    a = torch.randn(128, 256, device="cuda").bfloat16().requires_grad_()
+    b = torch.randn(192, 256, device="cuda").bfloat16().requires_grad_()
+    a2 = a.detach().clone().requires_grad_()
+    b2 = b.detach().clone().requires_grad_()
+    mkernel.gemm(a, b).float().pow(2).sum().backward()
+    (a2 @ b2.t()).float().pow(2).sum().backward()
+    assert rel(a.grad, a2.grad.float()) < 2e-2
+    assert rel(b.grad, b2.grad.float()) < 2e-2
+    with pytest.raises(mkernel.MkernelError, match="autograd"):
+        mkernel.gemm(a, b, out=torch.empty(128, 192, device="cuda", dtype=torch.bfloat16))
+
+
+def test_gemm_rejects_non_tensors():
+    b = torch.randn(128, 128, device="cuda").bfloat16()
+    with pytest.raises(mkernel.MkernelError, match="must be a torch.Tensor"):
+        mkernel.gemm([[1.0]], b)
+    with pytest.raises(mkernel.MkernelError, match="must be a torch.Tensor"):
+        mkernel.gemm(b, b, out=3)
