@@ -286,7 +286,8 @@ __device__ __forceinline__ void publish_tile(const GemmParams& p, const sched::T
       f.sig_idx = static_cast<uint32_t>(e.net_sig_base + id);
       f.sig_value = e.sig_delta;
     }
-    const net::CmdQueue& q = p.netctx.queues[static_cast<unsigned>(e.net_queue) % static_cast<unsigned>(p.netctx.num_queues)];
+    const net::NetCtx& nc = *p.netctx;
+    const net::CmdQueue& q = nc.queues[static_cast<unsigned>(e.net_queue) % static_cast<unsigned>(nc.num_queues)];
     net::cmdq_push(q, f, OnFullQuiet{p.ctx, q});
     return;
   }

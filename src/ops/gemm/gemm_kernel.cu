@@ -57,8 +57,9 @@ void validate_hooks(const GemmParams& p) {
   if (e.net) {
     if (e.layout != OutLayout::TileMajor || e.op != EpiOp::Store)
       fail("gemm epilogue: a network put per tile needs TileMajor output and the Store op (the tile is sent whole)");
-    if (!p.has_ctx || p.netctx.num_queues < 1)
-      fail("gemm epilogue: a network put needs the communicator (has_ctx) and a network context with queues");
+    if (!p.has_ctx || !p.netctx)
+      fail("gemm epilogue: a network put needs the communicator (has_ctx) and the network context (netctx, a "
+           "device copy of Network::device_ctx())");
   }
   if (l.kind == LoadWait::RowSignal && (!l.signals || l.rows_per_signal < 1))
     fail("gemm load hook: RowSignal needs signals and rows_per_signal >= 1 (got ", l.rows_per_signal, ")");
