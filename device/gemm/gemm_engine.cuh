@@ -143,9 +143,11 @@ __device__ __forceinline__ TileRows tile_rows(const GemmParams& p, const sched::
 
 __device__ __forceinline__ void wait_before_load(const GemmParams& p, const TileRows& r) {
   if (p.load.kind != LoadWait::RowSignal) return;
+  const uint64_t expected =
+      p.load.epoch_counter ? *reinterpret_cast<volatile const uint64_t*>(p.load.epoch_counter) + 1 : p.load.expected;
   const int64_t last = (r.row0 + kBlockM < r.row_end ? r.row0 + kBlockM : r.row_end) - 1;
   for (int64_t s = r.row0 / p.load.rows_per_signal; s <= last / p.load.rows_per_signal; ++s)
-    wait_signal(p, p.load.signals + s, p.load.expected,
+    wait_signal(p, p.load.signals + s, expected,
                 p.load.peer_of_signal_div ? static_cast<int>(s / p.load.peer_of_signal_div) : -1);
 }
 

@@ -54,6 +54,9 @@ struct LoadHook {
   const uint64_t* signals = nullptr;
   int64_t rows_per_signal = 0;
   uint64_t expected = 0;
+  // When set, RowSignal waits for *epoch_counter + 1 instead of `expected`
+  // (device/epoch.cuh: the launch's epoch, also under CUDA-graph replay).
+  const uint64_t* epoch_counter = nullptr;
   const uint64_t* arrival_count = nullptr;
   uint64_t arrival_base = 0;
   int32_t peer_of_signal_div = 0;  // diagnostics: peer = signal index / this (0: unknown)

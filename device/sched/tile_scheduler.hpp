@@ -13,9 +13,10 @@
 //   Swizzled      groups of `swizzle` m-blocks walked column by column, so
 //                 tiles in flight at once share A row-blocks and B col-blocks
 //                 (L2 reuse).
-//   RankRotated   RowMajor over m-blocks rotated to start at `rotate_mblk`
+//   RankRotated   Swizzled over m-blocks rotated to start at `rotate_mblk`
 //                 (e.g. the first row-block of this rank's local data, so
-//                 compute starts on what is already here).
+//                 compute starts on what is already here); swizzle 1 walks
+//                 the rotated rows in row-major order.
 //   ArrivalQueue  m-blocks in the order they arrive: work index w belongs to
 //                 arrival slot w / n_blocks; the slot's m-block is read from
 //                 `arrival[]` once its producer published it (bounded wait
@@ -70,6 +71,22 @@ MK_HD int32_t group_of(const TileSchedParams& p, int64_t w) {
   return lo;
 }
 
+// Groups of `swizzle` m-blocks (the last one may be shorter), each walked
+// column by column; swizzle 1 is row-major.
+MK_HD Tile swizzled_tile(const TileSchedParams& p, int64_t w) {
+  Tile t;
+  const int64_t n = p.n_blocks;
+  const int64_t s = p.swizzle < 1 ? 1 : p.swizzle;
+  const int64_t per_group = s * n;
+  const int64_t g = w / per_group;
+  const int64_t first_m = g * s;
+  const int64_t rows = (p.m_blocks - first_m) < s ? (p.m_blocks - first_m) : s;
+  const int64_t r = w - g * per_group;  // offset inside the group (rows * n tiles)
+  t.m_blk = static_cast<int32_t>(first_m + r % rows);
+  t.n_blk = static_cast<int32_t>(r / rows);
+  return t;
+}
+
 // Tile of work index w in [0, total_tiles). For ArrivalQueue, `arrival[w /
 // n_blocks]` must already be published (the caller waited for it).
 MK_HD Tile tile_of(const TileSchedParams& p, int64_t w) {
@@ -80,23 +97,13 @@ MK_HD Tile tile_of(const TileSchedParams& p, int64_t w) {
       t.m_blk = static_cast<int32_t>(w / n);
       t.n_blk = static_cast<int32_t>(w % n);
       break;
-    case TileOrder::Swizzled: {
-      // Groups of `s` m-blocks (the last one may be shorter), each walked
-      // column by column.
-      const int64_t s = p.swizzle < 1 ? 1 : p.swizzle;
-      const int64_t per_group = s * n;
-      const int64_t g = w / per_group;
-      const int64_t first_m = g * s;
-      const int64_t rows = (p.m_blocks - first_m) < s ? (p.m_blocks - first_m) : s;
-      const int64_t r = w - g * per_group;  // offset inside the group (rows * n tiles)
-      t.m_blk = static_cast<int32_t>(first_m + r % rows);
-      t.n_blk = static_cast<int32_t>(r / rows);
+    case TileOrder::Swizzled:
+      t = swizzled_tile(p, w);
       break;
-    }
     case TileOrder::RankRotated: {
-      const int64_t m = w / n;
-      t.m_blk = static_cast<int32_t>((m + p.rotate_mblk) % p.m_blocks);
-      t.n_blk = static_cast<int32_t>(w % n);
+      // The Swizzled walk over m-blocks renumbered to start at rotate_mblk.
+      t = swizzled_tile(p, w);
+      t.m_blk = static_cast<int32_t>((t.m_blk + p.rotate_mblk) % p.m_blocks);
       break;
     }
     case TileOrder::ArrivalQueue:

@@ -40,6 +40,13 @@ struct TestRoleParams {
   size_t bytes = 0;
 };
 
+// Hook settings that would fault or hang on the device: mk::Error. Every
+// launch of the engine (standalone or fused) calls it.
+void validate_hooks(const GemmParams& p);
+
+// Dynamic shared memory opt-in for a kernel that runs the engine (per device).
+void allow_engine_smem(const void* kernel);
+
 // Launches `grid` CTAs: [0, p.num_compute) compute, the rest run the Test role.
 void launch(const GemmParams& p, int grid, const TestRoleParams& test, cudaStream_t stream);
 

@@ -4,7 +4,8 @@
 // engine from their Compute role.
 #include <cuda_runtime_api.h>
 
-#include <atomic>
+#include <mutex>
+#include <vector>
 
 #include "device/gemm/gemm_engine.cuh"
 #include "mkernel/error.hpp"
@@ -35,6 +36,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       break;
   }
 }
+
+}  // namespace
 
 // Hook settings that would fault or hang on the device fail here instead.
 void validate_hooks(const GemmParams& p) {
@@ -72,18 +75,32 @@ void validate_hooks(const GemmParams& p) {
   if (p.timeout_ns == 0) fail("gemm: timeout_ns is 0 (every wait is bounded; see MK_TIMEOUT_MS)");
 }
 
-}  // namespace
-
-void launch(const GemmParams& p, int grid, const TestRoleParams& test, cudaStream_t stream) {
-  // The shared-memory opt-in is per device.
-  static std::atomic<uint64_t> attr_set{0};
+void allow_engine_smem(const void* kernel) {
+  // Per device and kernel; a few kernels use the engine.
+  struct Done {
+    const void* kernel;
+    int dev;
+  };
+  static std::mutex mu;
+  static std::vector<Done> done;
   int dev = 0;
   MK_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 64 && !(attr_set.load() & (uint64_t(1) << dev))) {
-    MK_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(kSmemBytes)));
-    attr_set.fetch_or(uint64_t(1) << dev);
+  thread_local const void* last_kernel = nullptr;
+  thread_local int last_dev = -1;
+  if (kernel == last_kernel && dev == last_dev) return;
+  std::lock_guard<std::mutex> lock(mu);
+  bool found = false;
+  for (const Done& d : done) found |= d.kernel == kernel && d.dev == dev;
+  if (!found) {
+    MK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes)));
+    done.push_back({kernel, dev});
   }
+  last_kernel = kernel;
+  last_dev = dev;
+}
+
+void launch(const GemmParams& p, int grid, const TestRoleParams& test, cudaStream_t stream) {
+  allow_engine_smem(reinterpret_cast<const void*>(gemm_kernel));
   validate_hooks(p);
   if (p.num_compute < 1 || grid < p.num_compute)
     fail("gemm: launch of ", grid, " CTAs with ", p.num_compute, " compute CTAs (need 1 <= compute <= grid)");

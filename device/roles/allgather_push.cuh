@@ -1,0 +1,63 @@
+// mkernel: the IntraComm role of the tensor-parallel all-gather (AG+GEMM and
+// the standalone AllGather), inside one node.
+//
+// Every rank pushes its row block A_r, cut into row chunks, into the
+// gathered buffer (symmetric, [W * m_local x k]) of every rank of the node,
+// itself first, then its ring successors; after each chunk it sets the
+// destination's arrival signal for that chunk to the call's epoch. The
+// Compute role of the destination waits on those signals before its TMA
+// loads the rows (GEMM engine load hook, LoadWait::RowSignal).
+//
+// NOTES:
+// - Buffer reuse without host synchronisation: at entry, each rank sets its
+//   "entered call e" signal in every peer's pool; a rank pushes into peer d
+//   only after seeing d's entry signal for this epoch. Kernels of one plan are
+//   stream-ordered, so a rank that entered call e has finished reading its
+//   gathered buffer for call e-1.
+// - Chunks go out with the bulk (TMA) copier from one thread per CTA; after
+//   copy_bulk returns its stores have completed, so the release signal that
+//   follows orders them for the destination.
+#pragma once
+
+#include "device/bulk_copy.cuh"
+#include "device/signals.cuh"
+
+namespace mk::roles {
+
+struct AllGatherPush {
+  const void* a_local;           // [m_local x k] bf16, this rank's rows
+  void* gathered[kMaxLocalRanks]; // every node rank's gathered buffer (peer mappings), by local rank
+  int64_t m_local;
+  int64_t row_bytes;             // k * 2
+  int64_t rows_per_chunk;        // divides m_local
+  int32_t local_rank;
+  int32_t local_size;
+  int32_t sig_entry;             // pool index: + source local rank
+  int32_t sig_arrival;           // pool index: + global chunk (source * chunks + chunk)
+};
+
+// CTA `cta` of `ncta` IntraComm CTAs.
+__device__ __forceinline__ void allgather_push(const DeviceCtx& ctx, const AllGatherPush& g, uint64_t epoch,
+                                               char* smem, int cta, int ncta) {
+  const int32_t role = static_cast<int32_t>(Role::IntraComm);
+  const int w = g.local_size, r = g.local_rank;
+  if (cta == 0 && threadIdx.x == 0)
+    for (int d = 0; d < w; ++d)
+      if (d != r) dev::signal_set(dev::peer_signal(ctx, d, g.sig_entry + r), epoch);
+  const int64_t chunks = g.m_local / g.rows_per_chunk;
+  const int64_t chunk_bytes = g.rows_per_chunk * g.row_bytes;
+  for (int64_t item = cta; item < int64_t(w) * chunks; item += ncta) {
+    const int d = static_cast<int>((r + item / chunks) % w);  // self first, then ring successors
+    const int64_t c = item % chunks;
+    if (threadIdx.x == 0 && d != r)
+      dev::wait_ge(ctx, ctx.signals + g.sig_entry + d, epoch, dev::WaitSite{role, d, g.sig_entry + d});
+    const char* src = static_cast<const char*>(g.a_local) + c * chunk_bytes;
+    char* dst = static_cast<char*>(g.gathered[d]) + (int64_t(r) * g.m_local) * g.row_bytes + c * chunk_bytes;
+    dev::copy_bulk(ctx, dst, src, static_cast<size_t>(chunk_bytes), 0, 1, smem, role);
+    if (threadIdx.x == 0)
+      dev::signal_set(dev::peer_signal(ctx, d, g.sig_arrival + static_cast<int32_t>(int64_t(r) * chunks + c)),
+                      epoch);
+  }
+}
+
+}  // namespace mk::roles

@@ -1,0 +1,64 @@
+// mkernel: tensor-parallel fused ops (issue tp-ag-rs).
+//
+//   AgGemm: out = allgather(a_local) x b^T in ONE persistent kernel: each
+//   rank's rows travel to every rank of the node over NVLink (IntraComm role)
+//   while the GEMM (Compute role) starts on local rows and takes remote row
+//   blocks as their signals arrive.
+//
+// A plan is made once per shape (collective: it allocates the symmetric
+// gathered buffer, reserves signals and checks that every rank asked for the
+// same shape), then run any number of times with no host synchronisation
+// between calls: each call's epoch comes from a counter on the device, so
+// CUDA-graph replays get fresh epochs too. Calls of one plan must be ordered
+// on the device (one stream, or streams joined by events), and every rank
+// makes the same calls in the same order.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+
+namespace mk {
+
+class Communicator;
+struct SymmetricBuffer;
+
+struct AgGemmOptions {
+  int num_comm_ctas = 0;  // IntraComm CTAs; 0: the heuristic (see AgGemm::num_comm_ctas)
+  int num_ctas = 0;       // whole grid; 0: every SM
+};
+
+class AgGemm {
+ public:
+  // a_local: [m_local x k] bf16 per rank; b: [n x k] bf16 (this rank's
+  // column shard, nn.Linear layout); out: [world x m_local, n] bf16.
+  // n and k multiples of 64, m_local >= 1. Ranks of one node only for now.
+  AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const AgGemmOptions& opt = {});
+  ~AgGemm();
+  AgGemm(const AgGemm&) = delete;
+  AgGemm& operator=(const AgGemm&) = delete;
+
+  // out = allgather(a_local) x b^T; if `gathered` is not null it also
+  // receives allgather(a_local) ([world x m_local, k], for the backward).
+  void run(const void* a_local, const void* b, void* out, cudaStream_t stream, void* gathered = nullptr);
+  // The all-gather alone (no compute): gathered = allgather(a_local).
+  void all_gather(const void* a_local, void* gathered, cudaStream_t stream);
+
+  int num_comm_ctas() const { return num_comm_; }
+  int num_compute_ctas() const { return num_ctas_ - num_comm_; }
+  int64_t rows_per_chunk() const { return rows_per_chunk_; }
+
+ private:
+  void launch(const void* a_local, const void* b, void* out, bool compute, cudaStream_t stream);
+
+  Communicator& comm_;
+  int64_t m_local_, n_, k_;
+  int64_t rows_per_chunk_ = 0;
+  int num_ctas_ = 0, num_comm_ = 0;
+  int sig_entry_ = 0, sig_arrival_ = 0;
+  SymmetricBuffer* gathered_ = nullptr;
+  uint64_t* epoch_counter_ = nullptr;  // device: calls completed (+ a CTA counter); see device/epoch.cuh
+};
+
+}  // namespace mk

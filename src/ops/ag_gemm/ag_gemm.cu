@@ -1,0 +1,180 @@
+// mkernel: AllGather + GEMM inside a node (include/mkernel/tp.hpp), one
+// persistent kernel: CTAs [0, num_comm) push this rank's rows to every rank
+// of the node (device/roles/allgather_push.cuh), CTAs [num_comm, grid) run
+// the GEMM engine over the gathered rows (rank-rotated: local rows first;
+// each remote row chunk after its arrival signal).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "device/gemm/gemm_engine.cuh"
+#include "device/epoch.cuh"
+#include "device/roles/allgather_push.cuh"
+#include "mkernel/error.hpp"
+#include "mkernel/mkernel.hpp"
+#include "mkernel/tp.hpp"
+#include "src/ops/gemm/gemm_host.hpp"
+
+namespace mk {
+
+namespace {
+
+__global__ void __launch_bounds__(gemm::kThreads, 1)
+    ag_gemm_kernel(const __grid_constant__ gemm::GemmParams gp, const roles::AllGatherPush push,
+                   const dev::DeviceEpoch ep) {
+  extern __shared__ uint8_t smem[];
+  const int cta = blockIdx.x;
+  const uint64_t epoch = dev::epoch_of_launch(ep);  // gp.load reads the same counter
+  // NOTES: the communication CTAs take the lowest indices, which the
+  // hardware makes resident first: if SMs are scarce (another kernel still
+  // running), the CTAs everyone waits for are not the ones left out.
+  const int num_comm = static_cast<int>(gridDim.x) - gp.num_compute;
+  const Role role = cta < num_comm ? Role::IntraComm : Role::Compute;
+  switch (role) {
+    case Role::Compute:
+      gemm::run_compute(gp, smem, cta - num_comm);
+      break;
+    default:
+      roles::allgather_push(gp.ctx, push, epoch, reinterpret_cast<char*>(smem), cta, num_comm);
+      break;
+  }
+  dev::epoch_finish(ep);
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+bool overlap(const void* a, size_t an, const void* b, size_t bn) {
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return a && b && x < y + bn && y < x + an;
+}
+
+// Rows per pushed chunk (and per arrival signal): the largest divisor of
+// m_local in [16, 128], else the whole block.
+int64_t chunk_rows(int64_t m_local) {
+  for (int64_t d = std::min<int64_t>(128, m_local); d >= 16; --d)
+    if (m_local % d == 0) return d;
+  return m_local;
+}
+
+}  // namespace
+
+AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const AgGemmOptions& opt)
+    : comm_(comm), m_local_(m_local), n_(n), k_(k) {
+  if (m_local < 1) fail("AgGemm: m_local must be >= 1 (got ", m_local, ")");
+  if (n < 64 || n % 64) fail("AgGemm: n must be a positive multiple of 64 (got ", n, ")");
+  if (k < 64 || k % 64) fail("AgGemm: k must be a positive multiple of 64 (got ", k, ")");
+  const Topology& t = comm.topology();
+  if (t.num_nodes != 1 || t.local_size != t.world)
+    fail("AgGemm: the ", t.world, " ranks span ", t.num_nodes,
+         " nodes; this build gathers over NVLink inside one node only (the network path is issue tp-ag-rs' "
+         "next part)");
+  if (t.world > kMaxLocalRanks) fail("AgGemm: at most ", kMaxLocalRanks, " ranks (got ", t.world, ")");
+  // Every rank must ask for the same plan (checked once, here).
+  const std::string mine = cat(m_local, "x", n, "x", k);
+  auto all = comm.bootstrap().allgather(mine);
+  for (int r = 0; r < t.world; ++r)
+    if (all[r] != mine)
+      fail("AgGemm: rank ", r, " made a plan for m_local x n x k = ", all[r], ", rank ", t.rank, " for ", mine,
+           "; every rank must use the same shape");
+  const int sms = gemm::num_sms();
+  num_ctas_ = opt.num_ctas ? opt.num_ctas : sms;
+  if (num_ctas_ < 2 || num_ctas_ > sms) fail("AgGemm: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
+  rows_per_chunk_ = chunk_rows(m_local);
+  if (opt.num_comm_ctas) {
+    num_comm_ = opt.num_comm_ctas;
+  } else {
+    // Heuristic: enough CTAs to push this rank's rows to all W ranks within
+    // a quarter of the GEMM's time, at ~44 GB/s per pushing SM (bulk copier
+    // on H200 NVLink, bench/results) and ~600 TFLOP/s of GEMM; clamped to
+    // 2..16. M, k and W cancel: 6e14 / (11e9 n), i.e. 4 CTAs at n = 14336,
+    // 7 at n = 8192.
+    const double push_bytes = double(t.world) * m_local * k * 2;
+    const double gemm_s = 2.0 * double(t.world) * m_local * n * k / 6e14;
+    num_comm_ = static_cast<int>(std::ceil(push_bytes / (44e9 * 0.25 * gemm_s)));
+    num_comm_ = std::max(2, std::min(16, num_comm_));
+  }
+  if (num_comm_ < 1 || num_comm_ >= num_ctas_)
+    fail("AgGemm: num_comm_ctas must be in [1, ", num_ctas_ - 1, "] (got ", num_comm_, ")");
+  const int64_t chunks = int64_t(t.world) * (m_local / rows_per_chunk_);
+  sig_entry_ = comm.reserve_signals(t.world);
+  sig_arrival_ = comm.reserve_signals(static_cast<int>(chunks));
+  gathered_ = &comm.alloc_symmetric(static_cast<size_t>(t.world * m_local * k * 2));
+  // Epoch counter + finished-CTA count (device/epoch.cuh), zero.
+  MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 2 * sizeof(uint64_t)));
+  MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 2 * sizeof(uint64_t)));
+}
+
+AgGemm::~AgGemm() {
+  if (epoch_counter_) cudaFree(epoch_counter_);
+  if (gathered_) {
+    try {
+      comm_.free_symmetric(*gathered_);
+    } catch (...) {
+    }
+  }
+}
+
+void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute, cudaStream_t stream) {
+  const Topology& t = comm_.topology();
+  const int64_t m = int64_t(t.world) * m_local_;
+  if (!a_local || !aligned16(a_local)) fail("AgGemm: a_local must be a 16-byte aligned device pointer (got ", a_local, ")");
+  if (compute) {
+    if (!b || !out || !aligned16(b) || !aligned16(out))
+      fail("AgGemm: b and out must be 16-byte aligned device pointers (got b=", b, " out=", out, ")");
+    if (overlap(out, m * n_ * 2, a_local, m_local_ * k_ * 2) || overlap(out, m * n_ * 2, b, n_ * k_ * 2))
+      fail("AgGemm: out overlaps a_local or b");
+  }
+  gemm::GemmParams gp{};
+  if (compute) {
+    gp = gemm::make_params(gemm::Operands{.a = gathered_->local, .b = b, .out = out, .m = m, .n = n_, .k = k_},
+                           num_ctas_ - num_comm_);
+    gp.sched.order = sched::TileOrder::RankRotated;
+    gp.sched.rotate_mblk = static_cast<int32_t>((int64_t(t.rank) * m_local_) / gemm::kBlockM);
+    gp.load.kind = gemm::LoadWait::RowSignal;
+    gp.load.signals = comm_.device_ctx().signals + sig_arrival_;
+    gp.load.rows_per_signal = rows_per_chunk_;
+    gp.load.epoch_counter = epoch_counter_;
+    gp.load.peer_of_signal_div = static_cast<int32_t>(m_local_ / rows_per_chunk_);
+  } else {
+    gp.num_compute = 0;
+    gp.timeout_ns = comm_.device_ctx().timeout_ns;
+  }
+  gp.has_ctx = 1;
+  gp.ctx = comm_.device_ctx();
+  roles::AllGatherPush push{};
+  push.a_local = a_local;
+  for (int d = 0; d < t.world; ++d) push.gathered[d] = gathered_->peer[d];
+  push.m_local = m_local_;
+  push.row_bytes = k_ * 2;
+  push.rows_per_chunk = rows_per_chunk_;
+  push.local_rank = t.local_rank;
+  push.local_size = t.local_size;
+  push.sig_entry = sig_entry_;
+  push.sig_arrival = sig_arrival_;
+  if (compute) gemm::validate_hooks(gp);
+  gemm::allow_engine_smem(reinterpret_cast<const void*>(ag_gemm_kernel));
+  const int grid = compute ? num_ctas_ : num_comm_;
+  ag_gemm_kernel<<<grid, gemm::kThreads, gemm::kSmemBytes, stream>>>(
+      gp, push, dev::DeviceEpoch{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1)});
+  MK_CUDA_CHECK(cudaGetLastError());
+}
+
+void AgGemm::run(const void* a_local, const void* b, void* out, cudaStream_t stream, void* gathered) {
+  launch(a_local, b, out, true, stream);
+  if (gathered)
+    MK_CUDA_CHECK(cudaMemcpyAsync(gathered, gathered_->local, size_t(comm_.world() * m_local_ * k_ * 2),
+                                  cudaMemcpyDeviceToDevice, stream));
+}
+
+void AgGemm::all_gather(const void* a_local, void* gathered, cudaStream_t stream) {
+  if (!gathered) fail("AgGemm::all_gather: gathered is null");
+  launch(a_local, nullptr, nullptr, false, stream);
+  MK_CUDA_CHECK(cudaMemcpyAsync(gathered, gathered_->local, size_t(comm_.world() * m_local_ * k_ * 2),
+                                cudaMemcpyDeviceToDevice, stream));
+}
+
+}  // namespace mk

@@ -1,0 +1,212 @@
+// AllGather + GEMM inside a node (1x2): against an fp32 reference of the
+// gathered rows times this rank's B, every element; the gathered rows
+// themselves byte for byte; M down to W rows and chunks that are not tile
+// multiples; 100 back-to-back calls with changing inputs and no host sync;
+// CUDA-graph replay; the standalone all-gather; bad plans and inputs
+// rejected with the reason.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "mkernel/mkernel.hpp"
+#include "mkernel/tp.hpp"
+#include "tests/gpu/gemm_test_util.cuh"
+#include "tests/test_comm.hpp"
+
+using namespace mk;
+using mk::test::comm;
+using namespace mkt;
+
+namespace {
+
+#define CK(x) comm().check(static_cast<int>(x), #x)
+
+bool one_node_of_two() { return comm().topology().num_nodes == 1 && comm().world() == 2; }
+
+uint64_t seed_a(int rank, int call) { return 5000 + 31 * rank + 977 * call; }
+
+class AgGemmTest : public GemmCheck {
+ protected:
+  // A of every rank, regenerated here from the seeds: [W m_local x k].
+  void gathered_reference(void* full, int64_t m_local, int64_t k, int call) {
+    for (int r = 0; r < comm().world(); ++r)
+      random_bf16(static_cast<uint16_t*>(full) + r * m_local * k, m_local * k, seed_a(r, call));
+  }
+
+  void check_call(const void* out, const void* gathered, int64_t m_local, int64_t n, int64_t k, const void* b,
+                  int call, const char* what) {
+    const int64_t m = comm().world() * m_local;
+    Buf full(m * k * 2), ref(m * n * 4);
+    gathered_reference(full.p, m_local, k, call);
+    simt_reference(full.p, b, ref.as<float>(), m, n, k);
+    CK(cudaDeviceSynchronize());
+    Check c = check(out, n, ref.as<float>(), m, n);
+    EXPECT_EQ(c.nonfinite, 0u) << what << " call " << call << ": rows never computed";
+    EXPECT_LT(c.rel, 1e-2) << what << " call " << call;
+    if (gathered) {
+      std::vector<uint16_t> want(m * k), got(m * k);
+      CK(cudaMemcpy(want.data(), full.p, m * k * 2, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(got.data(), gathered, m * k * 2, cudaMemcpyDeviceToHost));
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), m * k * 2), 0) << what << " call " << call << ": gathered rows";
+    }
+  }
+};
+
+TEST_F(AgGemmTest, MatchesReferenceAcrossShapes) {
+  if (!one_node_of_two()) GTEST_SKIP() << "needs 2 GPUs of one node (1x2)";
+  struct S {
+    int64_t m_local, n, k;
+  };
+  const int me = comm().rank();
+  int call = 0;
+  for (S s : {S{1, 64, 64}, S{100, 192, 256}, S{1000, 320, 512}, S{2048, 512, 1024}}) {
+    SCOPED_TRACE("m_local " + std::to_string(s.m_local) + " n " + std::to_string(s.n) + " k " + std::to_string(s.k));
+    AgGemm plan(comm(), s.m_local, s.n, s.k);
+    const int64_t m = comm().world() * s.m_local;
+    Buf a(s.m_local * s.k * 2), b(s.n * s.k * 2), out(m * s.n * 2), gathered(m * s.k * 2);
+    random_bf16(b.p, s.n * s.k, 77 + me);  // each rank its own column shard
+    ++call;
+    random_bf16(a.p, s.m_local * s.k, seed_a(me, call));
+    poison(out.p, m * s.n);
+    poison(gathered.p, m * s.k);
+    CK(cudaDeviceSynchronize());
+    plan.run(a.p, b.p, out.p, nullptr, gathered.p);
+    CK(cudaDeviceSynchronize());
+    check_call(out.p, gathered.p, s.m_local, s.n, s.k, b.p, call, "run");
+    comm().barrier();
+  }
+}
+
+// 100 calls queued back to back (inputs refreshed on the stream, outputs
+// copied aside), one synchronisation at the end, every call checked.
+TEST_F(AgGemmTest, HundredBackToBackCallsWithChangingInputs) {
+  if (!one_node_of_two()) GTEST_SKIP() << "needs 2 GPUs of one node (1x2)";
+  const int me = comm().rank();
+  const int64_t m_local = 192, n = 256, k = 256, m = 2 * m_local;
+  const int calls = 100;
+  AgGemm plan(comm(), m_local, n, k);
+  Buf a(m_local * k * 2), b(n * k * 2), out(m * n * 2), all(calls * m * n * 2);
+  random_bf16(b.p, n * k, 91 + me);
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(cudaDeviceSynchronize());
+  for (int i = 0; i < calls; ++i) {
+    fill_random<<<64, 256, 0, s>>>(a.as<uint16_t>(), m_local * k, seed_a(me, 1000 + i));
+    plan.run(a.p, b.p, out.p, s);
+    CK(cudaMemcpyAsync(all.as<char>() + i * m * n * 2, out.p, m * n * 2, cudaMemcpyDeviceToDevice, s));
+  }
+  CK(cudaStreamSynchronize(s));
+  for (int i = 0; i < calls; ++i)
+    check_call(all.as<char>() + i * m * n * 2, nullptr, m_local, n, k, b.p, 1000 + i, "back-to-back");
+  cudaStreamDestroy(s);
+  comm().barrier();
+}
+
+// One captured run, replayed 4 times back to back with new inputs copied in
+// on the stream between replays: each replay gets a fresh epoch from the
+// plan's device counter (captured arguments are frozen), no host sync.
+TEST_F(AgGemmTest, CudaGraphReplayWithNewInputs) {
+  if (!one_node_of_two()) GTEST_SKIP() << "needs 2 GPUs of one node (1x2)";
+  const int me = comm().rank();
+  const int64_t m_local = 300, n = 320, k = 512, m = 2 * m_local;
+  const int reps = 4;
+  AgGemm plan(comm(), m_local, n, k);
+  Buf a(m_local * k * 2), b(n * k * 2), out(m * n * 2), fresh(reps * m_local * k * 2), all(reps * m * n * 2);
+  random_bf16(b.p, n * k, 93 + me);
+  for (int rep = 0; rep < reps; ++rep)
+    random_bf16(fresh.as<uint16_t>() + rep * m_local * k, m_local * k, seed_a(me, 2001 + rep));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(cudaDeviceSynchronize());
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  plan.run(a.p, b.p, out.p, s);
+  CK(cudaStreamEndCapture(s, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int rep = 0; rep < reps; ++rep) {
+    CK(cudaMemcpyAsync(a.p, fresh.as<uint16_t>() + rep * m_local * k, m_local * k * 2, cudaMemcpyDeviceToDevice, s));
+    CK(cudaGraphLaunch(exec, s));
+    CK(cudaMemcpyAsync(all.as<char>() + rep * m * n * 2, out.p, m * n * 2, cudaMemcpyDeviceToDevice, s));
+  }
+  CK(cudaStreamSynchronize(s));
+  for (int rep = 0; rep < reps; ++rep)
+    check_call(all.as<char>() + rep * m * n * 2, nullptr, m_local, n, k, b.p, 2001 + rep, "graph replay");
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+  comm().barrier();
+}
+
+TEST_F(AgGemmTest, StandaloneAllGather) {
+  if (!one_node_of_two()) GTEST_SKIP() << "needs 2 GPUs of one node (1x2)";
+  const int me = comm().rank();
+  const int64_t m_local = 777, k = 1024, m = 2 * m_local;
+  AgGemm plan(comm(), m_local, 64, k);
+  Buf a(m_local * k * 2), gathered(m * k * 2), full(m * k * 2);
+  for (int call = 3000; call < 3003; ++call) {
+    random_bf16(a.p, m_local * k, seed_a(me, call));
+    poison(gathered.p, m * k);
+    CK(cudaDeviceSynchronize());
+    plan.all_gather(a.p, gathered.p, nullptr);
+    CK(cudaDeviceSynchronize());
+    gathered_reference(full.p, m_local, k, call);
+    std::vector<uint16_t> want(m * k), got(m * k);
+    CK(cudaMemcpy(want.data(), full.p, m * k * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(got.data(), gathered.p, m * k * 2, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), m * k * 2), 0) << "call " << call;
+  }
+  comm().barrier();
+}
+
+TEST_F(AgGemmTest, RoleSplitsGiveTheSameResult) {
+  if (!one_node_of_two()) GTEST_SKIP() << "needs 2 GPUs of one node (1x2)";
+  const int me = comm().rank();
+  const int64_t m_local = 512, n = 512, k = 512, m = 2 * m_local;
+  Buf a(m_local * k * 2), b(n * k * 2), out(m * n * 2);
+  random_bf16(b.p, n * k, 95 + me);
+  int call = 4000;
+  for (AgGemmOptions o : {AgGemmOptions{1, 0}, AgGemmOptions{16, 0}, AgGemmOptions{3, 40}}) {
+    SCOPED_TRACE("comm CTAs " + std::to_string(o.num_comm_ctas) + " grid " + std::to_string(o.num_ctas));
+    AgGemm plan(comm(), m_local, n, k, o);
+    random_bf16(a.p, m_local * k, seed_a(me, ++call));
+    poison(out.p, m * n);
+    CK(cudaDeviceSynchronize());
+    plan.run(a.p, b.p, out.p, nullptr);
+    CK(cudaDeviceSynchronize());
+    check_call(out.p, nullptr, m_local, n, k, b.p, call, "role split");
+    comm().barrier();
+  }
+}
+
+TEST(AgGemmErrors, BadPlansAndInputsAreRejected) {
+  auto msg = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const mk::Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  if (comm().topology().num_nodes != 1) {
+    EXPECT_NE(msg([] { AgGemm p(comm(), 128, 128, 128); }).find("inside one node only"), std::string::npos);
+    return;
+  }
+  EXPECT_NE(msg([] { AgGemm p(comm(), 128, 100, 128); }).find("n must be a positive multiple of 64"), std::string::npos);
+  EXPECT_NE(msg([] { AgGemm p(comm(), 0, 128, 128); }).find("m_local must be >= 1"), std::string::npos);
+  // Ranks disagreeing on the shape: both hear which rank asked for what.
+  const int64_t n = comm().rank() == 0 ? 128 : 192;
+  std::string m = msg([&] { AgGemm p(comm(), 64, n, 128); });
+  EXPECT_NE(m.find("every rank must use the same shape"), std::string::npos) << m;
+  AgGemm plan(comm(), 64, 128, 128);
+  Buf a(64 * 128 * 2), b(128 * 128 * 2), out(128 * 128 * 2);
+  EXPECT_NE(msg([&] { plan.run(nullptr, b.p, out.p, nullptr); }).find("a_local must be"), std::string::npos);
+  EXPECT_NE(msg([&] { plan.run(a.as<char>() + 2, b.p, out.p, nullptr); }).find("16-byte aligned"), std::string::npos);
+  EXPECT_NE(msg([&] { plan.run(a.p, b.p, a.p, nullptr); }).find("overlaps"), std::string::npos);
+  comm().barrier();
+}
+
+}  // namespace
