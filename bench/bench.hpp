@@ -30,6 +30,7 @@ void bench_signal_latency(BenchContext&);
 void bench_peer_copy(BenchContext&);
 void bench_gemm_cublas(BenchContext&);
 void bench_gemm(BenchContext&);
+void bench_ag_gemm(BenchContext&);
 void bench_nccl(BenchContext&);
 void bench_net_queue(BenchContext&);
 void bench_net_latency(BenchContext&);
@@ -40,6 +41,9 @@ inline const std::vector<BenchDef>& benches() {
       {"signal_latency", "signal ping-pong round trip between 2 GPUs of a node (NVLink)", bench_signal_latency},
       {"peer_copy", "SM-driven peer copy bandwidth vs number of SMs, against the copy engine", bench_peer_copy},
       {"gemm_cublas", "cuBLAS bf16 GEMM baseline on the MEASURING.md shapes", bench_gemm_cublas},
+#ifdef MKB_HAVE_AG_GEMM
+      {"ag_gemm", "AllGather+GEMM fused vs serial NCCL+cuBLAS, 2-stream overlap, parts alone (one node)", bench_ag_gemm},
+#endif
 #ifdef MKB_HAVE_GEMM
       {"gemm", "mkernel GEMM engine vs cuBLAS (same run), scaling with compute CTAs, tile order", bench_gemm},
 #endif

@@ -6,17 +6,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "bench/baselines/nccl_util.hpp"
 #include "bench/bench.hpp"
 
 namespace mkb {
 
-namespace {
-#define MKB_NCCL(x)                                                                    \
-  do {                                                                                 \
-    ncclResult_t r_ = (x);                                                             \
-    if (r_ != ncclSuccess) mk::fail(#x, " failed: ", ncclGetErrorString(r_));          \
-  } while (0)
-}  // namespace
 
 void bench_nccl(BenchContext& bc) {
   auto& c = *bc.comm;
@@ -32,13 +26,7 @@ void bench_nccl(BenchContext& bc) {
     bc.report->add(t);
     return;
   }
-  setenv("NCCL_NVLS_ENABLE", "0", 1);  // never NVLink multicast
-  ncclUniqueId id;
-  if (c.rank() == 0) MKB_NCCL(ncclGetUniqueId(&id));
-  std::string s = c.bootstrap().broadcast(std::string(reinterpret_cast<const char*>(&id), sizeof(id)), 0);
-  std::memcpy(&id, s.data(), sizeof(id));
-  ncclComm_t nc;
-  MKB_NCCL(ncclCommInitRank(&nc, W, id, c.rank()));
+  ncclComm_t nc = make_nccl_comm(c);
   std::vector<size_t> mibs = {1, 16, 64, 256};
   if (bc.quick) mibs = {16};
   for (const char* coll : {"all_reduce", "all_gather", "reduce_scatter"}) {

@@ -171,7 +171,11 @@ __device__ __forceinline__ void producer(const GemmParams& p, const Smem& s, int
   while (it.get_next(&w)) {
     const sched::Tile t = next_tile(p, w, true);
     const TileRows r = tile_rows(p, t);
-    if (p.load.kind != LoadWait::None) {
+    // Rows from the second source need no wait (they are local input).
+    const bool second = r.row0 >= p.a2_row_lo && r.row0 + kBlockM <= p.a2_row_hi;
+    const CUtensorMap* map_a = second ? &p.tma_a2 : &p.tma_a;
+    const int32_t arow = second ? r.row0 - p.a2_row_lo : r.row0;
+    if (p.load.kind != LoadWait::None && !second) {
       wait_before_load(p, r);
       dev::sm90::fence_proxy_async_global();  // the rows we waited for are read by TMA
     }
@@ -179,7 +183,7 @@ __device__ __forceinline__ void producer(const GemmParams& p, const Smem& s, int
     for (int kb = 0; kb < kblocks; ++kb) {
       mbar_wait(p, &s.empty[st.stage], st.phase ^ 1u, st.stage);
       dev::sm90::mbar_arrive_expect_tx(&s.full[st.stage], kStageBytes);
-      dev::sm90::tma_load_2d(s.a + st.stage * kStageBytesA, &p.tma_a, &s.full[st.stage], kb * kBlockK, r.row0);
+      dev::sm90::tma_load_2d(s.a + st.stage * kStageBytesA, map_a, &s.full[st.stage], kb * kBlockK, arow);
       dev::sm90::tma_load_2d(s.b + st.stage * kStageBytesB, &p.tma_b, &s.full[st.stage], kb * kBlockK, brow);
       st.advance();
     }
@@ -326,6 +330,7 @@ __device__ __forceinline__ void run_compute(const GemmParams& p, uint8_t* smem, 
     dev::sm90::mbar_fence_init();
     dev::sm90::tma_prefetch_desc(&p.tma_a);
     dev::sm90::tma_prefetch_desc(&p.tma_b);
+    if (p.a2_row_hi > p.a2_row_lo) dev::sm90::tma_prefetch_desc(&p.tma_a2);
   }
   __syncthreads();
   if (wg == 0) {

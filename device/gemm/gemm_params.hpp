@@ -111,6 +111,13 @@ struct EpilogueHook {
 struct GemmParams {
   CUtensorMap tma_a;  // [M_total, K], box kBlockK x kBlockM, 128-byte swizzle
   CUtensorMap tma_b;  // [G * N, K], box kBlockK x kBlockN, 128-byte swizzle
+  // Optional second source of A rows: tiles whose rows all lie in
+  // [a2_row_lo, a2_row_hi) load them from tma_a2 (row - a2_row_lo) and do not
+  // wait on the load hook (e.g. a rank's own rows, straight from its input,
+  // while the other rows arrive in the gathered buffer). Empty range: none.
+  CUtensorMap tma_a2;
+  int32_t a2_row_lo = 0;
+  int32_t a2_row_hi = 0;
   int32_t m = 0;      // rows of A / out (grouped: total)
   int32_t n = 0;
   int32_t k = 0;

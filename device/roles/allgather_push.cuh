@@ -34,6 +34,7 @@ struct AllGatherPush {
   int32_t local_size;
   int32_t sig_entry;             // pool index: + source local rank
   int32_t sig_arrival;           // pool index: + global chunk (source * chunks + chunk)
+  int32_t skip_self;             // 1: no copy into this rank's own buffer (the GEMM reads a_local directly)
 };
 
 // CTA `cta` of `ncta` IntraComm CTAs.
@@ -46,8 +47,9 @@ __device__ __forceinline__ void allgather_push(const DeviceCtx& ctx, const AllGa
       if (d != r) dev::signal_set(dev::peer_signal(ctx, d, g.sig_entry + r), epoch);
   const int64_t chunks = g.m_local / g.rows_per_chunk;
   const int64_t chunk_bytes = g.rows_per_chunk * g.row_bytes;
-  for (int64_t item = cta; item < int64_t(w) * chunks; item += ncta) {
-    const int d = static_cast<int>((r + item / chunks) % w);  // self first, then ring successors
+  const int first = g.skip_self ? 1 : 0;
+  for (int64_t item = cta; item < int64_t(w - first) * chunks; item += ncta) {
+    const int d = static_cast<int>((r + first + item / chunks) % w);  // self first (if at all), then ring successors
     const int64_t c = item % chunks;
     if (threadIdx.x == 0 && d != r)
       dev::wait_ge(ctx, ctx.signals + g.sig_entry + d, epoch, dev::WaitSite{role, d, g.sig_entry + d});

@@ -48,6 +48,8 @@ class AgGemm {
   int num_comm_ctas() const { return num_comm_; }
   int num_compute_ctas() const { return num_ctas_ - num_comm_; }
   int64_t rows_per_chunk() const { return rows_per_chunk_; }
+  // The plan's symmetric gathered buffer (valid until the next call).
+  const void* gathered_buffer() const;
 
  private:
   void launch(const void* a_local, const void* b, void* out, bool compute, cudaStream_t stream);

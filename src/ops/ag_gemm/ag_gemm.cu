@@ -91,7 +91,10 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
     // a quarter of the GEMM's time, at ~44 GB/s per pushing SM (bulk copier
     // on H200 NVLink, bench/results) and ~600 TFLOP/s of GEMM; clamped to
     // 2..16. M, k and W cancel: 6e14 / (11e9 n), i.e. 4 CTAs at n = 14336,
-    // 7 at n = 8192.
+    // 7 at n = 8192. NOTES: next to a running GEMM a pushing SM gets far
+    // less than 44 GB/s; before own rows were read in place, 8 CTAs beat 4
+    // at M = 4096 (bench/results/mkbench-20261130T075651Z-1x2_NVLink.md);
+    // not re-measured since (the bench's "16 comm CTAs" column is for that).
     const double push_bytes = double(t.world) * m_local * k * 2;
     const double gemm_s = 2.0 * double(t.world) * m_local * n * k / 6e14;
     num_comm_ = static_cast<int>(std::ceil(push_bytes / (44e9 * 0.25 * gemm_s)));
@@ -139,6 +142,9 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
     gp.load.rows_per_signal = rows_per_chunk_;
     gp.load.epoch_counter = epoch_counter_;
     gp.load.peer_of_signal_div = static_cast<int32_t>(m_local_ / rows_per_chunk_);
+    // Own rows straight from a_local when tiles do not straddle rank blocks:
+    // no local copy competing for memory bandwidth, and no wait for them.
+    if (m_local_ % gemm::kBlockM == 0) gemm::set_second_a(gp, a_local, int64_t(t.rank) * m_local_, m_local_);
   } else {
     gp.num_compute = 0;
     gp.timeout_ns = comm_.device_ctx().timeout_ns;
@@ -155,6 +161,7 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
   push.local_size = t.local_size;
   push.sig_entry = sig_entry_;
   push.sig_arrival = sig_arrival_;
+  push.skip_self = compute && m_local_ % gemm::kBlockM == 0 ? 1 : 0;
   if (compute) gemm::validate_hooks(gp);
   gemm::allow_engine_smem(reinterpret_cast<const void*>(ag_gemm_kernel));
   const int grid = compute ? num_ctas_ : num_comm_;
@@ -163,10 +170,15 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
   MK_CUDA_CHECK(cudaGetLastError());
 }
 
+const void* AgGemm::gathered_buffer() const { return gathered_->local; }
+
 void AgGemm::run(const void* a_local, const void* b, void* out, cudaStream_t stream, void* gathered) {
   launch(a_local, b, out, true, stream);
-  if (gathered)
-    MK_CUDA_CHECK(cudaMemcpyAsync(gathered, gathered_->local, size_t(comm_.world() * m_local_ * k_ * 2),
+  if (!gathered) return;
+  const size_t block = size_t(m_local_ * k_ * 2);
+  MK_CUDA_CHECK(cudaMemcpyAsync(gathered, gathered_->local, block * comm_.world(), cudaMemcpyDeviceToDevice, stream));
+  if (m_local_ % gemm::kBlockM == 0)  // own rows were not copied into the gathered buffer
+    MK_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(gathered) + block * comm_.rank(), a_local, block,
                                   cudaMemcpyDeviceToDevice, stream));
 }
 

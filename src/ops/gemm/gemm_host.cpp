@@ -111,6 +111,15 @@ GemmParams make_params(const Operands& o, int num_compute) {
   return p;
 }
 
+void set_second_a(GemmParams& p, const void* a2, int64_t row_lo, int64_t rows) {
+  if (!a2 || !aligned16(a2)) fail("gemm: the second A source must be a 16-byte aligned device pointer (got ", a2, ")");
+  if (row_lo < 0 || rows < 1 || row_lo + rows > p.m)
+    fail("gemm: second A rows [", row_lo, ", ", row_lo + rows, ") outside [0, ", p.m, ")");
+  p.tma_a2 = make_tma(a2, rows, p.k, kBlockM, "a (second source)");
+  p.a2_row_lo = static_cast<int32_t>(row_lo);
+  p.a2_row_hi = static_cast<int32_t>(row_lo + rows);
+}
+
 }  // namespace mk::gemm
 
 namespace mk {

@@ -28,6 +28,10 @@ struct Operands {
 // `out`, no load hook, and `num_compute` CTAs (0: every SM).
 GemmParams make_params(const Operands& ops, int num_compute);
 
+// Rows [row_lo, row_lo + rows) of A come from `a2` ([rows x k], its own
+// allocation) instead of p's A (see GemmParams::tma_a2).
+void set_second_a(GemmParams& p, const void* a2, int64_t row_lo, int64_t rows);
+
 // SMs of the current device.
 int num_sms();
 

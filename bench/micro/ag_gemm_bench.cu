@@ -1,0 +1,151 @@
+// AllGather + GEMM (1 node): mkernel's fused kernel against serial NCCL +
+// cuBLAS, a two-stream overlap a user could write, and the parts alone, all
+// interleaved call by call in one run (MEASURING.md). Widths: hidden 8192,
+// FFN 28672 over W ranks (this rank's B: [28672 / W x 8192]).
+#include <cublas_v2.h>
+#include <nccl.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+
+#include "bench/baselines/nccl_util.hpp"
+#include "bench/bench.hpp"
+#include "mkernel/gemm.hpp"
+#include "mkernel/tp.hpp"
+
+namespace mkb {
+
+void gemm_bf16_tn(cublasHandle_t h, int m, int n, int k, const void* a, const void* b, void* c, cudaStream_t s);
+
+
+void bench_ag_gemm(BenchContext& bc) {
+  auto& c = *bc.comm;
+  const int W = c.world();
+  const auto& topo = c.topology();
+  Table t{"AllGather + GEMM, bf16, hidden 8192, FFN 28672 / W per rank [" + bc.report->config() + "]",
+          {"M", "cuBLAS alone ms", "AG alone ms (NCCL / mk)", "serial ms", "2-stream overlap ms", "mkernel ms",
+           "mkernel vs best baseline", "eta", "mkernel, 16 comm CTAs ms", "NVLink MB sent per GPU",
+           "roles comm/compute"},
+          {},
+          ""};
+  if (W < 2 || topo.num_nodes != 1) {
+    t.note = "skipped: needs >= 2 ranks on one node (the cross-node path is not built yet)";
+    bc.report->add(t);
+    return;
+  }
+  ncclComm_t nc = make_nccl_comm(c);
+  cublasHandle_t h;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) mk::fail("cublasCreate failed");
+  cudaStream_t side;
+  MKB_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  cudaEvent_t fork, join;
+  MKB_CUDA(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  MKB_CUDA(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+
+  const int64_t n = 28672 / W, k = 8192;
+  std::vector<int64_t> ms = {1024, 2048, 4096, 8192, 16384};
+  if (bc.quick) ms = {4096};
+  for (int64_t m : ms) {
+    const int64_t ml = m / W;
+    mk::AgGemm plan(c, ml, n, k), plan16(c, ml, n, k, {16, 0});
+    Rotating a(size_t(ml) * k * 2);
+    for (int i = 0; i < a.copies(); ++i) fill_random_bf16(a.get(i), size_t(ml) * k, 400 + i + 13 * c.rank(), bc.stream);
+    void *b = nullptr, *full = nullptr, *out = nullptr;
+    MKB_CUDA(cudaMalloc(&b, size_t(n) * k * 2));
+    MKB_CUDA(cudaMalloc(&full, size_t(m) * k * 2));
+    MKB_CUDA(cudaMalloc(&out, size_t(m) * n * 2));
+    fill_random_bf16(b, size_t(n) * k, 500 + c.rank(), bc.stream);
+    fill_random_bf16(full, size_t(m) * k, 600, bc.stream);
+    const int me = c.rank();
+    auto nccl_ag = [&](int i, cudaStream_t st) {
+      MKB_NCCL(ncclAllGather(a.get(i + 100), full, size_t(ml) * k, ncclBfloat16, nc, st));
+    };
+    std::vector<std::function<void(int)>> calls = {
+        [&](int i) { gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream); },  // 0 compute alone
+        [&](int i) { nccl_ag(i, bc.stream); },                                              // 1 NCCL AG alone
+        [&](int i) { plan.all_gather(a.get(i + 100), full, bc.stream); },                   // 2 mk AG alone
+        [&](int i) {                                                                        // 3 serial
+          nccl_ag(i, bc.stream);
+          gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream);
+        },
+        [&](int i) {  // 4 two streams: local rows while the gather runs, then the rest
+          MKB_CUDA(cudaEventRecord(fork, bc.stream));
+          MKB_CUDA(cudaStreamWaitEvent(side, fork));
+          nccl_ag(i, side);
+          MKB_CUDA(cudaEventRecord(join, side));
+          gemm_bf16_tn(h, int(ml), int(n), int(k), a.get(i + 100), b,
+                       static_cast<char*>(out) + size_t(me) * ml * n * 2, bc.stream);
+          MKB_CUDA(cudaStreamWaitEvent(bc.stream, join));
+          for (int r = 0; r < W; ++r)
+            if (r != me)
+              gemm_bf16_tn(h, int(ml), int(n), int(k), static_cast<char*>(full) + size_t(r) * ml * k * 2, b,
+                           static_cast<char*>(out) + size_t(r) * ml * n * 2, bc.stream);
+        },
+        [&](int i) { plan.run(a.get(i + 100), b, out, bc.stream); },    // 5 mkernel
+        [&](int i) { plan16.run(a.get(i + 100), b, out, bc.stream); },  // 6 mkernel, more pushing CTAs
+    };
+    auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls);
+    const double t_comm = std::min(st[1].median_ms, st[2].median_ms);
+    const double t_lb = std::max(st[0].median_ms, t_comm);
+    const double best = std::min(st[3].median_ms, st[4].median_ms);
+    const double sent_mb = double(W - 1) * ml * k * 2 / 1e6;
+    t.rows.push_back({std::to_string(m), fmt(st[0].median_ms), fmt(st[1].median_ms) + " / " + fmt(st[2].median_ms),
+                      fmt(st[3].median_ms), fmt(st[4].median_ms), fmt(st[5].median_ms),
+                      fmt(best / st[5].median_ms, 2) + "x", fmt(t_lb / st[5].median_ms, 2), fmt(st[6].median_ms),
+                      fmt(sent_mb, 1),
+                      std::to_string(plan.num_comm_ctas()) + "/" + std::to_string(plan.num_compute_ctas())});
+    cudaFree(b);
+    cudaFree(full);
+    cudaFree(out);
+  }
+  if (bc.quick) {
+    // Diagnosis (--quick): the fused kernel with more pushing CTAs, and the
+    // GEMM engine alone on cudaMalloc'd vs the plan's symmetric (VMM) rows.
+    Table d{"AG+GEMM diagnosis, M = 4096 [" + bc.report->config() + "]", {"variant", "ms"}, {}, ""};
+    const int64_t m = 4096, ml = m / W;
+    Rotating a(size_t(ml) * k * 2);
+    void *b = nullptr, *full = nullptr, *out = nullptr;
+    MKB_CUDA(cudaMalloc(&b, size_t(n) * k * 2));
+    MKB_CUDA(cudaMalloc(&full, size_t(m) * k * 2));
+    MKB_CUDA(cudaMalloc(&out, size_t(m) * n * 2));
+    fill_random_bf16(b, size_t(n) * k, 500, bc.stream);
+    fill_random_bf16(full, size_t(m) * k, 600, bc.stream);
+    for (int i = 0; i < a.copies(); ++i) fill_random_bf16(a.get(i), size_t(ml) * k, 400 + i, bc.stream);
+    mk::AgGemm p4(c, ml, n, k), p8(c, ml, n, k, {8, 0}), p16(c, ml, n, k, {16, 0});
+    p4.all_gather(a.get(0), full, bc.stream);
+    MKB_CUDA(cudaStreamSynchronize(bc.stream));
+    auto gemm_on = [&](const void* rows) {
+      return [&, rows](int) {
+        mk::gemm_bf16(mk::GemmArgs{.a = rows, .b = b, .out = out, .m = m, .n = n, .k = k}, bc.stream);
+      };
+    };
+    auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts,
+                               {[&](int i) { p4.run(a.get(i + 100), b, out, bc.stream); },
+                                [&](int i) { p8.run(a.get(i + 100), b, out, bc.stream); },
+                                [&](int i) { p16.run(a.get(i + 100), b, out, bc.stream); },
+                                gemm_on(full), gemm_on(p4.gathered_buffer()),
+                                [&](int i) { p16.all_gather(a.get(i + 100), full, bc.stream); }});
+    const char* names[] = {"fused, 4 comm CTAs", "fused, 8 comm CTAs", "fused, 16 comm CTAs",
+                           "mk GEMM alone, rows in cudaMalloc memory", "mk GEMM alone, rows in the symmetric buffer",
+                           "mk all-gather alone, 16 CTAs"};
+    for (int v = 0; v < 6; ++v) d.rows.push_back({names[v], fmt(st[v].median_ms)});
+    bc.report->add(d);
+    cudaFree(b);
+    cudaFree(full);
+    cudaFree(out);
+  }
+  t.note =
+      "Calls interleaved (one of each per round), medians, max over ranks. eta = max(cuBLAS alone, fastest AG "
+      "alone) / mkernel. 2-stream overlap: NCCL all-gather on a side stream while cuBLAS computes the local rows, "
+      "then the remote rows. mk AG alone = the plan's all-gather (push kernel + a copy out of the symmetric "
+      "buffer). PyTorch's fused_all_gather_matmul is not in this table (it needs the Python side).";
+  bc.report->add(t);
+  cublasDestroy(h);
+  ncclCommDestroy(nc);
+  cudaStreamDestroy(side);
+  cudaEventDestroy(fork);
+  cudaEventDestroy(join);
+}
+
+}  // namespace mkb
