@@ -17,6 +17,7 @@
 #include "mkernel/error.hpp"
 #include "mkernel/mkernel.hpp"
 #include "mkernel/tp.hpp"
+#include "src/ops/ag_gemm/ag_gemm_plan.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
 
 namespace mk {
@@ -52,14 +53,6 @@ bool overlap(const void* a, size_t an, const void* b, size_t bn) {
   return a && b && x < y + bn && y < x + an;
 }
 
-// Rows per pushed chunk (and per arrival signal): the largest divisor of
-// m_local in [16, 128], else the whole block.
-int64_t chunk_rows(int64_t m_local) {
-  for (int64_t d = std::min<int64_t>(128, m_local); d >= 16; --d)
-    if (m_local % d == 0) return d;
-  return m_local;
-}
-
 }  // namespace
 
 AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const AgGemmOptions& opt)
@@ -74,32 +67,12 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
          "next part)");
   if (t.world > kMaxLocalRanks) fail("AgGemm: at most ", kMaxLocalRanks, " ranks (got ", t.world, ")");
   // Every rank must ask for the same plan (checked once, here).
-  const std::string mine = cat(m_local, "x", n, "x", k);
-  auto all = comm.bootstrap().allgather(mine);
-  for (int r = 0; r < t.world; ++r)
-    if (all[r] != mine)
-      fail("AgGemm: rank ", r, " made a plan for m_local x n x k = ", all[r], ", rank ", t.rank, " for ", mine,
-           "; every rank must use the same shape");
+  tp::check_same_plan(comm.bootstrap().allgather(cat(m_local, "x", n, "x", k)), t.rank, "AgGemm");
   const int sms = gemm::num_sms();
   num_ctas_ = opt.num_ctas ? opt.num_ctas : sms;
   if (num_ctas_ < 2 || num_ctas_ > sms) fail("AgGemm: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
-  rows_per_chunk_ = chunk_rows(m_local);
-  if (opt.num_comm_ctas) {
-    num_comm_ = opt.num_comm_ctas;
-  } else {
-    // Heuristic: enough CTAs to push this rank's rows to all W ranks within
-    // a quarter of the GEMM's time, at ~44 GB/s per pushing SM (bulk copier
-    // on H200 NVLink, bench/results) and ~600 TFLOP/s of GEMM; clamped to
-    // 2..16. M, k and W cancel: 6e14 / (11e9 n), i.e. 4 CTAs at n = 14336,
-    // 7 at n = 8192. NOTES: next to a running GEMM a pushing SM gets far
-    // less than 44 GB/s; before own rows were read in place, 8 CTAs beat 4
-    // at M = 4096 (bench/results/mkbench-20261130T075651Z-1x2_NVLink.md);
-    // not re-measured since (the bench's "16 comm CTAs" column is for that).
-    const double push_bytes = double(t.world) * m_local * k * 2;
-    const double gemm_s = 2.0 * double(t.world) * m_local * n * k / 6e14;
-    num_comm_ = static_cast<int>(std::ceil(push_bytes / (44e9 * 0.25 * gemm_s)));
-    num_comm_ = std::max(2, std::min(16, num_comm_));
-  }
+  rows_per_chunk_ = tp::chunk_rows(m_local);
+  num_comm_ = opt.num_comm_ctas ? opt.num_comm_ctas : tp::comm_ctas_heuristic(n);
   if (num_comm_ < 1 || num_comm_ >= num_ctas_)
     fail("AgGemm: num_comm_ctas must be in [1, ", num_ctas_ - 1, "] (got ", num_comm_, ")");
   const int64_t chunks = int64_t(t.world) * (m_local / rows_per_chunk_);
@@ -144,7 +117,7 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
     gp.load.peer_of_signal_div = static_cast<int32_t>(m_local_ / rows_per_chunk_);
     // Own rows straight from a_local when tiles do not straddle rank blocks:
     // no local copy competing for memory bandwidth, and no wait for them.
-    if (m_local_ % gemm::kBlockM == 0) gemm::set_second_a(gp, a_local, int64_t(t.rank) * m_local_, m_local_);
+    if (tp::own_rows_in_place(m_local_, gemm::kBlockM)) gemm::set_second_a(gp, a_local, int64_t(t.rank) * m_local_, m_local_);
   } else {
     gp.num_compute = 0;
     gp.timeout_ns = comm_.device_ctx().timeout_ns;
@@ -161,7 +134,7 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
   push.local_size = t.local_size;
   push.sig_entry = sig_entry_;
   push.sig_arrival = sig_arrival_;
-  push.skip_self = compute && m_local_ % gemm::kBlockM == 0 ? 1 : 0;
+  push.skip_self = compute && tp::own_rows_in_place(m_local_, gemm::kBlockM) ? 1 : 0;
   if (compute) gemm::validate_hooks(gp);
   gemm::allow_engine_smem(reinterpret_cast<const void*>(ag_gemm_kernel));
   const int grid = compute ? num_ctas_ : num_comm_;
@@ -177,7 +150,7 @@ void AgGemm::run(const void* a_local, const void* b, void* out, cudaStream_t str
   if (!gathered) return;
   const size_t block = size_t(m_local_ * k_ * 2);
   MK_CUDA_CHECK(cudaMemcpyAsync(gathered, gathered_->local, block * comm_.world(), cudaMemcpyDeviceToDevice, stream));
-  if (m_local_ % gemm::kBlockM == 0)  // own rows were not copied into the gathered buffer
+  if (tp::own_rows_in_place(m_local_, gemm::kBlockM))  // own rows were not copied into the gathered buffer
     MK_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(gathered) + block * comm_.rank(), a_local, block,
                                   cudaMemcpyDeviceToDevice, stream));
 }

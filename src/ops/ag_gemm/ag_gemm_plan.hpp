@@ -1,0 +1,48 @@
+// mkernel: the host-side decisions of an AllGather+GEMM plan, as plain
+// functions (CPU-tested: tests/cpu/test_ag_gemm_plan.cpp).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mkernel/error.hpp"
+
+namespace mk::tp {
+
+// Rows per pushed chunk (and per arrival signal): the largest divisor of
+// m_local in [16, 128], else the whole block.
+inline int64_t chunk_rows(int64_t m_local) {
+  for (int64_t d = std::min<int64_t>(128, m_local); d >= 16; --d)
+    if (m_local % d == 0) return d;
+  return m_local;
+}
+
+// IntraComm CTAs: enough to push this rank's rows to all W ranks within a
+// quarter of the GEMM's time, at ~44 GB/s per pushing SM (bulk copier on
+// H200 NVLink, bench/results) and ~600 TFLOP/s of GEMM; clamped to 2..16. M,
+// k and W cancel: 6e14 / (11e9 n), i.e. 4 CTAs at n = 14336, 7 at n = 8192.
+// NOTES: next to a running GEMM a pushing SM gets far less than 44 GB/s;
+// before own rows were read in place, 8 CTAs beat 4 at M = 4096
+// (bench/results/mkbench-20261130T075651Z-1x2_NVLink.md); not re-measured
+// since (mkbench ag_gemm's "16 comm CTAs" column is for that).
+inline int comm_ctas_heuristic(int64_t n) {
+  const int c = static_cast<int>(std::ceil(6e14 / (11e9 * static_cast<double>(n))));
+  return std::max(2, std::min(16, c));
+}
+
+// The GEMM reads this rank's own rows straight from its input (no local
+// copy, no wait) when no tile straddles two ranks' rows.
+inline bool own_rows_in_place(int64_t m_local, int64_t block_m) { return m_local % block_m == 0; }
+
+// Every rank must make the same plan: `all` holds each rank's shape string.
+inline void check_same_plan(const std::vector<std::string>& all, int me, const char* op) {
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r] != all[static_cast<size_t>(me)])
+      fail(op, ": rank ", r, " made a plan for m_local x n x k = ", all[r], ", rank ", me, " for ",
+           all[static_cast<size_t>(me)], "; every rank must use the same shape");
+}
+
+}  // namespace mk::tp

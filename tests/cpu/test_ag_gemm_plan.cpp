@@ -1,0 +1,72 @@
+// AllGather+GEMM plan decisions (src/ops/ag_gemm/ag_gemm_plan.hpp) and the
+// tile order it uses, on the CPU.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "device/sched/tile_scheduler.hpp"
+#include "src/ops/ag_gemm/ag_gemm_plan.hpp"
+
+using namespace mk;
+
+TEST(AgGemmPlan, ChunkRowsDivideTheRankBlockAndStayNearATile) {
+  for (int64_t m = 1; m <= 5000; ++m) {
+    const int64_t c = tp::chunk_rows(m);
+    ASSERT_EQ(m % c, 0) << m;
+    ASSERT_TRUE(c == m || (c >= 16 && c <= 128)) << m << " -> " << c;
+    // No divisor in [16, 128] larger than the one chosen.
+    for (int64_t d = c + 1; d <= 128 && d <= m; ++d) ASSERT_NE(m % d, 0) << m;
+  }
+  EXPECT_EQ(tp::chunk_rows(8192), 128);
+  EXPECT_EQ(tp::chunk_rows(1000), 125);
+  EXPECT_EQ(tp::chunk_rows(1), 1);
+  EXPECT_EQ(tp::chunk_rows(1009), 1009);  // prime: one chunk
+}
+
+TEST(AgGemmPlan, CommCtaHeuristicFollowsTheWidthAndIsClamped) {
+  EXPECT_EQ(tp::comm_ctas_heuristic(14336), 4);
+  EXPECT_EQ(tp::comm_ctas_heuristic(8192), 7);
+  EXPECT_EQ(tp::comm_ctas_heuristic(64), 16);
+  EXPECT_EQ(tp::comm_ctas_heuristic(1 << 20), 2);
+}
+
+TEST(AgGemmPlan, MismatchedPlansNameTheRanks) {
+  tp::check_same_plan({"64x128x128", "64x128x128"}, 1, "AgGemm");
+  try {
+    tp::check_same_plan({"64x128x128", "64x192x128"}, 0, "AgGemm");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("rank 1 made a plan for m_local x n x k = 64x192x128, rank 0 for 64x128x128"), std::string::npos)
+        << m;
+  }
+  EXPECT_TRUE(tp::own_rows_in_place(1024, 128));
+  EXPECT_FALSE(tp::own_rows_in_place(1000, 128));
+}
+
+// The AG+GEMM order: swizzled groups over row-blocks rotated to this rank's
+// own rows: the first (own row-blocks x n) work items are all own rows when
+// the own row-blocks are a multiple of the swizzle, and every tile comes once.
+TEST(AgGemmPlan, RankRotatedSwizzledStartsOnOwnRows) {
+  using namespace mk::sched;
+  for (int rank = 0; rank < 4; ++rank) {
+    TileSchedParams p;
+    p.order = TileOrder::RankRotated;
+    p.m_blocks = 64;  // 4 ranks x 16 row-blocks
+    p.n_blocks = 56;
+    p.swizzle = 8;
+    p.rotate_mblk = rank * 16;
+    std::set<std::pair<int, int>> seen;
+    for (int64_t w = 0; w < total_tiles(p); ++w) {
+      Tile t = tile_of(p, w);
+      ASSERT_TRUE(seen.insert({t.m_blk, t.n_blk}).second);
+      if (w < 16 * 56) {
+        ASSERT_GE(t.m_blk, rank * 16) << "rank " << rank << " item " << w;
+        ASSERT_LT(t.m_blk, rank * 16 + 16) << "rank " << rank << " item " << w;
+      }
+    }
+    ASSERT_EQ(seen.size(), size_t(64 * 56));
+  }
+}
