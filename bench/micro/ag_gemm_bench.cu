@@ -23,7 +23,7 @@ void bench_ag_gemm(BenchContext& bc) {
   auto& c = *bc.comm;
   const int W = c.world();
   const auto& topo = c.topology();
-  Table t{"AllGather + GEMM, bf16, hidden 8192, FFN 28672 / W per rank [" + bc.report->config() + "]",
+  Table t{"AllGather + GEMM, bf16, hidden 8192, FFN 28672 / W per rank",
           {"M", "cuBLAS alone ms", "AG alone ms (NCCL / mk)", "serial ms", "2-stream overlap ms", "mkernel ms",
            "mkernel vs best baseline", "eta", "mkernel, 16 comm CTAs ms", "NVLink MB sent per GPU",
            "roles comm/compute"},
@@ -102,7 +102,7 @@ void bench_ag_gemm(BenchContext& bc) {
   if (bc.quick) {
     // Diagnosis (--quick): the fused kernel with more pushing CTAs, and the
     // GEMM engine alone on cudaMalloc'd vs the plan's symmetric (VMM) rows.
-    Table d{"AG+GEMM diagnosis, M = 4096 [" + bc.report->config() + "]", {"variant", "ms"}, {}, ""};
+    Table d{"AG+GEMM diagnosis, M = 4096", {"variant", "ms"}, {}, ""};
     const int64_t m = 4096, ml = m / W;
     Rotating a(size_t(ml) * k * 2);
     void *b = nullptr, *full = nullptr, *out = nullptr;
