@@ -37,13 +37,17 @@ using BulkStages = BulkStagesT<>;
 // contiguous range per CTA (fewer, longer write streams into the peer).
 enum class BulkLayout { RoundRobin, Contiguous };
 
-// Bounded wait on a local mbarrier phase.
-__device__ __forceinline__ void mbar_wait(const DeviceCtx& ctx, uint64_t* bar, uint32_t parity, int32_t role) {
+// Bounded wait on a local mbarrier phase (reported as a wait on this CTA's
+// own pipeline stage; `expected` holds the stage).
+template <Report R = Report::Print>
+__device__ __forceinline__ void mbar_wait(const DeviceCtx& ctx, uint64_t* bar, uint32_t parity, int32_t role,
+                                          int stage) {
   if (mbar_try_wait(bar, parity)) return;
   const uint64_t t0 = globaltimer();
   while (!mbar_try_wait(bar, parity)) {
     const uint64_t waited = globaltimer() - t0;
-    if (waited > ctx.timeout_ns) fail_wait(ctx, WaitSite{role, ctx.rank, -1}, parity, !parity, waited, kWaitTimeout, -1);
+    if (waited > ctx.timeout_ns)
+      give_up<R>(ctx, WaitSite{role, -1, kDiagPipelineStage}, uint64_t(stage), parity, waited, kWaitTimeout, -1);
   }
 }
 
@@ -73,7 +77,7 @@ __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wa
 // issued by thread 0 of the calling CTA; `smem` is S::kSmemBytes of dynamic
 // shared memory. Other threads return at once (call __syncthreads() after if
 // they must observe completion).
-template <typename S = BulkStages>
+template <typename S = BulkStages, Report R = Report::Print>
 __device__ __forceinline__ void copy_bulk(const DeviceCtx& ctx, void* dst, const void* src, size_t bytes, int cta,
                                           int ncta, char* smem, int32_t role,
                                           BulkLayout layout = BulkLayout::Contiguous) {
@@ -106,7 +110,7 @@ __device__ __forceinline__ void copy_bulk(const DeviceCtx& ctx, void* dst, const
   for (size_t k = 0; k < mine && k < size_t(S::kStages); ++k) issue_load(k);
   for (size_t k = 0; k < mine; ++k) {
     const int s = static_cast<int>(k % S::kStages);
-    mbar_wait(ctx, &bars[s], static_cast<uint32_t>((k / S::kStages) & 1), role);
+    mbar_wait<R>(ctx, &bars[s], static_cast<uint32_t>((k / S::kStages) & 1), role, s);
     bulk_store(static_cast<char*>(dst) + chunk_off(k), smem + size_t(s) * S::kChunk, chunk_len(k));
     bulk_commit();
     // Refill the stage whose store (chunk k-1) has finished reading smem;

@@ -94,9 +94,24 @@ inline __device__ __noinline__ void fail_wait(const DeviceCtx& ctx, WaitSite sit
   __trap();
 }
 
+// How a failed wait reports. Print: printf, then trap. Quiet: the diagnostic
+// record only (the host prints it), no function call: for code that shares a
+// kernel with the GEMM engine, because ptxas serialises every wgmma of a
+// kernel that contains a call.
+enum class Report { Print, Quiet };
+
+template <Report R>
+__device__ __forceinline__ void give_up(const DeviceCtx& ctx, WaitSite site, uint64_t expected, uint64_t seen,
+                                        uint64_t waited_ns, int32_t reason, int32_t aborter) {
+  if constexpr (R == Report::Quiet)
+    fail_wait_quiet(ctx, site, expected, seen, waited_ns, reason, aborter);
+  else
+    fail_wait(ctx, site, expected, seen, waited_ns, reason, aborter);
+}
+
 // Spins until *sig >= expected, with acquire semantics at scope S. One thread
 // waits; the caller broadcasts to its block/warp with a barrier.
-template <Scope S = Scope::Sys>
+template <Scope S = Scope::Sys, Report R = Report::Print>
 __device__ __forceinline__ uint64_t wait_ge(const DeviceCtx& ctx, const uint64_t* sig,
                                             uint64_t expected, WaitSite site) {
   uint64_t v = ld_acquire<S>(sig);
@@ -110,8 +125,8 @@ __device__ __forceinline__ uint64_t wait_ge(const DeviceCtx& ctx, const uint64_t
       const uint64_t waited = globaltimer() - t0;
       uint32_t ab = ld_volatile(ctx.abort_dev);
       if (!ab) ab = ld_volatile(ctx.abort_host);
-      if (ab) fail_wait(ctx, site, expected, v, waited, kWaitAborted, static_cast<int32_t>(ab) - 1);
-      if (waited > ctx.timeout_ns) fail_wait(ctx, site, expected, v, waited, kWaitTimeout, -1);
+      if (ab) give_up<R>(ctx, site, expected, v, waited, kWaitAborted, static_cast<int32_t>(ab) - 1);
+      if (waited > ctx.timeout_ns) give_up<R>(ctx, site, expected, v, waited, kWaitTimeout, -1);
     }
   }
 }

@@ -4,9 +4,9 @@
 // itself. Host and device share this code (tested on the CPU).
 //
 // Work distribution: the compute role has `ncta` CTAs (any number, decided
-// at run time); CTA c takes work indices c, c + ncta, c + 2 ncta, ... (static
-// modes), or claims the next index with an atomic (ArrivalQueue, where tiles
-// become ready in the order their A row-blocks arrive).
+// at run time); CTA c takes work indices c, c + ncta, c + 2 ncta, ... in
+// every order (StaticSchedule). In ArrivalQueue the index's row-block is the
+// one that arrived in that slot, so tiles still start in arrival order.
 //
 // Orders (TileOrder):
 //   RowMajor      m-block major, n-block minor.

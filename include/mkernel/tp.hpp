@@ -48,7 +48,9 @@ class AgGemm {
   int num_comm_ctas() const { return num_comm_; }
   int num_compute_ctas() const { return num_ctas_ - num_comm_; }
   int64_t rows_per_chunk() const { return rows_per_chunk_; }
-  // The plan's symmetric gathered buffer (valid until the next call).
+  // The plan's symmetric gathered buffer (valid until the next call). After
+  // run() it lacks this rank's own rows when m_local is a multiple of 128
+  // (the GEMM reads them in place); pass `gathered` to run() for all rows.
   const void* gathered_buffer() const;
 
  private:

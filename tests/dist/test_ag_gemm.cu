@@ -7,6 +7,8 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstring>
 #include <string>
 #include <vector>
@@ -151,6 +153,9 @@ TEST_F(AgGemmTest, StandaloneAllGather) {
     random_bf16(a.p, m_local * k, seed_a(me, call));
     poison(gathered.p, m * k);
     CK(cudaDeviceSynchronize());
+    // One call with the ranks 50 ms apart: the early rank's launch must not
+    // end (and copy out) before the late rank's rows arrived.
+    if (call == 3001 && me == 1) usleep(50000);
     plan.all_gather(a.p, gathered.p, nullptr);
     CK(cudaDeviceSynchronize());
     gathered_reference(full.p, m_local, k, call);

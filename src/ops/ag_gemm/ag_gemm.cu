@@ -25,7 +25,7 @@ namespace mk {
 namespace {
 
 __global__ void __launch_bounds__(gemm::kThreads, 1)
-    ag_gemm_kernel(const __grid_constant__ gemm::GemmParams gp, const roles::AllGatherPush push,
+    ag_gemm_kernel(const __grid_constant__ gemm::GemmParams gp, const __grid_constant__ roles::AllGatherPush push,
                    const dev::DeviceEpoch ep) {
   extern __shared__ uint8_t smem[];
   const int cta = blockIdx.x;
@@ -66,8 +66,6 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
          " nodes; this build gathers over NVLink inside one node only (the network path is issue tp-ag-rs' "
          "next part)");
   if (t.world > kMaxLocalRanks) fail("AgGemm: at most ", kMaxLocalRanks, " ranks (got ", t.world, ")");
-  // Every rank must ask for the same plan (checked once, here).
-  tp::check_same_plan(comm.bootstrap().allgather(cat(m_local, "x", n, "x", k)), t.rank, "AgGemm");
   const int sms = gemm::num_sms();
   num_ctas_ = opt.num_ctas ? opt.num_ctas : sms;
   if (num_ctas_ < 2 || num_ctas_ > sms) fail("AgGemm: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
@@ -78,6 +76,11 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
   const int64_t chunks = int64_t(t.world) * (m_local / rows_per_chunk_);
   sig_entry_ = comm.reserve_signals(t.world);
   sig_arrival_ = comm.reserve_signals(static_cast<int>(chunks));
+  // Every rank must make the same plan, with the same signal slots (ranks
+  // write into each other's pools by index). Checked once, here.
+  tp::check_same_plan(comm.bootstrap().allgather(cat(m_local, "x", n, "x", k, " (signals ", sig_entry_, ", ",
+                                                     sig_arrival_, ")")),
+                      t.rank, "AgGemm");
   gathered_ = &comm.alloc_symmetric(static_cast<size_t>(t.world * m_local * k * 2));
   // Epoch counter + finished-CTA count (device/epoch.cuh), zero.
   MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 2 * sizeof(uint64_t)));
@@ -135,6 +138,7 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
   push.sig_entry = sig_entry_;
   push.sig_arrival = sig_arrival_;
   push.skip_self = compute && tp::own_rows_in_place(m_local_, gemm::kBlockM) ? 1 : 0;
+  push.wait_incoming = compute ? 0 : 1;  // with compute, the GEMM's loads wait for every row
   if (compute) gemm::validate_hooks(gp);
   gemm::allow_engine_smem(reinterpret_cast<const void*>(ag_gemm_kernel));
   const int grid = compute ? num_ctas_ : num_comm_;

@@ -37,7 +37,8 @@ inline int comm_ctas_heuristic(int64_t n) {
 // copy, no wait) when no tile straddles two ranks' rows.
 inline bool own_rows_in_place(int64_t m_local, int64_t block_m) { return m_local % block_m == 0; }
 
-// Every rank must make the same plan: `all` holds each rank's shape string.
+// Every rank must make the same plan: `all` holds each rank's shape string
+// (with its signal slots, which ranks use in each other's pools).
 inline void check_same_plan(const std::vector<std::string>& all, int me, const char* op) {
   for (size_t r = 0; r < all.size(); ++r)
     if (all[r] != all[static_cast<size_t>(me)])

@@ -55,6 +55,9 @@ void validate_hooks(const GemmParams& p) {
     if (e.signal != EpiSignal::None && !e.net && !e.signals[d])
       fail("gemm epilogue: signals requested but signals[", d, "] is null");
   }
+  if (e.layout == OutLayout::RowMajor && e.signal != EpiSignal::None && e.rows_per_dest % kBlockM)
+    fail("gemm epilogue: with signals, rows_per_dest (", e.rows_per_dest, ") must be a multiple of ", kBlockM,
+         " (a tile's signal goes to one destination)");
   if (e.layout == OutLayout::RowMajor && (e.ldo < p.n || e.ldo % 2))
     fail("gemm epilogue: ldo must be even and >= n (got ", e.ldo, ")");
   if (e.net) {
