@@ -302,6 +302,18 @@ __device__ __forceinline__ void publish_tile(const GemmParams& p, const sched::T
 }
 
 __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int cta, int wg) {
+  // Start signals (LoadHook::start_signals) gate the epilogue's first store;
+  // waited here, by the consumers (the producer's 56 registers would spill,
+  // and loading early is harmless).
+  if (p.load.num_start > 0) {
+    if (threadIdx.x == 128) {
+      const uint64_t expected = p.load.epoch_counter
+                                    ? *reinterpret_cast<volatile const uint64_t*>(p.load.epoch_counter) + 1
+                                    : p.load.expected;
+      for (int i = 0; i < p.load.num_start; ++i) wait_signal(p, p.load.start_signals + i, expected, i);
+    }
+    dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);
+  }
   PipeState st;
   float acc[128];
   sched::StaticSchedule it(p.sched, cta, p.num_compute);

@@ -60,6 +60,13 @@ struct LoadHook {
   const uint64_t* arrival_count = nullptr;
   uint64_t arrival_base = 0;
   int32_t peer_of_signal_div = 0;  // diagnostics: peer = signal index / this (0: unknown)
+  // Before the epilogue's first store, the consumers wait until
+  // start_signals[i] >= the launch's epoch (epoch_counter + 1, else
+  // `expected`) for i < num_start: e.g. every destination rank entered this
+  // call, so the epilogue may overwrite buffers they read in the previous
+  // one. Diagnostics name i as the peer.
+  const uint64_t* start_signals = nullptr;
+  int32_t num_start = 0;
 };
 
 enum class EpiOp : int32_t {

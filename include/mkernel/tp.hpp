@@ -65,4 +65,43 @@ class AgGemm {
   uint64_t* epoch_counter_ = nullptr;  // device: calls completed (+ a CTA counter); see device/epoch.cuh
 };
 
+// GEMM + ReduceScatter inside a node: rank r holds a [m x k_local] and b
+// [n x k_local] (a row-parallel layer's shards); out_r = rows
+// [r m/W, (r+1) m/W) of sum over ranks of a b^T. One persistent kernel:
+// Compute CTAs run the GEMM, peers' rows first, each tile stored into its
+// owner's staging slot over NVLink with a row-block signal; Reduce CTAs sum
+// each owned row-block once every rank's tiles arrived (fp32, bf16 out).
+struct GemmRsOptions {
+  int num_reduce_ctas = 0;  // 0: the heuristic (8)
+  int num_ctas = 0;         // whole grid; 0: every SM
+};
+
+class GemmRs {
+ public:
+  // m / world must be a multiple of 128 (the GEMM's tile height); n and
+  // k_local multiples of 64. Ranks of one node only for now.
+  GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const GemmRsOptions& opt = {});
+  ~GemmRs();
+  GemmRs(const GemmRs&) = delete;
+  GemmRs& operator=(const GemmRs&) = delete;
+
+  // out [m / world x n] = this rank's rows of sum_ranks a b^T.
+  void run(const void* a, const void* b, void* out, cudaStream_t stream);
+  // The reduce-scatter alone: out = this rank's rows of sum_ranks x ([m x n] bf16).
+  void reduce_scatter(const void* x, void* out, cudaStream_t stream);
+
+  int num_reduce_ctas() const { return num_reduce_; }
+  int num_compute_ctas() const { return num_ctas_ - num_reduce_; }
+
+ private:
+  void launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream);
+
+  Communicator& comm_;
+  int64_t m_, n_, k_;
+  int num_ctas_ = 0, num_reduce_ = 0;
+  int sig_entry_ = 0, sig_arrival_ = 0;
+  SymmetricBuffer* staging_ = nullptr;
+  uint64_t* epoch_counter_ = nullptr;
+};
+
 }  // namespace mk

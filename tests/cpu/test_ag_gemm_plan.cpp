@@ -1,4 +1,4 @@
-// AllGather+GEMM plan decisions (src/ops/ag_gemm/ag_gemm_plan.hpp) and the
+// Tensor-parallel plan decisions (src/ops/ag_gemm/tp_plan.hpp) and the
 // tile order it uses, on the CPU.
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "device/sched/tile_scheduler.hpp"
-#include "src/ops/ag_gemm/ag_gemm_plan.hpp"
+#include "src/ops/ag_gemm/tp_plan.hpp"
 
 using namespace mk;
 
@@ -42,6 +42,9 @@ TEST(AgGemmPlan, MismatchedPlansNameTheRanks) {
     EXPECT_NE(m.find("rank 1 made a plan for m_local x n x k = 64x192x128, rank 0 for 64x128x128"), std::string::npos)
         << m;
   }
+  EXPECT_TRUE(tp::overlap(reinterpret_cast<void*>(4096), 16, reinterpret_cast<void*>(4100), 4));
+  EXPECT_FALSE(tp::overlap(reinterpret_cast<void*>(4096), 16, reinterpret_cast<void*>(4112), 4));
+  EXPECT_FALSE(tp::overlap(nullptr, 16, reinterpret_cast<void*>(4112), 4));
   EXPECT_TRUE(tp::own_rows_in_place(1024, 128));
   EXPECT_FALSE(tp::own_rows_in_place(1000, 128));
 }

@@ -16,6 +16,7 @@
 #include "mkernel/mkernel.hpp"
 #include "mkernel/tp.hpp"
 #include "tests/gpu/gemm_test_util.cuh"
+#include "tests/dist/tp_test_util.hpp"
 #include "tests/test_comm.hpp"
 
 using namespace mk;
@@ -26,7 +27,6 @@ namespace {
 
 #define CK(x) comm().check(static_cast<int>(x), #x)
 
-bool one_node_of_two() { return comm().topology().num_nodes == 1 && comm().world() == 2; }
 
 uint64_t seed_a(int rank, int call) { return 5000 + 31 * rank + 977 * call; }
 
@@ -123,22 +123,15 @@ TEST_F(AgGemmTest, CudaGraphReplayWithNewInputs) {
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CK(cudaDeviceSynchronize());
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  plan.run(a.p, b.p, out.p, s);
-  CK(cudaStreamEndCapture(s, &graph));
-  CK(cudaGraphInstantiate(&exec, graph, 0));
+  CapturedGraph graph(s, [&] { plan.run(a.p, b.p, out.p, s); });
   for (int rep = 0; rep < reps; ++rep) {
     CK(cudaMemcpyAsync(a.p, fresh.as<uint16_t>() + rep * m_local * k, m_local * k * 2, cudaMemcpyDeviceToDevice, s));
-    CK(cudaGraphLaunch(exec, s));
+    graph.launch(s);
     CK(cudaMemcpyAsync(all.as<char>() + rep * m * n * 2, out.p, m * n * 2, cudaMemcpyDeviceToDevice, s));
   }
   CK(cudaStreamSynchronize(s));
   for (int rep = 0; rep < reps; ++rep)
     check_call(all.as<char>() + rep * m * n * 2, nullptr, m_local, n, k, b.p, 2001 + rep, "graph replay");
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(s);
   comm().barrier();
 }
@@ -188,14 +181,7 @@ TEST_F(AgGemmTest, RoleSplitsGiveTheSameResult) {
 }
 
 TEST(AgGemmErrors, BadPlansAndInputsAreRejected) {
-  auto msg = [](auto&& f) -> std::string {
-    try {
-      f();
-    } catch (const mk::Error& e) {
-      return e.what();
-    }
-    return "";
-  };
+  auto msg = [](auto&& f) { return error_of(f); };
   if (comm().topology().num_nodes != 1) {
     EXPECT_NE(msg([] { AgGemm p(comm(), 128, 128, 128); }).find("inside one node only"), std::string::npos);
     return;

@@ -17,7 +17,7 @@
 #include "mkernel/error.hpp"
 #include "mkernel/mkernel.hpp"
 #include "mkernel/tp.hpp"
-#include "src/ops/ag_gemm/ag_gemm_plan.hpp"
+#include "src/ops/ag_gemm/tp_plan.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
 
 namespace mk {
@@ -46,12 +46,8 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
   dev::epoch_finish(ep);
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
-bool overlap(const void* a, size_t an, const void* b, size_t bn) {
-  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return a && b && x < y + bn && y < x + an;
-}
+using tp::aligned16;
+using tp::overlap;
 
 }  // namespace
 

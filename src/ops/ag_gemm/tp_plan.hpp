@@ -1,5 +1,6 @@
-// mkernel: the host-side decisions of an AllGather+GEMM plan, as plain
-// functions (CPU-tested: tests/cpu/test_ag_gemm_plan.cpp).
+// mkernel: host-side decisions and checks shared by the tensor-parallel
+// plans (AgGemm, GemmRs), as plain functions (CPU-tested:
+// tests/cpu/test_ag_gemm_plan.cpp).
 #pragma once
 
 #include <algorithm>
@@ -11,6 +12,14 @@
 #include "mkernel/error.hpp"
 
 namespace mk::tp {
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// Whether [a, a + an) and [b, b + bn) share a byte (null never does).
+inline bool overlap(const void* a, size_t an, const void* b, size_t bn) {
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return a && b && x < y + bn && y < x + an;
+}
 
 // Rows per pushed chunk (and per arrival signal): the largest divisor of
 // m_local in [16, 128], else the whole block.

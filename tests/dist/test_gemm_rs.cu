@@ -1,0 +1,234 @@
+// GEMM + ReduceScatter inside a node (1x2): this rank's rows of the sum over
+// ranks of a_r b_r^T against an fp32 reference, every element; 100
+// back-to-back calls with changing inputs and one sync; CUDA-graph replay;
+// the standalone reduce-scatter; role splits; bad plans rejected.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "mkernel/mkernel.hpp"
+#include "mkernel/tp.hpp"
+#include "tests/gpu/gemm_test_util.cuh"
+#include "tests/dist/tp_test_util.hpp"
+#include "tests/test_comm.hpp"
+
+using namespace mk;
+using mk::test::comm;
+using namespace mkt;
+
+namespace {
+
+#define CK(x) comm().check(static_cast<int>(x), #x)
+
+uint64_t seed_a(int rank, int call) { return 7000 + 37 * rank + 1009 * call; }
+uint64_t seed_b(int rank) { return 900 + rank; }
+
+__global__ void add_bf16_rows(const uint16_t* x, float* acc, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    acc[i] += __uint_as_float(uint32_t(x[i]) << 16);
+}
+
+class GemmRsTest : public GemmCheck {
+ protected:
+  // This rank's rows of sum_s a_s b_s^T, each rank's a and b regenerated.
+  void check_call(const void* out, int64_t m, int64_t n, int64_t k, int call, const char* what) {
+    const int w = comm().world(), me = comm().rank();
+    const int64_t rows = m / w;
+    Buf a(m * k * 2), b(n * k * 2), ref(rows * n * 4);
+    for (int s = 0; s < w; ++s) {
+      random_bf16(a.p, m * k, seed_a(s, call));
+      random_bf16(b.p, n * k, seed_b(s));
+      simt_reference(a.as<uint16_t>() + me * rows * k, b.p, ref.as<float>(), rows, n, k, s ? 1.f : 0.f);
+    }
+    CK(cudaDeviceSynchronize());
+    Check c = check(out, n, ref.as<float>(), rows, n);
+    EXPECT_EQ(c.nonfinite, 0u) << what << " call " << call << ": rows never reduced";
+    EXPECT_LT(c.rel, 1e-2) << what << " call " << call;
+  }
+};
+
+TEST_F(GemmRsTest, MatchesReferenceAcrossShapes) {
+  if (!one_node_of_two()) GTEST_SKIP() << "needs 2 GPUs of one node (1x2)";
+  struct S {
+    int64_t m, n, k;
+  };
+  const int me = comm().rank();
+  int call = 0;
+  for (S s : {S{256, 64, 64}, S{512, 320, 256}, S{2048, 512, 1024}}) {
+    SCOPED_TRACE("m " + std::to_string(s.m) + " n " + std::to_string(s.n) + " k " + std::to_string(s.k));
+    GemmRs plan(comm(), s.m, s.n, s.k);
+    Buf a(s.m * s.k * 2), b(s.n * s.k * 2), out(s.m / 2 * s.n * 2);
+    ++call;
+    random_bf16(a.p, s.m * s.k, seed_a(me, call));
+    random_bf16(b.p, s.n * s.k, seed_b(me));
+    poison(out.p, s.m / 2 * s.n);
+    CK(cudaDeviceSynchronize());
+    plan.run(a.p, b.p, out.p, nullptr);
+    CK(cudaDeviceSynchronize());
+    check_call(out.p, s.m, s.n, s.k, call, "run");
+    comm().barrier();
+  }
+}
+
+TEST_F(GemmRsTest, HundredBackToBackCallsWithChangingInputs) {
+  if (!one_node_of_two()) GTEST_SKIP() << "needs 2 GPUs of one node (1x2)";
+  const int me = comm().rank();
+  const int64_t m = 512, n = 256, k = 256, rows = m / 2;
+  const int calls = 100;
+  GemmRs plan(comm(), m, n, k);
+  Buf a(m * k * 2), b(n * k * 2), out(rows * n * 2), all(calls * rows * n * 2);
+  random_bf16(b.p, n * k, seed_b(me));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(cudaDeviceSynchronize());
+  for (int i = 0; i < calls; ++i) {
+    fill_random<<<64, 256, 0, s>>>(a.as<uint16_t>(), m * k, seed_a(me, 1000 + i));
+    plan.run(a.p, b.p, out.p, s);
+    CK(cudaMemcpyAsync(all.as<char>() + i * rows * n * 2, out.p, rows * n * 2, cudaMemcpyDeviceToDevice, s));
+  }
+  CK(cudaStreamSynchronize(s));
+  for (int i = 0; i < calls; ++i) check_call(all.as<char>() + i * rows * n * 2, m, n, k, 1000 + i, "back-to-back");
+  cudaStreamDestroy(s);
+  comm().barrier();
+}
+
+TEST_F(GemmRsTest, CudaGraphReplayWithNewInputs) {
+  if (!one_node_of_two()) GTEST_SKIP() << "needs 2 GPUs of one node (1x2)";
+  const int me = comm().rank();
+  const int64_t m = 512, n = 320, k = 512, rows = m / 2;
+  const int reps = 4;
+  GemmRs plan(comm(), m, n, k);
+  Buf a(m * k * 2), b(n * k * 2), out(rows * n * 2), fresh(reps * m * k * 2), all(reps * rows * n * 2);
+  random_bf16(b.p, n * k, seed_b(me));
+  for (int rep = 0; rep < reps; ++rep) random_bf16(fresh.as<uint16_t>() + rep * m * k, m * k, seed_a(me, 2001 + rep));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(cudaDeviceSynchronize());
+  CapturedGraph graph(s, [&] { plan.run(a.p, b.p, out.p, s); });
+  for (int rep = 0; rep < reps; ++rep) {
+    CK(cudaMemcpyAsync(a.p, fresh.as<uint16_t>() + rep * m * k, m * k * 2, cudaMemcpyDeviceToDevice, s));
+    graph.launch(s);
+    CK(cudaMemcpyAsync(all.as<char>() + rep * rows * n * 2, out.p, rows * n * 2, cudaMemcpyDeviceToDevice, s));
+  }
+  CK(cudaStreamSynchronize(s));
+  for (int rep = 0; rep < reps; ++rep) check_call(all.as<char>() + rep * rows * n * 2, m, n, k, 2001 + rep, "replay");
+  cudaStreamDestroy(s);
+  comm().barrier();
+}
+
+TEST_F(GemmRsTest, StandaloneReduceScatter) {
+  if (!one_node_of_two()) GTEST_SKIP() << "needs 2 GPUs of one node (1x2)";
+  const int w = comm().world(), me = comm().rank();
+  const int64_t m = 1024, n = 768, rows = m / w;
+  GemmRs plan(comm(), m, n, 64);
+  Buf x(m * n * 2), out(rows * n * 2), tmp(m * n * 2);
+  for (int call = 3000; call < 3003; ++call) {
+    random_bf16(x.p, m * n, seed_a(me, call));
+    poison(out.p, rows * n);
+    CK(cudaDeviceSynchronize());
+    if (call == 3001 && me == 1) usleep(50000);  // ranks 50 ms apart once
+    plan.reduce_scatter(x.p, out.p, nullptr);
+    CK(cudaDeviceSynchronize());
+    std::vector<float> want(rows * n, 0.f);
+    std::vector<uint16_t> h(m * n), got(rows * n);
+    for (int s = 0; s < w; ++s) {
+      random_bf16(tmp.p, m * n, seed_a(s, call));
+      CK(cudaMemcpy(h.data(), tmp.p, m * n * 2, cudaMemcpyDeviceToHost));
+      for (int64_t i = 0; i < rows * n; ++i) {
+        uint32_t u = uint32_t(h[me * rows * n + i]) << 16;
+        float f;
+        std::memcpy(&f, &u, 4);
+        want[i] += f;
+      }
+    }
+    CK(cudaMemcpy(got.data(), out.p, rows * n * 2, cudaMemcpyDeviceToHost));
+    size_t bad = 0;
+    for (int64_t i = 0; i < rows * n; ++i) {
+      uint32_t u = uint32_t(got[i]) << 16;
+      float f;
+      std::memcpy(&f, &u, 4);
+      if (!(std::fabs(f - want[i]) <= 1e-2f * std::fabs(want[i]) + 1e-3f)) ++bad;
+    }
+    EXPECT_EQ(bad, 0u) << "call " << call;
+  }
+  comm().barrier();
+}
+
+// One plan, both entry points in turn: the arrival counts must stay in step.
+TEST_F(GemmRsTest, RunAndReduceScatterOnOnePlan) {
+  if (!one_node_of_two()) GTEST_SKIP() << "needs 2 GPUs of one node (1x2)";
+  const int me = comm().rank();
+  const int64_t m = 512, n = 576, k = 128, rows = m / 2;
+  GemmRs plan(comm(), m, n, k);
+  Buf a(m * k * 2), b(n * k * 2), x(m * n * 2), out(rows * n * 2), ref(rows * n * 4), xs(m * n * 2);
+  random_bf16(b.p, n * k, seed_b(me));
+  for (int call = 5000; call < 5004; ++call) {
+    poison(out.p, rows * n);
+    if (call % 2 == 0) {
+      random_bf16(a.p, m * k, seed_a(me, call));
+      CK(cudaDeviceSynchronize());
+      plan.run(a.p, b.p, out.p, nullptr);
+      CK(cudaDeviceSynchronize());
+      check_call(out.p, m, n, k, call, "run");
+    } else {
+      random_bf16(x.p, m * n, seed_a(me, call));
+      CK(cudaDeviceSynchronize());
+      plan.reduce_scatter(x.p, out.p, nullptr);
+      CK(cudaDeviceSynchronize());
+      // Reference: sum of both ranks' rows of x (fp32).
+      cudaMemset(ref.p, 0, rows * n * 4);
+      for (int s = 0; s < comm().world(); ++s) {
+        random_bf16(xs.p, m * n, seed_a(s, call));
+        add_bf16_rows<<<264, 256>>>(xs.as<uint16_t>() + me * rows * n, ref.as<float>(), rows * n);
+      }
+      CK(cudaDeviceSynchronize());
+      Check c = check(out.p, n, ref.as<float>(), rows, n);
+      EXPECT_EQ(c.nonfinite, 0u) << "reduce_scatter call " << call;
+      EXPECT_LT(c.rel, 1e-2) << "reduce_scatter call " << call;
+    }
+    comm().barrier();
+  }
+}
+
+TEST_F(GemmRsTest, RoleSplitsGiveTheSameResult) {
+  if (!one_node_of_two()) GTEST_SKIP() << "needs 2 GPUs of one node (1x2)";
+  const int me = comm().rank();
+  const int64_t m = 1024, n = 512, k = 512, rows = m / 2;
+  Buf a(m * k * 2), b(n * k * 2), out(rows * n * 2);
+  random_bf16(b.p, n * k, seed_b(me));
+  int call = 4000;
+  for (GemmRsOptions o : {GemmRsOptions{1, 0}, GemmRsOptions{16, 0}, GemmRsOptions{3, 40}}) {
+    SCOPED_TRACE("reduce CTAs " + std::to_string(o.num_reduce_ctas) + " grid " + std::to_string(o.num_ctas));
+    GemmRs plan(comm(), m, n, k, o);
+    random_bf16(a.p, m * k, seed_a(me, ++call));
+    poison(out.p, rows * n);
+    CK(cudaDeviceSynchronize());
+    plan.run(a.p, b.p, out.p, nullptr);
+    CK(cudaDeviceSynchronize());
+    check_call(out.p, m, n, k, call, "role split");
+    comm().barrier();
+  }
+}
+
+TEST(GemmRsErrors, BadPlansAreRejected) {
+  auto msg = [](auto&& f) { return error_of(f); };
+  if (comm().topology().num_nodes != 1) {
+    EXPECT_NE(msg([] { GemmRs p(comm(), 256 * comm().world(), 128, 128); }).find("inside one node only"),
+              std::string::npos);
+    return;
+  }
+  EXPECT_NE(msg([] { GemmRs p(comm(), 100, 128, 128); }).find("row blocks of a multiple of 128"), std::string::npos);
+  EXPECT_NE(msg([] { GemmRs p(comm(), 512, 100, 128); }).find("n must be a positive multiple of 64"),
+            std::string::npos);
+  const int64_t n = comm().rank() == 0 ? 128 : 192;
+  std::string m = msg([&] { GemmRs p(comm(), 512, n, 128); });
+  EXPECT_NE(m.find("every rank must use the same shape"), std::string::npos) << m;
+  comm().barrier();
+}
+
+}  // namespace

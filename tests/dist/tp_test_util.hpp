@@ -1,0 +1,53 @@
+// Shared by the tensor-parallel op tests (dist tier): capture one call in a
+// CUDA graph and replay it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <string>
+
+#include "mkernel/error.hpp"
+#include "tests/test_comm.hpp"
+
+namespace mkt {
+
+inline bool one_node_of_two() {
+  return mk::test::comm().topology().num_nodes == 1 && mk::test::comm().world() == 2;
+}
+
+// The mk::Error message `f` throws, or "" when it does not throw.
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const mk::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Captures what `record` enqueues on `stream` into an executable graph.
+class CapturedGraph {
+ public:
+  CapturedGraph(cudaStream_t stream, const std::function<void()>& record) {
+    auto& c = mk::test::comm();
+    c.check(static_cast<int>(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal)), "begin capture");
+    record();
+    c.check(static_cast<int>(cudaStreamEndCapture(stream, &graph_)), "end capture");
+    c.check(static_cast<int>(cudaGraphInstantiate(&exec_, graph_, 0)), "instantiate graph");
+  }
+  ~CapturedGraph() {
+    cudaGraphExecDestroy(exec_);
+    cudaGraphDestroy(graph_);
+  }
+  void launch(cudaStream_t stream) {
+    mk::test::comm().check(static_cast<int>(cudaGraphLaunch(exec_, stream)), "graph launch");
+  }
+
+ private:
+  cudaGraph_t graph_{};
+  cudaGraphExec_t exec_{};
+};
+
+}  // namespace mkt
