@@ -18,6 +18,15 @@ run tools/mkrun -n 2 --timeout 300 env MK_SYMM_MODE=ipc build/bin/mk_dist_tests
 run tools/mkrun -n 2 --timeout 120 env MK_TIMEOUT_MS=500 build/bin/mk_dist_tests --abort-scenario
 # The torch ops from Python (the in-tree package against this build's library).
 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" python3 -m pytest -q -rs -p no:cacheprovider tests/python/gpu
+# The tensor-parallel ops from Python and the TP MLP example, under torchrun.
+if command -v torchrun >/dev/null 2>&1; then
+  for script in tests/python/gpu/dist_tp_check.py examples/tp_mlp.py; do
+    run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" timeout 300 \
+        torchrun --nproc_per_node=2 "$script"
+  done
+else
+  echo "=== SKIPPED: torchrun not found (tensor-parallel ops from Python)"
+fi
 # The network over libfabric (tcp;ofi_rxm on loopback, GPU memory staged):
 # needs libfabric.so.1 on the loader path, or its .so files carried in
 # .carry/rdma (see README).

@@ -62,6 +62,24 @@ int mk_print_config(char* buf, size_t len);
 int mk_gemm_bf16(const void* a, const void* b, void* out, int64_t m, int64_t n, int64_t k, int64_t ldo,
                  int num_compute_ctas, void* stream);
 
+/* Tensor-parallel plans (include/mkernel/tp.hpp). create and destroy are
+ * collective over the communicator; 0 for a CTA count picks the default. */
+typedef struct mk_ag_gemm_s* mk_ag_gemm_t;
+int mk_ag_gemm_create(mk_comm_t comm, int64_t m_local, int64_t n, int64_t k, int num_comm_ctas, int num_ctas,
+                      mk_ag_gemm_t* out);
+/* out[world m_local x n] = allgather(a_local) b^T; gathered may be NULL. */
+int mk_ag_gemm_run(mk_ag_gemm_t plan, const void* a_local, const void* b, void* out, void* gathered, void* stream);
+int mk_ag_gemm_all_gather(mk_ag_gemm_t plan, const void* a_local, void* gathered, void* stream);
+int mk_ag_gemm_destroy(mk_ag_gemm_t plan);
+
+typedef struct mk_gemm_rs_s* mk_gemm_rs_t;
+int mk_gemm_rs_create(mk_comm_t comm, int64_t m, int64_t n, int64_t k_local, int num_reduce_ctas, int num_ctas,
+                      mk_gemm_rs_t* out);
+/* out[m / world x n] = this rank's rows of sum_ranks a b^T. */
+int mk_gemm_rs_run(mk_gemm_rs_t plan, const void* a, const void* b, void* out, void* stream);
+int mk_gemm_rs_reduce_scatter(mk_gemm_rs_t plan, const void* x, void* out, void* stream);
+int mk_gemm_rs_destroy(mk_gemm_rs_t plan);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,7 @@
     comm = mkernel.Communicator.from_env()   # or from the launcher environment directly
 
     out = mkernel.gemm(a, b)         # ops take torch tensors (mkernel/ops.py)
+    out = mkernel.ag_gemm(x_shard, w, comm)   # tensor-parallel ops (mkernel/tp.py)
 
 Importing needs no GPU and no torch (ops import torch on first use). Library
 errors raise MkernelError.
@@ -14,17 +15,21 @@ import ctypes
 from ._lib import MkernelError, UniqueId, CommInfo, SymmInfo, check, lib, path as library_path
 
 __all__ = ["MkernelError", "Communicator", "SymmetricBuffer", "get_unique_id", "init", "print_config",
-           "library_path", "gemm", "gemm_ptr"]
+           "library_path", "gemm", "gemm_ptr", "ag_gemm", "gemm_rs", "AgGemm", "GemmRs", "close_plans"]
 
 from ._ops_c import gemm_ptr  # noqa: E402  (pointer-level ops: no torch needed)
 
 
+_TORCH_OPS = {"gemm": "ops", "ag_gemm": "tp", "gemm_rs": "tp", "AgGemm": "tp", "GemmRs": "tp", "close_plans": "tp"}
+
+
 def __getattr__(name):
-    # Tensor ops live in mkernel.ops, which imports torch: loaded on first use.
-    if name == "gemm":
-        from . import ops
-        globals()[name] = ops.gemm
-        return ops.gemm
+    # Tensor ops import torch: loaded on first use.
+    if name in _TORCH_OPS:
+        import importlib
+        value = getattr(importlib.import_module("." + _TORCH_OPS[name], __name__), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'mkernel' has no attribute {name!r}")
 
 

@@ -5,8 +5,18 @@ import ctypes
 from ._lib import MkernelError, check, lib
 
 _c = ctypes.c_void_p
+_i64 = ctypes.c_int64
+_int = ctypes.c_int
 _OPS = {  # C symbol -> (argtypes); absent when the library was built without the op (MK_OPS)
-    "mk_gemm_bf16": [_c, _c, _c, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, _c],
+    "mk_gemm_bf16": [_c, _c, _c, _i64, _i64, _i64, _i64, _int, _c],
+    "mk_ag_gemm_create": [_c, _i64, _i64, _i64, _int, _int, ctypes.POINTER(_c)],
+    "mk_ag_gemm_run": [_c, _c, _c, _c, _c, _c],
+    "mk_ag_gemm_all_gather": [_c, _c, _c, _c],
+    "mk_ag_gemm_destroy": [_c],
+    "mk_gemm_rs_create": [_c, _i64, _i64, _i64, _int, _int, ctypes.POINTER(_c)],
+    "mk_gemm_rs_run": [_c, _c, _c, _c, _c],
+    "mk_gemm_rs_reduce_scatter": [_c, _c, _c, _c],
+    "mk_gemm_rs_destroy": [_c],
 }
 for _name, _args in _OPS.items():
     try:

@@ -9,9 +9,6 @@
 
 static_assert(MK_MAX_LOCAL_RANKS == mk::kMaxLocalRanks);
 
-struct mk_comm_s {
-  std::unique_ptr<mk::Communicator> comm;
-};
 struct mk_symm_s {
   mk::SymmetricBuffer* buf;
 };

@@ -3,7 +3,15 @@
 #pragma once
 
 #include <exception>
+#include <memory>
 #include <string>
+
+#include "mkernel/communicator.hpp"
+
+// The opaque communicator handle of include/mkernel/mkernel.h.
+struct mk_comm_s {
+  std::unique_ptr<mk::Communicator> comm;
+};
 
 namespace mk::capi {
 
@@ -25,6 +33,18 @@ int guarded(F&& f) {
 inline int null_arg(const char* what) {
   last_error() = std::string("mkernel: ") + what + " is NULL";
   return 1;
+}
+
+// Creates an op plan handle (a struct holding std::unique_ptr<Plan> plan)
+// over a communicator: Plan(*comm, args...).
+template <typename Handle, typename Plan, typename... Args>
+int create_plan(mk_comm_s* comm, Handle** out, const Args&... args) {
+  if (!comm || !out) return null_arg("comm or out");
+  return guarded([&] {
+    auto h = std::make_unique<Handle>();
+    h->plan = std::make_unique<Plan>(*comm->comm, args...);
+    *out = h.release();
+  });
 }
 
 }  // namespace mk::capi

@@ -70,3 +70,13 @@ def test_gemm_rejects_null_and_misaligned_pointers():
         mkernel.gemm_ptr(0, 2 << 20, 3 << 20, 64, 64, 64)
     with pytest.raises(mkernel.MkernelError, match="16-byte aligned"):
         mkernel.gemm_ptr((1 << 20) + 2, 2 << 20, 3 << 20, 64, 64, 64)
+
+
+def test_tensor_parallel_plans_reject_a_null_communicator():
+    import ctypes
+    from mkernel._lib import lib
+    import mkernel._ops_c  # noqa: F401  (declares the op signatures)
+    h = ctypes.c_void_p()
+    for create in ("mk_ag_gemm_create", "mk_gemm_rs_create"):
+        assert getattr(lib, create)(None, 256, 256, 256, 0, 0, ctypes.byref(h)) != 0
+        assert b"comm or out is NULL" in lib.mk_last_error()

@@ -1,0 +1,35 @@
+// C ABI of the GEMM+ReduceScatter plan (include/mkernel/mkernel.h).
+#include "mkernel/mkernel.h"
+#include "mkernel/tp.hpp"
+#include "src/runtime/c_api_util.hpp"
+
+struct mk_gemm_rs_s {
+  std::unique_ptr<mk::GemmRs> plan;
+};
+
+using mk::capi::guarded;
+using mk::capi::null_arg;
+
+extern "C" {
+
+int mk_gemm_rs_create(mk_comm_t comm, int64_t m, int64_t n, int64_t k_local, int num_reduce_ctas, int num_ctas,
+                      mk_gemm_rs_t* out) {
+  return mk::capi::create_plan<mk_gemm_rs_s, mk::GemmRs>(comm, out, m, n, k_local,
+                                                         mk::GemmRsOptions{num_reduce_ctas, num_ctas});
+}
+
+int mk_gemm_rs_run(mk_gemm_rs_t plan, const void* a, const void* b, void* out, void* stream) {
+  if (!plan) return null_arg("plan");
+  return guarded([&] { plan->plan->run(a, b, out, static_cast<cudaStream_t>(stream)); });
+}
+
+int mk_gemm_rs_reduce_scatter(mk_gemm_rs_t plan, const void* x, void* out, void* stream) {
+  if (!plan) return null_arg("plan");
+  return guarded([&] { plan->plan->reduce_scatter(x, out, static_cast<cudaStream_t>(stream)); });
+}
+
+int mk_gemm_rs_destroy(mk_gemm_rs_t plan) {
+  return guarded([&] { delete plan; });
+}
+
+}  // extern "C"
