@@ -8,19 +8,13 @@ Sequence-parallel activations x [M / W, H] in; column-parallel up projection
 down projection (GEMM + ReduceScatter -> [M / W, H]): each rank ends with
 its own rows of x @ W1^T -> gelu -> @ W2^T, no separate collective.
 """
-import os
-
 import torch
-import torch.distributed as dist
 
 import mkernel
+import mkernel.torchrun
 
 
-def main():
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    comm = mkernel.init()
+def run(comm, rank, world):
     M, H, F = 2048, 1024, 4096  # tokens, hidden, FFN width
     torch.manual_seed(0)  # same full weights and input on every rank
     x_full = torch.randn(M, H).bfloat16()
@@ -39,12 +33,9 @@ def main():
     ref = ref[rank * rows:(rank + 1) * rows]
     err = ((y.float().cpu() - ref).norm() / ref.norm()).item()
     print(f"rank {rank}: TP MLP block, relative error vs single GPU {err:.2e}")
-    mkernel.close_plans(comm)
-    comm.close()
-    dist.destroy_process_group()
     if err > 2e-2:
         raise SystemExit(f"rank {rank}: mismatch")
 
 
 if __name__ == "__main__":
-    main()
+    mkernel.torchrun.main(run)

@@ -6,33 +6,37 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 source tools/gpu_env.sh
 fail=0
+# Every step is bounded (a lent GPU machine stops a whole command after 600
+# s, losing the output of the steps after a hang): MK_GPU_TEST_STEP_S each.
+step_s=${MK_GPU_TEST_STEP_S:-240}
 run() {
   echo "=== $*"
-  "$@"; local rc=$?
+  timeout "$step_s" "$@"; local rc=$?
   if [ $rc -eq 77 ]; then echo "=== SKIPPED ($rc): $*"; elif [ $rc -ne 0 ]; then echo "=== FAILED ($rc): $*"; fail=1; else echo "=== PASSED: $*"; fi
 }
 run build/bin/mk_gpu_tests
-run tools/mkrun -n 2 --timeout 300 build/bin/mk_dist_tests
-run tools/mkrun -n 2 --timeout 300 env MK_RANKS_PER_NODE=1 build/bin/mk_dist_tests
-run tools/mkrun -n 2 --timeout 300 env MK_SYMM_MODE=ipc build/bin/mk_dist_tests
+run tools/mkrun -n 2 --timeout 230 build/bin/mk_dist_tests
+run tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 build/bin/mk_dist_tests
+run tools/mkrun -n 2 --timeout 230 env MK_SYMM_MODE=ipc build/bin/mk_dist_tests
 run tools/mkrun -n 2 --timeout 120 env MK_TIMEOUT_MS=500 build/bin/mk_dist_tests --abort-scenario
 # The torch ops from Python (the in-tree package against this build's library).
 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" python3 -m pytest -q -rs -p no:cacheprovider tests/python/gpu
 # The tensor-parallel ops from Python and the TP MLP example, under torchrun.
-if command -v torchrun >/dev/null 2>&1; then
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if command -v torchrun >/dev/null 2>&1 && [ "${ngpu:-0}" -ge 2 ]; then
   for script in tests/python/gpu/dist_tp_check.py examples/tp_mlp.py; do
-    run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" timeout 300 \
-        torchrun --nproc_per_node=2 "$script"
+    run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" \
+        torchrun --standalone --nproc_per_node=2 "$script"
   done
 else
-  echo "=== SKIPPED: torchrun not found (tensor-parallel ops from Python)"
+  echo "=== SKIPPED: tensor-parallel ops from Python (need torchrun and 2 GPUs; have ${ngpu:-0})"
 fi
 # The network over libfabric (tcp;ofi_rxm on loopback, GPU memory staged):
 # needs libfabric.so.1 on the loader path, or its .so files carried in
 # .carry/rdma (see README).
 if [ -d .carry/rdma ]; then export LD_LIBRARY_PATH="$PWD/.carry/rdma${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
 if ldconfig -p 2>/dev/null | grep -q libfabric.so.1 || [ -f .carry/rdma/libfabric.so.1 ]; then
-  run tools/mkrun -n 2 --timeout 300 env MK_RANKS_PER_NODE=1 MK_NET=fabric "MK_FI_PROVIDER=tcp;ofi_rxm" \
+  run tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 MK_NET=fabric "MK_FI_PROVIDER=tcp;ofi_rxm" \
       build/bin/mk_dist_tests --gtest_filter='Net*'
 else
   echo "=== SKIPPED: fabric on GPUs (no libfabric.so.1 here; carry it in .carry/rdma)"

@@ -1,6 +1,7 @@
-// mkernel: tensor-parallel fused ops (issue tp-ag-rs).
+// mkernel: tensor-parallel fused ops (issue tp-ag-rs): AgGemm and GemmRs
+// (below), each ONE persistent kernel per call.
 //
-//   AgGemm: out = allgather(a_local) x b^T in ONE persistent kernel: each
+//   AgGemm: out = allgather(a_local) x b^T in one persistent kernel: each
 //   rank's rows travel to every rank of the node over NVLink (IntraComm role)
 //   while the GEMM (Compute role) starts on local rows and takes remote row
 //   blocks as their signals arrive.

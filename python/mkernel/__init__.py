@@ -11,6 +11,8 @@ Importing needs no GPU and no torch (ops import torch on first use). Library
 errors raise MkernelError.
 """
 import ctypes
+import itertools
+import sys
 
 from ._lib import MkernelError, UniqueId, CommInfo, SymmInfo, check, lib, path as library_path
 
@@ -65,6 +67,9 @@ class SymmetricBuffer:
             self._h = None
 
 
+_COMM_IDS = itertools.count(1)
+
+
 class Communicator:
     """All ranks of a job; creating one is collective (see include/mkernel/communicator.hpp)."""
 
@@ -75,7 +80,7 @@ class Communicator:
         ctypes.memmove(uid.internal, bytes(unique_id), 128)
         h = ctypes.c_void_p()
         check(lib.mk_comm_init(ctypes.byref(h), int(rank), int(world), ctypes.byref(uid), int(device)))
-        self._h = h
+        self._h, self._uid = h, next(_COMM_IDS)
 
     @classmethod
     def from_env(cls, device: int = -1) -> "Communicator":
@@ -83,7 +88,7 @@ class Communicator:
         self = cls.__new__(cls)
         h = ctypes.c_void_p()
         check(lib.mk_comm_init_env(ctypes.byref(h), int(device)))
-        self._h = h
+        self._h, self._uid = h, next(_COMM_IDS)
         return self
 
     def info(self) -> dict:
@@ -113,7 +118,11 @@ class Communicator:
         return SymmetricBuffer(self, h)
 
     def close(self):
+        """Collective. Frees this communicator's cached op plans first."""
         if getattr(self, "_h", None):
+            tp = sys.modules.get(__name__ + ".tp")  # loaded only if an op was used
+            if tp is not None:
+                tp.close_plans(self)
             check(lib.mk_comm_destroy(self._h))
             self._h = None
 

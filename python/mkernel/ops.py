@@ -15,19 +15,19 @@ from ._lib import MkernelError, check, lib
 from ._ops_c import _need, gemm_ptr  # noqa: F401  (gemm_ptr re-exported)
 
 
-def _check_matrix(t, name, device=None):
+def _check_matrix(t, name, device=None, op="mkernel.gemm"):
     if not isinstance(t, torch.Tensor):
-        raise MkernelError(f"mkernel.gemm: {name} must be a torch.Tensor (got {type(t).__name__})")
+        raise MkernelError(f"{op}: {name} must be a torch.Tensor (got {type(t).__name__})")
     if t.dtype != torch.bfloat16:
-        raise MkernelError(f"mkernel.gemm: {name} must be bfloat16 (got {t.dtype})")
+        raise MkernelError(f"{op}: {name} must be bfloat16 (got {t.dtype})")
     if not t.is_cuda:
-        raise MkernelError(f"mkernel.gemm: {name} must be on a CUDA device (got {t.device})")
+        raise MkernelError(f"{op}: {name} must be on a CUDA device (got {t.device})")
     if device is not None and t.device != device:
-        raise MkernelError(f"mkernel.gemm: {name} is on {t.device}, a is on {device}")
+        raise MkernelError(f"{op}: {name} is on {t.device}, the first operand on {device}")
     if t.dim() != 2:
-        raise MkernelError(f"mkernel.gemm: {name} must be 2-D (got shape {tuple(t.shape)})")
+        raise MkernelError(f"{op}: {name} must be 2-D (got shape {tuple(t.shape)})")
     if t.stride(1) != 1:
-        raise MkernelError(f"mkernel.gemm: {name} must be row-major with unit column stride "
+        raise MkernelError(f"{op}: {name} must be row-major with unit column stride "
                            f"(got strides {t.stride()}); call .contiguous()")
 
 

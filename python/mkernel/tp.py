@@ -100,7 +100,7 @@ class GemmRs(_Plan):
 
 
 def _check_shape(t, name, shape, device=None):
-    _check_matrix(t, name, device)
+    _check_matrix(t, name, device, op="mkernel (tensor parallel)")
     if tuple(t.shape) != tuple(shape) or not t.is_contiguous():
         raise MkernelError(f"mkernel: {name} must be a contiguous {list(shape)} tensor (got {list(t.shape)}, "
                            f"strides {t.stride()})")
@@ -115,24 +115,35 @@ _PLANS = {}
 
 
 def _plan(cls, comm, *shape):
-    key = (cls.__name__, comm._h.value, shape)
+    key = (cls.__name__, comm._uid, shape)
     p = _PLANS.get(key)
     if p is None:
+        # Creating a plan is collective and allocates: never inside a CUDA
+        # graph capture (run the op once, with these shapes, before capturing).
+        if torch.cuda.is_current_stream_capturing():
+            raise MkernelError(f"mkernel: no {cls.__name__} plan for shape {shape} yet, and plans cannot be made "
+                               "during CUDA-graph capture; call the op once with these shapes before capturing")
         p = _PLANS[key] = cls(comm, *shape)
     return p
 
 
 def ag_gemm(a_local, b, comm, out=None):
     """allgather(a_local) @ b^T over the communicator's ranks (one node)."""
+    # Inputs are checked before the plan lookup: a plan for a new shape is
+    # made collectively, and one rank's bad tensor must not start that alone.
+    _check_matrix(a_local, "a_local", op="mkernel.ag_gemm")
+    _check_matrix(b, "b", a_local.device, op="mkernel.ag_gemm")
     return _plan(AgGemm, comm, a_local.shape[0], b.shape[0], a_local.shape[1]).run(a_local, b, out)
 
 
 def gemm_rs(a, b, comm, out=None):
     """This rank's rows of sum over ranks of a @ b^T (one node)."""
+    _check_matrix(a, "a", op="mkernel.gemm_rs")
+    _check_matrix(b, "b", a.device, op="mkernel.gemm_rs")
     return _plan(GemmRs, comm, a.shape[0], b.shape[0], a.shape[1]).run(a, b, out)
 
 
 def close_plans(comm=None):
     """Collective: frees the cached plans (of one communicator, or all)."""
-    for key in [k for k in _PLANS if comm is None or k[1] == comm._h.value]:
+    for key in [k for k in _PLANS if comm is None or k[1] == comm._uid]:
         _PLANS.pop(key).close()

@@ -48,6 +48,7 @@ class AgGemmTest : public GemmCheck {
     Check c = check(out, n, ref.as<float>(), m, n);
     EXPECT_EQ(c.nonfinite, 0u) << what << " call " << call << ": rows never computed";
     EXPECT_LT(c.rel, 1e-2) << what << " call " << call;
+    EXPECT_EQ(far_elements(out, n, ref.as<float>(), m, n, c), 0u) << what << " call " << call << ": stale elements";
     if (gathered) {
       std::vector<uint16_t> want(m * k), got(m * k);
       CK(cudaMemcpy(want.data(), full.p, m * k * 2, cudaMemcpyDeviceToHost));

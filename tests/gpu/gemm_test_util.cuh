@@ -73,6 +73,19 @@ static __global__ void compare(const uint16_t* out, int64_t ldo, const float* re
   atomicAdd(&bad[1], touched);
 }
 
+// Counts elements farther from the reference than rtol |ref| + atol (the
+// element-wise check: a few stale rows hardly move a Frobenius norm).
+static __global__ void count_far(const uint16_t* out, int64_t ldo, const float* ref, int64_t ldr, int64_t m, int64_t n,
+                                 float rtol, float atol, unsigned long long* far) {
+  unsigned long long c = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < m * n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = i / n, col = i % n;
+    const float v = from_bf16(out[row * ldo + col]), r = ref[row * ldr + col];
+    c += !(fabsf(v - r) <= rtol * fabsf(r) + atol);
+  }
+  atomicAdd(far, c);
+}
+
 struct Buf {
   void* p = nullptr;
   explicit Buf(size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes ? bytes : 16), cudaSuccess); }
@@ -109,6 +122,7 @@ class GemmCheck : public ::testing::Test {
   struct Check {
     double rel;
     unsigned long long nonfinite, touched;
+    double rms;  // of the reference
   };
   Check check(const void* out, int64_t ldo, const float* ref, int64_t m, int64_t n) {
     Buf acc(2 * sizeof(double)), bad(2 * sizeof(unsigned long long));
@@ -120,7 +134,21 @@ class GemmCheck : public ::testing::Test {
     unsigned long long b[2];
     EXPECT_EQ(cudaMemcpy(a, acc.p, sizeof(a), cudaMemcpyDeviceToHost), cudaSuccess);
     EXPECT_EQ(cudaMemcpy(b, bad.p, sizeof(b), cudaMemcpyDeviceToHost), cudaSuccess);
-    return Check{a[1] > 0 ? std::sqrt(a[0] / a[1]) : std::sqrt(a[0]), b[0], b[1]};
+    return Check{a[1] > 0 ? std::sqrt(a[0] / a[1]) : std::sqrt(a[0]), b[0], b[1],
+                 m * n > 0 ? std::sqrt(a[1] / double(m * n)) : 0.0};
+  }
+
+  // Elements of out farther than 2% of |ref| + 2% of the reference's RMS
+  // (bf16 output rounding is < 0.4%).
+  unsigned long long far_elements(const void* out, int64_t ldo, const float* ref, int64_t m, int64_t n,
+                                  const Check& c) {
+    Buf far(sizeof(unsigned long long));
+    cudaMemset(far.p, 0, sizeof(unsigned long long));
+    count_far<<<528, 256>>>(static_cast<const uint16_t*>(out), ldo, ref, n, m, n, 2e-2f, float(2e-2 * c.rms),
+                            far.as<unsigned long long>());
+    unsigned long long h = 0;
+    EXPECT_EQ(cudaMemcpy(&h, far.p, sizeof(h), cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
   }
 };
 

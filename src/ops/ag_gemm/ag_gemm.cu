@@ -76,11 +76,14 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
   // write into each other's pools by index). Checked once, here.
   tp::check_same_plan(comm.bootstrap().allgather(cat(m_local, "x", n, "x", k, " (signals ", sig_entry_, ", ",
                                                      sig_arrival_, ")")),
-                      t.rank, "AgGemm");
+                      t.rank, "AgGemm", "m_local x n x k");
   gathered_ = &comm.alloc_symmetric(static_cast<size_t>(t.world * m_local * k * 2));
   // Epoch counter + finished-CTA count (device/epoch.cuh), zero.
   MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 2 * sizeof(uint64_t)));
   MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 2 * sizeof(uint64_t)));
+  // The legacy-stream memset must be done before a launch on any stream
+  // (non-blocking streams do not wait for it): plan creation is setup time.
+  MK_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 AgGemm::~AgGemm() {

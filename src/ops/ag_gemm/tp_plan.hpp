@@ -48,10 +48,10 @@ inline bool own_rows_in_place(int64_t m_local, int64_t block_m) { return m_local
 
 // Every rank must make the same plan: `all` holds each rank's shape string
 // (with its signal slots, which ranks use in each other's pools).
-inline void check_same_plan(const std::vector<std::string>& all, int me, const char* op) {
+inline void check_same_plan(const std::vector<std::string>& all, int me, const char* op, const char* dims) {
   for (size_t r = 0; r < all.size(); ++r)
     if (all[r] != all[static_cast<size_t>(me)])
-      fail(op, ": rank ", r, " made a plan for m_local x n x k = ", all[r], ", rank ", me, " for ",
+      fail(op, ": rank ", r, " made a plan for ", dims, " = ", all[r], ", rank ", me, " for ",
            all[static_cast<size_t>(me)], "; every rank must use the same shape");
 }
 

@@ -67,6 +67,8 @@ void validate_hooks(const GemmParams& p) {
       fail("gemm epilogue: a network put needs the communicator (has_ctx) and the network context (netctx, a "
            "device copy of Network::device_ctx())");
   }
+  if (l.num_start < 0 || (l.num_start > 0 && !l.start_signals))
+    fail("gemm load hook: num_start = ", l.num_start, " needs start_signals");
   if (l.kind == LoadWait::RowSignal && (!l.signals || l.rows_per_signal < 1))
     fail("gemm load hook: RowSignal needs signals and rows_per_signal >= 1 (got ", l.rows_per_signal, ")");
   if ((l.kind == LoadWait::ArrivalCount) != (p.sched.order == sched::TileOrder::ArrivalQueue))

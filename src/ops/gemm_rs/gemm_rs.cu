@@ -72,18 +72,22 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   const int sms = gemm::num_sms();
   num_ctas_ = opt.num_ctas ? opt.num_ctas : sms;
   if (num_ctas_ < 2 || num_ctas_ > sms) fail("GemmRs: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
-  num_reduce_ = opt.num_reduce_ctas ? opt.num_reduce_ctas : kDefaultReduceCtas;
-  if (num_reduce_ < 1 || num_reduce_ >= num_ctas_)
-    fail("GemmRs: num_reduce_ctas must be in [1, ", num_ctas_ - 1, "] (got ", num_reduce_, ")");
+  num_reduce_ = opt.num_reduce_ctas ? opt.num_reduce_ctas : std::min(kDefaultReduceCtas, num_ctas_ - 1);
+  if (num_reduce_ < 1 || num_reduce_ >= num_ctas_ || num_reduce_ + kStandalonePushCtas > sms)
+    fail("GemmRs: num_reduce_ctas must be in [1, ", std::min(num_ctas_ - 1, sms - kStandalonePushCtas), "] (got ",
+         num_reduce_, ")");
   const int64_t total_blocks = m / gemm::kBlockM;
   sig_entry_ = comm.reserve_signals(t.world);
   sig_arrival_ = comm.reserve_signals(static_cast<int>(t.world * total_blocks));
   tp::check_same_plan(comm.bootstrap().allgather(cat(m, "x", n, "x", k_local, " (signals ", sig_entry_, ", ",
                                                      sig_arrival_, ")")),
-                      t.rank, "GemmRs");
+                      t.rank, "GemmRs", "m x n x k_local");
   staging_ = &comm.alloc_symmetric(static_cast<size_t>(m * n * 2));  // W slots of [m / W x n]
   MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 2 * sizeof(uint64_t)));
   MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 2 * sizeof(uint64_t)));
+  // The legacy-stream memset must be done before a launch on any stream
+  // (non-blocking streams do not wait for it): plan creation is setup time.
+  MK_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 GemmRs::~GemmRs() {

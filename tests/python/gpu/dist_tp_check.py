@@ -7,24 +7,18 @@ reduce_scatter against torch references in fp32 (gathered and reduced with
 torch.distributed on the CPU), a CUDA-graph capture of ag_gemm replayed with
 new inputs, and bad input raising MkernelError. Exits non-zero on any
 mismatch."""
-import os
-
 import torch
 import torch.distributed as dist
 
 import mkernel
+import mkernel.torchrun
 
 
 def rel(x, y):
     return ((x.float().cpu() - y).norm() / y.norm()).item()
 
 
-def main():
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    torch.cuda.set_device(local)
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    comm = mkernel.init()
+def run(comm, rank, world):
     g = torch.Generator(device="cuda").manual_seed(100 + rank)
 
     def rnd(*shape):
@@ -88,11 +82,8 @@ def main():
     dist.barrier()
     for p in (ag, rs):
         p.close()
-    mkernel.close_plans(comm)
-    comm.close()
-    dist.destroy_process_group()
     print(f"rank {rank}: tensor-parallel ops OK")
 
 
 if __name__ == "__main__":
-    main()
+    mkernel.torchrun.main(run)
