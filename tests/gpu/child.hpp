@@ -3,14 +3,37 @@
 // MK_TEST_CHILD=<scenario> and a short MK_TIMEOUT_MS (see gpu_main.cpp).
 #pragma once
 
+#include <cuda_runtime_api.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <exception>
 #include <string>
 
+#include "mkernel/communicator.hpp"
+
 namespace mk::test {
+
+// Body of a child scenario: `launch` starts the kernel that must fail, then
+// the host waits for it. The expected outcome prints "CHILD ERROR: <the
+// library's message>" and exits 3 (what the parent checks); a kernel that
+// finishes returns 1.
+template <typename F>
+int expect_device_failure(const char* what, F&& launch) {
+  try {
+    Communicator& c = launch();
+    c.check(static_cast<int>(cudaDeviceSynchronize()), what);
+    std::printf("CHILD: kernel finished without error\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::printf("CHILD ERROR: %s\n", e.what());
+    std::fflush(stdout);
+    std::_Exit(3);
+  }
+}
 
 // Runs scenario in a child; returns its output, exit code and wall time.
 inline std::string run_child(const char* scenario, int* code, double* seconds) {

@@ -90,6 +90,19 @@ class GemmHooks : public GemmFixture {
     EXPECT_EQ(cudaMemcpy(h.data(), d, n * 8, cudaMemcpyDeviceToHost), cudaSuccess);
     return h;
   }
+  // The GEMM on one stream and, concurrently on another, the kernel that
+  // `release` launches to deliver its rows; returns when both finished.
+  template <typename F>
+  void gemm_while_rows_arrive(const GemmParams& p, int ctas, F&& release) {
+    cudaStream_t s1, s2;
+    CUDA_OK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+    CUDA_OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    mk::gemm::launch(p, ctas, {}, s1);
+    release(s2);
+    CUDA_OK(cudaDeviceSynchronize());
+    cudaStreamDestroy(s1);
+    cudaStreamDestroy(s2);
+  }
   static float f32(uint16_t h) {
     uint32_t u = uint32_t(h) << 16;
     float f;
@@ -207,17 +220,12 @@ TEST_F(GemmHooks, WaitBeforeLoadOnRowSignals) {
   p.load.signals = sig.as<uint64_t>();
   p.load.rows_per_signal = rps;
   p.load.expected = 7;
-  cudaStream_t s1, s2;
-  CUDA_OK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
-  CUDA_OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
-  mk::gemm::launch(p, ctas, {}, s1);
-  release_row_chunks<<<1, 256, 0, s2>>>(a.as<uint16_t>(), pr.a.as<uint16_t>(), pr.k, pr.m, rps, sig.as<uint64_t>(), 7);
-  CUDA_OK(cudaDeviceSynchronize());
+  gemm_while_rows_arrive(p, ctas, [&](cudaStream_t s) {
+    release_row_chunks<<<1, 256, 0, s>>>(a.as<uint16_t>(), pr.a.as<uint16_t>(), pr.k, pr.m, rps, sig.as<uint64_t>(), 7);
+  });
   Check c = check(out.p, pr.n, pr.ref.as<float>(), pr.m, pr.n);
   EXPECT_EQ(c.nonfinite, 0u) << "the GEMM loaded rows before their signal";
   EXPECT_LT(c.rel, 1e-2);
-  cudaStreamDestroy(s1);
-  cudaStreamDestroy(s2);
 }
 
 TEST_F(GemmHooks, ArrivalQueueOrder) {
@@ -240,18 +248,13 @@ TEST_F(GemmHooks, ArrivalQueueOrder) {
   p.load.kind = mk::gemm::LoadWait::ArrivalCount;
   p.load.arrival_count = count.as<uint64_t>();
   p.load.arrival_base = 0;
-  cudaStream_t s1, s2;
-  CUDA_OK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
-  CUDA_OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
-  mk::gemm::launch(p, ctas, {}, s1);
-  release_arrivals<<<1, 256, 0, s2>>>(a.as<uint16_t>(), pr.a.as<uint16_t>(), pr.k, pr.m, ord.as<int32_t>(),
-                                      int(order.size()), arrival.as<int32_t>(), count.as<uint64_t>());
-  CUDA_OK(cudaDeviceSynchronize());
+  gemm_while_rows_arrive(p, ctas, [&](cudaStream_t s) {
+    release_arrivals<<<1, 256, 0, s>>>(a.as<uint16_t>(), pr.a.as<uint16_t>(), pr.k, pr.m, ord.as<int32_t>(),
+                                       int(order.size()), arrival.as<int32_t>(), count.as<uint64_t>());
+  });
   Check c = check(out.p, pr.n, pr.ref.as<float>(), pr.m, pr.n);
   EXPECT_EQ(c.nonfinite, 0u) << "the GEMM loaded rows before they arrived";
   EXPECT_LT(c.rel, 1e-2);
-  cudaStreamDestroy(s1);
-  cudaStreamDestroy(s2);
 }
 
 TEST(GemmHooksChild, SignalThatNeverArrivesIsReportedNotAHang) {
@@ -271,12 +274,12 @@ TEST(GemmHooksChild, SignalThatNeverArrivesIsReportedNotAHang) {
 // nobody raises; the kernel must trap after MK_TIMEOUT_MS and the host error
 // must say who waited for what.
 int run_gemm_child_scenario(const char* name) {
-  try {
+  if (std::string(name) != "gemm_wait_timeout") {
+    std::printf("unknown scenario %s\n", name);
+    return 2;
+  }
+  return mk::test::expect_device_failure("gemm with a load hook", [&]() -> mk::Communicator& {
     mk::Communicator& c = mk::test::comm();
-    if (std::string(name) != "gemm_wait_timeout") {
-      std::printf("unknown scenario %s\n", name);
-      return 2;
-    }
     const int64_t m = 256, n = 256, k = 128;
     void *a = nullptr, *b = nullptr, *out = nullptr;
     cudaMalloc(&a, m * k * 2);
@@ -290,12 +293,6 @@ int run_gemm_child_scenario(const char* name) {
     p.load.rows_per_signal = 1 << 20;
     p.load.expected = 9;
     mk::gemm::launch(p, p.num_compute, {}, nullptr);
-    c.check(static_cast<int>(cudaDeviceSynchronize()), "gemm with a load hook");
-    std::printf("CHILD: kernel finished without error\n");
-    return 1;
-  } catch (const std::exception& e) {
-    std::printf("CHILD ERROR: %s\n", e.what());
-    std::fflush(stdout);
-    std::_Exit(3);
-  }
+    return c;
+  });
 }

@@ -72,31 +72,27 @@ uint64_t read_u64(const uint64_t* d) {
 
 // Child scenarios: each ends in a trapped kernel and prints the host error.
 int run_signals_child_scenario(const char* name) {
-  try {
+  const std::string n(name);
+  if (n != "timeout" && n != "host_abort") {
+    std::printf("unknown scenario %s\n", name);
+    return 2;
+  }
+  return mk::test::expect_device_failure("waiting kernel", [&]() -> Communicator& {
     Communicator& c = comm();
     uint64_t* seen = nullptr;
     cudaMalloc(&seen, 8);
-    if (std::string(name) == "timeout") {
+    if (n == "timeout") {
       // Signal 7 is never raised: the wait must give up after MK_TIMEOUT_MS.
       wait_one<<<1, 32>>>(c.device_ctx(), 7, 42, static_cast<int>(Role::IntraComm), 1, seen);
-    } else if (std::string(name) == "host_abort") {
+    } else {
       DeviceCtx ctx = c.device_ctx();
       ctx.timeout_ns = 60ull * 1000000000ull;  // only the abort can end this wait
       wait_one<<<1, 32>>>(ctx, 9, 5, static_cast<int>(Role::InterRecv), 0, seen);
       usleep(200000);
       c.raise_abort();
-    } else {
-      std::printf("unknown scenario %s\n", name);
-      return 2;
     }
-    c.check(static_cast<int>(cudaDeviceSynchronize()), "waiting kernel");
-    std::printf("CHILD: kernel finished without error\n");
-    return 1;
-  } catch (const std::exception& e) {
-    std::printf("CHILD ERROR: %s\n", e.what());
-    std::fflush(stdout);
-    std::_Exit(3);
-  }
+    return c;
+  });
 }
 
 TEST(Signals, SingleRankCommunicator) {

@@ -413,22 +413,11 @@ void SrdTransport::close() {
   closed_ = true;
   if (gpu_) gpu_->drain();
   gpu_.reset();
-  // NOTES: destroy order is QPs, AHs, CQ, MRs, PD, context.
-  for (ibv_qp* qp : qps_) a_.destroy_qp(qp);
-  qps_.clear();
-  qpx_.clear();
-  for (ibv_ah* h : ah_) a_.destroy_ah(h);
-  ah_.clear();
-  if (cq_) a_.destroy_cq(cq_);
-  cq_ = nullptr;
-  for (ibv_mr* mr : mrs_) a_.dereg_mr(mr);
-  mrs_.clear();
-  if (recv_mr_) a_.dereg_mr(recv_mr_);
-  recv_mr_ = nullptr;
-  if (pd_) a_.dealloc_pd(pd_);
-  pd_ = nullptr;
-  if (dev_.ctx) a_.close_device(dev_.ctx);
-  dev_.ctx = nullptr;
+  qpx_.clear();  // views of qps_
+  release_verbs(qps_, recv_mr_, [&] {
+    for (ibv_ah* h : ah_) a_.destroy_ah(h);
+    ah_.clear();
+  });
 }
 
 }  // namespace

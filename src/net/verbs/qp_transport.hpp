@@ -92,6 +92,26 @@ class QpTransport : public Transport {
     if (closed_) fail("verbs: transport used after close()");
     if (!batcher_) fail("verbs: post/poll before connect()");
   }
+  // Tears the verbs objects down in dependency order (each holds the next):
+  // QPs, whatever `after_qps` releases (e.g. address handles), CQ, MRs (and
+  // `extra_mr`), PD, device context.
+  template <typename F>
+  void release_verbs(std::vector<ibv_qp*>& qps, ibv_mr*& extra_mr, F&& after_qps) {
+    for (ibv_qp* qp : qps) a_.destroy_qp(qp);
+    qps.clear();
+    after_qps();
+    if (cq_) a_.destroy_cq(cq_);
+    cq_ = nullptr;
+    for (ibv_mr* mr : mrs_) a_.dereg_mr(mr);
+    mrs_.clear();
+    if (extra_mr) a_.dereg_mr(extra_mr);
+    extra_mr = nullptr;
+    if (pd_) a_.dealloc_pd(pd_);
+    pd_ = nullptr;
+    if (dev_.ctx) a_.close_device(dev_.ctx);
+    dev_.ctx = nullptr;
+  }
+
   // A failed completion poisons the transport: every later call rethrows.
   [[noreturn]] void fatal(std::string msg) {
     if (sticky_error_.empty()) sticky_error_ = "mkernel: " + msg;

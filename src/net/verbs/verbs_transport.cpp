@@ -343,19 +343,7 @@ int VerbsTransport::poll(Completion* out, int max) {
 void VerbsTransport::close() {
   if (closed_) return;
   closed_ = true;
-  // NOTES: destroy order is QPs, CQ, MRs, PD, context (each holds the next).
-  for (ibv_qp* qp : qps_) a_.destroy_qp(qp);
-  qps_.clear();
-  if (cq_) a_.destroy_cq(cq_);
-  cq_ = nullptr;
-  for (ibv_mr* mr : mrs_) a_.dereg_mr(mr);
-  mrs_.clear();
-  if (scratch_mr_) a_.dereg_mr(scratch_mr_);
-  scratch_mr_ = nullptr;
-  if (pd_) a_.dealloc_pd(pd_);
-  pd_ = nullptr;
-  if (dev_.ctx) a_.close_device(dev_.ctx);
-  dev_.ctx = nullptr;
+  release_verbs(qps_, scratch_mr_, [] {});
 }
 
 }  // namespace
