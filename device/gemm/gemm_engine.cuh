@@ -220,6 +220,61 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, const Smem& s, Pip
   for (int i = 0; i < 128; ++i) dev::sm90::fence_operand(acc[i]);
 }
 
+// Reduce-scatter owner tile (EpilogueHook::own_dest): acc + the other
+// sources' partial tiles, stored as bf16 into own_out. All 256 consumer
+// threads; thread 128 waits for the row-block's signals first.
+__device__ __forceinline__ void own_reduce_store(const GemmParams& p, const sched::Tile& t, const TileRows& r, int wg,
+                                                 float (&acc)[128]) {
+  const EpilogueHook& e = p.epi;
+  if (threadIdx.x == 128) {
+    const uint64_t epoch = *reinterpret_cast<volatile const uint64_t*>(p.load.epoch_counter) + 1;
+    const int64_t rb = row_block_id(p.sched, t);
+    for (int s = 0; s < e.own_nsrc; ++s)
+      if (s != e.own_src) wait_signal(p, e.own_signals + s * e.own_sig_stride + rb, epoch * e.own_expect, s);
+  }
+  dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);  // the wait (acquire) before every thread's loads
+  const int lane = threadIdx.x % 32;
+  const int warp = (threadIdx.x % 128) / 32;
+  const int col0 = t.n_blk * kBlockN;
+  const int ncols = p.n - col0 < kBlockN ? p.n - col0 : kBlockN;
+  const int64_t dest_row0 = int64_t(e.own_dest) * e.rows_per_dest;
+  const int64_t ltid = tile_id(p.sched, t) - (dest_row0 / kBlockM) * p.sched.n_blocks;
+  const int c_lane = 2 * (lane % 4);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int rin = wg * 64 + warp * 16 + lane / 4 + 8 * h;
+    const int64_t row = int64_t(r.row0) + rin;
+    if (row >= r.row_end) continue;
+    char* outp = static_cast<char*>(e.own_out) + ((row - dest_row0) * e.own_ldo + col0) * 2;
+    const int64_t tile_off = ltid * (kBlockM * kBlockN) + int64_t(rin) * kBlockN;
+    for (int s = 0; s < e.own_nsrc; ++s) {
+      if (s == e.own_src) continue;
+      // L2, not L1: other GPUs (or the network) wrote these during the kernel.
+      const unsigned int* src = reinterpret_cast<const unsigned int*>(e.own_slots + s * e.own_slot_elems + tile_off);
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) {
+        const int c = 8 * j + c_lane;
+        if (c >= ncols) break;
+        const uint32_t v = __ldcg(src + c / 2);
+        acc[4 * j + 2 * h] += __uint_as_float(v << 16);
+        acc[4 * j + 2 * h + 1] += __uint_as_float(v & 0xFFFF0000u);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j) {
+      const int c = 8 * j + c_lane;
+      if (c >= ncols) break;
+      *reinterpret_cast<uint32_t*>(outp + c * 2) = dev::sm90::pack_bf16x2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+    }
+  }
+  // The own source's arrival count moves as if the tile had been sent, so a
+  // later standalone reduce-scatter of the plan (epoch * n_blocks from every
+  // source) stays in step. No data depends on it: relaxed.
+  if (threadIdx.x == 128)
+    atomicAdd(reinterpret_cast<unsigned long long*>(e.own_signals + e.own_src * e.own_sig_stride + row_block_id(p.sched, t)),
+              static_cast<unsigned long long>(e.sig_delta));
+}
+
 // Stores (or adds) this warpgroup's 64 x 256 fragment. wgmma's accumulator
 // layout: thread l of warp w holds, for column group j (8 columns),
 // (row 16 w + l/4 [+8], cols 8 j + 2 (l%4) + {0,1}) in acc[4 j + {0,1} (+2)].
@@ -238,11 +293,13 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const sched::Til
     const int rin = wg * 64 + warp * 16 + lane / 4 + 8 * h;  // row within the tile
     const int64_t row = int64_t(r.row0) + rin;
     if (row >= r.row_end) continue;
+    const int d = e.rows_per_dest ? static_cast<int>(row / e.rows_per_dest) : 0;
     if (e.layout == OutLayout::TileMajor) {
-      rowp[h] = static_cast<char*>(e.out[0]) + (tid * (kBlockM * kBlockN) + int64_t(rin) * kBlockN) * esize;
+      // rows_per_dest is a multiple of kBlockM here (validate_hooks).
+      const int64_t ltid = tid - (int64_t(d) * e.rows_per_dest / kBlockM) * p.sched.n_blocks;
+      rowp[h] = static_cast<char*>(e.out[d]) + (ltid * (kBlockM * kBlockN) + int64_t(rin) * kBlockN) * esize;
     } else {
-      const int d = e.rows_per_dest ? static_cast<int>(row / e.rows_per_dest) : 0;
-      const int64_t lrow = e.rows_per_dest ? row - int64_t(d) * e.rows_per_dest : row;
+      const int64_t lrow = row - int64_t(d) * e.rows_per_dest;
       rowp[h] = static_cast<char*>(e.out[d]) + (lrow * e.ldo + col0) * esize;
     }
   }
@@ -277,15 +334,17 @@ __device__ __forceinline__ void publish_tile(const GemmParams& p, const sched::T
   dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);
   if (threadIdx.x != 128) return;
   const int64_t id = e.signal == EpiSignal::PerRowBlock ? row_block_id(p.sched, t) : tile_id(p.sched, t);
-  if (e.net) {
+  const int d = e.rows_per_dest ? static_cast<int>(r.row0 / e.rows_per_dest) : 0;
+  if ((e.net >> d) & 1u) {
     const uint64_t bytes = uint64_t(kBlockM) * kBlockN * 2;
-    const uint64_t off = uint64_t(tile_id(p.sched, t)) * bytes;
+    const int64_t ltid = tile_id(p.sched, t) - (int64_t(d) * e.rows_per_dest / kBlockM) * p.sched.n_blocks;
+    const uint64_t off = uint64_t(ltid) * bytes;
     net::CmdFields f;
     f.op = net::CmdOp::Put;
-    f.peer = static_cast<uint32_t>(e.net_peer);
+    f.peer = static_cast<uint32_t>(e.net_peer[d]);
     f.region = static_cast<uint16_t>(e.net_region);
-    f.dst_off = e.net_dst_off + off;
-    f.src_off = e.net_src_off + off;
+    f.dst_off = e.net_dst_off[d] + off;
+    f.src_off = e.net_src_off[d] + off;
     f.bytes = bytes;
     if (e.signal != EpiSignal::None) {
       f.sig_op = static_cast<uint8_t>(net::SigOp::Add);
@@ -297,7 +356,6 @@ __device__ __forceinline__ void publish_tile(const GemmParams& p, const sched::T
     net::cmdq_push(q, f, OnFullQuiet{p.ctx, q});
     return;
   }
-  const int d = (e.layout == OutLayout::RowMajor && e.rows_per_dest) ? static_cast<int>(r.row0 / e.rows_per_dest) : 0;
   dev::signal_add(e.signals[d] + e.sig_base + id, e.sig_delta);
 }
 
@@ -322,6 +380,10 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
     mma_tile(p, s, st, wg, acc);
     const sched::Tile t = next_tile(p, w, false);
     const TileRows r = tile_rows(p, t);
+    if (p.epi.own_dest >= 0 && r.row0 / p.epi.rows_per_dest == p.epi.own_dest) {
+      own_reduce_store(p, t, r, wg, acc);  // nothing to publish: the rows are final
+      continue;
+    }
     store_tile(p, t, r, wg, acc);
     publish_tile(p, t, r);
   }

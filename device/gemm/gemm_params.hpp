@@ -77,7 +77,8 @@ enum class EpiOp : int32_t {
 
 enum class OutLayout : int32_t {
   RowMajor = 0,   // element (r, c) at out[r * ldo + c]
-  TileMajor = 1,  // tile t (TileId) contiguous: out[t * kBlockM * kBlockN + r_in_tile * kBlockN + c_in_tile]
+  TileMajor = 1,  // tile t (TileId) contiguous: out[t * kBlockM * kBlockN + r_in_tile * kBlockN + c_in_tile];
+                  // with rows_per_dest, t counts tiles from the first of out[d]
 };
 
 enum class EpiSignal : int32_t {
@@ -101,16 +102,36 @@ struct EpilogueHook {
   uint64_t* signals[kMaxDests] = {};
   int64_t sig_base = 0;
   uint64_t sig_delta = 1;
-  // Network: after a tile is stored (TileMajor into a registered region),
-  // one put of the whole tile to `net_peer` (+ signal Add 1 on
-  // net_sig_base + tile/row-block id per `signal`, or none).
-  int32_t net = 0;
-  int32_t net_peer = 0;
+  // Network: destinations whose bit is set in `net` are other nodes' ranks:
+  // their rows are stored TileMajor into out[d] (this rank's send buffer, in
+  // a registered region at net_src_off[d]), then the whole tile goes in one
+  // put to rank net_peer[d] at net_dst_off[d] (+ the tile's offset), with a
+  // signal Add sig_delta on net_sig_base + tile/row-block id per `signal`.
+  uint32_t net = 0;
   int32_t net_region = 0;
   int32_t net_queue = 0;
-  uint64_t net_src_off = 0;  // offset of out[0] in the region
-  uint64_t net_dst_off = 0;
+  int32_t net_peer[kMaxDests] = {};
+  uint64_t net_src_off[kMaxDests] = {};
+  uint64_t net_dst_off[kMaxDests] = {};
   int32_t net_sig_base = 0;
+  // Reduce-scatter owner: tiles of destination own_dest are not stored
+  // there. The consumers wait until every other source s < own_nsrc
+  // (s != own_src) signalled the tile's row-block (own_signals[s *
+  // own_sig_stride + row-block id] >= epoch * own_expect, epoch from
+  // load.epoch_counter), add those sources' partial tiles (bf16, TileMajor,
+  // at own_slots + s * own_slot_elems, tile index as for out[own_dest]) to
+  // the accumulator, and store the bf16 sum RowMajor into own_out (own_ldo),
+  // rows counted from the destination's first row.
+  int32_t own_dest = -1;
+  int32_t own_src = 0;
+  int32_t own_nsrc = 0;
+  const uint16_t* own_slots = nullptr;
+  int64_t own_slot_elems = 0;
+  uint64_t* own_signals = nullptr;  // own_src's word gets sig_delta per owner tile (counts stay in step)
+  int64_t own_sig_stride = 0;
+  uint64_t own_expect = 0;
+  void* own_out = nullptr;
+  int64_t own_ldo = 0;
 };
 
 // Which CTAs of the launch compute: [0, num_compute). The rest run the

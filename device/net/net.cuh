@@ -16,7 +16,10 @@
 namespace mk::net {
 
 namespace detail {
-// Bounded wait while a queue is full (the proxy is behind).
+// Bounded wait while a queue is full (the proxy is behind). R = Quiet in
+// kernels that share a launch with the GEMM engine (no function calls there;
+// device/signals.cuh).
+template <dev::Report R>
 struct OnFullDevice {
   const DeviceCtx& ctx;
   const CmdQueue& q;
@@ -29,20 +32,18 @@ struct OnFullDevice {
       uint32_t ab = dev::ld_volatile(ctx.abort_dev);
       if (!ab) ab = dev::ld_volatile(ctx.abort_host);
       const uint64_t tail = *reinterpret_cast<volatile uint64_t*>(q.tail);
-      if (ab)
-        dev::fail_wait(ctx, dev::WaitSite{static_cast<int32_t>(Role::InterSend), -1, -1}, seq - q.size + 1, tail,
-                       waited, kWaitAborted, static_cast<int32_t>(ab) - 1);
-      if (waited > ctx.timeout_ns)
-        dev::fail_wait(ctx, dev::WaitSite{static_cast<int32_t>(Role::InterSend), -1, -1}, seq - q.size + 1, tail,
-                       waited, kWaitTimeout, -1);
+      const dev::WaitSite site{static_cast<int32_t>(Role::InterSend), -1, -1};
+      if (ab) dev::give_up<R>(ctx, site, seq - q.size + 1, tail, waited, kWaitAborted, static_cast<int32_t>(ab) - 1);
+      if (waited > ctx.timeout_ns) dev::give_up<R>(ctx, site, seq - q.size + 1, tail, waited, kWaitTimeout, -1);
     }
   }
 };
 }  // namespace detail
 
+template <dev::Report R = dev::Report::Print>
 __device__ __forceinline__ uint64_t push(const NetCtx& nc, const DeviceCtx& ctx, int queue, const CmdFields& f) {
   const CmdQueue& q = nc.queues[static_cast<unsigned>(queue) % static_cast<unsigned>(nc.num_queues)];
-  return cmdq_push(q, f, detail::OnFullDevice{ctx, q});
+  return cmdq_push(q, f, detail::OnFullDevice<R>{ctx, q});
 }
 
 // Bytes [src_off, src_off + bytes) of local region `region` go to the same
@@ -51,6 +52,7 @@ __device__ __forceinline__ uint64_t push(const NetCtx& nc, const DeviceCtx& ctx,
 // A small put (see NetCtx::inline_max) reads its source bytes here and sends
 // them in the command (PUT_INLINE), which spares the transport a copy; the
 // source stays reserved until flush either way.
+template <dev::Report R = dev::Report::Print>
 __device__ __forceinline__ uint64_t put(const NetCtx& nc, const DeviceCtx& ctx, int queue, int peer, int region,
                                         uint64_t dst_off, uint64_t src_off, uint64_t bytes, SigOp sig_op = SigOp::None,
                                         int sig_idx = 0, uint64_t sig_value = 0) {
@@ -76,9 +78,10 @@ __device__ __forceinline__ uint64_t put(const NetCtx& nc, const DeviceCtx& ctx, 
   f.sig_op = static_cast<uint8_t>(sig_op);
   f.sig_idx = static_cast<uint32_t>(sig_idx);
   f.sig_value = sig_value;
-  return push(nc, ctx, queue, f);
+  return push<R>(nc, ctx, queue, f);
 }
 
+template <dev::Report R = dev::Report::Print>
 __device__ __forceinline__ uint64_t signal(const NetCtx& nc, const DeviceCtx& ctx, int queue, int peer,
                                            SigOp sig_op, int sig_idx, uint64_t value) {
   CmdFields f;
@@ -87,33 +90,36 @@ __device__ __forceinline__ uint64_t signal(const NetCtx& nc, const DeviceCtx& ct
   f.sig_op = static_cast<uint8_t>(sig_op);
   f.sig_idx = static_cast<uint32_t>(sig_idx);
   f.sig_value = value;
-  return push(nc, ctx, queue, f);
+  return push<R>(nc, ctx, queue, f);
 }
 
 // Adds 1 to signal sig_idx of every rail peer (same local rank on the other
 // nodes); pair with wait_ge(ctx.signals + sig_idx, epoch * num_rail_peers).
+template <dev::Report R = dev::Report::Print>
 __device__ __forceinline__ uint64_t barrier_signal(const NetCtx& nc, const DeviceCtx& ctx, int queue, int sig_idx) {
   CmdFields f;
   f.op = CmdOp::Barrier;
   f.sig_op = static_cast<uint8_t>(SigOp::Add);
   f.sig_idx = static_cast<uint32_t>(sig_idx);
   f.sig_value = 1;
-  return push(nc, ctx, queue, f);
+  return push<R>(nc, ctx, queue, f);
 }
 
 // Waits (bounded) until every command of `queue` up to and including `seq`
 // completed locally: their source bytes may be reused.
+template <dev::Report R = dev::Report::Print>
 __device__ __forceinline__ void flush(const NetCtx& nc, const DeviceCtx& ctx, int queue, uint64_t seq) {
   const CmdQueue& q = nc.queues[static_cast<unsigned>(queue) % static_cast<unsigned>(nc.num_queues)];
-  dev::wait_ge<dev::Scope::Sys>(ctx, q.done, seq + 1, dev::WaitSite{static_cast<int32_t>(Role::InterSend), -1, -1});
+  dev::wait_ge<dev::Scope::Sys, R>(ctx, q.done, seq + 1, dev::WaitSite{static_cast<int32_t>(Role::InterSend), -1, -1});
 }
 
 // Enqueues a FLUSH and waits for it: everything pushed to `queue` before is
 // locally complete.
+template <dev::Report R = dev::Report::Print>
 __device__ __forceinline__ void quiet(const NetCtx& nc, const DeviceCtx& ctx, int queue) {
   CmdFields f;
   f.op = CmdOp::Flush;
-  flush(nc, ctx, queue, push(nc, ctx, queue, f));
+  flush<R>(nc, ctx, queue, push<R>(nc, ctx, queue, f));
 }
 
 }  // namespace mk::net

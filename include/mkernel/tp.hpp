@@ -2,9 +2,11 @@
 // (below), each ONE persistent kernel per call.
 //
 //   AgGemm: out = allgather(a_local) x b^T in one persistent kernel: each
-//   rank's rows travel to every rank of the node over NVLink (IntraComm role)
-//   while the GEMM (Compute role) starts on local rows and takes remote row
-//   blocks as their signals arrive.
+//   rank's rows travel to every rank of its node over NVLink (IntraComm
+//   role) and once per other node over the network to the rank of the same
+//   local index (InterSend), which forwards them over NVLink in its node;
+//   the GEMM (Compute role) starts on local rows and takes remote row blocks
+//   as their signals arrive.
 //
 // A plan is made once per shape (collective: it allocates the symmetric
 // gathered buffer, reserves signals and checks that every rank asked for the
@@ -34,7 +36,8 @@ class AgGemm {
  public:
   // a_local: [m_local x k] bf16 per rank; b: [n x k] bf16 (this rank's
   // column shard, nn.Linear layout); out: [world x m_local, n] bf16.
-  // n and k multiples of 64, m_local >= 1. Ranks of one node only for now.
+  // n and k multiples of 64, m_local >= 1. Nodes of equal size (up to 8
+  // GPUs each, up to 16 nodes).
   AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const AgGemmOptions& opt = {});
   ~AgGemm();
   AgGemm(const AgGemm&) = delete;
@@ -64,23 +67,27 @@ class AgGemm {
   int sig_entry_ = 0, sig_arrival_ = 0;
   SymmetricBuffer* gathered_ = nullptr;
   uint64_t* epoch_counter_ = nullptr;  // device: calls completed (+ a CTA counter); see device/epoch.cuh
+  void* netctx_ = nullptr;             // device copy of the network context (several nodes)
+  int net_region_ = 0;
 };
 
-// GEMM + ReduceScatter inside a node: rank r holds a [m x k_local] and b
-// [n x k_local] (a row-parallel layer's shards); out_r = rows
-// [r m/W, (r+1) m/W) of sum over ranks of a b^T. One persistent kernel:
-// Compute CTAs run the GEMM, peers' rows first, each tile stored into its
-// owner's staging slot over NVLink with a row-block signal; Reduce CTAs sum
-// each owned row-block once every rank's tiles arrived (fp32, bf16 out).
+// GEMM + ReduceScatter: rank r holds a [m x k_local] and b [n x k_local] (a
+// row-parallel layer's shards); out_r = rows [r m/W, (r+1) m/W) of the sum
+// over ranks of a b^T. One persistent kernel in which every SM computes:
+// other ranks' rows first, each tile stored into its owner's staging slot
+// (NVLink inside a node, one network put per tile across nodes) with a
+// row-block signal; own rows last, each tile summed with the other ranks'
+// tiles (arrived meanwhile) before its final bf16 store into out.
 struct GemmRsOptions {
-  int num_reduce_ctas = 0;  // 0: the heuristic (8)
-  int num_ctas = 0;         // whole grid; 0: every SM
+  int num_reduce_ctas = 0;  // Reduce CTAs of reduce_scatter() (run() has none); 0: 16
+  int num_ctas = 0;         // run()'s grid; 0: every SM
 };
 
 class GemmRs {
  public:
   // m / world must be a multiple of 128 (the GEMM's tile height); n and
-  // k_local multiples of 64. Ranks of one node only for now.
+  // k_local multiples of 64. One node of up to 8 GPUs, or up to 8 nodes of
+  // one GPU each (several nodes of several GPUs: not built yet).
   GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const GemmRsOptions& opt = {});
   ~GemmRs();
   GemmRs(const GemmRs&) = delete;
@@ -91,8 +98,8 @@ class GemmRs {
   // The reduce-scatter alone: out = this rank's rows of sum_ranks x ([m x n] bf16).
   void reduce_scatter(const void* x, void* out, cudaStream_t stream);
 
-  int num_reduce_ctas() const { return num_reduce_; }
-  int num_compute_ctas() const { return num_ctas_ - num_reduce_; }
+  int num_reduce_ctas() const { return num_reduce_; }  // of reduce_scatter()
+  int num_compute_ctas() const { return num_ctas_; }    // of run()
 
  private:
   void launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream);
@@ -103,6 +110,9 @@ class GemmRs {
   int sig_entry_ = 0, sig_arrival_ = 0;
   SymmetricBuffer* staging_ = nullptr;
   uint64_t* epoch_counter_ = nullptr;
+  int64_t slot_elems_ = 0;  // bf16 elements per staging slot
+  void* netctx_ = nullptr;  // device copy of the network context (several nodes)
+  int net_region_ = 0;
 };
 
 }  // namespace mk

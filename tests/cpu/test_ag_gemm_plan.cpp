@@ -73,3 +73,47 @@ TEST(AgGemmPlan, RankRotatedSwizzledStartsOnOwnRows) {
     ASSERT_EQ(seen.size(), size_t(64 * 56));
   }
 }
+
+TEST(AgGemmPlan, TopologiesTheTpPlansServe) {
+  // 2x1, 1x2 and 2x2 are served; nodes of different sizes are not.
+  EXPECT_NO_THROW(mk::tp::check_topology(mk::compute_topology({"h0", "h1"}, 0, 0), "AgGemm", 16));
+  EXPECT_NO_THROW(mk::tp::check_topology(mk::compute_topology({"h0", "h0"}, 1, 0), "AgGemm", 16));
+  EXPECT_NO_THROW(mk::tp::check_topology(mk::compute_topology({"h0", "h0", "h1", "h1"}, 2, 0), "AgGemm", 16));
+  try {
+    mk::tp::check_topology(mk::compute_topology({"h0", "h0", "h1"}, 0, 0), "AgGemm", 16);
+    ADD_FAILURE() << "nodes of 2 and 1 ranks were accepted";
+  } catch (const mk::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nodes of different sizes"), std::string::npos) << e.what();
+  }
+  try {
+    mk::tp::check_topology(mk::compute_topology({"h0", "h1", "h2"}, 0, 0), "GemmRs", 2);
+    ADD_FAILURE() << "3 nodes were accepted with a limit of 2";
+  } catch (const mk::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("at most 2 nodes"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AgGemmPlan, GemmRsWalkPutsEveryOwnTileLast) {
+  // The GEMM+RS walk: from the next rank's rows, own rows last, swizzle from
+  // rs_swizzle. Any other rank's tile after an own tile could deadlock.
+  using namespace mk::sched;
+  for (int w : {2, 3, 4, 8})
+    for (int64_t blocks : {1, 2, 3, 4, 6, 8, 12, 16, 40}) {
+      TileSchedParams p;
+      p.order = TileOrder::RankRotated;
+      p.m_blocks = static_cast<int32_t>(w * blocks);
+      p.n_blocks = 5;
+      p.swizzle = mk::tp::rs_swizzle(blocks);
+      ASSERT_GE(p.swizzle, 1);
+      ASSERT_LE(p.swizzle, 8);
+      for (int rank = 0; rank < w; ++rank) {
+        p.rotate_mblk = static_cast<int32_t>(((rank + 1) % w) * blocks);
+        bool own_seen = false;
+        for (int64_t i = 0; i < total_tiles(p); ++i) {
+          const bool own = tile_of(p, i).m_blk / blocks == rank;
+          ASSERT_FALSE(own_seen && !own) << "W " << w << " blocks " << blocks << " rank " << rank << " item " << i;
+          own_seen |= own;
+        }
+      }
+    }
+}

@@ -229,10 +229,10 @@ TEST_F(GemmPeer, TilesCrossTheNetworkOnePutPerTile) {
     p.epi.layout = gemm::OutLayout::TileMajor;
     p.epi.signal = gemm::EpiSignal::PerTile;
     p.epi.net = 1;
-    p.epi.net_peer = peer;
+    p.epi.net_peer[0] = peer;
     p.epi.net_region = region;
-    p.epi.net_src_off = 0;
-    p.epi.net_dst_off = half;
+    p.epi.net_src_off[0] = 0;
+    p.epi.net_dst_off[0] = half;
     p.epi.net_sig_base = sig;
     gemm::launch(p, p.num_compute, {}, s);
     wait_signals<<<1, 32, 0, s>>>(p.ctx, sig, tiles, uint64_t(round), peer);

@@ -16,6 +16,7 @@
 #include "device/roles/allgather_push.cuh"
 #include "mkernel/error.hpp"
 #include "mkernel/mkernel.hpp"
+#include "mkernel/network.hpp"
 #include "mkernel/tp.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
@@ -46,6 +47,10 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
   dev::epoch_finish(ep);
 }
 
+// CTAs of the standalone all-gather (no GEMM next to it): ~16 saturate
+// NVLink with the bulk copier (bench/results peer_copy tables).
+constexpr int kStandaloneCommCtas = 16;
+
 using tp::aligned16;
 using tp::overlap;
 
@@ -57,11 +62,7 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
   if (n < 64 || n % 64) fail("AgGemm: n must be a positive multiple of 64 (got ", n, ")");
   if (k < 64 || k % 64) fail("AgGemm: k must be a positive multiple of 64 (got ", k, ")");
   const Topology& t = comm.topology();
-  if (t.num_nodes != 1 || t.local_size != t.world)
-    fail("AgGemm: the ", t.world, " ranks span ", t.num_nodes,
-         " nodes; this build gathers over NVLink inside one node only (the network path is issue tp-ag-rs' "
-         "next part)");
-  if (t.world > kMaxLocalRanks) fail("AgGemm: at most ", kMaxLocalRanks, " ranks (got ", t.world, ")");
+  tp::check_topology(t, "AgGemm", roles::kMaxNodes);
   const int sms = gemm::num_sms();
   num_ctas_ = opt.num_ctas ? opt.num_ctas : sms;
   if (num_ctas_ < 2 || num_ctas_ > sms) fail("AgGemm: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
@@ -78,6 +79,12 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
                                                      sig_arrival_, ")")),
                       t.rank, "AgGemm", "m_local x n x k");
   gathered_ = &comm.alloc_symmetric(static_cast<size_t>(t.world * m_local * k * 2));
+  if (t.num_nodes > 1) {  // rows cross the network from and into the gathered buffer
+    Network& net = comm.network();
+    net_region_ = net.register_buffer(*gathered_);
+    MK_CUDA_CHECK(cudaMalloc(&netctx_, sizeof(net::NetCtx)));
+    MK_CUDA_CHECK(cudaMemcpy(netctx_, &net.device_ctx(), sizeof(net::NetCtx), cudaMemcpyHostToDevice));
+  }
   // Epoch counter + finished-CTA count (device/epoch.cuh), zero.
   MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 2 * sizeof(uint64_t)));
   MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 2 * sizeof(uint64_t)));
@@ -88,6 +95,7 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
 
 AgGemm::~AgGemm() {
   if (epoch_counter_) cudaFree(epoch_counter_);
+  if (netctx_) cudaFree(netctx_);
   if (gathered_) {
     try {
       comm_.free_symmetric(*gathered_);
@@ -128,19 +136,34 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
   gp.ctx = comm_.device_ctx();
   roles::AllGatherPush push{};
   push.a_local = a_local;
-  for (int d = 0; d < t.world; ++d) push.gathered[d] = gathered_->peer[d];
+  for (int d = 0; d < t.local_size; ++d) {
+    push.gathered[d] = gathered_->peer[d];
+    push.local_ranks[d] = t.rank_at(t.node, d);
+  }
+  for (int nd = 0; nd < t.num_nodes; ++nd) push.rail[nd] = t.rank_at(nd, t.local_rank);
   push.m_local = m_local_;
   push.row_bytes = k_ * 2;
   push.rows_per_chunk = rows_per_chunk_;
+  push.rank = t.rank;
   push.local_rank = t.local_rank;
   push.local_size = t.local_size;
+  push.node = t.node;
+  push.num_nodes = t.num_nodes;
   push.sig_entry = sig_entry_;
   push.sig_arrival = sig_arrival_;
-  push.skip_self = compute && tp::own_rows_in_place(m_local_, gemm::kBlockM) ? 1 : 0;
+  // Own rows stay out of the own buffer when the GEMM reads them in place,
+  // unless the network sends them from there.
+  // unless the network sends them from there. The standalone all-gather
+  // copies them out of a_local.
+  push.skip_self = t.num_nodes == 1 && (!compute || tp::own_rows_in_place(m_local_, gemm::kBlockM)) ? 1 : 0;
   push.wait_incoming = compute ? 0 : 1;  // with compute, the GEMM's loads wait for every row
+  push.netctx = static_cast<const net::NetCtx*>(netctx_);
+  push.net_region = net_region_;
+  push.net_queue = 0;
   if (compute) gemm::validate_hooks(gp);
   gemm::allow_engine_smem(reinterpret_cast<const void*>(ag_gemm_kernel));
-  const int grid = compute ? num_ctas_ : num_comm_;
+  // The standalone all-gather has the GPU to itself: more pushing CTAs.
+  const int grid = compute ? num_ctas_ : std::max(num_comm_, std::min(num_ctas_, kStandaloneCommCtas));
   ag_gemm_kernel<<<grid, gemm::kThreads, gemm::kSmemBytes, stream>>>(
       gp, push, dev::DeviceEpoch{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1)});
   MK_CUDA_CHECK(cudaGetLastError());
@@ -153,16 +176,29 @@ void AgGemm::run(const void* a_local, const void* b, void* out, cudaStream_t str
   if (!gathered) return;
   const size_t block = size_t(m_local_ * k_ * 2);
   MK_CUDA_CHECK(cudaMemcpyAsync(gathered, gathered_->local, block * comm_.world(), cudaMemcpyDeviceToDevice, stream));
-  if (tp::own_rows_in_place(m_local_, gemm::kBlockM))  // own rows were not copied into the gathered buffer
+  if (tp::own_rows_in_place(m_local_, gemm::kBlockM) && comm_.topology().num_nodes == 1)  // own rows not copied
     MK_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(gathered) + block * comm_.rank(), a_local, block,
                                   cudaMemcpyDeviceToDevice, stream));
 }
 
 void AgGemm::all_gather(const void* a_local, void* gathered, cudaStream_t stream) {
   if (!gathered) fail("AgGemm::all_gather: gathered is null");
+  const size_t block = size_t(m_local_ * k_ * 2);
+  if (overlap(gathered, block * comm_.world(), a_local, block)) fail("AgGemm::all_gather: gathered overlaps a_local");
   launch(a_local, nullptr, nullptr, false, stream);
-  MK_CUDA_CHECK(cudaMemcpyAsync(gathered, gathered_->local, size_t(comm_.world() * m_local_ * k_ * 2),
-                                cudaMemcpyDeviceToDevice, stream));
+  const int me = comm_.rank(), w = comm_.world();
+  const char* g = static_cast<const char*>(gathered_->local);
+  char* out = static_cast<char*>(gathered);
+  if (comm_.topology().num_nodes > 1) {  // own rows went through the gathered buffer (the network's source)
+    MK_CUDA_CHECK(cudaMemcpyAsync(out, g, block * w, cudaMemcpyDeviceToDevice, stream));
+    return;
+  }
+  // One node: own rows were not copied into the gathered buffer.
+  if (me > 0) MK_CUDA_CHECK(cudaMemcpyAsync(out, g, block * me, cudaMemcpyDeviceToDevice, stream));
+  MK_CUDA_CHECK(cudaMemcpyAsync(out + block * me, a_local, block, cudaMemcpyDeviceToDevice, stream));
+  if (me + 1 < w)
+    MK_CUDA_CHECK(cudaMemcpyAsync(out + block * (me + 1), g + block * (me + 1), block * (w - me - 1),
+                                  cudaMemcpyDeviceToDevice, stream));
 }
 
 }  // namespace mk

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "device/ctx.hpp"
 #include "mkernel/error.hpp"
+#include "mkernel/topology.hpp"
 
 namespace mk::tp {
 
@@ -45,6 +47,27 @@ inline int comm_ctas_heuristic(int64_t n) {
 // The GEMM reads this rank's own rows straight from its input (no local
 // copy, no wait) when no tile straddles two ranks' rows.
 inline bool own_rows_in_place(int64_t m_local, int64_t block_m) { return m_local % block_m == 0; }
+
+// GEMM+RS tile walk (RankRotated from the next rank's rows, own rows last):
+// own tiles wait for the other ranks' tiles, so every other rank's tile
+// must come before any own tile (each CTA then finishes its share of them
+// before it can block: no deadlock). Swizzle groups must not straddle two
+// ranks' row blocks: the largest divisor of the blocks per rank up to 8.
+inline int rs_swizzle(int64_t blocks_per_rank) {
+  for (int64_t sw = std::min<int64_t>(8, blocks_per_rank); sw > 1; --sw)
+    if (blocks_per_rank % sw == 0) return static_cast<int>(sw);
+  return 1;
+}
+
+// Ranks the tensor-parallel plans can serve: nodes of equal size (rail
+// peers exist for every local rank), at most kMaxLocalRanks per node and
+// max_nodes nodes.
+inline void check_topology(const Topology& t, const char* op, int max_nodes) {
+  if (!t.uniform)
+    fail(op, ": nodes of different sizes (", t.describe(), "); every node must hold the same number of ranks");
+  if (t.local_size > kMaxLocalRanks) fail(op, ": at most ", kMaxLocalRanks, " ranks per node (got ", t.local_size, ")");
+  if (t.num_nodes > max_nodes) fail(op, ": at most ", max_nodes, " nodes (got ", t.num_nodes, ")");
+}
 
 // Every rank must make the same plan: `all` holds each rank's shape string
 // (with its signal slots, which ranks use in each other's pools).

@@ -52,12 +52,13 @@ void validate_hooks(const GemmParams& p) {
     if (!e.out[d]) fail("gemm epilogue: destination ", d, " (rows from ", int64_t(d) * e.rows_per_dest, ") is null");
     if (reinterpret_cast<uintptr_t>(e.out[d]) % (f32 ? 8 : 4))
       fail("gemm epilogue: destination ", d, " must be ", f32 ? 8 : 4, "-byte aligned");
-    if (e.signal != EpiSignal::None && !e.net && !e.signals[d])
+    if (e.signal != EpiSignal::None && !((e.net >> d) & 1u) && !e.signals[d])
       fail("gemm epilogue: signals requested but signals[", d, "] is null");
   }
-  if (e.layout == OutLayout::RowMajor && e.signal != EpiSignal::None && e.rows_per_dest % kBlockM)
-    fail("gemm epilogue: with signals, rows_per_dest (", e.rows_per_dest, ") must be a multiple of ", kBlockM,
-         " (a tile's signal goes to one destination)");
+  if (e.net >> ndest) fail("gemm epilogue: network destination mask ", e.net, " names destinations beyond the ", ndest);
+  if ((e.signal != EpiSignal::None || e.layout == OutLayout::TileMajor || e.net) && e.rows_per_dest % kBlockM)
+    fail("gemm epilogue: with signals, TileMajor output or network puts, rows_per_dest (", e.rows_per_dest,
+         ") must be a multiple of ", kBlockM, " (a tile goes to one destination)");
   if (e.layout == OutLayout::RowMajor && (e.ldo < p.n || e.ldo % 2))
     fail("gemm epilogue: ldo must be even and >= n (got ", e.ldo, ")");
   if (e.net) {
@@ -66,6 +67,14 @@ void validate_hooks(const GemmParams& p) {
     if (!p.has_ctx || !p.netctx)
       fail("gemm epilogue: a network put needs the communicator (has_ctx) and the network context (netctx, a "
            "device copy of Network::device_ctx())");
+  }
+  if (e.own_dest >= 0) {
+    if (e.own_dest >= ndest || e.rows_per_dest <= 0 || !e.own_slots || !e.own_signals || !e.own_out ||
+        !l.epoch_counter || e.own_nsrc < 1 || e.own_nsrc > kMaxDests || e.own_ldo < p.n || e.own_ldo % 2 ||
+        (e.net >> e.own_dest) & 1u)
+      fail("gemm epilogue: the owner reduce (own_dest ", e.own_dest, ") needs rows_per_dest, own_slots, own_signals, "
+           "own_out, an even own_ldo >= n, load.epoch_counter, 1..", kMaxDests, " sources and a non-network "
+           "destination");
   }
   if (l.num_start < 0 || (l.num_start > 0 && !l.start_signals))
     fail("gemm load hook: num_start = ", l.num_start, " needs start_signals");

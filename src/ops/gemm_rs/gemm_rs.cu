@@ -1,8 +1,11 @@
-// mkernel: GEMM + ReduceScatter inside a node (include/mkernel/tp.hpp), one
-// persistent kernel. Roles, lowest block indices first (resident first):
-// [0, num_push) IntraComm (the standalone reduce-scatter only), then Reduce,
-// then Compute (the GEMM engine, peers' rows first, each tile stored into
-// its owner's staging slot with a row-block signal).
+// mkernel: GEMM + ReduceScatter (include/mkernel/tp.hpp), one persistent
+// kernel, inside a node or across nodes of one GPU each.
+// - run(): every CTA computes (the GEMM engine): other ranks' rows first,
+//   each tile stored into its owner's staging slot (NVLink, or a network put
+//   from this rank's send slot) with a row-block signal; own rows last, each
+//   tile summed with the other ranks' tiles before its final store.
+// - reduce_scatter(): [0, num_push) IntraComm CTAs push rows, then Reduce
+//   CTAs sum the owned rows (device/roles/reduce_scatter.cuh).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -13,6 +16,7 @@
 #include "device/roles/reduce_scatter.cuh"
 #include "mkernel/error.hpp"
 #include "mkernel/mkernel.hpp"
+#include "mkernel/network.hpp"
 #include "mkernel/tp.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
@@ -21,8 +25,10 @@ namespace mk {
 
 namespace {
 
-constexpr int kStandalonePushCtas = 8;
-constexpr int kDefaultReduceCtas = 8;
+// The standalone reduce-scatter has the GPU to itself: pushing CTAs (16
+// saturate NVLink with the bulk copier) and Reduce CTAs.
+constexpr int kStandalonePushCtas = 16;
+constexpr int kDefaultReduceCtas = 16;
 
 __device__ __forceinline__ Role role_of(int cta, int num_push, int num_reduce) {
   if (cta < num_push) return Role::IntraComm;
@@ -65,24 +71,40 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   if (m < 1 || m % t.world || (m / t.world) % gemm::kBlockM)
     fail("GemmRs: m (", m, ") must split into ", t.world, " row blocks of a multiple of ", gemm::kBlockM,
          " rows each (smaller or ragged blocks are not supported yet)");
-  if (t.num_nodes != 1 || t.local_size != t.world)
-    fail("GemmRs: the ", t.world, " ranks span ", t.num_nodes,
-         " nodes; this build reduces over NVLink inside one node only");
-  if (t.world > kMaxLocalRanks) fail("GemmRs: at most ", kMaxLocalRanks, " ranks (got ", t.world, ")");
+  tp::check_topology(t, "GemmRs", roles::kMaxRsRanks);
+  if (t.num_nodes > 1 && t.local_size > 1)
+    fail("GemmRs: ", t.describe(), ": across nodes only one GPU per node is supported so far (the two-level reduce, "
+         "inside each node first, is not built)");
+  if (t.world > roles::kMaxRsRanks) fail("GemmRs: at most ", roles::kMaxRsRanks, " ranks (got ", t.world, ")");
   const int sms = gemm::num_sms();
-  num_ctas_ = opt.num_ctas ? opt.num_ctas : sms;
+  // Across nodes, peers' proxies deliver Add signals; transports that apply
+  // them with a kernel on this GPU need an SM the persistent kernel leaves.
+  const bool leave_sm = t.num_nodes > 1 && comm.network().device_ctx().add_needs_sm;
+  if (leave_sm && opt.num_ctas == sms)
+    fail("GemmRs: num_ctas = ", sms, " would deadlock with the ", comm.network().transport_name(),
+         " transport (it applies signal adds with a kernel on this GPU): use at most ", sms - 1);
+  num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - (leave_sm ? 1 : 0);
   if (num_ctas_ < 2 || num_ctas_ > sms) fail("GemmRs: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
-  num_reduce_ = opt.num_reduce_ctas ? opt.num_reduce_ctas : std::min(kDefaultReduceCtas, num_ctas_ - 1);
-  if (num_reduce_ < 1 || num_reduce_ >= num_ctas_ || num_reduce_ + kStandalonePushCtas > sms)
-    fail("GemmRs: num_reduce_ctas must be in [1, ", std::min(num_ctas_ - 1, sms - kStandalonePushCtas), "] (got ",
-         num_reduce_, ")");
+  num_reduce_ = opt.num_reduce_ctas ? opt.num_reduce_ctas : kDefaultReduceCtas;
+  if (num_reduce_ < 1 || num_reduce_ + kStandalonePushCtas > sms)
+    fail("GemmRs: num_reduce_ctas must be in [1, ", sms - kStandalonePushCtas, "] (got ", num_reduce_, ")");
   const int64_t total_blocks = m / gemm::kBlockM;
   sig_entry_ = comm.reserve_signals(t.world);
   sig_arrival_ = comm.reserve_signals(static_cast<int>(t.world * total_blocks));
   tp::check_same_plan(comm.bootstrap().allgather(cat(m, "x", n, "x", k_local, " (signals ", sig_entry_, ", ",
                                                      sig_arrival_, ")")),
                       t.rank, "GemmRs", "m x n x k_local");
-  staging_ = &comm.alloc_symmetric(static_cast<size_t>(m * n * 2));  // W slots of [m / W x n]
+  // Receive slots [W][slot] (+ send slots [W][slot] on several nodes), a
+  // slot holding R x n in whole GEMM tiles.
+  const int64_t n_tiles = (n + gemm::kBlockN - 1) / gemm::kBlockN;
+  slot_elems_ = (m / t.world) * n_tiles * gemm::kBlockN;
+  staging_ = &comm.alloc_symmetric(static_cast<size_t>((t.num_nodes > 1 ? 2 : 1) * t.world * slot_elems_ * 2));
+  if (t.num_nodes > 1) {
+    Network& net = comm.network();
+    net_region_ = net.register_buffer(*staging_);
+    MK_CUDA_CHECK(cudaMalloc(&netctx_, sizeof(net::NetCtx)));
+    MK_CUDA_CHECK(cudaMemcpy(netctx_, &net.device_ctx(), sizeof(net::NetCtx), cudaMemcpyHostToDevice));
+  }
   MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 2 * sizeof(uint64_t)));
   MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 2 * sizeof(uint64_t)));
   // The legacy-stream memset must be done before a launch on any stream
@@ -92,6 +114,7 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
 
 GemmRs::~GemmRs() {
   if (epoch_counter_) cudaFree(epoch_counter_);
+  if (netctx_) cudaFree(netctx_);
   if (staging_) {
     try {
       comm_.free_symmetric(*staging_);
@@ -119,17 +142,46 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
   int num_push = 0;
   if (compute) {
     gp = gemm::make_params(gemm::Operands{.a = a, .b = b, .out = staging_->local, .m = m_, .n = n_, .k = k_},
-                           num_ctas_ - num_reduce_);
+                           num_ctas_);
     gp.sched.order = sched::TileOrder::RankRotated;  // the next rank's rows first, own rows last
     gp.sched.rotate_mblk = static_cast<int32_t>(((t.rank + 1) % t.world) * rows / gemm::kBlockM);
+    gp.sched.swizzle = tp::rs_swizzle(rows / gemm::kBlockM);
+    // Tiles into each owner's receive slot for this rank: over NVLink on
+    // this node, else into this rank's send slot for the owner and one put.
+    const size_t slot_bytes = size_t(slot_elems_) * 2;
     for (int d = 0; d < t.world; ++d) {
-      gp.epi.out[d] = static_cast<char*>(staging_->peer[d]) + size_t(t.rank) * rows * n_ * 2;
-      gp.epi.signals[d] = ctx.peer_signals[d] + sig_arrival_ + int64_t(t.rank) * (m_ / gemm::kBlockM);
+      if (t.same_node(d, t.rank)) {
+        const int dl = t.local_rank_of[d];
+        gp.epi.out[d] = static_cast<char*>(staging_->peer[dl]) + size_t(t.rank) * slot_bytes;
+        gp.epi.signals[d] = ctx.peer_signals[dl] + sig_arrival_ + int64_t(t.rank) * (m_ / gemm::kBlockM);
+      } else {
+        gp.epi.out[d] = static_cast<char*>(staging_->local) + size_t(t.world + d) * slot_bytes;
+        gp.epi.net |= 1u << d;
+        gp.epi.net_peer[d] = d;
+        gp.epi.net_src_off[d] = size_t(t.world + d) * slot_bytes;
+        gp.epi.net_dst_off[d] = size_t(t.rank) * slot_bytes;
+      }
     }
-    gp.epi.ldo = n_;
+    gp.epi.layout = gemm::OutLayout::TileMajor;
     gp.epi.rows_per_dest = rows;
     gp.epi.signal = gemm::EpiSignal::PerRowBlock;
     gp.epi.sig_delta = 1;
+    gp.epi.net_region = net_region_;
+    gp.epi.net_sig_base = sig_arrival_ + static_cast<int32_t>(int64_t(t.rank) * (m_ / gemm::kBlockM));
+    gp.netctx = static_cast<const net::NetCtx*>(netctx_);
+    // Own rows last: each of their tiles adds the other ranks' partial tiles
+    // (arrived meanwhile in this rank's receive slots) to its accumulator
+    // and stores the final rows into `out`. No Reduce CTAs.
+    gp.epi.own_dest = t.rank;
+    gp.epi.own_src = t.rank;
+    gp.epi.own_nsrc = t.world;
+    gp.epi.own_slots = static_cast<const uint16_t*>(staging_->local);
+    gp.epi.own_slot_elems = slot_elems_;
+    gp.epi.own_signals = ctx.signals + sig_arrival_;
+    gp.epi.own_sig_stride = m_ / gemm::kBlockM;
+    gp.epi.own_expect = static_cast<uint64_t>((n_ + gemm::kBlockN - 1) / gemm::kBlockN);
+    gp.epi.own_out = out;
+    gp.epi.own_ldo = n_;
     gp.load.start_signals = ctx.signals + sig_entry_;  // every owner entered this call
     gp.load.num_start = t.world;
     gp.load.epoch_counter = epoch_counter_;
@@ -141,23 +193,29 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
   gp.has_ctx = 1;
   gp.ctx = ctx;
   roles::ReduceScatter rs{};
-  for (int d = 0; d < t.world; ++d) rs.staging[d] = staging_->peer[d];
+  for (int d = 0; d < t.local_size; ++d) rs.staging[d] = staging_->peer[d];
+  for (int d = 0; d < t.world; ++d) rs.local_of[d] = t.same_node(d, t.rank) ? t.local_rank_of[d] : -1;
   rs.input = x;
   rs.out = out;
   rs.rows = rows;
   rs.n = n_;
   rs.row_block = gemm::kBlockM;
+  rs.slot_elems = slot_elems_;
+  rs.rank = t.rank;
+  rs.world = t.world;
   rs.local_rank = t.local_rank;
-  rs.local_size = t.local_size;
   rs.sig_entry = sig_entry_;
   rs.sig_arrival = sig_arrival_;
+  rs.netctx = static_cast<const net::NetCtx*>(netctx_);
+  rs.net_region = net_region_;
+  rs.net_queue = 0;
   // The GEMM adds once per tile (n_blocks per row-block), the standalone push
   // once per row-block by the same amount: counts stay in step whichever
   // entry point each call of the plan uses.
   rs.adds_per_block = static_cast<uint64_t>((n_ + gemm::kBlockN - 1) / gemm::kBlockN);
   if (compute) gemm::validate_hooks(gp);
   gemm::allow_engine_smem(reinterpret_cast<const void*>(gemm_rs_kernel));
-  const int grid = compute ? num_ctas_ : num_push + num_reduce_;
+  const int grid = compute ? num_ctas_ : num_push + num_reduce_;  // fused: every CTA computes
   gemm_rs_kernel<<<grid, gemm::kThreads, gemm::kSmemBytes, stream>>>(
       gp, rs, dev::DeviceEpoch{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1)}, num_push);
   MK_CUDA_CHECK(cudaGetLastError());
