@@ -31,6 +31,7 @@ void bench_peer_copy(BenchContext&);
 void bench_gemm_cublas(BenchContext&);
 void bench_gemm(BenchContext&);
 void bench_ag_gemm(BenchContext&);
+void bench_gemm_rs(BenchContext&);
 void bench_nccl(BenchContext&);
 void bench_net_queue(BenchContext&);
 void bench_net_latency(BenchContext&);
@@ -43,6 +44,10 @@ inline const std::vector<BenchDef>& benches() {
       {"gemm_cublas", "cuBLAS bf16 GEMM baseline on the MEASURING.md shapes", bench_gemm_cublas},
 #ifdef MKB_HAVE_AG_GEMM
       {"ag_gemm", "AllGather+GEMM fused vs serial NCCL+cuBLAS, 2-stream overlap, parts alone (one node)", bench_ag_gemm},
+#endif
+#ifdef MKB_HAVE_GEMM_RS
+      {"gemm_rs", "GEMM+ReduceScatter fused vs serial cuBLAS+NCCL, chunked 2-stream overlap, parts alone (one node)",
+       bench_gemm_rs},
 #endif
 #ifdef MKB_HAVE_GEMM
       {"gemm", "mkernel GEMM engine vs cuBLAS (same run), scaling with compute CTAs, tile order", bench_gemm},

@@ -95,8 +95,9 @@ int main(int argc, char** argv) {
               << "). mkernel's benchmarks need NVIDIA Hopper GPUs (sm_90a); nothing was measured.\n";
     return 2;
   }
+  std::unique_ptr<mk::Communicator> comm;
   try {
-    auto comm = mk::Communicator::from_env();
+    comm = mk::Communicator::from_env();
     if (out.empty()) out = mk::knob_str(mk::Knob::MK_BENCH_OUT);
     mkb::Report report(comm.get(), argc, argv);
     cudaStream_t stream;
@@ -113,6 +114,8 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const std::exception& ex) {
     std::cerr << ex.what() << "\n";
+    // A kernel that gave up on a wait left a record of who waited for what.
+    if (comm && !comm->device_failure().empty()) std::cerr << "device: " << comm->device_failure() << "\n";
     return 1;
   }
 }

@@ -3,16 +3,12 @@
 // 8192^3 and the tensor-parallel widths (hidden 8192, FFN 28672 over 2 ranks).
 #include <cublas_v2.h>
 
+#include "bench/baselines/cublas_util.hpp"
 #include "bench/bench.hpp"
 
 namespace mkb {
 
 namespace {
-#define MKB_CUBLAS(x)                                                       \
-  do {                                                                      \
-    cublasStatus_t s_ = (x);                                                \
-    if (s_ != CUBLAS_STATUS_SUCCESS) mk::fail(#x, " failed: status ", int(s_)); \
-  } while (0)
 
 struct Shape {
   const char* what;

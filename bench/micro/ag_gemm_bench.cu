@@ -1,4 +1,4 @@
-// AllGather + GEMM (1 node): mkernel's fused kernel against serial NCCL +
+// AllGather + GEMM (1 node, or 2x1 emulated nodes): mkernel's fused kernel against serial NCCL +
 // cuBLAS, a two-stream overlap a user could write, and the parts alone, all
 // interleaved call by call in one run (MEASURING.md). Widths: hidden 8192,
 // FFN 28672 over W ranks (this rank's B: [28672 / W x 8192]).
@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 
+#include "bench/baselines/cublas_util.hpp"
 #include "bench/baselines/nccl_util.hpp"
 #include "bench/bench.hpp"
 #include "mkernel/gemm.hpp"
@@ -16,7 +17,6 @@
 
 namespace mkb {
 
-void gemm_bf16_tn(cublasHandle_t h, int m, int n, int k, const void* a, const void* b, void* c, cudaStream_t s);
 
 
 void bench_ag_gemm(BenchContext& bc) {
@@ -25,16 +25,19 @@ void bench_ag_gemm(BenchContext& bc) {
   const auto& topo = c.topology();
   Table t{"AllGather + GEMM, bf16, hidden 8192, FFN 28672 / W per rank",
           {"M", "cuBLAS alone ms", "AG alone ms (NCCL / mk)", "serial ms", "2-stream overlap ms", "mkernel ms",
-           "mkernel vs best baseline", "eta", "mkernel, 16 comm CTAs ms", "NVLink MB sent per GPU",
+           "mkernel vs best baseline", "eta", "mkernel, 16 comm CTAs ms", "MB sent per GPU (NVLink / network)",
            "roles comm/compute"},
           {},
           ""};
-  if (W < 2 || topo.num_nodes != 1) {
-    t.note = "skipped: needs >= 2 ranks on one node (the cross-node path is not built yet)";
+  if (W < 2) {
+    t.note = "skipped: needs >= 2 ranks";
     bc.report->add(t);
     return;
   }
-  ncclComm_t nc = make_nccl_comm(c);
+  // Across nodes the baselines use mkernel's own standalone all-gather on
+  // the same transport (NCCL between emulated nodes would take NVLink).
+  const bool net = topo.num_nodes > 1;
+  ncclComm_t nc = net ? nullptr : make_nccl_comm(c);
   cublasHandle_t h;
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) mk::fail("cublasCreate failed");
   cudaStream_t side;
@@ -48,7 +51,7 @@ void bench_ag_gemm(BenchContext& bc) {
   if (bc.quick) ms = {4096};
   for (int64_t m : ms) {
     const int64_t ml = m / W;
-    mk::AgGemm plan(c, ml, n, k), plan16(c, ml, n, k, {16, 0});
+    mk::AgGemm plan(c, ml, n, k), plan16(c, ml, n, k, {16, 0}), base(c, ml, n, k);
     Rotating a(size_t(ml) * k * 2);
     for (int i = 0; i < a.copies(); ++i) fill_random_bf16(a.get(i), size_t(ml) * k, 400 + i + 13 * c.rank(), bc.stream);
     void *b = nullptr, *full = nullptr, *out = nullptr;
@@ -58,12 +61,17 @@ void bench_ag_gemm(BenchContext& bc) {
     fill_random_bf16(b, size_t(n) * k, 500 + c.rank(), bc.stream);
     fill_random_bf16(full, size_t(m) * k, 600, bc.stream);
     const int me = c.rank();
+    // The baselines' all-gather: NCCL inside a node, else mkernel's own
+    // (a plan of its own, so the fused plans' calls stay in their order).
     auto nccl_ag = [&](int i, cudaStream_t st) {
-      MKB_NCCL(ncclAllGather(a.get(i + 100), full, size_t(ml) * k, ncclBfloat16, nc, st));
+      if (net)
+        base.all_gather(a.get(i + 100), full, st);
+      else
+        MKB_NCCL(ncclAllGather(a.get(i + 100), full, size_t(ml) * k, ncclBfloat16, nc, st));
     };
     std::vector<std::function<void(int)>> calls = {
         [&](int i) { gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream); },  // 0 compute alone
-        [&](int i) { nccl_ag(i, bc.stream); },                                              // 1 NCCL AG alone
+        [&](int i) { nccl_ag(i, bc.stream); },                                              // 1 NCCL (net: mk) AG alone
         [&](int i) { plan.all_gather(a.get(i + 100), full, bc.stream); },                   // 2 mk AG alone
         [&](int i) {                                                                        // 3 serial
           nccl_ag(i, bc.stream);
@@ -89,17 +97,18 @@ void bench_ag_gemm(BenchContext& bc) {
     const double t_comm = std::min(st[1].median_ms, st[2].median_ms);
     const double t_lb = std::max(st[0].median_ms, t_comm);
     const double best = std::min(st[3].median_ms, st[4].median_ms);
+    // Rows this GPU sends (one node: to each peer; 2x1: once over the network).
     const double sent_mb = double(W - 1) * ml * k * 2 / 1e6;
     t.rows.push_back({std::to_string(m), fmt(st[0].median_ms), fmt(st[1].median_ms) + " / " + fmt(st[2].median_ms),
                       fmt(st[3].median_ms), fmt(st[4].median_ms), fmt(st[5].median_ms),
                       fmt(best / st[5].median_ms, 2) + "x", fmt(t_lb / st[5].median_ms, 2), fmt(st[6].median_ms),
-                      fmt(sent_mb, 1),
+                      net ? "0 / " + fmt(sent_mb, 1) : fmt(sent_mb, 1) + " / 0",
                       std::to_string(plan.num_comm_ctas()) + "/" + std::to_string(plan.num_compute_ctas())});
     cudaFree(b);
     cudaFree(full);
     cudaFree(out);
   }
-  if (bc.quick) {
+  if (bc.quick && !net) {
     // Diagnosis (--quick): the fused kernel with more pushing CTAs, and the
     // GEMM engine alone on cudaMalloc'd vs the plan's symmetric (VMM) rows.
     Table d{"AG+GEMM diagnosis, M = 4096", {"variant", "ms"}, {}, ""};
@@ -139,10 +148,12 @@ void bench_ag_gemm(BenchContext& bc) {
       "Calls interleaved (one of each per round), medians, max over ranks. eta = max(cuBLAS alone, fastest AG "
       "alone) / mkernel. 2-stream overlap: NCCL all-gather on a side stream while cuBLAS computes the local rows, "
       "then the remote rows. mk AG alone = the plan's all-gather (push kernel + a copy out of the symmetric "
-      "buffer). PyTorch's fused_all_gather_matmul is not in this table (it needs the Python side).";
+      "buffer). Across nodes (2x1 emulated) the AG baselines are mkernel's standalone all-gather on the same "
+      "transport, not NCCL (which would use NVLink between the emulated nodes): 'AG alone' shows it twice. "
+      "PyTorch's fused_all_gather_matmul is measured by bench/torch_tp_bench.py.";
   bc.report->add(t);
   cublasDestroy(h);
-  ncclCommDestroy(nc);
+  if (nc) ncclCommDestroy(nc);
   cudaStreamDestroy(side);
   cudaEventDestroy(fork);
   cudaEventDestroy(join);

@@ -6,12 +6,12 @@
 #include <chrono>
 #include <functional>
 
+#include "bench/baselines/cublas_util.hpp"
 #include "bench/bench.hpp"
 #include "mkernel/gemm.hpp"
 
 namespace mkb {
 
-void gemm_bf16_tn(cublasHandle_t h, int m, int n, int k, const void* a, const void* b, void* c, cudaStream_t s);
 
 namespace {
 

@@ -1,0 +1,241 @@
+// GEMM + ReduceScatter (1 node, or 2x1 emulated nodes): mkernel's fused kernel against serial
+// cuBLAS + NCCL, a chunked two-stream overlap a user could write, and the
+// parts alone, all interleaved call by call in one run (MEASURING.md).
+// Row-parallel layer of hidden 8192, FFN 28672 over W ranks: this rank's
+// a [M x 28672 / W], b [8192 x 28672 / W]; out = its M / W rows of the sum
+// over ranks of a b^T.
+#include <cublas_v2.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/baselines/cublas_util.hpp"
+#include "bench/baselines/nccl_util.hpp"
+#include "bench/bench.hpp"
+#include "mkernel/tp.hpp"
+
+namespace mkb {
+
+namespace {
+
+constexpr int kChunks = 4;  // S: chunks per owner's rows in the 2-stream overlap
+
+// gemm_bf16_tn's row-major trick (C = A B^T is column-major C^T = B A^T:
+// gemm(T, N) with b first), batched over the w owners: batch d computes
+// `rows` rows of a starting at a + d * owner_rows rows (a points at the
+// chunk's first row of owner 0) times b^T into c + d * rows * n, so c is
+// [w][rows x n], contiguous. b is the same for every batch (stride 0).
+void gemm_bf16_tn_owners(cublasHandle_t h, int w, int rows, int n, int k, int64_t owner_rows, const void* a,
+                         const void* b, void* c, cudaStream_t s) {
+  const float alpha = 1.f, beta = 0.f;
+  MKB_CUBLAS(cublasSetStream(h, s));
+  MKB_CUBLAS(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &alpha, b, CUDA_R_16BF, k, 0, a,
+                                        CUDA_R_16BF, k, owner_rows * k, &beta, c, CUDA_R_16BF, n,
+                                        int64_t(rows) * n, w, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+struct DevBuf {
+  void* p = nullptr;
+  explicit DevBuf(size_t bytes) { MKB_CUDA(cudaMalloc(&p, bytes)); }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+};
+
+double bf16_value(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// got vs ref ([rows x n] bf16 each, on the device, after `s`): every element
+// within 0.02 |ref| + 0.02 rms(ref). A miss on any rank fails every rank
+// (no rank is left waiting in a collective). Returns max |d| / rms(ref),
+// max over ranks.
+double check_vs(mk::Bootstrap& bs, const std::string& what, const void* got, const void* ref, int64_t rows,
+                int64_t n, cudaStream_t s) {
+  MKB_CUDA(cudaStreamSynchronize(s));
+  const size_t count = size_t(rows) * n;
+  std::vector<uint16_t> g(count), r(count);
+  MKB_CUDA(cudaMemcpy(g.data(), got, count * 2, cudaMemcpyDeviceToHost));
+  MKB_CUDA(cudaMemcpy(r.data(), ref, count * 2, cudaMemcpyDeviceToHost));
+  double ss = 0;
+  for (uint16_t v : r) ss += bf16_value(v) * bf16_value(v);
+  const double rms = std::sqrt(ss / double(count));
+  double max_abs = 0;
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const double want = bf16_value(r[i]), d = std::fabs(bf16_value(g[i]) - want);
+    if (!(d <= 0.02 * std::fabs(want) + 0.02 * rms) && !bad++) first = i;
+    if (d > max_abs) max_abs = d;
+  }
+  if (!(rms > 0)) bad = count;  // a NaN or all-zero reference checks nothing
+  if (max_over_ranks(&bs, double(bad)) > 0) {
+    if (!bad) mk::fail("gemm_rs bench: ", what, ": another rank's output is wrong (this rank's matches)");
+    mk::fail("gemm_rs bench: ", what, " on rank ", bs.rank(), ": ", bad, " of ", count,
+             " elements off the serial baseline (first: row ", first / n, ", col ", first % n, ": got ",
+             bf16_value(g[first]), ", want ", bf16_value(r[first]), "); max |d| ", max_abs, ", rms(ref) ", rms);
+  }
+  return max_over_ranks(&bs, max_abs / rms);
+}
+
+}  // namespace
+
+void bench_gemm_rs(BenchContext& bc) {
+  auto& c = *bc.comm;
+  const int W = c.world();
+  const auto& topo = c.topology();
+  Table t{"GEMM + ReduceScatter, bf16, hidden 8192, FFN 28672 / W per rank (row-parallel: n = 8192, k = 28672 / W)",
+          {"M", "cuBLAS alone ms", "RS alone ms (NCCL / mk)", "serial ms", "2-stream chunked overlap ms",
+           "mkernel ms", "mkernel vs best baseline", "eta", "mk RS alone, 32 reduce CTAs ms", "MB sent per GPU (NVLink / network)",
+           "CTAs (run: compute; RS alone: push + reduce)", "check vs serial (max |d| / rms)"},
+          {},
+          ""};
+  if (W < 2 || (topo.num_nodes > 1 && topo.local_size > 1)) {
+    t.note = "skipped: needs >= 2 ranks, on one node or one per node";
+    bc.report->add(t);
+    return;
+  }
+  // Across nodes the baselines use mkernel's own standalone reduce-scatter on
+  // the same transport (NCCL between emulated nodes would take NVLink).
+  const bool net = topo.num_nodes > 1;
+  if (28672 % (64 * W) || 1024 % (128 * W)) {
+    t.note = "skipped: needs 28672 / W a multiple of 64 and M / W a multiple of 128 (W = 2, 4 or 8)";
+    bc.report->add(t);
+    return;
+  }
+  ncclComm_t nc = net ? nullptr : make_nccl_comm(c);
+  cublasHandle_t h;
+  MKB_CUBLAS(cublasCreate(&h));
+  cudaStream_t side;
+  MKB_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  cudaEvent_t computed[kChunks], reduced[kChunks];
+  for (int j = 0; j < kChunks; ++j) {
+    MKB_CUDA(cudaEventCreateWithFlags(&computed[j], cudaEventDisableTiming));
+    MKB_CUDA(cudaEventCreateWithFlags(&reduced[j], cudaEventDisableTiming));
+  }
+
+  const int64_t n = 8192, k = 28672 / W;
+  std::vector<int64_t> ms = {1024, 2048, 4096, 8192, 16384};
+  if (bc.quick) ms = {4096};
+  bool overlap_checked = false;
+  for (int64_t m : ms) {
+    const int64_t R = m / W, C = R / kChunks;  // rows per owner, rows per chunk
+    const size_t out_bytes = size_t(R) * n * 2;
+    mk::GemmRs plan(c, m, n, k), plan32(c, m, n, k, {32, 0}), base(c, m, n, k), base_chunk(c, W * C, n, k);
+    // The baselines' reduce-scatter: NCCL inside a node, else mkernel's own
+    // (plans of their own: the fused plans' calls stay in their order).
+    auto rs = [&](const void* in, void* o, bool chunk, cudaStream_t st) {
+      if (net)
+        (chunk ? base_chunk : base).reduce_scatter(in, o, st);
+      else
+        MKB_NCCL(ncclReduceScatter(in, o, size_t(chunk ? C : R) * n, ncclBfloat16, ncclSum, nc, st));
+    };
+    Rotating a(size_t(m) * k * 2), b(size_t(n) * k * 2), x(size_t(m) * n * 2);
+    for (int i = 0; i < a.copies(); ++i) fill_random_bf16(a.get(i), size_t(m) * k, 700 + i + 13 * c.rank(), bc.stream);
+    for (int i = 0; i < b.copies(); ++i) fill_random_bf16(b.get(i), size_t(n) * k, 800 + i + 13 * c.rank(), bc.stream);
+    for (int i = 0; i < x.copies(); ++i) fill_random_bf16(x.get(i), size_t(m) * n, 900 + i + 13 * c.rank(), bc.stream);
+    DevBuf partial(size_t(m) * n * 2), out(out_bytes), ref(out_bytes), got(out_bytes);
+    DevBuf chunk0(size_t(W) * C * n * 2), chunk1(size_t(W) * C * n * 2);
+    void* chunk[2] = {chunk0.p, chunk1.p};
+
+    auto serial = [&](const void* A, const void* B, void* o) {
+      gemm_bf16_tn(h, int(m), int(n), int(k), A, B, partial.p, bc.stream);
+      rs(partial.p, o, false, bc.stream);
+    };
+    // Chunk j: rows [d R + j C, d R + (j + 1) C) of every owner d in one
+    // batched GEMM into chunk[j % 2] ([W][C x n]), then on the side stream
+    // its reduce-scatter into out rows [j C, (j + 1) C) while chunk j + 1
+    // computes. chunk[j % 2] is rewritten only after chunk j - 2's
+    // reduce-scatter read it; the side stream joins back at the end.
+    auto overlap = [&](const void* A, const void* B, void* o) {
+      for (int j = 0; j < kChunks; ++j) {
+        if (j >= 2) MKB_CUDA(cudaStreamWaitEvent(bc.stream, reduced[j - 2]));
+        gemm_bf16_tn_owners(h, W, int(C), int(n), int(k), R, static_cast<const char*>(A) + size_t(j) * C * k * 2, B,
+                            chunk[j % 2], bc.stream);
+        MKB_CUDA(cudaEventRecord(computed[j], bc.stream));
+        MKB_CUDA(cudaStreamWaitEvent(side, computed[j]));
+        rs(chunk[j % 2], static_cast<char*>(o) + size_t(j) * C * n * 2, true, side);
+        MKB_CUDA(cudaEventRecord(reduced[j], side));
+      }
+      MKB_CUDA(cudaStreamWaitEvent(bc.stream, reduced[kChunks - 1]));
+    };
+
+    // Checks (outside timing): outputs poisoned (bf16 NaN) first, then
+    // compared with the serial baseline on the same inputs.
+    const std::string at = " at M=" + std::to_string(m);
+    MKB_CUDA(cudaMemsetAsync(ref.p, 0xff, out_bytes, bc.stream));
+    serial(a.get(0), b.get(0), ref.p);
+    if (!overlap_checked) {
+      MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
+      overlap(a.get(0), b.get(0), got.p);
+      check_vs(c.bootstrap(), "2-stream chunked overlap" + at, got.p, ref.p, R, n, bc.stream);
+      overlap_checked = true;
+    }
+    MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
+    plan.run(a.get(0), b.get(0), got.p, bc.stream);
+    double err = check_vs(c.bootstrap(), "mkernel" + at, got.p, ref.p, R, n, bc.stream);
+    MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
+    plan32.run(a.get(0), b.get(0), got.p, bc.stream);
+    err = std::max(err, check_vs(c.bootstrap(), "mkernel (second plan)" + at, got.p, ref.p, R, n, bc.stream));
+
+    // Call cl of round i takes the next copy of each rotating input (copy
+    // 100 + 7 i + cl), so no call finds its inputs in L2 from the one before.
+    auto A = [&](int i, int cl) { return a.get(100 + 7 * i + cl); };
+    auto B = [&](int i, int cl) { return b.get(100 + 7 * i + cl); };
+    auto X = [&](int i, int cl) { return x.get(100 + 7 * i + cl); };
+    std::vector<std::function<void(int)>> calls = {
+        [&](int i) { gemm_bf16_tn(h, int(m), int(n), int(k), A(i, 0), B(i, 0), partial.p, bc.stream); },  // 0
+        [&](int i) { rs(X(i, 1), out.p, false, bc.stream); },  // 1 NCCL (net: mk) RS alone
+        [&](int i) { plan.reduce_scatter(X(i, 2), out.p, bc.stream); },  // 2 mk RS alone
+        [&](int i) { serial(A(i, 3), B(i, 3), out.p); },                 // 3 serial
+        [&](int i) { overlap(A(i, 4), B(i, 4), out.p); },                // 4 2-stream chunked overlap
+        [&](int i) { plan.run(A(i, 5), B(i, 5), out.p, bc.stream); },    // 5 mkernel
+        [&](int i) { plan32.reduce_scatter(X(i, 6), out.p, bc.stream); },  // 6 mk RS alone, 32 reduce CTAs
+    };
+    auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls);
+    const double t_comm = std::min({st[1].median_ms, st[2].median_ms, st[6].median_ms});
+    const double t_lb = std::max(st[0].median_ms, t_comm);
+    const double best = std::min(st[3].median_ms, st[4].median_ms);
+    const double sent_mb = double(W - 1) / W * double(m) * n * 2 / 1e6;
+    t.rows.push_back({std::to_string(m), fmt(st[0].median_ms), fmt(st[1].median_ms) + " / " + fmt(st[2].median_ms),
+                      fmt(st[3].median_ms), fmt(st[4].median_ms), fmt(st[5].median_ms),
+                      fmt(best / st[5].median_ms, 2) + "x", fmt(t_lb / st[5].median_ms, 2), fmt(st[6].median_ms),
+                      net ? "0 / " + fmt(sent_mb, 1) : fmt(sent_mb, 1) + " / 0",
+                      std::to_string(plan.num_compute_ctas()) + "; 16 + " + std::to_string(plan.num_reduce_ctas()),
+                      "checked (" + fmt(err, 4) + ")"});
+  }
+  t.note =
+      "Calls interleaved (one of each per round), medians, max over ranks; a, b and the RS input rotate through "
+      ">= 256 MiB, a different copy per call. cuBLAS alone = this rank's full [M x 8192] partial GEMM. RS alone = "
+      "reduce-scatter of an [M x 8192] bf16 input: NCCL / the plan's reduce_scatter. serial = cuBLAS, then NCCL "
+      "reduce-scatter. 2-stream chunked overlap = each owner's M/W rows cut into 4 chunks; per chunk one strided-"
+      "batched cuBLAS call over the W owners into a double-buffered [W][M/(4W) x 8192] buffer, whose NCCL "
+      "reduce-scatter runs on a side stream while the next chunk computes. mkernel vs best baseline = min(serial, "
+      "overlap) / mkernel. eta = max(cuBLAS alone, fastest RS alone) / mkernel. NVLink MB sent per GPU = (W-1)/W "
+      "x M x 8192 x 2 B (mkernel's bf16 staging writes). CTAs: run() computes on every SM (no Reduce CTAs: each "
+      "owner adds the other ranks' tiles in its epilogue); the standalone reduce-scatter uses 16 push + 16 (or 32) "
+      "Reduce CTAs. check: "
+      "outside timing, both mkernel plans' output vs serial's, on the same inputs, every element within 0.02 |ref| "
+      "+ 0.02 rms(ref) (else the run fails); the chunked overlap is checked the same way on the first M. "
+      "Across nodes (2x1 emulated) the RS baselines are mkernel's standalone reduce-scatter on the same transport, "
+      "not NCCL (which would use NVLink between the emulated nodes): 'RS alone' shows it twice. PyTorch's "
+      "fused_matmul_reduce_scatter is measured by bench/torch_tp_bench.py.";
+  bc.report->add(t);
+  cublasDestroy(h);
+  if (nc) ncclCommDestroy(nc);
+  cudaStreamDestroy(side);
+  for (int j = 0; j < kChunks; ++j) {
+    cudaEventDestroy(computed[j]);
+    cudaEventDestroy(reduced[j]);
+  }
+}
+
+}  // namespace mkb

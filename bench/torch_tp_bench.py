@@ -1,0 +1,289 @@
+"""mkernel's tensor-parallel ops against serial torch and PyTorch's async-TP ops,
+interleaved call by call in one run (device machine, one node):
+
+    torchrun --standalone --nproc_per_node=2 bench/torch_tp_bench.py [--quick] [--out DIR]
+
+Widths hidden 8192, FFN 28672 (Llama-3-70B-like), bf16, W = world size, per M:
+  AG+GEMM (column-parallel): x_shard [M/W, 8192], w [28672/W, 8192] -> [M, 28672/W]
+    serial: dist.all_gather_into_tensor + torch.matmul
+    torch fused: torch.ops.symm_mem.fused_all_gather_matmul
+    mkernel: mkernel.ag_gemm (out= preallocated)
+  GEMM+RS (row-parallel): h [M, 28672/W], w [8192, 28672/W] -> [M/W, 8192]
+    serial: torch.matmul + dist.reduce_scatter_tensor
+    torch fused: torch.ops.symm_mem.fused_matmul_reduce_scatter
+    mkernel: mkernel.gemm_rs (out= preallocated)
+Timing per the project's MEASURING.md (shared/); the report header spells it out.
+Rank 0 writes torch-tp-<UTC stamp>.md under --out. NVLink multicast stays off.
+"""
+import os
+
+for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
+    os.environ.setdefault(_k, _v)
+
+import argparse, datetime, statistics, subprocess, sys, warnings  # noqa: E401,E402
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+import mkernel  # noqa: E402
+import mkernel.torchrun  # noqa: E402
+
+HIDDEN, FFN = 8192, 28672
+VARIANTS = ("serial", "torch fused", "mkernel")
+
+
+def parse_args():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="M = 4096 only")
+    ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--lead-cycles", type=int, default=2_000_000,
+                    help="GPU sleep before each timed call (~1 ms; keeps host launch cost off the clock; 0: none)")
+    return ap.parse_args()
+
+
+def max_over_ranks(values):  # CPU tensors: over gloo
+    t = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.tolist()
+
+
+def agree(flag):
+    """True on every rank iff flag is True on every rank."""
+    return max_over_ranks([0.0 if flag else 1.0])[0] == 0.0
+
+
+def short(e, limit=160):
+    return f"{type(e).__name__}: {e}".replace("|", "/").replace("\n", " ")[:limit]
+
+
+def load_symm_mem():
+    """torch.ops.symm_mem (async-TP ops) or None, and why not."""
+    try:
+        import torch.distributed._symmetric_memory as symm_mem
+        ops = torch.ops.symm_mem
+        for name in ("fused_all_gather_matmul", "fused_matmul_reduce_scatter"):
+            if not hasattr(ops, name):
+                return None, f"torch.ops.symm_mem.{name} not in torch {torch.__version__}"
+        # Deprecated in torch 2.11 ("no need to call"), required by older ones; the ops'
+        # first call (in the correctness check) decides whether they are usable.
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                symm_mem.enable_symm_mem_for_group(str(dist.group.WORLD.group_name))
+        except Exception:  # noqa: BLE001
+            pass
+        return ops, None
+    except Exception as e:  # noqa: BLE001 - recorded in the table
+        return None, short(e)
+
+
+def check(op, m, outs):
+    """Every output against serial's: max abs error and relative Frobenius error, max over ranks."""
+    ref = outs["serial"].float()
+    names = [n for n in VARIANTS if n != "serial" and n in outs]
+    vals = []
+    for n in names:
+        got = outs[n].float()
+        if tuple(got.shape) != tuple(ref.shape) or not torch.isfinite(got).all():
+            vals += [float("inf"), float("inf")]
+            continue
+        d = got - ref
+        vals += [(d.abs().max() / (0.02 * ref.abs().max() + 1e-2)).item(), (d.norm() / ref.norm()).item()]
+    vals = max_over_ranks(vals) if vals else []
+    bad = [f"{n}: max|err| = {vals[2 * i]:.3g} x (0.02 max|ref| + 0.01), rel Frobenius {vals[2 * i + 1]:.3g}"
+           for i, n in enumerate(names) if not (vals[2 * i] <= 1.0 and vals[2 * i + 1] < 1e-2)]
+    if bad:
+        raise RuntimeError(f"{op} M={m}: outputs disagree with serial (worst rank shown): " + "; ".join(bad))
+
+
+def measure(op, m, fns, inputs, rounds, warmup, lead_cycles):
+    """fns: name -> fn(input). One call of each per round; returns name -> ms (median per rank, max over ranks)."""
+    names, n_in, k = list(fns), len(inputs), 0
+    events = {n: [] for n in names}
+    for r in range(warmup + rounds):
+        for n in names[r % len(names):] + names[:r % len(names)]:  # no variant always goes first
+            x = inputs[k % n_in]
+            k += 1
+            torch.cuda.synchronize()
+            dist.barrier()
+            if lead_cycles > 0:
+                torch.cuda._sleep(lead_cycles)
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fns[n](x)
+            e.record()
+            if r >= warmup:
+                events[n].append((s, e))
+    torch.cuda.synchronize()
+    med = [statistics.median(s.elapsed_time(e) for s, e in events[n]) for n in names]
+    return dict(zip(names, max_over_ranks(med)))
+
+
+def run_shape(op, m, comm, world, ops, group_name, gen, args, l2_bytes):
+    dev, bf = torch.device("cuda"), torch.bfloat16
+
+    def rnd(*shape):
+        return (torch.rand(*shape, device=dev, generator=gen) - 0.5).to(bf)
+
+    def copies(*shape):
+        nbytes = shape[0] * shape[1] * 2
+        return [rnd(*shape) for _ in range(max(4, -(-2 * l2_bytes // nbytes)))]
+
+    nan = float("nan")
+    if op == "AG+GEMM":
+        m_loc, n_loc = m // world, FFN // world
+        w = rnd(n_loc, HIDDEN)
+        gathered, out_s, out_m = (torch.empty(m, c, device=dev, dtype=bf) for c in (HIDDEN, n_loc, n_loc))
+
+        def serial(x):
+            dist.all_gather_into_tensor(gathered, x)
+            return torch.matmul(gathered, w.t(), out=out_s)
+
+        def fused(x):  # returns (gathered A, [A @ B]); B = w^T is a view, no copy
+            return ops.fused_all_gather_matmul(x, [w.t()], 0, group_name)[1][0]
+
+        def mk(x):
+            return mkernel.ag_gemm(x, w, comm, out=out_m)
+        in_shape = (m_loc, HIDDEN)
+    else:
+        k_loc = FFN // world
+        w = rnd(HIDDEN, k_loc)
+        partial, out_s, out_m = (torch.empty(r, HIDDEN, device=dev, dtype=bf) for r in (m, m // world, m // world))
+
+        def serial(h):
+            torch.matmul(h, w.t(), out=partial)
+            dist.reduce_scatter_tensor(out_s, partial)
+            return out_s
+
+        def fused(h):
+            return ops.fused_matmul_reduce_scatter(h, w.t(), "sum", 0, group_name)
+
+        def mk(h):
+            return mkernel.gemm_rs(h, w, comm, out=out_m)
+        in_shape = (m, k_loc)
+
+    fns = {"serial": serial, "torch fused": fused, "mkernel": mk}
+    # Correctness once, outside the timing: fresh random input, outputs poisoned first.
+    x = rnd(*in_shape)
+    for t in (out_s, out_m):
+        t.fill_(nan)
+    outs = {"serial": serial(x).clone(), "mkernel": mk(x).clone()}
+    fused_err = None
+    if ops is None:
+        fns.pop("torch fused")
+    else:
+        try:
+            outs["torch fused"] = fused(x).clone()
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - recorded as unavailable
+            fused_err = short(e)
+        if not agree(fused_err is None):
+            fns.pop("torch fused")
+            outs.pop("torch fused", None)
+            fused_err = fused_err or "failed on another rank"
+    check(op, m, outs)
+    del outs, x
+    times = measure(op, m, fns, copies(*in_shape), args.rounds, args.warmup, args.lead_cycles)
+    torch.cuda.synchronize()
+    dist.barrier()
+    mkernel.close_plans(comm)  # collective; frees this shape's symmetric buffers
+    return times, fused_err
+
+
+def fmt_row(config, m, t, fused_note):
+    s, f, k = t["serial"], t.get("torch fused"), t["mkernel"]
+    x = lambda a, b: f"{a / b:.2f}" if a and b else "-"  # noqa: E731
+    fcol = f"{f:.3f}" if f else (fused_note or "-")
+    return f"| {config} | {m} | {s:.3f} | {fcol} | {k:.3f} | {x(s, f)} | {x(f, k)} | {x(s, k)} |"
+
+
+def sh(*cmd):
+    """First line of a command's output, or None."""
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+        return r.stdout.strip().split("\n")[0] if r.returncode == 0 and r.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def main(args):
+    ms = [4096] if args.quick else [1024, 2048, 4096, 8192, 16384]
+
+    def run(comm, rank, world):
+        if comm.world != world or FFN % world or any(m % world for m in ms):
+            raise RuntimeError(f"world {world} (mkernel comm world {comm.world}) must divide {FFN} and every M")
+        ops, why = load_symm_mem()
+        if not agree(ops is not None):
+            ops, why = None, why or "unavailable on another rank"
+        group_name = str(dist.group.WORLD.group_name)
+        gen = torch.Generator(device="cuda").manual_seed(1234 + rank)  # different data on every rank
+        l2 = getattr(torch.cuda.get_device_properties(), "L2_cache_size", 60 << 20)
+        rpn = os.environ.get("MK_RANKS_PER_NODE")  # emulated nodes apply to mkernel only
+        config = f"1x{world}" if not rpn or int(rpn) >= world else f"{world // int(rpn)}x{rpn} emu (mkernel)"
+        head = ("| config | M | serial ms | torch fused ms | mkernel ms | torch fused vs serial (x) "
+                "| mkernel vs torch fused (x) | mkernel vs serial (x) |\n|---|---|---|---|---|---|---|---|")
+        sections = []
+        for op in ("AG+GEMM", "GEMM+RS"):
+            op_ops, rows, note = ops, [], None if ops is not None else f"unavailable: {why}"
+            for m in ms:
+                times, err = run_shape(op, m, comm, world, op_ops, group_name, gen, args, l2)
+                if err:  # not tried again for this op: a failed symm_mem op may leave peers out of step
+                    op_ops, note = None, f"unavailable: {err} (at M={m})"
+                    if rank == 0:
+                        print(f"{op} M={m}: torch fused op failed: {err}", flush=True)
+                rows.append(fmt_row(config, m, times, note))
+                if rank == 0:
+                    print(rows[-1], flush=True)
+            sections.append(f"## {op}\n\n{head}\n" + "\n".join(rows))
+        if rank == 0:
+            write_report(args, world, sections)
+
+    mkernel.torchrun.main(run, backend="cpu:gloo,cuda:nccl")
+
+
+def write_report(args, world, sections):
+    now = datetime.datetime.now(datetime.timezone.utc)
+    stamp = now.strftime("%Y%m%dT%H%M%SZ")
+    try:
+        from torch.cuda import nccl
+        nccl_version = ".".join(map(str, nccl.version()))
+    except Exception:  # noqa: BLE001 - header detail only
+        nccl_version = "unknown"
+    keys = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "MK_RANKS_PER_NODE")
+    env = ", ".join(f"{k}={os.environ.get(k)}" for k in keys)
+    commit = sh("git", "rev-parse", "--short", "HEAD") or "unknown"
+    if sh("git", "status", "--porcelain", "--untracked-files=no"):
+        commit += " (tracked files modified)"
+    cmd = " ".join([f"torchrun --standalone --nproc_per_node={world} bench/torch_tp_bench.py"] + sys.argv[1:])
+    driver = sh("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader") or "unknown"
+    lines = [f"# Tensor-parallel ops: serial torch vs torch async-TP vs mkernel ({stamp})", "",
+             f"- command: `{cmd}`",
+             f"- date (UTC): {now.isoformat(timespec='seconds')}",
+             f"- GPU: {torch.cuda.get_device_name()} x {world} (one node), driver {driver}",
+             f"- torch {torch.__version__}, CUDA {torch.version.cuda}, NCCL {nccl_version}",
+             f"- commit {commit}, mkernel library {mkernel.library_path}",
+             f"- world {world}; bf16; hidden {HIDDEN}, FFN {FFN}; env: {env}",
+             f"- timing: {args.rounds} rounds after {args.warmup} warm-up rounds, one call of each variant per round, "
+             f"order rotated per round; before each call a host sync + barrier, then a GPU sleep of "
+             f"{args.lead_cycles} cycles (host launch cost off the clock); CUDA events around the call; median per "
+             "rank, then max over ranks; "
+             "activations rotate through copies that together exceed 2x L2",
+             "- (x) columns are speedups: serial/torch fused, torch fused/mkernel, serial/mkernel (>1: faster)",
+             "- torch fused = torch.ops.symm_mem.fused_all_gather_matmul (B = w^T view, gather_dim 0, return_A "
+             "default True) / fused_matmul_reduce_scatter(h, w^T, 'sum', 0); plain-memory inputs: the ops copy "
+             "into their own symmetric workspace",
+             "- outputs of the three variants checked against serial once per M (max|err| <= 0.02 max|ref| + 0.01, "
+             "relative Frobenius < 1e-2), outputs poisoned with NaN first", ""]
+    text = "\n".join(lines) + "\n" + "\n\n".join(sections) + "\n"
+    print("\n" + text, flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, f"torch-tp-{stamp}.md")
+    with open(path, "w") as f:
+        f.write(text)
+    print(f"wrote {path}", flush=True)
+
+
+if __name__ == "__main__":
+    main(parse_args())
