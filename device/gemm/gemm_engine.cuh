@@ -336,9 +336,18 @@ __device__ __forceinline__ void publish_tile(const GemmParams& p, const sched::T
   const int64_t id = e.signal == EpiSignal::PerRowBlock ? row_block_id(p.sched, t) : tile_id(p.sched, t);
   const int d = e.rows_per_dest ? static_cast<int>(r.row0 / e.rows_per_dest) : 0;
   if ((e.net >> d) & 1u) {
-    const uint64_t bytes = uint64_t(kBlockM) * kBlockN * 2;
-    const int64_t ltid = tile_id(p.sched, t) - (int64_t(d) * e.rows_per_dest / kBlockM) * p.sched.n_blocks;
-    const uint64_t off = uint64_t(ltid) * bytes;
+    const uint64_t tile_bytes = uint64_t(kBlockM) * kBlockN * 2;
+    int64_t ltid = tile_id(p.sched, t) - (int64_t(d) * e.rows_per_dest / kBlockM) * p.sched.n_blocks;
+    uint64_t tiles = 1;
+    if (e.net_rb_count) {  // the row-block's last tile sends the row-block
+      const unsigned long long before = atomicAdd(reinterpret_cast<unsigned long long*>(e.net_rb_count + id), 1ull);
+      if ((before + 1) % static_cast<unsigned long long>(p.sched.n_blocks) != 0) return;
+      __threadfence_system();  // the other tiles' stores (fenced before their adds) before the put
+      ltid -= t.n_blk;
+      tiles = static_cast<uint64_t>(p.sched.n_blocks);
+    }
+    const uint64_t bytes = tile_bytes * tiles;
+    const uint64_t off = uint64_t(ltid) * tile_bytes;
     net::CmdFields f;
     f.op = net::CmdOp::Put;
     f.peer = static_cast<uint32_t>(e.net_peer[d]);
@@ -349,7 +358,7 @@ __device__ __forceinline__ void publish_tile(const GemmParams& p, const sched::T
     if (e.signal != EpiSignal::None) {
       f.sig_op = static_cast<uint8_t>(net::SigOp::Add);
       f.sig_idx = static_cast<uint32_t>(e.net_sig_base + id);
-      f.sig_value = e.sig_delta;
+      f.sig_value = e.sig_delta * tiles;
     }
     const net::NetCtx& nc = *p.netctx;
     const net::CmdQueue& q = nc.queues[static_cast<unsigned>(e.net_queue) % static_cast<unsigned>(nc.num_queues)];

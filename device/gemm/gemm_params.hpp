@@ -114,6 +114,12 @@ struct EpilogueHook {
   uint64_t net_src_off[kMaxDests] = {};
   uint64_t net_dst_off[kMaxDests] = {};
   int32_t net_sig_base = 0;
+  // Optional (PerRowBlock): one put per row-block instead of per tile. Each
+  // tile adds 1 to net_rb_count[row-block id] (this GPU's memory, zeroed
+  // once, counts kept across calls); the tile that completes the row-block
+  // sends all its n_blocks tiles (contiguous, TileMajor) with one signal add
+  // of n_blocks * sig_delta. Fewer, larger messages for the NIC.
+  uint64_t* net_rb_count = nullptr;
   // Reduce-scatter owner: tiles of destination own_dest are not stored
   // there. The consumers wait until every other source s < own_nsrc
   // (s != own_src) signalled the tile's row-block (own_signals[s *

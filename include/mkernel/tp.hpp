@@ -111,6 +111,7 @@ class GemmRs {
   SymmetricBuffer* staging_ = nullptr;
   uint64_t* epoch_counter_ = nullptr;
   int64_t slot_elems_ = 0;  // bf16 elements per staging slot
+  uint64_t* net_rb_count_ = nullptr;  // device: tiles stored per row-block (one put per row-block)
   void* netctx_ = nullptr;  // device copy of the network context (several nodes)
   int net_region_ = 0;
 };

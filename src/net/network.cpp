@@ -101,7 +101,7 @@ Network::Network(Communicator& comm) : comm_(comm) {
   ctx_.rank = t.rank;
   ctx_.num_rail_peers = static_cast<int32_t>(rail_peers_.size());
   ctx_.emulated = family(name_) == "emu" ? 1 : 0;
-  ctx_.add_needs_sm = family(name_) == "emu" || family(name_) == "fabric" ? 1 : 0;
+  ctx_.needs_free_sm = family(name_) == "emu" || family(name_) == "fabric" ? 1 : 0;
   comm.bootstrap().barrier();
   log(LogLevel::Info, cat("rank ", t.rank, ": network ", name_, ", ", peers_.size(), " peers, ", threads, " proxy thread(s)"));
 }

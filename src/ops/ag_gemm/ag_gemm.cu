@@ -64,7 +64,8 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
   const Topology& t = comm.topology();
   tp::check_topology(t, "AgGemm", roles::kMaxNodes);
   const int sms = gemm::num_sms();
-  num_ctas_ = opt.num_ctas ? opt.num_ctas : sms;
+  const bool leave_sm = tp::leave_free_sm(comm, "AgGemm", opt.num_ctas, sms);
+  num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - (leave_sm ? 1 : 0);
   if (num_ctas_ < 2 || num_ctas_ > sms) fail("AgGemm: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
   rows_per_chunk_ = tp::chunk_rows(m_local);
   num_comm_ = opt.num_comm_ctas ? opt.num_comm_ctas : tp::comm_ctas_heuristic(n);

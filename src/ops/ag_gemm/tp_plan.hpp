@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "device/ctx.hpp"
+#include "mkernel/communicator.hpp"
 #include "mkernel/error.hpp"
+#include "mkernel/network.hpp"
 #include "mkernel/topology.hpp"
 
 namespace mk::tp {
@@ -57,6 +59,17 @@ inline int rs_swizzle(int64_t blocks_per_rank) {
   for (int64_t sw = std::min<int64_t>(8, blocks_per_rank); sw > 1; --sw)
     if (blocks_per_rank % sw == 0) return static_cast<int>(sw);
   return 1;
+}
+
+// Across nodes, whether the plan's persistent kernel must leave an SM free
+// for the transport's own kernels (NetCtx::needs_free_sm); an explicit grid
+// of every SM is refused then. Collective on first use (creates the network).
+inline bool leave_free_sm(Communicator& comm, const char* op, int num_ctas, int sms) {
+  if (comm.topology().num_nodes == 1 || !comm.network().device_ctx().needs_free_sm) return false;
+  if (num_ctas == sms)
+    fail(op, ": num_ctas = ", sms, " would deadlock with the ", comm.network().transport_name(),
+         " transport (it runs kernels on this GPU to deliver data and signals): use at most ", sms - 1);
+  return true;
 }
 
 // Ranks the tensor-parallel plans can serve: nodes of equal size (rail

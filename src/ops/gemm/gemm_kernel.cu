@@ -68,6 +68,8 @@ void validate_hooks(const GemmParams& p) {
       fail("gemm epilogue: a network put needs the communicator (has_ctx) and the network context (netctx, a "
            "device copy of Network::device_ctx())");
   }
+  if (e.net_rb_count && (e.signal != EpiSignal::PerRowBlock || e.layout != OutLayout::TileMajor))
+    fail("gemm epilogue: one put per row-block (net_rb_count) needs PerRowBlock signals and TileMajor output");
   if (e.own_dest >= 0) {
     if (e.own_dest >= ndest || e.rows_per_dest <= 0 || !e.own_slots || !e.own_signals || !e.own_out ||
         !l.epoch_counter || e.own_nsrc < 1 || e.own_nsrc > kMaxDests || e.own_ldo < p.n || e.own_ldo % 2 ||

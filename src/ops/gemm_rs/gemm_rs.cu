@@ -77,12 +77,7 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
          "inside each node first, is not built)");
   if (t.world > roles::kMaxRsRanks) fail("GemmRs: at most ", roles::kMaxRsRanks, " ranks (got ", t.world, ")");
   const int sms = gemm::num_sms();
-  // Across nodes, peers' proxies deliver Add signals; transports that apply
-  // them with a kernel on this GPU need an SM the persistent kernel leaves.
-  const bool leave_sm = t.num_nodes > 1 && comm.network().device_ctx().add_needs_sm;
-  if (leave_sm && opt.num_ctas == sms)
-    fail("GemmRs: num_ctas = ", sms, " would deadlock with the ", comm.network().transport_name(),
-         " transport (it applies signal adds with a kernel on this GPU): use at most ", sms - 1);
+  const bool leave_sm = tp::leave_free_sm(comm, "GemmRs", opt.num_ctas, sms);
   num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - (leave_sm ? 1 : 0);
   if (num_ctas_ < 2 || num_ctas_ > sms) fail("GemmRs: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
   num_reduce_ = opt.num_reduce_ctas ? opt.num_reduce_ctas : kDefaultReduceCtas;
@@ -104,6 +99,8 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     net_region_ = net.register_buffer(*staging_);
     MK_CUDA_CHECK(cudaMalloc(&netctx_, sizeof(net::NetCtx)));
     MK_CUDA_CHECK(cudaMemcpy(netctx_, &net.device_ctx(), sizeof(net::NetCtx), cudaMemcpyHostToDevice));
+    MK_CUDA_CHECK(cudaMalloc(&net_rb_count_, size_t(m / gemm::kBlockM) * sizeof(uint64_t)));
+    MK_CUDA_CHECK(cudaMemset(net_rb_count_, 0, size_t(m / gemm::kBlockM) * sizeof(uint64_t)));
   }
   MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 2 * sizeof(uint64_t)));
   MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 2 * sizeof(uint64_t)));
@@ -115,6 +112,7 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
 GemmRs::~GemmRs() {
   if (epoch_counter_) cudaFree(epoch_counter_);
   if (netctx_) cudaFree(netctx_);
+  if (net_rb_count_) cudaFree(net_rb_count_);
   if (staging_) {
     try {
       comm_.free_symmetric(*staging_);
@@ -169,6 +167,7 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
     gp.epi.net_region = net_region_;
     gp.epi.net_sig_base = sig_arrival_ + static_cast<int32_t>(int64_t(t.rank) * (m_ / gemm::kBlockM));
     gp.netctx = static_cast<const net::NetCtx*>(netctx_);
+    gp.epi.net_rb_count = net_rb_count_;  // one put per row-block
     // Own rows last: each of their tiles adds the other ranks' partial tiles
     // (arrived meanwhile in this rank's receive slots) to its accumulator
     // and stores the final rows into `out`. No Reduce CTAs.
