@@ -121,6 +121,9 @@ __device__ __forceinline__ void copy_bulk(const DeviceCtx& ctx, void* dst, const
     }
   }
   bulk_wait_all();
+  // The stores were made by the async proxy: order them before the generic
+  // release (signal) or network command the caller issues next.
+  asm volatile("fence.proxy.async.global;" ::: "memory");
 }
 
 }  // namespace mk::dev

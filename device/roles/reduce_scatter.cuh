@@ -8,7 +8,7 @@
 // network from s's own send slot for d (send slots [W][slot] after the
 // receive slots; the network reads registered memory).
 // - GEMM+RS: the GEMM epilogue writes tiles (TileMajor, one signal add per
-//   tile, one network put per tile; EpiSignal::PerRowBlock), peers' rows
+//   tile; across nodes one put per row-block; EpiSignal::PerRowBlock), peers' rows
 //   first; d computes its own rows last and adds the other slots' tiles to
 //   its accumulator before storing them (EpilogueHook::own_dest): no Reduce
 //   role, every SM computes.
@@ -26,6 +26,14 @@
 //   (and their send-slot sources were read).
 // - Several nodes of several GPUs each (reduce inside the node first, then
 //   one share per GPU over the network) is not built: plans refuse it.
+// - Deadlock freedom of GEMM+RS needs every CTA of the grid resident:
+//   own tiles wait for the other ranks' tiles, which non-resident CTAs of
+//   the other rank would compute. CTAs become resident as other kernels
+//   finish, so only a concurrent kernel that itself waits (another
+//   persistent kernel on another stream) can block it; a tile queue handed
+//   out by an atomic counter would remove the need (not built).
+// - Entry signals over the network are Sets: a transport must deliver one
+//   peer's commands of one queue in order (all of ours do).
 // - Every wait reports without a function call (the roles share a kernel
 //   with the GEMM engine).
 #pragma once

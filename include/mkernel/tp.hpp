@@ -75,7 +75,7 @@ class AgGemm {
 // row-parallel layer's shards); out_r = rows [r m/W, (r+1) m/W) of the sum
 // over ranks of a b^T. One persistent kernel in which every SM computes:
 // other ranks' rows first, each tile stored into its owner's staging slot
-// (NVLink inside a node, one network put per tile across nodes) with a
+// (NVLink inside a node, one network put per row-block across nodes) with a
 // row-block signal; own rows last, each tile summed with the other ranks'
 // tiles (arrived meanwhile) before its final bf16 store into out.
 struct GemmRsOptions {

@@ -1,8 +1,9 @@
-// mkernel: AllGather + GEMM inside a node (include/mkernel/tp.hpp), one
-// persistent kernel: CTAs [0, num_comm) push this rank's rows to every rank
-// of the node (device/roles/allgather_push.cuh), CTAs [num_comm, grid) run
-// the GEMM engine over the gathered rows (rank-rotated: local rows first;
-// each remote row chunk after its arrival signal).
+// mkernel: AllGather + GEMM (include/mkernel/tp.hpp), one persistent kernel:
+// CTAs [0, num_comm) push this rank's rows to every rank of the node and, on
+// several nodes, over the network to the rail peers, forwarding what those
+// send (device/roles/allgather_push.cuh); CTAs [num_comm, grid) run the GEMM
+// engine over the gathered rows (rank-rotated: local rows first; each remote
+// row chunk after its arrival signal).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -153,7 +154,6 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
   push.sig_entry = sig_entry_;
   push.sig_arrival = sig_arrival_;
   // Own rows stay out of the own buffer when the GEMM reads them in place,
-  // unless the network sends them from there.
   // unless the network sends them from there. The standalone all-gather
   // copies them out of a_local.
   push.skip_self = t.num_nodes == 1 && (!compute || tp::own_rows_in_place(m_local_, gemm::kBlockM)) ? 1 : 0;

@@ -55,7 +55,8 @@ void validate_hooks(const GemmParams& p) {
     if (e.signal != EpiSignal::None && !((e.net >> d) & 1u) && !e.signals[d])
       fail("gemm epilogue: signals requested but signals[", d, "] is null");
   }
-  if (e.net >> ndest) fail("gemm epilogue: network destination mask ", e.net, " names destinations beyond the ", ndest);
+  if (e.net >> ndest) fail("gemm epilogue: network destination mask ", e.net, " sets bits >= ", ndest, " (there are only ", ndest,
+           " destinations)");
   if ((e.signal != EpiSignal::None || e.layout == OutLayout::TileMajor || e.net) && e.rows_per_dest % kBlockM)
     fail("gemm epilogue: with signals, TileMajor output or network puts, rows_per_dest (", e.rows_per_dest,
          ") must be a multiple of ", kBlockM, " (a tile goes to one destination)");
@@ -71,12 +72,21 @@ void validate_hooks(const GemmParams& p) {
   if (e.net_rb_count && (e.signal != EpiSignal::PerRowBlock || e.layout != OutLayout::TileMajor))
     fail("gemm epilogue: one put per row-block (net_rb_count) needs PerRowBlock signals and TileMajor output");
   if (e.own_dest >= 0) {
-    if (e.own_dest >= ndest || e.rows_per_dest <= 0 || !e.own_slots || !e.own_signals || !e.own_out ||
-        !l.epoch_counter || e.own_nsrc < 1 || e.own_nsrc > kMaxDests || e.own_ldo < p.n || e.own_ldo % 2 ||
-        (e.net >> e.own_dest) & 1u)
-      fail("gemm epilogue: the owner reduce (own_dest ", e.own_dest, ") needs rows_per_dest, own_slots, own_signals, "
-           "own_out, an even own_ldo >= n, load.epoch_counter, 1..", kMaxDests, " sources and a non-network "
-           "destination");
+    const char* w = "gemm epilogue: the owner reduce (own_dest ";
+    if (e.own_dest >= ndest || e.rows_per_dest <= 0)
+      fail(w, e.own_dest, ") needs rows_per_dest > 0 and own_dest < the ", ndest, " destinations");
+    if ((e.net >> e.own_dest) & 1u) fail(w, e.own_dest, ") cannot be a network destination");
+    if (!e.own_slots || !e.own_signals || !e.own_out) fail(w, e.own_dest, ") needs own_slots, own_signals and own_out");
+    if (!l.epoch_counter) fail(w, e.own_dest, ") needs load.epoch_counter (its waits expect epoch * own_expect)");
+    if (e.own_nsrc < 1 || e.own_nsrc > kMaxDests || e.own_src < 0 || e.own_src >= e.own_nsrc)
+      fail(w, e.own_dest, ") needs 1..", kMaxDests, " sources and own_src among them (got ", e.own_nsrc, ", ",
+           e.own_src, ")");
+    if (e.own_expect == 0 || e.own_sig_stride <= 0)
+      fail(w, e.own_dest, ") needs own_expect > 0 and own_sig_stride > 0 (a zero expectation reads unarrived data)");
+    const int64_t tiles = (e.rows_per_dest / kBlockM) * ((int64_t(p.n) + kBlockN - 1) / kBlockN);
+    if (e.own_slot_elems < tiles * kBlockM * kBlockN)
+      fail(w, e.own_dest, "): own_slot_elems ", e.own_slot_elems, " < ", tiles, " tiles of ", kBlockM, " x ", kBlockN);
+    if (e.own_ldo < p.n || e.own_ldo % 2) fail(w, e.own_dest, ") needs an even own_ldo >= n (got ", e.own_ldo, ")");
   }
   if (l.num_start < 0 || (l.num_start > 0 && !l.start_signals))
     fail("gemm load hook: num_start = ", l.num_start, " needs start_signals");
