@@ -29,6 +29,9 @@ class Network {
   // (the same on every rank). Region 0 is the signal region.
   int register_buffer(const SymmetricBuffer& buf);
   const net::NetCtx& device_ctx() const { return ctx_; }
+  // The same context in device memory (kept up to date by register_buffer),
+  // for kernels that take it by pointer (it is 1.3 KB).
+  const net::NetCtx* device_ctx_ptr() const { return ctx_dev_; }
   std::string transport_name() const { return name_; }
   bool emulated() const { return ctx_.emulated != 0; }
   // Ranks reached over the network (other nodes), and the rail subset
@@ -45,6 +48,8 @@ class Network {
   std::vector<int> peers_, rail_peers_;
   std::unique_ptr<net::Proxy> proxy_;
   net::NetCtx ctx_{};
+  net::NetCtx* ctx_dev_ = nullptr;
+  void sync_device_ctx();
   int next_region_ = 0;
 };
 

@@ -26,6 +26,9 @@ namespace mk {
 
 class Communicator;
 struct SymmetricBuffer;
+namespace net {
+struct NetCtx;
+}
 
 struct AgGemmOptions {
   int num_comm_ctas = 0;  // IntraComm CTAs; 0: the heuristic (see AgGemm::num_comm_ctas)
@@ -67,7 +70,7 @@ class AgGemm {
   int sig_entry_ = 0, sig_arrival_ = 0;
   SymmetricBuffer* gathered_ = nullptr;
   uint64_t* epoch_counter_ = nullptr;  // device: calls completed (+ a CTA counter); see device/epoch.cuh
-  void* netctx_ = nullptr;             // device copy of the network context (several nodes)
+  const net::NetCtx* netctx_ = nullptr;  // the network's device context (several nodes)
   int net_region_ = 0;
 };
 
@@ -112,7 +115,7 @@ class GemmRs {
   uint64_t* epoch_counter_ = nullptr;
   int64_t slot_elems_ = 0;  // bf16 elements per staging slot
   uint64_t* net_rb_count_ = nullptr;  // device: tiles stored per row-block (one put per row-block)
-  void* netctx_ = nullptr;  // device copy of the network context (several nodes)
+  const net::NetCtx* netctx_ = nullptr;  // the network's device context (several nodes)
   int net_region_ = 0;
 };
 

@@ -102,11 +102,20 @@ Network::Network(Communicator& comm) : comm_(comm) {
   ctx_.num_rail_peers = static_cast<int32_t>(rail_peers_.size());
   ctx_.emulated = family(name_) == "emu" ? 1 : 0;
   ctx_.needs_free_sm = family(name_) == "emu" || family(name_) == "fabric" ? 1 : 0;
+  MK_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ctx_dev_), sizeof(net::NetCtx)));
+  sync_device_ctx();
   comm.bootstrap().barrier();
   log(LogLevel::Info, cat("rank ", t.rank, ": network ", name_, ", ", peers_.size(), " peers, ", threads, " proxy thread(s)"));
 }
 
-Network::~Network() { proxy_.reset(); }
+Network::~Network() {
+  proxy_.reset();
+  if (ctx_dev_) cudaFree(ctx_dev_);
+}
+
+void Network::sync_device_ctx() {
+  MK_CUDA_CHECK(cudaMemcpy(ctx_dev_, &ctx_, sizeof(net::NetCtx), cudaMemcpyHostToDevice));
+}
 
 int Network::register_buffer(const SymmetricBuffer& buf) {
   net::Region r;
@@ -117,7 +126,10 @@ int Network::register_buffer(const SymmetricBuffer& buf) {
   r.cuda_device = comm_.device();
   r.host_peer_ptrs = &buf.host_peer;
   proxy_->with_transports([&](net::Transport& t) { t.register_region(comm_.bootstrap(), r); });
-  if (r.id < net::kMaxInlineRegions) ctx_.region_base[r.id] = buf.local;
+  if (r.id < net::kMaxInlineRegions) {
+    ctx_.region_base[r.id] = buf.local;
+    sync_device_ctx();  // setup time; running kernels read only entries that do not change
+  }
   return next_region_++;
 }
 

@@ -211,8 +211,7 @@ TEST_F(GemmPeer, TilesCrossTheNetworkOnePutPerTile) {
   static const int sig = comm().reserve_signals(tiles);
   SymmetricBuffer& buf = comm().alloc_symmetric(2 * half);
   const int region = net.register_buffer(buf);
-  Buf a(m * k * 2), b(n * k * 2), a_peer(m * k * 2), ref(m * n * 4), netctx(sizeof(net::NetCtx));
-  CK(cudaMemcpy(netctx.p, &net.device_ctx(), sizeof(net::NetCtx), cudaMemcpyHostToDevice));
+  Buf a(m * k * 2), b(n * k * 2), a_peer(m * k * 2), ref(m * n * 4);
   random_bf16(b.p, n * k, 9);
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -225,7 +224,7 @@ TEST_F(GemmPeer, TilesCrossTheNetworkOnePutPerTile) {
     CK(cudaDeviceSynchronize());
     comm().barrier();
     gemm::GemmParams p = params(a.p, b.p, buf.local, m, n, k);
-    p.netctx = netctx.as<net::NetCtx>();
+    p.netctx = net.device_ctx_ptr();
     p.epi.layout = gemm::OutLayout::TileMajor;
     p.epi.signal = gemm::EpiSignal::PerTile;
     p.epi.net = 1;

@@ -84,8 +84,7 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
   if (t.num_nodes > 1) {  // rows cross the network from and into the gathered buffer
     Network& net = comm.network();
     net_region_ = net.register_buffer(*gathered_);
-    MK_CUDA_CHECK(cudaMalloc(&netctx_, sizeof(net::NetCtx)));
-    MK_CUDA_CHECK(cudaMemcpy(netctx_, &net.device_ctx(), sizeof(net::NetCtx), cudaMemcpyHostToDevice));
+    netctx_ = net.device_ctx_ptr();
   }
   // Epoch counter + finished-CTA count (device/epoch.cuh), zero.
   MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 2 * sizeof(uint64_t)));
@@ -97,7 +96,6 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
 
 AgGemm::~AgGemm() {
   if (epoch_counter_) cudaFree(epoch_counter_);
-  if (netctx_) cudaFree(netctx_);
   if (gathered_) {
     try {
       comm_.free_symmetric(*gathered_);
@@ -158,7 +156,7 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
   // copies them out of a_local.
   push.skip_self = t.num_nodes == 1 && (!compute || tp::own_rows_in_place(m_local_, gemm::kBlockM)) ? 1 : 0;
   push.wait_incoming = compute ? 0 : 1;  // with compute, the GEMM's loads wait for every row
-  push.netctx = static_cast<const net::NetCtx*>(netctx_);
+  push.netctx = netctx_;
   push.net_region = net_region_;
   push.net_queue = 0;
   if (compute) gemm::validate_hooks(gp);

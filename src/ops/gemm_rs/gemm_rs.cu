@@ -97,8 +97,7 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   if (t.num_nodes > 1) {
     Network& net = comm.network();
     net_region_ = net.register_buffer(*staging_);
-    MK_CUDA_CHECK(cudaMalloc(&netctx_, sizeof(net::NetCtx)));
-    MK_CUDA_CHECK(cudaMemcpy(netctx_, &net.device_ctx(), sizeof(net::NetCtx), cudaMemcpyHostToDevice));
+    netctx_ = net.device_ctx_ptr();
     MK_CUDA_CHECK(cudaMalloc(&net_rb_count_, size_t(m / gemm::kBlockM) * sizeof(uint64_t)));
     MK_CUDA_CHECK(cudaMemset(net_rb_count_, 0, size_t(m / gemm::kBlockM) * sizeof(uint64_t)));
   }
@@ -111,7 +110,6 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
 
 GemmRs::~GemmRs() {
   if (epoch_counter_) cudaFree(epoch_counter_);
-  if (netctx_) cudaFree(netctx_);
   if (net_rb_count_) cudaFree(net_rb_count_);
   if (staging_) {
     try {
@@ -166,7 +164,7 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
     gp.epi.sig_delta = 1;
     gp.epi.net_region = net_region_;
     gp.epi.net_sig_base = sig_arrival_ + static_cast<int32_t>(int64_t(t.rank) * (m_ / gemm::kBlockM));
-    gp.netctx = static_cast<const net::NetCtx*>(netctx_);
+    gp.netctx = netctx_;
     gp.epi.net_rb_count = net_rb_count_;  // one put per row-block
     // Own rows last: each of their tiles adds the other ranks' partial tiles
     // (arrived meanwhile in this rank's receive slots) to its accumulator
@@ -205,7 +203,7 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
   rs.local_rank = t.local_rank;
   rs.sig_entry = sig_entry_;
   rs.sig_arrival = sig_arrival_;
-  rs.netctx = static_cast<const net::NetCtx*>(netctx_);
+  rs.netctx = netctx_;
   rs.net_region = net_region_;
   rs.net_queue = 0;
   // The GEMM adds once per tile (n_blocks per row-block), the standalone push
