@@ -124,6 +124,10 @@ __device__ __forceinline__ void copy_bulk(const DeviceCtx& ctx, void* dst, const
   // The stores were made by the async proxy: order them before the generic
   // release (signal) or network command the caller issues next.
   asm volatile("fence.proxy.async.global;" ::: "memory");
+  // Every load completed (waited above): the barriers' memory may be reused
+  // (the next copy's barriers, or the GEMM engine's stages when the CTA
+  // joins the compute role).
+  for (int s = 0; s < S::kStages; ++s) mbar_inval(&bars[s]);
 }
 
 }  // namespace mk::dev

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the GPU test tiers from an existing build (e.g. build/bin + build/lib
 # carried to the GPU machine): the one-GPU tier, then the dist tier on 2 GPUs
-# as 1x2 (NVLink) and 2x1 (MK_RANKS_PER_NODE=1), then abort propagation.
+# as 1x2 (NVLink) and 2x1 (MK_RANKS_PER_NODE=1), abort propagation, 2x2 as
+# 4 ranks on 2 GPUs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source tools/gpu_env.sh
@@ -19,10 +20,18 @@ run tools/mkrun -n 2 --timeout 230 build/bin/mk_dist_tests
 run tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 build/bin/mk_dist_tests
 run tools/mkrun -n 2 --timeout 230 env MK_SYMM_MODE=ipc build/bin/mk_dist_tests
 run tools/mkrun -n 2 --timeout 120 env MK_TIMEOUT_MS=500 build/bin/mk_dist_tests --abort-scenario
+# 2 nodes x 2 GPUs (the two-level paths: NVLink inside a node, emu between
+# nodes) as 4 ranks on 2 GPUs: ranks 0,1 (node 0) and 2,3 (node 1) on GPUs
+# 0,1, so rail peers share a GPU (MK_SHARE_GPUS, time-sliced: correctness
+# only, long wait bounds).
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ "${ngpu:-0}" -ge 2 ]; then
+  step_s=420 run tools/mkrun -n 4 --timeout 410 env MK_RANKS_PER_NODE=2 MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 \
+      build/bin/mk_dist_tests --gtest_filter='AgGemm*:GemmRs*'
+fi
 # The torch ops from Python (the in-tree package against this build's library).
 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" python3 -m pytest -q -rs -p no:cacheprovider tests/python/gpu
 # The tensor-parallel ops from Python and the TP MLP example, under torchrun.
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if command -v torchrun >/dev/null 2>&1 && [ "${ngpu:-0}" -ge 2 ]; then
   for script in tests/python/gpu/dist_tp_check.py examples/tp_mlp.py; do
     run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" \

@@ -12,8 +12,10 @@
 // The producer runs ahead into the next tile while consumers store, so the
 // epilogue overlaps the next tile's loads.
 //
-// NOTES: producer and consumers walk the same StaticSchedule; only the
-// producer waits for ArrivalQueue slots, consumers read the slot's m-block
+// NOTES: producer and consumers walk the same StaticSchedule, or (dynamic
+// tile queue, GemmParams::tile_counter) the producer claims each tile and
+// passes its index through a shared-memory ring with the tile's first
+// stage; only the producer waits for ArrivalQueue slots, consumers read the slot's m-block
 // after its data arrived (so it was published). Every mbarrier wait is
 // bounded by p.timeout_ns and reports which role waited for which stage.
 #pragma once
@@ -29,11 +31,19 @@ namespace mk::gemm {
 
 namespace detail {
 
+// Work indices handed from the producer to the consumers (dynamic tile
+// queue): slot seq % kRing holds the seq-th tile's index (-1: no more).
+// The producer runs at most kStages stages (>= 1 per tile) ahead of the
+// consumers, so kRing > kStages + 1 slots are never overwritten unread.
+constexpr int kRing = 8;
+static_assert(kRing > kStages + 1, "tile ring too short");
+
 struct Smem {
   uint8_t* a;      // kStages x kStageBytesA
   uint8_t* b;      // kStages x kStageBytesB
   uint64_t* full;  // kStages
   uint64_t* empty; // kStages
+  int64_t* ring;   // kRing
 };
 
 __device__ __forceinline__ Smem carve(uint8_t* raw) {
@@ -44,6 +54,7 @@ __device__ __forceinline__ Smem carve(uint8_t* raw) {
   s.b = p + kStages * kStageBytesA;
   s.full = reinterpret_cast<uint64_t*>(p + kStages * kStageBytes);
   s.empty = s.full + kStages;
+  s.ring = reinterpret_cast<int64_t*>(s.empty + kStages);
   return s;
 }
 
@@ -167,8 +178,21 @@ __device__ __forceinline__ void producer(const GemmParams& p, const Smem& s, int
   PipeState st;
   const int kblocks = p.k / kBlockK;
   sched::StaticSchedule it(p.sched, cta, p.num_compute);
+  const int64_t total = sched::total_tiles(p.sched);
   int64_t w;
-  while (it.get_next(&w)) {
+  for (int64_t seq = 0;; ++seq) {
+    if (p.tile_counter) {  // dynamic: claim, hand the index to the consumers with the tile's first stage
+      const int64_t c = static_cast<int64_t>(atomicAdd(reinterpret_cast<unsigned long long*>(p.tile_counter), 1ull));
+      w = c < total ? c : -1;
+      s.ring[seq % kRing] = w;
+      if (w < 0) {  // the end, as a stage with no data
+        mbar_wait(p, &s.empty[st.stage], st.phase ^ 1u, st.stage);
+        dev::sm90::mbar_arrive(&s.full[st.stage]);
+        break;
+      }
+    } else if (!it.get_next(&w)) {
+      break;
+    }
     const sched::Tile t = next_tile(p, w, true);
     const TileRows r = tile_rows(p, t);
     // Rows from the second source need no wait (they are local input).
@@ -220,37 +244,37 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, const Smem& s, Pip
   for (int i = 0; i < 128; ++i) dev::sm90::fence_operand(acc[i]);
 }
 
-// Reduce-scatter owner tile (EpilogueHook::own_dest): acc + the other
-// sources' partial tiles, stored as bf16 into own_out. All 256 consumer
-// threads; thread 128 waits for the row-block's signals first.
-__device__ __forceinline__ void own_reduce_store(const GemmParams& p, const sched::Tile& t, const TileRows& r, int wg,
-                                                 float (&acc)[128]) {
+// Reduce-scatter owner / aggregator tile of destination d (bit d of
+// EpilogueHook::own_mask): acc += the sources' partial tiles. All 256
+// consumer threads; thread 128 waits for the row-block's signals first.
+__device__ __forceinline__ void own_accumulate(const GemmParams& p, const sched::Tile& t, const TileRows& r, int wg,
+                                               int d, float (&acc)[128]) {
   const EpilogueHook& e = p.epi;
+  const bool final_dest = d == e.own_final;
+  const int nnet = final_dest ? e.own_net_nsrc : 0;
+  const int64_t rb = row_block_id(p.sched, t);
   if (threadIdx.x == 128) {
-    const uint64_t epoch = *reinterpret_cast<volatile const uint64_t*>(p.load.epoch_counter) + 1;
-    const int64_t rb = row_block_id(p.sched, t);
-    for (int s = 0; s < e.own_nsrc; ++s)
-      if (s != e.own_src) wait_signal(p, e.own_signals + s * e.own_sig_stride + rb, epoch * e.own_expect, s);
+    const uint64_t expect = (*reinterpret_cast<volatile const uint64_t*>(p.load.epoch_counter) + 1) * e.own_expect;
+    for (int s = 0; s < e.own_nsrc; ++s) wait_signal(p, e.own_signals + s * e.own_sig_stride + rb, expect, s);
+    for (int s = 0; s < nnet; ++s) wait_signal(p, e.own_net_signals + s * e.own_sig_stride + rb, expect, s);
   }
   dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);  // the wait (acquire) before every thread's loads
   const int lane = threadIdx.x % 32;
   const int warp = (threadIdx.x % 128) / 32;
   const int col0 = t.n_blk * kBlockN;
   const int ncols = p.n - col0 < kBlockN ? p.n - col0 : kBlockN;
-  const int64_t dest_row0 = int64_t(e.own_dest) * e.rows_per_dest;
-  const int64_t ltid = tile_id(p.sched, t) - (dest_row0 / kBlockM) * p.sched.n_blocks;
+  const int64_t ltid = tile_id(p.sched, t) - (int64_t(d) * e.rows_per_dest / kBlockM) * p.sched.n_blocks;
   const int c_lane = 2 * (lane % 4);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int rin = wg * 64 + warp * 16 + lane / 4 + 8 * h;
-    const int64_t row = int64_t(r.row0) + rin;
-    if (row >= r.row_end) continue;
-    char* outp = static_cast<char*>(e.own_out) + ((row - dest_row0) * e.own_ldo + col0) * 2;
+    if (int64_t(r.row0) + rin >= r.row_end) continue;
     const int64_t tile_off = ltid * (kBlockM * kBlockN) + int64_t(rin) * kBlockN;
-    for (int s = 0; s < e.own_nsrc; ++s) {
-      if (s == e.own_src) continue;
+    for (int s = 0; s < e.own_nsrc + nnet; ++s) {
+      const uint16_t* base = s < e.own_nsrc ? e.own_slots + s * e.own_src_stride + e.own_dst_off[d]
+                                            : e.own_net_slots + (s - e.own_nsrc) * e.own_net_stride;
       // L2, not L1: other GPUs (or the network) wrote these during the kernel.
-      const unsigned int* src = reinterpret_cast<const unsigned int*>(e.own_slots + s * e.own_slot_elems + tile_off);
+      const unsigned int* src = reinterpret_cast<const unsigned int*>(base + tile_off);
 #pragma unroll
       for (int j = 0; j < kBlockN / 8; ++j) {
         const int c = 8 * j + c_lane;
@@ -260,6 +284,25 @@ __device__ __forceinline__ void own_reduce_store(const GemmParams& p, const sche
         acc[4 * j + 2 * h + 1] += __uint_as_float(v & 0xFFFF0000u);
       }
     }
+  }
+}
+
+// The owner's final rows (own_final): bf16 RowMajor into own_out.
+__device__ __forceinline__ void own_store(const GemmParams& p, const sched::Tile& t, const TileRows& r, int wg,
+                                          const float (&acc)[128]) {
+  const EpilogueHook& e = p.epi;
+  const int lane = threadIdx.x % 32;
+  const int warp = (threadIdx.x % 128) / 32;
+  const int col0 = t.n_blk * kBlockN;
+  const int ncols = p.n - col0 < kBlockN ? p.n - col0 : kBlockN;
+  const int64_t dest_row0 = int64_t(e.own_final) * e.rows_per_dest;
+  const int c_lane = 2 * (lane % 4);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int rin = wg * 64 + warp * 16 + lane / 4 + 8 * h;
+    const int64_t row = int64_t(r.row0) + rin;
+    if (row >= r.row_end) continue;
+    char* outp = static_cast<char*>(e.own_out) + ((row - dest_row0) * e.own_ldo + col0) * 2;
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j) {
       const int c = 8 * j + c_lane;
@@ -267,12 +310,6 @@ __device__ __forceinline__ void own_reduce_store(const GemmParams& p, const sche
       *reinterpret_cast<uint32_t*>(outp + c * 2) = dev::sm90::pack_bf16x2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
     }
   }
-  // The own source's arrival count moves as if the tile had been sent, so a
-  // later standalone reduce-scatter of the plan (epoch * n_blocks from every
-  // source) stays in step. No data depends on it: relaxed.
-  if (threadIdx.x == 128)
-    atomicAdd(reinterpret_cast<unsigned long long*>(e.own_signals + e.own_src * e.own_sig_stride + row_block_id(p.sched, t)),
-              static_cast<unsigned long long>(e.sig_delta));
 }
 
 // Stores (or adds) this warpgroup's 64 x 256 fragment. wgmma's accumulator
@@ -357,7 +394,7 @@ __device__ __forceinline__ void publish_tile(const GemmParams& p, const sched::T
     f.bytes = bytes;
     if (e.signal != EpiSignal::None) {
       f.sig_op = static_cast<uint8_t>(net::SigOp::Add);
-      f.sig_idx = static_cast<uint32_t>(e.net_sig_base + id);
+      f.sig_idx = static_cast<uint32_t>(e.net_sig_base[d] + id);
       f.sig_value = e.sig_delta * tiles;
     }
     const net::NetCtx& nc = *p.netctx;
@@ -385,13 +422,26 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
   float acc[128];
   sched::StaticSchedule it(p.sched, cta, p.num_compute);
   int64_t w;
-  while (it.get_next(&w)) {
+  for (int64_t seq = 0;; ++seq) {
+    if (p.tile_counter) {  // the index came with the tile's first stage (release/acquire via the mbarrier)
+      mbar_wait(p, &s.full[st.stage], st.phase, st.stage);
+      w = *reinterpret_cast<volatile const int64_t*>(s.ring + seq % kRing);
+      if (w < 0) break;
+    } else if (!it.get_next(&w)) {
+      break;
+    }
     mma_tile(p, s, st, wg, acc);
     const sched::Tile t = next_tile(p, w, false);
     const TileRows r = tile_rows(p, t);
-    if (p.epi.own_dest >= 0 && r.row0 / p.epi.rows_per_dest == p.epi.own_dest) {
-      own_reduce_store(p, t, r, wg, acc);  // nothing to publish: the rows are final
-      continue;
+    if (p.epi.own_mask) {
+      const int d = static_cast<int>(r.row0 / p.epi.rows_per_dest);
+      if ((p.epi.own_mask >> d) & 1u) {
+        own_accumulate(p, t, r, wg, d, acc);
+        if (d == p.epi.own_final) {
+          own_store(p, t, r, wg, acc);  // nothing to publish: the rows are final
+          continue;
+        }
+      }
     }
     store_tile(p, t, r, wg, acc);
     publish_tile(p, t, r);

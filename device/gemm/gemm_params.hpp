@@ -33,7 +33,7 @@ constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
 constexpr uint32_t kStageBytesA = kBlockM * kBlockK * 2;
 constexpr uint32_t kStageBytesB = kBlockN * kBlockK * 2;
 constexpr uint32_t kStageBytes = kStageBytesA + kStageBytesB;
-constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 1024 /* alignment */ + 256 /* barriers */;
+constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 1024 /* alignment */ + 256 /* barriers, tile ring */;
 static_assert(kStageBytesA % 1024 == 0 && kStageBytesB % 1024 == 0, "stages must keep 1024-byte alignment");
 
 // Wait-before-load hook: the producer waits before loading A rows that
@@ -106,34 +106,46 @@ struct EpilogueHook {
   // their rows are stored TileMajor into out[d] (this rank's send buffer, in
   // a registered region at net_src_off[d]), then the whole tile goes in one
   // put to rank net_peer[d] at net_dst_off[d] (+ the tile's offset), with a
-  // signal Add sig_delta on net_sig_base + tile/row-block id per `signal`.
+  // signal Add sig_delta on net_sig_base[d] + tile/row-block id per `signal`.
   uint32_t net = 0;
   int32_t net_region = 0;
   int32_t net_queue = 0;
   int32_t net_peer[kMaxDests] = {};
   uint64_t net_src_off[kMaxDests] = {};
   uint64_t net_dst_off[kMaxDests] = {};
-  int32_t net_sig_base = 0;
+  int32_t net_sig_base[kMaxDests] = {};
   // Optional (PerRowBlock): one put per row-block instead of per tile. Each
   // tile adds 1 to net_rb_count[row-block id] (this GPU's memory, zeroed
   // once, counts kept across calls); the tile that completes the row-block
   // sends all its n_blocks tiles (contiguous, TileMajor) with one signal add
   // of n_blocks * sig_delta. Fewer, larger messages for the NIC.
   uint64_t* net_rb_count = nullptr;
-  // Reduce-scatter owner: tiles of destination own_dest are not stored
-  // there. The consumers wait until every other source s < own_nsrc
-  // (s != own_src) signalled the tile's row-block (own_signals[s *
-  // own_sig_stride + row-block id] >= epoch * own_expect, epoch from
-  // load.epoch_counter), add those sources' partial tiles (bf16, TileMajor,
-  // at own_slots + s * own_slot_elems, tile index as for out[own_dest]) to
-  // the accumulator, and store the bf16 sum RowMajor into own_out (own_ldo),
-  // rows counted from the destination's first row.
-  int32_t own_dest = -1;
-  int32_t own_src = 0;
+  // Reduce-scatter owner / aggregator (device/roles/rs_layout.hpp): the
+  // consumers of a tile of a destination d with bit d in own_mask first wait
+  // until each source signalled the tile's row-block, then add the sources'
+  // partial tiles (bf16, TileMajor, tile index counted from d's first row)
+  // to the accumulator:
+  //   NVLink sources s < own_nsrc: data at own_slots + s * own_src_stride +
+  //     own_dst_off[d], signal own_signals[s * own_sig_stride + row-block];
+  //   network sources s < own_net_nsrc, only for d == own_final: data at
+  //     own_net_slots + s * own_net_stride, signal own_net_signals[s *
+  //     own_sig_stride + row-block];
+  // each signal must reach epoch * own_expect (epoch from
+  // load.epoch_counter). Then d == own_final stores the bf16 sum RowMajor
+  // into own_out (own_ldo), rows counted from d's first row; any other d is
+  // stored and published as usual (the node's sum of another node's share,
+  // sent over the network).
+  uint32_t own_mask = 0;
+  int32_t own_final = -1;
   int32_t own_nsrc = 0;
+  int32_t own_net_nsrc = 0;
   const uint16_t* own_slots = nullptr;
-  int64_t own_slot_elems = 0;
-  uint64_t* own_signals = nullptr;  // own_src's word gets sig_delta per owner tile (counts stay in step)
+  int64_t own_src_stride = 0;  // elements
+  int64_t own_dst_off[kMaxDests] = {};  // elements
+  const uint16_t* own_net_slots = nullptr;
+  int64_t own_net_stride = 0;  // elements
+  const uint64_t* own_signals = nullptr;
+  const uint64_t* own_net_signals = nullptr;
   int64_t own_sig_stride = 0;
   uint64_t own_expect = 0;
   void* own_out = nullptr;
@@ -160,6 +172,13 @@ struct GemmParams {
   sched::TileSchedParams sched;              // order, blocks, grouped tile prefix sums
   LoadHook load;
   EpilogueHook epi;
+  // Dynamic tile queue (optional): the producer of every Compute CTA
+  // claims the next work index with an atomic add on *tile_counter (device,
+  // 0 at the launch's start: the launch's last CTA resets it, see
+  // dev::DeviceEpoch::tiles) instead of walking a static stride. CTAs may
+  // then join late (finished communication CTAs call run_compute too), and
+  // a CTA never waits for a tile that a CTA not yet resident holds.
+  uint64_t* tile_counter = nullptr;
   uint64_t timeout_ns = 0;
   int32_t has_ctx = 0;  // ctx below is a communicator's (waits report through it)
   DeviceCtx ctx;

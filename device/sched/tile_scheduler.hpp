@@ -17,6 +17,12 @@
 //                 (e.g. the first row-block of this rank's local data, so
 //                 compute starts on what is already here); swizzle 1 walks
 //                 the rotated rows in row-major order.
+//   SharePermuted the m-blocks form shares of `share_blocks` (one per
+//                 rank); shares are walked in the order share_order[0..],
+//                 Swizzled inside (swizzle must divide share_blocks, so no
+//                 group straddles two shares). RankRotated is the case of
+//                 a rotation; this one serves orders a rotation cannot
+//                 (the two-level reduce-scatter, device/roles/rs_layout.hpp).
 //   ArrivalQueue  m-blocks in the order they arrive: work index w belongs to
 //                 arrival slot w / n_blocks; the slot's m-block is read from
 //                 `arrival[]` once its producer published it (bounded wait
@@ -33,7 +39,16 @@
 
 namespace mk::sched {
 
-enum class TileOrder : int32_t { RowMajor = 0, Swizzled = 1, RankRotated = 2, ArrivalQueue = 3, Grouped = 4 };
+enum class TileOrder : int32_t {
+  RowMajor = 0,
+  Swizzled = 1,
+  RankRotated = 2,
+  ArrivalQueue = 3,
+  Grouped = 4,
+  SharePermuted = 5
+};
+
+constexpr int kMaxShares = 16;
 
 struct Tile {
   int32_t group = 0;   // problem index (Grouped), else 0
@@ -47,6 +62,8 @@ struct TileSchedParams {
   int32_t n_blocks = 0;        // column-blocks (all modes)
   int32_t swizzle = 1;         // Swizzled: m-blocks per group (>= 1)
   int32_t rotate_mblk = 0;     // RankRotated: first m-block
+  int32_t share_blocks = 0;    // SharePermuted: m-blocks per share
+  int8_t share_order[kMaxShares] = {};  // SharePermuted: the i-th share walked
   const int32_t* arrival = nullptr;           // ArrivalQueue: m-block of arrival slot i
   int32_t num_groups = 0;                     // Grouped
   const int64_t* group_tile_start = nullptr;  // Grouped: num_groups + 1 prefix sums of tiles
@@ -104,6 +121,12 @@ MK_HD Tile tile_of(const TileSchedParams& p, int64_t w) {
       // The Swizzled walk over m-blocks renumbered to start at rotate_mblk.
       t = swizzled_tile(p, w);
       t.m_blk = static_cast<int32_t>((t.m_blk + p.rotate_mblk) % p.m_blocks);
+      break;
+    }
+    case TileOrder::SharePermuted: {
+      t = swizzled_tile(p, w);
+      const int32_t i = t.m_blk / p.share_blocks;
+      t.m_blk = p.share_order[i] * p.share_blocks + t.m_blk % p.share_blocks;
       break;
     }
     case TileOrder::ArrivalQueue:

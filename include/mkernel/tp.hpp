@@ -89,8 +89,9 @@ struct GemmRsOptions {
 class GemmRs {
  public:
   // m / world must be a multiple of 128 (the GEMM's tile height); n and
-  // k_local multiples of 64. One node of up to 8 GPUs, or up to 8 nodes of
-  // one GPU each (several nodes of several GPUs: not built yet).
+  // k_local multiples of 64. At most 8 ranks: N nodes of L GPUs, reduced
+  // inside each node first, then one share per GPU over the network
+  // (device/roles/rs_layout.hpp).
   GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const GemmRsOptions& opt = {});
   ~GemmRs();
   GemmRs(const GemmRs&) = delete;
@@ -110,7 +111,7 @@ class GemmRs {
   Communicator& comm_;
   int64_t m_, n_, k_;
   int num_ctas_ = 0, num_reduce_ = 0;
-  int sig_entry_ = 0, sig_arrival_ = 0;
+  int sig_entry_ = 0, sig_local_ = 0, sig_net_ = 0;  // signal pool indices (rs_layout.hpp)
   SymmetricBuffer* staging_ = nullptr;
   uint64_t* epoch_counter_ = nullptr;
   int64_t slot_elems_ = 0;  // bf16 elements per staging slot

@@ -1,4 +1,4 @@
-"""Tensor-parallel fused ops on torch tensors (one node, or nodes of one GPU for gemm_rs; see include/mkernel/tp.hpp).
+"""Tensor-parallel fused ops on torch tensors (any N nodes x L GPUs, at most 8 ranks for gemm_rs; see include/mkernel/tp.hpp).
 
     comm = mkernel.init()                          # inside torchrun
     out = mkernel.ag_gemm(x_shard, w_col, comm)    # allgather(x_shard) @ w_col^T

@@ -107,7 +107,8 @@ void Communicator::init(int device, int launcher_local_rank) {
     std::memcpy(&infos[r], all[r].data(), sizeof(PeerInfo));
     hosts[r] = infos[r].host;
   }
-  for (int a = 0; a < world; ++a)
+  const bool share_gpus = knob_bool(Knob::MK_SHARE_GPUS);
+  for (int a = 0; a < world && !share_gpus; ++a)
     for (int b = a + 1; b < world; ++b)
       if (hosts[a] == hosts[b] && std::strcmp(infos[a].pci, infos[b].pci) == 0)
         fail("ranks ", a, " and ", b, " on one host both use GPU ", infos[a].pci,
@@ -125,6 +126,7 @@ void Communicator::init(int device, int launcher_local_rank) {
       cudaGetLastError();
       continue;  // not visible to this process; mapping will tell
     }
+    if (pdev == device_) continue;  // a shared GPU (MK_SHARE_GPUS): its memory is ours
     int ok = 0;
     MK_CUDA_CHECK(cudaDeviceCanAccessPeer(&ok, device_, pdev));
     if (!ok)

@@ -1,4 +1,4 @@
-// AllGather + GEMM on 2 ranks, one node (1x2, NVLink) or two (2x1, network): against an fp32 reference of the
+// AllGather + GEMM on 2 or more ranks (1x2 NVLink, 2x1 network, 2x2 both): against an fp32 reference of the
 // gathered rows times this rank's B, every element; the gathered rows
 // themselves byte for byte; M down to W rows and chunks that are not tile
 // multiples; 100 back-to-back calls with changing inputs and no host sync;
@@ -59,7 +59,7 @@ class AgGemmTest : public GemmCheck {
 };
 
 TEST_F(AgGemmTest, MatchesReferenceAcrossShapes) {
-  if (!two_ranks()) GTEST_SKIP() << "needs 2 ranks (1x2 over NVLink or 2x1 over the network)";
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
   struct S {
     int64_t m_local, n, k;
   };
@@ -86,9 +86,9 @@ TEST_F(AgGemmTest, MatchesReferenceAcrossShapes) {
 // 100 calls queued back to back (inputs refreshed on the stream, outputs
 // copied aside), one synchronisation at the end, every call checked.
 TEST_F(AgGemmTest, HundredBackToBackCallsWithChangingInputs) {
-  if (!two_ranks()) GTEST_SKIP() << "needs 2 ranks (1x2 over NVLink or 2x1 over the network)";
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
   const int me = comm().rank();
-  const int64_t m_local = 192, n = 256, k = 256, m = 2 * m_local;
+  const int64_t m_local = 192, n = 256, k = 256, m = comm().world() * m_local;
   const int calls = 100;
   AgGemm plan(comm(), m_local, n, k);
   Buf a(m_local * k * 2), b(n * k * 2), out(m * n * 2), all(calls * m * n * 2);
@@ -112,9 +112,9 @@ TEST_F(AgGemmTest, HundredBackToBackCallsWithChangingInputs) {
 // on the stream between replays: each replay gets a fresh epoch from the
 // plan's device counter (captured arguments are frozen), no host sync.
 TEST_F(AgGemmTest, CudaGraphReplayWithNewInputs) {
-  if (!two_ranks()) GTEST_SKIP() << "needs 2 ranks (1x2 over NVLink or 2x1 over the network)";
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
   const int me = comm().rank();
-  const int64_t m_local = 300, n = 320, k = 512, m = 2 * m_local;
+  const int64_t m_local = 300, n = 320, k = 512, m = comm().world() * m_local;
   const int reps = 4;
   AgGemm plan(comm(), m_local, n, k);
   Buf a(m_local * k * 2), b(n * k * 2), out(m * n * 2), fresh(reps * m_local * k * 2), all(reps * m * n * 2);
@@ -138,9 +138,9 @@ TEST_F(AgGemmTest, CudaGraphReplayWithNewInputs) {
 }
 
 TEST_F(AgGemmTest, StandaloneAllGather) {
-  if (!two_ranks()) GTEST_SKIP() << "needs 2 ranks (1x2 over NVLink or 2x1 over the network)";
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
   const int me = comm().rank();
-  const int64_t m_local = 777, k = 1024, m = 2 * m_local;
+  const int64_t m_local = 777, k = 1024, m = comm().world() * m_local;
   AgGemm plan(comm(), m_local, 64, k);
   Buf a(m_local * k * 2), gathered(m * k * 2), full(m * k * 2);
   for (int call = 3000; call < 3003; ++call) {
@@ -162,9 +162,9 @@ TEST_F(AgGemmTest, StandaloneAllGather) {
 }
 
 TEST_F(AgGemmTest, RoleSplitsGiveTheSameResult) {
-  if (!two_ranks()) GTEST_SKIP() << "needs 2 ranks (1x2 over NVLink or 2x1 over the network)";
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
   const int me = comm().rank();
-  const int64_t m_local = 512, n = 512, k = 512, m = 2 * m_local;
+  const int64_t m_local = 512, n = 512, k = 512, m = comm().world() * m_local;
   Buf a(m_local * k * 2), b(n * k * 2), out(m * n * 2);
   random_bf16(b.p, n * k, 95 + me);
   int call = 4000;
@@ -190,7 +190,7 @@ TEST(AgGemmErrors, BadPlansAndInputsAreRejected) {
   std::string m = msg([&] { AgGemm p(comm(), 64, n, 128); });
   EXPECT_NE(m.find("every rank must use the same shape"), std::string::npos) << m;
   AgGemm plan(comm(), 64, 128, 128);
-  Buf a(64 * 128 * 2), b(128 * 128 * 2), out(128 * 128 * 2);
+  Buf a(64 * 128 * 2), b(128 * 128 * 2), out(comm().world() * 64 * 128 * 2);
   EXPECT_NE(msg([&] { plan.run(nullptr, b.p, out.p, nullptr); }).find("a_local must be"), std::string::npos);
   EXPECT_NE(msg([&] { plan.run(a.as<char>() + 2, b.p, out.p, nullptr); }).find("16-byte aligned"), std::string::npos);
   EXPECT_NE(msg([&] { plan.run(a.p, b.p, a.p, nullptr); }).find("overlaps"), std::string::npos);

@@ -232,7 +232,7 @@ TEST_F(GemmPeer, TilesCrossTheNetworkOnePutPerTile) {
     p.epi.net_region = region;
     p.epi.net_src_off[0] = 0;
     p.epi.net_dst_off[0] = half;
-    p.epi.net_sig_base = sig;
+    p.epi.net_sig_base[0] = sig;
     gemm::launch(p, p.num_compute, {}, s);
     wait_signals<<<1, 32, 0, s>>>(p.ctx, sig, tiles, uint64_t(round), peer);
     cudaError_t e = cudaStreamSynchronize(s);

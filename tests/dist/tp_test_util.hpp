@@ -12,9 +12,15 @@
 
 namespace mkt {
 
-// The TP op tests run on 2 ranks: one node of 2 GPUs (1x2) or two nodes of
-// one (2x1, MK_RANKS_PER_NODE=1: the network path, emu on one host).
-inline bool two_ranks() { return mk::test::comm().world() == 2; }
+// The TP op tests run on 2 or more ranks: one node of 2 GPUs (1x2), two
+// nodes of one (2x1, MK_RANKS_PER_NODE=1: the network path, emu on one
+// host), or 2 nodes of 2 (2x2, 4 ranks; on 2 GPUs with MK_SHARE_GPUS=1).
+inline bool tp_ranks() { return mk::test::comm().world() >= 2; }
+constexpr const char* kNeedsRanks = "needs 2 or more ranks (1x2 over NVLink, 2x1 over the network, 2x2)";
+
+// Rows of a test shape given for 2 ranks, scaled to the world size (every
+// rank keeps the same share).
+inline int64_t rows_for_world(int64_t m_for_two) { return m_for_two * mk::test::comm().world() / 2; }
 
 // The mk::Error message `f` throws, or "" when it does not throw.
 template <typename F>

@@ -149,6 +149,7 @@ class EmuTransport final : public Transport {
         cudaGetLastError();
         fail("emu: rank ", p, "'s GPU ", pcis[p], " is not visible to this process (CUDA_VISIBLE_DEVICES?)");
       }
+      if (dev == cfg_.cuda_device) continue;  // a shared GPU (MK_SHARE_GPUS): no peer access needed
       cudaError_t e = cudaDeviceEnablePeerAccess(dev, 0);
       if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled)
         fail("emu: cannot enable peer access to rank ", p, "'s GPU ", pcis[p], ": ", cuda_error_string(e));

@@ -1,9 +1,11 @@
 // mkernel: AllGather + GEMM (include/mkernel/tp.hpp), one persistent kernel:
 // CTAs [0, num_comm) push this rank's rows to every rank of the node and, on
 // several nodes, over the network to the rail peers, forwarding what those
-// send (device/roles/allgather_push.cuh); CTAs [num_comm, grid) run the GEMM
-// engine over the gathered rows (rank-rotated: local rows first; each remote
-// row chunk after its arrival signal).
+// send (device/roles/allgather_push.cuh), then join the compute role; CTAs
+// [num_comm, grid) run the GEMM engine over the gathered rows from the
+// start (rank-rotated: local rows first; each remote row chunk after its
+// arrival signal). Tiles come from a dynamic queue (an atomic counter), so
+// the late joiners take whatever is left.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -36,15 +38,14 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
   // hardware makes resident first: if SMs are scarce (another kernel still
   // running), the CTAs everyone waits for are not the ones left out.
   const int num_comm = static_cast<int>(gridDim.x) - gp.num_compute;
-  const Role role = cta < num_comm ? Role::IntraComm : Role::Compute;
-  switch (role) {
-    case Role::Compute:
-      gemm::run_compute(gp, smem, cta - num_comm);
-      break;
-    default:
-      roles::allgather_push(gp.ctx, push, epoch, reinterpret_cast<char*>(smem), cta, num_comm);
-      break;
+  if (cta < num_comm) {  // Role::IntraComm (+ InterSend on CTA 0), then Compute if it may join
+    roles::allgather_push(gp.ctx, push, epoch, reinterpret_cast<char*>(smem), cta, num_comm);
+    // Pushes done: join the compute role (tiles come from the dynamic
+    // queue; the bulk copier's barriers were invalidated). One call site of
+    // the engine below: two would double its code and its registers.
+    __syncthreads();
   }
+  if (cta >= num_comm || gp.tile_counter) gemm::run_compute(gp, smem, cta - num_comm);
   dev::epoch_finish(ep);
 }
 
@@ -86,9 +87,9 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
     net_region_ = net.register_buffer(*gathered_);
     netctx_ = net.device_ctx_ptr();
   }
-  // Epoch counter + finished-CTA count (device/epoch.cuh), zero.
-  MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 2 * sizeof(uint64_t)));
-  MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 2 * sizeof(uint64_t)));
+  // Epoch counter + finished-CTA count (device/epoch.cuh) + tile counter, zero.
+  MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 3 * sizeof(uint64_t)));
+  MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 3 * sizeof(uint64_t)));
   // The legacy-stream memset must be done before a launch on any stream
   // (non-blocking streams do not wait for it): plan creation is setup time.
   MK_CUDA_CHECK(cudaDeviceSynchronize());
@@ -125,6 +126,7 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
     gp.load.rows_per_signal = rows_per_chunk_;
     gp.load.epoch_counter = epoch_counter_;
     gp.load.peer_of_signal_div = static_cast<int32_t>(m_local_ / rows_per_chunk_);
+    gp.tile_counter = epoch_counter_ + 2;  // finished comm CTAs join
     // Own rows straight from a_local when tiles do not straddle rank blocks:
     // no local copy competing for memory bandwidth, and no wait for them.
     if (tp::own_rows_in_place(m_local_, gemm::kBlockM)) gemm::set_second_a(gp, a_local, int64_t(t.rank) * m_local_, m_local_);
@@ -164,7 +166,7 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
   // The standalone all-gather has the GPU to itself: more pushing CTAs.
   const int grid = compute ? num_ctas_ : std::max(num_comm_, std::min(num_ctas_, kStandaloneCommCtas));
   ag_gemm_kernel<<<grid, gemm::kThreads, gemm::kSmemBytes, stream>>>(
-      gp, push, dev::DeviceEpoch{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1)});
+      gp, push, dev::DeviceEpoch{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1), epoch_counter_ + 2});
   MK_CUDA_CHECK(cudaGetLastError());
 }
 

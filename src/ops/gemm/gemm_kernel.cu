@@ -52,7 +52,7 @@ void validate_hooks(const GemmParams& p) {
     if (!e.out[d]) fail("gemm epilogue: destination ", d, " (rows from ", int64_t(d) * e.rows_per_dest, ") is null");
     if (reinterpret_cast<uintptr_t>(e.out[d]) % (f32 ? 8 : 4))
       fail("gemm epilogue: destination ", d, " must be ", f32 ? 8 : 4, "-byte aligned");
-    if (e.signal != EpiSignal::None && !((e.net >> d) & 1u) && !e.signals[d])
+    if (e.signal != EpiSignal::None && !((e.net >> d) & 1u) && d != e.own_final && !e.signals[d])
       fail("gemm epilogue: signals requested but signals[", d, "] is null");
   }
   if (e.net >> ndest) fail("gemm epilogue: network destination mask ", e.net, " sets bits >= ", ndest, " (there are only ", ndest,
@@ -71,22 +71,33 @@ void validate_hooks(const GemmParams& p) {
   }
   if (e.net_rb_count && (e.signal != EpiSignal::PerRowBlock || e.layout != OutLayout::TileMajor))
     fail("gemm epilogue: one put per row-block (net_rb_count) needs PerRowBlock signals and TileMajor output");
-  if (e.own_dest >= 0) {
-    const char* w = "gemm epilogue: the owner reduce (own_dest ";
-    if (e.own_dest >= ndest || e.rows_per_dest <= 0)
-      fail(w, e.own_dest, ") needs rows_per_dest > 0 and own_dest < the ", ndest, " destinations");
-    if ((e.net >> e.own_dest) & 1u) fail(w, e.own_dest, ") cannot be a network destination");
-    if (!e.own_slots || !e.own_signals || !e.own_out) fail(w, e.own_dest, ") needs own_slots, own_signals and own_out");
-    if (!l.epoch_counter) fail(w, e.own_dest, ") needs load.epoch_counter (its waits expect epoch * own_expect)");
-    if (e.own_nsrc < 1 || e.own_nsrc > kMaxDests || e.own_src < 0 || e.own_src >= e.own_nsrc)
-      fail(w, e.own_dest, ") needs 1..", kMaxDests, " sources and own_src among them (got ", e.own_nsrc, ", ",
-           e.own_src, ")");
+  if (e.own_mask) {
+    const char* w = "gemm epilogue: the owner reduce (own_mask ";
+    const uint32_t m = e.own_mask;
+    if (e.rows_per_dest <= 0 || (m >> ndest)) fail(w, m, ") needs rows_per_dest > 0 and bits < the ", ndest, " destinations");
+    if (e.own_final >= 0 && (!((m >> e.own_final) & 1u) || ((e.net >> e.own_final) & 1u)))
+      fail(w, m, "): own_final ", e.own_final, " must be in the mask and not a network destination");
+    if (e.layout != OutLayout::TileMajor || e.op != EpiOp::Store)
+      fail(w, m, ") needs TileMajor output and the Store op (sources' tiles are read TileMajor)");
+    for (int d = 0; d < ndest; ++d)
+      if (((m >> d) & 1u) && d != e.own_final && !((e.net >> d) & 1u))
+        fail(w, m, "): destination ", d, " is neither own_final nor a network destination (its sum would go nowhere)");
+    if (e.own_final >= 0 && !e.own_out) fail(w, m, ") needs own_out for own_final ", e.own_final);
+    if (e.own_final >= 0 && (e.own_ldo < p.n || e.own_ldo % 2))
+      fail(w, m, ") needs an even own_ldo >= n (got ", e.own_ldo, ")");
+    if (!l.epoch_counter) fail(w, m, ") needs load.epoch_counter (its waits expect epoch * own_expect)");
+    if (e.own_nsrc < 0 || e.own_net_nsrc < 0 || e.own_nsrc + e.own_net_nsrc > 2 * kMaxDests)
+      fail(w, m, ") needs 0..", kMaxDests, " sources of each kind (got ", e.own_nsrc, ", ", e.own_net_nsrc, ")");
+    if (e.own_nsrc > 0 && (!e.own_slots || !e.own_signals)) fail(w, m, ") needs own_slots and own_signals");
+    if (e.own_net_nsrc > 0 && (!e.own_net_slots || !e.own_net_signals || e.own_final < 0))
+      fail(w, m, ") needs own_net_slots, own_net_signals and own_final for network sources");
     if (e.own_expect == 0 || e.own_sig_stride <= 0)
-      fail(w, e.own_dest, ") needs own_expect > 0 and own_sig_stride > 0 (a zero expectation reads unarrived data)");
-    const int64_t tiles = (e.rows_per_dest / kBlockM) * ((int64_t(p.n) + kBlockN - 1) / kBlockN);
-    if (e.own_slot_elems < tiles * kBlockM * kBlockN)
-      fail(w, e.own_dest, "): own_slot_elems ", e.own_slot_elems, " < ", tiles, " tiles of ", kBlockM, " x ", kBlockN);
-    if (e.own_ldo < p.n || e.own_ldo % 2) fail(w, e.own_dest, ") needs an even own_ldo >= n (got ", e.own_ldo, ")");
+      fail(w, m, ") needs own_expect > 0 and own_sig_stride > 0 (a zero expectation reads unarrived data)");
+    const int64_t tile_elems = (e.rows_per_dest / kBlockM) * ((int64_t(p.n) + kBlockN - 1) / kBlockN) * kBlockM * kBlockN;
+    if (e.own_nsrc > 1 && e.own_src_stride < tile_elems)
+      fail(w, m, "): own_src_stride ", e.own_src_stride, " < one destination's ", tile_elems, " tile elements");
+    if (e.own_net_nsrc > 1 && e.own_net_stride < tile_elems)
+      fail(w, m, "): own_net_stride ", e.own_net_stride, " < one destination's ", tile_elems, " tile elements");
   }
   if (l.num_start < 0 || (l.num_start > 0 && !l.start_signals))
     fail("gemm load hook: num_start = ", l.num_start, " needs start_signals");

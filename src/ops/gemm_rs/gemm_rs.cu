@@ -1,11 +1,14 @@
 // mkernel: GEMM + ReduceScatter (include/mkernel/tp.hpp), one persistent
-// kernel, inside a node or across nodes of one GPU each.
-// - run(): every CTA computes (the GEMM engine): other ranks' rows first,
-//   each tile stored into its owner's staging slot (NVLink, or a network put
-//   from this rank's send slot) with a row-block signal; own rows last, each
-//   tile summed with the other ranks' tiles before its final store.
-// - reduce_scatter(): [0, num_push) IntraComm CTAs push rows, then Reduce
-//   CTAs sum the owned rows (device/roles/reduce_scatter.cuh).
+// kernel, on N nodes of L GPUs (the two-level reduce of
+// device/roles/rs_layout.hpp).
+// - run(): every CTA computes (the GEMM engine), walking the shares in the
+//   layout's order: tiles of shares a node peer aggregates go to its NVLink
+//   receive slot; tiles of other nodes' shares this rank aggregates add the
+//   node peers' tiles, then go out in one network put per row-block; own
+//   tiles last, summed with every source before their final store.
+// - reduce_scatter(): [0, num_push) IntraComm CTAs push rows to the node
+//   peers, then Reduce CTAs sum what this rank aggregates or owns
+//   (device/roles/reduce_scatter.cuh).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -49,7 +52,7 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
       roles::rs_push(gp.ctx, rs, epoch, reinterpret_cast<char*>(smem), cta, num_push);
       break;
     case Role::Reduce:
-      roles::rs_reduce(gp.ctx, rs, epoch, cta - num_push, num_reduce);
+      roles::rs_reduce(gp.ctx, rs, epoch, reinterpret_cast<char*>(smem), cta - num_push, num_reduce);
       break;
     default:
       gemm::run_compute(gp, smem, cta - num_push - num_reduce);
@@ -72,9 +75,6 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     fail("GemmRs: m (", m, ") must split into ", t.world, " row blocks of a multiple of ", gemm::kBlockM,
          " rows each (smaller or ragged blocks are not supported yet)");
   tp::check_topology(t, "GemmRs", roles::kMaxRsRanks);
-  if (t.num_nodes > 1 && t.local_size > 1)
-    fail("GemmRs: ", t.describe(), ": across nodes only one GPU per node is supported so far (the two-level reduce, "
-         "inside each node first, is not built)");
   if (t.world > roles::kMaxRsRanks) fail("GemmRs: at most ", roles::kMaxRsRanks, " ranks (got ", t.world, ")");
   const int sms = gemm::num_sms();
   const bool leave_sm = tp::leave_free_sm(comm, "GemmRs", opt.num_ctas, sms);
@@ -84,25 +84,27 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   if (num_reduce_ < 1 || num_reduce_ + kStandalonePushCtas > sms)
     fail("GemmRs: num_reduce_ctas must be in [1, ", sms - kStandalonePushCtas, "] (got ", num_reduce_, ")");
   const int64_t total_blocks = m / gemm::kBlockM;
+  const rs::Layout lay{t.num_nodes, t.local_size};
   sig_entry_ = comm.reserve_signals(t.world);
-  sig_arrival_ = comm.reserve_signals(static_cast<int>(t.world * total_blocks));
+  sig_local_ = comm.reserve_signals(static_cast<int>(std::max(1, lay.local_sources()) * total_blocks));
+  sig_net_ = comm.reserve_signals(static_cast<int>(std::max(1, lay.net_sources()) * total_blocks));
   tp::check_same_plan(comm.bootstrap().allgather(cat(m, "x", n, "x", k_local, " (signals ", sig_entry_, ", ",
-                                                     sig_arrival_, ")")),
+                                                     sig_local_, ", ", sig_net_, ")")),
                       t.rank, "GemmRs", "m x n x k_local");
-  // Receive slots [W][slot] (+ send slots [W][slot] on several nodes), a
-  // slot holding R x n in whole GEMM tiles.
+  // Staging slots (rs_layout.hpp), each holding one share, R x n in whole GEMM tiles.
   const int64_t n_tiles = (n + gemm::kBlockN - 1) / gemm::kBlockN;
   slot_elems_ = (m / t.world) * n_tiles * gemm::kBlockN;
-  staging_ = &comm.alloc_symmetric(static_cast<size_t>((t.num_nodes > 1 ? 2 : 1) * t.world * slot_elems_ * 2));
+  staging_ = &comm.alloc_symmetric(static_cast<size_t>(std::max(1, lay.num_slots()) * slot_elems_ * 2));
   if (t.num_nodes > 1) {
     Network& net = comm.network();
     net_region_ = net.register_buffer(*staging_);
     netctx_ = net.device_ctx_ptr();
-    MK_CUDA_CHECK(cudaMalloc(&net_rb_count_, size_t(m / gemm::kBlockM) * sizeof(uint64_t)));
-    MK_CUDA_CHECK(cudaMemset(net_rb_count_, 0, size_t(m / gemm::kBlockM) * sizeof(uint64_t)));
+    MK_CUDA_CHECK(cudaMalloc(&net_rb_count_, size_t(total_blocks) * sizeof(uint64_t)));
+    MK_CUDA_CHECK(cudaMemset(net_rb_count_, 0, size_t(total_blocks) * sizeof(uint64_t)));
   }
-  MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 2 * sizeof(uint64_t)));
-  MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 2 * sizeof(uint64_t)));
+  // Epoch counter + finished-CTA count (device/epoch.cuh) + tile counter, zero.
+  MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 3 * sizeof(uint64_t)));
+  MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 3 * sizeof(uint64_t)));
   // The legacy-stream memset must be done before a launch on any stream
   // (non-blocking streams do not wait for it): plan creation is setup time.
   MK_CUDA_CHECK(cudaDeviceSynchronize());
@@ -139,49 +141,70 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
   if (compute) {
     gp = gemm::make_params(gemm::Operands{.a = a, .b = b, .out = staging_->local, .m = m_, .n = n_, .k = k_},
                            num_ctas_);
-    gp.sched.order = sched::TileOrder::RankRotated;  // the next rank's rows first, own rows last
-    gp.sched.rotate_mblk = static_cast<int32_t>(((t.rank + 1) % t.world) * rows / gemm::kBlockM);
-    gp.sched.swizzle = tp::rs_swizzle(rows / gemm::kBlockM);
-    // Tiles into each owner's receive slot for this rank: over NVLink on
-    // this node, else into this rank's send slot for the owner and one put.
+    // Shares in the layout's walk order (rs_layout.hpp); swizzle groups
+    // inside a share (tp::rs_swizzle).
+    const rs::Layout lay{t.num_nodes, t.local_size};
+    const int64_t blocks = rows / gemm::kBlockM, total_blocks = m_ / gemm::kBlockM;
+    gp.sched.order = sched::TileOrder::SharePermuted;
+    gp.sched.share_blocks = static_cast<int32_t>(blocks);
+    for (int i = 0; i < t.world; ++i) {
+      const int s = lay.share_at(i, t.node, t.local_rank);
+      gp.sched.share_order[i] = static_cast<int8_t>(t.rank_at(s / t.local_size, s % t.local_size));
+    }
+    gp.sched.swizzle = tp::rs_swizzle(blocks);
     const size_t slot_bytes = size_t(slot_elems_) * 2;
+    char* mine = static_cast<char*>(staging_->local);
     for (int d = 0; d < t.world; ++d) {
-      if (t.same_node(d, t.rank)) {
-        const int dl = t.local_rank_of[d];
-        gp.epi.out[d] = static_cast<char*>(staging_->peer[dl]) + size_t(t.rank) * slot_bytes;
-        gp.epi.signals[d] = ctx.peer_signals[dl] + sig_arrival_ + int64_t(t.rank) * (m_ / gemm::kBlockM);
-      } else {
-        gp.epi.out[d] = static_cast<char*>(staging_->local) + size_t(t.world + d) * slot_bytes;
-        gp.epi.net |= 1u << d;
-        gp.epi.net_peer[d] = d;
-        gp.epi.net_src_off[d] = size_t(t.world + d) * slot_bytes;
-        gp.epi.net_dst_off[d] = size_t(t.rank) * slot_bytes;
+      const int dn = t.node_of[d], dl = t.local_rank_of[d];
+      if (dl != t.local_rank) {  // a node peer aggregates (or owns) this share: its NVLink receive slot
+        gp.epi.out[d] = static_cast<char*>(staging_->peer[dl]) + lay.local_slot(t.local_rank, dl, dn) * slot_bytes;
+        gp.epi.signals[d] = ctx.peer_signals[dl] + sig_local_ + rs::compact(t.local_rank, dl) * total_blocks;
+        continue;
       }
+      // This rank's local index: add the node peers' tiles ...
+      if (t.local_size > 1) gp.epi.own_mask |= 1u << d;
+      gp.epi.own_dst_off[d] = int64_t(dn) * slot_elems_;
+      if (d == t.rank) {  // ... and the other nodes' sums: the final rows
+        gp.epi.out[d] = mine;  // not written (own_final)
+        gp.epi.own_mask |= 1u << d;
+        continue;
+      }
+      // ... then send the node's sum to the owner (rail peer).
+      const size_t send = lay.send_slot(dn, t.node) * slot_bytes;
+      gp.epi.out[d] = mine + send;
+      gp.epi.net |= 1u << d;
+      gp.epi.net_peer[d] = d;
+      gp.epi.net_src_off[d] = send;
+      gp.epi.net_dst_off[d] = lay.net_recv_slot(t.node, dn) * slot_bytes;
+      gp.epi.net_sig_base[d] = sig_net_ + static_cast<int32_t>(rs::compact(t.node, dn) * total_blocks);
     }
     gp.epi.layout = gemm::OutLayout::TileMajor;
     gp.epi.rows_per_dest = rows;
     gp.epi.signal = gemm::EpiSignal::PerRowBlock;
     gp.epi.sig_delta = 1;
     gp.epi.net_region = net_region_;
-    gp.epi.net_sig_base = sig_arrival_ + static_cast<int32_t>(int64_t(t.rank) * (m_ / gemm::kBlockM));
     gp.netctx = netctx_;
     gp.epi.net_rb_count = net_rb_count_;  // one put per row-block
-    // Own rows last: each of their tiles adds the other ranks' partial tiles
-    // (arrived meanwhile in this rank's receive slots) to its accumulator
-    // and stores the final rows into `out`. No Reduce CTAs.
-    gp.epi.own_dest = t.rank;
-    gp.epi.own_src = t.rank;
-    gp.epi.own_nsrc = t.world;
+    gp.epi.own_final = t.rank;
+    gp.epi.own_nsrc = lay.local_sources();
     gp.epi.own_slots = static_cast<const uint16_t*>(staging_->local);
-    gp.epi.own_slot_elems = slot_elems_;
-    gp.epi.own_signals = ctx.signals + sig_arrival_;
-    gp.epi.own_sig_stride = m_ / gemm::kBlockM;
+    gp.epi.own_src_stride = int64_t(t.num_nodes) * slot_elems_;
+    gp.epi.own_signals = ctx.signals + sig_local_;
+    gp.epi.own_net_nsrc = lay.net_sources();
+    gp.epi.own_net_slots = static_cast<const uint16_t*>(staging_->local) + int64_t(lay.local_sources()) * t.num_nodes * slot_elems_;
+    gp.epi.own_net_stride = slot_elems_;
+    gp.epi.own_net_signals = ctx.signals + sig_net_;
+    gp.epi.own_sig_stride = total_blocks;
     gp.epi.own_expect = static_cast<uint64_t>((n_ + gemm::kBlockN - 1) / gemm::kBlockN);
     gp.epi.own_out = out;
     gp.epi.own_ldo = n_;
     gp.load.start_signals = ctx.signals + sig_entry_;  // every owner entered this call
     gp.load.num_start = t.world;
     gp.load.epoch_counter = epoch_counter_;
+    // Tiles from a dynamic queue: a tile that waits was claimed after every
+    // tile it waits for was claimed (walk order), so no CTA waits on a CTA
+    // that is not resident.
+    gp.tile_counter = epoch_counter_ + 2;
   } else {
     gp.num_compute = 0;
     gp.timeout_ns = ctx.timeout_ns;
@@ -191,7 +214,7 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
   gp.ctx = ctx;
   roles::ReduceScatter rs{};
   for (int d = 0; d < t.local_size; ++d) rs.staging[d] = staging_->peer[d];
-  for (int d = 0; d < t.world; ++d) rs.local_of[d] = t.same_node(d, t.rank) ? t.local_rank_of[d] : -1;
+  for (int s = 0; s < t.world; ++s) rs.rank_at[s] = t.rank_at(s / t.local_size, s % t.local_size);
   rs.input = x;
   rs.out = out;
   rs.rows = rows;
@@ -200,9 +223,13 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
   rs.slot_elems = slot_elems_;
   rs.rank = t.rank;
   rs.world = t.world;
+  rs.node = t.node;
+  rs.num_nodes = t.num_nodes;
   rs.local_rank = t.local_rank;
+  rs.local_size = t.local_size;
   rs.sig_entry = sig_entry_;
-  rs.sig_arrival = sig_arrival_;
+  rs.sig_local = sig_local_;
+  rs.sig_net = sig_net_;
   rs.netctx = netctx_;
   rs.net_region = net_region_;
   rs.net_queue = 0;
@@ -214,7 +241,8 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
   gemm::allow_engine_smem(reinterpret_cast<const void*>(gemm_rs_kernel));
   const int grid = compute ? num_ctas_ : num_push + num_reduce_;  // fused: every CTA computes
   gemm_rs_kernel<<<grid, gemm::kThreads, gemm::kSmemBytes, stream>>>(
-      gp, rs, dev::DeviceEpoch{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1)}, num_push);
+      gp, rs, dev::DeviceEpoch{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1), epoch_counter_ + 2},
+      num_push);
   MK_CUDA_CHECK(cudaGetLastError());
 }
 

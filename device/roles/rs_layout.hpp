@@ -1,0 +1,95 @@
+// mkernel: where the tensor-parallel reduce-scatter (GEMM+RS and the
+// standalone ReduceScatter) keeps partial sums, on N nodes of L GPUs each.
+// Plain functions shared by host and device (CPU-tested:
+// tests/cpu/test_rs_layout.cpp).
+//
+// Rank (n, l) owns share d = its global rank: rows [d R, (d+1) R) of the
+// result (R = M / W). Two levels (the fewest bytes on the network):
+//  1. Inside the node: rank (n, l) sends its partial rows of every share
+//     (n', l'), l' != l, over NVLink to its node peer l' (the "aggregator"
+//     of the shares of local index l' on every node).
+//  2. The aggregator (n, l) sums its own partial rows of share (n', l) with
+//     the L - 1 node peers' and, for n' != n, sends the node's sum across
+//     the network to its rail peer (n', l) (same local index): each GPU
+//     sends only its 1/L share of the node's partial rows, once per other
+//     node.
+//  3. The owner (n, l) adds its own partial rows, the L - 1 node peers' and
+//     the N - 1 rail peers' node sums.
+// One node (N = 1) is the one-level reduce-scatter over NVLink; one GPU per
+// node (L = 1) sends every share straight to its owner over the network.
+//
+// Staging buffer (symmetric, the same layout on every rank), in slots of
+// slot_elems bf16 (one share: R x n in whole GEMM tiles):
+//   [0, (L-1) N)                 NVLink receive: from node peer l' (compact
+//                                index j = l' < l ? l' : l' - 1), the share
+//                                of node n' at slot j N + n'
+//   [(L-1) N, (L-1) N + N-1)     network receive: the node sum of share
+//                                (n, l) from node n' (compact index)
+//   [(L-1) N + N-1, ... + N-1)   network send: this rank's node sum of share
+//                                (n', l), n' != n (compact index)
+// Signals (pool indices, one per source and global row-block, one add per
+// GEMM tile of the row-block or n_blocks at once): NVLink arrivals at
+// sig_local + j * blocks + row-block, network arrivals at sig_net + j' *
+// blocks + row-block.
+//
+// The order each rank walks its shares (every wait comes after what it
+// waits for, on every rank, so a walk in this order cannot deadlock when
+// every CTA is resident): (1) shares the node peers aggregate for other
+// nodes, (2) the shares this rank aggregates for other nodes, (3) the node
+// peers' own shares, (4) its own share.
+#pragma once
+
+#include <cstdint>
+
+#include "device/ctx.hpp"
+
+namespace mk::rs {
+
+// Index of source `src` among the n - 1 sources other than `self`.
+MK_HD int compact(int src, int self) { return src < self ? src : src - 1; }
+
+struct Layout {
+  int32_t nodes = 1;  // N
+  int32_t local = 1;  // L
+
+  MK_HD int num_slots() const { return (local - 1) * nodes + 2 * (nodes - 1); }
+  // NVLink receive slot of aggregator `dst_local` for the share of node
+  // `share_node` sent by node peer `src_local`.
+  MK_HD int local_slot(int src_local, int dst_local, int share_node) const {
+    return compact(src_local, dst_local) * nodes + share_node;
+  }
+  // Network receive slot of the owner on node `dst_node` for the node sum
+  // from node `src_node`.
+  MK_HD int net_recv_slot(int src_node, int dst_node) const {
+    return (local - 1) * nodes + compact(src_node, dst_node);
+  }
+  // This rank's (on node `self_node`) send slot for the share of node `dst_node`.
+  MK_HD int send_slot(int dst_node, int self_node) const {
+    return (local - 1) * nodes + (nodes - 1) + compact(dst_node, self_node);
+  }
+  // Signals per row-block of the whole problem: NVLink sources, then network sources.
+  MK_HD int local_sources() const { return local - 1; }
+  MK_HD int net_sources() const { return nodes - 1; }
+
+  // Walk position class of share (sn, sl) for rank (n, l): 1..4 as above.
+  MK_HD int share_class(int sn, int sl, int n, int l) const {
+    if (sl != l) return sn != n ? 1 : 3;
+    return sn != n ? 2 : 4;
+  }
+  // The i-th share (as node * L + local) rank (n, l) walks: classes in
+  // order; inside a class, nodes from n + 1 on, local ranks from l + 1 on
+  // (ranks do not all start on the same destination).
+  MK_HD int share_at(int i, int n, int l) const {
+    int seen = 0;
+    for (int c = 1; c <= 4; ++c)
+      for (int dn = 1; dn <= nodes; ++dn)
+        for (int dl = 1; dl <= local; ++dl) {
+          const int sn = (n + dn) % nodes, sl = (l + dl) % local;
+          if (share_class(sn, sl, n, l) != c) continue;
+          if (seen++ == i) return sn * local + sl;
+        }
+    return -1;
+  }
+};
+
+}  // namespace mk::rs

@@ -1,0 +1,142 @@
+// The two-level reduce-scatter layout and walk (device/roles/rs_layout.hpp)
+// on every topology of up to 8 ranks: slots never collide, the walk visits
+// every share once in class order, and a simulation of GEMM+RS's persistent
+// CTAs (static tile walk, waits as the engine's owner reduce does them)
+// always finishes.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
+
+#include "device/roles/rs_layout.hpp"
+#include "device/sched/tile_scheduler.hpp"
+#include "src/ops/ag_gemm/tp_plan.hpp"
+
+using namespace mk;
+
+namespace {
+
+struct Topo {
+  int nodes, local;
+};
+
+std::vector<Topo> topologies() {
+  std::vector<Topo> t;
+  for (int n = 1; n <= 8; ++n)
+    for (int l = 1; n * l <= 8; ++l) t.push_back({n, l});
+  return t;
+}
+
+}  // namespace
+
+TEST(RsLayout, SlotsOfOneRankNeverCollide) {
+  for (Topo tp : topologies()) {
+    const rs::Layout lay{tp.nodes, tp.local};
+    for (int n = 0; n < tp.nodes; ++n)
+      for (int l = 0; l < tp.local; ++l) {
+        std::set<int> used;
+        auto use = [&](int s) {
+          ASSERT_GE(s, 0);
+          ASSERT_LT(s, lay.num_slots()) << tp.nodes << "x" << tp.local;
+          ASSERT_TRUE(used.insert(s).second) << tp.nodes << "x" << tp.local << " slot " << s;
+        };
+        for (int src = 0; src < tp.local; ++src)  // NVLink receive: from each node peer, each node's share
+          if (src != l)
+            for (int sn = 0; sn < tp.nodes; ++sn) use(lay.local_slot(src, l, sn));
+        for (int sn = 0; sn < tp.nodes; ++sn)
+          if (sn != n) {
+            use(lay.net_recv_slot(sn, n));
+            use(lay.send_slot(sn, n));
+          }
+        EXPECT_EQ(static_cast<int>(used.size()), lay.num_slots()) << "no unused slots";
+      }
+  }
+  // One node: L - 1 receive slots; one GPU per node: N - 1 receive + N - 1 send.
+  EXPECT_EQ((rs::Layout{1, 8}.num_slots()), 7);
+  EXPECT_EQ((rs::Layout{4, 1}.num_slots()), 6);
+  EXPECT_EQ((rs::Layout{2, 2}.num_slots()), 2 + 2);  // one node peer x 2 nodes, 1 receive + 1 send
+}
+
+TEST(RsLayout, WalkVisitsEveryShareOnceInClassOrder) {
+  for (Topo tp : topologies()) {
+    const rs::Layout lay{tp.nodes, tp.local};
+    for (int n = 0; n < tp.nodes; ++n)
+      for (int l = 0; l < tp.local; ++l) {
+        std::set<int> seen;
+        int last_class = 0;
+        for (int i = 0; i < tp.nodes * tp.local; ++i) {
+          const int s = lay.share_at(i, n, l);
+          ASSERT_GE(s, 0);
+          ASSERT_TRUE(seen.insert(s).second);
+          const int c = lay.share_class(s / tp.local, s % tp.local, n, l);
+          ASSERT_GE(c, last_class);
+          last_class = c;
+        }
+        EXPECT_EQ(lay.share_at(tp.nodes * tp.local - 1, n, l), n * tp.local + l) << "own share last";
+        EXPECT_EQ(lay.share_at(tp.nodes * tp.local, n, l), -1);
+      }
+  }
+}
+
+// Every rank's CTAs walk their tiles (SharePermuted, StaticSchedule) in
+// order; a tile of a share with this rank's local index waits, like the
+// engine's owner reduce, until each node peer finished the row-block (and,
+// for the own share, each rail peer): the simulation must finish with no
+// CTA stuck, whatever the CTA count.
+TEST(RsLayout, GemmRsWalkNeverDeadlocks) {
+  using namespace mk::sched;
+  for (Topo tp : topologies())
+    for (int blocks : {1, 2, 3, 5})
+      for (int ctas : {1, 2, 3, 7}) {
+        const int w = tp.nodes * tp.local, nb = 3, mb = w * blocks;
+        const rs::Layout lay{tp.nodes, tp.local};
+        // done[rank][row-block] tiles finished
+        std::vector<std::vector<int>> done(w, std::vector<int>(mb, 0));
+        std::vector<TileSchedParams> ps(w);
+        std::vector<std::vector<StaticSchedule>> its;
+        std::vector<std::vector<int64_t>> cur(w, std::vector<int64_t>(ctas, -1));
+        for (int r = 0; r < w; ++r) {
+          TileSchedParams& p = ps[r];
+          p.order = TileOrder::SharePermuted;
+          p.m_blocks = mb;
+          p.n_blocks = nb;
+          p.share_blocks = blocks;
+          p.swizzle = tp::rs_swizzle(blocks);
+          for (int i = 0; i < w; ++i)
+            p.share_order[i] = static_cast<int8_t>(lay.share_at(i, r / tp.local, r % tp.local));
+          std::vector<StaticSchedule> v;
+          for (int c = 0; c < ctas; ++c) v.emplace_back(p, c, ctas);
+          its.push_back(v);
+          for (int c = 0; c < ctas; ++c)
+            if (!its[r][c].get_next(&cur[r][c])) cur[r][c] = -1;
+        }
+        auto ready = [&](int r, const Tile& t) {
+          const int n = r / tp.local, l = r % tp.local;
+          const int d = t.m_blk / blocks, dl = d % tp.local;
+          if (dl != l) return true;  // pushed to a node peer: no wait
+          for (int pl = 0; pl < tp.local; ++pl)
+            if (pl != l && done[n * tp.local + pl][t.m_blk] < nb) return false;
+          if (d == r)
+            for (int pn = 0; pn < tp.nodes; ++pn)
+              if (pn != n && done[pn * tp.local + l][t.m_blk] < nb) return false;
+          return true;
+        };
+        bool progress = true;
+        while (progress) {
+          progress = false;
+          for (int r = 0; r < w; ++r)
+            for (int c = 0; c < ctas; ++c) {
+              if (cur[r][c] < 0) continue;
+              const Tile t = tile_of(ps[r], cur[r][c]);
+              if (!ready(r, t)) continue;
+              ++done[r][t.m_blk];
+              if (!its[r][c].get_next(&cur[r][c])) cur[r][c] = -1;
+              progress = true;
+            }
+        }
+        for (int r = 0; r < w; ++r)
+          for (int c = 0; c < ctas; ++c)
+            ASSERT_EQ(cur[r][c], -1) << tp.nodes << "x" << tp.local << " blocks " << blocks << " ctas " << ctas
+                                     << ": rank " << r << " CTA " << c << " stuck";
+      }
+}
