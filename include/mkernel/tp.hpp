@@ -67,6 +67,7 @@ class AgGemm {
   int64_t m_local_, n_, k_;
   int64_t rows_per_chunk_ = 0;
   int num_ctas_ = 0, num_comm_ = 0;
+  bool join_ = true;  // finished comm CTAs join the compute role
   int sig_entry_ = 0, sig_arrival_ = 0;
   SymmetricBuffer* gathered_ = nullptr;
   uint64_t* epoch_counter_ = nullptr;  // device: calls completed (+ a CTA counter); see device/epoch.cuh

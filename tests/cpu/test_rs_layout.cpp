@@ -101,7 +101,7 @@ TEST(RsLayout, GemmRsWalkNeverDeadlocks) {
           p.m_blocks = mb;
           p.n_blocks = nb;
           p.share_blocks = blocks;
-          p.swizzle = tp::rs_swizzle(blocks);
+          p.swizzle = tp::rs_swizzle(blocks, tp.nodes > 1 ? 2 : 8);  // as GemmRs plans it
           for (int i = 0; i < w; ++i)
             p.share_order[i] = static_cast<int8_t>(lay.share_at(i, r / tp.local, r % tp.local));
           std::vector<StaticSchedule> v;
@@ -139,4 +139,18 @@ TEST(RsLayout, GemmRsWalkNeverDeadlocks) {
             ASSERT_EQ(cur[r][c], -1) << tp.nodes << "x" << tp.local << " blocks " << blocks << " ctas " << ctas
                                      << ": rank " << r << " CTA " << c << " stuck";
       }
+}
+
+TEST(RsLayout, SwizzleGroupsStayInsideAShareAndAreCappedAcrossNodes) {
+  for (int64_t blocks = 1; blocks <= 64; ++blocks)
+    for (int64_t cap : {2, 8}) {
+      const int sw = tp::rs_swizzle(blocks, cap);
+      ASSERT_GE(sw, 1);
+      ASSERT_LE(sw, cap);
+      ASSERT_EQ(blocks % sw, 0) << blocks << " " << cap;
+    }
+  EXPECT_EQ(tp::rs_swizzle(8), 8);
+  EXPECT_EQ(tp::rs_swizzle(8, 2), 2);  // 2x1, M = 2048: four groups, puts spread over the walk
+  EXPECT_EQ(tp::rs_swizzle(12), 6);
+  EXPECT_EQ(tp::rs_swizzle(7, 2), 1);
 }

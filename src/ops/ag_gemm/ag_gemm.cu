@@ -30,7 +30,7 @@ namespace {
 
 __global__ void __launch_bounds__(gemm::kThreads, 1)
     ag_gemm_kernel(const __grid_constant__ gemm::GemmParams gp, const __grid_constant__ roles::AllGatherPush push,
-                   const dev::DeviceEpoch ep) {
+                   const dev::DeviceEpoch ep, const int32_t join) {
   extern __shared__ uint8_t smem[];
   const int cta = blockIdx.x;
   const uint64_t epoch = dev::epoch_of_launch(ep);  // gp.load reads the same counter
@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
     // the engine below: two would double its code and its registers.
     __syncthreads();
   }
-  if (cta >= num_comm || gp.tile_counter) gemm::run_compute(gp, smem, cta - num_comm);
+  if (cta >= num_comm || (join && gp.tile_counter)) gemm::run_compute(gp, smem, cta - num_comm);
   dev::epoch_finish(ep);
 }
 
@@ -67,6 +67,13 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
   tp::check_topology(t, "AgGemm", roles::kMaxNodes);
   const int sms = gemm::num_sms();
   const bool leave_sm = tp::leave_free_sm(comm, "AgGemm", opt.num_ctas, sms);
+  // Finished comm CTAs join the compute role, unless the transport runs
+  // kernels on this GPU to deliver (emu, fabric): then their SMs are
+  // released for it. NOTES: with them joining, one free SM was not enough:
+  // AG+GEMM on 2x1 emu hung in mkbench (an emulated put never completed;
+  // bench/results/mkbench-20261130T1034Z-2x1-hang-comm-ctas-joining.log),
+  // while exiting comm CTAs had run it before.
+  join_ = !leave_sm;
   num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - (leave_sm ? 1 : 0);
   if (num_ctas_ < 2 || num_ctas_ > sms) fail("AgGemm: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
   rows_per_chunk_ = tp::chunk_rows(m_local);
@@ -166,7 +173,7 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
   // The standalone all-gather has the GPU to itself: more pushing CTAs.
   const int grid = compute ? num_ctas_ : std::max(num_comm_, std::min(num_ctas_, kStandaloneCommCtas));
   ag_gemm_kernel<<<grid, gemm::kThreads, gemm::kSmemBytes, stream>>>(
-      gp, push, dev::DeviceEpoch{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1), epoch_counter_ + 2});
+      gp, push, dev::DeviceEpoch{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1), epoch_counter_ + 2}, join_ ? 1 : 0);
   MK_CUDA_CHECK(cudaGetLastError());
 }
 

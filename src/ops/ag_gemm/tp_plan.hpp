@@ -50,13 +50,15 @@ inline int comm_ctas_heuristic(int64_t n) {
 // copy, no wait) when no tile straddles two ranks' rows.
 inline bool own_rows_in_place(int64_t m_local, int64_t block_m) { return m_local % block_m == 0; }
 
-// GEMM+RS tile walk (RankRotated from the next rank's rows, own rows last):
-// own tiles wait for the other ranks' tiles, so every other rank's tile
-// must come before any own tile (each CTA then finishes its share of them
-// before it can block: no deadlock). Swizzle groups must not straddle two
-// ranks' row blocks: the largest divisor of the blocks per rank up to 8.
-inline int rs_swizzle(int64_t blocks_per_rank) {
-  for (int64_t sw = std::min<int64_t>(8, blocks_per_rank); sw > 1; --sw)
+// GEMM+RS tile walk (shares in the order of device/roles/rs_layout.hpp):
+// waiting tiles come after every tile they wait for. Swizzle groups must
+// not straddle two shares: the largest divisor of the row-blocks per share
+// up to max_sw. A share's row-blocks complete together at the end of their
+// group: across nodes (one network put per row-block) groups of 8 left a
+// whole share's puts to the end of its walk (2x1 emu, M = 2048: 1.50 ms,
+// slower than M = 4096), so plans across nodes ask for at most 2.
+inline int rs_swizzle(int64_t blocks_per_rank, int64_t max_sw = 8) {
+  for (int64_t sw = std::min<int64_t>(max_sw, blocks_per_rank); sw > 1; --sw)
     if (blocks_per_rank % sw == 0) return static_cast<int>(sw);
   return 1;
 }
