@@ -244,6 +244,44 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, const Smem& s, Pip
   for (int i = 0; i < 128; ++i) dev::sm90::fence_operand(acc[i]);
 }
 
+// 16-byte epilogue accesses. In wgmma's accumulator layout the 4 lanes of
+// a quad hold, for one row, 2 columns each of every 8-column group; for
+// 4 consecutive groups 4g..4g+3, v[i] of lane q is the bf16 pair at
+// columns 8 (4g + i) + 2 q. After quad_transpose, v[k] of lane q is the
+// pair at columns 8 (4g + q) + 2 k: lane q holds group 4g + q whole (one
+// 16-byte store or load instead of four 4-byte ones; NVLink and L2 like
+// them better). The transpose is its own inverse. All 32 lanes must call.
+__device__ __forceinline__ void quad_transpose(uint32_t (&v)[4]) {
+  const int lane = threadIdx.x % 32, q = lane & 3;
+  uint32_t w[4] = {v[0], v[1], v[2], v[3]};  // round 0: w[q] = v[q]
+#pragma unroll
+  for (int r = 1; r < 4; ++r) {
+    // Lane q reads from lane (q + r) & 3 the pair that lane keeps for q.
+    const int give = (q - r) & 3;
+    const uint32_t send = give == 0 ? v[0] : give == 1 ? v[1] : give == 2 ? v[2] : v[3];
+    const uint32_t got = __shfl_sync(0xffffffffu, send, (lane & ~3) | ((q + r) & 3));
+    const int k = (q + r) & 3;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = i == k ? got : w[i];
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    // w[i] is now the pair at columns 8 (4g + q) + 2 i except w[q], which
+    // round 0 left as v[q] (columns 8 (4g + q) + 2 q): already right.
+    v[i] = w[i];
+  }
+}
+
+// Packs (row half h) of column groups 4g..4g+3 and transposes: lane q then
+// holds columns [8 (4g + q), 8 (4g + q) + 8) of its row as one uint4.
+__device__ __forceinline__ uint4 quad_pack(const float (&acc)[128], int g, int h) {
+  uint32_t v[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v[i] = dev::sm90::pack_bf16x2(acc[4 * (4 * g + i) + 2 * h], acc[4 * (4 * g + i) + 2 * h + 1]);
+  quad_transpose(v);
+  return make_uint4(v[0], v[1], v[2], v[3]);
+}
+
 // Reduce-scatter owner / aggregator tile of destination d (bit d of
 // EpilogueHook::own_mask): acc += the sources' partial tiles. All 256
 // consumer threads; thread 128 waits for the row-block's signals first.
@@ -265,23 +303,29 @@ __device__ __forceinline__ void own_accumulate(const GemmParams& p, const sched:
   const int ncols = p.n - col0 < kBlockN ? p.n - col0 : kBlockN;
   const int64_t ltid = tile_id(p.sched, t) - (int64_t(d) * e.rows_per_dest / kBlockM) * p.sched.n_blocks;
   const int c_lane = 2 * (lane % 4);
+  (void)c_lane;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int rin = wg * 64 + warp * 16 + lane / 4 + 8 * h;
-    if (int64_t(r.row0) + rin >= r.row_end) continue;
+    const bool valid = int64_t(r.row0) + rin < r.row_end;  // every lane shuffles; only valid rows load
     const int64_t tile_off = ltid * (kBlockM * kBlockN) + int64_t(rin) * kBlockN;
     for (int s = 0; s < e.own_nsrc + nnet; ++s) {
       const uint16_t* base = s < e.own_nsrc ? e.own_slots + s * e.own_src_stride + e.own_dst_off[d]
                                             : e.own_net_slots + (s - e.own_nsrc) * e.own_net_stride;
-      // L2, not L1: other GPUs (or the network) wrote these during the kernel.
-      const unsigned int* src = reinterpret_cast<const unsigned int*>(base + tile_off);
+      // L2, not L1: other GPUs (or the network) wrote these during the
+      // kernel. 16 bytes per lane (validate_hooks: 16-byte aligned slots).
+      const uint4* src = reinterpret_cast<const uint4*>(base + tile_off);
 #pragma unroll
-      for (int j = 0; j < kBlockN / 8; ++j) {
-        const int c = 8 * j + c_lane;
-        if (c >= ncols) break;
-        const uint32_t v = __ldcg(src + c / 2);
-        acc[4 * j + 2 * h] += __uint_as_float(v << 16);
-        acc[4 * j + 2 * h + 1] += __uint_as_float(v & 0xFFFF0000u);
+      for (int g = 0; g < kBlockN / 32; ++g) {
+        if (32 * g >= ncols) break;  // ncols is a multiple of 64: uniform
+        uint4 x = valid ? __ldcg(src + 4 * g + (lane & 3)) : make_uint4(0, 0, 0, 0);
+        uint32_t v[4] = {x.x, x.y, x.z, x.w};
+        quad_transpose(v);  // v[i]: the pair of column group 4g + i this lane accumulates
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          acc[4 * (4 * g + i) + 2 * h] += __uint_as_float(v[i] << 16);
+          acc[4 * (4 * g + i) + 2 * h + 1] += __uint_as_float(v[i] & 0xFFFF0000u);
+        }
       }
     }
   }
@@ -297,12 +341,24 @@ __device__ __forceinline__ void own_store(const GemmParams& p, const sched::Tile
   const int ncols = p.n - col0 < kBlockN ? p.n - col0 : kBlockN;
   const int64_t dest_row0 = int64_t(e.own_final) * e.rows_per_dest;
   const int c_lane = 2 * (lane % 4);
+  // 16-byte stores when every row start is 16-byte aligned (uniform).
+  const bool vec = (e.own_ldo % 8) == 0 && (reinterpret_cast<uintptr_t>(e.own_out) & 15u) == 0;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int rin = wg * 64 + warp * 16 + lane / 4 + 8 * h;
     const int64_t row = int64_t(r.row0) + rin;
-    if (row >= r.row_end) continue;
+    const bool valid = row < r.row_end;
     char* outp = static_cast<char*>(e.own_out) + ((row - dest_row0) * e.own_ldo + col0) * 2;
+    if (vec) {
+#pragma unroll
+      for (int g = 0; g < kBlockN / 32; ++g) {
+        if (32 * g >= ncols) break;
+        const uint4 x = quad_pack(acc, g, h);
+        if (valid) *reinterpret_cast<uint4*>(outp + (32 * g + 8 * (lane & 3)) * 2) = x;
+      }
+      continue;
+    }
+    if (!valid) continue;
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j) {
       const int c = 8 * j + c_lane;
@@ -338,6 +394,24 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const sched::Til
     } else {
       const int64_t lrow = row - int64_t(d) * e.rows_per_dest;
       rowp[h] = static_cast<char*>(e.out[d]) + (lrow * e.ldo + col0) * esize;
+    }
+  }
+  // Plain stores: 16 bytes per lane when every row start of the warp is
+  // 16-byte aligned (TileMajor always; RowMajor with ldo % 8 == 0).
+  if (e.op == EpiOp::Store) {
+    bool ok = true;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) ok = ok && (reinterpret_cast<uintptr_t>(rowp[h]) & 15u) == 0;
+    if (__all_sync(0xffffffffu, ok)) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int g = 0; g < kBlockN / 32; ++g) {
+          if (32 * g >= ncols) break;  // ncols is a multiple of 64: uniform
+          const uint4 x = quad_pack(acc, g, h);
+          if (rowp[h]) *reinterpret_cast<uint4*>(rowp[h] + (32 * g + 8 * (lane & 3)) * 2) = x;
+        }
+      return;
     }
   }
   const int c_lane = 2 * (lane % 4);

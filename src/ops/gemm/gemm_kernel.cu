@@ -91,6 +91,12 @@ void validate_hooks(const GemmParams& p) {
     if (e.own_nsrc > 0 && (!e.own_slots || !e.own_signals)) fail(w, m, ") needs own_slots and own_signals");
     if (e.own_net_nsrc > 0 && (!e.own_net_slots || !e.own_net_signals || e.own_final < 0))
       fail(w, m, ") needs own_net_slots, own_net_signals and own_final for network sources");
+    bool al = (reinterpret_cast<uintptr_t>(e.own_slots) | reinterpret_cast<uintptr_t>(e.own_net_slots)) % 16 == 0 &&
+              (e.own_src_stride | e.own_net_stride) % 8 == 0;
+    for (int d = 0; d < kMaxDests; ++d) al = al && e.own_dst_off[d] % 8 == 0;
+    if (!al)
+      fail(w, m, ") reads sources 16 bytes at a time: own_slots and own_net_slots must be 16-byte aligned and "
+           "own_src_stride, own_net_stride and own_dst_off[] multiples of 8 elements");
     if (e.own_expect == 0 || e.own_sig_stride <= 0)
       fail(w, m, ") needs own_expect > 0 and own_sig_stride > 0 (a zero expectation reads unarrived data)");
     const int64_t tile_elems = (e.rows_per_dest / kBlockM) * ((int64_t(p.n) + kBlockN - 1) / kBlockN) * kBlockM * kBlockN;
