@@ -22,6 +22,7 @@
 
 #include <cstdio>
 
+#include "device/bulk_copy.cuh"
 #include "device/gemm/gemm_params.hpp"
 #include "device/gemm/sm90.cuh"
 #include "device/net/net.cuh"
@@ -41,9 +42,13 @@ static_assert(kRing > kStages + 1, "tile ring too short");
 struct Smem {
   uint8_t* a;      // kStages x kStageBytesA
   uint8_t* b;      // kStages x kStageBytesB
+  uint8_t* epi;    // kEpiBytes: a half tile for the storer (async_store)
   uint64_t* full;  // kStages
   uint64_t* empty; // kStages
   int64_t* ring;   // kRing
+  uint64_t* epi_full;   // a consumer warpgroup wrote its half (128 arrivals)
+  uint64_t* epi_empty;  // [2]: the buffer is free for warpgroup i's next half (the storer read the other's; 1 arrival)
+  int64_t* epi_tile;    // [2]: work index of async tile i at [i % 2] (-1: no more)
 };
 
 __device__ __forceinline__ Smem carve(uint8_t* raw) {
@@ -52,9 +57,13 @@ __device__ __forceinline__ Smem carve(uint8_t* raw) {
   Smem s;
   s.a = p;
   s.b = p + kStages * kStageBytesA;
-  s.full = reinterpret_cast<uint64_t*>(p + kStages * kStageBytes);
+  s.epi = p + kStages * kStageBytes;
+  s.full = reinterpret_cast<uint64_t*>(s.epi + kEpiBytes);
   s.empty = s.full + kStages;
   s.ring = reinterpret_cast<int64_t*>(s.empty + kStages);
+  s.epi_full = reinterpret_cast<uint64_t*>(s.ring + kRing);
+  s.epi_empty = s.epi_full + 1;
+  s.epi_tile = reinterpret_cast<int64_t*>(s.epi_empty + 2);
   return s;
 }
 
@@ -433,17 +442,10 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const sched::Til
   }
 }
 
-// After both consumer warpgroups stored a tile: signal and/or network put,
-// from one thread, once every consumer's stores are ordered before it.
-__device__ __forceinline__ void publish_tile(const GemmParams& p, const sched::Tile& t, const TileRows& r) {
+// The tile's signal and/or network put, from one thread whose view already
+// orders every store of the tile before it.
+__device__ __forceinline__ void publish_one(const GemmParams& p, const sched::Tile& t, const TileRows& r) {
   const EpilogueHook& e = p.epi;
-  if (e.signal == EpiSignal::None && !e.net) return;
-  // NOTES: every thread fences its own stores and reductions (possibly
-  // posted to a peer GPU) before the barrier; one thread's fence after a
-  // barrier does not wait for other threads' outstanding remote reductions.
-  __threadfence_system();
-  dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);
-  if (threadIdx.x != 128) return;
   const int64_t id = e.signal == EpiSignal::PerRowBlock ? row_block_id(p.sched, t) : tile_id(p.sched, t);
   const int d = e.rows_per_dest ? static_cast<int>(r.row0 / e.rows_per_dest) : 0;
   if ((e.net >> d) & 1u) {
@@ -479,6 +481,91 @@ __device__ __forceinline__ void publish_tile(const GemmParams& p, const sched::T
   dev::signal_add(e.signals[d] + e.sig_base + id, e.sig_delta);
 }
 
+// After both consumer warpgroups stored a tile: signal and/or network put,
+// from one thread, once every consumer's stores are ordered before it.
+__device__ __forceinline__ void publish_tile(const GemmParams& p, const sched::Tile& t, const TileRows& r) {
+  const EpilogueHook& e = p.epi;
+  if (e.signal == EpiSignal::None && !e.net) return;
+  // NOTES: every thread fences its own stores and reductions (possibly
+  // posted to a peer GPU) before the barrier; one thread's fence after a
+  // barrier does not wait for other threads' outstanding remote reductions.
+  __threadfence_system();
+  dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);
+  if (threadIdx.x == 128) publish_one(p, t, r);
+}
+
+// ---- asynchronous epilogue (EpilogueHook::async_store) -------------------------
+//
+// Half tile h = 2 i + wg of the i-th async tile of this CTA: consumer
+// warpgroup wg waits until the storer read half h - 1 out of the buffer,
+// writes its 64 x 256 bf16 rows there (TileMajor order), and arrives on
+// epi_full; the storer copies the half to the tile's destination with one
+// bulk copy, frees the buffer for the other warpgroup once it is read,
+// and after the second half waits for the writes and publishes.
+// NOTES: a parity wait only tells the current phase from the one before,
+// so each waiter must be at most one phase ahead of its barrier. One
+// "empty" barrier per warpgroup (completed once per tile: wg 0 waits for
+// its i-th completion at tile i, wg 1 for its (i+1)-th) keeps that exact;
+// with one shared barrier, warpgroup 1 passed a wait two phases early on
+// short-K tiles and overwrote a half before the storer read it (wrong sums
+// on H200x2). epi_full is waited by the storer alone, phase by phase.
+
+__device__ __forceinline__ void epi_stage_half(const GemmParams& p, const Smem& s, uint32_t half, int wg, int64_t w,
+                                               const float (&acc)[128]) {
+  // wg 0 at tile i: completion i of epi_empty[0] (i >= 1); wg 1: completion i + 1 of epi_empty[1].
+  const uint32_t tile = half >> 1;
+  if (wg == 1 || tile > 0) mbar_wait(p, &s.epi_empty[wg], (wg == 1 ? tile : tile - 1) & 1u, -2);
+  if (wg == 0 && threadIdx.x == 128) s.epi_tile[tile & 1u] = w;
+  const int lane = threadIdx.x % 32;
+  const int warp = (threadIdx.x % 128) / 32;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = warp * 16 + lane / 4 + 8 * h;  // within the half
+#pragma unroll
+    for (int g = 0; g < kBlockN / 32; ++g) {
+      const uint4 x = quad_pack(acc, g, h);
+      *reinterpret_cast<uint4*>(s.epi + (row * kBlockN + 32 * g + 8 * (lane & 3)) * 2) = x;
+    }
+  }
+  dev::sm90::fence_proxy_async_shared();  // the bulk copy (async proxy) reads what this thread wrote
+  dev::sm90::mbar_arrive(s.epi_full);
+}
+
+// No more async tiles: warpgroup 0 hands the storer the end mark in the
+// next half's place.
+__device__ __forceinline__ void epi_finish(const GemmParams& p, const Smem& s, uint32_t half, int wg) {
+  if (wg != 0) return;
+  const uint32_t tile = half >> 1;
+  if (tile > 0) mbar_wait(p, &s.epi_empty[0], (tile - 1) & 1u, -2);
+  if (threadIdx.x == 128) s.epi_tile[tile & 1u] = -1;
+  dev::sm90::mbar_arrive(s.epi_full);
+}
+
+__device__ __forceinline__ void storer(const GemmParams& p, const Smem& s) {
+  const EpilogueHook& e = p.epi;
+  for (uint32_t half = 0;; ++half) {
+    mbar_wait(p, s.epi_full, half & 1u, -3);
+    const int64_t w = *reinterpret_cast<volatile const int64_t*>(s.epi_tile + ((half >> 1) & 1u));
+    if (w < 0) break;
+    const sched::Tile t = next_tile(p, w, false);
+    const TileRows r = tile_rows(p, t);
+    const int d = e.rows_per_dest ? static_cast<int>(r.row0 / e.rows_per_dest) : 0;
+    const int64_t ltid = tile_id(p.sched, t) - (int64_t(d) * e.rows_per_dest / kBlockM) * p.sched.n_blocks;
+    char* dst = static_cast<char*>(e.out[d]) + ltid * (kBlockM * kBlockN * 2) + (half & 1u) * kEpiBytes;
+    dev::bulk_store(dst, s.epi, kEpiBytes);
+    dev::bulk_commit();
+    dev::bulk_wait_read<0>();
+    dev::sm90::mbar_arrive(&s.epi_empty[(half & 1u) ^ 1u]);  // the buffer is the other warpgroup's now
+    if (half & 1u) {  // both halves out: wait for the writes, then signal / put
+      dev::bulk_wait_all();
+      dev::sm90::fence_proxy_async_global();
+      __threadfence_system();
+      if (e.signal != EpiSignal::None || e.net) publish_one(p, t, r);
+    }
+  }
+}
+
+template <bool kAsyncEpi>
 __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int cta, int wg) {
   // Start signals (LoadHook::start_signals) gate the epilogue's first store;
   // waited here, by the consumers (the producer's 56 registers would spill,
@@ -496,6 +583,7 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
   float acc[128];
   sched::StaticSchedule it(p.sched, cta, p.num_compute);
   int64_t w;
+  uint32_t async_tiles = 0;
   for (int64_t seq = 0;; ++seq) {
     if (p.tile_counter) {  // the index came with the tile's first stage (release/acquire via the mbarrier)
       mbar_wait(p, &s.full[st.stage], st.phase, st.stage);
@@ -517,15 +605,25 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
         }
       }
     }
+    if (kAsyncEpi && p.epi.async_store) {  // staged; the storer copies it out and publishes
+      epi_stage_half(p, s, 2 * async_tiles + wg, wg, w, acc);
+      ++async_tiles;
+      continue;
+    }
     store_tile(p, t, r, wg, acc);
     publish_tile(p, t, r);
   }
+  if (kAsyncEpi && p.epi.async_store) epi_finish(p, s, 2 * async_tiles, wg);
 }
 
 }  // namespace detail
 
 // Compute role body: CTA `cta` of p.num_compute, kThreads threads,
-// kSmemBytes of dynamic shared memory at `smem`.
+// kSmemBytes of dynamic shared memory at `smem`. kAsyncEpi: the kernel
+// supports EpilogueHook::async_store (a storer thread in the producer
+// warpgroup; kernels that never use it leave it out: its code pushed the
+// AG kernel's registers into spills).
+template <bool kAsyncEpi = false>
 __device__ __forceinline__ void run_compute(const GemmParams& p, uint8_t* smem, int cta) {
   const detail::Smem s = detail::carve(smem);
   const int wg = threadIdx.x / 128;
@@ -534,6 +632,9 @@ __device__ __forceinline__ void run_compute(const GemmParams& p, uint8_t* smem, 
       dev::sm90::mbar_init(&s.full[i], 1);
       dev::sm90::mbar_init(&s.empty[i], kConsumerWarpgroups);
     }
+    dev::sm90::mbar_init(s.epi_full, 128);
+    dev::sm90::mbar_init(&s.epi_empty[0], 1);
+    dev::sm90::mbar_init(&s.epi_empty[1], 1);
     dev::sm90::mbar_fence_init();
     dev::sm90::tma_prefetch_desc(&p.tma_a);
     dev::sm90::tma_prefetch_desc(&p.tma_b);
@@ -543,9 +644,10 @@ __device__ __forceinline__ void run_compute(const GemmParams& p, uint8_t* smem, 
   if (wg == 0) {
     dev::sm90::regs_dealloc<56>();
     if (threadIdx.x == 0) detail::producer(p, s, cta);
+    if (kAsyncEpi && threadIdx.x == 32 && p.epi.async_store) detail::storer(p, s);
   } else {
     dev::sm90::regs_alloc<224>();
-    detail::consumer(p, s, cta, wg - 1);
+    detail::consumer<kAsyncEpi>(p, s, cta, wg - 1);
   }
 }
 

@@ -33,7 +33,12 @@ constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
 constexpr uint32_t kStageBytesA = kBlockM * kBlockK * 2;
 constexpr uint32_t kStageBytesB = kBlockN * kBlockK * 2;
 constexpr uint32_t kStageBytes = kStageBytesA + kStageBytesB;
-constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 1024 /* alignment */ + 256 /* barriers, tile ring */;
+// Asynchronous epilogue (EpilogueHook::async_store): one consumer
+// warpgroup's 64 x 256 bf16 half tile, staged for a bulk copy.
+constexpr uint32_t kEpiBytes = 64 * kBlockN * 2;
+constexpr size_t kSmemBytes =
+    size_t(kStages) * kStageBytes + kEpiBytes + 1024 /* alignment */ + 256 /* barriers, tile ring */;
+static_assert(kSmemBytes <= 232448, "over the 227 KB of shared memory a Hopper CTA may use");
 static_assert(kStageBytesA % 1024 == 0 && kStageBytesB % 1024 == 0, "stages must keep 1024-byte alignment");
 
 // Wait-before-load hook: the producer waits before loading A rows that
@@ -135,6 +140,14 @@ struct EpilogueHook {
   // into own_out (own_ldo), rows counted from d's first row; any other d is
   // stored and published as usual (the node's sum of another node's share,
   // sent over the network).
+  // Asynchronous stores (TileMajor, Store, whole tiles): consumers stage
+  // each half tile in shared memory and go on to the next tile's MMAs; a
+  // storer thread copies it out with the bulk copier (over NVLink to a
+  // peer, or into this rank's send buffer), waits for the writes, then
+  // signals / puts (publish). Owner-reduce final tiles keep plain stores.
+  // The writes overlap compute instead of stalling the tensor cores (a
+  // wave of 132 tiles writing 8 MB over NVLink at once).
+  int32_t async_store = 0;
   uint32_t own_mask = 0;
   int32_t own_final = -1;
   int32_t own_nsrc = 0;

@@ -48,6 +48,12 @@ __device__ __forceinline__ void fence_proxy_async_global() {
   asm volatile("fence.proxy.async.global;" ::: "memory");
 }
 
+// Makes this thread's generic shared-memory writes visible to the async
+// proxy (a bulk copy that reads them next).
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
 // ---- WGMMA ------------------------------------------------------------------
 
 // Shared-memory matrix descriptor for a K-major tile stored as rows of 128

@@ -71,6 +71,10 @@ void validate_hooks(const GemmParams& p) {
   }
   if (e.net_rb_count && (e.signal != EpiSignal::PerRowBlock || e.layout != OutLayout::TileMajor))
     fail("gemm epilogue: one put per row-block (net_rb_count) needs PerRowBlock signals and TileMajor output");
+  if (e.async_store && (e.layout != OutLayout::TileMajor || e.op != EpiOp::Store || p.m % kBlockM ||
+                        (e.rows_per_dest > 0 && e.rows_per_dest % kBlockM)))
+    fail("gemm epilogue: asynchronous stores copy whole tiles: they need TileMajor output, the Store op, and m and "
+         "rows_per_dest multiples of ", kBlockM, " (got m ", p.m, ", rows_per_dest ", e.rows_per_dest, ")");
   if (e.own_mask) {
     const char* w = "gemm epilogue: the owner reduce (own_mask ";
     const uint32_t m = e.own_mask;
@@ -145,6 +149,7 @@ void allow_engine_smem(const void* kernel) {
 void launch(const GemmParams& p, int grid, const TestRoleParams& test, cudaStream_t stream) {
   allow_engine_smem(reinterpret_cast<const void*>(gemm_kernel));
   validate_hooks(p);
+  if (p.epi.async_store) fail("gemm: the standalone GEMM kernel has no storer (async_store is for fused kernels built with it)");
   if (p.num_compute < 1 || grid < p.num_compute)
     fail("gemm: launch of ", grid, " CTAs with ", p.num_compute, " compute CTAs (need 1 <= compute <= grid)");
   gemm_kernel<<<grid, kThreads, kSmemBytes, stream>>>(p, test);

@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
       roles::rs_reduce(gp.ctx, rs, epoch, reinterpret_cast<char*>(smem), cta - num_push, num_reduce);
       break;
     default:
-      gemm::run_compute(gp, smem, cta - num_push - num_reduce);
+      gemm::run_compute<true>(gp, smem, cta - num_push - num_reduce);
       break;
   }
   dev::epoch_finish(ep);
@@ -205,6 +205,9 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
     // tile it waits for was claimed (walk order), so no CTA waits on a CTA
     // that is not resident.
     gp.tile_counter = epoch_counter_ + 2;
+    // Tiles for other ranks (NVLink receive slots, send slots) leave through
+    // the storer's bulk copies while the next tile computes.
+    gp.epi.async_store = 1;
   } else {
     gp.num_compute = 0;
     gp.timeout_ns = ctx.timeout_ns;
