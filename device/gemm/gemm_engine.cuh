@@ -2,7 +2,8 @@
 //
 // Contract (DESIGN.md §3): a fused kernel gives the engine CTAs
 // [0, p.num_compute) of its grid; each calls gemm::run_compute(p, smem)
-// with kThreads threads and kSmemBytes of dynamic shared memory. Inside a CTA:
+// with kThreads threads and kSmemBytes of dynamic shared memory
+// (kSmemBytesAsync with EpilogueHook::async_store). Inside a CTA:
 //   warpgroup 0      producer: one thread walks the tile scheduler, waits
 //                    on the load hook, issues TMA loads into a kStages ring
 //                    (full/empty mbarriers); the warpgroup gives up registers.
@@ -42,7 +43,7 @@ static_assert(kRing > kStages + 1, "tile ring too short");
 struct Smem {
   uint8_t* a;      // kStages x kStageBytesA
   uint8_t* b;      // kStages x kStageBytesB
-  uint8_t* epi;    // kEpiBytes: a half tile for the storer (async_store)
+  uint8_t* epi;    // kEpiBytes: a half tile for the storer (async_store; kSmemBytesAsync launches)
   uint64_t* full;  // kStages
   uint64_t* empty; // kStages
   int64_t* ring;   // kRing
@@ -57,8 +58,8 @@ __device__ __forceinline__ Smem carve(uint8_t* raw) {
   Smem s;
   s.a = p;
   s.b = p + kStages * kStageBytesA;
-  s.epi = p + kStages * kStageBytes;
-  s.full = reinterpret_cast<uint64_t*>(s.epi + kEpiBytes);
+  s.full = reinterpret_cast<uint64_t*>(p + kStages * kStageBytes);
+  s.epi = p + kStages * kStageBytes + 256;  // past the barriers: only in kSmemBytesAsync launches
   s.empty = s.full + kStages;
   s.ring = reinterpret_cast<int64_t*>(s.empty + kStages);
   s.epi_full = reinterpret_cast<uint64_t*>(s.ring + kRing);

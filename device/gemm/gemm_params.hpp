@@ -33,12 +33,19 @@ constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
 constexpr uint32_t kStageBytesA = kBlockM * kBlockK * 2;
 constexpr uint32_t kStageBytesB = kBlockN * kBlockK * 2;
 constexpr uint32_t kStageBytes = kStageBytesA + kStageBytesB;
+constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 1024 /* alignment */ + 256 /* barriers, tile ring */;
 // Asynchronous epilogue (EpilogueHook::async_store): one consumer
-// warpgroup's 64 x 256 bf16 half tile, staged for a bulk copy.
+// warpgroup's 64 x 256 bf16 half tile, staged for a bulk copy, after the
+// barriers; launches that use it ask for kSmemBytesAsync.
+// NOTES: the plain size leaves ~31 KB of shared memory (and 1024
+// registers) on each SM beside a persistent CTA, room for a transport's
+// small kernels (emu signal adds, runtime copies); the async size leaves
+// none, so plans next to such transports keep the plain epilogue (a
+// precaution, not measured: the 2x1 AG benchmark hang of 2026-11-30
+// persisted with the plain size, bench/results/mkbench-20261130T1101Z-2x1-ag-hang.log).
 constexpr uint32_t kEpiBytes = 64 * kBlockN * 2;
-constexpr size_t kSmemBytes =
-    size_t(kStages) * kStageBytes + kEpiBytes + 1024 /* alignment */ + 256 /* barriers, tile ring */;
-static_assert(kSmemBytes <= 232448, "over the 227 KB of shared memory a Hopper CTA may use");
+constexpr size_t kSmemBytesAsync = kSmemBytes + kEpiBytes;
+static_assert(kSmemBytesAsync <= 232448, "over the 227 KB of shared memory a Hopper CTA may use");
 static_assert(kStageBytesA % 1024 == 0 && kStageBytesB % 1024 == 0, "stages must keep 1024-byte alignment");
 
 // Wait-before-load hook: the producer waits before loading A rows that

@@ -62,6 +62,7 @@ struct ReduceScatter {
   int32_t sig_local;              // pool index: + NVLink source j * (M / row_block) + global row-block
   int32_t sig_net;                // pool index: + network source j * (M / row_block) + global row-block
   uint64_t adds_per_block;        // arrivals per (source, row-block) per call: the GEMM's n_blocks
+  int32_t parts;                  // standalone: pieces per row-block (divides adds_per_block and the block's vectors)
   const net::NetCtx* netctx;      // device memory; several nodes only
   int32_t net_region;             // the staging buffer's region id
   int32_t net_queue;
@@ -100,22 +101,27 @@ __device__ __forceinline__ void rs_push(const DeviceCtx& ctx, const ReduceScatte
   const rs::Layout lay = rs_layout(g);
   const int64_t blocks = g.rows / g.row_block, total_blocks = blocks * g.world;
   const int64_t block_bytes = g.row_block * g.n * 2, slot_bytes = g.slot_elems * 2;
-  const int64_t items = int64_t(g.local_size - 1) * g.num_nodes * blocks;
+  // A row-block goes in `parts` pieces (more CTAs busy when row-blocks are
+  // few), each adding adds_per_block / parts to the arrival count.
+  const int64_t part_bytes = block_bytes / g.parts;
+  const int64_t items = int64_t(g.local_size - 1) * g.num_nodes * blocks * g.parts;
   for (int64_t item = cta; item < items; item += ncta) {
-    const int s = rs_share(g, static_cast<int>(item / blocks), false);
-    const int64_t b = item % blocks;
+    const int64_t j = item % g.parts, q = item / g.parts;
+    const int s = rs_share(g, static_cast<int>(q / blocks), false);
+    const int64_t b = q % blocks;
     const int sn = s / g.local_size, sl = s % g.local_size, d = g.rank_at[s];
     const int peer = g.rank_at[g.node * g.local_size + sl];
     if (threadIdx.x == 0)
       dev::wait_ge<dev::Scope::Sys, kRsReport>(ctx, ctx.signals + g.sig_entry + peer, epoch,
                                                dev::WaitSite{role, peer, g.sig_entry + peer});
     const int64_t gb = int64_t(d) * blocks + b;
-    const char* src = static_cast<const char*>(g.input) + gb * block_bytes;
-    char* dst = static_cast<char*>(g.staging[sl]) + lay.local_slot(g.local_rank, sl, sn) * slot_bytes + b * block_bytes;
-    dev::copy_bulk<dev::BulkStages, kRsReport>(ctx, dst, src, static_cast<size_t>(block_bytes), 0, 1, smem, role);
+    const char* src = static_cast<const char*>(g.input) + gb * block_bytes + j * part_bytes;
+    char* dst = static_cast<char*>(g.staging[sl]) + lay.local_slot(g.local_rank, sl, sn) * slot_bytes +
+                b * block_bytes + j * part_bytes;
+    dev::copy_bulk<dev::BulkStages, kRsReport>(ctx, dst, src, static_cast<size_t>(part_bytes), 0, 1, smem, role);
     if (threadIdx.x == 0) {
       const int32_t sig = g.sig_local + static_cast<int32_t>(rs::compact(g.local_rank, sl) * total_blocks + gb);
-      dev::signal_add(dev::peer_signal(ctx, sl, sig), g.adds_per_block);
+      dev::signal_add(dev::peer_signal(ctx, sl, sig), g.adds_per_block / static_cast<uint64_t>(g.parts));
     }
   }
 }
@@ -137,11 +143,18 @@ __device__ __forceinline__ void rs_reduce(const DeviceCtx& ctx, const ReduceScat
   const int64_t block_bytes = g.row_block * g.n * 2, slot_bytes = g.slot_elems * 2;
   constexpr int kU = 2;
   char* mine = static_cast<char*>(g.staging[g.local_rank]);
-  for (int64_t item = cta; item < int64_t(g.num_nodes) * blocks; item += ncta) {
-    const int s = rs_share(g, static_cast<int>(item / blocks), true);
-    const int64_t b = item % blocks;
+  // Items: the row-blocks of the other nodes' shares this rank aggregates
+  // (whole: one put each), then those of its own share in `parts` pieces.
+  const int64_t agg_items = int64_t(g.num_nodes - 1) * blocks;
+  for (int64_t item = cta; item < agg_items + blocks * g.parts; item += ncta) {
+    const bool piece = item >= agg_items;
+    const int64_t q = piece ? (item - agg_items) / g.parts : item;
+    const int64_t j = piece ? (item - agg_items) % g.parts : 0;
+    const int s = piece ? g.node * g.local_size + g.local_rank : rs_share(g, static_cast<int>(q / blocks), true);
+    const int64_t b = q % blocks;
     const int sn = s / g.local_size, d = g.rank_at[s];
     const bool final_share = d == g.rank;
+    const int64_t v_lo = piece ? j * (vecs / g.parts) : 0, v_hi = piece ? v_lo + vecs / g.parts : vecs;
     const int nnet = final_share ? g.num_nodes - 1 : 0;
     const int nsrc = 1 + nloc + nnet;
     const int64_t gb = int64_t(d) * blocks + b;
@@ -174,19 +187,19 @@ __device__ __forceinline__ void rs_reduce(const DeviceCtx& ctx, const ReduceScat
     const uint4* const* src_base = src_tab;
     char* dst = final_share ? static_cast<char*>(g.out) + b * block_bytes
                             : mine + lay.send_slot(sn, g.node) * slot_bytes + b * block_bytes;
-    for (int64_t v0 = threadIdx.x; v0 < vecs; v0 += int64_t(blockDim.x) * kU) {
+    for (int64_t v0 = v_lo + threadIdx.x; v0 < v_hi; v0 += int64_t(blockDim.x) * kU) {
       uint4 x[kU][kMaxRsRanks];
 #pragma unroll
       for (int u = 0; u < kU; ++u)
 #pragma unroll
         for (int i = 0; i < kMaxRsRanks; ++i)
-          if (i < nsrc && v0 + u * blockDim.x < vecs)
+          if (i < nsrc && v0 + u * blockDim.x < v_hi)
             // L2, not L1: the rows were written by other GPUs during this kernel.
             x[u][i] = __ldcg(src_base[i] + v0 + u * blockDim.x);
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         const int64_t v = v0 + u * blockDim.x;
-        if (v >= vecs) break;
+        if (v >= v_hi) break;
         float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 #pragma unroll
         for (int i = 0; i < kMaxRsRanks; ++i) {

@@ -113,6 +113,7 @@ class GemmRs {
   int64_t m_, n_, k_;
   int num_ctas_ = 0, num_reduce_ = 0;
   int sig_entry_ = 0, sig_local_ = 0, sig_net_ = 0;  // signal pool indices (rs_layout.hpp)
+  bool async_ = true;  // asynchronous epilogue (not next to a transport that needs an SM)
   SymmetricBuffer* staging_ = nullptr;
   uint64_t* epoch_counter_ = nullptr;
   int64_t slot_elems_ = 0;  // bf16 elements per staging slot

@@ -154,3 +154,17 @@ TEST(RsLayout, SwizzleGroupsStayInsideAShareAndAreCappedAcrossNodes) {
   EXPECT_EQ(tp::rs_swizzle(12), 6);
   EXPECT_EQ(tp::rs_swizzle(7, 2), 1);
 }
+
+TEST(RsLayout, StandalonePiecesDivideTheCountsAndTheVectors) {
+  for (int64_t n = 64; n <= 16384; n += 64) {
+    const int64_t adds = (n + 255) / 256, vecs = 128 * n / 8;
+    const int p = tp::rs_parts(adds, vecs);
+    ASSERT_GE(p, 1);
+    ASSERT_LE(p, 8);
+    ASSERT_EQ(adds % p, 0) << n;
+    ASSERT_EQ(vecs % p, 0) << n;
+  }
+  EXPECT_EQ(tp::rs_parts(32, 128 * 8192 / 8), 8);  // hidden 8192: 8 pieces of 256 KB
+  EXPECT_EQ(tp::rs_parts(3, 128 * 768 / 8), 3);
+  EXPECT_EQ(tp::rs_parts(1, 128 * 64 / 8), 1);
+}

@@ -68,11 +68,14 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
   const int sms = gemm::num_sms();
   const bool leave_sm = tp::leave_free_sm(comm, "AgGemm", opt.num_ctas, sms);
   // Finished comm CTAs join the compute role, unless the transport runs
-  // kernels on this GPU to deliver (emu, fabric): then their SMs are
-  // released for it. NOTES: with them joining, one free SM was not enough:
-  // AG+GEMM on 2x1 emu hung in mkbench (an emulated put never completed;
-  // bench/results/mkbench-20261130T1034Z-2x1-hang-comm-ctas-joining.log),
-  // while exiting comm CTAs had run it before.
+  // kernels on this GPU to deliver (emu, fabric): then their SMs go back to
+  // it (a precaution). NOTES: the 2x1 emu benchmark hung at its first put
+  // with them joining (bench/results/mkbench-20261130T1034Z-2x1-hang-comm-
+  // ctas-joining.log), passed once without, then hung without too
+  // (mkbench-20261130T1101Z-2x1-ag-hang.log), and so did the build of
+  // 926dbff that had measured 2x1 at 09:37 (mkbench-20261130T1113Z-2x1-ag-
+  // hang-926dbff.log): not this code; the cause is not found. The 2x1
+  // tests pass.
   join_ = !leave_sm;
   num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - (leave_sm ? 1 : 0);
   if (num_ctas_ < 2 || num_ctas_ > sms) fail("AgGemm: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");

@@ -49,7 +49,7 @@ struct TestRoleParams {
 void validate_hooks(const GemmParams& p);
 
 // Dynamic shared memory opt-in for a kernel that runs the engine (per device).
-void allow_engine_smem(const void* kernel);
+void allow_engine_smem(const void* kernel, size_t bytes = kSmemBytes);
 
 // Launches `grid` CTAs: [0, p.num_compute) compute, the rest run the Test role.
 void launch(const GemmParams& p, int grid, const TestRoleParams& test, cudaStream_t stream);

@@ -122,7 +122,7 @@ void validate_hooks(const GemmParams& p) {
   if (p.timeout_ns == 0) fail("gemm: timeout_ns is 0 (every wait is bounded; see MK_TIMEOUT_MS)");
 }
 
-void allow_engine_smem(const void* kernel) {
+void allow_engine_smem(const void* kernel, size_t bytes) {
   // Per device and kernel; a few kernels use the engine.
   struct Done {
     const void* kernel;
@@ -139,7 +139,7 @@ void allow_engine_smem(const void* kernel) {
   bool found = false;
   for (const Done& d : done) found |= d.kernel == kernel && d.dev == dev;
   if (!found) {
-    MK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes)));
+    MK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
     done.push_back({kernel, dev});
   }
   last_kernel = kernel;

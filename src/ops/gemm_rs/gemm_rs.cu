@@ -79,6 +79,7 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   const int sms = gemm::num_sms();
   const bool leave_sm = tp::leave_free_sm(comm, "GemmRs", opt.num_ctas, sms);
   num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - (leave_sm ? 1 : 0);
+  async_ = !leave_sm;
   if (num_ctas_ < 2 || num_ctas_ > sms) fail("GemmRs: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
   num_reduce_ = opt.num_reduce_ctas ? opt.num_reduce_ctas : kDefaultReduceCtas;
   if (num_reduce_ < 1 || num_reduce_ + kStandalonePushCtas > sms)
@@ -206,8 +207,10 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
     // that is not resident.
     gp.tile_counter = epoch_counter_ + 2;
     // Tiles for other ranks (NVLink receive slots, send slots) leave through
-    // the storer's bulk copies while the next tile computes.
-    gp.epi.async_store = 1;
+    // the storer's bulk copies while the next tile computes; not next to a
+    // transport that runs kernels on this GPU (kSmemBytesAsync leaves them
+    // no room beside a CTA: gemm_params.hpp NOTES).
+    gp.epi.async_store = async_ ? 1 : 0;
   } else {
     gp.num_compute = 0;
     gp.timeout_ns = ctx.timeout_ns;
@@ -240,10 +243,12 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
   // once per row-block by the same amount: counts stay in step whichever
   // entry point each call of the plan uses.
   rs.adds_per_block = static_cast<uint64_t>((n_ + gemm::kBlockN - 1) / gemm::kBlockN);
+  rs.parts = tp::rs_parts(static_cast<int64_t>(rs.adds_per_block), gemm::kBlockM * n_ / 8);
   if (compute) gemm::validate_hooks(gp);
-  gemm::allow_engine_smem(reinterpret_cast<const void*>(gemm_rs_kernel));
+  gemm::allow_engine_smem(reinterpret_cast<const void*>(gemm_rs_kernel), gemm::kSmemBytesAsync);
   const int grid = compute ? num_ctas_ : num_push + num_reduce_;  // fused: every CTA computes
-  gemm_rs_kernel<<<grid, gemm::kThreads, gemm::kSmemBytes, stream>>>(
+  const size_t smem = gp.epi.async_store ? gemm::kSmemBytesAsync : gemm::kSmemBytes;
+  gemm_rs_kernel<<<grid, gemm::kThreads, smem, stream>>>(
       gp, rs, dev::DeviceEpoch{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1), epoch_counter_ + 2},
       num_push);
   MK_CUDA_CHECK(cudaGetLastError());
