@@ -87,7 +87,11 @@ __device__ __forceinline__ void give_up(const GemmParams& p, int peer, const uin
 }
 
 // Bounded wait on an mbarrier phase (the fast path is one try_wait);
-// `expected` in a failure report is the stage.
+// `expected` in a failure report is the stage. These waits are on another
+// role of this CTA, which may itself sit in bounded waits on other ranks
+// (the start signals, the owner's row-block signals) for up to a timeout
+// each: 4 timeouts here, so that the wait on the other rank is the one that
+// reports; another rank's abort ends it at once.
 __device__ __forceinline__ void mbar_wait(const GemmParams& p, uint64_t* bar, uint32_t parity, int stage) {
   if (dev::sm90::mbar_try_wait(bar, parity)) return;
   const uint64_t t0 = dev::globaltimer();
@@ -95,7 +99,8 @@ __device__ __forceinline__ void mbar_wait(const GemmParams& p, uint64_t* bar, ui
   while (!dev::sm90::mbar_try_wait(bar, parity)) {
     if ((++spins & 255u) == 0u) {
       const uint64_t waited = dev::globaltimer() - t0;
-      if (waited > p.timeout_ns) give_up(p, -1, nullptr, uint64_t(stage), parity, waited);
+      const bool aborted = p.has_ctx && (dev::ld_volatile(p.ctx.abort_dev) || dev::ld_volatile(p.ctx.abort_host));
+      if (aborted || waited > 4 * p.timeout_ns) give_up(p, -1, nullptr, uint64_t(stage), parity, waited);
     }
   }
 }
