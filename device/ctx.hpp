@@ -50,6 +50,9 @@ MK_HD const char* role_name(int32_t r) {
 // WaitDiag.signal for a wait on a CTA's own pipeline (mbarrier) rather than
 // a signal; WaitDiag.expected then holds the pipeline stage.
 constexpr int32_t kDiagPipelineStage = -2;
+// WaitDiag.signal for a wait on a network command queue's completion count
+// (net::flush / net::quiet); WaitDiag.peer then holds the queue.
+constexpr int32_t kDiagNetDone = -3;
 
 // Why a device wait gave up.
 enum WaitFailReason : int32_t { kWaitTimeout = 1, kWaitAborted = 2 };

@@ -110,7 +110,8 @@ __device__ __forceinline__ uint64_t barrier_signal(const NetCtx& nc, const Devic
 template <dev::Report R = dev::Report::Print>
 __device__ __forceinline__ void flush(const NetCtx& nc, const DeviceCtx& ctx, int queue, uint64_t seq) {
   const CmdQueue& q = nc.queues[static_cast<unsigned>(queue) % static_cast<unsigned>(nc.num_queues)];
-  dev::wait_ge<dev::Scope::Sys, R>(ctx, q.done, seq + 1, dev::WaitSite{static_cast<int32_t>(Role::InterSend), -1, -1});
+  dev::wait_ge<dev::Scope::Sys, R>(ctx, q.done, seq + 1,
+                                   dev::WaitSite{static_cast<int32_t>(Role::InterSend), queue, kDiagNetDone});
 }
 
 // Enqueues a FLUSH and waits for it: everything pushed to `queue` before is

@@ -31,6 +31,12 @@ std::string format_diag(const WaitDiag& d) {
     return cat("rank ", d.rank, " role ", role_name(d.role), " (block ", d.block, " thread ", d.thread,
                ") gave up after ", d.waited_ns / 1000000, " ms waiting on its own pipeline stage ", d.expected,
                d.reason == kWaitTimeout ? " (MK_TIMEOUT_MS)" : cat(": abort raised by rank ", d.aborter));
+  if (d.signal == kDiagNetDone)
+    return cat("rank ", d.rank, " role ", role_name(d.role), " (block ", d.block, " thread ", d.thread, ") ",
+               d.reason == kWaitTimeout ? cat("timed out after ", d.waited_ns / 1000000, " ms") : std::string("stopped"),
+               " waiting for network queue ", d.peer, " to complete its commands: ", d.seen, " of ", d.expected,
+               " done (the host proxy or the transport did not finish the rest)",
+               d.reason == kWaitTimeout ? " (MK_TIMEOUT_MS)" : cat(": abort raised by rank ", d.aborter));
   std::string sig = d.signal >= 0 ? cat("signal ", d.signal) : std::string("a signal outside the pool");
   std::string who = cat("rank ", d.rank, " role ", role_name(d.role), " (block ", d.block, " thread ", d.thread, ")");
   if (d.reason == kWaitTimeout)
