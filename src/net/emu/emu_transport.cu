@@ -110,6 +110,7 @@ class EmuTransport final : public Transport {
     if (cfg.cuda_device < 0) fail("emu: the emulated NIC moves GPU memory and needs a CUDA device");
     bytes_per_ns_ = static_cast<double>(knob_int(Knob::MK_EMU_GBPS));  // GB/s == bytes/ns
     latency_ns_ = knob_int(Knob::MK_EMU_LATENCY_US) * 1000;
+    copy_each_ = knob_str(Knob::MK_EMU_COPY) == "each";
     MK_CUDA_CHECK(cudaSetDevice(cfg.cuda_device));
     MK_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
     void* host = nullptr;
@@ -404,11 +405,29 @@ class EmuTransport final : public Transport {
     if (!sizes_.empty()) {
       // One runtime call for all copies of the batch: a copy call per op costs
       // microseconds of host time each, which caps small-message throughput.
-      cudaMemcpyAttributes attr{};
-      attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-      size_t attr_idx = 0;
-      MK_CUDA_CHECK(cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), sizes_.size(), &attr, &attr_idx, 1,
-                                         copy_));
+      // MK_EMU_COPY=each: one cudaMemcpyAsync per write. NOTES: the 2x1 AG
+      // benchmark of 2026-11-30 stopped at its first 2 MB put with the
+      // proxy apparently inside the copy call (the memory ops after it
+      // failed only once the waiting kernel had trapped); the warning below
+      // says when a copy call blocks.
+      const int64_t t0 = now_ns();
+      if (copy_each_) {
+        for (size_t i = 0; i < sizes_.size(); ++i)
+          MK_CUDA_CHECK(cudaMemcpyAsync(dsts_[i], srcs_[i], sizes_[i], cudaMemcpyDeviceToDevice, copy_));
+      } else {
+        cudaMemcpyAttributes attr{};
+        attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+        size_t attr_idx = 0;
+        MK_CUDA_CHECK(cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), sizes_.size(), &attr, &attr_idx,
+                                           1, copy_));
+      }
+      const int64_t took = now_ns() - t0;
+      if (took > 100000000 && !warned_slow_copy_) {
+        warned_slow_copy_ = true;
+        log(LogLevel::Warn, cat("emu: issuing ", sizes_.size(), " copies (first ", sizes_[0], " bytes) blocked the proxy for ",
+                                took / 1000000, " ms in the CUDA runtime (MK_EMU_COPY=", copy_each_ ? "each" : "batch",
+                                ")"));
+      }
     }
     // The inline data words (after the copies in stream order), then one
     // barrier before any signal. Then adds and memory ops alternate in op
@@ -464,6 +483,8 @@ class EmuTransport final : public Transport {
   // the emulated latency: stream memory ops alone, and a copy before them.
   int64_t real_inline_ns_ = 0, real_copy_ns_ = 0;
   bool inline_ok_ = true;  // the driver takes the inline path's memory ops
+  bool copy_each_ = false;  // MK_EMU_COPY=each
+  bool warned_slow_copy_ = false;
   cudaStream_t copy_ = nullptr;
   uint64_t* done_word_ = nullptr;  // pinned host: sequence of the last completed batch
   void* done_word_dev_ = nullptr;  // the same, as the GPU addresses it
