@@ -14,6 +14,7 @@
 #include "bench/bench.hpp"
 #include "mkernel/gemm.hpp"
 #include "mkernel/tp.hpp"
+#include "src/ops/ag_gemm/tp_plan.hpp"
 
 namespace mkb {
 
@@ -97,12 +98,12 @@ void bench_ag_gemm(BenchContext& bc) {
     const double t_comm = std::min(st[1].median_ms, st[2].median_ms);
     const double t_lb = std::max(st[0].median_ms, t_comm);
     const double best = std::min(st[3].median_ms, st[4].median_ms);
-    // Rows this GPU sends (one node: to each peer; 2x1: once over the network).
-    const double sent_mb = double(W - 1) * ml * k * 2 / 1e6;
+    // Rows this GPU sends (tp::ag_bytes_per_gpu: NVLink / network).
+    const mk::tp::LinkBytes sent = mk::tp::ag_bytes_per_gpu(topo.num_nodes, topo.local_size, ml, k);
     t.rows.push_back({std::to_string(m), fmt(st[0].median_ms), fmt(st[1].median_ms) + " / " + fmt(st[2].median_ms),
                       fmt(st[3].median_ms), fmt(st[4].median_ms), fmt(st[5].median_ms),
                       fmt(best / st[5].median_ms, 2) + "x", fmt(t_lb / st[5].median_ms, 2), fmt(st[6].median_ms),
-                      net ? "0 / " + fmt(sent_mb, 1) : fmt(sent_mb, 1) + " / 0",
+                      fmt(sent.nvlink / 1e6, 1) + " / " + fmt(sent.network / 1e6, 1),
                       std::to_string(plan.num_comm_ctas()) + "/" + std::to_string(plan.num_compute_ctas())});
     cudaFree(b);
     cudaFree(full);
@@ -150,7 +151,9 @@ void bench_ag_gemm(BenchContext& bc) {
       "then the remote rows. mk AG alone = the plan's all-gather (push kernel + a copy out of the symmetric "
       "buffer). Across nodes (2x1 emulated) the AG baselines are mkernel's standalone all-gather on the same "
       "transport, not NCCL (which would use NVLink between the emulated nodes): 'AG alone' shows it twice. "
-      "PyTorch's fused_all_gather_matmul is measured by bench/torch_tp_bench.py.";
+      "PyTorch's fused_all_gather_matmul is measured by bench/torch_tp_bench.py. MB sent per GPU (N nodes x L "
+      "GPUs): NVLink (L-1) N x M/W x 8192 x 2 B (own rows and the rows from other nodes, to each node peer), "
+      "network (N-1) x M/W x 8192 x 2 B (own rows once per other node; tp::ag_bytes_per_gpu).";
   bc.report->add(t);
   cublasDestroy(h);
   if (nc) ncclCommDestroy(nc);

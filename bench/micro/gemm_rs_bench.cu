@@ -19,6 +19,7 @@
 #include "bench/baselines/nccl_util.hpp"
 #include "bench/bench.hpp"
 #include "mkernel/tp.hpp"
+#include "src/ops/ag_gemm/tp_plan.hpp"
 
 namespace mkb {
 
@@ -204,11 +205,11 @@ void bench_gemm_rs(BenchContext& bc) {
     const double t_comm = std::min({st[1].median_ms, st[2].median_ms, st[6].median_ms});
     const double t_lb = std::max(st[0].median_ms, t_comm);
     const double best = std::min(st[3].median_ms, st[4].median_ms);
-    const double sent_mb = double(W - 1) / W * double(m) * n * 2 / 1e6;
+    const mk::tp::LinkBytes sent = mk::tp::rs_bytes_per_gpu(topo.num_nodes, topo.local_size, m, n);
     t.rows.push_back({std::to_string(m), fmt(st[0].median_ms), fmt(st[1].median_ms) + " / " + fmt(st[2].median_ms),
                       fmt(st[3].median_ms), fmt(st[4].median_ms), fmt(st[5].median_ms),
                       fmt(best / st[5].median_ms, 2) + "x", fmt(t_lb / st[5].median_ms, 2), fmt(st[6].median_ms),
-                      net ? "0 / " + fmt(sent_mb, 1) : fmt(sent_mb, 1) + " / 0",
+                      fmt(sent.nvlink / 1e6, 1) + " / " + fmt(sent.network / 1e6, 1),
                       std::to_string(plan.num_compute_ctas()) + "; 16 + " + std::to_string(plan.num_reduce_ctas()),
                       "checked (" + fmt(err, 4) + ")"});
   }
@@ -219,8 +220,9 @@ void bench_gemm_rs(BenchContext& bc) {
       "reduce-scatter. 2-stream chunked overlap = each owner's M/W rows cut into 4 chunks; per chunk one strided-"
       "batched cuBLAS call over the W owners into a double-buffered [W][M/(4W) x 8192] buffer, whose NCCL "
       "reduce-scatter runs on a side stream while the next chunk computes. mkernel vs best baseline = min(serial, "
-      "overlap) / mkernel. eta = max(cuBLAS alone, fastest RS alone) / mkernel. NVLink MB sent per GPU = (W-1)/W "
-      "x M x 8192 x 2 B (mkernel's bf16 staging writes). CTAs: run() computes on every SM (no Reduce CTAs: each "
+      "overlap) / mkernel. eta = max(cuBLAS alone, fastest RS alone) / mkernel. MB sent per GPU (N nodes x L GPUs, "
+      "mkernel's bf16 partial rows): NVLink (L-1)/L x M x 8192 x 2 B, network (N-1)/(N L) x M x 8192 x 2 B "
+      "(tp::rs_bytes_per_gpu: reduced inside the node first). CTAs: run() computes on every SM (no Reduce CTAs: each "
       "owner adds the other ranks' tiles in its epilogue); the standalone reduce-scatter uses 16 push + 16 (or 32) "
       "Reduce CTAs. check: "
       "outside timing, both mkernel plans' output vs serial's, on the same inputs, every element within 0.02 |ref| "

@@ -168,3 +168,27 @@ TEST(RsLayout, StandalonePiecesDivideTheCountsAndTheVectors) {
   EXPECT_EQ(tp::rs_parts(3, 128 * 768 / 8), 3);
   EXPECT_EQ(tp::rs_parts(1, 128 * 64 / 8), 1);
 }
+
+// Bytes per GPU the benchmarks report: the flat cases match the one-level
+// formulas ((W-1)/W on one node, all of it on the network with one GPU per
+// node); in between, the network carries only 1/L of the flat amount.
+TEST(RsLayout, BytesPerGpuFollowTheTwoLevels) {
+  const int64_t m = 16384, n = 8192, k = 8192;
+  auto rs = [&](int nn, int l) { return tp::rs_bytes_per_gpu(nn, l, m, n); };
+  auto ag = [&](int nn, int l) { return tp::ag_bytes_per_gpu(nn, l, m / (nn * l), k); };
+  EXPECT_DOUBLE_EQ(rs(1, 2).nvlink, double(m) * n * 2 / 2);
+  EXPECT_DOUBLE_EQ(rs(1, 2).network, 0);
+  EXPECT_DOUBLE_EQ(rs(2, 1).network, double(m) * n * 2 / 2);
+  EXPECT_DOUBLE_EQ(rs(2, 1).nvlink, 0);
+  EXPECT_DOUBLE_EQ(rs(2, 4).network, double(m) * n * 2 / 8);          // (N-1)/(N L)
+  EXPECT_DOUBLE_EQ(rs(2, 4).nvlink, double(m) * n * 2 * 3 / 4);       // (L-1)/L
+  EXPECT_DOUBLE_EQ(ag(1, 8).nvlink, 7.0 * (m / 8) * k * 2);
+  EXPECT_DOUBLE_EQ(ag(2, 1).network, double(m / 2) * k * 2);
+  EXPECT_DOUBLE_EQ(ag(2, 4).network, double(m / 8) * k * 2);          // own rows once to the other node
+  EXPECT_DOUBLE_EQ(ag(2, 4).nvlink, 3.0 * 2 * (m / 8) * k * 2);       // own + forwarded rows to 3 peers
+  for (int nn = 1; nn <= 8; ++nn)
+    for (int l = 1; nn * l <= 8; ++l) {
+      const double flat = double(nn * l - 1) / (nn * l) * double(m) * n * 2;  // one-level RS, all on one link kind
+      EXPECT_NEAR(rs(nn, l).nvlink + rs(nn, l).network, flat, 1.0) << nn << "x" << l;
+    }
+}

@@ -75,6 +75,25 @@ inline int rs_parts(int64_t adds_per_block, int64_t vecs_per_block) {
   return 1;
 }
 
+// Bytes one GPU sends per call, over NVLink and over the network, on N
+// nodes of L GPUs (what the kernels move; the benchmarks report these).
+struct LinkBytes {
+  double nvlink = 0, network = 0;
+};
+// AG+GEMM: own rows once to each other node's rail peer; own rows and the
+// rows that arrived from each other node to every node peer.
+inline LinkBytes ag_bytes_per_gpu(int nodes, int local, int64_t m_local, int64_t k) {
+  const double block = double(m_local) * double(k) * 2;
+  return {double(local - 1) * nodes * block, double(nodes - 1) * block};
+}
+// GEMM+RS: partial rows of the shares a node peer aggregates (all shares of
+// the other local indices) over NVLink; the node's sum of each other node's
+// share of this local index over the network (rs_layout.hpp).
+inline LinkBytes rs_bytes_per_gpu(int nodes, int local, int64_t m, int64_t n) {
+  const double share = double(m) / (double(nodes) * local) * double(n) * 2;
+  return {double(local - 1) * nodes * share, double(nodes - 1) * share};
+}
+
 // Across nodes, whether the plan's persistent kernel must leave an SM free
 // for the transport's own kernels (NetCtx::needs_free_sm); an explicit grid
 // of every SM is refused then. Collective on first use (creates the network).
