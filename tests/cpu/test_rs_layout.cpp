@@ -101,7 +101,7 @@ TEST(RsLayout, GemmRsWalkNeverDeadlocks) {
           p.m_blocks = mb;
           p.n_blocks = nb;
           p.share_blocks = blocks;
-          p.swizzle = tp::rs_swizzle(blocks, tp.nodes > 1 ? 2 : 8);  // as GemmRs plans it
+          p.swizzle = tp::rs_swizzle(blocks, tp::rs_swizzle_cap(tp.nodes, blocks));  // as GemmRs plans it
           for (int i = 0; i < w; ++i)
             p.share_order[i] = static_cast<int8_t>(lay.share_at(i, r / tp.local, r % tp.local));
           std::vector<StaticSchedule> v;
@@ -153,6 +153,10 @@ TEST(RsLayout, SwizzleGroupsStayInsideAShareAndAreCappedAcrossNodes) {
   EXPECT_EQ(tp::rs_swizzle(8, 2), 2);  // 2x1, M = 2048: four groups, puts spread over the walk
   EXPECT_EQ(tp::rs_swizzle(12), 6);
   EXPECT_EQ(tp::rs_swizzle(7, 2), 1);
+  // The cap: small shares across nodes only.
+  EXPECT_EQ(tp::rs_swizzle_cap(2, 8), 2);   // 2x1, M = 2048
+  EXPECT_EQ(tp::rs_swizzle_cap(2, 16), 8);  // 2x1, M = 4096
+  EXPECT_EQ(tp::rs_swizzle_cap(1, 4), 8);   // one node
 }
 
 TEST(RsLayout, StandalonePiecesDivideTheCountsAndTheVectors) {

@@ -53,10 +53,8 @@ inline bool own_rows_in_place(int64_t m_local, int64_t block_m) { return m_local
 // GEMM+RS tile walk (shares in the order of device/roles/rs_layout.hpp):
 // waiting tiles come after every tile they wait for. Swizzle groups must
 // not straddle two shares: the largest divisor of the row-blocks per share
-// up to max_sw. A share's row-blocks complete together at the end of their
-// group: across nodes (one network put per row-block) groups of 8 left a
-// whole share's puts to the end of its walk (2x1 emu, M = 2048: 1.50 ms,
-// slower than M = 4096), so plans across nodes ask for at most 2.
+// up to max_sw (rs_swizzle_cap). A share's row-blocks complete together at
+// the end of their group.
 inline int rs_swizzle(int64_t blocks_per_rank, int64_t max_sw = 8) {
   for (int64_t sw = std::min<int64_t>(max_sw, blocks_per_rank); sw > 1; --sw)
     if (blocks_per_rank % sw == 0) return static_cast<int>(sw);
@@ -92,6 +90,19 @@ inline LinkBytes ag_bytes_per_gpu(int nodes, int local, int64_t m_local, int64_t
 inline LinkBytes rs_bytes_per_gpu(int nodes, int local, int64_t m, int64_t n) {
   const double share = double(m) / (double(nodes) * local) * double(n) * 2;
   return {double(local - 1) * nodes * share, double(nodes - 1) * share};
+}
+
+// The GEMM+RS swizzle cap. Across nodes (one network put per row-block)
+// with few row-blocks per share, one group of 8 left a whole share's puts
+// to the end of its walk (2x1 emu, M = 2048: 1.47-1.50 ms, slower than M =
+// 4096); groups of 2 fixed it (0.72 ms), but the larger M ran slower with
+// 2 than with 8 earlier in the day (M = 4096: 1.60 against 1.35 ms; 16384:
+// 6.00 against 5.54; bench/results mkbench-20261130T110626Z vs T093703Z,
+// 2x1; other changes in between, so L2 reuse is the likely, not a proven,
+// cause). So: at most 2 across nodes up to 8 row-blocks per share, else 8.
+// Not re-measured with this rule (no device time left that day).
+inline int64_t rs_swizzle_cap(int nodes, int64_t blocks_per_rank) {
+  return nodes > 1 && blocks_per_rank <= 8 ? 2 : 8;
 }
 
 // Across nodes, whether the plan's persistent kernel must leave an SM free

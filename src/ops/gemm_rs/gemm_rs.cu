@@ -152,7 +152,7 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
       const int s = lay.share_at(i, t.node, t.local_rank);
       gp.sched.share_order[i] = static_cast<int8_t>(t.rank_at(s / t.local_size, s % t.local_size));
     }
-    gp.sched.swizzle = tp::rs_swizzle(blocks, t.num_nodes > 1 ? 2 : 8);
+    gp.sched.swizzle = tp::rs_swizzle(blocks, tp::rs_swizzle_cap(t.num_nodes, blocks));
     const size_t slot_bytes = size_t(slot_elems_) * 2;
     char* mine = static_cast<char*>(staging_->local);
     for (int d = 0; d < t.world; ++d) {
