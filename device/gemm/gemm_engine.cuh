@@ -346,6 +346,38 @@ __device__ __forceinline__ void own_accumulate(const GemmParams& p, const sched:
   }
 }
 
+// Plain bf16 stores of this warpgroup's fragment: rowp[h] is where this
+// thread's row (h) starts at the tile's first column (null: row beyond the
+// matrix). 16 bytes per lane when every row start of the warp is 16-byte
+// aligned (the vote keeps the shuffles uniform), else 4.
+__device__ __forceinline__ void store_rows_bf16(char* const (&rowp)[2], const float (&acc)[128], int ncols) {
+  const int lane = threadIdx.x % 32;
+  bool ok = true;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) ok = ok && (reinterpret_cast<uintptr_t>(rowp[h]) & 15u) == 0;
+  if (__all_sync(0xffffffffu, ok)) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int g = 0; g < kBlockN / 32; ++g) {
+        if (32 * g >= ncols) break;  // ncols is a multiple of 64: uniform
+        const uint4 x = quad_pack(acc, g, h);
+        if (rowp[h]) *reinterpret_cast<uint4*>(rowp[h] + (32 * g + 8 * (lane & 3)) * 2) = x;
+      }
+    return;
+  }
+  const int c_lane = 2 * (lane % 4);
+#pragma unroll
+  for (int j = 0; j < kBlockN / 8; ++j) {
+    const int c = 8 * j + c_lane;
+    if (c >= ncols) break;
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      if (rowp[h])
+        *reinterpret_cast<uint32_t*>(rowp[h] + c * 2) = dev::sm90::pack_bf16x2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+  }
+}
+
 // The owner's final rows (own_final): bf16 RowMajor into own_out.
 __device__ __forceinline__ void own_store(const GemmParams& p, const sched::Tile& t, const TileRows& r, int wg,
                                           const float (&acc)[128]) {
@@ -355,32 +387,13 @@ __device__ __forceinline__ void own_store(const GemmParams& p, const sched::Tile
   const int col0 = t.n_blk * kBlockN;
   const int ncols = p.n - col0 < kBlockN ? p.n - col0 : kBlockN;
   const int64_t dest_row0 = int64_t(e.own_final) * e.rows_per_dest;
-  const int c_lane = 2 * (lane % 4);
-  // 16-byte stores when every row start is 16-byte aligned (uniform).
-  const bool vec = (e.own_ldo % 8) == 0 && (reinterpret_cast<uintptr_t>(e.own_out) & 15u) == 0;
+  char* rowp[2] = {nullptr, nullptr};
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int rin = wg * 64 + warp * 16 + lane / 4 + 8 * h;
-    const int64_t row = int64_t(r.row0) + rin;
-    const bool valid = row < r.row_end;
-    char* outp = static_cast<char*>(e.own_out) + ((row - dest_row0) * e.own_ldo + col0) * 2;
-    if (vec) {
-#pragma unroll
-      for (int g = 0; g < kBlockN / 32; ++g) {
-        if (32 * g >= ncols) break;
-        const uint4 x = quad_pack(acc, g, h);
-        if (valid) *reinterpret_cast<uint4*>(outp + (32 * g + 8 * (lane & 3)) * 2) = x;
-      }
-      continue;
-    }
-    if (!valid) continue;
-#pragma unroll
-    for (int j = 0; j < kBlockN / 8; ++j) {
-      const int c = 8 * j + c_lane;
-      if (c >= ncols) break;
-      *reinterpret_cast<uint32_t*>(outp + c * 2) = dev::sm90::pack_bf16x2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-    }
+    const int64_t row = int64_t(r.row0) + wg * 64 + warp * 16 + lane / 4 + 8 * h;
+    if (row < r.row_end) rowp[h] = static_cast<char*>(e.own_out) + ((row - dest_row0) * e.own_ldo + col0) * 2;
   }
+  store_rows_bf16(rowp, acc, ncols);
 }
 
 // Stores (or adds) this warpgroup's 64 x 256 fragment. wgmma's accumulator
@@ -411,23 +424,9 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const sched::Til
       rowp[h] = static_cast<char*>(e.out[d]) + (lrow * e.ldo + col0) * esize;
     }
   }
-  // Plain stores: 16 bytes per lane when every row start of the warp is
-  // 16-byte aligned (TileMajor always; RowMajor with ldo % 8 == 0).
-  if (e.op == EpiOp::Store) {
-    bool ok = true;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) ok = ok && (reinterpret_cast<uintptr_t>(rowp[h]) & 15u) == 0;
-    if (__all_sync(0xffffffffu, ok)) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int g = 0; g < kBlockN / 32; ++g) {
-          if (32 * g >= ncols) break;  // ncols is a multiple of 64: uniform
-          const uint4 x = quad_pack(acc, g, h);
-          if (rowp[h]) *reinterpret_cast<uint4*>(rowp[h] + (32 * g + 8 * (lane & 3)) * 2) = x;
-        }
-      return;
-    }
+  if (e.op == EpiOp::Store) {  // 16-byte stores when aligned (TileMajor always; RowMajor with ldo % 8 == 0)
+    store_rows_bf16(rowp, acc, ncols);
+    return;
   }
   const int c_lane = 2 * (lane % 4);
 #pragma unroll
@@ -438,9 +437,7 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const sched::Til
     for (int h = 0; h < 2; ++h) {
       if (!rowp[h]) continue;
       const float x = acc[4 * j + 2 * h], y = acc[4 * j + 2 * h + 1];
-      if (e.op == EpiOp::Store)
-        *reinterpret_cast<uint32_t*>(rowp[h] + c * 2) = dev::sm90::pack_bf16x2(x, y);
-      else if (e.op == EpiOp::AddBf16)
+      if (e.op == EpiOp::AddBf16)
         dev::sm90::red_add_bf16x2(rowp[h] + c * 2, dev::sm90::pack_bf16x2(x, y));
       else
         dev::sm90::red_add_f32x2(rowp[h] + c * 4, x, y);
