@@ -58,6 +58,7 @@ struct ReduceScatter {
   int32_t world;
   int32_t node, num_nodes, local_rank, local_size;
   int32_t rank_at[kMaxRsRanks];   // global rank of (node, local) at node * local_size + local
+  int8_t walk[kMaxRsRanks];       // shares (node * local_size + local) in this rank's walk order (rs::Layout::share_at)
   int32_t sig_entry;              // pool index: + global rank that entered
   int32_t sig_local;              // pool index: + NVLink source j * (M / row_block) + global row-block
   int32_t sig_net;                // pool index: + network source j * (M / row_block) + global row-block
@@ -84,9 +85,8 @@ __device__ __forceinline__ void rs_announce(const DeviceCtx& ctx, const ReduceSc
 // The q-th share (node * L + local) of the walk with (want_own) or without
 // this rank's local index.
 __device__ __forceinline__ int rs_share(const ReduceScatter& g, int q, bool want_own) {
-  const rs::Layout lay = rs_layout(g);
   for (int i = 0; i < g.world; ++i) {
-    const int s = lay.share_at(i, g.node, g.local_rank);
+    const int s = g.walk[i];
     if (((s % g.local_size) == g.local_rank) == want_own && q-- == 0) return s;
   }
   return -1;

@@ -124,6 +124,7 @@ GemmRs::~GemmRs() {
 
 void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream) {
   const Topology& t = comm_.topology();
+  const rs::Layout lay{t.num_nodes, t.local_size};  // staging slots, walk order (rs_layout.hpp)
   const int64_t rows = m_ / t.world;
   const bool compute = x == nullptr;
   if (!out || !aligned16(out)) fail("GemmRs: out must be a 16-byte aligned device pointer (got ", out, ")");
@@ -144,7 +145,6 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
                            num_ctas_);
     // Shares in the layout's walk order (rs_layout.hpp); swizzle groups
     // inside a share (tp::rs_swizzle).
-    const rs::Layout lay{t.num_nodes, t.local_size};
     const int64_t blocks = rows / gemm::kBlockM, total_blocks = m_ / gemm::kBlockM;
     gp.sched.order = sched::TileOrder::SharePermuted;
     gp.sched.share_blocks = static_cast<int32_t>(blocks);
@@ -220,7 +220,10 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
   gp.ctx = ctx;
   roles::ReduceScatter rs{};
   for (int d = 0; d < t.local_size; ++d) rs.staging[d] = staging_->peer[d];
-  for (int s = 0; s < t.world; ++s) rs.rank_at[s] = t.rank_at(s / t.local_size, s % t.local_size);
+  for (int s = 0; s < t.world; ++s) {
+    rs.rank_at[s] = t.rank_at(s / t.local_size, s % t.local_size);
+    rs.walk[s] = static_cast<int8_t>(lay.share_at(s, t.node, t.local_rank));
+  }
   rs.input = x;
   rs.out = out;
   rs.rows = rows;
