@@ -70,6 +70,15 @@ void bench_ag_gemm(BenchContext& bc) {
       else
         MKB_NCCL(ncclAllGather(a.get(i + 100), full, size_t(ml) * k, ncclBfloat16, nc, st));
     };
+    // Every cuBLAS shape once, before any kernel can wait on the network:
+    // cuBLAS loads a kernel the first time it meets a shape (whatever
+    // CUDA_MODULE_LOADING says), the load waits for the kernels running on
+    // this GPU, and the emu proxy's copy call then blocks behind it while the
+    // running all-gather waits for that copy (the 2x1 hang of 2026-11-30:
+    // bench/results/mkbench-20261130T1218Z-2x1-ag-hang-proxy-in-copy-call.log).
+    gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream);
+    gemm_bf16_tn(h, int(ml), int(n), int(k), a.get(0), b, out, bc.stream);
+    MKB_CUDA(cudaStreamSynchronize(bc.stream));
     std::vector<std::function<void(int)>> calls = {
         [&](int i) { gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream); },  // 0 compute alone
         [&](int i) { nccl_ag(i, bc.stream); },                                              // 1 NCCL (net: mk) AG alone
@@ -110,40 +119,52 @@ void bench_ag_gemm(BenchContext& bc) {
     cudaFree(out);
   }
   if (bc.quick && !net) {
-    // Diagnosis (--quick): the fused kernel with more pushing CTAs, and the
-    // GEMM engine alone on cudaMalloc'd vs the plan's symmetric (VMM) rows.
-    Table d{"AG+GEMM diagnosis, M = 4096", {"variant", "ms"}, {}, ""};
-    const int64_t m = 4096, ml = m / W;
-    Rotating a(size_t(ml) * k * 2);
-    void *b = nullptr, *full = nullptr, *out = nullptr;
-    MKB_CUDA(cudaMalloc(&b, size_t(n) * k * 2));
-    MKB_CUDA(cudaMalloc(&full, size_t(m) * k * 2));
-    MKB_CUDA(cudaMalloc(&out, size_t(m) * n * 2));
-    fill_random_bf16(b, size_t(n) * k, 500, bc.stream);
-    fill_random_bf16(full, size_t(m) * k, 600, bc.stream);
-    for (int i = 0; i < a.copies(); ++i) fill_random_bf16(a.get(i), size_t(ml) * k, 400 + i, bc.stream);
-    mk::AgGemm p4(c, ml, n, k), p8(c, ml, n, k, {8, 0}), p16(c, ml, n, k, {16, 0});
-    p4.all_gather(a.get(0), full, bc.stream);
-    MKB_CUDA(cudaStreamSynchronize(bc.stream));
-    auto gemm_on = [&](const void* rows) {
-      return [&, rows](int) {
-        mk::gemm_bf16(mk::GemmArgs{.a = rows, .b = b, .out = out, .m = m, .n = n, .k = k}, bc.stream);
+    // Diagnosis (--quick): the fused kernel's tile walk and pushing CTAs,
+    // and the GEMM alone (cuBLAS; the engine on every SM and on the fused
+    // plan's compute CTAs with its walk), at a small and a large M.
+    Table d{"AG+GEMM diagnosis", {"M", "variant", "ms"}, {}, ""};
+    for (int64_t m : {int64_t(1024), int64_t(4096)}) {
+      const int64_t ml = m / W;
+      Rotating a(size_t(ml) * k * 2);
+      void *b = nullptr, *full = nullptr, *out = nullptr;
+      MKB_CUDA(cudaMalloc(&b, size_t(n) * k * 2));
+      MKB_CUDA(cudaMalloc(&full, size_t(m) * k * 2));
+      MKB_CUDA(cudaMalloc(&out, size_t(m) * n * 2));
+      fill_random_bf16(b, size_t(n) * k, 500, bc.stream);
+      fill_random_bf16(full, size_t(m) * k, 600, bc.stream);
+      for (int i = 0; i < a.copies(); ++i) fill_random_bf16(a.get(i), size_t(ml) * k, 400 + i, bc.stream);
+      mk::AgGemm p(c, ml, n, k), p8(c, ml, n, k, {.swizzle = 8}), p16(c, ml, n, k, {.num_comm_ctas = 16});
+      gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream);
+      MKB_CUDA(cudaStreamSynchronize(bc.stream));
+      auto engine = [&](int ctas, int sw) {
+        return [&, ctas, sw](int) {
+          mk::gemm_bf16(mk::GemmArgs{.a = full, .b = b, .out = out, .m = m, .n = n, .k = k, .num_compute_ctas = ctas,
+                                     .swizzle = sw},
+                        bc.stream);
+        };
       };
-    };
-    auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts,
-                               {[&](int i) { p4.run(a.get(i + 100), b, out, bc.stream); },
-                                [&](int i) { p8.run(a.get(i + 100), b, out, bc.stream); },
-                                [&](int i) { p16.run(a.get(i + 100), b, out, bc.stream); },
-                                gemm_on(full), gemm_on(p4.gathered_buffer()),
-                                [&](int i) { p16.all_gather(a.get(i + 100), full, bc.stream); }});
-    const char* names[] = {"fused, 4 comm CTAs", "fused, 8 comm CTAs", "fused, 16 comm CTAs",
-                           "mk GEMM alone, rows in cudaMalloc memory", "mk GEMM alone, rows in the symmetric buffer",
-                           "mk all-gather alone, 16 CTAs"};
-    for (int v = 0; v < 6; ++v) d.rows.push_back({names[v], fmt(st[v].median_ms)});
+      auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts,
+                                 {[&](int i) { p.run(a.get(i + 100), b, out, bc.stream); },
+                                  [&](int i) { p8.run(a.get(i + 100), b, out, bc.stream); },
+                                  [&](int i) { p16.run(a.get(i + 100), b, out, bc.stream); },
+                                  [&](int) { gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream); },
+                                  engine(0, 0), engine(p.num_compute_ctas(), p.swizzle()),
+                                  [&](int i) { p16.all_gather(a.get(i + 100), full, bc.stream); }});
+      const std::string sw = std::to_string(p.swizzle()), cc = std::to_string(p.num_compute_ctas());
+      const std::string names[] = {"fused (heuristic: swizzle " + sw + ", " + std::to_string(p.num_comm_ctas()) +
+                                       " comm CTAs)",
+                                   "fused, swizzle 8",
+                                   "fused, 16 comm CTAs",
+                                   "cuBLAS alone",
+                                   "mk GEMM alone, every SM, swizzle 8",
+                                   "mk GEMM alone, " + cc + " CTAs, swizzle " + sw,
+                                   "mk all-gather alone, 16 CTAs"};
+      for (int v = 0; v < 7; ++v) d.rows.push_back({std::to_string(m), names[v], fmt(st[v].median_ms)});
+      cudaFree(b);
+      cudaFree(full);
+      cudaFree(out);
+    }
     bc.report->add(d);
-    cudaFree(b);
-    cudaFree(full);
-    cudaFree(out);
   }
   t.note =
       "Calls interleaved (one of each per round), medians, max over ranks. eta = max(cuBLAS alone, fastest AG "

@@ -49,6 +49,21 @@ TEST(AgGemmPlan, MismatchedPlansNameTheRanks) {
   EXPECT_FALSE(tp::own_rows_in_place(1000, 128));
 }
 
+// The AG+GEMM walk's groups hold own row-blocks only (so the first tiles
+// need no remote row), at most 8; partial own blocks: the default 8.
+TEST(AgGemmPlan, SwizzleGroupsNeverMixOwnAndRemoteRows) {
+  for (int64_t own = 1; own <= 64; ++own) {
+    const int sw = tp::ag_swizzle(own * 128, 128);
+    ASSERT_GE(sw, 1);
+    ASSERT_LE(sw, 8);
+    ASSERT_EQ(own % sw, 0) << own;
+    for (int d = sw + 1; d <= 8; ++d) ASSERT_NE(own % d, 0) << own << " could use " << d;
+  }
+  EXPECT_EQ(tp::ag_swizzle(512, 128), 4);   // M = 1024 on 1x2
+  EXPECT_EQ(tp::ag_swizzle(1024, 128), 8);  // M = 2048 on 1x2
+  EXPECT_EQ(tp::ag_swizzle(1000, 128), 8);  // own rows copied: no in-place walk
+}
+
 // The AG+GEMM order: swizzled groups over row-blocks rotated to this rank's
 // own rows: the first (own row-blocks x n) work items are all own rows when
 // the own row-blocks are a multiple of the swizzle, and every tile comes once.

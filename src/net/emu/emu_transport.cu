@@ -56,7 +56,15 @@
 // runtime's own copy kernels for unaligned copies) is loaded before any user
 // kernel can wait on the network: with CUDA's lazy loading, a first launch
 // from the proxy can wait for the running user kernel, which waits for this
-// very signal (a deadlock).
+// very signal (a deadlock). The same holds for the other threads of the
+// process: a kernel load there (cuBLAS loads one the first time it meets a
+// shape, whatever CUDA_MODULE_LOADING says) waits for the running kernels
+// and blocks this proxy's copy call until they end; a kernel waiting on this
+// proxy then ends only by timing out (seen in the 2x1 AG benchmark: bench/
+// results/mkbench-20261130T1218Z-2x1-ag-hang-proxy-in-copy-call.log). Such
+// libraries must meet their shapes before a kernel waits on the network;
+// the warning below names this when a copy call blocks. Real NICs (verbs,
+// fabric without staging) make no CUDA calls on the proxy.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -405,11 +413,8 @@ class EmuTransport final : public Transport {
     if (!sizes_.empty()) {
       // One runtime call for all copies of the batch: a copy call per op costs
       // microseconds of host time each, which caps small-message throughput.
-      // MK_EMU_COPY=each: one cudaMemcpyAsync per write. NOTES: the 2x1 AG
-      // benchmark of 2026-11-30 stopped at its first 2 MB put with the
-      // proxy apparently inside the copy call (the memory ops after it
-      // failed only once the waiting kernel had trapped); the warning below
-      // says when a copy call blocks.
+      // MK_EMU_COPY=each: one cudaMemcpyAsync per write (same result; kept
+      // to tell the two apart should a driver treat them differently).
       const int64_t t0 = now_ns();
       if (copy_each_) {
         for (size_t i = 0; i < sizes_.size(); ++i)
@@ -426,7 +431,9 @@ class EmuTransport final : public Transport {
         warned_slow_copy_ = true;
         log(LogLevel::Warn, cat("emu: issuing ", sizes_.size(), " copies (first ", sizes_[0], " bytes) blocked the proxy for ",
                                 took / 1000000, " ms in the CUDA runtime (MK_EMU_COPY=", copy_each_ ? "each" : "batch",
-                                ")"));
+                                "): another thread of this process was probably loading a kernel (e.g. cuBLAS's first "
+                                "call for a shape) while a kernel waited on the network; run such calls once before "
+                                "launching kernels that wait on the network (src/net/emu NOTES)"));
       }
     }
     // The inline data words (after the copies in stream order), then one

@@ -69,17 +69,16 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
   const bool leave_sm = tp::leave_free_sm(comm, "AgGemm", opt.num_ctas, sms);
   // Finished comm CTAs join the compute role, unless the transport runs
   // kernels on this GPU to deliver (emu, fabric): then their SMs go back to
-  // it (a precaution). NOTES: the 2x1 emu benchmark hung at its first put
-  // with them joining (bench/results/mkbench-20261130T1034Z-2x1-hang-comm-
-  // ctas-joining.log), passed once without, then hung without too
-  // (mkbench-20261130T1101Z-2x1-ag-hang.log), and so did the build of
-  // 926dbff that had measured 2x1 at 09:37 (mkbench-20261130T1113Z-2x1-ag-
-  // hang-926dbff.log): not this code; the cause is not found. The 2x1
-  // tests pass.
+  // it (a precaution, not measured). NOTES: it was turned off while a 2x1
+  // emu benchmark hang was open; that hang was the benchmark's own first
+  // cuBLAS call of a shape blocking the emu proxy (src/net/emu NOTES), not
+  // this code.
   join_ = !leave_sm;
   num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - (leave_sm ? 1 : 0);
   if (num_ctas_ < 2 || num_ctas_ > sms) fail("AgGemm: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
   rows_per_chunk_ = tp::chunk_rows(m_local);
+  if (opt.swizzle < 0 || opt.swizzle > 16) fail("AgGemm: swizzle must be in [0, 16] (got ", opt.swizzle, ")");
+  swizzle_ = opt.swizzle ? opt.swizzle : tp::ag_swizzle(m_local, gemm::kBlockM);
   num_comm_ = opt.num_comm_ctas ? opt.num_comm_ctas : tp::comm_ctas_heuristic(n);
   if (num_comm_ < 1 || num_comm_ >= num_ctas_)
     fail("AgGemm: num_comm_ctas must be in [1, ", num_ctas_ - 1, "] (got ", num_comm_, ")");
@@ -130,6 +129,7 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
     gp = gemm::make_params(gemm::Operands{.a = gathered_->local, .b = b, .out = out, .m = m, .n = n_, .k = k_},
                            num_ctas_ - num_comm_);
     gp.sched.order = sched::TileOrder::RankRotated;
+    gp.sched.swizzle = swizzle_;
     gp.sched.rotate_mblk = static_cast<int32_t>((int64_t(t.rank) * m_local_) / gemm::kBlockM);
     gp.load.kind = gemm::LoadWait::RowSignal;
     gp.load.signals = comm_.device_ctx().signals + sig_arrival_;
