@@ -11,9 +11,8 @@
 #include <iostream>
 #include <sstream>
 
-#ifndef MK_GIT_COMMIT
-#define MK_GIT_COMMIT "unknown"
-#endif
+// bench/git_commit.cmake generates it at build time.
+const char* mk_git_commit();
 
 namespace mkb {
 
@@ -87,7 +86,7 @@ Report::Report(mk::Communicator* comm, int argc, char** argv) {
   }
   meta_["command"] = cmd;
   meta_["date_utc"] = utc_now("%Y-%m-%dT%H:%M:%SZ");
-  meta_["commit"] = MK_GIT_COMMIT;
+  meta_["commit"] = mk_git_commit();
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   meta_["host"] = host;
