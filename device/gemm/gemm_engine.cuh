@@ -91,7 +91,10 @@ __device__ __forceinline__ void give_up(const GemmParams& p, int peer, const uin
 // role of this CTA, which may itself sit in bounded waits on other ranks
 // (the start signals, the owner's row-block signals) for up to a timeout
 // each: 4 timeouts here, so that the wait on the other rank is the one that
-// reports; another rank's abort ends it at once.
+// reports; after the first timeout, another rank's abort ends it. NOTES: the
+// abort flags are not read before that: these waits are many and hot (every
+// pipeline stage), and a read of the host-mapped flag every 256 spins from
+// them made the 1x2 GEMM+RS 20x slower (bench/results/mkbench-20261130T122542Z).
 __device__ __forceinline__ void mbar_wait(const GemmParams& p, uint64_t* bar, uint32_t parity, int stage) {
   if (dev::sm90::mbar_try_wait(bar, parity)) return;
   const uint64_t t0 = dev::globaltimer();
@@ -99,6 +102,7 @@ __device__ __forceinline__ void mbar_wait(const GemmParams& p, uint64_t* bar, ui
   while (!dev::sm90::mbar_try_wait(bar, parity)) {
     if ((++spins & 255u) == 0u) {
       const uint64_t waited = dev::globaltimer() - t0;
+      if (waited <= p.timeout_ns) continue;
       const bool aborted = p.has_ctx && (dev::ld_volatile(p.ctx.abort_dev) || dev::ld_volatile(p.ctx.abort_host));
       if (aborted || waited > 4 * p.timeout_ns) give_up(p, -1, nullptr, uint64_t(stage), parity, waited);
     }
