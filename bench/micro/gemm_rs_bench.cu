@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -212,6 +213,36 @@ void bench_gemm_rs(BenchContext& bc) {
                       fmt(sent.nvlink / 1e6, 1) + " / " + fmt(sent.network / 1e6, 1),
                       std::to_string(plan.num_compute_ctas()) + "; 16 + " + std::to_string(plan.num_reduce_ctas()),
                       "checked (" + fmt(err, 4) + ")"});
+  }
+  if (bc.quick) {
+    // Diagnosis (--quick): the fused kernel's tile walk (swizzle groups
+    // inside a share) at a small and a large M, against the GEMM alone.
+    Table d{"GEMM+RS diagnosis: tile walk", {"M", "variant", "ms"}, {}, ""};
+    for (int64_t m : {int64_t(1024), int64_t(4096)}) {
+      const int64_t blocks = m / W / 128;
+      std::vector<int> sws;
+      for (int sw : {1, 2, 4, 8})
+        if (blocks % sw == 0) sws.push_back(sw);
+      Rotating a(size_t(m) * k * 2), b(size_t(n) * k * 2);
+      for (int i = 0; i < a.copies(); ++i) fill_random_bf16(a.get(i), size_t(m) * k, 700 + i + 13 * c.rank(), bc.stream);
+      for (int i = 0; i < b.copies(); ++i) fill_random_bf16(b.get(i), size_t(n) * k, 800 + i + 13 * c.rank(), bc.stream);
+      DevBuf partial(size_t(m) * n * 2), out(size_t(m / W) * n * 2);
+      std::vector<std::unique_ptr<mk::GemmRs>> plans;
+      plans.push_back(std::make_unique<mk::GemmRs>(c, m, n, k));
+      for (int sw : sws) plans.push_back(std::make_unique<mk::GemmRs>(c, m, n, k, mk::GemmRsOptions{.swizzle = sw}));
+      gemm_bf16_tn(h, int(m), int(n), int(k), a.get(0), b.get(0), partial.p, bc.stream);
+      MKB_CUDA(cudaStreamSynchronize(bc.stream));
+      std::vector<std::function<void(int)>> calls = {
+          [&](int i) { gemm_bf16_tn(h, int(m), int(n), int(k), a.get(100 + i), b.get(100 + i), partial.p, bc.stream); }};
+      for (auto& p : plans) calls.push_back([&, pp = p.get()](int i) { pp->run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); });
+      auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls);
+      d.rows.push_back({std::to_string(m), "cuBLAS alone", fmt(st[0].median_ms)});
+      d.rows.push_back({std::to_string(m), "fused (heuristic: swizzle " + std::to_string(plans[0]->swizzle()) + ")",
+                        fmt(st[1].median_ms)});
+      for (size_t v = 0; v < sws.size(); ++v)
+        d.rows.push_back({std::to_string(m), "fused, swizzle " + std::to_string(sws[v]), fmt(st[2 + v].median_ms)});
+    }
+    bc.report->add(d);
   }
   t.note =
       "Calls interleaved (one of each per round), medians, max over ranks; a, b and the RS input rotate through "

@@ -87,6 +87,7 @@ class AgGemm {
 struct GemmRsOptions {
   int num_reduce_ctas = 0;  // Reduce CTAs of reduce_scatter() (run() has none); 0: 16
   int num_ctas = 0;         // run()'s grid; 0: every SM
+  int swizzle = 0;          // run()'s row-blocks per group of the tile walk, dividing m / (world 128); 0: the heuristic
 };
 
 class GemmRs {
@@ -106,6 +107,7 @@ class GemmRs {
   void reduce_scatter(const void* x, void* out, cudaStream_t stream);
 
   int num_reduce_ctas() const { return num_reduce_; }  // of reduce_scatter()
+  int swizzle() const { return swizzle_; }
   int num_compute_ctas() const { return num_ctas_; }    // of run()
 
  private:
@@ -113,7 +115,7 @@ class GemmRs {
 
   Communicator& comm_;
   int64_t m_, n_, k_;
-  int num_ctas_ = 0, num_reduce_ = 0;
+  int num_ctas_ = 0, num_reduce_ = 0, swizzle_ = 1;
   int sig_entry_ = 0, sig_local_ = 0, sig_net_ = 0;  // signal pool indices (rs_layout.hpp)
   bool async_ = true;  // asynchronous epilogue (not next to a transport that needs an SM)
   SymmetricBuffer* staging_ = nullptr;

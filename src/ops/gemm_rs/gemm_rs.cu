@@ -85,6 +85,10 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   if (num_reduce_ < 1 || num_reduce_ + kStandalonePushCtas > sms)
     fail("GemmRs: num_reduce_ctas must be in [1, ", sms - kStandalonePushCtas, "] (got ", num_reduce_, ")");
   const int64_t total_blocks = m / gemm::kBlockM;
+  const int64_t share_blocks = total_blocks / t.world;
+  if (opt.swizzle < 0 || (opt.swizzle && share_blocks % opt.swizzle))
+    fail("GemmRs: swizzle must be 0 or divide the ", share_blocks, " row-blocks of a share (got ", opt.swizzle, ")");
+  swizzle_ = opt.swizzle ? opt.swizzle : tp::rs_swizzle(share_blocks, tp::rs_swizzle_cap(t.num_nodes, share_blocks));
   const rs::Layout lay{t.num_nodes, t.local_size};
   sig_entry_ = comm.reserve_signals(t.world);
   sig_local_ = comm.reserve_signals(static_cast<int>(std::max(1, lay.local_sources()) * total_blocks));
@@ -152,7 +156,7 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
       const int s = lay.share_at(i, t.node, t.local_rank);
       gp.sched.share_order[i] = static_cast<int8_t>(t.rank_at(s / t.local_size, s % t.local_size));
     }
-    gp.sched.swizzle = tp::rs_swizzle(blocks, tp::rs_swizzle_cap(t.num_nodes, blocks));
+    gp.sched.swizzle = swizzle_;
     const size_t slot_bytes = size_t(slot_elems_) * 2;
     char* mine = static_cast<char*>(staging_->local);
     for (int d = 0; d < t.world; ++d) {
