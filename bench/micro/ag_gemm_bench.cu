@@ -133,7 +133,8 @@ void bench_ag_gemm(BenchContext& bc) {
       fill_random_bf16(b, size_t(n) * k, 500, bc.stream);
       fill_random_bf16(full, size_t(m) * k, 600, bc.stream);
       for (int i = 0; i < a.copies(); ++i) fill_random_bf16(a.get(i), size_t(ml) * k, 400 + i, bc.stream);
-      mk::AgGemm p(c, ml, n, k), p8(c, ml, n, k, {.swizzle = 8}), p16(c, ml, n, k, {.num_comm_ctas = 16});
+      mk::AgGemm p(c, ml, n, k), p8(c, ml, n, k, {.swizzle = 8}), p16(c, ml, n, k, {.num_comm_ctas = 16}),
+          pw(c, ml, n, k, {.split_tail = false});
       gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream);
       MKB_CUDA(cudaStreamSynchronize(bc.stream));
       auto engine = [&](int ctas, int sw) {
@@ -149,17 +150,19 @@ void bench_ag_gemm(BenchContext& bc) {
                                   [&](int i) { p16.run(a.get(i + 100), b, out, bc.stream); },
                                   [&](int) { gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream); },
                                   engine(0, 0), engine(p.num_compute_ctas(), p.swizzle()),
-                                  [&](int i) { p16.all_gather(a.get(i + 100), full, bc.stream); }});
+                                  [&](int i) { p16.all_gather(a.get(i + 100), full, bc.stream); },
+                                  [&](int i) { pw.run(a.get(i + 100), b, out, bc.stream); }});
       const std::string sw = std::to_string(p.swizzle()), cc = std::to_string(p.num_compute_ctas());
       const std::string names[] = {"fused (heuristic: swizzle " + sw + ", " + std::to_string(p.num_comm_ctas()) +
-                                       " comm CTAs)",
+                                       " comm CTAs, " + std::to_string(p.split_tiles()) + " split tiles)",
                                    "fused, swizzle 8",
                                    "fused, 16 comm CTAs",
                                    "cuBLAS alone",
                                    "mk GEMM alone, every SM, swizzle 8",
                                    "mk GEMM alone, " + cc + " CTAs, swizzle " + sw,
-                                   "mk all-gather alone, 16 CTAs"};
-      for (int v = 0; v < 7; ++v) d.rows.push_back({std::to_string(m), names[v], fmt(st[v].median_ms)});
+                                   "mk all-gather alone, 16 CTAs",
+                                   "fused, no split tiles"};
+      for (int v = 0; v < 8; ++v) d.rows.push_back({std::to_string(m), names[v], fmt(st[v].median_ms)});
       cudaFree(b);
       cudaFree(full);
       cudaFree(out);

@@ -197,7 +197,8 @@ __device__ __forceinline__ void producer(const GemmParams& p, const Smem& s, int
   PipeState st;
   const int kblocks = p.k / kBlockK;
   sched::StaticSchedule it(p.sched, cta, p.num_compute);
-  const int64_t total = sched::total_tiles(p.sched);
+  it.end = total_units(p);
+  const int64_t total = it.end;
   int64_t w;
   for (int64_t seq = 0;; ++seq) {
     if (p.tile_counter) {  // dynamic: claim, hand the index to the consumers with the tile's first stage
@@ -212,7 +213,8 @@ __device__ __forceinline__ void producer(const GemmParams& p, const Smem& s, int
     } else if (!it.get_next(&w)) {
       break;
     }
-    const sched::Tile t = next_tile(p, w, true);
+    const WorkUnit un = work_unit(p, w);
+    const sched::Tile t = next_tile(p, un.tile, true);
     const TileRows r = tile_rows(p, t);
     // Rows from the second source need no wait (they are local input).
     const bool second = r.row0 >= p.a2_row_lo && r.row0 + kBlockM <= p.a2_row_hi;
@@ -223,7 +225,8 @@ __device__ __forceinline__ void producer(const GemmParams& p, const Smem& s, int
       dev::sm90::fence_proxy_async_global();  // the rows we waited for are read by TMA
     }
     const int32_t brow = t.group * p.n + t.n_blk * kBlockN;
-    for (int kb = 0; kb < kblocks; ++kb) {
+    const int kb1 = un.half == 0 ? kblocks / 2 : kblocks;
+    for (int kb = un.half == 1 ? kblocks / 2 : 0; kb < kb1; ++kb) {
       mbar_wait(p, &s.empty[st.stage], st.phase ^ 1u, st.stage);
       dev::sm90::mbar_arrive_expect_tx(&s.full[st.stage], kStageBytes);
       dev::sm90::tma_load_2d(s.a + st.stage * kStageBytesA, map_a, &s.full[st.stage], kb * kBlockK, arow);
@@ -235,11 +238,13 @@ __device__ __forceinline__ void producer(const GemmParams& p, const Smem& s, int
 
 // ---- consumer ----------------------------------------------------------------
 
-// acc = A rows [64 wg, 64 wg + 64) of the tile times B^T over all of K.
-__device__ __forceinline__ void mma_tile(const GemmParams& p, const Smem& s, PipeState& st, int wg,
+// acc = A rows [64 wg, 64 wg + 64) of the tile times B^T over the K
+// blocks of work unit w (the whole of K, or one half of a split tile).
+__device__ __forceinline__ void mma_tile(const GemmParams& p, const Smem& s, PipeState& st, int wg, int64_t w,
                                          float (&acc)[128]) {
-  const int kblocks = p.k / kBlockK;
   const bool leader = (threadIdx.x % 128) == 0;
+  const int half = p.split_tiles ? work_unit(p, w).half : -1;
+  const int kblocks = half < 0 ? p.k / kBlockK : half == 0 ? p.k / kBlockK / 2 : p.k / kBlockK - p.k / kBlockK / 2;
   int prev = -1;
   for (int kb = 0; kb < kblocks; ++kb) {
     mbar_wait(p, &s.full[st.stage], st.phase, st.stage);
@@ -572,6 +577,65 @@ __device__ __forceinline__ void storer(const GemmParams& p, const Smem& s) {
   }
 }
 
+// Split tiles (GemmParams::split_tiles; plain RowMajor bf16 stores only):
+// each half stores its fp32 accumulators in its slot of split_ws through
+// L2 (no L1: another unit on this SM may have read the same slot in an
+// earlier launch); the first half then sets one flag per warpgroup; the
+// second half waits for it and writes the output rows from the two slots.
+// NOTES: adding the first half's values onto live accumulators, or
+// reloading the sum into them, needs registers the consumers do not have
+// (168, all used: ptxas spilled), and loading them as the second half's
+// starting accumulators made ptxas serialise every wgmma (C7515). Each
+// thread keeps its own values (32 float4 at a stride of 128 threads: float4
+// j holds acc[4 j .. 4 j + 3], i.e. columns 8 j + 2 (lane % 4) + {0, 1} of
+// its rows h = 0 and 1, as in store_tile).
+__device__ __forceinline__ float4* split_slot(const GemmParams& p, int i, int half, int wg) {
+  return reinterpret_cast<float4*>(p.split_ws) + ((int64_t(i) * 2 + half) * kConsumerWarpgroups + wg) * (32 * 128);
+}
+__device__ __forceinline__ uint64_t split_epoch(const GemmParams& p) {
+  return *reinterpret_cast<volatile const uint64_t*>(p.load.epoch_counter) + 1;
+}
+__device__ __forceinline__ void split_store(const GemmParams& p, int i, int half, int wg, const float (&acc)[128]) {
+  float4* ws = split_slot(p, i, half, wg);
+  const int tid = threadIdx.x % 128;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) __stcg(ws + j * 128 + tid, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+  if (half != 0) return;
+  dev::sm90::named_sync(2 + wg, 128);
+  if (tid == 0) {
+    __threadfence();  // cumulative: the warpgroup's stores (ordered by the barrier) before the flag
+    dev::st_release<dev::Scope::Gpu>(p.split_flags + 2 * i + wg, split_epoch(p));
+  }
+}
+__device__ __forceinline__ void split_finish(const GemmParams& p, int i, int wg, const sched::Tile& t,
+                                             const TileRows& r) {
+  const int tid = threadIdx.x % 128, lane = threadIdx.x % 32, warp = tid / 32;
+  if (tid == 0) wait_signal(p, p.split_flags + 2 * i + wg, split_epoch(p), -1);
+  dev::sm90::named_sync(2 + wg, 128);
+  const EpilogueHook& e = p.epi;
+  const int col0 = t.n_blk * kBlockN;
+  const int ncols = p.n - col0 < kBlockN ? p.n - col0 : kBlockN;
+  char* rowp[2] = {nullptr, nullptr};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t row = int64_t(r.row0) + wg * 64 + warp * 16 + lane / 4 + 8 * h;
+    if (row >= r.row_end) continue;
+    const int d = e.rows_per_dest ? static_cast<int>(row / e.rows_per_dest) : 0;
+    rowp[h] = static_cast<char*>(e.out[d]) + ((row - int64_t(d) * e.rows_per_dest) * e.ldo + col0) * 2;
+  }
+  const float4* a = split_slot(p, i, 0, wg);
+  const float4* b = split_slot(p, i, 1, wg);
+  const int c_lane = 2 * (lane % 4);
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    const int c = 8 * j + c_lane;
+    if (c >= ncols) break;  // ncols is a multiple of 64: uniform
+    const float4 x = __ldcg(a + j * 128 + tid), y = __ldcg(b + j * 128 + tid);
+    if (rowp[0]) *reinterpret_cast<uint32_t*>(rowp[0] + c * 2) = dev::sm90::pack_bf16x2(x.x + y.x, x.y + y.y);
+    if (rowp[1]) *reinterpret_cast<uint32_t*>(rowp[1] + c * 2) = dev::sm90::pack_bf16x2(x.z + y.z, x.w + y.w);
+  }
+}
+
 template <bool kAsyncEpi>
 __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int cta, int wg) {
   // Start signals (LoadHook::start_signals) gate the epilogue's first store;
@@ -589,6 +653,7 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
   PipeState st;
   float acc[128];
   sched::StaticSchedule it(p.sched, cta, p.num_compute);
+  it.end = total_units(p);
   int64_t w;
   uint32_t async_tiles = 0;
   for (int64_t seq = 0;; ++seq) {
@@ -599,7 +664,18 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
     } else if (!it.get_next(&w)) {
       break;
     }
-    mma_tile(p, s, st, wg, acc);
+    mma_tile(p, s, st, wg, w, acc);
+    if (p.split_tiles) {  // a split tile: the first half stops here; the second writes the sum
+      const WorkUnit un = work_unit(p, w);
+      if (un.half >= 0) {
+        split_store(p, un.split, un.half, wg, acc);
+        if (un.half == 1) {
+          const sched::Tile t = next_tile(p, un.tile, false);
+          split_finish(p, un.split, wg, t, tile_rows(p, t));
+        }
+        continue;
+      }
+    }
     const sched::Tile t = next_tile(p, w, false);
     const TileRows r = tile_rows(p, t);
     if (p.epi.own_mask) {

@@ -199,11 +199,43 @@ struct GemmParams {
   // then join late (finished communication CTAs call run_compute too), and
   // a CTA never waits for a tile that a CTA not yet resident holds.
   uint64_t* tile_counter = nullptr;
+  // Split tiles (optional; needs tile_counter, load.epoch_counter and the
+  // plain RowMajor Store epilogue): the first split_tiles tiles of the walk
+  // are each computed as two halves of K by two work units, so that the
+  // waves come out even (448 tiles on 132 SMs: 4 waves for 3.4 of work;
+  // with 52 split tiles, 3.5). Work units: the first halves of tiles
+  // [0, S) come first, then tiles [S, T) whole, then the second halves of
+  // tiles [0, S). Each half stores its fp32 accumulators in split_ws (per
+  // split tile, half and consumer warpgroup, 64 x 256 floats); the first
+  // half sets split_flags[2 i + warpgroup] to the launch's epoch; the
+  // second half, a wave or more later, waits for that (bounded) and writes
+  // the output rows from both (gemm_engine.cuh split_finish). First halves
+  // come before every second half and wait for nothing later, so no unit
+  // waits for one that has not started.
+  int32_t split_tiles = 0;
+  float* split_ws = nullptr;        // split_tiles x 2 halves x 2 warpgroups x 64 x 256 floats
+  uint64_t* split_flags = nullptr;  // split_tiles x 2, zero before the first launch
   uint64_t timeout_ns = 0;
   int32_t has_ctx = 0;  // ctx below is a communicator's (waits report through it)
   DeviceCtx ctx;
   const net::NetCtx* netctx = nullptr;  // device memory; for epi.net (kept out of the launch parameters: 1.3 KB)
 };
+
+// Work units of a launch (split tiles: two each) and the tile and K half
+// of unit u (half -1: whole tile; 0 / 1: first / second half of split
+// tile `split`, which is also its tile index).
+struct WorkUnit {
+  int64_t tile;
+  int32_t half;
+  int32_t split;
+};
+MK_HD int64_t total_units(const GemmParams& p) { return sched::total_tiles(p.sched) + p.split_tiles; }
+MK_HD WorkUnit work_unit(const GemmParams& p, int64_t u) {
+  const int64_t tiles = sched::total_tiles(p.sched);
+  if (u < p.split_tiles) return WorkUnit{u, 0, static_cast<int32_t>(u)};
+  if (u < tiles) return WorkUnit{u, -1, -1};
+  return WorkUnit{u - tiles, 1, static_cast<int32_t>(u - tiles)};
+}
 
 // Identity of a tile independent of the order it is computed in (signals,
 // TileMajor offsets): the RowMajor index within the whole problem.

@@ -2,10 +2,12 @@
 // tile order it uses, on the CPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "device/gemm/gemm_params.hpp"
 #include "device/sched/tile_scheduler.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
 
@@ -62,6 +64,51 @@ TEST(AgGemmPlan, SwizzleGroupsNeverMixOwnAndRemoteRows) {
   EXPECT_EQ(tp::ag_swizzle(512, 128), 4);   // M = 1024 on 1x2
   EXPECT_EQ(tp::ag_swizzle(1024, 128), 8);  // M = 2048 on 1x2
   EXPECT_EQ(tp::ag_swizzle(1000, 128), 8);  // own rows copied: no in-place walk
+}
+
+// Split tiles: only when the last partial wave would fill at most half the
+// CTAs; the work units cover every tile once (whole) or in two halves, and
+// every first half comes before every second half (which waits for it).
+TEST(AgGemmPlan, SplitTilesCoverEveryTileOnceAndFirstHalvesComeFirst) {
+  EXPECT_EQ(tp::split_tail_tiles(448, 132, 128), 52);  // AG M = 1024 on 1x2
+  EXPECT_EQ(tp::split_tail_tiles(448, 128, 128), 64);  // 64 tail tiles: their halves fill 128 CTAs once
+  EXPECT_EQ(tp::split_tail_tiles(896, 128, 128), 0);   // even waves
+  EXPECT_EQ(tp::split_tail_tiles(500, 132, 128), 0);   // tail 104 > 66
+  EXPECT_EQ(tp::split_tail_tiles(60, 132, 128), 60);   // one partial wave
+  EXPECT_EQ(tp::split_tail_tiles(60, 132, 1), 0);      // K of one block cannot be halved
+  for (int64_t tiles : {1, 7, 52, 300, 448, 1000})
+    for (int64_t ctas : {2, 64, 128, 132}) {
+      const int64_t split = tp::split_tail_tiles(tiles, ctas, 8);
+      ASSERT_LE(2 * split, ctas);
+      gemm::GemmParams p{};
+      p.sched.order = sched::TileOrder::RowMajor;
+      p.sched.m_blocks = static_cast<int32_t>(tiles);
+      p.sched.n_blocks = 1;
+      p.split_tiles = static_cast<int32_t>(split);
+      ASSERT_EQ(gemm::total_units(p), tiles + split);
+      std::vector<int> whole(tiles, 0), first(tiles, -1), second(tiles, -1);
+      for (int64_t u = 0; u < gemm::total_units(p); ++u) {
+        const gemm::WorkUnit w = gemm::work_unit(p, u);
+        ASSERT_GE(w.tile, 0);
+        ASSERT_LT(w.tile, tiles);
+        if (w.half < 0) {
+          ++whole[w.tile];
+          continue;
+        }
+        ASSERT_EQ(w.split, w.tile);
+        (w.half == 0 ? first : second)[w.tile] = static_cast<int>(u);
+      }
+      int last_first = -1, first_second = 1 << 30;
+      for (int64_t i = 0; i < tiles; ++i) {
+        const bool is_split = i < split;
+        ASSERT_EQ(whole[i], is_split ? 0 : 1) << tiles << "/" << ctas << " tile " << i;
+        if (!is_split) continue;
+        ASSERT_TRUE(first[i] >= 0 && second[i] > first[i]) << tiles << "/" << ctas << " tile " << i;
+        last_first = std::max(last_first, first[i]);
+        first_second = std::min(first_second, second[i]);
+      }
+      ASSERT_LT(last_first, first_second);
+    }
 }
 
 // The AG+GEMM order: swizzled groups over row-blocks rotated to this rank's

@@ -96,6 +96,14 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
     net_region_ = net.register_buffer(*gathered_);
     netctx_ = net.device_ctx_ptr();
   }
+  // Compute CTAs at the end of the walk (comm CTAs have joined, or not).
+  const int64_t tiles = ((int64_t(t.world) * m_local + gemm::kBlockM - 1) / gemm::kBlockM) * ((n + gemm::kBlockN - 1) / gemm::kBlockN);
+  split_tiles_ = opt.split_tail ? tp::split_tail_tiles(tiles, join_ ? num_ctas_ : num_ctas_ - num_comm_, k / gemm::kBlockK) : 0;
+  if (split_tiles_) {
+    MK_CUDA_CHECK(cudaMalloc(&split_ws_, size_t(split_tiles_) * 2 * gemm::kBlockM * gemm::kBlockN * sizeof(float)));
+    MK_CUDA_CHECK(cudaMalloc(&split_flags_, size_t(split_tiles_) * 2 * sizeof(uint64_t)));
+    MK_CUDA_CHECK(cudaMemset(split_flags_, 0, size_t(split_tiles_) * 2 * sizeof(uint64_t)));
+  }
   // Epoch counter + finished-CTA count (device/epoch.cuh) + tile counter, zero.
   MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 3 * sizeof(uint64_t)));
   MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 3 * sizeof(uint64_t)));
@@ -106,6 +114,8 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
 
 AgGemm::~AgGemm() {
   if (epoch_counter_) cudaFree(epoch_counter_);
+  if (split_ws_) cudaFree(split_ws_);
+  if (split_flags_) cudaFree(split_flags_);
   if (gathered_) {
     try {
       comm_.free_symmetric(*gathered_);
@@ -137,6 +147,9 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
     gp.load.epoch_counter = epoch_counter_;
     gp.load.peer_of_signal_div = static_cast<int32_t>(m_local_ / rows_per_chunk_);
     gp.tile_counter = epoch_counter_ + 2;  // finished comm CTAs join
+    gp.split_tiles = static_cast<int32_t>(split_tiles_);
+    gp.split_ws = split_ws_;
+    gp.split_flags = split_flags_;
     // Own rows straight from a_local when tiles do not straddle rank blocks:
     // no local copy competing for memory bandwidth, and no wait for them.
     if (tp::own_rows_in_place(m_local_, gemm::kBlockM)) gemm::set_second_a(gp, a_local, int64_t(t.rank) * m_local_, m_local_);

@@ -55,6 +55,17 @@ void validate_hooks(const GemmParams& p) {
     if (e.signal != EpiSignal::None && !((e.net >> d) & 1u) && d != e.own_final && !e.signals[d])
       fail("gemm epilogue: signals requested but signals[", d, "] is null");
   }
+  if (p.split_tiles) {
+    if (p.split_tiles < 0 || p.split_tiles > sched::total_tiles(p.sched))
+      fail("gemm: split_tiles ", p.split_tiles, " outside [0, ", sched::total_tiles(p.sched), "]");
+    if (!p.tile_counter || !p.load.epoch_counter || !p.split_ws || !p.split_flags)
+      fail("gemm: split tiles need the dynamic tile queue, an epoch counter, split_ws and split_flags");
+    if (p.k / kBlockK < 2) fail("gemm: split tiles need k >= ", 2 * kBlockK, " (got ", p.k, ")");
+    if (e.op != EpiOp::Store || e.layout != OutLayout::RowMajor || e.signal != EpiSignal::None || e.net ||
+        e.own_mask || e.async_store)
+      fail("gemm: split tiles write their rows themselves: they need the plain epilogue (Store, RowMajor, no "
+           "signals, puts, owner reduce or asynchronous stores)");
+  }
   if (e.net >> ndest) fail("gemm epilogue: network destination mask ", e.net, " sets bits >= ", ndest, " (there are only ", ndest,
            " destinations)");
   if ((e.signal != EpiSignal::None || e.layout == OutLayout::TileMajor || e.net) && e.rows_per_dest % kBlockM)
