@@ -5,7 +5,8 @@
     comm = mkernel.Communicator.from_env()   # or from the launcher environment directly
 
     out = mkernel.gemm(a, b)         # ops take torch tensors (mkernel/ops.py)
-    out = mkernel.ag_gemm(x_shard, w, comm)   # tensor-parallel ops (mkernel/tp.py)
+    out = mkernel.ag_gemm(x_shard, w, comm)   # tensor-parallel ops (mkernel/tp.py): ag_gemm, gemm_rs,
+    y = mkernel.reduce_scatter(x, comm)       # all_gather, reduce_scatter (torch custom ops, autograd)
 
 Importing needs no GPU and no torch (ops import torch on first use). Library
 errors raise MkernelError.
@@ -15,14 +16,17 @@ import itertools
 import sys
 
 from ._lib import MkernelError, UniqueId, CommInfo, SymmInfo, check, lib, path as library_path
+from . import _tp_meta
 
 __all__ = ["MkernelError", "Communicator", "SymmetricBuffer", "get_unique_id", "init", "print_config",
-           "library_path", "gemm", "gemm_ptr", "ag_gemm", "gemm_rs", "AgGemm", "GemmRs", "close_plans"]
+           "library_path", "gemm", "gemm_ptr", "ag_gemm", "gemm_rs", "all_gather", "reduce_scatter", "AgGemm",
+           "GemmRs", "close_plans"]
 
 from ._ops_c import gemm_ptr  # noqa: E402  (pointer-level ops: no torch needed)
 
 
-_TORCH_OPS = {"gemm": "ops", "ag_gemm": "tp", "gemm_rs": "tp", "AgGemm": "tp", "GemmRs": "tp", "close_plans": "tp"}
+_TORCH_OPS = {"gemm": "ops", "ag_gemm": "tp", "gemm_rs": "tp", "all_gather": "tp", "reduce_scatter": "tp",
+              "AgGemm": "tp", "GemmRs": "tp", "close_plans": "tp"}
 
 
 def __getattr__(name):
@@ -81,6 +85,7 @@ class Communicator:
         h = ctypes.c_void_p()
         check(lib.mk_comm_init(ctypes.byref(h), int(rank), int(world), ctypes.byref(uid), int(device)))
         self._h, self._uid = h, next(_COMM_IDS)
+        _tp_meta.register(self)  # known to the TP custom ops, also in code that only runs under torch.compile
 
     @classmethod
     def from_env(cls, device: int = -1) -> "Communicator":
@@ -89,6 +94,7 @@ class Communicator:
         h = ctypes.c_void_p()
         check(lib.mk_comm_init_env(ctypes.byref(h), int(device)))
         self._h, self._uid = h, next(_COMM_IDS)
+        _tp_meta.register(self)
         return self
 
     def info(self) -> dict:

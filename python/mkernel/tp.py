@@ -1,17 +1,27 @@
-"""Tensor-parallel fused ops on torch tensors (any N nodes x L GPUs, at most 8 ranks for gemm_rs; see include/mkernel/tp.hpp).
+"""Tensor-parallel fused ops on torch tensors (any N nodes x L GPUs, at most 8 ranks for gemm_rs /
+reduce_scatter; see include/mkernel/tp.hpp).
 
     comm = mkernel.init()                          # inside torchrun
     out = mkernel.ag_gemm(x_shard, w_col, comm)    # allgather(x_shard) @ w_col^T
     y = mkernel.gemm_rs(h, w_row, comm)            # this rank's rows of sum_ranks h @ w_row^T
+    g = mkernel.all_gather(x_shard, comm)          # the collectives alone
+    r = mkernel.reduce_scatter(x, comm)            # this rank's rows of sum_ranks x
+
+Each op is a torch custom op (namespace "mkernel": ag_gemm, ag_gemm_gathered,
+gemm_rs, all_gather, reduce_scatter, and *_out variants that write into
+out=) with a fake implementation, so torch.compile traces it, and an
+autograd formula made of these ops and torch matmuls (so the backward is
+traced too). The communicator reaches the ops as an int key (mkernel/_tp_meta.py),
+registered when the communicator is created. Eager calls that autograd need not record
+go straight to the library, skipping the dispatcher.
 
 Each call uses a plan cached per (communicator, op, shape): the first call
 with a new shape creates it, collectively, so every rank must make the same
-calls in the same order (as with any collective). Steady-state calls
-allocate only their output, never synchronise the host, run on the current
-stream and can be captured in CUDA graphs. The explicit plans
-(mkernel.AgGemm, mkernel.GemmRs) are there for callers that manage their
-own. bf16 only; autograd is not wired yet (inputs that require grad are
-refused).
+calls in the same order (as with any collective; backward passes too, so
+every rank must use the outputs the same way). Steady-state calls allocate
+only their output, never synchronise the host, run on the current stream
+and can be captured in CUDA graphs. The explicit plans (mkernel.AgGemm,
+mkernel.GemmRs) are there for callers that manage their own. bf16 only.
 """
 import ctypes
 
@@ -19,7 +29,11 @@ import torch
 
 from ._lib import MkernelError, check, lib
 from ._ops_c import _need
+from ._tp_meta import (_COMMS, register, lookup, world, ag_gemm_shapes, gemm_rs_shape, all_gather_shape,
+                       reduce_scatter_shape, check_grad_rows)
 from .ops import _check_matrix, _get_device, _stream
+
+__all__ = ["ag_gemm", "gemm_rs", "all_gather", "reduce_scatter", "AgGemm", "GemmRs", "register", "close_plans"]
 
 
 def _ptr(t):
@@ -60,6 +74,7 @@ class AgGemm(_Plan):
         return out
 
     def all_gather(self, a_local, out=None):
+        """out [world * m_local, k] = allgather(a_local) (the plan's n is not used)."""
         m_local, _, k = self.shape
         _check_shape(a_local, "a_local", (m_local, k))
         if out is None:
@@ -90,6 +105,7 @@ class GemmRs(_Plan):
         return out
 
     def reduce_scatter(self, x, out=None):
+        """out [m / world, n] = this rank's rows of sum over ranks of x [m, n] (the plan's k_local is not used)."""
         m, n, _ = self.shape
         _check_shape(x, "x", (m, n))
         if out is None:
@@ -107,43 +123,449 @@ def _check_shape(t, name, shape, device=None):
     if t.get_device() != _get_device():
         raise MkernelError(f"mkernel: {name} is on cuda:{t.get_device()}, the current device is "
                            f"cuda:{_get_device()} (the communicator's)")
-    if t.requires_grad and torch.is_grad_enabled():
-        raise MkernelError(f"mkernel: {name} requires grad; the tensor-parallel ops have no autograd formula yet")
 
+
+# ---- plan cache --------------------------------------------------------------------------------
 
 _PLANS = {}
+_COLLECTIVE_N = 64  # the all-gather's plan is an AgGemm with this (unused) n; the reduce-scatter's a GemmRs with this k
 
 
-def _plan(cls, comm, *shape):
-    key = (cls.__name__, comm._uid, shape)
-    p = _PLANS.get(key)
+def _plan(cls, key, *shape):
+    pkey = (cls.__name__, key, shape)
+    p = _PLANS.get(pkey)
     if p is None:
         # Creating a plan is collective and allocates: never inside a CUDA
         # graph capture (run the op once, with these shapes, before capturing).
         if torch.cuda.is_current_stream_capturing():
             raise MkernelError(f"mkernel: no {cls.__name__} plan for shape {shape} yet, and plans cannot be made "
                                "during CUDA-graph capture; call the op once with these shapes before capturing")
-        p = _PLANS[key] = cls(comm, *shape)
+        p = _PLANS[pkey] = cls(lookup(key), *shape)
     return p
-
-
-def ag_gemm(a_local, b, comm, out=None):
-    """allgather(a_local) @ b^T over the communicator's ranks (one node)."""
-    # Inputs are checked before the plan lookup: a plan for a new shape is
-    # made collectively, and one rank's bad tensor must not start that alone.
-    _check_matrix(a_local, "a_local", op="mkernel.ag_gemm")
-    _check_matrix(b, "b", a_local.device, op="mkernel.ag_gemm")
-    return _plan(AgGemm, comm, a_local.shape[0], b.shape[0], a_local.shape[1]).run(a_local, b, out)
-
-
-def gemm_rs(a, b, comm, out=None):
-    """This rank's rows of sum over ranks of a @ b^T (one node)."""
-    _check_matrix(a, "a", op="mkernel.gemm_rs")
-    _check_matrix(b, "b", a.device, op="mkernel.gemm_rs")
-    return _plan(GemmRs, comm, a.shape[0], b.shape[0], a.shape[1]).run(a, b, out)
 
 
 def close_plans(comm=None):
     """Collective: frees the cached plans (of one communicator, or all)."""
     for key in [k for k in _PLANS if comm is None or k[1] == comm._uid]:
         _PLANS.pop(key).close()
+
+
+# ---- checks and library calls (eager; the custom ops' implementations) -------------------------
+
+def _check_inputs(op, *named):
+    """dtype, device, rank and layout of (name, tensor) pairs: what needs no shape rule or world size.
+    Runs under torch.compile's tracing too (no library call)."""
+    first = None
+    for name, t in named:
+        _check_matrix(t, name, None if first is None else first.device, op="mkernel." + op)
+        if not t.is_contiguous():
+            raise MkernelError(f"mkernel.{op}: {name} must be contiguous (got shape {list(t.shape)}, strides "
+                               f"{t.stride()}); call .contiguous()")
+        if first is None:
+            first = t
+
+
+def _check_meta(op, *named):
+    """The fake implementations' check: dtype and rank only (layouts are the real ones' business)."""
+    for name, t in named:
+        if t.dtype != torch.bfloat16 or t.dim() != 2:
+            raise MkernelError(f"mkernel.{op}: {name} must be a 2-D bfloat16 tensor (got {t.dtype}, "
+                               f"shape {list(t.shape)})")
+
+
+def _check_out_meta(op, name, t, shape):
+    _check_meta(op, (name, t))
+    if tuple(t.shape) != tuple(shape):
+        raise MkernelError(f"mkernel.{op}: {name} must be {list(shape)} (got {list(t.shape)})")
+
+
+def _key(comm):
+    """The communicator's registry key, the int the custom ops take."""
+    if torch.compiler.is_compiling():
+        return comm._uid  # registered at creation; the fake implementations look it up
+    key = getattr(comm, "_uid", None)
+    if key not in _COMMS:
+        key = register(comm)  # raises for a closed communicator or another object
+    return key
+
+
+# Shape rules (with the world size) and the check of a given out come before
+# the plan lookup: a plan for a new shape is made collectively, and one rank's
+# bad tensor must not start that alone. The plans' run() checks every tensor
+# again (cheap).
+
+def _output(out, shape, like):
+    if like.get_device() != _get_device():
+        raise MkernelError(f"mkernel: the inputs are on cuda:{like.get_device()}, the current device is "
+                           f"cuda:{_get_device()} (the communicator's)")
+    if out is None:
+        return like.new_empty(shape)
+    _check_shape(out, "out", shape, like.device)
+    return out
+
+
+def _ag_gemm_run(a_local, b, key, out=None, gathered=None, want_gathered=False):
+    out_shape, gathered_shape = ag_gemm_shapes(a_local.shape, b.shape, world(key))
+    out = _output(out, out_shape, a_local)
+    if gathered is not None:
+        _check_shape(gathered, "gathered", gathered_shape, a_local.device)
+    elif want_gathered:
+        gathered = a_local.new_empty(gathered_shape)
+    _plan(AgGemm, key, a_local.shape[0], b.shape[0], a_local.shape[1]).run(a_local, b, out, gathered)
+    return out, gathered
+
+
+def _gemm_rs_run(a, b, key, out=None):
+    out = _output(out, gemm_rs_shape(a.shape, b.shape, world(key)), a)
+    return _plan(GemmRs, key, a.shape[0], b.shape[0], a.shape[1]).run(a, b, out)
+
+
+def _all_gather_run(a_local, key, out=None):
+    out = _output(out, all_gather_shape(a_local.shape, world(key)), a_local)
+    return _plan(AgGemm, key, a_local.shape[0], _COLLECTIVE_N, a_local.shape[1]).all_gather(a_local, out)
+
+
+def _reduce_scatter_run(x, key, out=None):
+    out = _output(out, reduce_scatter_shape(x.shape, world(key)), x)
+    return _plan(GemmRs, key, x.shape[0], x.shape[1], _COLLECTIVE_N).reduce_scatter(x, out)
+
+
+# ---- custom ops ----------------------------------------------------------------------------------
+# The implementations take inputs of any row-major layout (.contiguous() is
+# free when they already are): torch.compile's generated code may hand them
+# other strides than the eager code it replaces. The public functions below
+# still refuse non-contiguous inputs (a copy the caller did not ask for).
+# Schemas (torch.ops.mkernel.*), comm being the registry key:
+#   ag_gemm(Tensor a_local, Tensor b, SymInt comm) -> Tensor
+#   ag_gemm_gathered(Tensor a_local, Tensor b, SymInt comm) -> (Tensor out, Tensor gathered)
+#   gemm_rs(Tensor a, Tensor b, SymInt comm) -> Tensor
+#   all_gather(Tensor a_local, SymInt comm) -> Tensor
+#   reduce_scatter(Tensor x, SymInt comm) -> Tensor
+#   ag_gemm_out / ag_gemm_gathered_out / gemm_rs_out / all_gather_out / reduce_scatter_out:
+#       the same inputs, then Tensor(a!) out (and Tensor(b!) gathered) -> ()
+
+@torch.library.custom_op("mkernel::ag_gemm", mutates_args=())
+def _ag_gemm_op(a_local: torch.Tensor, b: torch.Tensor, comm: int) -> torch.Tensor:
+    a_local, b = a_local.contiguous(), b.contiguous()
+    _check_inputs("ag_gemm", ("a_local", a_local), ("b", b))
+    return _ag_gemm_run(a_local, b, comm)[0]
+
+
+@_ag_gemm_op.register_fake
+def _(a_local, b, comm):
+    _check_meta("ag_gemm", ("a_local", a_local), ("b", b))
+    return a_local.new_empty(ag_gemm_shapes(a_local.shape, b.shape, world(comm))[0])
+
+
+@torch.library.custom_op("mkernel::ag_gemm_gathered", mutates_args=())
+def _ag_gemm_gathered_op(a_local: torch.Tensor, b: torch.Tensor, comm: int) -> tuple[torch.Tensor, torch.Tensor]:
+    a_local, b = a_local.contiguous(), b.contiguous()
+    _check_inputs("ag_gemm", ("a_local", a_local), ("b", b))
+    return _ag_gemm_run(a_local, b, comm, want_gathered=True)
+
+
+@_ag_gemm_gathered_op.register_fake
+def _(a_local, b, comm):
+    _check_meta("ag_gemm", ("a_local", a_local), ("b", b))
+    out_shape, gathered_shape = ag_gemm_shapes(a_local.shape, b.shape, world(comm))
+    return a_local.new_empty(out_shape), a_local.new_empty(gathered_shape)
+
+
+@torch.library.custom_op("mkernel::gemm_rs", mutates_args=())
+def _gemm_rs_op(a: torch.Tensor, b: torch.Tensor, comm: int) -> torch.Tensor:
+    a, b = a.contiguous(), b.contiguous()
+    _check_inputs("gemm_rs", ("a", a), ("b", b))
+    return _gemm_rs_run(a, b, comm)
+
+
+@_gemm_rs_op.register_fake
+def _(a, b, comm):
+    _check_meta("gemm_rs", ("a", a), ("b", b))
+    return a.new_empty(gemm_rs_shape(a.shape, b.shape, world(comm)))
+
+
+@torch.library.custom_op("mkernel::all_gather", mutates_args=())
+def _all_gather_op(a_local: torch.Tensor, comm: int) -> torch.Tensor:
+    a_local = a_local.contiguous()
+    _check_inputs("all_gather", ("a_local", a_local))
+    return _all_gather_run(a_local, comm)
+
+
+@_all_gather_op.register_fake
+def _(a_local, comm):
+    _check_meta("all_gather", ("a_local", a_local))
+    return a_local.new_empty(all_gather_shape(a_local.shape, world(comm)))
+
+
+@torch.library.custom_op("mkernel::reduce_scatter", mutates_args=())
+def _reduce_scatter_op(x: torch.Tensor, comm: int) -> torch.Tensor:
+    x = x.contiguous()
+    _check_inputs("reduce_scatter", ("x", x))
+    return _reduce_scatter_run(x, comm)
+
+
+@_reduce_scatter_op.register_fake
+def _(x, comm):
+    _check_meta("reduce_scatter", ("x", x))
+    return x.new_empty(reduce_scatter_shape(x.shape, world(comm)))
+
+
+# out= variants (mutating, no autograd: the wrappers refuse out= when autograd must record).
+
+@torch.library.custom_op("mkernel::ag_gemm_out", mutates_args=("out",))
+def _ag_gemm_out_op(a_local: torch.Tensor, b: torch.Tensor, comm: int, out: torch.Tensor) -> None:
+    a_local, b = a_local.contiguous(), b.contiguous()
+    _check_inputs("ag_gemm", ("a_local", a_local), ("b", b))
+    _ag_gemm_run(a_local, b, comm, out)
+
+
+@_ag_gemm_out_op.register_fake
+def _(a_local, b, comm, out):
+    _check_meta("ag_gemm", ("a_local", a_local), ("b", b))
+    _check_out_meta("ag_gemm", "out", out, ag_gemm_shapes(a_local.shape, b.shape, world(comm))[0])
+
+
+@torch.library.custom_op("mkernel::ag_gemm_gathered_out", mutates_args=("out", "gathered"))
+def _ag_gemm_gathered_out_op(a_local: torch.Tensor, b: torch.Tensor, comm: int, out: torch.Tensor,
+                             gathered: torch.Tensor) -> None:
+    a_local, b = a_local.contiguous(), b.contiguous()
+    _check_inputs("ag_gemm", ("a_local", a_local), ("b", b))
+    _ag_gemm_run(a_local, b, comm, out, gathered)
+
+
+@_ag_gemm_gathered_out_op.register_fake
+def _(a_local, b, comm, out, gathered):
+    _check_meta("ag_gemm", ("a_local", a_local), ("b", b))
+    out_shape, gathered_shape = ag_gemm_shapes(a_local.shape, b.shape, world(comm))
+    _check_out_meta("ag_gemm", "out", out, out_shape)
+    _check_out_meta("ag_gemm", "gathered", gathered, gathered_shape)
+
+
+@torch.library.custom_op("mkernel::gemm_rs_out", mutates_args=("out",))
+def _gemm_rs_out_op(a: torch.Tensor, b: torch.Tensor, comm: int, out: torch.Tensor) -> None:
+    a, b = a.contiguous(), b.contiguous()
+    _check_inputs("gemm_rs", ("a", a), ("b", b))
+    _gemm_rs_run(a, b, comm, out)
+
+
+@_gemm_rs_out_op.register_fake
+def _(a, b, comm, out):
+    _check_meta("gemm_rs", ("a", a), ("b", b))
+    _check_out_meta("gemm_rs", "out", out, gemm_rs_shape(a.shape, b.shape, world(comm)))
+
+
+@torch.library.custom_op("mkernel::all_gather_out", mutates_args=("out",))
+def _all_gather_out_op(a_local: torch.Tensor, comm: int, out: torch.Tensor) -> None:
+    a_local = a_local.contiguous()
+    _check_inputs("all_gather", ("a_local", a_local))
+    _all_gather_run(a_local, comm, out)
+
+
+@_all_gather_out_op.register_fake
+def _(a_local, comm, out):
+    _check_meta("all_gather", ("a_local", a_local))
+    _check_out_meta("all_gather", "out", out, all_gather_shape(a_local.shape, world(comm)))
+
+
+@torch.library.custom_op("mkernel::reduce_scatter_out", mutates_args=("out",))
+def _reduce_scatter_out_op(x: torch.Tensor, comm: int, out: torch.Tensor) -> None:
+    x = x.contiguous()
+    _check_inputs("reduce_scatter", ("x", x))
+    _reduce_scatter_run(x, comm, out)
+
+
+@_reduce_scatter_out_op.register_fake
+def _(x, comm, out):
+    _check_meta("reduce_scatter", ("x", x))
+    _check_out_meta("reduce_scatter", "out", out, reduce_scatter_shape(x.shape, world(comm)))
+
+
+# ---- autograd ------------------------------------------------------------------------------------
+# W ranks; rank r holds the shards named _r; L = sum_r L_r(outputs of rank r).
+# Every backward below is made of the custom ops above and torch ops, so
+# AOTAutograd traces it; its collectives run in the same order on every rank
+# because every rank runs the same graph. NOTES: a rank whose gradient for an
+# output is missing while another rank's is not would skip a collective the
+# others make (a device timeout): ranks must use their outputs alike.
+
+def _ag_gemm_setup(ctx, inputs, output):
+    a_local, b, key = inputs
+    ctx.key, ctx.has_gathered = key, False
+    ctx.save_for_backward(a_local, b)
+
+
+def _ag_gemm_gathered_setup(ctx, inputs, output):
+    _, b, key = inputs
+    ctx.key, ctx.has_gathered = key, True
+    ctx.save_for_backward(output[1], b)
+    # An unused output's gradient arrives as None, not as a zero tensor (the
+    # gathered output is often there only for the backward: no reduce-scatter of zeros).
+    ctx.set_materialize_grads(False)
+
+
+def _ag_gemm_backward(ctx, grad_out, grad_gathered=None):
+    # Forward on rank r: out_r = G b_r^T, G = allgather_s(a_s) [M, k] (the same
+    # on every rank), b_r [n_r, k] this rank's (column) shard of the weight.
+    #  - L depends on G through every rank's out_s: dL/dG (on rank s) = grad_out_s b_s [M, k].
+    #    a_r is rows r of G on every rank, so dL/da_r = rows r of sum_s grad_out_s b_s: the
+    #    GEMM+ReduceScatter gemm_rs(grad_out [M, n_r], b_r^T [k, n_r]) -> [M / W, k].
+    #    A gradient of the returned G adds rows r of sum_s grad_G_s: reduce_scatter(grad_G).
+    #  - dL/db_r = grad_out_r^T G [n_r, k]: G saved from the forward (the gathered
+    #    output), or gathered again when the forward did not keep it.
+    saved, b = ctx.saved_tensors  # (G or a_local), b
+    key = ctx.key
+    need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+    if grad_out is None:  # gathered op, only G used: zeros keep every rank's collectives alike
+        grad_out = b.new_zeros((saved.shape[0], b.shape[0]))
+    grad_out = grad_out.contiguous()
+    grad_a = grad_b = None
+    if need_a:
+        check_grad_rows("ag_gemm", grad_out.shape[0] // world(key))
+        grad_a = torch.ops.mkernel.gemm_rs(grad_out, b.t().contiguous(), key)
+        if grad_gathered is not None:
+            grad_a = grad_a + torch.ops.mkernel.reduce_scatter(grad_gathered.contiguous(), key)
+    if need_b:
+        gathered = saved if ctx.has_gathered else torch.ops.mkernel.all_gather(saved, key)
+        grad_b = grad_out.t() @ gathered  # bf16 in, fp32 accumulation (torch's GEMM)
+    return grad_a, grad_b, None
+
+
+def _gemm_rs_setup(ctx, inputs, output):
+    a, b, key = inputs
+    ctx.key = key
+    ctx.save_for_backward(a, b)
+
+
+def _gemm_rs_backward(ctx, grad_out):
+    # Forward on rank r: out_r = rows r of Y, Y = sum_s a_s b_s^T [M, n], a_s [M, k_s]
+    # and b_s [n, k_s] rank s's (row-parallel) shards. Y feeds L only through the
+    # row blocks, so dL/dY = allgather_r(grad_out_r) =: G [M, n], the same on every rank:
+    #  - dL/da_r = G b_r [M, k_r]: the AllGather+GEMM ag_gemm(grad_out [M / W, n], b_r^T [k_r, n]).
+    #  - dL/db_r = G^T a_r [n, k_r]: G from the same ag_gemm call (its gathered
+    #    output), or all_gather alone when a needs no gradient.
+    a, b = ctx.saved_tensors
+    key = ctx.key
+    need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+    g = grad_out.contiguous()
+    grad_a = grad_b = gathered = None
+    if need_a and need_b:
+        grad_a, gathered = torch.ops.mkernel.ag_gemm_gathered(g, b.t().contiguous(), key)
+    elif need_a:
+        grad_a = torch.ops.mkernel.ag_gemm(g, b.t().contiguous(), key)
+    elif need_b:
+        gathered = torch.ops.mkernel.all_gather(g, key)
+    if need_b:
+        grad_b = gathered.t() @ a  # bf16 in, fp32 accumulation (torch's GEMM)
+    return grad_a, grad_b, None
+
+
+def _key_setup(ctx, inputs, output):
+    ctx.key = inputs[1]
+
+
+def _all_gather_backward(ctx, grad):
+    # out = allgather_s(a_s) on every rank, a_r is rows r of it everywhere:
+    # dL/da_r = rows r of sum_s grad_s = reduce_scatter(grad).
+    check_grad_rows("all_gather", grad.shape[0] // world(ctx.key))
+    return torch.ops.mkernel.reduce_scatter(grad.contiguous(), ctx.key), None
+
+
+def _reduce_scatter_backward(ctx, grad):
+    # out_r = rows r of sum_s x_s: rank s's x_s reaches every row block once,
+    # so dL/dx_s = allgather_r(grad_r), the same on every rank.
+    return torch.ops.mkernel.all_gather(grad.contiguous(), ctx.key), None
+
+
+_ag_gemm_op.register_autograd(_ag_gemm_backward, setup_context=_ag_gemm_setup)
+_ag_gemm_gathered_op.register_autograd(_ag_gemm_backward, setup_context=_ag_gemm_gathered_setup)
+_gemm_rs_op.register_autograd(_gemm_rs_backward, setup_context=_gemm_rs_setup)
+_all_gather_op.register_autograd(_all_gather_backward, setup_context=_key_setup)
+_reduce_scatter_op.register_autograd(_reduce_scatter_backward, setup_context=_key_setup)
+
+
+# ---- public functions ----------------------------------------------------------------------------
+# Through the dispatcher when tracing (torch.compile) or when autograd must
+# record the op; otherwise straight to the library.
+
+def _grad(a, b=None):
+    return torch.is_grad_enabled() and (a.requires_grad or (b is not None and b.requires_grad))
+
+
+def _no_grad_out(op, grad):
+    if grad:
+        raise MkernelError(f"mkernel.{op}: out= does not support autograd (inputs require grad); drop out=")
+
+
+def _dispatch(op, run, args, grad, out):
+    """One call of a tensor-parallel op: through the dispatcher (torch.ops.mkernel.<op>, or
+    <op>_out with out=) when compiling or when autograd must record it, else straight to the
+    library (`run`)."""
+    compiling = torch.compiler.is_compiling()
+    if out is not None:
+        _no_grad_out(op, grad)
+        if not compiling:
+            return run(*args, out)
+        getattr(torch.ops.mkernel, op + "_out")(*args, out)
+        return out
+    if grad or compiling:
+        return getattr(torch.ops.mkernel, op)(*args)
+    return run(*args)
+
+
+def ag_gemm(a_local, b, comm, out=None, return_gathered=False):
+    """allgather(a_local) @ b^T over the communicator's ranks: a_local [m_local, k], b [n, k]
+    (this rank's shard, nn.Linear layout) -> [world * m_local, n]; with return_gathered,
+    (out, gathered), gathered = allgather(a_local) [world * m_local, k].
+
+    n and k multiples of 64. The gradient of a_local (a reduce-scatter) needs m_local to be
+    a multiple of 128.
+    """
+    _check_inputs("ag_gemm", ("a_local", a_local), ("b", b))
+    key = _key(comm)
+    grad = _grad(a_local, b)
+    compiling = torch.compiler.is_compiling()
+    if out is not None:
+        _no_grad_out("ag_gemm", grad)
+        gathered = a_local.new_empty((out.shape[0], a_local.shape[1])) if return_gathered else None
+        if not compiling:
+            _ag_gemm_run(a_local, b, key, out, gathered)
+        elif gathered is None:
+            torch.ops.mkernel.ag_gemm_out(a_local, b, key, out)
+        else:
+            torch.ops.mkernel.ag_gemm_gathered_out(a_local, b, key, out, gathered)
+        return (out, gathered) if return_gathered else out
+    if grad or compiling:
+        # The backward of b needs the gathered a_local: kept from the forward.
+        if return_gathered or (grad and b.requires_grad):
+            out, gathered = torch.ops.mkernel.ag_gemm_gathered(a_local, b, key)
+            return (out, gathered) if return_gathered else out
+        return torch.ops.mkernel.ag_gemm(a_local, b, key)
+    out, gathered = _ag_gemm_run(a_local, b, key, want_gathered=return_gathered)
+    return (out, gathered) if return_gathered else out
+
+
+def gemm_rs(a, b, comm, out=None):
+    """This rank's rows of sum over ranks of a @ b^T: a [m, k_local], b [n, k_local] -> [m / world, n].
+
+    n and k_local multiples of 64, m / world a multiple of 128, at most 8 ranks.
+    """
+    _check_inputs("gemm_rs", ("a", a), ("b", b))
+    return _dispatch("gemm_rs", _gemm_rs_run, (a, b, _key(comm)), _grad(a, b), out)
+
+
+def all_gather(a_local, comm, out=None):
+    """allgather(a_local): a_local [m_local, k] bf16 -> [world * m_local, k] (k a multiple of 64).
+
+    Its gradient (a reduce-scatter) needs m_local to be a multiple of 128.
+    """
+    _check_inputs("all_gather", ("a_local", a_local))
+    return _dispatch("all_gather", _all_gather_run, (a_local, _key(comm)), _grad(a_local), out)
+
+
+def reduce_scatter(x, comm, out=None):
+    """This rank's rows of sum over ranks of x: x [m, n] bf16 -> [m / world, n].
+
+    n a multiple of 64, m / world a multiple of 128, at most 8 ranks.
+    """
+    _check_inputs("reduce_scatter", ("x", x))
+    return _dispatch("reduce_scatter", _reduce_scatter_run, (x, _key(comm)), _grad(x), out)

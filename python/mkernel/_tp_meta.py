@@ -1,0 +1,129 @@
+"""The torch-free half of the tensor-parallel ops (mkernel/tp.py): the
+communicator registry and the shape rules.
+
+Torch custom ops take tensors and plain scalars, not Python objects, so the
+ops name their communicator by an int key: its `_uid`, unique in the process
+and stable for its life. The registry maps that key back to the
+communicator (weakly: it does not keep one alive) and caches its world size,
+which the fake (meta) implementations need for output shapes while
+torch.compile traces, without a call into the library. A communicator is
+registered when it is created (and again by register(), e.g. after the
+registry dropped a closed one); torch.compile'd code only looks keys up.
+
+The shape rules give each op's output shape and reject what the library
+would reject (and what the backward formulas need) with a clear message
+before anything runs: a plan for a new shape is made collectively, so one
+rank's bad tensor must fail on that rank before it starts a collective alone.
+"""
+import weakref
+
+from ._lib import MkernelError
+
+GEMM_BLOCK_M = 128  # rows of the GEMM's tile: GemmRs needs m / world to be a multiple of it
+MAX_RS_RANKS = 8    # GemmRs: at most 8 ranks (include/mkernel/tp.hpp)
+
+_COMMS = {}  # key -> (weakref to the communicator, world)
+
+
+def register(comm) -> int:
+    """Makes `comm` known to the tensor-parallel custom ops; returns its key.
+
+    Communicators register themselves when created; eager calls of the ops
+    register theirs again if needed.
+    """
+    if not getattr(comm, "_h", None):
+        raise MkernelError("mkernel: the communicator is closed (or not a mkernel.Communicator)")
+    key = comm._uid
+    entry = _COMMS.get(key)
+    if entry is None or entry[0]() is not comm:
+        _COMMS[key] = (weakref.ref(comm), int(comm.world))
+    return key
+
+
+def _entry(key):
+    entry = _COMMS.get(int(key))
+    comm = entry[0]() if entry is not None else None
+    if comm is None:
+        raise MkernelError(f"mkernel: no communicator with key {int(key)} is registered with the tensor-parallel "
+                           "ops: it was garbage-collected, or torch.compile'd code ran before any eager use; call "
+                           "mkernel.tp.register(comm) (after `import mkernel.tp`) once after creating it")
+    return comm, entry[1]
+
+
+def lookup(key):
+    """The open communicator registered under `key` (MkernelError if none)."""
+    comm, _ = _entry(key)
+    if not getattr(comm, "_h", None):
+        raise MkernelError(f"mkernel: communicator {int(key)} is closed")
+    return comm
+
+
+def world(key) -> int:
+    """The world size of the communicator registered under `key`."""
+    return _entry(key)[1]
+
+
+def _mult64(op, what, v):
+    if v < 64 or v % 64:
+        raise MkernelError(f"mkernel.{op}: {what} must be a positive multiple of 64 (got {v})")
+
+
+def _rows_split(op, what, m, world):
+    if m < 1 or m % world or (m // world) % GEMM_BLOCK_M:
+        raise MkernelError(f"mkernel.{op}: {what} ({m}) must split into {world} row blocks of a multiple of "
+                           f"{GEMM_BLOCK_M} rows each (m % (world * {GEMM_BLOCK_M}) == 0)")
+    if world > MAX_RS_RANKS:
+        raise MkernelError(f"mkernel.{op}: at most {MAX_RS_RANKS} ranks (got {world})")
+
+
+def _pair(op, a_name, a_shape, b_shape):
+    m, k = a_shape
+    n, kb = b_shape
+    if kb != k:
+        raise MkernelError(f"mkernel.{op}: {a_name} is [{m}, {k}] but b is [{n}, {kb}]; b must be [n, {k}] "
+                           "(torch.nn.Linear weight layout)")
+    return m, n, k
+
+
+def ag_gemm_shapes(a_shape, b_shape, world):
+    """(out, gathered) shapes of ag_gemm: a_local [m_local, k], b [n, k]."""
+    m_local, n, k = _pair("ag_gemm", "a_local", a_shape, b_shape)
+    if m_local < 1:
+        raise MkernelError(f"mkernel.ag_gemm: a_local must have at least one row (got {m_local})")
+    _mult64("ag_gemm", "n (rows of b)", n)
+    _mult64("ag_gemm", "k (columns of a_local and b)", k)
+    return (world * m_local, n), (world * m_local, k)
+
+
+def gemm_rs_shape(a_shape, b_shape, world):
+    """Output shape of gemm_rs: a [m, k_local], b [n, k_local] -> [m / world, n]."""
+    m, n, k = _pair("gemm_rs", "a", a_shape, b_shape)
+    _mult64("gemm_rs", "n (rows of b)", n)
+    _mult64("gemm_rs", "k_local (columns of a and b)", k)
+    _rows_split("gemm_rs", "m (rows of a)", m, world)
+    return (m // world, n)
+
+
+def all_gather_shape(a_shape, world):
+    """Output shape of all_gather: a_local [m_local, k] -> [world * m_local, k]."""
+    m_local, k = a_shape
+    if m_local < 1:
+        raise MkernelError(f"mkernel.all_gather: a_local must have at least one row (got {m_local})")
+    _mult64("all_gather", "k (columns of a_local)", k)
+    return (world * m_local, k)
+
+
+def reduce_scatter_shape(x_shape, world):
+    """Output shape of reduce_scatter: x [m, n] -> [m / world, n]."""
+    m, n = x_shape
+    _mult64("reduce_scatter", "n (columns of x)", n)
+    _rows_split("reduce_scatter", "m (rows of x)", m, world)
+    return (m // world, n)
+
+
+def check_grad_rows(op, m_local):
+    """The gradient of an all-gathered input is a reduce-scatter (GEMM+RS): its
+    rows per rank must be a multiple of the GEMM tile height."""
+    if m_local % GEMM_BLOCK_M:
+        raise MkernelError(f"mkernel.{op} backward: the gradient of the all-gathered input is a reduce-scatter, "
+                           f"which needs its rows per rank ({m_local}) to be a multiple of {GEMM_BLOCK_M}")
