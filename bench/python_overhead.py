@@ -10,6 +10,12 @@ time stays below its host time and the host never waits for the GPU (with
 all 132 CTAs a 64^3 GEMM takes longer on the GPU than on the host, and the
 figure would be the GPU's). Target (issue [python]): mkernel.gemm under 10 us per call.
 The C++ figure for the same call is mkbench gemm's "host cost per call" row.
+
+Under torchrun with 2 or more ranks it also times the tensor-parallel ops
+(mkernel.gemm_rs / ag_gemm, steady state, tiny shapes) against their plan's
+C ABI run call:
+
+    torchrun --standalone --nproc_per_node=2 bench/python_overhead.py
 """
 import argparse
 import datetime
@@ -37,6 +43,43 @@ def per_call_us(fn):
     return statistics.median(rounds)
 
 
+def tp_rows():
+    """The tensor-parallel ops from Python vs their plan's C ABI call (each call is a collective: all
+    ranks make the same calls; 128 rows per rank, n = k = 64: the GPU keeps up)."""
+    import torch.distributed as dist
+    from mkernel._lib import lib
+
+    if not dist.is_initialized():
+        dist.init_process_group("gloo")
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    comm = mkernel.init()
+    w = comm.world
+    key = comm._uid
+    x = torch.randn(128 * w, 64, device="cuda").bfloat16()   # gemm_rs a [m, k_local]
+    xl = torch.randn(128, 64, device="cuda").bfloat16()      # ag_gemm a_local [m_local, k]
+    b = torch.randn(64, 64, device="cuda").bfloat16()
+    rs_out = torch.empty(128, 64, device="cuda", dtype=torch.bfloat16)
+    ag_out = torch.empty(128 * w, 64, device="cuda", dtype=torch.bfloat16)
+    stream = torch.cuda.current_stream().cuda_stream
+    rs_plan, ag_plan = mkernel.GemmRs(comm, 128 * w, 64, 64), mkernel.AgGemm(comm, 128, 64, 64)
+    rows = [
+        ("mkernel.gemm_rs(a, b, comm, out=out)  (eager, validated)",
+         per_call_us(lambda: mkernel.gemm_rs(x, b, comm, out=rs_out))),
+        ("mkernel.gemm_rs(a, b, comm)  (allocates out)", per_call_us(lambda: mkernel.gemm_rs(x, b, comm))),
+        ("torch.ops.mkernel.gemm_rs_out  (dispatcher)", per_call_us(lambda: torch.ops.mkernel.gemm_rs_out(x, b, key, rs_out))),
+        ("GemmRs plan run via the C ABI (ctypes, no checks)",
+         per_call_us(lambda: lib.mk_gemm_rs_run(rs_plan._h, x.data_ptr(), b.data_ptr(), rs_out.data_ptr(), stream))),
+        ("mkernel.ag_gemm(a_local, b, comm, out=out)  (eager, validated)",
+         per_call_us(lambda: mkernel.ag_gemm(xl, b, comm, out=ag_out))),
+        ("AgGemm plan run via the C ABI (ctypes, no checks)",
+         per_call_us(lambda: lib.mk_ag_gemm_run(ag_plan._h, xl.data_ptr(), b.data_ptr(), ag_out.data_ptr(), None,
+                                                stream))),
+    ]
+    torch.cuda.synchronize()
+    dist.barrier()
+    return [(f"[{w} ranks] " + name, us) for name, us in rows]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench/results")
@@ -56,6 +99,8 @@ def main():
          per_call_us(lambda: mkernel.gemm_ptr(pa, pb, po, 64, 64, 64, 0, CTAS, stream))),
         ("torch.matmul(a, b.t(), out=out)  (reference: a torch op)", per_call_us(lambda: torch.matmul(a, b.t(), out=out))),
     ]
+    if int(os.environ.get("WORLD_SIZE", "1")) >= 2:
+        rows += tp_rows()
     if args.breakdown:
         import timeit
         from mkernel._lib import lib
@@ -79,13 +124,17 @@ def main():
             torch.cuda.synchronize()
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     lines = [f"# Python-call overhead ({stamp}, {torch.cuda.get_device_name()}, torch {torch.__version__})", "",
-             "- command: `python3 bench/python_overhead.py`", "",
+             "- command: `" + (f"torchrun --standalone --nproc_per_node={os.environ['WORLD_SIZE']} "
+                               if int(os.environ.get("WORLD_SIZE", "1")) >= 2 else "python3 ") +
+             "bench/python_overhead.py`", "",
              "| call | host us per call |", "|---|---|"]
     lines += [f"| {name} | {us:.2f} |" for name, us in rows]
     lines += ["", f"Median over {ROUNDS} rounds of {CALLS} back-to-back calls, GEMM 64x64x64 bf16 on {CTAS} compute CTAs "
               "(the GPU keeps up; no host waits). Target: mkernel.gemm under 10 us per call. C++ baseline: mkbench "
               "gemm's host-cost table (same call, same settings)."]
     text = "\n".join(lines) + "\n"
+    if int(os.environ.get("RANK", "0")) != 0:
+        return
     print(text)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, f"python-overhead-{stamp}.md"), "w") as f:
