@@ -169,6 +169,23 @@ __device__ __forceinline__ TileRows tile_rows(const GemmParams& p, const sched::
   return TileRows{t.m_blk * kBlockM, p.m};
 }
 
+// Fragment geometry shared by every epilogue path. wgmma's accumulator
+// layout: thread l of warp w of consumer warpgroup wg holds rows
+// 64 wg + 16 w + l/4 (+ 8 for h = 1) of the tile; frag_row is that row.
+__device__ __forceinline__ int frag_row(int wg, int h) {
+  return wg * 64 + ((threadIdx.x % 128) / 32) * 16 + (threadIdx.x % 32) / 4 + 8 * h;
+}
+// Columns of tile t inside the matrix (a multiple of 64).
+__device__ __forceinline__ int tile_ncols(const GemmParams& p, const sched::Tile& t) {
+  const int col0 = t.n_blk * kBlockN;
+  return p.n - col0 < kBlockN ? p.n - col0 : kBlockN;
+}
+// Index of tile t among the TileMajor tiles of destination d (whose rows
+// start at d rows_per_dest, a multiple of kBlockM).
+__device__ __forceinline__ int64_t dest_tile_id(const GemmParams& p, const sched::Tile& t, int d) {
+  return tile_id(p.sched, t) - (int64_t(d) * p.epi.rows_per_dest / kBlockM) * p.sched.n_blocks;
+}
+
 // ---- producer ----------------------------------------------------------------
 
 __device__ __forceinline__ void wait_before_load(const GemmParams& p, const TileRows& r) {
@@ -195,7 +212,6 @@ __device__ __forceinline__ sched::Tile next_tile(const GemmParams& p, int64_t w,
 
 __device__ __forceinline__ void producer(const GemmParams& p, const Smem& s, int cta) {
   PipeState st;
-  const int kblocks = p.k / kBlockK;
   sched::StaticSchedule it(p.sched, cta, p.num_compute);
   it.end = total_units(p);
   const int64_t total = it.end;
@@ -225,8 +241,8 @@ __device__ __forceinline__ void producer(const GemmParams& p, const Smem& s, int
       dev::sm90::fence_proxy_async_global();  // the rows we waited for are read by TMA
     }
     const int32_t brow = t.group * p.n + t.n_blk * kBlockN;
-    const int kb1 = un.half == 0 ? kblocks / 2 : kblocks;
-    for (int kb = un.half == 1 ? kblocks / 2 : 0; kb < kb1; ++kb) {
+    const KRange kr = k_range(p, un);
+    for (int kb = kr.begin; kb < kr.end; ++kb) {
       mbar_wait(p, &s.empty[st.stage], st.phase ^ 1u, st.stage);
       dev::sm90::mbar_arrive_expect_tx(&s.full[st.stage], kStageBytes);
       dev::sm90::tma_load_2d(s.a + st.stage * kStageBytesA, map_a, &s.full[st.stage], kb * kBlockK, arow);
@@ -243,8 +259,8 @@ __device__ __forceinline__ void producer(const GemmParams& p, const Smem& s, int
 __device__ __forceinline__ void mma_tile(const GemmParams& p, const Smem& s, PipeState& st, int wg, int64_t w,
                                          float (&acc)[128]) {
   const bool leader = (threadIdx.x % 128) == 0;
-  const int half = p.split_tiles ? work_unit(p, w).half : -1;
-  const int kblocks = half < 0 ? p.k / kBlockK : half == 0 ? p.k / kBlockK / 2 : p.k / kBlockK - p.k / kBlockK / 2;
+  const KRange kr = k_range(p, work_unit(p, w));
+  const int kblocks = kr.end - kr.begin;
   int prev = -1;
   for (int kb = 0; kb < kblocks; ++kb) {
     mbar_wait(p, &s.full[st.stage], st.phase, st.stage);
@@ -322,15 +338,11 @@ __device__ __forceinline__ void own_accumulate(const GemmParams& p, const sched:
   }
   dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);  // the wait (acquire) before every thread's loads
   const int lane = threadIdx.x % 32;
-  const int warp = (threadIdx.x % 128) / 32;
-  const int col0 = t.n_blk * kBlockN;
-  const int ncols = p.n - col0 < kBlockN ? p.n - col0 : kBlockN;
-  const int64_t ltid = tile_id(p.sched, t) - (int64_t(d) * e.rows_per_dest / kBlockM) * p.sched.n_blocks;
-  const int c_lane = 2 * (lane % 4);
-  (void)c_lane;
+  const int ncols = tile_ncols(p, t);
+  const int64_t ltid = dest_tile_id(p, t, d);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int rin = wg * 64 + warp * 16 + lane / 4 + 8 * h;
+    const int rin = frag_row(wg, h);
     const bool valid = int64_t(r.row0) + rin < r.row_end;  // every lane shuffles; only valid rows load
     const int64_t tile_off = ltid * (kBlockM * kBlockN) + int64_t(rin) * kBlockN;
     for (int s = 0; s < e.own_nsrc + nnet; ++s) {
@@ -391,18 +403,15 @@ __device__ __forceinline__ void store_rows_bf16(char* const (&rowp)[2], const fl
 __device__ __forceinline__ void own_store(const GemmParams& p, const sched::Tile& t, const TileRows& r, int wg,
                                           const float (&acc)[128]) {
   const EpilogueHook& e = p.epi;
-  const int lane = threadIdx.x % 32;
-  const int warp = (threadIdx.x % 128) / 32;
   const int col0 = t.n_blk * kBlockN;
-  const int ncols = p.n - col0 < kBlockN ? p.n - col0 : kBlockN;
   const int64_t dest_row0 = int64_t(e.own_final) * e.rows_per_dest;
   char* rowp[2] = {nullptr, nullptr};
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int64_t row = int64_t(r.row0) + wg * 64 + warp * 16 + lane / 4 + 8 * h;
+    const int64_t row = int64_t(r.row0) + frag_row(wg, h);
     if (row < r.row_end) rowp[h] = static_cast<char*>(e.own_out) + ((row - dest_row0) * e.own_ldo + col0) * 2;
   }
-  store_rows_bf16(rowp, acc, ncols);
+  store_rows_bf16(rowp, acc, tile_ncols(p, t));
 }
 
 // Stores (or adds) this warpgroup's 64 x 256 fragment. wgmma's accumulator
@@ -412,22 +421,19 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const sched::Til
                                            const float (&acc)[128]) {
   const EpilogueHook& e = p.epi;
   const int lane = threadIdx.x % 32;
-  const int warp = (threadIdx.x % 128) / 32;
   const int col0 = t.n_blk * kBlockN;
-  const int ncols = p.n - col0 < kBlockN ? p.n - col0 : kBlockN;
-  const int64_t tid = tile_id(p.sched, t);
+  const int ncols = tile_ncols(p, t);
   const int64_t esize = e.op == EpiOp::AddF32 ? 4 : 2;  // bytes per output element
   char* rowp[2] = {nullptr, nullptr};
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int rin = wg * 64 + warp * 16 + lane / 4 + 8 * h;  // row within the tile
+    const int rin = frag_row(wg, h);  // row within the tile
     const int64_t row = int64_t(r.row0) + rin;
     if (row >= r.row_end) continue;
     const int d = e.rows_per_dest ? static_cast<int>(row / e.rows_per_dest) : 0;
     if (e.layout == OutLayout::TileMajor) {
       // rows_per_dest is a multiple of kBlockM here (validate_hooks).
-      const int64_t ltid = tid - (int64_t(d) * e.rows_per_dest / kBlockM) * p.sched.n_blocks;
-      rowp[h] = static_cast<char*>(e.out[d]) + (ltid * (kBlockM * kBlockN) + int64_t(rin) * kBlockN) * esize;
+      rowp[h] = static_cast<char*>(e.out[d]) + (dest_tile_id(p, t, d) * (kBlockM * kBlockN) + int64_t(rin) * kBlockN) * esize;
     } else {
       const int64_t lrow = row - int64_t(d) * e.rows_per_dest;
       rowp[h] = static_cast<char*>(e.out[d]) + (lrow * e.ldo + col0) * esize;
@@ -462,7 +468,7 @@ __device__ __forceinline__ void publish_one(const GemmParams& p, const sched::Ti
   const int d = e.rows_per_dest ? static_cast<int>(r.row0 / e.rows_per_dest) : 0;
   if ((e.net >> d) & 1u) {
     const uint64_t tile_bytes = uint64_t(kBlockM) * kBlockN * 2;
-    int64_t ltid = tile_id(p.sched, t) - (int64_t(d) * e.rows_per_dest / kBlockM) * p.sched.n_blocks;
+    int64_t ltid = dest_tile_id(p, t, d);
     uint64_t tiles = 1;
     if (e.net_rb_count) {  // the row-block's last tile sends the row-block
       const unsigned long long before = atomicAdd(reinterpret_cast<unsigned long long*>(e.net_rb_count + id), 1ull);
@@ -529,10 +535,9 @@ __device__ __forceinline__ void epi_stage_half(const GemmParams& p, const Smem& 
   if (wg == 1 || tile > 0) mbar_wait(p, &s.epi_empty[wg], (wg == 1 ? tile : tile - 1) & 1u, -2);
   if (wg == 0 && threadIdx.x == 128) s.epi_tile[tile & 1u] = w;
   const int lane = threadIdx.x % 32;
-  const int warp = (threadIdx.x % 128) / 32;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int row = warp * 16 + lane / 4 + 8 * h;  // within the half
+    const int row = frag_row(0, h);  // within the half
 #pragma unroll
     for (int g = 0; g < kBlockN / 32; ++g) {
       const uint4 x = quad_pack(acc, g, h);
@@ -562,8 +567,7 @@ __device__ __forceinline__ void storer(const GemmParams& p, const Smem& s) {
     const sched::Tile t = next_tile(p, w, false);
     const TileRows r = tile_rows(p, t);
     const int d = e.rows_per_dest ? static_cast<int>(r.row0 / e.rows_per_dest) : 0;
-    const int64_t ltid = tile_id(p.sched, t) - (int64_t(d) * e.rows_per_dest / kBlockM) * p.sched.n_blocks;
-    char* dst = static_cast<char*>(e.out[d]) + ltid * (kBlockM * kBlockN * 2) + (half & 1u) * kEpiBytes;
+    char* dst = static_cast<char*>(e.out[d]) + dest_tile_id(p, t, d) * (kBlockM * kBlockN * 2) + (half & 1u) * kEpiBytes;
     dev::bulk_store(dst, s.epi, kEpiBytes);
     dev::bulk_commit();
     dev::bulk_wait_read<0>();
@@ -614,10 +618,11 @@ __device__ __forceinline__ void split_finish(const GemmParams& p, int i, int wg,
   dev::sm90::named_sync(2 + wg, 128);
   const EpilogueHook& e = p.epi;
   const int col0 = t.n_blk * kBlockN;
-  const int ncols = p.n - col0 < kBlockN ? p.n - col0 : kBlockN;
+  const int ncols = tile_ncols(p, t);
   char* rowp[2] = {nullptr, nullptr};
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
+    // frag_row(wg, h), spelled out: with the call ptxas spilled 16 bytes in the AG kernel (at 168 registers).
     const int64_t row = int64_t(r.row0) + wg * 64 + warp * 16 + lane / 4 + 8 * h;
     if (row >= r.row_end) continue;
     const int d = e.rows_per_dest ? static_cast<int>(row / e.rows_per_dest) : 0;

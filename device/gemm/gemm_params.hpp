@@ -237,6 +237,16 @@ MK_HD WorkUnit work_unit(const GemmParams& p, int64_t u) {
   return WorkUnit{u - tiles, 1, static_cast<int32_t>(u - tiles)};
 }
 
+// K blocks [begin, end) of a work unit: all of K, or the first / second
+// half (kblocks / 2 and the rest) of a split tile.
+struct KRange {
+  int32_t begin, end;
+};
+MK_HD KRange k_range(const GemmParams& p, const WorkUnit& u) {
+  const int32_t kblocks = p.k / kBlockK, mid = kblocks / 2;
+  return KRange{u.half == 1 ? mid : 0, u.half == 0 ? mid : kblocks};
+}
+
 // Identity of a tile independent of the order it is computed in (signals,
 // TileMajor offsets): the RowMajor index within the whole problem.
 MK_HD int64_t tile_id(const sched::TileSchedParams& s, const sched::Tile& t) {
