@@ -118,7 +118,6 @@ class EmuTransport final : public Transport {
     if (cfg.cuda_device < 0) fail("emu: the emulated NIC moves GPU memory and needs a CUDA device");
     bytes_per_ns_ = static_cast<double>(knob_int(Knob::MK_EMU_GBPS));  // GB/s == bytes/ns
     latency_ns_ = knob_int(Knob::MK_EMU_LATENCY_US) * 1000;
-    copy_each_ = knob_str(Knob::MK_EMU_COPY) == "each";
     MK_CUDA_CHECK(cudaSetDevice(cfg.cuda_device));
     MK_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
     void* host = nullptr;
@@ -413,27 +412,20 @@ class EmuTransport final : public Transport {
     if (!sizes_.empty()) {
       // One runtime call for all copies of the batch: a copy call per op costs
       // microseconds of host time each, which caps small-message throughput.
-      // MK_EMU_COPY=each: one cudaMemcpyAsync per write (same result; kept
-      // to tell the two apart should a driver treat them differently).
       const int64_t t0 = now_ns();
-      if (copy_each_) {
-        for (size_t i = 0; i < sizes_.size(); ++i)
-          MK_CUDA_CHECK(cudaMemcpyAsync(dsts_[i], srcs_[i], sizes_[i], cudaMemcpyDeviceToDevice, copy_));
-      } else {
-        cudaMemcpyAttributes attr{};
-        attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-        size_t attr_idx = 0;
-        MK_CUDA_CHECK(cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), sizes_.size(), &attr, &attr_idx,
-                                           1, copy_));
-      }
+      cudaMemcpyAttributes attr{};
+      attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+      size_t attr_idx = 0;
+      MK_CUDA_CHECK(cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), sizes_.size(), &attr, &attr_idx,
+                                         1, copy_));
       const int64_t took = now_ns() - t0;
       if (took > 100000000 && !warned_slow_copy_) {
         warned_slow_copy_ = true;
-        log(LogLevel::Warn, cat("emu: issuing ", sizes_.size(), " copies (first ", sizes_[0], " bytes) blocked the proxy for ",
-                                took / 1000000, " ms in the CUDA runtime (MK_EMU_COPY=", copy_each_ ? "each" : "batch",
-                                "): another thread of this process was probably loading a kernel (e.g. cuBLAS's first "
-                                "call for a shape) while a kernel waited on the network; run such calls once before "
-                                "launching kernels that wait on the network (src/net/emu NOTES)"));
+        log(LogLevel::Warn,
+            cat("emu: issuing ", sizes_.size(), " copies (first ", sizes_[0], " bytes) blocked the proxy for ",
+                took / 1000000, " ms in the CUDA runtime: another thread of this process was probably loading a "
+                "kernel (e.g. cuBLAS's first call for a shape) while a kernel waited on the network; run such calls "
+                "once before launching kernels that wait on the network (src/net/emu NOTES)"));
       }
     }
     // The inline data words (after the copies in stream order), then one
@@ -490,7 +482,6 @@ class EmuTransport final : public Transport {
   // the emulated latency: stream memory ops alone, and a copy before them.
   int64_t real_inline_ns_ = 0, real_copy_ns_ = 0;
   bool inline_ok_ = true;  // the driver takes the inline path's memory ops
-  bool copy_each_ = false;  // MK_EMU_COPY=each
   bool warned_slow_copy_ = false;
   cudaStream_t copy_ = nullptr;
   uint64_t* done_word_ = nullptr;  // pinned host: sequence of the last completed batch

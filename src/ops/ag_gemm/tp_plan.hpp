@@ -50,6 +50,17 @@ inline int comm_ctas_heuristic(int64_t n) {
 // copy, no wait) when no tile straddles two ranks' rows.
 inline bool own_rows_in_place(int64_t m_local, int64_t block_m) { return m_local % block_m == 0; }
 
+// GEMM+RS tile walk (shares in the order of device/roles/rs_layout.hpp):
+// waiting tiles come after every tile they wait for. Swizzle groups must
+// not straddle two shares: the largest divisor of the row-blocks per share
+// up to max_sw (rs_swizzle_cap). A share's row-blocks complete together at
+// the end of their group.
+inline int rs_swizzle(int64_t blocks_per_rank, int64_t max_sw = 8) {
+  for (int64_t sw = std::min<int64_t>(max_sw, blocks_per_rank); sw > 1; --sw)
+    if (blocks_per_rank % sw == 0) return static_cast<int>(sw);
+  return 1;
+}
+
 // AG+GEMM tile walk: rank-rotated (own rows first), in groups of row-blocks
 // walked column by column (tiles in flight share B's column blocks in L2).
 // A group holds own row-blocks only, so the first tiles need no remote row:
@@ -58,11 +69,7 @@ inline bool own_rows_in_place(int64_t m_local, int64_t block_m) { return m_local
 // (fused 0.49 ms against 0.38 for the GEMM alone). Own rows that are not a
 // whole number of row-blocks are copied like the others: groups of 8.
 inline int ag_swizzle(int64_t m_local, int64_t block_m) {
-  if (!own_rows_in_place(m_local, block_m)) return 8;
-  const int64_t own = m_local / block_m;
-  for (int64_t sw = std::min<int64_t>(8, own); sw > 1; --sw)
-    if (own % sw == 0) return static_cast<int>(sw);
-  return 1;
+  return own_rows_in_place(m_local, block_m) ? rs_swizzle(m_local / block_m) : 8;
 }
 
 // Split tiles (gemm::GemmParams::split_tiles): as many tiles as a last
@@ -78,16 +85,6 @@ inline int64_t split_tail_tiles(int64_t tiles, int64_t ctas, int64_t kblocks) {
   return tail > 0 && 2 * tail <= ctas ? tail : 0;
 }
 
-// GEMM+RS tile walk (shares in the order of device/roles/rs_layout.hpp):
-// waiting tiles come after every tile they wait for. Swizzle groups must
-// not straddle two shares: the largest divisor of the row-blocks per share
-// up to max_sw (rs_swizzle_cap). A share's row-blocks complete together at
-// the end of their group.
-inline int rs_swizzle(int64_t blocks_per_rank, int64_t max_sw = 8) {
-  for (int64_t sw = std::min<int64_t>(max_sw, blocks_per_rank); sw > 1; --sw)
-    if (blocks_per_rank % sw == 0) return static_cast<int>(sw);
-  return 1;
-}
 
 // Standalone reduce-scatter: pieces per row-block, so that few row-blocks
 // still keep many CTAs busy (one 2 MB row-block per CTA left the reduce-
