@@ -12,6 +12,7 @@
 #include "bench/baselines/cublas_util.hpp"
 #include "bench/baselines/nccl_util.hpp"
 #include "bench/bench.hpp"
+#include "bench/micro/tp_row.hpp"
 #include "mkernel/gemm.hpp"
 #include "mkernel/tp.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
@@ -104,16 +105,11 @@ void bench_ag_gemm(BenchContext& bc) {
         [&](int i) { plan16.run(a.get(i + 100), b, out, bc.stream); },  // 6 mkernel, more pushing CTAs
     };
     auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls);
-    const double t_comm = std::min(st[1].median_ms, st[2].median_ms);
-    const double t_lb = std::max(st[0].median_ms, t_comm);
-    const double best = std::min(st[3].median_ms, st[4].median_ms);
     // Rows this GPU sends (tp::ag_bytes_per_gpu: NVLink / network).
-    const mk::tp::LinkBytes sent = mk::tp::ag_bytes_per_gpu(topo.num_nodes, topo.local_size, ml, k);
-    t.rows.push_back({std::to_string(m), fmt(st[0].median_ms), fmt(st[1].median_ms) + " / " + fmt(st[2].median_ms),
-                      fmt(st[3].median_ms), fmt(st[4].median_ms), fmt(st[5].median_ms),
-                      fmt(best / st[5].median_ms, 2) + "x", fmt(t_lb / st[5].median_ms, 2), fmt(st[6].median_ms),
-                      fmt(sent.nvlink / 1e6, 1) + " / " + fmt(sent.network / 1e6, 1),
-                      std::to_string(plan.num_comm_ctas()) + "/" + std::to_string(plan.num_compute_ctas())});
+    std::vector<std::string> row = tp_row(m, st, std::min(st[1].median_ms, st[2].median_ms),
+                                          mk::tp::ag_bytes_per_gpu(topo.num_nodes, topo.local_size, ml, k));
+    row.push_back(std::to_string(plan.num_comm_ctas()) + "/" + std::to_string(plan.num_compute_ctas()));
+    t.rows.push_back(row);
     cudaFree(b);
     cudaFree(full);
     cudaFree(out);

@@ -19,6 +19,7 @@
 #include "bench/baselines/cublas_util.hpp"
 #include "bench/baselines/nccl_util.hpp"
 #include "bench/bench.hpp"
+#include "bench/micro/tp_row.hpp"
 #include "mkernel/tp.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
 
@@ -203,16 +204,11 @@ void bench_gemm_rs(BenchContext& bc) {
         [&](int i) { plan32.reduce_scatter(X(i, 6), out.p, bc.stream); },  // 6 mk RS alone, 32 reduce CTAs
     };
     auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls);
-    const double t_comm = std::min({st[1].median_ms, st[2].median_ms, st[6].median_ms});
-    const double t_lb = std::max(st[0].median_ms, t_comm);
-    const double best = std::min(st[3].median_ms, st[4].median_ms);
-    const mk::tp::LinkBytes sent = mk::tp::rs_bytes_per_gpu(topo.num_nodes, topo.local_size, m, n);
-    t.rows.push_back({std::to_string(m), fmt(st[0].median_ms), fmt(st[1].median_ms) + " / " + fmt(st[2].median_ms),
-                      fmt(st[3].median_ms), fmt(st[4].median_ms), fmt(st[5].median_ms),
-                      fmt(best / st[5].median_ms, 2) + "x", fmt(t_lb / st[5].median_ms, 2), fmt(st[6].median_ms),
-                      fmt(sent.nvlink / 1e6, 1) + " / " + fmt(sent.network / 1e6, 1),
-                      std::to_string(plan.num_compute_ctas()) + "; 16 + " + std::to_string(plan.num_reduce_ctas()),
-                      "checked (" + fmt(err, 4) + ")"});
+    std::vector<std::string> row = tp_row(m, st, std::min({st[1].median_ms, st[2].median_ms, st[6].median_ms}),
+                                          mk::tp::rs_bytes_per_gpu(topo.num_nodes, topo.local_size, m, n));
+    row.push_back(std::to_string(plan.num_compute_ctas()) + "; 16 + " + std::to_string(plan.num_reduce_ctas()));
+    row.push_back("checked (" + fmt(err, 4) + ")");
+    t.rows.push_back(row);
   }
   if (bc.quick) {
     // Diagnosis (--quick): the fused kernel's tile walk (swizzle groups
