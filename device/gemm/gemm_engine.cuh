@@ -19,6 +19,10 @@
 // stage; only the producer waits for ArrivalQueue slots, consumers read the slot's m-block
 // after its data arrived (so it was published). Every mbarrier wait is
 // bounded by p.timeout_ns and reports which role waited for which stage.
+// Tried and dropped: 2-CTA clusters sharing the B tile by TMA multicast
+// (each CTA loads half, both CTAs' consumers release each stage) were
+// correct but ran at 59-74% of cuBLAS on H200 against 95-102% without
+// (bench/results/mkbench-20261130T134815Z-1x1.md).
 #pragma once
 
 #include <cstdio>
