@@ -30,4 +30,22 @@ inline ncclComm_t make_nccl_comm(mk::Communicator& c) {
   return nc;
 }
 
+// An untimed device barrier for time_interleaved's `before`: a 1-element
+// all-reduce on `stream`, so that every rank starts the next timed call
+// together (a call that waits on other ranks does not absorb their lag from
+// the call before; NVLink multicast stays off, see make_nccl_comm).
+struct NcclBarrier {
+  ncclComm_t nc = nullptr;
+  float* buf = nullptr;
+  cudaStream_t stream = nullptr;
+  NcclBarrier(ncclComm_t c, cudaStream_t s) : nc(c), stream(s) {
+    if (cudaMalloc(&buf, sizeof(float)) != cudaSuccess) mk::fail("cudaMalloc of the barrier word failed");
+    if (cudaMemset(buf, 0, sizeof(float)) != cudaSuccess) mk::fail("cudaMemset of the barrier word failed");
+  }
+  ~NcclBarrier() { cudaFree(buf); }
+  NcclBarrier(const NcclBarrier&) = delete;
+  NcclBarrier& operator=(const NcclBarrier&) = delete;
+  void operator()(int) const { MKB_NCCL(ncclAllReduce(buf, buf, 1, ncclFloat, ncclSum, nc, stream)); }
+};
+
 }  // namespace mkb

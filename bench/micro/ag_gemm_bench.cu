@@ -40,6 +40,10 @@ void bench_ag_gemm(BenchContext& bc) {
   // the same transport (NCCL between emulated nodes would take NVLink).
   const bool net = topo.num_nodes > 1;
   ncclComm_t nc = net ? nullptr : make_nccl_comm(c);
+  // Every timed call starts after an untimed device barrier (NCCL over
+  // NVLink also between emulated nodes: it only lines the ranks up).
+  ncclComm_t bar_nc = make_nccl_comm(c);
+  const NcclBarrier bar(bar_nc, bc.stream);
   cublasHandle_t h;
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) mk::fail("cublasCreate failed");
   cudaStream_t side;
@@ -104,7 +108,7 @@ void bench_ag_gemm(BenchContext& bc) {
         [&](int i) { plan.run(a.get(i + 100), b, out, bc.stream); },    // 5 mkernel
         [&](int i) { plan16.run(a.get(i + 100), b, out, bc.stream); },  // 6 mkernel, more pushing CTAs
     };
-    auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls);
+    auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, std::cref(bar));
     // Rows this GPU sends (tp::ag_bytes_per_gpu: NVLink / network).
     std::vector<std::string> row = tp_row(m, st, std::min(st[1].median_ms, st[2].median_ms),
                                           mk::tp::ag_bytes_per_gpu(topo.num_nodes, topo.local_size, ml, k));
@@ -147,7 +151,8 @@ void bench_ag_gemm(BenchContext& bc) {
                                   [&](int) { gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream); },
                                   engine(0, 0), engine(p.num_compute_ctas(), p.swizzle()),
                                   [&](int i) { p16.all_gather(a.get(i + 100), full, bc.stream); },
-                                  [&](int i) { pw.run(a.get(i + 100), b, out, bc.stream); }});
+                                  [&](int i) { pw.run(a.get(i + 100), b, out, bc.stream); }},
+                                 std::cref(bar));
       const std::string sw = std::to_string(p.swizzle()), cc = std::to_string(p.num_compute_ctas());
       const std::string names[] = {"fused (heuristic: swizzle " + sw + ", " + std::to_string(p.num_comm_ctas()) +
                                        " comm CTAs, " + std::to_string(p.split_tiles()) + " split tiles)",
@@ -166,7 +171,8 @@ void bench_ag_gemm(BenchContext& bc) {
     bc.report->add(d);
   }
   t.note =
-      "Calls interleaved (one of each per round), medians, max over ranks. eta = max(cuBLAS alone, fastest AG "
+      "Calls interleaved (one of each per round), each after an untimed 1-element NCCL all-reduce that lines the "
+      "ranks up (no call absorbs the other rank's lag from the call before), medians, max over ranks. eta = max(cuBLAS alone, fastest AG "
       "alone) / mkernel. 2-stream overlap: NCCL all-gather on a side stream while cuBLAS computes the local rows, "
       "then the remote rows. mk AG alone = the plan's all-gather (push kernel + a copy out of the symmetric "
       "buffer). Across nodes (2x1 emulated) the AG baselines are mkernel's standalone all-gather on the same "
@@ -177,6 +183,7 @@ void bench_ag_gemm(BenchContext& bc) {
   bc.report->add(t);
   cublasDestroy(h);
   if (nc) ncclCommDestroy(nc);
+  ncclCommDestroy(bar_nc);
   cudaStreamDestroy(side);
   cudaEventDestroy(fork);
   cudaEventDestroy(join);

@@ -20,6 +20,7 @@
 #include "bench/baselines/nccl_util.hpp"
 #include "bench/bench.hpp"
 #include "bench/micro/tp_row.hpp"
+#include "mkernel/gemm.hpp"
 #include "mkernel/tp.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
 
@@ -115,6 +116,10 @@ void bench_gemm_rs(BenchContext& bc) {
     return;
   }
   ncclComm_t nc = net ? nullptr : make_nccl_comm(c);
+  // Every timed call starts after an untimed device barrier (NCCL over
+  // NVLink also between emulated nodes: it only lines the ranks up).
+  ncclComm_t bar_nc = make_nccl_comm(c);
+  const NcclBarrier bar(bar_nc, bc.stream);
   cublasHandle_t h;
   MKB_CUBLAS(cublasCreate(&h));
   cudaStream_t side;
@@ -203,7 +208,7 @@ void bench_gemm_rs(BenchContext& bc) {
         [&](int i) { plan.run(A(i, 5), B(i, 5), out.p, bc.stream); },    // 5 mkernel
         [&](int i) { plan32.reduce_scatter(X(i, 6), out.p, bc.stream); },  // 6 mk RS alone, 32 reduce CTAs
     };
-    auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls);
+    auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, std::cref(bar));
     std::vector<std::string> row = tp_row(m, st, std::min({st[1].median_ms, st[2].median_ms, st[6].median_ms}),
                                           mk::tp::rs_bytes_per_gpu(topo.num_nodes, topo.local_size, m, n));
     row.push_back(std::to_string(plan.num_compute_ctas()) + "; 16 + " + std::to_string(plan.num_reduce_ctas()));
@@ -226,22 +231,32 @@ void bench_gemm_rs(BenchContext& bc) {
       std::vector<std::unique_ptr<mk::GemmRs>> plans;
       plans.push_back(std::make_unique<mk::GemmRs>(c, m, n, k));
       for (int sw : sws) plans.push_back(std::make_unique<mk::GemmRs>(c, m, n, k, mk::GemmRsOptions{.swizzle = sw}));
+      plans.push_back(std::make_unique<mk::GemmRs>(c, m, n, k, mk::GemmRsOptions{.async_store = 0}));
       gemm_bf16_tn(h, int(m), int(n), int(k), a.get(0), b.get(0), partial.p, bc.stream);
       MKB_CUDA(cudaStreamSynchronize(bc.stream));
       std::vector<std::function<void(int)>> calls = {
           [&](int i) { gemm_bf16_tn(h, int(m), int(n), int(k), a.get(100 + i), b.get(100 + i), partial.p, bc.stream); }};
       for (auto& p : plans) calls.push_back([&, pp = p.get()](int i) { pp->run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); });
-      auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls);
+      // The same GEMM without communication: the engine alone, every SM, plain row-major output.
+      calls.push_back([&](int i) {
+        mk::gemm_bf16(mk::GemmArgs{.a = a.get(100 + i), .b = b.get(100 + i), .out = partial.p, .m = m, .n = n, .k = k},
+                      bc.stream);
+      });
+      auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, std::cref(bar));
       d.rows.push_back({std::to_string(m), "cuBLAS alone", fmt(st[0].median_ms)});
       d.rows.push_back({std::to_string(m), "fused (heuristic: swizzle " + std::to_string(plans[0]->swizzle()) + ")",
                         fmt(st[1].median_ms)});
       for (size_t v = 0; v < sws.size(); ++v)
         d.rows.push_back({std::to_string(m), "fused, swizzle " + std::to_string(sws[v]), fmt(st[2 + v].median_ms)});
+      const size_t nv = sws.size();
+      d.rows.push_back({std::to_string(m), "fused, plain stores (async_store 0)", fmt(st[2 + nv].median_ms)});
+      d.rows.push_back({std::to_string(m), "mk GEMM alone (no communication)", fmt(st[3 + nv].median_ms)});
     }
     bc.report->add(d);
   }
   t.note =
-      "Calls interleaved (one of each per round), medians, max over ranks; a, b and the RS input rotate through "
+      "Calls interleaved (one of each per round), each after an untimed 1-element NCCL all-reduce that lines the "
+      "ranks up (no call absorbs the other rank's lag from the call before), medians, max over ranks; a, b and the RS input rotate through "
       ">= 256 MiB, a different copy per call. cuBLAS alone = this rank's full [M x 8192] partial GEMM. RS alone = "
       "reduce-scatter of an [M x 8192] bf16 input: NCCL / the plan's reduce_scatter. serial = cuBLAS, then NCCL "
       "reduce-scatter. 2-stream chunked overlap = each owner's M/W rows cut into 4 chunks; per chunk one strided-"
@@ -260,6 +275,7 @@ void bench_gemm_rs(BenchContext& bc) {
   bc.report->add(t);
   cublasDestroy(h);
   if (nc) ncclCommDestroy(nc);
+  ncclCommDestroy(bar_nc);
   cudaStreamDestroy(side);
   for (int j = 0; j < kChunks; ++j) {
     cudaEventDestroy(computed[j]);

@@ -93,6 +93,8 @@ struct GemmRsOptions {
   int num_reduce_ctas = 0;  // Reduce CTAs of reduce_scatter() (run() has none); 0: 16
   int num_ctas = 0;         // run()'s grid; 0: every SM
   int swizzle = 0;          // run()'s row-blocks per group of the tile walk, dividing m / (world 128); 0: the heuristic
+  int async_store = -1;     // run(): other ranks' tiles leave through bulk copies (1) or plain stores (0); -1: 1
+                            // unless the transport needs a free SM (then 0; 1 is refused there)
 };
 
 class GemmRs {

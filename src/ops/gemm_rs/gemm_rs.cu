@@ -79,7 +79,10 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   const int sms = gemm::num_sms();
   const bool leave_sm = tp::leave_free_sm(comm, "GemmRs", opt.num_ctas, sms);
   num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - (leave_sm ? 1 : 0);
-  async_ = !leave_sm;
+  if (opt.async_store < -1 || opt.async_store > 1 || (opt.async_store == 1 && leave_sm))
+    fail("GemmRs: async_store must be -1, 0 or 1 (1 not next to a transport that needs a free SM; got ",
+         opt.async_store, ")");
+  async_ = opt.async_store == -1 ? !leave_sm : opt.async_store == 1;
   if (num_ctas_ < 2 || num_ctas_ > sms) fail("GemmRs: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
   num_reduce_ = opt.num_reduce_ctas ? opt.num_reduce_ctas : kDefaultReduceCtas;
   if (num_reduce_ < 1 || num_reduce_ + kStandalonePushCtas > sms)
