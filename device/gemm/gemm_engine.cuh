@@ -214,6 +214,34 @@ __device__ __forceinline__ sched::Tile next_tile(const GemmParams& p, int64_t w,
   return sched::tile_of(p.sched, w);
 }
 
+// Owner-reduce tiles (EpilogueHook::own_mask) read every source's partial
+// tile (64 KB, contiguous: TileMajor) in their epilogue. The producer asks
+// L2 for them once it has issued the tile's last loads (the consumers are
+// then up to kStages K blocks, a few us, from their epilogue): read from HBM
+// by the consumers' few outstanding loads, the adds took ~18 us per tile
+// (trace of the 1x2 GEMM+RS, M=4096). L2 is where NVLink writes into this
+// GPU land, so lines fetched before a source's signal stay coherent.
+// own_tile_key: the tile's destination and offset among d's tiles packed
+// in one word (-1: not an owner-reduce tile); one register lives across
+// the K loop (more spilled the producer's 56).
+__device__ __forceinline__ int64_t own_tile_key(const GemmParams& p, const sched::Tile& t, const TileRows& r) {
+  if (!p.epi.own_mask) return -1;
+  const int d = static_cast<int>(r.row0 / p.epi.rows_per_dest);
+  if (!((p.epi.own_mask >> d) & 1u)) return -1;
+  return dest_tile_id(p, t, d) * kMaxDests + d;
+}
+__device__ __forceinline__ void prefetch_own_sources(const GemmParams& p, int64_t key) {
+  if (key < 0) return;
+  const EpilogueHook& e = p.epi;
+  const int d = static_cast<int>(key % kMaxDests);
+  const int64_t off = (key / kMaxDests) * (kBlockM * kBlockN);
+  for (int s = 0; s < e.own_nsrc; ++s)
+    dev::sm90::prefetch_l2(e.own_slots + s * e.own_src_stride + e.own_dst_off[d] + off, kBlockM * kBlockN * 2);
+  if (d != e.own_final) return;
+  for (int s = 0; s < e.own_net_nsrc; ++s)
+    dev::sm90::prefetch_l2(e.own_net_slots + s * e.own_net_stride + off, kBlockM * kBlockN * 2);
+}
+
 __device__ __forceinline__ void producer(const GemmParams& p, const Smem& s, int cta) {
   PipeState st;
   sched::StaticSchedule it(p.sched, cta, p.num_compute);
@@ -246,6 +274,7 @@ __device__ __forceinline__ void producer(const GemmParams& p, const Smem& s, int
     }
     const int32_t brow = t.group * p.n + t.n_blk * kBlockN;
     const KRange kr = k_range(p, un);
+    const int64_t own_key = own_tile_key(p, t, r);
     for (int kb = kr.begin; kb < kr.end; ++kb) {
       mbar_wait(p, &s.empty[st.stage], st.phase ^ 1u, st.stage);
       dev::sm90::mbar_arrive_expect_tx(&s.full[st.stage], kStageBytes);
@@ -253,6 +282,7 @@ __device__ __forceinline__ void producer(const GemmParams& p, const Smem& s, int
       dev::sm90::tma_load_2d(s.b + st.stage * kStageBytesB, &p.tma_b, &s.full[st.stage], kb * kBlockK, brow);
       st.advance();
     }
+    prefetch_own_sources(p, own_key);
   }
 }
 

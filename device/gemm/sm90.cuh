@@ -41,6 +41,11 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, u
       : "memory");
 }
 
+// Starts moving `bytes` (a multiple of 16) of global memory at `p` into L2.
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(reinterpret_cast<uint64_t>(p)), "r"(bytes) : "memory");
+}
+
 // Orders global-memory writes this thread observed (through the generic
 // proxy: peers' stores, an acquire on their signal) before its later TMA
 // (async proxy) reads of the same memory.

@@ -179,3 +179,20 @@ TEST(AgGemmPlan, GemmRsWalkPutsEveryOwnTileLast) {
       }
     }
 }
+
+// GEMM+RS CTA count: the fewest CTAs for the fewest waves, every wave
+// full; at the issue shapes (n = 8192: 32 column blocks) 128 of 132 SMs,
+// so that on 1x2 the other rank's tiles fill whole waves.
+TEST(AgGemmPlan, BalancedCtasKeepTheWaveCountAndFillEveryWave) {
+  using mk::tp::balanced_ctas;
+  for (int64_t m : {1024, 2048, 4096, 8192, 16384}) EXPECT_EQ(balanced_ctas((m / 128) * 32, 132), 128) << m;
+  EXPECT_EQ(balanced_ctas(100, 132), 100);  // one wave: one CTA per tile
+  EXPECT_EQ(balanced_ctas(1, 132), 2);      // at least 2 (the launch's minimum)
+  EXPECT_EQ(balanced_ctas(448, 132), 112);  // 4 waves either way
+  for (int64_t tiles = 1; tiles < 3000; tiles += 37)
+    for (int avail : {2, 7, 131, 132}) {
+      const int c = balanced_ctas(tiles, avail);
+      EXPECT_LE(c, std::max(avail, 2));
+      EXPECT_EQ((tiles + c - 1) / c, std::max<int64_t>(1, (tiles + avail - 1) / avail)) << tiles << " " << avail;
+    }
+}
