@@ -359,6 +359,10 @@ __device__ __forceinline__ uint4 quad_pack(const float (&acc)[128], int g, int h
 // Reduce-scatter owner / aggregator tile of destination d (bit d of
 // EpilogueHook::own_mask): acc += the sources' partial tiles. All 256
 // consumer threads; thread 128 waits for the row-block's signals first.
+// kOwnLoadBatch 16-byte loads in flight per thread (4 registers each,
+// beside the 128 accumulators): trace of 1x2 M=4096 (L2 prefetch on), the
+// signal wait and adds took 8.8 us per tile one load at a time, 7.6 with 8.
+constexpr int kOwnLoadBatch = 8;
 __device__ __forceinline__ void own_accumulate(const GemmParams& p, const sched::Tile& t, const TileRows& r, int wg,
                                                int d, float (&acc)[128]) {
   const EpilogueHook& e = p.epi;
@@ -372,7 +376,6 @@ __device__ __forceinline__ void own_accumulate(const GemmParams& p, const sched:
   }
   dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);  // the wait (acquire) before every thread's loads
   const int lane = threadIdx.x % 32;
-  const int ncols = tile_ncols(p, t);
   const int64_t ltid = dest_tile_id(p, t, d);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -384,17 +387,26 @@ __device__ __forceinline__ void own_accumulate(const GemmParams& p, const sched:
                                             : e.own_net_slots + (s - e.own_nsrc) * e.own_net_stride;
       // L2, not L1: other GPUs (or the network) wrote these during the
       // kernel. 16 bytes per lane (validate_hooks: 16-byte aligned slots).
+      // Every column group is loaded, also past ncols (a tile's slot is
+      // always kBlockN wide; those sums are never stored): no branch
+      // between the loads, which may then all be in flight at once.
       const uint4* src = reinterpret_cast<const uint4*>(base + tile_off);
 #pragma unroll
-      for (int g = 0; g < kBlockN / 32; ++g) {
-        if (32 * g >= ncols) break;  // ncols is a multiple of 64: uniform
-        uint4 x = valid ? __ldcg(src + 4 * g + (lane & 3)) : make_uint4(0, 0, 0, 0);
-        uint32_t v[4] = {x.x, x.y, x.z, x.w};
-        quad_transpose(v);  // v[i]: the pair of column group 4g + i this lane accumulates
+      for (int g0 = 0; g0 < kBlockN / 32; g0 += kOwnLoadBatch) {
+        uint4 x[kOwnLoadBatch];  // issued together: one L2 round trip per batch, not per load
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          acc[4 * (4 * g + i) + 2 * h] += __uint_as_float(v[i] << 16);
-          acc[4 * (4 * g + i) + 2 * h + 1] += __uint_as_float(v[i] & 0xFFFF0000u);
+        for (int j = 0; j < kOwnLoadBatch; ++j)
+          x[j] = valid ? __ldcg(src + 4 * (g0 + j) + (lane & 3)) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int j = 0; j < kOwnLoadBatch; ++j) {
+          const int g = g0 + j;
+          uint32_t v[4] = {x[j].x, x[j].y, x[j].z, x[j].w};
+          quad_transpose(v);  // v[i]: the pair of column group 4g + i this lane accumulates
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            acc[4 * (4 * g + i) + 2 * h] += __uint_as_float(v[i] << 16);
+            acc[4 * (4 * g + i) + 2 * h + 1] += __uint_as_float(v[i] & 0xFFFF0000u);
+          }
         }
       }
     }
