@@ -35,6 +35,7 @@ struct AgGemmOptions {
   int num_ctas = 0;       // whole grid; 0: every SM
   int swizzle = 0;        // row-blocks per group of the tile walk (1-16); 0: the heuristic (tp::ag_swizzle)
   bool split_tail = true; // a last partial wave of tiles in halves of K (tp::split_tail_tiles)
+  bool join = true;       // comm CTAs join the compute role once their rows are sent
 };
 
 class AgGemm {

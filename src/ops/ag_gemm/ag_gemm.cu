@@ -67,13 +67,10 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
   tp::check_topology(t, "AgGemm", roles::kMaxNodes);
   const int sms = gemm::num_sms();
   const bool leave_sm = tp::leave_free_sm(comm, "AgGemm", opt.num_ctas, sms);
-  // Finished comm CTAs join the compute role, unless the transport runs
-  // kernels on this GPU to deliver (emu, fabric): then their SMs go back to
-  // it (a precaution, not measured). NOTES: it was turned off while a 2x1
-  // emu benchmark hang was open; that hang was the benchmark's own first
-  // cuBLAS call of a shape blocking the emu proxy (src/net/emu NOTES), not
-  // this code.
-  join_ = !leave_sm;
+  // Finished comm CTAs join the compute role (the dynamic tile queue).
+  // Next to a transport that runs kernels on this GPU (emu, fabric) too:
+  // the grid leaves it one SM whether or not they join.
+  join_ = opt.join;
   num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - (leave_sm ? 1 : 0);
   if (num_ctas_ < 2 || num_ctas_ > sms) fail("AgGemm: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
   rows_per_chunk_ = tp::chunk_rows(m_local);
@@ -96,9 +93,15 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
     net_region_ = net.register_buffer(*gathered_);
     netctx_ = net.device_ctx_ptr();
   }
-  // Compute CTAs at the end of the walk (comm CTAs have joined, or not).
+  // Compute CTAs at the end of the walk: the comm CTAs count if they join
+  // early, i.e. inside a node (NVLink pushes end long before the GEMM).
+  // Across nodes they send for most of the GEMM: counting them split 55
+  // tiles (448 on 131 CTAs), and 2x1 (emu) M=1024 took 0.478 ms against
+  // 0.411 without split tiles, which is what the rule gives for the 127
+  // compute CTAs (bench/results/mkbench-20261130T141906Z).
   const int64_t tiles = ((int64_t(t.world) * m_local + gemm::kBlockM - 1) / gemm::kBlockM) * ((n + gemm::kBlockN - 1) / gemm::kBlockN);
-  split_tiles_ = opt.split_tail ? tp::split_tail_tiles(tiles, join_ ? num_ctas_ : num_ctas_ - num_comm_, k / gemm::kBlockK) : 0;
+  const int end_ctas = join_ && t.num_nodes == 1 ? num_ctas_ : num_ctas_ - num_comm_;
+  split_tiles_ = opt.split_tail ? tp::split_tail_tiles(tiles, end_ctas, k / gemm::kBlockK) : 0;
   if (split_tiles_) {
     MK_CUDA_CHECK(cudaMalloc(&split_ws_, size_t(split_tiles_) * 2 * gemm::kBlockM * gemm::kBlockN * sizeof(float)));
     MK_CUDA_CHECK(cudaMalloc(&split_flags_, size_t(split_tiles_) * 2 * sizeof(uint64_t)));
