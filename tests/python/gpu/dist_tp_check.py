@@ -9,7 +9,8 @@ in fp32 (gathered and reduced with torch.distributed on the CPU); bad input
 raising MkernelError on every rank before any collective starts; the
 autograd gradients of the four ops against the same losses differentiated by
 hand on the gathered tensors in fp32; torch.compile(fullgraph=True) of
-ag_gemm -> gelu -> gemm_rs, forward and backward, against eager; one
+ag_gemm -> gelu -> gemm_rs, forward and backward, against eager, and of
+the out= variants under no_grad; one
 CUDA-graph capture of all four ops and of that block's forward, replayed
 with new inputs. Exits non-zero on any mismatch."""
 import re
@@ -229,6 +230,43 @@ def check_compile(comm, d):
             close(a, b.float().cpu(), f"compiled {name} (call {i})", 2e-2)
 
 
+def check_compile_out(comm, d):
+    """torch.compile(fullgraph=True) of the out= variants (mutating custom ops), under no_grad,
+    with fresh inputs and poisoned outputs per call."""
+    m_local, n, k, m, n2, k2 = 256, 320, 512, 512, 256, 384
+    x, w, h, v, xs = d.rnd(m_local, k), d.rnd(n, k), d.rnd(m, k2), d.rnd(n2, k2), d.rnd(m, n2)
+    bf = dict(device="cuda", dtype=torch.bfloat16)
+    o_ag, o_ag2, o_rs = (torch.empty(d.world * m_local, n, **bf), torch.empty(d.world * m_local, n, **bf),
+                         torch.empty(m // d.world, n2, **bf))
+    o_g, o_r = torch.empty(d.world * m_local, k, **bf), torch.empty(m // d.world, n2, **bf)
+
+    def f(x, w, h, v, xs):
+        mkernel.ag_gemm(x, w, comm, out=o_ag)
+        mkernel.gemm_rs(h, v, comm, out=o_rs)
+        mkernel.all_gather(x, comm, out=o_g)
+        mkernel.reduce_scatter(xs, comm, out=o_r)
+        _, gathered = mkernel.ag_gemm(x, w, comm, out=o_ag2, return_gathered=True)
+        return gathered * 2  # computed from an op's output inside the graph
+
+    compiled = torch.compile(f, fullgraph=True)
+    with torch.no_grad():
+        for i in range(3):  # later calls run the cached graph
+            for t in (x, h, xs):
+                t.copy_(d.rnd(*t.shape))
+            for t in (o_ag, o_ag2, o_rs, o_g, o_r):
+                t.fill_(float("nan"))
+            g2 = compiled(x, w, h, v, xs)
+            torch.cuda.synchronize()
+            X = d.cat(x)
+            ref = X @ w.float().cpu().t()
+            close(o_ag, ref, f"compiled ag_gemm out= (call {i})")
+            close(o_ag2, ref, f"compiled ag_gemm out= return_gathered (call {i})")
+            expect(torch.equal(g2.float().cpu(), 2 * X) and torch.equal(o_g.float().cpu(), X),
+                   f"compiled gathered / all_gather out= (call {i})")
+            close(o_rs, d.rows(d.sum(h.float() @ v.float().t())), f"compiled gemm_rs out= (call {i})")
+            close(o_r, d.rows(d.sum(xs)), f"compiled reduce_scatter out= (call {i})")
+
+
 def check_cuda_graph(comm, d):
     m_local, n, k, m, n2, k2 = 384, 320, 512, 512, 256, 384
     x, w, h, v, xs = d.rnd(m_local, k), d.rnd(n, k), d.rnd(m, k2), d.rnd(n2, k2), d.rnd(m, n2)
@@ -279,10 +317,12 @@ def run(comm, rank, world):
     check_errors(comm, d)
     check_autograd(comm, d)
     check_compile(comm, d)
+    check_compile_out(comm, d)
     check_cuda_graph(comm, d)
     torch.cuda.synchronize()
     dist.barrier()
-    print(f"rank {rank}: tensor-parallel ops OK (forward, errors, autograd, torch.compile, CUDA graph)", flush=True)
+    print(f"rank {rank}: tensor-parallel ops OK (forward, errors, autograd, torch.compile incl. out=, CUDA graph)",
+          flush=True)
 
 
 if __name__ == "__main__":
