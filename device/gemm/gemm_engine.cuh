@@ -558,6 +558,40 @@ __device__ __forceinline__ void publish_tile(const GemmParams& p, const sched::T
   if (threadIdx.x == 128) publish_one(p, t, r);
 }
 
+// ---- TMA-store epilogue (EpilogueHook::tma_store) ---------------------------------
+//
+// The warpgroup's 64 rows in kBlockN / kTmaStoreCols boxes through its half
+// of the epi buffer: its first thread waits until the previous box's copy
+// read the buffer, the warpgroup writes the box, and that thread issues the
+// TMA store (a bulk group of its own), which drains while the next box is
+// written or the next tile computes.
+__device__ __forceinline__ void tma_store_tile(const GemmParams& p, const Smem& s, const sched::Tile& t,
+                                               const TileRows& r, int wg, const float (&acc)[128]) {
+  const bool leader = threadIdx.x % 128 == 0;
+  const int lane = threadIdx.x % 32;
+  uint8_t* buf = s.epi + wg * (kEpiBytes / 2);
+#pragma unroll
+  for (int c = 0; c < kBlockN / kTmaStoreCols; ++c) {
+    if (leader) dev::bulk_wait_read<0>();
+    dev::sm90::named_sync(2 + wg, 128);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = frag_row(0, h);  // within the warpgroup's 64
+#pragma unroll
+      for (int gg = 0; gg < kTmaStoreCols / 32; ++gg) {
+        const uint4 x = quad_pack(acc, c * (kTmaStoreCols / 32) + gg, h);
+        *reinterpret_cast<uint4*>(buf + (row * kTmaStoreCols + 32 * gg + 8 * (lane & 3)) * 2) = x;
+      }
+    }
+    dev::sm90::fence_proxy_async_shared();  // the TMA (async proxy) reads what every thread wrote
+    dev::sm90::named_sync(2 + wg, 128);
+    if (leader) {
+      dev::sm90::tma_store_2d(&p.tma_out, buf, t.n_blk * kBlockN + c * kTmaStoreCols, r.row0 + wg * 64);
+      dev::bulk_commit();
+    }
+  }
+}
+
 // ---- asynchronous epilogue (EpilogueHook::async_store) -------------------------
 //
 // Half tile h = 2 i + wg of the i-th async tile of this CTA: consumer
@@ -687,7 +721,7 @@ __device__ __forceinline__ void split_finish(const GemmParams& p, int i, int wg,
   }
 }
 
-template <bool kAsyncEpi>
+template <bool kAsyncEpi, bool kTmaStore>
 __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int cta, int wg) {
   // Start signals (LoadHook::start_signals) gate the epilogue's first store;
   // waited here, by the consumers (the producer's 56 registers would spill,
@@ -739,6 +773,10 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
         }
       }
     }
+    if (kTmaStore && p.epi.tma_store) {  // staged per warpgroup, written by TMA while the next tile computes
+      tma_store_tile(p, s, t, r, wg, acc);
+      continue;
+    }
     if (kAsyncEpi && p.epi.async_store) {  // staged; the storer copies it out and publishes
       epi_stage_half(p, s, 2 * async_tiles + wg, wg, w, acc);
       ++async_tiles;
@@ -748,6 +786,7 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
     publish_tile(p, t, r);
   }
   if (kAsyncEpi && p.epi.async_store) epi_finish(p, s, 2 * async_tiles, wg);
+  if (kTmaStore && p.epi.tma_store && threadIdx.x % 128 == 0) dev::bulk_wait_all();  // written before the CTA ends
 }
 
 }  // namespace detail
@@ -756,8 +795,9 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
 // kSmemBytes of dynamic shared memory at `smem`. kAsyncEpi: the kernel
 // supports EpilogueHook::async_store (a storer thread in the producer
 // warpgroup; kernels that never use it leave it out: its code pushed the
-// AG kernel's registers into spills).
-template <bool kAsyncEpi = false>
+// AG kernel's registers into spills). kTmaStore: the kernel supports
+// EpilogueHook::tma_store (no extra thread; kSmemBytesAsync).
+template <bool kAsyncEpi = false, bool kTmaStore = false>
 __device__ __forceinline__ void run_compute(const GemmParams& p, uint8_t* smem, int cta) {
   const detail::Smem s = detail::carve(smem);
   const int wg = threadIdx.x / 128;
@@ -781,7 +821,7 @@ __device__ __forceinline__ void run_compute(const GemmParams& p, uint8_t* smem, 
     if (kAsyncEpi && threadIdx.x == 32 && p.epi.async_store) detail::storer(p, s);
   } else {
     dev::sm90::regs_alloc<224>();
-    detail::consumer<kAsyncEpi>(p, s, cta, wg - 1);
+    detail::consumer<kAsyncEpi, kTmaStore>(p, s, cta, wg - 1);
   }
 }
 

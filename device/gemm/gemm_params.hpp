@@ -44,6 +44,8 @@ constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 1024 /* alignment 
 // precaution, not measured: the 2x1 AG benchmark hang of 2026-11-30
 // persisted with the plain size, bench/results/mkbench-20261130T1101Z-2x1-ag-hang.log).
 constexpr uint32_t kEpiBytes = 64 * kBlockN * 2;
+constexpr int kTmaStoreCols = 128;  // a warpgroup's 64 rows go out in kBlockN / kTmaStoreCols boxes
+static_assert(2 * 64 * kTmaStoreCols * 2 == kEpiBytes, "each warpgroup stages one 64 x kTmaStoreCols box");
 constexpr size_t kSmemBytesAsync = kSmemBytes + kEpiBytes;
 static_assert(kSmemBytesAsync <= 232448, "over the 227 KB of shared memory a Hopper CTA may use");
 static_assert(kStageBytesA % 1024 == 0 && kStageBytesB % 1024 == 0, "stages must keep 1024-byte alignment");
@@ -155,6 +157,15 @@ struct EpilogueHook {
   // The writes overlap compute instead of stalling the tensor cores (a
   // wave of 132 tiles writing 8 MB over NVLink at once).
   int32_t async_store = 0;
+  // TMA stores (RowMajor Store epilogue only, kernels built with it): each
+  // consumer warpgroup stages its 64 rows in its half of the kEpiBytes
+  // buffer, 128 columns at a time, and one of its threads writes them with
+  // a TMA tensor store through GemmParams::tma_out (which clips rows and
+  // columns outside the matrix), then goes on to the next tile while the
+  // copy drains; before reusing the buffer it waits until the copy read
+  // it. Plain stores from registers took ~4 us per 128 x 256 tile with
+  // every CTA storing at once (trace of 2026-11-30).
+  int32_t tma_store = 0;
   uint32_t own_mask = 0;
   int32_t own_final = -1;
   int32_t own_nsrc = 0;
@@ -182,6 +193,7 @@ struct GemmParams {
   // wait on the load hook (e.g. a rank's own rows, straight from its input,
   // while the other rows arrive in the gathered buffer). Empty range: none.
   CUtensorMap tma_a2;
+  CUtensorMap tma_out;  // EpilogueHook::tma_store: out [m x n] bf16, row stride ldo, box kTmaStoreCols x 64, no swizzle
   int32_t a2_row_lo = 0;
   int32_t a2_row_hi = 0;
   int32_t m = 0;      // rows of A / out (grouped: total)

@@ -46,6 +46,17 @@ __device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(reinterpret_cast<uint64_t>(p)), "r"(bytes) : "memory");
 }
 
+// 2-D tile from shared memory (plain row-major box, no swizzle) to (c0, c1)
+// of the tensor map's global matrix, as a bulk group of this thread
+// (bulk_commit / bulk_wait_read / bulk_wait_all). Out-of-bounds elements
+// are not written.
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int32_t c0, int32_t c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(smem_addr(src)), "r"(c0), "r"(c1)
+               : "memory");
+}
+
 // Orders global-memory writes this thread observed (through the generic
 // proxy: peers' stores, an acquire on their signal) before its later TMA
 // (async proxy) reads of the same memory.

@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
     // the engine below: two would double its code and its registers.
     __syncthreads();
   }
-  if (cta >= num_comm || (join && gp.tile_counter)) gemm::run_compute(gp, smem, cta - num_comm);
+  if (cta >= num_comm || (join && gp.tile_counter)) gemm::run_compute<false, true>(gp, smem, cta - num_comm);
   dev::epoch_finish(ep);
 }
 
@@ -187,11 +187,14 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
   push.netctx = netctx_;
   push.net_region = net_region_;
   push.net_queue = 0;
-  if (compute) gemm::validate_hooks(gp);
-  gemm::allow_engine_smem(reinterpret_cast<const void*>(ag_gemm_kernel));
+  if (compute) {
+    gemm::use_tma_store(gp);  // rows leave by TMA while the next tile computes
+    gemm::validate_hooks(gp);
+  }
+  gemm::allow_engine_smem(reinterpret_cast<const void*>(ag_gemm_kernel), gemm::kSmemBytesAsync);
   // The standalone all-gather has the GPU to itself: more pushing CTAs.
   const int grid = compute ? num_ctas_ : std::max(num_comm_, std::min(num_ctas_, kStandaloneCommCtas));
-  ag_gemm_kernel<<<grid, gemm::kThreads, gemm::kSmemBytes, stream>>>(
+  ag_gemm_kernel<<<grid, gemm::kThreads, gp.epi.tma_store ? gemm::kSmemBytesAsync : gemm::kSmemBytes, stream>>>(
       gp, push, dev::DeviceEpoch{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1), epoch_counter_ + 2}, join_ ? 1 : 0);
   MK_CUDA_CHECK(cudaGetLastError());
 }

@@ -17,22 +17,33 @@ namespace {
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-// [rows x k] bf16, row-major, loaded in kBlockK x box_rows tiles with the
-// 128-byte swizzle the wgmma descriptors expect.
-CUtensorMap encode_tma(const void* base, int64_t rows, int64_t k, int box_rows, const char* what) {
+// A 2-D bf16 matrix [rows x cols] with row stride ld (elements) for TMA, in
+// boxes of box_cols x box_rows: the operands (loads) in kBlockK-deep boxes
+// with the 128-byte swizzle the wgmma descriptors expect, out (TMA stores)
+// in unswizzled kTmaStoreCols x 64 boxes.
+struct TmaShape {
+  const void* base = nullptr;
+  int64_t rows = 0, cols = 0, ld = 0;
+  int box_cols = 0, box_rows = 0;
+  bool swizzle = false;
+  bool operator==(const TmaShape&) const = default;
+};
+
+CUtensorMap encode_tma(const TmaShape& t, const char* what) {
   CUtensorMap m{};
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * 2};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kBlockK), static_cast<cuuint32_t>(box_rows)};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(t.cols), static_cast<cuuint64_t>(t.rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(t.ld) * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(t.box_cols), static_cast<cuuint32_t>(t.box_rows)};
   const cuuint32_t elem[2] = {1, 1};
-  CUresult r = drv::api().cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base),
-                                                 dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  CUresult r = drv::api().cuTensorMapEncodeTiled(
+      &m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(t.base), dims, strides, box, elem,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, t.swizzle ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+      t.swizzle ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B : CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     const char* s = "unknown";
     drv::api().cuGetErrorString(r, &s);
-    fail("gemm: cannot describe ", what, " [", rows, " x ", k, "] at ", base, " for TMA: ", s);
+    fail("gemm: cannot describe ", what, " [", t.rows, " x ", t.cols, "] (row stride ", t.ld, ") at ", t.base,
+         " for TMA: ", s);
   }
   return m;
 }
@@ -40,29 +51,40 @@ CUtensorMap encode_tma(const void* base, int64_t rows, int64_t k, int box_rows, 
 // Steady-state calls reuse their operands' descriptors: a small per-thread
 // cache of the last encodings (keyed by everything the encoding depends on)
 // saves the driver call on every launch (bench: host cost per call).
-CUtensorMap make_tma(const void* base, int64_t rows, int64_t k, int box_rows, const char* what) {
+CUtensorMap cached_tma(const TmaShape& t, const char* what) {
   struct Entry {
-    const void* base = nullptr;
-    int64_t rows = 0, k = 0;
-    int box_rows = 0;
+    TmaShape shape;
     CUtensorMap map;
   };
-  constexpr int kEntries = 8;
+  constexpr int kEntries = 16;  // operands and outputs
   thread_local Entry cache[kEntries];
   thread_local int next = 0;
   for (const Entry& e : cache)
-    if (e.base == base && e.rows == rows && e.k == k && e.box_rows == box_rows) return e.map;
+    if (e.shape.base && e.shape == t) return e.map;
   Entry& e = cache[next];
   next = (next + 1) % kEntries;
-  e.map = encode_tma(base, rows, k, box_rows, what);
-  e.base = base;
-  e.rows = rows;
-  e.k = k;
-  e.box_rows = box_rows;
+  e.map = encode_tma(t, what);
+  e.shape = t;
   return e.map;
 }
 
+// [rows x k] bf16 operand, row-major, loaded kBlockK x box_rows at a time.
+CUtensorMap make_tma(const void* base, int64_t rows, int64_t k, int box_rows, const char* what) {
+  return cached_tma(TmaShape{base, rows, k, k, kBlockK, box_rows, true}, what);
+}
+
 }  // namespace
+
+bool use_tma_store(GemmParams& p) {
+  const EpilogueHook& e = p.epi;
+  if (e.layout != OutLayout::RowMajor || e.op != EpiOp::Store || e.signal != EpiSignal::None || e.net || e.own_mask ||
+      e.async_store || e.rows_per_dest || p.sched.order == sched::TileOrder::Grouped || p.m < 1 || e.ldo % 8 ||
+      !aligned16(e.out[0]))
+    return false;
+  p.tma_out = cached_tma(TmaShape{e.out[0], p.m, p.n, e.ldo, kTmaStoreCols, 64, false}, "out (TMA stores)");
+  p.epi.tma_store = 1;
+  return true;
+}
 
 int num_sms() {
   int dev = 0;
@@ -131,6 +153,7 @@ void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
   if (args.swizzle < 0) fail("gemm: swizzle must be >= 0 (got ", args.swizzle, ")");
   if (args.order == GemmOrder::RowMajor) p.sched.order = sched::TileOrder::RowMajor;
   if (args.swizzle) p.sched.swizzle = args.swizzle;
+  gemm::use_tma_store(p);
   gemm::launch(p, p.num_compute, gemm::TestRoleParams{}, stream);
 }
 

@@ -28,6 +28,12 @@ struct Operands {
 // `out`, no load hook, and `num_compute` CTAs (0: every SM).
 GemmParams make_params(const Operands& ops, int num_compute);
 
+// Turns on the TMA-store epilogue (EpilogueHook::tma_store, with its
+// descriptor of out) when p's epilogue allows it: plain RowMajor Store to one
+// destination, ldo a multiple of 8, out 16-byte aligned, not Grouped.
+// Returns whether it did; launches need kSmemBytesAsync then.
+bool use_tma_store(GemmParams& p);
+
 // Rows [row_lo, row_lo + rows) of A come from `a2` ([rows x k], its own
 // allocation) instead of p's A (see GemmParams::tma_a2).
 void set_second_a(GemmParams& p, const void* a2, int64_t row_lo, int64_t rows);

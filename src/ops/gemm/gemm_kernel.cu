@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const Role role = cta < p.num_compute ? Role::Compute : Role::Test;
   switch (role) {
     case Role::Compute:
-      run_compute(p, smem, cta);
+      run_compute<false, true>(p, smem, cta);
       break;
     default:
       test_role(test, cta - p.num_compute, gridDim.x - p.num_compute);
@@ -130,6 +130,11 @@ void validate_hooks(const GemmParams& p) {
     fail("gemm load hook: ArrivalCount needs arrival_count and sched.arrival");
   if (p.sched.order == sched::TileOrder::Grouped && (!p.sched.group_tile_start || !p.group_row_start))
     fail("gemm: grouped order without group arrays");
+  if (e.tma_store && (e.layout != OutLayout::RowMajor || e.op != EpiOp::Store || e.signal != EpiSignal::None || e.net ||
+                      e.own_mask || e.async_store || e.rows_per_dest || e.ldo % 8 ||
+                      p.sched.order == sched::TileOrder::Grouped))
+    fail("gemm epilogue: TMA stores need the plain epilogue (RowMajor Store to one destination, ldo a multiple of 8, "
+         "no signals, puts, owner reduce or asynchronous stores, not Grouped); see gemm::use_tma_store");
   if (p.timeout_ns == 0) fail("gemm: timeout_ns is 0 (every wait is bounded; see MK_TIMEOUT_MS)");
 }
 
@@ -158,12 +163,12 @@ void allow_engine_smem(const void* kernel, size_t bytes) {
 }
 
 void launch(const GemmParams& p, int grid, const TestRoleParams& test, cudaStream_t stream) {
-  allow_engine_smem(reinterpret_cast<const void*>(gemm_kernel));
+  allow_engine_smem(reinterpret_cast<const void*>(gemm_kernel), kSmemBytesAsync);
   validate_hooks(p);
   if (p.epi.async_store) fail("gemm: the standalone GEMM kernel has no storer (async_store is for fused kernels built with it)");
   if (p.num_compute < 1 || grid < p.num_compute)
     fail("gemm: launch of ", grid, " CTAs with ", p.num_compute, " compute CTAs (need 1 <= compute <= grid)");
-  gemm_kernel<<<grid, kThreads, kSmemBytes, stream>>>(p, test);
+  gemm_kernel<<<grid, kThreads, p.epi.tma_store ? kSmemBytesAsync : kSmemBytes, stream>>>(p, test);
   MK_CUDA_CHECK(cudaGetLastError());
 }
 
