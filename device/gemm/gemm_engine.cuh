@@ -3,13 +3,14 @@
 // Contract (DESIGN.md §3): a fused kernel gives the engine CTAs
 // [0, p.num_compute) of its grid; each calls gemm::run_compute(p, smem)
 // with kThreads threads and kSmemBytes of dynamic shared memory
-// (kSmemBytesAsync with EpilogueHook::async_store). Inside a CTA:
+// (kSmemBytesAsync with EpilogueHook::async_store or tma_store). Inside a CTA:
 //   warpgroup 0      producer: one thread walks the tile scheduler, waits
 //                    on the load hook, issues TMA loads into a kStages ring
 //                    (full/empty mbarriers); the warpgroup gives up registers.
 //   warpgroups 1..2  consumers: wgmma m64n256k16 over 64 rows each, then
 //                    the epilogue hook (store / add, local or peer, signal,
-//                    network put) straight from registers.
+//                    network put) straight from registers, or staged in
+//                    shared memory for a bulk copy / TMA store.
 // The producer runs ahead into the next tile while consumers store, so the
 // epilogue overlaps the next tile's loads.
 //

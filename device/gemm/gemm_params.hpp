@@ -34,15 +34,16 @@ constexpr uint32_t kStageBytesA = kBlockM * kBlockK * 2;
 constexpr uint32_t kStageBytesB = kBlockN * kBlockK * 2;
 constexpr uint32_t kStageBytes = kStageBytesA + kStageBytesB;
 constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 1024 /* alignment */ + 256 /* barriers, tile ring */;
-// Asynchronous epilogue (EpilogueHook::async_store): one consumer
-// warpgroup's 64 x 256 bf16 half tile, staged for a bulk copy, after the
-// barriers; launches that use it ask for kSmemBytesAsync.
+// Asynchronous and TMA-store epilogues (EpilogueHook::async_store,
+// tma_store): a 64 x 256 bf16 buffer after the barriers (async: one
+// warpgroup's half tile for the storer's bulk copy; TMA store: a 64 x 128
+// box per warpgroup); launches that use them ask for kSmemBytesAsync.
 // NOTES: the plain size leaves ~31 KB of shared memory (and 1024
 // registers) on each SM beside a persistent CTA, room for a transport's
 // small kernels (emu signal adds, runtime copies); the async size leaves
-// none, so plans next to such transports keep the plain epilogue (a
-// precaution, not measured: the 2x1 AG benchmark hang of 2026-11-30
-// persisted with the plain size, bench/results/mkbench-20261130T1101Z-2x1-ag-hang.log).
+// none. GEMM+RS keeps the storer's epilogue off next to such transports (a
+// precaution, not measured); AgGemm's TMA stores run next to them (the
+// grid leaves them one SM; 2x1 emu tests and benchmark of 2026-11-30 14:41).
 constexpr uint32_t kEpiBytes = 64 * kBlockN * 2;
 constexpr int kTmaStoreCols = 128;  // a warpgroup's 64 rows go out in kBlockN / kTmaStoreCols boxes
 static_assert(2 * 64 * kTmaStoreCols * 2 == kEpiBytes, "each warpgroup stages one 64 x kTmaStoreCols box");
