@@ -237,7 +237,7 @@ void bench_gemm_rs(BenchContext& bc) {
       std::vector<std::function<void(int)>> calls = {
           [&](int i) { gemm_bf16_tn(h, int(m), int(n), int(k), a.get(100 + i), b.get(100 + i), partial.p, bc.stream); }};
       for (auto& p : plans) calls.push_back([&, pp = p.get()](int i) { pp->run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); });
-      // The same GEMM without communication: the engine alone, every SM, plain row-major output.
+      // The same GEMM without communication: the engine alone (mk::gemm_bf16), every SM, row-major output.
       calls.push_back([&](int i) {
         mk::gemm_bf16(mk::GemmArgs{.a = a.get(100 + i), .b = b.get(100 + i), .out = partial.p, .m = m, .n = n, .k = k},
                       bc.stream);

@@ -57,6 +57,9 @@ struct Smem {
   int64_t* epi_tile;    // [2]: work index of async tile i at [i % 2] (-1: no more)
 };
 
+// The barriers, tile ring and epilogue words fit in the 256 bytes before s.epi.
+static_assert(2 * kStages * 8 + kRing * 8 + 8 + 2 * 8 + 2 * 8 <= 256, "carve: barrier area overflows into s.epi");
+
 __device__ __forceinline__ Smem carve(uint8_t* raw) {
   const uint32_t base = dev::sm90::smem_addr(raw);
   uint8_t* p = raw + ((1024u - (base & 1023u)) & 1023u);
@@ -564,8 +567,9 @@ __device__ __forceinline__ void publish_tile(const GemmParams& p, const sched::T
 // The warpgroup's 64 rows in kBlockN / kTmaStoreCols boxes through its half
 // of the epi buffer: its first thread waits until the previous box's copy
 // read the buffer, the warpgroup writes the box, and that thread issues the
-// TMA store (a bulk group of its own), which drains while the next box is
-// written or the next tile computes.
+// TMA store (a bulk group of its own). One buffer per warpgroup: the second
+// box waits for the first to be read out of shared memory; only the global
+// writes of the last box overlap the next tile's mainloop.
 __device__ __forceinline__ void tma_store_tile(const GemmParams& p, const Smem& s, const sched::Tile& t,
                                                const TileRows& r, int wg, const float (&acc)[128]) {
   const bool leader = threadIdx.x % 128 == 0;
@@ -814,6 +818,7 @@ __device__ __forceinline__ void run_compute(const GemmParams& p, uint8_t* smem, 
     dev::sm90::tma_prefetch_desc(&p.tma_a);
     dev::sm90::tma_prefetch_desc(&p.tma_b);
     if (p.a2_row_hi > p.a2_row_lo) dev::sm90::tma_prefetch_desc(&p.tma_a2);
+    if (p.epi.tma_store) dev::sm90::tma_prefetch_desc(&p.tma_out);
   }
   __syncthreads();
   if (wg == 0) {

@@ -171,9 +171,10 @@ TEST_F(AgGemmTest, RoleSplitsGiveTheSameResult) {
   // The last option computes every tile whole; the others split the tiles of a short last wave when it
   // holds at most half the CTAs (tp::split_tail_tiles: 16 tiles on 37-40 CTAs on 1x2 and 2x1).
   for (AgGemmOptions o : {AgGemmOptions{1, 0}, AgGemmOptions{16, 0}, AgGemmOptions{3, 40},
-                          AgGemmOptions{.num_comm_ctas = 3, .num_ctas = 40, .split_tail = false}}) {
+                          AgGemmOptions{.num_comm_ctas = 3, .num_ctas = 40, .split_tail = false},
+                          AgGemmOptions{.num_comm_ctas = 3, .num_ctas = 40, .join = false}}) {
     SCOPED_TRACE("comm CTAs " + std::to_string(o.num_comm_ctas) + " grid " + std::to_string(o.num_ctas) +
-                 " split tail " + std::to_string(o.split_tail));
+                 " split tail " + std::to_string(o.split_tail) + " join " + std::to_string(o.join));
     AgGemm plan(comm(), m_local, n, k, o);
     if (!o.split_tail) EXPECT_EQ(plan.split_tiles(), 0);
     random_bf16(a.p, m_local * k, seed_a(me, ++call));

@@ -43,6 +43,9 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
     // Pushes done: join the compute role (tiles come from the dynamic
     // queue; the bulk copier's barriers were invalidated). One call site of
     // the engine below: two would double its code and its registers.
+    // The engine's TMA loads (async proxy) then write the shared memory
+    // this role used through the generic proxy.
+    dev::sm90::fence_proxy_async_shared();
     __syncthreads();
   }
   if (cta >= num_comm || (join && gp.tile_counter)) gemm::run_compute<false, true>(gp, smem, cta - num_comm);

@@ -130,11 +130,9 @@ inline int64_t rs_swizzle_cap(int nodes, int64_t blocks_per_rank) {
   return nodes > 1 && blocks_per_rank <= 8 ? 2 : 8;
 }
 
-// Across nodes, whether the plan's persistent kernel must leave an SM free
-// for the transport's own kernels (NetCtx::needs_free_sm); an explicit grid
-// of every SM is refused then. Collective on first use (creates the network).
 // The fewest CTAs (of at most `avail`) that compute `tiles` equal tiles in
-// as few waves as `avail` would: every wave full. GEMM+RS walks the other
+// as few waves as `avail` would (only the last wave may be short, by fewer
+// tiles than there are waves). GEMM+RS walks the other
 // ranks' tiles first, so with W ranks and tiles a multiple of W x CTAs the
 // first own tile starts after every other share's tile was claimed,
 // instead of a few own tiles sharing the first wave and waiting for the
@@ -146,6 +144,9 @@ inline int balanced_ctas(int64_t tiles, int avail) {
   return static_cast<int>(std::max<int64_t>(2, (tiles + waves - 1) / waves));
 }
 
+// Across nodes, whether the plan's persistent kernel must leave an SM free
+// for the transport's own kernels (NetCtx::needs_free_sm); an explicit grid
+// of every SM is refused then. Collective on first use (creates the network).
 inline bool leave_free_sm(Communicator& comm, const char* op, int num_ctas, int sms) {
   if (comm.topology().num_nodes == 1 || !comm.network().device_ctx().needs_free_sm) return false;
   if (num_ctas == sms)

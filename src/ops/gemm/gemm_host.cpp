@@ -79,8 +79,10 @@ bool use_tma_store(GemmParams& p) {
   const EpilogueHook& e = p.epi;
   if (e.layout != OutLayout::RowMajor || e.op != EpiOp::Store || e.signal != EpiSignal::None || e.net || e.own_mask ||
       e.async_store || e.rows_per_dest || p.sched.order == sched::TileOrder::Grouped || p.m < 1 || e.ldo % 8 ||
-      !aligned16(e.out[0]))
+      !e.out[0] || !aligned16(e.out[0])) {
+    p.epi.tma_store = 0;
     return false;
+  }
   p.tma_out = cached_tma(TmaShape{e.out[0], p.m, p.n, e.ldo, kTmaStoreCols, 64, false}, "out (TMA stores)");
   p.epi.tma_store = 1;
   return true;

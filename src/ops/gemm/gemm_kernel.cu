@@ -131,7 +131,8 @@ void validate_hooks(const GemmParams& p) {
   if (p.sched.order == sched::TileOrder::Grouped && (!p.sched.group_tile_start || !p.group_row_start))
     fail("gemm: grouped order without group arrays");
   if (e.tma_store && (e.layout != OutLayout::RowMajor || e.op != EpiOp::Store || e.signal != EpiSignal::None || e.net ||
-                      e.own_mask || e.async_store || e.rows_per_dest || e.ldo % 8 ||
+                      e.own_mask || e.async_store || e.rows_per_dest || e.ldo % 8 || !e.out[0] ||
+                      reinterpret_cast<uintptr_t>(e.out[0]) % 16 ||
                       p.sched.order == sched::TileOrder::Grouped))
     fail("gemm epilogue: TMA stores need the plain epilogue (RowMajor Store to one destination, ldo a multiple of 8, "
          "no signals, puts, owner reduce or asynchronous stores, not Grouped); see gemm::use_tma_store");

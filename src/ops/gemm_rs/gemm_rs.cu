@@ -84,7 +84,7 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     fail("GemmRs: async_store must be -1, 0 or 1 (1 not next to a transport that needs a free SM; got ",
          opt.async_store, ")");
   async_ = opt.async_store == -1 ? !leave_sm : opt.async_store == 1;
-  if (num_ctas_ < 2 || num_ctas_ > sms) fail("GemmRs: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
+  if (num_ctas_ < 2 || num_ctas_ > sms) fail("GemmRs: num_ctas must be in [2, ", sms, "] (got ", num_ctas_, ")");
   num_reduce_ = opt.num_reduce_ctas ? opt.num_reduce_ctas : kDefaultReduceCtas;
   if (num_reduce_ < 1 || num_reduce_ + kStandalonePushCtas > sms)
     fail("GemmRs: num_reduce_ctas must be in [1, ", sms - kStandalonePushCtas, "] (got ", num_reduce_, ")");
