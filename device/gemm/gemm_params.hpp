@@ -222,7 +222,7 @@ struct GemmParams {
   // split tile, half and consumer warpgroup, 64 x 256 floats); the first
   // half sets split_flags[2 i + warpgroup] to the launch's epoch; the
   // second half, a wave or more later, waits for that (bounded) and writes
-  // the output rows from both (gemm_engine.cuh split_finish). First halves
+  // the output rows from both (device/gemm/epilogue.cuh split_finish). First halves
   // come before every second half and wait for nothing later, so no unit
   // waits for one that has not started.
   int32_t split_tiles = 0;

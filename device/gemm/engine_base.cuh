@@ -1,0 +1,187 @@
+// mkernel: the GEMM engine's shared pieces (device/gemm/gemm_engine.cuh):
+// shared-memory layout of a CTA, bounded waits on mbarriers and signals,
+// the pipeline state, and the geometry of a tile (its rows, columns,
+// fragment rows, index at its destination, the tile of a work index).
+// Header-only; the engine and its epilogues (device/gemm/epilogue.cuh)
+// include it.
+#pragma once
+
+#include "device/bulk_copy.cuh"
+#include "device/gemm/gemm_params.hpp"
+#include "device/gemm/sm90.cuh"
+#include "device/net/net.cuh"
+#include "device/signals.cuh"
+
+namespace mk::gemm::detail {
+
+// Work indices handed from the producer to the consumers (dynamic tile
+// queue): slot seq % kRing holds the seq-th tile's index (-1: no more).
+// The producer runs at most kStages stages (>= 1 per tile) ahead of the
+// consumers, so kRing > kStages + 1 slots are never overwritten unread.
+constexpr int kRing = 8;
+static_assert(kRing > kStages + 1, "tile ring too short");
+
+struct Smem {
+  uint8_t* a;      // kStages x kStageBytesA
+  uint8_t* b;      // kStages x kStageBytesB
+  uint8_t* epi;    // kEpiBytes: a half tile for the storer (async_store; kSmemBytesAsync launches)
+  uint64_t* full;  // kStages
+  uint64_t* empty; // kStages
+  int64_t* ring;   // kRing
+  uint64_t* epi_full;   // a consumer warpgroup wrote its half (128 arrivals)
+  uint64_t* epi_empty;  // [2]: the buffer is free for warpgroup i's next half (the storer read the other's; 1 arrival)
+  int64_t* epi_tile;    // [2]: work index of async tile i at [i % 2] (-1: no more)
+};
+
+// The barriers, tile ring and epilogue words fit in the 256 bytes before s.epi.
+static_assert(2 * kStages * 8 + kRing * 8 + 8 + 2 * 8 + 2 * 8 <= 256, "carve: barrier area overflows into s.epi");
+
+__device__ __forceinline__ Smem carve(uint8_t* raw) {
+  const uint32_t base = dev::sm90::smem_addr(raw);
+  uint8_t* p = raw + ((1024u - (base & 1023u)) & 1023u);
+  Smem s;
+  s.a = p;
+  s.b = p + kStages * kStageBytesA;
+  s.full = reinterpret_cast<uint64_t*>(p + kStages * kStageBytes);
+  s.epi = p + kStages * kStageBytes + 256;  // past the barriers: only in kSmemBytesAsync launches
+  s.empty = s.full + kStages;
+  s.ring = reinterpret_cast<int64_t*>(s.empty + kStages);
+  s.epi_full = reinterpret_cast<uint64_t*>(s.ring + kRing);
+  s.epi_empty = s.epi_full + 1;
+  s.epi_tile = reinterpret_cast<int64_t*>(s.epi_empty + 2);
+  return s;
+}
+
+// Gives up a bounded wait. NOTES: no function calls anywhere in this kernel
+// (no printf): ptxas serialises every wgmma of a kernel that calls a
+// function. The failure is recorded in the communicator's diagnostic record
+// (the host prints who waited for what) and the kernel traps; without a
+// communicator (standalone GEMM, whose only waits are its own pipeline) it
+// traps.
+__device__ __forceinline__ void give_up(const GemmParams& p, int peer, const uint64_t* sig, uint64_t expected,
+                                        uint64_t seen, uint64_t waited) {
+  if (p.has_ctx) {
+    const int32_t idx = sig ? dev::signal_index(p.ctx, sig) : kDiagPipelineStage;
+    uint32_t ab = dev::ld_volatile(p.ctx.abort_dev);
+    if (!ab) ab = dev::ld_volatile(p.ctx.abort_host);
+    dev::fail_wait_quiet(p.ctx, dev::WaitSite{static_cast<int32_t>(Role::Compute), peer, idx}, expected, seen, waited,
+                         ab ? kWaitAborted : kWaitTimeout, static_cast<int32_t>(ab) - 1);
+  }
+  __trap();
+}
+
+// Bounded wait on an mbarrier phase (the fast path is one try_wait);
+// `expected` in a failure report is the stage. These waits are on another
+// role of this CTA, which may itself sit in bounded waits on other ranks
+// (the start signals, the owner's row-block signals) for up to a timeout
+// each: 4 timeouts here, so that the wait on the other rank is the one that
+// reports; after the first timeout, another rank's abort ends it. NOTES: the
+// abort flags are not read before that: these waits are many and hot (every
+// pipeline stage), and a read of the host-mapped flag every 256 spins from
+// them made the 1x2 GEMM+RS 20x slower (bench/results/mkbench-20261130T122542Z).
+__device__ __forceinline__ void mbar_wait(const GemmParams& p, uint64_t* bar, uint32_t parity, int stage) {
+  if (dev::sm90::mbar_try_wait(bar, parity)) return;
+  const uint64_t t0 = dev::globaltimer();
+  uint32_t spins = 0;
+  while (!dev::sm90::mbar_try_wait(bar, parity)) {
+    if ((++spins & 255u) == 0u) {
+      const uint64_t waited = dev::globaltimer() - t0;
+      if (waited <= p.timeout_ns) continue;
+      const bool aborted = p.has_ctx && (dev::ld_volatile(p.ctx.abort_dev) || dev::ld_volatile(p.ctx.abort_host));
+      if (aborted || waited > 4 * p.timeout_ns) give_up(p, -1, nullptr, uint64_t(stage), parity, waited);
+    }
+  }
+}
+
+// Bounded wait on a signal word (also ends when another rank aborted).
+__device__ __forceinline__ void wait_signal(const GemmParams& p, const uint64_t* sig, uint64_t expected, int peer) {
+  uint64_t v = dev::ld_acquire<dev::Scope::Sys>(sig);
+  if (v >= expected) return;
+  const uint64_t t0 = dev::globaltimer();
+  uint32_t spins = 0;
+  while ((v = dev::ld_acquire<dev::Scope::Sys>(sig)) < expected) {
+    if ((++spins & 127u) == 0u) {
+      const uint64_t waited = dev::globaltimer() - t0;
+      const bool aborted = p.has_ctx && (dev::ld_volatile(p.ctx.abort_dev) || dev::ld_volatile(p.ctx.abort_host));
+      if (aborted || waited > p.timeout_ns) give_up(p, peer, sig, expected, v, waited);
+    }
+  }
+}
+
+// A full command queue in the epilogue: bounded, call-free (see above).
+struct OnFullQuiet {
+  const DeviceCtx& ctx;
+  const net::CmdQueue& q;
+  uint64_t t0 = 0;
+  uint32_t spins = 0;
+  __device__ __forceinline__ void operator()(uint64_t seq) {
+    if (t0 == 0) t0 = dev::globaltimer();
+    if ((++spins & 63u) == 0u) {
+      const uint64_t waited = dev::globaltimer() - t0;
+      uint32_t ab = dev::ld_volatile(ctx.abort_dev);
+      if (!ab) ab = dev::ld_volatile(ctx.abort_host);
+      const dev::WaitSite site{static_cast<int32_t>(Role::Compute), -1, -1};
+      const uint64_t tail = *reinterpret_cast<volatile uint64_t*>(q.tail);
+      if (ab) dev::fail_wait_quiet(ctx, site, seq - q.size + 1, tail, waited, kWaitAborted, static_cast<int32_t>(ab) - 1);
+      if (waited > ctx.timeout_ns) dev::fail_wait_quiet(ctx, site, seq - q.size + 1, tail, waited, kWaitTimeout, -1);
+    }
+  }
+};
+
+struct PipeState {
+  int stage = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void advance() {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+// Rows [row0, row_end) of A for a tile (grouped: of its group).
+struct TileRows {
+  int32_t row0;     // first row of the tile in A / out
+  int32_t row_end;  // one past the group's (or matrix's) last row
+};
+
+__device__ __forceinline__ TileRows tile_rows(const GemmParams& p, const sched::Tile& t) {
+  if (p.sched.order == sched::TileOrder::Grouped) {
+    const int32_t g0 = p.group_row_start[t.group];
+    return TileRows{g0 + t.m_blk * kBlockM, p.group_row_start[t.group + 1]};
+  }
+  return TileRows{t.m_blk * kBlockM, p.m};
+}
+
+// Fragment geometry shared by every epilogue path. wgmma's accumulator
+// layout: thread l of warp w of consumer warpgroup wg holds rows
+// 64 wg + 16 w + l/4 (+ 8 for h = 1) of the tile; frag_row is that row.
+__device__ __forceinline__ int frag_row(int wg, int h) {
+  return wg * 64 + ((threadIdx.x % 128) / 32) * 16 + (threadIdx.x % 32) / 4 + 8 * h;
+}
+// Columns of tile t inside the matrix (a multiple of 64).
+__device__ __forceinline__ int tile_ncols(const GemmParams& p, const sched::Tile& t) {
+  const int col0 = t.n_blk * kBlockN;
+  return p.n - col0 < kBlockN ? p.n - col0 : kBlockN;
+}
+// Index of tile t among the TileMajor tiles of destination d (whose rows
+// start at d rows_per_dest, a multiple of kBlockM).
+__device__ __forceinline__ int64_t dest_tile_id(const GemmParams& p, const sched::Tile& t, int d) {
+  return tile_id(p.sched, t) - (int64_t(d) * p.epi.rows_per_dest / kBlockM) * p.sched.n_blocks;
+}
+
+// Tile of work index w (ArrivalQueue: the producer first waits until the
+// index's arrival slot was published).
+__device__ __forceinline__ sched::Tile next_tile(const GemmParams& p, int64_t w, bool producer) {
+  if (p.sched.order == sched::TileOrder::ArrivalQueue) {
+    const int64_t slot = w / p.sched.n_blocks;
+    if (producer) wait_signal(p, p.load.arrival_count, p.load.arrival_base + slot + 1, -1);
+    sched::Tile t;
+    t.m_blk = *reinterpret_cast<const volatile int32_t*>(p.sched.arrival + slot);
+    t.n_blk = static_cast<int32_t>(w % p.sched.n_blocks);
+    return t;
+  }
+  return sched::tile_of(p.sched, w);
+}
+
+}  // namespace mk::gemm::detail

@@ -1,0 +1,416 @@
+// mkernel: the GEMM engine's epilogues (device/gemm/gemm_engine.cuh runs
+// them from its consumer warpgroups): the accumulator fragment's 16-byte
+// packing, plain / 16-byte / atomic stores, signals and network puts per
+// tile or row-block, the reduce-scatter owner's adds, the TMA-store and
+// asynchronous (storer thread) epilogues, and split tiles.
+#pragma once
+
+#include "device/gemm/engine_base.cuh"
+
+namespace mk::gemm::detail {
+
+// 16-byte epilogue accesses. In wgmma's accumulator layout the 4 lanes of
+// a quad hold, for one row, 2 columns each of every 8-column group; for
+// 4 consecutive groups 4g..4g+3, v[i] of lane q is the bf16 pair at
+// columns 8 (4g + i) + 2 q. After quad_transpose, v[k] of lane q is the
+// pair at columns 8 (4g + q) + 2 k: lane q holds group 4g + q whole (one
+// 16-byte store or load instead of four 4-byte ones; NVLink and L2 like
+// them better). The transpose is its own inverse. All 32 lanes must call.
+__device__ __forceinline__ void quad_transpose(uint32_t (&v)[4]) {
+  const int lane = threadIdx.x % 32, q = lane & 3;
+  uint32_t w[4] = {v[0], v[1], v[2], v[3]};  // round 0: w[q] = v[q]
+#pragma unroll
+  for (int r = 1; r < 4; ++r) {
+    // Lane q reads from lane (q + r) & 3 the pair that lane keeps for q.
+    const int give = (q - r) & 3;
+    const uint32_t send = give == 0 ? v[0] : give == 1 ? v[1] : give == 2 ? v[2] : v[3];
+    const uint32_t got = __shfl_sync(0xffffffffu, send, (lane & ~3) | ((q + r) & 3));
+    const int k = (q + r) & 3;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = i == k ? got : w[i];
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    // w[i] is now the pair at columns 8 (4g + q) + 2 i except w[q], which
+    // round 0 left as v[q] (columns 8 (4g + q) + 2 q): already right.
+    v[i] = w[i];
+  }
+}
+
+// Packs (row half h) of column groups 4g..4g+3 and transposes: lane q then
+// holds columns [8 (4g + q), 8 (4g + q) + 8) of its row as one uint4.
+__device__ __forceinline__ uint4 quad_pack(const float (&acc)[128], int g, int h) {
+  uint32_t v[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v[i] = dev::sm90::pack_bf16x2(acc[4 * (4 * g + i) + 2 * h], acc[4 * (4 * g + i) + 2 * h + 1]);
+  quad_transpose(v);
+  return make_uint4(v[0], v[1], v[2], v[3]);
+}
+
+// Reduce-scatter owner / aggregator tile of destination d (bit d of
+// EpilogueHook::own_mask): acc += the sources' partial tiles. All 256
+// consumer threads; thread 128 waits for the row-block's signals first.
+// kOwnLoadBatch 16-byte loads in flight per thread (4 registers each,
+// beside the 128 accumulators): trace of 1x2 M=4096 (L2 prefetch on), the
+// signal wait and adds took 8.8 us per tile one load at a time, 7.6 with 8.
+constexpr int kOwnLoadBatch = 8;
+__device__ __forceinline__ void own_accumulate(const GemmParams& p, const sched::Tile& t, const TileRows& r, int wg,
+                                               int d, float (&acc)[128]) {
+  const EpilogueHook& e = p.epi;
+  const bool final_dest = d == e.own_final;
+  const int nnet = final_dest ? e.own_net_nsrc : 0;
+  const int64_t rb = row_block_id(p.sched, t);
+  if (threadIdx.x == 128) {
+    const uint64_t expect = (*reinterpret_cast<volatile const uint64_t*>(p.load.epoch_counter) + 1) * e.own_expect;
+    for (int s = 0; s < e.own_nsrc; ++s) wait_signal(p, e.own_signals + s * e.own_sig_stride + rb, expect, s);
+    for (int s = 0; s < nnet; ++s) wait_signal(p, e.own_net_signals + s * e.own_sig_stride + rb, expect, s);
+  }
+  dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);  // the wait (acquire) before every thread's loads
+  const int lane = threadIdx.x % 32;
+  const int64_t ltid = dest_tile_id(p, t, d);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int rin = frag_row(wg, h);
+    const bool valid = int64_t(r.row0) + rin < r.row_end;  // every lane shuffles; only valid rows load
+    const int64_t tile_off = ltid * (kBlockM * kBlockN) + int64_t(rin) * kBlockN;
+    for (int s = 0; s < e.own_nsrc + nnet; ++s) {
+      const uint16_t* base = s < e.own_nsrc ? e.own_slots + s * e.own_src_stride + e.own_dst_off[d]
+                                            : e.own_net_slots + (s - e.own_nsrc) * e.own_net_stride;
+      // L2, not L1: other GPUs (or the network) wrote these during the
+      // kernel. 16 bytes per lane (validate_hooks: 16-byte aligned slots).
+      // Every column group is loaded, also past ncols (a tile's slot is
+      // always kBlockN wide; those sums are never stored): no branch
+      // between the loads, which may then all be in flight at once.
+      const uint4* src = reinterpret_cast<const uint4*>(base + tile_off);
+#pragma unroll
+      for (int g0 = 0; g0 < kBlockN / 32; g0 += kOwnLoadBatch) {
+        uint4 x[kOwnLoadBatch];  // issued together: one L2 round trip per batch, not per load
+#pragma unroll
+        for (int j = 0; j < kOwnLoadBatch; ++j)
+          x[j] = valid ? __ldcg(src + 4 * (g0 + j) + (lane & 3)) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int j = 0; j < kOwnLoadBatch; ++j) {
+          const int g = g0 + j;
+          uint32_t v[4] = {x[j].x, x[j].y, x[j].z, x[j].w};
+          quad_transpose(v);  // v[i]: the pair of column group 4g + i this lane accumulates
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            acc[4 * (4 * g + i) + 2 * h] += __uint_as_float(v[i] << 16);
+            acc[4 * (4 * g + i) + 2 * h + 1] += __uint_as_float(v[i] & 0xFFFF0000u);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Plain bf16 stores of this warpgroup's fragment: rowp[h] is where this
+// thread's row (h) starts at the tile's first column (null: row beyond the
+// matrix). 16 bytes per lane when every row start of the warp is 16-byte
+// aligned (the vote keeps the shuffles uniform), else 4.
+__device__ __forceinline__ void store_rows_bf16(char* const (&rowp)[2], const float (&acc)[128], int ncols) {
+  const int lane = threadIdx.x % 32;
+  bool ok = true;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) ok = ok && (reinterpret_cast<uintptr_t>(rowp[h]) & 15u) == 0;
+  if (__all_sync(0xffffffffu, ok)) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int g = 0; g < kBlockN / 32; ++g) {
+        if (32 * g >= ncols) break;  // ncols is a multiple of 64: uniform
+        const uint4 x = quad_pack(acc, g, h);
+        if (rowp[h]) *reinterpret_cast<uint4*>(rowp[h] + (32 * g + 8 * (lane & 3)) * 2) = x;
+      }
+    return;
+  }
+  const int c_lane = 2 * (lane % 4);
+#pragma unroll
+  for (int j = 0; j < kBlockN / 8; ++j) {
+    const int c = 8 * j + c_lane;
+    if (c >= ncols) break;
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      if (rowp[h])
+        *reinterpret_cast<uint32_t*>(rowp[h] + c * 2) = dev::sm90::pack_bf16x2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+  }
+}
+
+// The owner's final rows (own_final): bf16 RowMajor into own_out.
+__device__ __forceinline__ void own_store(const GemmParams& p, const sched::Tile& t, const TileRows& r, int wg,
+                                          const float (&acc)[128]) {
+  const EpilogueHook& e = p.epi;
+  const int col0 = t.n_blk * kBlockN;
+  const int64_t dest_row0 = int64_t(e.own_final) * e.rows_per_dest;
+  char* rowp[2] = {nullptr, nullptr};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t row = int64_t(r.row0) + frag_row(wg, h);
+    if (row < r.row_end) rowp[h] = static_cast<char*>(e.own_out) + ((row - dest_row0) * e.own_ldo + col0) * 2;
+  }
+  store_rows_bf16(rowp, acc, tile_ncols(p, t));
+}
+
+// Stores (or adds) this warpgroup's 64 x 256 fragment. wgmma's accumulator
+// layout: thread l of warp w holds, for column group j (8 columns),
+// (row 16 w + l/4 [+8], cols 8 j + 2 (l%4) + {0,1}) in acc[4 j + {0,1} (+2)].
+__device__ __forceinline__ void store_tile(const GemmParams& p, const sched::Tile& t, const TileRows& r, int wg,
+                                           const float (&acc)[128]) {
+  const EpilogueHook& e = p.epi;
+  const int lane = threadIdx.x % 32;
+  const int col0 = t.n_blk * kBlockN;
+  const int ncols = tile_ncols(p, t);
+  const int64_t esize = e.op == EpiOp::AddF32 ? 4 : 2;  // bytes per output element
+  char* rowp[2] = {nullptr, nullptr};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int rin = frag_row(wg, h);  // row within the tile
+    const int64_t row = int64_t(r.row0) + rin;
+    if (row >= r.row_end) continue;
+    const int d = e.rows_per_dest ? static_cast<int>(row / e.rows_per_dest) : 0;
+    if (e.layout == OutLayout::TileMajor) {
+      // rows_per_dest is a multiple of kBlockM here (validate_hooks).
+      rowp[h] = static_cast<char*>(e.out[d]) + (dest_tile_id(p, t, d) * (kBlockM * kBlockN) + int64_t(rin) * kBlockN) * esize;
+    } else {
+      const int64_t lrow = row - int64_t(d) * e.rows_per_dest;
+      rowp[h] = static_cast<char*>(e.out[d]) + (lrow * e.ldo + col0) * esize;
+    }
+  }
+  if (e.op == EpiOp::Store) {  // 16-byte stores when aligned (TileMajor always; RowMajor with ldo % 8 == 0)
+    store_rows_bf16(rowp, acc, ncols);
+    return;
+  }
+  const int c_lane = 2 * (lane % 4);
+#pragma unroll
+  for (int j = 0; j < kBlockN / 8; ++j) {
+    const int c = 8 * j + c_lane;
+    if (c >= ncols) break;  // ncols is a multiple of 64: whole column groups drop out
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (!rowp[h]) continue;
+      const float x = acc[4 * j + 2 * h], y = acc[4 * j + 2 * h + 1];
+      if (e.op == EpiOp::AddBf16)
+        dev::sm90::red_add_bf16x2(rowp[h] + c * 2, dev::sm90::pack_bf16x2(x, y));
+      else
+        dev::sm90::red_add_f32x2(rowp[h] + c * 4, x, y);
+    }
+  }
+}
+
+// The tile's signal and/or network put, from one thread whose view already
+// orders every store of the tile before it.
+__device__ __forceinline__ void publish_one(const GemmParams& p, const sched::Tile& t, const TileRows& r) {
+  const EpilogueHook& e = p.epi;
+  const int64_t id = e.signal == EpiSignal::PerRowBlock ? row_block_id(p.sched, t) : tile_id(p.sched, t);
+  const int d = e.rows_per_dest ? static_cast<int>(r.row0 / e.rows_per_dest) : 0;
+  if ((e.net >> d) & 1u) {
+    const uint64_t tile_bytes = uint64_t(kBlockM) * kBlockN * 2;
+    int64_t ltid = dest_tile_id(p, t, d);
+    uint64_t tiles = 1;
+    if (e.net_rb_count) {  // the row-block's last tile sends the row-block
+      const unsigned long long before = atomicAdd(reinterpret_cast<unsigned long long*>(e.net_rb_count + id), 1ull);
+      if ((before + 1) % static_cast<unsigned long long>(p.sched.n_blocks) != 0) return;
+      __threadfence_system();  // the other tiles' stores (fenced before their adds) before the put
+      ltid -= t.n_blk;
+      tiles = static_cast<uint64_t>(p.sched.n_blocks);
+    }
+    const uint64_t bytes = tile_bytes * tiles;
+    const uint64_t off = uint64_t(ltid) * tile_bytes;
+    net::CmdFields f;
+    f.op = net::CmdOp::Put;
+    f.peer = static_cast<uint32_t>(e.net_peer[d]);
+    f.region = static_cast<uint16_t>(e.net_region);
+    f.dst_off = e.net_dst_off[d] + off;
+    f.src_off = e.net_src_off[d] + off;
+    f.bytes = bytes;
+    if (e.signal != EpiSignal::None) {
+      f.sig_op = static_cast<uint8_t>(net::SigOp::Add);
+      f.sig_idx = static_cast<uint32_t>(e.net_sig_base[d] + id);
+      f.sig_value = e.sig_delta * tiles;
+    }
+    const net::NetCtx& nc = *p.netctx;
+    const net::CmdQueue& q = nc.queues[static_cast<unsigned>(e.net_queue) % static_cast<unsigned>(nc.num_queues)];
+    net::cmdq_push(q, f, OnFullQuiet{p.ctx, q});
+    return;
+  }
+  dev::signal_add(e.signals[d] + e.sig_base + id, e.sig_delta);
+}
+
+// After both consumer warpgroups stored a tile: signal and/or network put,
+// from one thread, once every consumer's stores are ordered before it.
+__device__ __forceinline__ void publish_tile(const GemmParams& p, const sched::Tile& t, const TileRows& r) {
+  const EpilogueHook& e = p.epi;
+  if (e.signal == EpiSignal::None && !e.net) return;
+  // NOTES: every thread fences its own stores and reductions (possibly
+  // posted to a peer GPU) before the barrier; one thread's fence after a
+  // barrier does not wait for other threads' outstanding remote reductions.
+  __threadfence_system();
+  dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);
+  if (threadIdx.x == 128) publish_one(p, t, r);
+}
+
+// ---- TMA-store epilogue (EpilogueHook::tma_store) ---------------------------------
+//
+// The warpgroup's 64 rows in kBlockN / kTmaStoreCols boxes through its half
+// of the epi buffer: its first thread waits until the previous box's copy
+// read the buffer, the warpgroup writes the box, and that thread issues the
+// TMA store (a bulk group of its own). One buffer per warpgroup: the second
+// box waits for the first to be read out of shared memory; only the global
+// writes of the last box overlap the next tile's mainloop.
+__device__ __forceinline__ void tma_store_tile(const GemmParams& p, const Smem& s, const sched::Tile& t,
+                                               const TileRows& r, int wg, const float (&acc)[128]) {
+  const bool leader = threadIdx.x % 128 == 0;
+  const int lane = threadIdx.x % 32;
+  uint8_t* buf = s.epi + wg * (kEpiBytes / 2);
+#pragma unroll
+  for (int c = 0; c < kBlockN / kTmaStoreCols; ++c) {
+    if (leader) dev::bulk_wait_read<0>();
+    dev::sm90::named_sync(2 + wg, 128);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = frag_row(0, h);  // within the warpgroup's 64
+#pragma unroll
+      for (int gg = 0; gg < kTmaStoreCols / 32; ++gg) {
+        const uint4 x = quad_pack(acc, c * (kTmaStoreCols / 32) + gg, h);
+        *reinterpret_cast<uint4*>(buf + (row * kTmaStoreCols + 32 * gg + 8 * (lane & 3)) * 2) = x;
+      }
+    }
+    dev::sm90::fence_proxy_async_shared();  // the TMA (async proxy) reads what every thread wrote
+    dev::sm90::named_sync(2 + wg, 128);
+    if (leader) {
+      dev::sm90::tma_store_2d(&p.tma_out, buf, t.n_blk * kBlockN + c * kTmaStoreCols, r.row0 + wg * 64);
+      dev::bulk_commit();
+    }
+  }
+}
+
+// ---- asynchronous epilogue (EpilogueHook::async_store) -------------------------
+//
+// Half tile h = 2 i + wg of the i-th async tile of this CTA: consumer
+// warpgroup wg waits until the storer read half h - 1 out of the buffer,
+// writes its 64 x 256 bf16 rows there (TileMajor order), and arrives on
+// epi_full; the storer copies the half to the tile's destination with one
+// bulk copy, frees the buffer for the other warpgroup once it is read,
+// and after the second half waits for the writes and publishes.
+// NOTES: a parity wait only tells the current phase from the one before,
+// so each waiter must be at most one phase ahead of its barrier. One
+// "empty" barrier per warpgroup (completed once per tile: wg 0 waits for
+// its i-th completion at tile i, wg 1 for its (i+1)-th) keeps that exact;
+// with one shared barrier, warpgroup 1 passed a wait two phases early on
+// short-K tiles and overwrote a half before the storer read it (wrong sums
+// on H200x2). epi_full is waited by the storer alone, phase by phase.
+
+__device__ __forceinline__ void epi_stage_half(const GemmParams& p, const Smem& s, uint32_t half, int wg, int64_t w,
+                                               const float (&acc)[128]) {
+  // wg 0 at tile i: completion i of epi_empty[0] (i >= 1); wg 1: completion i + 1 of epi_empty[1].
+  const uint32_t tile = half >> 1;
+  if (wg == 1 || tile > 0) mbar_wait(p, &s.epi_empty[wg], (wg == 1 ? tile : tile - 1) & 1u, -2);
+  if (wg == 0 && threadIdx.x == 128) s.epi_tile[tile & 1u] = w;
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = frag_row(0, h);  // within the half
+#pragma unroll
+    for (int g = 0; g < kBlockN / 32; ++g) {
+      const uint4 x = quad_pack(acc, g, h);
+      *reinterpret_cast<uint4*>(s.epi + (row * kBlockN + 32 * g + 8 * (lane & 3)) * 2) = x;
+    }
+  }
+  dev::sm90::fence_proxy_async_shared();  // the bulk copy (async proxy) reads what this thread wrote
+  dev::sm90::mbar_arrive(s.epi_full);
+}
+
+// No more async tiles: warpgroup 0 hands the storer the end mark in the
+// next half's place.
+__device__ __forceinline__ void epi_finish(const GemmParams& p, const Smem& s, uint32_t half, int wg) {
+  if (wg != 0) return;
+  const uint32_t tile = half >> 1;
+  if (tile > 0) mbar_wait(p, &s.epi_empty[0], (tile - 1) & 1u, -2);
+  if (threadIdx.x == 128) s.epi_tile[tile & 1u] = -1;
+  dev::sm90::mbar_arrive(s.epi_full);
+}
+
+__device__ __forceinline__ void storer(const GemmParams& p, const Smem& s) {
+  const EpilogueHook& e = p.epi;
+  for (uint32_t half = 0;; ++half) {
+    mbar_wait(p, s.epi_full, half & 1u, -3);
+    const int64_t w = *reinterpret_cast<volatile const int64_t*>(s.epi_tile + ((half >> 1) & 1u));
+    if (w < 0) break;
+    const sched::Tile t = next_tile(p, w, false);
+    const TileRows r = tile_rows(p, t);
+    const int d = e.rows_per_dest ? static_cast<int>(r.row0 / e.rows_per_dest) : 0;
+    char* dst = static_cast<char*>(e.out[d]) + dest_tile_id(p, t, d) * (kBlockM * kBlockN * 2) + (half & 1u) * kEpiBytes;
+    dev::bulk_store(dst, s.epi, kEpiBytes);
+    dev::bulk_commit();
+    dev::bulk_wait_read<0>();
+    dev::sm90::mbar_arrive(&s.epi_empty[(half & 1u) ^ 1u]);  // the buffer is the other warpgroup's now
+    if (half & 1u) {  // both halves out: wait for the writes, then signal / put
+      dev::bulk_wait_all();
+      dev::sm90::fence_proxy_async_global();
+      __threadfence_system();
+      if (e.signal != EpiSignal::None || e.net) publish_one(p, t, r);
+    }
+  }
+}
+
+// Split tiles (GemmParams::split_tiles; plain RowMajor bf16 stores only):
+// each half stores its fp32 accumulators in its slot of split_ws through
+// L2 (no L1: another unit on this SM may have read the same slot in an
+// earlier launch); the first half then sets one flag per warpgroup; the
+// second half waits for it and writes the output rows from the two slots.
+// NOTES: adding the first half's values onto live accumulators, or
+// reloading the sum into them, needs registers the consumers do not have
+// (168, all used: ptxas spilled), and loading them as the second half's
+// starting accumulators made ptxas serialise every wgmma (C7515). Each
+// thread keeps its own values (32 float4 at a stride of 128 threads: float4
+// j holds acc[4 j .. 4 j + 3], i.e. columns 8 j + 2 (lane % 4) + {0, 1} of
+// its rows h = 0 and 1, as in store_tile).
+__device__ __forceinline__ float4* split_slot(const GemmParams& p, int i, int half, int wg) {
+  return reinterpret_cast<float4*>(p.split_ws) + ((int64_t(i) * 2 + half) * kConsumerWarpgroups + wg) * (32 * 128);
+}
+__device__ __forceinline__ uint64_t split_epoch(const GemmParams& p) {
+  return *reinterpret_cast<volatile const uint64_t*>(p.load.epoch_counter) + 1;
+}
+__device__ __forceinline__ void split_store(const GemmParams& p, int i, int half, int wg, const float (&acc)[128]) {
+  float4* ws = split_slot(p, i, half, wg);
+  const int tid = threadIdx.x % 128;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) __stcg(ws + j * 128 + tid, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+  if (half != 0) return;
+  dev::sm90::named_sync(2 + wg, 128);
+  if (tid == 0) {
+    __threadfence();  // cumulative: the warpgroup's stores (ordered by the barrier) before the flag
+    dev::st_release<dev::Scope::Gpu>(p.split_flags + 2 * i + wg, split_epoch(p));
+  }
+}
+__device__ __forceinline__ void split_finish(const GemmParams& p, int i, int wg, const sched::Tile& t,
+                                             const TileRows& r) {
+  const int tid = threadIdx.x % 128, lane = threadIdx.x % 32, warp = tid / 32;
+  if (tid == 0) wait_signal(p, p.split_flags + 2 * i + wg, split_epoch(p), -1);
+  dev::sm90::named_sync(2 + wg, 128);
+  const EpilogueHook& e = p.epi;
+  const int col0 = t.n_blk * kBlockN;
+  const int ncols = tile_ncols(p, t);
+  char* rowp[2] = {nullptr, nullptr};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    // frag_row(wg, h), spelled out: with the call ptxas spilled 16 bytes in the AG kernel (at 168 registers).
+    const int64_t row = int64_t(r.row0) + wg * 64 + warp * 16 + lane / 4 + 8 * h;
+    if (row >= r.row_end) continue;
+    const int d = e.rows_per_dest ? static_cast<int>(row / e.rows_per_dest) : 0;
+    rowp[h] = static_cast<char*>(e.out[d]) + ((row - int64_t(d) * e.rows_per_dest) * e.ldo + col0) * 2;
+  }
+  const float4* a = split_slot(p, i, 0, wg);
+  const float4* b = split_slot(p, i, 1, wg);
+  const int c_lane = 2 * (lane % 4);
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    const int c = 8 * j + c_lane;
+    if (c >= ncols) break;  // ncols is a multiple of 64: uniform
+    const float4 x = __ldcg(a + j * 128 + tid), y = __ldcg(b + j * 128 + tid);
+    if (rowp[0]) *reinterpret_cast<uint32_t*>(rowp[0] + c * 2) = dev::sm90::pack_bf16x2(x.x + y.x, x.y + y.y);
+    if (rowp[1]) *reinterpret_cast<uint32_t*>(rowp[1] + c * 2) = dev::sm90::pack_bf16x2(x.z + y.z, x.w + y.w);
+  }
+}
+
+}  // namespace mk::gemm::detail
