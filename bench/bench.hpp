@@ -32,6 +32,7 @@ void bench_gemm_cublas(BenchContext&);
 void bench_gemm(BenchContext&);
 void bench_ag_gemm(BenchContext&);
 void bench_gemm_rs(BenchContext&);
+void bench_gemm_ar(BenchContext&);
 void bench_nccl(BenchContext&);
 void bench_net_queue(BenchContext&);
 void bench_net_latency(BenchContext&);
@@ -48,6 +49,10 @@ inline const std::vector<BenchDef>& benches() {
 #ifdef MKB_HAVE_GEMM_RS
       {"gemm_rs", "GEMM+ReduceScatter fused vs serial cuBLAS+NCCL, chunked 2-stream overlap, parts alone (one node)",
        bench_gemm_rs},
+#endif
+#ifdef MKB_HAVE_GEMM_AR
+      {"gemm_ar", "GEMM+AllReduce fused vs serial cuBLAS+NCCL, chunked 2-stream overlap, parts alone (1xL or Nx1)",
+       bench_gemm_ar},
 #endif
 #ifdef MKB_HAVE_GEMM
       {"gemm", "mkernel GEMM engine vs cuBLAS (same run), scaling with compute CTAs, tile order", bench_gemm},

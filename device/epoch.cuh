@@ -17,6 +17,7 @@ struct DeviceEpoch {
   uint64_t* counter;  // calls completed
   uint32_t* done;     // CTAs of the running launch that finished (back to 0 after)
   uint64_t* tiles = nullptr;  // optional: the GEMM's dynamic tile counter (GemmParams::tile_counter), back to 0 after
+  uint64_t* items = nullptr;  // optional: a second work counter (e.g. the all-reduce's gather items), back to 0 after
 };
 
 __device__ __forceinline__ uint64_t epoch_of_launch(const DeviceEpoch& e) {
@@ -32,6 +33,7 @@ __device__ __forceinline__ void epoch_finish(const DeviceEpoch& e) {
       *reinterpret_cast<volatile uint64_t*>(e.counter) = *reinterpret_cast<volatile uint64_t*>(e.counter) + 1;
       *reinterpret_cast<volatile uint32_t*>(e.done) = 0;
       if (e.tiles) *reinterpret_cast<volatile uint64_t*>(e.tiles) = 0;
+      if (e.items) *reinterpret_cast<volatile uint64_t*>(e.items) = 0;
       __threadfence();
     }
   }

@@ -8,17 +8,14 @@
 #include <nccl.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "bench/baselines/cublas_util.hpp"
-#include "bench/baselines/nccl_util.hpp"
 #include "bench/bench.hpp"
+#include "bench/micro/tp_bench.hpp"
 #include "bench/micro/tp_row.hpp"
 #include "mkernel/gemm.hpp"
 #include "mkernel/tp.hpp"
@@ -28,7 +25,7 @@ namespace mkb {
 
 namespace {
 
-constexpr int kChunks = 4;  // S: chunks per owner's rows in the 2-stream overlap
+constexpr int kChunks = kMaxChunks;  // S: chunks per owner's rows in the 2-stream overlap
 
 // gemm_bf16_tn's row-major trick (C = A B^T is column-major C^T = B A^T:
 // gemm(T, N) with b first), batched over the w owners: batch d computes
@@ -42,52 +39,6 @@ void gemm_bf16_tn_owners(cublasHandle_t h, int w, int rows, int n, int k, int64_
   MKB_CUBLAS(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &alpha, b, CUDA_R_16BF, k, 0, a,
                                         CUDA_R_16BF, k, owner_rows * k, &beta, c, CUDA_R_16BF, n,
                                         int64_t(rows) * n, w, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-}
-
-struct DevBuf {
-  void* p = nullptr;
-  explicit DevBuf(size_t bytes) { MKB_CUDA(cudaMalloc(&p, bytes)); }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-};
-
-double bf16_value(uint16_t h) {
-  const uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-// got vs ref ([rows x n] bf16 each, on the device, after `s`): every element
-// within 0.02 |ref| + 0.02 rms(ref). A miss on any rank fails every rank
-// (no rank is left waiting in a collective). Returns max |d| / rms(ref),
-// max over ranks.
-double check_vs(mk::Bootstrap& bs, const std::string& what, const void* got, const void* ref, int64_t rows,
-                int64_t n, cudaStream_t s) {
-  MKB_CUDA(cudaStreamSynchronize(s));
-  const size_t count = size_t(rows) * n;
-  std::vector<uint16_t> g(count), r(count);
-  MKB_CUDA(cudaMemcpy(g.data(), got, count * 2, cudaMemcpyDeviceToHost));
-  MKB_CUDA(cudaMemcpy(r.data(), ref, count * 2, cudaMemcpyDeviceToHost));
-  double ss = 0;
-  for (uint16_t v : r) ss += bf16_value(v) * bf16_value(v);
-  const double rms = std::sqrt(ss / double(count));
-  double max_abs = 0;
-  size_t bad = 0, first = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const double want = bf16_value(r[i]), d = std::fabs(bf16_value(g[i]) - want);
-    if (!(d <= 0.02 * std::fabs(want) + 0.02 * rms) && !bad++) first = i;
-    if (d > max_abs) max_abs = d;
-  }
-  if (!(rms > 0)) bad = count;  // a NaN or all-zero reference checks nothing
-  if (max_over_ranks(&bs, double(bad)) > 0) {
-    if (!bad) mk::fail("gemm_rs bench: ", what, ": another rank's output is wrong (this rank's matches)");
-    mk::fail("gemm_rs bench: ", what, " on rank ", bs.rank(), ": ", bad, " of ", count,
-             " elements off the serial baseline (first: row ", first / n, ", col ", first % n, ": got ",
-             bf16_value(g[first]), ", want ", bf16_value(r[first]), "); max |d| ", max_abs, ", rms(ref) ", rms);
-  }
-  return max_over_ranks(&bs, max_abs / rms);
 }
 
 }  // namespace
@@ -115,20 +66,11 @@ void bench_gemm_rs(BenchContext& bc) {
     bc.report->add(t);
     return;
   }
-  ncclComm_t nc = net ? nullptr : make_nccl_comm(c);
-  // Every timed call starts after an untimed device barrier (NCCL over
-  // NVLink also between emulated nodes: it only lines the ranks up).
-  ncclComm_t bar_nc = make_nccl_comm(c);
-  const NcclBarrier bar(bar_nc, bc.stream);
-  cublasHandle_t h;
-  MKB_CUBLAS(cublasCreate(&h));
-  cudaStream_t side;
-  MKB_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-  cudaEvent_t computed[kChunks], reduced[kChunks];
-  for (int j = 0; j < kChunks; ++j) {
-    MKB_CUDA(cudaEventCreateWithFlags(&computed[j], cudaEventDisableTiming));
-    MKB_CUDA(cudaEventCreateWithFlags(&reduced[j], cudaEventDisableTiming));
-  }
+  const TpBaselines base_env(c, net, bc.stream);
+  const ncclComm_t nc = base_env.nc;
+  cublasHandle_t h = base_env.h;
+  cudaStream_t side = base_env.side;
+  const cudaEvent_t *computed = base_env.computed, *reduced = base_env.reduced;
 
   const int64_t n = 8192, k = 28672 / W;
   std::vector<int64_t> ms = {1024, 2048, 4096, 8192, 16384};
@@ -147,9 +89,9 @@ void bench_gemm_rs(BenchContext& bc) {
         MKB_NCCL(ncclReduceScatter(in, o, size_t(chunk ? C : R) * n, ncclBfloat16, ncclSum, nc, st));
     };
     Rotating a(size_t(m) * k * 2), b(size_t(n) * k * 2), x(size_t(m) * n * 2);
-    for (int i = 0; i < a.copies(); ++i) fill_random_bf16(a.get(i), size_t(m) * k, 700 + i + 13 * c.rank(), bc.stream);
-    for (int i = 0; i < b.copies(); ++i) fill_random_bf16(b.get(i), size_t(n) * k, 800 + i + 13 * c.rank(), bc.stream);
-    for (int i = 0; i < x.copies(); ++i) fill_random_bf16(x.get(i), size_t(m) * n, 900 + i + 13 * c.rank(), bc.stream);
+    fill_rotating(a, size_t(m) * k, 700, c.rank(), bc.stream);
+    fill_rotating(b, size_t(n) * k, 800, c.rank(), bc.stream);
+    fill_rotating(x, size_t(m) * n, 900, c.rank(), bc.stream);
     DevBuf partial(size_t(m) * n * 2), out(out_bytes), ref(out_bytes), got(out_bytes);
     DevBuf chunk0(size_t(W) * C * n * 2), chunk1(size_t(W) * C * n * 2);
     void* chunk[2] = {chunk0.p, chunk1.p};
@@ -184,15 +126,15 @@ void bench_gemm_rs(BenchContext& bc) {
     if (!overlap_checked) {
       MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
       overlap(a.get(0), b.get(0), got.p);
-      check_vs(c.bootstrap(), "2-stream chunked overlap" + at, got.p, ref.p, R, n, bc.stream);
+      check_vs(c.bootstrap(), "gemm_rs", "2-stream chunked overlap" + at, got.p, ref.p, R, n, bc.stream);
       overlap_checked = true;
     }
     MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
     plan.run(a.get(0), b.get(0), got.p, bc.stream);
-    double err = check_vs(c.bootstrap(), "mkernel" + at, got.p, ref.p, R, n, bc.stream);
+    double err = check_vs(c.bootstrap(), "gemm_rs", "mkernel" + at, got.p, ref.p, R, n, bc.stream);
     MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
     plan32.run(a.get(0), b.get(0), got.p, bc.stream);
-    err = std::max(err, check_vs(c.bootstrap(), "mkernel (second plan)" + at, got.p, ref.p, R, n, bc.stream));
+    err = std::max(err, check_vs(c.bootstrap(), "gemm_rs", "mkernel (second plan)" + at, got.p, ref.p, R, n, bc.stream));
 
     // Call cl of round i takes the next copy of each rotating input (copy
     // 100 + 7 i + cl), so no call finds its inputs in L2 from the one before.
@@ -208,7 +150,7 @@ void bench_gemm_rs(BenchContext& bc) {
         [&](int i) { plan.run(A(i, 5), B(i, 5), out.p, bc.stream); },    // 5 mkernel
         [&](int i) { plan32.reduce_scatter(X(i, 6), out.p, bc.stream); },  // 6 mk RS alone, 32 reduce CTAs
     };
-    auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, std::cref(bar));
+    auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, base_env.barrier());
     std::vector<std::string> row = tp_row(m, st, std::min({st[1].median_ms, st[2].median_ms, st[6].median_ms}),
                                           mk::tp::rs_bytes_per_gpu(topo.num_nodes, topo.local_size, m, n));
     row.push_back(std::to_string(plan.num_compute_ctas()) + "; 16 + " + std::to_string(plan.num_reduce_ctas()));
@@ -225,8 +167,8 @@ void bench_gemm_rs(BenchContext& bc) {
       for (int sw : {1, 2, 4, 8})
         if (blocks % sw == 0) sws.push_back(sw);
       Rotating a(size_t(m) * k * 2), b(size_t(n) * k * 2);
-      for (int i = 0; i < a.copies(); ++i) fill_random_bf16(a.get(i), size_t(m) * k, 700 + i + 13 * c.rank(), bc.stream);
-      for (int i = 0; i < b.copies(); ++i) fill_random_bf16(b.get(i), size_t(n) * k, 800 + i + 13 * c.rank(), bc.stream);
+      fill_rotating(a, size_t(m) * k, 700, c.rank(), bc.stream);
+      fill_rotating(b, size_t(n) * k, 800, c.rank(), bc.stream);
       DevBuf partial(size_t(m) * n * 2), out(size_t(m / W) * n * 2);
       std::vector<std::unique_ptr<mk::GemmRs>> plans;
       plans.push_back(std::make_unique<mk::GemmRs>(c, m, n, k));
@@ -242,7 +184,7 @@ void bench_gemm_rs(BenchContext& bc) {
         mk::gemm_bf16(mk::GemmArgs{.a = a.get(100 + i), .b = b.get(100 + i), .out = partial.p, .m = m, .n = n, .k = k},
                       bc.stream);
       });
-      auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, std::cref(bar));
+      auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, base_env.barrier());
       d.rows.push_back({std::to_string(m), "cuBLAS alone", fmt(st[0].median_ms)});
       d.rows.push_back({std::to_string(m), "fused (heuristic: swizzle " + std::to_string(plans[0]->swizzle()) + ")",
                         fmt(st[1].median_ms)});
@@ -273,14 +215,6 @@ void bench_gemm_rs(BenchContext& bc) {
       "not NCCL (which would use NVLink between the emulated nodes): 'RS alone' shows it twice. PyTorch's "
       "fused_matmul_reduce_scatter is measured by bench/torch_tp_bench.py.";
   bc.report->add(t);
-  cublasDestroy(h);
-  if (nc) ncclCommDestroy(nc);
-  ncclCommDestroy(bar_nc);
-  cudaStreamDestroy(side);
-  for (int j = 0; j < kChunks; ++j) {
-    cudaEventDestroy(computed[j]);
-    cudaEventDestroy(reduced[j]);
-  }
 }
 
 }  // namespace mkb

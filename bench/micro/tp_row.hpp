@@ -1,4 +1,4 @@
-// mkbench: the columns the fused tensor-parallel tables (ag_gemm, gemm_rs)
+// mkbench: the columns the fused tensor-parallel tables (ag_gemm, gemm_rs, gemm_ar)
 // share, from their interleaved calls 0 compute alone, 1-2 the collective
 // alone (baseline / mkernel), 3 serial, 4 two-stream overlap, 5 mkernel,
 // 6 an mkernel variant.

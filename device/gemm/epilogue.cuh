@@ -59,13 +59,27 @@ __device__ __forceinline__ void own_accumulate(const GemmParams& p, const sched:
   const EpilogueHook& e = p.epi;
   const bool final_dest = d == e.own_final;
   const int nnet = final_dest ? e.own_net_nsrc : 0;
-  const int64_t rb = row_block_id(p.sched, t);
+  const int64_t rb = e.own_per_tile ? dest_tile_id(p, t, d) : row_block_id(p.sched, t);
   if (threadIdx.x == 128) {
     const uint64_t expect = (*reinterpret_cast<volatile const uint64_t*>(p.load.epoch_counter) + 1) * e.own_expect;
     for (int s = 0; s < e.own_nsrc; ++s) wait_signal(p, e.own_signals + s * e.own_sig_stride + rb, expect, s);
     for (int s = 0; s < nnet; ++s) wait_signal(p, e.own_net_signals + s * e.own_sig_stride + rb, expect, s);
   }
   dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);  // the wait (acquire) before every thread's loads
+  {
+    // One-shot (two ranks): add the bf16 partial the peer received, not the
+    // fp32 one, so that both ranks add the same two bf16 values (fp32
+    // addition commutes) and store the same bits. Selects, not a branch:
+    // accumulator writes under a branch made ptxas serialise every wgmma
+    // of the kernel (C7520).
+    const bool round = e.bcast_n != 0;
+#pragma unroll
+    for (int i = 0; i < 128; i += 2) {
+      const uint32_t v = dev::sm90::pack_bf16x2(acc[i], acc[i + 1]);
+      acc[i] = round ? __uint_as_float(v << 16) : acc[i];
+      acc[i + 1] = round ? __uint_as_float(v & 0xFFFF0000u) : acc[i + 1];
+    }
+  }
   const int lane = threadIdx.x % 32;
   const int64_t ltid = dest_tile_id(p, t, d);
 #pragma unroll
@@ -136,6 +150,28 @@ __device__ __forceinline__ void store_rows_bf16(char* const (&rowp)[2], const fl
   }
 }
 
+// One-shot all-reduce: this warpgroup's partial rows to every node peer
+// (EpilogueHook::bcast_out, TileMajor), then, once both warpgroups stored,
+// one signal per peer from one thread.
+__device__ __forceinline__ void bcast_partial(const GemmParams& p, const sched::Tile& t, const TileRows& r, int wg,
+                                              const float (&acc)[128]) {
+  const EpilogueHook& e = p.epi;
+  const int64_t off = dest_tile_id(p, t, e.own_final) * (kBlockM * kBlockN * 2);
+  for (int i = 0; i < e.bcast_n; ++i) {
+    char* rowp[2] = {nullptr, nullptr};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int rin = frag_row(wg, h);
+      if (int64_t(r.row0) + rin < r.row_end) rowp[h] = static_cast<char*>(e.bcast_out[i]) + off + rin * (kBlockN * 2);
+    }
+    store_rows_bf16(rowp, acc, tile_ncols(p, t));
+  }
+  __threadfence_system();
+  dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);
+  if (threadIdx.x == 128)
+    for (int i = 0; i < e.bcast_n; ++i) dev::signal_add(e.bcast_sig[i] + off / (kBlockM * kBlockN * 2), 1);
+}
+
 // The owner's final rows (own_final): bf16 RowMajor into own_out.
 __device__ __forceinline__ void own_store(const GemmParams& p, const sched::Tile& t, const TileRows& r, int wg,
                                           const float (&acc)[128]) {
@@ -149,6 +185,40 @@ __device__ __forceinline__ void own_store(const GemmParams& p, const sched::Tile
     if (row < r.row_end) rowp[h] = static_cast<char*>(e.own_out) + ((row - dest_row0) * e.own_ldo + col0) * 2;
   }
   store_rows_bf16(rowp, acc, tile_ncols(p, t));
+}
+
+// GEMM+AllReduce: the final rows of a tile are in own_out; signal them
+// (and, for a row-block's last tile across nodes, send the row-block to
+// the other nodes' rail peers). Every consumer thread fences its stores
+// first (node peers read them over NVLink, the NIC reads them for puts).
+__device__ __forceinline__ void publish_final(const GemmParams& p, const sched::Tile& t) {
+  __threadfence_system();
+  dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);
+  if (threadIdx.x != 128) return;
+  const EpilogueHook& e = p.epi;
+  const int64_t rb = row_block_id(p.sched, t);
+  dev::signal_add(p.ctx.signals + e.fin_sig + rb, 1);
+  if (!e.fin_net_n) return;
+  const unsigned long long before = atomicAdd(reinterpret_cast<unsigned long long*>(e.fin_rb_count + rb), 1ull);
+  if ((before + 1) % static_cast<unsigned long long>(p.sched.n_blocks) != 0) return;
+  __threadfence_system();  // the row-block's other tiles (fenced before their adds) before the puts
+  const uint64_t row_bytes = uint64_t(e.own_ldo) * 2;
+  const uint64_t off = uint64_t(rb * kBlockM - int64_t(e.own_final) * e.rows_per_dest) * row_bytes;
+  const net::NetCtx& nc = *p.netctx;
+  const net::CmdQueue& q = nc.queues[static_cast<unsigned>(e.net_queue) % static_cast<unsigned>(nc.num_queues)];
+  for (int i = 0; i < e.fin_net_n; ++i) {
+    net::CmdFields f;
+    f.op = net::CmdOp::Put;
+    f.peer = static_cast<uint32_t>(e.fin_net_peer[i]);
+    f.region = static_cast<uint16_t>(e.net_region);
+    f.dst_off = e.fin_net_dst_off[i] + off;
+    f.src_off = e.fin_src_off + off;
+    f.bytes = uint64_t(kBlockM) * row_bytes;
+    f.sig_op = static_cast<uint8_t>(net::SigOp::Add);
+    f.sig_idx = static_cast<uint32_t>(e.fin_sig + rb);
+    f.sig_value = static_cast<uint64_t>(p.sched.n_blocks);
+    net::cmdq_push(q, f, OnFullQuiet{p.ctx, q});
+  }
 }
 
 // Stores (or adds) this warpgroup's 64 x 256 fragment. wgmma's accumulator

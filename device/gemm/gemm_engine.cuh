@@ -197,9 +197,11 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
     if (p.epi.own_mask) {
       const int d = static_cast<int>(r.row0 / p.epi.rows_per_dest);
       if ((p.epi.own_mask >> d) & 1u) {
+        if (p.epi.bcast_n) bcast_partial(p, t, r, wg, acc);  // one-shot all-reduce: peers get the partial first
         own_accumulate(p, t, r, wg, d, acc);
         if (d == p.epi.own_final) {
-          own_store(p, t, r, wg, acc);  // nothing to publish: the rows are final
+          own_store(p, t, r, wg, acc);  // final rows: published only for an all-reduce
+          if (p.epi.fin_publish) publish_final(p, t);
           continue;
         }
       }

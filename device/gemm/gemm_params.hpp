@@ -182,6 +182,31 @@ struct EpilogueHook {
   uint64_t own_expect = 0;
   void* own_out = nullptr;
   int64_t own_ldo = 0;
+  // GEMM+AllReduce (fin_publish = 1): once the final rows of a tile are in
+  // own_out (RowMajor, own_ldo == n, a buffer of the registered region
+  // net_region at fin_src_off), this rank's signal fin_sig (pool index) +
+  // row-block id grows by 1 (n_blocks adds complete a row-block); across
+  // nodes the tile completing a row-block (count in fin_rb_count, indexed
+  // like net_rb_count) also puts the row-block's rows, contiguous, to rank
+  // fin_net_peer[i] (i < fin_net_n) at fin_net_dst_off[i] + their offset in
+  // own_out, with a signal add of n_blocks on its fin_sig + row-block id.
+  // One-shot all-reduce (bcast_n > 0; owner-reduce tiles of own_final):
+  // before its owner reduce, a tile's partial goes to bcast_n node peers,
+  // TileMajor at bcast_out[i] + its tile offset (tile id counted from
+  // own_final's first row), then bcast_sig[i] + that id grows by 1. With
+  // own_per_tile the owner reduce waits per tile (signal index: the tile
+  // id, expecting epoch * own_expect) instead of per row-block.
+  int32_t bcast_n = 0;
+  int32_t own_per_tile = 0;
+  void* bcast_out[kMaxDests] = {};
+  uint64_t* bcast_sig[kMaxDests] = {};
+  int32_t fin_publish = 0;
+  int32_t fin_sig = 0;
+  int32_t fin_net_n = 0;
+  uint64_t* fin_rb_count = nullptr;
+  uint64_t fin_src_off = 0;
+  int32_t fin_net_peer[kMaxDests] = {};
+  uint64_t fin_net_dst_off[kMaxDests] = {};
 };
 
 // Which CTAs of the launch compute: [0, num_compute). The rest run the

@@ -67,6 +67,18 @@ struct ReduceScatter {
   const net::NetCtx* netctx;      // device memory; several nodes only
   int32_t net_region;             // the staging buffer's region id
   int32_t net_queue;
+  // All-reduce (publish_fin = 1; device/roles/ar_gather.cuh): each piece of
+  // the final rows written to `out` (a buffer of region net_region at
+  // fin_src_off) adds adds_per_block / parts to this rank's signal sig_fin
+  // + global row-block and goes once to each rank fin_net_peer[i] (i <
+  // fin_net_n: the other nodes' rail peers) at fin_net_dst_off[i], with the
+  // same add on its sig_fin.
+  int32_t publish_fin;
+  int32_t sig_fin;
+  int32_t fin_net_n;
+  int32_t fin_net_peer[kMaxRsRanks];
+  uint64_t fin_src_off;
+  uint64_t fin_net_dst_off[kMaxRsRanks];
 };
 
 __device__ __forceinline__ rs::Layout rs_layout(const ReduceScatter& g) { return rs::Layout{g.num_nodes, g.local_size}; }
@@ -220,6 +232,19 @@ __device__ __forceinline__ void rs_reduce(const DeviceCtx& ctx, const ReduceScat
           ow[k] = lo | (hi << 16);
         }
         reinterpret_cast<uint4*>(dst)[v] = make_uint4(ow[0], ow[1], ow[2], ow[3]);
+      }
+    }
+    if (final_share && g.publish_fin) {  // all-reduce: the piece is final; signal it, send it to the other nodes
+      __threadfence_system();
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        const uint64_t add = g.adds_per_block / static_cast<uint64_t>(g.parts);
+        const uint64_t off = static_cast<uint64_t>(b * block_bytes + v_lo * 16);
+        dev::signal_add(ctx.signals + g.sig_fin + gb, add);
+        for (int i = 0; i < g.fin_net_n; ++i)
+          net::put<kRsReport>(*g.netctx, ctx, g.net_queue, g.fin_net_peer[i], g.net_region, g.fin_net_dst_off[i] + off,
+                              g.fin_src_off + off, static_cast<uint64_t>((v_hi - v_lo) * 16), net::SigOp::Add,
+                              g.sig_fin + static_cast<int32_t>(gb), add);
       }
     }
     if (!final_share) {  // the node's sum of d's row-block: one put, once every thread's stores are visible

@@ -23,6 +23,13 @@
 //                 group straddles two shares). RankRotated is the case of
 //                 a rotation; this one serves orders a rotation cannot
 //                 (the two-level reduce-scatter, device/roles/rs_layout.hpp).
+//                 With share_interleave, the shares' swizzle groups are
+//                 interleaved: group 0 of every share (in share_order),
+//                 then group 1, ..., except that the last share of the
+//                 order lags `share_lag` groups behind the others (the
+//                 GEMM+AllReduce walk: owners finish rows all along, and
+//                 a share's own group comes a group after the partial
+//                 tiles it adds were computed on the other ranks).
 //   ArrivalQueue  m-blocks in the order they arrive: work index w belongs to
 //                 arrival slot w / n_blocks; the slot's m-block is read from
 //                 `arrival[]` once its producer published it (bounded wait
@@ -64,6 +71,8 @@ struct TileSchedParams {
   int32_t rotate_mblk = 0;     // RankRotated: first m-block
   int32_t share_blocks = 0;    // SharePermuted: m-blocks per share
   int8_t share_order[kMaxShares] = {};  // SharePermuted: the i-th share walked
+  int32_t share_interleave = 0;         // SharePermuted: 1 interleaves the shares' groups (see above)
+  int32_t share_lag = 0;                // ... the last share lags this many groups (0 <= lag <= groups per share)
   const int32_t* arrival = nullptr;           // ArrivalQueue: m-block of arrival slot i
   int32_t num_groups = 0;                     // Grouped
   const int64_t* group_tile_start = nullptr;  // Grouped: num_groups + 1 prefix sums of tiles
@@ -104,6 +113,32 @@ MK_HD Tile swizzled_tile(const TileSchedParams& p, int64_t w) {
   return t;
 }
 
+// SharePermuted with share_interleave: the m-block of position `pos` of
+// the Swizzled walk (whose groups, of `swizzle` m-blocks, are numbered in
+// walk order). With W shares of G groups and lag l, the walk is l steps of
+// the first W - 1 shares' groups, then G - l steps of all W shares (the
+// last share at group step - l), then l steps of the last share alone.
+MK_HD int32_t interleaved_mblk(const TileSchedParams& p, int32_t pos) {
+  const int32_t sw = p.swizzle < 1 ? 1 : p.swizzle;
+  const int32_t W = p.m_blocks / p.share_blocks, G = p.share_blocks / sw;
+  const int32_t lag = p.share_lag < 0 ? 0 : (p.share_lag > G ? G : p.share_lag);
+  const int32_t q = pos / sw, in = pos % sw;  // walk group, m-block inside it
+  const int32_t head = lag * (W - 1), body = head + (G - lag) * W;
+  int32_t i, g;
+  if (q < head) {
+    i = q % (W - 1);
+    g = q / (W - 1);
+  } else if (q < body) {
+    const int32_t x = q - head, step = lag + x / W;
+    i = x % W;
+    g = i == W - 1 ? step - lag : step;
+  } else {
+    i = W - 1;
+    g = G - lag + (q - body);
+  }
+  return p.share_order[i] * p.share_blocks + g * sw + in;
+}
+
 // Tile of work index w in [0, total_tiles). For ArrivalQueue, `arrival[w /
 // n_blocks]` must already be published (the caller waited for it).
 MK_HD Tile tile_of(const TileSchedParams& p, int64_t w) {
@@ -125,6 +160,10 @@ MK_HD Tile tile_of(const TileSchedParams& p, int64_t w) {
     }
     case TileOrder::SharePermuted: {
       t = swizzled_tile(p, w);
+      if (p.share_interleave) {
+        t.m_blk = interleaved_mblk(p, t.m_blk);
+        break;
+      }
       const int32_t i = t.m_blk / p.share_blocks;
       t.m_blk = p.share_order[i] * p.share_blocks + t.m_blk % p.share_blocks;
       break;

@@ -80,6 +80,15 @@ int mk_gemm_rs_run(mk_gemm_rs_t plan, const void* a, const void* b, void* out, v
 int mk_gemm_rs_reduce_scatter(mk_gemm_rs_t plan, const void* x, void* out, void* stream);
 int mk_gemm_rs_destroy(mk_gemm_rs_t plan);
 
+typedef struct mk_gemm_ar_s* mk_gemm_ar_t;
+int mk_gemm_ar_create(mk_comm_t comm, int64_t m, int64_t n, int64_t k_local, int num_gather_ctas, int num_ctas,
+                      mk_gemm_ar_t* out);
+/* out[m x n] = sum_ranks a b^T, the same bits on every rank. */
+int mk_gemm_ar_run(mk_gemm_ar_t plan, const void* a, const void* b, void* out, void* stream);
+/* out[m x n] = sum_ranks x. */
+int mk_gemm_ar_all_reduce(mk_gemm_ar_t plan, const void* x, void* out, void* stream);
+int mk_gemm_ar_destroy(mk_gemm_ar_t plan);
+
 #ifdef __cplusplus
 }
 #endif

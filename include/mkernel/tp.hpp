@@ -1,5 +1,5 @@
-// mkernel: tensor-parallel fused ops (issue tp-ag-rs): AgGemm and GemmRs
-// (below), each ONE persistent kernel per call.
+// mkernel: tensor-parallel fused ops (issues tp-ag-rs, tp-ar): AgGemm,
+// GemmRs and GemmAr (below), each ONE persistent kernel per call.
 //
 //   AgGemm: out = allgather(a_local) x b^T in one persistent kernel: each
 //   rank's rows travel to every rank of its node over NVLink (IntraComm
@@ -28,6 +28,9 @@ class Communicator;
 struct SymmetricBuffer;
 namespace net {
 struct NetCtx;
+}
+namespace tp {
+struct RsPlan;  // the reduce-scatter state GemmRs and GemmAr share (src/ops/gemm_rs/rs_plan.hpp)
 }
 
 struct AgGemmOptions {
@@ -93,7 +96,7 @@ class AgGemm {
 struct GemmRsOptions {
   int num_reduce_ctas = 0;  // Reduce CTAs of reduce_scatter() (run() has none); 0: 16
   int num_ctas = 0;         // run()'s grid; 0: every SM
-  int swizzle = 0;          // run()'s row-blocks per group of the tile walk, dividing m / (world 128); 0: the heuristic
+  int swizzle = 0;          // run()'s row-blocks per group of the tile walk, dividing m / (world x 128); 0: the heuristic
   int async_store = -1;     // run(): other ranks' tiles leave through bulk copies (1) or plain stores (0); -1: 1
                             // unless the transport needs a free SM (then 0; 1 is refused there)
 };
@@ -124,14 +127,72 @@ class GemmRs {
   Communicator& comm_;
   int64_t m_, n_, k_;
   int num_ctas_ = 0, num_reduce_ = 0, swizzle_ = 1;
-  int sig_entry_ = 0, sig_local_ = 0, sig_net_ = 0;  // signal pool indices (rs_layout.hpp)
   bool async_ = true;  // asynchronous epilogue (not next to a transport that needs an SM)
-  SymmetricBuffer* staging_ = nullptr;
-  uint64_t* epoch_counter_ = nullptr;
-  int64_t slot_elems_ = 0;  // bf16 elements per staging slot
-  uint64_t* net_rb_count_ = nullptr;  // device: tiles stored per row-block (one put per row-block)
-  const net::NetCtx* netctx_ = nullptr;  // the network's device context (several nodes)
-  int net_region_ = 0;
+  std::unique_ptr<tp::RsPlan> rs_;  // signals, staging slots, device counters
+};
+
+// GEMM + AllReduce: rank r holds a [m x k_local] and b [n x k_local]; every
+// rank gets out [m x n] = sum over ranks of a b^T, bit-identical on every
+// rank. One persistent kernel: the GEMM+RS walk (tiles of row-block groups
+// of other ranks' shares first, each stored into its owner's staging slot;
+// then this rank's own tiles of the group, summed with the arrived
+// partials) interleaves the shares group by group, so owners finish their
+// rows throughout the GEMM; each finished row-block is signalled (and sent
+// once per other node to the rail peer, which fans it out inside its node)
+// and Gather CTAs pull every share's finished rows into out as they come.
+// Compute CTAs that run out of tiles join the gather. Every rank copies the
+// owner's bf16 sum, so results agree bit for bit.
+struct GemmArOptions {
+  int num_gather_ctas = 0;  // run(): Gather CTAs beside the GEMM, 1..num_ctas - 1; 0: the heuristic (tp::ar_gather_ctas)
+  int num_ctas = 0;         // run()'s whole grid; 0: every SM (one left next to a transport that needs one)
+  int swizzle = 0;          // row-blocks per group of the walk, dividing m / (world x 128); 0: the heuristic
+  int async_store = -1;     // as GemmRsOptions::async_store
+  int num_reduce_ctas = 0;  // all_reduce(): Reduce CTAs; 0: 16
+  // run(): -1 picks by the measured crossover (tp::ar_one_shot_fits); 1
+  // one-shot: one node of two ranks only, each pushes every partial tile
+  // to the other and sums every tile itself (no Gather CTAs; the plan
+  // holds the peer's whole partial result); 0 two-shot (owners, then the
+  // gather).
+  int one_shot = -1;
+};
+
+class GemmAr {
+ public:
+  // m / world must be a multiple of 128; n and k_local multiples of 64. At
+  // most 8 ranks: N nodes of L GPUs each (equal sizes), as GemmRs.
+  GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const GemmArOptions& opt = {});
+  ~GemmAr();
+  GemmAr(const GemmAr&) = delete;
+  GemmAr& operator=(const GemmAr&) = delete;
+
+  // out [m x n] = sum over ranks of a b^T (the same bits on every rank).
+  void run(const void* a, const void* b, void* out, cudaStream_t stream);
+  // The all-reduce alone: out = sum over ranks of x ([m x n] bf16), the
+  // same bits on every rank; in place (out == x) allowed: every rank's
+  // rows of a row-block are read before any rank can gather its sum.
+  void all_reduce(const void* x, void* out, cudaStream_t stream);
+
+  bool one_shot() const { return one_shot_; }                       // run()'s variant
+  int num_gather_ctas() const { return one_shot_ ? 0 : num_gather_; }
+  int num_compute_ctas() const { return one_shot_ ? num_os_ctas_ : num_ctas_ - num_gather_; }  // of run()
+  int num_reduce_ctas() const { return num_reduce_; }               // of all_reduce()
+  int swizzle() const { return swizzle_; }
+
+ private:
+  void launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream);
+
+  Communicator& comm_;
+  int64_t m_, n_, k_;
+  int num_ctas_ = 0, num_gather_ = 0, num_reduce_ = 0, swizzle_ = 1;
+  int sig_fin_ = 0;  // signal pool index: final rows ready, per global row-block
+  bool async_ = true;
+  bool one_shot_ = false;
+  int num_os_ctas_ = 0;                   // one-shot run()'s grid
+  int sig_bcast_ = 0;                     // one-shot: partial tiles arrived, per node peer and tile
+  int os_sig_entry_ = 0;                  // one-shot: entry signals of its own family of calls
+  uint64_t* os_epoch_ = nullptr;          // one-shot: epoch, finished CTAs, tile counter (device)
+  SymmetricBuffer* os_staging_ = nullptr;  // one-shot: one whole partial result per node peer
+  std::unique_ptr<tp::RsPlan> rs_;  // the reduce-scatter's signals and staging slots, then the final rows (ar_gather.cuh)
 };
 
 }  // namespace mk

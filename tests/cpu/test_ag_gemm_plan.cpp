@@ -196,3 +196,39 @@ TEST(AgGemmPlan, BalancedCtasKeepTheWaveCountAndFillEveryWave) {
       EXPECT_EQ((tiles + c - 1) / c, std::max<int64_t>(1, (tiles + avail - 1) / avail)) << tiles << " " << avail;
     }
 }
+
+// GEMM+AR plan rules: Gather CTAs from the bandwidth the gather needs
+// (clamped), groups of at most 4 row-blocks dividing a share, one-shot only
+// on one node of two ranks and up to the measured crossover, and the bytes
+// each GPU moves (reduce-scatter, then the final rows).
+TEST(GemmArPlan, GatherCtasSwizzleOneShotAndBytes) {
+  EXPECT_EQ(tp::ar_gather_ctas(14336), 3);  // 6e14 / (20e9 * 14336) = 2.09
+  EXPECT_EQ(tp::ar_gather_ctas(7168), 5);
+  EXPECT_EQ(tp::ar_gather_ctas(1 << 20), 2);  // clamped below
+  EXPECT_EQ(tp::ar_gather_ctas(64), 16);      // and above
+  for (int64_t blocks = 1; blocks <= 64; ++blocks) {
+    const int sw = tp::ar_swizzle(blocks);
+    EXPECT_GE(sw, 1);
+    EXPECT_LE(sw, 4);
+    EXPECT_EQ(blocks % sw, 0) << blocks;
+  }
+  EXPECT_EQ(tp::ar_swizzle(16), 4);
+  EXPECT_EQ(tp::ar_swizzle(6), 3);
+  EXPECT_TRUE(tp::ar_one_shot_fits(1, 2, 512, 8192));
+  EXPECT_FALSE(tp::ar_one_shot_fits(1, 2, 1024, 8192));  // two-shot measured faster from here
+  EXPECT_FALSE(tp::ar_one_shot_fits(2, 2, 256, 8192));   // across nodes: never
+  EXPECT_FALSE(tp::ar_one_shot_fits(1, 4, 256, 8192));   // more than two ranks: bits would differ
+  // 1x2, M = 4096, n = 8192: a 2048-row share (33.6 MB) out and one in, all NVLink.
+  const double share = 2048.0 * 8192 * 2;
+  auto b = tp::ar_bytes_per_gpu(1, 2, 4096, 8192);
+  EXPECT_DOUBLE_EQ(b.nvlink, 2 * share);
+  EXPECT_DOUBLE_EQ(b.network, 0);
+  // 2x1: the same over the network.
+  b = tp::ar_bytes_per_gpu(2, 1, 4096, 8192);
+  EXPECT_DOUBLE_EQ(b.nvlink, 0);
+  EXPECT_DOUBLE_EQ(b.network, 2 * share);
+  // 2x2: quarter shares; NVLink 2 (L-1) N, network 2 (N-1) of them.
+  b = tp::ar_bytes_per_gpu(2, 2, 4096, 8192);
+  EXPECT_DOUBLE_EQ(b.nvlink, 4 * share / 2);
+  EXPECT_DOUBLE_EQ(b.network, 2 * share / 2);
+}

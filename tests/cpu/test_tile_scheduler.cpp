@@ -174,3 +174,56 @@ TEST(TileScheduler, NoTilesMeansNoWork) {
   int64_t w;
   EXPECT_FALSE(s.get_next(&w));
 }
+
+// SharePermuted with share_interleave (the GEMM+AllReduce walk): every tile
+// once; the shares' swizzle groups interleave in share order, and the last
+// share's group g comes after group g + lag of every other share (the
+// partial tiles it adds were computed a step earlier on the other ranks).
+TEST(TileScheduler, InterleavedSharesLagTheLastShare) {
+  for (int W : {1, 2, 3, 4})
+    for (int share_blocks : {1, 2, 4, 6, 8})
+      for (int sw : {1, 2, 3})
+        for (int lag : {0, 1, 2}) {
+          if (share_blocks % sw) continue;
+          const int G = share_blocks / sw, n = 3;
+          TileSchedParams p;
+          p.order = TileOrder::SharePermuted;
+          p.m_blocks = W * share_blocks;
+          p.n_blocks = n;
+          p.swizzle = sw;
+          p.share_blocks = share_blocks;
+          p.share_interleave = 1;
+          p.share_lag = lag;
+          for (int i = 0; i < W; ++i) p.share_order[i] = static_cast<int8_t>((i + 1) % W);  // own share (0) last
+          std::vector<Tile> order;
+          auto seen = visit(p, 5, &order);
+          const std::string what = "W=" + std::to_string(W) + " blocks=" + std::to_string(share_blocks) +
+                                   " sw=" + std::to_string(sw) + " lag=" + std::to_string(lag);
+          ASSERT_EQ(seen.size(), size_t(W) * share_blocks * n) << what;
+          for (auto& [k, cnt] : seen) ASSERT_EQ(cnt, 1) << what;
+          // Position of each (share, group) block in the walk: whole groups, in order.
+          std::map<std::pair<int, int>, int> first;
+          for (size_t w = 0; w < order.size(); ++w) {
+            const int s = order[w].m_blk / share_blocks, g = (order[w].m_blk % share_blocks) / sw;
+            first.emplace(std::make_pair(s, g), static_cast<int>(w / (size_t(sw) * n)));
+          }
+          auto at = [&](int sh, int g) { return first[std::make_pair(sh, g)]; };
+          const int L = std::min(lag, G);
+          for (int g = 0; g < G; ++g)
+            for (int s = 1; s < W; ++s) {
+              ASSERT_LT(at(s, g), at(0, g)) << what;  // partials before the owner's group
+              if (g + L < G) {
+                ASSERT_LT(at(s, g + L), at(0, g)) << what;
+              }
+              if (s + 1 < W) {
+                ASSERT_LT(at(s, g), at(s + 1, g)) << what;  // share order inside a step
+              }
+              if (g + 1 < G) {
+                ASSERT_LT(at(s, g), at(s, g + 1)) << what;
+              }
+            }
+          if (W > 1 && G > L + 1) {  // interleaved: the owner's first group comes before the others' last
+            ASSERT_LT(at(0, 0), at(1, G - 1)) << what;
+          }
+        }
+}

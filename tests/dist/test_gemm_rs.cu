@@ -28,45 +28,23 @@ namespace {
 uint64_t seed_a(int rank, int call) { return 7000 + 37 * rank + 1009 * call; }
 uint64_t seed_b(int rank) { return 900 + rank; }
 
-__global__ void add_bf16_rows(const uint16_t* x, float* acc, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    acc[i] += __uint_as_float(uint32_t(x[i]) << 16);
-}
-
 class GemmRsTest : public GemmCheck {
  protected:
   // This rank's rows of sum_s a_s b_s^T, each rank's a and b regenerated.
   void check_call(const void* out, int64_t m, int64_t n, int64_t k, int call, const char* what) {
-    const int w = comm().world(), me = comm().rank();
-    const int64_t rows = m / w;
-    Buf a(m * k * 2), b(n * k * 2), ref(rows * n * 4);
-    for (int s = 0; s < w; ++s) {
-      random_bf16(a.p, m * k, seed_a(s, call));
-      random_bf16(b.p, n * k, seed_b(s));
-      simt_reference(a.as<uint16_t>() + me * rows * k, b.p, ref.as<float>(), rows, n, k, s ? 1.f : 0.f);
-    }
-    CK(cudaDeviceSynchronize());
-    Check c = check(out, n, ref.as<float>(), rows, n);
-    EXPECT_EQ(c.nonfinite, 0u) << what << " call " << call << ": rows never reduced";
-    EXPECT_LT(c.rel, 1e-2) << what << " call " << call;
-    EXPECT_EQ(far_elements(out, n, ref.as<float>(), rows, n, c), 0u) << what << " call " << call << ": stale elements";
+    const int64_t rows = m / comm().world();
+    Buf ref(rows * n * 4);
+    sum_of_products(ref.as<float>(), m, n, k, comm().rank() * rows, rows, [&](int s) { return seed_a(s, call); },
+                    seed_b);
+    expect_near(out, ref.as<float>(), rows, n, std::string(what) + " call " + std::to_string(call));
   }
 
   // This rank's rows of sum_s x_s (x_s [m x n] regenerated from seed_a(s, call)).
   void check_reduce_scatter(const void* out, int64_t m, int64_t n, int call) {
-    const int w = comm().world(), me = comm().rank();
-    const int64_t rows = m / w;
-    Buf xs(m * n * 2), ref(rows * n * 4);
-    cudaMemset(ref.p, 0, rows * n * 4);
-    for (int s = 0; s < w; ++s) {
-      random_bf16(xs.p, m * n, seed_a(s, call));
-      add_bf16_rows<<<264, 256>>>(xs.as<uint16_t>() + me * rows * n, ref.as<float>(), rows * n);
-    }
-    CK(cudaDeviceSynchronize());
-    Check c = check(out, n, ref.as<float>(), rows, n);
-    EXPECT_EQ(c.nonfinite, 0u) << "reduce_scatter call " << call;
-    EXPECT_LT(c.rel, 1e-2) << "reduce_scatter call " << call;
-    EXPECT_EQ(far_elements(out, n, ref.as<float>(), rows, n, c), 0u) << "reduce_scatter call " << call;
+    const int64_t rows = m / comm().world();
+    Buf ref(rows * n * 4);
+    sum_of_inputs(ref.as<float>(), m, n, comm().rank() * rows, rows, [&](int s) { return seed_a(s, call); });
+    expect_near(out, ref.as<float>(), rows, n, "reduce_scatter call " + std::to_string(call));
   }
 };
 

@@ -1,13 +1,19 @@
-// Shared by the tensor-parallel op tests (dist tier): capture one call in a
-// CUDA graph and replay it.
+// Shared by the tensor-parallel op tests (dist tier): fp32 references of
+// sums over ranks (every rank's inputs regenerated from their seeds), the
+// cross-rank bit-identity check, capture one call in a CUDA graph and
+// replay it.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "mkernel/error.hpp"
+#include "tests/gpu/gemm_test_util.cuh"
 #include "tests/test_comm.hpp"
 
 namespace mkt {
@@ -31,6 +37,62 @@ std::string error_of(F&& f) {
     return e.what();
   }
   return "";
+}
+
+// ref [rows x n] (fp32) = rows [row0, row0 + rows) of the sum over ranks s
+// of a_s b_s^T, each rank's a_s [m x k] and b_s [n x k] drawn here again
+// with random_bf16 from seed_a(s) and seed_b(s) (as the ranks drew them).
+template <class SeedA, class SeedB>
+void sum_of_products(float* ref, int64_t m, int64_t n, int64_t k, int64_t row0, int64_t rows, SeedA&& seed_a,
+                     SeedB&& seed_b) {
+  Buf a(m * k * 2), b(n * k * 2);
+  for (int s = 0; s < mk::test::comm().world(); ++s) {
+    random_bf16(a.p, m * k, seed_a(s));
+    random_bf16(b.p, n * k, seed_b(s));
+    simt_reference(a.as<uint16_t>() + row0 * k, b.p, ref, rows, n, k, s ? 1.f : 0.f);
+  }
+  mk::test::comm().check(static_cast<int>(cudaDeviceSynchronize()), "sum_of_products");
+}
+
+// ref [rows x n] (fp32) = rows [row0, row0 + rows) of the sum over ranks s
+// of x_s [m x n] bf16, drawn again with random_bf16 from seed(s).
+template <class Seed>
+void sum_of_inputs(float* ref, int64_t m, int64_t n, int64_t row0, int64_t rows, Seed&& seed) {
+  Buf x(m * n * 2);
+  cudaMemset(ref, 0, rows * n * 4);
+  for (int s = 0; s < mk::test::comm().world(); ++s) {
+    random_bf16(x.p, m * n, seed(s));
+    add_bf16_rows<<<264, 256>>>(x.as<uint16_t>() + row0 * n, ref, rows * n);
+  }
+  mk::test::comm().check(static_cast<int>(cudaDeviceSynchronize()), "sum_of_inputs");
+}
+
+// Collective: "" when `bytes` of device memory hold on every rank the bits
+// rank 0's hold, else which ranks differ, where first (as bf16 elements of
+// rows of `ld`) and in how many bf16 elements. Every rank gets the same text.
+inline std::string differences_from_rank0(const void* dev, size_t bytes, int64_t ld) {
+  auto& c = mk::test::comm();
+  std::string mine(bytes, '\0');
+  c.check(static_cast<int>(cudaMemcpy(mine.data(), dev, bytes, cudaMemcpyDeviceToHost)), "copy out for comparison");
+  const std::string ref = c.bootstrap().broadcast(mine, 0);
+  std::string report;
+  if (ref.size() != bytes) {
+    report = "rank " + std::to_string(c.rank()) + ": rank 0 sent " + std::to_string(ref.size()) + " bytes; ";
+  } else if (ref != mine) {
+    const auto* p = reinterpret_cast<const uint16_t*>(mine.data());
+    const auto* q = reinterpret_cast<const uint16_t*>(ref.data());
+    int64_t first = -1, count = 0;
+    for (size_t i = 0; i < bytes / 2; ++i)
+      if (p[i] != q[i] && count++ == 0) first = static_cast<int64_t>(i);
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "rank %d: %lld elements differ from rank 0's, first row %lld col %lld (0x%04x vs 0x%04x); ",
+                  c.rank(), static_cast<long long>(count), static_cast<long long>(first / ld),
+                  static_cast<long long>(first % ld), first >= 0 ? p[first] : 0, first >= 0 ? q[first] : 0);
+    report = buf;
+  }
+  std::string all;
+  for (const std::string& r : c.bootstrap().allgather(report)) all += r;
+  return all;
 }
 
 // Captures what `record` enqueues on `stream` into an executable graph.

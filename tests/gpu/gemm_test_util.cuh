@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 namespace mkt {
 
@@ -42,6 +43,11 @@ static __global__ void fill_value(uint16_t* p, size_t n, uint16_t v) {
 static __global__ void bf16_to_f32(const uint16_t* s, float* d, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     d[i] = from_bf16(s[i]);
+}
+// acc[i] += x[i] (bf16 into an fp32 sum), i < n.
+static __global__ void add_bf16_rows(const uint16_t* x, float* acc, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    acc[i] += from_bf16(x[i]);
 }
 
 // acc[0] += sum (out - ref)^2, acc[1] += sum ref^2 over rows [0, m), cols
@@ -149,6 +155,17 @@ class GemmCheck : public ::testing::Test {
     unsigned long long h = 0;
     EXPECT_EQ(cudaMemcpy(&h, far.p, sizeof(h), cudaMemcpyDeviceToHost), cudaSuccess);
     return h;
+  }
+
+  // Every element of out [m x n] (ld n) against ref: none non-finite (the
+  // poison: never written), relative Frobenius error under 1e-2, and none
+  // beyond far_elements' bound (stale or wrong tiles).
+  void expect_near(const void* out, const float* ref, int64_t m, int64_t n, const std::string& what) {
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+    Check c = check(out, n, ref, m, n);
+    EXPECT_EQ(c.nonfinite, 0u) << what << ": elements never written";
+    EXPECT_LT(c.rel, 1e-2) << what;
+    EXPECT_EQ(far_elements(out, n, ref, m, n, c), 0u) << what << ": stale elements";
   }
 };
 

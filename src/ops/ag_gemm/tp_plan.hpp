@@ -117,6 +117,49 @@ inline LinkBytes rs_bytes_per_gpu(int nodes, int local, int64_t m, int64_t n) {
   return {double(local - 1) * nodes * share, double(nodes - 1) * share};
 }
 
+// GEMM+AR: one Gather CTA per ~20 GB/s the all-gather of final rows needs
+// beside the GEMM (every rank copies m x n bf16 per call, its own share
+// locally, the others over NVLink, in the GEMM's time 2 m n k_local /
+// ~6e14 s): 6e14 / k_local bytes/s, so 3 at k_local = 14336, 5 at 7168;
+// clamped to 2..16. The per-SM rate is a guess beside a running GEMM (the
+// bulk copier pulls ~23 GB/s per SM with 16 SMs alone, bench/results);
+// mkbench gemm_ar --quick times other counts.
+inline int ar_gather_ctas(int64_t k_local) {
+  const int c = static_cast<int>(std::ceil(6e14 / (20e9 * static_cast<double>(k_local))));
+  return std::max(2, std::min(16, c));
+}
+// GEMM+AR bytes per GPU: the reduce-scatter's, then the final rows: each
+// GPU pulls every share of the other local indices over NVLink (its node
+// peers' own shares and the other nodes' shares their rail peers received)
+// and sends its own share once to each other node's rail peer.
+inline LinkBytes ar_bytes_per_gpu(int nodes, int local, int64_t m, int64_t n) {
+  const LinkBytes rs = rs_bytes_per_gpu(nodes, local, m, n);
+  const double share = double(m) / (double(nodes) * local) * double(n) * 2;
+  return {rs.nvlink + double(local - 1) * nodes * share, rs.network + double(nodes - 1) * share};
+}
+
+// GEMM+AR one-shot variant (both ranks sum every tile themselves: no
+// final rows to gather, no tail, but every tile pays the owner reduce and
+// the plan holds the peer's whole partial result): one node of two ranks
+// (with two, both add the same two bf16 partials, and fp32 addition
+// commutes: the same bits on both; with more, the order would differ by
+// rank), up to kArOneShotMaxElems output elements, where it was measured
+// faster than two-shot: H200x2, n = 8192, k = 14336, M = 256 / 512 / 1024
+// / 4096: one-shot 0.190 / 0.217 / 0.419 / 1.724 ms, two-shot 0.212 /
+// 0.236 / 0.413 / 1.60 (mkbench gemm_ar --quick, 2026-11-30 16:04 and
+// 16:02, bench/results mkbench-20261130T160430Z / T160244Z).
+constexpr int64_t kArOneShotMaxElems = int64_t(512) * 8192;
+inline bool ar_one_shot_possible(int nodes, int world) { return nodes == 1 && world == 2; }
+inline bool ar_one_shot_fits(int nodes, int world, int64_t m, int64_t n) {
+  return ar_one_shot_possible(nodes, world) && m * n <= kArOneShotMaxElems;
+}
+
+// GEMM+AR swizzle: at most 4 row-blocks per group. The last group of the
+// own share is gathered after the GEMM (the tail), and groups of 8 left
+// 2x1 emu M = 4096 at 2.09 ms against 1.57 with 4 (1x2: 4 and 2 0-4%
+// faster than 8 at M = 2048..8192; mkbench gemm_ar --quick, 2026-11-30).
+inline int ar_swizzle(int64_t blocks_per_rank) { return rs_swizzle(blocks_per_rank, 4); }
+
 // The GEMM+RS swizzle cap. Across nodes (one network put per row-block)
 // with few row-blocks per share, one group of 8 left a whole share's puts
 // to the end of its walk (2x1 emu, M = 2048: 1.47-1.50 ms, slower than M =

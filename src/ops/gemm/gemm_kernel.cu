@@ -120,6 +120,24 @@ void validate_hooks(const GemmParams& p) {
     if (e.own_net_nsrc > 1 && e.own_net_stride < tile_elems)
       fail(w, m, "): own_net_stride ", e.own_net_stride, " < one destination's ", tile_elems, " tile elements");
   }
+  if (e.bcast_n) {
+    if (e.bcast_n < 0 || e.bcast_n >= kMaxDests || e.own_final < 0 || !((e.own_mask >> e.own_final) & 1u))
+      fail("gemm epilogue: the one-shot partials (bcast_n ", e.bcast_n, ") go out from owner-reduce tiles of own_final, to "
+           "at most ", kMaxDests - 1, " peers");
+    for (int i = 0; i < e.bcast_n; ++i)
+      if (!e.bcast_out[i] || !e.bcast_sig[i] || reinterpret_cast<uintptr_t>(e.bcast_out[i]) % 16)
+        fail("gemm epilogue: one-shot peer ", i, " needs a 16-byte aligned bcast_out and bcast_sig");
+  }
+  if (e.fin_publish) {
+    const char* w = "gemm epilogue: publishing final rows (fin_publish) ";
+    if (e.own_final < 0 || !e.own_out || e.own_ldo != p.n || !p.has_ctx || !l.epoch_counter)
+      fail(w, "needs own_final, own_out with own_ldo == n (got ", e.own_ldo, ", n ", p.n,
+           "), the communicator and load.epoch_counter");
+    if (e.fin_sig < 0 || e.fin_sig + int64_t(p.m) / kBlockM > p.ctx.num_signals)
+      fail(w, "needs fin_sig + row-blocks inside the signal pool (fin_sig ", e.fin_sig, ")");
+    if (e.fin_net_n < 0 || e.fin_net_n > kMaxDests || (e.fin_net_n && (!e.fin_rb_count || !p.netctx)))
+      fail(w, "to ", e.fin_net_n, " other nodes needs 0..", kMaxDests, " of them, fin_rb_count and netctx");
+  }
   if (l.num_start < 0 || (l.num_start > 0 && !l.start_signals))
     fail("gemm load hook: num_start = ", l.num_start, " needs start_signals");
   if (l.kind == LoadWait::RowSignal && (!l.signals || l.rows_per_signal < 1))

@@ -1,0 +1,258 @@
+// GEMM + AllReduce (1 node, or 2x1 emulated nodes): mkernel's fused kernel
+// against serial cuBLAS + NCCL, a chunked two-stream overlap a user could
+// write, and the parts alone, all interleaved call by call in one run
+// (MEASURING.md). The MLP down-projection (row-parallel) of hidden 8192, FFN
+// 28672 over W ranks: this rank's a [M x 28672 / W], b [8192 x 28672 / W];
+// out = the sum over ranks of a b^T, [M x 8192] on every rank. PyTorch's
+// matmul + symmetric-memory all-reduce is measured by bench/torch_tp_bench.py.
+#include <cublas_v2.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/bench.hpp"
+#include "bench/micro/tp_bench.hpp"
+#include "bench/micro/tp_row.hpp"
+#include "mkernel/gemm.hpp"
+#include "mkernel/tp.hpp"
+#include "src/ops/ag_gemm/tp_plan.hpp"
+
+namespace mkb {
+
+namespace {
+
+// The issue's targets for one row: never slower than the best baseline;
+// eta >= 0.90 at M >= 4096; speedup over serial >= 0.9 of the ideal.
+std::string targets(int64_t m, double vs_best, double eta, double of_ideal) {
+  std::string miss;
+  auto add = [&](const std::string& s) { miss += (miss.empty() ? "" : "; ") + s; };
+  if (vs_best < 1.0) add("vs best " + fmt(vs_best, 3) + " < 1");
+  if (m >= 4096 && eta < 0.90) add("eta " + fmt(eta, 3) + " < 0.90");
+  if (of_ideal < 0.90) add("speedup/ideal " + fmt(of_ideal, 3) + " < 0.90");
+  return miss.empty() ? "met" : "MISSED: " + miss;
+}
+
+}  // namespace
+
+void bench_gemm_ar(BenchContext& bc) {
+  auto& c = *bc.comm;
+  const int W = c.world();
+  const auto& topo = c.topology();
+  Table t{"GEMM + AllReduce, bf16, hidden 8192, FFN 28672 / W per rank (MLP down-projection, row-parallel: "
+          "n = 8192, k = 28672 / W)",
+          {"M", "cuBLAS alone ms", "AR alone ms (NCCL / mk)", "serial ms", "2-stream chunked overlap ms",
+           "mkernel ms", "mkernel vs best baseline", "eta", "mk AR alone, 32 reduce CTAs ms",
+           "MB per GPU (NVLink / network)", "ideal speedup (T_gemm + T_comm) / max", "mkernel speedup over serial",
+           "achieved / ideal", "targets", "CTAs (run: gather + compute; AR alone: reduce)",
+           "check vs serial (max |d| / rms)"},
+          {},
+          ""};
+  if (W < 2 || (topo.num_nodes > 1 && topo.local_size > 1)) {
+    t.note = "skipped: needs >= 2 ranks, on one node or one per node";
+    bc.report->add(t);
+    return;
+  }
+  // Across nodes the baselines use mkernel's own standalone all-reduce on
+  // the same transport (NCCL between emulated nodes would take NVLink).
+  const bool net = topo.num_nodes > 1;
+  if (28672 % (64 * W) || 1024 % (128 * W)) {
+    t.note = "skipped: needs 28672 / W a multiple of 64 and M / W a multiple of 128 (W = 2, 4 or 8)";
+    bc.report->add(t);
+    return;
+  }
+  const TpBaselines env(c, net, bc.stream);
+  cublasHandle_t h = env.h;
+
+  const int64_t n = 8192, k = 28672 / W;
+  std::vector<int64_t> ms = {1024, 2048, 4096, 8192, 16384};
+  if (bc.quick) ms = {4096};
+  bool overlap_checked = false;
+  for (int64_t m : ms) {
+    // S chunks of C rows each, C / W a multiple of 128 (the chunk plan's rule across nodes).
+    const int S = static_cast<int>(std::min<int64_t>(kMaxChunks, m / (128 * W)));
+    const int64_t C = m / S;
+    const size_t out_bytes = size_t(m) * n * 2;
+    mk::GemmAr plan(c, m, n, k), plan32(c, m, n, k, mk::GemmArOptions{.num_reduce_ctas = 32});
+    // The baselines' all-reduce across nodes: plans of their own (the fused
+    // plans' calls stay in their order), for all rows and for one chunk.
+    std::optional<mk::GemmAr> base, base_chunk;
+    if (net) {
+      base.emplace(c, m, n, k);
+      base_chunk.emplace(c, C, n, k);
+    }
+    auto ar = [&](const void* in, void* o, bool chunk, cudaStream_t st) {
+      if (net)
+        (chunk ? *base_chunk : *base).all_reduce(in, o, st);
+      else
+        MKB_NCCL(ncclAllReduce(in, o, size_t(chunk ? C : m) * n, ncclBfloat16, ncclSum, env.nc, st));
+    };
+    Rotating a(size_t(m) * k * 2), b(size_t(n) * k * 2), x(out_bytes);
+    fill_rotating(a, size_t(m) * k, 700, c.rank(), bc.stream);
+    fill_rotating(b, size_t(n) * k, 800, c.rank(), bc.stream);
+    fill_rotating(x, size_t(m) * n, 900, c.rank(), bc.stream);
+    DevBuf partial(out_bytes), out(out_bytes), ref(out_bytes), got(out_bytes);
+    // Every cuBLAS shape once before any kernel can wait on the network
+    // (a module load waits for running kernels, the emu proxy's copy behind
+    // it: the 2x1 hang of 2026-11-30, see ag_gemm_bench.cu).
+    gemm_bf16_tn(h, int(m), int(n), int(k), a.get(0), b.get(0), partial.p, bc.stream);
+    gemm_bf16_tn(h, int(C), int(n), int(k), a.get(0), b.get(0), partial.p, bc.stream);
+    MKB_CUDA(cudaStreamSynchronize(bc.stream));
+
+    auto serial = [&](const void* A, const void* B, void* o) {
+      gemm_bf16_tn(h, int(m), int(n), int(k), A, B, partial.p, bc.stream);
+      ar(partial.p, o, false, bc.stream);
+    };
+    // Chunk j: rows [j C, (j + 1) C) of a times b^T into the same rows of
+    // partial, then on the side stream their all-reduce into the same rows
+    // of out while chunk j + 1 computes; the side stream joins at the end.
+    auto overlap = [&](const void* A, const void* B, void* o) {
+      for (int j = 0; j < S; ++j) {
+        const size_t row0 = size_t(j) * C;
+        char* p = static_cast<char*>(partial.p) + row0 * n * 2;
+        gemm_bf16_tn(h, int(C), int(n), int(k), static_cast<const char*>(A) + row0 * k * 2, B, p, bc.stream);
+        MKB_CUDA(cudaEventRecord(env.computed[j], bc.stream));
+        MKB_CUDA(cudaStreamWaitEvent(env.side, env.computed[j]));
+        ar(p, static_cast<char*>(o) + row0 * n * 2, true, env.side);
+        MKB_CUDA(cudaEventRecord(env.reduced[j], env.side));
+      }
+      MKB_CUDA(cudaStreamWaitEvent(bc.stream, env.reduced[S - 1]));
+    };
+
+    // Checks (outside timing): outputs poisoned (bf16 NaN) first, then
+    // compared with the serial baseline on the same inputs; mkernel's output
+    // must also hold the same bits on every rank.
+    const std::string at = " at M=" + std::to_string(m);
+    MKB_CUDA(cudaMemsetAsync(ref.p, 0xff, out_bytes, bc.stream));
+    serial(a.get(0), b.get(0), ref.p);
+    if (!overlap_checked) {
+      MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
+      overlap(a.get(0), b.get(0), got.p);
+      check_vs(c.bootstrap(), "gemm_ar", "2-stream chunked overlap" + at, got.p, ref.p, m, n, bc.stream);
+      overlap_checked = true;
+    }
+    MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
+    plan.run(a.get(0), b.get(0), got.p, bc.stream);
+    double err = check_vs(c.bootstrap(), "gemm_ar", "mkernel" + at, got.p, ref.p, m, n, bc.stream, true);
+    MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
+    plan32.run(a.get(0), b.get(0), got.p, bc.stream);
+    err = std::max(err, check_vs(c.bootstrap(), "gemm_ar", "mkernel (second plan)" + at, got.p, ref.p, m, n,
+                                 bc.stream, true));
+    MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
+    plan.all_reduce(partial.p, got.p, bc.stream);  // partial: serial's GEMM of a.get(0), b.get(0)
+    err = std::max(err, check_vs(c.bootstrap(), "gemm_ar", "mk all_reduce alone" + at, got.p, ref.p, m, n,
+                                 bc.stream, true));
+
+    // Call cl of round i takes the next copy of each rotating input (copy
+    // 100 + 7 i + cl), so no call finds its inputs in L2 from the one before.
+    auto A = [&](int i, int cl) { return a.get(100 + 7 * i + cl); };
+    auto B = [&](int i, int cl) { return b.get(100 + 7 * i + cl); };
+    auto X = [&](int i, int cl) { return x.get(100 + 7 * i + cl); };
+    std::vector<std::function<void(int)>> calls = {
+        [&](int i) { gemm_bf16_tn(h, int(m), int(n), int(k), A(i, 0), B(i, 0), partial.p, bc.stream); },  // 0
+        [&](int i) { ar(X(i, 1), out.p, false, bc.stream); },              // 1 NCCL (net: mk) AR alone
+        [&](int i) { plan.all_reduce(X(i, 2), out.p, bc.stream); },        // 2 mk AR alone
+        [&](int i) { serial(A(i, 3), B(i, 3), out.p); },                   // 3 serial
+        [&](int i) { overlap(A(i, 4), B(i, 4), out.p); },                  // 4 2-stream chunked overlap
+        [&](int i) { plan.run(A(i, 5), B(i, 5), out.p, bc.stream); },      // 5 mkernel
+        [&](int i) { plan32.all_reduce(X(i, 6), out.p, bc.stream); },      // 6 mk AR alone, 32 reduce CTAs
+    };
+    auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, env.barrier());
+    const double t_gemm = st[0].median_ms, t_comm = std::min({st[1].median_ms, st[2].median_ms, st[6].median_ms});
+    const double t_mk = st[5].median_ms, vs_best = std::min(st[3].median_ms, st[4].median_ms) / t_mk;
+    const double eta = std::max(t_gemm, t_comm) / t_mk;
+    const double ideal = (t_gemm + t_comm) / std::max(t_gemm, t_comm), speedup = st[3].median_ms / t_mk;
+    // Two-shot bytes (tp::ar_bytes_per_gpu): the reduce-scatter's, then the final rows' all-gather.
+    const mk::tp::LinkBytes sent = mk::tp::ar_bytes_per_gpu(topo.num_nodes, topo.local_size, m, n);
+    std::vector<std::string> row = tp_row(m, st, t_comm, sent);
+    row.push_back(fmt(ideal, 2) + "x");
+    row.push_back(fmt(speedup, 2) + "x");
+    row.push_back(fmt(speedup / ideal, 2));
+    row.push_back(targets(m, vs_best, eta, speedup / ideal));
+    row.push_back(std::string(plan.one_shot() ? "one-shot " : "two-shot ") + std::to_string(plan.num_gather_ctas()) +
+                  " + " + std::to_string(plan.num_compute_ctas()) + "; " +
+                  std::to_string(plan.num_reduce_ctas()) + " (" + std::to_string(plan32.num_reduce_ctas()) + ")");
+    row.push_back("checked (" + fmt(err, 4) + "), same bits on every rank");
+    t.rows.push_back(row);
+  }
+  if (bc.quick) {
+    // Diagnosis (--quick): the fused kernel's Gather CTAs and stores at a
+    // small and a large M, against the GEMM alone (cuBLAS; mkernel's engine
+    // on every SM, no communication).
+    Table d{"GEMM+AR diagnosis: Gather CTAs, swizzle, stores", {"M", "variant", "ms"}, {}, ""};
+    for (int64_t m : {int64_t(256), int64_t(512), int64_t(1024), int64_t(4096), int64_t(8192)}) {
+      Rotating a(size_t(m) * k * 2), b(size_t(n) * k * 2);
+      fill_rotating(a, size_t(m) * k, 700, c.rank(), bc.stream);
+      fill_rotating(b, size_t(n) * k, 800, c.rank(), bc.stream);
+      DevBuf partial(size_t(m) * n * 2), out(size_t(m) * n * 2);
+      // Variants: the heuristic, then one knob each (swizzles that divide a share's row-blocks).
+      std::vector<std::pair<std::string, mk::GemmArOptions>> vs = {{"", {}}};
+      if (!net) {
+        vs.push_back({", one-shot", mk::GemmArOptions{.one_shot = 1}});
+        vs.push_back({", two-shot", mk::GemmArOptions{.one_shot = 0}});
+      }
+      vs.push_back({", two-shot", mk::GemmArOptions{.num_gather_ctas = 2, .one_shot = 0}});
+      for (int sw : {2, 4, 8})
+        if ((m / (128 * W)) % sw == 0)
+          vs.push_back({", two-shot", mk::GemmArOptions{.swizzle = sw, .one_shot = 0}});
+      vs.push_back({", two-shot, plain stores (async_store 0)", mk::GemmArOptions{.async_store = 0, .one_shot = 0}});
+      std::vector<std::unique_ptr<mk::GemmAr>> plans;
+      for (auto& v : vs) plans.push_back(std::make_unique<mk::GemmAr>(c, m, n, k, v.second));
+      gemm_bf16_tn(h, int(m), int(n), int(k), a.get(0), b.get(0), partial.p, bc.stream);
+      MKB_CUDA(cudaStreamSynchronize(bc.stream));
+      std::vector<std::function<void(int)>> calls = {
+          [&](int i) {
+            gemm_bf16_tn(h, int(m), int(n), int(k), a.get(100 + i), b.get(100 + i), partial.p, bc.stream);
+          }};
+      for (auto& p : plans)
+        calls.push_back([&, pp = p.get()](int i) { pp->run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); });
+      calls.push_back([&](int i) {
+        const mk::GemmArgs g{.a = a.get(100 + i), .b = b.get(100 + i), .out = partial.p, .m = m, .n = n, .k = k};
+        mk::gemm_bf16(g, bc.stream);
+      });
+      auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, env.barrier());
+      const std::string ms_ = std::to_string(m);
+      auto ctas = [](const mk::GemmAr& p) {
+        return std::to_string(p.num_gather_ctas()) + " gather + " + std::to_string(p.num_compute_ctas()) +
+               " compute, swizzle " + std::to_string(p.swizzle()) + (p.one_shot() ? " (one-shot)" : "");
+      };
+      d.rows.push_back({ms_, "cuBLAS alone", fmt(st[0].median_ms)});
+      for (size_t v = 0; v < vs.size(); ++v)
+        d.rows.push_back({ms_, std::string(v == 0 ? "fused (heuristic): " : "fused: ") + ctas(*plans[v]) + vs[v].first,
+                          fmt(st[1 + v].median_ms)});
+      d.rows.push_back({ms_, "mk GEMM alone (no communication)", fmt(st[1 + vs.size()].median_ms)});
+    }
+    bc.report->add(d);
+  }
+  t.note =
+      "Calls interleaved (one of each per round), each after an untimed 1-element NCCL all-reduce that lines the "
+      "ranks up (no call absorbs the other rank's lag from the call before), medians, max over ranks; a, b and the AR "
+      "input rotate through >= 256 MiB, a different copy per call. cuBLAS alone = this rank's full [M x 8192] partial "
+      "GEMM. AR alone = all-reduce of an [M x 8192] bf16 input: NCCL / the plan's all_reduce (two-shot: reduce-scatter "
+      "push + Reduce CTAs, then the gather). serial = cuBLAS, then NCCL all-reduce. 2-stream chunked overlap = the M "
+      "rows cut into min(4, M / (128 W)) chunks; per chunk one cuBLAS call into its rows of an [M x 8192] buffer, "
+      "whose NCCL all-reduce runs on a side stream while the next chunk computes. mkernel vs best baseline = "
+      "min(serial, overlap) / mkernel. T_gemm = cuBLAS alone, T_comm = the fastest AR alone (of the three columns), "
+      "eta = max(T_gemm, T_comm) / mkernel. ideal speedup = (T_gemm + T_comm) / max(T_gemm, T_comm) (what perfect "
+      "overlap would give over a serial run of the two parts); mkernel speedup over serial = serial (measured) / "
+      "mkernel; achieved / ideal is their ratio. targets (issue tp-ar): vs best >= 1 at every M, eta >= 0.90 at M >= "
+      "4096, achieved / ideal >= 0.90. MB per GPU (N nodes x L GPUs, share = M/W x 8192 x 2 B, two-shot, "
+      "tp::ar_bytes_per_gpu): NVLink 2 (L-1) N shares (the reduce-scatter's partial rows out, as "
+      "tp::rs_bytes_per_gpu, and the final rows pulled from node peers), network 2 (N-1) shares (the node's sum of "
+      "each other node's share, and its own final share once per other node). CTAs: run()'s Gather + compute CTAs; "
+      "all_reduce()'s Reduce CTAs (the 32-CTA plan's in parentheses). check: outside timing, both mkernel plans' run() "
+      "and the plan's all_reduce() of serial's partial vs serial's output, on the same inputs, every element within "
+      "0.02 |ref| + 0.02 rms(ref), and the same bits on every rank (else the run fails); the chunked overlap is checked "
+      "the same way on the first M. Across nodes (2x1 emulated) the AR baselines are mkernel's standalone all-reduce "
+      "on the same transport, not NCCL (which would use NVLink between the emulated nodes): 'AR alone' shows it twice, "
+      "and serial = cuBLAS then that all-reduce. PyTorch's matmul + symmetric-memory all-reduce (1x2) is measured by "
+      "bench/torch_tp_bench.py.";
+  bc.report->add(t);
+}
+
+}  // namespace mkb

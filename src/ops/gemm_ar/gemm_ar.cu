@@ -1,0 +1,307 @@
+// mkernel: GEMM + AllReduce (include/mkernel/tp.hpp), one persistent
+// kernel, on N nodes of L GPUs: the two-level reduce-scatter of GemmRs
+// (device/roles/rs_layout.hpp) with the owners' final rows published as
+// they are finished, and the all-gather of device/roles/ar_gather.cuh.
+// - run(): CTAs [0, num_gather) Gather; the rest compute (the GEMM engine)
+//   in the GEMM+RS walk with the shares' row-block groups interleaved
+//   (sched::TileSchedParams::share_interleave): owner tiles store their
+//   final rows into the staging buffer's final slot and signal them (and
+//   send each finished row-block once to every other node's rail peer);
+//   compute CTAs that run out of tiles join the gather.
+// - all_reduce(): the standalone reduce-scatter's push and Reduce roles
+//   (the Reduce role publishes the final rows the same way), then Gather;
+//   every CTA gathers once its own work is done.
+// Every rank copies the owners' bf16 rows: the results agree bit for bit.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+
+#include "device/epoch.cuh"
+#include "device/gemm/gemm_engine.cuh"
+#include "device/roles/ar_gather.cuh"
+#include "device/roles/reduce_scatter.cuh"
+#include "mkernel/error.hpp"
+#include "mkernel/mkernel.hpp"
+#include "mkernel/network.hpp"
+#include "mkernel/tp.hpp"
+#include "src/ops/ag_gemm/tp_plan.hpp"
+#include "src/ops/gemm/gemm_host.hpp"
+#include "src/ops/gemm_rs/rs_plan.hpp"
+
+namespace mk {
+
+namespace {
+
+constexpr int kStandalonePushCtas = 16;
+constexpr int kDefaultReduceCtas = 16;
+constexpr int kGatherParts = 8;  // pieces per row-block (256 KB at n = 8192): many CTAs share the last row-blocks
+
+__device__ __forceinline__ Role role_of(int cta, int num_push, int num_reduce, int num_gather, bool fused) {
+  if (fused) return cta < num_gather ? Role::IntraComm : Role::Compute;
+  if (cta < num_push) return Role::InterSend;  // the push (IntraComm's copies; the name keeps the roles apart)
+  if (cta < num_push + num_reduce) return Role::Reduce;
+  return Role::IntraComm;
+}
+
+__global__ void __launch_bounds__(gemm::kThreads, 1)
+    gemm_ar_kernel(const __grid_constant__ gemm::GemmParams gp, const __grid_constant__ roles::ReduceScatter rs,
+                   const __grid_constant__ roles::ArGather ag, const dev::DeviceEpoch ep, const int32_t num_push,
+                   const int32_t num_reduce, const int32_t num_gather) {
+  extern __shared__ uint8_t smem[];
+  const int cta = blockIdx.x;
+  const uint64_t epoch = dev::epoch_of_launch(ep);
+  const bool fused = gp.num_compute > 0;
+  if (cta == 0 && threadIdx.x == 0) roles::rs_announce(gp.ctx, rs, epoch);
+  char* buf = reinterpret_cast<char*>(smem);
+  switch (role_of(cta, num_push, num_reduce, num_gather, fused)) {
+    case Role::InterSend:
+      roles::rs_push(gp.ctx, rs, epoch, buf, cta, num_push);
+      break;
+    case Role::Reduce:
+      roles::rs_reduce(gp.ctx, rs, epoch, buf, cta - num_push, num_reduce);
+      break;
+    case Role::Compute:
+      gemm::run_compute<true>(gp, smem, cta - num_gather);
+      // The engine's stages were written by TMA (async proxy); the
+      // gather's barriers and copies reuse them.
+      dev::sm90::fence_proxy_async_shared();
+      __syncthreads();
+      break;
+    default:
+      break;
+  }
+  __syncthreads();
+  roles::ar_gather(gp.ctx, ag, epoch, buf);  // Gather CTAs from the start, the others once done
+  dev::epoch_finish(ep);
+}
+
+using tp::aligned16;
+using tp::overlap;
+
+}  // namespace
+
+GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const GemmArOptions& opt)
+    : comm_(comm), m_(m), n_(n), k_(k_local) {
+  const Topology& t = comm.topology();
+  tp::rs_check_shape(t, "GemmAr", m, n, k_local);
+  const int sms = gemm::num_sms();
+  const bool leave_sm = tp::leave_free_sm(comm, "GemmAr", opt.num_ctas, sms);
+  num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - (leave_sm ? 1 : 0);
+  if (num_ctas_ < 2 || num_ctas_ > sms) fail("GemmAr: num_ctas must be in [2, ", sms, "] (got ", num_ctas_, ")");
+  // Default split: at least tp::ar_gather_ctas Gather CTAs, and the SMs the
+  // GEMM's last wave would leave idle anyway (tp::balanced_ctas): 8 Gather
+  // CTAs cost 1x2 M = 1024 a third wave (0.66 ms against 0.41 with 3).
+  const int64_t tiles = (m / gemm::kBlockM) * ((n + gemm::kBlockN - 1) / gemm::kBlockN);
+  const int min_gather = std::min(tp::ar_gather_ctas(k_local), num_ctas_ - 1);
+  num_gather_ = opt.num_gather_ctas ? opt.num_gather_ctas
+                                    : num_ctas_ - std::min(num_ctas_ - min_gather,
+                                                           tp::balanced_ctas(tiles, num_ctas_ - min_gather));
+  if (num_gather_ < 1 || num_gather_ > num_ctas_ - 1)
+    fail("GemmAr: num_gather_ctas must be in [1, ", num_ctas_ - 1, "] (got ", num_gather_, ")");
+  if (opt.async_store < -1 || opt.async_store > 1 || (opt.async_store == 1 && leave_sm))
+    fail("GemmAr: async_store must be -1, 0 or 1 (1 not next to a transport that needs a free SM; got ",
+         opt.async_store, ")");
+  async_ = opt.async_store == -1 ? !leave_sm : opt.async_store == 1;
+  num_reduce_ = opt.num_reduce_ctas ? opt.num_reduce_ctas : kDefaultReduceCtas;
+  if (num_reduce_ < 1 || num_reduce_ + kStandalonePushCtas > sms - 1)
+    fail("GemmAr: num_reduce_ctas must be in [1, ", sms - 1 - kStandalonePushCtas, "] (got ", num_reduce_, ")");
+  if (opt.one_shot < -1 || opt.one_shot > 1) fail("GemmAr: one_shot must be -1, 0 or 1 (got ", opt.one_shot, ")");
+  if (opt.one_shot == 1 && !tp::ar_one_shot_possible(t.num_nodes, t.world))
+    fail("GemmAr: one_shot = 1 needs one node of 2 ranks (", t.describe(),
+         "; with more the ranks would add in different orders and their bits differ)");
+  const roles::ArLayout al{t.num_nodes};
+  rs_ = std::make_unique<tp::RsPlan>(
+      tp::rs_make_plan(comm, "GemmAr", m, n, k_local, opt.swizzle ? opt.swizzle : tp::ar_swizzle(m / t.world / gemm::kBlockM),
+                       al.extra_slots(), 1, &sig_fin_));
+  swizzle_ = rs_->swizzle;
+  // One-shot (same decision on every rank: shape and topology only).
+  one_shot_ = opt.one_shot == 1 || (opt.one_shot == -1 && tp::ar_one_shot_fits(t.num_nodes, t.world, m, n));
+  if (one_shot_) {
+    const int64_t tiles_total = tiles;
+    num_os_ctas_ = tp::balanced_ctas(tiles_total, num_ctas_);
+    // Its own family of calls: entry signals, epoch counter (run()'s calls
+    // only; all_reduce() keeps the reduce-scatter's counts in step) and
+    // per-tile arrival signals.
+    os_sig_entry_ = comm.reserve_signals(t.world);
+    sig_bcast_ = comm.reserve_signals(static_cast<int>((t.local_size - 1) * tiles_total));
+    MK_CUDA_CHECK(cudaMalloc(&os_epoch_, 4 * sizeof(uint64_t)));
+    MK_CUDA_CHECK(cudaMemset(os_epoch_, 0, 4 * sizeof(uint64_t)));
+    os_staging_ = &comm.alloc_symmetric(size_t(t.local_size - 1) * size_t(tiles_total) * gemm::kBlockM * gemm::kBlockN * 2);
+  }
+  MK_CUDA_CHECK(cudaDeviceSynchronize());  // the plan's memsets before any stream's launch
+}
+
+GemmAr::~GemmAr() {
+  if (os_epoch_) cudaFree(os_epoch_);
+  if (os_staging_) {
+    try {
+      comm_.free_symmetric(*os_staging_);
+    } catch (...) {
+    }
+  }
+  if (rs_) tp::rs_free_plan(comm_, *rs_);
+}
+
+namespace {
+
+// One-shot run(): every tile is an owner-reduce tile of destination 0 (all
+// rows): its partial goes to every node peer's slot for this rank first
+// (EpilogueHook::bcast_out), then the peers' partials of the same tile are
+// added (per-tile signals) and the sum stored into out. Every rank walks
+// the same order, so the tile a CTA waits for is being computed by a
+// resident CTA of the peer, which pushed it before waiting itself.
+gemm::GemmParams one_shot_params(const Topology& t, const DeviceCtx& ctx, const SymmetricBuffer& st, int sig_entry,
+                                 int sig_bcast, uint64_t* epoch_counter, int swizzle, const void* a, const void* b,
+                                 void* out, int64_t m, int64_t n, int64_t k, int ctas) {
+  gemm::GemmParams gp =
+      gemm::make_params(gemm::Operands{.a = a, .b = b, .out = st.local, .m = m, .n = n, .k = k}, ctas);
+  const int64_t tiles = sched::total_tiles(gp.sched);
+  const int64_t slot_elems = tiles * gemm::kBlockM * gemm::kBlockN;
+  gp.sched.order = sched::TileOrder::Swizzled;
+  gp.sched.swizzle = swizzle;
+  gp.epi.layout = gemm::OutLayout::TileMajor;
+  gp.epi.rows_per_dest = m;
+  gp.epi.own_mask = 1;
+  gp.epi.own_final = 0;
+  gp.epi.own_nsrc = t.local_size - 1;
+  gp.epi.own_slots = static_cast<const uint16_t*>(st.local);
+  gp.epi.own_src_stride = slot_elems;
+  gp.epi.own_signals = ctx.signals + sig_bcast;
+  gp.epi.own_sig_stride = tiles;
+  gp.epi.own_expect = 1;
+  gp.epi.own_per_tile = 1;
+  gp.epi.own_out = out;
+  gp.epi.own_ldo = n;
+  for (int l = 0; l < t.local_size; ++l) {
+    if (l == t.local_rank) continue;
+    const int i = gp.epi.bcast_n++;
+    const int j = rs::compact(t.local_rank, l);  // this rank's slot at peer l
+    gp.epi.bcast_out[i] = static_cast<char*>(st.peer[l]) + size_t(j) * size_t(slot_elems) * 2;
+    gp.epi.bcast_sig[i] = ctx.peer_signals[l] + sig_bcast + int64_t(j) * tiles;
+  }
+  gp.load.start_signals = ctx.signals + sig_entry;  // every peer entered this call: its slots are free
+  gp.load.num_start = t.world;
+  gp.load.epoch_counter = epoch_counter;
+  gp.tile_counter = epoch_counter + 2;
+  gp.has_ctx = 1;
+  gp.ctx = ctx;
+  return gp;
+}
+
+}  // namespace
+
+void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream) {
+  const Topology& t = comm_.topology();
+  const bool compute = x == nullptr;
+  const int64_t out_bytes = m_ * n_ * 2;
+  if (!out || !aligned16(out)) fail("GemmAr: out must be a 16-byte aligned device pointer (got ", out, ")");
+  if (compute) {
+    if (!a || !b || !aligned16(a) || !aligned16(b))
+      fail("GemmAr: a and b must be 16-byte aligned device pointers (got a=", a, " b=", b, ")");
+    if (overlap(out, out_bytes, a, m_ * k_ * 2) || overlap(out, out_bytes, b, n_ * k_ * 2))
+      fail("GemmAr: out overlaps a or b");
+  } else {
+    if (!aligned16(x)) fail("GemmAr::all_reduce: x must be a 16-byte aligned device pointer (got ", x, ")");
+    if (out != x && overlap(out, out_bytes, x, out_bytes))
+      fail("GemmAr::all_reduce: out overlaps x (in place, out == x, is allowed)");
+  }
+  const DeviceCtx& ctx = comm_.device_ctx();
+  const rs::Layout lay{t.num_nodes, t.local_size};
+  const roles::ArLayout al{t.num_nodes};
+  const uint64_t slot_bytes = uint64_t(rs_->slot_elems) * 2;
+  const int rs_slots = lay.num_slots();
+  char* fin = static_cast<char*>(rs_->staging->local) + al.final_slot(rs_slots) * slot_bytes;
+  const uint64_t fin_off = al.final_slot(rs_slots) * slot_bytes;
+  // The other nodes' rail peers (same local index) and where this rank's
+  // final rows land there.
+  int fin_net_n = 0;
+  int32_t fin_peer[kMaxLocalRanks] = {};
+  uint64_t fin_dst[kMaxLocalRanks] = {};
+  for (int nd = 0; nd < t.num_nodes; ++nd) {
+    if (nd == t.node) continue;
+    fin_peer[fin_net_n] = t.rank_at(nd, t.local_rank);
+    fin_dst[fin_net_n] = al.recv_slot(rs_slots, t.node, nd) * slot_bytes;
+    ++fin_net_n;
+  }
+  gemm::GemmParams gp{};
+  int num_push = 0, grid = 0;
+  const bool one_shot = compute && one_shot_;
+  if (one_shot) {
+    gp = one_shot_params(t, ctx, *os_staging_, os_sig_entry_, sig_bcast_, os_epoch_, swizzle_, a, b, out, m_, n_, k_,
+                         num_os_ctas_);
+    gemm::validate_hooks(gp);
+    grid = num_os_ctas_;
+  } else if (compute) {
+    gp = tp::rs_gemm_params(*rs_, t, ctx, a, b, fin, num_ctas_ - num_gather_, async_);
+    gp.sched.share_interleave = 1;  // owners finish rows all along; their own group a group late
+    gp.sched.share_lag = 1;
+    gp.epi.fin_publish = 1;
+    gp.epi.fin_sig = sig_fin_;
+    gp.epi.fin_net_n = fin_net_n;
+    gp.epi.fin_rb_count = rs_->net_rb_count;  // final row-blocks: other ids than the sums sent
+    gp.epi.fin_src_off = fin_off;
+    for (int i = 0; i < fin_net_n; ++i) {
+      gp.epi.fin_net_peer[i] = fin_peer[i];
+      gp.epi.fin_net_dst_off[i] = fin_dst[i];
+    }
+    gemm::validate_hooks(gp);
+    grid = num_ctas_;
+  } else {
+    gp.num_compute = 0;
+    gp.timeout_ns = ctx.timeout_ns;
+    gp.has_ctx = 1;
+    gp.ctx = ctx;
+    num_push = kStandalonePushCtas;
+    grid = num_push + num_reduce_ + 1;  // one Gather CTA from the start; the others join
+  }
+  roles::ReduceScatter rs = tp::rs_role_params(*rs_, t, x, fin);
+  rs.publish_fin = 1;
+  rs.sig_fin = sig_fin_;
+  rs.fin_net_n = fin_net_n;
+  rs.fin_src_off = fin_off;
+  for (int i = 0; i < fin_net_n; ++i) {
+    rs.fin_net_peer[i] = fin_peer[i];
+    rs.fin_net_dst_off[i] = fin_dst[i];
+  }
+  roles::ArGather ag{};
+  for (int d = 0; d < t.local_size; ++d) ag.staging[d] = static_cast<char*>(rs_->staging->peer[d]);
+  ag.out = static_cast<char*>(out);
+  ag.rows = m_ / t.world;
+  ag.n = n_;
+  ag.row_block = gemm::kBlockM;
+  ag.slot_bytes = static_cast<int64_t>(slot_bytes);
+  ag.rs_slots = rs_slots;
+  ag.rank = t.rank;
+  ag.world = t.world;
+  ag.node = t.node;
+  ag.local_rank = t.local_rank;
+  for (int d = 0; d < t.world; ++d) {
+    ag.node_of[d] = static_cast<int8_t>(t.node_of[d]);
+    ag.local_of[d] = static_cast<int8_t>(t.local_rank_of[d]);
+  }
+  if (one_shot) {
+    ag.world = 0;                   // nothing to gather: every rank summed every tile
+    rs.sig_entry = os_sig_entry_;   // announced on the one-shot family's entry signals
+  }
+  ag.sig_fin = sig_fin_;
+  ag.adds_per_block = rs.adds_per_block;
+  ag.parts = kGatherParts;
+  uint64_t* ec = one_shot ? os_epoch_ : rs_->epoch_counter;
+  ag.items = ec + 3;
+  gemm::allow_engine_smem(reinterpret_cast<const void*>(gemm_ar_kernel), gemm::kSmemBytesAsync);
+  size_t smem = compute ? (gp.epi.async_store ? gemm::kSmemBytesAsync : gemm::kSmemBytes) : roles::kArGatherSmem;
+  smem = std::max(smem, roles::kArGatherSmem);
+  gemm_ar_kernel<<<grid, gemm::kThreads, smem, stream>>>(
+      gp, rs, ag, dev::DeviceEpoch{ec, reinterpret_cast<uint32_t*>(ec + 1), ec + 2, ec + 3}, num_push, num_reduce_,
+      compute && !one_shot ? num_gather_ : 0);
+  MK_CUDA_CHECK(cudaGetLastError());
+}
+
+void GemmAr::run(const void* a, const void* b, void* out, cudaStream_t stream) { launch(a, b, nullptr, out, stream); }
+
+void GemmAr::all_reduce(const void* x, void* out, cudaStream_t stream) {
+  if (!x) fail("GemmAr::all_reduce: x is null");
+  launch(nullptr, nullptr, x, out, stream);
+}
+
+}  // namespace mk

@@ -1,0 +1,37 @@
+// C ABI of the GEMM+AllReduce plan (include/mkernel/mkernel.h).
+#include "mkernel/mkernel.h"
+#include "mkernel/tp.hpp"
+#include "src/runtime/c_api_util.hpp"
+
+struct mk_gemm_ar_s {
+  std::unique_ptr<mk::GemmAr> plan;
+};
+
+using mk::capi::guarded;
+using mk::capi::null_arg;
+
+extern "C" {
+
+int mk_gemm_ar_create(mk_comm_t comm, int64_t m, int64_t n, int64_t k_local, int num_gather_ctas, int num_ctas,
+                      mk_gemm_ar_t* out) {
+  mk::GemmArOptions opt;
+  opt.num_gather_ctas = num_gather_ctas;
+  opt.num_ctas = num_ctas;
+  return mk::capi::create_plan<mk_gemm_ar_s, mk::GemmAr>(comm, out, m, n, k_local, opt);
+}
+
+int mk_gemm_ar_run(mk_gemm_ar_t plan, const void* a, const void* b, void* out, void* stream) {
+  if (!plan) return null_arg("plan");
+  return guarded([&] { plan->plan->run(a, b, out, static_cast<cudaStream_t>(stream)); });
+}
+
+int mk_gemm_ar_all_reduce(mk_gemm_ar_t plan, const void* x, void* out, void* stream) {
+  if (!plan) return null_arg("plan");
+  return guarded([&] { plan->plan->all_reduce(x, out, static_cast<cudaStream_t>(stream)); });
+}
+
+int mk_gemm_ar_destroy(mk_gemm_ar_t plan) {
+  return guarded([&] { delete plan; });
+}
+
+}  // extern "C"

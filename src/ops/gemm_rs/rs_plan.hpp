@@ -1,0 +1,218 @@
+// mkernel: the reduce-scatter half shared by GemmRs and GemmAr: checks,
+// the GEMM's tile walk and epilogue hooks, and the standalone roles'
+// parameters, for the two-level layout of device/roles/rs_layout.hpp.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "device/gemm/gemm_params.hpp"
+#include "device/roles/reduce_scatter.cuh"
+#include "mkernel/communicator.hpp"
+#include "mkernel/error.hpp"
+#include "mkernel/network.hpp"
+#include "mkernel/symmetric.hpp"
+#include "src/ops/ag_gemm/tp_plan.hpp"
+#include "src/ops/gemm/gemm_host.hpp"
+
+namespace mk::tp {
+
+// What a GEMM+RS-style plan holds (owned by the plan object).
+struct RsPlan {
+  int64_t m = 0, n = 0, k = 0;
+  int sig_entry = 0, sig_local = 0, sig_net = 0;
+  int swizzle = 1;
+  int64_t slot_elems = 0;  // bf16 elements per staging slot: one share, R x n in whole GEMM tiles
+  SymmetricBuffer* staging = nullptr;
+  uint64_t* epoch_counter = nullptr;  // [0] epoch, [1] finished CTAs, [2] tile counter, [3] second work counter
+  uint64_t* net_rb_count = nullptr;   // device: tiles stored per row-block (network puts)
+  const net::NetCtx* netctx = nullptr;
+  int net_region = 0;
+};
+
+// Shape checks of both ops (before anything is allocated).
+inline void rs_check_shape(const Topology& t, const char* op, int64_t m, int64_t n, int64_t k_local) {
+  if (n < 64 || n % 64) fail(op, ": n must be a positive multiple of 64 (got ", n, ")");
+  if (k_local < 64 || k_local % 64) fail(op, ": k_local must be a positive multiple of 64 (got ", k_local, ")");
+  if (m < 1 || m % t.world || (m / t.world) % gemm::kBlockM)
+    fail(op, ": m (", m, ") must split into ", t.world, " row blocks of a multiple of ", gemm::kBlockM,
+         " rows each (smaller or ragged blocks are not supported yet)");
+  check_topology(t, op, roles::kMaxRsRanks);
+  if (t.world > roles::kMaxRsRanks) fail(op, ": at most ", roles::kMaxRsRanks, " ranks (got ", t.world, ")");
+}
+
+// Reserves signals (entry, NVLink and network arrivals, then `extra_sig`
+// per global row-block), checks every rank made the same plan, allocates
+// the staging buffer (the layout's slots + extra_slots) and, across nodes,
+// registers it and the per-row-block counts. Device words zeroed; the
+// caller synchronises before the first launch.
+inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_t n, int64_t k_local, int swizzle_opt,
+                           int extra_slots, int extra_sig, int* extra_sig_index) {
+  const Topology& t = comm.topology();
+  RsPlan p;
+  p.m = m;
+  p.n = n;
+  p.k = k_local;
+  const int64_t total_blocks = m / gemm::kBlockM, share_blocks = total_blocks / t.world;
+  if (swizzle_opt < 0 || (swizzle_opt && share_blocks % swizzle_opt))
+    fail(op, ": swizzle must be 0 or divide the ", share_blocks, " row-blocks of a share (got ", swizzle_opt, ")");
+  p.swizzle = swizzle_opt ? swizzle_opt : rs_swizzle(share_blocks, rs_swizzle_cap(t.num_nodes, share_blocks));
+  const rs::Layout lay{t.num_nodes, t.local_size};
+  p.sig_entry = comm.reserve_signals(t.world);
+  p.sig_local = comm.reserve_signals(static_cast<int>(std::max(1, lay.local_sources()) * total_blocks));
+  p.sig_net = comm.reserve_signals(static_cast<int>(std::max(1, lay.net_sources()) * total_blocks));
+  std::string extra;
+  if (extra_sig > 0) {
+    *extra_sig_index = comm.reserve_signals(static_cast<int>(extra_sig * total_blocks));
+    extra = cat(", ", *extra_sig_index);
+  }
+  check_same_plan(comm.bootstrap().allgather(cat(m, "x", n, "x", k_local, " (signals ", p.sig_entry, ", ", p.sig_local,
+                                                 ", ", p.sig_net, extra, ")")),
+                  t.rank, op, "m x n x k_local");
+  const int64_t n_tiles = (n + gemm::kBlockN - 1) / gemm::kBlockN;
+  p.slot_elems = (m / t.world) * n_tiles * gemm::kBlockN;
+  p.staging = &comm.alloc_symmetric(static_cast<size_t>(std::max(1, lay.num_slots() + extra_slots) * p.slot_elems * 2));
+  if (t.num_nodes > 1) {
+    Network& net = comm.network();
+    p.net_region = net.register_buffer(*p.staging);
+    p.netctx = net.device_ctx_ptr();
+    MK_CUDA_CHECK(cudaMalloc(&p.net_rb_count, size_t(total_blocks) * sizeof(uint64_t)));
+    MK_CUDA_CHECK(cudaMemset(p.net_rb_count, 0, size_t(total_blocks) * sizeof(uint64_t)));
+  }
+  MK_CUDA_CHECK(cudaMalloc(&p.epoch_counter, 4 * sizeof(uint64_t)));
+  MK_CUDA_CHECK(cudaMemset(p.epoch_counter, 0, 4 * sizeof(uint64_t)));
+  return p;
+}
+
+inline void rs_free_plan(Communicator& comm, RsPlan& p) {
+  if (p.epoch_counter) cudaFree(p.epoch_counter);
+  if (p.net_rb_count) cudaFree(p.net_rb_count);
+  if (p.staging) {
+    try {
+      comm.free_symmetric(*p.staging);
+    } catch (...) {
+    }
+  }
+  p = RsPlan{};
+}
+
+// The fused GEMM's parameters: shares in the layout's walk order, tiles of
+// other ranks' shares stored into (or, aggregated, sent to) their owners'
+// staging slots, own tiles summed with every source, final rows into out.
+inline gemm::GemmParams rs_gemm_params(const RsPlan& pl, const Topology& t, const DeviceCtx& ctx, const void* a,
+                                       const void* b, void* out, int num_compute, bool async) {
+  const rs::Layout lay{t.num_nodes, t.local_size};  // staging slots, walk order (rs_layout.hpp)
+  const int64_t rows = pl.m / t.world;
+  gemm::GemmParams gp = gemm::make_params(
+      gemm::Operands{.a = a, .b = b, .out = pl.staging->local, .m = pl.m, .n = pl.n, .k = pl.k}, num_compute);
+  // Shares in the layout's walk order (rs_layout.hpp); swizzle groups
+  // inside a share (tp::rs_swizzle).
+  const int64_t blocks = rows / gemm::kBlockM, total_blocks = pl.m / gemm::kBlockM;
+  gp.sched.order = sched::TileOrder::SharePermuted;
+  gp.sched.share_blocks = static_cast<int32_t>(blocks);
+  for (int i = 0; i < t.world; ++i) {
+    const int s = lay.share_at(i, t.node, t.local_rank);
+    gp.sched.share_order[i] = static_cast<int8_t>(t.rank_at(s / t.local_size, s % t.local_size));
+  }
+  gp.sched.swizzle = pl.swizzle;
+  const size_t slot_bytes = size_t(pl.slot_elems) * 2;
+  char* mine = static_cast<char*>(pl.staging->local);
+  for (int d = 0; d < t.world; ++d) {
+    const int dn = t.node_of[d], dl = t.local_rank_of[d];
+    if (dl != t.local_rank) {  // a node peer aggregates (or owns) this share: its NVLink receive slot
+      gp.epi.out[d] = static_cast<char*>(pl.staging->peer[dl]) + lay.local_slot(t.local_rank, dl, dn) * slot_bytes;
+      gp.epi.signals[d] = ctx.peer_signals[dl] + pl.sig_local + rs::compact(t.local_rank, dl) * total_blocks;
+      continue;
+    }
+    // This rank's local index: add the node peers' tiles ...
+    if (t.local_size > 1) gp.epi.own_mask |= 1u << d;
+    gp.epi.own_dst_off[d] = int64_t(dn) * pl.slot_elems;
+    if (d == t.rank) {  // ... and the other nodes' sums: the final rows
+      gp.epi.out[d] = mine;  // not written (own_final)
+      gp.epi.own_mask |= 1u << d;
+      continue;
+    }
+    // ... then send the node's sum to the owner (rail peer).
+    const size_t send = lay.send_slot(dn, t.node) * slot_bytes;
+    gp.epi.out[d] = mine + send;
+    gp.epi.net |= 1u << d;
+    gp.epi.net_peer[d] = d;
+    gp.epi.net_src_off[d] = send;
+    gp.epi.net_dst_off[d] = lay.net_recv_slot(t.node, dn) * slot_bytes;
+    gp.epi.net_sig_base[d] = pl.sig_net + static_cast<int32_t>(rs::compact(t.node, dn) * total_blocks);
+  }
+  gp.epi.layout = gemm::OutLayout::TileMajor;
+  gp.epi.rows_per_dest = rows;
+  gp.epi.signal = gemm::EpiSignal::PerRowBlock;
+  gp.epi.sig_delta = 1;
+  gp.epi.net_region = pl.net_region;
+  gp.netctx = pl.netctx;
+  gp.epi.net_rb_count = pl.net_rb_count;  // one put per row-block
+  gp.epi.own_final = t.rank;
+  gp.epi.own_nsrc = lay.local_sources();
+  gp.epi.own_slots = static_cast<const uint16_t*>(pl.staging->local);
+  gp.epi.own_src_stride = int64_t(t.num_nodes) * pl.slot_elems;
+  gp.epi.own_signals = ctx.signals + pl.sig_local;
+  gp.epi.own_net_nsrc = lay.net_sources();
+  gp.epi.own_net_slots =
+      static_cast<const uint16_t*>(pl.staging->local) + int64_t(lay.local_sources()) * t.num_nodes * pl.slot_elems;
+  gp.epi.own_net_stride = pl.slot_elems;
+  gp.epi.own_net_signals = ctx.signals + pl.sig_net;
+  gp.epi.own_sig_stride = total_blocks;
+  gp.epi.own_expect = static_cast<uint64_t>((pl.n + gemm::kBlockN - 1) / gemm::kBlockN);
+  gp.epi.own_out = out;
+  gp.epi.own_ldo = pl.n;
+  gp.load.start_signals = ctx.signals + pl.sig_entry;  // every owner entered this call
+  gp.load.num_start = t.world;
+  gp.load.epoch_counter = pl.epoch_counter;
+  // Tiles from a dynamic queue: a tile that waits was claimed after every
+  // tile it waits for was claimed (walk order), so no CTA waits on a CTA
+  // that is not resident.
+  gp.tile_counter = pl.epoch_counter + 2;
+  // Tiles for other ranks (NVLink receive slots, send slots) leave through
+  // the storer's bulk copies while the next tile computes; not next to a
+  // transport that runs kernels on this GPU (kSmemBytesAsync leaves them
+  // no room beside a CTA: gemm_params.hpp NOTES).
+  gp.epi.async_store = async ? 1 : 0;
+  gp.has_ctx = 1;
+  gp.ctx = ctx;
+  return gp;
+}
+
+// The standalone roles' parameters (push and reduce).
+inline roles::ReduceScatter rs_role_params(const RsPlan& pl, const Topology& t, const void* x, void* out) {
+  const rs::Layout lay{t.num_nodes, t.local_size};
+  roles::ReduceScatter rs{};
+  for (int d = 0; d < t.local_size; ++d) rs.staging[d] = pl.staging->peer[d];
+  for (int s = 0; s < t.world; ++s) {
+    rs.rank_at[s] = t.rank_at(s / t.local_size, s % t.local_size);
+    rs.walk[s] = static_cast<int8_t>(lay.share_at(s, t.node, t.local_rank));
+  }
+  rs.input = x;
+  rs.out = out;
+  rs.rows = pl.m / t.world;
+  rs.n = pl.n;
+  rs.row_block = gemm::kBlockM;
+  rs.slot_elems = pl.slot_elems;
+  rs.rank = t.rank;
+  rs.world = t.world;
+  rs.node = t.node;
+  rs.num_nodes = t.num_nodes;
+  rs.local_rank = t.local_rank;
+  rs.local_size = t.local_size;
+  rs.sig_entry = pl.sig_entry;
+  rs.sig_local = pl.sig_local;
+  rs.sig_net = pl.sig_net;
+  rs.netctx = pl.netctx;
+  rs.net_region = pl.net_region;
+  rs.net_queue = 0;
+  // The GEMM adds once per tile (n_blocks per row-block), the standalone push
+  // once per row-block by the same amount: counts stay in step whichever
+  // entry point each call of the plan uses.
+  rs.adds_per_block = static_cast<uint64_t>((pl.n + gemm::kBlockN - 1) / gemm::kBlockN);
+  rs.parts = rs_parts(static_cast<int64_t>(rs.adds_per_block), gemm::kBlockM * pl.n / 8);
+  return rs;
+}
+
+}  // namespace mk::tp

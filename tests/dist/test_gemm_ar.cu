@@ -1,0 +1,318 @@
+// GEMM + AllReduce on 2 or more ranks (1x2 over NVLink, 2x1 over the
+// network, 2x2): out [m x n] = sum over ranks of a_r b_r^T against an fp32
+// reference, every element, and the same bits on every rank; the
+// standalone all-reduce likewise; 100 back-to-back calls alternating both
+// entry points with changing inputs and one sync; CUDA-graph replay; role
+// splits; bad plans and inputs rejected before launch.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "mkernel/mkernel.hpp"
+#include "mkernel/tp.hpp"
+#include "tests/gpu/gemm_test_util.cuh"
+#include "tests/dist/tp_test_util.hpp"
+#include "tests/test_comm.hpp"
+
+using namespace mk;
+using mk::test::comm;
+using namespace mkt;
+
+namespace {
+
+#define CK(x) comm().check(static_cast<int>(x), #x)
+
+uint64_t seed_a(int rank, int call) { return 11000 + 41 * rank + 1013 * call; }  // a, and x of all_reduce()
+uint64_t seed_b(int rank) { return 1300 + rank; }
+
+std::string shape_of(int64_t m, int64_t n, int64_t k) {
+  return "m " + std::to_string(m) + " n " + std::to_string(n) + " k " + std::to_string(k);
+}
+
+class GemmArTest : public GemmCheck {
+ protected:
+  // Every row of sum_s a_s b_s^T (each rank's a and b regenerated), then
+  // the same bits on every rank. Collective.
+  void check_call(const void* out, int64_t m, int64_t n, int64_t k, int call, const std::string& what) {
+    Buf ref(m * n * 4);
+    sum_of_products(ref.as<float>(), m, n, k, 0, m, [&](int s) { return seed_a(s, call); }, seed_b);
+    expect_near(out, ref.as<float>(), m, n, what + " call " + std::to_string(call));
+    EXPECT_EQ(differences_from_rank0(out, m * n * 2, n), "") << what << " call " << call;
+  }
+
+  // Every row of sum_s x_s (x_s [m x n] regenerated from seed_a(s, call)),
+  // the same bits on every rank. Collective.
+  void check_all_reduce(const void* out, int64_t m, int64_t n, int call, const std::string& what) {
+    Buf ref(m * n * 4);
+    sum_of_inputs(ref.as<float>(), m, n, 0, m, [&](int s) { return seed_a(s, call); });
+    expect_near(out, ref.as<float>(), m, n, what + " call " + std::to_string(call));
+    EXPECT_EQ(differences_from_rank0(out, m * n * 2, n), "") << what << " call " << call;
+  }
+
+  // One synchronised run() with fresh a (b: seed_b) into poisoned out.
+  void run_once(GemmAr& plan, const Buf& a, const Buf& b, const Buf& out, int64_t m, int64_t n, int64_t k, int call,
+                const std::string& what) {
+    random_bf16(a.p, m * k, seed_a(comm().rank(), call));
+    poison(out.p, m * n);
+    CK(cudaDeviceSynchronize());
+    plan.run(a.p, b.p, out.p, nullptr);
+    CK(cudaDeviceSynchronize());
+    check_call(out.p, m, n, k, call, what);
+  }
+};
+
+// Shapes given for 2 ranks (rows scale with the world): the smallest (one
+// row-block per rank), 3 and 5 row-blocks per rank (not a multiple of the
+// swizzle cap of 8; 5 is prime), n not a multiple of the 256-wide tiles, k
+// of one and of three 64-blocks, and one larger shape.
+TEST_F(GemmArTest, MatchesReferenceAcrossShapes) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  struct S {
+    int64_t m, n, k;
+  };
+  int call = 0;
+  for (S s : {S{256, 64, 64}, S{768, 192, 192}, S{1280, 320, 256}, S{512, 576, 128}, S{2048, 1024, 512}}) {
+    s.m = rows_for_world(s.m);
+    SCOPED_TRACE(shape_of(s.m, s.n, s.k));
+    for (int variant : {-1, 0}) {  // the default (one-shot on one node at these sizes), two-shot
+    SCOPED_TRACE("one_shot option " + std::to_string(variant));
+    GemmAr plan(comm(), s.m, s.n, s.k, GemmArOptions{.one_shot = variant});
+    EXPECT_GE(plan.swizzle(), 1);
+    if (plan.swizzle() >= 1) EXPECT_EQ(s.m / comm().world() / 128 % plan.swizzle(), 0) << "swizzle " << plan.swizzle();
+    Buf a(s.m * s.k * 2), b(s.n * s.k * 2), out(s.m * s.n * 2);
+    random_bf16(b.p, s.n * s.k, seed_b(comm().rank()));
+    // Twice per plan: the second call must not see the first one's rows.
+    for (int rep = 0; rep < 2; ++rep) run_once(plan, a, b, out, s.m, s.n, s.k, ++call, "run");
+    comm().barrier();
+    }
+  }
+}
+
+TEST_F(GemmArTest, StandaloneAllReduce) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  const int me = comm().rank();
+  const int64_t m = rows_for_world(1024), n = 768;
+  // Reduce CTAs: the default (16), 1, 37 (more than row-blocks: idle CTAs).
+  GemmAr plan(comm(), m, n, 64), plan1(comm(), m, n, 64, {.num_reduce_ctas = 1}),
+      plan37(comm(), m, n, 64, {.num_reduce_ctas = 37});
+  EXPECT_EQ(plan.num_reduce_ctas(), 16);
+  EXPECT_EQ(plan1.num_reduce_ctas(), 1);
+  EXPECT_EQ(plan37.num_reduce_ctas(), 37);
+  Buf x(m * n * 2), out(m * n * 2);
+  for (int call = 3000; call < 3006; ++call) {
+    GemmAr& p = call == 3003 ? plan1 : call == 3004 ? plan37 : plan;
+    random_bf16(x.p, m * n, seed_a(me, call));
+    poison(out.p, m * n);
+    CK(cudaDeviceSynchronize());
+    if (call == 3001 && me == 1) usleep(50000);  // ranks 50 ms apart once
+    p.all_reduce(x.p, out.p, nullptr);
+    CK(cudaDeviceSynchronize());
+    check_all_reduce(out.p, m, n, call, "all_reduce");
+  }
+  // In place (out == x): every rank's rows are read before any sum is gathered.
+  for (int call = 3010; call < 3012; ++call) {
+    random_bf16(x.p, m * n, seed_a(me, call));
+    CK(cudaDeviceSynchronize());
+    plan.all_reduce(x.p, x.p, nullptr);
+    CK(cudaDeviceSynchronize());
+    check_all_reduce(x.p, m, n, call, "all_reduce in place");
+  }
+  comm().barrier();
+}
+
+// 100 calls on one plan and one stream, run() and all_reduce() in turn,
+// inputs refreshed on the stream, outputs copied aside, the ranks 20 ms
+// apart at the start, one synchronisation at the end: the epochs and the
+// entry handshake alone keep every staging slot and finished row apart.
+// Every call against its reference; all 100 outputs bit for bit across ranks.
+TEST_F(GemmArTest, HundredBackToBackCallsAlternatingEntryPoints) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  const int me = comm().rank();
+  const int64_t m = rows_for_world(512), n = 320, k = 256;
+  const int calls = 100;
+  GemmAr plan(comm(), m, n, k);
+  Buf a(m * k * 2), b(n * k * 2), x(m * n * 2), out(m * n * 2), all(calls * m * n * 2);
+  random_bf16(b.p, n * k, seed_b(me));
+  poison(all.p, calls * m * n);
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(cudaDeviceSynchronize());
+  comm().barrier();
+  if (me == 1) usleep(20000);
+  for (int i = 0; i < calls; ++i) {
+    const int call = 1000 + i;
+    if (i % 2 == 0) {
+      fill_random<<<64, 256, 0, s>>>(a.as<uint16_t>(), m * k, seed_a(me, call));
+      plan.run(a.p, b.p, out.p, s);
+    } else {
+      fill_random<<<64, 256, 0, s>>>(x.as<uint16_t>(), m * n, seed_a(me, call));
+      plan.all_reduce(x.p, out.p, s);
+    }
+    CK(cudaMemcpyAsync(all.as<char>() + i * m * n * 2, out.p, m * n * 2, cudaMemcpyDeviceToDevice, s));
+  }
+  CK(cudaStreamSynchronize(s));
+  cudaStreamDestroy(s);
+  for (int i = 0; i < calls; ++i) {
+    const void* o = all.as<char>() + i * m * n * 2;
+    if (i % 2 == 0)
+      check_call(o, m, n, k, 1000 + i, "back-to-back run");
+    else
+      check_all_reduce(o, m, n, 1000 + i, "back-to-back all_reduce");
+  }
+  comm().barrier();
+}
+
+// One captured run, replayed back to back with new inputs copied in on the
+// stream between replays: each replay gets a fresh epoch from the plan's
+// device counter (captured arguments are frozen), no host sync.
+TEST_F(GemmArTest, CudaGraphReplayWithNewInputs) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  const int me = comm().rank();
+  const int64_t m = rows_for_world(768), n = 320, k = 512;
+  const int reps = 5;
+  GemmAr plan(comm(), m, n, k);
+  Buf a(m * k * 2), b(n * k * 2), out(m * n * 2), fresh(reps * m * k * 2), all(reps * m * n * 2);
+  random_bf16(b.p, n * k, seed_b(me));
+  for (int rep = 0; rep < reps; ++rep) random_bf16(fresh.as<uint16_t>() + rep * m * k, m * k, seed_a(me, 2001 + rep));
+  poison(out.p, m * n);
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(cudaDeviceSynchronize());
+  {
+    CapturedGraph graph(s, [&] { plan.run(a.p, b.p, out.p, s); });
+    for (int rep = 0; rep < reps; ++rep) {
+      CK(cudaMemcpyAsync(a.p, fresh.as<uint16_t>() + rep * m * k, m * k * 2, cudaMemcpyDeviceToDevice, s));
+      graph.launch(s);
+      CK(cudaMemcpyAsync(all.as<char>() + rep * m * n * 2, out.p, m * n * 2, cudaMemcpyDeviceToDevice, s));
+    }
+    CK(cudaStreamSynchronize(s));
+  }
+  for (int rep = 0; rep < reps; ++rep) check_call(all.as<char>() + rep * m * n * 2, m, n, k, 2001 + rep, "replay");
+  // The plan still runs eagerly after the replays (the epochs stayed in step).
+  run_once(plan, a, b, out, m, n, k, 2001 + reps, "eager after replay");
+  cudaStreamDestroy(s);
+  comm().barrier();
+}
+
+// Gather CTAs 1, 2, 8 beside the GEMM on every SM; smaller grids (down to
+// one compute CTA); swizzle 1 against the default; plain-store epilogue.
+// Each against the reference and across ranks.
+TEST_F(GemmArTest, RoleSplitsGiveTheSameResult) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  const int me = comm().rank();
+  const int64_t m = rows_for_world(1536), n = 512, k = 512;  // 6 row-blocks per rank
+  Buf a(m * k * 2), b(n * k * 2), out(m * n * 2);
+  random_bf16(b.p, n * k, seed_b(me));
+  int call = 4000;
+  std::vector<GemmArOptions> opts = {
+      GemmArOptions{}, GemmArOptions{.num_gather_ctas = 1, .one_shot = 0},
+      GemmArOptions{.num_gather_ctas = 2, .one_shot = 0}, GemmArOptions{.num_gather_ctas = 8, .one_shot = 0},
+      GemmArOptions{.num_gather_ctas = 3, .num_ctas = 40, .one_shot = 0},
+      GemmArOptions{.num_gather_ctas = 1, .num_ctas = 2, .one_shot = 0}, GemmArOptions{.swizzle = 1, .one_shot = 0},
+      GemmArOptions{.swizzle = 2, .one_shot = 0}, GemmArOptions{.async_store = 0, .one_shot = 0}};
+  if (comm().topology().num_nodes == 1)  // one-shot: one node only
+    for (GemmArOptions o : {GemmArOptions{.one_shot = 1}, GemmArOptions{.num_ctas = 40, .one_shot = 1},
+                            GemmArOptions{.num_ctas = 2, .swizzle = 1, .one_shot = 1}})
+      opts.push_back(o);
+  for (GemmArOptions o : opts) {
+    SCOPED_TRACE("gather CTAs " + std::to_string(o.num_gather_ctas) + " grid " + std::to_string(o.num_ctas) +
+                 " swizzle " + std::to_string(o.swizzle) + " async store " + std::to_string(o.async_store) +
+                 " one-shot " + std::to_string(o.one_shot));
+    GemmAr plan(comm(), m, n, k, o);
+    if (o.one_shot >= 0) EXPECT_EQ(plan.one_shot(), o.one_shot == 1);
+    if (o.num_gather_ctas) EXPECT_EQ(plan.num_gather_ctas(), o.num_gather_ctas);
+    EXPECT_GE(plan.num_compute_ctas(), 1);
+    if (o.num_ctas && !plan.one_shot()) EXPECT_EQ(plan.num_gather_ctas() + plan.num_compute_ctas(), o.num_ctas);
+    if (o.num_ctas && plan.one_shot()) EXPECT_LE(plan.num_compute_ctas(), o.num_ctas);
+    if (o.swizzle) EXPECT_EQ(plan.swizzle(), o.swizzle);
+    run_once(plan, a, b, out, m, n, k, ++call, "role split");
+    comm().barrier();
+  }
+}
+
+TEST(GemmArErrors, BadPlansAreRejected) {
+  const int w = comm().world();
+  auto expect_error = [](const std::string& what, const char* want, auto&& make) {
+    const std::string m = error_of(make);
+    EXPECT_NE(m.find(want), std::string::npos) << what << ": got \"" << m << "\", want \"" << want << "\"";
+  };
+  // m must split into W row blocks of a multiple of 128 rows.
+  expect_error("m 100", "row blocks of a multiple of 128", [] { GemmAr p(comm(), 100, 128, 128); });
+  expect_error("m W x 192", "row blocks of a multiple of 128", [&] { GemmAr p(comm(), w * 192, 128, 128); });
+  expect_error("m W x 128 + 1", "row blocks of a multiple of 128", [&] { GemmAr p(comm(), w * 128 + 1, 128, 128); });
+  expect_error("m 0", "row blocks of a multiple of 128", [] { GemmAr p(comm(), 0, 128, 128); });
+  const int64_t m = w * 128;
+  expect_error("n 100", "n must be a positive multiple of 64", [&] { GemmAr p(comm(), m, 100, 128); });
+  expect_error("n 0", "n must be a positive multiple of 64", [&] { GemmAr p(comm(), m, 0, 128); });
+  expect_error("k 96", "k_local must be a positive multiple of 64", [&] { GemmAr p(comm(), m, 128, 96); });
+  expect_error("k 0", "k_local must be a positive multiple of 64", [&] { GemmAr p(comm(), m, 128, 0); });
+  // Role counts out of range: negative, more than the SMs, none left to compute.
+  expect_error("gather -1", "num_gather_ctas", [&] { GemmAr p(comm(), m, 128, 128, {.num_gather_ctas = -1}); });
+  expect_error("gather 100000", "num_gather_ctas",
+               [&] { GemmAr p(comm(), m, 128, 128, {.num_gather_ctas = 100000}); });
+  expect_error("gather = grid", "num_gather_ctas",
+               [&] { GemmAr p(comm(), m, 128, 128, {.num_gather_ctas = 4, .num_ctas = 4}); });
+  expect_error("one_shot 2", "one_shot must be -1, 0 or 1", [&] { GemmAr p(comm(), m, 128, 128, {.one_shot = 2}); });
+  if (comm().topology().num_nodes > 1)
+    expect_error("one-shot across nodes", "one_shot = 1 needs one node",
+                 [&] { GemmAr p(comm(), m, 128, 128, {.one_shot = 1}); });
+  expect_error("swizzle 2 of 3 row-blocks", "swizzle", [&] { GemmAr p(comm(), 3 * m, 128, 128, {.swizzle = 2}); });
+  // Ranks disagreeing on the shape: every rank hears it.
+  if (tp_ranks()) {
+    const int64_t n = comm().rank() == 0 ? 128 : 192;
+    expect_error("n differs on rank 0", "every rank must use the same shape", [&] { GemmAr p(comm(), m, n, 128); });
+  }
+  comm().barrier();
+}
+
+// Bad pointers are refused on the host before anything is launched: out
+// keeps its poison, and the plan (its epochs in step on every rank) still
+// computes correctly afterwards.
+TEST_F(GemmArTest, BadInputsAreRejectedBeforeLaunch) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  const int64_t m = rows_for_world(256), n = 128, k = 128;
+  GemmAr plan(comm(), m, n, k);
+  Buf a(m * k * 2), b(n * k * 2), out(m * n * 2), x(m * n * 2);
+  random_bf16(b.p, n * k, seed_b(comm().rank()));
+  random_bf16(x.p, m * n, 1);
+  poison(out.p, m * n);
+  CK(cudaDeviceSynchronize());
+  auto expect_error = [](const std::string& what, const char* want, auto&& call) {
+    const std::string e = error_of(call);
+    EXPECT_FALSE(e.empty()) << what << ": not rejected";
+    EXPECT_NE(e.find(want), std::string::npos) << what << ": got \"" << e << "\", want \"" << want << "\"";
+  };
+  char* ca = a.as<char>();
+  expect_error("a null", "16-byte aligned", [&] { plan.run(nullptr, b.p, out.p, nullptr); });
+  expect_error("b null", "16-byte aligned", [&] { plan.run(a.p, nullptr, out.p, nullptr); });
+  expect_error("out null", "16-byte aligned", [&] { plan.run(a.p, b.p, nullptr, nullptr); });
+  expect_error("a misaligned", "16-byte aligned", [&] { plan.run(ca + 2, b.p, out.p, nullptr); });
+  expect_error("b misaligned", "16-byte aligned", [&] { plan.run(a.p, b.as<char>() + 8, out.p, nullptr); });
+  expect_error("out misaligned", "16-byte aligned", [&] { plan.run(a.p, b.p, out.as<char>() + 2, nullptr); });
+  expect_error("out = a", "overlaps", [&] { plan.run(a.p, b.p, a.p, nullptr); });
+  expect_error("out = b", "overlaps", [&] { plan.run(a.p, b.p, b.p, nullptr); });
+  // a is [m x k] and out [m x n]: out starting inside a's last row.
+  expect_error("out inside a", "overlaps", [&] { plan.run(a.p, b.p, ca + (m * k - k) * 2, nullptr); });
+  expect_error("a inside out", "overlaps", [&] { plan.run(out.as<char>() + 16, b.p, out.p, nullptr); });
+  expect_error("all_reduce x misaligned", "16-byte aligned",
+               [&] { plan.all_reduce(x.as<char>() + 2, out.p, nullptr); });
+  expect_error("all_reduce out misaligned", "16-byte aligned",
+               [&] { plan.all_reduce(x.p, out.as<char>() + 2, nullptr); });
+  expect_error("all_reduce out null", "16-byte aligned", [&] { plan.all_reduce(x.p, nullptr, nullptr); });
+  EXPECT_FALSE(error_of([&] { plan.all_reduce(nullptr, out.p, nullptr); }).empty()) << "all_reduce x null";
+  CK(cudaDeviceSynchronize());
+  std::vector<uint16_t> h(m * n);
+  CK(cudaMemcpy(h.data(), out.p, m * n * 2, cudaMemcpyDeviceToHost));
+  int64_t written = 0;
+  for (uint16_t v : h) written += v != kPoison;
+  EXPECT_EQ(written, 0) << "a rejected call wrote out";
+  comm().barrier();
+  run_once(plan, a, b, out, m, n, k, 7000, "run after rejected calls");
+  comm().barrier();
+}
+
+}  // namespace
