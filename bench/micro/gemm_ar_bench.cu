@@ -201,6 +201,8 @@ void bench_gemm_ar(BenchContext& bc) {
         if ((m / (128 * W)) % sw == 0)
           vs.push_back({", two-shot", mk::GemmArOptions{.swizzle = sw, .one_shot = 0}});
       vs.push_back({", two-shot, plain stores (async_store 0)", mk::GemmArOptions{.async_store = 0, .one_shot = 0}});
+      vs.push_back({", two-shot, not interleaved (own share last)", mk::GemmArOptions{.one_shot = 0, .interleave = 0}});
+      vs.push_back({", two-shot, interleaved", mk::GemmArOptions{.one_shot = 0, .interleave = 1}});
       std::vector<std::unique_ptr<mk::GemmAr>> plans;
       for (auto& v : vs) plans.push_back(std::make_unique<mk::GemmAr>(c, m, n, k, v.second));
       gemm_bf16_tn(h, int(m), int(n), int(k), a.get(0), b.get(0), partial.p, bc.stream);
@@ -215,6 +217,8 @@ void bench_gemm_ar(BenchContext& bc) {
         const mk::GemmArgs g{.a = a.get(100 + i), .b = b.get(100 + i), .out = partial.p, .m = m, .n = n, .k = k};
         mk::gemm_bf16(g, bc.stream);
       });
+      mk::GemmRs rs_plan(c, m, n, k);  // the same GEMM with the reduce-scatter half only
+      calls.push_back([&](int i) { rs_plan.run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); });
       auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, env.barrier());
       const std::string ms_ = std::to_string(m);
       auto ctas = [](const mk::GemmAr& p) {
@@ -226,6 +230,7 @@ void bench_gemm_ar(BenchContext& bc) {
         d.rows.push_back({ms_, std::string(v == 0 ? "fused (heuristic): " : "fused: ") + ctas(*plans[v]) + vs[v].first,
                           fmt(st[1 + v].median_ms)});
       d.rows.push_back({ms_, "mk GEMM alone (no communication)", fmt(st[1 + vs.size()].median_ms)});
+      d.rows.push_back({ms_, "mk GEMM+RS (the reduce-scatter half alone)", fmt(st[2 + vs.size()].median_ms)});
     }
     bc.report->add(d);
   }

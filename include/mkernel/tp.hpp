@@ -154,6 +154,11 @@ struct GemmArOptions {
   // holds the peer's whole partial result); 0 two-shot (owners, then the
   // gather).
   int one_shot = -1;
+  // run(), two-shot: 1 interleaves the shares' row-block groups (owners
+  // finish rows all along); 0 walks every other share first and the own
+  // share last, as GemmRs (the final rows are gathered at the end); -1:
+  // interleaved across nodes only (tp::ar_interleave).
+  int interleave = -1;
 };
 
 class GemmAr {
@@ -187,6 +192,7 @@ class GemmAr {
   int sig_fin_ = 0;  // signal pool index: final rows ready, per global row-block
   bool async_ = true;
   bool one_shot_ = false;
+  bool interleave_ = true;
   int num_os_ctas_ = 0;                   // one-shot run()'s grid
   int sig_bcast_ = 0;                     // one-shot: partial tiles arrived, per node peer and tile
   int os_sig_entry_ = 0;                  // one-shot: entry signals of its own family of calls

@@ -218,6 +218,8 @@ TEST(GemmArPlan, GatherCtasSwizzleOneShotAndBytes) {
   EXPECT_FALSE(tp::ar_one_shot_fits(1, 2, 1024, 8192));  // two-shot measured faster from here
   EXPECT_FALSE(tp::ar_one_shot_fits(2, 2, 256, 8192));   // across nodes: never
   EXPECT_FALSE(tp::ar_one_shot_fits(1, 4, 256, 8192));   // more than two ranks: bits would differ
+  EXPECT_TRUE(tp::ar_interleave(2));                       // final rows cross the network during the GEMM
+  EXPECT_FALSE(tp::ar_interleave(1));
   // 1x2, M = 4096, n = 8192: a 2048-row share (33.6 MB) out and one in, all NVLink.
   const double share = 2048.0 * 8192 * 2;
   auto b = tp::ar_bytes_per_gpu(1, 2, 4096, 8192);

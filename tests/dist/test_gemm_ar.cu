@@ -213,7 +213,8 @@ TEST_F(GemmArTest, RoleSplitsGiveTheSameResult) {
       GemmArOptions{.num_gather_ctas = 2, .one_shot = 0}, GemmArOptions{.num_gather_ctas = 8, .one_shot = 0},
       GemmArOptions{.num_gather_ctas = 3, .num_ctas = 40, .one_shot = 0},
       GemmArOptions{.num_gather_ctas = 1, .num_ctas = 2, .one_shot = 0}, GemmArOptions{.swizzle = 1, .one_shot = 0},
-      GemmArOptions{.swizzle = 2, .one_shot = 0}, GemmArOptions{.async_store = 0, .one_shot = 0}};
+      GemmArOptions{.swizzle = 2, .one_shot = 0}, GemmArOptions{.async_store = 0, .one_shot = 0},
+      GemmArOptions{.one_shot = 0, .interleave = 0}, GemmArOptions{.swizzle = 1, .one_shot = 0, .interleave = 1}};
   if (comm().topology().num_nodes == 1)  // one-shot: one node only
     for (GemmArOptions o : {GemmArOptions{.one_shot = 1}, GemmArOptions{.num_ctas = 40, .one_shot = 1},
                             GemmArOptions{.num_ctas = 2, .swizzle = 1, .one_shot = 1}})
@@ -265,6 +266,11 @@ TEST(GemmArErrors, BadPlansAreRejected) {
   if (tp_ranks()) {
     const int64_t n = comm().rank() == 0 ? 128 : 192;
     expect_error("n differs on rank 0", "every rank must use the same shape", [&] { GemmAr p(comm(), m, n, 128); });
+    // The walk and variant too (ranks walking different orders could wait on each other).
+    expect_error("swizzle differs on rank 0", "every rank must use the same shape",
+                 [&] { GemmAr p(comm(), 4 * m, 128, 128, {.swizzle = comm().rank() == 0 ? 1 : 2, .one_shot = 0}); });
+    expect_error("interleave differs on rank 0", "every rank must use the same shape",
+                 [&] { GemmAr p(comm(), m, 128, 128, {.one_shot = 0, .interleave = comm().rank() == 0 ? 1 : 0}); });
   }
   comm().barrier();
 }

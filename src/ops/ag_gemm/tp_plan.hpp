@@ -160,6 +160,15 @@ inline bool ar_one_shot_fits(int nodes, int world, int64_t m, int64_t n) {
 // faster than 8 at M = 2048..8192; mkbench gemm_ar --quick, 2026-11-30).
 inline int ar_swizzle(int64_t blocks_per_rank) { return rs_swizzle(blocks_per_rank, 4); }
 
+// GEMM+AR two-shot walk: interleave the shares' groups across nodes only.
+// Across nodes the final rows must cross the network during the GEMM (2x1
+// emu M = 8192: 3.35 ms interleaved, 3.47 own share last); inside a node
+// the gather of all final rows at the end costs less than the interleave's
+// waits (1x2 M = 1024 / 4096 / 8192: 0.437 / 1.610 / 3.179 ms own share
+// last, 0.438 / 1.619 / 3.221 interleaved; mkbench gemm_ar --quick,
+// bench/results mkbench-20261130T161033Z and T161058Z).
+inline bool ar_interleave(int nodes) { return nodes > 1; }
+
 // The GEMM+RS swizzle cap. Across nodes (one network put per row-block)
 // with few row-blocks per share, one group of 8 left a whole share's puts
 // to the end of its walk (2x1 emu, M = 2048: 1.47-1.50 ms, slower than M =

@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <string>
 
 #include "device/epoch.cuh"
 #include "device/gemm/gemm_engine.cuh"
@@ -102,6 +103,9 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     fail("GemmAr: async_store must be -1, 0 or 1 (1 not next to a transport that needs a free SM; got ",
          opt.async_store, ")");
   async_ = opt.async_store == -1 ? !leave_sm : opt.async_store == 1;
+  if (opt.interleave < -1 || opt.interleave > 1)
+    fail("GemmAr: interleave must be -1, 0 or 1 (got ", opt.interleave, ")");
+  interleave_ = opt.interleave == -1 ? tp::ar_interleave(t.num_nodes) : opt.interleave == 1;
   num_reduce_ = opt.num_reduce_ctas ? opt.num_reduce_ctas : kDefaultReduceCtas;
   if (num_reduce_ < 1 || num_reduce_ + kStandalonePushCtas > sms - 1)
     fail("GemmAr: num_reduce_ctas must be in [1, ", sms - 1 - kStandalonePushCtas, "] (got ", num_reduce_, ")");
@@ -109,13 +113,15 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   if (opt.one_shot == 1 && !tp::ar_one_shot_possible(t.num_nodes, t.world))
     fail("GemmAr: one_shot = 1 needs one node of 2 ranks (", t.describe(),
          "; with more the ranks would add in different orders and their bits differ)");
-  const roles::ArLayout al{t.num_nodes};
-  rs_ = std::make_unique<tp::RsPlan>(
-      tp::rs_make_plan(comm, "GemmAr", m, n, k_local, opt.swizzle ? opt.swizzle : tp::ar_swizzle(m / t.world / gemm::kBlockM),
-                       al.extra_slots(), 1, &sig_fin_));
-  swizzle_ = rs_->swizzle;
-  // One-shot (same decision on every rank: shape and topology only).
+  // One-shot (by default the same decision on every rank: shape and
+  // topology only; the plan check below compares the variant too).
   one_shot_ = opt.one_shot == 1 || (opt.one_shot == -1 && tp::ar_one_shot_fits(t.num_nodes, t.world, m, n));
+  const roles::ArLayout al{t.num_nodes};
+  const int swizzle = opt.swizzle ? opt.swizzle : tp::ar_swizzle(m / t.world / gemm::kBlockM);
+  const std::string variant = cat(one_shot_ ? ", one-shot" : ", two-shot", interleave_ ? ", interleaved" : "");
+  rs_ = std::make_unique<tp::RsPlan>(
+      tp::rs_make_plan(comm, "GemmAr", m, n, k_local, swizzle, al.extra_slots(), 1, &sig_fin_, variant));
+  swizzle_ = rs_->swizzle;
   if (one_shot_) {
     const int64_t tiles_total = tiles;
     num_os_ctas_ = tp::balanced_ctas(tiles_total, num_ctas_);
@@ -233,7 +239,7 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
     grid = num_os_ctas_;
   } else if (compute) {
     gp = tp::rs_gemm_params(*rs_, t, ctx, a, b, fin, num_ctas_ - num_gather_, async_);
-    gp.sched.share_interleave = 1;  // owners finish rows all along; their own group a group late
+    gp.sched.share_interleave = interleave_ ? 1 : 0;  // owners finish rows all along; their own group a group late
     gp.sched.share_lag = 1;
     gp.epi.fin_publish = 1;
     gp.epi.fin_sig = sig_fin_;

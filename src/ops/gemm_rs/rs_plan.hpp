@@ -48,7 +48,7 @@ inline void rs_check_shape(const Topology& t, const char* op, int64_t m, int64_t
 // registers it and the per-row-block counts. Device words zeroed; the
 // caller synchronises before the first launch.
 inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_t n, int64_t k_local, int swizzle_opt,
-                           int extra_slots, int extra_sig, int* extra_sig_index) {
+                           int extra_slots, int extra_sig, int* extra_sig_index, const std::string& variant = "") {
   const Topology& t = comm.topology();
   RsPlan p;
   p.m = m;
@@ -67,8 +67,10 @@ inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_
     *extra_sig_index = comm.reserve_signals(static_cast<int>(extra_sig * total_blocks));
     extra = cat(", ", *extra_sig_index);
   }
-  check_same_plan(comm.bootstrap().allgather(cat(m, "x", n, "x", k_local, " (signals ", p.sig_entry, ", ", p.sig_local,
-                                                 ", ", p.sig_net, extra, ")")),
+  // The walk (swizzle) and the op's variant too: ranks walking different
+  // orders could each wait for a tile the other has not claimed.
+  check_same_plan(comm.bootstrap().allgather(cat(m, "x", n, "x", k_local, " (swizzle ", p.swizzle, variant, ", signals ",
+                                                 p.sig_entry, ", ", p.sig_local, ", ", p.sig_net, extra, ")")),
                   t.rank, op, "m x n x k_local");
   const int64_t n_tiles = (n + gemm::kBlockN - 1) / gemm::kBlockN;
   p.slot_elems = (m / t.world) * n_tiles * gemm::kBlockN;
