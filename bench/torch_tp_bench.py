@@ -1,7 +1,7 @@
 """mkernel's tensor-parallel ops against serial torch and PyTorch's async-TP ops,
 interleaved call by call in one run (device machine, one node):
 
-    torchrun --standalone --nproc_per_node=2 bench/torch_tp_bench.py [--quick] [--out DIR]
+    torchrun --standalone --nproc_per_node=2 bench/torch_tp_bench.py [--quick] [--ops ag,rs,ar] [--out DIR]
 
 Widths hidden 8192, FFN 28672 (Llama-3-70B-like), bf16, W = world size, per M:
   AG+GEMM (column-parallel): x_shard [M/W, 8192], w [28672/W, 8192] -> [M, 28672/W]
@@ -12,6 +12,13 @@ Widths hidden 8192, FFN 28672 (Llama-3-70B-like), bf16, W = world size, per M:
     serial: torch.matmul + dist.reduce_scatter_tensor
     torch fused: torch.ops.symm_mem.fused_matmul_reduce_scatter
     mkernel: mkernel.gemm_rs (out= preallocated)
+  GEMM+AR (row-parallel, the sum on every rank: the MLP down-projection): h [M, 28672/W],
+  w [8192, 28672/W] -> [M, 8192]
+    serial: torch.matmul + dist.all_reduce (NCCL)
+    torch symm 1-shot / 2-shot: torch.matmul into a symmetric-memory buffer, then
+      torch.ops.symm_mem.one_shot_all_reduce_out / two_shot_all_reduce_out (no multicast;
+      PyTorch has no fused matmul + all-reduce op)
+    mkernel: mkernel.gemm_ar (out= preallocated)
 Timing per the project's MEASURING.md (shared/); the report header spells it out.
 Rank 0 writes torch-tp-<UTC stamp>.md under --out. NVLink multicast stays off.
 """
@@ -29,12 +36,17 @@ import mkernel  # noqa: E402
 import mkernel.torchrun  # noqa: E402
 
 HIDDEN, FFN = 8192, 28672
-VARIANTS = ("serial", "torch fused", "mkernel")
+OPS = {"ag": "AG+GEMM", "rs": "GEMM+RS", "ar": "GEMM+AR"}
+# PyTorch's variants per op, measured beside serial and mkernel.
+PEERS = {"AG+GEMM": ("torch fused",), "GEMM+RS": ("torch fused",),
+         "GEMM+AR": ("torch symm 1-shot", "torch symm 2-shot")}
 
 
 def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="M = 4096 only")
+    ap.add_argument("--ops", default="ag,rs,ar", help="comma-separated subset of ag (AG+GEMM), rs (GEMM+RS), "
+                    "ar (GEMM+AR)")
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
@@ -59,13 +71,10 @@ def short(e, limit=160):
 
 
 def load_symm_mem():
-    """torch.ops.symm_mem (async-TP ops) or None, and why not."""
+    """torch.ops.symm_mem or None, and why not (each op is looked up where it is used: need())."""
     try:
         import torch.distributed._symmetric_memory as symm_mem
         ops = torch.ops.symm_mem
-        for name in ("fused_all_gather_matmul", "fused_matmul_reduce_scatter"):
-            if not hasattr(ops, name):
-                return None, f"torch.ops.symm_mem.{name} not in torch {torch.__version__}"
         # Deprecated in torch 2.11 ("no need to call"), required by older ones; the ops'
         # first call (in the correctness check) decides whether they are usable.
         try:
@@ -79,10 +88,29 @@ def load_symm_mem():
         return None, short(e)
 
 
+def need(ops, name):
+    """torch.ops.symm_mem.<name>; raises (recorded as unavailable) when this torch lacks it."""
+    if not hasattr(ops, name):
+        raise RuntimeError(f"torch.ops.symm_mem.{name} not in torch {torch.__version__}")
+    return getattr(ops, name)
+
+
+def fence():
+    """Host sync + barrier: no rank starts the next call (e.g. rewrites its symmetric buffer) while
+    another still reads it."""
+    torch.cuda.synchronize()
+    dist.barrier()
+
+
+def mk_has(symbol):
+    from mkernel._lib import lib
+    return hasattr(lib, symbol)
+
+
 def check(op, m, outs):
     """Every output against serial's: max abs error and relative Frobenius error, max over ranks."""
     ref = outs["serial"].float()
-    names = [n for n in VARIANTS if n != "serial" and n in outs]
+    names = [n for n in outs if n != "serial"]
     vals = []
     for n in names:
         got = outs[n].float()
@@ -121,7 +149,10 @@ def measure(op, m, fns, inputs, rounds, warmup, lead_cycles):
     return dict(zip(names, max_over_ranks(med)))
 
 
-def run_shape(op, m, comm, world, ops, group_name, gen, args, l2_bytes):
+def run_shape(op, m, comm, world, ops, notes, group_name, gen, args, l2_bytes):
+    """One M of one op: checks, then times serial, PyTorch's variants (PEERS[op], but not those with
+    a note: unavailable or failed at an earlier M) and mkernel. Returns (name -> ms, name -> why a
+    PyTorch variant failed now)."""
     dev, bf = torch.device("cuda"), torch.bfloat16
 
     def rnd(*shape):
@@ -132,6 +163,7 @@ def run_shape(op, m, comm, world, ops, group_name, gen, args, l2_bytes):
         return [rnd(*shape) for _ in range(max(4, -(-2 * l2_bytes // nbytes)))]
 
     nan = float("nan")
+    peers, errs = {}, {}
     if op == "AG+GEMM":
         m_loc, n_loc = m // world, FFN // world
         w = rnd(n_loc, HIDDEN)
@@ -142,12 +174,12 @@ def run_shape(op, m, comm, world, ops, group_name, gen, args, l2_bytes):
             return torch.matmul(gathered, w.t(), out=out_s)
 
         def fused(x):  # returns (gathered A, [A @ B]); B = w^T is a view, no copy
-            return ops.fused_all_gather_matmul(x, [w.t()], 0, group_name)[1][0]
+            return need(ops, "fused_all_gather_matmul")(x, [w.t()], 0, group_name)[1][0]
 
         def mk(x):
             return mkernel.ag_gemm(x, w, comm, out=out_m)
-        in_shape = (m_loc, HIDDEN)
-    else:
+        peers["torch fused"], outs_poisoned, in_shape = fused, (out_s, out_m), (m_loc, HIDDEN)
+    elif op == "GEMM+RS":
         k_loc = FFN // world
         w = rnd(HIDDEN, k_loc)
         partial, out_s, out_m = (torch.empty(r, HIDDEN, device=dev, dtype=bf) for r in (m, m // world, m // world))
@@ -158,45 +190,98 @@ def run_shape(op, m, comm, world, ops, group_name, gen, args, l2_bytes):
             return out_s
 
         def fused(h):
-            return ops.fused_matmul_reduce_scatter(h, w.t(), "sum", 0, group_name)
+            return need(ops, "fused_matmul_reduce_scatter")(h, w.t(), "sum", 0, group_name)
 
         def mk(h):
             return mkernel.gemm_rs(h, w, comm, out=out_m)
-        in_shape = (m, k_loc)
+        peers["torch fused"], outs_poisoned, in_shape = fused, (out_s, out_m), (m, k_loc)
+    else:  # GEMM+AR
+        k_loc = FFN // world
+        w = rnd(HIDDEN, k_loc)
+        out_s, out_1, out_2, out_m = (torch.empty(m, HIDDEN, device=dev, dtype=bf) for _ in range(4))
+        symm, err = None, None
+        if ops is not None and any(p not in notes for p in PEERS[op]):
+            try:  # the matmul's output buffer, in symmetric memory (rendezvous is collective)
+                import torch.distributed._symmetric_memory as symm_mem
+                symm = symm_mem.empty(m, HIDDEN, dtype=bf, device=dev)
+                symm_mem.rendezvous(symm, group_name)
+            except Exception as e:  # noqa: BLE001 - recorded as unavailable
+                err = short(e)
+            if not agree(err is None):
+                symm = None
+                errs = {p: err or "symmetric buffer failed on another rank" for p in PEERS[op] if p not in notes}
 
-    fns = {"serial": serial, "torch fused": fused, "mkernel": mk}
+        def serial(h):
+            torch.matmul(h, w.t(), out=out_s)
+            dist.all_reduce(out_s)
+            return out_s
+
+        def one_shot(h):  # every rank reads every peer's whole buffer
+            torch.matmul(h, w.t(), out=symm)
+            return need(ops, "one_shot_all_reduce_out")(symm, "sum", group_name, out_1)
+
+        def two_shot(h):  # reduce-scatter then all-gather through the buffers (overwrites symm)
+            torch.matmul(h, w.t(), out=symm)
+            return need(ops, "two_shot_all_reduce_out")(symm, "sum", group_name, out_2)
+
+        def mk(h):
+            return mkernel.gemm_ar(h, w, comm, out=out_m)
+        if symm is not None:
+            peers = {"torch symm 1-shot": one_shot, "torch symm 2-shot": two_shot}
+        outs_poisoned, in_shape = (out_s, out_1, out_2, out_m), (m, k_loc)
+    peers = {p: f for p, f in peers.items() if ops is not None and p not in notes and p not in errs}
+    with_mk = "mkernel" not in notes  # (GEMM+AR: a library without gemm_ar)
+
+    fns = {"serial": serial, **peers}
+    if with_mk:
+        fns["mkernel"] = mk
     # Correctness once, outside the timing: fresh random input, outputs poisoned first.
     x = rnd(*in_shape)
-    for t in (out_s, out_m):
+    for t in outs_poisoned:
         t.fill_(nan)
-    outs = {"serial": serial(x).clone(), "mkernel": mk(x).clone()}
-    fused_err = None
-    if ops is None:
-        fns.pop("torch fused")
-    else:
+    outs = {"serial": serial(x).clone()}
+    if with_mk:
+        outs["mkernel"] = mk(x).clone()
+    for name, fn in peers.items():
+        err = None
         try:
-            outs["torch fused"] = fused(x).clone()
+            fence()
+            outs[name] = fn(x).clone()
             torch.cuda.synchronize()
         except Exception as e:  # noqa: BLE001 - recorded as unavailable
-            fused_err = short(e)
-        if not agree(fused_err is None):
-            fns.pop("torch fused")
-            outs.pop("torch fused", None)
-            fused_err = fused_err or "failed on another rank"
+            err = short(e)
+        if not agree(err is None):
+            fns.pop(name)
+            outs.pop(name, None)
+            errs[name] = err or "failed on another rank"
+    fence()
     check(op, m, outs)
     del outs, x
     times = measure(op, m, fns, copies(*in_shape), args.rounds, args.warmup, args.lead_cycles)
     torch.cuda.synchronize()
     dist.barrier()
     mkernel.close_plans(comm)  # collective; frees this shape's symmetric buffers
-    return times, fused_err
+    return times, errs
 
 
-def fmt_row(config, m, t, fused_note):
-    s, f, k = t["serial"], t.get("torch fused"), t["mkernel"]
+def fmt_row(config, op, m, t, notes):
+    s, k = t["serial"], t.get("mkernel")
+    peer = [t.get(p) for p in PEERS[op]]
+    best = min((v for v in peer if v), default=None)  # the fastest PyTorch variant
     x = lambda a, b: f"{a / b:.2f}" if a and b else "-"  # noqa: E731
-    fcol = f"{f:.3f}" if f else (fused_note or "-")
-    return f"| {config} | {m} | {s:.3f} | {fcol} | {k:.3f} | {x(s, f)} | {x(f, k)} | {x(s, k)} |"
+    cols = [f"{v:.3f}" if v else notes.get(p, "-") for p, v in zip(PEERS[op], peer)]
+    kcol = f"{k:.3f}" if k else notes.get("mkernel", "-")
+    return "| " + " | ".join([config, str(m), f"{s:.3f}", *cols, kcol, x(s, best), x(best, k), x(s, k)]) + " |"
+
+
+def header(op):
+    if op == "GEMM+AR":
+        cols = ["torch symm 1-shot ms", "torch symm 2-shot ms", "mkernel ms", "best torch symm vs serial (x)",
+                "mkernel vs best torch symm (x)"]
+    else:
+        cols = ["torch fused ms", "mkernel ms", "torch fused vs serial (x)", "mkernel vs torch fused (x)"]
+    cols = ["config", "M", "serial ms", *cols, "mkernel vs serial (x)"]
+    return "| " + " | ".join(cols) + " |\n" + "|---" * len(cols) + "|"
 
 
 def sh(*cmd):
@@ -210,6 +295,7 @@ def sh(*cmd):
 
 def main(args):
     ms = [4096] if args.quick else [1024, 2048, 4096, 8192, 16384]
+    ops_wanted = [OPS[o.strip()] for o in args.ops.split(",") if o.strip()]
 
     def run(comm, rank, world):
         if comm.world != world or FFN % world or any(m % world for m in ms):
@@ -222,21 +308,23 @@ def main(args):
         l2 = getattr(torch.cuda.get_device_properties(), "L2_cache_size", 60 << 20)
         rpn = os.environ.get("MK_RANKS_PER_NODE")  # emulated nodes apply to mkernel only
         config = f"1x{world}" if not rpn or int(rpn) >= world else f"{world // int(rpn)}x{rpn} emu (mkernel)"
-        head = ("| config | M | serial ms | torch fused ms | mkernel ms | torch fused vs serial (x) "
-                "| mkernel vs torch fused (x) | mkernel vs serial (x) |\n|---|---|---|---|---|---|---|---|")
         sections = []
-        for op in ("AG+GEMM", "GEMM+RS"):
-            op_ops, rows, note = ops, [], None if ops is not None else f"unavailable: {why}"
+        for op in ops_wanted:
+            # name -> why not measured (kept for the later M's: a failed symm_mem op may leave peers out of step)
+            notes = {p: f"unavailable: {why}" for p in PEERS[op]} if ops is None else {}
+            if op == "GEMM+AR" and not agree(mk_has("mk_gemm_ar_create")):
+                notes["mkernel"] = "libmkernel without gemm_ar"
+            rows = []
             for m in ms:
-                times, err = run_shape(op, m, comm, world, op_ops, group_name, gen, args, l2)
-                if err:  # not tried again for this op: a failed symm_mem op may leave peers out of step
-                    op_ops, note = None, f"unavailable: {err} (at M={m})"
+                times, errs = run_shape(op, m, comm, world, ops, notes, group_name, gen, args, l2)
+                for p, err in errs.items():
+                    notes[p] = f"unavailable: {err} (at M={m})"
                     if rank == 0:
-                        print(f"{op} M={m}: torch fused op failed: {err}", flush=True)
-                rows.append(fmt_row(config, m, times, note))
+                        print(f"{op} M={m}: {p} failed: {err}", flush=True)
+                rows.append(fmt_row(config, op, m, times, notes))
                 if rank == 0:
                     print(rows[-1], flush=True)
-            sections.append(f"## {op}\n\n{head}\n" + "\n".join(rows))
+            sections.append(f"## {op}\n\n{header(op)}\n" + "\n".join(rows))
         if rank == 0:
             write_report(args, world, sections)
 
@@ -270,12 +358,18 @@ def write_report(args, world, sections):
              f"{args.lead_cycles} cycles (host launch cost off the clock); CUDA events around the call; median per "
              "rank, then max over ranks; "
              "activations rotate through copies that together exceed 2x L2",
-             "- (x) columns are speedups: serial/torch fused, torch fused/mkernel, serial/mkernel (>1: faster)",
+             "- (x) columns are speedups: serial/torch fused, torch fused/mkernel, serial/mkernel (>1: faster); "
+             "for GEMM+AR the fastest of the two torch symm variants stands for torch fused",
              "- torch fused = torch.ops.symm_mem.fused_all_gather_matmul (B = w^T view, gather_dim 0, return_A "
              "default True) / fused_matmul_reduce_scatter(h, w^T, 'sum', 0); plain-memory inputs: the ops copy "
              "into their own symmetric workspace",
-             "- outputs of the three variants checked against serial once per M (max|err| <= 0.02 max|ref| + 0.01, "
-             "relative Frobenius < 1e-2), outputs poisoned with NaN first", ""]
+             "- GEMM+AR: serial = torch.matmul + dist.all_reduce (NCCL); torch symm 1-shot / 2-shot = torch.matmul "
+             "straight into a symmetric-memory buffer (symm_mem.empty + rendezvous, made once per M), then "
+             "torch.ops.symm_mem.one_shot_all_reduce_out / two_shot_all_reduce_out into a plain tensor (no "
+             "multicast; PyTorch has no fused matmul + all-reduce); mkernel = mkernel.gemm_ar",
+             f"- ops: {args.ops}; every variant's output checked against serial once per M (max|err| <= 0.02 "
+             "max|ref| + 0.01, relative Frobenius < 1e-2), outputs poisoned with NaN first, PyTorch's variants "
+             "after a host sync + barrier", ""]
     text = "\n".join(lines) + "\n" + "\n\n".join(sections) + "\n"
     print("\n" + text, flush=True)
     os.makedirs(args.out, exist_ok=True)

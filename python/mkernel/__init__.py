@@ -5,8 +5,9 @@
     comm = mkernel.Communicator.from_env()   # or from the launcher environment directly
 
     out = mkernel.gemm(a, b)         # ops take torch tensors (mkernel/ops.py)
-    out = mkernel.ag_gemm(x_shard, w, comm)   # tensor-parallel ops (mkernel/tp.py): ag_gemm, gemm_rs,
-    y = mkernel.reduce_scatter(x, comm)       # all_gather, reduce_scatter (torch custom ops, autograd)
+    out = mkernel.ag_gemm(x_shard, w, comm)   # tensor-parallel ops (mkernel/tp.py, tp_ar.py): ag_gemm,
+    y = mkernel.reduce_scatter(x, comm)       # gemm_rs, gemm_ar, all_gather, reduce_scatter, all_reduce
+                                              # (torch custom ops, autograd)
 
 Importing needs no GPU and no torch (ops import torch on first use). Library
 errors raise MkernelError.
@@ -19,14 +20,15 @@ from ._lib import MkernelError, UniqueId, CommInfo, SymmInfo, check, lib, path a
 from . import _tp_meta
 
 __all__ = ["MkernelError", "Communicator", "SymmetricBuffer", "get_unique_id", "init", "print_config",
-           "library_path", "gemm", "gemm_ptr", "ag_gemm", "gemm_rs", "all_gather", "reduce_scatter", "AgGemm",
-           "GemmRs", "close_plans"]
+           "library_path", "gemm", "gemm_ptr", "ag_gemm", "gemm_rs", "all_gather", "reduce_scatter", "gemm_ar",
+           "all_reduce", "AgGemm", "GemmRs", "GemmAr", "close_plans"]
 
 from ._ops_c import gemm_ptr  # noqa: E402  (pointer-level ops: no torch needed)
 
 
 _TORCH_OPS = {"gemm": "ops", "ag_gemm": "tp", "gemm_rs": "tp", "all_gather": "tp", "reduce_scatter": "tp",
-              "AgGemm": "tp", "GemmRs": "tp", "close_plans": "tp"}
+              "AgGemm": "tp", "GemmRs": "tp", "close_plans": "tp",
+              "gemm_ar": "tp_ar", "all_reduce": "tp_ar", "GemmAr": "tp_ar"}
 
 
 def __getattr__(name):

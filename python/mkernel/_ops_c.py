@@ -17,6 +17,10 @@ _OPS = {  # C symbol -> (argtypes); absent when the library was built without th
     "mk_gemm_rs_run": [_c, _c, _c, _c, _c],
     "mk_gemm_rs_reduce_scatter": [_c, _c, _c, _c],
     "mk_gemm_rs_destroy": [_c],
+    "mk_gemm_ar_create": [_c, _i64, _i64, _i64, _int, _int, ctypes.POINTER(_c)],
+    "mk_gemm_ar_run": [_c, _c, _c, _c, _c],
+    "mk_gemm_ar_all_reduce": [_c, _c, _c, _c],
+    "mk_gemm_ar_destroy": [_c],
 }
 for _name, _args in _OPS.items():
     try:

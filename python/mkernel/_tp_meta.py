@@ -19,8 +19,8 @@ import weakref
 
 from ._lib import MkernelError
 
-GEMM_BLOCK_M = 128  # rows of the GEMM's tile: GemmRs needs m / world to be a multiple of it
-MAX_RS_RANKS = 8    # GemmRs: at most 8 ranks (include/mkernel/tp.hpp)
+GEMM_BLOCK_M = 128  # rows of the GEMM's tile: GemmRs and GemmAr need m / world to be a multiple of it
+MAX_RS_RANKS = 8    # GemmRs, GemmAr: at most 8 ranks (include/mkernel/tp.hpp)
 
 _COMMS = {}  # key -> (weakref to the communicator, world)
 
@@ -119,6 +119,23 @@ def reduce_scatter_shape(x_shape, world):
     _mult64("reduce_scatter", "n (columns of x)", n)
     _rows_split("reduce_scatter", "m (rows of x)", m, world)
     return (m // world, n)
+
+
+def gemm_ar_shape(a_shape, b_shape, world):
+    """Output shape of gemm_ar: a [m, k_local], b [n, k_local] -> [m, n] (on every rank)."""
+    m, n, k = _pair("gemm_ar", "a", a_shape, b_shape)
+    _mult64("gemm_ar", "n (rows of b)", n)
+    _mult64("gemm_ar", "k_local (columns of a and b)", k)
+    _rows_split("gemm_ar", "m (rows of a)", m, world)
+    return (m, n)
+
+
+def all_reduce_shape(x_shape, world):
+    """Output shape of all_reduce: x [m, n] -> [m, n] (on every rank)."""
+    m, n = x_shape
+    _mult64("all_reduce", "n (columns of x)", n)
+    _rows_split("all_reduce", "m (rows of x)", m, world)
+    return (m, n)
 
 
 def check_grad_rows(op, m_local):

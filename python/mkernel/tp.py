@@ -6,6 +6,8 @@ reduce_scatter; see include/mkernel/tp.hpp).
     y = mkernel.gemm_rs(h, w_row, comm)            # this rank's rows of sum_ranks h @ w_row^T
     g = mkernel.all_gather(x_shard, comm)          # the collectives alone
     r = mkernel.reduce_scatter(x, comm)            # this rank's rows of sum_ranks x
+    y = mkernel.gemm_ar(h, w_row, comm)            # sum_ranks h @ w_row^T on every rank, and
+    s = mkernel.all_reduce(x, comm)                # sum_ranks x: mkernel/tp_ar.py, on this module's helpers
 
 Each op is a torch custom op (namespace "mkernel": ag_gemm, ag_gemm_gathered,
 gemm_rs, all_gather, reduce_scatter, and *_out variants that write into

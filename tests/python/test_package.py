@@ -1,5 +1,9 @@
 """CPU tests of the Python package: it imports without a GPU or torch, and
-library errors become MkernelError with the library's message."""
+library errors become MkernelError with the library's message. Where torch is
+installed (a CPU build does), also the tensor-parallel custom ops' fake (meta)
+implementations, autograd formulas' shapes and argument checks, with a stand-in
+communicator (no GPU, no library call); without torch those tests skip, saying so."""
+import itertools
 import os
 import time
 
@@ -77,7 +81,7 @@ def test_tensor_parallel_plans_reject_a_null_communicator():
     from mkernel._lib import lib
     import mkernel._ops_c  # noqa: F401  (declares the op signatures)
     h = ctypes.c_void_p()
-    for create in ("mk_ag_gemm_create", "mk_gemm_rs_create"):
+    for create in ("mk_ag_gemm_create", "mk_gemm_rs_create", "mk_gemm_ar_create"):
         assert getattr(lib, create)(None, 256, 256, 256, 0, 0, ctypes.byref(h)) != 0
         assert b"comm or out is NULL" in lib.mk_last_error()
 
@@ -93,6 +97,11 @@ def test_tp_shape_rules_give_output_shapes():
     assert m.gemm_rs_shape((512, 384), (256, 384), 2) == (256, 256)
     assert m.all_gather_shape((100, 128), 4) == (400, 128)
     assert m.reduce_scatter_shape((1024, 192), 4) == (256, 192)
+    # GEMM+AllReduce and the all-reduce: the whole [m, n] on every rank, under gemm_rs's rules.
+    assert m.gemm_ar_shape((512, 384), (256, 384), 2) == (512, 256)
+    assert m.gemm_ar_shape((8 * 128, 64), (64, 64), 8) == (1024, 64)
+    assert m.all_reduce_shape((1024, 192), 4) == (1024, 192)
+    assert m.all_reduce_shape((256, 64), 1) == (256, 64)
     m.check_grad_rows("ag_gemm", 256)
 
 
@@ -112,6 +121,18 @@ def test_tp_shape_rules_give_output_shapes():
     (lambda m: m.reduce_scatter_shape((512, 100), 2),
      r"reduce_scatter: n \(columns of x\) must be a positive multiple"),
     (lambda m: m.reduce_scatter_shape((500, 128), 2), r"m \(rows of x\) \(500\) must split into 2 row blocks"),
+    (lambda m: m.gemm_ar_shape((512, 128), (128, 64), 2), r"gemm_ar: a is \[512, 128\] but b is \[128, 64\]"),
+    (lambda m: m.gemm_ar_shape((512, 128), (100, 128), 2),
+     r"gemm_ar: n \(rows of b\) must be a positive multiple of 64 \(got 100\)"),
+    (lambda m: m.gemm_ar_shape((512, 96), (128, 96), 2),
+     r"gemm_ar: k_local \(columns of a and b\) must be a positive multiple of 64 \(got 96\)"),
+    (lambda m: m.gemm_ar_shape((384, 128), (128, 128), 2),
+     r"gemm_ar: m \(rows of a\) \(384\) must split into 2 row blocks of a multiple of 128"),
+    (lambda m: m.gemm_ar_shape((0, 128), (128, 128), 2), r"gemm_ar: m \(rows of a\) \(0\) must split"),
+    (lambda m: m.gemm_ar_shape((16 * 128, 128), (128, 128), 16), "gemm_ar: at most 8 ranks"),
+    (lambda m: m.all_reduce_shape((512, 100), 2), r"all_reduce: n \(columns of x\) must be a positive multiple"),
+    (lambda m: m.all_reduce_shape((500, 128), 2), r"all_reduce: m \(rows of x\) \(500\) must split into 2 row blocks"),
+    (lambda m: m.all_reduce_shape((16 * 128, 128), 16), "all_reduce: at most 8 ranks"),
     (lambda m: m.check_grad_rows("ag_gemm", 100),
      r"ag_gemm backward: .* rows per rank \(100\) to be a multiple of 128"),
 ])
@@ -121,13 +142,20 @@ def test_tp_shape_rules_reject_what_the_library_would(call, pattern):
         call(_tp_meta)
 
 
+class FakeComm:
+    """What the registry and the tensor-parallel ops read of a mkernel.Communicator (_h, _uid, world):
+    no library, no GPU. A fresh key each (a live key's registry entry must name a live object)."""
+    _uids = itertools.count(2 * 10 ** 9)
+
+    def __init__(self, world=2, uid=None):
+        self._h, self.world = 1, world
+        self._uid = next(self._uids) if uid is None else uid
+
+
 def test_tp_registry_maps_keys_to_open_communicators_weakly():
     from mkernel import _tp_meta
 
-    class FakeComm:  # what the registry reads of a mkernel.Communicator
-        _h, _uid, world = 1, 10 ** 9, 4
-
-    comm = FakeComm()
+    comm = FakeComm(world=4, uid=10 ** 9)
     key = _tp_meta.register(comm)
     assert key == 10 ** 9 and _tp_meta.register(comm) == key
     assert _tp_meta.lookup(key) is comm and _tp_meta.world(key) == 4
@@ -141,3 +169,207 @@ def test_tp_registry_maps_keys_to_open_communicators_weakly():
         _tp_meta.world(key)
     with pytest.raises(mkernel.MkernelError, match="not a mkernel.Communicator"):
         _tp_meta.register(object())
+
+
+# Lazy exports: `import mkernel` needs no torch; the torch ops load their module on first use.
+
+def test_every_export_is_defined_or_loaded_lazily_from_a_module_that_defines_it():
+    import ast
+    from pathlib import Path
+    pkg = Path(mkernel.__file__).parent
+    assert {"gemm_ar", "all_reduce", "GemmAr"} <= set(mkernel.__all__)
+    assert {k: mkernel._TORCH_OPS[k] for k in ("gemm_rs", "reduce_scatter", "GemmRs", "gemm_ar", "all_reduce",
+                                                "GemmAr")} == {"gemm_rs": "tp", "reduce_scatter": "tp",
+                                                               "GemmRs": "tp", "gemm_ar": "tp_ar",
+                                                               "all_reduce": "tp_ar", "GemmAr": "tp_ar"}
+    for name in mkernel.__all__:
+        if name not in mkernel._TORCH_OPS:
+            assert name in vars(mkernel), f"mkernel.{name} is neither defined nor lazily loaded"
+            continue
+        module = mkernel._TORCH_OPS[name]
+        tree = ast.parse((pkg / f"{module}.py").read_text())
+        defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        exported = next((ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                         and any(getattr(t, "id", None) == "__all__" for t in n.targets)), [name])
+        assert name in defined and name in exported, f"mkernel.{name}: not defined and exported by mkernel/{module}.py"
+    with pytest.raises(AttributeError, match="no attribute 'gemm_arr'"):
+        mkernel.gemm_arr
+
+
+def test_torch_ops_need_torch_only_when_used():
+    # torch hidden (a None entry in sys.modules makes its import fail): the package and its shape
+    # rules work; the first use of a torch op raises ImportError, and again on the next use.
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import mkernel\n"
+            "assert mkernel._tp_meta.gemm_ar_shape((256, 64), (64, 64), 2) == (256, 64)\n"
+            "for name in ('gemm_ar', 'all_reduce', 'GemmAr', 'gemm_ar', 'gemm_rs'):\n"
+            "    try:\n"
+            "        getattr(mkernel, name)\n"
+            "    except ImportError as e:\n"
+            "        assert 'torch' in str(e), e\n"
+            "    else:\n"
+            "        raise AssertionError(name)\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_lazy_torch_exports_are_the_modules_objects_and_tp_ar_registers_its_ops():
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+    # A fresh interpreter: mkernel.tp alone does not register gemm_ar / all_reduce (tp_ar.py says so);
+    # the first use of mkernel.gemm_ar imports mkernel.tp_ar, which registers them.
+    code = ("import torch, mkernel, mkernel.tp, sys\n"
+            "assert 'mkernel.tp_ar' not in sys.modules and not hasattr(torch.ops.mkernel, 'gemm_ar')\n"
+            "assert mkernel.gemm_rs is mkernel.tp.gemm_rs and mkernel.GemmRs is mkernel.tp.GemmRs\n"
+            "f = mkernel.gemm_ar\n"
+            "import mkernel.tp_ar as t\n"
+            "assert f is t.gemm_ar and mkernel.all_reduce is t.all_reduce and mkernel.GemmAr is t.GemmAr\n"
+            "assert issubclass(t.GemmAr, mkernel.tp._Plan) and t.GemmAr._destroy == 'mk_gemm_ar_destroy'\n"
+            "for op in ('gemm_ar', 'all_reduce', 'gemm_ar_out', 'all_reduce_out'):\n"
+            "    assert hasattr(torch.ops.mkernel, op), op\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr
+
+
+# The tensor-parallel custom ops without a GPU (torch, a CPU build will do): their fake
+# implementations (what torch.compile traces) on meta tensors, their autograd formulas' shapes, and
+# the public functions' argument checks, which run before any plan or collective. A FakeComm stands
+# in for the communicator: nothing here reaches the library.
+
+@pytest.fixture
+def torch_tp():
+    """torch, with the tensor-parallel custom ops registered (skips without torch)."""
+    torch = pytest.importorskip("torch")
+    import mkernel.tp  # noqa: F401
+    import mkernel.tp_ar  # noqa: F401
+    return torch
+
+
+def _meta(torch, *shape, **kw):
+    return torch.empty(*shape, device="meta", dtype=kw.pop("dtype", torch.bfloat16), **kw)
+
+
+_M, _N, _K = 512, 256, 384  # m splits into 4 row blocks of 128 rows
+
+
+def _reducing_case(op, world):
+    """(input shapes, output shape) of the reduce-scatter / all-reduce ops at _M, _N, _K on `world` ranks:
+    gemm_rs / reduce_scatter give this rank's m / world rows, gemm_ar / all_reduce the whole [m, n]."""
+    rows = _M // world if op in ("gemm_rs", "reduce_scatter") else _M
+    inputs = [(_M, _K), (_N, _K)] if op.startswith("gemm") else [(_M, _N)]
+    return inputs, (rows, _N)
+
+
+_REDUCING = ("gemm_rs", "gemm_ar", "reduce_scatter", "all_reduce")
+
+
+@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("op", _REDUCING)
+def test_tp_fake_implementations_give_output_shapes(torch_tp, op, world):
+    torch = torch_tp
+    comm = FakeComm(world)
+    key = mkernel._tp_meta.register(comm)
+    shapes, out_shape = _reducing_case(op, world)
+    args = [_meta(torch, *s) for s in shapes]
+    out = getattr(torch.ops.mkernel, op)(*args, key)
+    assert tuple(out.shape) == out_shape and out.dtype == torch.bfloat16 and out.device.type == "meta"
+    assert getattr(torch.ops.mkernel, op + "_out")(*args, key, _meta(torch, *out_shape)) is None
+
+
+@pytest.mark.parametrize("call,pattern", [
+    (lambda t, ops, m, k: ops.gemm_ar(m(512, 384, dtype=t.float32), m(256, 384), k),
+     r"gemm_ar: a must be a 2-D bfloat16 tensor \(got torch.float32"),
+    (lambda t, ops, m, k: ops.gemm_ar(m(512, 384), m(256, 384, 1), k), "gemm_ar: b must be a 2-D bfloat16"),
+    (lambda t, ops, m, k: ops.gemm_ar(m(384, 384), m(256, 384), k), r"gemm_ar: m \(rows of a\) \(384\) must split"),
+    (lambda t, ops, m, k: ops.gemm_ar(m(512, 384), m(256, 320), k), r"gemm_ar: a is \[512, 384\] but b is"),
+    # the out= variants: gemm_ar's and all_reduce's out is the whole [m, n], not gemm_rs's m / world rows
+    (lambda t, ops, m, k: ops.gemm_ar_out(m(512, 384), m(256, 384), k, m(256, 256)),
+     r"gemm_ar: out must be \[512, 256\] \(got \[256, 256\]\)"),
+    (lambda t, ops, m, k: ops.gemm_rs_out(m(512, 384), m(256, 384), k, m(512, 256)),
+     r"gemm_rs: out must be \[256, 256\] \(got \[512, 256\]\)"),
+    (lambda t, ops, m, k: ops.gemm_ar_out(m(512, 384), m(256, 384), k, m(512, 256, dtype=t.float16)),
+     "gemm_ar: out must be a 2-D bfloat16"),
+    (lambda t, ops, m, k: ops.all_reduce(m(512, 100), k), r"all_reduce: n \(columns of x\) must be a positive"),
+    (lambda t, ops, m, k: ops.all_reduce(m(512 * 256), k), "all_reduce: x must be a 2-D bfloat16"),
+    (lambda t, ops, m, k: ops.all_reduce_out(m(512, 256), k, m(256, 256)),
+     r"all_reduce: out must be \[512, 256\] \(got \[256, 256\]\)"),
+    (lambda t, ops, m, k: ops.reduce_scatter_out(m(512, 256), k, m(512, 256)),
+     r"reduce_scatter: out must be \[256, 256\]"),
+    (lambda t, ops, m, k: ops.all_reduce(m(512, 256), k + 1), "no communicator with key"),
+])
+def test_tp_fake_implementations_reject_what_the_real_ones_would(torch_tp, call, pattern):
+    torch = torch_tp
+    comm = FakeComm(world=2)
+    key = mkernel._tp_meta.register(comm)
+    with pytest.raises(mkernel.MkernelError, match=pattern):
+        call(torch, torch.ops.mkernel, lambda *s, **kw: _meta(torch, *s, **kw), key)
+
+
+@pytest.mark.parametrize("op,needs", [(op, needs) for op in ("gemm_rs", "gemm_ar") for needs in
+                                       ("both", "a only", "b only")] + [("reduce_scatter", "both"),
+                                                                        ("all_reduce", "both")])
+def test_tp_autograd_formulas_give_gradients_of_the_inputs_shapes(torch_tp, op, needs):
+    # On meta tensors: the backward's collectives (fake) and matmuls chain with consistent shapes.
+    torch = torch_tp
+    comm = FakeComm(world=2)
+    key = mkernel._tp_meta.register(comm)
+    shapes, _ = _reducing_case(op, 2)
+    args = [_meta(torch, *s, requires_grad=(i == 0 and needs != "b only") or (i == 1 and needs != "a only"))
+            for i, s in enumerate(shapes)]
+    getattr(torch.ops.mkernel, op)(*args, key).float().sum().backward()
+    for t in args:
+        if t.requires_grad:
+            assert t.grad is not None and t.grad.shape == t.shape and t.grad.dtype == torch.bfloat16
+        else:
+            assert t.grad is None
+
+
+@pytest.mark.parametrize("call,pattern", [
+    (lambda t, a, b, x, c: mkernel.gemm_ar([[1.0]], b, c), "gemm_ar: a must be a torch.Tensor"),
+    (lambda t, a, b, x, c: mkernel.gemm_ar(a, b.float(), c), "gemm_ar: b must be bfloat16"),
+    (lambda t, a, b, x, c: mkernel.all_reduce(x.cpu(), c), "all_reduce: x must be on a CUDA device"),
+    (lambda t, a, b, x, c: mkernel.gemm_ar(a[:, :256], b, c), "gemm_ar: a must be contiguous"),
+    (lambda t, a, b, x, c: mkernel.all_reduce(x[0], c), r"all_reduce: x must be 2-D"),
+    (lambda t, a, b, x, c: mkernel.gemm_ar(a[:384], b, c), "row blocks of a multiple of 128"),
+    (lambda t, a, b, x, c: mkernel.gemm_ar(a, b[:, :256].contiguous(), c), r"b must be \[n, 384\]"),
+    (lambda t, a, b, x, c: mkernel.gemm_ar(a, b[:100], c), "multiple of 64"),
+    (lambda t, a, b, x, c: mkernel.all_reduce(x[:, :100].contiguous(), c), "multiple of 64"),
+    (lambda t, a, b, x, c: mkernel.gemm_ar(a.requires_grad_(), b, c, out=t.empty(512, 256, device="cuda",
+                                                                                dtype=t.bfloat16)),
+     "gemm_ar: out= does not support autograd"),
+    (lambda t, a, b, x, c: mkernel.all_reduce(x.requires_grad_(), c, out=t.empty_like(x)),
+     "all_reduce: out= does not support autograd"),
+    (lambda t, a, b, x, c: mkernel.gemm_rs(a.requires_grad_(), b, c, out=t.empty(256, 256, device="cuda",
+                                                                                dtype=t.bfloat16)),
+     "gemm_rs: out= does not support autograd"),
+    (lambda t, a, b, x, c: mkernel.all_reduce(x, object()), "not a mkernel.Communicator"),
+])
+def test_tp_public_functions_check_arguments_before_any_collective(torch_tp, call, pattern):
+    # Fake CUDA tensors (no GPU needed): every check here runs before a plan is looked up, so one
+    # rank's bad call fails on that rank alone (tests/python/gpu/dist_tp_check.py: on 2 GPUs).
+    torch = torch_tp
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    comm = FakeComm(world=2)
+    with FakeTensorMode():
+        a, b, x = (torch.empty(*s, device="cuda", dtype=torch.bfloat16) for s in ((_M, _K), (_N, _K), (_M, _N)))
+        with pytest.raises(mkernel.MkernelError, match=pattern):
+            call(torch, a, b, x, comm)
+
+
+@pytest.mark.parametrize("op", _REDUCING)
+def test_tp_public_functions_that_autograd_records_go_through_the_custom_op(torch_tp, op):
+    # Fake CUDA inputs that require grad: the call dispatches to torch.ops.mkernel.<op> (its fake
+    # implementation here) rather than straight to the library, and its output has the op's shape.
+    torch = torch_tp
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    comm = FakeComm(world=2)
+    shapes, out_shape = _reducing_case(op, 2)
+    with FakeTensorMode():
+        args = [torch.empty(*s, device="cuda", dtype=torch.bfloat16, requires_grad=True) for s in shapes]
+        out = getattr(mkernel, op)(*args, comm)
+        assert tuple(out.shape) == out_shape and out.is_cuda and out.requires_grad

@@ -3,15 +3,17 @@
     PYTHONPATH=python MK_LIBRARY=build/lib/libmkernel.so \\
         torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_tp_check.py
 
-mkernel.ag_gemm / gemm_rs / all_gather / reduce_scatter (cached plans, out=
-variants, poisoned outputs) and the explicit plans against torch references
-in fp32 (gathered and reduced with torch.distributed on the CPU); bad input
-raising MkernelError on every rank before any collective starts; the
-autograd gradients of the four ops against the same losses differentiated by
-hand on the gathered tensors in fp32; torch.compile(fullgraph=True) of
-ag_gemm -> gelu -> gemm_rs, forward and backward, against eager, and of
-the out= variants under no_grad; one
-CUDA-graph capture of all four ops and of that block's forward, replayed
+mkernel.ag_gemm / gemm_rs / all_gather / reduce_scatter / gemm_ar / all_reduce
+(cached plans, out= variants, poisoned outputs) and the explicit plans against
+torch references in fp32 (gathered and reduced with torch.distributed on the
+CPU); gemm_ar and all_reduce on every element within bf16 rounding of the
+fp32 sum, bit-identical on every rank, in a shape of each GEMM+AR path (one-shot
+and two-shot); bad input raising MkernelError on every rank before any
+collective starts; the autograd gradients of the six ops against the same
+losses differentiated by hand on the gathered tensors in fp32;
+torch.compile(fullgraph=True) of ag_gemm -> gelu -> gemm_rs (and -> gemm_ar),
+forward and backward, against eager, and of the out= variants under no_grad;
+one CUDA-graph capture of all six ops and of those blocks' forward, replayed
 with new inputs. Exits non-zero on any mismatch."""
 import re
 
@@ -28,10 +30,23 @@ def expect(ok, what):
         raise AssertionError(what)
 
 
-def close(x, ref, what, tol=1e-2):
-    """x (any device/dtype) against an fp32 CPU reference; NaN fails."""
-    err = ((x.detach().float().cpu() - ref).norm() / ref.norm()).item()
-    expect(err < tol, f"{what}: relative error {err:.3e} (tolerance {tol})")
+def close(x, ref, what, tol=1e-2, scale=None):
+    """x (any device/dtype) against an fp32 CPU reference; NaN fails. Without scale, the relative
+    error of the whole; with scale (fp32 CPU, ref's shape: the sum of the summands' magnitudes, which
+    bounds what bf16 rounding of the partial sums and of the result can move an element), every
+    element: |x - ref| <= tol * scale (plus a floor of 1e-3 of that at the mean scale, for the fp32
+    accumulation's own differences where the summands nearly cancel)."""
+    x = x.detach().float().cpu()
+    if scale is None:
+        err = ((x - ref).norm() / ref.norm()).item()
+        expect(err < tol, f"{what}: relative error {err:.3e} (tolerance {tol})")
+        return
+    bound = tol * (scale + 1e-3 * scale.mean())
+    bad = ~((x - ref).abs() <= bound)  # NaN is bad
+    if bad.any():
+        i = tuple(bad.nonzero()[0].tolist())
+        raise AssertionError(f"{what}: {int(bad.sum())} of {bad.numel()} elements off; first {list(i)}: "
+                             f"{x[i].item()} against {ref[i].item()} (bound {bound[i].item():.3e})")
 
 
 def expect_error(fn, pattern, what):
@@ -69,6 +84,14 @@ class Dist:
         r = t.shape[0] // self.world
         return t[self.rank * r:(self.rank + 1) * r]
 
+    def same_on_every_rank(self, t, what):
+        """t's bytes are the same on every rank (gathered and compared; collective)."""
+        mine = t.detach().contiguous().view(torch.uint8).cpu()
+        parts = [torch.empty_like(mine) for _ in range(self.world)]
+        dist.all_gather(parts, mine)
+        differ = [r for r, p in enumerate(parts) if not torch.equal(p, parts[0])]
+        expect(not differ, f"{what}: the output of rank(s) {differ} differs from rank 0's")
+
 
 def check_forward(comm, d):
     nan = float("nan")
@@ -98,6 +121,23 @@ def check_forward(comm, d):
     expect(mkernel.gemm_rs(h, v, comm, out=y) is y, "gemm_rs out= returns out")
     close(y, ref, "gemm_rs out=")
 
+    # GEMM + AllReduce: the whole sum_ranks h @ v^T on every rank, the same bits everywhere. On 2
+    # ranks of one node, m x n = 512 x 256 takes the one-shot path (m * n <= 512 * 8192:
+    # src/ops/ag_gemm/tp_plan.hpp, ar_one_shot_fits), 2048 x 4096 the two-shot one.
+    bf = dict(device="cuda", dtype=torch.bfloat16)
+    for ha, va in ((h, v), (d.rnd(2048, 512), d.rnd(4096, 512))):
+        part = ha.float() @ va.float().t()
+        ref, scale = d.sum(part), d.sum(part.abs())
+        tag = f"gemm_ar {ha.shape[0]}x{va.shape[0]}x{ha.shape[1]}"
+        out = mkernel.gemm_ar(ha, va, comm)
+        expect(tuple(out.shape) == tuple(ref.shape) and out.dtype == torch.bfloat16, f"{tag}: shape / dtype")
+        close(out, ref, tag, scale=scale)
+        d.same_on_every_rank(out, tag)
+        out = torch.full(ref.shape, nan, **bf)
+        expect(mkernel.gemm_ar(ha, va, comm, out=out) is out, f"{tag} out= returns out")
+        close(out, ref, f"{tag} out=", scale=scale)
+        d.same_on_every_rank(out, f"{tag} out=")
+
     # The collectives alone (their own cached plans).
     expect(torch.equal(mkernel.all_gather(x, comm).float().cpu(), X), "all_gather")
     g = torch.full((d.world * m_local, k), nan, device="cuda", dtype=torch.bfloat16)
@@ -108,15 +148,35 @@ def check_forward(comm, d):
     y.fill_(nan)
     expect(mkernel.reduce_scatter(xs, comm, out=y) is y, "reduce_scatter out= returns out")
     close(y, ref, "reduce_scatter out=")
+    # The all-reduce alone (against dist.all_reduce in fp32), also in place (include/mkernel/tp.hpp allows it).
+    for xa in (xs, d.rnd(2048, 4096)):
+        ref_a, scale_a = d.sum(xa), d.sum(xa.abs())
+        tag = f"all_reduce {xa.shape[0]}x{xa.shape[1]}"
+        out = mkernel.all_reduce(xa, comm)
+        expect(tuple(out.shape) == tuple(xa.shape), f"{tag}: shape")
+        close(out, ref_a, tag, scale=scale_a)
+        d.same_on_every_rank(out, tag)
+        out.fill_(nan)
+        expect(mkernel.all_reduce(xa, comm, out=out) is out, f"{tag} out= returns out")
+        close(out, ref_a, f"{tag} out=", scale=scale_a)
+        d.same_on_every_rank(out, f"{tag} out=")
+        xi = xa.clone()
+        expect(mkernel.all_reduce(xi, comm, out=xi) is xi, f"{tag} in place returns out")
+        close(xi, ref_a, f"{tag} in place", scale=scale_a)
+        d.same_on_every_rank(xi, f"{tag} in place")
 
     # Explicit plans.
     ag = mkernel.AgGemm(comm, m_local, n, k)
     expect(torch.equal(ag.all_gather(x).float().cpu(), X), "AgGemm.all_gather")
     rs = mkernel.GemmRs(comm, m, n2, k2)
     close(rs.reduce_scatter(xs), ref, "GemmRs.reduce_scatter")
+    ar = mkernel.GemmAr(comm, m, n2, k2)
+    part = h.float() @ v.float().t()
+    close(ar.run(h, v), d.sum(part), "GemmAr.run", scale=d.sum(part.abs()))
+    close(ar.all_reduce(xs), d.sum(xs), "GemmAr.all_reduce", scale=d.sum(xs.abs()))
     torch.cuda.synchronize()
     dist.barrier()
-    for p in (ag, rs):
+    for p in (ag, rs, ar):
         p.close()
 
 
@@ -135,9 +195,27 @@ def check_errors(comm, d):
     expect_error(lambda: mkernel.gemm_rs(h[:384], v, comm), "row blocks of a multiple of 128", "gemm_rs rows")
     expect_error(lambda: mkernel.reduce_scatter(d.rnd(512, 100), comm), "multiple of 64", "reduce_scatter n")
     expect_error(lambda: mkernel.all_gather(d.rnd(256, 96), comm), "multiple of 64", "all_gather k")
+    expect_error(lambda: mkernel.gemm_ar(h[:384], v, comm), "row blocks of a multiple of 128", "gemm_ar rows")
+    expect_error(lambda: mkernel.gemm_ar(h, v[:, :256].contiguous(), comm), r"b must be \[n, 384\]",
+                 "gemm_ar k mismatch")
+    expect_error(lambda: mkernel.all_reduce(d.rnd(512, 100), comm), "multiple of 64", "all_reduce n")
+    expect_error(lambda: mkernel.all_reduce(d.rnd(384, 128), comm), "row blocks of a multiple of 128",
+                 "all_reduce rows")
+    # out is the whole [m, n]: gemm_rs's / reduce_scatter's m / world rows are refused.
+    expect_error(lambda: mkernel.gemm_ar(h, v, comm, out=torch.empty(256, 256, device="cuda", dtype=torch.bfloat16)),
+                 "must be a contiguous", "gemm_ar out of gemm_rs's shape")
+    expect_error(lambda: mkernel.all_reduce(d.rnd(512, 256), comm, out=torch.empty(256, 256, device="cuda",
+                                                                                   dtype=torch.bfloat16)),
+                 "must be a contiguous", "all_reduce out of reduce_scatter's shape")
     expect_error(lambda: mkernel.gemm_rs(h.requires_grad_(), v, comm, out=torch.empty(256, 256, device="cuda",
                                                                                      dtype=torch.bfloat16)),
                  "autograd", "out= with autograd")
+    expect_error(lambda: mkernel.gemm_ar(h.requires_grad_(), v, comm, out=torch.empty(512, 256, device="cuda",
+                                                                                     dtype=torch.bfloat16)),
+                 "autograd", "gemm_ar out= with autograd")
+    expect_error(lambda: mkernel.all_reduce(d.rnd(512, 256).requires_grad_(), comm,
+                                            out=torch.empty(512, 256, device="cuda", dtype=torch.bfloat16)),
+                 "autograd", "all_reduce out= with autograd")
     expect_error(lambda: mkernel.all_gather(x, object()), "not a mkernel.Communicator", "not a communicator")
     expect(mkernel.tp.register(comm) == comm._uid, "register returns the communicator's key")
     expect(torch.equal(mkernel.all_gather(x, comm).float().cpu(), d.cat(x)), "all_gather after the errors")
@@ -172,20 +250,23 @@ def check_autograd(comm, d):
         if w.requires_grad:
             close(w.grad, want_w, f"ag_gemm grad b ({case})", 2e-2)
 
-    m, n2, k2 = 512, 256, 384  # gemm_rs
+    m, n2, k2 = 512, 256, 384  # gemm_rs, gemm_ar
     h0, v0 = d.rnd(m, k2), d.rnd(n2, k2)
-    wy = d.rnd(m // d.world, n2, dtype=torch.float32)
-    # L = sum_r <out_r, wy_r>: with Gy = concat_r(wy_r), dL/dh_r = Gy v_r, dL/dv_r = Gy^T h_r.
-    Gy = d.cat(wy)
-    want_h, want_v = Gy @ v0.float().cpu(), Gy.t() @ h0.float().cpu()
-    for case in ("both", "a only", "b only"):
-        h = h0.clone().requires_grad_(case != "b only")
-        v = v0.clone().requires_grad_(case != "a only")
-        (mkernel.gemm_rs(h, v, comm).float() * wy).sum().backward()
-        if h.requires_grad:
-            close(h.grad, want_h, f"gemm_rs grad a ({case})", 2e-2)
-        if v.requires_grad:
-            close(v.grad, want_v, f"gemm_rs grad b ({case})", 2e-2)
+    wy, wa = d.rnd(m // d.world, n2, dtype=torch.float32), d.rnd(m, n2, dtype=torch.float32)
+    # L = sum_r <out_r, w_r>, Y = sum_r h_r v_r^T. gemm_rs: out_r = rows r of Y, so dL/dY = Gy =
+    # concat_r(wy_r); gemm_ar: out_r = Y on every rank, so dL/dY = Ga = sum_r wa_r (each rank's
+    # loss counts: tp_ar.py). Either way dL/dh_r = G v_r, dL/dv_r = G^T h_r.
+    Gy, Ga = d.cat(wy), d.sum(wa)
+    for op, wo, G in ((mkernel.gemm_rs, wy, Gy), (mkernel.gemm_ar, wa, Ga)):
+        want_h, want_v = G @ v0.float().cpu(), G.t() @ h0.float().cpu()
+        for case in ("both", "a only", "b only"):
+            h = h0.clone().requires_grad_(case != "b only")
+            v = v0.clone().requires_grad_(case != "a only")
+            (op(h, v, comm).float() * wo).sum().backward()
+            if h.requires_grad:
+                close(h.grad, want_h, f"{op.__name__} grad a ({case})", 2e-2)
+            if v.requires_grad:
+                close(v.grad, want_v, f"{op.__name__} grad b ({case})", 2e-2)
 
     # The collectives: all_gather's gradient is a reduce-scatter and back.
     x = x0.clone().requires_grad_()
@@ -194,40 +275,45 @@ def check_autograd(comm, d):
     xs = d.rnd(m, n2).requires_grad_()
     (mkernel.reduce_scatter(xs, comm).float() * wy).sum().backward()
     close(xs.grad, Gy, "reduce_scatter grad", 2e-2)
+    xs = d.rnd(m, n2).requires_grad_()  # all_reduce's gradient is an all-reduce: sum_r wa_r
+    (mkernel.all_reduce(xs, comm).float() * wa).sum().backward()
+    close(xs.grad, Ga, "all_reduce grad", 2e-2)
 
 
 class TpMlp(torch.nn.Module):
-    """ag_gemm (column-parallel up projection) -> gelu -> gemm_rs (row-parallel down)."""
+    """ag_gemm (column-parallel up projection) -> gelu -> gemm_rs (row-parallel down; or gemm_ar,
+    the whole output on every rank)."""
 
-    def __init__(self, comm, w1, w2):
+    def __init__(self, comm, w1, w2, down=mkernel.gemm_rs):
         super().__init__()
-        self.comm = comm
+        self.comm, self.down = comm, down
         self.w1, self.w2 = torch.nn.Parameter(w1), torch.nn.Parameter(w2)
 
     def forward(self, x):
         h = mkernel.ag_gemm(x, self.w1, self.comm)
-        return mkernel.gemm_rs(torch.nn.functional.gelu(h), self.w2, self.comm)
+        return self.down(torch.nn.functional.gelu(h), self.w2, self.comm)
 
 
 def check_compile(comm, d):
     m_local, hidden, ffn_r = 256, 512, 512
-    mod = TpMlp(comm, d.rnd(ffn_r, hidden) * 0.1, d.rnd(hidden, ffn_r) * 0.1)
-    x0 = d.rnd(m_local, hidden)
-    wy = d.rnd(m_local, hidden, dtype=torch.float32)
+    w1, w2, x0 = d.rnd(ffn_r, hidden) * 0.1, d.rnd(hidden, ffn_r) * 0.1, d.rnd(m_local, hidden)
+    for down, rows in ((mkernel.gemm_rs, m_local), (mkernel.gemm_ar, d.world * m_local)):
+        mod = TpMlp(comm, w1.clone(), w2.clone(), down)
+        wy = d.rnd(rows, hidden, dtype=torch.float32)
 
-    def step(fn):
-        x = x0.clone().requires_grad_()
-        mod.zero_grad(set_to_none=True)
-        y = fn(x)
-        (y.float() * wy).sum().backward()
-        return y.detach(), x.grad, mod.w1.grad, mod.w2.grad
+        def step(fn):
+            x = x0.clone().requires_grad_()
+            mod.zero_grad(set_to_none=True)
+            y = fn(x)
+            (y.float() * wy).sum().backward()
+            return y.detach(), x.grad, mod.w1.grad, mod.w2.grad
 
-    want = step(mod)
-    compiled = torch.compile(mod, fullgraph=True)
-    for i in range(2):  # the second call runs the cached graphs
-        got = step(compiled)
-        for name, a, b in zip(("out", "grad x", "grad w1", "grad w2"), got, want):
-            close(a, b.float().cpu(), f"compiled {name} (call {i})", 2e-2)
+        want = step(mod)
+        compiled = torch.compile(mod, fullgraph=True)
+        for i in range(2):  # the second call runs the cached graphs
+            got = step(compiled)
+            for name, a, b in zip(("out", "grad x", "grad w1", "grad w2"), got, want):
+                close(a, b.float().cpu(), f"compiled {down.__name__} block {name} (call {i})", 2e-2)
 
 
 def check_compile_out(comm, d):
@@ -239,12 +325,15 @@ def check_compile_out(comm, d):
     o_ag, o_ag2, o_rs = (torch.empty(d.world * m_local, n, **bf), torch.empty(d.world * m_local, n, **bf),
                          torch.empty(m // d.world, n2, **bf))
     o_g, o_r = torch.empty(d.world * m_local, k, **bf), torch.empty(m // d.world, n2, **bf)
+    o_ar, o_a = torch.empty(m, n2, **bf), torch.empty(m, n2, **bf)
 
     def f(x, w, h, v, xs):
         mkernel.ag_gemm(x, w, comm, out=o_ag)
         mkernel.gemm_rs(h, v, comm, out=o_rs)
         mkernel.all_gather(x, comm, out=o_g)
         mkernel.reduce_scatter(xs, comm, out=o_r)
+        mkernel.gemm_ar(h, v, comm, out=o_ar)
+        mkernel.all_reduce(xs, comm, out=o_a)
         _, gathered = mkernel.ag_gemm(x, w, comm, out=o_ag2, return_gathered=True)
         return gathered * 2  # computed from an op's output inside the graph
 
@@ -253,7 +342,7 @@ def check_compile_out(comm, d):
         for i in range(3):  # later calls run the cached graph
             for t in (x, h, xs):
                 t.copy_(d.rnd(*t.shape))
-            for t in (o_ag, o_ag2, o_rs, o_g, o_r):
+            for t in (o_ag, o_ag2, o_rs, o_g, o_r, o_ar, o_a):
                 t.fill_(float("nan"))
             g2 = compiled(x, w, h, v, xs)
             torch.cuda.synchronize()
@@ -263,8 +352,14 @@ def check_compile_out(comm, d):
             close(o_ag2, ref, f"compiled ag_gemm out= return_gathered (call {i})")
             expect(torch.equal(g2.float().cpu(), 2 * X) and torch.equal(o_g.float().cpu(), X),
                    f"compiled gathered / all_gather out= (call {i})")
-            close(o_rs, d.rows(d.sum(h.float() @ v.float().t())), f"compiled gemm_rs out= (call {i})")
+            part = h.float() @ v.float().t()
+            Y = d.sum(part)
+            close(o_rs, d.rows(Y), f"compiled gemm_rs out= (call {i})")
             close(o_r, d.rows(d.sum(xs)), f"compiled reduce_scatter out= (call {i})")
+            close(o_ar, Y, f"compiled gemm_ar out= (call {i})", scale=d.sum(part.abs()))
+            close(o_a, d.sum(xs), f"compiled all_reduce out= (call {i})", scale=d.sum(xs.abs()))
+            d.same_on_every_rank(o_ar, f"compiled gemm_ar out= (call {i})")
+            d.same_on_every_rank(o_a, f"compiled all_reduce out= (call {i})")
 
 
 def check_cuda_graph(comm, d):
@@ -274,15 +369,20 @@ def check_cuda_graph(comm, d):
     bf = dict(device="cuda", dtype=torch.bfloat16)
     o_ag, o_rs = torch.empty(d.world * m_local, n, **bf), torch.empty(m // d.world, n2, **bf)
     o_g, o_r = torch.empty(d.world * m_local, k, **bf), torch.empty(m // d.world, n2, **bf)
+    o_ar, o_a = torch.empty(m, n2, **bf), torch.empty(m, n2, **bf)  # gemm_ar 512 x 256: one-shot on 2 ranks
+    h3, v3 = d.rnd(2048, 256), d.rnd(4096, 256)  # gemm_ar 2048 x 4096: two-shot
 
     def forward():
         mkernel.ag_gemm(x, w, comm, out=o_ag)
         mkernel.gemm_rs(h, v, comm, out=o_rs)
         mkernel.all_gather(x, comm, out=o_g)
         mkernel.reduce_scatter(xs, comm, out=o_r)
+        mkernel.gemm_ar(h, v, comm, out=o_ar)
+        mkernel.all_reduce(xs, comm, out=o_a)
         out, gathered = mkernel.ag_gemm(x, w, comm, return_gathered=True)  # allocating, in the graph's pool
-        mlp = mkernel.gemm_rs(torch.nn.functional.gelu(mkernel.ag_gemm(x2, w1, comm)), w2, comm)
-        return out, gathered, mlp
+        ar2 = mkernel.gemm_ar(h3, v3, comm)
+        hid = torch.nn.functional.gelu(mkernel.ag_gemm(x2, w1, comm))
+        return out, gathered, ar2, mkernel.gemm_rs(hid, w2, comm), mkernel.gemm_ar(hid, w2, comm)
 
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -291,11 +391,11 @@ def check_cuda_graph(comm, d):
     torch.cuda.current_stream().wait_stream(s)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out, gathered, mlp = forward()
+        out, gathered, ar2, mlp, mlp_ar = forward()
     for i in range(3):
-        for t in (x, h, xs, x2):
+        for t in (x, h, xs, x2, h3):
             t.copy_(d.rnd(*t.shape))
-        for t in (o_ag, o_rs, o_g, o_r, out, gathered, mlp):
+        for t in (o_ag, o_rs, o_g, o_r, o_ar, o_a, out, gathered, ar2, mlp, mlp_ar):
             t.fill_(float("nan"))
         graph.replay()
         torch.cuda.synchronize()
@@ -305,10 +405,20 @@ def check_cuda_graph(comm, d):
         close(out, ref, f"graph ag_gemm allocating (replay {i})")
         expect(torch.equal(gathered.float().cpu(), X) and torch.equal(o_g.float().cpu(), X),
                f"graph gathered / all_gather (replay {i})")
-        close(o_rs, d.rows(d.sum(h.float() @ v.float().t())), f"graph gemm_rs (replay {i})")
+        part = h.float() @ v.float().t()
+        Y = d.sum(part)
+        close(o_rs, d.rows(Y), f"graph gemm_rs (replay {i})")
         close(o_r, d.rows(d.sum(xs)), f"graph reduce_scatter (replay {i})")
+        close(o_ar, Y, f"graph gemm_ar (replay {i})", scale=d.sum(part.abs()))
+        close(o_a, d.sum(xs), f"graph all_reduce (replay {i})", scale=d.sum(xs.abs()))
+        part = h3.float() @ v3.float().t()
+        close(ar2, d.sum(part), f"graph gemm_ar two-shot allocating (replay {i})", scale=d.sum(part.abs()))
+        for t, what in ((o_ar, "gemm_ar"), (o_a, "all_reduce"), (ar2, "gemm_ar two-shot"), (mlp_ar, "gemm_ar block")):
+            d.same_on_every_rank(t, f"graph {what} (replay {i})")
         hid = torch.nn.functional.gelu((d.cat(x2).cuda() @ w1.float().t()).bfloat16()).float()
-        close(mlp, d.rows(d.sum(hid @ w2.float().t())), f"graph TP MLP block (replay {i})", 2e-2)
+        Y = d.sum(hid @ w2.float().t())
+        close(mlp, d.rows(Y), f"graph TP MLP block (replay {i})", 2e-2)
+        close(mlp_ar, Y, f"graph TP MLP block, gemm_ar (replay {i})", 2e-2)
 
 
 def run(comm, rank, world):
@@ -321,8 +431,8 @@ def run(comm, rank, world):
     check_cuda_graph(comm, d)
     torch.cuda.synchronize()
     dist.barrier()
-    print(f"rank {rank}: tensor-parallel ops OK (forward, errors, autograd, torch.compile incl. out=, CUDA graph)",
-          flush=True)
+    print(f"rank {rank}: tensor-parallel ops OK (forward, errors, autograd, torch.compile incl. out=, CUDA graph; "
+          "gemm_ar / all_reduce one-shot and two-shot)", flush=True)
 
 
 if __name__ == "__main__":
