@@ -21,9 +21,14 @@
 // then copies the piece with the bulk copier.
 //
 // NOTES: the final and receive slots are rewritten by the next call only
-// after every rank entered it (the entry signals every writer waits for,
-// device/roles/reduce_scatter.cuh), i.e. after every rank's previous kernel,
-// and so its gathers, ended.
+// after every rank that reads them ended its previous kernel (and so its
+// gathers): the fused GEMM's consumers wait for every rank's entry signal
+// before any store or put; the standalone Reduce role writes a final piece
+// only after that row-block's arrivals of the new call from every node
+// peer and every other node's rail peer (whose node sums waited for their
+// own node peers' pushes), so every rank that could read the slot has
+// entered the new call, and this rank's previous put to the rail peer
+// landed (the rail peer waited for its signal).
 #pragma once
 
 #include "device/bulk_copy.cuh"

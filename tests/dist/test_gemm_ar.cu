@@ -134,7 +134,9 @@ TEST_F(GemmArTest, HundredBackToBackCallsAlternatingEntryPoints) {
   const int me = comm().rank();
   const int64_t m = rows_for_world(512), n = 320, k = 256;
   const int calls = 100;
-  GemmAr plan(comm(), m, n, k);
+  for (int variant : {-1, 0}) {  // the default (one-shot at this size on one node of two), two-shot
+  SCOPED_TRACE("one_shot option " + std::to_string(variant));
+  GemmAr plan(comm(), m, n, k, GemmArOptions{.one_shot = variant});
   Buf a(m * k * 2), b(n * k * 2), x(m * n * 2), out(m * n * 2), all(calls * m * n * 2);
   random_bf16(b.p, n * k, seed_b(me));
   poison(all.p, calls * m * n);
@@ -164,6 +166,7 @@ TEST_F(GemmArTest, HundredBackToBackCallsAlternatingEntryPoints) {
       check_all_reduce(o, m, n, 1000 + i, "back-to-back all_reduce");
   }
   comm().barrier();
+  }
 }
 
 // One captured run, replayed back to back with new inputs copied in on the
@@ -174,7 +177,9 @@ TEST_F(GemmArTest, CudaGraphReplayWithNewInputs) {
   const int me = comm().rank();
   const int64_t m = rows_for_world(768), n = 320, k = 512;
   const int reps = 5;
-  GemmAr plan(comm(), m, n, k);
+  for (int variant : {-1, 0}) {
+  SCOPED_TRACE("one_shot option " + std::to_string(variant));
+  GemmAr plan(comm(), m, n, k, GemmArOptions{.one_shot = variant});
   Buf a(m * k * 2), b(n * k * 2), out(m * n * 2), fresh(reps * m * k * 2), all(reps * m * n * 2);
   random_bf16(b.p, n * k, seed_b(me));
   for (int rep = 0; rep < reps; ++rep) random_bf16(fresh.as<uint16_t>() + rep * m * k, m * k, seed_a(me, 2001 + rep));
@@ -196,6 +201,7 @@ TEST_F(GemmArTest, CudaGraphReplayWithNewInputs) {
   run_once(plan, a, b, out, m, n, k, 2001 + reps, "eager after replay");
   cudaStreamDestroy(s);
   comm().barrier();
+  }
 }
 
 // Gather CTAs 1, 2, 8 beside the GEMM on every SM; smaller grids (down to
@@ -257,6 +263,8 @@ TEST(GemmArErrors, BadPlansAreRejected) {
                [&] { GemmAr p(comm(), m, 128, 128, {.num_gather_ctas = 100000}); });
   expect_error("gather = grid", "num_gather_ctas",
                [&] { GemmAr p(comm(), m, 128, 128, {.num_gather_ctas = 4, .num_ctas = 4}); });
+  expect_error("reduce 100000", "num_reduce_ctas",
+               [&] { GemmAr p(comm(), m, 128, 128, {.num_reduce_ctas = 100000}); });
   expect_error("one_shot 2", "one_shot must be -1, 0 or 1", [&] { GemmAr p(comm(), m, 128, 128, {.one_shot = 2}); });
   if (comm().topology().num_nodes > 1)
     expect_error("one-shot across nodes", "one_shot = 1 needs one node",

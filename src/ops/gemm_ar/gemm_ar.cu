@@ -107,8 +107,11 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     fail("GemmAr: interleave must be -1, 0 or 1 (got ", opt.interleave, ")");
   interleave_ = opt.interleave == -1 ? tp::ar_interleave(t.num_nodes) : opt.interleave == 1;
   num_reduce_ = opt.num_reduce_ctas ? opt.num_reduce_ctas : kDefaultReduceCtas;
-  if (num_reduce_ < 1 || num_reduce_ + kStandalonePushCtas > sms - 1)
-    fail("GemmAr: num_reduce_ctas must be in [1, ", sms - 1 - kStandalonePushCtas, "] (got ", num_reduce_, ")");
+  // all_reduce()'s grid (push + Reduce + one Gather CTA) leaves a transport
+  // that runs kernels on this GPU its SM.
+  const int max_reduce = sms - (leave_sm ? 1 : 0) - kStandalonePushCtas - 1;
+  if (num_reduce_ < 1 || num_reduce_ > max_reduce)
+    fail("GemmAr: num_reduce_ctas must be in [1, ", max_reduce, "] (got ", num_reduce_, ")");
   if (opt.one_shot < -1 || opt.one_shot > 1) fail("GemmAr: one_shot must be -1, 0 or 1 (got ", opt.one_shot, ")");
   if (opt.one_shot == 1 && !tp::ar_one_shot_possible(t.num_nodes, t.world))
     fail("GemmAr: one_shot = 1 needs one node of 2 ranks (", t.describe(),

@@ -81,8 +81,11 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   async_ = opt.async_store == -1 ? !leave_sm : opt.async_store == 1;
   if (num_ctas_ < 2 || num_ctas_ > sms) fail("GemmRs: num_ctas must be in [2, ", sms, "] (got ", num_ctas_, ")");
   num_reduce_ = opt.num_reduce_ctas ? opt.num_reduce_ctas : kDefaultReduceCtas;
-  if (num_reduce_ < 1 || num_reduce_ + kStandalonePushCtas > sms)
-    fail("GemmRs: num_reduce_ctas must be in [1, ", sms - kStandalonePushCtas, "] (got ", num_reduce_, ")");
+  // reduce_scatter()'s grid (push + Reduce) leaves a transport that runs
+  // kernels on this GPU its SM.
+  const int max_reduce = sms - (leave_sm ? 1 : 0) - kStandalonePushCtas;
+  if (num_reduce_ < 1 || num_reduce_ > max_reduce)
+    fail("GemmRs: num_reduce_ctas must be in [1, ", max_reduce, "] (got ", num_reduce_, ")");
   rs_ = std::make_unique<tp::RsPlan>(tp::rs_make_plan(comm, "GemmRs", m, n, k_local, opt.swizzle, 0, 0, nullptr));
   swizzle_ = rs_->swizzle;
   // The legacy-stream memset must be done before a launch on any stream
