@@ -207,13 +207,16 @@ TEST(GemmArPlan, GatherCtasSwizzleOneShotAndBytes) {
   EXPECT_EQ(tp::ar_gather_ctas(1 << 20), 2);  // clamped below
   EXPECT_EQ(tp::ar_gather_ctas(64), 16);      // and above
   for (int64_t blocks = 1; blocks <= 64; ++blocks) {
-    const int sw = tp::ar_swizzle(blocks);
+    const int sw = tp::ar_swizzle(1 + int(blocks % 2), blocks);
     EXPECT_GE(sw, 1);
     EXPECT_LE(sw, 4);
     EXPECT_EQ(blocks % sw, 0) << blocks;
   }
-  EXPECT_EQ(tp::ar_swizzle(16), 4);
-  EXPECT_EQ(tp::ar_swizzle(6), 3);
+  EXPECT_EQ(tp::ar_swizzle(1, 16), 4);
+  EXPECT_EQ(tp::ar_swizzle(1, 6), 3);
+  EXPECT_EQ(tp::ar_swizzle(1, 4), 4);
+  EXPECT_EQ(tp::ar_swizzle(2, 4), 2);  // across nodes, few row-blocks: at least two groups
+  EXPECT_EQ(tp::ar_swizzle(2, 16), 4);
   EXPECT_TRUE(tp::ar_one_shot_fits(1, 2, 512, 8192));
   EXPECT_FALSE(tp::ar_one_shot_fits(1, 2, 1024, 8192));  // two-shot measured faster from here
   EXPECT_FALSE(tp::ar_one_shot_fits(2, 2, 256, 8192));   // across nodes: never

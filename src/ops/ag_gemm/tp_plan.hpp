@@ -158,7 +158,12 @@ inline bool ar_one_shot_fits(int nodes, int world, int64_t m, int64_t n) {
 // own share is gathered after the GEMM (the tail), and groups of 8 left
 // 2x1 emu M = 4096 at 2.09 ms against 1.57 with 4 (1x2: 4 and 2 0-4%
 // faster than 8 at M = 2048..8192; mkbench gemm_ar --quick, 2026-11-30).
-inline int ar_swizzle(int64_t blocks_per_rank) { return rs_swizzle(blocks_per_rank, 4); }
+// Across nodes with at most 4 row-blocks per share, 2: one group would
+// leave every final row to cross the network after the GEMM (2x1 emu M =
+// 1024: 0.57 ms with 2, 0.66-0.73 with 4; mkbench-20261130T161058Z).
+inline int ar_swizzle(int nodes, int64_t blocks_per_rank) {
+  return rs_swizzle(blocks_per_rank, nodes > 1 && blocks_per_rank <= 4 ? 2 : 4);
+}
 
 // GEMM+AR two-shot walk: interleave the shares' groups across nodes only.
 // Across nodes the final rows must cross the network during the GEMM (2x1

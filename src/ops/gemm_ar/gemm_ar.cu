@@ -120,7 +120,7 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   // topology only; the plan check below compares the variant too).
   one_shot_ = opt.one_shot == 1 || (opt.one_shot == -1 && tp::ar_one_shot_fits(t.num_nodes, t.world, m, n));
   const roles::ArLayout al{t.num_nodes};
-  const int swizzle = opt.swizzle ? opt.swizzle : tp::ar_swizzle(m / t.world / gemm::kBlockM);
+  const int swizzle = opt.swizzle ? opt.swizzle : tp::ar_swizzle(t.num_nodes, m / t.world / gemm::kBlockM);
   const std::string variant = cat(one_shot_ ? ", one-shot" : ", two-shot", interleave_ ? ", interleaved" : "");
   rs_ = std::make_unique<tp::RsPlan>(
       tp::rs_make_plan(comm, "GemmAr", m, n, k_local, swizzle, al.extra_slots(), 1, &sig_fin_, variant));
