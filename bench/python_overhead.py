@@ -12,7 +12,7 @@ figure would be the GPU's). Target (issue [python]): mkernel.gemm under 10 us pe
 The C++ figure for the same call is mkbench gemm's "host cost per call" row.
 
 Under torchrun with 2 or more ranks it also times the tensor-parallel ops
-(mkernel.gemm_rs / ag_gemm, steady state, tiny shapes) against their plan's
+(mkernel.gemm_rs / gemm_ar / ag_gemm, steady state, tiny shapes) against their plan's
 C ABI run call:
 
     torchrun --standalone --nproc_per_node=2 bench/python_overhead.py
@@ -61,7 +61,9 @@ def tp_rows():
     rs_out = torch.empty(128, 64, device="cuda", dtype=torch.bfloat16)
     ag_out = torch.empty(128 * w, 64, device="cuda", dtype=torch.bfloat16)
     stream = torch.cuda.current_stream().cuda_stream
+    ar_out = torch.empty(128 * w, 64, device="cuda", dtype=torch.bfloat16)
     rs_plan, ag_plan = mkernel.GemmRs(comm, 128 * w, 64, 64), mkernel.AgGemm(comm, 128, 64, 64)
+    ar_plan = mkernel.GemmAr(comm, 128 * w, 64, 64)
     rows = [
         ("mkernel.gemm_rs(a, b, comm, out=out)  (eager, validated)",
          per_call_us(lambda: mkernel.gemm_rs(x, b, comm, out=rs_out))),
@@ -69,6 +71,10 @@ def tp_rows():
         ("torch.ops.mkernel.gemm_rs_out  (dispatcher)", per_call_us(lambda: torch.ops.mkernel.gemm_rs_out(x, b, key, rs_out))),
         ("GemmRs plan run via the C ABI (ctypes, no checks)",
          per_call_us(lambda: lib.mk_gemm_rs_run(rs_plan._h, x.data_ptr(), b.data_ptr(), rs_out.data_ptr(), stream))),
+        ("mkernel.gemm_ar(a, b, comm, out=out)  (eager, validated)",
+         per_call_us(lambda: mkernel.gemm_ar(x, b, comm, out=ar_out))),
+        ("GemmAr plan run via the C ABI (ctypes, no checks)",
+         per_call_us(lambda: lib.mk_gemm_ar_run(ar_plan._h, x.data_ptr(), b.data_ptr(), ar_out.data_ptr(), stream))),
         ("mkernel.ag_gemm(a_local, b, comm, out=out)  (eager, validated)",
          per_call_us(lambda: mkernel.ag_gemm(xl, b, comm, out=ag_out))),
         ("AgGemm plan run via the C ABI (ctypes, no checks)",
