@@ -150,6 +150,11 @@ __device__ __forceinline__ TileRows tile_rows(const GemmParams& p, const sched::
     const int32_t g0 = p.group_row_start[t.group];
     return TileRows{g0 + t.m_blk * kBlockM, p.group_row_start[t.group + 1]};
   }
+  if (p.sched.share_rows > 0) {  // ragged shares (TileSchedParams::share_rows): a tile ends with its share
+    const int32_t sh = t.m_blk / p.sched.share_blocks;
+    const int32_t r0 = sh * p.sched.share_rows;
+    return TileRows{r0 + (t.m_blk - sh * p.sched.share_blocks) * kBlockM, r0 + p.sched.share_rows};
+  }
   return TileRows{t.m_blk * kBlockM, p.m};
 }
 
@@ -165,9 +170,11 @@ __device__ __forceinline__ int tile_ncols(const GemmParams& p, const sched::Tile
   return p.n - col0 < kBlockN ? p.n - col0 : kBlockN;
 }
 // Index of tile t among the TileMajor tiles of destination d (whose rows
-// start at d rows_per_dest, a multiple of kBlockM).
+// start at d rows_per_dest, a multiple of kBlockM, or, with ragged shares,
+// at its share's first row-block).
 __device__ __forceinline__ int64_t dest_tile_id(const GemmParams& p, const sched::Tile& t, int d) {
-  return tile_id(p.sched, t) - (int64_t(d) * p.epi.rows_per_dest / kBlockM) * p.sched.n_blocks;
+  const int64_t blocks = p.sched.share_rows > 0 ? p.sched.share_blocks : p.epi.rows_per_dest / kBlockM;
+  return tile_id(p.sched, t) - int64_t(d) * blocks * p.sched.n_blocks;
 }
 
 // Tile of work index w (ArrivalQueue: the producer first waits until the

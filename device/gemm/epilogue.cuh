@@ -191,7 +191,7 @@ __device__ __forceinline__ void own_store(const GemmParams& p, const sched::Tile
 // (and, for a row-block's last tile across nodes, send the row-block to
 // the other nodes' rail peers). Every consumer thread fences its stores
 // first (node peers read them over NVLink, the NIC reads them for puts).
-__device__ __forceinline__ void publish_final(const GemmParams& p, const sched::Tile& t) {
+__device__ __forceinline__ void publish_final(const GemmParams& p, const sched::Tile& t, const TileRows& r) {
   __threadfence_system();
   dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);
   if (threadIdx.x != 128) return;
@@ -203,7 +203,8 @@ __device__ __forceinline__ void publish_final(const GemmParams& p, const sched::
   if ((before + 1) % static_cast<unsigned long long>(p.sched.n_blocks) != 0) return;
   __threadfence_system();  // the row-block's other tiles (fenced before their adds) before the puts
   const uint64_t row_bytes = uint64_t(e.own_ldo) * 2;
-  const uint64_t off = uint64_t(rb * kBlockM - int64_t(e.own_final) * e.rows_per_dest) * row_bytes;
+  const uint64_t off = uint64_t(int64_t(r.row0) - int64_t(e.own_final) * e.rows_per_dest) * row_bytes;
+  const int32_t rows = r.row_end - r.row0 < kBlockM ? r.row_end - r.row0 : kBlockM;  // a ragged share's last block
   const net::NetCtx& nc = *p.netctx;
   const net::CmdQueue& q = nc.queues[static_cast<unsigned>(e.net_queue) % static_cast<unsigned>(nc.num_queues)];
   for (int i = 0; i < e.fin_net_n; ++i) {
@@ -213,7 +214,7 @@ __device__ __forceinline__ void publish_final(const GemmParams& p, const sched::
     f.region = static_cast<uint16_t>(e.net_region);
     f.dst_off = e.fin_net_dst_off[i] + off;
     f.src_off = e.fin_src_off + off;
-    f.bytes = uint64_t(kBlockM) * row_bytes;
+    f.bytes = uint64_t(rows) * row_bytes;
     f.sig_op = static_cast<uint8_t>(net::SigOp::Add);
     f.sig_idx = static_cast<uint32_t>(e.fin_sig + rb);
     f.sig_value = static_cast<uint64_t>(p.sched.n_blocks);

@@ -201,7 +201,7 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
         own_accumulate(p, t, r, wg, d, acc);
         if (d == p.epi.own_final) {
           own_store(p, t, r, wg, acc);  // final rows: published only for an all-reduce
-          if (p.epi.fin_publish) publish_final(p, t);
+          if (p.epi.fin_publish) publish_final(p, t, r);
           continue;
         }
       }

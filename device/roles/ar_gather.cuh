@@ -55,7 +55,7 @@ struct ArLayout {
 struct ArGather {
   char* staging[kMaxLocalRanks];  // every node rank's staging buffer, by local rank
   char* out;                      // [W rows x n] bf16, RowMajor
-  int64_t rows;                   // per share, a multiple of row_block
+  int64_t rows;                   // per share (the last row-block may be partial)
   int64_t n;
   int64_t row_block;
   int64_t slot_bytes;
@@ -77,7 +77,7 @@ __device__ __forceinline__ void ar_gather(const DeviceCtx& ctx, const ArGather& 
   const int32_t role = static_cast<int32_t>(Role::IntraComm);
   const ArLayout lay{};
   auto* claim = reinterpret_cast<volatile int64_t*>(smem + dev::BulkStages::kSmemBytes);
-  const int64_t blocks = g.rows / g.row_block;
+  const int64_t blocks = (g.rows + g.row_block - 1) / g.row_block;
   const int64_t total = blocks * g.world * g.parts;
   const int64_t block_bytes = g.row_block * g.n * 2, part_bytes = block_bytes / g.parts;
   for (;;) {
@@ -93,14 +93,19 @@ __device__ __forceinline__ void ar_gather(const DeviceCtx& ctx, const ArGather& 
     const int64_t gb = int64_t(d) * blocks + b;
     const int slot = dn == g.node ? lay.final_slot(g.rs_slots) : lay.recv_slot(g.rs_slots, dn, g.node);
     const char* src = g.staging[dl] + slot * g.slot_bytes + b * block_bytes + j * part_bytes;
-    char* dst = g.out + gb * block_bytes + j * part_bytes;
+    char* dst = g.out + (int64_t(d) * g.rows + b * g.row_block) * g.n * 2 + j * part_bytes;
+    // A partial last row-block (rows not a multiple of row_block): its later pieces are short or empty.
+    const int64_t left = g.rows - b * g.row_block;
+    const int64_t valid = (left < g.row_block ? left : g.row_block) * g.n * 2 - j * part_bytes;
+    if (valid <= 0) continue;
     if (threadIdx.x == 0) {
       const int32_t sig = g.sig_fin + static_cast<int32_t>(gb);
       dev::wait_ge<dev::Scope::Sys, kArReport>(ctx, dev::peer_signal(ctx, dl, sig), epoch * g.adds_per_block,
                                                dev::WaitSite{role, d, sig});
       asm volatile("fence.proxy.async.global;" ::: "memory");  // the bulk copy (async proxy) reads what the signal released
     }
-    dev::copy_bulk<dev::BulkStages, kArReport>(ctx, dst, src, static_cast<size_t>(part_bytes), 0, 1, smem, role);
+    dev::copy_bulk<dev::BulkStages, kArReport>(ctx, dst, src, static_cast<size_t>(valid < part_bytes ? valid : part_bytes),
+                                               0, 1, smem, role);
   }
 }
 

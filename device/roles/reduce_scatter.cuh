@@ -50,7 +50,7 @@ struct ReduceScatter {
   void* staging[kMaxLocalRanks];  // every node rank's staging buffer, by local rank
   const void* input;              // standalone: [M x N] bf16, this rank's full partial result
   void* out;                      // [R x N] bf16, this rank's reduced rows
-  int64_t rows;                   // R = M / W, a multiple of row_block
+  int64_t rows;                   // R = M / W (the last row-block of a share may be partial)
   int64_t n;                      // columns (multiple of 64)
   int64_t row_block;              // rows per signal (128: the GEMM tile height)
   int64_t slot_elems;             // bf16 elements per slot (>= rows * n: whole tiles)
@@ -94,6 +94,13 @@ __device__ __forceinline__ void rs_announce(const DeviceCtx& ctx, const ReduceSc
   }
 }
 
+// Rows of row-block b of a share (the last one partial when rows is not a
+// multiple of row_block).
+__device__ __forceinline__ int64_t rs_block_rows(const ReduceScatter& g, int64_t b) {
+  const int64_t left = g.rows - b * g.row_block;
+  return left < g.row_block ? left : g.row_block;
+}
+
 // The q-th share (node * L + local) of the walk with (want_own) or without
 // this rank's local index.
 __device__ __forceinline__ int rs_share(const ReduceScatter& g, int q, bool want_own) {
@@ -111,10 +118,11 @@ __device__ __forceinline__ void rs_push(const DeviceCtx& ctx, const ReduceScatte
                                         int cta, int ncta) {
   const int32_t role = static_cast<int32_t>(Role::IntraComm);
   const rs::Layout lay = rs_layout(g);
-  const int64_t blocks = g.rows / g.row_block, total_blocks = blocks * g.world;
+  const int64_t blocks = (g.rows + g.row_block - 1) / g.row_block, total_blocks = blocks * g.world;
   const int64_t block_bytes = g.row_block * g.n * 2, slot_bytes = g.slot_elems * 2;
   // A row-block goes in `parts` pieces (more CTAs busy when row-blocks are
-  // few), each adding adds_per_block / parts to the arrival count.
+  // few), each adding adds_per_block / parts to the arrival count (also a
+  // piece past a partial last row-block's rows, which copies nothing).
   const int64_t part_bytes = block_bytes / g.parts;
   const int64_t items = int64_t(g.local_size - 1) * g.num_nodes * blocks * g.parts;
   for (int64_t item = cta; item < items; item += ncta) {
@@ -127,10 +135,13 @@ __device__ __forceinline__ void rs_push(const DeviceCtx& ctx, const ReduceScatte
       dev::wait_ge<dev::Scope::Sys, kRsReport>(ctx, ctx.signals + g.sig_entry + peer, epoch,
                                                dev::WaitSite{role, peer, g.sig_entry + peer});
     const int64_t gb = int64_t(d) * blocks + b;
-    const char* src = static_cast<const char*>(g.input) + gb * block_bytes + j * part_bytes;
+    const int64_t valid = rs_block_rows(g, b) * g.n * 2 - j * part_bytes;  // bytes of this piece inside the share
+    const char* src = static_cast<const char*>(g.input) + (int64_t(d) * g.rows + b * g.row_block) * g.n * 2 + j * part_bytes;
     char* dst = static_cast<char*>(g.staging[sl]) + lay.local_slot(g.local_rank, sl, sn) * slot_bytes +
                 b * block_bytes + j * part_bytes;
-    dev::copy_bulk<dev::BulkStages, kRsReport>(ctx, dst, src, static_cast<size_t>(part_bytes), 0, 1, smem, role);
+    if (valid > 0)
+      dev::copy_bulk<dev::BulkStages, kRsReport>(ctx, dst, src, static_cast<size_t>(valid < part_bytes ? valid : part_bytes),
+                                                 0, 1, smem, role);
     if (threadIdx.x == 0) {
       const int32_t sig = g.sig_local + static_cast<int32_t>(rs::compact(g.local_rank, sl) * total_blocks + gb);
       dev::signal_add(dev::peer_signal(ctx, sl, sig), g.adds_per_block / static_cast<uint64_t>(g.parts));
@@ -150,7 +161,7 @@ __device__ __forceinline__ void rs_reduce(const DeviceCtx& ctx, const ReduceScat
   const int32_t role = static_cast<int32_t>(Role::Reduce);
   const rs::Layout lay = rs_layout(g);
   const int nloc = g.local_size - 1;
-  const int64_t blocks = g.rows / g.row_block, total_blocks = blocks * g.world;
+  const int64_t blocks = (g.rows + g.row_block - 1) / g.row_block, total_blocks = blocks * g.world;
   const int64_t vecs = g.row_block * g.n / 8;  // 16-byte vectors (8 bf16) per row-block
   const int64_t block_bytes = g.row_block * g.n * 2, slot_bytes = g.slot_elems * 2;
   constexpr int kU = 2;
@@ -166,14 +177,18 @@ __device__ __forceinline__ void rs_reduce(const DeviceCtx& ctx, const ReduceScat
     const int64_t b = q % blocks;
     const int sn = s / g.local_size, d = g.rank_at[s];
     const bool final_share = d == g.rank;
-    const int64_t v_lo = piece ? j * (vecs / g.parts) : 0, v_hi = piece ? v_lo + vecs / g.parts : vecs;
+    // Vectors of this item inside the share's rows (a partial last row-block
+    // leaves later pieces short or empty; they still signal).
+    const int64_t valid_vecs = rs_block_rows(g, b) * g.n / 8;
+    const int64_t v_lo0 = piece ? j * (vecs / g.parts) : 0, v_hi0 = piece ? v_lo0 + vecs / g.parts : vecs;
+    const int64_t v_hi = v_hi0 < valid_vecs ? v_hi0 : valid_vecs, v_lo = v_lo0 < v_hi ? v_lo0 : v_hi;
     const int nnet = final_share ? g.num_nodes - 1 : 0;
     const int nsrc = 1 + nloc + nnet;
     const int64_t gb = int64_t(d) * blocks + b;
     const int t = static_cast<int>(threadIdx.x);
     if (t == 0)
       for (int i = 0; i < nsrc; ++i) {
-        const char* p = static_cast<const char*>(g.input) + gb * block_bytes;
+        const char* p = static_cast<const char*>(g.input) + (int64_t(d) * g.rows + b * g.row_block) * g.n * 2;
         if (i >= 1 && i <= nloc) p = mine + ((i - 1) * g.num_nodes + sn) * slot_bytes + b * block_bytes;
         if (i > nloc) p = mine + (int64_t(nloc) * g.num_nodes + (i - 1 - nloc)) * slot_bytes + b * block_bytes;
         src_tab[i] = reinterpret_cast<const uint4*>(p);
@@ -241,10 +256,15 @@ __device__ __forceinline__ void rs_reduce(const DeviceCtx& ctx, const ReduceScat
         const uint64_t add = g.adds_per_block / static_cast<uint64_t>(g.parts);
         const uint64_t off = static_cast<uint64_t>(b * block_bytes + v_lo * 16);
         dev::signal_add(ctx.signals + g.sig_fin + gb, add);
-        for (int i = 0; i < g.fin_net_n; ++i)
-          net::put<kRsReport>(*g.netctx, ctx, g.net_queue, g.fin_net_peer[i], g.net_region, g.fin_net_dst_off[i] + off,
-                              g.fin_src_off + off, static_cast<uint64_t>((v_hi - v_lo) * 16), net::SigOp::Add,
-                              g.sig_fin + static_cast<int32_t>(gb), add);
+        for (int i = 0; i < g.fin_net_n; ++i) {
+          if (v_hi > v_lo)
+            net::put<kRsReport>(*g.netctx, ctx, g.net_queue, g.fin_net_peer[i], g.net_region, g.fin_net_dst_off[i] + off,
+                                g.fin_src_off + off, static_cast<uint64_t>((v_hi - v_lo) * 16), net::SigOp::Add,
+                                g.sig_fin + static_cast<int32_t>(gb), add);
+          else  // an empty piece past a partial row-block: its count alone
+            net::signal<kRsReport>(*g.netctx, ctx, g.net_queue, g.fin_net_peer[i], net::SigOp::Add,
+                                   g.sig_fin + static_cast<int32_t>(gb), add);
+        }
       }
     }
     if (!final_share) {  // the node's sum of d's row-block: one put, once every thread's stores are visible
@@ -255,7 +275,7 @@ __device__ __forceinline__ void rs_reduce(const DeviceCtx& ctx, const ReduceScat
         net::put<kRsReport>(*g.netctx, ctx, g.net_queue, d, g.net_region,
                             /*dst_off=*/static_cast<uint64_t>(lay.net_recv_slot(g.node, sn) * slot_bytes + off_in_slot),
                             /*src_off=*/static_cast<uint64_t>(lay.send_slot(sn, g.node) * slot_bytes + off_in_slot),
-                            static_cast<uint64_t>(block_bytes), net::SigOp::Add,
+                            static_cast<uint64_t>(rs_block_rows(g, b) * g.n * 2), net::SigOp::Add,
                             g.sig_net + static_cast<int32_t>(rs::compact(g.node, sn) * total_blocks + gb),
                             g.adds_per_block);
       }

@@ -73,6 +73,12 @@ struct TileSchedParams {
   int8_t share_order[kMaxShares] = {};  // SharePermuted: the i-th share walked
   int32_t share_interleave = 0;         // SharePermuted: 1 interleaves the shares' groups (see above)
   int32_t share_lag = 0;                // ... the last share lags this many groups (0 <= lag <= groups per share)
+  // SharePermuted: rows per share when they are not a multiple of the tile
+  // height (0: share_blocks whole row-blocks). Share s then holds rows
+  // [s share_rows, (s + 1) share_rows) in share_blocks row-blocks, the
+  // last one partial; a tile never straddles two shares (the GEMM engine
+  // computes the rows past its share and stores none of them).
+  int32_t share_rows = 0;
   const int32_t* arrival = nullptr;           // ArrivalQueue: m-block of arrival slot i
   int32_t num_groups = 0;                     // Grouped
   const int64_t* group_tile_start = nullptr;  // Grouped: num_groups + 1 prefix sums of tiles

@@ -103,10 +103,11 @@ struct GemmRsOptions {
 
 class GemmRs {
  public:
-  // m / world must be a multiple of 128 (the GEMM's tile height); n and
-  // k_local multiples of 64. At most 8 ranks: N nodes of L GPUs, reduced
-  // inside each node first, then one share per GPU over the network
-  // (device/roles/rs_layout.hpp).
+  // m must be a multiple of world (any rows per rank: a share that ends
+  // inside a 128-row tile is computed in whole tiles, its extra rows
+  // dropped); n and k_local multiples of 64. At most 8 ranks: N nodes of L
+  // GPUs, reduced inside each node first, then one share per GPU over the
+  // network (device/roles/rs_layout.hpp).
   GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const GemmRsOptions& opt = {});
   ~GemmRs();
   GemmRs(const GemmRs&) = delete;
@@ -163,7 +164,8 @@ struct GemmArOptions {
 
 class GemmAr {
  public:
-  // m / world must be a multiple of 128; n and k_local multiples of 64. At
+  // m must be a multiple of world (any rows per rank); n and k_local
+  // multiples of 64. At
   // most 8 ranks: N nodes of L GPUs each (equal sizes), as GemmRs.
   GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const GemmArOptions& opt = {});
   ~GemmAr();

@@ -19,7 +19,6 @@ import weakref
 
 from ._lib import MkernelError
 
-GEMM_BLOCK_M = 128  # rows of the GEMM's tile: GemmRs and GemmAr need m / world to be a multiple of it
 MAX_RS_RANKS = 8    # GemmRs, GemmAr: at most 8 ranks (include/mkernel/tp.hpp)
 
 _COMMS = {}  # key -> (weakref to the communicator, world)
@@ -69,9 +68,9 @@ def _mult64(op, what, v):
 
 
 def _rows_split(op, what, m, world):
-    if m < 1 or m % world or (m // world) % GEMM_BLOCK_M:
-        raise MkernelError(f"mkernel.{op}: {what} ({m}) must split into {world} row blocks of a multiple of "
-                           f"{GEMM_BLOCK_M} rows each (m % (world * {GEMM_BLOCK_M}) == 0)")
+    if m < world or m % world:
+        raise MkernelError(f"mkernel.{op}: {what} ({m}) must split into {world} equal row blocks (a multiple of "
+                           f"the {world} ranks, at least one row each)")
     if world > MAX_RS_RANKS:
         raise MkernelError(f"mkernel.{op}: at most {MAX_RS_RANKS} ranks (got {world})")
 
@@ -137,10 +136,3 @@ def all_reduce_shape(x_shape, world):
     _rows_split("all_reduce", "m (rows of x)", m, world)
     return (m, n)
 
-
-def check_grad_rows(op, m_local):
-    """The gradient of an all-gathered input is a reduce-scatter (GEMM+RS): its
-    rows per rank must be a multiple of the GEMM tile height."""
-    if m_local % GEMM_BLOCK_M:
-        raise MkernelError(f"mkernel.{op} backward: the gradient of the all-gathered input is a reduce-scatter, "
-                           f"which needs its rows per rank ({m_local}) to be a multiple of {GEMM_BLOCK_M}")

@@ -32,7 +32,7 @@ import torch
 from ._lib import MkernelError, check, lib
 from ._ops_c import _need
 from ._tp_meta import (_COMMS, register, lookup, world, ag_gemm_shapes, gemm_rs_shape, all_gather_shape,
-                       reduce_scatter_shape, check_grad_rows)
+                       reduce_scatter_shape)
 from .ops import _check_matrix, _get_device, _stream
 
 __all__ = ["ag_gemm", "gemm_rs", "all_gather", "reduce_scatter", "AgGemm", "GemmRs", "register", "close_plans"]
@@ -447,7 +447,6 @@ def _ag_gemm_backward(ctx, grad_out, grad_gathered=None):
     grad_out = grad_out.contiguous()
     grad_a = grad_b = None
     if need_a:
-        check_grad_rows("ag_gemm", grad_out.shape[0] // world(key))
         grad_a = torch.ops.mkernel.gemm_rs(grad_out, b.t().contiguous(), key)
         if grad_gathered is not None:
             grad_a = grad_a + torch.ops.mkernel.reduce_scatter(grad_gathered.contiguous(), key)
@@ -493,7 +492,6 @@ def _key_setup(ctx, inputs, output):
 def _all_gather_backward(ctx, grad):
     # out = allgather_s(a_s) on every rank, a_r is rows r of it everywhere:
     # dL/da_r = rows r of sum_s grad_s = reduce_scatter(grad).
-    check_grad_rows("all_gather", grad.shape[0] // world(ctx.key))
     return torch.ops.mkernel.reduce_scatter(grad.contiguous(), ctx.key), None
 
 
@@ -544,8 +542,7 @@ def ag_gemm(a_local, b, comm, out=None, return_gathered=False):
     (this rank's shard, nn.Linear layout) -> [world * m_local, n]; with return_gathered,
     (out, gathered), gathered = allgather(a_local) [world * m_local, k].
 
-    n and k multiples of 64. The gradient of a_local (a reduce-scatter) needs m_local to be
-    a multiple of 128.
+    n and k multiples of 64.
     """
     _check_inputs("ag_gemm", ("a_local", a_local), ("b", b))
     key = _key(comm)
@@ -574,17 +571,14 @@ def ag_gemm(a_local, b, comm, out=None, return_gathered=False):
 def gemm_rs(a, b, comm, out=None):
     """This rank's rows of sum over ranks of a @ b^T: a [m, k_local], b [n, k_local] -> [m / world, n].
 
-    n and k_local multiples of 64, m / world a multiple of 128, at most 8 ranks.
+    n and k_local multiples of 64, m a multiple of the world (any rows per rank), at most 8 ranks.
     """
     _check_inputs("gemm_rs", ("a", a), ("b", b))
     return _dispatch("gemm_rs", _gemm_rs_run, (a, b, _key(comm)), _grad(a, b), out)
 
 
 def all_gather(a_local, comm, out=None):
-    """allgather(a_local): a_local [m_local, k] bf16 -> [world * m_local, k] (k a multiple of 64).
-
-    Its gradient (a reduce-scatter) needs m_local to be a multiple of 128.
-    """
+    """allgather(a_local): a_local [m_local, k] bf16 -> [world * m_local, k] (k a multiple of 64)."""
     _check_inputs("all_gather", ("a_local", a_local))
     return _dispatch("all_gather", _all_gather_run, (a_local, _key(comm)), _grad(a_local), out)
 
@@ -592,7 +586,7 @@ def all_gather(a_local, comm, out=None):
 def reduce_scatter(x, comm, out=None):
     """This rank's rows of sum over ranks of x: x [m, n] bf16 -> [m / world, n].
 
-    n a multiple of 64, m / world a multiple of 128, at most 8 ranks.
+    n a multiple of 64, m a multiple of the world (any rows per rank), at most 8 ranks.
     """
     _check_inputs("reduce_scatter", ("x", x))
     return _dispatch("reduce_scatter", _reduce_scatter_run, (x, _key(comm)), _grad(x), out)

@@ -183,7 +183,7 @@ def gemm_ar(a, b, comm, out=None):
     """Sum over ranks of a @ b^T, on every rank (the same bits everywhere): a [m, k_local],
     b [n, k_local] (nn.Linear layout) -> [m, n].
 
-    n and k_local multiples of 64, m / world a multiple of 128, at most 8 ranks.
+    n and k_local multiples of 64, m a multiple of the world (any rows per rank), at most 8 ranks.
     """
     _check_inputs("gemm_ar", ("a", a), ("b", b))
     return _dispatch("gemm_ar", _gemm_ar_run, (a, b, _key(comm)), _grad(a, b), out)
@@ -192,7 +192,7 @@ def gemm_ar(a, b, comm, out=None):
 def all_reduce(x, comm, out=None):
     """Sum over ranks of x, on every rank: x [m, n] bf16 -> [m, n].
 
-    n a multiple of 64, m / world a multiple of 128, at most 8 ranks.
+    n a multiple of 64, m a multiple of the world (any rows per rank), at most 8 ranks.
     """
     _check_inputs("all_reduce", ("x", x))
     return _dispatch("all_reduce", _all_reduce_run, (x, _key(comm)), _grad(x), out)

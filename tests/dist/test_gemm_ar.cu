@@ -75,14 +75,15 @@ TEST_F(GemmArTest, MatchesReferenceAcrossShapes) {
     int64_t m, n, k;
   };
   int call = 0;
-  for (S s : {S{256, 64, 64}, S{768, 192, 192}, S{1280, 320, 256}, S{512, 576, 128}, S{2048, 1024, 512}}) {
+  for (S s : {S{256, 64, 64}, S{768, 192, 192}, S{1280, 320, 256}, S{512, 576, 128}, S{2048, 1024, 512},
+              S{2, 64, 64}, S{402, 320, 192}, S{1000, 192, 128}}) {
     s.m = rows_for_world(s.m);
     SCOPED_TRACE(shape_of(s.m, s.n, s.k));
     for (int variant : {-1, 0}) {  // the default (one-shot on one node at these sizes), two-shot
     SCOPED_TRACE("one_shot option " + std::to_string(variant));
     GemmAr plan(comm(), s.m, s.n, s.k, GemmArOptions{.one_shot = variant});
     EXPECT_GE(plan.swizzle(), 1);
-    if (plan.swizzle() >= 1) EXPECT_EQ(s.m / comm().world() / 128 % plan.swizzle(), 0) << "swizzle " << plan.swizzle();
+    if (plan.swizzle() >= 1) EXPECT_EQ((s.m / comm().world() + 127) / 128 % plan.swizzle(), 0) << "swizzle " << plan.swizzle();
     Buf a(s.m * s.k * 2), b(s.n * s.k * 2), out(s.m * s.n * 2);
     random_bf16(b.p, s.n * s.k, seed_b(comm().rank()));
     // Twice per plan: the second call must not see the first one's rows.
@@ -112,6 +113,19 @@ TEST_F(GemmArTest, StandaloneAllReduce) {
     p.all_reduce(x.p, out.p, nullptr);
     CK(cudaDeviceSynchronize());
     check_all_reduce(out.p, m, n, call, "all_reduce");
+  }
+  {  // 201 rows per rank: a partial last row-block in every share
+    const int64_t mr = rows_for_world(402);
+    GemmAr pr(comm(), mr, n, 64);
+    Buf xr(mr * n * 2), outr(mr * n * 2);
+    for (int call = 3020; call < 3022; ++call) {
+      random_bf16(xr.p, mr * n, seed_a(me, call));
+      poison(outr.p, mr * n);
+      CK(cudaDeviceSynchronize());
+      pr.all_reduce(xr.p, outr.p, nullptr);
+      CK(cudaDeviceSynchronize());
+      check_all_reduce(outr.p, mr, n, call, "all_reduce, ragged shares");
+    }
   }
   // In place (out == x): every rank's rows are read before any sum is gathered.
   for (int call = 3010; call < 3012; ++call) {
@@ -247,11 +261,10 @@ TEST(GemmArErrors, BadPlansAreRejected) {
     const std::string m = error_of(make);
     EXPECT_NE(m.find(want), std::string::npos) << what << ": got \"" << m << "\", want \"" << want << "\"";
   };
-  // m must split into W row blocks of a multiple of 128 rows.
-  expect_error("m 100", "row blocks of a multiple of 128", [] { GemmAr p(comm(), 100, 128, 128); });
-  expect_error("m W x 192", "row blocks of a multiple of 128", [&] { GemmAr p(comm(), w * 192, 128, 128); });
-  expect_error("m W x 128 + 1", "row blocks of a multiple of 128", [&] { GemmAr p(comm(), w * 128 + 1, 128, 128); });
-  expect_error("m 0", "row blocks of a multiple of 128", [] { GemmAr p(comm(), 0, 128, 128); });
+  // m must split into W equal row blocks of at least one row.
+  expect_error("m W x 128 + 1", "equal row blocks", [&] { GemmAr p(comm(), w * 128 + 1, 128, 128); });
+  expect_error("m W - 1", "equal row blocks", [&] { GemmAr p(comm(), w - 1, 128, 128); });
+  expect_error("m 0", "equal row blocks", [] { GemmAr p(comm(), 0, 128, 128); });
   const int64_t m = w * 128;
   expect_error("n 100", "n must be a positive multiple of 64", [&] { GemmAr p(comm(), m, 100, 128); });
   expect_error("n 0", "n must be a positive multiple of 64", [&] { GemmAr p(comm(), m, 0, 128); });

@@ -55,7 +55,9 @@ TEST_F(GemmRsTest, MatchesReferenceAcrossShapes) {
   };
   const int me = comm().rank();
   int call = 0;
-  for (S s : {S{256, 64, 64}, S{512, 320, 256}, S{2048, 512, 1024}}) {
+  // Shapes given for 2 ranks (rows scale with the world), down to one row
+  // per rank and shares that end inside a row-block (201 rows per rank).
+  for (S s : {S{256, 64, 64}, S{512, 320, 256}, S{2048, 512, 1024}, S{2, 64, 64}, S{402, 320, 192}}) {
     s.m = rows_for_world(s.m);
     SCOPED_TRACE("m " + std::to_string(s.m) + " n " + std::to_string(s.n) + " k " + std::to_string(s.k));
     GemmRs plan(comm(), s.m, s.n, s.k);
@@ -121,7 +123,10 @@ TEST_F(GemmRsTest, CudaGraphReplayWithNewInputs) {
 TEST_F(GemmRsTest, StandaloneReduceScatter) {
   if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
   const int w = comm().world(), me = comm().rank();
-  const int64_t m = rows_for_world(1024), n = 768, rows = m / w;
+  // Whole row-blocks per rank, then 201 rows per rank (a partial last row-block).
+  for (const int64_t m : {rows_for_world(1024), rows_for_world(402)}) {
+  SCOPED_TRACE("m " + std::to_string(m));
+  const int64_t n = 768, rows = m / w;
   // Reduce CTAs: the default (16), 1, 37 (more than row-blocks: idle CTAs).
   GemmRs plan(comm(), m, n, 64), plan1(comm(), m, n, 64, {1, 0}), plan37(comm(), m, n, 64, {37, 0});
   Buf x(m * n * 2), out(rows * n * 2), tmp(m * n * 2);
@@ -168,6 +173,7 @@ TEST_F(GemmRsTest, StandaloneReduceScatter) {
                        << (first >= 0 ? want[first] : 0.f);
   }
   comm().barrier();
+  }
 }
 
 // One plan, both entry points in turn: the arrival counts must stay in step.
@@ -259,7 +265,9 @@ TEST_F(GemmRsTest, RoleSplitsGiveTheSameResult) {
 
 TEST(GemmRsErrors, BadPlansAreRejected) {
   auto msg = [](auto&& f) { return error_of(f); };
-  EXPECT_NE(msg([] { GemmRs p(comm(), 100, 128, 128); }).find("row blocks of a multiple of 128"), std::string::npos);
+  const int w = comm().world();
+  EXPECT_NE(msg([&] { GemmRs p(comm(), w * 100 + 1, 128, 128); }).find("equal row blocks"), std::string::npos);
+  EXPECT_NE(msg([&] { GemmRs p(comm(), w - 1, 128, 128); }).find("equal row blocks"), std::string::npos);
   EXPECT_NE(msg([] { GemmRs p(comm(), 512, 100, 128); }).find("n must be a positive multiple of 64"),
             std::string::npos);
   const int64_t n = comm().rank() == 0 ? 128 : 192;

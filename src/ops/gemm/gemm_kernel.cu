@@ -68,7 +68,14 @@ void validate_hooks(const GemmParams& p) {
   }
   if (e.net >> ndest) fail("gemm epilogue: network destination mask ", e.net, " sets bits >= ", ndest, " (there are only ", ndest,
            " destinations)");
-  if ((e.signal != EpiSignal::None || e.layout == OutLayout::TileMajor || e.net) && e.rows_per_dest % kBlockM)
+  // Ragged shares (sched.share_rows): a tile never straddles two (tile_rows).
+  const bool ragged = p.sched.share_rows > 0;
+  if (ragged && (p.sched.order != sched::TileOrder::SharePermuted || e.rows_per_dest != p.sched.share_rows ||
+                 p.sched.share_blocks != (p.sched.share_rows + kBlockM - 1) / kBlockM ||
+                 int64_t(p.sched.m_blocks) * p.sched.share_rows != int64_t(p.m) * p.sched.share_blocks))
+    fail("gemm: ragged shares (share_rows ", p.sched.share_rows, ") need the SharePermuted order, rows_per_dest = "
+         "share_rows, share_blocks = its row-blocks and m_blocks = shares x share_blocks");
+  if ((e.signal != EpiSignal::None || e.layout == OutLayout::TileMajor || e.net) && e.rows_per_dest % kBlockM && !ragged)
     fail("gemm epilogue: with signals, TileMajor output or network puts, rows_per_dest (", e.rows_per_dest,
          ") must be a multiple of ", kBlockM, " (a tile goes to one destination)");
   if (e.layout == OutLayout::RowMajor && (e.ldo < p.n || e.ldo % 2))
@@ -82,8 +89,8 @@ void validate_hooks(const GemmParams& p) {
   }
   if (e.net_rb_count && (e.signal != EpiSignal::PerRowBlock || e.layout != OutLayout::TileMajor))
     fail("gemm epilogue: one put per row-block (net_rb_count) needs PerRowBlock signals and TileMajor output");
-  if (e.async_store && (e.layout != OutLayout::TileMajor || e.op != EpiOp::Store || p.m % kBlockM ||
-                        (e.rows_per_dest > 0 && e.rows_per_dest % kBlockM)))
+  if (e.async_store && (e.layout != OutLayout::TileMajor || e.op != EpiOp::Store || (p.m % kBlockM && !ragged) ||
+                        (e.rows_per_dest > 0 && e.rows_per_dest % kBlockM && !ragged)))
     fail("gemm epilogue: asynchronous stores copy whole tiles: they need TileMajor output, the Store op, and m and "
          "rows_per_dest multiples of ", kBlockM, " (got m ", p.m, ", rows_per_dest ", e.rows_per_dest, ")");
   if (e.own_mask) {
@@ -114,7 +121,8 @@ void validate_hooks(const GemmParams& p) {
            "own_src_stride, own_net_stride and own_dst_off[] multiples of 8 elements");
     if (e.own_expect == 0 || e.own_sig_stride <= 0)
       fail(w, m, ") needs own_expect > 0 and own_sig_stride > 0 (a zero expectation reads unarrived data)");
-    const int64_t tile_elems = (e.rows_per_dest / kBlockM) * ((int64_t(p.n) + kBlockN - 1) / kBlockN) * kBlockM * kBlockN;
+    const int64_t dest_blocks = ragged ? p.sched.share_blocks : e.rows_per_dest / kBlockM;
+    const int64_t tile_elems = dest_blocks * ((int64_t(p.n) + kBlockN - 1) / kBlockN) * kBlockM * kBlockN;
     if (e.own_nsrc > 1 && e.own_src_stride < tile_elems)
       fail(w, m, "): own_src_stride ", e.own_src_stride, " < one destination's ", tile_elems, " tile elements");
     if (e.own_net_nsrc > 1 && e.own_net_stride < tile_elems)

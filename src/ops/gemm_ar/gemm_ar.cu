@@ -92,7 +92,8 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   // Default split: at least tp::ar_gather_ctas Gather CTAs, and the SMs the
   // GEMM's last wave would leave idle anyway (tp::balanced_ctas): 8 Gather
   // CTAs cost 1x2 M = 1024 a third wave (0.66 ms against 0.41 with 3).
-  const int64_t tiles = (m / gemm::kBlockM) * ((n + gemm::kBlockN - 1) / gemm::kBlockN);
+  const int64_t n_tiles = (n + gemm::kBlockN - 1) / gemm::kBlockN;
+  const int64_t tiles = tp::rs_share_blocks(m, t.world) * t.world * n_tiles;  // two-shot: whole row-blocks per share
   const int min_gather = std::min(tp::ar_gather_ctas(k_local), num_ctas_ - 1);
   num_gather_ = opt.num_gather_ctas ? opt.num_gather_ctas
                                     : num_ctas_ - std::min(num_ctas_ - min_gather,
@@ -120,13 +121,13 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   // topology only; the plan check below compares the variant too).
   one_shot_ = opt.one_shot == 1 || (opt.one_shot == -1 && tp::ar_one_shot_fits(t.num_nodes, t.world, m, n));
   const roles::ArLayout al{t.num_nodes};
-  const int swizzle = opt.swizzle ? opt.swizzle : tp::ar_swizzle(t.num_nodes, m / t.world / gemm::kBlockM);
+  const int swizzle = opt.swizzle ? opt.swizzle : tp::ar_swizzle(t.num_nodes, tp::rs_share_blocks(m, t.world));
   const std::string variant = cat(one_shot_ ? ", one-shot" : ", two-shot", interleave_ ? ", interleaved" : "");
   rs_ = std::make_unique<tp::RsPlan>(
       tp::rs_make_plan(comm, "GemmAr", m, n, k_local, swizzle, al.extra_slots(), 1, &sig_fin_, variant));
   swizzle_ = rs_->swizzle;
   if (one_shot_) {
-    const int64_t tiles_total = tiles;
+    const int64_t tiles_total = (m + gemm::kBlockM - 1) / gemm::kBlockM * n_tiles;  // one-shot: no shares
     num_os_ctas_ = tp::balanced_ctas(tiles_total, num_ctas_);
     // Its own family of calls: entry signals, epoch counter (run()'s calls
     // only; all_reduce() keeps the reduce-scatter's counts in step) and
@@ -169,7 +170,7 @@ gemm::GemmParams one_shot_params(const Topology& t, const DeviceCtx& ctx, const 
   gp.sched.order = sched::TileOrder::Swizzled;
   gp.sched.swizzle = swizzle;
   gp.epi.layout = gemm::OutLayout::TileMajor;
-  gp.epi.rows_per_dest = m;
+  gp.epi.rows_per_dest = (m + gemm::kBlockM - 1) / gemm::kBlockM * gemm::kBlockM;  // one destination, whole tiles
   gp.epi.own_mask = 1;
   gp.epi.own_final = 0;
   gp.epi.own_nsrc = t.local_size - 1;

@@ -73,8 +73,8 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   tp::rs_check_shape(t, "GemmRs", m, n, k_local);
   const int sms = gemm::num_sms();
   const bool leave_sm = tp::leave_free_sm(comm, "GemmRs", opt.num_ctas, sms);
-  num_ctas_ = opt.num_ctas ? opt.num_ctas : tp::balanced_ctas((m / gemm::kBlockM) * ((n + gemm::kBlockN - 1) / gemm::kBlockN),
-                                                                sms - (leave_sm ? 1 : 0));
+  const int64_t tiles = tp::rs_share_blocks(m, t.world) * t.world * ((n + gemm::kBlockN - 1) / gemm::kBlockN);
+  num_ctas_ = opt.num_ctas ? opt.num_ctas : tp::balanced_ctas(tiles, sms - (leave_sm ? 1 : 0));
   if (opt.async_store < -1 || opt.async_store > 1 || (opt.async_store == 1 && leave_sm))
     fail("GemmRs: async_store must be -1, 0 or 1 (1 not next to a transport that needs a free SM; got ",
          opt.async_store, ")");

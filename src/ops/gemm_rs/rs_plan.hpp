@@ -18,6 +18,10 @@
 
 namespace mk::tp {
 
+// Row-blocks of one rank's share of m rows (the last one partial when m /
+// world is not a multiple of the tile height: sched::TileSchedParams::share_rows).
+inline int64_t rs_share_blocks(int64_t m, int world) { return (m / world + gemm::kBlockM - 1) / gemm::kBlockM; }
+
 // What a GEMM+RS-style plan holds (owned by the plan object).
 struct RsPlan {
   int64_t m = 0, n = 0, k = 0;
@@ -35,9 +39,9 @@ struct RsPlan {
 inline void rs_check_shape(const Topology& t, const char* op, int64_t m, int64_t n, int64_t k_local) {
   if (n < 64 || n % 64) fail(op, ": n must be a positive multiple of 64 (got ", n, ")");
   if (k_local < 64 || k_local % 64) fail(op, ": k_local must be a positive multiple of 64 (got ", k_local, ")");
-  if (m < 1 || m % t.world || (m / t.world) % gemm::kBlockM)
-    fail(op, ": m (", m, ") must split into ", t.world, " row blocks of a multiple of ", gemm::kBlockM,
-         " rows each (smaller or ragged blocks are not supported yet)");
+  if (m < t.world || m % t.world)
+    fail(op, ": m (", m, ") must split into ", t.world, " equal row blocks (a multiple of the ", t.world,
+         " ranks, at least one row each)");
   check_topology(t, op, roles::kMaxRsRanks);
   if (t.world > roles::kMaxRsRanks) fail(op, ": at most ", roles::kMaxRsRanks, " ranks (got ", t.world, ")");
 }
@@ -54,7 +58,7 @@ inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_
   p.m = m;
   p.n = n;
   p.k = k_local;
-  const int64_t total_blocks = m / gemm::kBlockM, share_blocks = total_blocks / t.world;
+  const int64_t share_blocks = rs_share_blocks(m, t.world), total_blocks = share_blocks * t.world;
   if (swizzle_opt < 0 || (swizzle_opt && share_blocks % swizzle_opt))
     fail(op, ": swizzle must be 0 or divide the ", share_blocks, " row-blocks of a share (got ", swizzle_opt, ")");
   p.swizzle = swizzle_opt ? swizzle_opt : rs_swizzle(share_blocks, rs_swizzle_cap(t.num_nodes, share_blocks));
@@ -73,7 +77,7 @@ inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_
                                                  p.sig_entry, ", ", p.sig_local, ", ", p.sig_net, extra, ")")),
                   t.rank, op, "m x n x k_local");
   const int64_t n_tiles = (n + gemm::kBlockN - 1) / gemm::kBlockN;
-  p.slot_elems = (m / t.world) * n_tiles * gemm::kBlockN;
+  p.slot_elems = share_blocks * gemm::kBlockM * n_tiles * gemm::kBlockN;
   p.staging = &comm.alloc_symmetric(static_cast<size_t>(std::max(1, lay.num_slots() + extra_slots) * p.slot_elems * 2));
   if (t.num_nodes > 1) {
     Network& net = comm.network();
@@ -110,9 +114,11 @@ inline gemm::GemmParams rs_gemm_params(const RsPlan& pl, const Topology& t, cons
       gemm::Operands{.a = a, .b = b, .out = pl.staging->local, .m = pl.m, .n = pl.n, .k = pl.k}, num_compute);
   // Shares in the layout's walk order (rs_layout.hpp); swizzle groups
   // inside a share (tp::rs_swizzle).
-  const int64_t blocks = rows / gemm::kBlockM, total_blocks = pl.m / gemm::kBlockM;
+  const int64_t blocks = rs_share_blocks(pl.m, t.world), total_blocks = blocks * t.world;
   gp.sched.order = sched::TileOrder::SharePermuted;
   gp.sched.share_blocks = static_cast<int32_t>(blocks);
+  gp.sched.m_blocks = static_cast<int32_t>(total_blocks);
+  if (rows % gemm::kBlockM) gp.sched.share_rows = static_cast<int32_t>(rows);  // ragged shares
   for (int i = 0; i < t.world; ++i) {
     const int s = lay.share_at(i, t.node, t.local_rank);
     gp.sched.share_order[i] = static_cast<int8_t>(t.rank_at(s / t.local_size, s % t.local_size));

@@ -192,14 +192,14 @@ def check_errors(comm, d):
     expect_error(lambda: mkernel.ag_gemm(x, w[:100].contiguous(), comm), "multiple of 64", "n not a multiple of 64")
     expect_error(lambda: mkernel.ag_gemm(x, w, comm, out=torch.empty_like(x)), "must be a contiguous",
                  "ag_gemm out of the wrong shape")
-    expect_error(lambda: mkernel.gemm_rs(h[:384], v, comm), "row blocks of a multiple of 128", "gemm_rs rows")
+    expect_error(lambda: mkernel.gemm_rs(h[:385], v, comm), "equal row blocks", "gemm_rs rows")
     expect_error(lambda: mkernel.reduce_scatter(d.rnd(512, 100), comm), "multiple of 64", "reduce_scatter n")
     expect_error(lambda: mkernel.all_gather(d.rnd(256, 96), comm), "multiple of 64", "all_gather k")
-    expect_error(lambda: mkernel.gemm_ar(h[:384], v, comm), "row blocks of a multiple of 128", "gemm_ar rows")
+    expect_error(lambda: mkernel.gemm_ar(h[:385], v, comm), "equal row blocks", "gemm_ar rows")
     expect_error(lambda: mkernel.gemm_ar(h, v[:, :256].contiguous(), comm), r"b must be \[n, 384\]",
                  "gemm_ar k mismatch")
     expect_error(lambda: mkernel.all_reduce(d.rnd(512, 100), comm), "multiple of 64", "all_reduce n")
-    expect_error(lambda: mkernel.all_reduce(d.rnd(384, 128), comm), "row blocks of a multiple of 128",
+    expect_error(lambda: mkernel.all_reduce(d.rnd(385, 128), comm), "equal row blocks",
                  "all_reduce rows")
     # out is the whole [m, n]: gemm_rs's / reduce_scatter's m / world rows are refused.
     expect_error(lambda: mkernel.gemm_ar(h, v, comm, out=torch.empty(256, 256, device="cuda", dtype=torch.bfloat16)),
