@@ -33,8 +33,6 @@ namespace mk {
 
 namespace {
 
-constexpr int kStandalonePushCtas = 16;
-constexpr int kDefaultReduceCtas = 16;
 constexpr int kGatherParts = 8;  // pieces per row-block (256 KB at n = 8192): many CTAs share the last row-blocks
 
 __device__ __forceinline__ Role role_of(int cta, int num_push, int num_reduce, int num_gather, bool fused) {
@@ -88,7 +86,7 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   const int sms = gemm::num_sms();
   const bool leave_sm = tp::leave_free_sm(comm, "GemmAr", opt.num_ctas, sms);
   num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - (leave_sm ? 1 : 0);
-  if (num_ctas_ < 2 || num_ctas_ > sms) fail("GemmAr: num_ctas must be in [2, ", sms, "] (got ", num_ctas_, ")");
+  tp::rs_check_grid("GemmAr", num_ctas_, sms);
   // Default split: at least tp::ar_gather_ctas Gather CTAs, and the SMs the
   // GEMM's last wave would leave idle anyway (tp::balanced_ctas): 8 Gather
   // CTAs cost 1x2 M = 1024 a third wave (0.66 ms against 0.41 with 3).
@@ -100,19 +98,12 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
                                                            tp::balanced_ctas(tiles, num_ctas_ - min_gather));
   if (num_gather_ < 1 || num_gather_ > num_ctas_ - 1)
     fail("GemmAr: num_gather_ctas must be in [1, ", num_ctas_ - 1, "] (got ", num_gather_, ")");
-  if (opt.async_store < -1 || opt.async_store > 1 || (opt.async_store == 1 && leave_sm))
-    fail("GemmAr: async_store must be -1, 0 or 1 (1 not next to a transport that needs a free SM; got ",
-         opt.async_store, ")");
-  async_ = opt.async_store == -1 ? !leave_sm : opt.async_store == 1;
+  async_ = tp::rs_async_store("GemmAr", opt.async_store, leave_sm);
   if (opt.interleave < -1 || opt.interleave > 1)
     fail("GemmAr: interleave must be -1, 0 or 1 (got ", opt.interleave, ")");
   interleave_ = opt.interleave == -1 ? tp::ar_interleave(t.num_nodes) : opt.interleave == 1;
-  num_reduce_ = opt.num_reduce_ctas ? opt.num_reduce_ctas : kDefaultReduceCtas;
-  // all_reduce()'s grid (push + Reduce + one Gather CTA) leaves a transport
-  // that runs kernels on this GPU its SM.
-  const int max_reduce = sms - (leave_sm ? 1 : 0) - kStandalonePushCtas - 1;
-  if (num_reduce_ < 1 || num_reduce_ > max_reduce)
-    fail("GemmAr: num_reduce_ctas must be in [1, ", max_reduce, "] (got ", num_reduce_, ")");
+  // all_reduce()'s grid: push + Reduce + one Gather CTA.
+  num_reduce_ = tp::rs_reduce_ctas("GemmAr", opt.num_reduce_ctas, sms, leave_sm, 1);
   if (opt.one_shot < -1 || opt.one_shot > 1) fail("GemmAr: one_shot must be -1, 0 or 1 (got ", opt.one_shot, ")");
   if (opt.one_shot == 1 && !tp::ar_one_shot_possible(t.num_nodes, t.world))
     fail("GemmAr: one_shot = 1 needs one node of 2 ranks (", t.describe(),
@@ -204,13 +195,10 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
   const Topology& t = comm_.topology();
   const bool compute = x == nullptr;
   const int64_t out_bytes = m_ * n_ * 2;
-  if (!out || !aligned16(out)) fail("GemmAr: out must be a 16-byte aligned device pointer (got ", out, ")");
   if (compute) {
-    if (!a || !b || !aligned16(a) || !aligned16(b))
-      fail("GemmAr: a and b must be 16-byte aligned device pointers (got a=", a, " b=", b, ")");
-    if (overlap(out, out_bytes, a, m_ * k_ * 2) || overlap(out, out_bytes, b, n_ * k_ * 2))
-      fail("GemmAr: out overlaps a or b");
+    tp::rs_check_run_pointers("GemmAr", a, m_ * k_ * 2, b, n_ * k_ * 2, out, out_bytes);
   } else {
+    if (!out || !aligned16(out)) fail("GemmAr: out must be a 16-byte aligned device pointer (got ", out, ")");
     if (!aligned16(x)) fail("GemmAr::all_reduce: x must be a 16-byte aligned device pointer (got ", x, ")");
     if (out != x && overlap(out, out_bytes, x, out_bytes))
       fail("GemmAr::all_reduce: out overlaps x (in place, out == x, is allowed)");
@@ -261,7 +249,7 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
     gp.timeout_ns = ctx.timeout_ns;
     gp.has_ctx = 1;
     gp.ctx = ctx;
-    num_push = kStandalonePushCtas;
+    num_push = tp::kRsPushCtas;
     grid = num_push + num_reduce_ + 1;  // one Gather CTA from the start; the others join
   }
   roles::ReduceScatter rs = tp::rs_role_params(*rs_, t, x, fin);

@@ -29,11 +29,6 @@ namespace mk {
 
 namespace {
 
-// The standalone reduce-scatter has the GPU to itself: pushing CTAs (16
-// saturate NVLink with the bulk copier) and Reduce CTAs.
-constexpr int kStandalonePushCtas = 16;
-constexpr int kDefaultReduceCtas = 16;
-
 __device__ __forceinline__ Role role_of(int cta, int num_push, int num_reduce) {
   if (cta < num_push) return Role::IntraComm;
   if (cta < num_push + num_reduce) return Role::Reduce;
@@ -75,17 +70,10 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   const bool leave_sm = tp::leave_free_sm(comm, "GemmRs", opt.num_ctas, sms);
   const int64_t tiles = tp::rs_share_blocks(m, t.world) * t.world * ((n + gemm::kBlockN - 1) / gemm::kBlockN);
   num_ctas_ = opt.num_ctas ? opt.num_ctas : tp::balanced_ctas(tiles, sms - (leave_sm ? 1 : 0));
-  if (opt.async_store < -1 || opt.async_store > 1 || (opt.async_store == 1 && leave_sm))
-    fail("GemmRs: async_store must be -1, 0 or 1 (1 not next to a transport that needs a free SM; got ",
-         opt.async_store, ")");
-  async_ = opt.async_store == -1 ? !leave_sm : opt.async_store == 1;
-  if (num_ctas_ < 2 || num_ctas_ > sms) fail("GemmRs: num_ctas must be in [2, ", sms, "] (got ", num_ctas_, ")");
-  num_reduce_ = opt.num_reduce_ctas ? opt.num_reduce_ctas : kDefaultReduceCtas;
-  // reduce_scatter()'s grid (push + Reduce) leaves a transport that runs
-  // kernels on this GPU its SM.
-  const int max_reduce = sms - (leave_sm ? 1 : 0) - kStandalonePushCtas;
-  if (num_reduce_ < 1 || num_reduce_ > max_reduce)
-    fail("GemmRs: num_reduce_ctas must be in [1, ", max_reduce, "] (got ", num_reduce_, ")");
+  async_ = tp::rs_async_store("GemmRs", opt.async_store, leave_sm);
+  tp::rs_check_grid("GemmRs", num_ctas_, sms);
+  // reduce_scatter()'s grid is push + Reduce CTAs.
+  num_reduce_ = tp::rs_reduce_ctas("GemmRs", opt.num_reduce_ctas, sms, leave_sm, 0);
   rs_ = std::make_unique<tp::RsPlan>(tp::rs_make_plan(comm, "GemmRs", m, n, k_local, opt.swizzle, 0, 0, nullptr));
   swizzle_ = rs_->swizzle;
   // The legacy-stream memset must be done before a launch on any stream
@@ -101,13 +89,10 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
   const Topology& t = comm_.topology();
   const int64_t rows = m_ / t.world;
   const bool compute = x == nullptr;
-  if (!out || !aligned16(out)) fail("GemmRs: out must be a 16-byte aligned device pointer (got ", out, ")");
   if (compute) {
-    if (!a || !b || !aligned16(a) || !aligned16(b))
-      fail("GemmRs: a and b must be 16-byte aligned device pointers (got a=", a, " b=", b, ")");
-    if (overlap(out, rows * n_ * 2, a, m_ * k_ * 2) || overlap(out, rows * n_ * 2, b, n_ * k_ * 2))
-      fail("GemmRs: out overlaps a or b");
+    tp::rs_check_run_pointers("GemmRs", a, m_ * k_ * 2, b, n_ * k_ * 2, out, rows * n_ * 2);
   } else {
+    if (!out || !aligned16(out)) fail("GemmRs: out must be a 16-byte aligned device pointer (got ", out, ")");
     if (!aligned16(x)) fail("GemmRs::reduce_scatter: x must be a 16-byte aligned device pointer (got ", x, ")");
     if (overlap(out, rows * n_ * 2, x, m_ * n_ * 2)) fail("GemmRs::reduce_scatter: out overlaps x");
   }
@@ -121,7 +106,7 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
     gp.timeout_ns = ctx.timeout_ns;
     gp.has_ctx = 1;
     gp.ctx = ctx;
-    num_push = kStandalonePushCtas;
+    num_push = tp::kRsPushCtas;
   }
   const roles::ReduceScatter rs = tp::rs_role_params(*rs_, t, x, out);
   if (compute) gemm::validate_hooks(gp);

@@ -18,6 +18,40 @@
 
 namespace mk::tp {
 
+// The standalone collectives (reduce_scatter(), all_reduce()) have the GPU
+// to themselves: pushing CTAs (16 saturate NVLink with the bulk copier) and
+// Reduce CTAs (16 by default).
+constexpr int kRsPushCtas = 16;
+constexpr int kRsDefaultReduceCtas = 16;
+
+// The plans' shared option checks: the whole grid, the asynchronous
+// epilogue (on unless the transport needs a free SM) and the standalone
+// Reduce CTAs (`extra` more CTAs beside push and Reduce, all leaving a
+// transport that runs kernels on this GPU its SM).
+inline void rs_check_grid(const char* op, int num_ctas, int sms) {
+  if (num_ctas < 2 || num_ctas > sms) fail(op, ": num_ctas must be in [2, ", sms, "] (got ", num_ctas, ")");
+}
+inline bool rs_async_store(const char* op, int opt, bool leave_sm) {
+  if (opt < -1 || opt > 1 || (opt == 1 && leave_sm))
+    fail(op, ": async_store must be -1, 0 or 1 (1 not next to a transport that needs a free SM; got ", opt, ")");
+  return opt == -1 ? !leave_sm : opt == 1;
+}
+inline int rs_reduce_ctas(const char* op, int opt, int sms, bool leave_sm, int extra) {
+  const int n = opt ? opt : kRsDefaultReduceCtas;
+  const int max_reduce = sms - (leave_sm ? 1 : 0) - kRsPushCtas - extra;
+  if (n < 1 || n > max_reduce) fail(op, ": num_reduce_ctas must be in [1, ", max_reduce, "] (got ", n, ")");
+  return n;
+}
+
+// run()'s pointers: out (out_bytes) 16-byte aligned and apart from a and b.
+inline void rs_check_run_pointers(const char* op, const void* a, int64_t a_bytes, const void* b, int64_t b_bytes,
+                                  const void* out, int64_t out_bytes) {
+  if (!out || !aligned16(out)) fail(op, ": out must be a 16-byte aligned device pointer (got ", out, ")");
+  if (!a || !b || !aligned16(a) || !aligned16(b))
+    fail(op, ": a and b must be 16-byte aligned device pointers (got a=", a, " b=", b, ")");
+  if (overlap(out, out_bytes, a, a_bytes) || overlap(out, out_bytes, b, b_bytes)) fail(op, ": out overlaps a or b");
+}
+
 // Row-blocks of one rank's share of m rows (the last one partial when m /
 // world is not a multiple of the tile height: sched::TileSchedParams::share_rows).
 inline int64_t rs_share_blocks(int64_t m, int world) { return (m / world + gemm::kBlockM - 1) / gemm::kBlockM; }
