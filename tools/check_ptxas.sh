@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails when ptxas, compiling a kernel that runs the GEMM engine, reports that
+# Fails when ptxas, compiling a kernel that runs the GEMM or attention engine, reports that
 # it serialised wgmma (C7510/C7515: a function call anywhere in the kernel,
 # e.g. a printf on a failure path), ignored setmaxnreg (C7507) or spilled.
 # The GEMM stays correct in each case but loses much of its speed, so this
@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 nvcc=nvcc
 [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
 fail=0
-for f in $(grep -l 'device/gemm/gemm_engine.cuh' src/ops/*/*.cu); do
+for f in $(grep -lE 'device/(gemm/gemm|attention/attn)_engine.cuh' src/ops/*/*.cu); do
   out=$("$nvcc" -I include -I . -std=c++20 --expt-relaxed-constexpr -O3 --threads 2 \
         -gencode=arch=compute_90a,code=sm_90a -Xptxas=-v -c "$f" -o /dev/null 2>&1)
   if [ $? -ne 0 ]; then echo "$out"; echo "FAILED to compile: $f"; fail=1; continue; fi

@@ -6,7 +6,9 @@
 // include it.
 #pragma once
 
+#include "device/bounded_wait.cuh"
 #include "device/bulk_copy.cuh"
+#include "device/fragment.cuh"
 #include "device/gemm/gemm_params.hpp"
 #include "device/gemm/sm90.cuh"
 #include "device/net/net.cuh"
@@ -52,60 +54,17 @@ __device__ __forceinline__ Smem carve(uint8_t* raw) {
   return s;
 }
 
-// Gives up a bounded wait. NOTES: no function calls anywhere in this kernel
-// (no printf): ptxas serialises every wgmma of a kernel that calls a
-// function. The failure is recorded in the communicator's diagnostic record
-// (the host prints who waited for what) and the kernel traps; without a
-// communicator (standalone GEMM, whose only waits are its own pipeline) it
-// traps.
+// Bounded waits (device/bounded_wait.cuh): on this CTA's pipeline
+// (`stage` reported) and on signal words.
 __device__ __forceinline__ void give_up(const GemmParams& p, int peer, const uint64_t* sig, uint64_t expected,
                                         uint64_t seen, uint64_t waited) {
-  if (p.has_ctx) {
-    const int32_t idx = sig ? dev::signal_index(p.ctx, sig) : kDiagPipelineStage;
-    uint32_t ab = dev::ld_volatile(p.ctx.abort_dev);
-    if (!ab) ab = dev::ld_volatile(p.ctx.abort_host);
-    dev::fail_wait_quiet(p.ctx, dev::WaitSite{static_cast<int32_t>(Role::Compute), peer, idx}, expected, seen, waited,
-                         ab ? kWaitAborted : kWaitTimeout, static_cast<int32_t>(ab) - 1);
-  }
-  __trap();
+  dev::engine_give_up(p, peer, sig, expected, seen, waited);
 }
-
-// Bounded wait on an mbarrier phase (the fast path is one try_wait);
-// `expected` in a failure report is the stage. These waits are on another
-// role of this CTA, which may itself sit in bounded waits on other ranks
-// (the start signals, the owner's row-block signals) for up to a timeout
-// each: 4 timeouts here, so that the wait on the other rank is the one that
-// reports; after the first timeout, another rank's abort ends it. NOTES: the
-// abort flags are not read before that: these waits are many and hot (every
-// pipeline stage), and a read of the host-mapped flag every 256 spins from
-// them made the 1x2 GEMM+RS 20x slower (bench/results/mkbench-20261130T122542Z).
 __device__ __forceinline__ void mbar_wait(const GemmParams& p, uint64_t* bar, uint32_t parity, int stage) {
-  if (dev::sm90::mbar_try_wait(bar, parity)) return;
-  const uint64_t t0 = dev::globaltimer();
-  uint32_t spins = 0;
-  while (!dev::sm90::mbar_try_wait(bar, parity)) {
-    if ((++spins & 255u) == 0u) {
-      const uint64_t waited = dev::globaltimer() - t0;
-      if (waited <= p.timeout_ns) continue;
-      const bool aborted = p.has_ctx && (dev::ld_volatile(p.ctx.abort_dev) || dev::ld_volatile(p.ctx.abort_host));
-      if (aborted || waited > 4 * p.timeout_ns) give_up(p, -1, nullptr, uint64_t(stage), parity, waited);
-    }
-  }
+  dev::engine_mbar_wait(p, bar, parity, stage);
 }
-
-// Bounded wait on a signal word (also ends when another rank aborted).
 __device__ __forceinline__ void wait_signal(const GemmParams& p, const uint64_t* sig, uint64_t expected, int peer) {
-  uint64_t v = dev::ld_acquire<dev::Scope::Sys>(sig);
-  if (v >= expected) return;
-  const uint64_t t0 = dev::globaltimer();
-  uint32_t spins = 0;
-  while ((v = dev::ld_acquire<dev::Scope::Sys>(sig)) < expected) {
-    if ((++spins & 127u) == 0u) {
-      const uint64_t waited = dev::globaltimer() - t0;
-      const bool aborted = p.has_ctx && (dev::ld_volatile(p.ctx.abort_dev) || dev::ld_volatile(p.ctx.abort_host));
-      if (aborted || waited > p.timeout_ns) give_up(p, peer, sig, expected, v, waited);
-    }
-  }
+  dev::engine_wait_signal(p, sig, expected, peer);
 }
 
 // A full command queue in the epilogue: bounded, call-free (see above).

@@ -9,33 +9,10 @@
 
 namespace mk::gemm::detail {
 
-// 16-byte epilogue accesses. In wgmma's accumulator layout the 4 lanes of
-// a quad hold, for one row, 2 columns each of every 8-column group; for
-// 4 consecutive groups 4g..4g+3, v[i] of lane q is the bf16 pair at
-// columns 8 (4g + i) + 2 q. After quad_transpose, v[k] of lane q is the
-// pair at columns 8 (4g + q) + 2 k: lane q holds group 4g + q whole (one
-// 16-byte store or load instead of four 4-byte ones; NVLink and L2 like
-// them better). The transpose is its own inverse. All 32 lanes must call.
-__device__ __forceinline__ void quad_transpose(uint32_t (&v)[4]) {
-  const int lane = threadIdx.x % 32, q = lane & 3;
-  uint32_t w[4] = {v[0], v[1], v[2], v[3]};  // round 0: w[q] = v[q]
-#pragma unroll
-  for (int r = 1; r < 4; ++r) {
-    // Lane q reads from lane (q + r) & 3 the pair that lane keeps for q.
-    const int give = (q - r) & 3;
-    const uint32_t send = give == 0 ? v[0] : give == 1 ? v[1] : give == 2 ? v[2] : v[3];
-    const uint32_t got = __shfl_sync(0xffffffffu, send, (lane & ~3) | ((q + r) & 3));
-    const int k = (q + r) & 3;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = i == k ? got : w[i];
-  }
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    // w[i] is now the pair at columns 8 (4g + q) + 2 i except w[q], which
-    // round 0 left as v[q] (columns 8 (4g + q) + 2 q): already right.
-    v[i] = w[i];
-  }
-}
+// 16-byte epilogue accesses: quad_transpose (device/fragment.cuh) turns
+// wgmma's accumulator layout (lane q of a quad: columns 8 (4g + i) + 2 q of
+// 4 consecutive groups) into one whole 8-column group per lane.
+using dev::quad_transpose;
 
 // Packs (row half h) of column groups 4g..4g+3 and transposes: lane q then
 // holds columns [8 (4g + q), 8 (4g + q) + 8) of its row as one uint4.

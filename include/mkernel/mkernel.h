@@ -62,6 +62,14 @@ int mk_print_config(char* buf, size_t len);
 int mk_gemm_bf16(const void* a, const void* b, void* out, int64_t m, int64_t n, int64_t k, int64_t ldo,
                  int num_compute_ctas, void* stream);
 
+/* Attention forward on one GPU (include/mkernel/attention.hpp): q, out
+ * [batch, seq_q, heads, head_dim], k, v [batch, seq_kv, kv_heads, head_dim]
+ * bf16, lse [batch, heads, seq_q] fp32; seq_kv / kv_heads / scale 0: seq_q /
+ * heads / 1/sqrt(head_dim); num_ctas 0: every SM. */
+int mk_attention_fwd(const void* q, const void* k, const void* v, void* out, float* lse, int64_t batch,
+                     int64_t seq_q, int64_t seq_kv, int64_t heads, int64_t kv_heads, int64_t head_dim, int causal,
+                     float scale, int num_ctas, void* stream);
+
 /* Tensor-parallel plans (include/mkernel/tp.hpp). create and destroy are
  * collective over the communicator; 0 for a CTA count picks the default. */
 typedef struct mk_ag_gemm_s* mk_ag_gemm_t;

@@ -1,0 +1,112 @@
+// mkernel: the attention engine's plain-old-data contract (host fills it,
+// device/attention/attn_engine.cuh runs it). No CUDA-only syntax: host .cpp
+// files include it.
+//
+// The engine computes, for every (batch b, query head h, query tile), the
+// softmax attention of its queries over a list of key/value segments,
+// online in fp32 (FlashAttention's rescaling), and writes O (bf16) and the
+// log-sum-exp (fp32, natural log). A segment is a run of consecutive tokens
+// of one K/V source (the caller's own K/V, or a slot of the ring op's
+// gather buffer) with the global position of its first token, so the same
+// engine serves one GPU (one segment), and ring attention with zigzag
+// shards (two query segments, two key segments per shard), with the causal
+// mask decided by global positions. A segment can wait for a signal before
+// its first block is loaded (K/V still arriving from another rank).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "device/ctx.hpp"
+
+namespace mk::attn {
+
+constexpr int kBlockM = 128;  // query rows per tile (two consumer warpgroups of 64)
+constexpr int kBlockN = 128;  // keys per block
+constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
+constexpr int kMaxQSegs = 2;
+constexpr int kMaxKvSegs = 32;  // 2 per shard: 16 ranks with zigzag
+constexpr int kMaxKvMaps = 2;
+
+// Shared-memory geometry per head dimension (64 or 128). One stage holds a
+// K block and a V block; Q holds one tile. Boxes are 64 columns (128 bytes,
+// TMA's 128-byte swizzle) x 128 rows = 16 KB.
+template <int D>
+struct Geom {
+  static constexpr int kBoxes = D / 64;
+  static constexpr int kBoxBytes = 128 * 128;
+  static constexpr int kQBytes = kBoxes * kBoxBytes;
+  static constexpr int kKvBytes = kBoxes * kBoxBytes;  // one K (or V) block
+  static constexpr int kStages = D == 128 ? 2 : 4;
+  static constexpr int kSmemBytes = 1024 + kQBytes + kStages * 2 * kKvBytes + 256;
+};
+
+// A run of query tokens [s0, s0 + len) of Q (and O, LSE), global positions
+// pos0.. (< 2^30). tile0: index of its first tile among all query tiles.
+struct QSeg {
+  int32_t s0;
+  int32_t len;
+  int32_t pos0;
+  int32_t tile0;
+};
+
+// A run of key/value tokens [s0, s0 + len) of K/V map `map`, batch
+// coordinate b + batch_off, global positions pos0.. . sig >= 0: before the
+// first block, wait until signals[sig + b * kv_heads + hkv] >= the call's
+// expected value (the chunk arrived); -1: no wait.
+struct KvSeg {
+  int32_t map;
+  int32_t batch_off;
+  int32_t s0;
+  int32_t len;
+  int32_t pos0;
+  int32_t sig;
+};
+
+struct AttnParams {
+  // 4-D tensor maps, 128-byte swizzle, boxes of 64 x 128 tokens:
+  //   q: dims {D, heads, S_q, batch}, coordinates (d0, h, s, b)
+  //   k/v[i]: kv_seq_dim[i] == 2: dims {D, kv_heads, S, batches}, coords (d0, hkv, s, b)
+  //           kv_seq_dim[i] == 1: dims {D, S, kv_heads, batches}, coords (d0, s, hkv, b)
+  CUtensorMap q;
+  CUtensorMap k[kMaxKvMaps];
+  CUtensorMap v[kMaxKvMaps];
+  int32_t kv_seq_dim[kMaxKvMaps];
+
+  void* o;        // bf16 [batch, S_q, heads, D] (token rows, head-major inside)
+  float* lse;     // fp32 [batch, heads, S_q]
+  int32_t batch;
+  int32_t heads;
+  int32_t kv_heads;  // divides heads (GQA: query head h reads kv head h / (heads / kv_heads))
+  int32_t s_q;       // tokens of Q / O per batch
+  int32_t head_dim;  // 64 or 128 (the kernel's template argument)
+  int32_t causal;    // mask keys at positions > the query's
+  float scale_log2;  // softmax scale * log2(e)
+
+  int32_t n_qsegs;
+  int32_t n_kvsegs;
+  int32_t q_tiles;  // query tiles over all segments
+  QSeg qseg[kMaxQSegs];
+  KvSeg kvseg[kMaxKvSegs];
+
+  // Work units (batch, head, query tile), walked by CTA c as c, c + n, ...
+  // head_major: unit u = (b * heads + h) * q_tiles + tile, tiles of a head
+  // latest positions first (K/V pushed head by head arrive in this order);
+  // else tile-major, latest (heaviest under a causal mask) tiles first.
+  int32_t num_compute;
+  int32_t head_major;
+
+  // Signals of segments with sig >= 0, and the value they wait for:
+  // *epoch_counter + 1 if epoch_counter, else expected.
+  const uint64_t* signals;
+  const uint64_t* epoch_counter;
+  uint64_t expected;
+
+  uint64_t timeout_ns;
+  int32_t has_ctx;  // ctx valid: failures are recorded for the host
+  int32_t pad;
+  DeviceCtx ctx;
+};
+
+}  // namespace mk::attn

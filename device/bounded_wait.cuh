@@ -1,0 +1,72 @@
+// mkernel: the bounded waits of the engines' pipelines (GEMM, attention),
+// shared: a parameter block P with timeout_ns, has_ctx and ctx (DeviceCtx)
+// says how long to wait and where to report.
+//
+// NOTES: no function calls (no printf): ptxas serialises every wgmma of a
+// kernel that calls a function. A failure is recorded in the communicator's
+// diagnostic record (the host prints who waited for what) and the kernel
+// traps; without a communicator (a one-GPU launch, whose only waits are its
+// own pipeline) it traps.
+#pragma once
+
+#include "device/ptx.cuh"
+#include "device/mbarrier.cuh"
+#include "device/signals.cuh"
+
+namespace mk::dev {
+
+template <class P>
+__device__ __forceinline__ void engine_give_up(const P& p, int peer, const uint64_t* sig, uint64_t expected,
+                                               uint64_t seen, uint64_t waited) {
+  if (p.has_ctx) {
+    const int32_t idx = sig ? signal_index(p.ctx, sig) : kDiagPipelineStage;
+    uint32_t ab = ld_volatile(p.ctx.abort_dev);
+    if (!ab) ab = ld_volatile(p.ctx.abort_host);
+    fail_wait_quiet(p.ctx, WaitSite{static_cast<int32_t>(Role::Compute), peer, idx}, expected, seen, waited,
+                    ab ? kWaitAborted : kWaitTimeout, static_cast<int32_t>(ab) - 1);
+  }
+  __trap();
+}
+
+// Bounded wait on an mbarrier phase of this CTA (the fast path is one
+// try_wait); `what` (the stage) is reported as the expected value. These
+// waits are on another role of this CTA, which may itself sit in bounded
+// waits on other ranks for up to a timeout each: 4 timeouts here, so that
+// the wait on the other rank is the one that reports; after the first
+// timeout, another rank's abort ends it. NOTES: the abort flags are not read
+// before that: these waits are many and hot (every pipeline stage), and a
+// read of the host-mapped flag every 256 spins from them made the 1x2
+// GEMM+RS 20x slower (bench/results/mkbench-20261130T122542Z).
+template <class P>
+__device__ __forceinline__ void engine_mbar_wait(const P& p, uint64_t* bar, uint32_t parity, int what) {
+  if (mbar_try_wait(bar, parity)) return;
+  const uint64_t t0 = globaltimer();
+  uint32_t spins = 0;
+  while (!mbar_try_wait(bar, parity)) {
+    if ((++spins & 255u) == 0u) {
+      const uint64_t waited = globaltimer() - t0;
+      if (waited <= p.timeout_ns) continue;
+      const bool aborted = p.has_ctx && (ld_volatile(p.ctx.abort_dev) || ld_volatile(p.ctx.abort_host));
+      if (aborted || waited > 4 * p.timeout_ns) engine_give_up(p, -1, nullptr, uint64_t(what), parity, waited);
+    }
+  }
+}
+
+// Bounded wait until a signal word reaches `expected` (also ends when
+// another rank aborted).
+template <class P>
+__device__ __forceinline__ void engine_wait_signal(const P& p, const uint64_t* sig, uint64_t expected, int peer) {
+  uint64_t v = ld_acquire<Scope::Sys>(sig);
+  if (v >= expected) return;
+  const uint64_t t0 = globaltimer();
+  uint32_t spins = 0;
+  while ((v = ld_acquire<Scope::Sys>(sig)) < expected) {
+    if ((++spins & 127u) == 0u) {
+      const uint64_t waited = globaltimer() - t0;
+      const bool aborted = p.has_ctx && (ld_volatile(p.ctx.abort_dev) || ld_volatile(p.ctx.abort_host));
+      if (aborted || waited > p.timeout_ns) engine_give_up(p, peer, sig, expected, v, waited);
+    }
+  }
+}
+
+}  // namespace mk::dev

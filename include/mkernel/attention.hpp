@@ -1,0 +1,42 @@
+// mkernel: attention (forward) on one GPU, from the engine the ring-attention
+// op computes with (device/attention/), for users and for baselines.
+//
+//   out[b, i, h, :] = softmax(scale * q[b, i, h, :] . k[b, j, h', :]) over j  @ v[b, j, h', :]
+//   lse[b, h, i]    = log(sum_j exp(scale * q . k))        (natural log, fp32)
+//
+// with h' = h / (heads / kv_heads) (grouped-query attention when
+// kv_heads < heads). bf16 in and out, fp32 softmax and accumulation. Tensors
+// are contiguous in FlashAttention's layout: q, out [batch, seq_q, heads,
+// head_dim], k, v [batch, seq_kv, kv_heads, head_dim], lse [batch, heads,
+// seq_q]. head_dim 64 or 128; pointers 16-byte aligned. causal: query i
+// sees keys j <= i + seq_kv - seq_q (bottom-right aligned, as
+// FlashAttention); a query that sees no key gets out 0 and lse -inf.
+// Runs on the current CUDA device, on `stream`; no host synchronisation.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace mk {
+
+struct AttentionArgs {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* out = nullptr;
+  float* lse = nullptr;
+  int64_t batch = 0;
+  int64_t seq_q = 0;
+  int64_t seq_kv = 0;    // 0 means seq_q
+  int64_t heads = 0;
+  int64_t kv_heads = 0;  // 0 means heads; must divide heads
+  int64_t head_dim = 0;  // 64 or 128
+  bool causal = false;
+  float scale = 0.f;     // 0 means 1 / sqrt(head_dim)
+  int num_ctas = 0;      // CTAs (one per SM); 0 means every SM
+};
+
+void attention_fwd(const AttentionArgs& args, cudaStream_t stream = nullptr);
+
+}  // namespace mk

@@ -1,0 +1,97 @@
+"""Attention on torch tensors (one GPU), on the current CUDA stream.
+
+    out, lse = mkernel.attention(q, k, v, causal=False)
+
+q [batch, seq_q, heads, head_dim], k and v [batch, seq_kv, kv_heads, head_dim],
+bf16, contiguous (FlashAttention's layout); head_dim 64 or 128; kv_heads
+divides heads (grouped-query attention). Returns out (bf16, q's shape) and
+lse [batch, heads, seq_q] (fp32, natural log). causal is bottom-right aligned
+(query i sees keys j <= i + seq_kv - seq_q). scale defaults to
+1/sqrt(head_dim). Registered as the torch custom op mkernel::attention with a
+fake implementation (torch.compile traces it); no autograd (forward only).
+"""
+import torch
+
+from ._lib import MkernelError, check, lib
+from ._ops_c import _need
+
+_BF16 = torch.bfloat16
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _stream(dev):
+    return _raw_stream(dev) if _raw_stream else torch.cuda.current_stream(dev).cuda_stream
+
+
+def _check(t, name, dev=None):
+    if not isinstance(t, torch.Tensor):
+        raise MkernelError(f"mkernel.attention: {name} must be a torch.Tensor (got {type(t).__name__})")
+    if t.dtype != _BF16:
+        raise MkernelError(f"mkernel.attention: {name} must be bfloat16 (got {t.dtype})")
+    if not t.is_cuda:
+        raise MkernelError(f"mkernel.attention: {name} must be on a CUDA device (got {t.device})")
+    if dev is not None and t.device != dev:
+        raise MkernelError(f"mkernel.attention: {name} is on {t.device}, q on {dev}")
+    if t.dim() != 4:
+        raise MkernelError(f"mkernel.attention: {name} must be 4-D [batch, seq, heads, head_dim] "
+                           f"(got shape {tuple(t.shape)})")
+    if not t.is_contiguous():
+        raise MkernelError(f"mkernel.attention: {name} must be contiguous; call .contiguous()")
+
+
+def _validate(q, k, v):
+    _check(q, "q")
+    _check(k, "k", q.device)
+    _check(v, "v", q.device)
+    b, sq, h, d = q.shape
+    if k.shape != v.shape:
+        raise MkernelError(f"mkernel.attention: k {tuple(k.shape)} and v {tuple(v.shape)} differ")
+    if k.shape[0] != b or k.shape[3] != d:
+        raise MkernelError(f"mkernel.attention: k is {tuple(k.shape)}; it must be [{b}, seq_kv, kv_heads, {d}] "
+                           f"for q {tuple(q.shape)}")
+    if d not in (64, 128):
+        raise MkernelError(f"mkernel.attention: head_dim must be 64 or 128 (got {d})")
+    if h % k.shape[2]:
+        raise MkernelError(f"mkernel.attention: kv_heads ({k.shape[2]}) must divide heads ({h})")
+
+
+def _run(q, k, v, out, lse, causal, scale):
+    fn = _need("mk_attention_fwd", "attention")
+    b, sq, h, d = q.shape
+    dev = q.get_device()
+    with torch.cuda.device(dev):
+        rc = fn(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), b, sq, k.shape[1], h,
+                k.shape[2], d, int(causal), float(scale or 0.0), 0, _stream(dev))
+    check(rc)
+
+
+@torch.library.custom_op("mkernel::attention", mutates_args=())
+def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                  scale: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    out = torch.empty_like(q)
+    lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
+    _run(q, k, v, out, lse, causal, scale)
+    return out, lse
+
+
+@_attention_op.register_fake
+def _(q, k, v, causal=False, scale=0.0):
+    return torch.empty_like(q), q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+
+
+def attention(q, k, v, causal=False, scale=None, out=None, lse=None):
+    """Softmax attention forward; returns (out, lse). See the module docstring."""
+    _validate(q, k, v)
+    if out is None and lse is None and torch.compiler.is_compiling():
+        return torch.ops.mkernel.attention(q, k, v, causal, float(scale or 0.0))
+    if out is None:
+        out = torch.empty_like(q)
+    elif out.shape != q.shape or out.dtype != _BF16 or not out.is_contiguous() or out.device != q.device:
+        raise MkernelError(f"mkernel.attention: out must be a contiguous bf16 tensor shaped like q {tuple(q.shape)}")
+    lse_shape = (q.shape[0], q.shape[2], q.shape[1])
+    if lse is None:
+        lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
+    elif tuple(lse.shape) != lse_shape or lse.dtype != torch.float32 or not lse.is_contiguous():
+        raise MkernelError(f"mkernel.attention: lse must be a contiguous float32 tensor of shape {lse_shape}")
+    _run(q, k, v, out, lse, causal, scale)
+    return out, lse

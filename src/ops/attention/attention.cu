@@ -1,0 +1,54 @@
+// mkernel: the one-GPU attention kernel: every CTA runs the engine's compute
+// role (device/attention/attn_engine.cuh). One instantiation per head
+// dimension; the ring-attention op has a kernel of its own that calls the
+// same engine beside its communication roles.
+#include <cuda_runtime_api.h>
+
+#include <mutex>
+
+#include "device/attention/attn_engine.cuh"
+#include "mkernel/error.hpp"
+#include "src/ops/attention/attn_host.hpp"
+
+namespace mk::attn {
+
+namespace {
+
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1) attention_kernel(const __grid_constant__ AttnParams p) {
+  extern __shared__ uint8_t smem[];
+  run_compute<D>(p, smem, blockIdx.x, gridDim.x);
+}
+
+template <int D>
+void allow_smem() {
+  // Per device: the attribute belongs to the current context.
+  static std::mutex mu;
+  static bool done[64] = {};
+  int dev = 0;
+  MK_CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  if (dev >= 0 && dev < 64 && done[dev]) return;
+  MK_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     Geom<D>::kSmemBytes));
+  if (dev >= 0 && dev < 64) done[dev] = true;
+}
+
+}  // namespace
+
+int smem_bytes(int head_dim) { return head_dim == 64 ? Geom<64>::kSmemBytes : Geom<128>::kSmemBytes; }
+
+void launch(const AttnParams& p, int grid, cudaStream_t stream) {
+  const int64_t units = int64_t(p.batch) * p.heads * p.q_tiles;
+  if (units < grid) grid = static_cast<int>(units);
+  if (p.head_dim == 64) {
+    allow_smem<64>();
+    attention_kernel<64><<<grid, kThreads, Geom<64>::kSmemBytes, stream>>>(p);
+  } else {
+    allow_smem<128>();
+    attention_kernel<128><<<grid, kThreads, Geom<128>::kSmemBytes, stream>>>(p);
+  }
+  MK_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace mk::attn

@@ -1,0 +1,156 @@
+// mkernel: attention host side: validation, 4-D tensor maps, parameters.
+#include "src/ops/attention/attn_host.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "mkernel/error.hpp"
+#include "mkernel/knobs.hpp"
+#include "src/ops/gemm/gemm_host.hpp"
+#include "src/runtime/cuda_driver.hpp"
+
+namespace mk::attn {
+
+namespace {
+
+struct MapKey {
+  const void* base = nullptr;
+  int64_t dims[4] = {};
+  int64_t strides[3] = {};
+  uint32_t box1 = 0, box2 = 0;
+  bool operator==(const MapKey& o) const {
+    return base == o.base && std::memcmp(dims, o.dims, sizeof dims) == 0 &&
+           std::memcmp(strides, o.strides, sizeof strides) == 0 && box1 == o.box1 && box2 == o.box2;
+  }
+};
+
+CUtensorMap encode(const MapKey& k, const char* what) {
+  CUtensorMap m{};
+  cuuint64_t dims[4], strides[3];
+  for (int i = 0; i < 4; ++i) dims[i] = static_cast<cuuint64_t>(k.dims[i]);
+  for (int i = 0; i < 3; ++i) strides[i] = static_cast<cuuint64_t>(k.strides[i]);
+  const cuuint32_t box[4] = {64, k.box1, k.box2, 1};
+  const cuuint32_t elem[4] = {1, 1, 1, 1};
+  CUresult r = drv::api().cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void*>(k.base),
+                                                 dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    const char* s = "unknown";
+    drv::api().cuGetErrorString(r, &s);
+    fail("attention: cannot describe ", what, " [", k.dims[3], " x ", k.dims[2], " x ", k.dims[1], " x ", k.dims[0],
+         "] at ", k.base, " for TMA: ", s);
+  }
+  return m;
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+bool overlap(const void* a, int64_t abytes, const void* b, int64_t bbytes) {
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x < y + uint64_t(bbytes) && y < x + uint64_t(abytes);
+}
+
+}  // namespace
+
+CUtensorMap make_map(const void* base, const int64_t (&dims)[4], const int64_t (&strides)[3], uint32_t box1,
+                     uint32_t box2, const char* what) {
+  MapKey k;
+  k.base = base;
+  std::memcpy(k.dims, dims, sizeof k.dims);
+  std::memcpy(k.strides, strides, sizeof k.strides);
+  k.box1 = box1;
+  k.box2 = box2;
+  struct Entry {
+    MapKey key;
+    CUtensorMap map;
+  };
+  constexpr int kEntries = 16;
+  thread_local Entry cache[kEntries];
+  thread_local int next = 0;
+  for (const Entry& e : cache)
+    if (e.key.base && e.key == k) return e.map;
+  Entry& e = cache[next];
+  next = (next + 1) % kEntries;
+  e.map = encode(k, what);
+  e.key = k;
+  return e.map;
+}
+
+void check_shape(const char* op, int64_t batch, int64_t seq_q, int64_t seq_kv, int64_t heads, int64_t kv_heads,
+                 int64_t head_dim) {
+  if (head_dim != 64 && head_dim != 128) fail(op, ": head_dim must be 64 or 128 (got ", head_dim, ")");
+  if (batch < 1 || seq_q < 1 || seq_kv < 1 || heads < 1 || kv_heads < 1)
+    fail(op, ": batch, sequence lengths and head counts must be >= 1 (got batch ", batch, ", seq_q ", seq_q,
+         ", seq_kv ", seq_kv, ", heads ", heads, ", kv_heads ", kv_heads, ")");
+  if (heads % kv_heads) fail(op, ": kv_heads (", kv_heads, ") must divide heads (", heads, ")");
+  constexpr int64_t kMax = int64_t(1) << 30;
+  const int64_t units = batch * heads * ((seq_q + kBlockM - 1) / kBlockM);
+  if (seq_q >= kMax || seq_kv >= kMax || units >= kMax)
+    fail(op, ": sizes too large (seq_q ", seq_q, ", seq_kv ", seq_kv, ", work units ", units, ")");
+}
+
+CUtensorMap q_map(const void* q, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, const char* what) {
+  const int64_t dims[4] = {head_dim, heads, seq, batch};
+  const int64_t strides[3] = {head_dim * 2, heads * head_dim * 2, seq * heads * head_dim * 2};
+  return make_map(q, dims, strides, 1, kBlockM, what);
+}
+
+AttnParams make_params(const AttentionArgs& a) {
+  const int64_t seq_kv = a.seq_kv ? a.seq_kv : a.seq_q;
+  const int64_t kv_heads = a.kv_heads ? a.kv_heads : a.heads;
+  check_shape("attention", a.batch, a.seq_q, seq_kv, a.heads, kv_heads, a.head_dim);
+  if (!a.q || !a.k || !a.v || !a.out || !a.lse)
+    fail("attention: q, k, v, out and lse must be device pointers (got q=", a.q, " k=", a.k, " v=", a.v,
+         " out=", a.out, " lse=", a.lse, ")");
+  if (!aligned16(a.q) || !aligned16(a.k) || !aligned16(a.v) || !aligned16(a.out) || !aligned16(a.lse))
+    fail("attention: q, k, v, out and lse must be 16-byte aligned");
+  if (!(a.scale >= 0.f) || !std::isfinite(a.scale)) fail("attention: scale must be finite and >= 0 (got ", a.scale, ")");
+  const int64_t qbytes = a.batch * a.seq_q * a.heads * a.head_dim * 2;
+  const int64_t kvbytes = a.batch * seq_kv * kv_heads * a.head_dim * 2;
+  const int64_t lbytes = a.batch * a.heads * a.seq_q * 4;
+  for (const auto& [p, n, name] : {std::tuple{a.q, qbytes, "q"}, std::tuple{a.k, kvbytes, "k"},
+                                   std::tuple{a.v, kvbytes, "v"}}) {
+    if (overlap(a.out, qbytes, p, n)) fail("attention: out overlaps ", name, " (it is written while ", name, " is read)");
+    if (overlap(a.lse, lbytes, p, n)) fail("attention: lse overlaps ", name);
+  }
+  if (overlap(a.out, qbytes, a.lse, lbytes)) fail("attention: out and lse overlap");
+  const int sms = gemm::num_sms();
+  if (a.num_ctas < 0 || a.num_ctas > sms) fail("attention: num_ctas must be in [0, ", sms, "] (got ", a.num_ctas, ")");
+
+  AttnParams p{};
+  p.q = q_map(a.q, a.batch, a.seq_q, a.heads, a.head_dim, "q");
+  p.k[0] = q_map(a.k, a.batch, seq_kv, kv_heads, a.head_dim, "k");
+  p.v[0] = q_map(a.v, a.batch, seq_kv, kv_heads, a.head_dim, "v");
+  p.kv_seq_dim[0] = 2;
+  p.o = a.out;
+  p.lse = a.lse;
+  p.batch = static_cast<int32_t>(a.batch);
+  p.heads = static_cast<int32_t>(a.heads);
+  p.kv_heads = static_cast<int32_t>(kv_heads);
+  p.s_q = static_cast<int32_t>(a.seq_q);
+  p.head_dim = static_cast<int32_t>(a.head_dim);
+  p.causal = a.causal;
+  const float scale = a.scale > 0.f ? a.scale : 1.f / std::sqrt(static_cast<float>(a.head_dim));
+  p.scale_log2 = scale * 1.4426950408889634f;
+  p.n_qsegs = 1;
+  p.qseg[0] = QSeg{0, static_cast<int32_t>(a.seq_q), static_cast<int32_t>(seq_kv - a.seq_q), 0};  // bottom-right causal alignment
+  p.q_tiles = static_cast<int32_t>((a.seq_q + kBlockM - 1) / kBlockM);
+  p.n_kvsegs = 1;
+  p.kvseg[0] = KvSeg{0, 0, 0, static_cast<int32_t>(seq_kv), 0, -1};
+  p.num_compute = a.num_ctas ? a.num_ctas : sms;
+  p.head_major = 0;
+  p.timeout_ns = static_cast<uint64_t>(knob_int(Knob::MK_TIMEOUT_MS)) * 1000000ull;
+  return p;
+}
+
+}  // namespace mk::attn
+
+namespace mk {
+
+void attention_fwd(const AttentionArgs& args, cudaStream_t stream) {
+  const attn::AttnParams p = attn::make_params(args);
+  attn::launch(p, p.num_compute, stream);
+}
+
+}  // namespace mk

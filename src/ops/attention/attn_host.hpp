@@ -1,0 +1,41 @@
+// mkernel: host side of the attention engine, shared by the one-GPU op
+// (include/mkernel/attention.hpp) and the ring-attention op: validation,
+// 4-D tensor maps, parameters, launch.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "device/attention/attn_params.hpp"
+#include "mkernel/attention.hpp"
+
+namespace mk::attn {
+
+// A bf16 tensor [d3][d2][d1][d0] (d0 contiguous, 64 or 128 elements) for the
+// engine's TMA loads: strides in bytes of dims 1..3, boxes of 64 x b1 x b2 x 1
+// in the 128-byte swizzle. Cached per thread (steady-state calls skip the
+// driver call).
+CUtensorMap make_map(const void* base, const int64_t (&dims)[4], const int64_t (&strides)[3], uint32_t box1,
+                     uint32_t box2, const char* what);
+
+// The checks every attention call shares: head_dim, heads / kv_heads, sizes,
+// 16-byte alignment. `op` names the caller in messages.
+void check_shape(const char* op, int64_t batch, int64_t seq_q, int64_t seq_kv, int64_t heads, int64_t kv_heads,
+                 int64_t head_dim);
+
+// Validates a one-GPU call (mk::Error naming what is wrong) and returns its
+// parameters: one query segment, one key segment, tile-major units.
+AttnParams make_params(const AttentionArgs& a);
+
+// Maps of q (dims {D, heads, S, batch}) and of a K or V in the caller's
+// layout (dims {D, kv_heads, S, batch}).
+CUtensorMap q_map(const void* q, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, const char* what);
+
+// Launches the engine on `grid` CTAs (all compute).
+void launch(const AttnParams& p, int grid, cudaStream_t stream);
+
+int smem_bytes(int head_dim);
+
+}  // namespace mk::attn

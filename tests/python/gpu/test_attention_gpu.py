@@ -1,0 +1,133 @@
+"""GPU tests of the one-GPU attention engine (mkernel.attention) against torch
+scaled_dot_product_attention in fp32 (math backend): causal and not, head_dim
+64 and 128, grouped-query heads, sequence lengths that are not multiples of
+the 128-token tiles, seq_kv != seq_q, poisoned outputs, repeated calls with
+fresh data, CUDA-graph replay, torch.compile, input validation.
+Skips (visibly) without torch or a GPU."""
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU here", allow_module_level=True)
+
+import torch.nn.functional as F  # noqa: E402
+
+import mkernel  # noqa: E402
+
+
+def reference(q, k, v, causal, scale=None):
+    """fp32 out and lse; causal bottom-right aligned (as FlashAttention)."""
+    b, sq, h, d = q.shape
+    skv, hkv = k.shape[1], k.shape[2]
+    qf = q.float().transpose(1, 2)
+    kf = k.float().transpose(1, 2).repeat_interleave(h // hkv, dim=1)
+    vf = v.float().transpose(1, 2).repeat_interleave(h // hkv, dim=1)
+    scale = scale or 1.0 / math.sqrt(d)
+    s = (qf @ kf.transpose(-1, -2)) * scale
+    if causal:
+        i = torch.arange(sq, device=q.device)[:, None] + (skv - sq)
+        j = torch.arange(skv, device=q.device)[None, :]
+        s = s.masked_fill(j > i, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    out = torch.softmax(s, dim=-1).nan_to_num(0.0) @ vf
+    if not causal:  # the library's own contract is checked against SDPA's math backend too
+        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+            sd = F.scaled_dot_product_attention(qf, kf, vf, scale=scale)
+        assert (sd - out).abs().max().item() < 1e-4
+    return out.transpose(1, 2), lse
+
+
+def rand(shape, g):
+    return torch.randn(shape, device="cuda", generator=g).bfloat16()
+
+
+def check(q, k, v, causal, out, lse, scale=None):
+    ro, rl = reference(q, k, v, causal, scale)
+    assert torch.isfinite(out.float()).all(), "unwritten (poisoned) or non-finite outputs"
+    err = ((out.float() - ro).norm() / ro.norm()).item()
+    assert err < 1e-2, f"relative error of out {err:.3e}"
+    finite = torch.isfinite(rl)
+    assert torch.equal(finite, torch.isfinite(lse)), "lse is -inf exactly where no key is visible"
+    lerr = ((lse[finite] - rl[finite]).abs() / rl[finite].abs().clamp_min(1.0)).max().item()
+    assert lerr < 1e-3, f"relative error of lse {lerr:.3e}"
+
+
+CASES = [  # batch, seq_q, seq_kv, heads, kv_heads, head_dim
+    (1, 128, 128, 1, 1, 128), (2, 1000, 1000, 4, 4, 128), (1, 777, 1290, 8, 2, 128), (3, 256, 256, 4, 1, 64),
+    (1, 1500, 700, 2, 2, 64), (1, 2048, 2048, 32, 8, 128), (2, 300, 3000, 6, 3, 128), (1, 1, 517, 2, 1, 64),
+]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("b,sq,skv,h,hkv,d", CASES)
+def test_attention_matches_sdpa_fp32(b, sq, skv, h, hkv, d, causal):
+    g = torch.Generator(device="cuda").manual_seed(b * 7 + sq + skv * 3 + h + d + causal)
+    q, k, v = rand((b, sq, h, d), g), rand((b, skv, hkv, d), g), rand((b, skv, hkv, d), g)
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full((b, h, sq), float("nan"), device="cuda")
+    o2, l2 = mkernel.attention(q, k, v, causal=causal, out=out, lse=lse)
+    assert o2 is out and l2 is lse
+    check(q, k, v, causal, out, lse)
+
+
+def test_attention_scale_and_large_logits():
+    g = torch.Generator(device="cuda").manual_seed(5)
+    q, k, v = rand((1, 512, 2, 128), g) * 8, rand((1, 512, 2, 128), g) * 8, rand((1, 512, 2, 128), g)
+    out, lse = mkernel.attention(q, k, v, causal=True, scale=0.3)
+    check(q, k, v, True, out, lse, scale=0.3)
+
+
+def test_repeated_calls_with_fresh_data_and_graph_replay():
+    g = torch.Generator(device="cuda").manual_seed(11)
+    shape = (2, 1024, 8, 128)
+    q, k, v = rand(shape, g), rand((2, 1024, 2, 128), g), rand((2, 1024, 2, 128), g)
+    for i in range(5):
+        q.copy_(rand(shape, g))
+        out, lse = mkernel.attention(q, k, v, causal=bool(i % 2))
+        check(q, k, v, bool(i % 2), out, lse)
+    out = torch.empty_like(q)
+    lse = torch.empty((2, 8, 1024), device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        mkernel.attention(q, k, v, causal=True, out=out, lse=lse)  # warm-up (tensor maps, attributes)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        mkernel.attention(q, k, v, causal=True, out=out, lse=lse)
+    for _ in range(3):
+        q.copy_(rand(shape, g))
+        k.copy_(rand(k.shape, g))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        check(q, k, v, True, out, lse)
+
+
+def test_torch_compile_traces_the_op():
+    g = torch.Generator(device="cuda").manual_seed(3)
+    q, k, v = rand((1, 384, 4, 64), g), rand((1, 384, 4, 64), g), rand((1, 384, 4, 64), g)
+
+    def f(q, k, v):
+        o, _ = mkernel.attention(q, k, v, causal=True)
+        return o * 2
+
+    out = torch.compile(f, fullgraph=True)(q, k, v)
+    ro, _ = reference(q, k, v, True)
+    assert ((out.float() / 2 - ro).norm() / ro.norm()).item() < 1e-2
+
+
+@pytest.mark.parametrize("bad,msg", [
+    (lambda q, k, v: (q.float(), k, v), "bfloat16"),
+    (lambda q, k, v: (q, k[:, :, :3].contiguous(), v[:, :, :3].contiguous()), "must divide"),
+    (lambda q, k, v: (q[..., :32].contiguous(), k[..., :32].contiguous(), v[..., :32].contiguous()), "64 or 128"),
+    (lambda q, k, v: (q.transpose(1, 2), k, v), "contiguous"),
+    (lambda q, k, v: (q, k, v[:, :100]), "differ"),
+])
+def test_bad_inputs_raise_clear_errors(bad, msg):
+    q = torch.zeros(1, 128, 4, 64, device="cuda", dtype=torch.bfloat16)
+    k = torch.zeros(1, 128, 4, 64, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(mkernel.MkernelError, match=msg):
+        mkernel.attention(*bad(q, k, k.clone()))
