@@ -8,6 +8,8 @@
     out = mkernel.ag_gemm(x_shard, w, comm)   # tensor-parallel ops (mkernel/tp.py, tp_ar.py): ag_gemm,
     y = mkernel.reduce_scatter(x, comm)       # gemm_rs, gemm_ar, all_gather, reduce_scatter, all_reduce
                                               # (torch custom ops, autograd)
+    x_local = mkernel.zigzag_shard(x, rank, world)   # sequence-parallel layout helpers (mkernel/zigzag.py,
+                                                     # pure torch): zigzag_unshard, zigzag_positions
 
 Importing needs no GPU and no torch (ops import torch on first use). Library
 errors raise MkernelError.
@@ -21,14 +23,17 @@ from . import _tp_meta
 
 __all__ = ["MkernelError", "Communicator", "SymmetricBuffer", "get_unique_id", "init", "print_config",
            "library_path", "gemm", "gemm_ptr", "ag_gemm", "gemm_rs", "all_gather", "reduce_scatter", "gemm_ar",
-           "all_reduce", "AgGemm", "GemmRs", "GemmAr", "close_plans"]
+           "all_reduce", "AgGemm", "GemmRs", "GemmAr", "close_plans", "zigzag_shard", "zigzag_unshard",
+           "zigzag_positions", "attention"]
 
 from ._ops_c import gemm_ptr  # noqa: E402  (pointer-level ops: no torch needed)
 
 
 _TORCH_OPS = {"gemm": "ops", "ag_gemm": "tp", "gemm_rs": "tp", "all_gather": "tp", "reduce_scatter": "tp",
               "AgGemm": "tp", "GemmRs": "tp", "close_plans": "tp",
-              "gemm_ar": "tp_ar", "all_reduce": "tp_ar", "GemmAr": "tp_ar"}
+              "gemm_ar": "tp_ar", "all_reduce": "tp_ar", "GemmAr": "tp_ar",
+              "zigzag_shard": "zigzag", "zigzag_unshard": "zigzag", "zigzag_positions": "zigzag",
+              "attention": "attention"}
 
 
 def __getattr__(name):

@@ -1,0 +1,609 @@
+"""Baselines for sequence-parallel (ring) attention, interleaved call by call in one run (device machine,
+one node):
+
+    torchrun --standalone --nproc_per_node=2 bench/torch_ring_attn_bench.py [--quick] [--out DIR]
+
+The sequence is split over the W ranks, S_local tokens each; every tensor is (B, S_local, heads, D):
+q [B, S_local, 32, 128], k and v [B, S_local, Hkv, 128] (Hkv 32: MHA, 8: GQA), bf16; the output
+[B, S_local, 32, 128] holds this rank's rows of the full sequence's attention. B in {1, 4}, S_local in
+{2k, 4k, 8k, 16k, 32k} (--quick: B 1, S_local 8k), causal and non-causal. Causal inputs are zigzag shards
+(mkernel/zigzag.py: rank r holds chunks r and 2W-1-r of 2W), so every rank does the same work.
+  ring flash / ring cudnn (ring-flash-attention style): W-1 steps pass K and V to the next rank
+    (dist.batch_isend_irecv issued from a side stream) while the current step's attention runs on the
+    compute stream (torch.ops.aten._scaled_dot_product_flash_attention / _scaled_dot_product_cudnn_attention);
+    each step's output and log-sum-exp merge into fp32 accumulators. Zigzag causal steps: own K/V causal;
+    an earlier rank's K/V: all local queries x its first half; a later rank's: the second half of the
+    local queries x all of it (both non-causal).
+  allgather flash / allgather cudnn: dist.all_gather_into_tensor of K and V (one call per batch element),
+    then attention: one call (non-causal), or per local chunk a causal call against its own K/V plus a
+    non-causal call against every earlier chunk (one contiguous slice of the gathered K/V, see
+    allgather_slots), merged by log-sum-exp.
+  mkernel: mk_variants() (none yet).
+GQA: each backend is probed once per Hkv with K/V of Hkv heads; if the aten op rejects them (or gets them
+wrong), K and V are expanded to 32 heads with repeat_interleave before each call (communication stays at
+Hkv heads). The report says which. Every variant is checked against an fp32 single-GPU reference of the
+full sequence (S_local 1024, B 1) before timing; timing per the project's MEASURING.md (shared/), spelled
+out in the report header. Rank 0 writes torch-ring-attn-<UTC stamp>.md under --out. NVLink multicast
+stays off.
+"""
+import os
+
+for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
+    os.environ.setdefault(_k, _v)
+
+import argparse, datetime, statistics, subprocess, sys  # noqa: E401,E402
+from dataclasses import dataclass, field  # noqa: E402
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+HEADS, HEAD_DIM = 32, 128
+CHECK_S, CHECK_TOL = 1024, 2e-2  # end-to-end check: S_local, max |err| / max |ref|
+PROBE_LSE_TOL = 1e-2              # backend probe: max |lse - lse_ref| (natural log)
+BACKENDS = ("flash", "cudnn")
+BASELINES = {"ring flash": ("ring", "flash"), "ring cudnn": ("ring", "cudnn"),
+             "allgather flash": ("allgather", "flash"), "allgather cudnn": ("allgather", "cudnn")}
+
+
+@dataclass(frozen=True)
+class Shape:
+    b: int
+    hkv: int
+    s: int  # tokens per rank (S_local)
+    causal: bool
+    h: int = HEADS
+    d: int = HEAD_DIM
+
+
+@dataclass
+class Ctx:
+    rank: int
+    world: int
+    comm: object = None  # the mkernel communicator (for mk_variants)
+    gqa: dict = field(default_factory=dict)    # (backend, hkv) -> "native" | "expand" | None (unusable)
+    notes: dict = field(default_factory=dict)  # (backend, hkv) or (name, hkv, causal) -> why not measured
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description="ring-attention baselines (torchrun, one process per GPU)")
+    ap.add_argument("--quick", action="store_true", help="B = 1, S_local = 8192 only")
+    ap.add_argument("--batches", default="1,4", help="comma-separated B values")
+    ap.add_argument("--seqs", default="2048,4096,8192,16384,32768", help="comma-separated S_local values (even)")
+    ap.add_argument("--kv-heads", default="32,8", help=f"comma-separated Hkv values (divisors of {HEADS})")
+    ap.add_argument("--masks", default="causal,full", help="comma-separated subset of causal, full")
+    ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--lead-cycles", type=int, default=2_000_000,
+                    help="GPU sleep before each timed call (~1 ms; keeps host launch cost off the clock; 0: none)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.batches, args.seqs = "1", "8192"
+    ints = lambda s: [int(x) for x in s.split(",") if x.strip()]  # noqa: E731
+    args.batch_list, args.seq_list, args.kv_list = ints(args.batches), ints(args.seqs), ints(args.kv_heads)
+    args.mask_list = [m.strip() for m in args.masks.split(",") if m.strip()]
+    if any(m not in ("causal", "full") for m in args.mask_list):
+        ap.error(f"--masks: expected a subset of causal, full (got {args.masks})")
+    if any(s <= 0 or s % 2 for s in args.seq_list):
+        ap.error("--seqs: every S_local must be a positive even number (2 zigzag chunks per rank)")
+    if any(h <= 0 or HEADS % h for h in args.kv_list):
+        ap.error(f"--kv-heads: every Hkv must divide {HEADS}")
+    return args
+
+
+def shapes(args):
+    """Every measured shape, in table order."""
+    return [Shape(b, hkv, s, mask == "causal") for mask in args.mask_list for hkv in args.kv_list
+            for b in args.batch_list for s in args.seq_list]
+
+
+def attn_flops(shape, world):
+    """FLOPs of one rank's attention: 4 * B * H * S_local * S_global * D (two GEMMs), halved for causal."""
+    f = 4 * shape.b * shape.h * shape.s * (world * shape.s) * shape.d
+    return f // 2 if shape.causal else f
+
+
+# ---- attention backends: (B, S, heads, D) in, (out (B, Sq, H, D), lse (B, H, Sq) fp32) out ----
+
+def _flash(q, k, v, causal, scale):  # (B, heads, S, D) views; returns (output, logsumexp, ...)
+    return torch.ops.aten._scaled_dot_product_flash_attention(
+        q, k, v, dropout_p=0.0, is_causal=causal, return_debug_mask=False, scale=scale)
+
+
+def _cudnn(q, k, v, causal, scale):  # logsumexp is (B, H, S, 1) here
+    return torch.ops.aten._scaled_dot_product_cudnn_attention(
+        q, k, v, attn_bias=None, compute_log_sumexp=True, dropout_p=0.0, is_causal=causal,
+        return_debug_mask=False, scale=scale)
+
+
+ATEN = {"flash": _flash, "cudnn": _cudnn}
+
+
+def split_out_lse(res, b, sq, h, d):
+    """(out, lse) of an aten SDPA op's result tuple, checked: out (B, H, Sq, D) -> a (B, Sq, H, D) view,
+    lse (B, H, Sq) fp32 (a trailing 1 or padding past Sq dropped)."""
+    out, lse = res[0], res[1]
+    if tuple(out.shape) != (b, h, sq, d):
+        raise RuntimeError(f"attention output is {tuple(out.shape)}, expected {(b, h, sq, d)}")
+    if lse.dim() == 4 and lse.shape[-1] == 1:
+        lse = lse.squeeze(-1)
+    if lse.dim() != 3 or tuple(lse.shape[:2]) != (b, h) or lse.shape[2] < sq or lse.dtype != torch.float32:
+        raise RuntimeError(f"attention logsumexp is {tuple(lse.shape)} {lse.dtype}, expected {(b, h, sq)} float32")
+    return out.transpose(1, 2), lse[..., :sq]
+
+
+def attention(backend, expand_kv):
+    """fn(q, k, v, causal) -> (out, lse) for (B, S, heads, D) tensors (views are fine: unit stride in D).
+    is_causal is only ever used with Sq == Skv (where top-left and bottom-right alignment agree).
+    expand_kv: GQA K/V repeated to the query heads first (repeat_interleave: query head i uses KV head
+    i // (H / Hkv), as in SDPA's enable_gqa)."""
+    op = ATEN[backend]
+
+    def fn(q, k, v, causal):
+        b, sq, h, d = q.shape
+        if expand_kv and k.shape[2] != h:
+            k, v = (t.repeat_interleave(h // t.shape[2], dim=2) for t in (k, v))
+        res = op(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal, d ** -0.5)
+        return split_out_lse(res, b, sq, h, d)
+    return fn
+
+
+def merge_(out, lse, blk_out, blk_lse):
+    """In place: out (B, S, H, D) fp32 and lse (B, H, S) fp32, the softmax over some keys, become the
+    softmax over those and a block's (blk_out, any float dtype; blk_lse): lse' = logaddexp(lse, blk_lse),
+    out' = out + sigmoid(blk_lse - lse) * (blk_out - out) (ring-flash-attention's update; views work)."""
+    w = torch.sigmoid(blk_lse - lse).transpose(1, 2).unsqueeze(-1)  # (B, S, H, 1): the block's share
+    out.lerp_(blk_out.float(), w)
+    torch.logaddexp(lse, blk_lse, out=lse)
+
+
+def part(t, which, dim=1):
+    """'all' of t, or its 'first' / 'second' half along the sequence dimension: a view."""
+    half = t.shape[dim] // 2
+    return t if which == "all" else t.narrow(dim, 0, half) if which == "first" else t.narrow(dim, half, half)
+
+
+def ring_step(rank, world, step, causal):
+    """Ring step `step` on `rank`: (src, q_part, kv_part, is_causal). The K/V in hand came from rank src;
+    attention of q_part of the local queries against kv_part of src's K/V (parts: part()). Zigzag causal
+    (ring-flash-attention's scheme): own K/V causal; src < rank: both local chunks follow src's first chunk
+    and precede its second; src > rank: only the local second chunk follows both of src's."""
+    src = (rank - step) % world
+    if not causal:
+        return src, "all", "all", False
+    if src == rank:
+        return src, "all", "all", True
+    return (src, "all", "first", False) if src < rank else (src, "second", "all", False)
+
+
+def allgather_slots(world):
+    """Global chunk (of 2*world) held by each slot (S_local / 2 tokens) of the causal allgather's gathered
+    K/V: every rank's second half, then every rank's first half, each in rank order. Then the chunks
+    before any local chunk are one contiguous run of slots (allgather_prefix)."""
+    return [2 * world - 1 - w for w in range(world)] + list(range(world))
+
+
+def allgather_prefix(rank, world, j):
+    """Slots [lo, hi) of the causal gathered K/V holding exactly the chunks before local chunk j
+    (j = 0: global chunk rank; j = 1: global chunk 2*world-1-rank)."""
+    return (world, world + rank) if j == 0 else (rank + 1, 2 * world)
+
+
+def reference_rows(q, k, v, causal, rows):
+    """fp32 attention of a full sequence (B, S, heads, D) for the query rows `rows` (global positions):
+    (out (B, R, H, D), lse (B, H, R)); keys at positions > a row's are masked out when causal."""
+    h, d, s = q.shape[2], q.shape[3], k.shape[1]
+    qf = q[:, rows].float().transpose(1, 2)
+    kf, vf = (t.float().repeat_interleave(h // t.shape[2], dim=2).transpose(1, 2) for t in (k, v))
+    scores = (qf @ kf.transpose(-1, -2)) * d ** -0.5
+    if causal:
+        scores.masked_fill_(rows.to(scores.device)[:, None] < torch.arange(s, device=scores.device)[None, :],
+                            float("-inf"))
+    return (torch.softmax(scores, dim=-1) @ vf).transpose(1, 2), torch.logsumexp(scores, dim=-1)
+
+
+def rel_err(got, ref):
+    return ((got.float() - ref).abs().max() / ref.abs().max()).item()
+
+
+# ---- the baselines: build(shape, ctx) -> fn((q, k, v)) -> out (B, S_local, H, D) bf16 ----
+
+class Ring:
+    """Ring attention, ring-flash-attention style: K/V travel to the next rank (NCCL P2P from a side
+    stream) while the current step's attention runs; out and lse accumulate in fp32 across steps."""
+
+    def __init__(self, shape, attn, ctx):
+        b, s, h, hkv, d, dev = shape.b, shape.s, shape.h, shape.hkv, shape.d, torch.device("cuda")
+        self.shape, self.attn, self.rank, self.world = shape, attn, ctx.rank, ctx.world
+        self.recv = [[torch.empty(b, s, hkv, d, device=dev, dtype=torch.bfloat16) for _ in range(2)]
+                     for _ in range(min(2, ctx.world - 1))]  # double buffer: [k, v] received at even / odd steps
+        nan = float("nan")  # poisoned: a row no step writes shows up in the check
+        self.out = torch.full((b, s, h, d), nan, device=dev)
+        self.lse = torch.full((b, h, s), nan, device=dev)
+        self.final = torch.full((b, s, h, d), nan, device=dev, dtype=torch.bfloat16)
+        self.side = torch.cuda.Stream()
+
+    def __call__(self, qkv):
+        q, k, v = qkv
+        cur, nxt_rank, prv_rank = (k, v), (self.rank + 1) % self.world, (self.rank - 1) % self.world
+        compute = torch.cuda.current_stream()
+        for step in range(self.world):
+            reqs = None
+            if step + 1 < self.world:
+                nxt = self.recv[step % 2]
+                self.side.wait_stream(compute)  # nxt was read by the step before this one
+                with torch.cuda.stream(self.side):
+                    reqs = dist.batch_isend_irecv([
+                        dist.P2POp(dist.isend, cur[0], nxt_rank), dist.P2POp(dist.isend, cur[1], nxt_rank),
+                        dist.P2POp(dist.irecv, nxt[0], prv_rank), dist.P2POp(dist.irecv, nxt[1], prv_rank)])
+            _, qp, kvp, causal = ring_step(self.rank, self.world, step, self.shape.causal)
+            o, lse = self.attn(part(q, qp), part(cur[0], kvp), part(cur[1], kvp), causal)
+            if step == 0:  # covers every row
+                self.out.copy_(o)
+                self.lse.copy_(lse)
+            else:
+                merge_(part(self.out, qp), part(self.lse, qp, dim=2), o, lse)
+            if reqs is not None:
+                for r in reqs:
+                    r.wait()  # the compute stream waits for the transfer
+                cur = nxt
+        self.final.copy_(self.out)
+        return self.final
+
+
+class AllGather:
+    """all_gather_into_tensor of K and V, then attention on the compute stream (no overlap). Causal: the
+    gathered K/V are laid out by allgather_slots, and each local chunk is a causal call against its own
+    K/V merged with a non-causal call against the earlier chunks."""
+
+    def __init__(self, shape, attn, ctx):
+        b, s, h, hkv, d, dev = shape.b, shape.s, shape.h, shape.hkv, shape.d, torch.device("cuda")
+        self.shape, self.attn, self.rank, self.world = shape, attn, ctx.rank, ctx.world
+        self.kg, self.vg = (torch.empty(b, ctx.world * s, hkv, d, device=dev, dtype=torch.bfloat16)
+                            for _ in range(2))
+        if shape.causal:
+            nan = float("nan")
+            self.out = torch.full((b, s, h, d), nan, device=dev)
+            self.lse = torch.full((b, h, s), nan, device=dev)
+            self.final = torch.full((b, s, h, d), nan, device=dev, dtype=torch.bfloat16)
+
+    def gather(self, k, v):
+        """One collective per batch element and tensor (a rank's block of the gathered sequence must be
+        contiguous); causal: two, for the second halves (slots 0..W-1) and first halves (slots W..2W-1)."""
+        ws, c = self.world * self.shape.s, self.shape.s // 2
+        for src, dst in ((k, self.kg), (v, self.vg)):
+            for i in range(self.shape.b):
+                if self.shape.causal:
+                    dist.all_gather_into_tensor(dst[i, :ws // 2], src[i, c:])
+                    dist.all_gather_into_tensor(dst[i, ws // 2:], src[i, :c])
+                else:
+                    dist.all_gather_into_tensor(dst[i], src[i])
+
+    def __call__(self, qkv):
+        q, k, v = qkv
+        self.gather(k, v)
+        if not self.shape.causal:
+            return self.attn(q, self.kg, self.vg, False)[0]
+        c = self.shape.s // 2
+        for j in range(2):
+            rows = slice(j * c, (j + 1) * c)
+            o, lse = self.attn(q[:, rows], k[:, rows], v[:, rows], True)  # the chunk against itself
+            lo, hi = allgather_prefix(self.rank, self.world, j)
+            if lo == hi:  # global chunk 0: nothing before it
+                self.final[:, rows] = o
+                continue
+            out, acc = self.out[:, rows], self.lse[:, :, rows]
+            out.copy_(o)
+            acc.copy_(lse)
+            merge_(out, acc, *self.attn(q[:, rows], self.kg[:, lo * c:hi * c], self.vg[:, lo * c:hi * c], False))
+            self.final[:, rows] = out
+        return self.final
+
+
+def baseline(algo, backend):
+    def build(shape, ctx):
+        attn = attention(backend, ctx.gqa[backend, shape.hkv] == "expand")
+        return (Ring if algo == "ring" else AllGather)(shape, attn, ctx)
+    return build
+
+
+def mk_variants(args):
+    """The mkernel columns: name -> build(shape, ctx) -> fn((q, k, v)) -> out (B, S_local, 32, 128) bf16,
+    checked and timed like the baselines (ctx.comm is the mkernel communicator; causal inputs are zigzag
+    shards, mkernel.zigzag_shard).
+    TODO: add mkernel.ring_attention here when it lands, e.g. (its signature is not settled yet)
+        {"mkernel": lambda shape, ctx: lambda qkv: mkernel.ring_attention(*qkv, ctx.comm, causal=shape.causal)}
+    """
+    return {}
+
+
+def why_not(name, shape, ctx):
+    """Why variant `name` is not run at this shape, or None."""
+    if name in BASELINES and ctx.gqa.get((BASELINES[name][1], shape.hkv)) is None:
+        return ctx.notes.get((BASELINES[name][1], shape.hkv), "backend not probed")
+    return ctx.notes.get((name, shape.hkv, shape.causal))
+
+
+# ---- distributed plumbing (as in torch_tp_bench.py) ----
+
+def max_over_ranks(values):  # CPU tensors: over gloo
+    t = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.tolist()
+
+
+def agree(flag):
+    """True on every rank iff flag is True on every rank."""
+    return max_over_ranks([0.0 if flag else 1.0])[0] == 0.0
+
+
+def short(e, limit=160):
+    return f"{type(e).__name__}: {e}".replace("|", "/").replace("\n", " ")[:limit]
+
+
+def fence():
+    torch.cuda.synchronize()
+    dist.barrier()
+
+
+def probe(backend, expand, hkv, gen):
+    """One local call of the backend (non-causal with more keys than queries; causal, square) against
+    reference_rows: the (out, lse) contract the merges rely on. None, or why it fails."""
+    dev, bf = torch.device("cuda"), torch.bfloat16
+    q = torch.randn(1, 256, HEADS, HEAD_DIM, device=dev, dtype=bf, generator=gen)
+    k, v = (torch.randn(1, 384, hkv, HEAD_DIM, device=dev, dtype=bf, generator=gen) for _ in range(2))
+    try:
+        attn = attention(backend, expand)
+        for causal, kk, vv in ((False, k, v), (True, k[:, :256], v[:, :256])):
+            o, lse = attn(q, kk, vv, causal)
+            ro, rl = reference_rows(q, kk, vv, causal, torch.arange(256, device=dev))
+            eo, el = rel_err(o, ro), (lse - rl).abs().max().item()
+            if not (eo <= CHECK_TOL and el <= PROBE_LSE_TOL):
+                return f"wrong result (causal={causal}): out rel err {eo:.3g}, lse abs err {el:.3g}"
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - recorded as unusable
+        return short(e)
+    return None
+
+
+def check(builders, hkv, causal, ctx):
+    """Every variant at S_local = CHECK_S, B = 1 against an fp32 single-GPU reference of the full sequence
+    (this rank's rows); the error is max |out - ref| / max |ref|, max over ranks. A variant that raises is
+    left out (ctx.notes); one that is wrong fails the run. Returns name -> error."""
+    from mkernel.zigzag import zigzag_positions, zigzag_shard
+    dev, world, rank, s = torch.device("cuda"), ctx.world, ctx.rank, CHECK_S
+    shape = Shape(1, hkv, s, causal)
+    gen = torch.Generator(device=dev).manual_seed(4321)  # the same full sequence on every rank
+    full = [torch.randn(1, world * s, n, HEAD_DIM, device=dev, dtype=torch.bfloat16, generator=gen)
+            for n in (HEADS, hkv, hkv)]
+    if causal:
+        local = tuple(zigzag_shard(t, rank, world) for t in full)
+        rows = zigzag_positions(rank, world, s, device=dev)
+    else:
+        local = tuple(t[:, rank * s:(rank + 1) * s].contiguous() for t in full)
+        rows = torch.arange(rank * s, (rank + 1) * s, device=dev)
+    ref = reference_rows(*full, causal, rows)[0]
+    errs = {}
+    for name, build in builders.items():
+        if why_not(name, shape, ctx):
+            continue
+        err, got = None, None
+        try:
+            fence()
+            got = build(shape, ctx)(local).float()
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - recorded as unavailable
+            err = short(e)
+        if not agree(err is None):
+            ctx.notes[name, hkv, causal] = f"failed at the check: {err or 'on another rank'}"
+            if rank == 0:
+                print(f"check Hkv={hkv} causal={causal}: {name} left out: {ctx.notes[name, hkv, causal]}", flush=True)
+            continue
+        errs[name] = max_over_ranks([rel_err(got, ref) if torch.isfinite(got).all() else float("inf")])[0]
+    if rank == 0:
+        print(f"check B=1 S_local={s} Hkv={hkv} causal={causal}: max|err|/max|ref| "
+              + ", ".join(f"{n} {e:.2e}" for n, e in errs.items()), flush=True)
+    bad = {n: e for n, e in errs.items() if not e <= CHECK_TOL}
+    if bad:
+        raise RuntimeError(f"check Hkv={hkv} causal={causal}: wrong results (max|err|/max|ref| > {CHECK_TOL}): "
+                           + ", ".join(f"{n} {e:.3g}" for n, e in bad.items()))
+    return errs
+
+
+def measure(fns, inputs, rounds, warmup, lead_cycles):
+    """fns: name -> fn(input). One call of each per round; returns name -> ms (median per rank, max over ranks)."""
+    names, n_in, k = list(fns), len(inputs), 0
+    events = {n: [] for n in names}
+    for r in range(warmup + rounds):
+        for n in names[r % len(names):] + names[:r % len(names)]:  # no variant always goes first
+            x = inputs[k % n_in]
+            k += 1
+            torch.cuda.synchronize()
+            dist.barrier()
+            if lead_cycles > 0:
+                torch.cuda._sleep(lead_cycles)
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fns[n](x)
+            e.record()
+            if r >= warmup:
+                events[n].append((s, e))
+    torch.cuda.synchronize()
+    med = [statistics.median(s.elapsed_time(e) for s, e in events[n]) for n in names]
+    return dict(zip(names, max_over_ranks(med)))
+
+
+def input_pool(shape, gen, l2_bytes):
+    """Random (q, k, v) sets, rotated call by call: together more than 2x L2, at least 2 of them."""
+    def rnd(n):
+        return torch.randn(shape.b, shape.s, n, shape.d, device="cuda", dtype=torch.bfloat16, generator=gen)
+    nbytes = shape.b * shape.s * (shape.h + 2 * shape.hkv) * shape.d * 2
+    return [(rnd(shape.h), rnd(shape.hkv), rnd(shape.hkv)) for _ in range(max(2, min(8, -(-2 * l2_bytes // nbytes))))]
+
+
+def run_shape(shape, builders, ctx, gen, args, l2_bytes):
+    """Times every runnable variant at one shape. Returns (name -> ms, name -> why not measured now)."""
+    pool, fns, errs = input_pool(shape, gen, l2_bytes), {}, {}
+    for name, build in builders.items():
+        why = why_not(name, shape, ctx)
+        if why:
+            errs[name] = why
+            continue
+        err = None
+        try:  # built and called once untimed: a variant that fails here (e.g. out of memory) is left out
+            fence()
+            fn = build(shape, ctx)
+            fn(pool[0])
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - recorded in the table's notes
+            err = short(e)
+        if agree(err is None):
+            fns[name] = fn
+        else:
+            errs[name] = err or "failed on another rank"
+    fence()
+    times = measure(fns, pool, args.rounds, args.warmup, args.lead_cycles) if fns else {}
+    del pool, fns
+    fence()
+    return times, errs
+
+
+def fmt_row(config, shape, world, names, t):
+    tf = lambda ms: attn_flops(shape, world) / (ms * 1e-3) / 1e12  # noqa: E731
+    cells = []
+    for n in names:
+        cells += [f"{t[n]:.3f}", f"{tf(t[n]):.0f}"] if n in t else ["-", "-"]
+    base = {n: t[n] for n in BASELINES if n in t}
+    best = min(base, key=base.get) if base else None
+    mk = [n for n in names if n not in BASELINES]
+    cells.append(f"{best} ({base[best]:.3f} ms)" if best else "-")
+    cells += [f"{base[best] / t[n]:.2f}" if best and n in t else "-" for n in mk]
+    head = [config, str(shape.b), str(shape.hkv), str(shape.s), "yes" if shape.causal else "no"]
+    return "| " + " | ".join(head + cells) + " |"
+
+
+def header(names):
+    mk = [n for n in names if n not in BASELINES]
+    cols = ["config", "B", "Hkv", "S_local", "causal"]
+    for n in names:
+        cols += [f"{n} ms", f"{n} TFLOP/s"]
+    cols += ["best baseline"] + [f"{n} vs best baseline (x)" for n in mk]
+    return "| " + " | ".join(cols) + " |\n" + "|---" * len(cols) + "|"
+
+
+def sh(*cmd):
+    """First line of a command's output, or None."""
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+        return r.stdout.strip().split("\n")[0] if r.returncode == 0 and r.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def run(args, comm, rank, world):
+    ctx = Ctx(rank, world, comm)
+    builders = {name: baseline(*how) for name, how in BASELINES.items()}
+    builders.update(mk_variants(args))
+    names = list(builders)
+    gen = torch.Generator(device="cuda").manual_seed(1234 + rank)  # different data on every rank
+    # 1. Each backend once per Hkv: native GQA, else K/V expanded, else unusable.
+    for backend in BACKENDS:
+        for hkv in args.kv_list:
+            why = []
+            for mode in ("native", "expand") if hkv != HEADS else ("native",):
+                err = probe(backend, mode == "expand", hkv, gen)
+                if agree(err is None):
+                    ctx.gqa[backend, hkv] = mode
+                    break
+                why.append(f"{mode}: {err or 'failed on another rank'}")
+            else:
+                ctx.gqa[backend, hkv] = None
+                ctx.notes[backend, hkv] = f"{backend} unusable at Hkv={hkv} (" + "; ".join(why) + ")"
+            if rank == 0:
+                print(f"probe {backend} Hkv={hkv}: {ctx.gqa[backend, hkv]}" + (f" ({'; '.join(why)})" if why else ""),
+                      flush=True)
+    # 2. Every variant against the fp32 reference.
+    checks = {(hkv, causal): check(builders, hkv, causal, ctx)
+              for causal in sorted({s.causal for s in shapes(args)}) for hkv in args.kv_list}
+    # 3. Timing.
+    l2 = getattr(torch.cuda.get_device_properties(), "L2_cache_size", 60 << 20)
+    rpn = os.environ.get("MK_RANKS_PER_NODE")  # emulated nodes apply to mkernel only
+    config = f"1x{world}" if not rpn or int(rpn) >= world else f"{world // int(rpn)}x{rpn} emu (mkernel)"
+    rows, notes = [], {}  # notes: "variant: why" -> the shapes it was not measured at
+    for shape in shapes(args):
+        times, errs = run_shape(shape, builders, ctx, gen, args, l2)
+        for n, why in errs.items():
+            notes.setdefault(f"{n}: {why}", []).append(f"B={shape.b} Hkv={shape.hkv} S_local={shape.s} "
+                                                       f"{'causal' if shape.causal else 'full'}")
+        rows.append(fmt_row(config, shape, world, names, times))
+        if rank == 0:
+            print(rows[-1], flush=True)
+    if rank == 0:
+        write_report(args, world, names, ctx, checks, rows, notes)
+
+
+def main(args):
+    import mkernel.torchrun  # needs libmkernel.so (the communicator for mk_variants)
+    mkernel.torchrun.main(lambda comm, rank, world: run(args, comm, rank, world), backend="cpu:gloo,cuda:nccl")
+
+
+def write_report(args, world, names, ctx, checks, rows, notes):
+    now = datetime.datetime.now(datetime.timezone.utc)
+    stamp = now.strftime("%Y%m%dT%H%M%SZ")
+    try:
+        from torch.cuda import nccl
+        nccl_version = ".".join(map(str, nccl.version()))
+    except Exception:  # noqa: BLE001 - header detail only
+        nccl_version = "unknown"
+    keys = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "MK_RANKS_PER_NODE")
+    env = ", ".join(f"{k}={os.environ.get(k)}" for k in keys)
+    commit = sh("git", "rev-parse", "--short", "HEAD") or "unknown"
+    if sh("git", "status", "--porcelain", "--untracked-files=no"):
+        commit += " (tracked files modified)"
+    cmd = " ".join([f"torchrun --standalone --nproc_per_node={world} bench/torch_ring_attn_bench.py"] + sys.argv[1:])
+    driver = sh("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader") or "unknown"
+    gqa = "; ".join(f"{b} Hkv={h}: " + {"native": "native (Hkv heads passed to the op)",
+                                         "expand": "K/V expanded to 32 heads (repeat_interleave) before each call",
+                                         None: "unusable"}[m] for (b, h), m in ctx.gqa.items())
+    chk = "; ".join(f"Hkv={h} causal={c}: " + ", ".join(f"{n} {e:.1e}" for n, e in errs.items())
+                    for (h, c), errs in checks.items())
+    lines = [f"# Ring attention (sequence parallel): torch baselines ({stamp})", "",
+             f"- command: `{cmd}`",
+             f"- date (UTC): {now.isoformat(timespec='seconds')}",
+             f"- GPU: {torch.cuda.get_device_name()} x {world} (one node), driver {driver}",
+             f"- torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
+             f"NCCL {nccl_version}",
+             f"- commit {commit}; env: {env}",
+             f"- world {world}; bf16; q (B, S_local, {HEADS}, {HEAD_DIM}), k and v (B, S_local, Hkv, {HEAD_DIM}); "
+             "causal inputs zigzag-sharded (rank r: chunks r and 2W-1-r of 2W); non-causal: contiguous shards",
+             f"- timing: {args.rounds} rounds after {args.warmup} warm-up rounds, one call of each variant per round, "
+             f"order rotated per round; before each call a host sync + barrier, then a GPU sleep of "
+             f"{args.lead_cycles} cycles (host launch cost off the clock); CUDA events around the call on the "
+             "compute stream; median per rank, then max over ranks; inputs rotate through pre-generated random "
+             "sets (together > 2x L2, at least 2)",
+             "- TFLOP/s per GPU = 4 B H S_local S_global D / time, halved for causal",
+             "- ring flash / ring cudnn: W-1 steps of K,V to the next rank (dist.batch_isend_irecv from a side "
+             "stream) overlapped with the step's attention (torch.ops.aten._scaled_dot_product_flash_attention / "
+             "_scaled_dot_product_cudnn_attention); out and lse merged in fp32 (logaddexp), cast to bf16 at the "
+             "end; zigzag causal steps: own K/V causal, earlier rank: all queries x its first half, later rank: "
+             "second half of the queries x all",
+             "- allgather flash / allgather cudnn: dist.all_gather_into_tensor of K and V (one call per batch "
+             "element and tensor; causal: two, second halves then first halves), then attention, no overlap; "
+             "causal: per local chunk a causal call against its own K/V and a non-causal call against all "
+             "earlier chunks, merged in fp32",
+             f"- GQA: {gqa}",
+             f"- check (B=1, S_local={CHECK_S}, vs an fp32 single-GPU reference of the full sequence, max|err|/"
+             f"max|ref|, max over ranks, must be <= {CHECK_TOL}): {chk}", ""]
+    text = "\n".join(lines) + "\n" + header(names) + "\n" + "\n".join(rows) + "\n"
+    if notes:
+        text += "\nNot measured:\n\n" + "\n".join(f"- {n} ({', '.join(at)})" for n, at in notes.items()) + "\n"
+    print("\n" + text, flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, f"torch-ring-attn-{stamp}.md")
+    with open(path, "w") as f:
+        f.write(text)
+    print(f"wrote {path}", flush=True)
+
+
+if __name__ == "__main__":
+    main(parse_args())

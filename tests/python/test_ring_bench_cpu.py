@@ -1,0 +1,224 @@
+"""CPU tests of bench/torch_ring_attn_bench.py's pure pieces (the script itself needs torchrun and GPUs):
+argument parsing and shapes, flop counts, the aten result unpacking, the log-sum-exp merge against a
+full softmax, and both baselines' algorithms simulated on CPU for several world sizes (the ring's
+zigzag step rules, the all-gather's slot layout and prefixes) against full-sequence attention.
+Skipped, saying so, without torch."""
+import importlib.util
+import pathlib
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (the benchmark's helpers are torch code)")
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+bench = _load("torch_ring_attn_bench", ROOT / "bench" / "torch_ring_attn_bench.py")  # main() is not run
+zz = _load("mkernel_zigzag_for_bench_test", ROOT / "python" / "mkernel" / "zigzag.py")
+
+
+def test_parse_args_full_and_quick():
+    a = bench.parse_args([])
+    assert (a.batch_list, a.kv_list, a.mask_list) == ([1, 4], [32, 8], ["causal", "full"])
+    assert a.seq_list == [2048, 4096, 8192, 16384, 32768]
+    assert (a.rounds, a.warmup, a.out) == (20, 3, "bench/results")
+    shapes = bench.shapes(a)
+    assert len(shapes) == 2 * 2 * 2 * 5 and len(set(shapes)) == len(shapes)
+    assert all(s.h == 32 and s.d == 128 for s in shapes)
+    q = bench.parse_args(["--quick", "--out", "/tmp/x", "--rounds", "5"])
+    assert {(s.b, s.s) for s in bench.shapes(q)} == {(1, 8192)} and len(bench.shapes(q)) == 4
+    assert (q.out, q.rounds) == ("/tmp/x", 5)
+
+
+@pytest.mark.parametrize("argv", [["--seqs", "1023"], ["--kv-heads", "5"], ["--masks", "sliding"]])
+def test_parse_args_rejects(argv, capsys):
+    with pytest.raises(SystemExit):
+        bench.parse_args(argv)
+    assert "error" in capsys.readouterr().err
+
+
+def test_attention_flops():
+    full = bench.Shape(b=4, hkv=8, s=8192, causal=False)
+    assert bench.attn_flops(full, 2) == 4 * 4 * 32 * 8192 * 16384 * 128
+    assert bench.attn_flops(bench.Shape(4, 8, 8192, True), 2) == bench.attn_flops(full, 2) // 2
+    assert bench.attn_flops(bench.Shape(1, 32, 2048, False), 1) == 4 * 32 * 2048 * 2048 * 128  # KV heads don't count
+
+
+def test_split_out_lse_accepts_both_aten_layouts_and_rejects_others():
+    b, s, h, d = 2, 5, 3, 4
+    out = torch.randn(b, h, s, d)
+    for lse in (torch.randn(b, h, s), torch.randn(b, h, s, 1), torch.randn(b, h, s + 3)):  # flash, cuDNN, padded
+        o, l = bench.split_out_lse((out, lse, None), b, s, h, d)
+        assert o.shape == (b, s, h, d) and torch.equal(o, out.transpose(1, 2))
+        assert l.shape == (b, h, s) and torch.equal(l, lse.reshape(b, h, -1)[..., :s])
+    with pytest.raises(RuntimeError, match="attention output is"):
+        bench.split_out_lse((out.transpose(1, 2), torch.randn(b, h, s)), b, s, h, d)
+    with pytest.raises(RuntimeError, match="logsumexp is"):
+        bench.split_out_lse((out, torch.randn(b, h, s, dtype=torch.float64)), b, s, h, d)
+    with pytest.raises(RuntimeError, match="logsumexp is"):
+        bench.split_out_lse((out, torch.randn(b, s, h)), b, s, h, d)
+
+
+def block_attention(q, k, v, causal):
+    """Reference (out, lse) of one block, (B, S, heads, D) layout; causal only square (as the bench uses it)."""
+    assert not causal or q.shape[1] == k.shape[1]
+    return bench.reference_rows(q, k, v, causal, torch.arange(q.shape[1]))
+
+
+def test_reference_rows_matches_sdpa():
+    g = torch.Generator().manual_seed(1)
+    q, k, v = torch.randn(2, 12, 4, 16, generator=g), torch.randn(2, 12, 2, 16, generator=g), \
+        torch.randn(2, 12, 2, 16, generator=g)
+    rows = torch.tensor([0, 3, 11, 5])
+    for causal in (False, True):
+        out, lse = bench.reference_rows(q, k, v, causal, rows)
+        sd = torch.nn.functional.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal, enable_gqa=True).transpose(1, 2)
+        torch.testing.assert_close(out, sd[:, rows], atol=1e-5, rtol=1e-5)
+        assert lse.shape == (2, 4, 4)
+
+
+def test_merge_equals_one_softmax_over_all_keys():
+    g = torch.Generator().manual_seed(2)
+    b, s, h, d = 2, 6, 3, 8
+    q = torch.randn(b, s, h, d, generator=g)
+    k, v = torch.randn(b, 23, h, d, generator=g) * 2, torch.randn(b, 23, h, d, generator=g)
+    ref_out, ref_lse = block_attention(q, k, v, False)
+    cuts = [0, 5, 6, 17, 23]  # uneven blocks, one of a single key
+    out, lse = None, None
+    for lo, hi in zip(cuts, cuts[1:]):
+        o, l = block_attention(q, k[:, lo:hi], v[:, lo:hi], False)
+        if out is None:
+            out, lse = o.clone(), l.clone()
+        else:
+            bench.merge_(out, lse, o.to(torch.bfloat16) if lo == 6 else o, l)  # a bf16 block, as SDPA returns
+    torch.testing.assert_close(lse, ref_lse, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out, ref_out, atol=2e-2, rtol=0)  # the bf16 block's rounding
+    assert out.dtype == torch.float32
+
+
+def test_merge_into_row_views_leaves_the_other_rows():
+    g = torch.Generator().manual_seed(3)
+    out, lse = torch.randn(1, 8, 2, 4, generator=g), torch.randn(1, 2, 8, generator=g)
+    before_out, before_lse = out.clone(), lse.clone()
+    bench.merge_(bench.part(out, "second"), bench.part(lse, "second", dim=2),
+                 torch.randn(1, 4, 2, 4, generator=g), torch.randn(1, 2, 4, generator=g))
+    assert torch.equal(out[:, :4], before_out[:, :4]) and torch.equal(lse[..., :4], before_lse[..., :4])
+    assert not torch.equal(out[:, 4:], before_out[:, 4:]) and not torch.equal(lse[..., 4:], before_lse[..., 4:])
+
+
+def test_ring_steps_cover_every_visible_key_once():
+    # Zigzag causal: over the steps, each (query, key) pair with key position <= query position is
+    # computed exactly once and no other pair is; non-causal: every pair once.
+    for world in (1, 2, 3, 4, 5):
+        c = 2
+        for causal in (False, True):
+            for rank in range(world):
+                seen = torch.zeros(2 * c, 2 * world * c, dtype=torch.int32)
+                q_pos = zz.zigzag_positions(rank, world, 2 * c)
+                for step in range(world):
+                    src, qp, kvp, is_causal = bench.ring_step(rank, world, step, causal)
+                    assert src == (rank - step) % world
+                    qi = bench.part(torch.arange(2 * c).view(1, -1), qp)[0]
+                    kj = bench.part(zz.zigzag_positions(src, world, 2 * c).view(1, -1), kvp)[0]
+                    assert not is_causal or (src == rank and len(qi) == len(kj))
+                    for a, i in enumerate(qi.tolist()):
+                        for bb, j in enumerate(kj.tolist()):
+                            if not is_causal or bb <= a:
+                                seen[i, j] += 1
+                visible = torch.ones_like(seen) if not causal else \
+                    (torch.arange(2 * world * c)[None, :] <= q_pos[:, None]).int()
+                assert torch.equal(seen, visible), (world, causal, rank)
+
+
+def simulate_ring(q_sh, k_sh, v_sh, causal, attn):
+    """Every rank's output of the Ring baseline's algorithm, on CPU, without communication."""
+    world, outs = len(q_sh), []
+    for rank in range(world):
+        out = lse = None
+        for step in range(world):
+            src, qp, kvp, is_causal = bench.ring_step(rank, world, step, causal)
+            o, l = attn(bench.part(q_sh[rank], qp), bench.part(k_sh[src], kvp), bench.part(v_sh[src], kvp), is_causal)
+            if step == 0:
+                out, lse = o.float().clone(), l.clone()
+            else:
+                bench.merge_(bench.part(out, qp), bench.part(lse, qp, dim=2), o, l)
+        outs.append(out)
+    return outs
+
+
+def simulate_allgather(q_sh, k_sh, v_sh, causal, attn):
+    """Every rank's output of the AllGather baseline's algorithm, on CPU: the gathered K/V built as the
+    bench's collectives lay them out."""
+    world, s = len(q_sh), q_sh[0].shape[1]
+    c = s // 2
+    if not causal:
+        kg, vg = torch.cat(k_sh, 1), torch.cat(v_sh, 1)
+        return [attn(q, kg, vg, False)[0] for q in q_sh]
+    # Second halves of every rank, then first halves: slot i holds global chunk allgather_slots(world)[i].
+    kg, vg = (torch.cat([t[:, c:] for t in sh] + [t[:, :c] for t in sh], 1) for sh in (k_sh, v_sh))
+    outs = []
+    for rank in range(world):
+        rows = []
+        for j in range(2):
+            sl = slice(j * c, (j + 1) * c)
+            o, l = attn(q_sh[rank][:, sl], k_sh[rank][:, sl], v_sh[rank][:, sl], True)
+            lo, hi = bench.allgather_prefix(rank, world, j)
+            if lo < hi:
+                o, l = o.float().clone(), l.clone()
+                bench.merge_(o, l, *attn(q_sh[rank][:, sl], kg[:, lo * c:hi * c], vg[:, lo * c:hi * c], False))
+            rows.append(o)
+        outs.append(torch.cat(rows, 1))
+    return outs
+
+
+def test_allgather_slots_and_prefixes():
+    for world in (1, 2, 3, 4):
+        slots = bench.allgather_slots(world)
+        assert sorted(slots) == list(range(2 * world))
+        for rank in range(world):
+            for j, chunk in enumerate((rank, 2 * world - 1 - rank)):
+                lo, hi = bench.allgather_prefix(rank, world, j)
+                assert sorted(slots[lo:hi]) == list(range(chunk)), (world, rank, j)
+
+
+def cpu_flash(q, k, v, causal, scale):
+    """The CPU flash kernel behind the bench's aten-op interface ((output, logsumexp), (B, H, S, D))."""
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
+
+
+@pytest.mark.parametrize("algo", ["ring", "allgather"])
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("hkv", [4, 2])
+def test_baseline_algorithms_match_full_attention(algo, world, causal, hkv, monkeypatch):
+    # The bench's attention() wrapper over a CPU SDPA kernel, with GQA K/V expanded (as for a backend
+    # that rejects fewer KV heads); inputs sharded as the bench shards them.
+    monkeypatch.setitem(bench.ATEN, "flash", cpu_flash)
+    attn = bench.attention("flash", expand_kv=True)
+    b, s, h, d = 2, 6, 4, 16
+    g = torch.Generator().manual_seed(world * 10 + hkv)
+    q = torch.randn(b, world * s, h, d, generator=g)
+    k, v = (torch.randn(b, world * s, hkv, d, generator=g) for _ in range(2))
+    if causal:
+        shard = lambda t, r: zz.zigzag_shard(t, r, world)  # noqa: E731
+        rows = [zz.zigzag_positions(r, world, s) for r in range(world)]
+    else:
+        shard = lambda t, r: t[:, r * s:(r + 1) * s]  # noqa: E731
+        rows = [torch.arange(r * s, (r + 1) * s) for r in range(world)]
+    sh = [[shard(t, r) for r in range(world)] for t in (q, k, v)]
+    outs = (simulate_ring if algo == "ring" else simulate_allgather)(*sh, causal, attn)
+    for r in range(world):
+        torch.testing.assert_close(outs[r].float(), bench.reference_rows(q, k, v, causal, rows[r])[0],
+                                   atol=1e-4, rtol=1e-4)
+
+
+def test_no_mkernel_variants_yet():
+    assert bench.mk_variants(bench.parse_args([])) == {}
