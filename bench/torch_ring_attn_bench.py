@@ -18,7 +18,7 @@ q [B, S_local, 32, 128], k and v [B, S_local, Hkv, 128] (Hkv 32: MHA, 8: GQA), b
     then attention: one call (non-causal), or per local chunk a causal call against its own K/V plus a
     non-causal call against every earlier chunk (one contiguous slice of the gathered K/V, see
     allgather_slots), merged by log-sum-exp.
-  mkernel: mk_variants() (none yet).
+  mkernel: mk_variants(): mkernel.ring_attention (one persistent kernel).
 GQA: each backend is probed once per Hkv with K/V of Hkv heads; if the aten op rejects them (or gets them
 wrong), K and V are expanded to 32 heads with repeat_interleave before each call (communication stays at
 Hkv heads). The report says which. Every variant is checked against an fp32 single-GPU reference of the
@@ -310,11 +310,21 @@ def baseline(algo, backend):
 def mk_variants(args):
     """The mkernel columns: name -> build(shape, ctx) -> fn((q, k, v)) -> out (B, S_local, 32, 128) bf16,
     checked and timed like the baselines (ctx.comm is the mkernel communicator; causal inputs are zigzag
-    shards, mkernel.zigzag_shard).
-    TODO: add mkernel.ring_attention here when it lands, e.g. (its signature is not settled yet)
-        {"mkernel": lambda shape, ctx: lambda qkv: mkernel.ring_attention(*qkv, ctx.comm, causal=shape.causal)}
-    """
-    return {}
+    shards, mkernel.zigzag_shard). The plan and out/lse are made in build (setup), not per call."""
+    import mkernel
+
+    def build(shape, ctx):
+        state = {}
+
+        def fn(qkv):
+            q, k, v = qkv
+            if "out" not in state:
+                state["out"] = torch.empty_like(q)
+                state["lse"] = torch.empty(q.shape[0], q.shape[2], q.shape[1], device=q.device)
+            return mkernel.ring_attention(q, k, v, ctx.comm, causal=shape.causal, out=state["out"],
+                                          lse=state["lse"])[0]
+        return fn
+    return {"mkernel": build}
 
 
 def why_not(name, shape, ctx):

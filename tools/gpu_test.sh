@@ -33,10 +33,13 @@ fi
 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" python3 -m pytest -q -rs -p no:cacheprovider tests/python/gpu
 # The tensor-parallel ops from Python and the TP MLP example, under torchrun.
 if command -v torchrun >/dev/null 2>&1 && [ "${ngpu:-0}" -ge 2 ]; then
-  for script in tests/python/gpu/dist_tp_check.py examples/tp_mlp.py; do
+  for script in tests/python/gpu/dist_tp_check.py tests/python/gpu/dist_ring_attn_check.py examples/tp_mlp.py; do
     run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" \
         torchrun --standalone --nproc_per_node=2 "$script"
   done
+  # Ring attention across 2 emulated nodes (the emu transport between them).
+  run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_RANKS_PER_NODE=1 \
+      torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_ring_attn_check.py
 else
   echo "=== SKIPPED: tensor-parallel ops from Python (need torchrun and 2 GPUs; have ${ngpu:-0})"
 fi

@@ -48,6 +48,7 @@ struct Smem {
   uint64_t* k_full;   // kStages
   uint64_t* v_full;   // kStages
   uint64_t* empty;    // kStages: both warpgroups are done with the stage (2 arrivals)
+  int32_t* ring;      // [2]: the unit of Q tile i at [i % 2] (-1: no more), written before q_full's arrive
 };
 
 template <int D>
@@ -64,9 +65,10 @@ __device__ __forceinline__ Smem<D> carve(uint8_t* raw) {
   s.k_full = s.q_empty + 1;
   s.v_full = s.k_full + G::kStages;
   s.empty = s.v_full + G::kStages;
+  s.ring = reinterpret_cast<int32_t*>(s.empty + G::kStages);
   return s;
 }
-static_assert(8 * (2 + 3 * 4) <= 256, "barrier area");
+static_assert(8 * (2 + 3 * 4) + 8 <= 256, "barrier area");
 
 // ---- bounded waits (device/bounded_wait.cuh) ----------------------------------
 
@@ -141,7 +143,8 @@ struct PipeState {
 };
 
 __device__ __forceinline__ uint64_t expected_signal(const AttnParams& p) {
-  return p.epoch_counter ? *reinterpret_cast<volatile const uint64_t*>(p.epoch_counter) + 1 : p.expected;
+  return p.epoch_counter ? (*reinterpret_cast<volatile const uint64_t*>(p.epoch_counter) + 1) * p.sig_mult
+                         : p.expected;
 }
 
 // ---- producer ------------------------------------------------------------------
@@ -153,9 +156,21 @@ __device__ __forceinline__ void producer(const AttnParams& p, const Smem<D>& s, 
   PipeState st;
   uint32_t q_phase = 0;
   const uint64_t expected = p.signals ? expected_signal(p) : 0;
-  for (int32_t w = cta; w < total; w += ncta) {
-    const Unit u = unit_of(p, w);
+  int32_t w = cta - ncta;
+  for (uint32_t seq = 0;; ++seq) {
+    if (p.unit_counter) {
+      const unsigned long long c = atomicAdd(reinterpret_cast<unsigned long long*>(p.unit_counter), 1ull);
+      w = c < static_cast<unsigned long long>(total) ? static_cast<int32_t>(c) : -1;
+    } else {
+      w = w + ncta < total ? w + ncta : -1;
+    }
     mbar_wait(p, s.q_empty, q_phase ^ 1u, -4);
+    s.ring[seq & 1u] = w;  // released to the consumers by the arrive below
+    if (w < 0) {
+      sm90::mbar_arrive(s.q_full);
+      break;
+    }
+    const Unit u = unit_of(p, w);
     sm90::mbar_arrive_expect_tx(s.q_full, G::kQBytes);
 #pragma unroll
     for (int c = 0; c < G::kBoxes; ++c)
@@ -201,9 +216,10 @@ __device__ __forceinline__ void producer(const AttnParams& p, const Smem<D>& s, 
 template <int D>
 __device__ __forceinline__ void pv_gemm(float (&o)[D / 2], const uint32_t (&pa)[kBlockN / 16][4], const uint8_t* v) {
   using G = Geom<D>;
+  const uint64_t dv0 = sm90::wgmma_desc_sw128_mn(v, G::kBoxBytes);
 #pragma unroll
   for (int c = 0; c < kBlockN / 16; ++c) {
-    const uint64_t dv = sm90::wgmma_desc_sw128_mn(v + c * 16 * 128, G::kBoxBytes);
+    const uint64_t dv = dv0 + c * (16 * 128 >> 4);  // 16 keys further
     if constexpr (D == 128)
       sm90::wgmma_m64n128k16_rs_mn(o, pa[c], dv);
     else
@@ -212,20 +228,21 @@ __device__ __forceinline__ void pv_gemm(float (&o)[D / 2], const uint32_t (&pa)[
 }
 
 template <int D>
-__device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D>& s, int cta, int ncta, int wg) {
+__device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D>& s, int wg) {
   using G = Geom<D>;
-  const int32_t total = p.batch * p.heads * p.q_tiles;  // < 2^31 (make_params)
   const int tid = threadIdx.x % 128, lane = tid % 32, quad = lane & 3;
   const bool leader = tid == 0;
   const int row_in_tile = wg * 64 + (tid / 32) * 16 + lane / 4;  // + 8 h
   const float sl2 = p.scale_log2;
   PipeState st;
   uint32_t q_phase = 0;
-  for (int32_t w = cta; w < total; w += ncta) {
-    const Unit u = unit_of(p, w);
-    const int nblocks = unit_blocks(p, u);
+  for (uint32_t seq = 0;; ++seq) {
     mbar_wait(p, s.q_full, q_phase, -5);
     q_phase ^= 1u;
+    const int32_t w = *reinterpret_cast<volatile const int32_t*>(s.ring + (seq & 1u));
+    if (w < 0) break;
+    const Unit u = unit_of(p, w);
+    const int nblocks = unit_blocks(p, u);
     if (nblocks == 0 && leader) sm90::mbar_arrive(s.q_empty);
     float o[D / 2];
 #pragma unroll
@@ -240,12 +257,15 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D>& s, 
         sm90::fence_operand(sc[0]);
         mbar_wait(p, &s.k_full[st.stage], st.phase, st.stage);
         sm90::wgmma_fence();
+        // Descriptors as one base each plus constants (the start address is
+        // the low field, in 16-byte units): ptxas kept 8 precomputed ones live
+        // across the loop and spilled.
+        const uint64_t dq0 = sm90::wgmma_desc_sw128(s.q + wg * 64 * 128);
+        const uint64_t dk0 = sm90::wgmma_desc_sw128(s.k + st.stage * G::kKvBytes);
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
-          const uint64_t dq = sm90::wgmma_desc_sw128(s.q + (kk / 4) * G::kBoxBytes + wg * 64 * 128) + 2 * (kk % 4);
-          const uint64_t dk =
-              sm90::wgmma_desc_sw128(s.k + st.stage * G::kKvBytes + (kk / 4) * G::kBoxBytes) + 2 * (kk % 4);
-          sm90::wgmma_m64n128k16_ss(sc, dq, dk, kk != 0);
+          const uint64_t off = (kk / 4) * (G::kBoxBytes >> 4) + 2 * (kk % 4);
+          sm90::wgmma_m64n128k16_ss(sc, dq0 + off, dk0 + off, kk != 0);
         }
         sm90::wgmma_commit();
         sm90::wgmma_wait<0>();
@@ -356,10 +376,25 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D>& s, 
 
 }  // namespace detail
 
-// Compute role body: CTA `cta` of `ncta` walking units cta, cta + ncta, ...;
-// kThreads threads and Geom<D>::kSmemBytes of dynamic shared memory at smem.
-template <int D>
-__device__ __forceinline__ void run_compute(const AttnParams& p, uint8_t* smem, int cta, int ncta) {
+// Compute role body: CTA `cta` of `ncta` walking units cta, cta + ncta, ...
+// (or claiming them, p.unit_counter); kThreads threads and
+// Geom<D>::kSmemBytes of dynamic shared memory at smem. `side(t)` runs on
+// warps 1..3 of the producer warpgroup (t = threadIdx.x - 32, 96 threads,
+// within the producer's register budget), which the engine leaves idle:
+// a communication role that takes no SM from the compute.
+struct NoSide {
+  __device__ __forceinline__ void operator()(int) const {}
+};
+
+// Register budgets after setmaxnreg: the launch gives every thread 168
+// (65536 / 384, rounded down to 8); the consumers' increase must come out of
+// what the producer warpgroup released, or setmaxnreg.inc waits forever.
+constexpr int kProducerRegs = 88, kConsumerRegs = 208;
+static_assert((168 - kProducerRegs) * 128 >= (kConsumerRegs - 168) * 256, "register budgets exceed the launch's");
+
+template <int D, class Side = NoSide>
+__device__ __forceinline__ void run_compute(const AttnParams& p, uint8_t* smem, int cta, int ncta,
+                                            const Side& side = Side{}) {
   static_assert(D == 64 || D == 128, "head dimension 64 or 128");
   using G = Geom<D>;
   const detail::Smem<D> s = detail::carve<D>(smem);
@@ -382,11 +417,12 @@ __device__ __forceinline__ void run_compute(const AttnParams& p, uint8_t* smem, 
   }
   __syncthreads();
   if (wg == 0) {
-    dev::sm90::regs_dealloc<56>();
+    dev::sm90::regs_dealloc<kProducerRegs>();
     if (threadIdx.x == 0) detail::producer<D>(p, s, cta, ncta);
+    else if (threadIdx.x >= 32) side(static_cast<int>(threadIdx.x) - 32);
   } else {
-    dev::sm90::regs_alloc<224>();
-    detail::consumer<D>(p, s, cta, ncta, wg - 1);
+    dev::sm90::regs_alloc<kConsumerRegs>();
+    detail::consumer<D>(p, s, wg - 1);
   }
 }
 

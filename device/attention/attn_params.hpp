@@ -90,18 +90,22 @@ struct AttnParams {
   QSeg qseg[kMaxQSegs];
   KvSeg kvseg[kMaxKvSegs];
 
-  // Work units (batch, head, query tile), walked by CTA c as c, c + n, ...
-  // head_major: unit u = (b * heads + h) * q_tiles + tile, tiles of a head
-  // latest positions first (K/V pushed head by head arrive in this order);
-  // else tile-major, latest (heaviest under a causal mask) tiles first.
+  // Work units (batch, head, query tile): claimed from *unit_counter (an
+  // atomic counter, 0 at launch: late CTAs, e.g. communication CTAs that
+  // finished, take what is left) or, without it, walked by CTA c as c,
+  // c + n, ... head_major: unit u = (b * heads + h) * q_tiles + tile, tiles
+  // of a head latest positions first (K/V pushed head by head arrive in this
+  // order); else tile-major, latest (heaviest under a causal mask) first.
   int32_t num_compute;
   int32_t head_major;
+  uint64_t* unit_counter;
 
   // Signals of segments with sig >= 0, and the value they wait for:
-  // *epoch_counter + 1 if epoch_counter, else expected.
+  // (*epoch_counter + 1) * sig_mult if epoch_counter, else expected.
   const uint64_t* signals;
   const uint64_t* epoch_counter;
   uint64_t expected;
+  uint64_t sig_mult;
 
   uint64_t timeout_ns;
   int32_t has_ctx;  // ctx valid: failures are recorded for the host

@@ -70,6 +70,18 @@ int mk_attention_fwd(const void* q, const void* k, const void* v, void* out, flo
                      int64_t seq_q, int64_t seq_kv, int64_t heads, int64_t kv_heads, int64_t head_dim, int causal,
                      float scale, int num_ctas, void* stream);
 
+/* Ring attention (include/mkernel/ring_attention.hpp): create and destroy
+ * are collective; q, out [batch, s_local, heads, head_dim], k, v [batch,
+ * s_local, kv_heads, head_dim] bf16, lse [batch, heads, s_local] fp32; causal
+ * plans take zigzag shards. 0 for scale / CTA counts picks the default. */
+typedef struct mk_ring_attn_s* mk_ring_attn_t;
+int mk_ring_attn_create(mk_comm_t comm, int64_t batch, int64_t s_local, int64_t heads, int64_t kv_heads,
+                        int64_t head_dim, int causal, float scale, int num_comm_ctas, int num_ctas,
+                        mk_ring_attn_t* out);
+int mk_ring_attn_run(mk_ring_attn_t plan, const void* q, const void* k, const void* v, void* out, float* lse,
+                     void* stream);
+int mk_ring_attn_destroy(mk_ring_attn_t plan);
+
 /* Tensor-parallel plans (include/mkernel/tp.hpp). create and destroy are
  * collective over the communicator; 0 for a CTA count picks the default. */
 typedef struct mk_ag_gemm_s* mk_ag_gemm_t;

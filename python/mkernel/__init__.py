@@ -24,7 +24,7 @@ from . import _tp_meta
 __all__ = ["MkernelError", "Communicator", "SymmetricBuffer", "get_unique_id", "init", "print_config",
            "library_path", "gemm", "gemm_ptr", "ag_gemm", "gemm_rs", "all_gather", "reduce_scatter", "gemm_ar",
            "all_reduce", "AgGemm", "GemmRs", "GemmAr", "close_plans", "zigzag_shard", "zigzag_unshard",
-           "zigzag_positions", "attention"]
+           "zigzag_positions", "attention", "ring_attention", "RingAttention"]
 
 from ._ops_c import gemm_ptr  # noqa: E402  (pointer-level ops: no torch needed)
 
@@ -33,7 +33,7 @@ _TORCH_OPS = {"gemm": "ops", "ag_gemm": "tp", "gemm_rs": "tp", "all_gather": "tp
               "AgGemm": "tp", "GemmRs": "tp", "close_plans": "tp",
               "gemm_ar": "tp_ar", "all_reduce": "tp_ar", "GemmAr": "tp_ar",
               "zigzag_shard": "zigzag", "zigzag_unshard": "zigzag", "zigzag_positions": "zigzag",
-              "attention": "attention"}
+              "attention": "attention", "ring_attention": "ring_attention", "RingAttention": "ring_attention"}
 
 
 def __getattr__(name):

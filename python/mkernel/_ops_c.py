@@ -21,6 +21,9 @@ _OPS = {  # C symbol -> (argtypes); absent when the library was built without th
     "mk_gemm_ar_run": [_c, _c, _c, _c, _c],
     "mk_gemm_ar_all_reduce": [_c, _c, _c, _c],
     "mk_gemm_ar_destroy": [_c],
+    "mk_ring_attn_create": [_c, _i64, _i64, _i64, _i64, _i64, _int, ctypes.c_float, _int, _int, ctypes.POINTER(_c)],
+    "mk_ring_attn_run": [_c, _c, _c, _c, _c, _c, _c],
+    "mk_ring_attn_destroy": [_c],
     "mk_attention_fwd": [_c, _c, _c, _c, _c, _i64, _i64, _i64, _i64, _i64, _i64, _int, ctypes.c_float, _int, _c],
 }
 for _name, _args in _OPS.items():

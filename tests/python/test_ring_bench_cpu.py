@@ -220,5 +220,7 @@ def test_baseline_algorithms_match_full_attention(algo, world, causal, hkv, monk
                                    atol=1e-4, rtol=1e-4)
 
 
-def test_no_mkernel_variants_yet():
-    assert bench.mk_variants(bench.parse_args([])) == {}
+def test_mkernel_variant_is_ring_attention():
+    pytest.importorskip("mkernel._lib", reason="libmkernel.so not found (mk_variants imports mkernel)")
+    v = bench.mk_variants(bench.parse_args([]))
+    assert list(v) == ["mkernel"] and callable(v["mkernel"])

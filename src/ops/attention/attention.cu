@@ -4,11 +4,11 @@
 // same engine beside its communication roles.
 #include <cuda_runtime_api.h>
 
-#include <mutex>
 
 #include "device/attention/attn_engine.cuh"
 #include "mkernel/error.hpp"
 #include "src/ops/attention/attn_host.hpp"
+#include "src/ops/gemm/gemm_host.hpp"
 
 namespace mk::attn {
 
@@ -20,20 +20,6 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const __grid_con
   run_compute<D>(p, smem, blockIdx.x, gridDim.x);
 }
 
-template <int D>
-void allow_smem() {
-  // Per device: the attribute belongs to the current context.
-  static std::mutex mu;
-  static bool done[64] = {};
-  int dev = 0;
-  MK_CUDA_CHECK(cudaGetDevice(&dev));
-  std::lock_guard<std::mutex> lock(mu);
-  if (dev >= 0 && dev < 64 && done[dev]) return;
-  MK_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     Geom<D>::kSmemBytes));
-  if (dev >= 0 && dev < 64) done[dev] = true;
-}
-
 }  // namespace
 
 int smem_bytes(int head_dim) { return head_dim == 64 ? Geom<64>::kSmemBytes : Geom<128>::kSmemBytes; }
@@ -42,10 +28,10 @@ void launch(const AttnParams& p, int grid, cudaStream_t stream) {
   const int64_t units = int64_t(p.batch) * p.heads * p.q_tiles;
   if (units < grid) grid = static_cast<int>(units);
   if (p.head_dim == 64) {
-    allow_smem<64>();
+    gemm::allow_engine_smem(reinterpret_cast<const void*>(attention_kernel<64>), Geom<64>::kSmemBytes);
     attention_kernel<64><<<grid, kThreads, Geom<64>::kSmemBytes, stream>>>(p);
   } else {
-    allow_smem<128>();
+    gemm::allow_engine_smem(reinterpret_cast<const void*>(attention_kernel<128>), Geom<128>::kSmemBytes);
     attention_kernel<128><<<grid, kThreads, Geom<128>::kSmemBytes, stream>>>(p);
   }
   MK_CUDA_CHECK(cudaGetLastError());

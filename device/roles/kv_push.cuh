@@ -1,0 +1,209 @@
+// mkernel: the communication roles of ring attention: every rank's K and V
+// reach every rank, head by head, while the attention engine computes.
+//
+// Gathered buffer (symmetric) of every rank: slot s (global rank s) holds
+// rank s's K and V head-major, [batch][kv_heads][2 (K, V)][s_local][D], so
+// that one chunk (b, hkv) = K and V of one KV head is contiguous. The
+// engine walks query heads in order and waits on a chunk's arrival signal
+// only when it reaches that head: the first heads arrive first.
+//
+// Who runs it: warps 1..3 of the attention engine's producer warpgroup
+// (kPushThreads threads, idle otherwise: only one producer thread issues
+// TMA) in CTAs [0, ncta), beside the engine, so no SM leaves the compute.
+// They sync among themselves on named barrier kPushBarrier only.
+//
+// IntraComm (CTAs [0, ncta)): items are (chunk, destination).
+// Own chunks are read from the caller's K and V ([batch, s_local, kv_heads,
+// D]: 2 D bytes per token, strided) and written contiguously into the
+// destination's slot over NVLink (16-byte stores, several in flight per
+// thread); destinations are the node's other ranks, and this rank's own
+// slot when the network sends from it (several nodes). Then, on several
+// nodes, the chunks that rail peers sent over the network into this rank's
+// slots are forwarded to the node's other ranks once their signal is seen
+// (the same copy loop, contiguous source). Each chunk's arrival signal in the
+// destination's pool is set to the call's epoch after its bytes.
+//
+// InterSend (the first push thread of the last CTA, several nodes; that
+// CTA's push threads do nothing else, since items synchronise them all): entry
+// signals to the rail peers, then each own chunk, once it is in this rank's
+// slot, to every rail peer, with its arrival signal; the queue is flushed
+// before the kernel ends.
+//
+// NOTES: buffer reuse without host synchronisation works as in the
+// tensor-parallel all-gather (device/roles/allgather_push.cuh): a writer
+// writes into rank d only after seeing d's entry signal for this epoch,
+// which d sets when its kernel starts (its previous call has finished
+// reading). Failed waits report without a function call (this role shares
+// its kernel with the attention engine).
+#pragma once
+
+#include "device/gemm/sm90.cuh"
+#include "device/net/net.cuh"
+#include "device/signals.cuh"
+
+namespace mk::roles {
+
+constexpr int kKvMaxNodes = 16;
+constexpr int kPushThreads = 96;  // warps 1..3 of the producer warpgroup
+constexpr int kPushThread0 = 32;  // threadIdx.x of the first
+constexpr uint32_t kPushBarrier = 8;
+
+struct KvPush {
+  const void* k;  // this rank's K, V: [batch, s_local, kv_heads, head_dim] bf16
+  const void* v;
+  void* gathered[kMaxLocalRanks];  // every node rank's gathered buffer (peer mappings), by local rank
+  int32_t batch, s_local, kv_heads, head_dim;
+  int32_t rank, local_rank, local_size, node, num_nodes;
+  int32_t local_ranks[kMaxLocalRanks];  // global rank of each local rank of this node
+  int32_t rail[kKvMaxNodes];            // global rank of this local rank on each node
+  int32_t sig_entry;    // pool index: + global rank that entered
+  int32_t sig_arrival;  // pool index: + source global rank * chunks + chunk (chunk = b * kv_heads + hkv)
+  int32_t own_to_self;  // 1: own chunks also into this rank's slot (the network's source)
+  int32_t pieces;       // a chunk moves as this many pieces (kv_pieces), one item each; its arrival
+                        // signal counts them: call e's chunk is complete at e * pieces
+  const net::NetCtx* netctx;
+  int32_t net_region;  // the gathered buffer's region id
+  int32_t net_queue;
+};
+
+__device__ __forceinline__ int64_t kv_chunk_bytes(const KvPush& g) {
+  return int64_t(2) * g.s_local * g.head_dim * 2;
+}
+// Pieces of a chunk: ~64 KB each, so that every push CTA takes part in the
+// first heads' chunks (one CTA per chunk moved ~3 GB/s: the compute waited).
+MK_HD int32_t kv_pieces(int64_t chunk_bytes) { return static_cast<int32_t>((chunk_bytes + 65535) / 65536); }
+__device__ __forceinline__ int64_t kv_slot_bytes(const KvPush& g) {
+  return int64_t(g.batch) * g.kv_heads * kv_chunk_bytes(g);
+}
+
+// 16-byte units [lo, hi) of chunk c = (b, hkv) (K's s_local x D, then V's)
+// into `to` (the chunk's slot position), by the push threads (t = 0 ..
+// kPushThreads - 1): from the caller's K and V (own: token rows src_row
+// bytes apart) or from a slot of this rank's gathered buffer (forwarded:
+// contiguous, `slot` non-null). Each thread fences its stores, then the
+// push threads sync.
+__device__ __forceinline__ void kv_copy_piece(const KvPush& g, int64_t c, const char* slot, char* to, int64_t lo,
+                                              int64_t hi, int t) {
+  const int b = static_cast<int>(c / g.kv_heads), hkv = static_cast<int>(c % g.kv_heads);
+  const int per_row = g.head_dim / 8;  // 16-byte pieces per token
+  const int64_t n = int64_t(g.s_local) * per_row;  // units of K (and of V)
+  const int64_t row = g.head_dim * 2;
+  const int64_t src_row = int64_t(g.kv_heads) * row;  // bytes between tokens of the caller's K, V
+  const int64_t src0 = (int64_t(b) * g.s_local * g.kv_heads + hkv) * row;
+  constexpr int kBatch = 4;  // loads in flight per thread
+  uint4* dst = reinterpret_cast<uint4*>(to);
+#pragma unroll 1
+  for (int64_t i0 = lo + t; i0 < hi; i0 += int64_t(kPushThreads) * kBatch) {
+    uint4 x[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int64_t i = i0 + int64_t(j) * kPushThreads;
+      if (i < hi) {
+        const bool is_v = i >= n;
+        const int64_t u = is_v ? i - n : i;
+        const uint4* src = slot ? reinterpret_cast<const uint4*>(slot) + i
+                                : reinterpret_cast<const uint4*>(static_cast<const char*>(is_v ? g.v : g.k) + src0 +
+                                                                 (u / per_row) * src_row) + u % per_row;
+        x[j] = __ldcg(src);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int64_t i = i0 + int64_t(j) * kPushThreads;
+      if (i < hi) dst[i] = x[j];
+    }
+  }
+  __threadfence_system();
+  dev::sm90::named_sync(kPushBarrier, kPushThreads);
+}
+
+// The network part (one thread): entry to the rail peers, then every own
+// chunk to every rail peer as soon as it is in this rank's slot.
+__device__ __forceinline__ void kv_inter_send(const DeviceCtx& ctx, const KvPush& g, uint64_t epoch) {
+  constexpr dev::Report R = dev::Report::Quiet;
+  const int32_t role = static_cast<int32_t>(Role::InterSend);
+  const net::NetCtx& nc = *g.netctx;
+  const int nn = g.num_nodes;
+  for (int j = 1; j < nn; ++j)
+    net::signal<R>(nc, ctx, g.net_queue, g.rail[(g.node + j) % nn], net::SigOp::Set, g.sig_entry + g.rank, epoch);
+  for (int j = 1; j < nn; ++j) {
+    const int p = g.rail[(g.node + j) % nn];
+    dev::wait_ge<dev::Scope::Sys, R>(ctx, ctx.signals + g.sig_entry + p, epoch, dev::WaitSite{role, p, g.sig_entry + p});
+  }
+  const int64_t chunks = int64_t(g.batch) * g.kv_heads;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int32_t sig = g.sig_arrival + static_cast<int32_t>(int64_t(g.rank) * chunks + c);
+    dev::wait_ge<dev::Scope::Sys, R>(ctx, ctx.signals + sig, epoch * g.pieces, dev::WaitSite{role, g.rank, sig});
+    const uint64_t off = static_cast<uint64_t>(int64_t(g.rank) * kv_slot_bytes(g) + c * kv_chunk_bytes(g));
+    for (int j = 1; j < nn; ++j)
+      net::put<R>(nc, ctx, g.net_queue, g.rail[(g.node + j) % nn], g.net_region, off, off,
+                  static_cast<uint64_t>(kv_chunk_bytes(g)), net::SigOp::Set, sig, epoch * g.pieces);
+  }
+  net::quiet<R>(nc, ctx, g.net_queue);
+}
+
+// Push thread t of CTA `cta` of `ncta` (ncta >= 2 on several nodes: the
+// last one is InterSend).
+__device__ __forceinline__ void kv_push(const DeviceCtx& ctx, const KvPush& g, uint64_t epoch, int cta, int ncta,
+                                        int t) {
+  constexpr dev::Report R = dev::Report::Quiet;
+  const int32_t role = static_cast<int32_t>(Role::IntraComm);
+  const int w = g.local_size, r = g.local_rank;
+  if (cta == 0 && t == 0)
+    for (int d = 0; d < w; ++d)
+      if (d != r) dev::signal_set(dev::peer_signal(ctx, d, g.sig_entry + g.rank), epoch);
+  if (g.num_nodes > 1) {
+    if (cta == ncta - 1) {
+      if (t == 0) kv_inter_send(ctx, g, epoch);
+      return;
+    }
+    --ncta;
+  }
+  const int64_t chunks = int64_t(g.batch) * g.kv_heads;
+  const int64_t chunk_bytes = kv_chunk_bytes(g), slot_bytes = kv_slot_bytes(g);
+  // Own chunks: chunk-major (head 0 to every destination first, every CTA
+  // on a piece of it), then the chunks of the rail peers, node by node.
+  const int64_t P = g.pieces;
+  const int64_t units = chunk_bytes / 16, per_piece = (units + P - 1) / P;
+  const int own_dests = (w - 1) + (g.own_to_self ? 1 : 0);
+  const int64_t own_items = int64_t(own_dests) * chunks * P;
+  const int64_t items = own_items + int64_t(g.num_nodes - 1) * (w - 1) * chunks * P;
+  uint32_t entered = 0;  // destinations whose entry signal this thread (t == 0) saw
+  for (int64_t item = cta; item < items; item += ncta) {
+    int d, j = 0;
+    int64_t c, q;
+    if (item < own_items) {
+      c = item / (own_dests * P);
+      q = item % (own_dests * P);
+      const int k = static_cast<int>(q / P);  // k-th destination: r + 1, r + 2, ..., then r itself
+      d = k == w - 1 ? r : (r + 1 + k) % w;
+    } else {
+      const int64_t x = item - own_items;
+      j = 1 + static_cast<int>(x / ((w - 1) * chunks * P));
+      c = (x / ((w - 1) * P)) % chunks;
+      q = x % ((w - 1) * P);
+      d = (r + 1 + static_cast<int>(q / P)) % w;
+    }
+    const int64_t piece = q % P;
+    const int src = j == 0 ? g.rank : g.rail[(g.node + j) % g.num_nodes];
+    const int32_t sig = g.sig_arrival + static_cast<int32_t>(int64_t(src) * chunks + c);
+    if (t == 0) {
+      if (j != 0)  // forwarded: wait until the network delivered the chunk here
+        dev::wait_ge<dev::Scope::Sys, R>(ctx, ctx.signals + sig, epoch * g.pieces, dev::WaitSite{role, src, sig});
+      if (d != r && !((entered >> d) & 1u)) {
+        const int dr = g.local_ranks[d];
+        dev::wait_ge<dev::Scope::Sys, R>(ctx, ctx.signals + g.sig_entry + dr, epoch,
+                                         dev::WaitSite{role, dr, g.sig_entry + dr});
+        entered |= 1u << d;
+      }
+    }
+    dev::sm90::named_sync(kPushBarrier, kPushThreads);  // t == 0's acquires before every thread's copy
+    const int64_t off = int64_t(src) * slot_bytes + c * chunk_bytes;
+    const int64_t lo = piece * per_piece, hi = lo + per_piece < units ? lo + per_piece : units;
+    kv_copy_piece(g, c, j == 0 ? nullptr : static_cast<const char*>(g.gathered[r]) + off,
+                  static_cast<char*>(g.gathered[d]) + off, lo, hi, t);
+    if (t == 0) dev::signal_add(dev::peer_signal(ctx, d, sig), 1);  // one piece more
+  }
+}
+
+}  // namespace mk::roles

@@ -1,0 +1,68 @@
+// mkernel: ring attention (sequence parallel), forward, one persistent kernel
+// per call: the attention engine (device/attention/) computes over this
+// rank's own K/V at once and over every other rank's as it arrives, while
+// the idle warps of the engine's producer warpgroups move K and V head by
+// head over NVLink inside a node and rail-aligned over the network between
+// nodes (each shard crosses the network once per node, then fans out over
+// NVLink): no SM is taken from the compute. The softmax runs online in fp32 over the whole sequence: there
+// are no per-step partial outputs to merge in bf16.
+//
+// Per rank: q, out [batch, s_local, heads, head_dim], k, v [batch, s_local,
+// kv_heads, head_dim] (bf16, contiguous), lse [batch, heads, s_local] fp32
+// (natural log). Sharding: causal plans use the zigzag layout (rank r holds
+// chunks r and 2W - 1 - r of 2W equal chunks of the sequence; see
+// mkernel.zigzag_shard), non-causal plans any layout (rank r's tokens are
+// taken as [r s_local, (r + 1) s_local) but no result depends on it).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "mkernel/communicator.hpp"
+
+namespace mk {
+
+namespace net {
+struct NetCtx;
+}
+
+struct RingAttentionOptions {
+  int num_comm_ctas = 0;  // CTAs whose spare producer warps move K/V (clamped to the grid); 0: every CTA
+  int num_ctas = 0;       // 0: every SM (less one next to a transport that runs on this GPU)
+  float scale = 0.f;      // 0: 1 / sqrt(head_dim)
+};
+
+class RingAttention {
+ public:
+  // Collective: every rank makes the same plan (checked once, here).
+  RingAttention(Communicator& comm, int64_t batch, int64_t s_local, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                bool causal, const RingAttentionOptions& opt = {});
+  ~RingAttention();
+  RingAttention(const RingAttention&) = delete;
+  RingAttention& operator=(const RingAttention&) = delete;
+
+  // out, lse for this rank's queries over the whole sequence. No host
+  // synchronisation; CUDA-graph capturable; stream-ordered with other calls.
+  void run(const void* q, const void* k, const void* v, void* out, float* lse, cudaStream_t stream);
+
+  int num_comm_ctas() const { return num_comm_; }
+  int num_ctas() const { return num_ctas_; }
+  // Bytes this GPU sends per call: over NVLink, and over the network.
+  int64_t nvlink_bytes_sent() const;
+  int64_t network_bytes_sent() const;
+
+ private:
+  Communicator& comm_;
+  int64_t batch_, s_local_, heads_, kv_heads_, head_dim_;
+  bool causal_;
+  float scale_;
+  int num_ctas_ = 0, num_comm_ = 0;
+  int sig_entry_ = 0, sig_arrival_ = 0;
+  SymmetricBuffer* gathered_ = nullptr;
+  const net::NetCtx* netctx_ = nullptr;
+  int net_region_ = -1;
+  uint64_t* epoch_counter_ = nullptr;  // device: calls completed, finished CTAs, unit counter (device/epoch.cuh)
+};
+
+}  // namespace mk

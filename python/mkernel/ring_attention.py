@@ -1,0 +1,61 @@
+"""Ring attention (sequence parallel) on torch tensors (include/mkernel/ring_attention.hpp):
+
+    out, lse = mkernel.ring_attention(q, k, v, comm, causal=True)
+
+Per rank: q [batch, s_local, heads, head_dim], k and v [batch, s_local, kv_heads, head_dim] (bf16,
+contiguous); returns out (bf16, q's shape) and lse [batch, heads, s_local] (fp32) for this rank's
+queries over the whole sequence. Causal calls take zigzag shards (mkernel.zigzag_shard). One
+persistent kernel per call; plans are cached per (communicator, shape, causal, scale) and made
+collectively on first use (every rank calls with the same shapes). Forward only (no autograd).
+"""
+import ctypes
+
+import torch
+
+from ._lib import MkernelError, check, lib
+from ._ops_c import _need
+from .attention import _validate
+from .ops import _stream
+from .tp import _Plan, _key, _plan
+
+__all__ = ["ring_attention", "RingAttention"]
+
+
+class RingAttention(_Plan):
+    """out, lse = attention of this rank's queries over every rank's keys; one persistent kernel."""
+    _destroy = "mk_ring_attn_destroy"
+
+    def __init__(self, comm, batch, s_local, heads, kv_heads, head_dim, causal, scale=0.0, num_comm_ctas=0,
+                 num_ctas=0):
+        h = ctypes.c_void_p()
+        check(_need("mk_ring_attn_create", "ring_attention")(
+            comm._h, int(batch), int(s_local), int(heads), int(kv_heads), int(head_dim), int(bool(causal)),
+            float(scale), int(num_comm_ctas), int(num_ctas), ctypes.byref(h)))
+        self._h, self.world = h, comm.world
+        self.shape = (int(batch), int(s_local), int(heads), int(kv_heads), int(head_dim))
+
+    def run(self, q, k, v, out=None, lse=None):
+        b, s, h, hkv, d = self.shape
+        if tuple(q.shape) != (b, s, h, d) or tuple(k.shape) != (b, s, hkv, d):
+            raise MkernelError(f"mkernel.ring_attention: the plan is for q {(b, s, h, d)}, k/v {(b, s, hkv, d)}; "
+                               f"got q {tuple(q.shape)}, k {tuple(k.shape)}")
+        _validate(q, k, v)
+        if out is None:
+            out = torch.empty_like(q)
+        if lse is None:
+            lse = torch.empty((b, h, s), dtype=torch.float32, device=q.device)
+        if out.shape != q.shape or out.dtype != torch.bfloat16 or not out.is_contiguous():
+            raise MkernelError("mkernel.ring_attention: out must be a contiguous bf16 tensor shaped like q")
+        if tuple(lse.shape) != (b, h, s) or lse.dtype != torch.float32 or not lse.is_contiguous():
+            raise MkernelError(f"mkernel.ring_attention: lse must be a contiguous float32 tensor of shape {(b, h, s)}")
+        check(lib.mk_ring_attn_run(self._h, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+                                   lse.data_ptr(), _stream(q.get_device())))
+        return out, lse
+
+
+def ring_attention(q, k, v, comm, causal=False, scale=None, out=None, lse=None):
+    """See the module docstring. Errors raise MkernelError."""
+    _validate(q, k, v)
+    b, s, h, d = q.shape
+    plan = _plan(RingAttention, _key(comm), b, s, h, k.shape[2], d, bool(causal), float(scale or 0.0))
+    return plan.run(q, k, v, out, lse)

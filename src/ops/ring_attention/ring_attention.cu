@@ -1,0 +1,220 @@
+// mkernel: ring attention (include/mkernel/ring_attention.hpp), one
+// persistent kernel per call: CTAs [0, num_comm) run the K/V push roles
+// (device/roles/kv_push.cuh) and then join the compute; the others run the
+// attention engine from the start, over this rank's own K/V (the caller's
+// tensors) and then every other rank's slot of the gathered buffer, each
+// chunk (batch, KV head) after its arrival signal. Units come from a
+// dynamic counter, so joiners take what is left.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "device/attention/attn_engine.cuh"
+#include "device/epoch.cuh"
+#include "device/roles/kv_push.cuh"
+#include "mkernel/error.hpp"
+#include "mkernel/network.hpp"
+#include "mkernel/ring_attention.hpp"
+#include "src/ops/ag_gemm/tp_plan.hpp"
+#include "src/ops/attention/attn_host.hpp"
+#include "src/ops/gemm/gemm_host.hpp"
+
+namespace mk {
+
+namespace {
+
+// The K/V push rides on the idle warps of the engine's producer warpgroup
+// in CTAs [0, num_comm) (device/roles/kv_push.cuh): no SM leaves the
+// compute. (A first version gave the push CTAs of their own that joined
+// the compute afterwards; ptxas then held the push code to the producer's
+// register budget and spilled.)
+template <int D>
+struct PushSide {
+  const roles::KvPush& push;
+  const DeviceCtx& ctx;
+  const dev::DeviceEpoch& ep;
+  int cta, num_comm;
+  __device__ __forceinline__ void operator()(int t) const {
+    if (cta < num_comm) roles::kv_push(ctx, push, dev::epoch_of_launch(ep), cta, num_comm, t);
+  }
+};
+
+template <int D>
+__global__ void __launch_bounds__(attn::kThreads, 1)
+    ring_attn_kernel(const __grid_constant__ attn::AttnParams ap, const __grid_constant__ roles::KvPush push,
+                     const dev::DeviceEpoch ep, const int32_t num_comm) {
+  extern __shared__ uint8_t smem[];
+  const int cta = blockIdx.x;
+  attn::run_compute<D>(ap, smem, cta, gridDim.x, PushSide<D>{push, ap.ctx, ep, cta, num_comm});
+  dev::epoch_finish(ep);  // this launch's epoch (ap.epoch_counter: the same counter) ends
+}
+
+}  // namespace
+
+namespace attn {
+// CTAs whose spare producer warps push K/V: they cost no SM, so all of them
+// (each has 96 threads with 4 16-byte loads in flight, ~6 KB: NVLink needs
+// hundreds of KB in flight); on several nodes the last one sends over the
+// network.
+int ring_comm_ctas(const Topology&) { return 1 << 20; }  // clamped to the grid
+}  // namespace attn
+
+RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local, int64_t heads, int64_t kv_heads,
+                             int64_t head_dim, bool causal, const RingAttentionOptions& opt)
+    : comm_(comm), batch_(batch), s_local_(s_local), heads_(heads), kv_heads_(kv_heads ? kv_heads : heads),
+      head_dim_(head_dim), causal_(causal), scale_(opt.scale) {
+  const Topology& t = comm.topology();
+  const int64_t world = t.world;
+  attn::check_shape("RingAttention", batch, s_local, s_local * world, heads, kv_heads_, head_dim);
+  if (causal && s_local % 2)
+    fail("RingAttention: causal plans use the zigzag layout (two chunks per rank): s_local must be even (got ",
+         s_local, ")");
+  if (2 * world > attn::kMaxKvSegs) fail("RingAttention: at most ", attn::kMaxKvSegs / 2, " ranks (got ", world, ")");
+  if (!(opt.scale >= 0.f) || !std::isfinite(opt.scale)) fail("RingAttention: scale must be finite and >= 0");
+  tp::check_topology(t, "RingAttention", roles::kKvMaxNodes);
+  const int sms = gemm::num_sms();
+  const bool leave_sm = tp::leave_free_sm(comm, "RingAttention", opt.num_ctas, sms);
+  num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - (leave_sm ? 1 : 0);
+  num_comm_ = opt.num_comm_ctas ? opt.num_comm_ctas : attn::ring_comm_ctas(t);
+  const int min_comm = t.num_nodes > 1 ? 2 : 1;
+  if (num_ctas_ < 2 || num_ctas_ > sms) fail("RingAttention: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
+  num_comm_ = std::min(num_comm_, num_ctas_);
+  if (num_comm_ < min_comm)
+    fail("RingAttention: num_comm_ctas must be in [", min_comm, ", ", num_ctas_, "] (got ", num_comm_, ")");
+  const int64_t chunks = batch * kv_heads_;
+  sig_entry_ = comm.reserve_signals(t.world);
+  sig_arrival_ = comm.reserve_signals(static_cast<int>(world * chunks));
+  tp::check_same_plan(comm.bootstrap().allgather(cat(batch, "x", s_local, "x", heads, "x", kv_heads_, "x", head_dim,
+                                                     causal ? " causal" : " full", " scale ", opt.scale, " (signals ",
+                                                     sig_entry_, ", ", sig_arrival_, ")")),
+                      t.rank, "RingAttention", "batch x s_local x heads x kv_heads x head_dim");
+  const size_t slot = size_t(chunks) * 2 * s_local * head_dim * 2;
+  gathered_ = &comm.alloc_symmetric(slot * size_t(world));
+  if (t.num_nodes > 1) {
+    Network& net = comm.network();
+    net_region_ = net.register_buffer(*gathered_);
+    netctx_ = net.device_ctx_ptr();
+  }
+  MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 3 * sizeof(uint64_t)));
+  MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 3 * sizeof(uint64_t)));
+  MK_CUDA_CHECK(cudaDeviceSynchronize());  // the legacy-stream memset before any launch (setup time)
+}
+
+RingAttention::~RingAttention() {
+  if (epoch_counter_) cudaFree(epoch_counter_);
+  if (gathered_) {
+    try {
+      comm_.free_symmetric(*gathered_);
+    } catch (...) {
+    }
+  }
+}
+
+int64_t RingAttention::nvlink_bytes_sent() const {
+  const Topology& t = comm_.topology();
+  const int64_t shard = batch_ * kv_heads_ * 2 * s_local_ * head_dim_ * 2;
+  return shard * (t.local_size - 1) * t.num_nodes;  // own shard + forwarded ones, to each node peer
+}
+int64_t RingAttention::network_bytes_sent() const {
+  const Topology& t = comm_.topology();
+  return batch_ * kv_heads_ * 2 * s_local_ * head_dim_ * 2 * (t.num_nodes - 1);
+}
+
+void RingAttention::run(const void* q, const void* k, const void* v, void* out, float* lse, cudaStream_t stream) {
+  const Topology& t = comm_.topology();
+  const int world = t.world;
+  AttentionArgs a{.q = q, .k = k, .v = v, .out = out, .lse = lse, .batch = batch_, .seq_q = s_local_,
+                  .seq_kv = s_local_, .heads = heads_, .kv_heads = kv_heads_, .head_dim = head_dim_,
+                  .causal = causal_, .scale = scale_, .num_ctas = num_ctas_};
+  attn::AttnParams p = attn::make_params(a);  // validates pointers, alignment, aliasing; own K/V as map 0
+  // The other ranks' K/V: slot s of the gathered buffer, [batch][kv_heads][K, V][s_local][D]:
+  // dims {D, s_local, kv_heads, world * batch}, V one s_local x D block after K.
+  const int64_t d = head_dim_;
+  const int64_t dims[4] = {d, s_local_, kv_heads_, int64_t(world) * batch_};
+  const int64_t strides[3] = {d * 2, 2 * s_local_ * d * 2, kv_heads_ * 2 * s_local_ * d * 2};
+  p.k[1] = attn::make_map(gathered_->local, dims, strides, attn::kBlockN, 1, "gathered K");
+  p.v[1] = attn::make_map(static_cast<const char*>(gathered_->local) + s_local_ * d * 2, dims, strides, attn::kBlockN,
+                          1, "gathered V");
+  p.kv_seq_dim[1] = 1;
+  // Query and key segments with global positions: zigzag halves (causal) or
+  // the rank's contiguous block.
+  const int32_t r = t.rank, S = static_cast<int32_t>(s_local_);
+  auto segs_of = [&](int rank, int32_t* s0, int32_t* len, int32_t* pos0) {
+    if (!causal_) {
+      s0[0] = 0, len[0] = S, pos0[0] = rank * S;
+      return 1;
+    }
+    const int32_t c = S / 2;
+    s0[0] = 0, len[0] = c, pos0[0] = rank * c;
+    s0[1] = c, len[1] = c, pos0[1] = (2 * world - 1 - rank) * c;
+    return 2;
+  };
+  int32_t s0[2], len[2], pos0[2];
+  p.n_qsegs = segs_of(r, s0, len, pos0);
+  int32_t tiles = 0;
+  for (int i = 0; i < p.n_qsegs; ++i) {
+    p.qseg[i] = attn::QSeg{s0[i], len[i], pos0[i], tiles};
+    tiles += (len[i] + attn::kBlockM - 1) / attn::kBlockM;
+  }
+  p.q_tiles = tiles;
+  // Keys: own first (no wait), then node peers (NVLink, early), then the
+  // other nodes' ranks (network), nearest first.
+  p.n_kvsegs = 0;
+  const int64_t chunks = batch_ * kv_heads_;
+  for (int step = 0; step < world; ++step) {
+    const int ln = (t.local_rank + step % t.local_size) % t.local_size;
+    const int nd = (t.node + step / t.local_size) % t.num_nodes;
+    const int src = t.rank_at(nd, ln);
+    const int n = segs_of(src, s0, len, pos0);
+    for (int i = 0; i < n; ++i)
+      p.kvseg[p.n_kvsegs++] = attn::KvSeg{src == r ? 0 : 1, src == r ? 0 : static_cast<int32_t>(src * batch_), s0[i],
+                                          len[i], pos0[i], src == r ? -1 : static_cast<int32_t>(src * chunks)};
+  }
+  p.num_compute = num_ctas_;
+  p.head_major = 1;
+  p.unit_counter = epoch_counter_ + 2;
+  p.signals = comm_.device_ctx().signals + sig_arrival_;
+  p.epoch_counter = epoch_counter_;
+  const int32_t pieces = roles::kv_pieces(2 * s_local_ * head_dim_ * 2);
+  p.sig_mult = static_cast<uint64_t>(pieces);  // a chunk's arrival signal counts its pieces
+  p.has_ctx = 1;
+  p.ctx = comm_.device_ctx();
+  p.timeout_ns = p.ctx.timeout_ns;
+
+  roles::KvPush push{};
+  push.k = k;
+  push.v = v;
+  for (int i = 0; i < t.local_size; ++i) {
+    push.gathered[i] = gathered_->peer[i];
+    push.local_ranks[i] = t.rank_at(t.node, i);
+  }
+  for (int nd = 0; nd < t.num_nodes; ++nd) push.rail[nd] = t.rank_at(nd, t.local_rank);
+  push.batch = static_cast<int32_t>(batch_);
+  push.s_local = S;
+  push.kv_heads = static_cast<int32_t>(kv_heads_);
+  push.head_dim = static_cast<int32_t>(head_dim_);
+  push.rank = r;
+  push.local_rank = t.local_rank;
+  push.local_size = t.local_size;
+  push.node = t.node;
+  push.num_nodes = t.num_nodes;
+  push.sig_entry = sig_entry_;
+  push.sig_arrival = sig_arrival_;
+  push.own_to_self = t.num_nodes > 1 ? 1 : 0;
+  push.pieces = pieces;
+  push.netctx = netctx_;
+  push.net_region = net_region_;
+  push.net_queue = 0;
+  const dev::DeviceEpoch ep{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1), epoch_counter_ + 2};
+  if (head_dim_ == 64) {
+    gemm::allow_engine_smem(reinterpret_cast<const void*>(ring_attn_kernel<64>), attn::Geom<64>::kSmemBytes);
+    ring_attn_kernel<64><<<num_ctas_, attn::kThreads, attn::Geom<64>::kSmemBytes, stream>>>(p, push, ep, num_comm_);
+  } else {
+    gemm::allow_engine_smem(reinterpret_cast<const void*>(ring_attn_kernel<128>), attn::Geom<128>::kSmemBytes);
+    ring_attn_kernel<128><<<num_ctas_, attn::kThreads, attn::Geom<128>::kSmemBytes, stream>>>(p, push, ep, num_comm_);
+  }
+  MK_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace mk

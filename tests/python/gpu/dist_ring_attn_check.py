@@ -1,0 +1,120 @@
+"""Ring attention from Python on 2 GPUs (device machine), 1x2 (NVLink) or, with
+MK_RANKS_PER_NODE=1, 2x1 emulated nodes:
+
+    PYTHONPATH=python MK_LIBRARY=build/lib/libmkernel.so \\
+        torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_ring_attn_check.py
+
+mkernel.ring_attention against torch in fp32 on the full, unsharded sequence
+(every rank computes the reference; inputs are made from one seed on every
+rank, then sharded: zigzag for causal): causal and not, head_dim 64 and 128,
+GQA, sequence lengths that are not multiples of the 128-token tiles, batch > 1;
+poisoned outputs, every element checked (relative error < 1e-2 on out,
+< 1e-3 on lse), repeated calls with fresh data, a CUDA-graph replay, and bad
+input raising MkernelError. Exits non-zero on any mismatch."""
+import math
+
+import torch
+
+import mkernel
+import mkernel.torchrun
+
+
+def reference(q, k, v, causal):
+    b, s, h, d = q.shape
+    hkv = k.shape[2]
+    qf = q.float().transpose(1, 2)
+    kf = k.float().transpose(1, 2).repeat_interleave(h // hkv, dim=1)
+    vf = v.float().transpose(1, 2).repeat_interleave(h // hkv, dim=1)
+    sc = (qf @ kf.transpose(-1, -2)) / math.sqrt(d)
+    if causal:
+        i = torch.arange(s, device=q.device)
+        sc = sc.masked_fill(i[None, :] > i[:, None], float("-inf"))
+    return (torch.softmax(sc, -1) @ vf).transpose(1, 2), torch.logsumexp(sc, -1)
+
+
+def shard(x, rank, world, causal, dim=1):
+    if causal:
+        return mkernel.zigzag_shard(x, rank, world, seq_dim=dim).contiguous()
+    return x.chunk(world, dim=dim)[rank].contiguous()
+
+
+def check_case(comm, rank, world, b, s_local, h, hkv, d, causal, seed, calls=2):
+    s = s_local * world
+    for call in range(calls):
+        g = torch.Generator(device="cuda").manual_seed(seed * 100 + call)  # the same on every rank
+        q = torch.randn(b, s, h, d, device="cuda", generator=g).bfloat16()
+        k = torch.randn(b, s, hkv, d, device="cuda", generator=g).bfloat16()
+        v = torch.randn(b, s, hkv, d, device="cuda", generator=g).bfloat16()
+        ro, rl = reference(q, k, v, causal)
+        ql, kl, vl = (shard(t, rank, world, causal) for t in (q, k, v))
+        out = torch.full_like(ql, float("nan"))
+        lse = torch.full((b, h, s_local), float("nan"), device="cuda")
+        mkernel.ring_attention(ql, kl, vl, comm, causal=causal, out=out, lse=lse)
+        torch.cuda.synchronize()
+        ro_l, rl_l = shard(ro, rank, world, causal), shard(rl, rank, world, causal, dim=2)
+        what = f"rank {rank} b={b} s_local={s_local} h={h} hkv={hkv} d={d} causal={causal} call {call}"
+        assert torch.isfinite(out.float()).all(), f"{what}: unwritten or non-finite out"
+        err = ((out.float() - ro_l).norm() / ro_l.norm()).item()
+        lerr = ((lse - rl_l).abs() / rl_l.abs().clamp_min(1.0)).max().item()
+        assert err < 1e-2, f"{what}: relative error of out {err:.2e}"
+        assert lerr < 1e-3, f"{what}: relative error of lse {lerr:.2e}"
+        if call == 0 and rank == 0:
+            print(f"ok {what}: out {err:.1e} lse {lerr:.1e}", flush=True)
+
+
+def run(comm, rank, world):
+    cases = [  # b, s_local, h, hkv, d, causal
+        (1, 512, 4, 4, 128, False), (1, 512, 4, 4, 128, True), (2, 1000, 8, 2, 128, True),
+        (1, 777 * 2, 4, 1, 64, True), (3, 300, 2, 2, 64, False), (1, 2048, 32, 8, 128, True),
+        (1, 130, 2, 2, 128, False),
+    ]
+    for i, c in enumerate(cases):
+        check_case(comm, rank, world, *c, seed=i + 1)
+    # CUDA-graph replay with new inputs (plan made before capture).
+    b, s_local, h, hkv, d = 1, 1024, 8, 4, 128
+    ql = torch.randn(b, s_local, h, d, device="cuda").bfloat16()
+    kl = torch.randn(b, s_local, hkv, d, device="cuda").bfloat16()
+    vl = torch.randn(b, s_local, hkv, d, device="cuda").bfloat16()
+    out = torch.empty_like(ql)
+    lse = torch.empty(b, h, s_local, device="cuda")
+    mkernel.ring_attention(ql, kl, vl, comm, causal=True, out=out, lse=lse)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        mkernel.ring_attention(ql, kl, vl, comm, causal=True, out=out, lse=lse)
+    for rep in range(3):
+        g = torch.Generator(device="cuda").manual_seed(1000 + rep)
+        q = torch.randn(b, s_local * world, h, d, device="cuda", generator=g).bfloat16()
+        k = torch.randn(b, s_local * world, hkv, d, device="cuda", generator=g).bfloat16()
+        v = torch.randn(b, s_local * world, hkv, d, device="cuda", generator=g).bfloat16()
+        for dst, src in ((ql, q), (kl, k), (vl, v)):
+            dst.copy_(shard(src, rank, world, True))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        ro, rl = reference(q, k, v, True)
+        ro_l = shard(ro, rank, world, True)
+        err = ((out.float() - ro_l).norm() / ro_l.norm()).item()
+        assert err < 1e-2, f"rank {rank} graph replay {rep}: relative error {err:.2e}"
+    if rank == 0:
+        print("ok graph replay", flush=True)
+    # Bad input: every rank raises before anything runs.
+    try:
+        mkernel.ring_attention(ql.float(), kl, vl, comm, causal=True)
+    except mkernel.MkernelError as e:
+        assert "bfloat16" in str(e), str(e)
+    else:
+        raise AssertionError("a float32 q was accepted")
+    try:
+        mkernel.ring_attention(ql[:, :1023].contiguous(), kl[:, :1023].contiguous(), vl[:, :1023].contiguous(), comm,
+                               causal=True)
+    except mkernel.MkernelError as e:
+        assert "even" in str(e), str(e)
+    else:
+        raise AssertionError("an odd causal s_local was accepted")
+    if rank == 0:
+        print("ok ring attention", flush=True)
+
+
+if __name__ == "__main__":
+    mkernel.torchrun.main(run)
