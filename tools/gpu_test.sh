@@ -33,7 +33,8 @@ fi
 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" python3 -m pytest -q -rs -p no:cacheprovider tests/python/gpu
 # The tensor-parallel ops from Python and the TP MLP example, under torchrun.
 if command -v torchrun >/dev/null 2>&1 && [ "${ngpu:-0}" -ge 2 ]; then
-  for script in tests/python/gpu/dist_tp_check.py tests/python/gpu/dist_ring_attn_check.py examples/tp_mlp.py; do
+  for script in tests/python/gpu/dist_tp_check.py tests/python/gpu/dist_ring_attn_check.py examples/tp_mlp.py \
+                examples/ring_attention.py; do
     run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" \
         torchrun --standalone --nproc_per_node=2 "$script"
   done

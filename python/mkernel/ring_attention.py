@@ -7,6 +7,8 @@ contiguous); returns out (bf16, q's shape) and lse [batch, heads, s_local] (fp32
 queries over the whole sequence. Causal calls take zigzag shards (mkernel.zigzag_shard). One
 persistent kernel per call; plans are cached per (communicator, shape, causal, scale) and made
 collectively on first use (every rank calls with the same shapes). Forward only (no autograd).
+Registered as the torch custom op mkernel::ring_attention (the communicator as its registry key)
+with a fake implementation, so torch.compile traces it; eager calls go straight to the library.
 """
 import ctypes
 
@@ -16,7 +18,7 @@ from ._lib import MkernelError, check, lib
 from ._ops_c import _need
 from .attention import _validate
 from .ops import _stream
-from .tp import _Plan, _key, _plan
+from .tp import _Plan, _key, _plan, lookup
 
 __all__ = ["ring_attention", "RingAttention"]
 
@@ -53,9 +55,27 @@ class RingAttention(_Plan):
         return out, lse
 
 
+def _run(q, k, v, key, causal, scale, out=None, lse=None):
+    b, s, h, d = q.shape
+    plan = _plan(RingAttention, key, b, s, h, k.shape[2], d, bool(causal), float(scale))
+    return plan.run(q, k, v, out, lse)
+
+
+@torch.library.custom_op("mkernel::ring_attention", mutates_args=())
+def _ring_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, comm: int, causal: bool = False,
+                       scale: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    return _run(q, k, v, comm, causal, scale)
+
+
+@_ring_attention_op.register_fake
+def _(q, k, v, comm, causal=False, scale=0.0):
+    lookup(comm)  # a key that names no communicator fails at trace time
+    return torch.empty_like(q), q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+
+
 def ring_attention(q, k, v, comm, causal=False, scale=None, out=None, lse=None):
     """See the module docstring. Errors raise MkernelError."""
     _validate(q, k, v)
-    b, s, h, d = q.shape
-    plan = _plan(RingAttention, _key(comm), b, s, h, k.shape[2], d, bool(causal), float(scale or 0.0))
-    return plan.run(q, k, v, out, lse)
+    if out is None and lse is None and torch.compiler.is_compiling():
+        return torch.ops.mkernel.ring_attention(q, k, v, _key(comm), bool(causal), float(scale or 0.0))
+    return _run(q, k, v, _key(comm), causal, float(scale or 0.0), out, lse)

@@ -9,7 +9,7 @@ mkernel.ring_attention against torch in fp32 on the full, unsharded sequence
 rank, then sharded: zigzag for causal): causal and not, head_dim 64 and 128,
 GQA, sequence lengths that are not multiples of the 128-token tiles, batch > 1;
 poisoned outputs, every element checked (relative error < 1e-2 on out,
-< 1e-3 on lse), repeated calls with fresh data, a CUDA-graph replay, and bad
+< 1e-3 on lse), repeated calls with fresh data, a CUDA-graph replay, torch.compile, and bad
 input raising MkernelError. Exits non-zero on any mismatch."""
 import math
 
@@ -98,6 +98,14 @@ def run(comm, rank, world):
         assert err < 1e-2, f"rank {rank} graph replay {rep}: relative error {err:.2e}"
     if rank == 0:
         print("ok graph replay", flush=True)
+    # torch.compile(fullgraph=True) traces the custom op (fake implementation) and matches eager.
+    f = torch.compile(lambda q, k, v: mkernel.ring_attention(q, k, v, comm, causal=True)[0] * 2, fullgraph=True)
+    eager = mkernel.ring_attention(ql, kl, vl, comm, causal=True)[0]
+    compiled = f(ql, kl, vl)
+    torch.cuda.synchronize()
+    assert torch.equal(compiled, eager * 2), f"rank {rank}: torch.compile result differs from eager"
+    if rank == 0:
+        print("ok torch.compile", flush=True)
     # Bad input: every rank raises before anything runs.
     try:
         mkernel.ring_attention(ql.float(), kl, vl, comm, causal=True)
