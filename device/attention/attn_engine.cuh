@@ -21,10 +21,10 @@
 //                    (MN-major descriptor). Then O / l to bf16 and the LSE.
 // K and V of a stage have barriers of their own (S starts before V lands).
 // Every wait is bounded (p.timeout_ns) and reports who waited for what.
-// Not yet done (FlashAttention-3 has them): ping-pong scheduling of the two
-// consumer warpgroups and overlapping the softmax of block j with the
-// S GEMM of block j + 1; the warpgroups overlap each other only as the
-// scheduler lets them.
+// The two consumer warpgroups take turns issuing their GEMMs (ping-pong,
+// wait_turn / pass_turn). Not yet done (FlashAttention-3 has it):
+// overlapping a warpgroup's own softmax of block j with its S GEMM of
+// block j + 1 (needs a second S accumulator: registers).
 #pragma once
 
 #include "device/attention/attn_mma.cuh"
@@ -227,6 +227,19 @@ __device__ __forceinline__ void pv_gemm(float (&o)[D / 2], const uint32_t (&pa)[
   }
 }
 
+// Ping-pong between the two consumer warpgroups (FlashAttention-3's warp
+// scheduling): each issues its GEMMs (S = Q K^T, then O += P V) only in its
+// turn and hands the turn over right after issuing, so the tensor cores run
+// one warpgroup's GEMM while the other does its softmax. Named barriers
+// kTurnBarrier + wg (256 threads: one warpgroup syncs, the other arrives);
+// warpgroup 1 opens warpgroup 0's first turn. Both walk the same blocks, so
+// turns pair up; the last hand-over is left open when the CTA ends.
+constexpr uint32_t kTurnBarrier = 4;  // and 5 (GEMM engine: 1..3; the K/V push role: 8)
+__device__ __forceinline__ void wait_turn(int wg) { sm90::named_sync(kTurnBarrier + wg, 256); }
+__device__ __forceinline__ void pass_turn(int wg) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(kTurnBarrier + (wg ^ 1)), "r"(256) : "memory");
+}
+
 template <int D>
 __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D>& s, int wg) {
   using G = Geom<D>;
@@ -236,6 +249,7 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D>& s, 
   const float sl2 = p.scale_log2;
   PipeState st;
   uint32_t q_phase = 0;
+  if (wg == 1) pass_turn(wg);
   for (uint32_t seq = 0;; ++seq) {
     mbar_wait(p, s.q_full, q_phase, -5);
     q_phase ^= 1u;
@@ -256,6 +270,7 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D>& s, 
         float sc[64];
         sm90::fence_operand(sc[0]);
         mbar_wait(p, &s.k_full[st.stage], st.phase, st.stage);
+        wait_turn(wg);
         sm90::wgmma_fence();
         // Descriptors as one base each plus constants (the start address is
         // the low field, in 16-byte units): ptxas kept 8 precomputed ones live
@@ -268,6 +283,7 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D>& s, 
           sm90::wgmma_m64n128k16_ss(sc, dq0 + off, dk0 + off, kk != 0);
         }
         sm90::wgmma_commit();
+        pass_turn(wg);
         sm90::wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < 64; ++i) sm90::fence_operand(sc[i]);
@@ -333,9 +349,11 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D>& s, 
 #pragma unroll
           for (int i = 0; i < 4; ++i) pa[c][i] = sm90::pack_bf16x2(sc[8 * c + 2 * i], sc[8 * c + 2 * i + 1]);
         mbar_wait(p, &s.v_full[st.stage], st.phase, st.stage);
+        wait_turn(wg);
         sm90::wgmma_fence();
         pv_gemm<D>(o, pa, s.v + st.stage * G::kKvBytes);
         sm90::wgmma_commit();
+        pass_turn(wg);
         sm90::wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < D / 2; ++i) sm90::fence_operand(o[i]);
