@@ -181,7 +181,7 @@ __device__ __forceinline__ void producer(const AttnParams& p, const Smem<D>& s, 
       const int nb = seg_blocks(p, seg, u);
       if (nb == 0) continue;
       if (seg.sig >= 0) {  // K/V of this segment came from another rank: wait for its chunk
-        wait_signal(p, p.signals + seg.sig + u.b * p.kv_heads + u.hkv, expected, g);
+        wait_signal(p, p.signals + seg.sig + u.b * p.kv_heads + u.hkv, expected, seg.batch_off / p.batch);
         sm90::fence_proxy_async_global();
       }
       const CUtensorMap* mk = &p.k[seg.map];
@@ -235,6 +235,7 @@ __device__ __forceinline__ void pv_gemm(float (&o)[D / 2], const uint32_t (&pa)[
 // warpgroup 1 opens warpgroup 0's first turn. Both walk the same blocks, so
 // turns pair up; the last hand-over is left open when the CTA ends.
 constexpr uint32_t kTurnBarrier = 4;  // and 5 (GEMM engine: 1..3; the K/V push role: 8)
+constexpr uint32_t kWgBarrier = 6;    // and 7: one consumer warpgroup alone
 __device__ __forceinline__ void wait_turn(int wg) { sm90::named_sync(kTurnBarrier + wg, 256); }
 __device__ __forceinline__ void pass_turn(int wg) {
   asm volatile("bar.arrive %0, %1;" ::"r"(kTurnBarrier + (wg ^ 1)), "r"(256) : "memory");
@@ -257,7 +258,12 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D>& s, 
     if (w < 0) break;
     const Unit u = unit_of(p, w);
     const int nblocks = unit_blocks(p, u);
-    if (nblocks == 0 && leader) sm90::mbar_arrive(s.q_empty);
+    if (nblocks == 0) {  // no key to read: release Q once every warp of the warpgroup passed the q_full wait
+      // (otherwise a lagging warp could see the next tile's phase; with key
+      // blocks, the warpgroup-wide wgmma orders this).
+      sm90::named_sync(kWgBarrier + wg, 128);
+      if (leader) sm90::mbar_arrive(s.q_empty);
+    }
     float o[D / 2];
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;

@@ -51,8 +51,23 @@ def _validate(q, k, v):
                            f"for q {tuple(q.shape)}")
     if d not in (64, 128):
         raise MkernelError(f"mkernel.attention: head_dim must be 64 or 128 (got {d})")
+    if 0 in q.shape or 0 in k.shape:
+        raise MkernelError(f"mkernel.attention: empty tensors (q {tuple(q.shape)}, k {tuple(k.shape)}); "
+                           "every dimension must be >= 1")
     if h % k.shape[2]:
         raise MkernelError(f"mkernel.attention: kv_heads ({k.shape[2]}) must divide heads ({h})")
+
+
+def _check_out(out, q, op):
+    if (not isinstance(out, torch.Tensor) or out.shape != q.shape or out.dtype != _BF16 or not out.is_contiguous()
+            or out.device != q.device):
+        raise MkernelError(f"{op}: out must be a contiguous bf16 tensor shaped like q {tuple(q.shape)} on {q.device}")
+
+
+def _check_lse(lse, shape, device, op):
+    if (not isinstance(lse, torch.Tensor) or tuple(lse.shape) != tuple(shape) or lse.dtype != torch.float32
+            or not lse.is_contiguous() or lse.device != device):
+        raise MkernelError(f"{op}: lse must be a contiguous float32 tensor of shape {tuple(shape)} on {device}")
 
 
 def _run(q, k, v, out, lse, causal, scale):
@@ -86,12 +101,12 @@ def attention(q, k, v, causal=False, scale=None, out=None, lse=None):
         return torch.ops.mkernel.attention(q, k, v, causal, float(scale or 0.0))
     if out is None:
         out = torch.empty_like(q)
-    elif out.shape != q.shape or out.dtype != _BF16 or not out.is_contiguous() or out.device != q.device:
-        raise MkernelError(f"mkernel.attention: out must be a contiguous bf16 tensor shaped like q {tuple(q.shape)}")
+    else:
+        _check_out(out, q, "mkernel.attention")
     lse_shape = (q.shape[0], q.shape[2], q.shape[1])
     if lse is None:
         lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
-    elif tuple(lse.shape) != lse_shape or lse.dtype != torch.float32 or not lse.is_contiguous():
-        raise MkernelError(f"mkernel.attention: lse must be a contiguous float32 tensor of shape {lse_shape}")
+    else:
+        _check_lse(lse, lse_shape, q.device, "mkernel.attention")
     _run(q, k, v, out, lse, causal, scale)
     return out, lse

@@ -16,7 +16,7 @@ import torch
 
 from ._lib import MkernelError, check, lib
 from ._ops_c import _need
-from .attention import _validate
+from .attention import _check_lse, _check_out, _validate
 from .ops import _stream
 from .tp import _Plan, _key, _plan, lookup
 
@@ -41,18 +41,26 @@ class RingAttention(_Plan):
         if tuple(q.shape) != (b, s, h, d) or tuple(k.shape) != (b, s, hkv, d):
             raise MkernelError(f"mkernel.ring_attention: the plan is for q {(b, s, h, d)}, k/v {(b, s, hkv, d)}; "
                                f"got q {tuple(q.shape)}, k {tuple(k.shape)}")
-        _validate(q, k, v)
+        _check_call(q, k, v, out, lse)
         if out is None:
             out = torch.empty_like(q)
         if lse is None:
             lse = torch.empty((b, h, s), dtype=torch.float32, device=q.device)
-        if out.shape != q.shape or out.dtype != torch.bfloat16 or not out.is_contiguous():
-            raise MkernelError("mkernel.ring_attention: out must be a contiguous bf16 tensor shaped like q")
-        if tuple(lse.shape) != (b, h, s) or lse.dtype != torch.float32 or not lse.is_contiguous():
-            raise MkernelError(f"mkernel.ring_attention: lse must be a contiguous float32 tensor of shape {(b, h, s)}")
         check(lib.mk_ring_attn_run(self._h, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
                                    lse.data_ptr(), _stream(q.get_device())))
         return out, lse
+
+
+def _check_call(q, k, v, out, lse):
+    """Every check of a call, before any plan is made (making one is collective)."""
+    _validate(q, k, v)
+    if not torch.compiler.is_compiling() and q.get_device() != torch.cuda.current_device():
+        raise MkernelError(f"mkernel.ring_attention: q is on {q.device}, the current device (the communicator's) is "
+                           f"cuda:{torch.cuda.current_device()}")
+    if out is not None:
+        _check_out(out, q, "mkernel.ring_attention")
+    if lse is not None:
+        _check_lse(lse, (q.shape[0], q.shape[2], q.shape[1]), q.device, "mkernel.ring_attention")
 
 
 def _run(q, k, v, key, causal, scale, out=None, lse=None):
@@ -75,7 +83,7 @@ def _(q, k, v, comm, causal=False, scale=0.0):
 
 def ring_attention(q, k, v, comm, causal=False, scale=None, out=None, lse=None):
     """See the module docstring. Errors raise MkernelError."""
-    _validate(q, k, v)
+    _check_call(q, k, v, out, lse)
     if out is None and lse is None and torch.compiler.is_compiling():
         return torch.ops.mkernel.ring_attention(q, k, v, _key(comm), bool(causal), float(scale or 0.0))
     return _run(q, k, v, _key(comm), causal, float(scale or 0.0), out, lse)

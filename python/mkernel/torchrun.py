@@ -20,7 +20,10 @@ from . import MkernelError, init
 
 
 def main(run, backend="gloo"):
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if os.environ.get("MK_SHARE_GPUS", "0") == "1":  # testing only (the knob): local rank mod GPUs
+        local %= max(1, torch.cuda.device_count())
+    torch.cuda.set_device(local)
     dist.init_process_group(backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     comm = init()

@@ -85,6 +85,7 @@ void check_shape(const char* op, int64_t batch, int64_t seq_q, int64_t seq_kv, i
          ", seq_kv ", seq_kv, ", heads ", heads, ", kv_heads ", kv_heads, ")");
   if (heads % kv_heads) fail(op, ": kv_heads (", kv_heads, ") must divide heads (", heads, ")");
   constexpr int64_t kMax = int64_t(1) << 30;
+  if (batch >= kMax || heads >= kMax) fail(op, ": batch (", batch, ") and heads (", heads, ") must be < 2^30");
   const int64_t units = batch * heads * ((seq_q + kBlockM - 1) / kBlockM);
   if (seq_q >= kMax || seq_kv >= kMax || units >= kMax)
     fail(op, ": sizes too large (seq_q ", seq_q, ", seq_kv ", seq_kv, ", work units ", units, ")");

@@ -83,6 +83,8 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
   if (num_comm_ < min_comm)
     fail("RingAttention: num_comm_ctas must be in [", min_comm, ", ", num_ctas_, "] (got ", num_comm_, ")");
   const int64_t chunks = batch * kv_heads_;
+  if (world * chunks >= (int64_t(1) << 30))
+    fail("RingAttention: world x batch x kv_heads (", world * chunks, ") needs too many arrival signals");
   sig_entry_ = comm.reserve_signals(t.world);
   sig_arrival_ = comm.reserve_signals(static_cast<int>(world * chunks));
   tp::check_same_plan(comm.bootstrap().allgather(cat(batch, "x", s_local, "x", heads, "x", kv_heads_, "x", head_dim,

@@ -1,5 +1,6 @@
 """Ring attention from Python on 2 GPUs (device machine), 1x2 (NVLink) or, with
-MK_RANKS_PER_NODE=1, 2x1 emulated nodes:
+MK_RANKS_PER_NODE=1, 2x1 emulated nodes (or 2x2 on 2 GPUs: --nproc_per_node=4 with
+MK_RANKS_PER_NODE=2 MK_SHARE_GPUS=1, a shorter run):
 
     PYTHONPATH=python MK_LIBRARY=build/lib/libmkernel.so \\
         torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_ring_attn_check.py
@@ -68,8 +69,10 @@ def run(comm, rank, world):
         (1, 777 * 2, 4, 1, 64, True), (3, 300, 2, 2, 64, False), (1, 2048, 32, 8, 128, True),
         (1, 130, 2, 2, 128, False),
     ]
+    if world > 2:  # e.g. 2 nodes x 2 GPUs on 2 shared GPUs (MK_SHARE_GPUS): time-sliced, keep it short
+        cases = [cases[0], cases[1], cases[2], cases[6]]
     for i, c in enumerate(cases):
-        check_case(comm, rank, world, *c, seed=i + 1)
+        check_case(comm, rank, world, *c, seed=i + 1, calls=2 if world <= 2 else 1)
     # CUDA-graph replay with new inputs (plan made before capture).
     b, s_local, h, hkv, d = 1, 1024, 8, 4, 128
     ql = torch.randn(b, s_local, h, d, device="cuda").bfloat16()
@@ -99,13 +102,14 @@ def run(comm, rank, world):
     if rank == 0:
         print("ok graph replay", flush=True)
     # torch.compile(fullgraph=True) traces the custom op (fake implementation) and matches eager.
-    f = torch.compile(lambda q, k, v: mkernel.ring_attention(q, k, v, comm, causal=True)[0] * 2, fullgraph=True)
-    eager = mkernel.ring_attention(ql, kl, vl, comm, causal=True)[0]
-    compiled = f(ql, kl, vl)
-    torch.cuda.synchronize()
-    assert torch.equal(compiled, eager * 2), f"rank {rank}: torch.compile result differs from eager"
-    if rank == 0:
-        print("ok torch.compile", flush=True)
+    f = None if world > 2 else torch.compile(lambda q, k, v: mkernel.ring_attention(q, k, v, comm, causal=True)[0] * 2, fullgraph=True)
+    if f is not None:
+        eager = mkernel.ring_attention(ql, kl, vl, comm, causal=True)[0]
+        compiled = f(ql, kl, vl)
+        torch.cuda.synchronize()
+        assert torch.equal(compiled, eager * 2), f"rank {rank}: torch.compile result differs from eager"
+        if rank == 0:
+            print("ok torch.compile", flush=True)
     # Bad input: every rank raises before anything runs.
     try:
         mkernel.ring_attention(ql.float(), kl, vl, comm, causal=True)

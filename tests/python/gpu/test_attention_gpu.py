@@ -125,6 +125,7 @@ def test_torch_compile_traces_the_op():
     (lambda q, k, v: (q[..., :32].contiguous(), k[..., :32].contiguous(), v[..., :32].contiguous()), "64 or 128"),
     (lambda q, k, v: (q.transpose(1, 2), k, v), "contiguous"),
     (lambda q, k, v: (q, k, v[:, :100]), "differ"),
+    (lambda q, k, v: (q, k[:, :0].contiguous(), v[:, :0].contiguous()), ">= 1"),
 ])
 def test_bad_inputs_raise_clear_errors(bad, msg):
     q = torch.zeros(1, 128, 4, 64, device="cuda", dtype=torch.bfloat16)
