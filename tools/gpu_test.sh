@@ -38,9 +38,13 @@ if command -v torchrun >/dev/null 2>&1 && [ "${ngpu:-0}" -ge 2 ]; then
     run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" \
         torchrun --standalone --nproc_per_node=2 "$script"
   done
-  # Ring attention across 2 emulated nodes (the emu transport between them).
+  # Ring attention across 2 emulated nodes (the emu transport between them),
+  # and as 2 nodes x 2 GPUs on the 2 GPUs (shared, time-sliced: the NVLink
+  # forwarding of chunks that came over the network).
   run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_RANKS_PER_NODE=1 \
       torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_ring_attn_check.py
+  step_s=200 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_RANKS_PER_NODE=2 \
+      MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 torchrun --standalone --nproc_per_node=4 tests/python/gpu/dist_ring_attn_check.py
 else
   echo "=== SKIPPED: tensor-parallel ops from Python (need torchrun and 2 GPUs; have ${ngpu:-0})"
 fi
