@@ -29,6 +29,7 @@
 
 #include "device/attention/attn_mma.cuh"
 #include "device/attention/attn_params.hpp"
+#include "device/attention/attn_walk.hpp"
 #include "device/bounded_wait.cuh"
 #include "device/fragment.cuh"
 
@@ -79,56 +80,7 @@ __device__ __forceinline__ void wait_signal(const AttnParams& p, const uint64_t*
   dev::engine_wait_signal(p, sig, expected, peer);
 }
 
-// ---- work units and key blocks ----------------------------------------------
-
-struct Unit {
-  int32_t b, h, hkv;
-  int32_t s0;    // first query token of the tile in Q
-  int32_t rows;  // valid query rows (<= kBlockM)
-  int32_t pos0;  // global position of the first query row
-};
-
-__device__ __forceinline__ Unit unit_of(const AttnParams& p, int32_t u) {
-  const int32_t bh_n = p.batch * p.heads;
-  int32_t bh, t;
-  if (p.head_major) {
-    bh = u / p.q_tiles;
-    t = p.q_tiles - 1 - u % p.q_tiles;
-  } else {
-    t = p.q_tiles - 1 - u / bh_n;
-    bh = u % bh_n;
-  }
-  Unit x;
-  x.b = bh / p.heads;
-  x.h = bh % p.heads;
-  x.hkv = x.h / (p.heads / p.kv_heads);
-  const int sg = (p.n_qsegs > 1 && t >= p.qseg[1].tile0) ? 1 : 0;
-  const QSeg& q = p.qseg[sg];
-  const int32_t i = t - q.tile0;
-  x.s0 = q.s0 + i * kBlockM;
-  x.rows = q.len - i * kBlockM < kBlockM ? q.len - i * kBlockM : kBlockM;
-  x.pos0 = q.pos0 + i * kBlockM;
-  return x;
-}
-
-// Key blocks of segment g that unit u reads: all, or under a causal mask
-// those with a key at a position <= the tile's last query.
-__device__ __forceinline__ int seg_blocks(const AttnParams& p, const KvSeg& g, const Unit& u) {
-  int n = (g.len + kBlockN - 1) / kBlockN;
-  if (p.causal) {
-    const int32_t reach = u.pos0 + u.rows - g.pos0;  // keys of g at positions <= the last query
-    if (reach <= 0) return 0;
-    const int32_t nr = (reach + kBlockN - 1) / kBlockN;
-    if (nr < n) n = nr;
-  }
-  return n;
-}
-
-__device__ __forceinline__ int unit_blocks(const AttnParams& p, const Unit& u) {
-  int n = 0;
-  for (int g = 0; g < p.n_kvsegs; ++g) n += seg_blocks(p, p.kvseg[g], u);
-  return n;
-}
+// Work units and key blocks: device/attention/attn_walk.hpp (host-testable).
 
 struct PipeState {
   int stage = 0;
@@ -300,12 +252,8 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D>& s, 
         const int32_t kpos0 = seg.pos0 + j * kBlockN;
         const bool need_mask = kvalid < kBlockN || (p.causal && kpos0 + kBlockN - 1 > u.pos0);
         if (need_mask) {
-          int32_t lim[2];
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int32_t diag = u.pos0 + row_in_tile + 8 * h - kpos0;  // key column at the query's position
-            lim[h] = p.causal && diag < kvalid - 1 ? diag : kvalid - 1;
-          }
+          const int32_t lim[2] = {last_visible_key(p, u, seg, j, row_in_tile),
+                                  last_visible_key(p, u, seg, j, row_in_tile + 8)};
 #pragma unroll
           for (int jj = 0; jj < 16; ++jj)
 #pragma unroll

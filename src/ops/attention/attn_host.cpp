@@ -145,6 +145,42 @@ AttnParams make_params(const AttentionArgs& a) {
   return p;
 }
 
+void ring_segments(AttnParams& p, int rank, int world, int32_t s_local, bool causal, const std::vector<int>& kv_order,
+                   int64_t batch, int64_t chunks) {
+  if (static_cast<int>(kv_order.size()) != world || kv_order.empty() || kv_order[0] != rank || 2 * world > kMaxKvSegs)
+    fail("attention: ring_segments needs every rank once, own first, at most ", kMaxKvSegs / 2, " ranks");
+  if (causal && s_local % 2) fail("attention: zigzag shards need an even s_local (got ", s_local, ")");
+  struct Seg {
+    int32_t s0, len, pos0;
+  };
+  auto segs_of = [&](int r, Seg* out) {
+    if (!causal) {
+      out[0] = Seg{0, s_local, r * s_local};
+      return 1;
+    }
+    const int32_t c = s_local / 2;
+    out[0] = Seg{0, c, r * c};
+    out[1] = Seg{c, c, (2 * world - 1 - r) * c};
+    return 2;
+  };
+  Seg seg[2];
+  p.n_qsegs = segs_of(rank, seg);
+  int32_t tiles = 0;
+  for (int i = 0; i < p.n_qsegs; ++i) {
+    p.qseg[i] = QSeg{seg[i].s0, seg[i].len, seg[i].pos0, tiles};
+    tiles += (seg[i].len + kBlockM - 1) / kBlockM;
+  }
+  p.q_tiles = tiles;
+  p.n_kvsegs = 0;
+  for (const int src : kv_order) {
+    const int n = segs_of(src, seg);
+    const bool own = src == rank;
+    for (int i = 0; i < n; ++i)
+      p.kvseg[p.n_kvsegs++] = KvSeg{own ? 0 : 1, own ? 0 : static_cast<int32_t>(src * batch), seg[i].s0, seg[i].len,
+                                    seg[i].pos0, own ? -1 : static_cast<int32_t>(src * chunks)};
+  }
+}
+
 }  // namespace mk::attn
 
 namespace mk {

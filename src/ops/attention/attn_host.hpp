@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "device/attention/attn_params.hpp"
 #include "mkernel/attention.hpp"
@@ -32,6 +33,15 @@ AttnParams make_params(const AttentionArgs& a);
 // Maps of q (dims {D, heads, S, batch}) and of a K or V in the caller's
 // layout (dims {D, kv_heads, S, batch}).
 CUtensorMap q_map(const void* q, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, const char* what);
+
+// The query and key segments of rank `rank` of a ring of `world` ranks with
+// s_local tokens each: causal plans take zigzag shards (rank r: chunks r and
+// 2 world - 1 - r of 2 world), others the rank's contiguous block. Keys are
+// read in kv_order (source ranks, own first): own K/V from map 0, the
+// others' from map 1 (batch coordinate src x batch) after the arrival
+// signals src x chunks + chunk. Sets p.qseg/n_qsegs/q_tiles and p.kvseg/n_kvsegs.
+void ring_segments(AttnParams& p, int rank, int world, int32_t s_local, bool causal, const std::vector<int>& kv_order,
+                   int64_t batch, int64_t chunks);
 
 // Launches the engine on `grid` CTAs (all compute).
 void launch(const AttnParams& p, int grid, cudaStream_t stream);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "device/attention/attn_engine.cuh"
 #include "device/epoch.cuh"
@@ -139,40 +140,15 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
   p.v[1] = attn::make_map(static_cast<const char*>(gathered_->local) + s_local_ * d * 2, dims, strides, attn::kBlockN,
                           1, "gathered V");
   p.kv_seq_dim[1] = 1;
-  // Query and key segments with global positions: zigzag halves (causal) or
-  // the rank's contiguous block.
+  // Query and key segments with global positions (zigzag halves when
+  // causal). Keys: own first (no wait), then node peers (NVLink, early),
+  // then the other nodes' ranks (network), nearest first.
   const int32_t r = t.rank, S = static_cast<int32_t>(s_local_);
-  auto segs_of = [&](int rank, int32_t* s0, int32_t* len, int32_t* pos0) {
-    if (!causal_) {
-      s0[0] = 0, len[0] = S, pos0[0] = rank * S;
-      return 1;
-    }
-    const int32_t c = S / 2;
-    s0[0] = 0, len[0] = c, pos0[0] = rank * c;
-    s0[1] = c, len[1] = c, pos0[1] = (2 * world - 1 - rank) * c;
-    return 2;
-  };
-  int32_t s0[2], len[2], pos0[2];
-  p.n_qsegs = segs_of(r, s0, len, pos0);
-  int32_t tiles = 0;
-  for (int i = 0; i < p.n_qsegs; ++i) {
-    p.qseg[i] = attn::QSeg{s0[i], len[i], pos0[i], tiles};
-    tiles += (len[i] + attn::kBlockM - 1) / attn::kBlockM;
-  }
-  p.q_tiles = tiles;
-  // Keys: own first (no wait), then node peers (NVLink, early), then the
-  // other nodes' ranks (network), nearest first.
-  p.n_kvsegs = 0;
-  const int64_t chunks = batch_ * kv_heads_;
-  for (int step = 0; step < world; ++step) {
-    const int ln = (t.local_rank + step % t.local_size) % t.local_size;
-    const int nd = (t.node + step / t.local_size) % t.num_nodes;
-    const int src = t.rank_at(nd, ln);
-    const int n = segs_of(src, s0, len, pos0);
-    for (int i = 0; i < n; ++i)
-      p.kvseg[p.n_kvsegs++] = attn::KvSeg{src == r ? 0 : 1, src == r ? 0 : static_cast<int32_t>(src * batch_), s0[i],
-                                          len[i], pos0[i], src == r ? -1 : static_cast<int32_t>(src * chunks)};
-  }
+  std::vector<int> kv_order;
+  for (int step = 0; step < world; ++step)
+    kv_order.push_back(t.rank_at((t.node + step / t.local_size) % t.num_nodes,
+                                 (t.local_rank + step % t.local_size) % t.local_size));
+  attn::ring_segments(p, r, world, S, causal_, kv_order, batch_, batch_ * kv_heads_);
   p.num_compute = num_ctas_;
   p.head_major = 1;
   p.unit_counter = epoch_counter_ + 2;

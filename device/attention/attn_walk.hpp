@@ -1,0 +1,70 @@
+// mkernel: the attention engine's walk over work units and key blocks
+// (device/attention/attn_engine.cuh runs it on the device; the CPU tests
+// run the same code): which query tile a unit is, which key blocks of each
+// segment it reads, and which keys of a block each query row may see.
+// No CUDA-only syntax.
+#pragma once
+
+#include "device/attention/attn_params.hpp"
+
+namespace mk::attn::detail {
+
+struct Unit {
+  int32_t b, h, hkv;
+  int32_t s0;    // first query token of the tile in Q
+  int32_t rows;  // valid query rows (<= kBlockM)
+  int32_t pos0;  // global position of the first query row
+};
+
+MK_HD Unit unit_of(const AttnParams& p, int32_t u) {
+  const int32_t bh_n = p.batch * p.heads;
+  int32_t bh, t;
+  if (p.head_major) {
+    bh = u / p.q_tiles;
+    t = p.q_tiles - 1 - u % p.q_tiles;
+  } else {
+    t = p.q_tiles - 1 - u / bh_n;
+    bh = u % bh_n;
+  }
+  Unit x;
+  x.b = bh / p.heads;
+  x.h = bh % p.heads;
+  x.hkv = x.h / (p.heads / p.kv_heads);
+  const int sg = (p.n_qsegs > 1 && t >= p.qseg[1].tile0) ? 1 : 0;
+  const QSeg& q = p.qseg[sg];
+  const int32_t i = t - q.tile0;
+  x.s0 = q.s0 + i * kBlockM;
+  x.rows = q.len - i * kBlockM < kBlockM ? q.len - i * kBlockM : kBlockM;
+  x.pos0 = q.pos0 + i * kBlockM;
+  return x;
+}
+
+// Key blocks of segment g that unit u reads: all, or under a causal mask
+// those with a key at a position <= the tile's last query.
+MK_HD int seg_blocks(const AttnParams& p, const KvSeg& g, const Unit& u) {
+  int n = (g.len + kBlockN - 1) / kBlockN;
+  if (p.causal) {
+    const int32_t reach = u.pos0 + u.rows - g.pos0;  // keys of g at positions <= the last query
+    if (reach <= 0) return 0;
+    const int32_t nr = (reach + kBlockN - 1) / kBlockN;
+    if (nr < n) n = nr;
+  }
+  return n;
+}
+
+MK_HD int unit_blocks(const AttnParams& p, const Unit& u) {
+  int n = 0;
+  for (int g = 0; g < p.n_kvsegs; ++g) n += seg_blocks(p, p.kvseg[g], u);
+  return n;
+}
+
+// The last key column (within block j of segment g) that query row `row` of
+// unit u may see: keys past the segment's end are masked, and under a causal
+// mask keys at positions after the query's. -1 or less: none.
+MK_HD int32_t last_visible_key(const AttnParams& p, const Unit& u, const KvSeg& g, int j, int row) {
+  const int32_t kvalid = g.len - j * kBlockN;
+  const int32_t diag = u.pos0 + row - (g.pos0 + j * kBlockN);  // key column at the query's position
+  return p.causal && diag < kvalid - 1 ? diag : kvalid - 1;
+}
+
+}  // namespace mk::attn::detail

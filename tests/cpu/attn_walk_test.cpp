@@ -1,0 +1,154 @@
+// The attention engine's walk (device/attention/attn_walk.hpp: units, the key
+// blocks a unit reads, the keys each query row sees) on the CPU, over the
+// segments the ring op builds (attn::ring_segments): every query of every
+// rank sees exactly the keys its mask allows, each once, for zigzag (causal)
+// and contiguous shards at several world sizes and lengths that are not
+// multiples of the 128-token tiles; and the one-GPU op's bottom-right causal
+// alignment for seq_q != seq_kv. Built when the attention op is.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+#include "device/attention/attn_walk.hpp"
+#include "mkernel/error.hpp"
+#include "src/ops/attention/attn_host.hpp"
+
+namespace {
+
+using namespace mk::attn;
+using namespace mk::attn::detail;
+
+struct Seen {
+  int64_t count = 0, sum = 0, sumsq = 0;
+};
+
+// Walks every unit of p (batch = heads = 1) and records, per global query
+// position, the global key positions it sees; checks blocks the walk skips
+// hold no visible key.
+std::vector<Seen> walk(const AttnParams& p, int64_t positions) {
+  std::vector<Seen> seen(static_cast<size_t>(positions));
+  std::vector<int> rows_seen(static_cast<size_t>(positions), 0);
+  for (int32_t w = 0; w < p.batch * p.heads * p.q_tiles; ++w) {
+    const Unit u = unit_of(p, w);
+    EXPECT_GE(u.rows, 1);
+    for (int row = 0; row < u.rows; ++row) ++rows_seen[static_cast<size_t>(u.pos0 + row)];
+    for (int g = 0; g < p.n_kvsegs; ++g) {
+      const KvSeg& seg = p.kvseg[g];
+      const int nb = seg_blocks(p, seg, u);
+      const int all = (seg.len + kBlockN - 1) / kBlockN;
+      for (int j = 0; j < all; ++j)
+        for (int row = 0; row < u.rows; ++row) {
+          const int32_t lim = last_visible_key(p, u, seg, j, row);
+          if (j >= nb) {  // skipped: nothing visible there
+            EXPECT_LT(lim, 0) << "unit " << w << " skips block " << j << " of segment " << g << " but row " << row
+                              << " sees key column " << lim;
+            continue;
+          }
+          Seen& s = seen[static_cast<size_t>(u.pos0 + row)];
+          for (int col = 0; col <= lim && col < kBlockN; ++col) {
+            const int64_t k = seg.pos0 + int64_t(j) * kBlockN + col;
+            ++s.count;
+            s.sum += k;
+            s.sumsq += k * k;
+          }
+        }
+    }
+  }
+  for (int64_t q = 0; q < positions; ++q)
+    EXPECT_LE(rows_seen[static_cast<size_t>(q)], 1) << "query position " << q << " computed twice";
+  return seen;
+}
+
+// Expected: keys [0, n) (n = number of visible keys from position 0).
+void expect_prefix(const Seen& s, int64_t n, int64_t q) {
+  const int64_t sum = n * (n - 1) / 2, sumsq = (n - 1) * n * (2 * n - 1) / 6;
+  EXPECT_EQ(s.count, n) << "query " << q;
+  EXPECT_EQ(s.sum, n > 0 ? sum : 0) << "query " << q;
+  EXPECT_EQ(s.sumsq, n > 0 ? sumsq : 0) << "query " << q;
+}
+
+AttnParams base() {
+  AttnParams p{};
+  p.batch = 1;
+  p.heads = 1;
+  p.kv_heads = 1;
+  p.head_major = 1;
+  return p;
+}
+
+TEST(AttnWalk, RingSegmentsCoverEveryVisiblePairOnce) {
+  for (int world : {1, 2, 3, 4, 8})
+    for (int32_t s_local : {130, 256, 300, 1000})
+      for (bool causal : {false, true}) {
+        SCOPED_TRACE("world " + std::to_string(world) + " s_local " + std::to_string(s_local) +
+                     (causal ? " causal" : ""));
+        const int64_t total = int64_t(world) * s_local;
+        std::vector<Seen> all(static_cast<size_t>(total));
+        std::vector<int> owner(static_cast<size_t>(total), 0);
+        for (int r = 0; r < world; ++r) {
+          std::vector<int> order;
+          for (int i = 0; i < world; ++i) order.push_back((r + i) % world);
+          AttnParams p = base();
+          p.causal = causal;
+          ring_segments(p, r, world, s_local, causal, order, /*batch=*/3, /*chunks=*/6);
+          for (int g = 0; g < p.n_kvsegs; ++g) {  // source mapping
+            const int src = order[static_cast<size_t>(g / (causal ? 2 : 1))];
+            EXPECT_EQ(p.kvseg[g].map, src == r ? 0 : 1);
+            EXPECT_EQ(p.kvseg[g].batch_off, src == r ? 0 : src * 3);
+            EXPECT_EQ(p.kvseg[g].sig, src == r ? -1 : src * 6);
+          }
+          std::vector<Seen> seen = walk(p, total);
+          for (int i = 0; i < p.n_qsegs; ++i)
+            for (int32_t t = 0; t < p.qseg[i].len; ++t) ++owner[static_cast<size_t>(p.qseg[i].pos0 + t)];
+          for (int64_t q = 0; q < total; ++q)
+            if (seen[static_cast<size_t>(q)].count) all[static_cast<size_t>(q)] = seen[static_cast<size_t>(q)];
+        }
+        for (int64_t q = 0; q < total; ++q) {
+          EXPECT_EQ(owner[static_cast<size_t>(q)], 1) << "position " << q << " is not held by exactly one rank";
+          expect_prefix(all[static_cast<size_t>(q)], causal ? q + 1 : total, q);
+        }
+      }
+}
+
+TEST(AttnWalk, OneGpuCausalIsBottomRightAligned) {
+  for (auto [sq, skv] : std::vector<std::pair<int32_t, int32_t>>{{128, 128}, {1500, 700}, {777, 1290}, {1, 517}}) {
+    SCOPED_TRACE("seq_q " + std::to_string(sq) + " seq_kv " + std::to_string(skv));
+    AttnParams p = base();
+    p.causal = 1;
+    p.n_qsegs = 1;
+    p.qseg[0] = QSeg{0, sq, skv - sq, 0};
+    p.q_tiles = (sq + kBlockM - 1) / kBlockM;
+    p.n_kvsegs = 1;
+    p.kvseg[0] = KvSeg{0, 0, 0, skv, 0, -1};
+    // Positions: query i at skv - sq + i (may be negative: then no key).
+    const int64_t off = sq > skv ? sq - skv : 0;
+    std::vector<Seen> seen(static_cast<size_t>(sq));
+    for (int32_t w = 0; w < p.q_tiles; ++w) {
+      const Unit u = unit_of(p, w);
+      for (int j = 0; j < seg_blocks(p, p.kvseg[0], u); ++j)
+        for (int row = 0; row < u.rows; ++row) {
+          const int32_t lim = last_visible_key(p, u, p.kvseg[0], j, row);
+          Seen& s = seen[static_cast<size_t>(u.s0 + row)];
+          for (int col = 0; col <= lim && col < kBlockN; ++col) {
+            const int64_t k = int64_t(j) * kBlockN + col;
+            ++s.count, s.sum += k, s.sumsq += k * k;
+          }
+        }
+    }
+    (void)off;
+    for (int32_t i = 0; i < sq; ++i) {
+      const int64_t n = std::clamp<int64_t>(int64_t(i) + skv - sq + 1, 0, skv);
+      expect_prefix(seen[static_cast<size_t>(i)], n, i);
+    }
+  }
+}
+
+TEST(AttnWalk, RingSegmentsRejectBadInput) {
+  AttnParams p = base();
+  EXPECT_THROW(ring_segments(p, 0, 2, 301, true, {0, 1}, 1, 1), mk::Error);   // zigzag needs even s_local
+  EXPECT_THROW(ring_segments(p, 1, 2, 300, true, {0, 1}, 1, 1), mk::Error);   // own rank not first
+  EXPECT_THROW(ring_segments(p, 0, 3, 300, false, {0, 1}, 1, 1), mk::Error);  // a rank missing
+}
+
+}  // namespace
