@@ -4,10 +4,12 @@
 // rank sees exactly the keys its mask allows, each once, for zigzag (causal)
 // and contiguous shards at several world sizes and lengths that are not
 // multiples of the 128-token tiles; and the one-GPU op's bottom-right causal
-// alignment for seq_q != seq_kv. Built when the attention op is.
+// alignment for seq_q != seq_kv; and the one-GPU op's input validation.
+// Built when the attention op is.
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "device/attention/attn_walk.hpp"
@@ -149,6 +151,54 @@ TEST(AttnWalk, RingSegmentsRejectBadInput) {
   EXPECT_THROW(ring_segments(p, 0, 2, 301, true, {0, 1}, 1, 1), mk::Error);   // zigzag needs even s_local
   EXPECT_THROW(ring_segments(p, 1, 2, 300, true, {0, 1}, 1, 1), mk::Error);   // own rank not first
   EXPECT_THROW(ring_segments(p, 0, 3, 300, false, {0, 1}, 1, 1), mk::Error);  // a rank missing
+}
+
+}  // namespace
+
+// Bad calls of the one-GPU op fail with a message naming the problem before
+// anything touches a GPU (these run on the CPU machines too).
+namespace {
+
+std::string error_of(const mk::AttentionArgs& a) {
+  try {
+    (void)mk::attn::make_params(a);
+  } catch (const mk::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+mk::AttentionArgs good_args() {
+  alignas(16) static char buf[5][4096];  // never dereferenced: validation only
+  mk::AttentionArgs a;
+  a.q = buf[0], a.k = buf[1], a.v = buf[2], a.out = buf[3], a.lse = reinterpret_cast<float*>(buf[4]);
+  a.batch = 1, a.seq_q = 1, a.heads = 4, a.kv_heads = 2, a.head_dim = 128;
+  return a;
+}
+
+TEST(AttnValidation, BadCallsNameTheProblem) {
+  struct Case {
+    const char* expect;
+    void (*bad)(mk::AttentionArgs&);
+  };
+  const Case cases[] = {
+      {"head_dim must be 64 or 128", [](mk::AttentionArgs& a) { a.head_dim = 96; }},
+      {"must divide heads", [](mk::AttentionArgs& a) { a.kv_heads = 3; }},
+      {"must be >= 1", [](mk::AttentionArgs& a) { a.batch = 0; }},
+      {"must be >= 1", [](mk::AttentionArgs& a) { a.heads = -2; }},
+      {"must be < 2^30", [](mk::AttentionArgs& a) { a.heads = int64_t(1) << 31, a.kv_heads = 1; }},
+      {"sizes too large", [](mk::AttentionArgs& a) { a.seq_q = int64_t(1) << 31; }},
+      {"must be device pointers", [](mk::AttentionArgs& a) { a.lse = nullptr; }},
+      {"16-byte aligned", [](mk::AttentionArgs& a) { a.k = static_cast<const char*>(a.k) + 4; }},
+      {"scale must be finite", [](mk::AttentionArgs& a) { a.scale = -1.f; }},
+      {"out overlaps q", [](mk::AttentionArgs& a) { a.out = const_cast<void*>(a.q); }},
+  };
+  for (const Case& c : cases) {
+    mk::AttentionArgs a = good_args();
+    c.bad(a);
+    const std::string msg = error_of(a);
+    EXPECT_NE(msg.find(c.expect), std::string::npos) << "expected \"" << c.expect << "\", got \"" << msg << "\"";
+  }
 }
 
 }  // namespace
