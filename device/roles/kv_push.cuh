@@ -38,6 +38,7 @@
 #pragma once
 
 #include "device/gemm/sm90.cuh"
+#include "device/roles/kv_items.hpp"
 #include "device/net/net.cuh"
 #include "device/signals.cuh"
 
@@ -162,29 +163,15 @@ __device__ __forceinline__ void kv_push(const DeviceCtx& ctx, const KvPush& g, u
   const int64_t chunks = int64_t(g.batch) * g.kv_heads;
   const int64_t chunk_bytes = kv_chunk_bytes(g), slot_bytes = kv_slot_bytes(g);
   // Own chunks: chunk-major (head 0 to every destination first, every CTA
-  // on a piece of it), then the chunks of the rail peers, node by node.
-  const int64_t P = g.pieces;
-  const int64_t units = chunk_bytes / 16, per_piece = (units + P - 1) / P;
-  const int own_dests = (w - 1) + (g.own_to_self ? 1 : 0);
-  const int64_t own_items = int64_t(own_dests) * chunks * P;
-  const int64_t items = own_items + int64_t(g.num_nodes - 1) * (w - 1) * chunks * P;
+  // on a piece of it), then the chunks of the rail peers, node by node
+  // (kv_item).
+  const int64_t units = chunk_bytes / 16, per_piece = (units + g.pieces - 1) / g.pieces;
+  const KvItems its = kv_items(w, r, g.num_nodes, g.own_to_self != 0, chunks, g.pieces);  // device/roles/kv_items.hpp
   uint32_t entered = 0;  // destinations whose entry signal this thread (t == 0) saw
-  for (int64_t item = cta; item < items; item += ncta) {
-    int d, j = 0;
-    int64_t c, q;
-    if (item < own_items) {
-      c = item / (own_dests * P);
-      q = item % (own_dests * P);
-      const int k = static_cast<int>(q / P);  // k-th destination: r + 1, r + 2, ..., then r itself
-      d = k == w - 1 ? r : (r + 1 + k) % w;
-    } else {
-      const int64_t x = item - own_items;
-      j = 1 + static_cast<int>(x / ((w - 1) * chunks * P));
-      c = (x / ((w - 1) * P)) % chunks;
-      q = x % ((w - 1) * P);
-      d = (r + 1 + static_cast<int>(q / P)) % w;
-    }
-    const int64_t piece = q % P;
+  for (int64_t item = cta; item < its.items; item += ncta) {
+    const KvItem it = kv_item(its, item);
+    const int d = it.d, j = it.j;
+    const int64_t c = it.c, piece = it.piece;
     const int src = j == 0 ? g.rank : g.rail[(g.node + j) % g.num_nodes];
     const int32_t sig = g.sig_arrival + static_cast<int32_t>(int64_t(src) * chunks + c);
     if (t == 0) {

@@ -1,0 +1,66 @@
+// mkernel: the work items of the ring-attention K/V push (device/roles/
+// kv_push.cuh): which chunk piece goes where. No CUDA-only syntax: the CPU
+// tests enumerate the items of every rank of a topology with this code.
+//
+// Items, in order: own chunks, chunk-major (every piece of chunk 0 to every
+// destination first), destinations r + 1, r + 2, ... of the node and then,
+// with own_to_self, this rank's own slot (the network's source); then, on
+// several nodes, the chunks that the rail peer j nodes on sent here, to the
+// node's other ranks (j = 1 .. nodes - 1).
+#pragma once
+
+#include <cstdint>
+
+#include "device/ctx.hpp"
+
+namespace mk::roles {
+
+struct KvItems {
+  int32_t w, r;       // ranks per node, this rank's local rank
+  int32_t own_dests;  // w - 1, + 1 with own_to_self
+  int64_t chunks, pieces;
+  int64_t own_items;  // own_dests x chunks x pieces
+  int64_t items;      // + (nodes - 1) (w - 1) chunks pieces
+};
+
+MK_HD KvItems kv_items(int32_t w, int32_t r, int32_t nodes, bool own_to_self, int64_t chunks, int64_t pieces) {
+  KvItems x;
+  x.w = w;
+  x.r = r;
+  x.own_dests = (w - 1) + (own_to_self ? 1 : 0);
+  x.chunks = chunks;
+  x.pieces = pieces;
+  x.own_items = int64_t(x.own_dests) * chunks * pieces;
+  x.items = x.own_items + int64_t(nodes - 1) * (w - 1) * chunks * pieces;
+  return x;
+}
+
+struct KvItem {
+  int32_t d;      // destination local rank
+  int32_t j;      // 0: own chunk; j >= 1: from the rail peer j nodes on (forwarded)
+  int64_t c;      // chunk (b x kv_heads + hkv)
+  int64_t piece;  // of the chunk
+};
+
+MK_HD KvItem kv_item(const KvItems& x, int64_t item) {
+  KvItem it;
+  int64_t q;
+  const int64_t P = x.pieces;
+  if (item < x.own_items) {
+    it.j = 0;
+    it.c = item / (x.own_dests * P);
+    q = item % (x.own_dests * P);
+    const int k = static_cast<int>(q / P);  // k-th destination: r + 1, r + 2, ..., then r itself
+    it.d = k == x.w - 1 ? x.r : (x.r + 1 + k) % x.w;
+  } else {
+    const int64_t y = item - x.own_items;
+    it.j = 1 + static_cast<int>(y / ((x.w - 1) * x.chunks * P));
+    it.c = (y / ((x.w - 1) * P)) % x.chunks;
+    q = y % ((x.w - 1) * P);
+    it.d = (x.r + 1 + static_cast<int>(q / P)) % x.w;
+  }
+  it.piece = q % P;
+  return it;
+}
+
+}  // namespace mk::roles
