@@ -42,10 +42,13 @@ class RingAttention(_Plan):
             raise MkernelError(f"mkernel.ring_attention: the plan is for q {(b, s, h, d)}, k/v {(b, s, hkv, d)}; "
                                f"got q {tuple(q.shape)}, k {tuple(k.shape)}")
         _check_call(q, k, v, out, lse)
+        return self._launch(q, k, v, out, lse)
+
+    def _launch(self, q, k, v, out, lse):  # checked by the caller
         if out is None:
             out = torch.empty_like(q)
         if lse is None:
-            lse = torch.empty((b, h, s), dtype=torch.float32, device=q.device)
+            lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
         check(lib.mk_ring_attn_run(self._h, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
                                    lse.data_ptr(), _stream(q.get_device())))
         return out, lse
@@ -63,15 +66,16 @@ def _check_call(q, k, v, out, lse):
         _check_lse(lse, (q.shape[0], q.shape[2], q.shape[1]), q.device, "mkernel.ring_attention")
 
 
-def _run(q, k, v, key, causal, scale, out=None, lse=None):
+def _run(q, k, v, key, causal, scale, out=None, lse=None):  # q, k, v, out, lse checked (_check_call)
     b, s, h, d = q.shape
     plan = _plan(RingAttention, key, b, s, h, k.shape[2], d, bool(causal), float(scale))
-    return plan.run(q, k, v, out, lse)
+    return plan._launch(q, k, v, out, lse)
 
 
 @torch.library.custom_op("mkernel::ring_attention", mutates_args=())
 def _ring_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, comm: int, causal: bool = False,
                        scale: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    _check_call(q, k, v, None, None)
     return _run(q, k, v, comm, causal, scale)
 
 
