@@ -31,11 +31,14 @@ import os
 for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
     os.environ.setdefault(_k, _v)
 
-import argparse, datetime, statistics, subprocess, sys  # noqa: E401,E402
+import argparse, datetime, sys  # noqa: E401,E402
 from dataclasses import dataclass, field  # noqa: E402
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dist_timing import agree, fence, max_over_ranks, measure, sh, short  # noqa: E402,F401
 
 HEADS, HEAD_DIM = 32, 128
 CHECK_S, CHECK_TOL = 1024, 2e-2  # end-to-end check: S_local, max |err| / max |ref|
@@ -336,26 +339,6 @@ def why_not(name, shape, ctx):
 
 # ---- distributed plumbing (as in torch_tp_bench.py) ----
 
-def max_over_ranks(values):  # CPU tensors: over gloo
-    t = torch.tensor(values, dtype=torch.float64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return t.tolist()
-
-
-def agree(flag):
-    """True on every rank iff flag is True on every rank."""
-    return max_over_ranks([0.0 if flag else 1.0])[0] == 0.0
-
-
-def short(e, limit=160):
-    return f"{type(e).__name__}: {e}".replace("|", "/").replace("\n", " ")[:limit]
-
-
-def fence():
-    torch.cuda.synchronize()
-    dist.barrier()
-
-
 def probe(backend, expand, hkv, gen):
     """One local call of the backend (non-causal with more keys than queries; causal, square) against
     reference_rows: the (out, lse) contract the merges rely on. None, or why it fails."""
@@ -420,29 +403,6 @@ def check(builders, hkv, causal, ctx):
     return errs
 
 
-def measure(fns, inputs, rounds, warmup, lead_cycles):
-    """fns: name -> fn(input). One call of each per round; returns name -> ms (median per rank, max over ranks)."""
-    names, n_in, k = list(fns), len(inputs), 0
-    events = {n: [] for n in names}
-    for r in range(warmup + rounds):
-        for n in names[r % len(names):] + names[:r % len(names)]:  # no variant always goes first
-            x = inputs[k % n_in]
-            k += 1
-            torch.cuda.synchronize()
-            dist.barrier()
-            if lead_cycles > 0:
-                torch.cuda._sleep(lead_cycles)
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fns[n](x)
-            e.record()
-            if r >= warmup:
-                events[n].append((s, e))
-    torch.cuda.synchronize()
-    med = [statistics.median(s.elapsed_time(e) for s, e in events[n]) for n in names]
-    return dict(zip(names, max_over_ranks(med)))
-
-
 def input_pool(shape, gen, l2_bytes):
     """Random (q, k, v) sets, rotated call by call: together more than 2x L2, at least 2 of them."""
     def rnd(n):
@@ -499,15 +459,6 @@ def header(names):
         cols += [f"{n} ms", f"{n} TFLOP/s"]
     cols += ["best baseline"] + [f"{n} vs best baseline (x)" for n in mk]
     return "| " + " | ".join(cols) + " |\n" + "|---" * len(cols) + "|"
-
-
-def sh(*cmd):
-    """First line of a command's output, or None."""
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
-        return r.stdout.strip().split("\n")[0] if r.returncode == 0 and r.stdout.strip() else None
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def run(args, comm, rank, world):

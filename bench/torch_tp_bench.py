@@ -27,10 +27,13 @@ import os
 for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
     os.environ.setdefault(_k, _v)
 
-import argparse, datetime, statistics, subprocess, sys, warnings  # noqa: E401,E402
+import argparse, datetime, sys, warnings  # noqa: E401,E402
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dist_timing import agree, fence, max_over_ranks, measure, sh, short  # noqa: E402,F401
 
 import mkernel  # noqa: E402
 import mkernel.torchrun  # noqa: E402
@@ -53,21 +56,6 @@ def parse_args():
     ap.add_argument("--lead-cycles", type=int, default=2_000_000,
                     help="GPU sleep before each timed call (~1 ms; keeps host launch cost off the clock; 0: none)")
     return ap.parse_args()
-
-
-def max_over_ranks(values):  # CPU tensors: over gloo
-    t = torch.tensor(values, dtype=torch.float64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return t.tolist()
-
-
-def agree(flag):
-    """True on every rank iff flag is True on every rank."""
-    return max_over_ranks([0.0 if flag else 1.0])[0] == 0.0
-
-
-def short(e, limit=160):
-    return f"{type(e).__name__}: {e}".replace("|", "/").replace("\n", " ")[:limit]
 
 
 def load_symm_mem():
@@ -95,13 +83,6 @@ def need(ops, name):
     return getattr(ops, name)
 
 
-def fence():
-    """Host sync + barrier: no rank starts the next call (e.g. rewrites its symmetric buffer) while
-    another still reads it."""
-    torch.cuda.synchronize()
-    dist.barrier()
-
-
 def mk_has(symbol):
     from mkernel._lib import lib
     return hasattr(lib, symbol)
@@ -124,29 +105,6 @@ def check(op, m, outs):
            for i, n in enumerate(names) if not (vals[2 * i] <= 1.0 and vals[2 * i + 1] < 1e-2)]
     if bad:
         raise RuntimeError(f"{op} M={m}: outputs disagree with serial (worst rank shown): " + "; ".join(bad))
-
-
-def measure(op, m, fns, inputs, rounds, warmup, lead_cycles):
-    """fns: name -> fn(input). One call of each per round; returns name -> ms (median per rank, max over ranks)."""
-    names, n_in, k = list(fns), len(inputs), 0
-    events = {n: [] for n in names}
-    for r in range(warmup + rounds):
-        for n in names[r % len(names):] + names[:r % len(names)]:  # no variant always goes first
-            x = inputs[k % n_in]
-            k += 1
-            torch.cuda.synchronize()
-            dist.barrier()
-            if lead_cycles > 0:
-                torch.cuda._sleep(lead_cycles)
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fns[n](x)
-            e.record()
-            if r >= warmup:
-                events[n].append((s, e))
-    torch.cuda.synchronize()
-    med = [statistics.median(s.elapsed_time(e) for s, e in events[n]) for n in names]
-    return dict(zip(names, max_over_ranks(med)))
 
 
 def run_shape(op, m, comm, world, ops, notes, group_name, gen, args, l2_bytes):
@@ -257,7 +215,7 @@ def run_shape(op, m, comm, world, ops, notes, group_name, gen, args, l2_bytes):
     fence()
     check(op, m, outs)
     del outs, x
-    times = measure(op, m, fns, copies(*in_shape), args.rounds, args.warmup, args.lead_cycles)
+    times = measure(fns, copies(*in_shape), args.rounds, args.warmup, args.lead_cycles)
     torch.cuda.synchronize()
     dist.barrier()
     mkernel.close_plans(comm)  # collective; frees this shape's symmetric buffers
@@ -282,15 +240,6 @@ def header(op):
         cols = ["torch fused ms", "mkernel ms", "torch fused vs serial (x)", "mkernel vs torch fused (x)"]
     cols = ["config", "M", "serial ms", *cols, "mkernel vs serial (x)"]
     return "| " + " | ".join(cols) + " |\n" + "|---" * len(cols) + "|"
-
-
-def sh(*cmd):
-    """First line of a command's output, or None."""
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
-        return r.stdout.strip().split("\n")[0] if r.returncode == 0 and r.stdout.strip() else None
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def main(args):

@@ -1,0 +1,65 @@
+"""Helpers shared by the torchrun benchmarks (bench/torch_tp_bench.py,
+bench/torch_ring_attn_bench.py): agreement and maxima over ranks, the timing
+loop of MEASURING.md (CUDA events, a host sync + barrier + GPU sleep before
+each call, variants rotated per round, median per rank then max over ranks),
+and small report helpers. Needs torch.distributed initialised (gloo for the
+CPU all-reduces)."""
+import statistics
+import subprocess
+
+import torch
+import torch.distributed as dist
+
+
+def max_over_ranks(values):  # CPU tensors: over gloo
+    t = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.tolist()
+
+
+def agree(flag):
+    """True on every rank iff flag is True on every rank."""
+    return max_over_ranks([0.0 if flag else 1.0])[0] == 0.0
+
+
+def short(e, limit=160):
+    return f"{type(e).__name__}: {e}".replace("|", "/").replace("\n", " ")[:limit]
+
+
+def fence():
+    """Host sync + barrier: no rank starts the next call (e.g. rewrites its symmetric buffer) while
+    another still reads it."""
+    torch.cuda.synchronize()
+    dist.barrier()
+
+
+def measure(fns, inputs, rounds, warmup, lead_cycles):
+    """fns: name -> fn(input). One call of each per round; returns name -> ms (median per rank, max over ranks)."""
+    names, n_in, k = list(fns), len(inputs), 0
+    events = {n: [] for n in names}
+    for r in range(warmup + rounds):
+        for n in names[r % len(names):] + names[:r % len(names)]:  # no variant always goes first
+            x = inputs[k % n_in]
+            k += 1
+            torch.cuda.synchronize()
+            dist.barrier()
+            if lead_cycles > 0:
+                torch.cuda._sleep(lead_cycles)
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fns[n](x)
+            e.record()
+            if r >= warmup:
+                events[n].append((s, e))
+    torch.cuda.synchronize()
+    med = [statistics.median(s.elapsed_time(e) for s, e in events[n]) for n in names]
+    return dict(zip(names, max_over_ranks(med)))
+
+
+def sh(*cmd):
+    """First line of a command's output, or None."""
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+        return r.stdout.strip().split("\n")[0] if r.returncode == 0 and r.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None
