@@ -18,6 +18,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "mkernel/communicator.hpp"
 
@@ -63,6 +64,7 @@ class RingAttention {
   const net::NetCtx* netctx_ = nullptr;
   int net_region_ = -1;
   uint64_t* epoch_counter_ = nullptr;  // device: calls completed, finished CTAs, unit counter (device/epoch.cuh)
+  std::vector<int> kv_order_;          // source ranks in the order the engine reads their keys (own first)
 };
 
 }  // namespace mk

@@ -99,6 +99,11 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
     net_region_ = net.register_buffer(*gathered_);
     netctx_ = net.device_ctx_ptr();
   }
+  // Keys are read own first (no wait), then the node peers' (NVLink, early),
+  // then the other nodes' ranks' (network), nearest first.
+  for (int step = 0; step < t.world; ++step)
+    kv_order_.push_back(t.rank_at((t.node + step / t.local_size) % t.num_nodes,
+                                  (t.local_rank + step % t.local_size) % t.local_size));
   MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 3 * sizeof(uint64_t)));
   MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 3 * sizeof(uint64_t)));
   MK_CUDA_CHECK(cudaDeviceSynchronize());  // the legacy-stream memset before any launch (setup time)
@@ -141,14 +146,9 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
                           1, "gathered V");
   p.kv_seq_dim[1] = 1;
   // Query and key segments with global positions (zigzag halves when
-  // causal). Keys: own first (no wait), then node peers (NVLink, early),
-  // then the other nodes' ranks (network), nearest first.
+  // causal), keys in kv_order_.
   const int32_t r = t.rank, S = static_cast<int32_t>(s_local_);
-  std::vector<int> kv_order;
-  for (int step = 0; step < world; ++step)
-    kv_order.push_back(t.rank_at((t.node + step / t.local_size) % t.num_nodes,
-                                 (t.local_rank + step % t.local_size) % t.local_size));
-  attn::ring_segments(p, r, world, S, causal_, kv_order, batch_, batch_ * kv_heads_);
+  attn::ring_segments(p, r, world, S, causal_, kv_order_, batch_, batch_ * kv_heads_);
   p.num_compute = num_ctas_;
   p.head_major = 1;
   p.unit_counter = epoch_counter_ + 2;
