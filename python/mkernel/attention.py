@@ -12,15 +12,12 @@ fake implementation (torch.compile traces it); no autograd (forward only).
 """
 import torch
 
-from ._lib import MkernelError, check, lib
+from ._lib import MkernelError, check
 from ._ops_c import _need
 
+from .ops import _stream
+
 _BF16 = torch.bfloat16
-_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-
-
-def _stream(dev):
-    return _raw_stream(dev) if _raw_stream else torch.cuda.current_stream(dev).cuda_stream
 
 
 def _check(t, name, dev=None):
