@@ -33,7 +33,7 @@ _TORCH_OPS = {"gemm": "ops", "ag_gemm": "tp", "gemm_rs": "tp", "all_gather": "tp
               "AgGemm": "tp", "GemmRs": "tp", "close_plans": "tp",
               "gemm_ar": "tp_ar", "all_reduce": "tp_ar", "GemmAr": "tp_ar",
               "zigzag_shard": "zigzag", "zigzag_unshard": "zigzag", "zigzag_positions": "zigzag",
-              "attention": "attention", "ring_attention": "ring_attention", "RingAttention": "ring_attention"}
+              "attention": "_attention", "ring_attention": "_ring_attention", "RingAttention": "_ring_attention"}
 
 
 def __getattr__(name):

@@ -193,6 +193,23 @@ def test_every_export_is_defined_or_loaded_lazily_from_a_module_that_defines_it(
         assert name in defined and name in exported, f"mkernel.{name}: not defined and exported by mkernel/{module}.py"
     with pytest.raises(AttributeError, match="no attribute 'gemm_arr'"):
         mkernel.gemm_arr
+    # No submodule is named like an export: importing a submodule sets the package attribute of its
+    # name, which would shadow the lazily loaded function (mkernel.attention became the module once
+    # mkernel.ring_attention had imported it).
+    modules = {p.stem for p in pkg.glob("*.py")} | {p.name for p in pkg.iterdir() if p.is_dir()}
+    assert not modules & set(mkernel.__all__), f"submodules named like exports: {modules & set(mkernel.__all__)}"
+
+
+def test_exports_stay_functions_after_their_modules_import_each_other():
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+    code = ("import mkernel\n"
+            "r = mkernel.ring_attention\n"  # imports the attention module too
+            "assert callable(mkernel.attention) and callable(r) and mkernel.ring_attention is r\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr
 
 
 def test_torch_ops_need_torch_only_when_used():

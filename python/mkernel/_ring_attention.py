@@ -16,7 +16,7 @@ import torch
 
 from ._lib import MkernelError, check, lib
 from ._ops_c import _need
-from .attention import _check_lse, _check_out, _validate
+from ._attention import _check_lse, _check_out, _validate
 from .ops import _stream
 from .tp import _Plan, _key, _plan, lookup
 
