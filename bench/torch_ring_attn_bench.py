@@ -39,6 +39,7 @@ import torch.distributed as dist  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dist_timing import agree, fence, max_over_ranks, measure, sh, short  # noqa: E402,F401
+import ring_eta  # noqa: E402
 
 HEADS, HEAD_DIM = 32, 128
 CHECK_S, CHECK_TOL = 1024, 2e-2  # end-to-end check: S_local, max |err| / max |ref|
@@ -74,6 +75,8 @@ def parse_args(argv=None):
     ap.add_argument("--seqs", default="2048,4096,8192,16384,32768", help="comma-separated S_local values (even)")
     ap.add_argument("--kv-heads", default="32,8", help=f"comma-separated Hkv values (divisors of {HEADS})")
     ap.add_argument("--masks", default="causal,full", help="comma-separated subset of causal, full")
+    ap.add_argument("--only", default="",
+                    help="comma-separated variant names to run (default: all; e.g. mkernel for a quick probe)")
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
@@ -85,6 +88,7 @@ def parse_args(argv=None):
     ints = lambda s: [int(x) for x in s.split(",") if x.strip()]  # noqa: E731
     args.batch_list, args.seq_list, args.kv_list = ints(args.batches), ints(args.seqs), ints(args.kv_heads)
     args.mask_list = [m.strip() for m in args.masks.split(",") if m.strip()]
+    args.only_list = [n.strip() for n in args.only.split(",") if n.strip()]
     if any(m not in ("causal", "full") for m in args.mask_list):
         ap.error(f"--masks: expected a subset of causal, full (got {args.masks})")
     if any(s <= 0 or s % 2 for s in args.seq_list):
@@ -303,6 +307,25 @@ class AllGather:
         return self.final
 
 
+class AllGatherCompute(AllGather):
+    """The all-gather baseline's attention without its all-gather (compute alone, bench/ring_eta.py): the
+    gathered K/V are random data already in place."""
+
+    def __init__(self, shape, attn, ctx):
+        super().__init__(shape, attn, ctx)
+        for t in (self.kg, self.vg):
+            t.normal_()
+
+    def gather(self, k, v):
+        pass
+
+
+def compute_alone(backend):
+    def build(shape, ctx):
+        return AllGatherCompute(shape, attention(backend, ctx.gqa[backend, shape.hkv] == "expand"), ctx)
+    return build
+
+
 def baseline(algo, backend):
     def build(shape, ctx):
         attn = attention(backend, ctx.gqa[backend, shape.hkv] == "expand")
@@ -332,8 +355,9 @@ def mk_variants(args):
 
 def why_not(name, shape, ctx):
     """Why variant `name` is not run at this shape, or None."""
-    if name in BASELINES and ctx.gqa.get((BASELINES[name][1], shape.hkv)) is None:
-        return ctx.notes.get((BASELINES[name][1], shape.hkv), "backend not probed")
+    backend = BASELINES[name][1] if name in BASELINES else name.split()[1] if name in ring_eta.COMPUTE[:2] else None
+    if backend and ctx.gqa.get((backend, shape.hkv)) is None:
+        return ctx.notes.get((backend, shape.hkv), "backend not probed")
     return ctx.notes.get((name, shape.hkv, shape.causal))
 
 
@@ -438,26 +462,35 @@ def run_shape(shape, builders, ctx, gen, args, l2_bytes):
     return times, errs
 
 
-def fmt_row(config, shape, world, names, t):
+def fmt_row(config, shape, world, names, t, emulated=False):
+    """One table row: ms and TFLOP/s of the baselines and mkernel, ms of the halves timed alone
+    (ring_eta), the best baseline, mkernel's speedup over it, T_lb and eta (MEASURING.md)."""
     tf = lambda ms: attn_flops(shape, world) / (ms * 1e-3) / 1e12  # noqa: E731
     cells = []
     for n in names:
-        cells += [f"{t[n]:.3f}", f"{tf(t[n]):.0f}"] if n in t else ["-", "-"]
+        if n in ring_eta.COMPUTE + ring_eta.COMM:
+            cells.append(f"{t[n]:.3f}" if n in t else "-")
+        else:
+            cells += [f"{t[n]:.3f}", f"{tf(t[n]):.0f}"] if n in t else ["-", "-"]
     base = {n: t[n] for n in BASELINES if n in t}
     best = min(base, key=base.get) if base else None
-    mk = [n for n in names if n not in BASELINES]
+    mk = [n for n in names if n not in BASELINES and n not in ring_eta.COMPUTE + ring_eta.COMM]
     cells.append(f"{best} ({base[best]:.3f} ms)" if best else "-")
     cells += [f"{base[best] / t[n]:.2f}" if best and n in t else "-" for n in mk]
+    lb, comp, comm = ring_eta.lower_bound(t, emulated)
+    cells.append(f"{lb:.3f} ({comp[0] if comp[1] >= comm[1] else comm[0]})" if lb else "-")
+    cells += [f"{lb / t[n]:.2f}" if lb and n in t else "-" for n in mk]
     head = [config, str(shape.b), str(shape.hkv), str(shape.s), "yes" if shape.causal else "no"]
     return "| " + " | ".join(head + cells) + " |"
 
 
 def header(names):
-    mk = [n for n in names if n not in BASELINES]
+    mk = [n for n in names if n not in BASELINES and n not in ring_eta.COMPUTE + ring_eta.COMM]
     cols = ["config", "B", "Hkv", "S_local", "causal"]
     for n in names:
-        cols += [f"{n} ms", f"{n} TFLOP/s"]
+        cols += [f"{n} ms"] if n in ring_eta.COMPUTE + ring_eta.COMM else [f"{n} ms", f"{n} TFLOP/s"]
     cols += ["best baseline"] + [f"{n} vs best baseline (x)" for n in mk]
+    cols += ["T_lb ms (bound by)"] + [f"eta {n}" for n in mk]
     return "| " + " | ".join(cols) + " |\n" + "|---" * len(cols) + "|"
 
 
@@ -465,7 +498,14 @@ def run(args, comm, rank, world):
     ctx = Ctx(rank, world, comm)
     builders = {name: baseline(*how) for name, how in BASELINES.items()}
     builders.update(mk_variants(args))
-    names = list(builders)
+    timed = dict(builders, **ring_eta.eta_variants(compute_alone))  # + the halves alone (not checked)
+    if args.only_list:
+        unknown = [n for n in args.only_list if n not in timed]
+        if unknown:
+            raise SystemExit(f"--only: unknown variants {unknown} (known: {', '.join(timed)})")
+        builders = {n: b for n, b in builders.items() if n in args.only_list}
+        timed = {n: b for n, b in timed.items() if n in args.only_list}
+    names = list(timed)
     gen = torch.Generator(device="cuda").manual_seed(1234 + rank)  # different data on every rank
     # 1. Each backend once per Hkv: native GQA, else K/V expanded, else unusable.
     for backend in BACKENDS:
@@ -489,14 +529,15 @@ def run(args, comm, rank, world):
     # 3. Timing.
     l2 = getattr(torch.cuda.get_device_properties(), "L2_cache_size", 60 << 20)
     rpn = os.environ.get("MK_RANKS_PER_NODE")  # emulated nodes apply to mkernel only
-    config = f"1x{world}" if not rpn or int(rpn) >= world else f"{world // int(rpn)}x{rpn} emu (mkernel)"
+    emulated = bool(rpn) and int(rpn) < world
+    config = f"{world // int(rpn)}x{rpn} emu (mkernel)" if emulated else f"1x{world}"
     rows, notes = [], {}  # notes: "variant: why" -> the shapes it was not measured at
     for shape in shapes(args):
-        times, errs = run_shape(shape, builders, ctx, gen, args, l2)
+        times, errs = run_shape(shape, timed, ctx, gen, args, l2)
         for n, why in errs.items():
             notes.setdefault(f"{n}: {why}", []).append(f"B={shape.b} Hkv={shape.hkv} S_local={shape.s} "
                                                        f"{'causal' if shape.causal else 'full'}")
-        rows.append(fmt_row(config, shape, world, names, times))
+        rows.append(fmt_row(config, shape, world, names, times, emulated))
         if rank == 0:
             print(rows[-1], flush=True)
     if rank == 0:
@@ -552,6 +593,14 @@ def write_report(args, world, names, ctx, checks, rows, notes):
              "element and tensor; causal: two, second halves then first halves), then attention, no overlap; "
              "causal: per local chunk a causal call against its own K/V and a non-causal call against all "
              "earlier chunks, merged in fp32",
+             "- halves alone (bench/ring_eta.py, own random inputs, timed in the same rotation, not checked): "
+             "compute flash / compute cudnn: the all-gather baseline's attention without its all-gather; compute "
+             "mkernel: mkernel.attention (one call per local chunk, bottom-right causal); comm nccl: one "
+             "dist.all_gather_into_tensor of the K+V bytes; comm mkernel: one mkernel.all_gather of them",
+             "- T_lb = max(fastest compute alone, fastest comm alone); eta = T_lb / T_mkernel (MEASURING.md)"
+             + ("; emulated nodes: comm nccl crosses NVLink, not the emulated network, so only comm mkernel "
+                "bounds the network" if os.environ.get("MK_RANKS_PER_NODE") and
+                int(os.environ["MK_RANKS_PER_NODE"]) < world else ""),
              f"- GQA: {gqa}",
              f"- check (B=1, S_local={CHECK_S}, vs an fp32 single-GPU reference of the full sequence, max|err|/"
              f"max|ref|, max over ranks, must be <= {CHECK_TOL}): {chk}", ""]

@@ -224,3 +224,56 @@ def test_mkernel_variant_is_ring_attention():
     pytest.importorskip("mkernel._lib", reason="libmkernel.so not found (mk_variants imports mkernel)")
     v = bench.mk_variants(bench.parse_args([]))
     assert list(v) == ["mkernel"] and callable(v["mkernel"])
+
+
+eta = _load("ring_eta", ROOT / "bench" / "ring_eta.py")
+
+
+def bottom_right(q, k, v, causal):
+    """(out, lse) with causal bottom-right aligned (query i sees keys j <= i + Skv - Sq), as
+    mkernel.attention: the reference on the keys' positions shifted so the last query is the last key."""
+    sq, skv = q.shape[1], k.shape[1]
+    return bench.reference_rows(torch.cat([q.new_zeros(q.shape[0], skv - sq, *q.shape[2:]), q], 1), k, v, causal,
+                                torch.arange(skv - sq, skv))
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+@pytest.mark.parametrize("causal", [False, True])
+def test_compute_calls_give_each_rank_its_rows_of_full_attention(world, causal):
+    # The compute-alone engine calls (natural-order gathered K/V) reproduce each rank's output rows.
+    b, s, h, hkv, d = 1, 6, 4, 2, 16
+    g = torch.Generator().manual_seed(7 * world + causal)
+    q = torch.randn(b, world * s, h, d, generator=g)
+    k, v = (torch.randn(b, world * s, hkv, d, generator=g) for _ in range(2))
+    for r in range(world):
+        rows = zz.zigzag_positions(r, world, s) if causal else torch.arange(r * s, (r + 1) * s)
+        q_local = q[:, rows]
+        calls = eta.compute_calls(r, world, s, causal)
+        assert sum(hi - lo for lo, hi, _, _ in calls) == s and calls[0][0] == 0
+        assert all(a[1] == b_[0] for a, b_ in zip(calls, calls[1:]))  # the calls tile the local rows
+        out = torch.cat([bottom_right(q_local[:, lo:hi], k[:, :kv_hi], v[:, :kv_hi], c)[0]
+                         for lo, hi, kv_hi, c in calls], 1)
+        torch.testing.assert_close(out, bench.reference_rows(q, k, v, causal, rows)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_lower_bound_and_emulated_comm():
+    t = {"compute flash": 3.0, "compute cudnn": 2.0, "compute mkernel": 2.5, "comm nccl": 0.4,
+         "comm mkernel": 0.9, "mkernel": 2.2}
+    assert eta.lower_bound(t, False) == (2.0, ("compute cudnn", 2.0), ("comm nccl", 0.4))
+    assert eta.lower_bound(t, True) == (2.0, ("compute cudnn", 2.0), ("comm mkernel", 0.9))
+    net_bound = dict(t, **{"comm mkernel": 5.0, "mkernel": 5.5})
+    assert eta.lower_bound(net_bound, True)[0] == 5.0 and eta.lower_bound(net_bound, False)[0] == 2.0
+    assert eta.lower_bound({"comm nccl": 1.0}, True) == (None, None, None)  # a half missing: no bound
+    row = bench.fmt_row("2x1 emu", bench.Shape(1, 8, 8192, False), 2, ["ring flash", "mkernel"] + list(eta.COMPUTE)
+                        + list(eta.COMM), dict(net_bound, **{"ring flash": 4.0}), emulated=True)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    # ..., best baseline, mkernel vs best, T_lb (bound by), eta mkernel
+    assert cells[-4:] == ["ring flash (4.000 ms)", "0.73", "5.000 (comm mkernel)", "0.91"]
+    hdr = bench.header(["ring flash", "mkernel"] + list(eta.COMPUTE) + list(eta.COMM)).split("\n")[0]
+    assert len([c for c in hdr.strip("|").split("|")]) == len(cells)
+
+
+def test_only_selects_variants():
+    a = bench.parse_args(["--only", "mkernel, comm mkernel"])
+    assert a.only_list == ["mkernel", "comm mkernel"]
+    assert bench.parse_args([]).only_list == []
