@@ -11,9 +11,10 @@ all 132 CTAs a 64^3 GEMM takes longer on the GPU than on the host, and the
 figure would be the GPU's). Target (issue [python]): mkernel.gemm under 10 us per call.
 The C++ figure for the same call is mkbench gemm's "host cost per call" row.
 
-Under torchrun with 2 or more ranks it also times the tensor-parallel ops
-(mkernel.gemm_rs / gemm_ar / ag_gemm, steady state, tiny shapes) against their plan's
-C ABI run call:
+Also mkernel.attention (tiny) against its C ABI call. Under torchrun with 2 or
+more ranks it also times the tensor-parallel ops (mkernel.gemm_rs / gemm_ar /
+ag_gemm) and mkernel.ring_attention, steady state, tiny shapes, against their
+plan's C ABI run call:
 
     torchrun --standalone --nproc_per_node=2 bench/python_overhead.py
 """
@@ -81,9 +82,36 @@ def tp_rows():
          per_call_us(lambda: lib.mk_ag_gemm_run(ag_plan._h, xl.data_ptr(), b.data_ptr(), ag_out.data_ptr(), None,
                                                 stream))),
     ]
+    # Ring attention, tiny (B 1, S_local 128, 1 head, D 64): the eager call (validated, cached plan) against
+    # its plan's C ABI run.
+    q, k, v = (torch.randn(1, 128, 1, 64, device="cuda").bfloat16() for _ in range(3))
+    o, lse = torch.empty_like(q), torch.empty(1, 1, 128, device="cuda")
+    ring_plan = mkernel.RingAttention(comm, 1, 128, 1, 1, 64, False)
+    rows += [
+        ("mkernel.ring_attention(q, k, v, comm, out=, lse=)  (eager, validated)",
+         per_call_us(lambda: mkernel.ring_attention(q, k, v, comm, out=o, lse=lse))),
+        ("RingAttention plan run via the C ABI (ctypes, no checks)",
+         per_call_us(lambda: lib.mk_ring_attn_run(ring_plan._h, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                                                  lse.data_ptr(), stream))),
+    ]
     torch.cuda.synchronize()
     dist.barrier()
     return [(f"[{w} ranks] " + name, us) for name, us in rows]
+
+
+def attention_rows():
+    """mkernel.attention (one GPU, tiny: B 1, S 128, 1 head, D 64) against its C ABI call."""
+    from mkernel._lib import lib
+    q, k, v = (torch.randn(1, 128, 1, 64, device="cuda").bfloat16() for _ in range(3))
+    o, lse = torch.empty_like(q), torch.empty(1, 1, 128, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr())
+    return [
+        ("mkernel.attention(q, k, v, out=, lse=)  (eager, validated)",
+         per_call_us(lambda: mkernel.attention(q, k, v, out=o, lse=lse))),
+        ("mk_attention_fwd via the C ABI (ctypes, no checks)",
+         per_call_us(lambda: lib.mk_attention_fwd(*ptrs, 1, 128, 128, 1, 1, 64, 0, 0.0, 0, stream))),
+    ]
 
 
 def main():
@@ -105,6 +133,7 @@ def main():
          per_call_us(lambda: mkernel.gemm_ptr(pa, pb, po, 64, 64, 64, 0, CTAS, stream))),
         ("torch.matmul(a, b.t(), out=out)  (reference: a torch op)", per_call_us(lambda: torch.matmul(a, b.t(), out=out))),
     ]
+    rows += attention_rows()
     if int(os.environ.get("WORLD_SIZE", "1")) >= 2:
         rows += tp_rows()
     if args.breakdown:
