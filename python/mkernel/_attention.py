@@ -20,26 +20,28 @@ from .ops import _stream
 _BF16 = torch.bfloat16
 
 
-def _check(t, name, dev=None):
+def _check(t, name, dev=None, meta=False):
+    """meta: a fake (traced) call: the device checks are left to the real call."""
     if not isinstance(t, torch.Tensor):
         raise MkernelError(f"mkernel.attention: {name} must be a torch.Tensor (got {type(t).__name__})")
     if t.dtype != _BF16:
         raise MkernelError(f"mkernel.attention: {name} must be bfloat16 (got {t.dtype})")
-    if not t.is_cuda:
+    if not meta and not t.is_cuda:
         raise MkernelError(f"mkernel.attention: {name} must be on a CUDA device (got {t.device})")
-    if dev is not None and t.device != dev:
+    if not meta and dev is not None and t.device != dev:
         raise MkernelError(f"mkernel.attention: {name} is on {t.device}, q on {dev}")
     if t.dim() != 4:
         raise MkernelError(f"mkernel.attention: {name} must be 4-D [batch, seq, heads, head_dim] "
                            f"(got shape {tuple(t.shape)})")
-    if not t.is_contiguous():
+    if not meta and not t.is_contiguous():  # the custom ops make their inputs contiguous
         raise MkernelError(f"mkernel.attention: {name} must be contiguous; call .contiguous()")
 
 
-def _validate(q, k, v):
-    _check(q, "q")
-    _check(k, "k", q.device)
-    _check(v, "v", q.device)
+def _validate(q, k, v, meta=False):
+    """Every rule of a call's q, k, v (meta: a fake call's, without the device checks)."""
+    _check(q, "q", meta=meta)
+    _check(k, "k", q.device, meta)
+    _check(v, "v", q.device, meta)
     b, sq, h, d = q.shape
     if k.shape != v.shape:
         raise MkernelError(f"mkernel.attention: k {tuple(k.shape)} and v {tuple(v.shape)} differ")
@@ -80,6 +82,9 @@ def _run(q, k, v, out, lse, causal, scale):
 @torch.library.custom_op("mkernel::attention", mutates_args=())
 def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                   scale: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    # torch.compile's generated code may pass any layout: .contiguous() is free when it already is.
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    _validate(q, k, v)
     out = torch.empty_like(q)
     lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
     _run(q, k, v, out, lse, causal, scale)
@@ -88,7 +93,8 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
 
 @_attention_op.register_fake
 def _(q, k, v, causal=False, scale=0.0):
-    return torch.empty_like(q), q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+    _validate(q, k, v, meta=True)  # a traced call with bad shapes fails at trace time
+    return q.new_empty(q.shape), q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
 
 
 def attention(q, k, v, causal=False, scale=None, out=None, lse=None):

@@ -75,6 +75,7 @@ def _run(q, k, v, key, causal, scale, out=None, lse=None):  # q, k, v, out, lse 
 @torch.library.custom_op("mkernel::ring_attention", mutates_args=())
 def _ring_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, comm: int, causal: bool = False,
                        scale: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # any layout from torch.compile's code
     _check_call(q, k, v, None, None)
     return _run(q, k, v, comm, causal, scale)
 
@@ -82,7 +83,8 @@ def _ring_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, comm: 
 @_ring_attention_op.register_fake
 def _(q, k, v, comm, causal=False, scale=0.0):
     lookup(comm)  # a key that names no communicator fails at trace time
-    return torch.empty_like(q), q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+    _validate(q, k, v, meta=True)  # so do bad shapes
+    return q.new_empty(q.shape), q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
 
 
 def ring_attention(q, k, v, comm, causal=False, scale=None, out=None, lse=None):

@@ -389,3 +389,51 @@ def test_tp_public_functions_that_autograd_records_go_through_the_custom_op(torc
         args = [torch.empty(*s, device="cuda", dtype=torch.bfloat16, requires_grad=True) for s in shapes]
         out = getattr(mkernel, op)(*args, comm)
         assert tuple(out.shape) == out_shape and out.is_cuda and out.requires_grad
+
+
+# The attention ops without a GPU: argument checks of the public functions and the fake (meta)
+# implementations torch.compile traces (shapes, and the same rules at trace time).
+
+@pytest.fixture
+def torch_attn():
+    torch = pytest.importorskip("torch")
+    import mkernel._attention  # noqa: F401
+    import mkernel._ring_attention  # noqa: F401
+    return torch
+
+
+def _qkv(torch, b=2, s=256, h=8, hkv=2, d=128, dtype=None, device="meta"):
+    dtype = dtype or torch.bfloat16
+    return (torch.empty(b, s, h, d, dtype=dtype, device=device),
+            torch.empty(b, s, hkv, d, dtype=dtype, device=device), torch.empty(b, s, hkv, d, dtype=dtype, device=device))
+
+
+def test_attention_checks_arguments_before_the_library(torch_attn):
+    torch = torch_attn
+    with pytest.raises(mkernel.MkernelError, match="q must be bfloat16"):
+        mkernel.attention(*_qkv(torch, dtype=torch.float32, device="cpu"))
+    with pytest.raises(mkernel.MkernelError, match="q must be on a CUDA device"):
+        mkernel.attention(*_qkv(torch, device="cpu"))
+    with pytest.raises(mkernel.MkernelError, match="must be a torch.Tensor"):
+        mkernel.ring_attention(None, None, None, FakeComm())
+
+
+@pytest.mark.parametrize("op", ["attention", "ring_attention"])
+def test_attention_fakes_give_shapes_and_reject_bad_ones(torch_attn, op):
+    torch = torch_attn
+    from mkernel import _tp_meta
+    comm = FakeComm()
+    extra = (_tp_meta.register(comm),) if op == "ring_attention" else ()
+    fn = getattr(torch.ops.mkernel, op)
+    q, k, v = _qkv(torch)
+    out, lse = fn(q, k, v, *extra, True, 0.0)
+    assert out.shape == q.shape and out.dtype == torch.bfloat16 and out.is_contiguous()
+    assert lse.shape == (2, 8, 256) and lse.dtype == torch.float32
+    t = q.transpose(1, 2).contiguous().transpose(1, 2)  # non-contiguous: the real op makes it contiguous
+    assert fn(t, k, v, *extra, False, 0.0)[0].is_contiguous()
+    bad = {"head_dim must be 64 or 128": _qkv(torch, d=96), "kv_heads \\(3\\) must divide heads": _qkv(torch, hkv=3),
+           "k must be bfloat16": (q, k.float(), v), "k must be 4-D": (q, k[0], v),
+           "k .* and v .* differ": (q, k, v[:, :128])}
+    for pattern, args in bad.items():
+        with pytest.raises(mkernel.MkernelError, match=pattern):
+            fn(*args, *extra, False, 0.0)
