@@ -459,6 +459,12 @@ def run_shape(shape, builders, ctx, gen, args, l2_bytes):
     times = measure(fns, pool, args.rounds, args.warmup, args.lead_cycles) if fns else {}
     del pool, fns
     fence()
+    if "mkernel" in sys.modules and ctx.comm is not None:
+        # Collective; frees this shape's plans (ring attention, the all-gather of "comm mkernel") and
+        # their symmetric buffers: kept for every shape they filled the GPU by the last shapes (the
+        # B=4 runs of 2026-11-30 lost mkernel there to a plan-creation timeout).
+        sys.modules["mkernel"].close_plans(ctx.comm)
+        torch.cuda.empty_cache()
     return times, errs
 
 
