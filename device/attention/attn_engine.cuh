@@ -39,6 +39,7 @@
 #include "device/attention/attn_walk.hpp"
 #include "device/bounded_wait.cuh"
 #include "device/fragment.cuh"
+#include "device/trace.cuh"
 
 namespace mk::attn {
 
@@ -140,7 +141,10 @@ __device__ __forceinline__ void producer(const AttnParams& p, const Smem<D>& s, 
       const int nb = seg_blocks(p, seg, u);
       if (nb == 0) continue;
       if (seg.sig >= 0) {  // K/V of this segment came from another rank: wait for its chunk
-        wait_signal(p, p.signals + seg.sig + u.b * p.kv_heads + u.hkv, expected, seg.batch_off / p.batch);
+        const int32_t sig = seg.sig + u.b * p.kv_heads + u.hkv;
+        dev::trace(p.trace, cta, dev::TraceKind::WaitBegin, static_cast<uint32_t>(sig));
+        wait_signal(p, p.signals + sig, expected, seg.batch_off / p.batch);
+        dev::trace(p.trace, cta, dev::TraceKind::WaitEnd, static_cast<uint32_t>(sig));
         sm90::fence_proxy_async_global();
       }
       const CUtensorMap* mk = &p.k[seg.map];

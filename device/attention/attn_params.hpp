@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "device/ctx.hpp"
+#include "device/trace.hpp"
 
 namespace mk::attn {
 
@@ -111,6 +112,7 @@ struct AttnParams {
   int32_t has_ctx;  // ctx valid: failures are recorded for the host
   int32_t pad;
   DeviceCtx ctx;
+  dev::TraceBuf trace;  // optional event log (device/trace.hpp): chunk waits
 };
 
 }  // namespace mk::attn

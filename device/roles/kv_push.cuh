@@ -41,6 +41,7 @@
 #include "device/roles/kv_items.hpp"
 #include "device/net/net.cuh"
 #include "device/signals.cuh"
+#include "device/trace.cuh"
 
 namespace mk::roles {
 
@@ -65,6 +66,7 @@ struct KvPush {
   const net::NetCtx* netctx;
   int32_t net_region;  // the gathered buffer's region id
   int32_t net_queue;
+  dev::TraceBuf trace;  // optional event log (device/trace.hpp): pushes, puts
 };
 
 __device__ __forceinline__ int64_t kv_chunk_bytes(const KvPush& g) {
@@ -120,7 +122,7 @@ __device__ __forceinline__ void kv_copy_piece(const KvPush& g, int64_t c, const 
 
 // The network part (one thread): entry to the rail peers, then every own
 // chunk to every rail peer as soon as it is in this rank's slot.
-__device__ __forceinline__ void kv_inter_send(const DeviceCtx& ctx, const KvPush& g, uint64_t epoch) {
+__device__ __forceinline__ void kv_inter_send(const DeviceCtx& ctx, const KvPush& g, uint64_t epoch, int cta) {
   constexpr dev::Report R = dev::Report::Quiet;
   const int32_t role = static_cast<int32_t>(Role::InterSend);
   const net::NetCtx& nc = *g.netctx;
@@ -135,12 +137,15 @@ __device__ __forceinline__ void kv_inter_send(const DeviceCtx& ctx, const KvPush
   for (int64_t c = 0; c < chunks; ++c) {
     const int32_t sig = g.sig_arrival + static_cast<int32_t>(int64_t(g.rank) * chunks + c);
     dev::wait_ge<dev::Scope::Sys, R>(ctx, ctx.signals + sig, epoch * g.pieces, dev::WaitSite{role, g.rank, sig});
+    dev::trace(g.trace, cta, dev::TraceKind::OwnReady, static_cast<uint32_t>(c));
     const uint64_t off = static_cast<uint64_t>(int64_t(g.rank) * kv_slot_bytes(g) + c * kv_chunk_bytes(g));
     for (int j = 1; j < nn; ++j)
       net::put<R>(nc, ctx, g.net_queue, g.rail[(g.node + j) % nn], g.net_region, off, off,
                   static_cast<uint64_t>(kv_chunk_bytes(g)), net::SigOp::Set, sig, epoch * g.pieces);
+    dev::trace(g.trace, cta, dev::TraceKind::PutPosted, static_cast<uint32_t>(c));
   }
   net::quiet<R>(nc, ctx, g.net_queue);
+  dev::trace(g.trace, cta, dev::TraceKind::QuietDone, 0);
 }
 
 // Push thread t of CTA `cta` of `ncta` (ncta >= 2 on several nodes: the
@@ -155,7 +160,7 @@ __device__ __forceinline__ void kv_push(const DeviceCtx& ctx, const KvPush& g, u
       if (d != r) dev::signal_set(dev::peer_signal(ctx, d, g.sig_entry + g.rank), epoch);
   if (g.num_nodes > 1) {
     if (cta == ncta - 1) {
-      if (t == 0) kv_inter_send(ctx, g, epoch);
+      if (t == 0) kv_inter_send(ctx, g, epoch, cta);
       return;
     }
     --ncta;
@@ -189,7 +194,10 @@ __device__ __forceinline__ void kv_push(const DeviceCtx& ctx, const KvPush& g, u
     const int64_t lo = piece * per_piece, hi = lo + per_piece < units ? lo + per_piece : units;
     kv_copy_piece(g, c, j == 0 ? nullptr : static_cast<const char*>(g.gathered[r]) + off,
                   static_cast<char*>(g.gathered[d]) + off, lo, hi, t);
-    if (t == 0) dev::signal_add(dev::peer_signal(ctx, d, sig), 1);  // one piece more
+    if (t == 0) {
+      dev::signal_add(dev::peer_signal(ctx, d, sig), 1);  // one piece more
+      dev::trace(g.trace, cta, dev::TraceKind::PushDone, static_cast<uint32_t>(c << 8 | d));
+    }
   }
 }
 

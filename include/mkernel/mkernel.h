@@ -81,6 +81,12 @@ int mk_ring_attn_create(mk_comm_t comm, int64_t batch, int64_t s_local, int64_t 
 int mk_ring_attn_run(mk_ring_attn_t plan, const void* q, const void* k, const void* v, void* out, float* lse,
                      void* stream);
 int mk_ring_attn_destroy(mk_ring_attn_t plan);
+/* Diagnostics: record up to events_per_cta device events per CTA of every
+ * later run (0: off; device/trace.hpp); read_trace waits for the device and
+ * writes min(capacity, *count) events of the last run as 4 words each (cta,
+ * kind, arg, globaltimer ns); *count: events recorded. */
+int mk_ring_attn_trace(mk_ring_attn_t plan, int events_per_cta);
+int mk_ring_attn_read_trace(mk_ring_attn_t plan, uint64_t* events, int64_t capacity, int64_t* count);
 
 /* Tensor-parallel plans (include/mkernel/tp.hpp). create and destroy are
  * collective over the communicator; 0 for a CTA count picks the default. */

@@ -53,6 +53,19 @@ class RingAttention {
   int64_t nvlink_bytes_sent() const;
   int64_t network_bytes_sent() const;
 
+  // Diagnostics: record up to events_per_cta device events per CTA of every
+  // later call (device/trace.hpp: chunk waits, pushes, network puts); 0
+  // turns it off. read_trace() waits for the device and returns the last
+  // call's events, in CTA order.
+  struct TraceEvent {
+    int32_t cta;
+    uint32_t kind;  // dev::TraceKind
+    uint32_t arg;
+    uint64_t t_ns;  // the GPU's globaltimer
+  };
+  void enable_trace(int events_per_cta);
+  std::vector<TraceEvent> read_trace() const;
+
  private:
   Communicator& comm_;
   int64_t batch_, s_local_, heads_, kv_heads_, head_dim_;
@@ -65,6 +78,8 @@ class RingAttention {
   int net_region_ = -1;
   uint64_t* epoch_counter_ = nullptr;  // device: calls completed, finished CTAs, unit counter (device/epoch.cuh)
   std::vector<int> kv_order_;          // source ranks in the order the engine reads their keys (own first)
+  uint64_t* trace_ = nullptr;          // device event log (enable_trace), or nullptr
+  int trace_cap_ = 0;
 };
 
 }  // namespace mk

@@ -24,6 +24,8 @@ _OPS = {  # C symbol -> (argtypes); absent when the library was built without th
     "mk_ring_attn_create": [_c, _i64, _i64, _i64, _i64, _i64, _int, ctypes.c_float, _int, _int, ctypes.POINTER(_c)],
     "mk_ring_attn_run": [_c, _c, _c, _c, _c, _c, _c],
     "mk_ring_attn_destroy": [_c],
+    "mk_ring_attn_trace": [_c, _int],
+    "mk_ring_attn_read_trace": [_c, _c, _i64, ctypes.POINTER(_i64)],
     "mk_attention_fwd": [_c, _c, _c, _c, _c, _i64, _i64, _i64, _i64, _i64, _i64, _int, ctypes.c_float, _int, _c],
 }
 for _name, _args in _OPS.items():

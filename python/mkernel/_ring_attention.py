@@ -22,6 +22,10 @@ from .tp import _Plan, _key, _plan, lookup
 
 __all__ = ["ring_attention", "RingAttention"]
 
+# device/trace.hpp's event kinds (RingAttention.read_trace)
+TRACE_KINDS = {1: "cta_start", 2: "cta_end", 3: "wait_begin", 4: "wait_end", 5: "push_done", 6: "own_ready",
+               7: "put_posted", 8: "quiet_done"}
+
 
 class RingAttention(_Plan):
     """out, lse = attention of this rank's queries over every rank's keys; one persistent kernel."""
@@ -43,6 +47,19 @@ class RingAttention(_Plan):
                                f"got q {tuple(q.shape)}, k {tuple(k.shape)}")
         _check_call(q, k, v, out, lse)
         return self._launch(q, k, v, out, lse)
+
+    def enable_trace(self, events_per_cta):
+        """Diagnostics: record up to events_per_cta device events per CTA of every later run (0: off)."""
+        check(lib.mk_ring_attn_trace(self._h, int(events_per_cta)))
+
+    def read_trace(self):
+        """The last run's device events (waits for the device): a list of (cta, kind, arg, t_ns); kind as in
+        device/trace.hpp (TRACE_KINDS)."""
+        n = ctypes.c_int64(0)
+        check(lib.mk_ring_attn_read_trace(self._h, None, 0, ctypes.byref(n)))
+        buf = (ctypes.c_uint64 * (4 * max(n.value, 1)))()
+        check(lib.mk_ring_attn_read_trace(self._h, buf, n.value, ctypes.byref(n)))
+        return [tuple(buf[4 * i:4 * i + 4]) for i in range(n.value)]
 
     def _launch(self, q, k, v, out, lse):  # checked by the caller
         if out is None:

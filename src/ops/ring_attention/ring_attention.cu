@@ -14,6 +14,7 @@
 #include "device/attention/attn_engine.cuh"
 #include "device/epoch.cuh"
 #include "device/roles/kv_push.cuh"
+#include "device/trace.cuh"
 #include "mkernel/error.hpp"
 #include "mkernel/network.hpp"
 #include "mkernel/ring_attention.hpp"
@@ -47,7 +48,9 @@ __global__ void __launch_bounds__(attn::kThreads, 1)
                      const dev::DeviceEpoch ep, const int32_t num_comm) {
   extern __shared__ uint8_t smem[];
   const int cta = blockIdx.x;
+  if (threadIdx.x == 0) dev::trace(ap.trace, cta, dev::TraceKind::CtaStart, 0);
   attn::run_compute<D>(ap, smem, cta, gridDim.x, PushSide<D>{push, ap.ctx, ep, cta, num_comm});
+  if (threadIdx.x == 128) dev::trace(ap.trace, cta, dev::TraceKind::CtaEnd, 0);  // a consumer: done computing
   dev::epoch_finish(ep);  // this launch's epoch (ap.epoch_counter: the same counter) ends
 }
 
@@ -110,6 +113,7 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
 }
 
 RingAttention::~RingAttention() {
+  if (trace_) cudaFree(trace_);
   if (epoch_counter_) cudaFree(epoch_counter_);
   if (gathered_) {
     try {
@@ -117,6 +121,35 @@ RingAttention::~RingAttention() {
     } catch (...) {
     }
   }
+}
+
+void RingAttention::enable_trace(int events_per_cta) {
+  if (events_per_cta < 0 || events_per_cta > (1 << 20))
+    fail("RingAttention::enable_trace: events_per_cta must be in [0, 2^20] (got ", events_per_cta, ")");
+  if (trace_) MK_CUDA_CHECK(cudaFree(trace_));
+  trace_ = nullptr;
+  trace_cap_ = events_per_cta;
+  if (events_per_cta == 0) return;
+  const size_t bytes = size_t(num_ctas_) * (1 + 2 * size_t(events_per_cta)) * sizeof(uint64_t);
+  MK_CUDA_CHECK(cudaMalloc(&trace_, bytes));
+  MK_CUDA_CHECK(cudaMemset(trace_, 0, bytes));
+}
+
+std::vector<RingAttention::TraceEvent> RingAttention::read_trace() const {
+  std::vector<TraceEvent> out;
+  if (!trace_) return out;
+  const size_t per = 1 + 2 * size_t(trace_cap_);
+  std::vector<uint64_t> h(size_t(num_ctas_) * per);
+  MK_CUDA_CHECK(cudaDeviceSynchronize());
+  MK_CUDA_CHECK(cudaMemcpy(h.data(), trace_, h.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+  for (int c = 0; c < num_ctas_; ++c) {
+    const uint64_t* mine = h.data() + size_t(c) * per;
+    const uint64_t n = std::min<uint64_t>(mine[0], uint64_t(trace_cap_));
+    for (uint64_t i = 0; i < n; ++i)
+      out.push_back(TraceEvent{c, static_cast<uint32_t>(mine[2 + 2 * i] >> 32),
+                               static_cast<uint32_t>(mine[2 + 2 * i] & 0xffffffffu), mine[1 + 2 * i]});
+  }
+  return out;
 }
 
 int64_t RingAttention::nvlink_bytes_sent() const {
@@ -159,6 +192,10 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
   p.has_ctx = 1;
   p.ctx = comm_.device_ctx();
   p.timeout_ns = p.ctx.timeout_ns;
+  p.trace = dev::TraceBuf{trace_, trace_cap_, 0};
+  if (trace_)  // this call's events only
+    MK_CUDA_CHECK(cudaMemsetAsync(trace_, 0, size_t(num_ctas_) * (1 + 2 * size_t(trace_cap_)) * sizeof(uint64_t),
+                                  stream));
 
   roles::KvPush push{};
   push.k = k;
@@ -184,6 +221,7 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
   push.netctx = netctx_;
   push.net_region = net_region_;
   push.net_queue = 0;
+  push.trace = p.trace;
   const dev::DeviceEpoch ep{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1), epoch_counter_ + 2};
   if (head_dim_ == 64) {
     gemm::allow_engine_smem(reinterpret_cast<const void*>(ring_attn_kernel<64>), attn::Geom<64>::kSmemBytes);

@@ -29,6 +29,27 @@ int mk_ring_attn_run(mk_ring_attn_t plan, const void* q, const void* k, const vo
   return guarded([&] { plan->plan->run(q, k, v, out, lse, static_cast<cudaStream_t>(stream)); });
 }
 
+int mk_ring_attn_trace(mk_ring_attn_t plan, int events_per_cta) {
+  if (!plan) return null_arg("plan");
+  return guarded([&] { plan->plan->enable_trace(events_per_cta); });
+}
+
+int mk_ring_attn_read_trace(mk_ring_attn_t plan, uint64_t* events, int64_t capacity, int64_t* count) {
+  if (!plan) return null_arg("plan");
+  if (!count) return null_arg("count");
+  if (capacity > 0 && !events) return null_arg("events");
+  return guarded([&] {
+    const auto ev = plan->plan->read_trace();
+    *count = static_cast<int64_t>(ev.size());
+    for (int64_t i = 0; i < capacity && i < *count; ++i) {
+      events[4 * i] = static_cast<uint64_t>(ev[i].cta);
+      events[4 * i + 1] = ev[i].kind;
+      events[4 * i + 2] = ev[i].arg;
+      events[4 * i + 3] = ev[i].t_ns;
+    }
+  });
+}
+
 int mk_ring_attn_destroy(mk_ring_attn_t plan) {
   if (!plan) return 0;
   return guarded([&] { delete plan; });

@@ -1,0 +1,32 @@
+// mkernel: an optional device event log (kinds and buffer: host and device;
+// the recording function: device/trace.cuh) for diagnosing a persistent kernel's
+// timeline (which CTA waited for what, and when data was sent). Off unless a
+// plan enables it (a null buffer costs one predictable branch per event).
+//
+// Layout of a buffer: per CTA, one count word then cap events of two words
+// (globaltimer ns, kind << 32 | arg). Events past cap are counted, not kept.
+// The host zeroes the buffer before each traced launch and reads it after.
+#pragma once
+
+#include <cstdint>
+
+namespace mk::dev {
+
+enum class TraceKind : uint32_t {
+  CtaStart = 1,    // arg: 0
+  CtaEnd = 2,      // the first consumer warpgroup finished its units; arg: 0
+  WaitBegin = 3,   // the engine's producer waits for a chunk's arrival signal; arg: signal index
+  WaitEnd = 4,     // arg: signal index
+  PushDone = 5,    // a push item's piece is written and signalled; arg: chunk << 8 | destination local rank
+  OwnReady = 6,    // InterSend saw an own chunk complete in its slot; arg: chunk
+  PutPosted = 7,   // InterSend posted a chunk's network put; arg: chunk
+  QuietDone = 8,   // InterSend's queue flushed; arg: 0
+};
+
+struct TraceBuf {  // POD (kernel parameters); zero-initialised: off
+  uint64_t* base;    // nullptr: tracing off
+  int32_t cap;       // events per CTA
+  int32_t pad;
+};
+
+}  // namespace mk::dev
