@@ -29,6 +29,11 @@
 // P V alone): with S_{j+1}, P_j and O live at once ptxas spilled ~250 bytes
 // and serialised the wgmmas (C7512) at every consumer budget from 208 to
 // 240 registers (the consumers never used past R182), so it was not kept.
+// The cause, found later: ptxas holds a code region that contains a trap
+// (the bounded waits' give-up) to the launch's 168 registers, whatever
+// setmaxnreg grants (tools/ptxas_trap_probe.sh). Branch wip/attn-overlap
+// has the overlap with trap-free consumer waits; it compiles clean and
+// awaits a GPU run.
 // Also measured and not kept: P V outside the turns, and skipping the O
 // rescale when the max did not move (no consistent change side by side:
 // bench/results/attention-20261130T222140Z-experiment-pv-outside-turns.md).
