@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs mkbench on every GPU of this machine, one process
 # per GPU. Extra arguments go to mkbench (e.g. --quick, or benchmark names).
-# Exits non-zero, saying so, on a machine without a GPU.
+# Then, where torch is installed, the attention benchmarks against torch SDPA
+# in their --quick form: the one-GPU engine (bench/attention_bench.py) and,
+# on 2 or more GPUs, ring attention (bench/torch_ring_attn_bench.py, 2
+# ranks); run those scripts directly for their full sweeps. Exits non-zero,
+# saying so, on a machine without a GPU, or when a benchmark fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
@@ -11,4 +15,17 @@ ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [ "${ngpu:-0}" -eq 0 ]; then
   exec build/bin/mkbench "$@"   # prints that there is no GPU and exits non-zero
 fi
-exec tools/mkrun -n "$ngpu" --timeout 3000 build/bin/mkbench "$@"
+rc=0
+tools/mkrun -n "$ngpu" --timeout 3000 build/bin/mkbench "$@" || rc=$?
+export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" MK_LIBRARY="$PWD/build/lib/libmkernel.so"
+if python3 -c 'import torch' 2>/dev/null; then
+  timeout 900 python3 bench/attention_bench.py --quick || rc=$?
+  if [ "$ngpu" -ge 2 ] && command -v torchrun >/dev/null 2>&1; then
+    timeout 900 torchrun --standalone --nproc_per_node=2 bench/torch_ring_attn_bench.py --quick || rc=$?
+  else
+    echo "bench.sh: ring attention benchmark skipped (needs 2 GPUs and torchrun; have $ngpu GPU(s))"
+  fi
+else
+  echo "bench.sh: attention benchmarks skipped (torch is not installed; pip install torch to run them)"
+fi
+exit $rc
