@@ -45,6 +45,9 @@ if command -v torchrun >/dev/null 2>&1 && [ "${ngpu:-0}" -ge 2 ]; then
       torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_ring_attn_check.py
   step_s=200 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_RANKS_PER_NODE=2 \
       MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 torchrun --standalone --nproc_per_node=4 tests/python/gpu/dist_ring_attn_check.py
+  # A peer that never calls: the ring op ends with an error naming the wait, not a hang.
+  step_s=120 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_TIMEOUT_MS=1000 \
+      torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_ring_attn_timeout.py
 else
   echo "=== SKIPPED: tensor-parallel ops from Python (need torchrun and 2 GPUs; have ${ngpu:-0})"
 fi
