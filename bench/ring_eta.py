@@ -23,6 +23,8 @@ import torch.distributed as dist
 
 COMPUTE = ("compute flash", "compute cudnn", "compute mkernel")
 COMM = ("comm nccl", "comm mkernel")
+ALONE = COMPUTE + COMM  # every variant of this module (timed, not checked)
+TORCH_BACKEND = {"compute flash": "flash", "compute cudnn": "cudnn"}  # the SDPA backend each torch one needs
 
 
 def compute_calls(rank, world, s_local, causal):
@@ -108,8 +110,8 @@ def eta_variants(compute_builder):
     """name -> build(shape, ctx) -> fn(pool input) for the compute-alone and comm-alone variants.
     compute_builder(backend) builds the torch compute-alone variants (the bench's all-gather baseline
     without its all-gather)."""
-    out = {"compute flash": compute_builder("flash"), "compute cudnn": compute_builder("cudnn"),
-           "compute mkernel": lambda shape, ctx: MkCompute(shape, ctx)}
+    out = {name: compute_builder(backend) for name, backend in TORCH_BACKEND.items()}
+    out["compute mkernel"] = lambda shape, ctx: MkCompute(shape, ctx)
     out["comm nccl"] = lambda shape, ctx: CommAlone(shape, "nccl", ctx)
     out["comm mkernel"] = lambda shape, ctx: CommAlone(shape, "mkernel", ctx)
     return out

@@ -355,7 +355,7 @@ def mk_variants(args):
 
 def why_not(name, shape, ctx):
     """Why variant `name` is not run at this shape, or None."""
-    backend = BASELINES[name][1] if name in BASELINES else name.split()[1] if name in ring_eta.COMPUTE[:2] else None
+    backend = BASELINES[name][1] if name in BASELINES else ring_eta.TORCH_BACKEND.get(name)
     if backend and ctx.gqa.get((backend, shape.hkv)) is None:
         return ctx.notes.get((backend, shape.hkv), "backend not probed")
     return ctx.notes.get((name, shape.hkv, shape.causal))
@@ -474,13 +474,13 @@ def fmt_row(config, shape, world, names, t, emulated=False):
     tf = lambda ms: attn_flops(shape, world) / (ms * 1e-3) / 1e12  # noqa: E731
     cells = []
     for n in names:
-        if n in ring_eta.COMPUTE + ring_eta.COMM:
+        if n in ring_eta.ALONE:
             cells.append(f"{t[n]:.3f}" if n in t else "-")
         else:
             cells += [f"{t[n]:.3f}", f"{tf(t[n]):.0f}"] if n in t else ["-", "-"]
     base = {n: t[n] for n in BASELINES if n in t}
     best = min(base, key=base.get) if base else None
-    mk = [n for n in names if n not in BASELINES and n not in ring_eta.COMPUTE + ring_eta.COMM]
+    mk = [n for n in names if n not in BASELINES and n not in ring_eta.ALONE]
     cells.append(f"{best} ({base[best]:.3f} ms)" if best else "-")
     cells += [f"{base[best] / t[n]:.2f}" if best and n in t else "-" for n in mk]
     lb, comp, comm = ring_eta.lower_bound(t, emulated)
@@ -491,10 +491,10 @@ def fmt_row(config, shape, world, names, t, emulated=False):
 
 
 def header(names):
-    mk = [n for n in names if n not in BASELINES and n not in ring_eta.COMPUTE + ring_eta.COMM]
+    mk = [n for n in names if n not in BASELINES and n not in ring_eta.ALONE]
     cols = ["config", "B", "Hkv", "S_local", "causal"]
     for n in names:
-        cols += [f"{n} ms"] if n in ring_eta.COMPUTE + ring_eta.COMM else [f"{n} ms", f"{n} TFLOP/s"]
+        cols += [f"{n} ms"] if n in ring_eta.ALONE else [f"{n} ms", f"{n} TFLOP/s"]
     cols += ["best baseline"] + [f"{n} vs best baseline (x)" for n in mk]
     cols += ["T_lb ms (bound by)"] + [f"eta {n}" for n in mk]
     return "| " + " | ".join(cols) + " |\n" + "|---" * len(cols) + "|"
@@ -547,7 +547,7 @@ def run(args, comm, rank, world):
         if rank == 0:
             print(rows[-1], flush=True)
     if rank == 0:
-        write_report(args, world, names, ctx, checks, rows, notes)
+        write_report(args, world, names, ctx, checks, rows, notes, emulated)
 
 
 def main(args):
@@ -555,7 +555,7 @@ def main(args):
     mkernel.torchrun.main(lambda comm, rank, world: run(args, comm, rank, world), backend="cpu:gloo,cuda:nccl")
 
 
-def write_report(args, world, names, ctx, checks, rows, notes):
+def write_report(args, world, names, ctx, checks, rows, notes, emulated):
     now = datetime.datetime.now(datetime.timezone.utc)
     stamp = now.strftime("%Y%m%dT%H%M%SZ")
     try:
@@ -605,8 +605,7 @@ def write_report(args, world, names, ctx, checks, rows, notes):
              "dist.all_gather_into_tensor of the K+V bytes; comm mkernel: one mkernel.all_gather of them",
              "- T_lb = max(fastest compute alone, fastest comm alone); eta = T_lb / T_mkernel (MEASURING.md)"
              + ("; emulated nodes: comm nccl crosses NVLink, not the emulated network, so only comm mkernel "
-                "bounds the network" if os.environ.get("MK_RANKS_PER_NODE") and
-                int(os.environ["MK_RANKS_PER_NODE"]) < world else ""),
+                "bounds the network" if emulated else ""),
              f"- GQA: {gqa}",
              f"- check (B=1, S_local={CHECK_S}, vs an fp32 single-GPU reference of the full sequence, max|err|/"
              f"max|ref|, max over ranks, must be <= {CHECK_TOL}): {chk}", ""]
