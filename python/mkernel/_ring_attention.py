@@ -51,15 +51,18 @@ class RingAttention(_Plan):
     def enable_trace(self, events_per_cta):
         """Diagnostics: record up to events_per_cta device events per CTA of every later run (0: off)."""
         check(lib.mk_ring_attn_trace(self._h, int(events_per_cta)))
+        self._trace_cap = int(events_per_cta)
 
     def read_trace(self):
         """The last run's device events (waits for the device): a list of (cta, kind, arg, t_ns); kind as in
         device/trace.hpp (TRACE_KINDS)."""
+        # At most events_per_cta per CTA, and a plan has at most one CTA per SM: one call reads them all.
+        sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+        cap = getattr(self, "_trace_cap", 0) * sms
+        buf = (ctypes.c_uint64 * (4 * max(cap, 1)))()
         n = ctypes.c_int64(0)
-        check(lib.mk_ring_attn_read_trace(self._h, None, 0, ctypes.byref(n)))
-        buf = (ctypes.c_uint64 * (4 * max(n.value, 1)))()
-        check(lib.mk_ring_attn_read_trace(self._h, buf, n.value, ctypes.byref(n)))
-        return [tuple(buf[4 * i:4 * i + 4]) for i in range(n.value)]
+        check(lib.mk_ring_attn_read_trace(self._h, buf, cap, ctypes.byref(n)))
+        return [tuple(buf[4 * i:4 * i + 4]) for i in range(min(n.value, cap))]
 
     def _launch(self, q, k, v, out, lse):  # checked by the caller
         if out is None:
