@@ -22,21 +22,15 @@
 // K and V of a stage have barriers of their own (S starts before V lands).
 // Every wait is bounded (p.timeout_ns) and reports who waited for what.
 // The two consumer warpgroups take turns issuing their GEMMs (ping-pong,
-// wait_turn / pass_turn). Not yet done (FlashAttention-3 has it):
-// overlapping a warpgroup's own softmax of block j with its S GEMM of
-// block j + 1 (needs a second S accumulator: registers). Tried on
-// 2026-11-30 (S_{j+1} and P_j V_j issued in one turn, S_0 peeled, the last
-// P V alone): with S_{j+1}, P_j and O live at once ptxas spilled ~250 bytes
-// and serialised the wgmmas (C7512) at every consumer budget from 208 to
-// 240 registers (the consumers never used past R182), so it was not kept.
-// The cause, found later: ptxas holds a code region that contains a trap
-// (the bounded waits' give-up) to the launch's 168 registers, whatever
-// setmaxnreg grants (tools/ptxas_trap_probe.sh). Branch wip/attn-overlap
-// has the overlap with trap-free consumer waits; it compiles clean and
-// awaits a GPU run.
-// Also measured and not kept: P V outside the turns, and skipping the O
-// rescale when the max did not move (no consistent change side by side:
-// bench/results/attention-20261130T222140Z-experiment-pv-outside-turns.md).
+// wait_turn / pass_turn). Not done (FlashAttention-3 has it): overlapping a
+// warpgroup's own softmax of block j with its S GEMM of block j + 1. That
+// needs S_{j+1}, P_j and O live at once, and ptxas holds a code region that
+// contains a trap (the bounded waits' give-up) to the launch's 168
+// registers whatever setmaxnreg grants (tools/ptxas_trap_probe.sh), so it
+// spilled here. tools/wip/attn-overlap.patch makes the consumers' waits
+// trap-free and adds the overlap (not yet run on a GPU). Measured and not
+// kept: P V outside the turns, skipping the O rescale when the max stays
+// (bench/results/attention-20261130T222140Z-experiment-pv-outside-turns.md).
 #pragma once
 
 #include "device/attention/attn_mma.cuh"
