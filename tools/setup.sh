@@ -28,6 +28,10 @@ command -v ninja >/dev/null 2>&1 || need+=(ninja-build)
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
 command -v python3 >/dev/null 2>&1 || need+=(python3 python3-pip)
 [ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
+# RDMA headers: the verbs and libfabric backends compile against them (the
+# libraries themselves are dlopen'ed at run time, so none is linked).
+[ -f /usr/include/infiniband/verbs.h ] || need+=(libibverbs-dev)
+[ -f /usr/include/rdma/fabric.h ] || need+=(libfabric-dev)
 if [ "${#need[@]}" -gt 0 ]; then
   log "installing: ${need[*]}"
   $SUDO apt-get update -qq
