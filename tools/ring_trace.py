@@ -78,16 +78,20 @@ def main():
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--events", type=int, default=4096, help="events kept per CTA")
     ap.add_argument("--calls", type=int, default=3)
+    ap.add_argument("--ctas", type=int, default=0, help="the plan's CTAs (0: its default)")
+    ap.add_argument("--backend", default="gloo", help="torch.distributed backend (nccl: as the benchmarks)")
+    ap.add_argument("--lead-cycles", type=int, default=0,
+                    help="a GPU sleep of this many cycles before each call (as bench/torch_ring_attn_bench.py)")
     ap.add_argument("--chunks", type=int, default=64, help="at most this many chunk rows printed")
     args = ap.parse_args()
     for k, v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
         os.environ.setdefault(k, v)
-    dist.init_process_group("gloo")
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group(args.backend)
     comm = mkernel.init()
     rank = comm.rank
     b, s, h, hkv, d = args.batch, args.seq, args.heads, args.kv_heads, args.head_dim
-    plan = mkernel.RingAttention(comm, b, s, h, hkv, d, args.causal)
+    plan = mkernel.RingAttention(comm, b, s, h, hkv, d, args.causal, num_ctas=args.ctas)
     q = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(b, s, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     for i in range(args.calls):
@@ -96,6 +100,8 @@ def main():
         torch.cuda.synchronize()
         dist.barrier()
         st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if args.lead_cycles:
+            torch.cuda._sleep(args.lead_cycles)
         st.record()
         plan.run(q, k, v)
         en.record()
@@ -108,7 +114,8 @@ def main():
         starts = [t for _, evs in everything for _, kind, _, t in evs if kind == 1]
         t0 = min(starts) if starts else 0
         print(f"B={b} S_local={s} H={h} Hkv={hkv} D={d} causal={args.causal} world={comm.world} "
-              f"MK_RANKS_PER_NODE={os.environ.get('MK_RANKS_PER_NODE')}")
+              f"MK_RANKS_PER_NODE={os.environ.get('MK_RANKS_PER_NODE')} ctas={args.ctas or 'default'} "
+              f"backend={args.backend} lead_cycles={args.lead_cycles}")
         for r, (ms_r, evs) in enumerate(everything):
             print(f"rank {r}: traced call {ms_r * 1e3:.1f} us (CUDA events)")
             print("\n".join(summarize(r, evs, t0, args.chunks)))
