@@ -413,8 +413,16 @@ class EmuTransport final : public Transport {
       // One runtime call for all copies of the batch: a copy call per op costs
       // microseconds of host time each, which caps small-message throughput.
       const int64_t t0 = now_ns();
+      // PreferOverlapWithCompute (a hint: keep these copies off the SMs).
+      // Behind a persistent kernel that leaves one SM free, ring attention at
+      // S_local 2k ran 3.5 ms a call whatever MK_EMU_GBPS said, 1.1 ms with
+      // half the SMs free; in one back-to-back A/B the hint cut 2.85 to 1.04
+      // ms, but later runs with it took 2.7-5.5 ms (GPU-side command posts
+      // then took ~180 us each): the rest of that slowness is open.
+      // bench/results/emu-copy-path-20261201T0220Z.md.
       cudaMemcpyAttributes attr{};
       attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+      attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
       size_t attr_idx = 0;
       MK_CUDA_CHECK(cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), sizes_.size(), &attr, &attr_idx,
                                          1, copy_));
