@@ -15,9 +15,11 @@ import torch
 from ._lib import MkernelError, check
 from ._ops_c import _need
 
-from .ops import _stream
+from ._lib import lib
+from .ops import _get_device, _stream
 
 _BF16 = torch.bfloat16
+_mk_attention = getattr(lib, "mk_attention_fwd", None)  # None: built without the op (_need says so)
 
 
 def _check(t, name, dev=None, meta=False):
@@ -97,9 +99,51 @@ def _(q, k, v, causal=False, scale=0.0):
     return q.new_empty(q.shape), q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
 
 
+# Steady-state calls: shapes that passed _validate before (_SEEN) need only
+# the per-tensor checks, combined; anything unusual takes the full path
+# (which raises with the detailed message). Issue [python]: under 10 us a
+# call (bench/python_overhead.py).
+_SEEN = set()
+
+
+def _hot(q, k, v, causal, scale, out, lse):
+    if torch.compiler.is_compiling():  # first: torch.compile traces none of what follows
+        return None
+    try:
+        if (q.shape, k.shape, v.shape) not in _SEEN:
+            return None
+    except AttributeError:
+        return None
+    dev = _get_device()
+    for t in (q, k, v):
+        if t.dtype is not _BF16 or t.get_device() != dev or not t.is_contiguous():
+            return None
+    lse_shape = (q.shape[0], q.shape[2], q.shape[1])
+    if out is None:
+        out = torch.empty_like(q)
+    elif (not isinstance(out, torch.Tensor) or out.dtype is not _BF16 or out.shape != q.shape
+          or out.get_device() != dev or not out.is_contiguous()):
+        return None
+    if lse is None:
+        lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
+    elif (not isinstance(lse, torch.Tensor) or lse.dtype is not torch.float32 or lse.shape != lse_shape
+          or lse.get_device() != dev or not lse.is_contiguous()):
+        return None
+    b, sq, h, d = q.shape
+    check(_mk_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), b, sq, k.shape[1],
+                        h, k.shape[2], d, int(causal), float(scale or 0.0), 0, _stream(dev)))
+    return out, lse
+
+
 def attention(q, k, v, causal=False, scale=None, out=None, lse=None):
     """Softmax attention forward; returns (out, lse). See the module docstring."""
+    if _mk_attention is not None:
+        hot = _hot(q, k, v, causal, scale, out, lse)
+        if hot is not None:
+            return hot
     _validate(q, k, v)
+    if not torch.compiler.is_compiling():
+        _SEEN.add((q.shape, k.shape, v.shape))
     if out is None and lse is None and torch.compiler.is_compiling():
         return torch.ops.mkernel.attention(q, k, v, causal, float(scale or 0.0))
     if out is None:

@@ -17,8 +17,9 @@ import torch
 from ._lib import MkernelError, check, lib
 from ._ops_c import _need
 from ._attention import _check_lse, _check_out, _validate
-from .ops import _stream
-from .tp import _Plan, _key, _plan, lookup
+from . import tp as _tp
+from .ops import _get_device, _stream
+from .tp import _BF16, _Plan, _compiling, _key, _plan, lookup
 
 __all__ = ["ring_attention", "RingAttention"]
 
@@ -89,7 +90,41 @@ def _check_call(q, k, v, out, lse):
 def _run(q, k, v, key, causal, scale, out=None, lse=None):  # q, k, v, out, lse checked (_check_call)
     b, s, h, d = q.shape
     plan = _plan(RingAttention, key, b, s, h, k.shape[2], d, bool(causal), float(scale))
-    return plan._launch(q, k, v, out, lse)
+    res = plan._launch(q, k, v, out, lse)
+    if not _compiling():
+        _HOT[(key, q.shape, k.shape, v.shape, bool(causal), float(scale))] = plan._launch
+    return res
+
+
+# Steady-state calls (as mkernel/tp.py's _hot): a call that repeats an earlier
+# one's communicator, shapes, mask and scale, outside tracing, takes one
+# combined check of dtype, device and layout and the cached plan's launch;
+# anything else (returns None) takes the full path. Cleared with the plans
+# (tp.close_plans).
+_HOT = _tp._HOT_EXTRA.setdefault("ring_attention", {})
+
+
+def _hot(q, k, v, comm, causal, scale, out, lse):
+    if _compiling():  # first: torch.compile traces none of what follows
+        return None
+    try:
+        launch = _HOT[(comm._uid, q.shape, k.shape, v.shape, bool(causal), float(scale or 0.0))]
+        if not comm._h:
+            return None
+    except (KeyError, AttributeError, TypeError, ValueError):
+        return None
+    dev = _get_device()
+    for t in (q, k, v):
+        if t.dtype is not _BF16 or t.get_device() != dev or not t.is_contiguous():
+            return None
+    if out is not None and (not isinstance(out, torch.Tensor) or out.dtype is not _BF16 or out.shape != q.shape
+                            or out.get_device() != dev or not out.is_contiguous()):
+        return None
+    if lse is not None and (not isinstance(lse, torch.Tensor) or lse.dtype is not torch.float32
+                            or lse.shape != (q.shape[0], q.shape[2], q.shape[1]) or lse.get_device() != dev
+                            or not lse.is_contiguous()):
+        return None
+    return launch(q, k, v, out, lse)
 
 
 @torch.library.custom_op("mkernel::ring_attention", mutates_args=())
@@ -109,6 +144,9 @@ def _(q, k, v, comm, causal=False, scale=0.0):
 
 def ring_attention(q, k, v, comm, causal=False, scale=None, out=None, lse=None):
     """See the module docstring. Errors raise MkernelError."""
+    hot = _hot(q, k, v, comm, causal, scale, out, lse)
+    if hot is not None:
+        return hot
     _check_call(q, k, v, out, lse)
     if out is None and lse is None and torch.compiler.is_compiling():
         return torch.ops.mkernel.ring_attention(q, k, v, _key(comm), bool(causal), float(scale or 0.0))

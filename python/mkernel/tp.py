@@ -160,8 +160,61 @@ def _plan(cls, key, *shape):
 
 def close_plans(comm=None):
     """Collective: frees the cached plans (of one communicator, or all)."""
+    _HOT.clear()  # their entries hold launches of these plans
+    for table in _HOT_EXTRA.values():
+        table.clear()
     for key in [k for k in _PLANS if comm is None or k[1] == comm._uid]:
         _PLANS.pop(key).close()
+
+
+# ---- steady-state calls --------------------------------------------------------------------------
+# A call that repeats an earlier call's (op, communicator, input shapes) and
+# needs no dispatcher (not tracing, autograd not recording) takes _hot(): one
+# combined check of dtype, device and layout, one dict lookup for the plan's
+# launch, no layered checks (bench/python_overhead.py times it; issue
+# [python]: under 10 us a call). Anything unusual -- a new shape, a bad or
+# non-contiguous tensor, a wrong out, grad, a closed communicator -- returns
+# None, and the full path checks, raises with the detailed message, or runs.
+# Entries are made by the full path after a successful launch (_hot_add).
+
+_HOT = {}  # (op, communicator key, shape of a, shape of b or None) -> (launch, output shape)
+_HOT_EXTRA = {}  # other ops' tables of the same kind (ring attention), cleared with _HOT
+_BF16 = torch.bfloat16
+_compiling = torch.compiler.is_compiling
+_grad_on = torch.is_grad_enabled
+
+
+def _hot_add(op, key, a, b, launch, out_shape):
+    _HOT[(op, key, a.shape, None if b is None else b.shape)] = (launch, tuple(out_shape))
+
+
+def _hot(op, comm, out, a, b=None):
+    """The output of a steady-state call of `op` (launched), or None (take the full path)."""
+    if _compiling():  # first: torch.compile traces none of what follows
+        return None
+    try:
+        launch, out_shape = _HOT[(op, comm._uid, a.shape, None if b is None else b.shape)]
+        if not comm._h:
+            return None
+    except (KeyError, AttributeError, TypeError):
+        return None
+    dev = _get_device()
+    if a.dtype is not _BF16 or a.get_device() != dev or not a.is_contiguous():
+        return None
+    if b is not None and (b.dtype is not _BF16 or b.get_device() != dev or not b.is_contiguous()):
+        return None
+    if _grad_on() and (a.requires_grad or (b is not None and b.requires_grad)):
+        return None
+    if out is None:
+        out = a.new_empty(out_shape)
+    elif (not isinstance(out, torch.Tensor) or out.dtype is not _BF16 or out.shape != out_shape
+          or out.get_device() != dev or not out.is_contiguous()):
+        return None
+    if b is None:
+        launch(a, out)
+    else:
+        launch(a, b, out)
+    return out
 
 
 # ---- checks and library calls (eager; the custom ops' implementations) -------------------------
@@ -238,23 +291,35 @@ def _ag_gemm_run(a_local, b, key, out=None, gathered=None, want_gathered=False):
         _check_shape(gathered, "gathered", gathered_shape, a_local.device)
     elif want_gathered:
         gathered = a_local.new_empty(gathered_shape)
-    _plan(AgGemm, key, a_local.shape[0], b.shape[0], a_local.shape[1])._launch(a_local, b, out, gathered)
+    plan = _plan(AgGemm, key, a_local.shape[0], b.shape[0], a_local.shape[1])
+    plan._launch(a_local, b, out, gathered)
+    if gathered is None:
+        _hot_add("ag_gemm", key, a_local, b, plan._launch, out_shape)
     return out, gathered
 
 
 def _gemm_rs_run(a, b, key, out=None):
     out = _output(out, _shape(gemm_rs_shape, a.shape, b.shape, world(key)), a)
-    return _plan(GemmRs, key, a.shape[0], b.shape[0], a.shape[1])._launch(a, b, out)
+    plan = _plan(GemmRs, key, a.shape[0], b.shape[0], a.shape[1])
+    plan._launch(a, b, out)
+    _hot_add("gemm_rs", key, a, b, plan._launch, out.shape)
+    return out
 
 
 def _all_gather_run(a_local, key, out=None):
     out = _output(out, _shape(all_gather_shape, a_local.shape, world(key)), a_local)
-    return _plan(AgGemm, key, a_local.shape[0], _COLLECTIVE_N, a_local.shape[1])._launch_all_gather(a_local, out)
+    plan = _plan(AgGemm, key, a_local.shape[0], _COLLECTIVE_N, a_local.shape[1])
+    plan._launch_all_gather(a_local, out)
+    _hot_add("all_gather", key, a_local, None, plan._launch_all_gather, out.shape)
+    return out
 
 
 def _reduce_scatter_run(x, key, out=None):
     out = _output(out, _shape(reduce_scatter_shape, x.shape, world(key)), x)
-    return _plan(GemmRs, key, x.shape[0], x.shape[1], _COLLECTIVE_N)._launch_reduce_scatter(x, out)
+    plan = _plan(GemmRs, key, x.shape[0], x.shape[1], _COLLECTIVE_N)
+    plan._launch_reduce_scatter(x, out)
+    _hot_add("reduce_scatter", key, x, None, plan._launch_reduce_scatter, out.shape)
+    return out
 
 
 # ---- custom ops ----------------------------------------------------------------------------------
@@ -544,6 +609,10 @@ def ag_gemm(a_local, b, comm, out=None, return_gathered=False):
 
     n and k multiples of 64.
     """
+    if not return_gathered:
+        hot = _hot("ag_gemm", comm, out, a_local, b)
+        if hot is not None:
+            return hot
     _check_inputs("ag_gemm", ("a_local", a_local), ("b", b))
     key = _key(comm)
     grad = _grad(a_local, b)
@@ -573,12 +642,18 @@ def gemm_rs(a, b, comm, out=None):
 
     n and k_local multiples of 64, m a multiple of the world (any rows per rank), at most 8 ranks.
     """
+    hot = _hot("gemm_rs", comm, out, a, b)
+    if hot is not None:
+        return hot
     _check_inputs("gemm_rs", ("a", a), ("b", b))
     return _dispatch("gemm_rs", _gemm_rs_run, (a, b, _key(comm)), _grad(a, b), out)
 
 
 def all_gather(a_local, comm, out=None):
     """allgather(a_local): a_local [m_local, k] bf16 -> [world * m_local, k] (k a multiple of 64)."""
+    hot = _hot("all_gather", comm, out, a_local)
+    if hot is not None:
+        return hot
     _check_inputs("all_gather", ("a_local", a_local))
     return _dispatch("all_gather", _all_gather_run, (a_local, _key(comm)), _grad(a_local), out)
 
@@ -588,5 +663,8 @@ def reduce_scatter(x, comm, out=None):
 
     n a multiple of 64, m a multiple of the world (any rows per rank), at most 8 ranks.
     """
+    hot = _hot("reduce_scatter", comm, out, x)
+    if hot is not None:
+        return hot
     _check_inputs("reduce_scatter", ("x", x))
     return _dispatch("reduce_scatter", _reduce_scatter_run, (x, _key(comm)), _grad(x), out)

@@ -20,7 +20,7 @@ from ._ops_c import _need
 from ._tp_meta import all_reduce_shape, gemm_ar_shape, world
 from .ops import _stream
 from .tp import (_COLLECTIVE_N, _Plan, _check_inputs, _check_meta, _check_out_meta, _check_shape, _dispatch, _grad,
-                 _key, _output, _plan, _shape)
+                 _hot, _hot_add, _key, _output, _plan, _shape)
 
 __all__ = ["gemm_ar", "all_reduce", "GemmAr"]
 
@@ -66,12 +66,18 @@ class GemmAr(_Plan):
 
 def _gemm_ar_run(a, b, key, out=None):
     out = _output(out, _shape(gemm_ar_shape, a.shape, b.shape, world(key)), a)
-    return _plan(GemmAr, key, a.shape[0], b.shape[0], a.shape[1])._launch(a, b, out)
+    plan = _plan(GemmAr, key, a.shape[0], b.shape[0], a.shape[1])
+    plan._launch(a, b, out)
+    _hot_add("gemm_ar", key, a, b, plan._launch, out.shape)
+    return out
 
 
 def _all_reduce_run(x, key, out=None):
     out = _output(out, _shape(all_reduce_shape, x.shape, world(key)), x)
-    return _plan(GemmAr, key, x.shape[0], x.shape[1], _COLLECTIVE_N)._launch_all_reduce(x, out)
+    plan = _plan(GemmAr, key, x.shape[0], x.shape[1], _COLLECTIVE_N)
+    plan._launch_all_reduce(x, out)
+    _hot_add("all_reduce", key, x, None, plan._launch_all_reduce, out.shape)
+    return out
 
 
 # ---- custom ops ----------------------------------------------------------------------------------
@@ -185,6 +191,9 @@ def gemm_ar(a, b, comm, out=None):
 
     n and k_local multiples of 64, m a multiple of the world (any rows per rank), at most 8 ranks.
     """
+    hot = _hot("gemm_ar", comm, out, a, b)
+    if hot is not None:
+        return hot
     _check_inputs("gemm_ar", ("a", a), ("b", b))
     return _dispatch("gemm_ar", _gemm_ar_run, (a, b, _key(comm)), _grad(a, b), out)
 
@@ -194,5 +203,8 @@ def all_reduce(x, comm, out=None):
 
     n a multiple of 64, m a multiple of the world (any rows per rank), at most 8 ranks.
     """
+    hot = _hot("all_reduce", comm, out, x)
+    if hot is not None:
+        return hot
     _check_inputs("all_reduce", ("x", x))
     return _dispatch("all_reduce", _all_reduce_run, (x, _key(comm)), _grad(x), out)

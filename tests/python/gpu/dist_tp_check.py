@@ -219,6 +219,20 @@ def check_errors(comm, d):
     expect_error(lambda: mkernel.all_gather(x, object()), "not a mkernel.Communicator", "not a communicator")
     expect(mkernel.tp.register(comm) == comm._uid, "register returns the communicator's key")
     expect(torch.equal(mkernel.all_gather(x, comm).float().cpu(), d.cat(x)), "all_gather after the errors")
+    # Repeated shapes take a fast path (mkernel/tp.py _hot): the same errors after steady-state calls.
+    hs, vs = d.rnd(512, 384), d.rnd(256, 384)
+    o_rs = torch.empty(512 // comm.world, 256, device="cuda", dtype=torch.bfloat16)
+    for _ in range(2):
+        mkernel.gemm_rs(hs, vs, comm, out=o_rs)
+        mkernel.all_gather(x, comm)
+    expect_error(lambda: mkernel.all_gather(x.float(), comm), "bfloat16", "float input, steady state")
+    expect_error(lambda: mkernel.all_gather(x.t().contiguous().t(), comm), "contiguous", "strided input, steady state")
+    expect_error(lambda: mkernel.gemm_rs(hs, vs, comm, out=o_rs.float()), "bfloat16", "float out, steady state")
+    expect_error(lambda: mkernel.gemm_rs(hs, vs, comm, out=o_rs[:-1]), "must be a contiguous",
+                 "out of the wrong shape, steady state")
+    expect_error(lambda: mkernel.gemm_rs(hs.detach().requires_grad_(), vs, comm, out=o_rs), "autograd",
+                 "out= with autograd, steady state")
+    expect(torch.equal(mkernel.all_gather(x, comm).float().cpu(), d.cat(x)), "all_gather after the steady-state errors")
 
 
 def check_autograd(comm, d):

@@ -132,3 +132,20 @@ def test_bad_inputs_raise_clear_errors(bad, msg):
     k = torch.zeros(1, 128, 4, 64, device="cuda", dtype=torch.bfloat16)
     with pytest.raises(mkernel.MkernelError, match=msg):
         mkernel.attention(*bad(q, k, k.clone()))
+
+
+def test_bad_inputs_after_steady_state_calls():
+    """Repeated shapes take a fast path; anything unusual falls back to the full checks."""
+    q = torch.randn(1, 128, 4, 64, device="cuda", dtype=torch.bfloat16)
+    k, v = torch.randn_like(q), torch.randn_like(q)
+    out, lse = mkernel.attention(q, k, v)
+    o2, l2 = mkernel.attention(q, k, v, out=torch.full_like(out, float("nan")), lse=torch.full_like(lse, float("nan")))
+    assert torch.equal(o2, out) and torch.equal(l2, lse)
+    with pytest.raises(mkernel.MkernelError, match="bfloat16"):
+        mkernel.attention(q.float(), k, v)
+    with pytest.raises(mkernel.MkernelError, match="contiguous"):
+        mkernel.attention(q.transpose(1, 2).contiguous().transpose(1, 2), k, v)  # q's shape, other strides
+    with pytest.raises(mkernel.MkernelError, match="out must be"):
+        mkernel.attention(q, k, v, out=out.float())
+    with pytest.raises(mkernel.MkernelError, match="lse must be"):
+        mkernel.attention(q, k, v, out=out, lse=lse[:, :, :64])
