@@ -30,8 +30,9 @@
 // spilled here. tools/wip/attn-overlap.patch makes the consumers' waits
 // trap-free and adds the overlap: correct on the GPU, but 0.75-0.85x of
 // this engine at every D=128 shape (bench/results/attention-20261201T020526Z-
-// experiment-fa3-overlap.md, run next to attention-20261201T020505Z-main.md;
-// why it loses is not profiled). Measured and not kept either: P V outside
+// experiment-fa3-overlap.md, run next to attention-20261201T020505Z-main.md):
+// in its SASS every exp2 of the softmax lands after the wait for P_i V_i, so
+// nothing overlaps (tools/wip/README.md). Measured and not kept either: P V outside
 // the turns, skipping the O rescale when the max stays
 // (bench/results/attention-20261130T222140Z-experiment-pv-outside-turns.md).
 #pragma once
