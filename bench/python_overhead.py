@@ -13,8 +13,9 @@ The C++ figure for the same call is mkbench gemm's "host cost per call" row.
 
 Also mkernel.attention (tiny) against its C ABI call. Under torchrun with 2 or
 more ranks it also times the tensor-parallel ops (mkernel.gemm_rs / gemm_ar /
-ag_gemm) and mkernel.ring_attention, steady state, tiny shapes, against their
-plan's C ABI run call:
+ag_gemm), the standalone collectives (all_gather / reduce_scatter /
+all_reduce) and mkernel.ring_attention, steady state, tiny shapes, against
+their plan's C ABI call:
 
     torchrun --standalone --nproc_per_node=2 bench/python_overhead.py
 """
@@ -81,6 +82,19 @@ def tp_rows():
         ("AgGemm plan run via the C ABI (ctypes, no checks)",
          per_call_us(lambda: lib.mk_ag_gemm_run(ag_plan._h, xl.data_ptr(), b.data_ptr(), ag_out.data_ptr(), None,
                                                 stream))),
+        # The standalone collectives (the same plans' collective entry points).
+        ("mkernel.all_gather(a_local, comm, out=out)  (eager, validated)",
+         per_call_us(lambda: mkernel.all_gather(xl, comm, out=ag_out))),
+        ("AgGemm all_gather via the C ABI (ctypes, no checks)",
+         per_call_us(lambda: lib.mk_ag_gemm_all_gather(ag_plan._h, xl.data_ptr(), ag_out.data_ptr(), stream))),
+        ("mkernel.reduce_scatter(x, comm, out=out)  (eager, validated)",
+         per_call_us(lambda: mkernel.reduce_scatter(x, comm, out=rs_out))),
+        ("GemmRs reduce_scatter via the C ABI (ctypes, no checks)",
+         per_call_us(lambda: lib.mk_gemm_rs_reduce_scatter(rs_plan._h, x.data_ptr(), rs_out.data_ptr(), stream))),
+        ("mkernel.all_reduce(x, comm, out=out)  (eager, validated)",
+         per_call_us(lambda: mkernel.all_reduce(x, comm, out=ar_out))),
+        ("GemmAr all_reduce via the C ABI (ctypes, no checks)",
+         per_call_us(lambda: lib.mk_gemm_ar_all_reduce(ar_plan._h, x.data_ptr(), ar_out.data_ptr(), stream))),
     ]
     # Ring attention, tiny (B 1, S_local 128, 1 head, D 64): the eager call (validated, cached plan) against
     # its plan's C ABI run.
