@@ -8,7 +8,7 @@ Prints per rank, in microseconds from the earliest CTA start of any rank (the GP
 host both follow the host clock, to about a microsecond):
   - the kernel span (first CTA start, last CTA end of computing);
   - per chunk (batch, KV head) of this rank: when its last piece was pushed, when InterSend saw it in
-    its own slot and posted its network put (several nodes);
+    its own slot and posted its network put (several nodes), and the median / longest post;
   - per chunk waited for: the first wait begin and last wait end over the CTAs, and the summed wait;
   - the CTAs' total waiting and the longest single wait.
 The last of --calls calls is traced (the earlier ones warm up).
@@ -46,6 +46,10 @@ def summarize(rank, events, t0, chunks):
         for c in sorted(set(pushed) | set(put))[:chunks]:
             cell = lambda d: f"{us(d[c]):.1f}" if c in d else "-"  # noqa: E731
             lines.append(f"    {c} | {cell(pushed)} | {cell(own)} | {cell(put)}")
+    posts = sorted(put[c] - own[c] for c in put if c in own)
+    if posts:
+        lines.append(f"  InterSend command posts (own slot seen -> put posted): median {posts[len(posts) // 2] / 1e3:.1f} us, "
+                     f"max {posts[-1] / 1e3:.1f} us over {len(posts)} puts")
     if "quiet_done" in by:
         lines.append(f"  network queue flushed: {us(by['quiet_done'][0][2]):.1f} us")
     begins = {}
