@@ -104,30 +104,34 @@ def _(q, k, v, causal=False, scale=0.0):
 # (which raises with the detailed message). Issue [python]: under 10 us a
 # call (bench/python_overhead.py).
 _SEEN = set()
+_SEEN_MAX = 4096
 
 
 def _hot(q, k, v, causal, scale, out, lse):
     if torch.compiler.is_compiling():  # first: torch.compile traces none of what follows
         return None
+    for t in (q, k, v):
+        if not isinstance(t, torch.Tensor):
+            return None
     try:
         if (q.shape, k.shape, v.shape) not in _SEEN:
             return None
-    except AttributeError:
+    except TypeError:  # unhashable (symbolic) shapes
         return None
     dev = _get_device()
     for t in (q, k, v):
-        if t.dtype is not _BF16 or t.get_device() != dev or not t.is_contiguous():
+        if t.dtype is not _BF16 or not t.is_cuda or t.get_device() != dev or not t.is_contiguous():
             return None
     lse_shape = (q.shape[0], q.shape[2], q.shape[1])
     if out is None:
         out = torch.empty_like(q)
-    elif (not isinstance(out, torch.Tensor) or out.dtype is not _BF16 or out.shape != q.shape
+    elif (not isinstance(out, torch.Tensor) or out.dtype is not _BF16 or out.shape != q.shape or not out.is_cuda
           or out.get_device() != dev or not out.is_contiguous()):
         return None
     if lse is None:
         lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
     elif (not isinstance(lse, torch.Tensor) or lse.dtype is not torch.float32 or lse.shape != lse_shape
-          or lse.get_device() != dev or not lse.is_contiguous()):
+          or not lse.is_cuda or lse.get_device() != dev or not lse.is_contiguous()):
         return None
     b, sq, h, d = q.shape
     check(_mk_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), b, sq, k.shape[1],
@@ -143,6 +147,8 @@ def attention(q, k, v, causal=False, scale=None, out=None, lse=None):
             return hot
     _validate(q, k, v)
     if not torch.compiler.is_compiling():
+        if len(_SEEN) >= _SEEN_MAX:  # many distinct shapes (e.g. varying lengths): start over
+            _SEEN.clear()
         _SEEN.add((q.shape, k.shape, v.shape))
     if out is None and lse is None and torch.compiler.is_compiling():
         return torch.ops.mkernel.attention(q, k, v, causal, float(scale or 0.0))

@@ -115,14 +115,15 @@ def _hot(q, k, v, comm, causal, scale, out, lse):
         return None
     dev = _get_device()
     for t in (q, k, v):
-        if t.dtype is not _BF16 or t.get_device() != dev or not t.is_contiguous():
+        if (not isinstance(t, torch.Tensor) or t.dtype is not _BF16 or not t.is_cuda or t.get_device() != dev
+                or not t.is_contiguous()):
             return None
     if out is not None and (not isinstance(out, torch.Tensor) or out.dtype is not _BF16 or out.shape != q.shape
-                            or out.get_device() != dev or not out.is_contiguous()):
+                            or not out.is_cuda or out.get_device() != dev or not out.is_contiguous()):
         return None
     if lse is not None and (not isinstance(lse, torch.Tensor) or lse.dtype is not torch.float32
-                            or lse.shape != (q.shape[0], q.shape[2], q.shape[1]) or lse.get_device() != dev
-                            or not lse.is_contiguous()):
+                            or lse.shape != (q.shape[0], q.shape[2], q.shape[1]) or not lse.is_cuda
+                            or lse.get_device() != dev or not lse.is_contiguous()):
         return None
     return launch(q, k, v, out, lse)
 

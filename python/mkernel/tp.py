@@ -199,15 +199,17 @@ def _hot(op, comm, out, a, b=None):
     except (KeyError, AttributeError, TypeError):
         return None
     dev = _get_device()
-    if a.dtype is not _BF16 or a.get_device() != dev or not a.is_contiguous():
+    if (not isinstance(a, torch.Tensor) or a.dtype is not _BF16 or not a.is_cuda or a.get_device() != dev
+            or not a.is_contiguous()):
         return None
-    if b is not None and (b.dtype is not _BF16 or b.get_device() != dev or not b.is_contiguous()):
+    if b is not None and (not isinstance(b, torch.Tensor) or b.dtype is not _BF16 or not b.is_cuda
+                          or b.get_device() != dev or not b.is_contiguous()):
         return None
     if _grad_on() and (a.requires_grad or (b is not None and b.requires_grad)):
         return None
     if out is None:
         out = a.new_empty(out_shape)
-    elif (not isinstance(out, torch.Tensor) or out.dtype is not _BF16 or out.shape != out_shape
+    elif (not isinstance(out, torch.Tensor) or out.dtype is not _BF16 or out.shape != out_shape or not out.is_cuda
           or out.get_device() != dev or not out.is_contiguous()):
         return None
     if b is None:

@@ -225,8 +225,13 @@ def check_errors(comm, d):
     for _ in range(2):
         mkernel.gemm_rs(hs, vs, comm, out=o_rs)
         mkernel.all_gather(x, comm)
+    expect(("gemm_rs", comm._uid, hs.shape, vs.shape) in mkernel.tp._HOT
+           and ("all_gather", comm._uid, x.shape, None) in mkernel.tp._HOT, "the fast path has entries to test")
     expect_error(lambda: mkernel.all_gather(x.float(), comm), "bfloat16", "float input, steady state")
     expect_error(lambda: mkernel.all_gather(x.t().contiguous().t(), comm), "contiguous", "strided input, steady state")
+    padded = d.rnd(x.shape[0], 2 * x.shape[1])[:, :x.shape[1]]  # x's shape, unit column stride, padded rows
+    expect_error(lambda: mkernel.all_gather(padded, comm), "contiguous", "padded rows, steady state")
+    expect_error(lambda: mkernel.all_gather(x.cpu(), comm), "CUDA device", "CPU input, steady state")
     expect_error(lambda: mkernel.gemm_rs(hs, vs, comm, out=o_rs.float()), "bfloat16", "float out, steady state")
     expect_error(lambda: mkernel.gemm_rs(hs, vs, comm, out=o_rs[:-1]), "must be a contiguous",
                  "out of the wrong shape, steady state")

@@ -15,6 +15,7 @@ if not torch.cuda.is_available():
 import torch.nn.functional as F  # noqa: E402
 
 import mkernel  # noqa: E402
+import mkernel._attention  # noqa: E402  (the fast path's shape cache, checked below)
 
 
 def reference(q, k, v, causal, scale=None):
@@ -141,10 +142,15 @@ def test_bad_inputs_after_steady_state_calls():
     out, lse = mkernel.attention(q, k, v)
     o2, l2 = mkernel.attention(q, k, v, out=torch.full_like(out, float("nan")), lse=torch.full_like(lse, float("nan")))
     assert torch.equal(o2, out) and torch.equal(l2, lse)
+    assert (q.shape, k.shape, v.shape) in mkernel._attention._SEEN  # the fast path is what is being tested
     with pytest.raises(mkernel.MkernelError, match="bfloat16"):
         mkernel.attention(q.float(), k, v)
     with pytest.raises(mkernel.MkernelError, match="contiguous"):
         mkernel.attention(q.transpose(1, 2).contiguous().transpose(1, 2), k, v)  # q's shape, other strides
+    with pytest.raises(mkernel.MkernelError, match="contiguous"):
+        mkernel.attention(torch.randn(1, 128, 4, 128, device="cuda", dtype=torch.bfloat16)[..., :64], k, v)  # padded
+    with pytest.raises(mkernel.MkernelError, match="CUDA device"):
+        mkernel.attention(q.cpu(), k, v)
     with pytest.raises(mkernel.MkernelError, match="out must be"):
         mkernel.attention(q, k, v, out=out.float())
     with pytest.raises(mkernel.MkernelError, match="lse must be"):
