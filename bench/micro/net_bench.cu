@@ -23,6 +23,7 @@ class NullTransport : public mk::net::Transport {
   std::string name() const override { return "null"; }
   void connect(mk::Bootstrap&, const std::vector<int>&) override {}
   void register_region(mk::Bootstrap&, const mk::net::Region&) override {}
+  void deregister_region(int) override {}
   bool post(const mk::net::WriteReq& w) override {
     done_.push_back(w.cookie);
     return true;

@@ -28,6 +28,11 @@ class Network {
   // Collective: makes `buf` reachable by network puts; returns its region id
   // (the same on every rank). Region 0 is the signal region.
   int register_buffer(const SymmetricBuffer& buf);
+  // Collective, before the buffer is freed, once nothing uses the region: a
+  // barrier, then every rank releases its registration of region `id`
+  // (Transport::deregister_region). Ids are not reused. Plans call it when
+  // they are destroyed.
+  void deregister_buffer(int id);
   const net::NetCtx& device_ctx() const { return ctx_; }
   // The same context in device memory (kept up to date by register_buffer),
   // for kernels that take it by pointer (it is 1.3 KB).

@@ -133,6 +133,17 @@ int Network::register_buffer(const SymmetricBuffer& buf) {
   return next_region_++;
 }
 
+void Network::deregister_buffer(int id) {
+  if (id <= 0 || id >= next_region_)
+    fail("Network::deregister_buffer: region ", id, " is not a registered buffer (1..", next_region_ - 1, ")");
+  comm_.bootstrap().barrier();  // no rank still writes into it
+  proxy_->with_transports([&](net::Transport& t) { t.deregister_region(id); });
+  if (id < net::kMaxInlineRegions) {
+    ctx_.region_base[id] = nullptr;
+    sync_device_ctx();
+  }
+}
+
 void Network::check() const {
   std::string e = proxy_->error();
   if (!e.empty()) throw Error(e);

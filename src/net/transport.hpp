@@ -88,6 +88,12 @@ class Transport {
   // Collective over ALL ranks, same order everywhere: registers `r` and learns
   // every peer's address/key for region r.id. Region 0 first.
   virtual void register_region(Bootstrap& bs, const Region& r) = 0;
+  // Local, called on every rank after a barrier of all ranks
+  // (Network::deregister_buffer), when no operation on region `id` is in
+  // flight or will be posted by any rank: releases its registration (memory
+  // registration, staging shadow). Later requests naming it throw as for a
+  // region never registered; ids are not reused. Region 0 cannot go.
+  virtual void deregister_region(int id) = 0;
   // Non-blocking. Returns false when the request cannot be accepted now (an
   // in-flight limit); the caller polls and retries. Throws mk::Error on a
   // request that can never succeed (unknown peer/region, out of bounds).

@@ -57,20 +57,28 @@ struct Pair {
                 std::shared_ptr<fabric::StageOps> stage1 = nullptr, bool gpu_regions = true) {
     std::shared_ptr<fabric::StageOps> stage[2] = {stage0, stage1};
     mk::UniqueId id = mk::get_unique_id();
+    on_both([&](int r) {
+      bs[r] = std::make_unique<mk::Bootstrap>(r, 2, id);
+      fabric::FabricOptions opt = base;
+      opt.provider = "tcp;ofi_rxm";
+      opt.stage_ops = stage[r];
+      t[r] = fabric::make_fabric_with(TransportConfig{r, 2, -1, nullptr}, opt);
+      t[r]->connect(*bs[r], {1 - r});
+      sig[r].assign(kSig / 8, 0);
+      data[r].assign(kData, 0);
+      bool dev = stage[r] != nullptr && gpu_regions;
+      t[r]->register_region(*bs[r], Region{0, sig[r].data(), kSig, dev, dev ? 0 : -1});
+      t[r]->register_region(*bs[r], Region{1, data[r].data(), kData, dev, dev ? 0 : -1});
+    });
+  }
+  // Runs f(0) here and f(1) on a thread (the collective calls of the two
+  // ranks); rethrows the first error.
+  template <typename F>
+  static void on_both(F&& f) {
     std::exception_ptr err[2];
     auto body = [&](int r) {
       try {
-        bs[r] = std::make_unique<mk::Bootstrap>(r, 2, id);
-        fabric::FabricOptions opt = base;
-        opt.provider = "tcp;ofi_rxm";
-        opt.stage_ops = stage[r];
-        t[r] = fabric::make_fabric_with(TransportConfig{r, 2, -1, nullptr}, opt);
-        t[r]->connect(*bs[r], {1 - r});
-        sig[r].assign(kSig / 8, 0);
-        data[r].assign(kData, 0);
-        bool dev = stage[r] != nullptr && gpu_regions;
-        t[r]->register_region(*bs[r], Region{0, sig[r].data(), kSig, dev, dev ? 0 : -1});
-        t[r]->register_region(*bs[r], Region{1, data[r].data(), kData, dev, dev ? 0 : -1});
+        f(r);
       } catch (...) {
         err[r] = std::current_exception();
       }
@@ -89,6 +97,10 @@ struct Pair {
     std::thread th([&] { bs[1].reset(); });
     bs[0].reset();
     th.join();
+  }
+  // Registers region `id` (buffers buf[0], buf[1]) on both ranks: collective.
+  void register_both(int id, std::vector<uint8_t> (&buf)[2], bool dev = false) {
+    on_both([&](int r) { t[r]->register_region(*bs[r], Region{id, buf[r].data(), buf[r].size(), dev, dev ? 0 : -1}); });
   }
   // Polls both sides (the target must progress too) until `cookie` completes
   // on rank 0 and pred() holds; bounded.
@@ -177,6 +189,35 @@ TEST(Fabric, CloseIsIdempotentAndFinal) {
   EXPECT_EQ(mk::test::expect_error([&] { p.t[0]->post(WriteReq{1, 1, 0, 0, 8}); }, {"after close"}), "");
 }
 
+// A plan's region goes away (Network::deregister_buffer on plan destruction):
+// posts naming it fail clearly, other regions keep working, and later
+// registrations take new ids.
+TEST(Fabric, DeregisteredRegionIsRejectedAndOthersGoOn) {
+  Pair p;
+  std::vector<uint8_t> b2[2], b3[2];
+  for (auto& b : b2) b.assign(8192, 0);
+  for (auto& b : b3) b.assign(8192, 0);
+  p.register_both(2, b2);
+  for (size_t i = 0; i < 8192; ++i) b2[0][i] = uint8_t(i * 3 + 1);
+  ASSERT_TRUE(p.t[0]->post(WriteReq{1, 2, 0, 0, 8192, SigOp::Set, 8 * 2, 5, 1}));
+  ASSERT_TRUE(p.drive(1, [&] { return __atomic_load_n(&p.sig[1][2], __ATOMIC_ACQUIRE) == 5; }));
+  EXPECT_EQ(b2[1], b2[0]);
+  for (auto& t : p.t) t->deregister_region(2);
+  for (auto& t : p.t) t->deregister_region(2);  // twice: nothing more to release
+  EXPECT_EQ(mk::test::expect_error([&] { p.t[0]->post(WriteReq{1, 2, 0, 0, 8}); }, {"region 2", "deregistered"}),
+            "");
+  EXPECT_EQ(mk::test::expect_error([&] { p.t[0]->deregister_region(0); }, {"region 0", "cannot"}), "");
+  EXPECT_EQ(mk::test::expect_error([&] { p.t[0]->deregister_region(9); }, {"region 9", "never registered"}), "");
+  p.register_both(3, b3);  // the next id; id 2 is not reused
+  b3[0][100] = 42;
+  ASSERT_TRUE(p.t[0]->post(WriteReq{1, 3, 100, 200, 1, SigOp::Set, 8 * 3, 6, 2}));
+  ASSERT_TRUE(p.drive(2, [&] { return __atomic_load_n(&p.sig[1][3], __ATOMIC_ACQUIRE) == 6; }));
+  EXPECT_EQ(b3[1][200], 42);
+  p.data[0][7] = 9;  // region 1 still works
+  ASSERT_TRUE(p.t[0]->post(WriteReq{1, 1, 7, 7, 1, SigOp::Set, 8 * 4, 7, 3}));
+  ASSERT_TRUE(p.drive(3, [&] { return __atomic_load_n(&p.sig[1][4], __ATOMIC_ACQUIRE) == 7; }));
+  EXPECT_EQ(p.data[1][7], 9);
+}
 
 // ---- staging GPU regions through host shadows (no FI_HMEM) --------------
 
@@ -224,8 +265,9 @@ class FakeStage final : public fabric::StageOps {
   std::function<void(uint64_t* word)> on_signal;
   int copies_out = 0, copies_in = 0, signals = 0;
 
-  void* alloc_host(size_t bytes) override { return std::calloc(1, bytes); }
-  void free_host(void* p) noexcept override { std::free(p); }
+  int allocs = 0, frees = 0;
+  void* alloc_host(size_t bytes) override { return ++allocs, std::calloc(1, bytes); }
+  void free_host(void* p) noexcept override { ++frees, std::free(p); }
   void copy_out(int slot, void* host, const void* dev, size_t bytes) override {
     pending_.push_back(Copy{slot, host, dev, bytes, 3});
     ++copies_out;
@@ -340,6 +382,24 @@ TEST(FabricStaging, StagedSenderToHostReceiver) {
   ASSERT_TRUE(p.drive(5, [&] { return __atomic_load_n(&p.sig[1][2], __ATOMIC_ACQUIRE) == 42; }));
   EXPECT_EQ(std::memcmp(p.data[1].data() + 128, p.data[0].data(), 5000), 0);
   EXPECT_EQ(s0->copies_out, 1);
+}
+
+// Deregistering a staged region frees its host shadow (and only it).
+TEST(FabricStaging, DeregisterFreesTheShadow) {
+  auto s0 = std::make_shared<FakeStage>(), s1 = std::make_shared<FakeStage>();
+  Pair p({}, s0, s1);
+  std::vector<uint8_t> b2[2];
+  for (auto& b : b2) b.assign(4096, 0);
+  p.register_both(2, b2, /*dev=*/true);
+  const int allocs = s0->allocs;
+  EXPECT_EQ(s0->frees, 0);
+  p.t[0]->deregister_region(2);
+  p.t[1]->deregister_region(2);
+  EXPECT_EQ(s0->frees, 1);
+  EXPECT_EQ(s1->frees, 1);
+  EXPECT_EQ(s0->allocs, allocs);
+  EXPECT_EQ(mk::test::expect_error([&] { p.t[0]->post(WriteReq{1, 2, 0, 0, 8}); }, {"region 2", "deregistered"}),
+            "");
 }
 
 TEST(FabricStaging, StagedDataRegionNeedsGpuSignalRegion) {

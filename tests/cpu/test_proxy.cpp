@@ -35,6 +35,7 @@ class FakeTransport : public Transport {
   std::string name() const override { return "fake"; }
   void connect(mk::Bootstrap&, const std::vector<int>&) override {}
   void register_region(mk::Bootstrap&, const Region&) override {}
+  void deregister_region(int) override {}
   bool post(const WriteReq& w) override {
     std::lock_guard<std::mutex> g(s_->mu);
     if (s_->refuse_posts > 0) {

@@ -309,6 +309,20 @@ RegionTable table() {
 }
 }  // namespace
 
+// A deregistered region (QpTransport::deregister_region) is unknown again,
+// locally and at every peer; the others are untouched.
+TEST(VerbsLogic, ErasedRegionIsRejected) {
+  RegionTable t = table();
+  EXPECT_NO_THROW(t.check(req(1, 4096)));
+  t.erase(1);
+  t.erase(1);  // twice: nothing more
+  t.erase(42);  // never registered: nothing
+  EXPECT_EQ(expect_error([&] { t.check(req(1, 8)); }, {"region 1", "not registered"}), "");
+  EXPECT_EQ(expect_error([&] { t.remote(3, 1); }, {"region 1", "rank 3"}), "");
+  EXPECT_EQ(t.local(0).bytes, 4096u);
+  EXPECT_NO_THROW(t.check(req(1, 0, SigOp::Set, 0, 8, 1)));  // signals (region 0) still go
+}
+
 TEST(VerbsLogic, BoundsChecks) {
   RegionTable t = table();
   EXPECT_NO_THROW(t.check(req(1, 4096, SigOp::Set, 0, 4088)));

@@ -166,6 +166,11 @@ class EmuTransport final : public Transport {
     peers_ = peers;
   }
 
+  void deregister_region(int id) override {
+    if (id == kSignalRegion) fail("emu: region 0 (signals) cannot be deregistered");
+    regions_.erase(id);  // later writes to it fail as unregistered (post)
+  }
+
   void register_region(Bootstrap& bs, const Region& r) override {
     if (!r.device) fail("emu: region ", r.id, " is host memory; the emulated NIC moves GPU memory only");
     if (!r.host_peer_ptrs) fail("emu: region ", r.id, " has no host-wide peer mappings (not a symmetric buffer)");

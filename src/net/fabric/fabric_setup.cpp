@@ -348,6 +348,24 @@ void FabricTransport::register_region(Bootstrap& bs, const Region& r) {
   }
 }
 
+void FabricTransport::deregister_region(int id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (closed_) return;
+  if (id == kSignalRegion) fail("fabric: rank ", cfg_.rank, ": region 0 (signals) cannot be deregistered");
+  if (id < 0 || id >= static_cast<int>(local_.size()))
+    fail("fabric: rank ", cfg_.rank, ": deregister_region: region ", id, " was never registered");
+  LocalRegion& lr = local_[id];
+  if (!lr.mr) return;  // already
+  if (lr.shadow && stage_) stage_->drain();  // no GPU copy touches the shadow any more
+  fi_close(&lr.mr->fid);
+  lr.mr = nullptr;
+  lr.desc = nullptr;
+  if (lr.shadow) stage_->free_host(lr.shadow), lr.shadow = nullptr;
+  lr.r.base = nullptr;
+  lr.r.bytes = 0;  // post() and incoming notes see an empty region
+  for (RemoteRegion& rr : remote_[id]) rr = RemoteRegion{};
+}
+
 void FabricTransport::close() {
   std::lock_guard<std::mutex> lk(mu_);
   if (closed_) return;

@@ -113,6 +113,7 @@ class FabricTransport final : public Transport {
   std::string name() const override { return "fabric:" + prov_name_; }
   void connect(Bootstrap& bs, const std::vector<int>& peers) override;
   void register_region(Bootstrap& bs, const Region& r) override;
+  void deregister_region(int id) override;
   bool post(const WriteReq& w) override;
   int poll(Completion* out, int max) override;
   void close() override;

@@ -253,7 +253,7 @@ void SrdTransport::connect(Bootstrap& bs, const std::vector<int>& peers) {
 
 void SrdTransport::register_region(Bootstrap& bs, const Region& r) {
   if (!batcher_) fail("verbs: register_region before connect()");
-  register_and_exchange(a_, pd_, dev_.name, bs, r, kAccess, regions_, mrs_, [&] {
+  ibv_mr* mr = register_and_exchange(a_, pd_, dev_.name, bs, r, kAccess, regions_, mrs_, [&] {
     if (r.id == kSignalRegion) {
       sig_region_ = r;
       if (r.device && r.bytes > 0) {
@@ -270,6 +270,7 @@ void SrdTransport::register_region(Bootstrap& bs, const Region& r) {
       }
     }
   });
+  if (mr) mr_of_[r.id] = mr;
 }
 
 void SrdTransport::flush(int q) {

@@ -4,9 +4,11 @@
 // post() path that queues a request and rings the doorbell when it is due.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "mkernel/bootstrap.hpp"
@@ -37,6 +39,19 @@ class QpTransport : public Transport {
       }
     }
     return true;
+  }
+
+  // See Transport::deregister_region: the MR goes, and the region table
+  // entries (so post() rejects the id as unregistered).
+  void deregister_region(int id) final {
+    if (id == kSignalRegion) fail("verbs: region 0 (signals) cannot be deregistered");
+    auto it = mr_of_.find(id);
+    if (it != mr_of_.end()) {
+      mrs_.erase(std::remove(mrs_.begin(), mrs_.end(), it->second), mrs_.end());
+      a_.dereg_mr(it->second);
+      mr_of_.erase(it);
+    }
+    regions_.erase(id);
   }
 
  protected:
@@ -126,6 +141,7 @@ class QpTransport : public Transport {
   ibv_cq* cq_ = nullptr;
   PortInfo my_port_;
   std::vector<ibv_mr*> mrs_;
+  std::unordered_map<int, ibv_mr*> mr_of_;  // region id -> its MR (regions with bytes)
   RegionTable regions_;
   std::unique_ptr<InflightTracker> tracker_;
   std::unique_ptr<WrBatcher> batcher_;

@@ -264,7 +264,7 @@ void VerbsTransport::connect(Bootstrap& bs, const std::vector<int>& peers) {
 
 void VerbsTransport::register_region(Bootstrap& bs, const Region& r) {
   if (!batcher_) fail("verbs: register_region before connect()");
-  register_and_exchange(a_, pd_, dev_.name, bs, r, kAccess, regions_, mrs_);
+  if (ibv_mr* mr = register_and_exchange(a_, pd_, dev_.name, bs, r, kAccess, regions_, mrs_)) mr_of_[r.id] = mr;
 }
 
 void VerbsTransport::flush(int q) {

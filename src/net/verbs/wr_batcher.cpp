@@ -61,6 +61,12 @@ void RegionTable::set_remote(int peer, int id, const RemoteRegion& r) {
   v[id].registered = true;
 }
 
+void RegionTable::erase(int id) {
+  if (id >= 0 && static_cast<size_t>(id) < local_.size()) local_[id] = LocalRegion{};
+  for (auto& v : remote_)
+    if (id >= 0 && static_cast<size_t>(id) < v.size()) v[id] = RemoteRegion{};
+}
+
 const LocalRegion& RegionTable::local(int id) const {
   if (id < 0 || static_cast<size_t>(id) >= local_.size() || !local_[id].registered)
     fail("verbs: region ", id, " is not registered on this rank");

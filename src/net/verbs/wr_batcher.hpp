@@ -97,6 +97,7 @@ class RegionTable {
   explicit RegionTable(std::vector<int> peers = {});
   void set_local(int id, const LocalRegion& r);
   void set_remote(int peer, int id, const RemoteRegion& r);
+  void erase(int id);  // local and every peer's entry of `id` (unknown ids: nothing)
   const LocalRegion& local(int id) const;           // throws on unknown id
   const RemoteRegion& remote(int peer, int id) const;
   bool is_peer(int peer) const { return peer_index_.count(peer) != 0; }

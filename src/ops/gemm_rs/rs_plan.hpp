@@ -126,6 +126,12 @@ inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_
 }
 
 inline void rs_free_plan(Communicator& comm, RsPlan& p) {
+  if (p.net_region > 0) {
+    try {
+      comm.network().deregister_buffer(p.net_region);
+    } catch (...) {
+    }
+  }
   if (p.epoch_counter) cudaFree(p.epoch_counter);
   if (p.net_rb_count) cudaFree(p.net_rb_count);
   if (p.staging) {
