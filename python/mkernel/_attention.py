@@ -16,7 +16,7 @@ from ._lib import MkernelError, check
 from ._ops_c import _need
 
 from ._lib import lib
-from .ops import _get_device, _stream
+from .ops import _fast_ok, _get_device, _stream
 
 _BF16 = torch.bfloat16
 _mk_attention = getattr(lib, "mk_attention_fwd", None)  # None: built without the op (_need says so)
@@ -107,32 +107,30 @@ _SEEN = set()
 _SEEN_MAX = 4096
 
 
+def _fast_io(q, k, v, out, lse, dev):
+    """The fast paths' check of q, k, v and a given out / lse (attention and ring attention)."""
+    if not (_fast_ok(q, _BF16, dev) and _fast_ok(k, _BF16, dev) and _fast_ok(v, _BF16, dev)):
+        return False
+    if out is not None and (not _fast_ok(out, _BF16, dev) or out.shape != q.shape):
+        return False
+    return lse is None or (_fast_ok(lse, torch.float32, dev) and lse.shape == (q.shape[0], q.shape[2], q.shape[1]))
+
+
 def _hot(q, k, v, causal, scale, out, lse):
     if torch.compiler.is_compiling():  # first: torch.compile traces none of what follows
         return None
-    for t in (q, k, v):
-        if not isinstance(t, torch.Tensor):
-            return None
     try:
         if (q.shape, k.shape, v.shape) not in _SEEN:
             return None
-    except TypeError:  # unhashable (symbolic) shapes
+    except (AttributeError, TypeError):  # not tensors; unhashable (symbolic) shapes
         return None
     dev = _get_device()
-    for t in (q, k, v):
-        if t.dtype is not _BF16 or not t.is_cuda or t.get_device() != dev or not t.is_contiguous():
-            return None
-    lse_shape = (q.shape[0], q.shape[2], q.shape[1])
+    if not _fast_io(q, k, v, out, lse, dev):
+        return None
     if out is None:
         out = torch.empty_like(q)
-    elif (not isinstance(out, torch.Tensor) or out.dtype is not _BF16 or out.shape != q.shape or not out.is_cuda
-          or out.get_device() != dev or not out.is_contiguous()):
-        return None
     if lse is None:
-        lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
-    elif (not isinstance(lse, torch.Tensor) or lse.dtype is not torch.float32 or lse.shape != lse_shape
-          or not lse.is_cuda or lse.get_device() != dev or not lse.is_contiguous()):
-        return None
+        lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
     b, sq, h, d = q.shape
     check(_mk_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), b, sq, k.shape[1],
                         h, k.shape[2], d, int(causal), float(scale or 0.0), 0, _stream(dev)))

@@ -16,10 +16,9 @@ import torch
 
 from ._lib import MkernelError, check, lib
 from ._ops_c import _need
-from ._attention import _check_lse, _check_out, _validate
-from . import tp as _tp
+from ._attention import _check_lse, _check_out, _fast_io, _validate
 from .ops import _get_device, _stream
-from .tp import _BF16, _Plan, _compiling, _key, _plan, lookup
+from .tp import _HOT, _Plan, _compiling, _key, _plan, lookup
 
 __all__ = ["ring_attention", "RingAttention"]
 
@@ -92,38 +91,25 @@ def _run(q, k, v, key, causal, scale, out=None, lse=None):  # q, k, v, out, lse 
     plan = _plan(RingAttention, key, b, s, h, k.shape[2], d, bool(causal), float(scale))
     res = plan._launch(q, k, v, out, lse)
     if not _compiling():
-        _HOT[(key, q.shape, k.shape, v.shape, bool(causal), float(scale))] = plan._launch
+        _HOT[("ring_attention", key, q.shape, k.shape, v.shape, bool(causal), float(scale))] = plan._launch
     return res
 
 
-# Steady-state calls (as mkernel/tp.py's _hot): a call that repeats an earlier
-# one's communicator, shapes, mask and scale, outside tracing, takes one
-# combined check of dtype, device and layout and the cached plan's launch;
-# anything else (returns None) takes the full path. Cleared with the plans
-# (tp.close_plans).
-_HOT = _tp._HOT_EXTRA.setdefault("ring_attention", {})
-
-
+# Steady-state calls (as mkernel/tp.py's _hot, whose table holds the entries
+# and is cleared with the plans): a call that repeats an earlier one's
+# communicator, shapes, mask and scale, outside tracing, takes one combined
+# check of dtype, device and layout and the cached plan's launch; anything
+# else (None) takes the full path.
 def _hot(q, k, v, comm, causal, scale, out, lse):
     if _compiling():  # first: torch.compile traces none of what follows
         return None
     try:
-        launch = _HOT[(comm._uid, q.shape, k.shape, v.shape, bool(causal), float(scale or 0.0))]
+        launch = _HOT[("ring_attention", comm._uid, q.shape, k.shape, v.shape, bool(causal), float(scale or 0.0))]
         if not comm._h:
             return None
     except (KeyError, AttributeError, TypeError, ValueError):
         return None
-    dev = _get_device()
-    for t in (q, k, v):
-        if (not isinstance(t, torch.Tensor) or t.dtype is not _BF16 or not t.is_cuda or t.get_device() != dev
-                or not t.is_contiguous()):
-            return None
-    if out is not None and (not isinstance(out, torch.Tensor) or out.dtype is not _BF16 or out.shape != q.shape
-                            or not out.is_cuda or out.get_device() != dev or not out.is_contiguous()):
-        return None
-    if lse is not None and (not isinstance(lse, torch.Tensor) or lse.dtype is not torch.float32
-                            or lse.shape != (q.shape[0], q.shape[2], q.shape[1]) or not lse.is_cuda
-                            or lse.get_device() != dev or not lse.is_contiguous()):
+    if not _fast_io(q, k, v, out, lse, _get_device()):
         return None
     return launch(q, k, v, out, lse)
 

@@ -54,6 +54,13 @@ _get_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_d
 _mk_gemm = getattr(lib, "mk_gemm_bf16", None)
 
 
+def _fast_ok(t, dtype, dev):
+    """The steady-state fast paths' per-tensor check (tp, attention, ring attention): a contiguous
+    `dtype` tensor on CUDA device `dev`. False sends the call to the full checks."""
+    return (isinstance(t, torch.Tensor) and t.dtype is dtype and t.is_cuda and t.get_device() == dev
+            and t.is_contiguous())
+
+
 def _stream(dev):
     return _raw_stream(dev) if _raw_stream else torch.cuda.current_stream(dev).cuda_stream
 

@@ -33,7 +33,7 @@ from ._lib import MkernelError, check, lib
 from ._ops_c import _need
 from ._tp_meta import (_COMMS, register, lookup, world, ag_gemm_shapes, gemm_rs_shape, all_gather_shape,
                        reduce_scatter_shape)
-from .ops import _check_matrix, _get_device, _stream
+from .ops import _check_matrix, _fast_ok, _get_device, _stream
 
 __all__ = ["ag_gemm", "gemm_rs", "all_gather", "reduce_scatter", "AgGemm", "GemmRs", "register", "close_plans"]
 
@@ -160,9 +160,7 @@ def _plan(cls, key, *shape):
 
 def close_plans(comm=None):
     """Collective: frees the cached plans (of one communicator, or all)."""
-    _HOT.clear()  # their entries hold launches of these plans
-    for table in _HOT_EXTRA.values():
-        table.clear()
+    _HOT.clear()  # its entries hold launches of these plans
     for key in [k for k in _PLANS if comm is None or k[1] == comm._uid]:
         _PLANS.pop(key).close()
 
@@ -177,8 +175,9 @@ def close_plans(comm=None):
 # None, and the full path checks, raises with the detailed message, or runs.
 # Entries are made by the full path after a successful launch (_hot_add).
 
-_HOT = {}  # (op, communicator key, shape of a, shape of b or None) -> (launch, output shape)
-_HOT_EXTRA = {}  # other ops' tables of the same kind (ring attention), cleared with _HOT
+# (op, communicator key, shape of a, shape of b or None) -> (launch, output shape); ring attention
+# keeps its entries here too ("ring_attention", key, q, k, v shapes, causal, scale) -> launch.
+_HOT = {}
 _BF16 = torch.bfloat16
 _compiling = torch.compiler.is_compiling
 _grad_on = torch.is_grad_enabled
@@ -199,18 +198,13 @@ def _hot(op, comm, out, a, b=None):
     except (KeyError, AttributeError, TypeError):
         return None
     dev = _get_device()
-    if (not isinstance(a, torch.Tensor) or a.dtype is not _BF16 or not a.is_cuda or a.get_device() != dev
-            or not a.is_contiguous()):
-        return None
-    if b is not None and (not isinstance(b, torch.Tensor) or b.dtype is not _BF16 or not b.is_cuda
-                          or b.get_device() != dev or not b.is_contiguous()):
+    if not _fast_ok(a, _BF16, dev) or (b is not None and not _fast_ok(b, _BF16, dev)):
         return None
     if _grad_on() and (a.requires_grad or (b is not None and b.requires_grad)):
         return None
     if out is None:
         out = a.new_empty(out_shape)
-    elif (not isinstance(out, torch.Tensor) or out.dtype is not _BF16 or out.shape != out_shape or not out.is_cuda
-          or out.get_device() != dev or not out.is_contiguous()):
+    elif not _fast_ok(out, _BF16, dev) or out.shape != out_shape:
         return None
     if b is None:
         launch(a, out)

@@ -119,12 +119,7 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
 }
 
 AgGemm::~AgGemm() {
-  if (net_region_ > 0) {
-    try {
-      comm_.network().deregister_buffer(net_region_);
-    } catch (...) {
-    }
-  }
+  tp::release_net_region(comm_, net_region_);
   if (epoch_counter_) cudaFree(epoch_counter_);
   if (split_ws_) cudaFree(split_ws_);
   if (split_flags_) cudaFree(split_flags_);

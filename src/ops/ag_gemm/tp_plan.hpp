@@ -17,6 +17,16 @@
 
 namespace mk::tp {
 
+// Plan destructors: releases the plan's network region, if it has one
+// (collective, Network::deregister_buffer); never throws.
+inline void release_net_region(Communicator& comm, int region) noexcept {
+  if (region <= 0) return;  // none (region 0 is the signal pool, never a plan's)
+  try {
+    comm.network().deregister_buffer(region);
+  } catch (...) {
+  }
+}
+
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // Whether [a, a + an) and [b, b + bn) share a byte (null never does).

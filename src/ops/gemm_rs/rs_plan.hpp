@@ -126,12 +126,7 @@ inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_
 }
 
 inline void rs_free_plan(Communicator& comm, RsPlan& p) {
-  if (p.net_region > 0) {
-    try {
-      comm.network().deregister_buffer(p.net_region);
-    } catch (...) {
-    }
-  }
+  release_net_region(comm, p.net_region);
   if (p.epoch_counter) cudaFree(p.epoch_counter);
   if (p.net_rb_count) cudaFree(p.net_rb_count);
   if (p.staging) {

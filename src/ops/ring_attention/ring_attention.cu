@@ -113,12 +113,7 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
 }
 
 RingAttention::~RingAttention() {
-  if (net_region_ > 0) {
-    try {
-      comm_.network().deregister_buffer(net_region_);
-    } catch (...) {
-    }
-  }
+  tp::release_net_region(comm_, net_region_);
   if (trace_) cudaFree(trace_);
   if (epoch_counter_) cudaFree(epoch_counter_);
   if (gathered_) {
