@@ -15,16 +15,24 @@
 
 namespace mk::dev {
 
+// Records a failed wait for the host (with a communicator) and raises the
+// abort word; does not stop the thread.
 template <class P>
-__device__ __forceinline__ void engine_give_up(const P& p, int peer, const uint64_t* sig, uint64_t expected,
-                                               uint64_t seen, uint64_t waited) {
+__device__ __forceinline__ void engine_record_failure(const P& p, int peer, const uint64_t* sig, uint64_t expected,
+                                                      uint64_t seen, uint64_t waited) {
   if (p.has_ctx) {
     const int32_t idx = sig ? signal_index(p.ctx, sig) : kDiagPipelineStage;
     uint32_t ab = ld_volatile(p.ctx.abort_dev);
     if (!ab) ab = ld_volatile(p.ctx.abort_host);
-    fail_wait_quiet(p.ctx, WaitSite{static_cast<int32_t>(Role::Compute), peer, idx}, expected, seen, waited,
-                    ab ? kWaitAborted : kWaitTimeout, static_cast<int32_t>(ab) - 1);
+    record_failure(p.ctx, WaitSite{static_cast<int32_t>(Role::Compute), peer, idx}, expected, seen, waited,
+                   ab ? kWaitAborted : kWaitTimeout, static_cast<int32_t>(ab) - 1);
   }
+}
+
+template <class P>
+__device__ __forceinline__ void engine_give_up(const P& p, int peer, const uint64_t* sig, uint64_t expected,
+                                               uint64_t seen, uint64_t waited) {
+  engine_record_failure(p, peer, sig, expected, seen, waited);
   __trap();
 }
 
@@ -37,8 +45,14 @@ __device__ __forceinline__ void engine_give_up(const P& p, int peer, const uint6
 // before that: these waits are many and hot (every pipeline stage), and a
 // read of the host-mapped flag every 256 spins from them made the 1x2
 // GEMM+RS 20x slower (bench/results/mkbench-20261130T122542Z).
-template <class P>
-__device__ __forceinline__ void engine_mbar_wait(const P& p, uint64_t* bar, uint32_t parity, int what) {
+//
+// engine_mbar_wait_or: the same, but a failure records and then calls
+// `stop()` (which must not return) instead of trapping: for MMA warpgroups
+// whose registers ptxas holds to the launch's count in any code region that
+// contains a trap (the attention engine's consumers; see attn_engine.cuh).
+template <class P, class Stop>
+__device__ __forceinline__ void engine_mbar_wait_or(const P& p, uint64_t* bar, uint32_t parity, int what,
+                                                    const Stop& stop) {
   if (mbar_try_wait(bar, parity)) return;
   const uint64_t t0 = globaltimer();
   uint32_t spins = 0;
@@ -47,9 +61,21 @@ __device__ __forceinline__ void engine_mbar_wait(const P& p, uint64_t* bar, uint
       const uint64_t waited = globaltimer() - t0;
       if (waited <= p.timeout_ns) continue;
       const bool aborted = p.has_ctx && (ld_volatile(p.ctx.abort_dev) || ld_volatile(p.ctx.abort_host));
-      if (aborted || waited > 4 * p.timeout_ns) engine_give_up(p, -1, nullptr, uint64_t(what), parity, waited);
+      if (aborted || waited > 4 * p.timeout_ns) {
+        engine_record_failure(p, -1, nullptr, uint64_t(what), parity, waited);
+        stop();
+      }
     }
   }
+}
+
+struct TrapStop {
+  __device__ __forceinline__ void operator()() const { __trap(); }
+};
+
+template <class P>
+__device__ __forceinline__ void engine_mbar_wait(const P& p, uint64_t* bar, uint32_t parity, int what) {
+  engine_mbar_wait_or(p, bar, parity, what, TrapStop{});
 }
 
 // Bounded wait until a signal word reaches `expected` (also ends when

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Shows the ptxas behaviour behind the attention engine's consumer failure
-# path (device/attention/attn_engine.cuh on branch wip/attn-overlap): in a
+# path (device/attention/attn_engine.cuh, ConsumerStop): in a
 # warp-specialised kernel (384 threads, setmaxnreg 24 / 240), a region that
 # contains a trap is held to the launch's register count (168) and spills,
 # while the same region without one, or with the trap after the branches

@@ -20,20 +20,30 @@
 //                    fragment of P V) and V's tile read transposed
 //                    (MN-major descriptor). Then O / l to bf16 and the LSE.
 // K and V of a stage have barriers of their own (S starts before V lands).
-// Every wait is bounded (p.timeout_ns) and reports who waited for what.
+// Every wait is bounded (p.timeout_ns) and reports who waited for what; a
+// consumer that gives up does not trap in its own code (ConsumerStop below:
+// ptxas holds a code region that contains a trap to the launch's 168
+// registers whatever setmaxnreg grants, tools/ptxas_trap_probe.sh).
 // The two consumer warpgroups take turns issuing their GEMMs (ping-pong,
-// wait_turn / pass_turn). Not done (FlashAttention-3 has it): overlapping a
-// warpgroup's own softmax of block j with its S GEMM of block j + 1. That
-// needs S_{j+1}, P_j and O live at once, and ptxas holds a code region that
-// contains a trap (the bounded waits' give-up) to the launch's 168
-// registers whatever setmaxnreg grants (tools/ptxas_trap_probe.sh), so it
-// spilled here. tools/wip/attn-overlap.patch makes the consumers' waits
-// trap-free and adds the overlap: correct on the GPU, but 0.75-0.85x of
-// this engine at every D=128 shape (bench/results/attention-20261201T020526Z-
-// experiment-fa3-overlap.md, run next to attention-20261201T020505Z-main.md):
-// in its SASS every exp2 of the softmax lands after the wait for P_i V_i, so
-// nothing overlaps (tools/wip/README.md). Measured and not kept either: P V outside
-// the turns, skipping the O rescale when the max stays
+// wait_turn / pass_turn), and inside a warpgroup the softmax of block i+1
+// overlaps its own P_i V_i (FlashAttention-3's intra-warpgroup overlap):
+// one turn issues S_{i+1} and P_i V_i, wait_group 1 lets the softmax of
+// S_{i+1} start while P_i V_i runs, wait_group 0 then lets O be rescaled
+// and P_{i+1} packed. Two things make it pay (2026-12-01, bench/results/
+// attention-overlap-20261201.md: at S >= 8k, D = 128, median 583-588
+// TFLOP/s and 0.86-1.04x of cuDNN, against 539-545 and 0.78-0.95x for the
+// engine without the overlap, in the same runs):
+//   - schedule_boundary() before the second wait: ptxas schedules within a
+//     basic block and issued that wait above every exp2 of the softmax
+//     (the SASS: both waits back to back, nothing overlapped;
+//     tools/wip/README.md has the attempts that did not fix it);
+//   - three K/V stages at D = 128 (Geom): S_{i+1} is issued one block
+//     earlier than without the overlap, and with two stages the producer
+//     could not load block i+2 until both warpgroups finished P_i V_i,
+//     so every turn waited for a TMA load (0.7x of the engine without it).
+// Measured and not kept: releasing K's stage right after S (its own empty
+// barrier; no gain over the third stage), P V outside the turns, skipping
+// the O rescale when the max stays
 // (bench/results/attention-20261130T222140Z-experiment-pv-outside-turns.md).
 #pragma once
 
@@ -61,6 +71,7 @@ struct Smem {
   uint64_t* v_full;   // kStages
   uint64_t* empty;    // kStages: both warpgroups are done with the stage (2 arrivals)
   int32_t* ring;      // [2]: the unit of Q tile i at [i % 2] (-1: no more), written before q_full's arrive
+  int32_t* failed;    // 1: a consumer warpgroup gave up a wait (ConsumerStop); the CTA traps at its end
 };
 
 template <int D>
@@ -78,20 +89,52 @@ __device__ __forceinline__ Smem<D> carve(uint8_t* raw) {
   s.v_full = s.k_full + G::kStages;
   s.empty = s.v_full + G::kStages;
   s.ring = reinterpret_cast<int32_t*>(s.empty + G::kStages);
+  s.failed = s.ring + 2;
   return s;
 }
-static_assert(8 * (2 + 3 * 4) + 8 <= 256, "barrier area");
+static_assert(8 * (2 + 3 * 4) + 8 + 4 <= 256, "barrier area");
 
 // ---- bounded waits (device/bounded_wait.cuh) ----------------------------------
 
 __device__ __forceinline__ void mbar_wait(const AttnParams& p, uint64_t* bar, uint32_t parity, int what) {
   dev::engine_mbar_wait(p, bar, parity, what);
 }
+// A consumer warpgroup that gives up a wait does not trap: ptxas holds every
+// register of a code region that contains a trap to the launch's count (168),
+// which made the consumers spill and serialise their wgmmas. It records the
+// failure (engine_mbar_wait_or), marks the CTA failed, lets its partner past
+// the turn barrier it may be waiting at, and exits; the partner sees the mark
+// at its next turn and exits too; run_compute traps at the CTA's end (outside
+// the consumers' region), so the launch still fails.
+constexpr uint32_t kTurnBarrier = 4;  // and 5 (GEMM engine: 1..3; the K/V push role: 8)
+struct ConsumerStop {
+  int32_t* failed;
+  int wg;
+  __device__ __forceinline__ void operator()() const {
+    *reinterpret_cast<volatile int32_t*>(failed) = 1;
+    __threadfence_block();
+    asm volatile("barrier.cta.arrive %0, %1;" ::"r"(kTurnBarrier + (wg ^ 1)), "r"(256) : "memory");
+    asm volatile("exit;");
+  }
+};
+__device__ __forceinline__ void cmbar_wait(const AttnParams& p, int32_t* failed, int wg, uint64_t* bar,
+                                           uint32_t parity, int what) {
+  dev::engine_mbar_wait_or(p, bar, parity, what, ConsumerStop{failed, wg});
+}
+
 __device__ __forceinline__ void wait_signal(const AttnParams& p, const uint64_t* sig, uint64_t expected, int peer) {
   dev::engine_wait_signal(p, sig, expected, peer);
 }
 
 // Work units and key blocks: device/attention/attn_walk.hpp (host-testable).
+
+__device__ __forceinline__ void fence_p(uint32_t (&pa)[kBlockN / 16][4]) {
+#pragma unroll
+  for (int c = 0; c < kBlockN / 16; ++c)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(pa[c][i])::"memory");
+}
+
 
 struct PipeState {
   int stage = 0;
@@ -200,25 +243,144 @@ __device__ __forceinline__ void pv_gemm(float (&o)[D / 2], const uint32_t (&pa)[
 // kTurnBarrier + wg (256 threads: one warpgroup syncs, the other arrives);
 // warpgroup 1 opens warpgroup 0's first turn. Both walk the same blocks, so
 // turns pair up; the last hand-over is left open when the CTA ends.
-constexpr uint32_t kTurnBarrier = 4;  // and 5 (GEMM engine: 1..3; the K/V push role: 8)
 constexpr uint32_t kWgBarrier = 6;    // and 7: one consumer warpgroup alone
-__device__ __forceinline__ void wait_turn(int wg) { sm90::named_sync(kTurnBarrier + wg, 256); }
+__device__ __forceinline__ void wait_turn(int wg, const int32_t* failed) {
+  if (*reinterpret_cast<const volatile int32_t*>(failed)) asm volatile("exit;");  // the partner gave up
+  sm90::named_sync(kTurnBarrier + wg, 256);
+}
 __device__ __forceinline__ void pass_turn(int wg) {
   asm volatile("bar.arrive %0, %1;" ::"r"(kTurnBarrier + (wg ^ 1)), "r"(256) : "memory");
 }
 
+// The key blocks of a unit in order: segment g, block j of its nb
+// (segments the unit reads nothing of are skipped). next() from the
+// initial state gives the first block.
+struct BlockIter {
+  int g = -1, j = 0, nb = 0;
+  __device__ __forceinline__ void next(const AttnParams& p, const Unit& u) {
+    if (++j < nb) return;
+    j = 0;
+    while (++g < p.n_kvsegs && (nb = seg_blocks(p, p.kvseg[g], u)) == 0) {
+    }
+  }
+};
+
+// Issues S = Q K^T of the key block in `stage` into sc (no commit).
+template <int D>
+__device__ __forceinline__ void issue_s(float (&sc)[64], const Smem<D>& s, int wg, int stage) {
+  using G = Geom<D>;
+  // Descriptors as one base each plus constants (the start address is the
+  // low field, in 16-byte units): ptxas kept 8 precomputed ones live across
+  // the loop and spilled.
+  const uint64_t dq0 = sm90::wgmma_desc_sw128(s.q + wg * 64 * 128);
+  const uint64_t dk0 = sm90::wgmma_desc_sw128(s.k + stage * G::kKvBytes);
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const uint64_t off = (kk / 4) * (G::kBoxBytes >> 4) + 2 * (kk % 4);
+    sm90::wgmma_m64n128k16_ss(sc, dq0 + off, dk0 + off, kk != 0);
+  }
+}
+
+// The mask and the online softmax of key block j of segment `seg` in sc:
+// sc becomes P (fp32, unnormalised), m and l move to this block, corr is
+// the factor O must be scaled by before P V is added. Rows h = 0, 1 of this
+// thread (each row's 128 keys live on the 4 lanes of a quad).
+__device__ __forceinline__ void softmax_block(float (&sc)[64], float (&m)[2], float (&l)[2], float (&corr)[2],
+                                              const AttnParams& p, const Unit& u, const KvSeg& seg, int j,
+                                              int row_in_tile, int quad) {
+  const float sl2 = p.scale_log2;
+  // Mask: keys past the segment's end, and (causal) keys after the query.
+  // lim[h]: the last key (column) row h may see.
+  const int32_t kvalid = seg.len - j * kBlockN;
+  const int32_t kpos0 = seg.pos0 + j * kBlockN;
+  const bool need_mask = kvalid < kBlockN || (p.causal && kpos0 + kBlockN - 1 > u.pos0);
+  if (need_mask) {
+    const int32_t lim[2] = {last_visible_key(p, u, seg, j, row_in_tile),
+                            last_visible_key(p, u, seg, j, row_in_tile + 8)};
+#pragma unroll
+    for (int jj = 0; jj < 16; ++jj)
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int col = 8 * jj + 2 * quad + e;
+          sc[4 * jj + 2 * h + e] = col <= lim[h] ? sc[4 * jj + 2 * h + e] : -INFINITY;
+        }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int jj = 0; jj < 16; ++jj) mx = fmaxf(mx, fmaxf(sc[4 * jj + 2 * h], sc[4 * jj + 2 * h + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mnew = fmaxf(m[h], mx * sl2);
+    const float base = mnew == -INFINITY ? 0.f : mnew;  // a row with no key yet stays at 0
+    corr[h] = sm90::ex2(m[h] - base);
+    float sum = 0.f;
+#pragma unroll
+    for (int jj = 0; jj < 16; ++jj)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float x = sm90::ex2(fmaf(sc[4 * jj + 2 * h + e], sl2, -base));
+        sc[4 * jj + 2 * h + e] = x;
+        sum += x;
+      }
+    l[h] = l[h] * corr[h] + sum;
+    m[h] = mnew;
+  }
+}
+
+// Ends ptxas's scheduling region here: a branch on a kernel parameter
+// (uniform, never taken: head_dim is 64 or 128). ptxas schedules within a
+// basic block and issues a wgmma.wait_group as early as its block allows;
+// without this the wait for P_i V_i that follows the softmax of S_{i+1} in
+// the source moved above all its exp2s (the SASS: the two waits back to
+// back, nothing overlapped; tools/wip/README.md). Costs a compare and a
+// branch per key block.
+__device__ __forceinline__ void schedule_boundary(const AttnParams& p) {
+  if (p.head_dim == 0) asm volatile("nanosleep.u32 1;" ::: "memory");
+}
+
+// P in bf16 as A fragments: chunk c is accumulator groups 2c, 2c + 1 (rows
+// r / r + 8, keys 2q / 2q + 8 of the chunk).
+__device__ __forceinline__ void pack_p(uint32_t (&pa)[kBlockN / 16][4], const float (&sc)[64]) {
+#pragma unroll
+  for (int c = 0; c < kBlockN / 16; ++c)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) pa[c][i] = sm90::pack_bf16x2(sc[8 * c + 2 * i], sc[8 * c + 2 * i + 1]);
+}
+
+template <int D>
+__device__ __forceinline__ void rescale_o(float (&o)[D / 2], const float (&corr)[2]) {
+#pragma unroll
+  for (int jj = 0; jj < D / 8; ++jj)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      o[4 * jj + 2 * h] *= corr[h];
+      o[4 * jj + 2 * h + 1] *= corr[h];
+    }
+}
+
+// Per unit and consumer warpgroup, with the key blocks i = 0 .. n-1 (stage
+// st_i): S_0 in a turn of its own and its softmax; then for each i one turn
+// issues S_{i+1} and O += P_i V_i together (FlashAttention-3's schedule:
+// the softmax of block i+1 runs while the tensor cores do the other
+// warpgroup's GEMMs and this one's P_i V_i), the softmax of S_{i+1} runs
+// after S_{i+1} completes (wait_group 1), and O is rescaled and P_{i+1}
+// packed once P_i V_i completed. S_{i+1} needs its own registers beside
+// P_i and O (sc, pa and o are all live across the turn).
 template <int D>
 __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D>& s, int wg) {
   using G = Geom<D>;
   const int tid = threadIdx.x % 128, lane = tid % 32, quad = lane & 3;
   const bool leader = tid == 0;
   const int row_in_tile = wg * 64 + (tid / 32) * 16 + lane / 4;  // + 8 h
-  const float sl2 = p.scale_log2;
   PipeState st;
   uint32_t q_phase = 0;
   if (wg == 1) pass_turn(wg);
   for (uint32_t seq = 0;; ++seq) {
-    mbar_wait(p, s.q_full, q_phase, -5);
+    cmbar_wait(p, s.failed, wg, s.q_full, q_phase, -5);
     q_phase ^= 1u;
     const int32_t w = *reinterpret_cast<volatile const int32_t*>(s.ring + (seq & 1u));
     if (w < 0) break;
@@ -234,100 +396,70 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D>& s, 
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-    int done = 0;
-    for (int g = 0; g < p.n_kvsegs; ++g) {
-      const KvSeg& seg = p.kvseg[g];
-      const int nb = seg_blocks(p, seg, u);
-      for (int j = 0; j < nb; ++j, ++done) {
-        float sc[64];
-        sm90::fence_operand(sc[0]);
-        mbar_wait(p, &s.k_full[st.stage], st.phase, st.stage);
-        wait_turn(wg);
-        sm90::wgmma_fence();
-        // Descriptors as one base each plus constants (the start address is
-        // the low field, in 16-byte units): ptxas kept 8 precomputed ones live
-        // across the loop and spilled.
-        const uint64_t dq0 = sm90::wgmma_desc_sw128(s.q + wg * 64 * 128);
-        const uint64_t dk0 = sm90::wgmma_desc_sw128(s.k + st.stage * G::kKvBytes);
+    if (nblocks > 0) {
+      BlockIter it;
+      it.next(p, u);
+      float sc[64], corr[2];
+      uint32_t pa[kBlockN / 16][4];
+      // Block 0: S in a turn of its own, then its softmax (O is still 0).
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-          const uint64_t off = (kk / 4) * (G::kBoxBytes >> 4) + 2 * (kk % 4);
-          sm90::wgmma_m64n128k16_ss(sc, dq0 + off, dk0 + off, kk != 0);
-        }
+      for (int i = 0; i < 64; ++i) sm90::fence_operand(sc[i]);
+      cmbar_wait(p, s.failed, wg, &s.k_full[st.stage], st.phase, st.stage);
+      wait_turn(wg, s.failed);
+      sm90::wgmma_fence();
+      issue_s<D>(sc, s, wg, st.stage);
+      sm90::wgmma_commit();
+      pass_turn(wg);
+      sm90::wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < 64; ++i) sm90::fence_operand(sc[i]);
+      if (nblocks == 1 && leader) sm90::mbar_arrive(s.q_empty);  // the tile's last read of Q
+      softmax_block(sc, m, l, corr, p, u, p.kvseg[it.g], it.j, row_in_tile, quad);
+      pack_p(pa, sc);
+      fence_p(pa);
+      // Blocks 0 .. n-2: S_{i+1} and P_i V_i in one turn (no branch around
+      // the wgmmas: ptxas serialised them when the issue was conditional).
+      for (int i = 0; i + 1 < nblocks; ++i) {
+        PipeState nx = st;
+        nx.template advance<G::kStages>();
+        it.next(p, u);
+        cmbar_wait(p, s.failed, wg, &s.k_full[nx.stage], nx.phase, nx.stage);
+        cmbar_wait(p, s.failed, wg, &s.v_full[st.stage], st.phase, st.stage);
+        wait_turn(wg, s.failed);
+        sm90::wgmma_fence();
+        issue_s<D>(sc, s, wg, nx.stage);
         sm90::wgmma_commit();
-        pass_turn(wg);
-        sm90::wgmma_wait<0>();
-#pragma unroll
-        for (int i = 0; i < 64; ++i) sm90::fence_operand(sc[i]);
-        if (done == nblocks - 1 && leader) sm90::mbar_arrive(s.q_empty);  // the tile's last read of Q
-        // Mask: keys past the segment's end, and (causal) keys after the query.
-        // lim[h]: the last key (column) row h may see.
-        const int32_t kvalid = seg.len - j * kBlockN;
-        const int32_t kpos0 = seg.pos0 + j * kBlockN;
-        const bool need_mask = kvalid < kBlockN || (p.causal && kpos0 + kBlockN - 1 > u.pos0);
-        if (need_mask) {
-          const int32_t lim[2] = {last_visible_key(p, u, seg, j, row_in_tile),
-                                  last_visible_key(p, u, seg, j, row_in_tile + 8)};
-#pragma unroll
-          for (int jj = 0; jj < 16; ++jj)
-#pragma unroll
-            for (int e = 0; e < 2; ++e)
-#pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                const int col = 8 * jj + 2 * quad + e;
-                sc[4 * jj + 2 * h + e] = col <= lim[h] ? sc[4 * jj + 2 * h + e] : -INFINITY;
-              }
-        }
-        // Online softmax, rows h = 0, 1 (each row's 128 keys live on the 4 lanes of a quad).
-        float corr[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float mx = -INFINITY;
-#pragma unroll
-          for (int jj = 0; jj < 16; ++jj) mx = fmaxf(mx, fmaxf(sc[4 * jj + 2 * h], sc[4 * jj + 2 * h + 1]));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          const float mnew = fmaxf(m[h], mx * sl2);
-          const float base = mnew == -INFINITY ? 0.f : mnew;  // a row with no key yet stays at 0
-          corr[h] = sm90::ex2(m[h] - base);
-          float sum = 0.f;
-#pragma unroll
-          for (int jj = 0; jj < 16; ++jj)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const float x = sm90::ex2(fmaf(sc[4 * jj + 2 * h + e], sl2, -base));
-              sc[4 * jj + 2 * h + e] = x;
-              sum += x;
-            }
-          l[h] = l[h] * corr[h] + sum;
-          m[h] = mnew;
-        }
-#pragma unroll
-        for (int jj = 0; jj < D / 8; ++jj)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            o[4 * jj + 2 * h] *= corr[h];
-            o[4 * jj + 2 * h + 1] *= corr[h];
-          }
-        // P in bf16 as A fragments: chunk c is accumulator groups 2c, 2c + 1
-        // (rows r / r + 8, keys 2q / 2q + 8 of the chunk).
-        uint32_t pa[kBlockN / 16][4];
-#pragma unroll
-        for (int c = 0; c < kBlockN / 16; ++c)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) pa[c][i] = sm90::pack_bf16x2(sc[8 * c + 2 * i], sc[8 * c + 2 * i + 1]);
-        mbar_wait(p, &s.v_full[st.stage], st.phase, st.stage);
-        wait_turn(wg);
-        sm90::wgmma_fence();
         pv_gemm<D>(o, pa, s.v + st.stage * G::kKvBytes);
         sm90::wgmma_commit();
         pass_turn(wg);
+        sm90::wgmma_wait<1>();  // S_{i+1} (committed first) is complete; P_i V_i may still run
+#pragma unroll
+        for (int k = 0; k < 64; ++k) sm90::fence_operand(sc[k]);
+        if (i + 2 == nblocks && leader) sm90::mbar_arrive(s.q_empty);  // the tile's last read of Q
+        softmax_block(sc, m, l, corr, p, u, p.kvseg[it.g], it.j, row_in_tile, quad);
+        schedule_boundary(p);  // keeps the wait below the softmax's exp2s
         sm90::wgmma_wait<0>();
 #pragma unroll
-        for (int i = 0; i < D / 2; ++i) sm90::fence_operand(o[i]);
+        for (int k = 0; k < D / 2; ++k) sm90::fence_operand(o[k]);
+        fence_p(pa);
         if (leader) sm90::mbar_arrive(&s.empty[st.stage]);
-        st.template advance<G::kStages>();
+        st = nx;
+        rescale_o<D>(o, corr);
+        pack_p(pa, sc);
+        fence_p(pa);
       }
+      // The last block's P V alone.
+      cmbar_wait(p, s.failed, wg, &s.v_full[st.stage], st.phase, st.stage);
+      wait_turn(wg, s.failed);
+      sm90::wgmma_fence();
+      pv_gemm<D>(o, pa, s.v + st.stage * G::kKvBytes);
+      sm90::wgmma_commit();
+      pass_turn(wg);
+      sm90::wgmma_wait<0>();
+#pragma unroll
+      for (int k = 0; k < D / 2; ++k) sm90::fence_operand(o[k]);
+      if (leader) sm90::mbar_arrive(&s.empty[st.stage]);
+      st.template advance<G::kStages>();
     }
     // Epilogue: O / l in bf16 (16-byte stores after a quad transpose), LSE.
 #pragma unroll
@@ -393,6 +525,7 @@ __device__ __forceinline__ void run_compute(const AttnParams& p, uint8_t* smem, 
       dev::sm90::mbar_init(&s.v_full[i], 1);
       dev::sm90::mbar_init(&s.empty[i], 2);
     }
+    *s.failed = 0;
     dev::sm90::mbar_fence_init();
     dev::sm90::tma_prefetch_desc(&p.q);
     for (int i = 0; i < kMaxKvMaps; ++i) {
@@ -410,6 +543,11 @@ __device__ __forceinline__ void run_compute(const AttnParams& p, uint8_t* smem, 
     dev::sm90::regs_alloc<kConsumerRegs>();
     detail::consumer<D>(p, s, wg - 1);
   }
+  // A consumer that gave up exited (detail::ConsumerStop); the trap is here,
+  // where every warp of the CTA (exited ones excepted) arrives, outside the
+  // consumers' register region.
+  __syncthreads();
+  if (*reinterpret_cast<const volatile int32_t*>(s.failed)) __trap();
 }
 
 }  // namespace mk::attn

@@ -39,8 +39,11 @@ struct Geom {
   static constexpr int kBoxBytes = 128 * 128;
   static constexpr int kQBytes = kBoxes * kBoxBytes;
   static constexpr int kKvBytes = kBoxes * kBoxBytes;  // one K (or V) block
-  static constexpr int kStages = D == 128 ? 2 : 4;
+  // Three stages at D = 128: the engine issues S of block i+1 with P V of
+  // block i (attn_engine.cuh), so the producer needs a stage ahead of both.
+  static constexpr int kStages = D == 128 ? 3 : 4;
   static constexpr int kSmemBytes = 1024 + kQBytes + kStages * 2 * kKvBytes + 256;
+  static_assert(kSmemBytes <= 227 * 1024, "more dynamic shared memory than an sm_90 CTA may have");
 };
 
 // A run of query tokens [s0, s0 + len) of Q (and O, LSE), global positions
