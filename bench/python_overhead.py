@@ -53,10 +53,7 @@ def tp_rows():
 
     if not dist.is_initialized():
         dist.init_process_group("gloo")
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    if os.environ.get("MK_SHARE_GPUS", "0") == "1":  # ranks share GPUs (testing knob): local rank mod GPUs
-        local %= max(1, torch.cuda.device_count())
-    torch.cuda.set_device(local)
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     comm = mkernel.init()
     w = comm.world
     key = comm._uid
