@@ -21,6 +21,9 @@ enum class TraceKind : uint32_t {
   OwnReady = 6,    // InterSend saw an own chunk complete in its slot; arg: chunk
   PutPosted = 7,   // InterSend posted a chunk's network put; arg: chunk
   QuietDone = 8,   // InterSend's queue flushed; arg: 0
+  PutClaimed = 9,  // InterSend claimed a chunk put's command slot (net::CmdStep::Claimed); arg: chunk
+  PutRoom = 10,    // ... found the slot free (CmdStep::Room); arg: chunk
+  PutBody = 11,    // ... wrote the command's body, before its system-scope release (CmdStep::Body); arg: chunk
 };
 
 struct TraceBuf {  // POD (kernel parameters); zero-initialised: off

@@ -50,6 +50,19 @@ def summarize(rank, events, t0, chunks):
     if posts:
         lines.append(f"  InterSend command posts (own slot seen -> put posted): median {posts[len(posts) // 2] / 1e3:.1f} us, "
                      f"max {posts[-1] / 1e3:.1f} us over {len(posts)} puts")
+    # The stages of each post (net::CmdStep): claim the slot, find it free, write the body (host memory),
+    # publish the header with a system-scope release (put_posted).
+    stages = [("own_ready", "put_claimed", "claim"), ("put_claimed", "put_room", "room"),
+              ("put_room", "put_body", "body"), ("put_body", "put_posted", "release")]
+    parts = []
+    for a, b, name in stages:
+        ta = {arg: t for _, arg, t in by.get(a, [])}
+        tb = {arg: t for _, arg, t in by.get(b, [])}
+        d = sorted(tb[c] - ta[c] for c in tb if c in ta)
+        if d:
+            parts.append(f"{name} median {d[len(d) // 2] / 1e3:.1f} / max {d[-1] / 1e3:.1f}")
+    if parts:
+        lines.append("  post stages (us): " + ", ".join(parts))
     if "quiet_done" in by:
         lines.append(f"  network queue flushed: {us(by['quiet_done'][0][2]):.1f} us")
     begins = {}

@@ -60,7 +60,15 @@ MK_HD bool cmdq_has_room(const CmdQueue& q, uint64_t seq) {
 #endif
 }
 
-MK_HD void cmdq_write(const CmdQueue& q, uint64_t seq, const CmdFields& f) {
+// What cmdq_push reports to its optional `step` hook (diagnostics: the ring
+// attention's InterSend traces them, tools/ring_trace.py).
+enum class CmdStep : int { Claimed = 0, Room = 1, Body = 2 };
+struct NoCmdStep {
+  MK_HD void operator()(CmdStep) const {}
+};
+
+template <typename Step = NoCmdStep>
+MK_HD void cmdq_write(const CmdQueue& q, uint64_t seq, const CmdFields& f, const Step& step = Step{}) {
   Cmd* slot = q.ring + (seq & (q.size - 1));
   uint64_t body[7];
   pack_body(f, body);
@@ -69,20 +77,24 @@ MK_HD void cmdq_write(const CmdQueue& q, uint64_t seq, const CmdFields& f) {
   volatile uint64_t* w = slot->w;
 #pragma unroll
   for (int i = 0; i < 7; ++i) w[i + 1] = body[i];
+  step(CmdStep::Body);
   asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(slot->w), "l"(hdr) : "memory");
 #else
   for (int i = 0; i < 7; ++i) slot->w[i + 1] = body[i];
+  step(CmdStep::Body);
   __atomic_store_n(&slot->w[0], hdr, __ATOMIC_RELEASE);
 #endif
 }
 
 // Producer: claim, wait for room (calling on_full(seq) while the ring is full;
 // it must bound the wait), write, publish. Returns the command's sequence.
-template <typename OnFull>
-MK_HD uint64_t cmdq_push(const CmdQueue& q, const CmdFields& f, OnFull&& on_full) {
+template <typename OnFull, typename Step = NoCmdStep>
+MK_HD uint64_t cmdq_push(const CmdQueue& q, const CmdFields& f, OnFull&& on_full, const Step& step = Step{}) {
   const uint64_t seq = cmdq_claim(q);
+  step(CmdStep::Claimed);
   while (!cmdq_has_room(q, seq)) on_full(seq);
-  cmdq_write(q, seq, f);
+  step(CmdStep::Room);
+  cmdq_write(q, seq, f, step);
   return seq;
 }
 

@@ -40,10 +40,12 @@ struct OnFullDevice {
 };
 }  // namespace detail
 
-template <dev::Report R = dev::Report::Print>
-__device__ __forceinline__ uint64_t push(const NetCtx& nc, const DeviceCtx& ctx, int queue, const CmdFields& f) {
+// step: optional hook called after each stage of the push (CmdStep; diagnostics).
+template <dev::Report R = dev::Report::Print, typename Step = NoCmdStep>
+__device__ __forceinline__ uint64_t push(const NetCtx& nc, const DeviceCtx& ctx, int queue, const CmdFields& f,
+                                         const Step& step = Step{}) {
   const CmdQueue& q = nc.queues[static_cast<unsigned>(queue) % static_cast<unsigned>(nc.num_queues)];
-  return cmdq_push(q, f, detail::OnFullDevice<R>{ctx, q});
+  return cmdq_push(q, f, detail::OnFullDevice<R>{ctx, q}, step);
 }
 
 // Bytes [src_off, src_off + bytes) of local region `region` go to the same
@@ -52,10 +54,10 @@ __device__ __forceinline__ uint64_t push(const NetCtx& nc, const DeviceCtx& ctx,
 // A small put (see NetCtx::inline_max) reads its source bytes here and sends
 // them in the command (PUT_INLINE), which spares the transport a copy; the
 // source stays reserved until flush either way.
-template <dev::Report R = dev::Report::Print>
+template <dev::Report R = dev::Report::Print, typename Step = NoCmdStep>
 __device__ __forceinline__ uint64_t put(const NetCtx& nc, const DeviceCtx& ctx, int queue, int peer, int region,
                                         uint64_t dst_off, uint64_t src_off, uint64_t bytes, SigOp sig_op = SigOp::None,
-                                        int sig_idx = 0, uint64_t sig_value = 0) {
+                                        int sig_idx = 0, uint64_t sig_value = 0, const Step& step = Step{}) {
   CmdFields f;
   f.op = CmdOp::Put;
   if (bytes != 0 && bytes <= nc.inline_max && ((src_off | bytes) & 3u) == 0 && region >= 0 &&
@@ -78,7 +80,7 @@ __device__ __forceinline__ uint64_t put(const NetCtx& nc, const DeviceCtx& ctx, 
   f.sig_op = static_cast<uint8_t>(sig_op);
   f.sig_idx = static_cast<uint32_t>(sig_idx);
   f.sig_value = sig_value;
-  return push<R>(nc, ctx, queue, f);
+  return push<R>(nc, ctx, queue, f, step);
 }
 
 template <dev::Report R = dev::Report::Print>

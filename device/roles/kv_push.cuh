@@ -120,6 +120,21 @@ __device__ __forceinline__ void kv_copy_piece(const KvPush& g, int64_t c, const 
   dev::sm90::named_sync(kPushBarrier, kPushThreads);
 }
 
+// Trace events of one chunk put's stages (tools/ring_trace.py splits the
+// time InterSend takes to post a put).
+struct PutTrace {
+  const dev::TraceBuf& trace;
+  int cta;
+  uint32_t chunk;
+  __device__ __forceinline__ void operator()(net::CmdStep s) const {
+    dev::trace(trace, cta,
+               s == net::CmdStep::Claimed ? dev::TraceKind::PutClaimed
+               : s == net::CmdStep::Room  ? dev::TraceKind::PutRoom
+                                          : dev::TraceKind::PutBody,
+               chunk);
+  }
+};
+
 // The network part (one thread): entry to the rail peers, then every own
 // chunk to every rail peer as soon as it is in this rank's slot.
 __device__ __forceinline__ void kv_inter_send(const DeviceCtx& ctx, const KvPush& g, uint64_t epoch, int cta) {
@@ -139,9 +154,10 @@ __device__ __forceinline__ void kv_inter_send(const DeviceCtx& ctx, const KvPush
     dev::wait_ge<dev::Scope::Sys, R>(ctx, ctx.signals + sig, epoch * g.pieces, dev::WaitSite{role, g.rank, sig});
     dev::trace(g.trace, cta, dev::TraceKind::OwnReady, static_cast<uint32_t>(c));
     const uint64_t off = static_cast<uint64_t>(int64_t(g.rank) * kv_slot_bytes(g) + c * kv_chunk_bytes(g));
+    const PutTrace step{g.trace, cta, static_cast<uint32_t>(c)};
     for (int j = 1; j < nn; ++j)
       net::put<R>(nc, ctx, g.net_queue, g.rail[(g.node + j) % nn], g.net_region, off, off,
-                  static_cast<uint64_t>(kv_chunk_bytes(g)), net::SigOp::Set, sig, epoch * g.pieces);
+                  static_cast<uint64_t>(kv_chunk_bytes(g)), net::SigOp::Set, sig, epoch * g.pieces, step);
     dev::trace(g.trace, cta, dev::TraceKind::PutPosted, static_cast<uint32_t>(c));
   }
   net::quiet<R>(nc, ctx, g.net_queue);

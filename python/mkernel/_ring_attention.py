@@ -24,7 +24,7 @@ __all__ = ["ring_attention", "RingAttention"]
 
 # device/trace.hpp's event kinds (RingAttention.read_trace)
 TRACE_KINDS = {1: "cta_start", 2: "cta_end", 3: "wait_begin", 4: "wait_end", 5: "push_done", 6: "own_ready",
-               7: "put_posted", 8: "quiet_done"}
+               7: "put_posted", 8: "quiet_done", 9: "put_claimed", 10: "put_room", 11: "put_body"}
 
 
 class RingAttention(_Plan):
