@@ -277,38 +277,12 @@ class EmuTransport final : public Transport {
   };
 
   // Copies of odd sizes and alignments, so that the runtime loads its copy
-  // kernels for this path now rather than behind a waiting user kernel:
-  // through the call the proxy makes (copy_batch) and through a plain
-  // cudaMemcpyAsync (calibrate()). Warming with cudaMemcpyAsync alone left
-  // the first batch call to do its own loading: with 2 ranks on one GPU
-  // (MK_SHARE_GPUS, 2x1 emu) it blocked 60 s behind the waiting kernels
-  // (bench/results/raw-20261201/d4c01a9-dist_tp_check-2x1-shared-gpu.log).
+  // kernels for this path now rather than behind a waiting user kernel.
   void warm_copies(char* dst, const char* src, size_t room) {
     for (size_t off : {size_t(0), size_t(1), size_t(3), size_t(8)})
       for (size_t len : {size_t(1), size_t(7), size_t(13), size_t(24), size_t(64)})
-        if (off + len <= room) {
-          void* d = dst + off;
-          const void* s = src + ((off + 5) % 16);
-          size_t n = len;
-          MK_CUDA_CHECK(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice, copy_));
-          copy_batch(&d, &s, &n, 1);
-        }
-  }
-
-  // The proxy's copies: one runtime call for `count` copies on copy_, with
-  // cudaMemcpyFlagPreferOverlapWithCompute (a hint: keep them off the SMs).
-  // Behind a persistent kernel that leaves one SM free, ring attention at
-  // S_local 2k ran 3.5 ms a call whatever MK_EMU_GBPS said, 1.1 ms with
-  // half the SMs free; in one back-to-back A/B the hint cut 2.85 to 1.04
-  // ms, but later runs with it took 2.7-5.5 ms (GPU-side command posts then
-  // took ~180 us each): the rest of that slowness is open.
-  // bench/results/emu-copy-path-20261201T0220Z.md.
-  void copy_batch(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count) {
-    cudaMemcpyAttributes attr{};
-    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-    attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
-    size_t attr_idx = 0;
-    MK_CUDA_CHECK(cudaMemcpyBatchAsync(dsts, srcs, sizes, count, &attr, &attr_idx, 1, copy_));
+        if (off + len <= room)
+          MK_CUDA_CHECK(cudaMemcpyAsync(dst + off, src + ((off + 5) % 16), len, cudaMemcpyDeviceToDevice, copy_));
   }
 
   // A WRITE_VALUE (default flags; see Ordering above).
@@ -444,7 +418,19 @@ class EmuTransport final : public Transport {
       // One runtime call for all copies of the batch: a copy call per op costs
       // microseconds of host time each, which caps small-message throughput.
       const int64_t t0 = now_ns();
-      copy_batch(dsts_.data(), srcs_.data(), sizes_.data(), sizes_.size());
+      // PreferOverlapWithCompute (a hint: keep these copies off the SMs).
+      // Behind a persistent kernel that leaves one SM free, ring attention at
+      // S_local 2k ran 3.5 ms a call whatever MK_EMU_GBPS said, 1.1 ms with
+      // half the SMs free; in one back-to-back A/B the hint cut 2.85 to 1.04
+      // ms, but later runs with it took 2.7-5.5 ms (GPU-side command posts
+      // then took ~180 us each): the rest of that slowness is open.
+      // bench/results/emu-copy-path-20261201T0220Z.md.
+      cudaMemcpyAttributes attr{};
+      attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+      attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+      size_t attr_idx = 0;
+      MK_CUDA_CHECK(cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), sizes_.size(), &attr, &attr_idx,
+                                         1, copy_));
       const int64_t took = now_ns() - t0;
       if (took > 100000000 && !warned_slow_copy_) {
         warned_slow_copy_ = true;
