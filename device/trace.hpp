@@ -14,7 +14,7 @@ namespace mk::dev {
 
 enum class TraceKind : uint32_t {
   CtaStart = 1,    // arg: 0
-  CtaEnd = 2,      // the first consumer warpgroup finished its units; arg: 0
+  CtaEnd = 2,      // the first consumer warpgroup finished its units (attn::run_compute); arg: 0
   WaitBegin = 3,   // the engine's producer waits for a chunk's arrival signal; arg: signal index
   WaitEnd = 4,     // arg: signal index
   PushDone = 5,    // a push item's piece is written and signalled; arg: chunk << 8 | destination local rank
@@ -23,7 +23,8 @@ enum class TraceKind : uint32_t {
   QuietDone = 8,   // InterSend's queue flushed; arg: 0
   PutClaimed = 9,  // InterSend claimed a chunk put's command slot (net::CmdStep::Claimed); arg: chunk
   PutRoom = 10,    // ... found the slot free (CmdStep::Room); arg: chunk
-  PutBody = 11,    // ... wrote the command's body, before its system-scope release (CmdStep::Body); arg: chunk
+  PutBody = 11,    // ... issued the stores of the command's body to host memory (CmdStep::Body; their
+                   // PCIe time shows in the next stage), before its system-scope release; arg: chunk
 };
 
 struct TraceBuf {  // POD (kernel parameters); zero-initialised: off

@@ -6,7 +6,7 @@ diagnosing where a call's time goes (device machine, torchrun):
 
 Prints per rank, in microseconds from the earliest CTA start of any rank (the GPUs' globaltimers: on one
 host both follow the host clock, to about a microsecond):
-  - the kernel span (first CTA start, last CTA end of computing);
+  - the kernel span (first CTA start, last CTA end of computing: the engine's first consumer warpgroup);
   - per chunk (batch, KV head) of this rank: when its last piece was pushed, when InterSend saw it in
     its own slot and posted its network put (several nodes), and the median / longest post;
   - per chunk waited for: the first wait begin and last wait end over the CTAs, and the summed wait;
@@ -50,8 +50,10 @@ def summarize(rank, events, t0, chunks):
     if posts:
         lines.append(f"  InterSend command posts (own slot seen -> put posted): median {posts[len(posts) // 2] / 1e3:.1f} us, "
                      f"max {posts[-1] / 1e3:.1f} us over {len(posts)} puts")
-    # The stages of each post (net::CmdStep): claim the slot, find it free, write the body (host memory),
-    # publish the header with a system-scope release (put_posted).
+    # The stages of each post (net::CmdStep): claim the slot, find it free, issue the body's stores to host
+    # memory, publish the header with a system-scope release (put_posted; the body's PCIe writes show
+    # here). Keyed by chunk: with more than 2 nodes a chunk has one put per rail peer and the stages are
+    # those of its last put ("claim" then includes the earlier puts).
     stages = [("own_ready", "put_claimed", "claim"), ("put_claimed", "put_room", "room"),
               ("put_room", "put_body", "body"), ("put_body", "put_posted", "release")]
     parts = []

@@ -66,7 +66,7 @@ struct Smem {
   uint8_t* k;       // kStages x kKvBytes
   uint8_t* v;       // kStages x kKvBytes
   uint64_t* q_full;   // 1: the Q tile landed (producer's expect_tx)
-  uint64_t* q_empty;  // 1: both consumer warpgroups issued their last S = Q K^T of the unit (2 arrivals)
+  uint64_t* q_empty;  // 1: both consumer warpgroups' last S = Q K^T of the unit completed (2 arrivals)
   uint64_t* k_full;   // kStages
   uint64_t* v_full;   // kStages
   uint64_t* empty;    // kStages: both warpgroups are done with the stage (2 arrivals)
@@ -106,6 +106,14 @@ __device__ __forceinline__ void mbar_wait(const AttnParams& p, uint64_t* bar, ui
 // the turn barrier it may be waiting at, and exits; the partner sees the mark
 // at its next turn and exits too; run_compute traps at the CTA's end (outside
 // the consumers' region), so the launch still fails.
+// Known gap (review of 2026-12-01, not yet fixed or tested on a GPU): the
+// give-up is decided per warp. If the barrier completes between one warp's
+// give-up and another warp's next poll (after 4x MK_TIMEOUT_MS, or after an
+// abort), the other warps go on to wgmma and the 256-thread turn barriers
+// without it and the CTA can hang instead of trapping. A fix must make the
+// decision warpgroup-uniform (e.g. warps that see `failed` keep executing
+// the protocol without waiting, instead of exiting), with a test that aborts
+// while the consumers wait.
 constexpr uint32_t kTurnBarrier = 4;  // and 5 (GEMM engine: 1..3; the K/V push role: 8)
 struct ConsumerStop {
   int32_t* failed;
@@ -542,6 +550,7 @@ __device__ __forceinline__ void run_compute(const AttnParams& p, uint8_t* smem, 
   } else {
     dev::sm90::regs_alloc<kConsumerRegs>();
     detail::consumer<D>(p, s, wg - 1);
+    if (threadIdx.x == 128) dev::trace(p.trace, cta, dev::TraceKind::CtaEnd, 0);  // done computing
   }
   // A consumer that gave up exited (detail::ConsumerStop); the trap is here,
   // where every warp of the CTA (exited ones excepted) arrives, outside the

@@ -97,9 +97,11 @@ struct AttnParams {
   // Work units (batch, head, query tile): claimed from *unit_counter (an
   // atomic counter, 0 at launch: late CTAs, e.g. communication CTAs that
   // finished, take what is left) or, without it, walked by CTA c as c,
-  // c + n, ... head_major: unit u = (b * heads + h) * q_tiles + tile, tiles
-  // of a head latest positions first (K/V pushed head by head arrive in this
-  // order); else tile-major, latest (heaviest under a causal mask) first.
+  // c + n, ... head_major: unit u = (b * heads + h) * q_tiles + (q_tiles - 1
+  // - tile), the tiles of a head latest positions first (K/V pushed head by
+  // head arrive in this order, and the CTAs share one head's K/V in L2);
+  // else tile-major, latest (heaviest under a causal mask) first.
+  // default_head_major (attn_walk.hpp) picks for the one-GPU op.
   int32_t num_compute;
   int32_t head_major;
   uint64_t* unit_counter;

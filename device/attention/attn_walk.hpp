@@ -16,6 +16,20 @@ struct Unit {
   int32_t pos0;  // global position of the first query row
 };
 
+// The one-GPU op's unit order (src/ops/attention/attn_host.cpp). Head-major
+// (all CTAs on one head's query tiles) reads each K/V block from DRAM about
+// once; tile-major (one query tile of every head, latest first) spreads the
+// CTAs over the heads, so a block is read by ~num_compute / (batch x
+// kv_heads) CTAs at once and otherwise comes from DRAM again, but under a
+// causal mask it runs the heaviest tiles first (the CTAs walk units
+// statically: better balance). Measured on H200 (bench/results/
+// attention-order-20261201.md): head-major is 0.98-1.20x for every
+// non-causal shape and 1.00-1.10x for causal MHA, but 0.86-0.96x for causal
+// GQA at B=4 (tile-major kept there).
+MK_HD int32_t default_head_major(int32_t causal, int32_t heads, int32_t kv_heads) {
+  return !causal || kv_heads == heads ? 1 : 0;
+}
+
 MK_HD Unit unit_of(const AttnParams& p, int32_t u) {
   const int32_t bh_n = p.batch * p.heads;
   int32_t bh, t;

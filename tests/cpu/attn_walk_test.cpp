@@ -113,6 +113,48 @@ TEST(AttnWalk, RingSegmentsCoverEveryVisiblePairOnce) {
       }
 }
 
+TEST(AttnWalk, BothUnitOrdersCoverEveryTileOnce) {
+  for (int32_t hm : {0, 1}) {
+    AttnParams p = base();
+    p.batch = 2;
+    p.heads = 4;
+    p.kv_heads = 2;
+    p.head_major = hm;
+    p.n_qsegs = 1;
+    p.qseg[0] = QSeg{0, 5 * kBlockM - 3, 0, 0};
+    p.q_tiles = 5;
+    const int32_t total = p.batch * p.heads * p.q_tiles;
+    std::vector<int> seen(static_cast<size_t>(total), 0);
+    int32_t prev_bh = -1, bh_changes = 0;
+    for (int32_t u = 0; u < total; ++u) {
+      const Unit x = unit_of(p, u);
+      ASSERT_GE(x.b, 0);
+      ASSERT_LT(x.b, p.batch);
+      ASSERT_GE(x.h, 0);
+      ASSERT_LT(x.h, p.heads);
+      EXPECT_EQ(x.hkv, x.h / 2);
+      const int32_t tile = x.s0 / kBlockM, bh = x.b * p.heads + x.h;
+      EXPECT_EQ(x.rows, tile == 4 ? kBlockM - 3 : kBlockM);
+      ++seen[static_cast<size_t>(bh * p.q_tiles + tile)];
+      if (bh != prev_bh) ++bh_changes;
+      prev_bh = bh;
+      if (u == 0) {
+        EXPECT_EQ(tile, 4) << "the latest tile comes first";
+      }
+    }
+    for (int c : seen) EXPECT_EQ(c, 1);
+    // Head-major: each head's tiles are consecutive; tile-major: the head changes at every unit.
+    EXPECT_EQ(bh_changes, hm ? p.batch * p.heads : total) << "head_major " << hm;
+  }
+}
+
+TEST(AttnWalk, OneGpuUnitOrderRule) {
+  EXPECT_EQ(default_head_major(0, 32, 32), 1);
+  EXPECT_EQ(default_head_major(0, 32, 8), 1);
+  EXPECT_EQ(default_head_major(1, 32, 32), 1);  // causal MHA
+  EXPECT_EQ(default_head_major(1, 32, 8), 0);   // causal GQA: tile-major (heaviest first)
+}
+
 TEST(AttnWalk, OneGpuCausalIsBottomRightAligned) {
   for (auto [sq, skv] : std::vector<std::pair<int32_t, int32_t>>{{128, 128}, {1500, 700}, {777, 1290}, {1, 517}}) {
     SCOPED_TRACE("seq_q " + std::to_string(sq) + " seq_kv " + std::to_string(skv));

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "device/attention/attn_walk.hpp"
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
@@ -140,16 +141,7 @@ AttnParams make_params(const AttentionArgs& a) {
   p.n_kvsegs = 1;
   p.kvseg[0] = KvSeg{0, 0, 0, static_cast<int32_t>(seq_kv), 0, -1};
   p.num_compute = a.num_ctas ? a.num_ctas : sms;
-  // Unit order. Head-major (all CTAs on one head's query tiles) reads each
-  // K/V block from DRAM about once; tile-major (one query tile of every
-  // head, latest first) spreads the CTAs over the heads, so a block is read
-  // by ~num_compute / (batch x kv_heads) CTAs at once and otherwise comes
-  // from DRAM again, but under a causal mask it runs the heaviest tiles
-  // first (the CTAs walk units statically: better balance). Measured on
-  // H200 (bench/results/attention-order-20261201.md): head-major is
-  // 0.98-1.20x for every non-causal shape and 1.00-1.10x for causal MHA,
-  // but 0.86-0.96x for causal GQA at B=4 (tile-major kept there).
-  p.head_major = !a.causal || kv_heads == a.heads ? 1 : 0;
+  p.head_major = detail::default_head_major(p.causal, p.heads, p.kv_heads);  // attn_walk.hpp: why
   p.timeout_ns = static_cast<uint64_t>(knob_int(Knob::MK_TIMEOUT_MS)) * 1000000ull;
   return p;
 }

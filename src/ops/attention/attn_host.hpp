@@ -27,7 +27,8 @@ void check_shape(const char* op, int64_t batch, int64_t seq_q, int64_t seq_kv, i
                  int64_t head_dim);
 
 // Validates a one-GPU call (mk::Error naming what is wrong) and returns its
-// parameters: one query segment, one key segment, tile-major units.
+// parameters: one query segment, one key segment, units head-major except
+// causal with GQA (default_head_major).
 AttnParams make_params(const AttentionArgs& a);
 
 // Maps of q (dims {D, heads, S, batch}) and of a K or V in the caller's

@@ -49,8 +49,7 @@ __global__ void __launch_bounds__(attn::kThreads, 1)
   extern __shared__ uint8_t smem[];
   const int cta = blockIdx.x;
   if (threadIdx.x == 0) dev::trace(ap.trace, cta, dev::TraceKind::CtaStart, 0);
-  attn::run_compute<D>(ap, smem, cta, gridDim.x, PushSide<D>{push, ap.ctx, ep, cta, num_comm});
-  if (threadIdx.x == 128) dev::trace(ap.trace, cta, dev::TraceKind::CtaEnd, 0);  // a consumer: done computing
+  attn::run_compute<D>(ap, smem, cta, gridDim.x, PushSide<D>{push, ap.ctx, ep, cta, num_comm});  // records CtaEnd
   dev::epoch_finish(ep);  // this launch's epoch (ap.epoch_counter: the same counter) ends
 }
 
