@@ -113,7 +113,14 @@ def main():
 
 def write_report(args, rows):
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    # The tree's commit (with -dirty when it has changes) and which library ran: a library built elsewhere
+    # and carried in (MK_LIBRARY) is named by its path and the start of its SHA-256.
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip()
+    lib = os.environ.get("MK_LIBRARY", "")
+    if lib and os.path.exists(lib):
+        import hashlib
+        with open(lib, "rb") as fh:
+            commit += f", library {lib} (sha256 {hashlib.sha256(fh.read()).hexdigest()[:12]})"
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"attention-{stamp}.md")
     names = ["mkernel", "torch flash", "torch cudnn"]
