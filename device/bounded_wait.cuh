@@ -50,14 +50,20 @@ __device__ __forceinline__ void engine_give_up(const P& p, int peer, const uint6
 // `stop()` (which must not return) instead of trapping: for MMA warpgroups
 // whose registers ptxas holds to the launch's count in any code region that
 // contains a trap (the attention engine's consumers; see attn_engine.cuh).
-template <class P, class Stop>
+// `quit()`, asked every 256 spins, ends the wait at once through stop()
+// (without a record: another thread of the CTA already made one).
+struct NeverQuit {
+  __device__ __forceinline__ bool operator()() const { return false; }
+};
+template <class P, class Stop, class Quit = NeverQuit>
 __device__ __forceinline__ void engine_mbar_wait_or(const P& p, uint64_t* bar, uint32_t parity, int what,
-                                                    const Stop& stop) {
+                                                    const Stop& stop, const Quit& quit = Quit{}) {
   if (mbar_try_wait(bar, parity)) return;
   const uint64_t t0 = globaltimer();
   uint32_t spins = 0;
   while (!mbar_try_wait(bar, parity)) {
     if ((++spins & 255u) == 0u) {
+      if (quit()) stop();
       const uint64_t waited = globaltimer() - t0;
       if (waited <= p.timeout_ns) continue;
       const bool aborted = p.has_ctx && (ld_volatile(p.ctx.abort_dev) || ld_volatile(p.ctx.abort_host));

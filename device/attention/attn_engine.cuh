@@ -72,6 +72,7 @@ struct Smem {
   uint64_t* empty;    // kStages: both warpgroups are done with the stage (2 arrivals)
   int32_t* ring;      // [2]: the unit of Q tile i at [i % 2] (-1: no more), written before q_full's arrive
   int32_t* failed;    // 1: a consumer warpgroup gave up a wait (ConsumerStop); the CTA traps at its end
+  int32_t* done;      // consumer warps that finished their units (the producer's watchdog, run_compute)
 };
 
 template <int D>
@@ -90,14 +91,26 @@ __device__ __forceinline__ Smem<D> carve(uint8_t* raw) {
   s.empty = s.v_full + G::kStages;
   s.ring = reinterpret_cast<int32_t*>(s.empty + G::kStages);
   s.failed = s.ring + 2;
+  s.done = s.failed + 1;
   return s;
 }
-static_assert(8 * (2 + 3 * 4) + 8 + 4 <= 256, "barrier area");
+static_assert(8 * (2 + 3 * 4) + 8 + 4 + 4 <= 256, "barrier area");
 
 // ---- bounded waits (device/bounded_wait.cuh) ----------------------------------
 
 __device__ __forceinline__ void mbar_wait(const AttnParams& p, uint64_t* bar, uint32_t parity, int what) {
   dev::engine_mbar_wait(p, bar, parity, what);
+}
+// The producer's waits on the consumers: they also end (trap) as soon as a
+// consumer warpgroup gave up (Smem::failed), so that consumer warps left
+// behind by it (see ConsumerStop below) cannot hang the CTA.
+struct FailedFlag {
+  const int32_t* failed;
+  __device__ __forceinline__ bool operator()() const { return *reinterpret_cast<const volatile int32_t*>(failed) != 0; }
+};
+__device__ __forceinline__ void pmbar_wait(const AttnParams& p, const int32_t* failed, uint64_t* bar, uint32_t parity,
+                                           int what) {
+  dev::engine_mbar_wait_or(p, bar, parity, what, dev::TrapStop{}, FailedFlag{failed});
 }
 // A consumer warpgroup that gives up a wait does not trap: ptxas holds every
 // register of a code region that contains a trap to the launch's count (168),
@@ -106,14 +119,17 @@ __device__ __forceinline__ void mbar_wait(const AttnParams& p, uint64_t* bar, ui
 // the turn barrier it may be waiting at, and exits; the partner sees the mark
 // at its next turn and exits too; run_compute traps at the CTA's end (outside
 // the consumers' region), so the launch still fails.
-// Known gap (review of 2026-12-01, not yet fixed or tested on a GPU): the
-// give-up is decided per warp. If the barrier completes between one warp's
-// give-up and another warp's next poll (after 4x MK_TIMEOUT_MS, or after an
-// abort), the other warps go on to wgmma and the 256-thread turn barriers
-// without it and the CTA can hang instead of trapping. A fix must make the
-// decision warpgroup-uniform (e.g. warps that see `failed` keep executing
-// the protocol without waiting, instead of exiting), with a test that aborts
-// while the consumers wait.
+// The give-up is decided per warp (a consumer warp that sees `failed` while
+// it waits stops too, FailedFlag): if the barrier completes between one
+// warp's give-up and another's next poll, the others go on to wgmma and the
+// 256-thread turn barriers without it and would hang there. So the producer
+// thread is the CTA's watchdog: its waits on the consumers trap once
+// `failed` is set (pmbar_wait), and when it has walked every unit it waits
+// (bounded) for all 8 consumer warps to finish (Smem::done) before the CTA's
+// final barrier, trapping if one gave up: the launch ends with the
+// consumer's record either way. (Review of 2026-12-01; the failure path is
+// not yet exercised by a GPU test: the producer's own bounded waits give up
+// before the consumers' 4x longer ones in the failures the tests inject.)
 constexpr uint32_t kTurnBarrier = 4;  // and 5 (GEMM engine: 1..3; the K/V push role: 8)
 struct ConsumerStop {
   int32_t* failed;
@@ -127,7 +143,7 @@ struct ConsumerStop {
 };
 __device__ __forceinline__ void cmbar_wait(const AttnParams& p, int32_t* failed, int wg, uint64_t* bar,
                                            uint32_t parity, int what) {
-  dev::engine_mbar_wait_or(p, bar, parity, what, ConsumerStop{failed, wg});
+  dev::engine_mbar_wait_or(p, bar, parity, what, ConsumerStop{failed, wg}, FailedFlag{failed});
 }
 
 __device__ __forceinline__ void wait_signal(const AttnParams& p, const uint64_t* sig, uint64_t expected, int peer) {
@@ -178,7 +194,7 @@ __device__ __forceinline__ void producer(const AttnParams& p, const Smem<D>& s, 
     } else {
       w = w + ncta < total ? w + ncta : -1;
     }
-    mbar_wait(p, s.q_empty, q_phase ^ 1u, -4);
+    pmbar_wait(p, s.failed, s.q_empty, q_phase ^ 1u, -4);
     s.ring[seq & 1u] = w;  // released to the consumers by the arrive below
     if (w < 0) {
       sm90::mbar_arrive(s.q_full);
@@ -208,7 +224,7 @@ __device__ __forceinline__ void producer(const AttnParams& p, const Smem<D>& s, 
       for (int j = 0; j < nb; ++j) {
         const int32_t tok = seg.s0 + j * kBlockN;
         const int32_t c1 = seq2 ? u.hkv : tok, c2 = seq2 ? tok : u.hkv;
-        mbar_wait(p, &s.empty[st.stage], st.phase ^ 1u, st.stage);
+        pmbar_wait(p, s.failed, &s.empty[st.stage], st.phase ^ 1u, st.stage);
         sm90::mbar_arrive_expect_tx(&s.k_full[st.stage], G::kKvBytes);
 #pragma unroll
         for (int c = 0; c < G::kBoxes; ++c)
@@ -500,6 +516,25 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D>& s, 
   }
 }
 
+// The producer thread, done walking units: waits (bounded) until the 8
+// consumer warps finished theirs; traps as soon as one gave up (see
+// ConsumerStop: warps it left behind may be stuck at a turn barrier).
+template <int D>
+__device__ __forceinline__ void watch_consumers(const AttnParams& p, const Smem<D>& s) {
+  const uint64_t t0 = dev::globaltimer();
+  const volatile int32_t* done = s.done;
+  int32_t n;
+  while ((n = *done) < 2 * 4) {
+    if (*reinterpret_cast<const volatile int32_t*>(s.failed)) __trap();
+    const uint64_t waited = dev::globaltimer() - t0;
+    if (waited > 4 * p.timeout_ns) {  // expected: 8 warps done; seen: n
+      dev::engine_record_failure(p, -1, nullptr, uint64_t(2 * 4), uint64_t(n), waited);
+      __trap();
+    }
+    __nanosleep(200);
+  }
+}
+
 }  // namespace detail
 
 // Compute role body: CTA `cta` of `ncta` walking units cta, cta + ncta, ...
@@ -534,6 +569,7 @@ __device__ __forceinline__ void run_compute(const AttnParams& p, uint8_t* smem, 
       dev::sm90::mbar_init(&s.empty[i], 2);
     }
     *s.failed = 0;
+    *s.done = 0;
     dev::sm90::mbar_fence_init();
     dev::sm90::tma_prefetch_desc(&p.q);
     for (int i = 0; i < kMaxKvMaps; ++i) {
@@ -545,15 +581,21 @@ __device__ __forceinline__ void run_compute(const AttnParams& p, uint8_t* smem, 
   __syncthreads();
   if (wg == 0) {
     dev::sm90::regs_dealloc<kProducerRegs>();
-    if (threadIdx.x == 0) detail::producer<D>(p, s, cta, ncta);
-    else if (threadIdx.x >= 32) side(static_cast<int>(threadIdx.x) - 32);
+    if (threadIdx.x == 0) {
+      detail::producer<D>(p, s, cta, ncta);
+      detail::watch_consumers(p, s);
+    } else if (threadIdx.x >= 32) {
+      side(static_cast<int>(threadIdx.x) - 32);
+    }
   } else {
     dev::sm90::regs_alloc<kConsumerRegs>();
     detail::consumer<D>(p, s, wg - 1);
     if (threadIdx.x == 128) dev::trace(p.trace, cta, dev::TraceKind::CtaEnd, 0);  // done computing
+    if (threadIdx.x % 32 == 0) atomicAdd(s.done, 1);  // after the warp's last read of shared memory
   }
-  // A consumer that gave up exited (detail::ConsumerStop); the trap is here,
-  // where every warp of the CTA (exited ones excepted) arrives, outside the
+  // A consumer that gave up exited (detail::ConsumerStop) and the producer
+  // thread trapped (watch_consumers); otherwise the trap is here, where
+  // every warp of the CTA (exited ones excepted) arrives, outside the
   // consumers' register region.
   __syncthreads();
   if (*reinterpret_cast<const volatile int32_t*>(s.failed)) __trap();
