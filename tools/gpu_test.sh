@@ -2,7 +2,8 @@
 # Runs the GPU test tiers from an existing build (e.g. build/bin + build/lib
 # carried to the GPU machine): the one-GPU tier, then the dist tier on 2 GPUs
 # as 1x2 (NVLink) and 2x1 (MK_RANKS_PER_NODE=1), abort propagation, 2x2 as
-# 4 ranks on 2 GPUs.
+# 4 ranks on 2 GPUs. On a one-GPU machine the torchrun checks run as 2 ranks
+# sharing it (MK_SHARE_GPUS).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source tools/gpu_env.sh
@@ -48,8 +49,22 @@ if command -v torchrun >/dev/null 2>&1 && [ "${ngpu:-0}" -ge 2 ]; then
   # A peer that never calls: the ring op ends with an error naming the wait, not a hang.
   step_s=120 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_TIMEOUT_MS=1000 \
       torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_ring_attn_timeout.py
+elif command -v torchrun >/dev/null 2>&1 && [ "${ngpu:-0}" -eq 1 ]; then
+  # One GPU: 2 ranks share it (MK_SHARE_GPUS, time-sliced: correctness only,
+  # long wait bounds). Not the TP ops over emu (2x1): there the emu proxy's
+  # first copy call blocks behind the two processes' kernels (bench/results/
+  # gpu-checks-20261201T0420Z-h200x1.md), so the 2-GPU tier stays needed.
+  echo "=== one GPU: the torchrun checks as 2 ranks sharing it (the 2-GPU tier needs 2 GPUs)"
+  for script in tests/python/gpu/dist_tp_check.py tests/python/gpu/dist_ring_attn_check.py; do
+    step_s=200 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_SHARE_GPUS=1 \
+        MK_TIMEOUT_MS=60000 torchrun --standalone --nproc_per_node=2 "$script"
+  done
+  step_s=200 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_RANKS_PER_NODE=1 \
+      MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_ring_attn_check.py
+  step_s=120 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_SHARE_GPUS=1 \
+      MK_TIMEOUT_MS=1000 torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_ring_attn_timeout.py
 else
-  echo "=== SKIPPED: tensor-parallel ops from Python (need torchrun and 2 GPUs; have ${ngpu:-0})"
+  echo "=== SKIPPED: tensor-parallel ops from Python (need torchrun and a GPU; have ${ngpu:-0})"
 fi
 # The network over libfabric (tcp;ofi_rxm on loopback, GPU memory staged):
 # needs libfabric.so.1 on the loader path, or its .so files carried in
