@@ -12,10 +12,16 @@ int run_signals_child_scenario(const char* name);  // test_signals.cu
 #ifdef MK_TEST_HAVE_GEMM
 int run_gemm_child_scenario(const char* name);  // test_gemm_hooks.cu
 #endif
+#ifdef MK_TEST_HAVE_ATTENTION
+int run_attention_child_scenario(const char* name);  // test_attention_fail.cpp
+#endif
 
 static int run_child_scenario(const char* name) {
 #ifdef MK_TEST_HAVE_GEMM
   if (std::strncmp(name, "gemm_", 5) == 0) return run_gemm_child_scenario(name);
+#endif
+#ifdef MK_TEST_HAVE_ATTENTION
+  if (std::strncmp(name, "attn_", 5) == 0) return run_attention_child_scenario(name);
 #endif
   return run_signals_child_scenario(name);
 }
