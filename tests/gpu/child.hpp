@@ -11,7 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <initializer_list>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "mkernel/communicator.hpp"
 
@@ -48,6 +51,20 @@ inline std::string run_child(const char* scenario, int* code, double* seconds) {
   *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   *code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return out;
+}
+
+// Runs scenario in a child and checks that it ended as expect_device_failure
+// reports a device error (exit 3) within `max_seconds` (not a hang) and that
+// its output holds every needle.
+inline void expect_child_failure(const char* scenario, std::initializer_list<const char*> needles,
+                                 double max_seconds = 30.0) {
+  int code = 0;
+  double secs = 0;
+  const std::string out = run_child(scenario, &code, &secs);
+  EXPECT_EQ(code, 3) << out;
+  EXPECT_LT(secs, max_seconds) << "scenario " << scenario << " must end with an error, not hang:\n" << out;
+  for (const char* needle : needles)
+    EXPECT_NE(out.find(needle), std::string::npos) << "missing '" << needle << "' in:\n" << out;
 }
 
 }  // namespace mk::test
