@@ -56,6 +56,24 @@ def measure(fns, inputs, rounds, warmup, lead_cycles):
     return dict(zip(names, max_over_ranks(med)))
 
 
+def provenance():
+    """The tree's commit (noting modified tracked files) and the mkernel library that ran: its path and the
+    start of its SHA-256 (a library built elsewhere and carried in may not match the tree's commit)."""
+    import hashlib
+    import os
+    commit = sh("git", "rev-parse", "--short", "HEAD") or "unknown"
+    if sh("git", "status", "--porcelain", "--untracked-files=no"):
+        commit += " (tracked files modified)"
+    try:
+        import mkernel
+        lib = mkernel.library_path
+        with open(lib, "rb") as fh:
+            commit += f", library {lib} (sha256 {hashlib.sha256(fh.read()).hexdigest()[:12]})"
+    except (ImportError, AttributeError, OSError):
+        commit += f", library {os.environ.get('MK_LIBRARY', 'unknown')}"
+    return commit
+
+
 def sh(*cmd):
     """First line of a command's output, or None."""
     try:

@@ -38,7 +38,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dist_timing import agree, fence, max_over_ranks, measure, sh, short  # noqa: E402,F401
+from dist_timing import agree, fence, max_over_ranks, measure, provenance, sh, short  # noqa: E402,F401
 import ring_eta  # noqa: E402
 
 HEADS, HEAD_DIM = 32, 128
@@ -565,9 +565,7 @@ def write_report(args, world, names, ctx, checks, rows, notes, emulated):
         nccl_version = "unknown"
     keys = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "MK_RANKS_PER_NODE")
     env = ", ".join(f"{k}={os.environ.get(k)}" for k in keys)
-    commit = sh("git", "rev-parse", "--short", "HEAD") or "unknown"
-    if sh("git", "status", "--porcelain", "--untracked-files=no"):
-        commit += " (tracked files modified)"
+    commit = provenance()
     cmd = " ".join([f"torchrun --standalone --nproc_per_node={world} bench/torch_ring_attn_bench.py"] + sys.argv[1:])
     driver = sh("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader") or "unknown"
     gqa = "; ".join(f"{b} Hkv={h}: " + {"native": "native (Hkv heads passed to the op)",

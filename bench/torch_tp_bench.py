@@ -33,7 +33,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dist_timing import agree, fence, max_over_ranks, measure, sh, short  # noqa: E402,F401
+from dist_timing import agree, fence, max_over_ranks, measure, provenance, sh, short  # noqa: E402,F401
 
 import mkernel  # noqa: E402
 import mkernel.torchrun  # noqa: E402
@@ -290,9 +290,7 @@ def write_report(args, world, sections):
         nccl_version = "unknown"
     keys = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "MK_RANKS_PER_NODE")
     env = ", ".join(f"{k}={os.environ.get(k)}" for k in keys)
-    commit = sh("git", "rev-parse", "--short", "HEAD") or "unknown"
-    if sh("git", "status", "--porcelain", "--untracked-files=no"):
-        commit += " (tracked files modified)"
+    commit = provenance()
     cmd = " ".join([f"torchrun --standalone --nproc_per_node={world} bench/torch_tp_bench.py"] + sys.argv[1:])
     driver = sh("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader") or "unknown"
     lines = [f"# Tensor-parallel ops: serial torch vs torch async-TP vs mkernel ({stamp})", "",
@@ -300,7 +298,7 @@ def write_report(args, world, sections):
              f"- date (UTC): {now.isoformat(timespec='seconds')}",
              f"- GPU: {torch.cuda.get_device_name()} x {world} (one node), driver {driver}",
              f"- torch {torch.__version__}, CUDA {torch.version.cuda}, NCCL {nccl_version}",
-             f"- commit {commit}, mkernel library {mkernel.library_path}",
+             f"- commit {commit}",
              f"- world {world}; bf16; hidden {HIDDEN}, FFN {FFN}; env: {env}",
              f"- timing: {args.rounds} rounds after {args.warmup} warm-up rounds, one call of each variant per round, "
              f"order rotated per round; before each call a host sync + barrier, then a GPU sleep of "
