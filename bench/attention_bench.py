@@ -11,7 +11,7 @@ Timing per MEASURING.md: CUDA events around each call, warm-up, median of
 order of the variants rotated every round.
 Writes attention-<UTC stamp>.md under --out.
 """
-import argparse, datetime, os, statistics, subprocess, sys  # noqa: E401
+import argparse, datetime, os, statistics, sys  # noqa: E401
 
 import torch
 import torch.nn.functional as F
@@ -113,14 +113,9 @@ def main():
 
 def write_report(args, rows):
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    # The tree's commit (with -dirty when it has changes) and which library ran: a library built elsewhere
-    # and carried in (MK_LIBRARY) is named by its path and the start of its SHA-256.
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip()
-    lib = os.environ.get("MK_LIBRARY", "")
-    if lib and os.path.exists(lib):
-        import hashlib
-        with open(lib, "rb") as fh:
-            commit += f", library {lib} (sha256 {hashlib.sha256(fh.read()).hexdigest()[:12]})"
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from dist_timing import provenance  # the commit and the library that ran (a carried-in build may differ)
+    commit = provenance()
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"attention-{stamp}.md")
     names = ["mkernel", "torch flash", "torch cudnn"]
@@ -129,8 +124,9 @@ def write_report(args, rows):
         fh.write(f"`python3 bench/attention_bench.py{' --quick' if args.quick else ''}`; commit {commit}; "
                  f"{torch.cuda.get_device_name()}; torch {torch.__version__}; CUDA {torch.version.cuda}.\n"
                  f"Median of {args.rounds} calls after {args.warmup} warm-up, CUDA events, inputs rotated over "
-                 "a pool > 2x L2, random data, variants in an order rotated every round. TFLOP/s = 4 B H S^2 D / t (x 0.5 causal). err: relative "
-                 "Frobenius error of mkernel's out against the flash backend.\n\n")
+                 "a pool > 2x L2, random data, variants in an order rotated every round. "
+                 "TFLOP/s = 4 B H S^2 D / t (x 0.5 causal). err: relative Frobenius error of mkernel's out "
+                 "against the flash backend.\n\n")
         fh.write("| B | S | H | Hkv | D | causal | " + " | ".join(f"{n} ms | {n} TF/s" for n in names) +
                  " | mk / flash | mk / cudnn | err |\n")
         fh.write("|" + "---|" * (7 + 2 * len(names) + 2) + "\n")
