@@ -14,12 +14,19 @@ for f in $(grep -lE 'device/(gemm/gemm|attention/attn)_engine.cuh' src/ops/*/*.c
         -gencode=arch=compute_90a,code=sm_90a -Xptxas=-v -c "$f" -o /dev/null 2>&1)
   if [ $? -ne 0 ]; then echo "$out"; echo "FAILED to compile: $f"; fail=1; continue; fi
   bad=$(echo "$out" | grep -E "C75[0-9][0-9]|[1-9][0-9]* bytes spill")
-  # Known: the ring-attention kernel's K/V push (warps 1..3 of the producer
-  # warpgroup, 96-register budget) spills a little in its inlined failure
-  # paths; the engine's MMA warpgroups must still never spill or serialise.
-  # Allowed: at most 128 bytes of spill stores there, nothing else.
-  if [ "$f" = src/ops/ring_attention/ring_attention.cu ]; then
-    bad=$(echo "$out" | grep -E "C75[0-9][0-9]" ; echo "$out" | grep -oE "[0-9]+ bytes spill stores" | awk '$1 > 128')
+  # Known spills, each on a path the MMA warpgroups do not run (they must
+  # never spill or serialise), with an allowance in bytes of spill stores:
+  # - the ring-attention kernel's K/V push (warps 1..3 of the producer
+  #   warpgroup, 88-register budget) in its inlined failure paths: 128;
+  # - the one-GPU attention kernel's producer thread (56 registers beside
+  #   the consumers' 224, device/attention/attn_engine.cuh Regs) keeps one
+  #   register across its failure record (the SASS: STL/LDL around the
+  #   record's stores, after the first-failure CAS): 8.
+  allow=0
+  [ "$f" = src/ops/ring_attention/ring_attention.cu ] && allow=128
+  [ "$f" = src/ops/attention/attention.cu ] && allow=8
+  if [ $allow -gt 0 ]; then
+    bad=$(echo "$out" | grep -E "C75[0-9][0-9]" ; echo "$out" | grep -oE "[0-9]+ bytes spill stores" | awk -v a=$allow '$1 > a')
   fi
   if [ -n "$bad" ]; then echo "$bad"; echo "FAIL: $f"; fail=1; else echo "ok: $f (no wgmma serialisation, no spills beyond the allowance above)"; fi
 done

@@ -4,8 +4,10 @@
 //
 // Contract (DESIGN.md §3): a kernel gives the engine CTAs [0, num_compute)
 // (or any CTA that is done with another role) and calls
-// attn::run_compute<D>(p, smem, cta, ncta) with kThreads threads and
-// Geom<D>::kSmemBytes of dynamic shared memory. Inside a CTA:
+// attn::run_compute<D, BN>(p, smem, cta, ncta) with kThreads threads and
+// Geom<D, BN>::kSmemBytes of dynamic shared memory; BN (keys per block) is
+// p.block_n: 176 for the one-GPU op, 128 in kernels with a side role (Regs
+// below). Inside a CTA:
 //   warpgroup 0      producer: one thread walks the CTA's units (batch,
 //                    head, query tile); per unit it loads the Q tile, then
 //                    every K and V block of every key segment the mask does
@@ -19,7 +21,9 @@
 //                    registers (the accumulator fragment of S is the A
 //                    fragment of P V) and V's tile read transposed
 //                    (MN-major descriptor). Then O / l to bf16 and the LSE.
-// K and V of a stage have barriers of their own (S starts before V lands).
+// K and V of a stage have barriers of their own, full and empty: S starts
+// before V lands, and K's half is refilled as soon as both warpgroups'
+// S of it completed, one P V before V's half.
 // Every wait is bounded (p.timeout_ns) and reports who waited for what; a
 // consumer that gives up does not trap in its own code (ConsumerStop below:
 // ptxas holds a code region that contains a trap to the launch's 168
@@ -37,15 +41,20 @@
 //     basic block and issued that wait above every exp2 of the softmax
 //     (the SASS: both waits back to back, nothing overlapped;
 //     tools/wip/README.md has the attempts that did not fix it);
-//   - three K/V stages at D = 128 (Geom): S_{i+1} is issued one block
-//     earlier than without the overlap, and with two stages the producer
-//     could not load block i+2 until both warpgroups finished P_i V_i,
-//     so every turn waited for a TMA load (0.7x of the engine without it).
-// Measured and not kept: releasing K's stage right after S (its own empty
-// barrier; no gain over the third stage), P V outside the turns, skipping
-// the O rescale when the max stays
-// (bench/results/attention-20261130T222140Z-experiment-pv-outside-turns.md).
+//   - a stage ahead of both GEMMs of a turn: S_{i+1} is issued one block
+//     earlier than without the overlap. With two 128-key stages released
+//     only after P V, the producer could not load block i+2 until both
+//     warpgroups finished P_i V_i, so every turn waited for a TMA load (0.7x
+//     of the engine without it); three 128-key stages fixed that, and so do
+//     two 176-key stages with K released after S (Geom).
+// 176-key blocks (FlashAttention-3's at D = 128): fewer softmax steps and
+// turns per key; 1.02-1.08x over 128-key blocks at S >= 4k (bench/results/
+// attention-bn176-20261201.md).
+// Measured and not kept: P V outside the turns, skipping the O rescale when
+// the max stays (bench/results/attention-20261130T222140Z-experiment-pv-outside-turns.md).
 #pragma once
+
+#include <type_traits>
 
 #include "device/attention/attn_mma.cuh"
 #include "device/attention/attn_params.hpp"
@@ -60,27 +69,28 @@ namespace detail {
 
 namespace sm90 = dev::sm90;
 
-template <int D>
+template <int D, int BN>
 struct Smem {
-  uint8_t* q;       // Geom<D>::kQBytes
+  uint8_t* q;       // Geom<D, BN>::kQBytes
   uint8_t* k;       // kStages x kKvBytes
   uint8_t* v;       // kStages x kKvBytes
   uint64_t* q_full;   // 1: the Q tile landed (producer's expect_tx)
   uint64_t* q_empty;  // 1: both consumer warpgroups' last S = Q K^T of the unit completed (2 arrivals)
   uint64_t* k_full;   // kStages
   uint64_t* v_full;   // kStages
-  uint64_t* empty;    // kStages: both warpgroups are done with the stage (2 arrivals)
+  uint64_t* empty;    // kStages: both warpgroups' P V of the stage's V completed (2 arrivals)
+  uint64_t* k_empty;  // kStages: both warpgroups' S = Q K^T of the stage's K completed (2 arrivals)
   int32_t* ring;      // [2]: the unit of Q tile i at [i % 2] (-1: no more), written before q_full's arrive
   int32_t* failed;    // 1: a consumer warpgroup gave up a wait (ConsumerStop); the CTA traps at its end
   int32_t* done;      // consumer warps that finished their units (the producer's watchdog, run_compute)
 };
 
-template <int D>
-__device__ __forceinline__ Smem<D> carve(uint8_t* raw) {
-  using G = Geom<D>;
+template <int D, int BN>
+__device__ __forceinline__ Smem<D, BN> carve(uint8_t* raw) {
+  using G = Geom<D, BN>;
   const uint32_t base = sm90::smem_addr(raw);
   uint8_t* p = raw + ((1024u - (base & 1023u)) & 1023u);
-  Smem<D> s;
+  Smem<D, BN> s;
   s.q = p;
   s.k = p + G::kQBytes;
   s.v = s.k + G::kStages * G::kKvBytes;
@@ -89,12 +99,13 @@ __device__ __forceinline__ Smem<D> carve(uint8_t* raw) {
   s.k_full = s.q_empty + 1;
   s.v_full = s.k_full + G::kStages;
   s.empty = s.v_full + G::kStages;
-  s.ring = reinterpret_cast<int32_t*>(s.empty + G::kStages);
+  s.k_empty = s.empty + G::kStages;
+  s.ring = reinterpret_cast<int32_t*>(s.k_empty + G::kStages);
   s.failed = s.ring + 2;
   s.done = s.failed + 1;
   return s;
 }
-static_assert(8 * (2 + 3 * 4) + 8 + 4 + 4 <= 256, "barrier area");
+static_assert(8 * (2 + 4 * 4) + 8 + 4 + 4 <= 256, "barrier area (at most 4 stages)");
 
 // ---- bounded waits (device/bounded_wait.cuh) ----------------------------------
 
@@ -152,9 +163,10 @@ __device__ __forceinline__ void wait_signal(const AttnParams& p, const uint64_t*
 
 // Work units and key blocks: device/attention/attn_walk.hpp (host-testable).
 
-__device__ __forceinline__ void fence_p(uint32_t (&pa)[kBlockN / 16][4]) {
+template <int BN>
+__device__ __forceinline__ void fence_p(uint32_t (&pa)[BN / 16][4]) {
 #pragma unroll
-  for (int c = 0; c < kBlockN / 16; ++c)
+  for (int c = 0; c < BN / 16; ++c)
 #pragma unroll
     for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(pa[c][i])::"memory");
 }
@@ -179,9 +191,9 @@ __device__ __forceinline__ uint64_t expected_signal(const AttnParams& p) {
 
 // ---- producer ------------------------------------------------------------------
 
-template <int D>
-__device__ __forceinline__ void producer(const AttnParams& p, const Smem<D>& s, int cta, int ncta) {
-  using G = Geom<D>;
+template <int D, int BN>
+__device__ __forceinline__ void producer(const AttnParams& p, const Smem<D, BN>& s, int cta, int ncta) {
+  using G = Geom<D, BN>;
   const int32_t total = p.batch * p.heads * p.q_tiles;  // < 2^31 (make_params)
   PipeState st;
   uint32_t q_phase = 0;
@@ -222,18 +234,19 @@ __device__ __forceinline__ void producer(const AttnParams& p, const Smem<D>& s, 
       const bool seq2 = p.kv_seq_dim[seg.map] == 2;
       const int32_t bb = u.b + seg.batch_off;
       for (int j = 0; j < nb; ++j) {
-        const int32_t tok = seg.s0 + j * kBlockN;
+        const int32_t tok = seg.s0 + j * BN;
         const int32_t c1 = seq2 ? u.hkv : tok, c2 = seq2 ? tok : u.hkv;
-        pmbar_wait(p, s.failed, &s.empty[st.stage], st.phase ^ 1u, st.stage);
+        pmbar_wait(p, s.failed, &s.k_empty[st.stage], st.phase ^ 1u, st.stage);
         sm90::mbar_arrive_expect_tx(&s.k_full[st.stage], G::kKvBytes);
 #pragma unroll
         for (int c = 0; c < G::kBoxes; ++c)
-          sm90::tma_load_4d(s.k + st.stage * G::kKvBytes + c * G::kBoxBytes, mk, &s.k_full[st.stage], c * 64, c1, c2,
+          sm90::tma_load_4d(s.k + st.stage * G::kKvBytes + c * G::kKvBoxBytes, mk, &s.k_full[st.stage], c * 64, c1, c2,
                             bb);
+        pmbar_wait(p, s.failed, &s.empty[st.stage], st.phase ^ 1u, st.stage);
         sm90::mbar_arrive_expect_tx(&s.v_full[st.stage], G::kKvBytes);
 #pragma unroll
         for (int c = 0; c < G::kBoxes; ++c)
-          sm90::tma_load_4d(s.v + st.stage * G::kKvBytes + c * G::kBoxBytes, mv, &s.v_full[st.stage], c * 64, c1, c2,
+          sm90::tma_load_4d(s.v + st.stage * G::kKvBytes + c * G::kKvBoxBytes, mv, &s.v_full[st.stage], c * 64, c1, c2,
                             bb);
         st.template advance<G::kStages>();
       }
@@ -246,12 +259,12 @@ __device__ __forceinline__ void producer(const AttnParams& p, const Smem<D>& s, 
 // O += P V for one key block. pa[c]: P's k16 chunk c (keys 16c .. 16c + 15)
 // as wgmma's A fragment, packed before the first wgmma (registers written
 // between the wgmmas made ptxas fence each one, C7519).
-template <int D>
-__device__ __forceinline__ void pv_gemm(float (&o)[D / 2], const uint32_t (&pa)[kBlockN / 16][4], const uint8_t* v) {
-  using G = Geom<D>;
-  const uint64_t dv0 = sm90::wgmma_desc_sw128_mn(v, G::kBoxBytes);
+template <int D, int BN>
+__device__ __forceinline__ void pv_gemm(float (&o)[D / 2], const uint32_t (&pa)[BN / 16][4], const uint8_t* v) {
+  using G = Geom<D, BN>;
+  const uint64_t dv0 = sm90::wgmma_desc_sw128_mn(v, G::kKvBoxBytes);
 #pragma unroll
-  for (int c = 0; c < kBlockN / 16; ++c) {
+  for (int c = 0; c < BN / 16; ++c) {
     const uint64_t dv = dv0 + c * (16 * 128 >> 4);  // 16 keys further
     if constexpr (D == 128)
       sm90::wgmma_m64n128k16_rs_mn(o, pa[c], dv);
@@ -290,9 +303,9 @@ struct BlockIter {
 };
 
 // Issues S = Q K^T of the key block in `stage` into sc (no commit).
-template <int D>
-__device__ __forceinline__ void issue_s(float (&sc)[64], const Smem<D>& s, int wg, int stage) {
-  using G = Geom<D>;
+template <int D, int BN>
+__device__ __forceinline__ void issue_s(float (&sc)[BN / 2], const Smem<D, BN>& s, int wg, int stage) {
+  using G = Geom<D, BN>;
   // Descriptors as one base each plus constants (the start address is the
   // low field, in 16-byte units): ptxas kept 8 precomputed ones live across
   // the loop and spilled.
@@ -300,8 +313,12 @@ __device__ __forceinline__ void issue_s(float (&sc)[64], const Smem<D>& s, int w
   const uint64_t dk0 = sm90::wgmma_desc_sw128(s.k + stage * G::kKvBytes);
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
-    const uint64_t off = (kk / 4) * (G::kBoxBytes >> 4) + 2 * (kk % 4);
-    sm90::wgmma_m64n128k16_ss(sc, dq0 + off, dk0 + off, kk != 0);
+    const uint64_t offq = (kk / 4) * (G::kBoxBytes >> 4) + 2 * (kk % 4);
+    const uint64_t offk = (kk / 4) * (G::kKvBoxBytes >> 4) + 2 * (kk % 4);
+    if constexpr (BN == 176)
+      sm90::wgmma_m64n176k16_ss(sc, dq0 + offq, dk0 + offk, kk != 0);
+    else
+      sm90::wgmma_m64n128k16_ss(sc, dq0 + offq, dk0 + offk, kk != 0);
   }
 }
 
@@ -309,20 +326,21 @@ __device__ __forceinline__ void issue_s(float (&sc)[64], const Smem<D>& s, int w
 // sc becomes P (fp32, unnormalised), m and l move to this block, corr is
 // the factor O must be scaled by before P V is added. Rows h = 0, 1 of this
 // thread (each row's 128 keys live on the 4 lanes of a quad).
-__device__ __forceinline__ void softmax_block(float (&sc)[64], float (&m)[2], float (&l)[2], float (&corr)[2],
+template <int BN>
+__device__ __forceinline__ void softmax_block(float (&sc)[BN / 2], float (&m)[2], float (&l)[2], float (&corr)[2],
                                               const AttnParams& p, const Unit& u, const KvSeg& seg, int j,
                                               int row_in_tile, int quad) {
   const float sl2 = p.scale_log2;
   // Mask: keys past the segment's end, and (causal) keys after the query.
   // lim[h]: the last key (column) row h may see.
-  const int32_t kvalid = seg.len - j * kBlockN;
-  const int32_t kpos0 = seg.pos0 + j * kBlockN;
-  const bool need_mask = kvalid < kBlockN || (p.causal && kpos0 + kBlockN - 1 > u.pos0);
+  const int32_t kvalid = seg.len - j * BN;
+  const int32_t kpos0 = seg.pos0 + j * BN;
+  const bool need_mask = kvalid < BN || (p.causal && kpos0 + BN - 1 > u.pos0);
   if (need_mask) {
     const int32_t lim[2] = {last_visible_key(p, u, seg, j, row_in_tile),
                             last_visible_key(p, u, seg, j, row_in_tile + 8)};
 #pragma unroll
-    for (int jj = 0; jj < 16; ++jj)
+    for (int jj = 0; jj < BN / 8; ++jj)
 #pragma unroll
       for (int e = 0; e < 2; ++e)
 #pragma unroll
@@ -335,7 +353,7 @@ __device__ __forceinline__ void softmax_block(float (&sc)[64], float (&m)[2], fl
   for (int h = 0; h < 2; ++h) {
     float mx = -INFINITY;
 #pragma unroll
-    for (int jj = 0; jj < 16; ++jj) mx = fmaxf(mx, fmaxf(sc[4 * jj + 2 * h], sc[4 * jj + 2 * h + 1]));
+    for (int jj = 0; jj < BN / 8; ++jj) mx = fmaxf(mx, fmaxf(sc[4 * jj + 2 * h], sc[4 * jj + 2 * h + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float mnew = fmaxf(m[h], mx * sl2);
@@ -343,7 +361,7 @@ __device__ __forceinline__ void softmax_block(float (&sc)[64], float (&m)[2], fl
     corr[h] = sm90::ex2(m[h] - base);
     float sum = 0.f;
 #pragma unroll
-    for (int jj = 0; jj < 16; ++jj)
+    for (int jj = 0; jj < BN / 8; ++jj)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const float x = sm90::ex2(fmaf(sc[4 * jj + 2 * h + e], sl2, -base));
@@ -368,9 +386,10 @@ __device__ __forceinline__ void schedule_boundary(const AttnParams& p) {
 
 // P in bf16 as A fragments: chunk c is accumulator groups 2c, 2c + 1 (rows
 // r / r + 8, keys 2q / 2q + 8 of the chunk).
-__device__ __forceinline__ void pack_p(uint32_t (&pa)[kBlockN / 16][4], const float (&sc)[64]) {
+template <int BN>
+__device__ __forceinline__ void pack_p(uint32_t (&pa)[BN / 16][4], const float (&sc)[BN / 2]) {
 #pragma unroll
-  for (int c = 0; c < kBlockN / 16; ++c)
+  for (int c = 0; c < BN / 16; ++c)
 #pragma unroll
     for (int i = 0; i < 4; ++i) pa[c][i] = sm90::pack_bf16x2(sc[8 * c + 2 * i], sc[8 * c + 2 * i + 1]);
 }
@@ -394,9 +413,9 @@ __device__ __forceinline__ void rescale_o(float (&o)[D / 2], const float (&corr)
 // after S_{i+1} completes (wait_group 1), and O is rescaled and P_{i+1}
 // packed once P_i V_i completed. S_{i+1} needs its own registers beside
 // P_i and O (sc, pa and o are all live across the turn).
-template <int D>
-__device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D>& s, int wg) {
-  using G = Geom<D>;
+template <int D, int BN>
+__device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D, BN>& s, int wg) {
+  using G = Geom<D, BN>;
   const int tid = threadIdx.x % 128, lane = tid % 32, quad = lane & 3;
   const bool leader = tid == 0;
   const int row_in_tile = wg * 64 + (tid / 32) * 16 + lane / 4;  // + 8 h
@@ -423,24 +442,25 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D>& s, 
     if (nblocks > 0) {
       BlockIter it;
       it.next(p, u);
-      float sc[64], corr[2];
-      uint32_t pa[kBlockN / 16][4];
+      float sc[BN / 2], corr[2];
+      uint32_t pa[BN / 16][4];
       // Block 0: S in a turn of its own, then its softmax (O is still 0).
 #pragma unroll
-      for (int i = 0; i < 64; ++i) sm90::fence_operand(sc[i]);
+      for (int i = 0; i < BN / 2; ++i) sm90::fence_operand(sc[i]);
       cmbar_wait(p, s.failed, wg, &s.k_full[st.stage], st.phase, st.stage);
       wait_turn(wg, s.failed);
       sm90::wgmma_fence();
-      issue_s<D>(sc, s, wg, st.stage);
+      issue_s<D, BN>(sc, s, wg, st.stage);
       sm90::wgmma_commit();
       pass_turn(wg);
       sm90::wgmma_wait<0>();
 #pragma unroll
-      for (int i = 0; i < 64; ++i) sm90::fence_operand(sc[i]);
+      for (int i = 0; i < BN / 2; ++i) sm90::fence_operand(sc[i]);
+      if (leader) sm90::mbar_arrive(&s.k_empty[st.stage]);
       if (nblocks == 1 && leader) sm90::mbar_arrive(s.q_empty);  // the tile's last read of Q
-      softmax_block(sc, m, l, corr, p, u, p.kvseg[it.g], it.j, row_in_tile, quad);
-      pack_p(pa, sc);
-      fence_p(pa);
+      softmax_block<BN>(sc, m, l, corr, p, u, p.kvseg[it.g], it.j, row_in_tile, quad);
+      pack_p<BN>(pa, sc);
+      fence_p<BN>(pa);
       // Blocks 0 .. n-2: S_{i+1} and P_i V_i in one turn (no branch around
       // the wgmmas: ptxas serialised them when the issue was conditional).
       for (int i = 0; i + 1 < nblocks; ++i) {
@@ -451,32 +471,33 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D>& s, 
         cmbar_wait(p, s.failed, wg, &s.v_full[st.stage], st.phase, st.stage);
         wait_turn(wg, s.failed);
         sm90::wgmma_fence();
-        issue_s<D>(sc, s, wg, nx.stage);
+        issue_s<D, BN>(sc, s, wg, nx.stage);
         sm90::wgmma_commit();
-        pv_gemm<D>(o, pa, s.v + st.stage * G::kKvBytes);
+        pv_gemm<D, BN>(o, pa, s.v + st.stage * G::kKvBytes);
         sm90::wgmma_commit();
         pass_turn(wg);
         sm90::wgmma_wait<1>();  // S_{i+1} (committed first) is complete; P_i V_i may still run
 #pragma unroll
-        for (int k = 0; k < 64; ++k) sm90::fence_operand(sc[k]);
+        for (int k = 0; k < BN / 2; ++k) sm90::fence_operand(sc[k]);
+        if (leader) sm90::mbar_arrive(&s.k_empty[nx.stage]);
         if (i + 2 == nblocks && leader) sm90::mbar_arrive(s.q_empty);  // the tile's last read of Q
-        softmax_block(sc, m, l, corr, p, u, p.kvseg[it.g], it.j, row_in_tile, quad);
+        softmax_block<BN>(sc, m, l, corr, p, u, p.kvseg[it.g], it.j, row_in_tile, quad);
         schedule_boundary(p);  // keeps the wait below the softmax's exp2s
         sm90::wgmma_wait<0>();
 #pragma unroll
         for (int k = 0; k < D / 2; ++k) sm90::fence_operand(o[k]);
-        fence_p(pa);
+        fence_p<BN>(pa);
         if (leader) sm90::mbar_arrive(&s.empty[st.stage]);
         st = nx;
         rescale_o<D>(o, corr);
-        pack_p(pa, sc);
-        fence_p(pa);
+        pack_p<BN>(pa, sc);
+        fence_p<BN>(pa);
       }
       // The last block's P V alone.
       cmbar_wait(p, s.failed, wg, &s.v_full[st.stage], st.phase, st.stage);
       wait_turn(wg, s.failed);
       sm90::wgmma_fence();
-      pv_gemm<D>(o, pa, s.v + st.stage * G::kKvBytes);
+      pv_gemm<D, BN>(o, pa, s.v + st.stage * G::kKvBytes);
       sm90::wgmma_commit();
       pass_turn(wg);
       sm90::wgmma_wait<0>();
@@ -519,8 +540,8 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D>& s, 
 // The producer thread, done walking units: waits (bounded) until the 8
 // consumer warps finished theirs; traps as soon as one gave up (see
 // ConsumerStop: warps it left behind may be stuck at a turn barrier).
-template <int D>
-__device__ __forceinline__ void watch_consumers(const AttnParams& p, const Smem<D>& s) {
+template <int D, int BN>
+__device__ __forceinline__ void watch_consumers(const AttnParams& p, const Smem<D, BN>& s) {
   const uint64_t t0 = dev::globaltimer();
   const volatile int32_t* done = s.done;
   int32_t n;
@@ -539,7 +560,7 @@ __device__ __forceinline__ void watch_consumers(const AttnParams& p, const Smem<
 
 // Compute role body: CTA `cta` of `ncta` walking units cta, cta + ncta, ...
 // (or claiming them, p.unit_counter); kThreads threads and
-// Geom<D>::kSmemBytes of dynamic shared memory at smem. `side(t)` runs on
+// Geom<D, BN>::kSmemBytes of dynamic shared memory at smem. `side(t)` runs on
 // warps 1..3 of the producer warpgroup (t = threadIdx.x - 32, 96 threads,
 // within the producer's register budget), which the engine leaves idle:
 // a communication role that takes no SM from the compute.
@@ -550,15 +571,24 @@ struct NoSide {
 // Register budgets after setmaxnreg: the launch gives every thread 168
 // (65536 / 384, rounded down to 8); the consumers' increase must come out of
 // what the producer warpgroup released, or setmaxnreg.inc waits forever.
-constexpr int kProducerRegs = 88, kConsumerRegs = 208;
-static_assert((168 - kProducerRegs) * 128 >= (kConsumerRegs - 168) * 256, "register budgets exceed the launch's");
+// 176-key blocks (S 88 + P 44 + O 64 registers per consumer thread) need
+// 224 to run without spilling or serialising wgmma (ptxas, 2026-12-01),
+// which leaves the producer warpgroup 56: too few for a side role (the ring
+// op's K/V push), so kernels with one use 128-key blocks and 88 / 208.
+template <int BN>
+struct Regs {
+  static constexpr int kProducer = BN == 176 ? 56 : 88, kConsumer = BN == 176 ? 224 : 208;
+  static_assert((168 - kProducer) * 128 >= (kConsumer - 168) * 256, "register budgets exceed the launch's");
+};
 
-template <int D, class Side = NoSide>
+template <int D, int BN, class Side = NoSide>
 __device__ __forceinline__ void run_compute(const AttnParams& p, uint8_t* smem, int cta, int ncta,
                                             const Side& side = Side{}) {
   static_assert(D == 64 || D == 128, "head dimension 64 or 128");
-  using G = Geom<D>;
-  const detail::Smem<D> s = detail::carve<D>(smem);
+  static_assert(BN == 128 || (BN == 176 && std::is_same_v<Side, NoSide>),
+                "128- or 176-key blocks; 176 leaves no registers for a side role (Regs)");
+  using G = Geom<D, BN>;
+  const detail::Smem<D, BN> s = detail::carve<D, BN>(smem);
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     dev::sm90::mbar_init(s.q_full, 1);
@@ -567,6 +597,7 @@ __device__ __forceinline__ void run_compute(const AttnParams& p, uint8_t* smem, 
       dev::sm90::mbar_init(&s.k_full[i], 1);
       dev::sm90::mbar_init(&s.v_full[i], 1);
       dev::sm90::mbar_init(&s.empty[i], 2);
+      dev::sm90::mbar_init(&s.k_empty[i], 2);
     }
     *s.failed = 0;
     *s.done = 0;
@@ -580,16 +611,16 @@ __device__ __forceinline__ void run_compute(const AttnParams& p, uint8_t* smem, 
   }
   __syncthreads();
   if (wg == 0) {
-    dev::sm90::regs_dealloc<kProducerRegs>();
+    dev::sm90::regs_dealloc<Regs<BN>::kProducer>();
     if (threadIdx.x == 0) {
-      detail::producer<D>(p, s, cta, ncta);
-      detail::watch_consumers(p, s);
+      detail::producer<D, BN>(p, s, cta, ncta);
+      detail::watch_consumers<D, BN>(p, s);
     } else if (threadIdx.x >= 32) {
       side(static_cast<int>(threadIdx.x) - 32);
     }
   } else {
-    dev::sm90::regs_alloc<kConsumerRegs>();
-    detail::consumer<D>(p, s, wg - 1);
+    dev::sm90::regs_alloc<Regs<BN>::kConsumer>();
+    detail::consumer<D, BN>(p, s, wg - 1);
     if (threadIdx.x == 128) dev::trace(p.trace, cta, dev::TraceKind::CtaEnd, 0);  // done computing
     if (threadIdx.x % 32 == 0) atomicAdd(s.done, 1);  // after the warp's last read of shared memory
   }

@@ -53,14 +53,14 @@ MK_HD Unit unit_of(const AttnParams& p, int32_t u) {
   return x;
 }
 
-// Key blocks of segment g that unit u reads: all, or under a causal mask
+// Key blocks (of p.block_n keys) of segment g that unit u reads: all, or under a causal mask
 // those with a key at a position <= the tile's last query.
 MK_HD int seg_blocks(const AttnParams& p, const KvSeg& g, const Unit& u) {
-  int n = (g.len + kBlockN - 1) / kBlockN;
+  int n = (g.len + p.block_n - 1) / p.block_n;
   if (p.causal) {
     const int32_t reach = u.pos0 + u.rows - g.pos0;  // keys of g at positions <= the last query
     if (reach <= 0) return 0;
-    const int32_t nr = (reach + kBlockN - 1) / kBlockN;
+    const int32_t nr = (reach + p.block_n - 1) / p.block_n;
     if (nr < n) n = nr;
   }
   return n;
@@ -76,8 +76,8 @@ MK_HD int unit_blocks(const AttnParams& p, const Unit& u) {
 // unit u may see: keys past the segment's end are masked, and under a causal
 // mask keys at positions after the query's. -1 or less: none.
 MK_HD int32_t last_visible_key(const AttnParams& p, const Unit& u, const KvSeg& g, int j, int row) {
-  const int32_t kvalid = g.len - j * kBlockN;
-  const int32_t diag = u.pos0 + row - (g.pos0 + j * kBlockN);  // key column at the query's position
+  const int32_t kvalid = g.len - j * p.block_n;
+  const int32_t diag = u.pos0 + row - (g.pos0 + j * p.block_n);  // key column at the query's position
   return p.causal && diag < kvalid - 1 ? diag : kvalid - 1;
 }
 

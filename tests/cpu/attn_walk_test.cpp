@@ -3,7 +3,7 @@
 // segments the ring op builds (attn::ring_segments): every query of every
 // rank sees exactly the keys its mask allows, each once, for zigzag (causal)
 // and contiguous shards at several world sizes and lengths that are not
-// multiples of the 128-token tiles; and the one-GPU op's bottom-right causal
+// multiples of the 128-token tiles or of the key blocks (128 and 176 keys); and the one-GPU op's bottom-right causal
 // alignment for seq_q != seq_kv; and the one-GPU op's input validation.
 // Built when the attention op is.
 #include <gtest/gtest.h>
@@ -38,7 +38,7 @@ std::vector<Seen> walk(const AttnParams& p, int64_t positions) {
     for (int g = 0; g < p.n_kvsegs; ++g) {
       const KvSeg& seg = p.kvseg[g];
       const int nb = seg_blocks(p, seg, u);
-      const int all = (seg.len + kBlockN - 1) / kBlockN;
+      const int all = (seg.len + p.block_n - 1) / p.block_n;
       for (int j = 0; j < all; ++j)
         for (int row = 0; row < u.rows; ++row) {
           const int32_t lim = last_visible_key(p, u, seg, j, row);
@@ -48,8 +48,8 @@ std::vector<Seen> walk(const AttnParams& p, int64_t positions) {
             continue;
           }
           Seen& s = seen[static_cast<size_t>(u.pos0 + row)];
-          for (int col = 0; col <= lim && col < kBlockN; ++col) {
-            const int64_t k = seg.pos0 + int64_t(j) * kBlockN + col;
+          for (int col = 0; col <= lim && col < p.block_n; ++col) {
+            const int64_t k = seg.pos0 + int64_t(j) * p.block_n + col;
             ++s.count;
             s.sum += k;
             s.sumsq += k * k;
@@ -70,8 +70,9 @@ void expect_prefix(const Seen& s, int64_t n, int64_t q) {
   EXPECT_EQ(s.sumsq, n > 0 ? sumsq : 0) << "query " << q;
 }
 
-AttnParams base() {
+AttnParams base(int block_n = kBlockNSide) {
   AttnParams p{};
+  p.block_n = block_n;
   p.batch = 1;
   p.heads = 1;
   p.kv_heads = 1;
@@ -80,18 +81,19 @@ AttnParams base() {
 }
 
 TEST(AttnWalk, RingSegmentsCoverEveryVisiblePairOnce) {
+  for (int bn : {kBlockNSide, kBlockNOneGpu})
   for (int world : {1, 2, 3, 4, 8})
     for (int32_t s_local : {130, 256, 300, 1000})
       for (bool causal : {false, true}) {
-        SCOPED_TRACE("world " + std::to_string(world) + " s_local " + std::to_string(s_local) +
-                     (causal ? " causal" : ""));
+        SCOPED_TRACE("block " + std::to_string(bn) + " world " + std::to_string(world) + " s_local " +
+                     std::to_string(s_local) + (causal ? " causal" : ""));
         const int64_t total = int64_t(world) * s_local;
         std::vector<Seen> all(static_cast<size_t>(total));
         std::vector<int> owner(static_cast<size_t>(total), 0);
         for (int r = 0; r < world; ++r) {
           std::vector<int> order;
           for (int i = 0; i < world; ++i) order.push_back((r + i) % world);
-          AttnParams p = base();
+          AttnParams p = base(bn);
           p.causal = causal;
           ring_segments(p, r, world, s_local, causal, order, /*batch=*/3, /*chunks=*/6);
           for (int g = 0; g < p.n_kvsegs; ++g) {  // source mapping
@@ -156,9 +158,10 @@ TEST(AttnWalk, OneGpuUnitOrderRule) {
 }
 
 TEST(AttnWalk, OneGpuCausalIsBottomRightAligned) {
+  for (int bn : {kBlockNOneGpu, kBlockNSide})
   for (auto [sq, skv] : std::vector<std::pair<int32_t, int32_t>>{{128, 128}, {1500, 700}, {777, 1290}, {1, 517}}) {
-    SCOPED_TRACE("seq_q " + std::to_string(sq) + " seq_kv " + std::to_string(skv));
-    AttnParams p = base();
+    SCOPED_TRACE("block " + std::to_string(bn) + " seq_q " + std::to_string(sq) + " seq_kv " + std::to_string(skv));
+    AttnParams p = base(bn);
     p.causal = 1;
     p.n_qsegs = 1;
     p.qseg[0] = QSeg{0, sq, skv - sq, 0};
@@ -174,8 +177,8 @@ TEST(AttnWalk, OneGpuCausalIsBottomRightAligned) {
         for (int row = 0; row < u.rows; ++row) {
           const int32_t lim = last_visible_key(p, u, p.kvseg[0], j, row);
           Seen& s = seen[static_cast<size_t>(u.s0 + row)];
-          for (int col = 0; col <= lim && col < kBlockN; ++col) {
-            const int64_t k = int64_t(j) * kBlockN + col;
+          for (int col = 0; col <= lim && col < p.block_n; ++col) {
+            const int64_t k = int64_t(j) * p.block_n + col;
             ++s.count, s.sum += k, s.sumsq += k * k;
           }
         }

@@ -47,11 +47,11 @@ int run_attention_child_scenario(const char* name) {
     mk::AttentionArgs a{.q = q, .k = k, .v = v, .out = o, .lse = static_cast<float*>(lse), .batch = b, .seq_q = s,
                         .seq_kv = s, .heads = h, .kv_heads = h, .head_dim = d};
     mk::attn::AttnParams p = mk::attn::make_params(a);
-    // K boxes of kBlockN / 2 rows: each K load brings half the bytes its
+    // K boxes of half a key block: each K load brings half the bytes its
     // barrier expects.
     const int64_t dims[4] = {d, h, s, b};
     const int64_t strides[3] = {d * 2, h * d * 2, s * h * d * 2};
-    p.k[0] = mk::attn::make_map(k, dims, strides, 1, mk::attn::kBlockN / 2, "short K");
+    p.k[0] = mk::attn::make_map(k, dims, strides, 1, static_cast<uint32_t>(p.block_n / 2), "short K");
     p.has_ctx = 1;
     p.ctx = c.device_ctx();
     p.timeout_ns = p.ctx.timeout_ns;

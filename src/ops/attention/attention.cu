@@ -17,22 +17,22 @@ namespace {
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const __grid_constant__ AttnParams p) {
   extern __shared__ uint8_t smem[];
-  run_compute<D>(p, smem, blockIdx.x, gridDim.x);
+  run_compute<D, kBlockNOneGpu>(p, smem, blockIdx.x, gridDim.x);
 }
 
 }  // namespace
 
-int smem_bytes(int head_dim) { return head_dim == 64 ? Geom<64>::kSmemBytes : Geom<128>::kSmemBytes; }
-
 void launch(const AttnParams& p, int grid, cudaStream_t stream) {
+  if (p.block_n != kBlockNOneGpu)
+    fail("attention: internal: parameters for key blocks of ", p.block_n, ", the kernel's are ", kBlockNOneGpu);
   const int64_t units = int64_t(p.batch) * p.heads * p.q_tiles;
   if (units < grid) grid = static_cast<int>(units);
   if (p.head_dim == 64) {
-    gemm::allow_engine_smem(reinterpret_cast<const void*>(attention_kernel<64>), Geom<64>::kSmemBytes);
-    attention_kernel<64><<<grid, kThreads, Geom<64>::kSmemBytes, stream>>>(p);
+    gemm::allow_engine_smem(reinterpret_cast<const void*>(attention_kernel<64>), Geom<64, kBlockNOneGpu>::kSmemBytes);
+    attention_kernel<64><<<grid, kThreads, Geom<64, kBlockNOneGpu>::kSmemBytes, stream>>>(p);
   } else {
-    gemm::allow_engine_smem(reinterpret_cast<const void*>(attention_kernel<128>), Geom<128>::kSmemBytes);
-    attention_kernel<128><<<grid, kThreads, Geom<128>::kSmemBytes, stream>>>(p);
+    gemm::allow_engine_smem(reinterpret_cast<const void*>(attention_kernel<128>), Geom<128, kBlockNOneGpu>::kSmemBytes);
+    attention_kernel<128><<<grid, kThreads, Geom<128, kBlockNOneGpu>::kSmemBytes, stream>>>(p);
   }
   MK_CUDA_CHECK(cudaGetLastError());
 }

@@ -98,7 +98,7 @@ CUtensorMap q_map(const void* q, int64_t batch, int64_t seq, int64_t heads, int6
   return make_map(q, dims, strides, 1, kBlockM, what);
 }
 
-AttnParams make_params(const AttentionArgs& a) {
+AttnParams make_params(const AttentionArgs& a, int block_n) {
   const int64_t seq_kv = a.seq_kv ? a.seq_kv : a.seq_q;
   const int64_t kv_heads = a.kv_heads ? a.kv_heads : a.heads;
   check_shape("attention", a.batch, a.seq_q, seq_kv, a.heads, kv_heads, a.head_dim);
@@ -122,8 +122,15 @@ AttnParams make_params(const AttentionArgs& a) {
 
   AttnParams p{};
   p.q = q_map(a.q, a.batch, a.seq_q, a.heads, a.head_dim, "q");
-  p.k[0] = q_map(a.k, a.batch, seq_kv, kv_heads, a.head_dim, "k");
-  p.v[0] = q_map(a.v, a.batch, seq_kv, kv_heads, a.head_dim, "v");
+  if (block_n != kBlockNOneGpu && block_n != kBlockNSide)
+    fail("attention: internal: key blocks of ", block_n, " (the kernels take ", kBlockNOneGpu, " or ", kBlockNSide, ")");
+  {
+    const int64_t dims[4] = {a.head_dim, kv_heads, seq_kv, a.batch};
+    const int64_t strides[3] = {a.head_dim * 2, kv_heads * a.head_dim * 2, seq_kv * kv_heads * a.head_dim * 2};
+    p.k[0] = make_map(a.k, dims, strides, 1, static_cast<uint32_t>(block_n), "k");
+    p.v[0] = make_map(a.v, dims, strides, 1, static_cast<uint32_t>(block_n), "v");
+  }
+  p.block_n = block_n;
   p.kv_seq_dim[0] = 2;
   p.o = a.out;
   p.lse = a.lse;

@@ -28,8 +28,10 @@ void check_shape(const char* op, int64_t batch, int64_t seq_q, int64_t seq_kv, i
 
 // Validates a one-GPU call (mk::Error naming what is wrong) and returns its
 // parameters: one query segment, one key segment, units head-major except
-// causal with GQA (default_head_major).
-AttnParams make_params(const AttentionArgs& a);
+// causal with GQA (default_head_major), K/V maps in boxes of block_n keys
+// (the kernel's: kBlockNOneGpu for the one-GPU op, kBlockNSide for the ring
+// op, whose kernel runs a side role).
+AttnParams make_params(const AttentionArgs& a, int block_n = kBlockNOneGpu);
 
 // Maps of q (dims {D, heads, S, batch}) and of a K or V in the caller's
 // layout (dims {D, kv_heads, S, batch}).
@@ -44,9 +46,8 @@ CUtensorMap q_map(const void* q, int64_t batch, int64_t seq, int64_t heads, int6
 void ring_segments(AttnParams& p, int rank, int world, int32_t s_local, bool causal, const std::vector<int>& kv_order,
                    int64_t batch, int64_t chunks);
 
-// Launches the engine on `grid` CTAs (all compute).
+// Launches the engine on `grid` CTAs (all compute); p.block_n must be
+// kBlockNOneGpu (the kernel's block).
 void launch(const AttnParams& p, int grid, cudaStream_t stream);
-
-int smem_bytes(int head_dim);
 
 }  // namespace mk::attn

@@ -31,6 +31,11 @@ namespace {
 // compute. (A first version gave the push CTAs of their own that joined
 // the compute afterwards; ptxas then held the push code to the producer's
 // register budget and spilled.)
+// The engine's shared-memory geometry in this kernel (128-key blocks: the
+// push needs the producer warpgroup's registers, attn_engine.cuh's Regs).
+template <int D>
+using RingGeom = attn::Geom<D, attn::kBlockNSide>;
+
 template <int D>
 struct PushSide {
   const roles::KvPush& push;
@@ -49,7 +54,8 @@ __global__ void __launch_bounds__(attn::kThreads, 1)
   extern __shared__ uint8_t smem[];
   const int cta = blockIdx.x;
   if (threadIdx.x == 0) dev::trace(ap.trace, cta, dev::TraceKind::CtaStart, 0);
-  attn::run_compute<D>(ap, smem, cta, gridDim.x, PushSide<D>{push, ap.ctx, ep, cta, num_comm});  // records CtaEnd
+  attn::run_compute<D, attn::kBlockNSide>(ap, smem, cta, gridDim.x,
+                                          PushSide<D>{push, ap.ctx, ep, cta, num_comm});  // records CtaEnd
   dev::epoch_finish(ep);  // this launch's epoch (ap.epoch_counter: the same counter) ends
 }
 
@@ -168,14 +174,16 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
   AttentionArgs a{.q = q, .k = k, .v = v, .out = out, .lse = lse, .batch = batch_, .seq_q = s_local_,
                   .seq_kv = s_local_, .heads = heads_, .kv_heads = kv_heads_, .head_dim = head_dim_,
                   .causal = causal_, .scale = scale_, .num_ctas = num_ctas_};
-  attn::AttnParams p = attn::make_params(a);  // validates pointers, alignment, aliasing; own K/V as map 0
+  // Validates pointers, alignment, aliasing; own K/V as map 0; 128-key blocks (the kernel runs the K/V push
+  // in the engine's producer warpgroup: attn_engine.cuh, Regs).
+  attn::AttnParams p = attn::make_params(a, attn::kBlockNSide);
   // The other ranks' K/V: slot s of the gathered buffer, [batch][kv_heads][K, V][s_local][D]:
   // dims {D, s_local, kv_heads, world * batch}, V one s_local x D block after K.
   const int64_t d = head_dim_;
   const int64_t dims[4] = {d, s_local_, kv_heads_, int64_t(world) * batch_};
   const int64_t strides[3] = {d * 2, 2 * s_local_ * d * 2, kv_heads_ * 2 * s_local_ * d * 2};
-  p.k[1] = attn::make_map(gathered_->local, dims, strides, attn::kBlockN, 1, "gathered K");
-  p.v[1] = attn::make_map(static_cast<const char*>(gathered_->local) + s_local_ * d * 2, dims, strides, attn::kBlockN,
+  p.k[1] = attn::make_map(gathered_->local, dims, strides, attn::kBlockNSide, 1, "gathered K");
+  p.v[1] = attn::make_map(static_cast<const char*>(gathered_->local) + s_local_ * d * 2, dims, strides, attn::kBlockNSide,
                           1, "gathered V");
   p.kv_seq_dim[1] = 1;
   // Query and key segments with global positions (zigzag halves when
@@ -224,11 +232,11 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
   push.trace = p.trace;
   const dev::DeviceEpoch ep{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1), epoch_counter_ + 2};
   if (head_dim_ == 64) {
-    gemm::allow_engine_smem(reinterpret_cast<const void*>(ring_attn_kernel<64>), attn::Geom<64>::kSmemBytes);
-    ring_attn_kernel<64><<<num_ctas_, attn::kThreads, attn::Geom<64>::kSmemBytes, stream>>>(p, push, ep, num_comm_);
+    gemm::allow_engine_smem(reinterpret_cast<const void*>(ring_attn_kernel<64>), RingGeom<64>::kSmemBytes);
+    ring_attn_kernel<64><<<num_ctas_, attn::kThreads, RingGeom<64>::kSmemBytes, stream>>>(p, push, ep, num_comm_);
   } else {
-    gemm::allow_engine_smem(reinterpret_cast<const void*>(ring_attn_kernel<128>), attn::Geom<128>::kSmemBytes);
-    ring_attn_kernel<128><<<num_ctas_, attn::kThreads, attn::Geom<128>::kSmemBytes, stream>>>(p, push, ep, num_comm_);
+    gemm::allow_engine_smem(reinterpret_cast<const void*>(ring_attn_kernel<128>), RingGeom<128>::kSmemBytes);
+    ring_attn_kernel<128><<<num_ctas_, attn::kThreads, RingGeom<128>::kSmemBytes, stream>>>(p, push, ep, num_comm_);
   }
   MK_CUDA_CHECK(cudaGetLastError());
 }
