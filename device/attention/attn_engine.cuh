@@ -317,6 +317,8 @@ __device__ __forceinline__ void issue_s(float (&sc)[BN / 2], const Smem<D, BN>& 
     const uint64_t offk = (kk / 4) * (G::kKvBoxBytes >> 4) + 2 * (kk % 4);
     if constexpr (BN == 176)
       sm90::wgmma_m64n176k16_ss(sc, dq0 + offq, dk0 + offk, kk != 0);
+    else if constexpr (BN == 144)
+      sm90::wgmma_m64n144k16_ss(sc, dq0 + offq, dk0 + offk, kk != 0);
     else
       sm90::wgmma_m64n128k16_ss(sc, dq0 + offq, dk0 + offk, kk != 0);
   }
@@ -574,7 +576,8 @@ struct NoSide {
 // 176-key blocks (S 88 + P 44 + O 64 registers per consumer thread) need
 // 224 to run without spilling or serialising wgmma (ptxas, 2026-12-01),
 // which leaves the producer warpgroup 56: too few for a side role (the ring
-// op's K/V push), so kernels with one use 128-key blocks and 88 / 208.
+// op's K/V push), so kernels with one keep 88 / 208 and at most 144-key
+// blocks (S 72 + P 36 + O 64; at 160 ptxas serialised the wgmmas).
 template <int BN>
 struct Regs {
   static constexpr int kProducer = BN == 176 ? 56 : 88, kConsumer = BN == 176 ? 224 : 208;
@@ -585,8 +588,8 @@ template <int D, int BN, class Side = NoSide>
 __device__ __forceinline__ void run_compute(const AttnParams& p, uint8_t* smem, int cta, int ncta,
                                             const Side& side = Side{}) {
   static_assert(D == 64 || D == 128, "head dimension 64 or 128");
-  static_assert(BN == 128 || (BN == 176 && std::is_same_v<Side, NoSide>),
-                "128- or 176-key blocks; 176 leaves no registers for a side role (Regs)");
+  static_assert(BN == 128 || BN == 144 || (BN == 176 && std::is_same_v<Side, NoSide>),
+                "128-, 144- or 176-key blocks; 176 leaves no registers for a side role (Regs)");
   using G = Geom<D, BN>;
   const detail::Smem<D, BN> s = detail::carve<D, BN>(smem);
   const int wg = threadIdx.x / 128;

@@ -1,7 +1,7 @@
 // mkernel: the Hopper instructions the attention engine adds to the GEMM
 // engine's (device/gemm/sm90.cuh): 4-D TMA loads, the MN-major (transposed)
-// shared-memory descriptor for V, WGMMA with A from shared memory at N = 128
-// and 176 (S = Q K^T) and with A from registers at N = 64 / 128 (O += P V), and a
+// shared-memory descriptor for V, WGMMA with A from shared memory at N = 128,
+// 144 and 176 (S = Q K^T) and with A from registers at N = 64 / 128 (O += P V), and a
 // fast exp2. Hand-written for the reasons sm90.cuh gives (one shape each,
 // every instruction of the hot loop visible, seconds to compile).
 #pragma once
@@ -74,6 +74,7 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs_mn(float (&d)[32], const uint
 }
 
 
+#define MK_REGS72 MK_REGS64 ", %64, %65, %66, %67, %68, %69, %70, %71"
 #define MK_REGS88                                                                                             \
   MK_REGS64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, " \
             "%83, %84, %85, %86, %87"
@@ -89,9 +90,20 @@ __device__ __forceinline__ void wgmma_m64n176k16_ss(float (&d)[88], uint64_t des
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
+// D(64x144, f32) = A(64x16, smem, K-major) * B(144x16, smem, K-major)^T + (scale_d ? D : 0): S = Q K^T for
+// the ring op's 144-key blocks at D = 128.
+__device__ __forceinline__ void wgmma_m64n144k16_ss(float (&d)[72], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %74, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 {" MK_REGS72 "}, %72, %73, p, 1, 1, 0, 0;\n}\n"
+      : MK_F8(0), MK_F8(8), MK_F8(16), MK_F8(24), MK_F8(32), MK_F8(40), MK_F8(48), MK_F8(56), MK_F8(64)
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
 #undef MK_F8
 #undef MK_REGS32
 #undef MK_REGS64
+#undef MK_REGS72
 #undef MK_REGS88
 
 // 2^x (the MUFU instruction; -inf gives 0).

@@ -26,24 +26,27 @@ namespace mk::attn {
 constexpr int kBlockM = 128;  // query rows per tile (two consumer warpgroups of 64)
 // Keys per block (the kernel's template argument BN, and AttnParams::block_n):
 // 176 for the one-GPU op (FlashAttention-3's block at D = 128: more keys per
-// softmax step; 1.02-1.08x over 128 at S >= 4k, bench/results/
-// attention-bn176-20261201.md), 128 where the kernel runs a side role in
-// the producer warpgroup (the ring op: attn_engine.cuh's Regs says why).
+// softmax step; 1.01-1.08x over 128 at S >= 4k, bench/results/
+// attention-bn176-20261201.md). Kernels that run a side role in the
+// producer warpgroup (the ring op) leave it 88 registers, and their
+// consumers' 208 hold at most 144 keys without serialising wgmma
+// (attn_engine.cuh, Regs): 144 at D = 128 (1.01-1.04x over 128), 128 at
+// D = 64 (where 144 was 0.94-0.98x of 128).
 constexpr int kBlockNOneGpu = 176;
-constexpr int kBlockNSide = 128;
+constexpr int block_n_side(int head_dim) { return head_dim == 128 ? 144 : 128; }
 constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
 constexpr int kMaxQSegs = 2;
 constexpr int kMaxKvSegs = 32;  // 2 per shard: 16 ranks with zigzag
 constexpr int kMaxKvMaps = 2;
 
-// Shared-memory geometry per head dimension (64 or 128) and key block (128
-// or 176). A stage holds a K block and a V block (with barriers of their
+// Shared-memory geometry per head dimension (64 or 128) and key block (128,
+// 144 or 176). A stage holds a K block and a V block (with barriers of their
 // own: K's stage is free once S is computed, V's once P V is); Q holds one
 // tile. Boxes are 64 columns (128 bytes, TMA's 128-byte swizzle) x 128 rows
 // (Q) or BN rows (K, V).
 template <int D, int BN>
 struct Geom {
-  static_assert(BN == 128 || BN == 176, "128- or 176-key blocks");
+  static_assert(BN == 128 || BN == 144 || BN == 176, "128-, 144- or 176-key blocks");
   static constexpr int kBoxes = D / 64;
   static constexpr int kBoxBytes = 128 * 128;  // a Q box
   static constexpr int kQBytes = kBoxes * kBoxBytes;
@@ -51,9 +54,9 @@ struct Geom {
   static constexpr int kKvBytes = kBoxes * kKvBoxBytes;  // one K (or V) block
   // D = 128: three 128-key stages (the engine issues S of block i+1 with P V
   // of block i, attn_engine.cuh, so the producer needs a stage ahead of
-  // both); two of 176 keys fit, and suffice because K's half of a stage is
-  // freed one P V earlier than V's.
-  static constexpr int kStages = D == 128 ? (BN == 176 ? 2 : 3) : (BN == 176 ? 3 : 4);
+  // both); two of 144 or 176 keys fit, and suffice because K's half of a
+  // stage is freed one P V earlier than V's.
+  static constexpr int kStages = D == 128 ? (BN > 128 ? 2 : 3) : (BN > 128 ? 3 : 4);
   static constexpr int kSmemBytes = 1024 + kQBytes + kStages * 2 * kKvBytes + 256;
   static_assert(kSmemBytes <= 227 * 1024, "more dynamic shared memory than an sm_90 CTA may have");
 };
@@ -127,7 +130,7 @@ struct AttnParams {
 
   uint64_t timeout_ns;
   int32_t has_ctx;  // ctx valid: failures are recorded for the host
-  int32_t block_n;  // keys per block: the kernel's BN (kBlockNOneGpu or kBlockNSide), K/V maps' box rows
+  int32_t block_n;  // keys per block: the kernel's BN (kBlockNOneGpu, block_n_side), K/V maps' box rows
   DeviceCtx ctx;
   dev::TraceBuf trace;  // optional event log (device/trace.hpp): chunk waits
 };

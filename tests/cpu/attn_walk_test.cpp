@@ -3,7 +3,7 @@
 // segments the ring op builds (attn::ring_segments): every query of every
 // rank sees exactly the keys its mask allows, each once, for zigzag (causal)
 // and contiguous shards at several world sizes and lengths that are not
-// multiples of the 128-token tiles or of the key blocks (128 and 176 keys); and the one-GPU op's bottom-right causal
+// multiples of the 128-token tiles or of the key blocks (128, 144 and 176 keys); and the one-GPU op's bottom-right causal
 // alignment for seq_q != seq_kv; and the one-GPU op's input validation.
 // Built when the attention op is.
 #include <gtest/gtest.h>
@@ -70,7 +70,7 @@ void expect_prefix(const Seen& s, int64_t n, int64_t q) {
   EXPECT_EQ(s.sumsq, n > 0 ? sumsq : 0) << "query " << q;
 }
 
-AttnParams base(int block_n = kBlockNSide) {
+AttnParams base(int block_n = 128) {
   AttnParams p{};
   p.block_n = block_n;
   p.batch = 1;
@@ -81,7 +81,7 @@ AttnParams base(int block_n = kBlockNSide) {
 }
 
 TEST(AttnWalk, RingSegmentsCoverEveryVisiblePairOnce) {
-  for (int bn : {kBlockNSide, kBlockNOneGpu})
+  for (int bn : {128, 144, kBlockNOneGpu})
   for (int world : {1, 2, 3, 4, 8})
     for (int32_t s_local : {130, 256, 300, 1000})
       for (bool causal : {false, true}) {
@@ -158,7 +158,7 @@ TEST(AttnWalk, OneGpuUnitOrderRule) {
 }
 
 TEST(AttnWalk, OneGpuCausalIsBottomRightAligned) {
-  for (int bn : {kBlockNOneGpu, kBlockNSide})
+  for (int bn : {kBlockNOneGpu, 144, 128})
   for (auto [sq, skv] : std::vector<std::pair<int32_t, int32_t>>{{128, 128}, {1500, 700}, {777, 1290}, {1, 517}}) {
     SCOPED_TRACE("block " + std::to_string(bn) + " seq_q " + std::to_string(sq) + " seq_kv " + std::to_string(skv));
     AttnParams p = base(bn);

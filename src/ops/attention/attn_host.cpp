@@ -122,8 +122,9 @@ AttnParams make_params(const AttentionArgs& a, int block_n) {
 
   AttnParams p{};
   p.q = q_map(a.q, a.batch, a.seq_q, a.heads, a.head_dim, "q");
-  if (block_n != kBlockNOneGpu && block_n != kBlockNSide)
-    fail("attention: internal: key blocks of ", block_n, " (the kernels take ", kBlockNOneGpu, " or ", kBlockNSide, ")");
+  if (block_n != kBlockNOneGpu && block_n != block_n_side(a.head_dim))
+    fail("attention: internal: key blocks of ", block_n, " (the kernels take ", kBlockNOneGpu, " or ",
+         block_n_side(a.head_dim), " at head_dim ", a.head_dim, ")");
   {
     const int64_t dims[4] = {a.head_dim, kv_heads, seq_kv, a.batch};
     const int64_t strides[3] = {a.head_dim * 2, kv_heads * a.head_dim * 2, seq_kv * kv_heads * a.head_dim * 2};

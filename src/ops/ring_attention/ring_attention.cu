@@ -31,10 +31,11 @@ namespace {
 // compute. (A first version gave the push CTAs of their own that joined
 // the compute afterwards; ptxas then held the push code to the producer's
 // register budget and spilled.)
-// The engine's shared-memory geometry in this kernel (128-key blocks: the
-// push needs the producer warpgroup's registers, attn_engine.cuh's Regs).
+// The engine's key blocks and shared-memory geometry in this kernel (at
+// most 144 keys: the push needs the producer warpgroup's registers,
+// attn_engine.cuh's Regs).
 template <int D>
-using RingGeom = attn::Geom<D, attn::kBlockNSide>;
+using RingGeom = attn::Geom<D, attn::block_n_side(D)>;
 
 template <int D>
 struct PushSide {
@@ -54,7 +55,7 @@ __global__ void __launch_bounds__(attn::kThreads, 1)
   extern __shared__ uint8_t smem[];
   const int cta = blockIdx.x;
   if (threadIdx.x == 0) dev::trace(ap.trace, cta, dev::TraceKind::CtaStart, 0);
-  attn::run_compute<D, attn::kBlockNSide>(ap, smem, cta, gridDim.x,
+  attn::run_compute<D, attn::block_n_side(D)>(ap, smem, cta, gridDim.x,
                                           PushSide<D>{push, ap.ctx, ep, cta, num_comm});  // records CtaEnd
   dev::epoch_finish(ep);  // this launch's epoch (ap.epoch_counter: the same counter) ends
 }
@@ -174,17 +175,17 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
   AttentionArgs a{.q = q, .k = k, .v = v, .out = out, .lse = lse, .batch = batch_, .seq_q = s_local_,
                   .seq_kv = s_local_, .heads = heads_, .kv_heads = kv_heads_, .head_dim = head_dim_,
                   .causal = causal_, .scale = scale_, .num_ctas = num_ctas_};
-  // Validates pointers, alignment, aliasing; own K/V as map 0; 128-key blocks (the kernel runs the K/V push
-  // in the engine's producer warpgroup: attn_engine.cuh, Regs).
-  attn::AttnParams p = attn::make_params(a, attn::kBlockNSide);
+  // Validates pointers, alignment, aliasing; own K/V as map 0; the kernel's key blocks (block_n_side: it
+  // runs the K/V push in the engine's producer warpgroup, attn_engine.cuh Regs).
+  attn::AttnParams p = attn::make_params(a, attn::block_n_side(static_cast<int>(head_dim_)));
   // The other ranks' K/V: slot s of the gathered buffer, [batch][kv_heads][K, V][s_local][D]:
   // dims {D, s_local, kv_heads, world * batch}, V one s_local x D block after K.
   const int64_t d = head_dim_;
   const int64_t dims[4] = {d, s_local_, kv_heads_, int64_t(world) * batch_};
   const int64_t strides[3] = {d * 2, 2 * s_local_ * d * 2, kv_heads_ * 2 * s_local_ * d * 2};
-  p.k[1] = attn::make_map(gathered_->local, dims, strides, attn::kBlockNSide, 1, "gathered K");
-  p.v[1] = attn::make_map(static_cast<const char*>(gathered_->local) + s_local_ * d * 2, dims, strides, attn::kBlockNSide,
-                          1, "gathered V");
+  p.k[1] = attn::make_map(gathered_->local, dims, strides, uint32_t(p.block_n), 1, "gathered K");
+  p.v[1] = attn::make_map(static_cast<const char*>(gathered_->local) + s_local_ * d * 2, dims, strides,
+                          uint32_t(p.block_n), 1, "gathered V");
   p.kv_seq_dim[1] = 1;
   // Query and key segments with global positions (zigzag halves when
   // causal), keys in kv_order_.
