@@ -170,7 +170,13 @@ def main():
             "torch.is_grad_enabled()": lambda: torch.is_grad_enabled(),
             "ctypes no-op (mk_abi_version)": lambda: lib.mk_abi_version(),
             "ctypes mk_gemm_bf16 (launch)": lambda: lib.mk_gemm_bf16(pa, pb, po, 64, 64, 64, 0, CTAS, stream),
+            "ctypes mk_gemm_bf16 (launch, GIL held: PyDLL)": lambda: py_gemm(pa, pb, po, 64, 64, 64, 0, CTAS, stream),
         }
+        import ctypes
+        from mkernel._lib import path as lib_path
+        from mkernel._ops_c import _OPS
+        py_gemm = ctypes.PyDLL(lib_path).mk_gemm_bf16
+        py_gemm.argtypes, py_gemm.restype = _OPS["mk_gemm_bf16"], ctypes.c_int
         for name, fn in pieces.items():
             if "gemm" in name:
                 us = per_call_us(fn)

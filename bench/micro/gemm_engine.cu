@@ -8,12 +8,21 @@
 
 #include "bench/baselines/cublas_util.hpp"
 #include "bench/bench.hpp"
+#include "device/gemm/gemm_params.hpp"
 #include "mkernel/gemm.hpp"
 
 namespace mkb {
 
 
 namespace {
+
+// The launch floor under the GEMM's host cost: kernels that do nothing, with
+// 16 bytes of parameters and with as many as the GEMM kernel's.
+struct GemmSizedParams {
+  char bytes[sizeof(mk::gemm::GemmParams) + 24];
+};
+__global__ void empty_small(int4) {}
+__global__ void empty_gemm_sized(const __grid_constant__ GemmSizedParams) {}
 
 struct Shape {
   const char* what;
@@ -112,20 +121,30 @@ void bench_gemm(BenchContext& bc) {
   {
     const Shape tiny{"tiny", 64, 64, 64};
     Inputs in(tiny, bc.stream);
-    auto call = mk_call(in, tiny, 8, mk::GemmOrder::Swizzled, 0, bc.stream);
-    call(0);
-    MKB_CUDA(cudaStreamSynchronize(bc.stream));
-    std::vector<double> us;
-    for (int round = 0; round < 51; ++round) {
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < 64; ++i) call(0);
-      us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 64);
+    auto gemm = mk_call(in, tiny, 8, mk::GemmOrder::Swizzled, 0, bc.stream);
+    auto host_us = [&](const std::function<void()>& call) {
+      call();
       MKB_CUDA(cudaStreamSynchronize(bc.stream));
-    }
+      std::vector<double> us;
+      for (int round = 0; round < 51; ++round) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < 64; ++i) call();
+        us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 64);
+        MKB_CUDA(cudaStreamSynchronize(bc.stream));
+      }
+      return median(us);
+    };
+    const GemmSizedParams big{};
     Table hc{"GEMM host cost per call (C++ API, mk::gemm_bf16)", {"call", "host us per call"}, {},
              "Median over 51 rounds of 64 back-to-back calls, 64x64x64 bf16 on 8 compute CTAs. Compare "
-             "bench/python_overhead.py."};
-    hc.rows.push_back({"mk::gemm_bf16 (validate, TMA descriptors, launch)", fmt(median(us), 2)});
+             "bench/python_overhead.py. The empty kernels (8 CTAs of 384 threads, no shared memory) are the "
+             "launch floor, with " + std::to_string(sizeof(int4)) + " and " + std::to_string(sizeof(big)) +
+             " bytes of parameters (the GEMM kernel's)."};
+    hc.rows.push_back({"mk::gemm_bf16 (validate, TMA descriptors, launch)", fmt(host_us([&] { gemm(0); }), 2)});
+    hc.rows.push_back({"empty kernel, 16-byte parameters (launch only)",
+                       fmt(host_us([&] { empty_small<<<8, 384, 0, bc.stream>>>(int4{}); }), 2)});
+    hc.rows.push_back({"empty kernel, GEMM-sized parameters (launch only)",
+                       fmt(host_us([&] { empty_gemm_sized<<<8, 384, 0, bc.stream>>>(big); }), 2)});
     bc.report->add(hc);
   }
   cublasDestroy(h);
