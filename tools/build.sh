@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"
 [ -d "$HOME/.local/bin" ] && export PATH="$HOME/.local/bin:$PATH"
-jobs=${MK_BUILD_JOBS:-$(nproc)}
+jobs=${MK_BUILD_JOBS:-0}
+[ "$jobs" -gt 0 ] || jobs=$(nproc)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
 cmake --build build -j "$jobs"
