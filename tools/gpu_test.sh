@@ -55,7 +55,8 @@ elif command -v torchrun >/dev/null 2>&1 && [ "${ngpu:-0}" -eq 1 ]; then
   # first copy call blocks behind the two processes' kernels (bench/results/
   # gpu-checks-20261201T0420Z-h200x1.md), so the 2-GPU tier stays needed.
   echo "=== one GPU: the torchrun checks as 2 ranks sharing it (the 2-GPU tier needs 2 GPUs)"
-  for script in tests/python/gpu/dist_tp_check.py tests/python/gpu/dist_ring_attn_check.py; do
+  for script in tests/python/gpu/dist_tp_check.py tests/python/gpu/dist_ring_attn_check.py examples/tp_mlp.py \
+                examples/ring_attention.py; do
     step_s=200 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_SHARE_GPUS=1 \
         MK_TIMEOUT_MS=60000 torchrun --standalone --nproc_per_node=2 "$script"
   done
