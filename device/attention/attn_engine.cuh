@@ -6,8 +6,8 @@
 // (or any CTA that is done with another role) and calls
 // attn::run_compute<D, BN>(p, smem, cta, ncta) with kThreads threads and
 // Geom<D, BN>::kSmemBytes of dynamic shared memory; BN (keys per block) is
-// p.block_n: 176 for the one-GPU op, 128 in kernels with a side role (Regs
-// below). Inside a CTA:
+// p.block_n: 176 for the one-GPU op, block_n_side(D) (144 at D = 128, 128
+// at D = 64) in kernels with a side role (Regs below). Inside a CTA:
 //   warpgroup 0      producer: one thread walks the CTA's units (batch,
 //                    head, query tile); per unit it loads the Q tile, then
 //                    every K and V block of every key segment the mask does
@@ -46,7 +46,7 @@
 //     only after P V, the producer could not load block i+2 until both
 //     warpgroups finished P_i V_i, so every turn waited for a TMA load (0.7x
 //     of the engine without it); three 128-key stages fixed that, and so do
-//     two 176-key stages with K released after S (Geom).
+//     two 144- or 176-key stages with K released after S (Geom).
 // 176-key blocks (FlashAttention-3's at D = 128): fewer softmax steps and
 // turns per key; 1.02-1.08x over 128-key blocks at S >= 4k (bench/results/
 // attention-bn176-20261201.md).
@@ -105,10 +105,13 @@ __device__ __forceinline__ Smem<D, BN> carve(uint8_t* raw) {
   s.done = s.failed + 1;
   return s;
 }
-static_assert(8 * (2 + 4 * 4) + 8 + 4 + 4 <= 256, "barrier area (at most 4 stages)");
 
 // ---- bounded waits (device/bounded_wait.cuh) ----------------------------------
 
+// `what` in a failed wait's record (printed as the pipeline stage): s for
+// stage s's k_full / v_full / empty (V released) barriers, kKEmptyWhat + s
+// for its k_empty (K released), -4 for q_empty, -5 for q_full.
+constexpr int kKEmptyWhat = 8;
 __device__ __forceinline__ void mbar_wait(const AttnParams& p, uint64_t* bar, uint32_t parity, int what) {
   dev::engine_mbar_wait(p, bar, parity, what);
 }
@@ -236,7 +239,7 @@ __device__ __forceinline__ void producer(const AttnParams& p, const Smem<D, BN>&
       for (int j = 0; j < nb; ++j) {
         const int32_t tok = seg.s0 + j * BN;
         const int32_t c1 = seq2 ? u.hkv : tok, c2 = seq2 ? tok : u.hkv;
-        pmbar_wait(p, s.failed, &s.k_empty[st.stage], st.phase ^ 1u, st.stage);
+        pmbar_wait(p, s.failed, &s.k_empty[st.stage], st.phase ^ 1u, kKEmptyWhat + st.stage);
         sm90::mbar_arrive_expect_tx(&s.k_full[st.stage], G::kKvBytes);
 #pragma unroll
         for (int c = 0; c < G::kBoxes; ++c)
@@ -327,7 +330,7 @@ __device__ __forceinline__ void issue_s(float (&sc)[BN / 2], const Smem<D, BN>& 
 // The mask and the online softmax of key block j of segment `seg` in sc:
 // sc becomes P (fp32, unnormalised), m and l move to this block, corr is
 // the factor O must be scaled by before P V is added. Rows h = 0, 1 of this
-// thread (each row's 128 keys live on the 4 lanes of a quad).
+// thread (each row's BN keys live on the 4 lanes of a quad).
 template <int BN>
 __device__ __forceinline__ void softmax_block(float (&sc)[BN / 2], float (&m)[2], float (&l)[2], float (&corr)[2],
                                               const AttnParams& p, const Unit& u, const KvSeg& seg, int j,

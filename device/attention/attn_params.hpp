@@ -55,9 +55,13 @@ struct Geom {
   // D = 128: three 128-key stages (the engine issues S of block i+1 with P V
   // of block i, attn_engine.cuh, so the producer needs a stage ahead of
   // both); two of 144 or 176 keys fit, and suffice because K's half of a
-  // stage is freed one P V earlier than V's.
-  static constexpr int kStages = D == 128 ? (BN > 128 ? 2 : 3) : (BN > 128 ? 3 : 4);
+  // stage is freed one P V earlier than V's. D = 64: four (with 176 keys
+  // 1.01-1.05x over three, bench/results/attention-bn176-20261201.md).
+  static constexpr int kStages = D == 128 ? (BN > 128 ? 2 : 3) : 4;
   static constexpr int kSmemBytes = 1024 + kQBytes + kStages * 2 * kKvBytes + 256;
+  // The 256-byte barrier area (attn_engine.cuh carve): q_full, q_empty, 4 per
+  // stage, the Q ring, the failed and done words.
+  static_assert(8 * (2 + 4 * kStages) + 8 + 4 + 4 <= 256, "barrier area");
   static_assert(kSmemBytes <= 227 * 1024, "more dynamic shared memory than an sm_90 CTA may have");
 };
 
