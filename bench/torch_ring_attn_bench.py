@@ -457,6 +457,14 @@ def run_shape(shape, builders, ctx, gen, args, l2_bytes):
             errs[name] = err or "failed on another rank"
     fence()
     times = measure(fns, pool, args.rounds, args.warmup, args.lead_cycles) if fns else {}
+    if "mkernel" in fns and ctx.comm is not None:
+        # The network bytes of one more mkernel call, as this rank's host proxy counts them (every rank
+        # drained and past a barrier before and after: a peer that finished got all this rank put).
+        fence()
+        before = ctx.comm.network_bytes_put()
+        fns["mkernel"](pool[0])
+        fence()
+        times["net_measured"] = max_over_ranks([float(ctx.comm.network_bytes_put() - before)])[0]
     del pool, fns
     fence()
     if "mkernel" in sys.modules and ctx.comm is not None:
@@ -486,6 +494,11 @@ def fmt_row(config, shape, world, names, t, emulated=False):
     lb, comp, comm = ring_eta.lower_bound(t, emulated)
     cells.append(f"{lb:.3f} ({comp[0] if comp[1] >= comm[1] else comm[0]})" if lb else "-")
     cells += [f"{lb / t[n]:.2f}" if lb and n in t else "-" for n in mk]
+    # Network MB one GPU sends per call: the formula (each K/V shard crosses once per other node,
+    # RingAttention::network_bytes_sent) and what the proxy counted (run_shape).
+    nodes = world // int(os.environ["MK_RANKS_PER_NODE"]) if emulated else 1
+    formula = shape.b * shape.hkv * 2 * shape.s * shape.d * 2 * (nodes - 1) / 1e6
+    cells.append(f"{formula:.1f} / {t['net_measured'] / 1e6:.1f}" if "net_measured" in t else f"{formula:.1f} / -")
     head = [config, str(shape.b), str(shape.hkv), str(shape.s), "yes" if shape.causal else "no"]
     return "| " + " | ".join(head + cells) + " |"
 
@@ -497,6 +510,7 @@ def header(names):
         cols += [f"{n} ms"] if n in ring_eta.ALONE else [f"{n} ms", f"{n} TFLOP/s"]
     cols += ["best baseline"] + [f"{n} vs best baseline (x)" for n in mk]
     cols += ["T_lb ms (bound by)"] + [f"eta {n}" for n in mk]
+    cols += ["network MB per GPU per mkernel call (formula / measured)"]
     return "| " + " | ".join(cols) + " |\n" + "|---" * len(cols) + "|"
 
 
@@ -601,6 +615,9 @@ def write_report(args, world, names, ctx, checks, rows, notes, emulated):
              "compute flash / compute cudnn: the all-gather baseline's attention without its all-gather; compute "
              "mkernel: mkernel.attention (one call per local chunk, bottom-right causal); comm nccl: one "
              "dist.all_gather_into_tensor of the K+V bytes; comm mkernel: one mkernel.all_gather of them",
+             "- network MB per GPU per mkernel call: the formula B x Hkv x 2 x S_local x D x 2 B x (nodes - 1) "
+             "(each K/V shard crosses the network once per other node) / the bytes this rank's host proxy took "
+             "during one more call (max over ranks; mkernel.Communicator.network_bytes_put)",
              "- T_lb = max(fastest compute alone, fastest comm alone); eta = T_lb / T_mkernel (MEASURING.md)"
              + ("; emulated nodes: comm nccl crosses NVLink, not the emulated network, so only comm mkernel "
                 "bounds the network" if emulated else ""),

@@ -27,7 +27,7 @@ void bench_ag_gemm(BenchContext& bc) {
   const auto& topo = c.topology();
   Table t{"AllGather + GEMM, bf16, hidden 8192, FFN 28672 / W per rank",
           {"M", "cuBLAS alone ms", "AG alone ms (NCCL / mk)", "serial ms", "2-stream overlap ms", "mkernel ms",
-           "mkernel vs best baseline", "eta", "mkernel, 16 comm CTAs ms", "MB sent per GPU (NVLink / network)",
+           "mkernel vs best baseline", "eta", "mkernel, 16 comm CTAs ms", "MB sent per GPU (NVLink / network; measured network)",
            "roles comm/compute"},
           {},
           ""};
@@ -111,7 +111,8 @@ void bench_ag_gemm(BenchContext& bc) {
     auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, std::cref(bar));
     // Rows this GPU sends (tp::ag_bytes_per_gpu: NVLink / network).
     std::vector<std::string> row = tp_row(m, st, std::min(st[1].median_ms, st[2].median_ms),
-                                          mk::tp::ag_bytes_per_gpu(topo.num_nodes, topo.local_size, ml, k));
+                                          mk::tp::ag_bytes_per_gpu(topo.num_nodes, topo.local_size, ml, k),
+                                          measured_network_bytes(c, bc.stream, calls[5]));
     row.push_back(std::to_string(plan.num_comm_ctas()) + "/" + std::to_string(plan.num_compute_ctas()));
     t.rows.push_back(row);
     cudaFree(b);
@@ -181,7 +182,9 @@ void bench_ag_gemm(BenchContext& bc) {
       "transport, not NCCL (which would use NVLink between the emulated nodes): 'AG alone' shows it twice. "
       "PyTorch's fused_all_gather_matmul is measured by bench/torch_tp_bench.py. MB sent per GPU (N nodes x L "
       "GPUs): NVLink (L-1) N x M/W x 8192 x 2 B (own rows and the rows from other nodes, to each node peer), "
-      "network (N-1) x M/W x 8192 x 2 B (own rows once per other node; tp::ag_bytes_per_gpu).";
+      "network (N-1) x M/W x 8192 x 2 B (own rows once per other node; tp::ag_bytes_per_gpu)."
+      " Across nodes the network figure is followed by the bytes the host proxy took during one more "
+      "mkernel call (measured: mk::Network::bytes_put), which should equal it.";
   bc.report->add(t);
   cublasDestroy(h);
   if (nc) ncclCommDestroy(nc);

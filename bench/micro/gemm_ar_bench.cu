@@ -48,7 +48,7 @@ void bench_gemm_ar(BenchContext& bc) {
           "n = 8192, k = 28672 / W)",
           {"M", "cuBLAS alone ms", "AR alone ms (NCCL / mk)", "serial ms", "2-stream chunked overlap ms",
            "mkernel ms", "mkernel vs best baseline", "eta", "mk AR alone, 32 reduce CTAs ms",
-           "MB per GPU (NVLink / network)", "ideal speedup (T_gemm + T_comm) / max", "mkernel speedup over serial",
+           "MB per GPU (NVLink / network; measured network)", "ideal speedup (T_gemm + T_comm) / max", "mkernel speedup over serial",
            "achieved / ideal", "targets", "CTAs (run: gather + compute; AR alone: reduce)",
            "check vs serial (max |d| / rms)"},
           {},
@@ -169,7 +169,7 @@ void bench_gemm_ar(BenchContext& bc) {
     const double ideal = (t_gemm + t_comm) / std::max(t_gemm, t_comm), speedup = st[3].median_ms / t_mk;
     // Two-shot bytes (tp::ar_bytes_per_gpu): the reduce-scatter's, then the final rows' all-gather.
     const mk::tp::LinkBytes sent = mk::tp::ar_bytes_per_gpu(topo.num_nodes, topo.local_size, m, n);
-    std::vector<std::string> row = tp_row(m, st, t_comm, sent);
+    std::vector<std::string> row = tp_row(m, st, t_comm, sent, measured_network_bytes(c, bc.stream, calls[5]));
     row.push_back(fmt(ideal, 2) + "x");
     row.push_back(fmt(speedup, 2) + "x");
     row.push_back(fmt(speedup / ideal, 2));
@@ -249,7 +249,10 @@ void bench_gemm_ar(BenchContext& bc) {
       "4096, achieved / ideal >= 0.90. MB per GPU (N nodes x L GPUs, share = M/W x 8192 x 2 B, two-shot, "
       "tp::ar_bytes_per_gpu): NVLink 2 (L-1) N shares (the reduce-scatter's partial rows out, as "
       "tp::rs_bytes_per_gpu, and the final rows pulled from node peers), network 2 (N-1) shares (the node's sum of "
-      "each other node's share, and its own final share once per other node). CTAs: run()'s Gather + compute CTAs; "
+      "each other node's share, and its own final share once per other node). Across nodes the network "
+      "figure is followed by the bytes the host proxy took during one more mkernel call (measured: "
+      "mk::Network::bytes_put), which should equal it. "
+      "CTAs: run()'s Gather + compute CTAs; "
       "all_reduce()'s Reduce CTAs (the 32-CTA plan's in parentheses). check: outside timing, both mkernel plans' run() "
       "and the plan's all_reduce() of serial's partial vs serial's output, on the same inputs, every element within "
       "0.02 |ref| + 0.02 rms(ref), and the same bits on every rank (else the run fails); the chunked overlap is checked "

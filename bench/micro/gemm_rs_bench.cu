@@ -49,7 +49,7 @@ void bench_gemm_rs(BenchContext& bc) {
   const auto& topo = c.topology();
   Table t{"GEMM + ReduceScatter, bf16, hidden 8192, FFN 28672 / W per rank (row-parallel: n = 8192, k = 28672 / W)",
           {"M", "cuBLAS alone ms", "RS alone ms (NCCL / mk)", "serial ms", "2-stream chunked overlap ms",
-           "mkernel ms", "mkernel vs best baseline", "eta", "mk RS alone, 32 reduce CTAs ms", "MB sent per GPU (NVLink / network)",
+           "mkernel ms", "mkernel vs best baseline", "eta", "mk RS alone, 32 reduce CTAs ms", "MB sent per GPU (NVLink / network; measured network)",
            "CTAs (run: compute; RS alone: push + reduce)", "check vs serial (max |d| / rms)"},
           {},
           ""};
@@ -152,7 +152,8 @@ void bench_gemm_rs(BenchContext& bc) {
     };
     auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, base_env.barrier());
     std::vector<std::string> row = tp_row(m, st, std::min({st[1].median_ms, st[2].median_ms, st[6].median_ms}),
-                                          mk::tp::rs_bytes_per_gpu(topo.num_nodes, topo.local_size, m, n));
+                                          mk::tp::rs_bytes_per_gpu(topo.num_nodes, topo.local_size, m, n),
+                                          measured_network_bytes(c, bc.stream, calls[5]));
     row.push_back(std::to_string(plan.num_compute_ctas()) + "; 16 + " + std::to_string(plan.num_reduce_ctas()));
     row.push_back("checked (" + fmt(err, 4) + ")");
     t.rows.push_back(row);
@@ -206,7 +207,10 @@ void bench_gemm_rs(BenchContext& bc) {
       "reduce-scatter runs on a side stream while the next chunk computes. mkernel vs best baseline = min(serial, "
       "overlap) / mkernel. eta = max(cuBLAS alone, fastest RS alone) / mkernel. MB sent per GPU (N nodes x L GPUs, "
       "mkernel's bf16 partial rows): NVLink (L-1)/L x M x 8192 x 2 B, network (N-1)/(N L) x M x 8192 x 2 B "
-      "(tp::rs_bytes_per_gpu: reduced inside the node first). CTAs: run() computes on every SM (no Reduce CTAs: each "
+      "(tp::rs_bytes_per_gpu: reduced inside the node first). Across nodes the network figure is followed "
+      "by the bytes the host proxy took during one more mkernel call (measured: mk::Network::bytes_put), "
+      "which should equal it. "
+      "CTAs: run() computes on every SM (no Reduce CTAs: each "
       "owner adds the other ranks' tiles in its epilogue); the standalone reduce-scatter uses 16 push + 16 (or 32) "
       "Reduce CTAs. check: "
       "outside timing, both mkernel plans' output vs serial's, on the same inputs, every element within 0.02 |ref| "

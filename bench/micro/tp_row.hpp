@@ -5,26 +5,50 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "bench/report.hpp"
 #include "bench/timing.hpp"
+#include "mkernel/communicator.hpp"
+#include "mkernel/network.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
 
 namespace mkb {
 
+// Network bytes one more call of `call` puts from this rank, as the host
+// proxy counts them (mk::Network::bytes_put): every rank's stream drained
+// and a host barrier before and after (a peer's kernel that finished has
+// received everything this rank put, so the proxy has taken it all). -1 on
+// one node (no network). Collective: every rank calls it at the same point.
+inline double measured_network_bytes(mk::Communicator& c, cudaStream_t s, const std::function<void(int)>& call) {
+  if (c.topology().num_nodes < 2) return -1;
+  mk::Network& net = c.network();
+  MKB_CUDA(cudaStreamSynchronize(s));
+  c.bootstrap().barrier();
+  const uint64_t before = net.bytes_put();
+  call(0);
+  MKB_CUDA(cudaStreamSynchronize(s));
+  c.bootstrap().barrier();
+  return double(net.bytes_put() - before);
+}
+
 // M, the seven times (1-2 as "a / b"), mkernel vs the best baseline, eta =
 // max(compute alone, t_comm) / mkernel (t_comm: the fastest collective
-// alone), the variant, and the MB one GPU sends over NVLink / the network.
+// alone), the variant, and the MB one GPU sends over NVLink / the network
+// by the op's formula, with the network bytes measured by the proxy
+// (measured_network_bytes; < 0: one node, not shown).
 inline std::vector<std::string> tp_row(int64_t m, const std::vector<Stats>& st, double t_comm,
-                                       const mk::tp::LinkBytes& sent) {
+                                       const mk::tp::LinkBytes& sent, double net_measured) {
   const double best = std::min(st[3].median_ms, st[4].median_ms);
   const double t_lb = std::max(st[0].median_ms, t_comm);
   return {std::to_string(m), fmt(st[0].median_ms), fmt(st[1].median_ms) + " / " + fmt(st[2].median_ms),
           fmt(st[3].median_ms), fmt(st[4].median_ms), fmt(st[5].median_ms),
           fmt(best / st[5].median_ms, 2) + "x", fmt(t_lb / st[5].median_ms, 2), fmt(st[6].median_ms),
-          fmt(sent.nvlink / 1e6, 1) + " / " + fmt(sent.network / 1e6, 1)};
+          fmt(sent.nvlink / 1e6, 1) + " / " + fmt(sent.network / 1e6, 1) +
+              (net_measured >= 0 ? " (measured " + fmt(net_measured / 1e6, 1) + ")" : "")};
 }
 
 }  // namespace mkb

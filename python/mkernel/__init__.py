@@ -124,6 +124,12 @@ class Communicator:
         """Raises MkernelError if a device wait of this rank failed or an abort was raised."""
         check(lib.mk_comm_check(self._h))
 
+    def network_bytes_put(self) -> int:
+        """Payload bytes this rank has put over the network so far (its host proxy's count; 0 on one node)."""
+        n = ctypes.c_uint64()
+        check(lib.mk_comm_network_bytes_put(self._h, ctypes.byref(n)))
+        return n.value
+
     def alloc_symmetric(self, nbytes: int) -> SymmetricBuffer:
         """Collective: equal-size device buffers on every rank, peers mapped inside the node."""
         h = ctypes.c_void_p()

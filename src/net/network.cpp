@@ -149,4 +149,10 @@ void Network::check() const {
   if (!e.empty()) throw Error(e);
 }
 
+uint64_t Network::bytes_put() const {
+  uint64_t n = 0;
+  for (int q = 0; q < proxy_->num_queues(); ++q) n += proxy_->put_bytes(q);
+  return n;
+}
+
 }  // namespace mk

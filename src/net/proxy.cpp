@@ -226,6 +226,7 @@ void Proxy::run(int qi) {
               w.cookie = seq;
               if (f.op == CmdOp::Signal && w.sig_op == SigOp::None) bad("SIGNAL without a signal op");
               remaining[slot] = 1;
+              if (is_put) Q.put_bytes.fetch_add(f.bytes, std::memory_order_relaxed);
               if (!pending.empty() || !t.post(w)) pending.push_back(w);
               break;
             }

@@ -50,6 +50,10 @@ class Proxy {
   // Counters for tests and benchmarks.
   uint64_t consumed(int q) const { return queues_[q].consumed.load(); }
   uint64_t completed(int q) const { return queues_[q].completed_prefix.load(); }
+  // Payload bytes of the PUT / PUT_INLINE commands queue q has taken (what
+  // this rank sent over the network through it; signals and barriers carry
+  // none): the measured side of the ops' bytes-per-link formulas.
+  uint64_t put_bytes(int q) const { return queues_[q].put_bytes.load(std::memory_order_relaxed); }
 
  private:
   struct Queue {
@@ -59,6 +63,7 @@ class Proxy {
     std::thread thread;
     std::atomic<uint64_t> consumed{0};
     std::atomic<uint64_t> completed_prefix{0};
+    std::atomic<uint64_t> put_bytes{0};
   };
   void run(int qi);
   void record_error(const std::string& msg);

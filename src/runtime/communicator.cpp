@@ -191,6 +191,7 @@ Network& Communicator::network() {
   if (!net_) net_ = std::make_unique<Network>(*this);
   return *net_;
 }
+uint64_t Communicator::network_bytes_put() const { return net_ ? net_->bytes_put() : 0; }
 void Communicator::free_symmetric(SymmetricBuffer& buf) { heap_->free(&buf); }
 bool Communicator::uses_vmm() const { return heap_->mode() == SymmetricHeap::Mode::Vmm; }
 

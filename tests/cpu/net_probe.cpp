@@ -3,7 +3,8 @@
 // loopback) - between 2..4 processes, host memory only. Every rank pushes
 // PUT commands (with an Add signal per chunk) to every other rank from
 // several producer threads, waits for the signals of every peer, and checks
-// every byte; rounds repeat with fresh data and growing signal values.
+// every byte, and the proxy's count of bytes put; rounds repeat with fresh
+// data and growing signal values.
 //   --rounds N   (default 4)
 #include <atomic>
 #include <chrono>
@@ -145,6 +146,15 @@ int main(int argc, char** argv) {
     bs.barrier();
     if (proxy_errors.load() || !proxy.error().empty()) {
       std::fprintf(stderr, "rank %d: proxy error: %s\n", me, proxy.error().c_str());
+      return 1;
+    }
+    // The proxy's byte count (what benchmarks report as measured network bytes) is the payload sent.
+    uint64_t share_bytes = 0;
+    for (int c = 0; c < kChunks; ++c) share_bytes += kChunk - (c % 3);
+    const uint64_t want_bytes = share_bytes * peers.size() * uint64_t(rounds);
+    if (proxy.put_bytes(0) != want_bytes) {
+      std::fprintf(stderr, "rank %d: the proxy counted %llu bytes put, the rank sent %llu\n", me,
+                   (unsigned long long)proxy.put_bytes(0), (unsigned long long)want_bytes);
       return 1;
     }
     if (me == 0) std::printf("net_probe: %d ranks x %d rounds through ring + proxy + fabric: every byte ok\n", world, rounds);

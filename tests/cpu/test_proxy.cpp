@@ -133,6 +133,9 @@ TEST(Proxy, PutsBecomeWritesOnceInOrderAndCompleteAsAPrefix) {
   }
   EXPECT_EQ(r.proxy->error(), "");
   EXPECT_EQ(r.errors.load(), 0);
+  uint64_t bytes = 0;
+  for (int i = 0; i < n; ++i) bytes += 16 + i % 5;
+  EXPECT_EQ(r.proxy->put_bytes(0), bytes);
 }
 
 TEST(Proxy, BarrierSignalsEveryRailPeerAndFlushWaitsForEarlierWork) {
@@ -161,6 +164,7 @@ TEST(Proxy, BarrierSignalsEveryRailPeerAndFlushWaitsForEarlierWork) {
   ASSERT_EQ(r.st->posted.size(), 3u);  // the PUT + one signal per rail peer
   EXPECT_EQ(r.st->posted[1].peer, 2);
   EXPECT_EQ(r.st->posted[2].peer, 3);
+  EXPECT_EQ(r.proxy->put_bytes(0), 64u) << "barriers and flushes carry no payload";
   for (int i = 1; i < 3; ++i) {
     EXPECT_EQ(r.st->posted[i].bytes, 0u);
     EXPECT_EQ(r.st->posted[i].sig_op, SigOp::Add);
@@ -202,6 +206,7 @@ TEST(Proxy, InlinePutsHandTheirBytesToTheTransport) {
   EXPECT_EQ(w.sig_op, SigOp::Add);
   EXPECT_EQ(w.sig_value, 77u);
   EXPECT_FALSE(r.st->posted[1].has_inline);
+  EXPECT_EQ(r.proxy->put_bytes(0), 12u + 8u);
 }
 
 TEST(ProxyFailure, MalformedCommandsAreReported) {

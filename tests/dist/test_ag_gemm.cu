@@ -15,6 +15,7 @@
 
 #include "mkernel/mkernel.hpp"
 #include "mkernel/tp.hpp"
+#include "src/ops/ag_gemm/tp_plan.hpp"
 #include "tests/gpu/gemm_test_util.cuh"
 #include "tests/dist/tp_test_util.hpp"
 #include "tests/test_comm.hpp"
@@ -81,6 +82,21 @@ TEST_F(AgGemmTest, MatchesReferenceAcrossShapes) {
     check_call(out.p, gathered.p, s.m_local, s.n, s.k, b.p, call, "run");
     comm().barrier();
   }
+}
+
+// What one call sends over the network, as the host proxy counts it, is the
+// documented figure (tp::ag_bytes_per_gpu: own rows once per other node).
+TEST_F(AgGemmTest, NetworkBytesMatchTheFormula) {
+  if (!tp_ranks() || !across_nodes()) GTEST_SKIP() << (tp_ranks() ? kNeedsNodes : kNeedsRanks);
+  const int64_t m_local = 256, n = 256, k = 512, m = comm().world() * m_local;
+  AgGemm plan(comm(), m_local, n, k);
+  Buf a(m_local * k * 2), b(n * k * 2), out(m * n * 2), gathered(m * k * 2);
+  random_bf16(a.p, m_local * k, 7 + comm().rank());
+  random_bf16(b.p, n * k, 8 + comm().rank());
+  const auto& t = comm().topology();
+  expect_network_bytes(
+      tp::ag_bytes_per_gpu(t.num_nodes, t.local_size, m_local, k).network, [&] { plan.run(a.p, b.p, out.p, nullptr); },
+      "all_gather()", [&] { plan.all_gather(a.p, gathered.p, nullptr); });
 }
 
 // 100 calls queued back to back (inputs refreshed on the stream, outputs

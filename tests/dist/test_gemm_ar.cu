@@ -14,6 +14,7 @@
 
 #include "mkernel/mkernel.hpp"
 #include "mkernel/tp.hpp"
+#include "src/ops/ag_gemm/tp_plan.hpp"
 #include "tests/gpu/gemm_test_util.cuh"
 #include "tests/dist/tp_test_util.hpp"
 #include "tests/test_comm.hpp"
@@ -91,6 +92,23 @@ TEST_F(GemmArTest, MatchesReferenceAcrossShapes) {
     comm().barrier();
     }
   }
+}
+
+// What one call sends over the network, as the host proxy counts it, is the
+// documented figure (tp::ar_bytes_per_gpu: the reduce-scatter's node sums,
+// then this rank's final share once per other node).
+TEST_F(GemmArTest, NetworkBytesMatchTheFormula) {
+  if (!tp_ranks() || !across_nodes()) GTEST_SKIP() << (tp_ranks() ? kNeedsNodes : kNeedsRanks);
+  const int64_t m = comm().world() * 256, n = 256, k = 256;
+  GemmAr plan(comm(), m, n, k);
+  Buf a(m * k * 2), b(n * k * 2), x(m * n * 2), out(m * n * 2);
+  random_bf16(a.p, m * k, 7 + comm().rank());
+  random_bf16(b.p, n * k, 8 + comm().rank());
+  random_bf16(x.p, m * n, 9 + comm().rank());
+  const auto& t = comm().topology();
+  expect_network_bytes(
+      tp::ar_bytes_per_gpu(t.num_nodes, t.local_size, m, n).network, [&] { plan.run(a.p, b.p, out.p, nullptr); },
+      "all_reduce()", [&] { plan.all_reduce(x.p, out.p, nullptr); });
 }
 
 TEST_F(GemmArTest, StandaloneAllReduce) {

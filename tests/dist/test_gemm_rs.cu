@@ -13,6 +13,7 @@
 
 #include "mkernel/mkernel.hpp"
 #include "mkernel/tp.hpp"
+#include "src/ops/ag_gemm/tp_plan.hpp"
 #include "tests/gpu/gemm_test_util.cuh"
 #include "tests/dist/tp_test_util.hpp"
 #include "tests/test_comm.hpp"
@@ -72,6 +73,23 @@ TEST_F(GemmRsTest, MatchesReferenceAcrossShapes) {
     check_call(out.p, s.m, s.n, s.k, call, "run");
     comm().barrier();
   }
+}
+
+// What one call sends over the network, as the host proxy counts it, is the
+// documented figure (tp::rs_bytes_per_gpu: the node's sum of each other
+// node's share of this local index, once).
+TEST_F(GemmRsTest, NetworkBytesMatchTheFormula) {
+  if (!tp_ranks() || !across_nodes()) GTEST_SKIP() << (tp_ranks() ? kNeedsNodes : kNeedsRanks);
+  const int64_t m = comm().world() * 256, n = 256, k = 256;
+  GemmRs plan(comm(), m, n, k);
+  Buf a(m * k * 2), b(n * k * 2), x(m * n * 2), out(m / comm().world() * n * 2);
+  random_bf16(a.p, m * k, 7 + comm().rank());
+  random_bf16(b.p, n * k, 8 + comm().rank());
+  random_bf16(x.p, m * n, 9 + comm().rank());
+  const auto& t = comm().topology();
+  expect_network_bytes(
+      tp::rs_bytes_per_gpu(t.num_nodes, t.local_size, m, n).network, [&] { plan.run(a.p, b.p, out.p, nullptr); },
+      "reduce_scatter()", [&] { plan.reduce_scatter(x.p, out.p, nullptr); });
 }
 
 TEST_F(GemmRsTest, HundredBackToBackCallsWithChangingInputs) {

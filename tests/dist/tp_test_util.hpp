@@ -24,6 +24,32 @@ namespace mkt {
 inline bool tp_ranks() { return mk::test::comm().world() >= 2; }
 constexpr const char* kNeedsRanks = "needs 2 or more ranks (1x2 over NVLink, 2x1 over the network, 2x2)";
 
+// Network payload bytes this rank put during f() (its host proxy's count,
+// Communicator::network_bytes_put), with every rank synchronised and past a
+// barrier before and after f: a peer that finished has received all this
+// rank put, so the proxy has taken it all. Collective.
+template <typename F>
+uint64_t network_bytes_of(F&& f) {
+  mk::Communicator& c = mk::test::comm();
+  c.check(static_cast<int>(cudaDeviceSynchronize()), "cudaDeviceSynchronize()");
+  c.barrier();
+  const uint64_t before = c.network_bytes_put();
+  f();
+  c.check(static_cast<int>(cudaDeviceSynchronize()), "cudaDeviceSynchronize()");
+  c.barrier();
+  return c.network_bytes_put() - before;
+}
+inline bool across_nodes() { return mk::test::comm().topology().num_nodes > 1; }
+constexpr const char* kNeedsNodes = "one node: nothing crosses a network (runs on 2x1 and 2x2)";
+// A plan's run() (after one call outside the count: its setup) and its
+// standalone collective each put `want` bytes (the op's documented figure).
+template <typename R, typename C>
+void expect_network_bytes(double want, R&& run, const char* collective_name, C&& collective) {
+  run();
+  EXPECT_EQ(network_bytes_of(run), uint64_t(want)) << "run()";
+  EXPECT_EQ(network_bytes_of(collective), uint64_t(want)) << collective_name;
+}
+
 // Rows of a test shape given for 2 ranks, scaled to the world size (every
 // rank keeps the same share).
 inline int64_t rows_for_world(int64_t m_for_two) { return m_for_two * mk::test::comm().world() / 2; }

@@ -110,6 +110,19 @@ def run(comm, rank, world):
         assert torch.equal(compiled, eager * 2), f"rank {rank}: torch.compile result differs from eager"
         if rank == 0:
             print("ok torch.compile", flush=True)
+    # Network bytes: what this rank's host proxy took during one call equals the formula (each K/V
+    # shard crosses the network once per other node: B x Hkv x 2 x S_local x D x 2 B x (nodes - 1)).
+    nodes = comm.info()["num_nodes"]
+    torch.cuda.synchronize()
+    comm.barrier()
+    before = comm.network_bytes_put()
+    mkernel.ring_attention(ql, kl, vl, comm, causal=True, out=out, lse=lse)
+    torch.cuda.synchronize()
+    comm.barrier()  # every peer finished: it received all this rank put, so the proxy took it all
+    got, want = comm.network_bytes_put() - before, b * hkv * 2 * s_local * d * 2 * (nodes - 1)
+    assert got == want, f"rank {rank}: one ring attention call put {got} network bytes, the formula {want}"
+    if rank == 0:
+        print(f"ok network bytes per call ({got} on {nodes} node(s))", flush=True)
     # Bad input: every rank raises before anything runs.
     try:
         mkernel.ring_attention(ql.float(), kl, vl, comm, causal=True)
