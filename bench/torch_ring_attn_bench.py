@@ -436,7 +436,8 @@ def input_pool(shape, gen, l2_bytes):
 
 
 def run_shape(shape, builders, ctx, gen, args, l2_bytes):
-    """Times every runnable variant at one shape. Returns (name -> ms, name -> why not measured now)."""
+    """Times every runnable variant at one shape. Returns (name -> ms, name -> why not measured now,
+    network bytes: (nodes, min over ranks, max over ranks) of one more mkernel call, or None)."""
     pool, fns, errs = input_pool(shape, gen, l2_bytes), {}, {}
     for name, build in builders.items():
         why = why_not(name, shape, ctx)
@@ -457,6 +458,7 @@ def run_shape(shape, builders, ctx, gen, args, l2_bytes):
             errs[name] = err or "failed on another rank"
     fence()
     times = measure(fns, pool, args.rounds, args.warmup, args.lead_cycles) if fns else {}
+    net = None
     if "mkernel" in fns and ctx.comm is not None:
         # The network bytes of one more mkernel call, as this rank's host proxy counts them (every rank
         # drained and past a barrier before and after: a peer that finished got all this rank put).
@@ -464,7 +466,8 @@ def run_shape(shape, builders, ctx, gen, args, l2_bytes):
         before = ctx.comm.network_bytes_put()
         fns["mkernel"](pool[0])
         fence()
-        times["net_measured"] = max_over_ranks([float(ctx.comm.network_bytes_put() - before)])[0]
+        got = float(ctx.comm.network_bytes_put() - before)
+        net = (ctx.comm.info()["num_nodes"], -max_over_ranks([-got])[0], max_over_ranks([got])[0])
     del pool, fns
     fence()
     if "mkernel" in sys.modules and ctx.comm is not None:
@@ -473,10 +476,10 @@ def run_shape(shape, builders, ctx, gen, args, l2_bytes):
         # B=4 runs of 2026-11-30 lost mkernel there to a plan-creation timeout).
         sys.modules["mkernel"].close_plans(ctx.comm)
         torch.cuda.empty_cache()
-    return times, errs
+    return times, errs, net
 
 
-def fmt_row(config, shape, world, names, t, emulated=False):
+def fmt_row(config, shape, world, names, t, emulated=False, net=None):
     """One table row: ms and TFLOP/s of the baselines and mkernel, ms of the halves timed alone
     (ring_eta), the best baseline, mkernel's speedup over it, T_lb and eta (MEASURING.md)."""
     tf = lambda ms: attn_flops(shape, world) / (ms * 1e-3) / 1e12  # noqa: E731
@@ -495,10 +498,13 @@ def fmt_row(config, shape, world, names, t, emulated=False):
     cells.append(f"{lb:.3f} ({comp[0] if comp[1] >= comm[1] else comm[0]})" if lb else "-")
     cells += [f"{lb / t[n]:.2f}" if lb and n in t else "-" for n in mk]
     # Network MB one GPU sends per call: the formula (each K/V shard crosses once per other node,
-    # RingAttention::network_bytes_sent) and what the proxy counted (run_shape).
-    nodes = world // int(os.environ["MK_RANKS_PER_NODE"]) if emulated else 1
-    formula = shape.b * shape.hkv * 2 * shape.s * shape.d * 2 * (nodes - 1) / 1e6
-    cells.append(f"{formula:.1f} / {t['net_measured'] / 1e6:.1f}" if "net_measured" in t else f"{formula:.1f} / -")
+    # RingAttention::network_bytes_sent) and what the proxies counted (run_shape: min-max over ranks).
+    if net:
+        nodes, lo, hi = net
+        formula = shape.b * shape.hkv * 2 * shape.s * shape.d * 2 * (nodes - 1) / 1e6
+        cells.append(f"{formula:.1f} / {lo / 1e6:.1f}" + (f"-{hi / 1e6:.1f}" if hi != lo else ""))
+    else:
+        cells.append("-")
     head = [config, str(shape.b), str(shape.hkv), str(shape.s), "yes" if shape.causal else "no"]
     return "| " + " | ".join(head + cells) + " |"
 
@@ -553,11 +559,11 @@ def run(args, comm, rank, world):
     config = f"{world // int(rpn)}x{rpn} emu (mkernel)" if emulated else f"1x{world}"
     rows, notes = [], {}  # notes: "variant: why" -> the shapes it was not measured at
     for shape in shapes(args):
-        times, errs = run_shape(shape, timed, ctx, gen, args, l2)
+        times, errs, net = run_shape(shape, timed, ctx, gen, args, l2)
         for n, why in errs.items():
             notes.setdefault(f"{n}: {why}", []).append(f"B={shape.b} Hkv={shape.hkv} S_local={shape.s} "
                                                        f"{'causal' if shape.causal else 'full'}")
-        rows.append(fmt_row(config, shape, world, names, times, emulated))
+        rows.append(fmt_row(config, shape, world, names, times, emulated, net))
         if rank == 0:
             print(rows[-1], flush=True)
     if rank == 0:
@@ -617,7 +623,7 @@ def write_report(args, world, names, ctx, checks, rows, notes, emulated):
              "dist.all_gather_into_tensor of the K+V bytes; comm mkernel: one mkernel.all_gather of them",
              "- network MB per GPU per mkernel call: the formula B x Hkv x 2 x S_local x D x 2 B x (nodes - 1) "
              "(each K/V shard crosses the network once per other node) / the bytes this rank's host proxy took "
-             "during one more call (max over ranks; mkernel.Communicator.network_bytes_put)",
+             "during one more call (min-max over ranks; mkernel.Communicator.network_bytes_put)",
              "- T_lb = max(fastest compute alone, fastest comm alone); eta = T_lb / T_mkernel (MEASURING.md)"
              + ("; emulated nodes: comm nccl crosses NVLink, not the emulated network, so only comm mkernel "
                 "bounds the network" if emulated else ""),

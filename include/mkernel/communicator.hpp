@@ -63,8 +63,9 @@ class Communicator {
   // The network layer (transport + host proxy), created collectively on the
   // first call by every rank. See mkernel/network.hpp.
   Network& network();
-  // Payload bytes this rank has put over the network (Network::bytes_put);
-  // 0 while no op has created the network (one node). Not collective.
+  // Network::bytes_put: the payload of the puts this rank's proxy has taken
+  // so far (see there for when a call's count is exact); 0 while no op has
+  // created the network (one node). Not collective.
   uint64_t network_bytes_put() const;
   // The control region (abort word + signal pool); the network registers it
   // as region 0.

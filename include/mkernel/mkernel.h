@@ -45,8 +45,8 @@ int mk_comm_barrier(mk_comm_t comm);
 /* Non-zero (with the device diagnostic as the message) once a device wait of
  * this rank failed or an abort was raised. */
 int mk_comm_check(mk_comm_t comm);
-/* Payload bytes this rank has put over the network so far, as its host proxy
- * counts them (0 on one node). */
+/* Payload bytes of the puts this rank's host proxy has taken so far (0 on one
+ * node); exact for a call once every rank synchronised it and passed a barrier. */
 int mk_comm_network_bytes_put(mk_comm_t comm, uint64_t* out);
 
 int mk_symm_alloc(mk_comm_t comm, size_t bytes, mk_symm_t* out);

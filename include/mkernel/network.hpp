@@ -45,10 +45,11 @@ class Network {
   const std::vector<int>& rail_peers() const { return rail_peers_; }
   // Throws mk::Error with the proxy's first error, if any.
   void check() const;
-  // Payload bytes this rank has put over the network since the network was
-  // created (every proxy queue; counted as the proxy takes each command).
-  // After a kernel that ends with a quiet (every fused op) has been
-  // synchronised, the difference across its call is what it sent.
+  // Payload bytes of the puts this rank's proxy has taken from its command
+  // queues since the network was created (counted as the proxy takes each
+  // command, so it can lag the kernels: GEMM+RS and GEMM+AR end without a
+  // quiet). Exact for a call once every rank has synchronised it and passed
+  // a barrier: a peer that finished has received all this rank put.
   uint64_t bytes_put() const;
   net::Proxy& proxy() { return *proxy_; }
 

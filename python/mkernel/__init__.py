@@ -125,7 +125,8 @@ class Communicator:
         check(lib.mk_comm_check(self._h))
 
     def network_bytes_put(self) -> int:
-        """Payload bytes this rank has put over the network so far (its host proxy's count; 0 on one node)."""
+        """Payload bytes of the puts this rank's host proxy has taken so far (0 on one node); exact for a
+        call once every rank synchronised it and passed a barrier."""
         n = ctypes.c_uint64()
         check(lib.mk_comm_network_bytes_put(self._h, ctypes.byref(n)))
         return n.value

@@ -267,10 +267,17 @@ def test_lower_bound_and_emulated_comm():
     row = bench.fmt_row("2x1 emu", bench.Shape(1, 8, 8192, False), 2, ["ring flash", "mkernel"] + list(eta.COMPUTE)
                         + list(eta.COMM), dict(net_bound, **{"ring flash": 4.0}), emulated=True)
     cells = [c.strip() for c in row.strip("|").split("|")]
-    # ..., best baseline, mkernel vs best, T_lb (bound by), eta mkernel
-    assert cells[-4:] == ["ring flash (4.000 ms)", "0.73", "5.000 (comm mkernel)", "0.91"]
+    # ..., best baseline, mkernel vs best, T_lb (bound by), eta mkernel, network MB (no count given: -)
+    assert cells[-5:] == ["ring flash (4.000 ms)", "0.73", "5.000 (comm mkernel)", "0.91", "-"]
     hdr = bench.header(["ring flash", "mkernel"] + list(eta.COMPUTE) + list(eta.COMM)).split("\n")[0]
     assert len([c for c in hdr.strip("|").split("|")]) == len(cells)
+    # The network column: the formula (B Hkv 2 S D 2 B per other node) / the proxies' min-max count.
+    names = ["ring flash", "mkernel"] + list(eta.COMPUTE) + list(eta.COMM)
+    t = dict(net_bound, **{"ring flash": 4.0})
+    same = bench.fmt_row("2x1 emu", bench.Shape(1, 8, 8192, False), 2, names, t, True, (2, 33554432.0, 33554432.0))
+    assert same.strip("|").split("|")[-1].strip() == "33.6 / 33.6"
+    spread = bench.fmt_row("2x1 emu", bench.Shape(1, 8, 8192, False), 2, names, t, True, (2, 3.3e7, 3.4e7))
+    assert spread.strip("|").split("|")[-1].strip() == "33.6 / 33.0-34.0"
 
 
 def test_only_selects_variants():

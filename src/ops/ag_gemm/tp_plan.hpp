@@ -121,7 +121,11 @@ inline LinkBytes ag_bytes_per_gpu(int nodes, int local, int64_t m_local, int64_t
 }
 // GEMM+RS: partial rows of the shares a node peer aggregates (all shares of
 // the other local indices) over NVLink; the node's sum of each other node's
-// share of this local index over the network (rs_layout.hpp).
+// share of this local index over the network (rs_layout.hpp). Exact when a
+// share is whole 128-row blocks and n a multiple of 256: the fused op's
+// network puts carry whole tiles, so ragged shares send more (2x1, m = 384,
+// n = 320: 262144 bytes against 122880); the standalone reduce-scatter
+// sends exactly this. The same holds for GEMM+AR below.
 inline LinkBytes rs_bytes_per_gpu(int nodes, int local, int64_t m, int64_t n) {
   const double share = double(m) / (double(nodes) * local) * double(n) * 2;
   return {double(local - 1) * nodes * share, double(nodes - 1) * share};
