@@ -107,33 +107,40 @@ _SEEN = set()
 _SEEN_MAX = 4096
 
 
-def _fast_io(q, k, v, out, lse, dev):
-    """The fast paths' check of q, k, v and a given out / lse (attention and ring attention)."""
+def _fast_io(q, k, v, out, lse, dev, qs=None):
+    """The fast paths' check of q, k, v and a given out / lse (attention and ring attention); qs: q.shape
+    if the caller has it (each shape read is a call into torch)."""
     if not (_fast_ok(q, _BF16, dev) and _fast_ok(k, _BF16, dev) and _fast_ok(v, _BF16, dev)):
         return False
-    if out is not None and (not _fast_ok(out, _BF16, dev) or out.shape != q.shape):
+    if out is None and lse is None:
+        return True
+    qs = q.shape if qs is None else qs
+    if out is not None and (not _fast_ok(out, _BF16, dev) or out.shape != qs):
         return False
-    return lse is None or (_fast_ok(lse, torch.float32, dev) and lse.shape == (q.shape[0], q.shape[2], q.shape[1]))
+    return lse is None or (_fast_ok(lse, torch.float32, dev) and lse.shape == (qs[0], qs[2], qs[1]))
 
 
 def _hot(q, k, v, causal, scale, out, lse):
     if torch.compiler.is_compiling():  # first: torch.compile traces none of what follows
         return None
     try:
-        if (q.shape, k.shape, v.shape) not in _SEEN:
+        qs, ks = q.shape, k.shape
+        if (qs, ks, v.shape) not in _SEEN:
             return None
     except (AttributeError, TypeError):  # not tensors; unhashable (symbolic) shapes
         return None
     dev = _get_device()
-    if not _fast_io(q, k, v, out, lse, dev):
+    if not _fast_io(q, k, v, out, lse, dev, qs):
         return None
+    b, sq, h, d = qs
     if out is None:
         out = torch.empty_like(q)
     if lse is None:
-        lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
-    b, sq, h, d = q.shape
-    check(_mk_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), b, sq, k.shape[1],
-                        h, k.shape[2], d, int(causal), float(scale or 0.0), 0, _stream(dev)))
+        lse = torch.empty((b, h, sq), dtype=torch.float32, device=q.device)
+    rc = _mk_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), b, sq, ks[1], h,
+                       ks[2], d, int(causal), float(scale or 0.0), 0, _stream(dev))
+    if rc:
+        check(rc)
     return out, lse
 
 

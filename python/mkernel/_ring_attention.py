@@ -104,12 +104,13 @@ def _hot(q, k, v, comm, causal, scale, out, lse):
     if _compiling():  # first: torch.compile traces none of what follows
         return None
     try:
-        launch = _HOT[("ring_attention", comm._uid, q.shape, k.shape, v.shape, bool(causal), float(scale or 0.0))]
+        qs = q.shape
+        launch = _HOT[("ring_attention", comm._uid, qs, k.shape, v.shape, bool(causal), float(scale or 0.0))]
         if not comm._h:
             return None
     except (KeyError, AttributeError, TypeError, ValueError):
         return None
-    if not _fast_io(q, k, v, out, lse, _get_device()):
+    if not _fast_io(q, k, v, out, lse, _get_device(), qs):
         return None
     return launch(q, k, v, out, lse)
 
