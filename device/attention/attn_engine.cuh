@@ -450,8 +450,7 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D, BN>&
       float sc[BN / 2], corr[2];
       uint32_t pa[BN / 16][4];
       // Block 0: S in a turn of its own, then its softmax (O is still 0).
-#pragma unroll
-      for (int i = 0; i < BN / 2; ++i) sm90::fence_operand(sc[i]);
+      sm90::fence_operands(sc);
       cmbar_wait(p, s.failed, wg, &s.k_full[st.stage], st.phase, st.stage);
       wait_turn(wg, s.failed);
       sm90::wgmma_fence();
@@ -459,8 +458,7 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D, BN>&
       sm90::wgmma_commit();
       pass_turn(wg);
       sm90::wgmma_wait<0>();
-#pragma unroll
-      for (int i = 0; i < BN / 2; ++i) sm90::fence_operand(sc[i]);
+      sm90::fence_operands(sc);
       if (leader) sm90::mbar_arrive(&s.k_empty[st.stage]);
       if (nblocks == 1 && leader) sm90::mbar_arrive(s.q_empty);  // the tile's last read of Q
       softmax_block<BN>(sc, m, l, corr, p, u, p.kvseg[it.g], it.j, row_in_tile, quad);
@@ -482,15 +480,13 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D, BN>&
         sm90::wgmma_commit();
         pass_turn(wg);
         sm90::wgmma_wait<1>();  // S_{i+1} (committed first) is complete; P_i V_i may still run
-#pragma unroll
-        for (int k = 0; k < BN / 2; ++k) sm90::fence_operand(sc[k]);
+        sm90::fence_operands(sc);
         if (leader) sm90::mbar_arrive(&s.k_empty[nx.stage]);
         if (i + 2 == nblocks && leader) sm90::mbar_arrive(s.q_empty);  // the tile's last read of Q
         softmax_block<BN>(sc, m, l, corr, p, u, p.kvseg[it.g], it.j, row_in_tile, quad);
         schedule_boundary(p);  // keeps the wait below the softmax's exp2s
         sm90::wgmma_wait<0>();
-#pragma unroll
-        for (int k = 0; k < D / 2; ++k) sm90::fence_operand(o[k]);
+        sm90::fence_operands(o);
         fence_p<BN>(pa);
         if (leader) sm90::mbar_arrive(&s.empty[st.stage]);
         st = nx;
@@ -506,8 +502,7 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D, BN>&
       sm90::wgmma_commit();
       pass_turn(wg);
       sm90::wgmma_wait<0>();
-#pragma unroll
-      for (int k = 0; k < D / 2; ++k) sm90::fence_operand(o[k]);
+      sm90::fence_operands(o);
       if (leader) sm90::mbar_arrive(&s.empty[st.stage]);
       st.template advance<G::kStages>();
     }

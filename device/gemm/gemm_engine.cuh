@@ -148,8 +148,7 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, const Smem& s, Pip
   }
   dev::sm90::wgmma_wait<0>();
   if (prev >= 0 && leader) dev::sm90::mbar_arrive(&s.empty[prev]);
-#pragma unroll
-  for (int i = 0; i < 128; ++i) dev::sm90::fence_operand(acc[i]);
+  dev::sm90::fence_operands(acc);
 }
 
 template <bool kAsyncEpi, bool kTmaStore>

@@ -94,6 +94,12 @@ __device__ __forceinline__ void wgmma_wait() {
 
 // Keeps the compiler from moving accumulator accesses across wgmma calls.
 __device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+// Every element of an accumulator array (the fence around wgmma's async operands).
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) fence_operand(r[i]);
+}
 
 // D(64x256, f32) = A(64x16, bf16, smem) * B(256x16, bf16, smem)^T + (scale_d ? D : 0).
 __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
