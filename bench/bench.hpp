@@ -37,6 +37,7 @@ void bench_nccl(BenchContext&);
 void bench_net_queue(BenchContext&);
 void bench_net_latency(BenchContext&);
 void bench_net_bw(BenchContext&);
+void bench_net_post(BenchContext&);
 
 inline const std::vector<BenchDef>& benches() {
   static const std::vector<BenchDef> all = {
@@ -61,6 +62,8 @@ inline const std::vector<BenchDef>& benches() {
       {"net_queue", "command queue + host proxy alone: commands/s, GPU enqueue cycles", bench_net_queue},
       {"net_latency", "network one-way latency per transport (2 nodes, e.g. MK_RANKS_PER_NODE=1)", bench_net_latency},
       {"net_bw", "network bandwidth vs message size per transport (2 nodes)", bench_net_bw},
+      {"net_post", "cost of posting one network command while the other SMs wait, spin or copy (one GPU)",
+       bench_net_post},
   };
   return all;
 }

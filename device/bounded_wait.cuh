@@ -91,11 +91,12 @@ __device__ __forceinline__ void engine_wait_signal(const P& p, const uint64_t* s
   uint64_t v = ld_acquire<Scope::Sys>(sig);
   if (v >= expected) return;
   const uint64_t t0 = globaltimer();
+  uint64_t next_host = kHostAbortPollNs;  // the host word rarely (device/signals.cuh, abort_word)
   uint32_t spins = 0;
   while ((v = ld_acquire<Scope::Sys>(sig)) < expected) {
     if ((++spins & 127u) == 0u) {
       const uint64_t waited = globaltimer() - t0;
-      const bool aborted = p.has_ctx && (ld_volatile(p.ctx.abort_dev) || ld_volatile(p.ctx.abort_host));
+      const bool aborted = p.has_ctx && abort_word(p.ctx, waited, next_host) != 0u;
       if (aborted || waited > p.timeout_ns) engine_give_up(p, peer, sig, expected, v, waited);
     }
   }

@@ -8,39 +8,14 @@
 //  net_bw       bandwidth vs message size, 4 KB .. 64 MB (2 nodes).
 #include <cuda_runtime.h>
 
-#include <deque>
-
 #include "bench/bench.hpp"
 #include "device/net/net.cuh"
+#include "bench/micro/null_transport.hpp"
 #include "src/net/proxy.hpp"
 
 namespace mkb {
 
 namespace {
-
-class NullTransport : public mk::net::Transport {
- public:
-  std::string name() const override { return "null"; }
-  void connect(mk::Bootstrap&, const std::vector<int>&) override {}
-  void register_region(mk::Bootstrap&, const mk::net::Region&) override {}
-  void deregister_region(int) override {}
-  bool post(const mk::net::WriteReq& w) override {
-    done_.push_back(w.cookie);
-    return true;
-  }
-  int poll(mk::net::Completion* out, int max) override {
-    int n = 0;
-    while (n < max && !done_.empty()) {
-      out[n++] = mk::net::Completion{done_.front(), 0};
-      done_.pop_front();
-    }
-    return n;
-  }
-  void close() override {}
-
- private:
-  std::deque<uint64_t> done_;
-};
 
 __global__ void enqueue_kernel(mk::DeviceCtx ctx, mk::net::NetCtx nc, int per_block, unsigned long long* cycles) {
   if (threadIdx.x != 0) return;
@@ -117,18 +92,9 @@ void bench_net_queue(BenchContext& bc) {
     return;
   }
   for (auto [threads, ctas_per_thread] : {std::pair{1, 8}, {1, 32}, {1, 128}, {2, 64}, {4, 32}}) {
-    mk::net::ProxyConfig pc;
-    pc.rank = c.rank();
-    pc.depth = 4096;
-    pc.timeout_ms = 10000;
-    pc.cuda_device = c.device();
-    pc.peers = {1};
-    std::vector<std::unique_ptr<mk::net::Transport>> tr;
-    for (int i = 0; i < threads; ++i) tr.push_back(std::make_unique<NullTransport>());
-    mk::net::Proxy proxy(pc, std::move(tr));
-    mk::net::NetCtx nc{};
-    nc.num_queues = proxy.num_queues();
-    for (int i = 0; i < nc.num_queues; ++i) nc.queues[i] = proxy.queue(i);
+    NullProxy np(c.rank(), c.device(), threads);
+    mk::net::Proxy& proxy = *np.proxy;
+    const mk::net::NetCtx& nc = np.nc;
     const int ctas = ctas_per_thread * threads, per = 160000 / ctas_per_thread;
     unsigned long long* cycles = nullptr;
     MKB_CUDA(cudaMalloc(&cycles, 8));

@@ -72,13 +72,13 @@ struct OnFullQuiet {
   const DeviceCtx& ctx;
   const net::CmdQueue& q;
   uint64_t t0 = 0;
+  uint64_t next_host = dev::kHostAbortPollNs;
   uint32_t spins = 0;
   __device__ __forceinline__ void operator()(uint64_t seq) {
     if (t0 == 0) t0 = dev::globaltimer();
     if ((++spins & 63u) == 0u) {
       const uint64_t waited = dev::globaltimer() - t0;
-      uint32_t ab = dev::ld_volatile(ctx.abort_dev);
-      if (!ab) ab = dev::ld_volatile(ctx.abort_host);
+      const uint32_t ab = dev::abort_word(ctx, waited, next_host);
       const dev::WaitSite site{static_cast<int32_t>(Role::Compute), -1, -1};
       const uint64_t tail = *reinterpret_cast<volatile uint64_t*>(q.tail);
       if (ab) dev::fail_wait_quiet(ctx, site, seq - q.size + 1, tail, waited, kWaitAborted, static_cast<int32_t>(ab) - 1);

@@ -56,7 +56,10 @@ class Communicator {
   // The device-side failure record as text, or "" when there is none.
   std::string device_failure() const;
   // Raises this rank's abort word from the host (e.g. a proxy error): every
-  // bounded device wait of this rank exits with a diagnostic.
+  // bounded device wait of this rank exits with a diagnostic. Writes the
+  // host word and, through a stream of its own (a copy-engine write that
+  // needs no SM), the device word, which the waits read at every check; they
+  // read the host word only as a fallback (device/signals.cuh, abort_word).
   void raise_abort();
   void barrier() { bs_->barrier(); }
 
@@ -82,6 +85,7 @@ class Communicator {
   std::unique_ptr<Network> net_;
   SymmetricBuffer* control_ = nullptr;
   void* host_block_ = nullptr;  // mapped pinned: abort word + WaitDiag
+  void* abort_stream_ = nullptr;  // cudaStream_t: raise_abort's write of the device word
   DeviceCtx ctx_{};
   int signals_reserved_ = 0;
   uint64_t epoch_ = 0;

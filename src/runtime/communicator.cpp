@@ -10,6 +10,7 @@
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
 #include "mkernel/network.hpp"
+#include "src/runtime/cuda_driver.hpp"
 #include "src/runtime/symmetric_heap.hpp"
 
 namespace mk {
@@ -154,6 +155,9 @@ void Communicator::init(int device, int launcher_local_rank) {
   std::memset(host_block_, 0, 4096);
   void* host_dev = nullptr;
   MK_CUDA_CHECK(cudaHostGetDevicePointer(&host_dev, host_block_, 0));
+  cudaStream_t abort_stream = nullptr;
+  MK_CUDA_CHECK(cudaStreamCreateWithFlags(&abort_stream, cudaStreamNonBlocking));
+  abort_stream_ = abort_stream;
 
   ctx_ = DeviceCtx{};
   ctx_.rank = rank;
@@ -180,6 +184,7 @@ Communicator::~Communicator() {
     net_.reset();  // proxies stop and deregister before memory goes away
     heap_.reset();  // unmaps peers' memory; a barrier is not needed at teardown
     if (host_block_) cudaFreeHost(host_block_);
+    if (abort_stream_) cudaStreamDestroy(static_cast<cudaStream_t>(abort_stream_));
     bs_.reset();
   } catch (...) {
   }
@@ -226,7 +231,15 @@ void Communicator::check(int cuda_error, const char* what) const {
 
 void Communicator::raise_abort() {
   auto* w = static_cast<volatile uint32_t*>(host_block_);
-  if (*w == 0) *w = static_cast<uint32_t>(rank()) + 1;
+  if (*w != 0) return;  // raised before (by a kernel of this rank, which raised the device word too, or here)
+  const uint32_t mark = static_cast<uint32_t>(rank()) + 1;
+  *w = mark;
+  // The device word, from any host thread (the proxy's): the write runs on
+  // the copy engine beside a kernel that holds every SM. If it fails, the
+  // waits still read the host word, rarely (device/signals.cuh, abort_word).
+  if (abort_stream_ && cudaSetDevice(device_) == cudaSuccess)
+    drv::api().cuStreamWriteValue32(static_cast<CUstream>(abort_stream_), reinterpret_cast<CUdeviceptr>(ctx_.abort_dev),
+                                    mark, CU_STREAM_WRITE_VALUE_DEFAULT);
 }
 
 }  // namespace mk

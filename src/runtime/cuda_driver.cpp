@@ -41,6 +41,7 @@ const Api& api() {
       load(a.cuDeviceGetAttribute, "cuDeviceGetAttribute");
       load(a.cuDeviceGet, "cuDeviceGet");
       load(a.cuMemGetHandleForAddressRange, "cuMemGetHandleForAddressRange");
+      load(a.cuStreamWriteValue32, "cuStreamWriteValue32");
       load(a.cuStreamWriteValue64, "cuStreamWriteValue64");
       load(a.cuStreamBatchMemOp, "cuStreamBatchMemOp");
       load(a.cuModuleGetLoadingMode, "cuModuleGetLoadingMode");

@@ -22,6 +22,7 @@ struct Api {
   decltype(&::cuDeviceGetAttribute) cuDeviceGetAttribute;
   decltype(&::cuDeviceGet) cuDeviceGet;
   decltype(&::cuMemGetHandleForAddressRange) cuMemGetHandleForAddressRange;
+  decltype(&::cuStreamWriteValue32) cuStreamWriteValue32;
   decltype(&::cuStreamWriteValue64) cuStreamWriteValue64;
   decltype(&::cuStreamBatchMemOp) cuStreamBatchMemOp;
   decltype(&::cuModuleGetLoadingMode) cuModuleGetLoadingMode;
