@@ -1,6 +1,9 @@
 """A few calls of mkernel.attention at one shape, for a profiler (ncu) on the device machine:
 
-    ncu --kernel-name regex:attn --launch-skip 2 --launch-count 1 python3 tools/attn_profile.py [B S H HKV D CAUSAL]
+    ncu --kernel-name regex:attn --launch-skip 2 --launch-count 1 python3 tools/attn_profile.py [B S H HKV D CAUSAL [BACKEND]]
+
+BACKEND: mk (mkernel.attention, the default), cudnn or flash (torch SDPA's backends, for the same profile of
+the baseline; their kernels have other names: e.g. --kernel-name regex:"attention|sdpa|fmha|flash").
 """
 import os
 import sys
@@ -10,18 +13,31 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import mkernel  # noqa: E402
 
-b, s, h, hkv, d, causal = (int(x) for x in (sys.argv[1:] or ["1", "16384", "32", "32", "128", "0"]))
+args = sys.argv[1:] or ["1", "16384", "32", "32", "128", "0"]
+b, s, h, hkv, d, causal = (int(x) for x in args[:6])
+backend = args[6] if len(args) > 6 else "mk"
 q = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
 k, v = (torch.randn(b, s, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+if backend == "mk":
+    def call():
+        mkernel.attention(q, k, v, causal=bool(causal))
+else:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    which = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}[backend]
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # SDPA's [B, H, S, D] views of the same layout
+
+    def call():
+        with sdpa_kernel(which):
+            torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=bool(causal), enable_gqa=hkv != h)
 for _ in range(4):
-    mkernel.attention(q, k, v, causal=bool(causal))
+    call()
 torch.cuda.synchronize()
 st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 st.record()
 for _ in range(5):
-    mkernel.attention(q, k, v, causal=bool(causal))
+    call()
 en.record()
 torch.cuda.synchronize()
 ms = st.elapsed_time(en) / 5
 fl = 4 * b * h * s * s * d / (2 if causal else 1)
-print(f"B={b} S={s} H={h} Hkv={hkv} D={d} causal={causal}: {ms:.3f} ms, {fl / ms / 1e9:.0f} TFLOP/s")
+print(f"{backend}: B={b} S={s} H={h} Hkv={hkv} D={d} causal={causal}: {ms:.3f} ms, {fl / ms / 1e9:.0f} TFLOP/s")
