@@ -117,19 +117,35 @@ def tp_rows():
     return [(f"[{w} ranks] " + name, us) for name, us in rows]
 
 
-def attention_rows():
-    """mkernel.attention (one GPU, tiny: B 1, S 128, 1 head, D 64) against its C ABI call."""
+def attention_rows(breakdown=False):
+    """mkernel.attention (one GPU, tiny: B 1, S 128, 1 head, D 64) against its C ABI call; with breakdown,
+    also the pieces of the eager call's fast path."""
     from mkernel._lib import lib
     q, k, v = (torch.randn(1, 128, 1, 64, device="cuda").bfloat16() for _ in range(3))
     o, lse = torch.empty_like(q), torch.empty(1, 1, 128, device="cuda")
     stream = torch.cuda.current_stream().cuda_stream
     ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr())
-    return [
+    rows = [
         ("mkernel.attention(q, k, v, out=, lse=)  (eager, validated)",
          per_call_us(lambda: mkernel.attention(q, k, v, out=o, lse=lse))),
         ("mk_attention_fwd via the C ABI (ctypes, no checks)",
          per_call_us(lambda: lib.mk_attention_fwd(*ptrs, 1, 128, 128, 1, 1, 64, 0, 0.0, 0, stream))),
     ]
+    if breakdown:
+        import timeit
+        from mkernel import _attention as A
+        dev = torch.cuda.current_device()
+        assert A._hot(q, k, v, False, None, o, lse) is not None, "the fast path was not taken"
+        rows += [
+            ("piece: attention fast path (_hot)", per_call_us(lambda: A._hot(q, k, v, False, None, o, lse))),
+            ("piece: mk_attention_fwd via ctypes, pointers read per call",
+             per_call_us(lambda: lib.mk_attention_fwd(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                                                      lse.data_ptr(), 1, 128, 128, 1, 1, 64, 0, 0.0, 0, stream))),
+        ]
+        for name, fn in {"attention _fast_io (5 tensors)": lambda: A._fast_io(q, k, v, o, lse, dev),
+                         "attention shapes in _SEEN": lambda: (q.shape, k.shape, v.shape) in A._SEEN}.items():
+            rows.append(("piece: " + name, min(timeit.repeat(fn, number=100000, repeat=3)) / 100000 * 1e6))
+    return rows
 
 
 def main():
@@ -151,7 +167,7 @@ def main():
          per_call_us(lambda: mkernel.gemm_ptr(pa, pb, po, 64, 64, 64, 0, CTAS, stream))),
         ("torch.matmul(a, b.t(), out=out)  (reference: a torch op)", per_call_us(lambda: torch.matmul(a, b.t(), out=out))),
     ]
-    rows += attention_rows()
+    rows += attention_rows(args.breakdown)
     if "WORLD_SIZE" in os.environ:  # under torchrun, any world size (with one rank: the same host path, W = 1)
         try:
             rows += tp_rows()

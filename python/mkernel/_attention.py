@@ -105,6 +105,7 @@ def _(q, k, v, causal=False, scale=0.0):
 # call (bench/python_overhead.py).
 _SEEN = set()
 _SEEN_MAX = 4096
+_LAST = [None]  # the last key found in _SEEN: compared without hashing (hashing three shapes: ~0.9 us)
 
 
 def _fast_io(q, k, v, out, lse, dev, qs=None):
@@ -125,8 +126,11 @@ def _hot(q, k, v, causal, scale, out, lse):
         return None
     try:
         qs, ks = q.shape, k.shape
-        if (qs, ks, v.shape) not in _SEEN:
-            return None
+        key = (qs, ks, v.shape)
+        if key != _LAST[0]:
+            if key not in _SEEN:
+                return None
+            _LAST[0] = key
     except (AttributeError, TypeError):  # not tensors; unhashable (symbolic) shapes
         return None
     dev = _get_device()
@@ -154,6 +158,7 @@ def attention(q, k, v, causal=False, scale=None, out=None, lse=None):
     if not torch.compiler.is_compiling():
         if len(_SEEN) >= _SEEN_MAX:  # many distinct shapes (e.g. varying lengths): start over
             _SEEN.clear()
+            _LAST[0] = None
         _SEEN.add((q.shape, k.shape, v.shape))
     if out is None and lse is None and torch.compiler.is_compiling():
         return torch.ops.mkernel.attention(q, k, v, causal, float(scale or 0.0))
