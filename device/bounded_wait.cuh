@@ -91,7 +91,7 @@ __device__ __forceinline__ void engine_wait_signal(const P& p, const uint64_t* s
   uint64_t v = ld_acquire<Scope::Sys>(sig);
   if (v >= expected) return;
   const uint64_t t0 = globaltimer();
-  uint64_t next_host = kHostAbortPollNs;  // the host word rarely (device/signals.cuh, abort_word)
+  uint64_t next_host = p.ctx.host_abort_poll_ns;  // the host word rarely (device/signals.cuh, abort_word)
   uint32_t spins = 0;
   while ((v = ld_acquire<Scope::Sys>(sig)) < expected) {
     if ((++spins & 127u) == 0u) {

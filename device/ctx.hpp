@@ -76,6 +76,11 @@ struct WaitDiag {
   uint64_t waited_ns;
 };
 
+// How often a wait reads the host-mapped abort word (DeviceCtx::
+// host_abort_poll_ns): once per 100 ms of waiting (device/signals.cuh,
+// abort_word, says why so rarely).
+constexpr uint64_t kHostAbortPollNs = 100000000;
+
 // Everything a kernel needs to signal, wait and fail loudly.
 struct DeviceCtx {
   int32_t rank;
@@ -85,6 +90,7 @@ struct DeviceCtx {
   int32_t local_size;
   int32_t num_signals;                        // per rank
   uint64_t timeout_ns;                        // MK_TIMEOUT_MS
+  uint64_t host_abort_poll_ns;                // kHostAbortPollNs (tests lengthen it)
   uint32_t* abort_host;                       // mapped pinned: host <-> device
   uint32_t* abort_dev;                        // this rank's word, symmetric memory
   uint32_t* abort_peer[kMaxLocalRanks];       // node peers' words, by local rank

@@ -112,23 +112,20 @@ __device__ __forceinline__ void give_up(const DeviceCtx& ctx, WaitSite site, uin
 // The abort word a wait checks: the device word at every check (raised by
 // kernels of this rank and of its node peers, and by the host:
 // Communicator::raise_abort writes it from a stream of its own); the
-// host-mapped word, a fallback, only once `waited` reaches `next_host`, then
-// once per `period` ns.
+// host-mapped word, a fallback, only once `waited` reaches `next_host` (start
+// at ctx.host_abort_poll_ns), then once per ctx.host_abort_poll_ns.
 // NOTES: reads of host memory from waiting threads make every system-scope
 // fence of the GPU wait: with one waiter per SM reading the host word every
 // 128 spins, a network command's post (its st.release.sys) took 100 us
 // instead of 1; with four per SM 495-518 us, and as long with a read once per
 // 10 or 100 us of waiting (mkbench net_post, bench/results/net-post-20261201.md).
 // The kernels publish every NVLink signal and every network command with such
-// a fence. So the host word is read once per 100 ms of waiting.
-constexpr uint64_t kHostAbortPollNs = 100000000;
-
-__device__ __forceinline__ uint32_t abort_word(const DeviceCtx& ctx, uint64_t waited, uint64_t& next_host,
-                                               uint64_t period = kHostAbortPollNs) {
+// a fence. So the host word is read once per 100 ms of waiting (kHostAbortPollNs).
+__device__ __forceinline__ uint32_t abort_word(const DeviceCtx& ctx, uint64_t waited, uint64_t& next_host) {
   uint32_t ab = ld_volatile(ctx.abort_dev);
   if (!ab && waited >= next_host) {
     ab = ld_volatile(ctx.abort_host);
-    next_host = waited + period;
+    next_host = waited + ctx.host_abort_poll_ns;
   }
   return ab;
 }
@@ -141,7 +138,7 @@ __device__ __forceinline__ uint64_t wait_ge(const DeviceCtx& ctx, const uint64_t
   uint64_t v = ld_acquire<S>(sig);
   if (v >= expected) return v;
   const uint64_t t0 = globaltimer();
-  uint64_t next_host = kHostAbortPollNs;
+  uint64_t next_host = ctx.host_abort_poll_ns;
   uint32_t spins = 0;
   while (true) {
     v = ld_acquire<S>(sig);

@@ -36,8 +36,9 @@ enum Load : int {
 
 // A wait as dev::wait_ge, reading the host abort word every 128 spins (`period` 0: the waits before
 // 2026-12-01) or once per `period` ns of waiting (dev::abort_word).
-__device__ void wait_host_every(const mk::DeviceCtx& ctx, const uint64_t* word, uint64_t release, uint64_t period) {
+__device__ void wait_host_every(mk::DeviceCtx ctx, const uint64_t* word, uint64_t release, uint64_t period) {
   const uint64_t t0 = mk::dev::globaltimer();
+  ctx.host_abort_poll_ns = period;
   uint64_t next_host = period;
   uint32_t spins = 0;
   while (mk::dev::ld_acquire<mk::dev::Scope::Sys>(word) < release) {
@@ -48,7 +49,7 @@ __device__ void wait_host_every(const mk::DeviceCtx& ctx, const uint64_t* word, 
         ab = mk::dev::ld_volatile(ctx.abort_dev);
         if (!ab) ab = mk::dev::ld_volatile(ctx.abort_host);
       } else {
-        ab = mk::dev::abort_word(ctx, waited, next_host, period);
+        ab = mk::dev::abort_word(ctx, waited, next_host);
       }
       if (ab || waited > ctx.timeout_ns) __trap();
     }

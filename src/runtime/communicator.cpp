@@ -167,6 +167,7 @@ void Communicator::init(int device, int launcher_local_rank) {
   ctx_.local_size = topo_.local_size;
   ctx_.num_signals = num_signals;
   ctx_.timeout_ns = static_cast<uint64_t>(knob_int(Knob::MK_TIMEOUT_MS)) * 1000000ull;
+  ctx_.host_abort_poll_ns = kHostAbortPollNs;
   ctx_.abort_host = static_cast<uint32_t*>(host_dev);
   ctx_.diag = reinterpret_cast<WaitDiag*>(static_cast<char*>(host_dev) + 64);
   ctx_.abort_dev = static_cast<uint32_t*>(control_->local);
@@ -237,9 +238,14 @@ void Communicator::raise_abort() {
   // The device word, from any host thread (the proxy's): the write runs on
   // the copy engine beside a kernel that holds every SM. If it fails, the
   // waits still read the host word, rarely (device/signals.cuh, abort_word).
+  CUresult r = CUDA_ERROR_NOT_INITIALIZED;
   if (abort_stream_ && cudaSetDevice(device_) == cudaSuccess)
-    drv::api().cuStreamWriteValue32(static_cast<CUstream>(abort_stream_), reinterpret_cast<CUdeviceptr>(ctx_.abort_dev),
-                                    mark, CU_STREAM_WRITE_VALUE_DEFAULT);
+    r = drv::api().cuStreamWriteValue32(static_cast<CUstream>(abort_stream_),
+                                        reinterpret_cast<CUdeviceptr>(ctx_.abort_dev), mark,
+                                        CU_STREAM_WRITE_VALUE_DEFAULT);
+  if (r != CUDA_SUCCESS)
+    log(LogLevel::Warn, cat("rank ", rank(), ": raise_abort could not write the device abort word (CUresult ", int(r),
+                            "); waits see the host word within ", kHostAbortPollNs / 1000000, " ms"));
 }
 
 }  // namespace mk

@@ -47,7 +47,9 @@ TEST(KvItems, EveryPieceReachesEveryRankOnce) {
               ASSERT_GE(it.j, 0);
               ASSERT_LT(it.j, nodes);
               const int src = it.j == 0 ? s : rank_of((node + it.j) % nodes, r);  // the rail peer j nodes on
-              if (it.j != 0) EXPECT_NE(it.d, r) << "a forwarded piece goes back to the forwarder";
+              if (it.j != 0) {
+                EXPECT_NE(it.d, r) << "a forwarded piece goes back to the forwarder";
+              }
               ++writes[{rank_of(node, it.d), src, it.c, it.piece}];
             }
             // The network: own chunks, whole, from the own slot to every rail peer.

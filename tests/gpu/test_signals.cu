@@ -73,7 +73,7 @@ uint64_t read_u64(const uint64_t* d) {
 // Child scenarios: each ends in a trapped kernel and prints the host error.
 int run_signals_child_scenario(const char* name) {
   const std::string n(name);
-  if (n != "timeout" && n != "host_abort") {
+  if (n != "timeout" && n != "host_abort" && n != "host_word_only") {
     std::printf("unknown scenario %s\n", name);
     return 2;
   }
@@ -84,12 +84,25 @@ int run_signals_child_scenario(const char* name) {
     if (n == "timeout") {
       // Signal 7 is never raised: the wait must give up after MK_TIMEOUT_MS.
       wait_one<<<1, 32>>>(c.device_ctx(), 7, 42, static_cast<int>(Role::IntraComm), 1, seen);
-    } else {
+    } else if (n == "host_abort") {
       DeviceCtx ctx = c.device_ctx();
-      ctx.timeout_ns = 60ull * 1000000000ull;  // only the abort can end this wait
+      ctx.timeout_ns = 10ull * 1000000000ull;  // only the abort can end this wait in time
+      // ... and only through the device word, which raise_abort writes from
+      // its own stream: the host word is not read for a minute.
+      ctx.host_abort_poll_ns = 60ull * 1000000000ull;
       wait_one<<<1, 32>>>(ctx, 9, 5, static_cast<int>(Role::InterRecv), 0, seen);
       usleep(200000);
       c.raise_abort();
+    } else {
+      // The fallback: only the host-mapped word is raised (mapped pinned
+      // memory: under UVA its device address is its host address), read by
+      // the wait once per host_abort_poll_ns.
+      DeviceCtx ctx = c.device_ctx();
+      ctx.timeout_ns = 10ull * 1000000000ull;
+      ctx.host_abort_poll_ns = 50ull * 1000000ull;
+      wait_one<<<1, 32>>>(ctx, 9, 5, static_cast<int>(Role::InterRecv), 0, seen);
+      usleep(200000);
+      *reinterpret_cast<volatile uint32_t*>(ctx.abort_host) = static_cast<uint32_t>(c.rank()) + 1;
     }
     return c;
   });
@@ -166,5 +179,12 @@ TEST(Signals, TimedOutWaitReportsWhoWaitedForWhat) {
 }
 
 TEST(Signals, HostRaisedAbortEndsDeviceWaits) {
-  mk::test::expect_child_failure("host_abort", {"rank 0 role InterRecv", "signal 9", "abort raised by rank 0"});
+  // Through the device word (the host word is not read before the 10 s bound).
+  mk::test::expect_child_failure("host_abort", {"rank 0 role InterRecv", "signal 9", "abort raised by rank 0"}, 8.0);
+}
+
+TEST(Signals, HostWordAloneEndsDeviceWaitsToo) {
+  // The fallback read of the host-mapped word (once per 50 ms here).
+  mk::test::expect_child_failure("host_word_only", {"rank 0 role InterRecv", "signal 9", "abort raised by rank 0"},
+                                 8.0);
 }
