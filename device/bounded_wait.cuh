@@ -66,6 +66,9 @@ __device__ __forceinline__ void engine_mbar_wait_or(const P& p, uint64_t* bar, u
       if (quit()) stop();
       const uint64_t waited = globaltimer() - t0;
       if (waited <= p.timeout_ns) continue;
+      // NOTES: after a first timeout only, so the host word's cost (see
+      // device/signals.cuh, abort_word) falls on a run that is stalled
+      // already; rarer reads here spilled the attention engine's producer.
       const bool aborted = p.has_ctx && (ld_volatile(p.ctx.abort_dev) || ld_volatile(p.ctx.abort_host));
       if (aborted || waited > 4 * p.timeout_ns) {
         engine_record_failure(p, -1, nullptr, uint64_t(what), parity, waited);

@@ -90,7 +90,7 @@ struct DeviceCtx {
   int32_t local_size;
   int32_t num_signals;                        // per rank
   uint64_t timeout_ns;                        // MK_TIMEOUT_MS
-  uint64_t host_abort_poll_ns;                // kHostAbortPollNs (tests lengthen it)
+  uint64_t host_abort_poll_ns = kHostAbortPollNs;  // tests change it
   uint32_t* abort_host;                       // mapped pinned: host <-> device
   uint32_t* abort_dev;                        // this rank's word, symmetric memory
   uint32_t* abort_peer[kMaxLocalRanks];       // node peers' words, by local rank

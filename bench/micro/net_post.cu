@@ -32,6 +32,8 @@ enum Load : int {
   kHost10us = 9,     // four threads each: the host word once per 10 us of waiting
   kHost100us = 10,   // ... once per 100 us
   kHost1ms = 11,     // ... once per 1 ms
+  kHostSpin = 12,    // one thread of CTA 1 only reads a host-mapped word at every spin (as net::flush's wait)
+  kHostSpinSleep = 13,  // ... with a 1 us __nanosleep between reads
 };
 
 // A wait as dev::wait_ge, reading the host abort word every 128 spins (`period` 0: the waits before
@@ -105,6 +107,14 @@ __global__ void __launch_bounds__(128) post_under_load(mk::DeviceCtx ctx, mk::ne
         wait_host_every(ctx, word, release,
                         load == kOld4 ? 0 : load == kHost10us ? 10000 : load == kHost100us ? 100000 : 1000000);
       break;
+    case kHostSpin:
+    case kHostSpinSleep:
+      if (blockIdx.x == 1 && threadIdx.x == 0)
+        while (mk::dev::ld_acquire<mk::dev::Scope::Sys>(word) < release) {
+          (void)mk::dev::ld_volatile(ctx.abort_host);
+          if (load == kHostSpinSleep) __nanosleep(1000);
+        }
+      break;
     case kSpinSysSleep:
       if (threadIdx.x == 0)
         while (mk::dev::ld_acquire<mk::dev::Scope::Sys>(word) < release) __nanosleep(256);
@@ -147,6 +157,8 @@ const char* load_name(int l) {
     case kHost10us: return "4 threads/CTA, host abort word every 10 us";
     case kHost100us: return "4 threads/CTA, host abort word every 100 us";
     case kHost1ms: return "4 threads/CTA, host abort word every 1 ms";
+    case kHostSpin: return "1 thread of 1 CTA reads a host word at every spin (net::flush's wait)";
+    case kHostSpinSleep: return "1 thread of 1 CTA reads a host word every ~1 us";
   }
   return "?";
 }
@@ -186,7 +198,7 @@ void bench_net_post(BenchContext& bc) {
   cudaStream_t side;
   MKB_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
   uint64_t release = 0;
-  for (int load : {kIdle, kSpinSys, kOld4, kHost10us, kHost100us, kHost1ms, kWaitGe, kWaitGe4, kSpinSysSleep, kSpinGpu, kStream,
+  for (int load : {kIdle, kSpinSys, kOld4, kHost10us, kHost100us, kHost1ms, kHostSpin, kHostSpinSleep, kWaitGe, kWaitGe4, kSpinSysSleep, kSpinGpu, kStream,
                    kCeCopy}) {
     std::vector<double> post, rel, body;
     for (int call = 0; call < 6; ++call) {

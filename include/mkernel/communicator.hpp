@@ -57,7 +57,7 @@ class Communicator {
   std::string device_failure() const;
   // Raises this rank's abort word from the host (e.g. a proxy error): every
   // bounded device wait of this rank exits with a diagnostic. Writes the
-  // host word and, through a stream of its own (a copy-engine write that
+  // host word and, through a stream of its own (a stream memory operation that
   // needs no SM), the device word, which the waits read at every check; they
   // read the host word only as a fallback (device/signals.cuh, abort_word).
   void raise_abort();

@@ -183,9 +183,13 @@ Communicator::~Communicator() {
   try {
     if (device_ >= 0) cudaSetDevice(device_);
     net_.reset();  // proxies stop and deregister before memory goes away
+    if (abort_stream_) {  // a pending write of the device abort word lands before the memory goes
+      cudaStreamSynchronize(static_cast<cudaStream_t>(abort_stream_));
+      cudaStreamDestroy(static_cast<cudaStream_t>(abort_stream_));
+      abort_stream_ = nullptr;
+    }
     heap_.reset();  // unmaps peers' memory; a barrier is not needed at teardown
     if (host_block_) cudaFreeHost(host_block_);
-    if (abort_stream_) cudaStreamDestroy(static_cast<cudaStream_t>(abort_stream_));
     bs_.reset();
   } catch (...) {
   }
@@ -235,14 +239,24 @@ void Communicator::raise_abort() {
   if (*w != 0) return;  // raised before (by a kernel of this rank, which raised the device word too, or here)
   const uint32_t mark = static_cast<uint32_t>(rank()) + 1;
   *w = mark;
-  // The device word, from any host thread (the proxy's): the write runs on
-  // the copy engine beside a kernel that holds every SM. If it fails, the
-  // waits still read the host word, rarely (device/signals.cuh, abort_word).
+  // The device word, from any host thread (the proxy's): a stream memory
+  // operation on a stream of its own, which runs beside a kernel that holds
+  // every SM (unless CUDA_DEVICE_MAX_CONNECTIONS=1 puts every stream in one
+  // hardware queue: then it waits for that kernel). Either way the waits also
+  // read the host word, once per kHostAbortPollNs (device/signals.cuh,
+  // abort_word). NOTES: unconditional; if a node peer's kernel raised this
+  // rank's device word first, the report names this rank as the aborter.
   CUresult r = CUDA_ERROR_NOT_INITIALIZED;
-  if (abort_stream_ && cudaSetDevice(device_) == cudaSuccess)
-    r = drv::api().cuStreamWriteValue32(static_cast<CUstream>(abort_stream_),
-                                        reinterpret_cast<CUdeviceptr>(ctx_.abort_dev), mark,
-                                        CU_STREAM_WRITE_VALUE_DEFAULT);
+  int prev = -1;
+  const bool have_prev = cudaGetDevice(&prev) == cudaSuccess;
+  try {
+    if (abort_stream_ && cudaSetDevice(device_) == cudaSuccess)
+      r = drv::api().cuStreamWriteValue32(static_cast<CUstream>(abort_stream_),
+                                          reinterpret_cast<CUdeviceptr>(ctx_.abort_dev), mark,
+                                          CU_STREAM_WRITE_VALUE_DEFAULT);
+  } catch (const std::exception&) {  // no driver entry point: the host word alone
+  }
+  if (have_prev && prev != device_) cudaSetDevice(prev);
   if (r != CUDA_SUCCESS)
     log(LogLevel::Warn, cat("rank ", rank(), ": raise_abort could not write the device abort word (CUresult ", int(r),
                             "); waits see the host word within ", kHostAbortPollNs / 1000000, " ms"));
