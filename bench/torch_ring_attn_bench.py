@@ -46,7 +46,15 @@ CHECK_S, CHECK_TOL = 1024, 2e-2  # end-to-end check: S_local, max |err| / max |r
 PROBE_LSE_TOL = 1e-2              # backend probe: max |lse - lse_ref| (natural log)
 BACKENDS = ("flash", "cudnn")
 BASELINES = {"ring flash": ("ring", "flash"), "ring cudnn": ("ring", "cudnn"),
-             "allgather flash": ("allgather", "flash"), "allgather cudnn": ("allgather", "cudnn")}
+             "allgather flash": ("allgather", "flash"), "allgather cudnn": ("allgather", "cudnn"),
+             "allgather-mk cudnn": ("allgather-mk", "cudnn")}
+
+
+def baseline_candidates(emulated):
+    """The baselines that can be the best one: on emulated nodes only those whose K/V cross the emulated
+    network (mkernel's all-gather on the op's transport, as the TP benchmarks' 2x1 baselines); NCCL's ring
+    and all-gather cross NVLink there (reported, not candidates)."""
+    return tuple(n for n in BASELINES if not emulated or BASELINES[n][0] == "allgather-mk")
 
 
 @dataclass(frozen=True)
@@ -307,6 +315,26 @@ class AllGather:
         return self.final
 
 
+class AllGatherMk(AllGather):
+    """The all-gather baseline with mkernel.all_gather (the standalone collective of the op's own transport:
+    NVLink inside a node, the network, emulated or not, between nodes) instead of NCCL's; the same slices."""
+
+    def __init__(self, shape, attn, ctx):
+        super().__init__(shape, attn, ctx)
+        import mkernel
+        self.mk, self.comm = mkernel, ctx.comm
+
+    def gather(self, k, v):
+        ws, c, cols = self.world * self.shape.s, self.shape.s // 2, self.shape.hkv * self.shape.d
+        for src, dst in ((k, self.kg), (v, self.vg)):
+            for i in range(self.shape.b):
+                if self.shape.causal:
+                    self.mk.all_gather(src[i, c:].reshape(-1, cols), self.comm, out=dst[i, :ws // 2].view(-1, cols))
+                    self.mk.all_gather(src[i, :c].reshape(-1, cols), self.comm, out=dst[i, ws // 2:].view(-1, cols))
+                else:
+                    self.mk.all_gather(src[i].reshape(-1, cols), self.comm, out=dst[i].view(-1, cols))
+
+
 class AllGatherCompute(AllGather):
     """The all-gather baseline's attention without its all-gather (compute alone, bench/ring_eta.py): the
     gathered K/V are random data already in place."""
@@ -329,7 +357,7 @@ def compute_alone(backend):
 def baseline(algo, backend):
     def build(shape, ctx):
         attn = attention(backend, ctx.gqa[backend, shape.hkv] == "expand")
-        return (Ring if algo == "ring" else AllGather)(shape, attn, ctx)
+        return {"ring": Ring, "allgather": AllGather, "allgather-mk": AllGatherMk}[algo](shape, attn, ctx)
     return build
 
 
@@ -489,7 +517,7 @@ def fmt_row(config, shape, world, names, t, emulated=False, net=None):
             cells.append(f"{t[n]:.3f}" if n in t else "-")
         else:
             cells += [f"{t[n]:.3f}", f"{tf(t[n]):.0f}"] if n in t else ["-", "-"]
-    base = {n: t[n] for n in BASELINES if n in t}
+    base = {n: t[n] for n in baseline_candidates(emulated) if n in t}
     best = min(base, key=base.get) if base else None
     mk = [n for n in names if n not in BASELINES and n not in ring_eta.ALONE]
     cells.append(f"{best} ({base[best]:.3f} ms)" if best else "-")
@@ -617,6 +645,9 @@ def write_report(args, world, names, ctx, checks, rows, notes, emulated):
              "element and tensor; causal: two, second halves then first halves), then attention, no overlap; "
              "causal: per local chunk a causal call against its own K/V and a non-causal call against all "
              "earlier chunks, merged in fp32",
+             "- allgather-mk cudnn: the same with mkernel.all_gather (the op's own transport) instead of NCCL's"
+             + ("; on emulated nodes the best baseline is taken among these only (NCCL's ring and all-gather "
+                "cross NVLink there, not the emulated network: shown, not candidates)" if emulated else ""),
              "- halves alone (bench/ring_eta.py, own random inputs, timed in the same rotation, not checked): "
              "compute flash / compute cudnn: the all-gather baseline's attention without its all-gather; compute "
              "mkernel: mkernel.attention (one call per local chunk, bottom-right causal); comm nccl: one "

@@ -264,16 +264,18 @@ def test_lower_bound_and_emulated_comm():
     net_bound = dict(t, **{"comm mkernel": 5.0, "mkernel": 5.5})
     assert eta.lower_bound(net_bound, True)[0] == 5.0 and eta.lower_bound(net_bound, False)[0] == 2.0
     assert eta.lower_bound({"comm nccl": 1.0}, True) == (None, None, None)  # a half missing: no bound
-    row = bench.fmt_row("2x1 emu", bench.Shape(1, 8, 8192, False), 2, ["ring flash", "mkernel"] + list(eta.COMPUTE)
-                        + list(eta.COMM), dict(net_bound, **{"ring flash": 4.0}), emulated=True)
+    names = ["ring flash", "allgather-mk cudnn", "mkernel"] + list(eta.COMPUTE) + list(eta.COMM)
+    t = dict(net_bound, **{"ring flash": 4.0, "allgather-mk cudnn": 6.0})
+    row = bench.fmt_row("2x1 emu", bench.Shape(1, 8, 8192, False), 2, names, t, emulated=True)
     cells = [c.strip() for c in row.strip("|").split("|")]
-    # ..., best baseline, mkernel vs best, T_lb (bound by), eta mkernel, network MB (no count given: -)
-    assert cells[-5:] == ["ring flash (4.000 ms)", "0.73", "5.000 (comm mkernel)", "0.91", "-"]
-    hdr = bench.header(["ring flash", "mkernel"] + list(eta.COMPUTE) + list(eta.COMM)).split("\n")[0]
+    # ..., best baseline, mkernel vs best, T_lb (bound by), eta mkernel, network MB (no count given: -).
+    # Emulated nodes: only the baseline on the op's transport can be the best (NCCL's ring crosses NVLink).
+    assert cells[-5:] == ["allgather-mk cudnn (6.000 ms)", "1.09", "5.000 (comm mkernel)", "0.91", "-"]
+    one_node = [c.strip() for c in bench.fmt_row("1x2", bench.Shape(1, 8, 8192, False), 2, names, t).strip("|").split("|")]
+    assert one_node[-5] == "ring flash (4.000 ms)"
+    hdr = bench.header(names).split("\n")[0]
     assert len([c for c in hdr.strip("|").split("|")]) == len(cells)
     # The network column: the formula (B Hkv 2 S D 2 B per other node) / the proxies' min-max count.
-    names = ["ring flash", "mkernel"] + list(eta.COMPUTE) + list(eta.COMM)
-    t = dict(net_bound, **{"ring flash": 4.0})
     same = bench.fmt_row("2x1 emu", bench.Shape(1, 8, 8192, False), 2, names, t, True, (2, 33554432.0, 33554432.0))
     assert same.strip("|").split("|")[-1].strip() == "33.6 / 33.6"
     spread = bench.fmt_row("2x1 emu", bench.Shape(1, 8, 8192, False), 2, names, t, True, (2, 3.3e7, 3.4e7))
