@@ -24,13 +24,13 @@ struct OnFullDevice {
   const DeviceCtx& ctx;
   const CmdQueue& q;
   uint64_t t0 = 0;
-  uint64_t next_host = ~0ull;  // set at the first check (device/signals.cuh, abort_word)
+  uint64_t next_host = 0;  // the host word at the first check, then rarely (device/signals.cuh, abort_word);
+                           // a full queue's wait reads the proxy's tail in host memory anyway
   uint32_t spins = 0;
   __device__ void operator()(uint64_t seq) {
     if (t0 == 0) t0 = dev::globaltimer();
     if ((++spins & 63u) == 0u) {
       const uint64_t waited = dev::globaltimer() - t0;
-      if (next_host == ~0ull) next_host = ctx.host_abort_poll_ns;
       const uint32_t ab = dev::abort_word(ctx, waited, next_host);
       const uint64_t tail = *reinterpret_cast<volatile uint64_t*>(q.tail);
       const dev::WaitSite site{static_cast<int32_t>(Role::InterSend), -1, -1};

@@ -167,7 +167,6 @@ void Communicator::init(int device, int launcher_local_rank) {
   ctx_.local_size = topo_.local_size;
   ctx_.num_signals = num_signals;
   ctx_.timeout_ns = static_cast<uint64_t>(knob_int(Knob::MK_TIMEOUT_MS)) * 1000000ull;
-  ctx_.host_abort_poll_ns = kHostAbortPollNs;
   ctx_.abort_host = static_cast<uint32_t*>(host_dev);
   ctx_.diag = reinterpret_cast<WaitDiag*>(static_cast<char*>(host_dev) + 64);
   ctx_.abort_dev = static_cast<uint32_t*>(control_->local);
