@@ -30,6 +30,7 @@ void bench_signal_latency(BenchContext&);
 void bench_peer_copy(BenchContext&);
 void bench_gemm_cublas(BenchContext&);
 void bench_gemm(BenchContext&);
+void bench_gemm_owner(BenchContext&);
 void bench_ag_gemm(BenchContext&);
 void bench_gemm_rs(BenchContext&);
 void bench_gemm_ar(BenchContext&);
@@ -57,6 +58,8 @@ inline const std::vector<BenchDef>& benches() {
 #endif
 #ifdef MKB_HAVE_GEMM
       {"gemm", "mkernel GEMM engine vs cuBLAS (same run), scaling with compute CTAs, tile order", bench_gemm},
+      {"gemm_owner", "the GEMM engine's owner-reduce epilogue (GEMM+RS / GEMM+AR owner tiles) on one GPU, per tile",
+       bench_gemm_owner},
 #endif
       {"nccl", "NCCL all-reduce / all-gather / reduce-scatter baseline bandwidth", bench_nccl},
       {"net_queue", "command queue + host proxy alone: commands/s, GPU enqueue cycles", bench_net_queue},

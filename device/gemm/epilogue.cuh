@@ -24,15 +24,33 @@ __device__ __forceinline__ uint4 quad_pack(const float (&acc)[128], int g, int h
   return make_uint4(v[0], v[1], v[2], v[3]);
 }
 
+// FragMajor (OutLayout::FragMajor): this thread's acc[8 u .. 8 u + 7] as
+// bf16, the 16-byte chunk u of its fragment; frag_store writes all 16 at
+// `half` (its warpgroup's 32 KB of the tile), chunk u at (128 u + i) * 16
+// for thread i of the warpgroup: each warp store covers 512 contiguous
+// bytes.
+__device__ __forceinline__ uint4 frag_chunk(const float (&acc)[128], int u) {
+  using dev::sm90::pack_bf16x2;
+  return make_uint4(pack_bf16x2(acc[8 * u], acc[8 * u + 1]), pack_bf16x2(acc[8 * u + 2], acc[8 * u + 3]),
+                    pack_bf16x2(acc[8 * u + 4], acc[8 * u + 5]), pack_bf16x2(acc[8 * u + 6], acc[8 * u + 7]));
+}
+__device__ __forceinline__ void frag_store(char* half, const float (&acc)[128]) {
+  uint4* dst = reinterpret_cast<uint4*>(half) + threadIdx.x % 128;
+#pragma unroll
+  for (int u = 0; u < 16; ++u) dst[128 * u] = frag_chunk(acc, u);
+}
+
 // Reduce-scatter owner / aggregator tile of destination d (bit d of
 // EpilogueHook::own_mask): acc += the sources' partial tiles. All 256
 // consumer threads; thread 128 waits for the row-block's signals first.
 // kOwnLoadBatch 16-byte loads in flight per thread (4 registers each,
-// beside the 128 accumulators): trace of 1x2 M=4096 (L2 prefetch on), the
-// signal wait and adds took 8.8 us per tile one load at a time, 7.6 with 8.
+// beside the 128 accumulators; 4 or 16 changed no register count). Per
+// source tile the loads and adds take 0.4-1.7 us (mkbench gemm_owner; 5.3-6.3
+// with TileMajor sources, whose row pieces needed a lane transpose per
+// chunk: bench/results/gemm-owner-fragmajor-20261201.md).
 constexpr int kOwnLoadBatch = 8;
-__device__ __forceinline__ void own_accumulate(const GemmParams& p, const sched::Tile& t, const TileRows& r, int wg,
-                                               int d, float (&acc)[128]) {
+__device__ __forceinline__ void own_accumulate(const GemmParams& p, const sched::Tile& t, int wg, int d,
+                                               float (&acc)[128]) {
   const EpilogueHook& e = p.epi;
   const bool final_dest = d == e.own_final;
   const int nnet = final_dest ? e.own_net_nsrc : 0;
@@ -57,38 +75,29 @@ __device__ __forceinline__ void own_accumulate(const GemmParams& p, const sched:
       acc[i + 1] = round ? __uint_as_float(v & 0xFFFF0000u) : acc[i + 1];
     }
   }
-  const int lane = threadIdx.x % 32;
-  const int64_t ltid = dest_tile_id(p, t, d);
+  // The sources' tiles are FragMajor: this thread's 16 chunks of each, 16
+  // bytes at a stride of 2 KB, unpacked straight onto the accumulators they
+  // belong to. Rows past the matrix (or the share) are added too: their
+  // sums are never stored.
+  const int64_t off = dest_tile_id(p, t, d) * (kBlockM * kBlockN) + wg * (64 * kBlockN);  // elements
+  for (int s = 0; s < e.own_nsrc + nnet; ++s) {
+    const uint16_t* base = s < e.own_nsrc ? e.own_slots + s * e.own_src_stride + e.own_dst_off[d]
+                                          : e.own_net_slots + (s - e.own_nsrc) * e.own_net_stride;
+    // L2, not L1: other GPUs (or the network) wrote these during the
+    // kernel. validate_hooks: 16-byte aligned slots.
+    const uint4* src = reinterpret_cast<const uint4*>(base + off) + threadIdx.x % 128;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int rin = frag_row(wg, h);
-    const bool valid = int64_t(r.row0) + rin < r.row_end;  // every lane shuffles; only valid rows load
-    const int64_t tile_off = ltid * (kBlockM * kBlockN) + int64_t(rin) * kBlockN;
-    for (int s = 0; s < e.own_nsrc + nnet; ++s) {
-      const uint16_t* base = s < e.own_nsrc ? e.own_slots + s * e.own_src_stride + e.own_dst_off[d]
-                                            : e.own_net_slots + (s - e.own_nsrc) * e.own_net_stride;
-      // L2, not L1: other GPUs (or the network) wrote these during the
-      // kernel. 16 bytes per lane (validate_hooks: 16-byte aligned slots).
-      // Every column group is loaded, also past ncols (a tile's slot is
-      // always kBlockN wide; those sums are never stored): no branch
-      // between the loads, which may then all be in flight at once.
-      const uint4* src = reinterpret_cast<const uint4*>(base + tile_off);
+    for (int u0 = 0; u0 < 16; u0 += kOwnLoadBatch) {
+      uint4 x[kOwnLoadBatch];  // issued together: one L2 round trip per batch, not per load
 #pragma unroll
-      for (int g0 = 0; g0 < kBlockN / 32; g0 += kOwnLoadBatch) {
-        uint4 x[kOwnLoadBatch];  // issued together: one L2 round trip per batch, not per load
+      for (int j = 0; j < kOwnLoadBatch; ++j) x[j] = __ldcg(src + 128 * (u0 + j));
 #pragma unroll
-        for (int j = 0; j < kOwnLoadBatch; ++j)
-          x[j] = valid ? __ldcg(src + 4 * (g0 + j) + (lane & 3)) : make_uint4(0, 0, 0, 0);
+      for (int j = 0; j < kOwnLoadBatch; ++j) {
+        const uint32_t v[4] = {x[j].x, x[j].y, x[j].z, x[j].w};
 #pragma unroll
-        for (int j = 0; j < kOwnLoadBatch; ++j) {
-          const int g = g0 + j;
-          uint32_t v[4] = {x[j].x, x[j].y, x[j].z, x[j].w};
-          quad_transpose(v);  // v[i]: the pair of column group 4g + i this lane accumulates
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            acc[4 * (4 * g + i) + 2 * h] += __uint_as_float(v[i] << 16);
-            acc[4 * (4 * g + i) + 2 * h + 1] += __uint_as_float(v[i] & 0xFFFF0000u);
-          }
+        for (int i = 0; i < 4; ++i) {
+          acc[8 * (u0 + j) + 2 * i] += __uint_as_float(v[i] << 16);
+          acc[8 * (u0 + j) + 2 * i + 1] += __uint_as_float(v[i] & 0xFFFF0000u);
         }
       }
     }
@@ -128,20 +137,20 @@ __device__ __forceinline__ void store_rows_bf16(char* const (&rowp)[2], const fl
 }
 
 // One-shot all-reduce: this warpgroup's partial rows to every node peer
-// (EpilogueHook::bcast_out, TileMajor), then, once both warpgroups stored,
+// (EpilogueHook::bcast_out, FragMajor), then, once both warpgroups stored,
 // one signal per peer from one thread.
-__device__ __forceinline__ void bcast_partial(const GemmParams& p, const sched::Tile& t, const TileRows& r, int wg,
+__device__ __forceinline__ void bcast_partial(const GemmParams& p, const sched::Tile& t, int wg,
                                               const float (&acc)[128]) {
   const EpilogueHook& e = p.epi;
   const int64_t off = dest_tile_id(p, t, e.own_final) * (kBlockM * kBlockN * 2);
-  for (int i = 0; i < e.bcast_n; ++i) {
-    char* rowp[2] = {nullptr, nullptr};
+  // Chunk by chunk, every peer: packing all 16 chunks once for the peers'
+  // loop kept 64 more registers live (ptxas spilled).
+  const int i0 = threadIdx.x % 128;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int rin = frag_row(wg, h);
-      if (int64_t(r.row0) + rin < r.row_end) rowp[h] = static_cast<char*>(e.bcast_out[i]) + off + rin * (kBlockN * 2);
-    }
-    store_rows_bf16(rowp, acc, tile_ncols(p, t));
+  for (int u = 0; u < 16; ++u) {
+    const uint4 c = frag_chunk(acc, u);
+    for (int i = 0; i < e.bcast_n; ++i)
+      reinterpret_cast<uint4*>(static_cast<char*>(e.bcast_out[i]) + off + wg * kEpiBytes)[128 * u + i0] = c;
   }
   __threadfence_system();
   dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);
@@ -245,6 +254,15 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const sched::Til
   }
 }
 
+// FragMajor output (Store only, validate_hooks): the tile's destination
+// (one: rows_per_dest is a multiple of kBlockM) gets this warpgroup's half.
+__device__ __forceinline__ void store_tile_frag(const GemmParams& p, const sched::Tile& t, const TileRows& r, int wg,
+                                                const float (&acc)[128]) {
+  const EpilogueHook& e = p.epi;
+  const int d = e.rows_per_dest ? static_cast<int>(r.row0 / e.rows_per_dest) : 0;
+  frag_store(static_cast<char*>(e.out[d]) + dest_tile_id(p, t, d) * (kBlockM * kBlockN * 2) + wg * kEpiBytes, acc);
+}
+
 // The tile's signal and/or network put, from one thread whose view already
 // orders every store of the tile before it.
 __device__ __forceinline__ void publish_one(const GemmParams& p, const sched::Tile& t, const TileRows& r) {
@@ -336,7 +354,8 @@ __device__ __forceinline__ void tma_store_tile(const GemmParams& p, const Smem& 
 //
 // Half tile h = 2 i + wg of the i-th async tile of this CTA: consumer
 // warpgroup wg waits until the storer read half h - 1 out of the buffer,
-// writes its 64 x 256 bf16 rows there (TileMajor order), and arrives on
+// writes its 64 x 256 bf16 rows there (in the output's order: TileMajor
+// rows or FragMajor chunks), and arrives on
 // epi_full; the storer copies the half to the tile's destination with one
 // bulk copy, frees the buffer for the other warpgroup once it is read,
 // and after the second half waits for the writes and publishes.
@@ -354,6 +373,12 @@ __device__ __forceinline__ void epi_stage_half(const GemmParams& p, const Smem& 
   const uint32_t tile = half >> 1;
   if (wg == 1 || tile > 0) mbar_wait(p, &s.epi_empty[wg], (wg == 1 ? tile : tile - 1) & 1u, -2);
   if (wg == 0 && threadIdx.x == 128) s.epi_tile[tile & 1u] = w;
+  if (p.epi.layout == OutLayout::FragMajor) {  // the half as it lands: 16-byte chunks, consecutive per warp
+    frag_store(reinterpret_cast<char*>(s.epi), acc);
+    dev::sm90::fence_proxy_async_shared();
+    dev::sm90::mbar_arrive(s.epi_full);
+    return;
+  }
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {

@@ -49,7 +49,7 @@ __device__ __forceinline__ void wait_before_load(const GemmParams& p, const Tile
 }
 
 // Owner-reduce tiles (EpilogueHook::own_mask) read every source's partial
-// tile (64 KB, contiguous: TileMajor) in their epilogue. The producer asks
+// tile (64 KB, contiguous: FragMajor) in their epilogue. The producer asks
 // L2 for them once it has issued the tile's last loads (the consumers are
 // then up to kStages K blocks, a few us, from their epilogue): read from HBM
 // by the consumers' few outstanding loads, the adds took ~18 us per tile
@@ -196,8 +196,8 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
     if (p.epi.own_mask) {
       const int d = static_cast<int>(r.row0 / p.epi.rows_per_dest);
       if ((p.epi.own_mask >> d) & 1u) {
-        if (p.epi.bcast_n) bcast_partial(p, t, r, wg, acc);  // one-shot all-reduce: peers get the partial first
-        own_accumulate(p, t, r, wg, d, acc);
+        if (p.epi.bcast_n) bcast_partial(p, t, wg, acc);  // one-shot all-reduce: peers get the partial first
+        own_accumulate(p, t, wg, d, acc);
         if (d == p.epi.own_final) {
           own_store(p, t, r, wg, acc);  // final rows: published only for an all-reduce
           if (p.epi.fin_publish) publish_final(p, t, r);
@@ -214,7 +214,13 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
       ++async_tiles;
       continue;
     }
-    store_tile(p, t, r, wg, acc);
+    // FragMajor partial tiles only in kernels built with the asynchronous
+    // epilogue (GEMM+RS / GEMM+AR; the standalone and AG kernels spilled
+    // 8 bytes with this path; gemm::launch rejects it).
+    if (kAsyncEpi && p.epi.layout == OutLayout::FragMajor)
+      store_tile_frag(p, t, r, wg, acc);
+    else
+      store_tile(p, t, r, wg, acc);
     publish_tile(p, t, r);
   }
   if (kAsyncEpi && p.epi.async_store) epi_finish(p, s, 2 * async_tiles, wg);

@@ -94,6 +94,12 @@ enum class OutLayout : int32_t {
   RowMajor = 0,   // element (r, c) at out[r * ldo + c]
   TileMajor = 1,  // tile t (TileId) contiguous: out[t * kBlockM * kBlockN + r_in_tile * kBlockN + c_in_tile];
                   // with rows_per_dest, t counts tiles from the first of out[d]
+  FragMajor = 2,  // as TileMajor, tile by tile (64 KB each, bf16 Store only), but inside a tile in the
+                  // consumers' fragment order: warpgroup wg's 64 rows fill bytes [wg, wg + 1) * 32 KB, in
+                  // which thread i of the warpgroup keeps its acc[8 u .. 8 u + 7] (bf16) as the 16-byte
+                  // chunk at (128 u + i) * 16. Partial tiles that only the engine's owner reduce reads
+                  // (GEMM+RS / GEMM+AR staging): both sides move whole 16-byte chunks, coalesced, with
+                  // no lane shuffles (TileMajor's 16-byte row pieces needed a 4x4 transpose per chunk)
 };
 
 enum class EpiSignal : int32_t {
@@ -118,7 +124,7 @@ struct EpilogueHook {
   int64_t sig_base = 0;
   uint64_t sig_delta = 1;
   // Network: destinations whose bit is set in `net` are other nodes' ranks:
-  // their rows are stored TileMajor into out[d] (this rank's send buffer, in
+  // their rows are stored TileMajor / FragMajor into out[d] (this rank's send buffer, in
   // a registered region at net_src_off[d]), then the whole tile goes in one
   // put to rank net_peer[d] at net_dst_off[d] (+ the tile's offset), with a
   // signal Add sig_delta on net_sig_base[d] + tile/row-block id per `signal`.
@@ -132,13 +138,13 @@ struct EpilogueHook {
   // Optional (PerRowBlock): one put per row-block instead of per tile. Each
   // tile adds 1 to net_rb_count[row-block id] (this GPU's memory, zeroed
   // once, counts kept across calls); the tile that completes the row-block
-  // sends all its n_blocks tiles (contiguous, TileMajor) with one signal add
+  // sends all its n_blocks tiles (contiguous, tile by tile) with one signal add
   // of n_blocks * sig_delta. Fewer, larger messages for the NIC.
   uint64_t* net_rb_count = nullptr;
   // Reduce-scatter owner / aggregator (device/roles/rs_layout.hpp): the
   // consumers of a tile of a destination d with bit d in own_mask first wait
   // until each source signalled the tile's row-block, then add the sources'
-  // partial tiles (bf16, TileMajor, tile index counted from d's first row)
+  // partial tiles (bf16, FragMajor, tile index counted from d's first row)
   // to the accumulator:
   //   NVLink sources s < own_nsrc: data at own_slots + s * own_src_stride +
   //     own_dst_off[d], signal own_signals[s * own_sig_stride + row-block];
@@ -150,7 +156,7 @@ struct EpilogueHook {
   // into own_out (own_ldo), rows counted from d's first row; any other d is
   // stored and published as usual (the node's sum of another node's share,
   // sent over the network).
-  // Asynchronous stores (TileMajor, Store, whole tiles): consumers stage
+  // Asynchronous stores (TileMajor or FragMajor, Store, whole tiles): consumers stage
   // each half tile in shared memory and go on to the next tile's MMAs; a
   // storer thread copies it out with the bulk copier (over NVLink to a
   // peer, or into this rank's send buffer), waits for the writes, then
@@ -192,7 +198,7 @@ struct EpilogueHook {
   // own_out, with a signal add of n_blocks on its fin_sig + row-block id.
   // One-shot all-reduce (bcast_n > 0; owner-reduce tiles of own_final):
   // before its owner reduce, a tile's partial goes to bcast_n node peers,
-  // TileMajor at bcast_out[i] + its tile offset (tile id counted from
+  // FragMajor at bcast_out[i] + its tile offset (tile id counted from
   // own_final's first row), then bcast_sig[i] + that id grows by 1. With
   // own_per_tile the owner reduce waits per tile (signal index: the tile
   // id, expecting epoch * own_expect) instead of per row-block.

@@ -3,7 +3,7 @@
 // staging layout of device/roles/rs_layout.hpp (NVLink to the node peer
 // that aggregates a share, the node's sum over the network to the share's
 // owner, the owner's final sum).
-// - GEMM+RS: the GEMM epilogue writes tiles (TileMajor, one signal add per
+// - GEMM+RS: the GEMM epilogue writes tiles (FragMajor, one signal add per
 //   tile; across nodes one put per row-block; EpiSignal::PerRowBlock) in
 //   the walk order of rs_layout.hpp; an aggregator's tiles of another
 //   node's share and the owner's own tiles add the sources' tiles to the

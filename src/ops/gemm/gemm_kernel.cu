@@ -75,32 +75,38 @@ void validate_hooks(const GemmParams& p) {
                  int64_t(p.sched.m_blocks) * p.sched.share_rows != int64_t(p.m) * p.sched.share_blocks))
     fail("gemm: ragged shares (share_rows ", p.sched.share_rows, ") need the SharePermuted order, rows_per_dest = "
          "share_rows, share_blocks = its row-blocks and m_blocks = shares x share_blocks");
-  if ((e.signal != EpiSignal::None || e.layout == OutLayout::TileMajor || e.net) && e.rows_per_dest % kBlockM && !ragged)
-    fail("gemm epilogue: with signals, TileMajor output or network puts, rows_per_dest (", e.rows_per_dest,
+  const bool tiled = e.layout == OutLayout::TileMajor || e.layout == OutLayout::FragMajor;
+  if (e.layout != OutLayout::RowMajor && !tiled) fail("gemm epilogue: unknown output layout ", static_cast<int>(e.layout));
+  if (e.layout == OutLayout::FragMajor && e.op != EpiOp::Store)
+    fail("gemm epilogue: FragMajor output holds bf16 partial tiles: it needs the Store op");
+  if ((e.signal != EpiSignal::None || tiled || e.net) && e.rows_per_dest % kBlockM && !ragged)
+    fail("gemm epilogue: with signals, TileMajor / FragMajor output or network puts, rows_per_dest (", e.rows_per_dest,
          ") must be a multiple of ", kBlockM, " (a tile goes to one destination)");
   if (e.layout == OutLayout::RowMajor && (e.ldo < p.n || e.ldo % 2))
     fail("gemm epilogue: ldo must be even and >= n (got ", e.ldo, ")");
   if (e.net) {
-    if (e.layout != OutLayout::TileMajor || e.op != EpiOp::Store)
-      fail("gemm epilogue: a network put per tile needs TileMajor output and the Store op (the tile is sent whole)");
+    if (!tiled || e.op != EpiOp::Store)
+      fail("gemm epilogue: a network put per tile needs TileMajor or FragMajor output and the Store op (the tile is "
+           "sent whole)");
     if (!p.has_ctx || !p.netctx)
       fail("gemm epilogue: a network put needs the communicator (has_ctx) and the network context (netctx, a "
            "device copy of Network::device_ctx())");
   }
-  if (e.net_rb_count && (e.signal != EpiSignal::PerRowBlock || e.layout != OutLayout::TileMajor))
-    fail("gemm epilogue: one put per row-block (net_rb_count) needs PerRowBlock signals and TileMajor output");
-  if (e.async_store && (e.layout != OutLayout::TileMajor || e.op != EpiOp::Store || (p.m % kBlockM && !ragged) ||
+  if (e.net_rb_count && (e.signal != EpiSignal::PerRowBlock || !tiled))
+    fail("gemm epilogue: one put per row-block (net_rb_count) needs PerRowBlock signals and TileMajor or FragMajor "
+         "output");
+  if (e.async_store && (!tiled || e.op != EpiOp::Store || (p.m % kBlockM && !ragged) ||
                         (e.rows_per_dest > 0 && e.rows_per_dest % kBlockM && !ragged)))
-    fail("gemm epilogue: asynchronous stores copy whole tiles: they need TileMajor output, the Store op, and m and "
-         "rows_per_dest multiples of ", kBlockM, " (got m ", p.m, ", rows_per_dest ", e.rows_per_dest, ")");
+    fail("gemm epilogue: asynchronous stores copy whole tiles: they need TileMajor or FragMajor output, the Store op, "
+         "and m and rows_per_dest multiples of ", kBlockM, " (got m ", p.m, ", rows_per_dest ", e.rows_per_dest, ")");
   if (e.own_mask) {
     const char* w = "gemm epilogue: the owner reduce (own_mask ";
     const uint32_t m = e.own_mask;
     if (e.rows_per_dest <= 0 || (m >> ndest)) fail(w, m, ") needs rows_per_dest > 0 and bits < the ", ndest, " destinations");
     if (e.own_final >= 0 && (!((m >> e.own_final) & 1u) || ((e.net >> e.own_final) & 1u)))
       fail(w, m, "): own_final ", e.own_final, " must be in the mask and not a network destination");
-    if (e.layout != OutLayout::TileMajor || e.op != EpiOp::Store)
-      fail(w, m, ") needs TileMajor output and the Store op (sources' tiles are read TileMajor)");
+    if (e.layout != OutLayout::FragMajor)
+      fail(w, m, ") needs FragMajor output (the sources' tiles, which other launches of it wrote, are read that way)");
     for (int d = 0; d < ndest; ++d)
       if (((m >> d) & 1u) && d != e.own_final && !((e.net >> d) & 1u))
         fail(w, m, "): destination ", d, " is neither own_final nor a network destination (its sum would go nowhere)");
@@ -193,6 +199,9 @@ void launch(const GemmParams& p, int grid, const TestRoleParams& test, cudaStrea
   allow_engine_smem(reinterpret_cast<const void*>(gemm_kernel), kSmemBytesAsync);
   validate_hooks(p);
   if (p.epi.async_store) fail("gemm: the standalone GEMM kernel has no storer (async_store is for fused kernels built with it)");
+  if (p.epi.layout == OutLayout::FragMajor && !(p.epi.own_final == 0 && p.epi.rows_per_dest >= p.m))
+    fail("gemm: the standalone GEMM kernel stores FragMajor tiles only through the owner reduce of one destination "
+         "(own_final 0, rows_per_dest >= m); fused kernels built with the asynchronous epilogue store them too");
   if (p.num_compute < 1 || grid < p.num_compute)
     fail("gemm: launch of ", grid, " CTAs with ", p.num_compute, " compute CTAs (need 1 <= compute <= grid)");
   gemm_kernel<<<grid, kThreads, p.epi.tma_store ? kSmemBytesAsync : kSmemBytes, stream>>>(p, test);

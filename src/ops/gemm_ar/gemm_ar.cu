@@ -160,7 +160,7 @@ gemm::GemmParams one_shot_params(const Topology& t, const DeviceCtx& ctx, const 
   const int64_t slot_elems = tiles * gemm::kBlockM * gemm::kBlockN;
   gp.sched.order = sched::TileOrder::Swizzled;
   gp.sched.swizzle = swizzle;
-  gp.epi.layout = gemm::OutLayout::TileMajor;
+  gp.epi.layout = gemm::OutLayout::FragMajor;  // partial tiles read only by the owner reduce
   gp.epi.rows_per_dest = (m + gemm::kBlockM - 1) / gemm::kBlockM * gemm::kBlockM;  // one destination, whole tiles
   gp.epi.own_mask = 1;
   gp.epi.own_final = 0;

@@ -185,7 +185,7 @@ inline gemm::GemmParams rs_gemm_params(const RsPlan& pl, const Topology& t, cons
     gp.epi.net_dst_off[d] = lay.net_recv_slot(t.node, dn) * slot_bytes;
     gp.epi.net_sig_base[d] = pl.sig_net + static_cast<int32_t>(rs::compact(t.node, dn) * total_blocks);
   }
-  gp.epi.layout = gemm::OutLayout::TileMajor;
+  gp.epi.layout = gemm::OutLayout::FragMajor;  // partial tiles read only by the owner reduce
   gp.epi.rows_per_dest = rows;
   gp.epi.signal = gemm::EpiSignal::PerRowBlock;
   gp.epi.sig_delta = 1;
