@@ -30,6 +30,16 @@ if [ "${ngpu:-0}" -ge 2 ]; then
   step_s=420 run tools/mkrun -n 4 --timeout 410 env MK_RANKS_PER_NODE=2 MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 \
       build/bin/mk_dist_tests --gtest_filter='AgGemm*:GemmRs*:GemmAr*'
 fi
+# One GPU: the dist tier's op tests with the ranks sharing it (MK_SHARE_GPUS,
+# time-sliced: correctness only; not the 100k-round ping-pong, which takes
+# minutes that way): 1x2, 2x1 (emu, the whole tier) and 2x2 (4 ranks).
+if [ "${ngpu:-0}" -eq 1 ]; then
+  run tools/mkrun -n 2 --timeout 230 env MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 build/bin/mk_dist_tests \
+      --gtest_filter='GemmRs*:GemmAr*:GemmPeer*'
+  run tools/mkrun -n 2 --timeout 230 env MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 MK_RANKS_PER_NODE=1 build/bin/mk_dist_tests
+  run tools/mkrun -n 4 --timeout 230 env MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 MK_RANKS_PER_NODE=2 build/bin/mk_dist_tests \
+      --gtest_filter='GemmRs*:GemmAr*'
+fi
 # The torch ops from Python (the in-tree package against this build's library).
 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" python3 -m pytest -q -rs -p no:cacheprovider tests/python/gpu
 # The tensor-parallel ops from Python and the TP MLP example, under torchrun.
