@@ -2,8 +2,8 @@
 # Runs the GPU test tiers from an existing build (e.g. build/bin + build/lib
 # carried to the GPU machine): the one-GPU tier, then the dist tier on 2 GPUs
 # as 1x2 (NVLink) and 2x1 (MK_RANKS_PER_NODE=1), abort propagation, 2x2 as
-# 4 ranks on 2 GPUs. On a one-GPU machine the torchrun checks run as 2 ranks
-# sharing it (MK_SHARE_GPUS).
+# 4 ranks on 2 GPUs. On a one-GPU machine the ranks share it (MK_SHARE_GPUS,
+# correctness only): the dist tier's op tests and the torchrun checks.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source tools/gpu_env.sh
@@ -35,10 +35,10 @@ fi
 # minutes that way): 1x2, 2x1 (emu, the whole tier) and 2x2 (4 ranks).
 if [ "${ngpu:-0}" -eq 1 ]; then
   run tools/mkrun -n 2 --timeout 230 env MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 build/bin/mk_dist_tests \
-      --gtest_filter='GemmRs*:GemmAr*:GemmPeer*'
+      --gtest_filter='AgGemm*:GemmRs*:GemmAr*:GemmPeer*'
   run tools/mkrun -n 2 --timeout 230 env MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 MK_RANKS_PER_NODE=1 build/bin/mk_dist_tests
   run tools/mkrun -n 4 --timeout 230 env MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 MK_RANKS_PER_NODE=2 build/bin/mk_dist_tests \
-      --gtest_filter='GemmRs*:GemmAr*'
+      --gtest_filter='AgGemm*:GemmRs*:GemmAr*'
 fi
 # The torch ops from Python (the in-tree package against this build's library).
 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" python3 -m pytest -q -rs -p no:cacheprovider tests/python/gpu

@@ -129,7 +129,7 @@ __device__ __forceinline__ int tile_ncols(const GemmParams& p, const sched::Tile
   const int col0 = t.n_blk * kBlockN;
   return p.n - col0 < kBlockN ? p.n - col0 : kBlockN;
 }
-// Index of tile t among the TileMajor tiles of destination d (whose rows
+// Index of tile t among the TileMajor / FragMajor tiles of destination d (whose rows
 // start at d rows_per_dest, a multiple of kBlockM, or, with ragged shares,
 // at its share's first row-block).
 __device__ __forceinline__ int64_t dest_tile_id(const GemmParams& p, const sched::Tile& t, int d) {

@@ -45,9 +45,10 @@ __device__ __forceinline__ void frag_store(char* half, const float (&acc)[128]) 
 // consumer threads; thread 128 waits for the row-block's signals first.
 // kOwnLoadBatch 16-byte loads in flight per thread (4 registers each,
 // beside the 128 accumulators; 4 or 16 changed no register count). Per
-// source tile the loads and adds take 0.4-1.7 us (mkbench gemm_owner; 5.3-6.3
-// with TileMajor sources, whose row pieces needed a lane transpose per
-// chunk: bench/results/gemm-owner-fragmajor-20261201.md).
+// source tile the loads and adds take ~0.4-1.7 us (mkbench gemm_owner;
+// 5.3-6.3 at M >= 2048, up to 13 at M = 1024, with TileMajor sources, whose
+// row pieces needed a lane transpose per chunk:
+// bench/results/gemm-owner-fragmajor-20261201.md).
 constexpr int kOwnLoadBatch = 8;
 __device__ __forceinline__ void own_accumulate(const GemmParams& p, const sched::Tile& t, int wg, int d,
                                                float (&acc)[128]) {
@@ -136,8 +137,8 @@ __device__ __forceinline__ void store_rows_bf16(char* const (&rowp)[2], const fl
   }
 }
 
-// One-shot all-reduce: this warpgroup's partial rows to every node peer
-// (EpilogueHook::bcast_out, FragMajor), then, once both warpgroups stored,
+// One-shot all-reduce: this warpgroup's half of the partial tile to every
+// node peer (EpilogueHook::bcast_out, FragMajor chunks), then, once both warpgroups stored,
 // one signal per peer from one thread.
 __device__ __forceinline__ void bcast_partial(const GemmParams& p, const sched::Tile& t, int wg,
                                               const float (&acc)[128]) {

@@ -53,7 +53,8 @@ __device__ __forceinline__ void wait_before_load(const GemmParams& p, const Tile
 // L2 for them once it has issued the tile's last loads (the consumers are
 // then up to kStages K blocks, a few us, from their epilogue): read from HBM
 // by the consumers' few outstanding loads, the adds took ~18 us per tile
-// (trace of the 1x2 GEMM+RS, M=4096). L2 is where NVLink writes into this
+// (trace of the 1x2 GEMM+RS, M=4096, with TileMajor sources then; asking
+// 8-64 K blocks earlier changed nothing: gemm-owner-fragmajor-20261201.md). L2 is where NVLink writes into this
 // GPU land, so lines fetched before a source's signal stay coherent.
 // own_tile_key: the tile's destination and offset among d's tiles packed
 // in one word (-1: not an owner-reduce tile); one register lives across
@@ -216,7 +217,8 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
     }
     // FragMajor partial tiles only in kernels built with the asynchronous
     // epilogue (GEMM+RS / GEMM+AR; the standalone and AG kernels spilled
-    // 8 bytes with this path; gemm::launch rejects it).
+    // 8 bytes with this path): the standalone gemm::launch takes FragMajor
+    // only where every tile is an owner-final tile, the AG plan never sets it.
     if (kAsyncEpi && p.epi.layout == OutLayout::FragMajor)
       store_tile_frag(p, t, r, wg, acc);
     else

@@ -292,7 +292,7 @@ MK_HD KRange k_range(const GemmParams& p, const WorkUnit& u) {
 }
 
 // Identity of a tile independent of the order it is computed in (signals,
-// TileMajor offsets): the RowMajor index within the whole problem.
+// TileMajor / FragMajor offsets): the RowMajor index within the whole problem.
 MK_HD int64_t tile_id(const sched::TileSchedParams& s, const sched::Tile& t) {
   const int64_t g0 = s.order == sched::TileOrder::Grouped ? s.group_tile_start[t.group] : 0;
   return g0 + int64_t(t.m_blk) * s.n_blocks + t.n_blk;

@@ -169,6 +169,78 @@ TEST_F(GemmHooks, TileMajorOutputWithPerTileSignals) {
       << "rows past m must not be written";
 }
 
+// The owner reduce reads its sources' partial tiles in fragment order
+// (OutLayout::FragMajor, gemm_params.hpp), laid out here by the host from
+// that definition: the final rows must be a b^T + the source, and the
+// FragMajor destination itself is never written. m = 300: a partial last
+// row-block, whose extra rows the source holds too (and must not leak).
+TEST_F(GemmHooks, OwnerReduceAddsFragMajorSourceTiles) {
+  namespace g = mk::gemm;
+  Problem pr(300, 512, 256, 61);
+  const int mb = 3, nb = 2, tiles = mb * nb;
+  const size_t tile_elems = size_t(g::kBlockM) * g::kBlockN;
+  std::vector<float> src(size_t(mb) * g::kBlockM * pr.n);  // the source's rows, RowMajor, past m too
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (float& v : src) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    const float r = (int(x % 2001) - 1000) * (8.0f / 1000.0f);
+    uint32_t u;
+    std::memcpy(&u, &r, 4);
+    v = f32(static_cast<uint16_t>(u >> 16));  // bf16 (truncated): exact in the sums' inputs
+  }
+  std::vector<uint16_t> frag(tiles * tile_elems);
+  for (int t = 0; t < tiles; ++t)
+    for (int wg = 0; wg < 2; ++wg)
+      for (int i = 0; i < 128; ++i)
+        for (int u = 0; u < 16; ++u)
+          for (int e = 0; e < 8; ++e) {
+            const int j = 8 * u + e;  // acc[4 c + 2 h + q]: row 16 warp + lane/4 + 8 h, column 8 c + 2 (lane % 4) + q
+            const int c = j / 4, h = (j % 4) / 2, q = j % 2;
+            const int row = (t / nb) * g::kBlockM + wg * 64 + (i / 32) * 16 + (i % 32) / 4 + 8 * h;
+            const int col = (t % nb) * g::kBlockN + 8 * c + 2 * (i % 4) + q;
+            uint32_t bits;
+            std::memcpy(&bits, &src[size_t(row) * pr.n + col], 4);
+            frag[t * tile_elems + wg * (64 * g::kBlockN) + (128 * u + i) * 8 + e] = static_cast<uint16_t>(bits >> 16);
+          }
+  Buf part(tiles * tile_elems * 2), dest(tiles * tile_elems * 2), out(pr.m * pr.n * 2), sig(mb * 8), epoch(8);
+  CUDA_OK(cudaMemcpy(part.p, frag.data(), frag.size() * 2, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(pr.ref.p, src.data(), size_t(pr.m) * pr.n * 4, cudaMemcpyHostToDevice));
+  poison(dest.p, tiles * tile_elems);
+  poison(out.p, pr.m * pr.n);
+  const std::vector<uint64_t> ones(mb, 1);
+  CUDA_OK(cudaMemcpy(sig.p, ones.data(), mb * 8, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(epoch.p, 0, 8));
+  GemmParams p = g::make_params(pr.ops(dest.p), 0);
+  p.epi.layout = g::OutLayout::FragMajor;
+  p.epi.rows_per_dest = mb * g::kBlockM;
+  p.epi.own_mask = 1;
+  p.epi.own_final = 0;
+  p.epi.own_nsrc = 1;
+  p.epi.own_slots = part.as<uint16_t>();
+  p.epi.own_signals = sig.as<uint64_t>();
+  p.epi.own_sig_stride = mb;
+  p.epi.own_expect = 1;  // epoch 0: every signal must reach 1
+  p.epi.own_out = out.p;
+  p.epi.own_ldo = pr.n;
+  p.load.epoch_counter = epoch.as<uint64_t>();
+  g::launch(p, p.num_compute, {}, nullptr);
+  reference(pr.a.p, pr.b.p, pr.ref.as<float>(), pr.m, pr.n, pr.k, 1.f);
+  CUDA_OK(cudaDeviceSynchronize());
+  Check c = check(out.p, pr.n, pr.ref.as<float>(), pr.m, pr.n);
+  EXPECT_EQ(c.nonfinite, 0u);
+  EXPECT_LT(c.rel, 1e-2);
+  auto d = host(dest.p, tiles * tile_elems);
+  size_t poisoned = 0;
+  for (uint16_t v : d) poisoned += v == kPoison;
+  EXPECT_EQ(poisoned, d.size()) << "the FragMajor destination of owner-final tiles must not be written";
+  // Without the source the same launch misses by far more than the bound:
+  // the check above sees the source.
+  p.epi.own_nsrc = 0;
+  g::launch(p, p.num_compute, {}, nullptr);
+  CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_GT(check(out.p, pr.n, pr.ref.as<float>(), pr.m, pr.n).rel, 5e-2);
+}
+
 TEST_F(GemmHooks, RowsRoutedToDestinationsWithRowBlockSignals) {
   Problem pr(512, 512, 128, 51);
   const int64_t half = 256;

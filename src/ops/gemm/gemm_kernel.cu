@@ -50,8 +50,9 @@ void validate_hooks(const GemmParams& p) {
          kMaxDests, ")");
   for (int d = 0; d < ndest; ++d) {
     if (!e.out[d]) fail("gemm epilogue: destination ", d, " (rows from ", int64_t(d) * e.rows_per_dest, ") is null");
-    if (reinterpret_cast<uintptr_t>(e.out[d]) % (f32 ? 8 : 4))
-      fail("gemm epilogue: destination ", d, " must be ", f32 ? 8 : 4, "-byte aligned");
+    const int align = e.layout == OutLayout::FragMajor ? 16 : f32 ? 8 : 4;  // FragMajor: 16-byte chunks
+    if (reinterpret_cast<uintptr_t>(e.out[d]) % align)
+      fail("gemm epilogue: destination ", d, " must be ", align, "-byte aligned");
     if (e.signal != EpiSignal::None && !((e.net >> d) & 1u) && d != e.own_final && !e.signals[d])
       fail("gemm epilogue: signals requested but signals[", d, "] is null");
   }
@@ -199,9 +200,11 @@ void launch(const GemmParams& p, int grid, const TestRoleParams& test, cudaStrea
   allow_engine_smem(reinterpret_cast<const void*>(gemm_kernel), kSmemBytesAsync);
   validate_hooks(p);
   if (p.epi.async_store) fail("gemm: the standalone GEMM kernel has no storer (async_store is for fused kernels built with it)");
-  if (p.epi.layout == OutLayout::FragMajor && !(p.epi.own_final == 0 && p.epi.rows_per_dest >= p.m))
+  if (p.epi.layout == OutLayout::FragMajor &&
+      !((p.epi.own_mask & 1u) && p.epi.own_final == 0 && p.epi.rows_per_dest >= p.m))
     fail("gemm: the standalone GEMM kernel stores FragMajor tiles only through the owner reduce of one destination "
-         "(own_final 0, rows_per_dest >= m); fused kernels built with the asynchronous epilogue store them too");
+         "(own_mask bit 0, own_final 0, rows_per_dest >= m); fused kernels built with the asynchronous epilogue store "
+         "them too");
   if (p.num_compute < 1 || grid < p.num_compute)
     fail("gemm: launch of ", grid, " CTAs with ", p.num_compute, " compute CTAs (need 1 <= compute <= grid)");
   gemm_kernel<<<grid, kThreads, p.epi.tma_store ? kSmemBytesAsync : kSmemBytes, stream>>>(p, test);
