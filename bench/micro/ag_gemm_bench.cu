@@ -19,7 +19,64 @@
 
 namespace mkb {
 
-
+// Diagnosis: the fused kernel's tile walk and pushing CTAs, and the GEMM
+// alone (cuBLAS; the engine on every SM and on the fused plan's compute
+// CTAs with its walk), at M in `ms` (all rows: W m_local), n columns.
+void ag_diagnosis(BenchContext& bc, cublasHandle_t h, const NcclBarrier& bar, std::initializer_list<int64_t> ms,
+                  int64_t n, const std::string& title) {
+  auto& c = *bc.comm;
+  const int W = c.world();
+  const int64_t k = 8192;
+  Table d{title, {"M", "variant", "ms"}, {}, ""};
+  for (int64_t m : ms) {
+    const int64_t ml = m / W;
+    Rotating a(size_t(ml) * k * 2);
+    void *b = nullptr, *full = nullptr, *out = nullptr;
+    MKB_CUDA(cudaMalloc(&b, size_t(n) * k * 2));
+    MKB_CUDA(cudaMalloc(&full, size_t(m) * k * 2));
+    MKB_CUDA(cudaMalloc(&out, size_t(m) * n * 2));
+    fill_random_bf16(b, size_t(n) * k, 500, bc.stream);
+    fill_random_bf16(full, size_t(m) * k, 600, bc.stream);
+    for (int i = 0; i < a.copies(); ++i) fill_random_bf16(a.get(i), size_t(ml) * k, 400 + i, bc.stream);
+    mk::AgGemm p(c, ml, n, k), p8(c, ml, n, k, {.swizzle = 8}), p16(c, ml, n, k, {.num_comm_ctas = 16}),
+        pw(c, ml, n, k, {.split_tail = false}), pj(c, ml, n, k, {.join = false});
+    gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream);
+    MKB_CUDA(cudaStreamSynchronize(bc.stream));
+    auto engine = [&](int ctas, int sw) {
+      return [&, ctas, sw](int) {
+        mk::gemm_bf16(mk::GemmArgs{.a = full, .b = b, .out = out, .m = m, .n = n, .k = k, .num_compute_ctas = ctas,
+                                   .swizzle = sw},
+                      bc.stream);
+      };
+    };
+    auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts,
+                               {[&](int i) { p.run(a.get(i + 100), b, out, bc.stream); },
+                                [&](int i) { p8.run(a.get(i + 100), b, out, bc.stream); },
+                                [&](int i) { p16.run(a.get(i + 100), b, out, bc.stream); },
+                                [&](int) { gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream); },
+                                engine(0, 0), engine(p.num_compute_ctas(), p.swizzle()),
+                                [&](int i) { p16.all_gather(a.get(i + 100), full, bc.stream); },
+                                [&](int i) { pw.run(a.get(i + 100), b, out, bc.stream); },
+                                [&](int i) { pj.run(a.get(i + 100), b, out, bc.stream); }},
+                               std::cref(bar));
+    const std::string sw = std::to_string(p.swizzle()), cc = std::to_string(p.num_compute_ctas());
+    const std::string names[] = {"fused (heuristic: swizzle " + sw + ", " + std::to_string(p.num_comm_ctas()) +
+                                     " comm CTAs, " + std::to_string(p.split_tiles()) + " split tiles)",
+                                 "fused, swizzle 8",
+                                 "fused, 16 comm CTAs",
+                                 "cuBLAS alone",
+                                 "mk GEMM alone, every SM, swizzle 8",
+                                 "mk GEMM alone, " + cc + " CTAs, swizzle " + sw,
+                                 "mk all-gather alone, 16 CTAs",
+                                 "fused, no split tiles",
+                                 "fused, comm CTAs do not join compute"};
+    for (int v = 0; v < 9; ++v) d.rows.push_back({std::to_string(m), names[v], fmt(st[v].median_ms)});
+    cudaFree(b);
+    cudaFree(full);
+    cudaFree(out);
+  }
+  bc.report->add(d);
+}
 
 void bench_ag_gemm(BenchContext& bc) {
   auto& c = *bc.comm;
@@ -31,9 +88,18 @@ void bench_ag_gemm(BenchContext& bc) {
            "roles comm/compute"},
           {},
           ""};
-  if (W < 2) {
-    t.note = "skipped: needs >= 2 ranks";
+  if (W < 2) {  // one rank: the plan's machinery without communication, at the 1x2 per-rank shape
+    t.note = "skipped: needs >= 2 ranks (one rank: the diagnosis table instead)";
     bc.report->add(t);
+    ncclComm_t one = make_nccl_comm(c);
+    const NcclBarrier bar1(one, bc.stream);
+    cublasHandle_t h1;
+    if (cublasCreate(&h1) != CUBLAS_STATUS_SUCCESS) mk::fail("cublasCreate failed");
+    ag_diagnosis(bc, h1, bar1, {1024, 2048, 4096}, 28672 / 2,
+                 "AG+GEMM on one rank (no communication: every row is local), the 1x2 per-rank shape n = 28672 / 2: "
+                 "the plan's walk, split tiles and joining CTAs against the GEMM alone");
+    cublasDestroy(h1);
+    ncclCommDestroy(one);
     return;
   }
   // Across nodes the baselines use mkernel's own standalone all-gather on
@@ -119,60 +185,8 @@ void bench_ag_gemm(BenchContext& bc) {
     cudaFree(full);
     cudaFree(out);
   }
-  if (bc.quick) {  // (across nodes too: its one cuBLAS shape runs before any fused call)
-    // Diagnosis (--quick): the fused kernel's tile walk and pushing CTAs,
-    // and the GEMM alone (cuBLAS; the engine on every SM and on the fused
-    // plan's compute CTAs with its walk), at a small and a large M.
-    Table d{"AG+GEMM diagnosis", {"M", "variant", "ms"}, {}, ""};
-    for (int64_t m : {int64_t(1024), int64_t(4096)}) {
-      const int64_t ml = m / W;
-      Rotating a(size_t(ml) * k * 2);
-      void *b = nullptr, *full = nullptr, *out = nullptr;
-      MKB_CUDA(cudaMalloc(&b, size_t(n) * k * 2));
-      MKB_CUDA(cudaMalloc(&full, size_t(m) * k * 2));
-      MKB_CUDA(cudaMalloc(&out, size_t(m) * n * 2));
-      fill_random_bf16(b, size_t(n) * k, 500, bc.stream);
-      fill_random_bf16(full, size_t(m) * k, 600, bc.stream);
-      for (int i = 0; i < a.copies(); ++i) fill_random_bf16(a.get(i), size_t(ml) * k, 400 + i, bc.stream);
-      mk::AgGemm p(c, ml, n, k), p8(c, ml, n, k, {.swizzle = 8}), p16(c, ml, n, k, {.num_comm_ctas = 16}),
-          pw(c, ml, n, k, {.split_tail = false}), pj(c, ml, n, k, {.join = false});
-      gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream);
-      MKB_CUDA(cudaStreamSynchronize(bc.stream));
-      auto engine = [&](int ctas, int sw) {
-        return [&, ctas, sw](int) {
-          mk::gemm_bf16(mk::GemmArgs{.a = full, .b = b, .out = out, .m = m, .n = n, .k = k, .num_compute_ctas = ctas,
-                                     .swizzle = sw},
-                        bc.stream);
-        };
-      };
-      auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts,
-                                 {[&](int i) { p.run(a.get(i + 100), b, out, bc.stream); },
-                                  [&](int i) { p8.run(a.get(i + 100), b, out, bc.stream); },
-                                  [&](int i) { p16.run(a.get(i + 100), b, out, bc.stream); },
-                                  [&](int) { gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream); },
-                                  engine(0, 0), engine(p.num_compute_ctas(), p.swizzle()),
-                                  [&](int i) { p16.all_gather(a.get(i + 100), full, bc.stream); },
-                                  [&](int i) { pw.run(a.get(i + 100), b, out, bc.stream); },
-                                  [&](int i) { pj.run(a.get(i + 100), b, out, bc.stream); }},
-                                 std::cref(bar));
-      const std::string sw = std::to_string(p.swizzle()), cc = std::to_string(p.num_compute_ctas());
-      const std::string names[] = {"fused (heuristic: swizzle " + sw + ", " + std::to_string(p.num_comm_ctas()) +
-                                       " comm CTAs, " + std::to_string(p.split_tiles()) + " split tiles)",
-                                   "fused, swizzle 8",
-                                   "fused, 16 comm CTAs",
-                                   "cuBLAS alone",
-                                   "mk GEMM alone, every SM, swizzle 8",
-                                   "mk GEMM alone, " + cc + " CTAs, swizzle " + sw,
-                                   "mk all-gather alone, 16 CTAs",
-                                   "fused, no split tiles",
-                                   "fused, comm CTAs do not join compute"};
-      for (int v = 0; v < 9; ++v) d.rows.push_back({std::to_string(m), names[v], fmt(st[v].median_ms)});
-      cudaFree(b);
-      cudaFree(full);
-      cudaFree(out);
-    }
-    bc.report->add(d);
-  }
+  if (bc.quick)  // (across nodes too: its one cuBLAS shape runs before any fused call)
+    ag_diagnosis(bc, h, bar, {1024, 4096}, n, "AG+GEMM diagnosis");
   t.note =
       "Calls interleaved (one of each per round), each after an untimed 1-element NCCL all-reduce that lines the "
       "ranks up (no call absorbs the other rank's lag from the call before), medians, max over ranks. eta = max(cuBLAS alone, fastest AG "
