@@ -39,7 +39,8 @@ void ag_diagnosis(BenchContext& bc, cublasHandle_t h, const NcclBarrier& bar, st
     fill_random_bf16(full, size_t(m) * k, 600, bc.stream);
     for (int i = 0; i < a.copies(); ++i) fill_random_bf16(a.get(i), size_t(ml) * k, 400 + i, bc.stream);
     mk::AgGemm p(c, ml, n, k), p8(c, ml, n, k, {.swizzle = 8}), p16(c, ml, n, k, {.num_comm_ctas = 16}),
-        pw(c, ml, n, k, {.split_tail = false}), pj(c, ml, n, k, {.join = false});
+        pw(c, ml, n, k, {.split_tail = false}), pj(c, ml, n, k, {.join = false}),
+        p2(c, ml, n, k, {.max_split_parts = 2});
     gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream);
     MKB_CUDA(cudaStreamSynchronize(bc.stream));
     auto engine = [&](int ctas, int sw) {
@@ -57,11 +58,13 @@ void ag_diagnosis(BenchContext& bc, cublasHandle_t h, const NcclBarrier& bar, st
                                 engine(0, 0), engine(p.num_compute_ctas(), p.swizzle()),
                                 [&](int i) { p16.all_gather(a.get(i + 100), full, bc.stream); },
                                 [&](int i) { pw.run(a.get(i + 100), b, out, bc.stream); },
-                                [&](int i) { pj.run(a.get(i + 100), b, out, bc.stream); }},
+                                [&](int i) { pj.run(a.get(i + 100), b, out, bc.stream); },
+                                [&](int i) { p2.run(a.get(i + 100), b, out, bc.stream); }},
                                std::cref(bar));
     const std::string sw = std::to_string(p.swizzle()), cc = std::to_string(p.num_compute_ctas());
     const std::string names[] = {"fused (heuristic: swizzle " + sw + ", " + std::to_string(p.num_comm_ctas()) +
-                                     " comm CTAs, " + std::to_string(p.split_tiles()) + " split tiles)",
+                                     " comm CTAs, " + std::to_string(p.split_tiles()) + " split tiles in " +
+                                     std::to_string(p.split_parts()) + " parts)",
                                  "fused, swizzle 8",
                                  "fused, 16 comm CTAs",
                                  "cuBLAS alone",
@@ -69,8 +72,9 @@ void ag_diagnosis(BenchContext& bc, cublasHandle_t h, const NcclBarrier& bar, st
                                  "mk GEMM alone, " + cc + " CTAs, swizzle " + sw,
                                  "mk all-gather alone, 16 CTAs",
                                  "fused, no split tiles",
-                                 "fused, comm CTAs do not join compute"};
-    for (int v = 0; v < 9; ++v) d.rows.push_back({std::to_string(m), names[v], fmt(st[v].median_ms)});
+                                 "fused, comm CTAs do not join compute",
+                                 "fused, split tiles in halves only (" + std::to_string(p2.split_tiles()) + ")"};
+    for (int v = 0; v < 10; ++v) d.rows.push_back({std::to_string(m), names[v], fmt(st[v].median_ms)});
     cudaFree(b);
     cudaFree(full);
     cudaFree(out);
@@ -95,7 +99,7 @@ void bench_ag_gemm(BenchContext& bc) {
     const NcclBarrier bar1(one, bc.stream);
     cublasHandle_t h1;
     if (cublasCreate(&h1) != CUBLAS_STATUS_SUCCESS) mk::fail("cublasCreate failed");
-    ag_diagnosis(bc, h1, bar1, {1024, 2048, 4096}, 28672 / 2,
+    ag_diagnosis(bc, h1, bar1, {1024, 2048, 4096, 8192}, 28672 / 2,
                  "AG+GEMM on one rank (no communication: every row is local), the 1x2 per-rank shape n = 28672 / 2: "
                  "the plan's walk, split tiles and joining CTAs against the GEMM alone");
     cublasDestroy(h1);

@@ -427,63 +427,67 @@ __device__ __forceinline__ void storer(const GemmParams& p, const Smem& s) {
   }
 }
 
-// Split tiles (GemmParams::split_tiles; plain RowMajor bf16 stores only):
-// each half stores its fp32 accumulators in its slot of split_ws through
-// L2 (no L1: another unit on this SM may have read the same slot in an
-// earlier launch); the first half then sets one flag per warpgroup; the
-// second half waits for it and writes the output rows from the two slots.
-// NOTES: adding the first half's values onto live accumulators, or
-// reloading the sum into them, needs registers the consumers do not have
-// (168, all used: ptxas spilled), and loading them as the second half's
-// starting accumulators made ptxas serialise every wgmma (C7515). Each
-// thread keeps its own values (32 float4 at a stride of 128 threads: float4
-// j holds acc[4 j .. 4 j + 3], i.e. columns 8 j + 2 (lane % 4) + {0, 1} of
-// its rows h = 0 and 1, as in store_tile).
-__device__ __forceinline__ float4* split_slot(const GemmParams& p, int i, int half, int wg) {
-  return reinterpret_cast<float4*>(p.split_ws) + ((int64_t(i) * 2 + half) * kConsumerWarpgroups + wg) * (32 * 128);
+// Split tiles (GemmParams::split_tiles, split_parts P): each earlier part
+// stores its fp32 accumulators in its slot of split_ws through L2 (no L1:
+// another unit on this SM may have read the same slot in an earlier
+// launch), then sets its flag to the launch's epoch; the last part waits
+// until every earlier part's flag reached it (a flag per part, not a count:
+// a plan's launches without compute, e.g. AgGemm::all_gather, move the
+// epoch too, which left a count of epoch x (P - 1) forever short: found by
+// mkbench ag_gemm's diagnosis), adds the earlier parts' slots onto its
+// own accumulators (batched 16-byte loads, as the owner reduce does: no
+// register beyond a batch) and the tile is then stored like any other (the
+// plain or TMA-store epilogue). Each thread keeps its own values (32 float4
+// at a stride of 128 threads: float4 j holds acc[4 j .. 4 j + 3]).
+// NOTES: until 2026-12-01 the second of two halves stored its own
+// accumulators too and wrote the rows from both slots with 4-byte stores
+// (adding onto live accumulators had spilled then).
+__device__ __forceinline__ float4* split_slot(const GemmParams& p, int i, int part, int wg) {
+  return reinterpret_cast<float4*>(p.split_ws) +
+         ((int64_t(i) * (p.split_parts - 1) + part) * kConsumerWarpgroups + wg) * (32 * 128);
+}
+__device__ __forceinline__ uint64_t* split_flag(const GemmParams& p, int i, int part, int wg) {
+  return p.split_flags + (int64_t(i) * (p.split_parts - 1) + part) * kConsumerWarpgroups + wg;
 }
 __device__ __forceinline__ uint64_t split_epoch(const GemmParams& p) {
   return *reinterpret_cast<volatile const uint64_t*>(p.load.epoch_counter) + 1;
 }
-__device__ __forceinline__ void split_store(const GemmParams& p, int i, int half, int wg, const float (&acc)[128]) {
-  float4* ws = split_slot(p, i, half, wg);
+__device__ __forceinline__ void split_store(const GemmParams& p, int i, int part, int wg, const float (&acc)[128]) {
+  float4* ws = split_slot(p, i, part, wg);
   const int tid = threadIdx.x % 128;
 #pragma unroll
   for (int j = 0; j < 32; ++j) __stcg(ws + j * 128 + tid, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
-  if (half != 0) return;
   dev::sm90::named_sync(2 + wg, 128);
   if (tid == 0) {
     __threadfence();  // cumulative: the warpgroup's stores (ordered by the barrier) before the flag
-    dev::st_release<dev::Scope::Gpu>(p.split_flags + 2 * i + wg, split_epoch(p));
+    dev::st_release<dev::Scope::Gpu>(split_flag(p, i, part, wg), split_epoch(p));
   }
 }
-__device__ __forceinline__ void split_finish(const GemmParams& p, int i, int wg, const sched::Tile& t,
-                                             const TileRows& r) {
-  const int tid = threadIdx.x % 128, lane = threadIdx.x % 32, warp = tid / 32;
-  if (tid == 0) wait_signal(p, p.split_flags + 2 * i + wg, split_epoch(p), -1);
-  dev::sm90::named_sync(2 + wg, 128);
-  const EpilogueHook& e = p.epi;
-  const int col0 = t.n_blk * kBlockN;
-  const int ncols = tile_ncols(p, t);
-  char* rowp[2] = {nullptr, nullptr};
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    // frag_row(wg, h), spelled out: with the call ptxas spilled 16 bytes in the AG kernel (at 168 registers).
-    const int64_t row = int64_t(r.row0) + wg * 64 + warp * 16 + lane / 4 + 8 * h;
-    if (row >= r.row_end) continue;
-    const int d = e.rows_per_dest ? static_cast<int>(row / e.rows_per_dest) : 0;
-    rowp[h] = static_cast<char*>(e.out[d]) + ((row - int64_t(d) * e.rows_per_dest) * e.ldo + col0) * 2;
+constexpr int kSplitLoadBatch = 8;
+__device__ __forceinline__ void split_gather(const GemmParams& p, int i, int wg, float (&acc)[128]) {
+  const int tid = threadIdx.x % 128;
+  if (tid == 0) {
+    const uint64_t epoch = split_epoch(p);
+    const uint64_t* f = split_flag(p, i, 0, wg);
+#pragma unroll 1
+    for (int q = 0; q < p.split_parts - 1; ++q) wait_signal(p, f + q * kConsumerWarpgroups, epoch, -1);
   }
-  const float4* a = split_slot(p, i, 0, wg);
-  const float4* b = split_slot(p, i, 1, wg);
-  const int c_lane = 2 * (lane % 4);
+  dev::sm90::named_sync(2 + wg, 128);
+  for (int q = 0; q < p.split_parts - 1; ++q) {
+    const float4* src = split_slot(p, i, q, wg) + tid;
 #pragma unroll
-  for (int j = 0; j < 32; ++j) {
-    const int c = 8 * j + c_lane;
-    if (c >= ncols) break;  // ncols is a multiple of 64: uniform
-    const float4 x = __ldcg(a + j * 128 + tid), y = __ldcg(b + j * 128 + tid);
-    if (rowp[0]) *reinterpret_cast<uint32_t*>(rowp[0] + c * 2) = dev::sm90::pack_bf16x2(x.x + y.x, x.y + y.y);
-    if (rowp[1]) *reinterpret_cast<uint32_t*>(rowp[1] + c * 2) = dev::sm90::pack_bf16x2(x.z + y.z, x.w + y.w);
+    for (int j0 = 0; j0 < 32; j0 += kSplitLoadBatch) {
+      float4 x[kSplitLoadBatch];
+#pragma unroll
+      for (int j = 0; j < kSplitLoadBatch; ++j) x[j] = __ldcg(src + (j0 + j) * 128);
+#pragma unroll
+      for (int j = 0; j < kSplitLoadBatch; ++j) {
+        acc[4 * (j0 + j)] += x[j].x;
+        acc[4 * (j0 + j) + 1] += x[j].y;
+        acc[4 * (j0 + j) + 2] += x[j].z;
+        acc[4 * (j0 + j) + 3] += x[j].w;
+      }
+    }
   }
 }
 

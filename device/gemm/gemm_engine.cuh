@@ -181,18 +181,19 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
       break;
     }
     mma_tile(p, s, st, wg, w, acc);
-    if (p.split_tiles) {  // a split tile: the first half stops here; the second writes the sum
+    int64_t tw = w;  // the tile of unit w (with split tiles, not w itself)
+    if (p.split_tiles) {  // an earlier part of a split tile stops here; the last adds them and goes on
       const WorkUnit un = work_unit(p, w);
-      if (un.half >= 0) {
-        split_store(p, un.split, un.half, wg, acc);
-        if (un.half == 1) {
-          const sched::Tile t = next_tile(p, un.tile, false);
-          split_finish(p, un.split, wg, t, tile_rows(p, t));
+      tw = un.tile;
+      if (un.part >= 0) {
+        if (un.part < p.split_parts - 1) {
+          split_store(p, un.split, un.part, wg, acc);
+          continue;
         }
-        continue;
+        split_gather(p, un.split, wg, acc);
       }
     }
-    const sched::Tile t = next_tile(p, w, false);
+    const sched::Tile t = next_tile(p, tw, false);
     const TileRows r = tile_rows(p, t);
     if (p.epi.own_mask) {
       const int d = static_cast<int>(r.row0 / p.epi.rows_per_dest);
@@ -211,7 +212,7 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
       continue;
     }
     if (kAsyncEpi && p.epi.async_store) {  // staged; the storer copies it out and publishes
-      epi_stage_half(p, s, 2 * async_tiles + wg, wg, w, acc);
+      epi_stage_half(p, s, 2 * async_tiles + wg, wg, tw, acc);
       ++async_tiles;
       continue;
     }

@@ -28,6 +28,7 @@ constexpr int kBlockM = 128;
 constexpr int kBlockN = 256;
 constexpr int kBlockK = 64;
 constexpr int kStages = 4;
+constexpr int kMaxSplitParts = 8;  // GemmParams::split_parts
 constexpr int kConsumerWarpgroups = 2;
 constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
 constexpr uint32_t kStageBytesA = kBlockM * kBlockK * 2;
@@ -244,51 +245,65 @@ struct GemmParams {
   // a CTA never waits for a tile that a CTA not yet resident holds.
   uint64_t* tile_counter = nullptr;
   // Split tiles (optional; needs tile_counter, load.epoch_counter and the
-  // plain RowMajor Store epilogue): the first split_tiles tiles of the walk
-  // are each computed as two halves of K by two work units, so that the
-  // waves come out even (448 tiles on 132 SMs: 4 waves for 3.4 of work;
-  // with 52 split tiles, 3.5). Work units: the first halves of tiles
-  // [0, S) come first, then tiles [S, T) whole, then the second halves of
-  // tiles [0, S). Each half stores its fp32 accumulators in split_ws (per
-  // split tile, half and consumer warpgroup, 64 x 256 floats); the first
-  // half sets split_flags[2 i + warpgroup] to the launch's epoch; the
-  // second half, a wave or more later, waits for that (bounded) and writes
-  // the output rows from both (device/gemm/epilogue.cuh split_finish). First halves
-  // come before every second half and wait for nothing later, so no unit
-  // waits for one that has not started.
+  // RowMajor Store epilogue, plain or TMA): the first split_tiles tiles of
+  // the walk are each computed as split_parts parts of K by as many work
+  // units, so that the waves come out even (448 tiles on 132 SMs: 4 waves
+  // for 3.4 of work; with 52 tiles in halves, 3.5; in fifths, 3.4). Work
+  // units: parts 0 .. P-2 of tiles [0, S) first (part by part), then tiles
+  // [S, T) whole, then the last parts of tiles [0, S). Each earlier part
+  // stores its fp32 accumulators in split_ws (per split tile, part and
+  // consumer warpgroup, 64 x 256 floats) and sets its flag (split_flags,
+  // same index) to the launch's epoch; the last part, a wave or more later,
+  // waits until every earlier part's flag reached it (bounded), adds the earlier parts
+  // onto its accumulators and writes the tile like any other
+  // (device/gemm/epilogue.cuh split_gather). Earlier parts come before every
+  // last part and wait for nothing later, so no unit waits for one that
+  // has not started.
   int32_t split_tiles = 0;
-  float* split_ws = nullptr;        // split_tiles x 2 halves x 2 warpgroups x 64 x 256 floats
-  uint64_t* split_flags = nullptr;  // split_tiles x 2, zero before the first launch
+  int32_t split_parts = 2;          // 2 .. kMaxSplitParts (and at most the K blocks)
+  float* split_ws = nullptr;        // split_tiles x (split_parts - 1) x 2 warpgroups x 64 x 256 floats
+  uint64_t* split_flags = nullptr;  // split_tiles x (split_parts - 1) x 2 warpgroups, zero before the first launch
   uint64_t timeout_ns = 0;
   int32_t has_ctx = 0;  // ctx below is a communicator's (waits report through it)
   DeviceCtx ctx;
   const net::NetCtx* netctx = nullptr;  // device memory; for epi.net (kept out of the launch parameters: 1.3 KB)
 };
 
-// Work units of a launch (split tiles: two each) and the tile and K half
-// of unit u (half -1: whole tile; 0 / 1: first / second half of split
-// tile `split`, which is also its tile index).
+// Work units of a launch (split tiles: split_parts each) and the tile and
+// K part of unit u (part -1: whole tile; 0 .. split_parts - 1: that part
+// of split tile `split`, which is also its tile index). 32-bit division:
+// a 64-bit one is a function call in device code, which would serialise
+// the kernel's wgmma (unit counts stay far below 2^31).
 struct WorkUnit {
   int64_t tile;
-  int32_t half;
+  int32_t part;
   int32_t split;
 };
-MK_HD int64_t total_units(const GemmParams& p) { return sched::total_tiles(p.sched) + p.split_tiles; }
+MK_HD int64_t total_units(const GemmParams& p) {
+  return sched::total_tiles(p.sched) + int64_t(p.split_tiles) * (p.split_tiles ? p.split_parts - 1 : 0);
+}
 MK_HD WorkUnit work_unit(const GemmParams& p, int64_t u) {
   const int64_t tiles = sched::total_tiles(p.sched);
-  if (u < p.split_tiles) return WorkUnit{u, 0, static_cast<int32_t>(u)};
-  if (u < tiles) return WorkUnit{u, -1, -1};
-  return WorkUnit{u - tiles, 1, static_cast<int32_t>(u - tiles)};
+  const int32_t s = p.split_tiles;
+  const int64_t early = s ? int64_t(s) * (p.split_parts - 1) : 0;
+  if (u < early) {
+    const int32_t v = static_cast<int32_t>(u);
+    return WorkUnit{v % s, v / s, v % s};
+  }
+  if (u < early + tiles - s) return WorkUnit{u - early + s, -1, -1};
+  const int32_t i = static_cast<int32_t>(u - early - (tiles - s));
+  return WorkUnit{i, p.split_parts - 1, i};
 }
 
-// K blocks [begin, end) of a work unit: all of K, or the first / second
-// half (kblocks / 2 and the rest) of a split tile.
+// K blocks [begin, end) of a work unit: all of K, or part p of P of a
+// split tile (K blocks kblocks p / P to kblocks (p + 1) / P).
 struct KRange {
   int32_t begin, end;
 };
 MK_HD KRange k_range(const GemmParams& p, const WorkUnit& u) {
-  const int32_t kblocks = p.k / kBlockK, mid = kblocks / 2;
-  return KRange{u.half == 1 ? mid : 0, u.half == 0 ? mid : kblocks};
+  const int32_t kblocks = p.k / kBlockK;
+  if (u.part < 0) return KRange{0, kblocks};
+  return KRange{kblocks * u.part / p.split_parts, kblocks * (u.part + 1) / p.split_parts};
 }
 
 // Identity of a tile independent of the order it is computed in (signals,

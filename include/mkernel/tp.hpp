@@ -37,7 +37,8 @@ struct AgGemmOptions {
   int num_comm_ctas = 0;  // IntraComm CTAs; 0: the heuristic (see AgGemm::num_comm_ctas)
   int num_ctas = 0;       // whole grid; 0: every SM
   int swizzle = 0;        // row-blocks per group of the tile walk (1-16); 0: the heuristic (tp::ag_swizzle)
-  bool split_tail = true; // a last partial wave of tiles in halves of K (tp::split_tail_tiles)
+  bool split_tail = true; // a last partial wave of tiles in parts of K (tp::split_tail)
+  int max_split_parts = 0; // parts per split tile at most: 2-8; 0: 8 (the plan picks the count, tp::split_tail)
   bool join = true;       // comm CTAs join the compute role once their rows are sent
 };
 
@@ -63,6 +64,7 @@ class AgGemm {
   int64_t rows_per_chunk() const { return rows_per_chunk_; }
   int swizzle() const { return swizzle_; }
   int64_t split_tiles() const { return split_tiles_; }
+  int split_parts() const { return split_parts_; }
   // The plan's symmetric gathered buffer (valid until the next call). After
   // run() it lacks this rank's own rows when m_local is a multiple of 128
   // (the GEMM reads them in place); pass `gathered` to run() for all rows.
@@ -77,6 +79,7 @@ class AgGemm {
   int num_ctas_ = 0, num_comm_ = 0, swizzle_ = 8;
   bool join_ = true;  // finished comm CTAs join the compute role
   int64_t split_tiles_ = 0;  // GemmParams::split_tiles, with its workspace and flags
+  int split_parts_ = 2;
   float* split_ws_ = nullptr;
   uint64_t* split_flags_ = nullptr;
   int sig_entry_ = 0, sig_arrival_ = 0;

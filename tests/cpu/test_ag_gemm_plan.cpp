@@ -66,49 +66,78 @@ TEST(AgGemmPlan, SwizzleGroupsNeverMixOwnAndRemoteRows) {
   EXPECT_EQ(tp::ag_swizzle(1000, 128), 8);  // own rows copied: no in-place walk
 }
 
-// Split tiles: only when the last partial wave would fill at most half the
-// CTAs; the work units cover every tile once (whole) or in two halves, and
-// every first half comes before every second half (which waits for it).
-TEST(AgGemmPlan, SplitTilesCoverEveryTileOnceAndFirstHalvesComeFirst) {
-  EXPECT_EQ(tp::split_tail_tiles(448, 132, 128), 52);  // AG M = 1024 on 1x2
-  EXPECT_EQ(tp::split_tail_tiles(448, 128, 128), 64);  // 64 tail tiles: their halves fill 128 CTAs once
-  EXPECT_EQ(tp::split_tail_tiles(896, 128, 128), 0);   // even waves
-  EXPECT_EQ(tp::split_tail_tiles(500, 132, 128), 0);   // tail 104 > 66
-  EXPECT_EQ(tp::split_tail_tiles(60, 132, 128), 60);   // one partial wave
-  EXPECT_EQ(tp::split_tail_tiles(60, 132, 1), 0);      // K of one block cannot be halved
-  for (int64_t tiles : {1, 7, 52, 300, 448, 1000})
-    for (int64_t ctas : {2, 64, 128, 132}) {
-      const int64_t split = tp::split_tail_tiles(tiles, ctas, 8);
-      ASSERT_LE(2 * split, ctas);
-      gemm::GemmParams p{};
-      p.sched.order = sched::TileOrder::RowMajor;
-      p.sched.m_blocks = static_cast<int32_t>(tiles);
-      p.sched.n_blocks = 1;
-      p.split_tiles = static_cast<int32_t>(split);
-      ASSERT_EQ(gemm::total_units(p), tiles + split);
-      std::vector<int> whole(tiles, 0), first(tiles, -1), second(tiles, -1);
-      for (int64_t u = 0; u < gemm::total_units(p); ++u) {
-        const gemm::WorkUnit w = gemm::work_unit(p, u);
-        ASSERT_GE(w.tile, 0);
-        ASSERT_LT(w.tile, tiles);
-        if (w.half < 0) {
-          ++whole[w.tile];
-          continue;
+// Split tiles: the tail of a partial last wave in P parts, P where the
+// parts come out closest to even waves (and only when that beats the
+// unsplit wave); the work units cover every tile once (whole) or in P
+// parts, and every earlier part comes before every last part (which waits
+// for them).
+TEST(AgGemmPlan, SplitTilesCoverEveryTileOnceAndEarlierPartsComeFirst) {
+  auto st = [](int64_t t, int64_t c, int64_t kb, int maxp = gemm::kMaxSplitParts) {
+    const tp::SplitTail s = tp::split_tail(t, c, kb, maxp);
+    return std::make_pair(s.tiles, s.tiles ? s.parts : 0);
+  };
+  using P = std::pair<int64_t, int>;
+  EXPECT_EQ(st(448, 132, 128), P(52, 2));      // AG M = 1024 on 1x2: 3.5 tile times (5 parts: measured slower)
+  EXPECT_EQ(st(448, 132, 128, 2), P(52, 2));   // halves only: what the plan did before 2026-12-01
+  EXPECT_EQ(st(448, 128, 128), P(64, 2));      // 64 tail tiles: their halves fill 128 CTAs once
+  EXPECT_EQ(st(896, 128, 128), P(0, 0));       // even waves
+  EXPECT_EQ(st(1792, 132, 128), P(76, 3));     // AG M = 4096 on 1x2: tail 76 in thirds, halves gain nothing
+  EXPECT_EQ(st(896, 132, 128), P(0, 0));       // AG M = 2048 on 1x2: tail 104, no P gains
+  EXPECT_EQ(st(1792, 132, 128, 2), P(0, 0));
+  EXPECT_EQ(st(60, 132, 128), P(60, 2));       // one partial wave
+  EXPECT_EQ(st(60, 132, 1), P(0, 0));          // K of one block cannot be split
+  EXPECT_EQ(st(100, 40, 8), P(20, 2));         // K of 8 blocks: at most 2 parts
+  EXPECT_EQ(st(131, 132, 128), P(0, 0));       // a nearly full wave: no P gains
+  for (int64_t tiles : {1, 7, 52, 300, 448, 1000, 1792})
+    for (int64_t ctas : {2, 64, 128, 132})
+      for (int64_t kblocks : {2, 8, 128}) {
+        const tp::SplitTail sp = tp::split_tail(tiles, ctas, kblocks);
+        ASSERT_LT(sp.tiles, ctas);
+        ASSERT_GE(sp.parts, 2);
+        ASSERT_LE(sp.parts, std::max<int64_t>(2, kblocks / 4));
+        gemm::GemmParams p{};
+        p.sched.order = sched::TileOrder::RowMajor;
+        p.sched.m_blocks = static_cast<int32_t>(tiles);
+        p.sched.n_blocks = 1;
+        p.k = static_cast<int32_t>(kblocks * gemm::kBlockK);
+        p.split_tiles = static_cast<int32_t>(sp.tiles);
+        p.split_parts = sp.parts;
+        const int parts = sp.parts;
+        ASSERT_EQ(gemm::total_units(p), tiles + sp.tiles * (parts - 1));
+        std::vector<int> whole(tiles, 0);
+        std::vector<std::vector<int64_t>> seen(tiles, std::vector<int64_t>(parts, -1));
+        for (int64_t u = 0; u < gemm::total_units(p); ++u) {
+          const gemm::WorkUnit w = gemm::work_unit(p, u);
+          ASSERT_GE(w.tile, 0);
+          ASSERT_LT(w.tile, tiles);
+          if (w.part < 0) {
+            ++whole[w.tile];
+            continue;
+          }
+          ASSERT_EQ(w.split, w.tile);
+          ASSERT_LT(w.part, parts);
+          ASSERT_EQ(seen[w.tile][w.part], -1) << "part seen twice";
+          seen[w.tile][w.part] = u;
         }
-        ASSERT_EQ(w.split, w.tile);
-        (w.half == 0 ? first : second)[w.tile] = static_cast<int>(u);
+        int64_t last_early = -1, first_last = int64_t(1) << 40;
+        for (int64_t i = 0; i < tiles; ++i) {
+          const bool is_split = i < sp.tiles;
+          ASSERT_EQ(whole[i], is_split ? 0 : 1) << tiles << "/" << ctas << " tile " << i;
+          if (!is_split) continue;
+          int32_t kb = 0;  // the parts cover K once, in order
+          for (int q = 0; q < parts; ++q) {
+            ASSERT_GE(seen[i][q], 0) << tiles << "/" << ctas << " tile " << i << " part " << q;
+            const gemm::KRange r = gemm::k_range(p, gemm::work_unit(p, seen[i][q]));
+            ASSERT_EQ(r.begin, kb);
+            ASSERT_GT(r.end, r.begin);
+            kb = r.end;
+            if (q < parts - 1) last_early = std::max(last_early, seen[i][q]);
+          }
+          ASSERT_EQ(kb, kblocks);
+          first_last = std::min(first_last, seen[i][parts - 1]);
+        }
+        ASSERT_LT(last_early, first_last);
       }
-      int last_first = -1, first_second = 1 << 30;
-      for (int64_t i = 0; i < tiles; ++i) {
-        const bool is_split = i < split;
-        ASSERT_EQ(whole[i], is_split ? 0 : 1) << tiles << "/" << ctas << " tile " << i;
-        if (!is_split) continue;
-        ASSERT_TRUE(first[i] >= 0 && second[i] > first[i]) << tiles << "/" << ctas << " tile " << i;
-        last_first = std::max(last_first, first[i]);
-        first_second = std::min(first_second, second[i]);
-      }
-      ASSERT_LT(last_first, first_second);
-    }
 }
 
 // The AG+GEMM order: swizzled groups over row-blocks rotated to this rank's

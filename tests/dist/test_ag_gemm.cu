@@ -203,6 +203,46 @@ TEST_F(AgGemmTest, RoleSplitsGiveTheSameResult) {
   }
 }
 
+// A tail of 25 tiles (640 rows x 1280 columns) on 43 CTAs (40 computing at
+// the end across nodes) with 32 K blocks: halves would gain nothing, so the
+// plan splits it in more than two parts (tp::split_tail), and the result must
+// not change, also with the plan's all-gather alone between runs (it moves
+// the plan's epoch without computing); max_split_parts = 2 gives halves,
+// the rule before 2026-12-01, or none where halves gain nothing.
+TEST_F(AgGemmTest, SplitTilesInManyPartsMatchTheReference) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  const int me = comm().rank();
+  if (640 % comm().world()) GTEST_SKIP() << "640 rows over " << comm().world() << " ranks";
+  const int64_t m_local = 640 / comm().world(), n = 1280, k = 2048, m = comm().world() * m_local;
+  Buf a(m_local * k * 2), b(n * k * 2), out(m * n * 2), gathered(m * k * 2);
+  random_bf16(b.p, n * k, 97 + me);
+  int call = 5000;
+  for (int max_parts : {0, 2}) {
+    AgGemm plan(comm(), m_local, n, k, AgGemmOptions{.num_comm_ctas = 3, .num_ctas = 43, .max_split_parts = max_parts});
+    SCOPED_TRACE("max_split_parts " + std::to_string(max_parts) + ": " + std::to_string(plan.split_tiles()) +
+                 " split tiles in " + std::to_string(plan.split_parts()) + " parts");
+    if (max_parts == 2) {
+      EXPECT_EQ(plan.split_parts(), 2);
+    } else {
+      ASSERT_GT(plan.split_tiles(), 0);
+      EXPECT_GT(plan.split_parts(), 2);
+    }
+    for (int rep = 0; rep < 3; ++rep) {  // repeated calls: the parts' counts grow with the epoch
+      random_bf16(a.p, m_local * k, seed_a(me, ++call));
+      poison(out.p, m * n);
+      CK(cudaDeviceSynchronize());
+      plan.run(a.p, b.p, out.p, nullptr);
+      plan.all_gather(a.p, gathered.p, nullptr);
+      CK(cudaDeviceSynchronize());
+      check_call(out.p, nullptr, m_local, n, k, b.p, call, "split parts");
+      comm().barrier();
+    }
+  }
+  EXPECT_NE(error_of([&] { AgGemm p(comm(), m_local, n, k, AgGemmOptions{.max_split_parts = 1}); })
+                .find("max_split_parts must be"),
+            std::string::npos);
+}
+
 TEST(AgGemmErrors, BadPlansAndInputsAreRejected) {
   auto msg = [](auto&& f) { return error_of(f); };
   EXPECT_NE(msg([] { AgGemm p(comm(), 128, 100, 128); }).find("n must be a positive multiple of 64"), std::string::npos);

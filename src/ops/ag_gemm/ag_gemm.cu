@@ -78,6 +78,9 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
   if (num_ctas_ < 2 || num_ctas_ > sms) fail("AgGemm: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
   rows_per_chunk_ = tp::chunk_rows(m_local);
   if (opt.swizzle < 0 || opt.swizzle > 16) fail("AgGemm: swizzle must be in [0, 16] (got ", opt.swizzle, ")");
+  if (opt.max_split_parts < 0 || opt.max_split_parts == 1 || opt.max_split_parts > gemm::kMaxSplitParts)
+    fail("AgGemm: max_split_parts must be 0 (the limit, ", gemm::kMaxSplitParts, ") or in [2, ", gemm::kMaxSplitParts,
+         "] (got ", opt.max_split_parts, ")");
   swizzle_ = opt.swizzle ? opt.swizzle : tp::ag_swizzle(m_local, gemm::kBlockM);
   num_comm_ = opt.num_comm_ctas ? opt.num_comm_ctas : tp::comm_ctas_heuristic(n);
   if (num_comm_ < 1 || num_comm_ >= num_ctas_)
@@ -104,11 +107,18 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
   // compute CTAs (bench/results/mkbench-20261130T141906Z).
   const int64_t tiles = ((int64_t(t.world) * m_local + gemm::kBlockM - 1) / gemm::kBlockM) * ((n + gemm::kBlockN - 1) / gemm::kBlockN);
   const int end_ctas = join_ && t.num_nodes == 1 ? num_ctas_ : num_ctas_ - num_comm_;
-  split_tiles_ = opt.split_tail ? tp::split_tail_tiles(tiles, end_ctas, k / gemm::kBlockK) : 0;
+  const tp::SplitTail sp =
+      opt.split_tail ? tp::split_tail(tiles, end_ctas, k / gemm::kBlockK,
+                                      opt.max_split_parts ? opt.max_split_parts : gemm::kMaxSplitParts)
+                     : tp::SplitTail{};
+  split_tiles_ = sp.tiles;
+  split_parts_ = sp.parts;
   if (split_tiles_) {
-    MK_CUDA_CHECK(cudaMalloc(&split_ws_, size_t(split_tiles_) * 2 * gemm::kBlockM * gemm::kBlockN * sizeof(float)));
-    MK_CUDA_CHECK(cudaMalloc(&split_flags_, size_t(split_tiles_) * 2 * sizeof(uint64_t)));
-    MK_CUDA_CHECK(cudaMemset(split_flags_, 0, size_t(split_tiles_) * 2 * sizeof(uint64_t)));
+    MK_CUDA_CHECK(cudaMalloc(&split_ws_, size_t(split_tiles_) * (split_parts_ - 1) * gemm::kBlockM * gemm::kBlockN *
+                                             sizeof(float)));
+    const size_t flags = size_t(split_tiles_) * (split_parts_ - 1) * 2;
+    MK_CUDA_CHECK(cudaMalloc(&split_flags_, flags * sizeof(uint64_t)));
+    MK_CUDA_CHECK(cudaMemset(split_flags_, 0, flags * sizeof(uint64_t)));
   }
   // Epoch counter + finished-CTA count (device/epoch.cuh) + tile counter, zero.
   MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 3 * sizeof(uint64_t)));
@@ -155,6 +165,7 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
     gp.load.peer_of_signal_div = static_cast<int32_t>(m_local_ / rows_per_chunk_);
     gp.tile_counter = epoch_counter_ + 2;  // finished comm CTAs join
     gp.split_tiles = static_cast<int32_t>(split_tiles_);
+    gp.split_parts = split_parts_;
     gp.split_ws = split_ws_;
     gp.split_flags = split_flags_;
     // Own rows straight from a_local when tiles do not straddle rank blocks:

@@ -61,11 +61,14 @@ void validate_hooks(const GemmParams& p) {
       fail("gemm: split_tiles ", p.split_tiles, " outside [0, ", sched::total_tiles(p.sched), "]");
     if (!p.tile_counter || !p.load.epoch_counter || !p.split_ws || !p.split_flags)
       fail("gemm: split tiles need the dynamic tile queue, an epoch counter, split_ws and split_flags");
-    if (p.k / kBlockK < 2) fail("gemm: split tiles need k >= ", 2 * kBlockK, " (got ", p.k, ")");
+    if (p.split_parts < 2 || p.split_parts > kMaxSplitParts)
+      fail("gemm: split_parts must be in [2, ", kMaxSplitParts, "] (got ", p.split_parts, ")");
+    if (p.k / kBlockK < p.split_parts)
+      fail("gemm: ", p.split_parts, " split parts need k >= ", p.split_parts * kBlockK, " (got ", p.k, ")");
     if (e.op != EpiOp::Store || e.layout != OutLayout::RowMajor || e.signal != EpiSignal::None || e.net ||
         e.own_mask || e.async_store)
-      fail("gemm: split tiles write their rows themselves: they need the plain epilogue (Store, RowMajor, no "
-           "signals, puts, owner reduce or asynchronous stores)");
+      fail("gemm: split tiles need the RowMajor Store epilogue (plain or TMA stores; no signals, puts, owner "
+           "reduce or asynchronous stores)");
   }
   if (e.net >> ndest) fail("gemm epilogue: network destination mask ", e.net, " sets bits >= ", ndest, " (there are only ", ndest,
            " destinations)");
