@@ -124,7 +124,7 @@ __device__ __forceinline__ void producer(const GemmParams& p, const Smem& s, int
 // ---- consumer ----------------------------------------------------------------
 
 // acc = A rows [64 wg, 64 wg + 64) of the tile times B^T over the K
-// blocks of work unit w (the whole of K, or one half of a split tile).
+// blocks of work unit w (the whole of K, or one part of a split tile).
 __device__ __forceinline__ void mma_tile(const GemmParams& p, const Smem& s, PipeState& st, int wg, int64_t w,
                                          float (&acc)[128]) {
   const bool leader = (threadIdx.x % 128) == 0;

@@ -271,9 +271,9 @@ struct GemmParams {
 
 // Work units of a launch (split tiles: split_parts each) and the tile and
 // K part of unit u (part -1: whole tile; 0 .. split_parts - 1: that part
-// of split tile `split`, which is also its tile index). 32-bit division:
-// a 64-bit one is a function call in device code, which would serialise
-// the kernel's wgmma (unit counts stay far below 2^31).
+// of split tile `split`, which is also its tile index). 32-bit division
+// (cheaper than 64-bit; unit counts stay far below 2^31: split tiles are
+// fewer than the CTAs).
 struct WorkUnit {
   int64_t tile;
   int32_t part;

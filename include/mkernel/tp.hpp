@@ -64,7 +64,7 @@ class AgGemm {
   int64_t rows_per_chunk() const { return rows_per_chunk_; }
   int swizzle() const { return swizzle_; }
   int64_t split_tiles() const { return split_tiles_; }
-  int split_parts() const { return split_parts_; }
+  int split_parts() const { return split_tiles_ ? split_parts_ : 0; }  // 0: no split tiles
   // The plan's symmetric gathered buffer (valid until the next call). After
   // run() it lacks this rank's own rows when m_local is a multiple of 128
   // (the GEMM reads them in place); pass `gathered` to run() for all rows.

@@ -184,8 +184,8 @@ TEST_F(AgGemmTest, RoleSplitsGiveTheSameResult) {
   Buf a(m_local * k * 2), b(n * k * 2), out(m * n * 2);
   random_bf16(b.p, n * k, 95 + me);
   int call = 4000;
-  // The last option computes every tile whole; the others split the tiles of a short last wave when it
-  // holds at most half the CTAs (tp::split_tail_tiles: 16 tiles on 37-40 CTAs on 1x2 and 2x1).
+  // The last option computes every tile whole; the others split the tiles of a short last wave
+  // (tp::split_tail: 16 tiles on 37-40 CTAs on 1x2 and 2x1, in halves: 8 K blocks allow no more).
   for (AgGemmOptions o : {AgGemmOptions{1, 0}, AgGemmOptions{16, 0}, AgGemmOptions{3, 40},
                           AgGemmOptions{.num_comm_ctas = 3, .num_ctas = 40, .split_tail = false},
                           AgGemmOptions{.num_comm_ctas = 3, .num_ctas = 40, .join = false}}) {
@@ -207,8 +207,8 @@ TEST_F(AgGemmTest, RoleSplitsGiveTheSameResult) {
 // the end across nodes) with 32 K blocks: halves would gain nothing, so the
 // plan splits it in more than two parts (tp::split_tail), and the result must
 // not change, also with the plan's all-gather alone between runs (it moves
-// the plan's epoch without computing); max_split_parts = 2 gives halves,
-// the rule before 2026-12-01, or none where halves gain nothing.
+// the plan's epoch without computing); with max_split_parts = 2 (halves, the
+// rule before 2026-12-01) this tail stays whole: halves gain nothing there.
 TEST_F(AgGemmTest, SplitTilesInManyPartsMatchTheReference) {
   if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
   const int me = comm().rank();
@@ -222,12 +222,12 @@ TEST_F(AgGemmTest, SplitTilesInManyPartsMatchTheReference) {
     SCOPED_TRACE("max_split_parts " + std::to_string(max_parts) + ": " + std::to_string(plan.split_tiles()) +
                  " split tiles in " + std::to_string(plan.split_parts()) + " parts");
     if (max_parts == 2) {
-      EXPECT_EQ(plan.split_parts(), 2);
+      EXPECT_EQ(plan.split_tiles(), 0);  // halves gain nothing on this tail: every tile whole
     } else {
       ASSERT_GT(plan.split_tiles(), 0);
       EXPECT_GT(plan.split_parts(), 2);
     }
-    for (int rep = 0; rep < 3; ++rep) {  // repeated calls: the parts' counts grow with the epoch
+    for (int rep = 0; rep < 3; ++rep) {  // repeated calls: the parts' flags follow the epoch
       random_bf16(a.p, m_local * k, seed_a(me, ++call));
       poison(out.p, m * n);
       CK(cudaDeviceSynchronize());
