@@ -96,7 +96,8 @@ void bench_gemm_owner(BenchContext& bc) {
           "count), cuBLAS on every SM. Every tile is an owner tile (at W = 2 half are): 'owner, 0 sources' = the "
           "owner path's signal wait, barrier and row stores into own_out; '1 source' adds one partial tile "
           "(FragMajor bf16, local memory, prefetched into L2 by the producer as in GemmRs) to the accumulators "
-          "first. Per tile: the difference of medians over the tiles per CTA. Calls interleaved, medians; A and B rotate through >= 256 MiB."};
+          "first. Per tile: the difference of medians over the tiles per CTA. Calls interleaved, medians; A and B "
+          "rotate through >= 256 MiB."};
   for (int m : ms) {
     OwnInputs in(m, n, k, bc.stream);
     auto st = time_interleaved(
