@@ -131,11 +131,8 @@ __device__ __forceinline__ uint32_t abort_word(const DeviceCtx& ctx, uint64_t wa
 }
 
 // Spins until *sig >= expected, with acquire semantics at scope S. One thread
-// waits; the caller broadcasts to its block/warp with a barrier. PauseNs > 0:
-// a __nanosleep between reads, for words in host memory (the proxy's
-// counters: net::flush), whose reads stall the GPU's system-scope fences
-// (abort_word).
-template <Scope S = Scope::Sys, Report R = Report::Print, uint32_t PauseNs = 0>
+// waits; the caller broadcasts to its block/warp with a barrier.
+template <Scope S = Scope::Sys, Report R = Report::Print>
 __device__ __forceinline__ uint64_t wait_ge(const DeviceCtx& ctx, const uint64_t* sig,
                                             uint64_t expected, WaitSite site) {
   uint64_t v = ld_acquire<S>(sig);
@@ -144,7 +141,6 @@ __device__ __forceinline__ uint64_t wait_ge(const DeviceCtx& ctx, const uint64_t
   uint64_t next_host = ctx.host_abort_poll_ns;
   uint32_t spins = 0;
   while (true) {
-    if constexpr (PauseNs > 0) __nanosleep(PauseNs);
     v = ld_acquire<S>(sig);
     if (v >= expected) return v;
     if ((++spins & 127u) == 0u) {

@@ -110,13 +110,14 @@ __device__ __forceinline__ uint64_t barrier_signal(const NetCtx& nc, const Devic
 
 // Waits (bounded) until every command of `queue` up to and including `seq`
 // completed locally: their source bytes may be reused. q.done is in host
-// memory: one read per ~1 us, not a tight loop of PCIe reads (they would
-// stall the system-scope fences of the kernel's other threads: mkbench
-// net_post).
+// memory, read in a tight loop by one thread: that costs the kernel's other
+// threads' system-scope fences ~0.7 us per post, the same as one read per
+// ~1 us (mkbench net_post, bench/results/net-post-20261201.md; many such
+// readers, as the abort-word checks were, cost hundreds).
 template <dev::Report R = dev::Report::Print>
 __device__ __forceinline__ void flush(const NetCtx& nc, const DeviceCtx& ctx, int queue, uint64_t seq) {
   const CmdQueue& q = nc.queues[static_cast<unsigned>(queue) % static_cast<unsigned>(nc.num_queues)];
-  dev::wait_ge<dev::Scope::Sys, R, 1000>(ctx, q.done, seq + 1,
+  dev::wait_ge<dev::Scope::Sys, R>(ctx, q.done, seq + 1,
                                    dev::WaitSite{static_cast<int32_t>(Role::InterSend), queue, kDiagNetDone});
 }
 
