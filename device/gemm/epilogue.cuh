@@ -355,8 +355,7 @@ __device__ __forceinline__ void tma_store_tile(const GemmParams& p, const Smem& 
 //
 // Half tile h = 2 i + wg of the i-th async tile of this CTA: consumer
 // warpgroup wg waits until the storer read half h - 1 out of the buffer,
-// writes its 64 x 256 bf16 rows there (in the output's order: TileMajor
-// rows or FragMajor chunks), and arrives on
+// writes its 64 x 256 bf16 values there (FragMajor chunks), and arrives on
 // epi_full; the storer copies the half to the tile's destination with one
 // bulk copy, frees the buffer for the other warpgroup once it is read,
 // and after the second half waits for the writes and publishes.
@@ -374,22 +373,7 @@ __device__ __forceinline__ void epi_stage_half(const GemmParams& p, const Smem& 
   const uint32_t tile = half >> 1;
   if (wg == 1 || tile > 0) mbar_wait(p, &s.epi_empty[wg], (wg == 1 ? tile : tile - 1) & 1u, -2);
   if (wg == 0 && threadIdx.x == 128) s.epi_tile[tile & 1u] = w;
-  if (p.epi.layout == OutLayout::FragMajor) {  // the half as it lands: 16-byte chunks, consecutive per warp
-    frag_store(reinterpret_cast<char*>(s.epi), acc);
-    dev::sm90::fence_proxy_async_shared();
-    dev::sm90::mbar_arrive(s.epi_full);
-    return;
-  }
-  const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int row = frag_row(0, h);  // within the half
-#pragma unroll
-    for (int g = 0; g < kBlockN / 32; ++g) {
-      const uint4 x = quad_pack(acc, g, h);
-      *reinterpret_cast<uint4*>(s.epi + (row * kBlockN + 32 * g + 8 * (lane & 3)) * 2) = x;
-    }
-  }
+  frag_store(reinterpret_cast<char*>(s.epi), acc);  // the half as it lands (FragMajor): 512 bytes per warp store
   dev::sm90::fence_proxy_async_shared();  // the bulk copy (async proxy) reads what this thread wrote
   dev::sm90::mbar_arrive(s.epi_full);
 }

@@ -157,7 +157,7 @@ struct EpilogueHook {
   // into own_out (own_ldo), rows counted from d's first row; any other d is
   // stored and published as usual (the node's sum of another node's share,
   // sent over the network).
-  // Asynchronous stores (TileMajor or FragMajor, Store, whole tiles): consumers stage
+  // Asynchronous stores (FragMajor, whole tiles): consumers stage
   // each half tile in shared memory and go on to the next tile's MMAs; a
   // storer thread copies it out with the bulk copier (over NVLink to a
   // peer, or into this rank's send buffer), waits for the writes, then

@@ -99,10 +99,10 @@ void validate_hooks(const GemmParams& p) {
   if (e.net_rb_count && (e.signal != EpiSignal::PerRowBlock || !tiled))
     fail("gemm epilogue: one put per row-block (net_rb_count) needs PerRowBlock signals and TileMajor or FragMajor "
          "output");
-  if (e.async_store && (!tiled || e.op != EpiOp::Store || (p.m % kBlockM && !ragged) ||
+  if (e.async_store && (e.layout != OutLayout::FragMajor || (p.m % kBlockM && !ragged) ||
                         (e.rows_per_dest > 0 && e.rows_per_dest % kBlockM && !ragged)))
-    fail("gemm epilogue: asynchronous stores copy whole tiles: they need TileMajor or FragMajor output, the Store op, "
-         "and m and rows_per_dest multiples of ", kBlockM, " (got m ", p.m, ", rows_per_dest ", e.rows_per_dest, ")");
+    fail("gemm epilogue: asynchronous stores copy whole tiles: they need FragMajor output (partial tiles) and m and "
+         "rows_per_dest multiples of ", kBlockM, " (got m ", p.m, ", rows_per_dest ", e.rows_per_dest, ")");
   if (e.own_mask) {
     const char* w = "gemm epilogue: the owner reduce (own_mask ";
     const uint32_t m = e.own_mask;
