@@ -8,31 +8,21 @@ nothing to send and join the compute) with every wait satisfied at once, so the 
 is what the engine and the plan's schedule cost before any NVLink or network traffic:
   ag_gemm  a [M, 8192] x w [14336, 8192]^T  (AllGather+GEMM, hidden 8192, FFN 28672 / 2)
   gemm_rs  h [M, 14336] x w [8192, 14336]^T (GEMM+ReduceScatter; GEMM+AllReduce the same GEMM)
-Timing (bench/MEASURING.md): CUDA events around each call, calls interleaved in a rotating order, a
-host sync before each, medians over the rounds; inputs rotate through copies that together exceed
-2x the L2; random bf16 data.
+Timing: the torch benchmarks' loop (bench/dist_timing.py measure: CUDA events around each call after
+a host sync and a GPU sleep that takes the host's launch cost off the clock, variants rotated per
+round, medians); inputs rotate through copies that together exceed 4x the L2; random bf16 data.
 """
 import argparse
 import datetime
 import os
-import statistics
 
 import torch
 import torch.distributed as dist
 
+import dist_timing  # bench/, the script's own directory
 import mkernel
 
-ROUNDS, WARMUP = 20, 3
-
-
-def timed(fn):
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    s.record()
-    fn()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e)
+ROUNDS, WARMUP, LEAD_CYCLES = 20, 3, 2_000_000
 
 
 def main():
@@ -74,14 +64,7 @@ def main():
                     err = (out.float() - ref).norm() / ref.norm()
                     if not torch.isfinite(err) or err > 1e-2:
                         raise SystemExit(f"{kind} M={m}: {name} differs from cuBLAS (relative {err:.3g})")
-            times = {name: [] for name in names}
-            for r in range(WARMUP + ROUNDS):
-                order = names[r % len(names):] + names[: r % len(names)]
-                for name in order:
-                    t = timed(lambda: variants[name](r % copies))
-                    if r >= WARMUP:
-                        times[name].append(t)
-            med = {name: statistics.median(v) for name, v in times.items()}
+            med = dist_timing.measure(variants, list(range(copies)), ROUNDS, WARMUP, LEAD_CYCLES)
             base = med[names[0]]
             for name in names:
                 rows.append((kind, m, n, k, name, med[name], base / med[name]))
@@ -90,9 +73,10 @@ def main():
         f"# The TP ops' GEMM machinery on one GPU (W = 1) vs cuBLAS ({stamp})",
         "",
         "- command: `torchrun --standalone --nproc_per_node=1 bench/tp_engine_1gpu.py`",
-        f"- GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; library {mkernel.library_path}",
-        f"- {ROUNDS} rounds after {WARMUP}, calls interleaved (rotating order), host sync before each, CUDA events,"
-        " medians; inputs rotate through >= 4x L2; random bf16; outputs checked against cuBLAS (relative < 1e-2)",
+        f"- GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; commit {dist_timing.provenance()}",
+        f"- {ROUNDS} rounds after {WARMUP}, calls interleaved (rotating order), host sync + GPU sleep of {LEAD_CYCLES}"
+        " cycles before each (bench/dist_timing.py), CUDA events, medians; inputs rotate through >= 4x L2; random"
+        " bf16; outputs checked against cuBLAS (relative < 1e-2)",
         "",
         "| op shape | M | N | K | variant | ms | cuBLAS / variant |",
         "|---|---|---|---|---|---|---|",
