@@ -15,7 +15,6 @@ Importing needs no GPU and no torch (ops import torch on first use). Library
 errors raise MkernelError.
 """
 import ctypes
-import itertools
 import sys
 
 from ._lib import MkernelError, UniqueId, CommInfo, SymmInfo, check, lib, path as library_path
@@ -78,9 +77,6 @@ class SymmetricBuffer:
             self._h = None
 
 
-_COMM_IDS = itertools.count(1)
-
-
 class Communicator:
     """All ranks of a job; creating one is collective (see include/mkernel/communicator.hpp)."""
 
@@ -91,7 +87,7 @@ class Communicator:
         ctypes.memmove(uid.internal, bytes(unique_id), 128)
         h = ctypes.c_void_p()
         check(lib.mk_comm_init(ctypes.byref(h), int(rank), int(world), ctypes.byref(uid), int(device)))
-        self._h, self._uid = h, next(_COMM_IDS)
+        self._h, self._uid = h, _tp_meta.new_key(world)
         _tp_meta.register(self)  # known to the TP custom ops, also in code that only runs under torch.compile
 
     @classmethod
@@ -100,7 +96,8 @@ class Communicator:
         self = cls.__new__(cls)
         h = ctypes.c_void_p()
         check(lib.mk_comm_init_env(ctypes.byref(h), int(device)))
-        self._h, self._uid = h, next(_COMM_IDS)
+        self._h = h
+        self._uid = _tp_meta.new_key(self.world)
         _tp_meta.register(self)
         return self
 

@@ -3,7 +3,7 @@ communicator registry and the shape rules.
 
 Torch custom ops take tensors and plain scalars, not Python objects, so the
 ops name their communicator by an int key: its `_uid`, unique in the process
-and stable for its life. The registry maps that key back to the
+and stable for its life, and carrying its world size (new_key). The registry maps that key back to the
 communicator (weakly: it does not keep one alive) and caches its world size,
 which the fake (meta) implementations need for output shapes while
 torch.compile traces, without a call into the library. A communicator is
@@ -15,6 +15,7 @@ would reject (and what the backward formulas need) with a clear message
 before anything runs: a plan for a new shape is made collectively, so one
 rank's bad tensor must fail on that rank before it starts a collective alone.
 """
+import itertools
 import weakref
 
 from ._lib import MkernelError
@@ -22,6 +23,25 @@ from ._lib import MkernelError
 MAX_RS_RANKS = 8    # GemmRs, GemmAr: at most 8 ranks (include/mkernel/tp.hpp)
 
 _COMMS = {}  # key -> (weakref to the communicator, world)
+
+_KEY_COUNT = itertools.count(1)
+KEY_WORLD_SPAN = 1 << 20  # above any world size
+
+
+def new_key(world: int) -> int:
+    """A fresh key (a communicator's `_uid`) for a communicator of `world` ranks: the n-th one made in
+    this process gets n * KEY_WORLD_SPAN + world.
+
+    torch.compile puts the key into the traced graph as a constant, and its on-disk caches (the FX
+    graph and inductor caches, shared by every process of the machine) look compiled code up by the
+    graph. The output shapes in that code come from the fake implementations, which read the world
+    size: with the world size in the key, code traced at one world size is never reused at another
+    (found 2026-12-01: a cached graph from a 4-rank run asserted 4-rank shapes in an 8-rank run).
+    """
+    world = int(world)
+    if not 0 < world < KEY_WORLD_SPAN:
+        raise MkernelError(f"mkernel: world size {world} out of range")
+    return next(_KEY_COUNT) * KEY_WORLD_SPAN + world
 
 
 def register(comm) -> int:

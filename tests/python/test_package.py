@@ -178,6 +178,28 @@ def test_tp_registry_maps_keys_to_open_communicators_weakly():
         _tp_meta.register(object())
 
 
+def test_communicator_keys_carry_the_world_size_so_compiled_graphs_differ_between_world_sizes():
+    """torch.compile's on-disk caches find compiled code by the traced graph, in which the key is a
+    constant: the n-th communicator of a process must get the same key at the same world size (the
+    cache still serves a rerun) and another key at another (code traced at 4 ranks, with 4-rank
+    output shapes, once ran in an 8-rank job)."""
+    import subprocess
+    import sys
+    code = "import mkernel._tp_meta as m; print(m.new_key({w}), m.new_key({w}))"
+    keys = {}
+    for w in (1, 2, 4, 8, 4):
+        r = subprocess.run([sys.executable, "-c", code.format(w=w)], capture_output=True, text=True, check=True)
+        first, second = map(int, r.stdout.split())
+        assert first != second
+        keys.setdefault(w, set()).add((first, second))
+    assert keys[4] == {next(iter(keys[4]))}, "the same world size gives the same keys in every process"
+    firsts = [next(iter(v))[0] for v in keys.values()]
+    assert len(set(firsts)) == len(firsts), f"another world size must give another key: {keys}"
+    from mkernel import _tp_meta
+    with pytest.raises(mkernel.MkernelError, match="world size 0 out of range"):
+        _tp_meta.new_key(0)
+
+
 # Lazy exports: `import mkernel` needs no torch; the torch ops load their module on first use.
 
 def test_every_export_is_defined_or_loaded_lazily_from_a_module_that_defines_it():
