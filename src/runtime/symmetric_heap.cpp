@@ -174,11 +174,19 @@ void SymmetricHeap::map_ipc(Alloc& a, size_t bytes) {
 
 SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
   if (bytes == 0) fail("alloc_symmetric: size must be > 0");
-  auto sizes = bs_.allgather(std::to_string(bytes));
+  // Tagged: a rank whose collective call at this point is another one
+  // (the ranks' calls out of step) is named as such, not as a size.
+  static constexpr char kTag[] = "alloc_symmetric:";
+  auto sizes = bs_.allgather(kTag + std::to_string(bytes));
+  for (int r = 0; r < topo_.world; ++r)
+    if (sizes[r].rfind(kTag, 0) != 0)
+      fail("alloc_symmetric: rank ", r, " made another collective call at this point (rank ", topo_.rank,
+           " is in alloc_symmetric of ", bytes, " bytes): the ranks' collective calls are out of step");
   for (int r = 0; r < topo_.world; ++r)
     if (sizes[r] != sizes[0])
-      fail("alloc_symmetric: ranks asked for different sizes (rank 0: ", sizes[0], " bytes, rank ", r,
-           ": ", sizes[r], " bytes); symmetric allocations must be equal on every rank");
+      fail("alloc_symmetric: ranks asked for different sizes (rank 0: ", sizes[0].substr(sizeof(kTag) - 1),
+           " bytes, rank ", r, ": ", sizes[r].substr(sizeof(kTag) - 1),
+           " bytes); symmetric allocations must be equal on every rank");
   MK_CUDA_CHECK(cudaSetDevice(device_));
   auto a = std::make_unique<Alloc>();
   a->buf.bytes = bytes;

@@ -253,7 +253,7 @@ TEST_F(GemmArTest, RoleSplitsGiveTheSameResult) {
       GemmArOptions{.num_gather_ctas = 1, .num_ctas = 2, .one_shot = 0}, GemmArOptions{.swizzle = 1, .one_shot = 0},
       GemmArOptions{.swizzle = 2, .one_shot = 0}, GemmArOptions{.async_store = 0, .one_shot = 0},
       GemmArOptions{.one_shot = 0, .interleave = 0}, GemmArOptions{.swizzle = 1, .one_shot = 0, .interleave = 1}};
-  if (comm().topology().num_nodes == 1)  // one-shot: one node only
+  if (comm().topology().num_nodes == 1 && comm().world() == 2)  // one-shot: one node of two ranks only
     for (GemmArOptions o : {GemmArOptions{.one_shot = 1}, GemmArOptions{.num_ctas = 40, .one_shot = 1},
                             GemmArOptions{.num_ctas = 2, .swizzle = 1, .one_shot = 1}})
       opts.push_back(o);
@@ -297,8 +297,8 @@ TEST(GemmArErrors, BadPlansAreRejected) {
   expect_error("reduce 100000", "num_reduce_ctas",
                [&] { GemmAr p(comm(), m, 128, 128, {.num_reduce_ctas = 100000}); });
   expect_error("one_shot 2", "one_shot must be -1, 0 or 1", [&] { GemmAr p(comm(), m, 128, 128, {.one_shot = 2}); });
-  if (comm().topology().num_nodes > 1)
-    expect_error("one-shot across nodes", "one_shot = 1 needs one node",
+  if (comm().topology().num_nodes > 1 || comm().world() > 2)  // across nodes, or one node of more than two ranks
+    expect_error("one-shot beyond one node of two", "one_shot = 1 needs one node of 2 ranks",
                  [&] { GemmAr p(comm(), m, 128, 128, {.one_shot = 1}); });
   expect_error("swizzle 2 of 3 row-blocks", "swizzle", [&] { GemmAr p(comm(), 3 * m, 128, 128, {.swizzle = 2}); });
   // Ranks disagreeing on the shape: every rank hears it.

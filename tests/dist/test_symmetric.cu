@@ -1,14 +1,19 @@
-// Two GPUs, one process each: symmetric allocation and peer writes checked
-// byte for byte, cross-GPU ping-pong for 100k rounds with no loss, back to
-// back launches with growing epochs, many independent signal pairs at once,
-// and (run_abort_scenario) a timeout on one rank ending the other's wait.
-// Under MK_RANKS_PER_NODE=1 (2x1) the ranks are separate nodes: the tests
-// check that no peer mapping exists and skip the NVLink paths.
+// Any number of ranks, one process per GPU (or sharing GPUs under
+// MK_SHARE_GPUS): the topology the launch asked for, symmetric allocation
+// and peer writes checked byte for byte (each rank writes into the next
+// rank of its node), cross-GPU ping-pong for 100k rounds with no loss
+// between node peers paired by local index (0-1, 2-3, ...), back to back
+// launches with growing epochs, many independent signal pairs at once, and
+// (run_abort_scenario) a timeout on one rank ending the other's wait.
+// Across emulated nodes (MK_RANKS_PER_NODE) the tests check that no peer
+// mapping crosses a node and skip the NVLink paths where a node holds one
+// rank.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <vector>
@@ -25,12 +30,26 @@ namespace {
 
 #define CK(x) comm().check(static_cast<int>(x), #x)
 
-bool nvlink_pair() { return comm().topology().local_size == 2; }
-int other() { return 1 - comm().rank(); }
+// NVLink peers exist: more than one rank per node.
+bool node_peers() { return comm().topology().local_size >= 2; }
+// The ping-pong partner of this rank inside its node (local index xor 1;
+// -1 for the last rank of an odd-sized node) and the global rank of a
+// local index.
+int partner_local() {
+  const int p = comm().topology().local_rank ^ 1;
+  return p < comm().topology().local_size ? p : -1;
+}
+int global_of(int local) { return comm().topology().rank_at(comm().topology().node, local); }
+// Ring inside the node: the next and the previous local index.
+int next_local() { return (comm().topology().local_rank + 1) % comm().topology().local_size; }
+int prev_local() {
+  const auto& t = comm().topology();
+  return (t.local_rank + t.local_size - 1) % t.local_size;
+}
 
 constexpr int kPutBlocks = 16;
 
-__global__ void put_kernel(DeviceCtx ctx, void* dst, const void* src, size_t bytes, int sig_idx) {
+__global__ void put_kernel(DeviceCtx ctx, void* dst, const void* src, size_t bytes, int sig_idx, int peer_lr) {
   // Every block copies its slice and adds 1 to the peer's signal: the peer
   // waits for kPutBlocks more.
   size_t per = (bytes + gridDim.x - 1) / gridDim.x;
@@ -39,10 +58,7 @@ __global__ void put_kernel(DeviceCtx ctx, void* dst, const void* src, size_t byt
   size_t n = lo < bytes ? (bytes - lo < per ? bytes - lo : per) : 0;
   dev::copy_v16<true>(static_cast<char*>(dst) + lo, static_cast<const char*>(src) + lo, n, threadIdx.x, blockDim.x);
   __syncthreads();
-  if (threadIdx.x == 0) {
-    const int peer_lr = 1 - ctx.local_rank;
-    dev::signal_add<dev::Scope::Sys>(dev::peer_signal(ctx, peer_lr, sig_idx), 1);
-  }
+  if (threadIdx.x == 0) dev::signal_add<dev::Scope::Sys>(dev::peer_signal(ctx, peer_lr, sig_idx), 1);
 }
 
 __global__ void wait_kernel(DeviceCtx ctx, int sig_idx, uint64_t expected, int peer) {
@@ -52,17 +68,16 @@ __global__ void wait_kernel(DeviceCtx ctx, int sig_idx, uint64_t expected, int p
 }
 
 // Many independent pairs: block b ping-pongs its own signal pair.
-__global__ void multi_pingpong(DeviceCtx ctx, int base_idx, int rounds, uint64_t base, bool initiator,
-                               uint32_t* errors) {
+__global__ void multi_pingpong(DeviceCtx ctx, int base_idx, int rounds, uint64_t base, int peer_lr, int peer,
+                               bool initiator, uint32_t* errors) {
   if (threadIdx.x != 0) return;
-  const int peer_lr = 1 - ctx.local_rank;
   const int idx = base_idx + 2 * static_cast<int>(blockIdx.x);
   dev::PingPongSide s;
   s.my_signal = ctx.signals + idx;
   s.peer_signal = dev::peer_signal(ctx, peer_lr, idx);
   s.my_payload = ctx.signals + idx + 1;
   s.peer_payload = dev::peer_signal(ctx, peer_lr, idx + 1);
-  s.peer = 1 - ctx.rank;
+  s.peer = peer;
   s.signal_id = idx;
   s.initiator = initiator;
   dev::pingpong_side<dev::Scope::Sys>(ctx, s, rounds, base, errors);
@@ -82,19 +97,20 @@ std::vector<unsigned char> pattern(int rank, size_t bytes, uint64_t salt) {
 
 TEST(Dist, TopologyMatchesTheLaunch) {
   const auto& t = comm().topology();
-  ASSERT_EQ(comm().world(), 2);
-  const int64_t rpn = knob_int(Knob::MK_RANKS_PER_NODE);
-  if (rpn == 1) {
-    EXPECT_EQ(t.num_nodes, 2);
-    EXPECT_EQ(t.local_size, 1);
-    EXPECT_TRUE(t.forced);
-    EXPECT_EQ(comm().device_ctx().peer_signals[1], nullptr) << "2x1: no NVLink mapping across emulated nodes";
-  } else {
-    EXPECT_EQ(t.num_nodes, 1);
-    EXPECT_EQ(t.local_size, 2);
-    EXPECT_EQ(t.local_rank, comm().rank());
-    EXPECT_NE(comm().device_ctx().peer_signals[other()], nullptr);
-  }
+  const char* ws = std::getenv("WORLD_SIZE");
+  ASSERT_NE(ws, nullptr);
+  ASSERT_EQ(comm().world(), std::atoi(ws));
+  // MK_RANKS_PER_NODE = 0: every rank of this one host is one node.
+  const int64_t knob = knob_int(Knob::MK_RANKS_PER_NODE);
+  const int rpn = knob ? static_cast<int>(knob) : comm().world();
+  EXPECT_EQ(t.forced, knob != 0 && rpn < comm().world());
+  EXPECT_EQ(t.num_nodes, comm().world() / rpn);
+  EXPECT_EQ(t.local_size, rpn);
+  EXPECT_EQ(t.node, comm().rank() / rpn);
+  EXPECT_EQ(t.local_rank, comm().rank() % rpn);
+  for (int l = 0; l < kMaxLocalRanks; ++l)
+    EXPECT_EQ(comm().device_ctx().peer_signals[l] != nullptr, l < t.local_size)
+        << "local index " << l << ": NVLink mappings exist exactly for the ranks of this node";
   EXPECT_NE(comm().device(), -1);
   const std::string mode = knob_str(Knob::MK_SYMM_MODE);
   if (mode == "ipc") EXPECT_FALSE(comm().uses_vmm());
@@ -102,36 +118,39 @@ TEST(Dist, TopologyMatchesTheLaunch) {
 }
 
 TEST(Dist, SymmetricAllocationAndPeerWritesByteForByte) {
-  if (!nvlink_pair()) GTEST_SKIP() << "2x1 emulated nodes: peer writes take the network path (network issue)";
+  if (!node_peers()) GTEST_SKIP() << "one rank per node: peer writes take the network path (network issue)";
+  const auto& t = comm().topology();
+  const int to = next_local(), from = prev_local();  // write into the next rank of the node, check the previous one's
   const int sig = comm().reserve_signals(1);
   uint64_t expected = 0;
   for (size_t bytes : {size_t(1), size_t(4097), size_t(1) << 20, (size_t(64) << 20) + 123}) {
     SymmetricBuffer& buf = comm().alloc_symmetric(bytes);
     ASSERT_EQ(buf.bytes, bytes);
-    ASSERT_NE(buf.peer[other()], nullptr);
-    ASSERT_EQ(buf.peer[comm().rank()], buf.local);
+    ASSERT_NE(buf.peer[to], nullptr);
+    ASSERT_EQ(buf.peer[t.local_rank], buf.local);
     CK(cudaMemset(buf.local, 0xAB, bytes));  // poison what the peer will overwrite
     auto mine = pattern(comm().rank(), bytes, 1);
     void* src = nullptr;
     CK(cudaMalloc(&src, bytes));
     CK(cudaMemcpy(src, mine.data(), bytes, cudaMemcpyHostToDevice));
     CK(cudaDeviceSynchronize());
-    comm().barrier();  // both poisoned before either writes
-    put_kernel<<<kPutBlocks, 512>>>(comm().device_ctx(), buf.peer[other()], src, bytes, sig);
+    comm().barrier();  // every buffer poisoned before anyone writes
+    put_kernel<<<kPutBlocks, 512>>>(comm().device_ctx(), buf.peer[to], src, bytes, sig, to);
     expected += kPutBlocks;
-    wait_kernel<<<1, 32>>>(comm().device_ctx(), sig, expected, other());
+    wait_kernel<<<1, 32>>>(comm().device_ctx(), sig, expected, global_of(from));
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
     std::vector<unsigned char> got(bytes);
     CK(cudaMemcpy(got.data(), buf.local, bytes, cudaMemcpyDeviceToHost));
-    auto want = pattern(other(), bytes, 1);
+    auto want = pattern(global_of(from), bytes, 1);
     size_t bad = 0, first = bytes;
     for (size_t i = 0; i < bytes; ++i)
       if (got[i] != want[i]) {
         ++bad;
         first = std::min(first, i);
       }
-    EXPECT_EQ(bad, 0u) << bytes << "-byte buffer: " << bad << " wrong bytes, first at " << first;
+    EXPECT_EQ(bad, 0u) << bytes << "-byte buffer written by rank " << global_of(from) << ": " << bad
+                       << " wrong bytes, first at " << first;
     cudaFree(src);
     comm().free_symmetric(buf);
   }
@@ -153,17 +172,23 @@ TEST(Dist, MismatchedSymmetricSizesAreRejectedOnEveryRank) {
 }
 
 TEST(Dist, PingPong100kRoundsAcrossGpusLosesNothing) {
-  if (!nvlink_pair()) GTEST_SKIP() << "2x1 emulated nodes: cross-node signals take the network path";
+  if (!node_peers()) GTEST_SKIP() << "one rank per node: cross-node signals take the network path";
   const int idx = comm().reserve_signals(2);
+  const int p = partner_local();
+  if (p < 0) {  // the odd rank out of its node: only the other ranks' barriers
+    comm().barrier();
+    comm().barrier();
+    GTEST_SKIP() << "no partner in this node (odd number of ranks)";
+  }
   const DeviceCtx& ctx = comm().device_ctx();
   dev::PingPongSide side;
   side.my_signal = ctx.signals + idx;
-  side.peer_signal = ctx.peer_signals[other()] + idx;
+  side.peer_signal = ctx.peer_signals[p] + idx;
   side.my_payload = ctx.signals + idx + 1;
-  side.peer_payload = ctx.peer_signals[other()] + idx + 1;
-  side.peer = other();
+  side.peer_payload = ctx.peer_signals[p] + idx + 1;
+  side.peer = global_of(p);
   side.signal_id = idx;
-  side.initiator = comm().rank() == 0;
+  side.initiator = comm().topology().local_rank < p;
   uint32_t* errors = nullptr;
   CK(cudaMalloc(&errors, 4));
   CK(cudaMemset(errors, 0, 4));
@@ -185,8 +210,9 @@ TEST(Dist, PingPong100kRoundsAcrossGpusLosesNothing) {
   CK(cudaMemcpy(&last, ctx.signals + idx, 8, cudaMemcpyDeviceToHost));
   EXPECT_EQ(h_err, 0u);
   EXPECT_EQ(last, base + rounds) << "a round was lost or duplicated";
-  if (comm().rank() == 0)
-    std::printf("[rank 0] %d round trips in %.3f ms: %.3f us per round trip\n", rounds, ms, 1000.0 * ms / rounds);
+  if (side.initiator)
+    std::printf("[rank %d] %d round trips in %.3f ms: %.3f us per round trip\n", comm().rank(), rounds, ms,
+                1000.0 * ms / rounds);
 
   // Back to back: 20 launches, no host sync and no reset in between.
   comm().barrier();
@@ -203,16 +229,22 @@ TEST(Dist, PingPong100kRoundsAcrossGpusLosesNothing) {
 }
 
 TEST(Dist, ManyIndependentSignalPairsAtOnce) {
-  if (!nvlink_pair()) GTEST_SKIP() << "2x1 emulated nodes: cross-node signals take the network path";
+  if (!node_peers()) GTEST_SKIP() << "one rank per node: cross-node signals take the network path";
   const int blocks = 132, rounds = 2000;
   const int base_idx = comm().reserve_signals(2 * blocks);
+  const int p = partner_local();
+  if (p < 0) {
+    comm().barrier();
+    GTEST_SKIP() << "no partner in this node (odd number of ranks)";
+  }
   uint32_t* errors = nullptr;
   CK(cudaMalloc(&errors, 4));
   CK(cudaMemset(errors, 0, 4));
   comm().barrier();
   for (int k = 0; k < 3; ++k) {
     uint64_t base = comm().next_epoch() * rounds;
-    multi_pingpong<<<blocks, 32>>>(comm().device_ctx(), base_idx, rounds, base, comm().rank() == 0, errors);
+    multi_pingpong<<<blocks, 32>>>(comm().device_ctx(), base_idx, rounds, base, p, global_of(p),
+                                   comm().topology().local_rank < p, errors);
   }
   CK(cudaDeviceSynchronize());
   uint32_t h = 1;
@@ -235,7 +267,7 @@ int run_abort_scenario() {
     c.barrier();
     if (c.rank() == 0) ctx.timeout_ns = 60ull * 1000000000ull;
     auto t0 = std::chrono::steady_clock::now();
-    wait_kernel<<<1, 32>>>(ctx, idx, 1, 1 - c.rank());
+    wait_kernel<<<1, 32>>>(ctx, idx, 1, c.rank() == 1 ? 0 : 1);
     cudaError_t e = cudaDeviceSynchronize();
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::string msg;
