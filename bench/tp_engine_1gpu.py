@@ -72,7 +72,7 @@ def main():
     lines = [
         f"# The TP ops' GEMM machinery on one GPU (W = 1) vs cuBLAS ({stamp})",
         "",
-        "- command: `torchrun --standalone --nproc_per_node=1 bench/tp_engine_1gpu.py`",
+        f"- command: `torchrun --standalone --nproc_per_node=1 bench/tp_engine_1gpu.py --ms {args.ms}`",
         f"- GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; commit {dist_timing.provenance()}",
         f"- {ROUNDS} rounds after {WARMUP}, calls interleaved (rotating order), host sync + GPU sleep of {LEAD_CYCLES}"
         " cycles before each (bench/dist_timing.py), CUDA events, medians; inputs rotate through >= 4x L2; random"
