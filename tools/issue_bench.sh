@@ -8,16 +8,23 @@
 #   tools/issue_bench.sh ring2x1 [OUT] the same as 2 emulated nodes (MK_RANKS_PER_NODE=1)        ~160 s
 #   tools/issue_bench.sh misc [OUT]    mkbench net_post, python_overhead.py (W = 2), ring_trace.py at 2k
 #                                      over emu (3 calls)                                         ~60 s
+# Issue [multi-gpu-run], on G = 4 or 8 GPUs, as 2 nodes of G/2 (emu between them) and 1 node of G; RPN
+# (ranks per node, G/2 or G) picks one layout, else both (multi-tests: give it, both take > 600 s):
+#   tools/issue_bench.sh multi-tests [OUT] [RPN]  the dist tier and the torchrun TP / ring checks  ~480 s
+#   tools/issue_bench.sh multi-tp [OUT] [RPN]     mkbench ag_gemm gemm_rs gemm_ar; torch_tp_bench.py (1xG)
+#   tools/issue_bench.sh multi-ring [OUT] [RPN]   torch_ring_attn_bench.py --quick
+#   (written 2026-12-01 when no machine of more than 2 GPUs was lent: not run yet)
 #
-# Results (markdown + JSON, logs) go to OUT (default bench/results). Needs 2 GPUs, torch and torchrun.
+# Results (markdown + JSON, logs) go to OUT (default bench/results). Needs 2 GPUs (multi-*: 4 or 8),
+# torch and torchrun.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 source tools/gpu_env.sh
 part=${1:-}
 out=${2:-bench/results}
 case "$part" in
-  tp|ring1x2|ring2x1|misc) ;;
-  *) sed -n 2,14p "$0"; exit 2 ;;
+  tp|ring1x2|ring2x1|misc|multi-tests|multi-tp|multi-ring) ;;
+  *) sed -n 2,19p "$0"; exit 2 ;;
 esac
 mkdir -p "$out"
 export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" MK_LIBRARY="$PWD/build/lib/libmkernel.so"
@@ -26,6 +33,19 @@ if [ "${ngpu:-0}" -lt 2 ]; then
   echo "issue_bench.sh: needs 2 GPUs (have ${ngpu:-0})"
   exit 2
 fi
+if [ "${part#multi-}" != "$part" ] && [ "${ngpu:-0}" -ne 4 ] && [ "${ngpu:-0}" -ne 8 ]; then
+  echo "issue_bench.sh $part: needs 4 or 8 GPUs (have ${ngpu:-0})"
+  exit 2
+fi
+# multi-*: the layouts of ngpu ranks (ranks per node) and their names.
+layouts=${3:-"$(( ngpu / 2 )) $ngpu"}
+for rpn in $layouts; do
+  if [ "$rpn" -ne $(( ngpu / 2 )) ] && [ "$rpn" -ne "$ngpu" ]; then
+    echo "issue_bench.sh $part: ranks per node must be $(( ngpu / 2 )) or $ngpu (got $rpn)"
+    exit 2
+  fi
+done
+name_of() { echo "$(( ngpu / $1 ))x$1"; }
 rc=0
 step() {  # step SECONDS LOG command...: bounded, output to OUT/LOG, says how it ended
   local s=$1 log=$2
@@ -58,6 +78,33 @@ case "$part" in
     for i in 1 2 3; do
       step 60 "ring-trace-2k-emu-$i.log" env MK_RANKS_PER_NODE=1 torchrun --standalone --nproc_per_node=2 \
           tools/ring_trace.py --seq 2048
+    done
+    ;;
+  multi-tests)
+    for rpn in $layouts; do
+      l=$(name_of "$rpn")
+      step 240 "dist-$l.log" tools/mkrun -n "$ngpu" --timeout 235 env MK_RANKS_PER_NODE="$rpn" build/bin/mk_dist_tests
+      for s in dist_tp_check dist_ring_attn_check; do
+        step 120 "$s-$l.log" env MK_RANKS_PER_NODE="$rpn" torchrun --standalone --nproc_per_node="$ngpu" \
+            "tests/python/gpu/$s.py"
+      done
+    done
+    ;;
+  multi-tp)
+    for rpn in $layouts; do
+      l=$(name_of "$rpn")
+      step 150 "mkbench-tp-$l.log" tools/mkrun -n "$ngpu" --timeout 145 env MK_RANKS_PER_NODE="$rpn" \
+          build/bin/mkbench --out "$out" ag_gemm gemm_rs gemm_ar
+    done
+    if [ "${3:-$ngpu}" -eq "$ngpu" ]; then
+      step 240 "torch-tp-1x$ngpu.log" torchrun --standalone --nproc_per_node="$ngpu" bench/torch_tp_bench.py --out "$out"
+    fi
+    ;;
+  multi-ring)
+    for rpn in $layouts; do
+      l=$(name_of "$rpn")
+      step 280 "torch-ring-$l.log" env MK_RANKS_PER_NODE="$rpn" torchrun --standalone --nproc_per_node="$ngpu" \
+          bench/torch_ring_attn_bench.py --quick --out "$out"
     done
     ;;
 esac
