@@ -2,11 +2,11 @@
 communicator registry and the shape rules.
 
 Torch custom ops take tensors and plain scalars, not Python objects, so the
-ops name their communicator by an int key: its `_uid`, unique in the process
-and stable for its life, and carrying its world size (new_key). The registry maps that key back to the
-communicator (weakly: it does not keep one alive) and caches its world size,
-which the fake (meta) implementations need for output shapes while
-torch.compile traces, without a call into the library. A communicator is
+ops name their communicator by an int key: its `_uid`, unique in the process,
+stable for its life and carrying its world size (new_key). The registry maps
+that key back to the communicator (weakly: it does not keep one alive) and
+caches its world size, which the fake (meta) implementations need for output
+shapes while torch.compile traces, without a call into the library. A communicator is
 registered when it is created (and again by register(), e.g. after the
 registry dropped a closed one); torch.compile'd code only looks keys up.
 

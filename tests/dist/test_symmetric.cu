@@ -100,9 +100,9 @@ TEST(Dist, TopologyMatchesTheLaunch) {
   const char* ws = std::getenv("WORLD_SIZE");
   ASSERT_NE(ws, nullptr);
   ASSERT_EQ(comm().world(), std::atoi(ws));
-  // MK_RANKS_PER_NODE = 0: every rank of this one host is one node.
+  // MK_RANKS_PER_NODE = 0 (unset): a node is a host.
   const int64_t knob = knob_int(Knob::MK_RANKS_PER_NODE);
-  const int rpn = knob ? static_cast<int>(knob) : comm().world();
+  const int rpn = knob ? static_cast<int>(knob) : static_cast<int>(t.host_ranks.size());
   EXPECT_EQ(t.forced, knob != 0 && rpn < comm().world());
   EXPECT_EQ(t.num_nodes, comm().world() / rpn);
   EXPECT_EQ(t.local_size, rpn);
@@ -175,7 +175,8 @@ TEST(Dist, PingPong100kRoundsAcrossGpusLosesNothing) {
   if (!node_peers()) GTEST_SKIP() << "one rank per node: cross-node signals take the network path";
   const int idx = comm().reserve_signals(2);
   const int p = partner_local();
-  if (p < 0) {  // the odd rank out of its node: only the other ranks' barriers
+  if (p < 0) {  // the odd rank out of its node: the other ranks' barriers, and epochs kept in step
+    for (int k = 0; k < 21; ++k) comm().next_epoch();
     comm().barrier();
     comm().barrier();
     GTEST_SKIP() << "no partner in this node (odd number of ranks)";
@@ -234,6 +235,7 @@ TEST(Dist, ManyIndependentSignalPairsAtOnce) {
   const int base_idx = comm().reserve_signals(2 * blocks);
   const int p = partner_local();
   if (p < 0) {
+    for (int k = 0; k < 3; ++k) comm().next_epoch();
     comm().barrier();
     GTEST_SKIP() << "no partner in this node (odd number of ranks)";
   }
