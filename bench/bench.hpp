@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench/report.hpp"
+#include "mkernel/mkernel.hpp"
 #include "bench/timing.hpp"
 
 namespace mkb {
@@ -39,6 +40,17 @@ void bench_net_queue(BenchContext&);
 void bench_net_latency(BenchContext&);
 void bench_net_bw(BenchContext&);
 void bench_net_post(BenchContext&);
+void bench_nvlink_count(BenchContext&);
+
+// Benchmarks of 2 GPUs of one node: false (and `t` added with a note saying
+// why) when this run is another layout.
+inline bool node_pair_or_skip(BenchContext& bc, Table& t) {
+  const mk::Topology& topo = bc.comm->topology();
+  if (bc.comm->world() == 2 && topo.local_size == 2) return true;
+  t.note = "skipped: needs exactly 2 ranks on one node (NVLink); this run is " + config_name(topo);
+  bc.report->add(t);
+  return false;
+}
 
 inline const std::vector<BenchDef>& benches() {
   static const std::vector<BenchDef> all = {
@@ -67,6 +79,8 @@ inline const std::vector<BenchDef>& benches() {
       {"net_bw", "network bandwidth vs message size per transport (2 nodes)", bench_net_bw},
       {"net_post", "cost of posting one network command while the other SMs wait, spin or copy (one GPU)",
        bench_net_post},
+      {"nvlink_count", "NVML's NVLink byte counters against a known 256 MiB transfer (2 GPUs of a node)",
+       bench_nvlink_count},
   };
   return all;
 }

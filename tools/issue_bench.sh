@@ -6,8 +6,8 @@
 #                                      torch_tp_bench.py (vs PyTorch's fused ops, 1x2)         ~60 s
 #   tools/issue_bench.sh ring1x2 [OUT] torch_ring_attn_bench.py, 2 GPUs of one node              ~180 s
 #   tools/issue_bench.sh ring2x1 [OUT] the same as 2 emulated nodes (MK_RANKS_PER_NODE=1)        ~160 s
-#   tools/issue_bench.sh misc [OUT]    mkbench net_post, python_overhead.py (W = 2), ring_trace.py at 2k
-#                                      over emu (3 calls)                                         ~60 s
+#   tools/issue_bench.sh misc [OUT]    mkbench net_post and nvlink_count, python_overhead.py (W = 2),
+#                                      ring_trace.py at 2k over emu (3 calls)                     ~70 s
 # Issue [multi-gpu-run], on G = 4 or 8 GPUs, as 2 nodes of G/2 (emu between them) and 1 node of G; RPN
 # (ranks per node, G/2 or G) picks one layout, else both (multi-tests: give it, both take > 600 s):
 #   tools/issue_bench.sh multi-tests [OUT] [RPN]  the dist tier and the torchrun TP / ring checks  ~480 s
@@ -74,6 +74,7 @@ case "$part" in
     ;;
   misc)
     step 90 mkbench-net-post.log tools/mkrun -n 1 --timeout 85 build/bin/mkbench --out "$out" net_post
+    step 60 mkbench-nvlink-count.log tools/mkrun -n 2 --timeout 55 build/bin/mkbench --out "$out" nvlink_count
     step 120 python-overhead.log torchrun --standalone --nproc_per_node=2 bench/python_overhead.py --out "$out"
     for i in 1 2 3; do
       step 60 "ring-trace-2k-emu-$i.log" env MK_RANKS_PER_NODE=1 torchrun --standalone --nproc_per_node=2 \

@@ -47,11 +47,7 @@ void bench_peer_copy(BenchContext& bc) {
           {},
           "Target: push >= 90% of cudaMemcpyPeer (~396 GB/s) with <= 32 SMs. GB/s = 1e9 bytes/s of payload moved "
           "one way; median over calls."};
-  if (c.world() != 2 || c.topology().local_size != 2) {
-    t.note = "skipped: needs exactly 2 ranks on one node (NVLink); this run is " + config_name(c.topology());
-    bc.report->add(t);
-    return;
-  }
+  if (!node_pair_or_skip(bc, t)) return;
   const size_t bytes = size_t(256) << 20;
   mk::SymmetricBuffer& remote = c.alloc_symmetric(bytes);
   void* local = nullptr;

@@ -13,11 +13,7 @@ void bench_signal_latency(BenchContext& bc) {
           {},
           "Target: one way < 3 us over NVLink. One way = round trip / 2; median over calls, max over ranks; "
           "every call uses a fresh epoch (no reset, no stale value can satisfy a wait)."};
-  if (c.world() != 2 || c.topology().local_size != 2) {
-    t.note = "skipped: needs exactly 2 ranks on one node (NVLink); this run is " + config_name(c.topology());
-    bc.report->add(t);
-    return;
-  }
+  if (!node_pair_or_skip(bc, t)) return;
   const mk::DeviceCtx& ctx = c.device_ctx();
   const int me = c.topology().local_rank, peer = 1 - me;
   const int idx = c.reserve_signals(2);
