@@ -87,7 +87,8 @@ struct Nvml {
     }
     char bus[32] = {};
     MKB_CUDA(cudaDeviceGetPCIBusId(bus, sizeof(bus), cuda_device));
-    if (int r = by_pci(bus, &dev)) why = std::string("nvmlDeviceGetHandleByPciBusId_v2(") + bus + ") returned " + std::to_string(r);
+    if (int r = by_pci(bus, &dev))
+      why = std::string("nvmlDeviceGetHandleByPciBusId_v2(") + bus + ") returned " + std::to_string(r);
   }
   ~Nvml() {
     if (why.empty() && shutdown) shutdown();
@@ -147,7 +148,8 @@ void bench_nvlink_count(BenchContext& bc) {
   const std::string usable = nvml.why.empty() ? "1" : "0";
   for (const auto& s : c.bootstrap().allgather(usable))
     if (s != "1") {
-      t.note = "skipped: NVML not usable on some rank (" + (nvml.why.empty() ? std::string("another rank") : nvml.why) + ")";
+      t.note = "skipped: NVML not usable on some rank (" +
+               (nvml.why.empty() ? std::string("another rank") : nvml.why) + ")";
       bc.report->add(t);
       return;
     }
