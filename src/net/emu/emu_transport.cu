@@ -63,8 +63,13 @@
 // proxy then ends only by timing out (seen in the 2x1 AG benchmark: bench/
 // results/mkbench-20261130T1218Z-2x1-ag-hang-proxy-in-copy-call.log). Such
 // libraries must meet their shapes before a kernel waits on the network;
-// the warning below names this when a copy call blocks. Real NICs (verbs,
-// fabric without staging) make no CUDA calls on the proxy.
+// the warning below names this when a copy call blocks. Suspected too, not
+// confirmed (2026-12-01): a copy of a result into pageable host memory
+// (torch's `.cpu()`) issued while the kernel waits, which the runtime
+// performs by waiting for the stream inside the call; PyTorch's TP check
+// fails this way on emulated nodes, the ring check, which synchronizes
+// first, does not (tools/emu_pageable_probe.py decides it). Real NICs
+// (verbs, fabric without staging) make no CUDA calls on the proxy.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
