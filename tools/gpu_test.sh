@@ -82,6 +82,11 @@ elif command -v torchrun >/dev/null 2>&1 && [ "${ngpu:-0}" -eq 1 ]; then
       MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_ring_attn_check.py
   step_s=120 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_SHARE_GPUS=1 \
       MK_TIMEOUT_MS=1000 torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_ring_attn_timeout.py
+  # The TP ops from Python on one node of 4, after the 2-rank run above traced
+  # the same graphs: torch.compile's on-disk cache must not serve those to 4
+  # ranks (it did before the communicator key carried the world size).
+  step_s=200 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_SHARE_GPUS=1 \
+      MK_TIMEOUT_MS=60000 torchrun --standalone --nproc_per_node=4 tests/python/gpu/dist_tp_check.py
 else
   echo "=== SKIPPED: tensor-parallel ops from Python (need torchrun and a GPU; have ${ngpu:-0})"
 fi
