@@ -2,9 +2,10 @@
 // ring benchmarks can later report measured NVLink bytes per GPU beside each
 // op's formula (issues [tp-ag-rs], [multi-gpu-run]): rank 0 writes 256 MiB
 // into rank 1's symmetric buffer with the copy engine; both ranks read
-// NVML's NVLink counters before and after, in the readings whose meaning on
-// this driver is not yet known here (per-link scope or device total, and
-// when they update), and print each delta over the payload. The reading that
+// NVML's NVLink counters before and after, in the readings whose behaviour
+// on this driver is not yet known here (the aggregate scope, one link, the
+// per-link sum; which fields count at all; when they update), and print
+// each delta over the payload. The reading that
 // shows ~1.00 on rank 0 (TX) and rank 1 (RX) is the one to use.
 //
 // NVML is opened at run time (libnvidia-ml.so.1, part of the driver), so
@@ -65,6 +66,7 @@ struct Nvml {
   int (*by_pci)(const char*, NvmlDevice*) = nullptr;
   int (*fields)(NvmlDevice, int, NvmlFieldValue*) = nullptr;
   NvmlDevice dev = nullptr;
+  bool inited = false;
   std::string why;  // empty: usable
 
   explicit Nvml(int cuda_device) {
@@ -85,13 +87,14 @@ struct Nvml {
       why = "nvmlInitWithFlags returned " + std::to_string(r);
       return;
     }
+    inited = true;
     char bus[32] = {};
     MKB_CUDA(cudaDeviceGetPCIBusId(bus, sizeof(bus), cuda_device));
     if (int r = by_pci(bus, &dev))
       why = std::string("nvmlDeviceGetHandleByPciBusId_v2(") + bus + ") returned " + std::to_string(r);
   }
   ~Nvml() {
-    if (why.empty() && shutdown) shutdown();
+    if (inited) shutdown();
     if (so) dlclose(so);
   }
   // One field at one scope: the value (as unsigned) or -1 with the NVML code in *err.
@@ -115,12 +118,15 @@ struct Nvml {
   }
 };
 
-// The readings compared: a field at scope 0, or summed over the links.
+// The readings compared: a field at one scope (a link id; kAllLinks asks
+// nvml.h's aggregate over the links), or summed over the links.
+constexpr uint32_t kAllLinks = 0xFFFFFFFFu;
 struct Reading {
   std::string name;
   uint32_t field;
   bool per_link;
   double unit;  // bytes per counter unit
+  uint32_t scope = 0;
 };
 
 }  // namespace
@@ -154,8 +160,12 @@ void bench_nvlink_count(BenchContext& bc) {
       return;
     }
   const std::vector<Reading> readings = {
-      {"THROUGHPUT_DATA_TX, scope 0", kFiThroughputTx, false, 1024.0},
-      {"THROUGHPUT_DATA_RX, scope 0", kFiThroughputRx, false, 1024.0},
+      {"THROUGHPUT_DATA_TX, all links (scope UINT_MAX)", kFiThroughputTx, false, 1024.0, kAllLinks},
+      {"THROUGHPUT_DATA_RX, all links (scope UINT_MAX)", kFiThroughputRx, false, 1024.0, kAllLinks},
+      {"COUNT_XMIT_BYTES, all links (scope UINT_MAX)", kFiCountXmitBytes, false, 1.0, kAllLinks},
+      {"COUNT_RCV_BYTES, all links (scope UINT_MAX)", kFiCountRcvBytes, false, 1.0, kAllLinks},
+      {"THROUGHPUT_DATA_TX, link 0", kFiThroughputTx, false, 1024.0},
+      {"THROUGHPUT_DATA_RX, link 0", kFiThroughputRx, false, 1024.0},
       {"THROUGHPUT_DATA_TX, summed over links", kFiThroughputTx, true, 1024.0},
       {"THROUGHPUT_DATA_RX, summed over links", kFiThroughputRx, true, 1024.0},
       {"COUNT_XMIT_BYTES, summed over links", kFiCountXmitBytes, true, 1.0},
@@ -168,7 +178,7 @@ void bench_nvlink_count(BenchContext& bc) {
       const Reading& r = readings[i];
       for (int l = 0; l < (r.per_link ? links : 1); ++l) {
         int e = 0;
-        const long double v = nvml.read(r.field, static_cast<uint32_t>(l), &e);
+        const long double v = nvml.read(r.field, r.per_link ? static_cast<uint32_t>(l) : r.scope, &e);
         if (e) (*errs)[i] = e;
         else (*out)[i] += v * r.unit;
       }

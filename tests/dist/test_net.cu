@@ -133,7 +133,9 @@ __global__ void small_puts_kernel(DeviceCtx ctx, net::NetCtx nc, unsigned char* 
 void run_puts(cudaStream_t stream, int rounds) {
   Network& net = comm().network();
   if (comm().rank() == 0) std::printf("[rank 0] network: %s\n", net.transport_name().c_str());
-  ASSERT_GE(net.peers().size(), net.rail_peers().size());
+  const Topology& topo = comm().topology();
+  ASSERT_EQ(net.peers().size(), size_t(topo.num_nodes - 1) * size_t(topo.local_size))
+      << "the network peers are every rank of the other nodes";
   ASSERT_EQ(net.rail_peers().size(), 1u);
   const int peer = net.rail_peers()[0];
   const uint64_t half = 48ull << 20;
@@ -185,7 +187,8 @@ void run_puts(cudaStream_t stream, int rounds) {
         if (first == half) first = k;
       }
     }
-    ASSERT_EQ(bad, 0u) << "round " << round << ": " << bad << " wrong bytes, first at " << first;
+    // EXPECT, not ASSERT: this rank stays in step with the peer's barriers and the collective free.
+    EXPECT_EQ(bad, 0u) << "round " << round << ": " << bad << " wrong bytes, first at " << first;
   }
   // Cross-node barrier, twice, epochs growing.
   static uint64_t barriers = 0;

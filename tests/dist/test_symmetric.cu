@@ -103,7 +103,7 @@ TEST(Dist, TopologyMatchesTheLaunch) {
   // MK_RANKS_PER_NODE = 0 (unset): a node is a host.
   const int64_t knob = knob_int(Knob::MK_RANKS_PER_NODE);
   const int rpn = knob ? static_cast<int>(knob) : static_cast<int>(t.host_ranks.size());
-  EXPECT_EQ(t.forced, knob != 0 && rpn < comm().world());
+  EXPECT_EQ(t.forced, knob != 0 && rpn < static_cast<int>(t.host_ranks.size()));  // a host split into nodes
   EXPECT_EQ(t.num_nodes, comm().world() / rpn);
   EXPECT_EQ(t.local_size, rpn);
   EXPECT_EQ(t.node, comm().rank() / rpn);
@@ -260,8 +260,8 @@ TEST(Dist, ManyIndependentSignalPairsAtOnce) {
 int run_abort_scenario() {
   try {
     Communicator& c = comm();
-    if (c.topology().local_size < 2) {
-      std::printf("SKIPPED: abort propagation needs 2 ranks on one node\n");
+    if (c.world() != 2 || c.topology().local_size != 2) {
+      std::printf("SKIPPED: abort propagation needs exactly 2 ranks, on one node\n");
       return 77;
     }
     DeviceCtx ctx = c.device_ctx();
