@@ -40,7 +40,7 @@ fi
 # minutes that way): 1x2, 2x1 (emu, the whole tier) and 2x2 (4 ranks).
 if [ "${ngpu:-0}" -eq 1 ]; then
   run tools/mkrun -n 2 --timeout 230 env MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 build/bin/mk_dist_tests \
-      --gtest_filter='AgGemm*:GemmRs*:GemmAr*:GemmPeer*'
+      --gtest_filter="AgGemm*:GemmRs*:GemmAr*:GemmPeer*:$shared_infra"
   run tools/mkrun -n 2 --timeout 230 env MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 MK_RANKS_PER_NODE=1 build/bin/mk_dist_tests
   run tools/mkrun -n 4 --timeout 230 env MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 MK_RANKS_PER_NODE=2 build/bin/mk_dist_tests \
       --gtest_filter="AgGemm*:GemmRs*:GemmAr*:$shared_infra"

@@ -109,7 +109,8 @@ inline SplitTail split_tail(int64_t tiles, int64_t ctas, int64_t kblocks, int ma
   const int64_t tail = tiles % ctas;
   if (tail == 0) return best;
   double best_cost = 1.0;  // unsplit: the last wave takes a whole tile time
-  const int64_t pmax = std::min<int64_t>({int64_t(max_parts), int64_t(gemm::kMaxSplitParts), std::max<int64_t>(2, kblocks / 4)});
+  const int64_t pmax =
+      std::min<int64_t>({int64_t(max_parts), int64_t(gemm::kMaxSplitParts), std::max<int64_t>(2, kblocks / 4)});
   for (int64_t p = 2; p <= pmax; ++p) {
     const double cost = double((tail * p + ctas - 1) / ctas) / double(p) + kSplitPartCost * double(p - 1);
     if (cost < best_cost - 1e-9) {

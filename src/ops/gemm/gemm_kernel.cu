@@ -80,7 +80,8 @@ void validate_hooks(const GemmParams& p) {
     fail("gemm: ragged shares (share_rows ", p.sched.share_rows, ") need the SharePermuted order, rows_per_dest = "
          "share_rows, share_blocks = its row-blocks and m_blocks = shares x share_blocks");
   const bool tiled = e.layout == OutLayout::TileMajor || e.layout == OutLayout::FragMajor;
-  if (e.layout != OutLayout::RowMajor && !tiled) fail("gemm epilogue: unknown output layout ", static_cast<int>(e.layout));
+  if (e.layout != OutLayout::RowMajor && !tiled)
+    fail("gemm epilogue: unknown output layout ", static_cast<int>(e.layout));
   if (e.layout == OutLayout::FragMajor && e.op != EpiOp::Store)
     fail("gemm epilogue: FragMajor output holds bf16 partial tiles: it needs the Store op");
   if ((e.signal != EpiSignal::None || tiled || e.net) && e.rows_per_dest % kBlockM && !ragged)
