@@ -41,6 +41,7 @@ void bench_net_latency(BenchContext&);
 void bench_net_bw(BenchContext&);
 void bench_net_post(BenchContext&);
 void bench_nvlink_count(BenchContext&);
+void bench_api_block(BenchContext&);
 
 // Benchmarks of 2 GPUs of one node: false (and `t` added with a note saying
 // why) when this run is another layout.
@@ -81,6 +82,8 @@ inline const std::vector<BenchDef>& benches() {
        bench_net_post},
       {"nvlink_count", "NVML's NVLink byte counters against a known 256 MiB transfer (2 GPUs of a node)",
        bench_nvlink_count},
+      {"api_block", "which CUDA calls a second thread can make while the first copies a running kernel's result "
+       "into pageable memory (one GPU; the emu proxy's hazard)", bench_api_block},
   };
   return all;
 }

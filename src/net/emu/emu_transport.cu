@@ -63,13 +63,25 @@
 // proxy then ends only by timing out (seen in the 2x1 AG benchmark: bench/
 // results/mkbench-20261130T1218Z-2x1-ag-hang-proxy-in-copy-call.log). Such
 // libraries must meet their shapes before a kernel waits on the network;
-// the warning below names this when a copy call blocks. Suspected too, not
-// confirmed (2026-12-01): a copy of a result into pageable host memory
-// (torch's `.cpu()`) issued while the kernel waits, which the runtime
-// performs by waiting for the stream inside the call; PyTorch's TP check
-// fails this way on emulated nodes, the ring check, which synchronizes
-// first, does not (tools/emu_pageable_probe.py decides it). Real NICs
-// (verbs, fabric without staging) make no CUDA calls on the proxy.
+// the warning below names this when a copy call blocks. The other cause,
+// measured (mkbench api_block, bench/results/emu-pageable-20261201.md): a
+// copy into pageable host memory on the legacy default stream (PyTorch's
+// `.cpu()` / `.item()` on its default stream) issued while the kernel runs
+// holds the context's submission lock until that kernel ends: every copy and
+// kernel launch of every other thread of the process waits (memory ops and
+// stream queries do not; the same copy on a non-blocking stream, or into
+// pinned memory, or after a synchronize, blocks nothing). A second context
+// would not wait, but its copies and kernels then time-slice with the user's
+// kernel (2.3 ms a round trip, same table), so the proxy keeps the primary
+// context and users keep such copies off the legacy stream while an op runs
+// (README, Network). Real NICs (verbs, fabric without staging) make no copies
+// or launches on the proxy; EFA's signal adds and fabric's staging do.
+// The way out (not built): a data path that makes no such call while a
+// kernel waits. Memory ops are never blocked, so the proxy could hand each
+// write to a copy kernel that the op's own launch starts beside the fused
+// kernel (on the SM the grid leaves to emu), which reads descriptors the
+// proxy writes with memory ops, copies over the host-wide mapping, adds the
+// signals itself and exits when the fused kernel ends (bounded).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -441,9 +453,11 @@ class EmuTransport final : public Transport {
         warned_slow_copy_ = true;
         log(LogLevel::Warn,
             cat("emu: issuing ", sizes_.size(), " copies (first ", sizes_[0], " bytes) blocked the proxy for ",
-                took / 1000000, " ms in the CUDA runtime: another thread of this process was probably loading a "
-                "kernel (e.g. cuBLAS's first call for a shape) while a kernel waited on the network; run such calls "
-                "once before launching kernels that wait on the network (src/net/emu NOTES)"));
+                took / 1000000, " ms in the CUDA runtime, behind another thread of this process that waited for "
+                "a kernel waiting on the network: a copy into pageable host memory on the legacy default stream "
+                "(PyTorch: tensor.cpu() or .item() on the default stream; synchronize first, or run on a side "
+                "stream), or a first kernel load (e.g. cuBLAS's first call for a shape; make it once before) "
+                "(src/net/emu NOTES)"));
       }
     }
     // The inline data words (after the copies in stream order), then one
