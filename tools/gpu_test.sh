@@ -57,6 +57,9 @@ if command -v torchrun >/dev/null 2>&1 && [ "${ngpu:-0}" -ge 2 ]; then
     run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" \
         torchrun --standalone --nproc_per_node=2 "$script"
   done
+  # The TP ops from Python across 2 emulated nodes (on a side stream: README, Network).
+  run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_RANKS_PER_NODE=1 \
+      torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_tp_check.py
   # Ring attention across 2 emulated nodes (the emu transport between them),
   # and as 2 nodes x 2 GPUs on the 2 GPUs (shared, time-sliced: the NVLink
   # forwarding of chunks that came over the network).
@@ -69,9 +72,7 @@ if command -v torchrun >/dev/null 2>&1 && [ "${ngpu:-0}" -ge 2 ]; then
       torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_ring_attn_timeout.py
 elif command -v torchrun >/dev/null 2>&1 && [ "${ngpu:-0}" -eq 1 ]; then
   # One GPU: 2 ranks share it (MK_SHARE_GPUS, time-sliced: correctness only,
-  # long wait bounds). Not the TP ops over emu (2x1): there the emu proxy's
-  # first copy call blocks behind the two processes' kernels (bench/results/
-  # gpu-checks-20261201T0420Z-h200x1.md), so the 2-GPU tier stays needed.
+  # long wait bounds).
   echo "=== one GPU: the torchrun checks as 2 ranks sharing it (the 2-GPU tier needs 2 GPUs)"
   for script in tests/python/gpu/dist_tp_check.py tests/python/gpu/dist_ring_attn_check.py examples/tp_mlp.py \
                 examples/ring_attention.py; do
@@ -87,6 +88,9 @@ elif command -v torchrun >/dev/null 2>&1 && [ "${ngpu:-0}" -eq 1 ]; then
   # ranks (it did before the communicator key carried the world size).
   step_s=200 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_SHARE_GPUS=1 \
       MK_TIMEOUT_MS=60000 torchrun --standalone --nproc_per_node=4 tests/python/gpu/dist_tp_check.py
+  # The TP ops from Python across 2 emulated nodes (on a side stream: README, Network).
+  step_s=200 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_SHARE_GPUS=1 \
+      MK_RANKS_PER_NODE=1 MK_TIMEOUT_MS=60000 torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_tp_check.py
 else
   echo "=== SKIPPED: tensor-parallel ops from Python (need torchrun and a GPU; have ${ngpu:-0})"
 fi

@@ -14,7 +14,16 @@ losses differentiated by hand on the gathered tensors in fp32;
 torch.compile(fullgraph=True) of ag_gemm -> gelu -> gemm_rs (and -> gemm_ar),
 forward and backward, against eager, and of the out= variants under no_grad;
 one CUDA-graph capture of all six ops and of those blocks' forward, replayed
-with new inputs. Exits non-zero on any mismatch."""
+with new inputs. Exits non-zero on any mismatch.
+
+Across nodes (e.g. MK_RANKS_PER_NODE=1) the check runs on a side stream, as
+README's Network section tells users to: a copy of a running op's result into
+pageable memory on the legacy default stream (`.cpu()` without synchronize)
+blocks the host proxy's CUDA calls (bench/results/emu-pageable-20261201.md);
+and only the forward and error checks run there (said on the output): the
+autograd, torch.compile and CUDA-graph parts make cuBLAS / Triton calls of new
+shapes while an op waits on the network, whose kernel loads block a proxy that
+calls CUDA (emu, staged fabric) the same way (README, Network)."""
 import re
 
 import torch
@@ -441,9 +450,23 @@ def check_cuda_graph(comm, d):
 
 
 def run(comm, rank, world):
+    if comm.info()["num_nodes"] > 1:
+        with torch.cuda.stream(torch.cuda.Stream()):
+            return run_checks(comm, rank, world)
+    return run_checks(comm, rank, world)
+
+
+def run_checks(comm, rank, world):
     d = Dist(rank, world)
     check_forward(comm, d)
     check_errors(comm, d)
+    if comm.info()["num_nodes"] > 1:
+        torch.cuda.synchronize()
+        dist.barrier()
+        print(f"rank {rank}: tensor-parallel ops OK across {comm.info()['num_nodes']} nodes (forward, errors; "
+              "autograd, torch.compile and CUDA graph SKIPPED across nodes: first-call kernel loads block the "
+              "proxy, README Network)", flush=True)
+        return
     check_autograd(comm, d)
     check_compile(comm, d)
     check_compile_out(comm, d)
