@@ -20,10 +20,12 @@ Across nodes (e.g. MK_RANKS_PER_NODE=1) the check runs on a side stream, as
 README's Network section tells users to: a copy of a running op's result into
 pageable memory on the legacy default stream (`.cpu()` without synchronize)
 blocks the host proxy's CUDA calls (bench/results/emu-pageable-20261201.md);
-and only the forward and error checks run there (said on the output): the
-autograd, torch.compile and CUDA-graph parts make cuBLAS / Triton calls of new
-shapes while an op waits on the network, whose kernel loads block a proxy that
-calls CUDA (emu, staged fabric) the same way (README, Network)."""
+and on emulated nodes (MK_RANKS_PER_NODE: the emu NIC) only the forward and
+error checks run (said on the output): the autograd, torch.compile and
+CUDA-graph parts make cuBLAS / Triton calls of new shapes while an op waits
+on the network, whose kernel loads block a proxy that calls CUDA (emu, staged
+fabric) the same way (README, Network)."""
+import os
 import re
 
 import torch
@@ -460,7 +462,7 @@ def run_checks(comm, rank, world):
     d = Dist(rank, world)
     check_forward(comm, d)
     check_errors(comm, d)
-    if comm.info()["num_nodes"] > 1:
+    if comm.info()["num_nodes"] > 1 and os.environ.get("MK_RANKS_PER_NODE"):  # emulated nodes: the emu proxy
         torch.cuda.synchronize()
         dist.barrier()
         print(f"rank {rank}: tensor-parallel ops OK across {comm.info()['num_nodes']} nodes (forward, errors; "
