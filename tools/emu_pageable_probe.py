@@ -15,6 +15,8 @@ makes three ag_gemm calls and prints how long each took to reach the host:
   pageable  .cpu() at once
 Expected if the suspicion holds: sync and pinned pass in milliseconds, pageable fails after
 MK_TIMEOUT_MS with the proxy's "blocked ... in the CUDA runtime" warning.
+Result (one H200, 2 ranks sharing it, 2026-12-01 17:05): exactly that; `mkbench api_block` then showed
+why (bench/results/emu-pageable-20261201.md).
 """
 import sys
 import time
