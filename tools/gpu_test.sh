@@ -45,8 +45,8 @@ if [ "${ngpu:-0}" -eq 1 ]; then
   run tools/mkrun -n 4 --timeout 230 env MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 MK_RANKS_PER_NODE=2 build/bin/mk_dist_tests \
       --gtest_filter="AgGemm*:GemmRs*:GemmAr*:$shared_infra"
   # One node of 4 (issue [multi-gpu-run]'s 1x4; 1x8, 2x4: bench/results/multi-gpu-share1gpu-20261201.md).
-  run tools/mkrun -n 4 --timeout 230 env MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 MK_RANKS_PER_NODE=4 build/bin/mk_dist_tests \
-      --gtest_filter='-Dist.PingPong*'
+  run tools/mkrun -n 4 --timeout 230 env MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 MK_RANKS_PER_NODE=4 \
+      build/bin/mk_dist_tests --gtest_filter='-Dist.PingPong*'
 fi
 # The torch ops from Python (the in-tree package against this build's library).
 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" python3 -m pytest -q -rs -p no:cacheprovider tests/python/gpu

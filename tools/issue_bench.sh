@@ -98,7 +98,8 @@ case "$part" in
           build/bin/mkbench --out "$out" ag_gemm gemm_rs gemm_ar
     done
     if [ "${3:-$ngpu}" -eq "$ngpu" ]; then
-      step 240 "torch-tp-1x$ngpu.log" torchrun --standalone --nproc_per_node="$ngpu" bench/torch_tp_bench.py --out "$out"
+      step 240 "torch-tp-1x$ngpu.log" torchrun --standalone --nproc_per_node="$ngpu" bench/torch_tp_bench.py \
+          --out "$out"
     fi
     ;;
   multi-ring)

@@ -112,28 +112,6 @@ F entry(const char* sym) {
   return reinterpret_cast<F>(p);
 }
 
-// Device memory every context of this device can use (CUDA VMM, as the symmetric heap's).
-CUdeviceptr vmm_alloc(size_t bytes, int dev) {
-  const auto& d = mk::drv::api();
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = dev;
-  size_t gran = 0;
-  MK_CU_CHECK(d.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
-  bytes = (bytes + gran - 1) / gran * gran;
-  CUmemGenericAllocationHandle h{};
-  MK_CU_CHECK(d.cuMemCreate(&h, bytes, &prop, 0));
-  CUdeviceptr va = 0;
-  MK_CU_CHECK(d.cuMemAddressReserve(&va, bytes, gran, 0, 0));
-  MK_CU_CHECK(d.cuMemMap(va, bytes, 0, h, 0));
-  CUmemAccessDesc acc{};
-  acc.location = prop.location;
-  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  MK_CU_CHECK(d.cuMemSetAccess(va, bytes, &acc, 1));
-  return va;  // kept until the process ends (a probe)
-}
-
 // One WRITE_VALUE_32 stream memory op (the call the emu proxy uses for inline data and signal sets).
 CUresult write_word(cudaStream_t st, uint32_t* word, uint32_t v) {
   CUstreamBatchMemOpParams p{};
@@ -154,7 +132,13 @@ void bench_api_block(BenchContext& bc) {
           {"main thread", "second thread's call", "call ms", "kernel", "released after ms", "main step ms"},
           {},
           ""};
-  if (bc.comm->rank() != 0) return;
+  // One rank, and the symmetric heap's CUDA VMM memory, which every context of the device can use (the
+  // second-context cases need that; MK_SYMM_MODE=ipc memory belongs to the primary context).
+  if (bc.comm->world() != 1 || !bc.comm->uses_vmm()) {
+    t.note = "skipped: needs one rank (tools/mkrun -n 1) and VMM symmetric memory (the default MK_SYMM_MODE)";
+    bc.report->add(t);
+    return;
+  }
   constexpr size_t kBuf = 128 << 10;
   int dev = 0;
   MK_CUDA_CHECK(cudaGetDevice(&dev));
@@ -167,8 +151,9 @@ void bench_api_block(BenchContext& bc) {
   const auto ctx_get = entry<CtxGet>("cuCtxGetCurrent");
   CUcontext primary = nullptr, ctx2 = nullptr;
   MK_CU_CHECK(ctx_get(&primary));
-  auto* src = reinterpret_cast<uint32_t*>(vmm_alloc(kBuf, dev));
-  auto* dst = reinterpret_cast<uint32_t*>(vmm_alloc(kBuf, dev));
+  mk::SymmetricBuffer& mem = bc.comm->alloc_symmetric(2 * kBuf);
+  auto* src = static_cast<uint32_t*>(mem.local);
+  auto* dst = src + kBuf / sizeof(uint32_t);
   uint64_t* res = nullptr;
   MK_CUDA_CHECK(cudaMalloc(&res, 2 * sizeof(uint64_t)));
   // A second context on the same device, with its own stream and the kernel loaded.
@@ -375,6 +360,7 @@ void bench_api_block(BenchContext& bc) {
   MK_CUDA_CHECK(cudaEventDestroy(ev));
   MK_CUDA_CHECK(cudaFreeHost(pinned));
   MK_CUDA_CHECK(cudaFree(res));
+  bc.comm->free_symmetric(mem);
   using CtxDestroy = CUresult (*)(CUcontext);
   MK_CU_CHECK(entry<CtxDestroy>("cuCtxDestroy")(ctx2));  // its stream goes with it
   MK_CU_CHECK(ctx_set(primary));

@@ -452,22 +452,23 @@ def check_cuda_graph(comm, d):
 
 
 def run(comm, rank, world):
-    if comm.info()["num_nodes"] > 1:
+    nodes = comm.info()["num_nodes"]
+    if nodes > 1:
         with torch.cuda.stream(torch.cuda.Stream()):
-            return run_checks(comm, rank, world)
-    return run_checks(comm, rank, world)
+            return run_checks(comm, rank, world, nodes)
+    return run_checks(comm, rank, world, nodes)
 
 
-def run_checks(comm, rank, world):
+def run_checks(comm, rank, world, nodes):
     d = Dist(rank, world)
     check_forward(comm, d)
     check_errors(comm, d)
-    if comm.info()["num_nodes"] > 1 and os.environ.get("MK_RANKS_PER_NODE"):  # emulated nodes: the emu proxy
+    if nodes > 1 and os.environ.get("MK_RANKS_PER_NODE"):  # emulated nodes: the emu proxy
         torch.cuda.synchronize()
         dist.barrier()
-        print(f"rank {rank}: tensor-parallel ops OK across {comm.info()['num_nodes']} nodes (forward, errors; "
-              "autograd, torch.compile and CUDA graph SKIPPED across nodes: first-call kernel loads block the "
-              "proxy, README Network)", flush=True)
+        print(f"rank {rank}: tensor-parallel ops OK across {nodes} nodes (forward, errors; autograd, "
+              "torch.compile and CUDA graph SKIPPED across nodes: first-call kernel loads block the proxy, "
+              "README Network)", flush=True)
         return
     check_autograd(comm, d)
     check_compile(comm, d)
