@@ -4,12 +4,16 @@
 // Communicator::network().
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "device/net/net_ctx.hpp"
 #include "mkernel/symmetric.hpp"
+
+struct CUstream_st;  // cudaStream_t
 
 namespace mk {
 
@@ -39,6 +43,19 @@ class Network {
   const net::NetCtx* device_ctx_ptr() const { return ctx_dev_; }
   std::string transport_name() const { return name_; }
   bool emulated() const { return ctx_.emulated != 0; }
+  // Some proxy thread's transport makes CUDA calls (net::Transport::proxy_calls_cuda).
+  bool proxy_calls_cuda() const { return proxy_calls_cuda_; }
+  // Ops that wait on this network call it at each launch (a flag test): when
+  // the proxy calls CUDA and `stream` is the legacy default stream (0, as
+  // PyTorch's default stream is), it warns once per network that a
+  // pageable host copy on that stream or a first kernel load while the op
+  // runs blocks the proxy until the op times out, and what to do instead.
+  void warn_legacy_stream(const char* op, const CUstream_st* stream) {
+    if (proxy_calls_cuda_ && is_legacy_stream(stream) && !warned_legacy_.exchange(true)) warn_legacy(op);
+  }
+  static bool is_legacy_stream(const CUstream_st* s) {
+    return s == nullptr || s == reinterpret_cast<const CUstream_st*>(uintptr_t{1});  // 0, cudaStreamLegacy
+  }
   // Ranks reached over the network (other nodes), and the rail subset
   // (same local rank on every other node).
   const std::vector<int>& peers() const { return peers_; }
@@ -61,7 +78,10 @@ class Network {
   net::NetCtx ctx_{};
   net::NetCtx* ctx_dev_ = nullptr;
   void sync_device_ctx();
+  void warn_legacy(const char* op) const;
   int next_region_ = 0;
+  bool proxy_calls_cuda_ = false;
+  std::atomic<bool> warned_legacy_{false};
 };
 
 }  // namespace mk

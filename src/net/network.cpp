@@ -64,6 +64,7 @@ Network::Network(Communicator& comm) : comm_(comm) {
   r0.host_peer_ptrs = &ctl.host_peer;
   for (auto& tr : transports) tr->register_region(comm.bootstrap(), r0);
   next_region_ = 1;
+  for (auto& tr : transports) proxy_calls_cuda_ = proxy_calls_cuda_ || tr->proxy_calls_cuda();
   // Small puts travel inline when every proxy thread's transport asks for it.
   uint32_t inline_max = static_cast<uint32_t>(net::kMaxInlineBytes);
   for (auto& tr : transports) inline_max = std::min(inline_max, tr->inline_bytes());
@@ -142,6 +143,15 @@ void Network::deregister_buffer(int id) {
     ctx_.region_base[id] = nullptr;
     sync_device_ctx();
   }
+}
+
+void Network::warn_legacy(const char* op) const {
+  log(LogLevel::Warn,
+      cat(op, " runs on the legacy default stream over the ", family(name_), " network, whose host proxy makes CUDA "
+          "calls: while the op runs, a copy of a result into pageable host memory on that stream (PyTorch: "
+          "tensor.cpu(), .item()) or a first kernel load (e.g. cuBLAS meeting a new shape) blocks the proxy until "
+          "the op times out (MK_TIMEOUT_MS). Launch on a side stream (torch.cuda.stream(torch.cuda.Stream())) or "
+          "synchronize before such copies (README, Network). Said once."));
 }
 
 void Network::check() const {

@@ -77,6 +77,14 @@ class Transport {
   virtual std::string name() const = 0;
   // True for the emulated NIC: every report made with it says so.
   virtual bool emulated() const { return false; }
+  // True when the proxy makes CUDA copies or kernel launches on the data
+  // path (emu; fabric staging; EFA's signals into GPU memory). Such calls
+  // wait while another thread of the process holds the context's submission
+  // lock, e.g. a pageable copy on the legacy default stream or a kernel load
+  // waiting for a kernel that waits on this network, which then times out
+  // (bench/results/emu-pageable-20261201.md). Known once region 0 is
+  // registered. Network::warn_legacy_stream says so to users.
+  virtual bool proxy_calls_cuda() const { return false; }
   // Puts of at most this many bytes should carry their bytes in the command
   // (PUT_INLINE, <= kMaxInlineBytes); 0: the transport always reads the
   // source itself.

@@ -5,6 +5,8 @@
 // All traffic stays on 127.0.0.1.
 #include <gtest/gtest.h>
 
+#include <cuda_runtime_api.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -133,9 +135,19 @@ TEST(Fabric, BadRankIsRejected) {
             "");
 }
 
+// Network::warn_legacy_stream's test: the legacy default stream is 0 or cudaStreamLegacy (PyTorch's
+// default stream is 0); a per-thread default stream or a created stream is not.
+TEST(Network, LegacyDefaultStreamIsZeroOrCudaStreamLegacy) {
+  EXPECT_TRUE(mk::Network::is_legacy_stream(nullptr));
+  EXPECT_TRUE(mk::Network::is_legacy_stream(cudaStreamLegacy));
+  EXPECT_FALSE(mk::Network::is_legacy_stream(cudaStreamPerThread));
+  EXPECT_FALSE(mk::Network::is_legacy_stream(reinterpret_cast<cudaStream_t>(uintptr_t{0x7f0000001000})));
+}
+
 TEST(Fabric, WriteWithSetAndAddSignalsInOneProcess) {
   Pair p;
   EXPECT_EQ(p.t[0]->name(), "fabric:tcp;ofi_rxm");
+  EXPECT_FALSE(p.t[0]->proxy_calls_cuda());  // no CUDA device: nothing is staged, the proxy calls no CUDA
   for (size_t i = 0; i < 100003; ++i) p.data[0][i] = uint8_t(i * 7 + 1);
   ASSERT_TRUE(p.t[0]->post(WriteReq{1, 1, 0, 4096, 100003, SigOp::Set, 8 * 3, 77, 11}));
   ASSERT_TRUE(p.drive(11, [&] { return __atomic_load_n(&p.sig[1][3], __ATOMIC_ACQUIRE) == 77; }));

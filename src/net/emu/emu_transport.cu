@@ -156,6 +156,7 @@ class EmuTransport final : public Transport {
                round_us(real_inline_ns_), " us inline, ", round_us(real_copy_ns_), " us copy)");
   }
   bool emulated() const override { return true; }
+  bool proxy_calls_cuda() const override { return true; }  // every write is a copy on the proxy's stream
   uint32_t inline_bytes() const override { return inline_ok_ ? static_cast<uint32_t>(kMaxInlineBytes) : 0; }
 
   void connect(Bootstrap& bs, const std::vector<int>& peers) override {

@@ -111,6 +111,7 @@ class FabricTransport final : public Transport {
   ~FabricTransport() override;
 
   std::string name() const override { return "fabric:" + prov_name_; }
+  bool proxy_calls_cuda() const override { return stage_ != nullptr; }  // GPU memory staged by CUDA copies
   void connect(Bootstrap& bs, const std::vector<int>& peers) override;
   void register_region(Bootstrap& bs, const Region& r) override;
   void deregister_region(int id) override;

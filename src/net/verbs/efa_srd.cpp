@@ -88,6 +88,7 @@ class SrdTransport final : public QpTransport {
   ~SrdTransport() override { close(); }
 
   std::string name() const override { return "verbs:" + dev_.name + "(srd)"; }
+  bool proxy_calls_cuda() const override { return gpu_ != nullptr; }  // signal adds into GPU memory: a kernel
   void connect(Bootstrap& bs, const std::vector<int>& peers) override;
   void register_region(Bootstrap& bs, const Region& r) override;
   int poll(Completion* out, int max) override;

@@ -209,6 +209,7 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
   gemm::allow_engine_smem(reinterpret_cast<const void*>(ag_gemm_kernel), gemm::kSmemBytesAsync);
   // The standalone all-gather has the GPU to itself: more pushing CTAs.
   const int grid = compute ? num_ctas_ : std::max(num_comm_, std::min(num_ctas_, kStandaloneCommCtas));
+  if (t.num_nodes > 1) comm_.network().warn_legacy_stream("mkernel AgGemm", stream);
   ag_gemm_kernel<<<grid, gemm::kThreads, gp.epi.tma_store ? gemm::kSmemBytesAsync : gemm::kSmemBytes, stream>>>(
       gp, push, dev::DeviceEpoch{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1), epoch_counter_ + 2}, join_ ? 1 : 0);
   MK_CUDA_CHECK(cudaGetLastError());

@@ -289,6 +289,7 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
   gemm::allow_engine_smem(reinterpret_cast<const void*>(gemm_ar_kernel), gemm::kSmemBytesAsync);
   size_t smem = compute ? (gp.epi.async_store ? gemm::kSmemBytesAsync : gemm::kSmemBytes) : roles::kArGatherSmem;
   smem = std::max(smem, roles::kArGatherSmem);
+  if (t.num_nodes > 1) comm_.network().warn_legacy_stream("mkernel GemmAr", stream);
   gemm_ar_kernel<<<grid, gemm::kThreads, smem, stream>>>(
       gp, rs, ag, dev::DeviceEpoch{ec, reinterpret_cast<uint32_t*>(ec + 1), ec + 2, ec + 3}, num_push, num_reduce_,
       compute && !one_shot ? num_gather_ : 0);

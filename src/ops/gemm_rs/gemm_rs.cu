@@ -114,6 +114,7 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
   const int grid = compute ? num_ctas_ : num_push + num_reduce_;  // fused: every CTA computes
   const size_t smem = gp.epi.async_store ? gemm::kSmemBytesAsync : gemm::kSmemBytes;
   uint64_t* ec = rs_->epoch_counter;
+  if (t.num_nodes > 1) comm_.network().warn_legacy_stream("mkernel GemmRs", stream);
   gemm_rs_kernel<<<grid, gemm::kThreads, smem, stream>>>(
       gp, rs, dev::DeviceEpoch{ec, reinterpret_cast<uint32_t*>(ec + 1), ec + 2}, num_push);
   MK_CUDA_CHECK(cudaGetLastError());

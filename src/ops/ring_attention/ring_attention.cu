@@ -232,6 +232,7 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
   push.net_queue = 0;
   push.trace = p.trace;
   const dev::DeviceEpoch ep{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1), epoch_counter_ + 2};
+  if (t.num_nodes > 1) comm_.network().warn_legacy_stream("mkernel RingAttention", stream);
   if (head_dim_ == 64) {
     gemm::allow_engine_smem(reinterpret_cast<const void*>(ring_attn_kernel<64>), RingGeom<64>::kSmemBytes);
     ring_attn_kernel<64><<<num_ctas_, attn::kThreads, RingGeom<64>::kSmemBytes, stream>>>(p, push, ep, num_comm_);
