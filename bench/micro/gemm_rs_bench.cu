@@ -20,6 +20,8 @@
 #include "mkernel/gemm.hpp"
 #include "mkernel/tp.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
+#include "src/ops/gemm/gemm_host.hpp"
+#include "src/ops/gemm_rs/rs_plan.hpp"
 
 namespace mkb {
 
@@ -41,6 +43,106 @@ void gemm_bf16_tn_owners(cublasHandle_t h, int w, int rows, int n, int k, int64_
                                         int64_t(rows) * n, w, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+// One rank (no communication): the fused plans' GEMM machinery at the 1x2
+// per-rank shape (n = 8192, k = 28672 / 2) against cuBLAS and the engine
+// alone, to locate what the owner-final path costs (every tile is an own
+// final tile at W = 1): the walk, the grid, TMA against plain stores.
+void rs_diagnosis_one_rank(BenchContext& bc, const TpBaselines& base) {
+  auto& c = *bc.comm;
+  const int64_t n = 8192, k = 28672 / 2;
+  const int sms = mk::gemm::num_sms();
+  Table d{"GEMM+RS / GEMM+AR on one rank (no communication: every tile is an own final tile), the 1x2 per-rank "
+          "shape n = 8192, k = 14336: the plans against the GEMM engine alone and cuBLAS",
+          {"M", "variant", "ms"},
+          {},
+          ""};
+  for (int64_t m : {int64_t(1024), int64_t(2048), int64_t(4096), int64_t(8192)}) {
+    Rotating a(size_t(m) * k * 2), b(size_t(n) * k * 2);
+    fill_rotating(a, size_t(m) * k, 700, c.rank(), bc.stream);
+    fill_rotating(b, size_t(n) * k, 800, c.rank(), bc.stream);
+    DevBuf out(size_t(m) * n * 2);
+    mk::GemmRs rs(c, m, n, k), rs_all(c, m, n, k, {.num_ctas = sms}), rs_sync(c, m, n, k, {.async_store = 0});
+    mk::GemmAr ar(c, m, n, k);
+    const int ctas = rs.num_compute_ctas(), sw = rs.swizzle();
+    // The engine alone: TMA-store or plain RowMajor stores (what the owner
+    // tiles use).
+    auto engine = [&](int i, int nc, int swz, bool tma_store) {
+      mk::gemm::GemmParams p = mk::gemm::make_params(
+          mk::gemm::Operands{.a = a.get(100 + i), .b = b.get(100 + i), .out = out.p, .m = m, .n = n, .k = k}, nc);
+      p.sched.swizzle = swz;
+      if (tma_store) mk::gemm::use_tma_store(p);
+      mk::gemm::launch(p, p.num_compute, mk::gemm::TestRoleParams{}, bc.stream);
+    };
+    // GemmRs's own GEMM parameters (a plan of its own) in the standalone
+    // kernel (no storer, no entry signals, no epoch end), static or dynamic
+    // walk, its SharePermuted walk or the engine's Swizzled one: what of the
+    // fused kernel costs time, one factor at a time.
+    mk::tp::RsPlan pl = mk::tp::rs_make_plan(c, "diag", m, n, k, 0, 0, 0, nullptr);
+    DevBuf counter(sizeof(uint64_t));
+    auto rs_alone = [&](int i, bool dynamic, bool swizzled) {
+      mk::gemm::GemmParams p = mk::tp::rs_gemm_params(pl, c.topology(), c.device_ctx(), a.get(100 + i), b.get(100 + i),
+                                                      out.p, ctas, false);
+      p.load.num_start = 0;
+      p.tile_counter = nullptr;
+      if (dynamic) {
+        MKB_CUDA(cudaMemsetAsync(counter.p, 0, sizeof(uint64_t), bc.stream));
+        p.tile_counter = static_cast<uint64_t*>(counter.p);
+      }
+      if (swizzled) p.sched.order = mk::sched::TileOrder::Swizzled;
+      mk::gemm::launch(p, p.num_compute, mk::gemm::TestRoleParams{}, bc.stream);
+    };
+    std::vector<std::function<void(int)>> calls = {
+        [&](int i) { gemm_bf16_tn(base.h, int(m), int(n), int(k), a.get(100 + i), b.get(100 + i), out.p, bc.stream); },
+        [&](int i) { rs.run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); },
+        [&](int i) { rs_all.run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); },
+        [&](int i) { ar.run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); },
+        [&](int i) { engine(i, 0, 8, true); },
+        [&](int i) { engine(i, 0, 8, false); },
+        [&](int i) { engine(i, ctas, sw, true); },
+        [&](int i) { engine(i, ctas, sw, false); },
+        [&](int i) { rs_alone(i, false, false); },
+        [&](int i) { rs_alone(i, true, false); },
+        [&](int i) { rs_alone(i, false, true); },
+        [&](int i) { rs_sync.run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); },
+    };
+    // Every variant's output against cuBLAS's on the same inputs (poisoned first).
+    DevBuf ref(size_t(m) * n * 2);
+    gemm_bf16_tn(base.h, int(m), int(n), int(k), a.get(0), b.get(0), ref.p, bc.stream);
+    for (size_t v = 1; v < calls.size(); ++v) {
+      MKB_CUDA(cudaMemsetAsync(out.p, 0xff, size_t(m) * n * 2, bc.stream));
+      calls[v](-100);  // copy 0 of a and b
+      check_vs(c.bootstrap(), "gemm_rs", "one-rank variant " + std::to_string(v) + " at M=" + std::to_string(m), out.p,
+               ref.p, m, n, bc.stream);
+    }
+    auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, base.barrier());
+    const std::string cs = std::to_string(ctas) + " CTAs, swizzle " + std::to_string(sw);
+    const std::string names[] = {"cuBLAS",
+                                 "GemmRs (heuristic: " + cs + ")",
+                                 "GemmRs, " + std::to_string(sms) + " CTAs",
+                                 "GemmAr (heuristic)",
+                                 "engine alone, every SM, swizzle 8, TMA stores",
+                                 "engine alone, every SM, swizzle 8, plain stores",
+                                 "engine alone, " + cs + ", TMA stores",
+                                 "engine alone, " + cs + ", plain stores",
+                                 "GemmRs's GEMM in the standalone kernel, static walk",
+                                 "GemmRs's GEMM in the standalone kernel, dynamic walk (+ a memset)",
+                                 "GemmRs's GEMM in the standalone kernel, static Swizzled walk",
+                                 "GemmRs, no storer (async_store 0)"};
+    for (size_t v = 0; v < calls.size(); ++v) d.rows.push_back({std::to_string(m), names[v], fmt(st[v].median_ms)});
+    MKB_CUDA(cudaStreamSynchronize(bc.stream));
+    mk::tp::rs_free_plan(c, pl);
+  }
+  d.note =
+      "One rank: every tile of GemmRs / GemmAr is an own final tile (no communication, no partial tiles to add). "
+      "Calls interleaved, medians; a and b rotate through >= 4x L2. engine alone = mk's GEMM kernel with the "
+      "TMA-store or plain row stores. GemmRs's GEMM in the standalone kernel = the parameters GemmRs builds (its "
+      "walk, owner epilogue and row stores), launched in the standalone GEMM kernel without the fused kernel's "
+      "entry signals, storer thread and epoch end; 'dynamic' takes tiles from a counter zeroed by a memset before "
+      "each call (timed with it). Every variant's output checked against cuBLAS's (0.02 |ref| + 0.02 rms(ref)) "
+      "before timing.";
+  bc.report->add(d);
+}
+
 }  // namespace
 
 void bench_gemm_rs(BenchContext& bc) {
@@ -54,8 +156,13 @@ void bench_gemm_rs(BenchContext& bc) {
           {},
           ""};
   if (W < 2 || (topo.num_nodes > 1 && topo.local_size > 1)) {
-    t.note = "skipped: needs >= 2 ranks, on one node or one per node";
+    t.note = W < 2 ? "skipped: needs >= 2 ranks (one rank: the diagnosis table instead)"
+                   : "skipped: needs >= 2 ranks, on one node or one per node";
     bc.report->add(t);
+    if (W < 2) {
+      const TpBaselines one(c, false, bc.stream);
+      rs_diagnosis_one_rank(bc, one);
+    }
     return;
   }
   // Across nodes the baselines use mkernel's own standalone reduce-scatter on
