@@ -79,6 +79,13 @@ struct Rig {
     t.push_back(std::make_unique<FakeTransport>(st));
     proxy = std::make_unique<Proxy>(std::move(c), std::move(t));
   }
+  // The proxy thread runs from construction on: state changes take the lock
+  // its transport calls take (found by ThreadSanitizer).
+  template <class F>
+  void set(F f) {
+    std::lock_guard<std::mutex> g(st->mu);
+    f(*st);
+  }
   const CmdQueue& q() { return proxy->queue(0); }
   uint64_t push(const CmdFields& f) {
     return cmdq_push(q(), f, [](uint64_t) { std::this_thread::yield(); });
@@ -140,7 +147,7 @@ TEST(Proxy, PutsBecomeWritesOnceInOrderAndCompleteAsAPrefix) {
 
 TEST(Proxy, BarrierSignalsEveryRailPeerAndFlushWaitsForEarlierWork) {
   Rig r;
-  r.st->never_complete = true;  // hold the PUT
+  r.set([](FakeState& st) { st.never_complete = true; });  // hold the PUT
   uint64_t p = r.push(put(1, 0, 64));
   CmdFields fl;
   fl.op = CmdOp::Flush;
@@ -175,7 +182,7 @@ TEST(Proxy, BarrierSignalsEveryRailPeerAndFlushWaitsForEarlierWork) {
 
 TEST(Proxy, TransportBackPressureHoldsCommandsUntilThereIsRoom) {
   Rig r;
-  r.st->refuse_posts = 1000;
+  r.set([](FakeState& st) { st.refuse_posts = 1000; });
   for (int i = 0; i < 300; ++i) r.push(put(2, i, 8));  // > depth: producers wait on the ring too
   ASSERT_TRUE(r.wait_done(300));
   std::lock_guard<std::mutex> g(r.st->mu);
@@ -244,7 +251,7 @@ TEST(ProxyFailure, MalformedCommandsAreReported) {
 
 TEST(ProxyFailure, OperationThatNeverCompletesTimesOut) {
   Rig r(/*timeout_ms=*/300);
-  r.st->never_complete = true;
+  r.set([](FakeState& st) { st.never_complete = true; });
   auto t0 = Clock::now();
   r.push(put(3, 0, 1 << 20));
   std::string e = r.wait_error(std::chrono::milliseconds(5000));
@@ -257,7 +264,7 @@ TEST(ProxyFailure, OperationThatNeverCompletesTimesOut) {
 
 TEST(ProxyFailure, FailedCompletionNamesThePeer) {
   Rig r;
-  r.st->fail_completion = true;
+  r.set([](FakeState& st) { st.fail_completion = true; });
   r.push(put(2, 0, 8));
   std::string e = r.wait_error(std::chrono::milliseconds(3000));
   EXPECT_NE(e.find("to peer 2 failed"), std::string::npos) << e;
@@ -265,7 +272,7 @@ TEST(ProxyFailure, FailedCompletionNamesThePeer) {
 
 TEST(ProxyFailure, TransportErrorIsRecordedOnce) {
   Rig r;
-  r.st->throw_on_poll = true;
+  r.set([](FakeState& st) { st.throw_on_poll = true; });
   std::string e = r.wait_error(std::chrono::milliseconds(3000));
   EXPECT_NE(e.find("peer 3 closed"), std::string::npos) << e;
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
