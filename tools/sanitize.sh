@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Builds the host side (MK_OPS=none: the communicator, bootstrap, command
+# queue, proxy and transports; no fused-op kernels) with a sanitizer into
+# build-<kind>/ and runs the CPU tier there:
+#   tools/sanitize.sh asan   AddressSanitizer + UndefinedBehaviorSanitizer (leaks too)
+#   tools/sanitize.sh tsan   ThreadSanitizer (the proxy and transport threads)
+# Not part of tools/test.sh (each adds ~8 minutes of build on 2 cores).
+# Exclusions, each a limit of the tool, not of the code:
+# - tsan: the bootstrap world tests fork ranks from a threaded process
+#   ("starting new threads after multi-threaded fork is not supported");
+# - tsan: libfabric's sockets provider writes the target buffer from its own
+#   (uninstrumented) progress thread, as a NIC would, ordered by the
+#   completion the test waits for, which TSan cannot see
+#   (cpu.fabric_rounds_sockets_atomics_3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kind=${1:-}
+case "$kind" in
+  asan)
+    flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+    link="-fsanitize=address,undefined"
+    export ASAN_OPTIONS="protect_shadow_gap=0:detect_leaks=1:halt_on_error=1"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    unit_filter="*"
+    ctest_skip="ptxas|python|cpu.unit"
+    ;;
+  tsan)
+    flags="-fsanitize=thread -fno-omit-frame-pointer"
+    link="-fsanitize=thread"
+    export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 die_after_fork=0"
+    unit_filter="-Ranks/BootstrapWorld.*"
+    ctest_skip="ptxas|python|cpu.unit|fabric_rounds_sockets"
+    ;;
+  *)
+    echo "usage: tools/sanitize.sh asan|tsan" >&2
+    exit 2
+    ;;
+esac
+[ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"
+tools/setup.sh
+dir="build-$kind"
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMK_OPS=none -DMK_BUILD_BENCH=OFF \
+  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$link" -DCMAKE_SHARED_LINKER_FLAGS="$link"
+cmake --build "$dir" -j "$(nproc)" --target mk_cpu_tests mk_bootstrap_probe mk_fabric_probe mk_net_probe
+"$dir/bin/mk_cpu_tests" --gtest_filter="$unit_filter"
+ctest --test-dir "$dir" -L cpu -E "$ctest_skip" --output-on-failure --timeout 300
+echo "[sanitize] $kind: the CPU tier passed"
