@@ -151,7 +151,8 @@ void bench_gemm_rs(BenchContext& bc) {
   const auto& topo = c.topology();
   Table t{"GEMM + ReduceScatter, bf16, hidden 8192, FFN 28672 / W per rank (row-parallel: n = 8192, k = 28672 / W)",
           {"M", "cuBLAS alone ms", "RS alone ms (NCCL / mk)", "serial ms", "2-stream chunked overlap ms",
-           "mkernel ms", "mkernel vs best baseline", "eta", "mk RS alone, 32 reduce CTAs ms", "MB sent per GPU (NVLink / network; measured network)",
+           "mkernel ms", "mkernel vs best baseline", "eta", "mk RS alone, 32 reduce CTAs ms",
+           "MB sent per GPU (NVLink / network; measured network)",
            "CTAs (run: compute; RS alone: push + reduce)", "check vs serial (max |d| / rms)"},
           {},
           ""};
@@ -241,7 +242,8 @@ void bench_gemm_rs(BenchContext& bc) {
     double err = check_vs(c.bootstrap(), "gemm_rs", "mkernel" + at, got.p, ref.p, R, n, bc.stream);
     MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
     plan32.run(a.get(0), b.get(0), got.p, bc.stream);
-    err = std::max(err, check_vs(c.bootstrap(), "gemm_rs", "mkernel (second plan)" + at, got.p, ref.p, R, n, bc.stream));
+    err = std::max(err,
+                   check_vs(c.bootstrap(), "gemm_rs", "mkernel (second plan)" + at, got.p, ref.p, R, n, bc.stream));
 
     // Call cl of round i takes the next copy of each rotating input (copy
     // 100 + 7 i + cl), so no call finds its inputs in L2 from the one before.
@@ -285,8 +287,11 @@ void bench_gemm_rs(BenchContext& bc) {
       gemm_bf16_tn(h, int(m), int(n), int(k), a.get(0), b.get(0), partial.p, bc.stream);
       MKB_CUDA(cudaStreamSynchronize(bc.stream));
       std::vector<std::function<void(int)>> calls = {
-          [&](int i) { gemm_bf16_tn(h, int(m), int(n), int(k), a.get(100 + i), b.get(100 + i), partial.p, bc.stream); }};
-      for (auto& p : plans) calls.push_back([&, pp = p.get()](int i) { pp->run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); });
+          [&](int i) {
+            gemm_bf16_tn(h, int(m), int(n), int(k), a.get(100 + i), b.get(100 + i), partial.p, bc.stream);
+          }};
+      for (auto& p : plans)
+        calls.push_back([&, pp = p.get()](int i) { pp->run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); });
       // The same GEMM without communication: the engine alone (mk::gemm_bf16), every SM, row-major output.
       calls.push_back([&](int i) {
         mk::gemm_bf16(mk::GemmArgs{.a = a.get(100 + i), .b = b.get(100 + i), .out = partial.p, .m = m, .n = n, .k = k},
@@ -306,24 +311,22 @@ void bench_gemm_rs(BenchContext& bc) {
   }
   t.note =
       "Calls interleaved (one of each per round), each after an untimed 1-element NCCL all-reduce that lines the "
-      "ranks up (no call absorbs the other rank's lag from the call before), medians, max over ranks; a, b and the RS input rotate through "
-      ">= 256 MiB, a different copy per call. cuBLAS alone = this rank's full [M x 8192] partial GEMM. RS alone = "
-      "reduce-scatter of an [M x 8192] bf16 input: NCCL / the plan's reduce_scatter. serial = cuBLAS, then NCCL "
-      "reduce-scatter. 2-stream chunked overlap = each owner's M/W rows cut into 4 chunks; per chunk one strided-"
-      "batched cuBLAS call over the W owners into a double-buffered [W][M/(4W) x 8192] buffer, whose NCCL "
-      "reduce-scatter runs on a side stream while the next chunk computes. mkernel vs best baseline = min(serial, "
-      "overlap) / mkernel. eta = max(cuBLAS alone, fastest RS alone) / mkernel. MB sent per GPU (N nodes x L GPUs, "
-      "mkernel's bf16 partial rows): NVLink (L-1)/L x M x 8192 x 2 B, network (N-1)/(N L) x M x 8192 x 2 B "
-      "(tp::rs_bytes_per_gpu: reduced inside the node first). Across nodes the network figure is followed "
-      "by the bytes the host proxy took during one more mkernel call (measured: mk::Network::bytes_put), "
-      "which should equal it. "
-      "CTAs: run() computes on every SM (no Reduce CTAs: each "
-      "owner adds the other ranks' tiles in its epilogue); the standalone reduce-scatter uses 16 push + 16 (or 32) "
-      "Reduce CTAs. check: "
-      "outside timing, both mkernel plans' output vs serial's, on the same inputs, every element within 0.02 |ref| "
-      "+ 0.02 rms(ref) (else the run fails); the chunked overlap is checked the same way on the first M. "
-      "Across nodes (2x1 emulated) the RS baselines are mkernel's standalone reduce-scatter on the same transport, "
-      "not NCCL (which would use NVLink between the emulated nodes): 'RS alone' shows it twice. PyTorch's "
+      "ranks up (no call absorbs the other rank's lag from the call before), medians, max over ranks; a, b and the "
+      "RS input rotate through >= 256 MiB, a different copy per call. cuBLAS alone = this rank's full [M x 8192] "
+      "partial GEMM. RS alone = reduce-scatter of an [M x 8192] bf16 input: NCCL / the plan's reduce_scatter. "
+      "serial = cuBLAS, then NCCL reduce-scatter. 2-stream chunked overlap = each owner's M/W rows cut into 4 "
+      "chunks; per chunk one strided-batched cuBLAS call over the W owners into a double-buffered [W][M/(4W) x "
+      "8192] buffer, whose NCCL reduce-scatter runs on a side stream while the next chunk computes. mkernel vs best "
+      "baseline = min(serial, overlap) / mkernel. eta = max(cuBLAS alone, fastest RS alone) / mkernel. MB sent per "
+      "GPU (N nodes x L GPUs, mkernel's bf16 partial rows): NVLink (L-1)/L x M x 8192 x 2 B, network (N-1)/(N L) x "
+      "M x 8192 x 2 B (tp::rs_bytes_per_gpu: reduced inside the node first). Across nodes the network figure is "
+      "followed by the bytes the host proxy took during one more mkernel call (measured: mk::Network::bytes_put), "
+      "which should equal it. CTAs: run() computes on every SM (no Reduce CTAs: each owner adds the other ranks' "
+      "tiles in its epilogue); the standalone reduce-scatter uses 16 push + 16 (or 32) Reduce CTAs. check: outside "
+      "timing, both mkernel plans' output vs serial's, on the same inputs, every element within 0.02 |ref| + 0.02 "
+      "rms(ref) (else the run fails); the chunked overlap is checked the same way on the first M. Across nodes (2x1 "
+      "emulated) the RS baselines are mkernel's standalone reduce-scatter on the same transport, not NCCL (which "
+      "would use NVLink between the emulated nodes): 'RS alone' shows it twice. PyTorch's "
       "fused_matmul_reduce_scatter is measured by bench/torch_tp_bench.py.";
   bc.report->add(t);
 }
