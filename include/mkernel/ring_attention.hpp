@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "mkernel/communicator.hpp"
+#include "mkernel/trace_log.hpp"
 
 namespace mk {
 
@@ -57,12 +58,7 @@ class RingAttention {
   // later call (device/trace.hpp: chunk waits, pushes, network puts); 0
   // turns it off. read_trace() waits for the device and returns the last
   // call's events, in CTA order.
-  struct TraceEvent {
-    int32_t cta;
-    uint32_t kind;  // dev::TraceKind
-    uint32_t arg;
-    uint64_t t_ns;  // the GPU's globaltimer
-  };
+  using TraceEvent = mk::TraceEvent;
   void enable_trace(int events_per_cta);
   std::vector<TraceEvent> read_trace() const;
 
@@ -78,8 +74,7 @@ class RingAttention {
   int net_region_ = -1;
   uint64_t* epoch_counter_ = nullptr;  // device: calls completed, finished CTAs, unit counter (device/epoch.cuh)
   std::vector<int> kv_order_;          // source ranks in the order the engine reads their keys (own first)
-  uint64_t* trace_ = nullptr;          // device event log (enable_trace), or nullptr
-  int trace_cap_ = 0;
+  TraceLog trace_{"RingAttention"};   // device event log (enable_trace)
 };
 
 }  // namespace mk

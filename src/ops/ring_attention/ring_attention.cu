@@ -120,7 +120,6 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
 
 RingAttention::~RingAttention() {
   tp::release_net_region(comm_, net_region_);
-  if (trace_) cudaFree(trace_);
   if (epoch_counter_) cudaFree(epoch_counter_);
   if (gathered_) {
     try {
@@ -130,34 +129,9 @@ RingAttention::~RingAttention() {
   }
 }
 
-void RingAttention::enable_trace(int events_per_cta) {
-  if (events_per_cta < 0 || events_per_cta > (1 << 20))
-    fail("RingAttention::enable_trace: events_per_cta must be in [0, 2^20] (got ", events_per_cta, ")");
-  if (trace_) MK_CUDA_CHECK(cudaFree(trace_));
-  trace_ = nullptr;
-  trace_cap_ = events_per_cta;
-  if (events_per_cta == 0) return;
-  const size_t bytes = size_t(num_ctas_) * (1 + 2 * size_t(events_per_cta)) * sizeof(uint64_t);
-  MK_CUDA_CHECK(cudaMalloc(&trace_, bytes));
-  MK_CUDA_CHECK(cudaMemset(trace_, 0, bytes));
-}
+void RingAttention::enable_trace(int events_per_cta) { trace_.enable(num_ctas_, events_per_cta); }
 
-std::vector<RingAttention::TraceEvent> RingAttention::read_trace() const {
-  std::vector<TraceEvent> out;
-  if (!trace_) return out;
-  const size_t per = 1 + 2 * size_t(trace_cap_);
-  std::vector<uint64_t> h(size_t(num_ctas_) * per);
-  MK_CUDA_CHECK(cudaDeviceSynchronize());
-  MK_CUDA_CHECK(cudaMemcpy(h.data(), trace_, h.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
-  for (int c = 0; c < num_ctas_; ++c) {
-    const uint64_t* mine = h.data() + size_t(c) * per;
-    const uint64_t n = std::min<uint64_t>(mine[0], uint64_t(trace_cap_));
-    for (uint64_t i = 0; i < n; ++i)
-      out.push_back(TraceEvent{c, static_cast<uint32_t>(mine[2 + 2 * i] >> 32),
-                               static_cast<uint32_t>(mine[2 + 2 * i] & 0xffffffffu), mine[1 + 2 * i]});
-  }
-  return out;
-}
+std::vector<RingAttention::TraceEvent> RingAttention::read_trace() const { return trace_.read(); }
 
 int64_t RingAttention::nvlink_bytes_sent() const {
   const Topology& t = comm_.topology();
@@ -201,10 +175,8 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
   p.has_ctx = 1;
   p.ctx = comm_.device_ctx();
   p.timeout_ns = p.ctx.timeout_ns;
-  p.trace = dev::TraceBuf{trace_, trace_cap_, 0};
-  if (trace_)  // this call's events only
-    MK_CUDA_CHECK(cudaMemsetAsync(trace_, 0, size_t(num_ctas_) * (1 + 2 * size_t(trace_cap_)) * sizeof(uint64_t),
-                                  stream));
+  p.trace = dev::TraceBuf{trace_.base(), trace_.cap(), 0};
+  trace_.clear(stream);  // this call's events only
 
   roles::KvPush push{};
   push.k = k;
