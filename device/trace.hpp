@@ -13,8 +13,9 @@
 namespace mk::dev {
 
 enum class TraceKind : uint32_t {
-  CtaStart = 1,    // arg: 0
-  CtaEnd = 2,      // the first consumer warpgroup finished its units (attn::run_compute); arg: 0
+  CtaStart = 1,    // the engine's role began (GEMM: barriers set up, before the first load); arg: 0
+  CtaEnd = 2,      // the first consumer warpgroup finished its units (attn::run_compute) or found no
+                   // more (gemm: its last tile's stores issued; an event after its loop made ptxas spill); arg: 0
   WaitBegin = 3,   // the engine's producer waits for a chunk's arrival signal; arg: signal index
   WaitEnd = 4,     // arg: signal index
   PushDone = 5,    // a push item's piece is written and signalled; arg: chunk << 8 | destination local rank
@@ -25,6 +26,10 @@ enum class TraceKind : uint32_t {
   PutRoom = 10,    // ... found the slot free (CmdStep::Room); arg: chunk
   PutBody = 11,    // ... issued the stores of the command's body to host memory (CmdStep::Body; their
                    // PCIe time shows in the next stage), before its system-scope release; arg: chunk
+  KernelEntry = 12,  // a GEMM kernel's CTA began (before its epoch read and roles); arg: 0
+  KernelExit = 13,   // ... ended (after its epoch end); arg: 0
+  UnitBegin = 14,    // the GEMM engine's first consumer warpgroup begins a work unit (before its
+                     // first stage wait; dynamic queue: once the unit's index came); arg: the unit
 };
 
 struct TraceBuf {  // POD (kernel parameters); zero-initialised: off

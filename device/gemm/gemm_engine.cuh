@@ -31,6 +31,7 @@
 
 #include "device/gemm/engine_base.cuh"
 #include "device/gemm/epilogue.cuh"
+#include "device/trace.cuh"
 
 namespace mk::gemm {
 
@@ -176,10 +177,14 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
     if (p.tile_counter) {  // the index came with the tile's first stage (release/acquire via the mbarrier)
       mbar_wait(p, &s.full[st.stage], st.phase, st.stage);
       w = *reinterpret_cast<volatile const int64_t*>(s.ring + seq % kRing);
-      if (w < 0) break;
     } else if (!it.get_next(&w)) {
+      w = -1;
+    }
+    if (w < 0) {
+      if (threadIdx.x == 128) dev::trace(p.trace, blockIdx.x, dev::TraceKind::CtaEnd, 0);
       break;
     }
+    if (threadIdx.x == 128) dev::trace(p.trace, blockIdx.x, dev::TraceKind::UnitBegin, static_cast<uint32_t>(w));
     mma_tile(p, s, st, wg, w, acc);
     int64_t tw = w;  // the tile of unit w (with split tiles, not w itself)
     if (p.split_tiles) {  // an earlier part of a split tile stops here; the last adds them and goes on
@@ -257,6 +262,7 @@ __device__ __forceinline__ void run_compute(const GemmParams& p, uint8_t* smem, 
     if (p.epi.tma_store) dev::sm90::tma_prefetch_desc(&p.tma_out);
   }
   __syncthreads();
+  if (threadIdx.x == 0) dev::trace(p.trace, blockIdx.x, dev::TraceKind::CtaStart, 0);
   if (wg == 0) {
     dev::sm90::regs_dealloc<56>();
     if (threadIdx.x == 0) detail::producer(p, s, cta);

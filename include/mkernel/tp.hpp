@@ -21,6 +21,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
+
+#include "mkernel/trace_log.hpp"
 
 namespace mk {
 
@@ -70,6 +73,13 @@ class AgGemm {
   // (the GEMM reads them in place); pass `gathered` to run() for all rows.
   const void* gathered_buffer() const;
 
+  // Diagnostics: log up to events_per_cta device events per CTA of every
+  // later call (device/trace.hpp: kernel entry and exit, the engine's start,
+  // end and work units); 0 turns it off. read_trace() waits for the device
+  // and returns the last call's events, in CTA order.
+  void enable_trace(int events_per_cta);
+  std::vector<TraceEvent> read_trace() const;
+
  private:
   void launch(const void* a_local, const void* b, void* out, bool compute, cudaStream_t stream);
 
@@ -85,6 +95,7 @@ class AgGemm {
   int sig_entry_ = 0, sig_arrival_ = 0;
   SymmetricBuffer* gathered_ = nullptr;
   uint64_t* epoch_counter_ = nullptr;  // device: calls completed (+ a CTA counter); see device/epoch.cuh
+  TraceLog trace_{"AgGemm"};
   const net::NetCtx* netctx_ = nullptr;  // the network's device context (several nodes)
   int net_region_ = 0;
 };
@@ -125,6 +136,13 @@ class GemmRs {
   int swizzle() const { return swizzle_; }
   int num_compute_ctas() const { return num_ctas_; }    // of run()
 
+  // Diagnostics: log up to events_per_cta device events per CTA of every
+  // later call (device/trace.hpp: kernel entry and exit, the engine's start,
+  // end and work units); 0 turns it off. read_trace() waits for the device
+  // and returns the last call's events, in CTA order.
+  void enable_trace(int events_per_cta);
+  std::vector<TraceEvent> read_trace() const;
+
  private:
   void launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream);
 
@@ -133,6 +151,7 @@ class GemmRs {
   int num_ctas_ = 0, num_reduce_ = 0, swizzle_ = 1;
   bool async_ = true;  // asynchronous epilogue (not next to a transport that needs an SM)
   std::unique_ptr<tp::RsPlan> rs_;  // signals, staging slots, device counters
+  TraceLog trace_{"GemmRs"};
 };
 
 // GEMM + AllReduce: rank r holds a [m x k_local] and b [n x k_local]; every
@@ -188,6 +207,13 @@ class GemmAr {
   int num_reduce_ctas() const { return num_reduce_; }               // of all_reduce()
   int swizzle() const { return swizzle_; }
 
+  // Diagnostics: log up to events_per_cta device events per CTA of every
+  // later call (device/trace.hpp: kernel entry and exit, the engine's start,
+  // end and work units); 0 turns it off. read_trace() waits for the device
+  // and returns the last call's events, in CTA order.
+  void enable_trace(int events_per_cta);
+  std::vector<TraceEvent> read_trace() const;
+
  private:
   void launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream);
 
@@ -204,6 +230,7 @@ class GemmAr {
   uint64_t* os_epoch_ = nullptr;          // one-shot: epoch, finished CTAs, tile counter (device)
   SymmetricBuffer* os_staging_ = nullptr;  // one-shot: one whole partial result per node peer
   std::unique_ptr<tp::RsPlan> rs_;  // the reduce-scatter's signals and staging slots, then the final rows (ar_gather.cuh)
+  TraceLog trace_{"GemmAr"};
 };
 
 }  // namespace mk

@@ -13,7 +13,9 @@
 
 #include "mkernel/mkernel.hpp"
 #include "mkernel/tp.hpp"
+#include "device/trace.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
+#include "src/ops/gemm_rs/rs_plan.hpp"
 #include "tests/gpu/gemm_test_util.cuh"
 #include "tests/dist/tp_test_util.hpp"
 #include "tests/test_comm.hpp"
@@ -279,6 +281,55 @@ TEST_F(GemmRsTest, RoleSplitsGiveTheSameResult) {
     check_call(out.p, m, n, k, call, "role split");
     comm().barrier();
   }
+}
+
+// The device event log (enable_trace): every CTA logs its entry, the
+// engine's start and end and its exit in that order, every work unit of the
+// walk is begun exactly once, the result stays right, and 0 turns it off.
+TEST_F(GemmRsTest, TraceLogsEveryWorkUnitOnce) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  using K = dev::TraceKind;
+  const int me = comm().rank();
+  const int64_t m = rows_for_world(1024), n = 512, k = 256, rows = m / comm().world();
+  const int64_t units = tp::rs_share_blocks(m, comm().world()) * comm().world() * (n / gemm::kBlockN);
+  GemmRs plan(comm(), m, n, k, GemmRsOptions{.num_ctas = 3});
+  Buf a(m * k * 2), b(n * k * 2), out(rows * n * 2);
+  random_bf16(b.p, n * k, seed_b(me));
+  plan.enable_trace(64);
+  for (int call = 5000; call < 5002; ++call) {  // the second call's events only
+    random_bf16(a.p, m * k, seed_a(me, call));
+    poison(out.p, rows * n);
+    CK(cudaDeviceSynchronize());
+    plan.run(a.p, b.p, out.p, nullptr);
+    CK(cudaDeviceSynchronize());
+    check_call(out.p, m, n, k, call, "traced");
+  }
+  const std::vector<TraceEvent> ev = plan.read_trace();
+  std::vector<int> begun(units, 0);
+  for (int cta = 0; cta < 3; ++cta) {
+    std::vector<uint32_t> kinds;
+    uint64_t prev = 0;
+    for (const TraceEvent& e : ev) {
+      if (e.cta != cta) continue;
+      EXPECT_GE(e.t_ns, prev) << "CTA " << cta << ": events out of order";
+      prev = e.t_ns;
+      if (e.kind == static_cast<uint32_t>(K::UnitBegin)) {
+        ASSERT_LT(e.arg, uint64_t(units));
+        ++begun[e.arg];
+        continue;
+      }
+      kinds.push_back(e.kind);
+    }
+    const std::vector<uint32_t> want = {uint32_t(K::KernelEntry), uint32_t(K::CtaStart), uint32_t(K::CtaEnd),
+                                        uint32_t(K::KernelExit)};
+    EXPECT_EQ(kinds, want) << "CTA " << cta;
+  }
+  for (int64_t u = 0; u < units; ++u) EXPECT_EQ(begun[u], 1) << "work unit " << u;
+  for (const TraceEvent& e : ev) EXPECT_LT(e.cta, 3) << "an event of a CTA outside the grid";
+  plan.enable_trace(0);
+  plan.run(a.p, b.p, out.p, nullptr);
+  EXPECT_TRUE(plan.read_trace().empty());
+  comm().barrier();
 }
 
 TEST(GemmRsErrors, BadPlansAreRejected) {

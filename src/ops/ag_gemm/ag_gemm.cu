@@ -33,6 +33,7 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
                    const dev::DeviceEpoch ep, const int32_t join) {
   extern __shared__ uint8_t smem[];
   const int cta = blockIdx.x;
+  if (threadIdx.x == 0) dev::trace(gp.trace, cta, dev::TraceKind::KernelEntry, 0);
   const uint64_t epoch = dev::epoch_of_launch(ep);  // gp.load reads the same counter
   // NOTES: the communication CTAs take the lowest indices, which the
   // hardware makes resident first: if SMs are scarce (another kernel still
@@ -50,6 +51,7 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
   }
   if (cta >= num_comm || (join && gp.tile_counter)) gemm::run_compute<false, true>(gp, smem, cta - num_comm);
   dev::epoch_finish(ep);
+  if (threadIdx.x == 0) dev::trace(gp.trace, cta, dev::TraceKind::KernelExit, 0);
 }
 
 // CTAs of the standalone all-gather (no GEMM next to it): ~16 saturate
@@ -206,6 +208,8 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
     gemm::use_tma_store(gp);  // rows leave by TMA while the next tile computes
     gemm::validate_hooks(gp);
   }
+  gp.trace = dev::TraceBuf{trace_.base(), trace_.cap(), 0};
+  trace_.clear(stream);  // this call's events only
   gemm::allow_engine_smem(reinterpret_cast<const void*>(ag_gemm_kernel), gemm::kSmemBytesAsync);
   // The standalone all-gather has the GPU to itself: more pushing CTAs.
   const int grid = compute ? num_ctas_ : std::max(num_comm_, std::min(num_ctas_, kStandaloneCommCtas));
@@ -214,6 +218,10 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
       gp, push, dev::DeviceEpoch{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1), epoch_counter_ + 2}, join_ ? 1 : 0);
   MK_CUDA_CHECK(cudaGetLastError());
 }
+
+// Indexed by blockIdx.x: room for every grid (at most one CTA per SM).
+void AgGemm::enable_trace(int events_per_cta) { trace_.enable(gemm::num_sms(), events_per_cta); }
+std::vector<TraceEvent> AgGemm::read_trace() const { return trace_.read(); }
 
 const void* AgGemm::gathered_buffer() const { return gathered_->local; }
 

@@ -48,6 +48,7 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
                    const int32_t num_reduce, const int32_t num_gather) {
   extern __shared__ uint8_t smem[];
   const int cta = blockIdx.x;
+  if (threadIdx.x == 0) dev::trace(gp.trace, cta, dev::TraceKind::KernelEntry, 0);
   const uint64_t epoch = dev::epoch_of_launch(ep);
   const bool fused = gp.num_compute > 0;
   if (cta == 0 && threadIdx.x == 0) roles::rs_announce(gp.ctx, rs, epoch);
@@ -72,6 +73,7 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
   __syncthreads();
   roles::ar_gather(gp.ctx, ag, epoch, buf);  // Gather CTAs from the start, the others once done
   dev::epoch_finish(ep);
+  if (threadIdx.x == 0) dev::trace(gp.trace, cta, dev::TraceKind::KernelExit, 0);
 }
 
 using tp::aligned16;
@@ -286,6 +288,8 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
   ag.parts = kGatherParts;
   uint64_t* ec = one_shot ? os_epoch_ : rs_->epoch_counter;
   ag.items = ec + 3;
+  gp.trace = dev::TraceBuf{trace_.base(), trace_.cap(), 0};
+  trace_.clear(stream);  // this call's events only
   gemm::allow_engine_smem(reinterpret_cast<const void*>(gemm_ar_kernel), gemm::kSmemBytesAsync);
   size_t smem = compute ? (gp.epi.async_store ? gemm::kSmemBytesAsync : gemm::kSmemBytes) : roles::kArGatherSmem;
   smem = std::max(smem, roles::kArGatherSmem);
@@ -295,6 +299,10 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
       compute && !one_shot ? num_gather_ : 0);
   MK_CUDA_CHECK(cudaGetLastError());
 }
+
+// Indexed by blockIdx.x: room for every grid (at most one CTA per SM).
+void GemmAr::enable_trace(int events_per_cta) { trace_.enable(gemm::num_sms(), events_per_cta); }
+std::vector<TraceEvent> GemmAr::read_trace() const { return trace_.read(); }
 
 void GemmAr::run(const void* a, const void* b, void* out, cudaStream_t stream) { launch(a, b, nullptr, out, stream); }
 

@@ -40,6 +40,7 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
                    const dev::DeviceEpoch ep, const int32_t num_push) {
   extern __shared__ uint8_t smem[];
   const int cta = blockIdx.x;
+  if (threadIdx.x == 0) dev::trace(gp.trace, cta, dev::TraceKind::KernelEntry, 0);
   const uint64_t epoch = dev::epoch_of_launch(ep);
   const int num_reduce = static_cast<int>(gridDim.x) - gp.num_compute - num_push;
   if (cta == 0 && threadIdx.x == 0) roles::rs_announce(gp.ctx, rs, epoch);
@@ -55,6 +56,7 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
       break;
   }
   dev::epoch_finish(ep);
+  if (threadIdx.x == 0) dev::trace(gp.trace, cta, dev::TraceKind::KernelExit, 0);
 }
 
 using tp::aligned16;
@@ -108,6 +110,8 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
     gp.ctx = ctx;
     num_push = tp::kRsPushCtas;
   }
+  gp.trace = dev::TraceBuf{trace_.base(), trace_.cap(), 0};
+  trace_.clear(stream);  // this call's events only
   const roles::ReduceScatter rs = tp::rs_role_params(*rs_, t, x, out);
   if (compute) gemm::validate_hooks(gp);
   gemm::allow_engine_smem(reinterpret_cast<const void*>(gemm_rs_kernel), gemm::kSmemBytesAsync);
@@ -119,6 +123,10 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
       gp, rs, dev::DeviceEpoch{ec, reinterpret_cast<uint32_t*>(ec + 1), ec + 2}, num_push);
   MK_CUDA_CHECK(cudaGetLastError());
 }
+
+// Indexed by blockIdx.x: room for every grid (at most one CTA per SM).
+void GemmRs::enable_trace(int events_per_cta) { trace_.enable(gemm::num_sms(), events_per_cta); }
+std::vector<TraceEvent> GemmRs::read_trace() const { return trace_.read(); }
 
 void GemmRs::run(const void* a, const void* b, void* out, cudaStream_t stream) { launch(a, b, nullptr, out, stream); }
 
