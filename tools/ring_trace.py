@@ -105,7 +105,8 @@ def main():
     args = ap.parse_args()
     for k, v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
         os.environ.setdefault(k, v)
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    # Ranks may share GPUs (MK_SHARE_GPUS: one GPU for every rank).
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
     dist.init_process_group(args.backend)
     comm = mkernel.init()
     rank = comm.rank
