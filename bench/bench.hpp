@@ -62,7 +62,9 @@ inline const std::vector<BenchDef>& benches() {
       {"ag_gemm", "AllGather+GEMM fused vs serial NCCL+cuBLAS, 2-stream overlap, parts alone (one node)", bench_ag_gemm},
 #endif
 #ifdef MKB_HAVE_GEMM_RS
-      {"gemm_rs", "GEMM+ReduceScatter fused vs serial cuBLAS+NCCL, chunked 2-stream overlap, parts alone (one node)",
+      {"gemm_rs",
+       "GEMM+ReduceScatter fused vs serial cuBLAS+NCCL, chunked 2-stream overlap, parts alone (one node); one rank: "
+       "the TP plans against their GEMM alone, and their kernels' stages from the event log",
        bench_gemm_rs},
 #endif
 #ifdef MKB_HAVE_GEMM_AR

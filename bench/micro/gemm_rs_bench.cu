@@ -17,6 +17,7 @@
 #include "bench/bench.hpp"
 #include "bench/micro/tp_bench.hpp"
 #include "bench/micro/tp_row.hpp"
+#include "bench/micro/tp_timeline.hpp"
 #include "mkernel/gemm.hpp"
 #include "mkernel/tp.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
@@ -163,6 +164,7 @@ void bench_gemm_rs(BenchContext& bc) {
     if (W < 2) {
       const TpBaselines one(c, false, bc.stream);
       rs_diagnosis_one_rank(bc, one);
+      tp_timeline_one_rank(bc);
     }
     return;
   }
