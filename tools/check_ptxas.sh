@@ -21,10 +21,17 @@ for f in $(grep -lE 'device/(gemm/gemm|attention/attn)_engine.cuh' src/ops/*/*.c
   # - the one-GPU attention kernel's producer thread (56 registers beside
   #   the consumers' 224, device/attention/attn_engine.cuh Regs) keeps one
   #   register across its failure record (the SASS: STL/LDL around the
-  #   record's stores, after the first-failure CAS): 8.
+  #   record's stores, after the first-failure CAS): 8;
+  # - the GEMM kernels' producer thread (56 registers), the same way in its
+  #   wait's failure record, since work_unit also maps split tiles at the
+  #   walk's end (GemmParams::split_last; STL/LDL of one register around the
+  #   record's CTA id, after the first-failure CAS, in all four): 4.
   allow=0
   [ "$f" = src/ops/ring_attention/ring_attention.cu ] && allow=128
   [ "$f" = src/ops/attention/attention.cu ] && allow=8
+  case "$f" in src/ops/gemm/gemm_kernel.cu|src/ops/ag_gemm/ag_gemm.cu|src/ops/gemm_rs/gemm_rs.cu|src/ops/gemm_ar/gemm_ar.cu)
+    allow=4 ;;
+  esac
   if [ $allow -gt 0 ]; then
     bad=$(echo "$out" | grep -E "C75[0-9][0-9]" ; echo "$out" | grep -oE "[0-9]+ bytes spill stores" | awk -v a=$allow '$1 > a')
   fi

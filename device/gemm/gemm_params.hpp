@@ -262,6 +262,15 @@ struct GemmParams {
   // has not started.
   int32_t split_tiles = 0;
   int32_t split_parts = 2;          // 2 .. kMaxSplitParts (and at most the K blocks)
+  // 1: the split tiles are the walk's LAST split_tiles tiles, and the units
+  // are tiles [0, T - S) whole, then the earlier parts, then the last parts
+  // (split index = tile - (T - S)). For a walk whose waiting tiles come
+  // last (GEMM+RS: the owner's final tiles, which wait for other ranks'
+  // partial tiles while no tile waits for them): an earlier part waits for
+  // nothing and a last part only for earlier parts claimed before it, so
+  // the order stays deadlock-free; their epilogue may then be any
+  // (validate_hooks: the owner's final tiles only).
+  int32_t split_last = 0;
   float* split_ws = nullptr;        // split_tiles x (split_parts - 1) x 2 warpgroups x 64 x 256 floats
   uint64_t* split_flags = nullptr;  // split_tiles x (split_parts - 1) x 2 warpgroups, zero before the first launch
   uint64_t timeout_ns = 0;
@@ -285,16 +294,23 @@ MK_HD int64_t total_units(const GemmParams& p) {
   return sched::total_tiles(p.sched) + int64_t(p.split_tiles) * (p.split_tiles ? p.split_parts - 1 : 0);
 }
 MK_HD WorkUnit work_unit(const GemmParams& p, int64_t u) {
+  // Units: w0 whole tiles (split_last: every unsplit tile; else none), the
+  // earlier parts of split tiles [w0, w0 + s), the remaining whole tiles,
+  // the last parts. One formula for both orders.
   const int64_t tiles = sched::total_tiles(p.sched);
   const int32_t s = p.split_tiles;
+  const int64_t w0 = p.split_last ? tiles - s : 0;
+  if (u < w0) return WorkUnit{u, -1, -1};
+  u -= w0;
   const int64_t early = s ? int64_t(s) * (p.split_parts - 1) : 0;
   if (u < early) {
     const int32_t v = static_cast<int32_t>(u);
-    return WorkUnit{v % s, v / s, v % s};
+    return WorkUnit{w0 + v % s, v / s, v % s};
   }
-  if (u < early + tiles - s) return WorkUnit{u - early + s, -1, -1};
-  const int32_t i = static_cast<int32_t>(u - early - (tiles - s));
-  return WorkUnit{i, p.split_parts - 1, i};
+  const int64_t rest = tiles - s - w0;  // whole tiles after the earlier parts
+  if (u < early + rest) return WorkUnit{u - early + s, -1, -1};
+  const int32_t i = static_cast<int32_t>(u - early - rest);
+  return WorkUnit{w0 + i, p.split_parts - 1, i};
 }
 
 // K blocks [begin, end) of a work unit: all of K, or part p of P of a

@@ -70,7 +70,8 @@ TEST(AgGemmPlan, SwizzleGroupsNeverMixOwnAndRemoteRows) {
 // parts come out closest to even waves (and only when that beats the
 // unsplit wave); the work units cover every tile once (whole) or in P
 // parts, and every earlier part comes before every last part (which waits
-// for them).
+// for them); with split_last the split tiles are the walk's last and come
+// after every whole tile.
 TEST(AgGemmPlan, SplitTilesCoverEveryTileOnceAndEarlierPartsComeFirst) {
   auto st = [](int64_t t, int64_t c, int64_t kb, int maxp = gemm::kMaxSplitParts) {
     const tp::SplitTail s = tp::split_tail(t, c, kb, maxp);
@@ -88,6 +89,7 @@ TEST(AgGemmPlan, SplitTilesCoverEveryTileOnceAndEarlierPartsComeFirst) {
   EXPECT_EQ(st(60, 132, 1), P(0, 0));          // K of one block cannot be split
   EXPECT_EQ(st(100, 40, 8), P(20, 2));         // K of 8 blocks: at most 2 parts
   EXPECT_EQ(st(131, 132, 128), P(0, 0));       // a nearly full wave: no P gains
+  for (int last = 0; last < 2; ++last)  // split tiles at the walk's start, or at its end (split_last)
   for (int64_t tiles : {1, 7, 52, 300, 448, 1000, 1792})
     for (int64_t ctas : {2, 64, 128, 132})
       for (int64_t kblocks : {2, 8, 128}) {
@@ -102,7 +104,10 @@ TEST(AgGemmPlan, SplitTilesCoverEveryTileOnceAndEarlierPartsComeFirst) {
         p.k = static_cast<int32_t>(kblocks * gemm::kBlockK);
         p.split_tiles = static_cast<int32_t>(sp.tiles);
         p.split_parts = sp.parts;
+        p.split_last = last;
         const int parts = sp.parts;
+        const int64_t first_split = last ? tiles - sp.tiles : 0;  // split tiles [first_split, + sp.tiles)
+        int64_t last_whole = -1, first_part = int64_t(1) << 40;
         ASSERT_EQ(gemm::total_units(p), tiles + sp.tiles * (parts - 1));
         std::vector<int> whole(tiles, 0);
         std::vector<std::vector<int64_t>> seen(tiles, std::vector<int64_t>(parts, -1));
@@ -112,16 +117,18 @@ TEST(AgGemmPlan, SplitTilesCoverEveryTileOnceAndEarlierPartsComeFirst) {
           ASSERT_LT(w.tile, tiles);
           if (w.part < 0) {
             ++whole[w.tile];
+            last_whole = u;
             continue;
           }
-          ASSERT_EQ(w.split, w.tile);
+          first_part = std::min(first_part, u);
+          ASSERT_EQ(w.split, w.tile - first_split);
           ASSERT_LT(w.part, parts);
           ASSERT_EQ(seen[w.tile][w.part], -1) << "part seen twice";
           seen[w.tile][w.part] = u;
         }
         int64_t last_early = -1, first_last = int64_t(1) << 40;
         for (int64_t i = 0; i < tiles; ++i) {
-          const bool is_split = i < sp.tiles;
+          const bool is_split = i >= first_split && i < first_split + sp.tiles;
           ASSERT_EQ(whole[i], is_split ? 0 : 1) << tiles << "/" << ctas << " tile " << i;
           if (!is_split) continue;
           int32_t kb = 0;  // the parts cover K once, in order
@@ -137,6 +144,9 @@ TEST(AgGemmPlan, SplitTilesCoverEveryTileOnceAndEarlierPartsComeFirst) {
           first_last = std::min(first_last, seen[i][parts - 1]);
         }
         ASSERT_LT(last_early, first_last);
+        if (last && sp.tiles) {
+          ASSERT_LT(last_whole, first_part) << "split_last: every whole tile comes first";
+        }
       }
 }
 

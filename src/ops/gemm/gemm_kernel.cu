@@ -65,10 +65,25 @@ void validate_hooks(const GemmParams& p) {
       fail("gemm: split_parts must be in [2, ", kMaxSplitParts, "] (got ", p.split_parts, ")");
     if (p.k / kBlockK < p.split_parts)
       fail("gemm: ", p.split_parts, " split parts need k >= ", p.split_parts * kBlockK, " (got ", p.k, ")");
-    if (e.op != EpiOp::Store || e.layout != OutLayout::RowMajor || e.signal != EpiSignal::None || e.net ||
-        e.own_mask || e.async_store)
+    if (p.split_last) {
+      // The walk's last tiles must be the owner's final tiles, which no tile
+      // waits for (GemmParams::split_last): the last share of a
+      // SharePermuted walk, not interleaved, whose destination is own_final.
+      const sched::TileSchedParams& sc = p.sched;
+      const int shares = sc.share_blocks > 0 ? sc.m_blocks / sc.share_blocks : 0;
+      const bool own_last = sc.order == sched::TileOrder::SharePermuted && !sc.share_interleave && shares > 0 &&
+                            shares <= sched::kMaxShares && e.own_final >= 0 && e.own_final < kMaxDests &&
+                            sc.share_order[shares - 1] == e.own_final && ((e.own_mask >> e.own_final) & 1u) &&
+                            !((e.net >> e.own_final) & 1u) && !e.bcast_n && !e.fin_publish;
+      if (!own_last || p.split_tiles > int64_t(sc.share_blocks) * sc.n_blocks)
+        fail("gemm: split_last needs the owner's final share last in a SharePermuted walk (not interleaved, owner "
+             "reduce, no broadcast or publication) and at most its ", int64_t(sc.share_blocks) * sc.n_blocks,
+             " tiles split (got ", p.split_tiles, ")");
+    } else if (e.op != EpiOp::Store || e.layout != OutLayout::RowMajor || e.signal != EpiSignal::None || e.net ||
+               e.own_mask || e.async_store) {
       fail("gemm: split tiles need the RowMajor Store epilogue (plain or TMA stores; no signals, puts, owner "
-           "reduce or asynchronous stores)");
+           "reduce or asynchronous stores), or split_last on the owner's final tiles");
+    }
   }
   if (e.net >> ndest) fail("gemm epilogue: network destination mask ", e.net, " sets bits >= ", ndest, " (there are only ", ndest,
            " destinations)");
