@@ -113,6 +113,10 @@ struct GemmRsOptions {
   int swizzle = 0;          // run()'s row-blocks per group of the tile walk, dividing m / (world x 128); 0: the heuristic
   int async_store = -1;     // run(): other ranks' tiles leave through bulk copies (1) or plain stores (0); -1: 1
                             // unless the transport needs a free SM (then 0; 1 is refused there)
+  // run(): a last partial wave of own tiles in parts of K on every SM, where tp::split_tail's rule finds
+  // it faster than whole waves on fewer CTAs (the own tiles come last in the walk: GemmParams::split_last)
+  bool split_tail = true;
+  int max_split_parts = 0;  // parts per split tile at most: 2-8; 0: 8
 };
 
 class GemmRs {
@@ -135,6 +139,8 @@ class GemmRs {
   int num_reduce_ctas() const { return num_reduce_; }  // of reduce_scatter()
   int swizzle() const { return swizzle_; }
   int num_compute_ctas() const { return num_ctas_; }    // of run()
+  int64_t split_tiles() const { return split_tiles_; }  // run(): own tiles computed in parts (0: none)
+  int split_parts() const { return split_tiles_ ? split_parts_ : 0; }
 
   // Diagnostics: log up to events_per_cta device events per CTA of every
   // later call (device/trace.hpp: kernel entry and exit, the engine's start,
@@ -151,6 +157,10 @@ class GemmRs {
   int num_ctas_ = 0, num_reduce_ = 0, swizzle_ = 1;
   bool async_ = true;  // asynchronous epilogue (not next to a transport that needs an SM)
   std::unique_ptr<tp::RsPlan> rs_;  // signals, staging slots, device counters
+  int64_t split_tiles_ = 0;  // GemmParams::split_tiles (split_last), with its workspace and flags
+  int split_parts_ = 2;
+  float* split_ws_ = nullptr;
+  uint64_t* split_flags_ = nullptr;
   TraceLog trace_{"GemmRs"};
 };
 

@@ -291,8 +291,9 @@ TEST_F(GemmRsTest, TraceLogsEveryWorkUnitOnce) {
   using K = dev::TraceKind;
   const int me = comm().rank();
   const int64_t m = rows_for_world(1024), n = 512, k = 256, rows = m / comm().world();
-  const int64_t units = tp::rs_share_blocks(m, comm().world()) * comm().world() * (n / gemm::kBlockN);
+  const int64_t tiles = tp::rs_share_blocks(m, comm().world()) * comm().world() * (n / gemm::kBlockN);
   GemmRs plan(comm(), m, n, k, GemmRsOptions{.num_ctas = 3});
+  const int64_t units = tiles + plan.split_tiles() * (plan.split_parts() - 1);  // a split tile: a unit per part
   Buf a(m * k * 2), b(n * k * 2), out(rows * n * 2);
   random_bf16(b.p, n * k, seed_b(me));
   plan.enable_trace(64);
@@ -329,7 +330,46 @@ TEST_F(GemmRsTest, TraceLogsEveryWorkUnitOnce) {
   plan.enable_trace(0);
   plan.run(a.p, b.p, out.p, nullptr);
   EXPECT_TRUE(plan.read_trace().empty());
+  // Before the buffers are freed: across emulated nodes a cudaFree during
+  // the call would hold up the proxy the call waits on (src/net/emu NOTES).
+  CK(cudaDeviceSynchronize());
   comm().barrier();
+}
+
+// Split tiles at the end of the walk (GemmParams::split_last): a grid that
+// leaves a short last wave computes its tiles (own final tiles) in parts of
+// K, the last part adding the others before the owner reduce; every call
+// gives the reference, also with the parts' flags reused across calls.
+TEST_F(GemmRsTest, SplitLastWaveOfOwnTilesMatchesReference) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  const int me = comm().rank();
+  const int64_t m = rows_for_world(2048), n = 512, k = 1024, rows = m / comm().world();
+  const int64_t tiles = tp::rs_share_blocks(m, comm().world()) * comm().world() * (n / gemm::kBlockN);
+  Buf a(m * k * 2), b(n * k * 2), out(rows * n * 2);
+  random_bf16(b.p, n * k, seed_b(me));
+  int call = 6000;
+  // Two tiles left over (halves at most), and three left over (the rule's
+  // pick of up to 8 parts: thirds, as K has 16 blocks).
+  for (GemmRsOptions o : {GemmRsOptions{.num_ctas = static_cast<int>(tiles - 2), .max_split_parts = 2},
+                          GemmRsOptions{.num_ctas = static_cast<int>(tiles - 3)}}) {
+    GemmRs plan(comm(), m, n, k, o);
+    SCOPED_TRACE("grid " + std::to_string(o.num_ctas) + ": " + std::to_string(plan.split_tiles()) + " tiles in " +
+                 std::to_string(plan.split_parts()) + " parts");
+    ASSERT_GT(plan.split_tiles(), 0);
+    ASSERT_LE(plan.split_tiles(), tiles / comm().world());  // own tiles only
+    for (int rep = 0; rep < 3; ++rep) {
+      random_bf16(a.p, m * k, seed_a(me, ++call));
+      poison(out.p, rows * n);
+      CK(cudaDeviceSynchronize());
+      plan.run(a.p, b.p, out.p, nullptr);
+      CK(cudaDeviceSynchronize());
+      check_call(out.p, m, n, k, call, "split tail");
+    }
+    comm().barrier();
+  }
+  // Off: whole waves on the grid given.
+  GemmRs whole(comm(), m, n, k, GemmRsOptions{.num_ctas = static_cast<int>(tiles - 2), .split_tail = false});
+  EXPECT_EQ(whole.split_tiles(), 0);
 }
 
 TEST(GemmRsErrors, BadPlansAreRejected) {
@@ -339,6 +379,10 @@ TEST(GemmRsErrors, BadPlansAreRejected) {
   EXPECT_NE(msg([&] { GemmRs p(comm(), w - 1, 128, 128); }).find("equal row blocks"), std::string::npos);
   EXPECT_NE(msg([] { GemmRs p(comm(), 512, 100, 128); }).find("n must be a positive multiple of 64"),
             std::string::npos);
+  for (int parts : {-1, 1, 9})
+    EXPECT_NE(msg([&] { GemmRs p(comm(), 512, 128, 128, GemmRsOptions{.max_split_parts = parts}); })
+                  .find("max_split_parts must be 0 or in [2, 8]"),
+              std::string::npos);
   const int64_t n = comm().rank() == 0 ? 128 : 192;
   std::string m = msg([&] { GemmRs p(comm(), 512, n, 128); });
   EXPECT_NE(m.find("every rank must use the same shape"), std::string::npos) << m;

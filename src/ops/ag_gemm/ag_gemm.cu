@@ -115,13 +115,7 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
                      : tp::SplitTail{};
   split_tiles_ = sp.tiles;
   split_parts_ = sp.parts;
-  if (split_tiles_) {
-    MK_CUDA_CHECK(cudaMalloc(&split_ws_, size_t(split_tiles_) * (split_parts_ - 1) * gemm::kBlockM * gemm::kBlockN *
-                                             sizeof(float)));
-    const size_t flags = size_t(split_tiles_) * (split_parts_ - 1) * 2;
-    MK_CUDA_CHECK(cudaMalloc(&split_flags_, flags * sizeof(uint64_t)));
-    MK_CUDA_CHECK(cudaMemset(split_flags_, 0, flags * sizeof(uint64_t)));
-  }
+  tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);
   // Epoch counter + finished-CTA count (device/epoch.cuh) + tile counter, zero.
   MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 3 * sizeof(uint64_t)));
   MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 3 * sizeof(uint64_t)));

@@ -3,6 +3,8 @@
 // tests/cpu/test_ag_gemm_plan.cpp).
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -99,6 +101,17 @@ inline int ag_swizzle(int64_t m_local, int64_t block_m) {
 // bytes alone take. With it: M = 1024 -> 52 tiles in halves (3.5 tile
 // times instead of 4); M = 4096 -> 76 tiles in 3 parts (13.67 instead of 14).
 constexpr double kSplitPartCost = 0.1;
+
+// Split tiles' device buffers (GemmParams::split_ws, split_flags; flags
+// zeroed): nothing for no split tiles. The plan frees them.
+inline void alloc_split(int64_t tiles, int parts, float** ws, uint64_t** flags) {
+  if (tiles <= 0) return;
+  MK_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(ws),
+                           size_t(tiles) * (parts - 1) * gemm::kBlockM * gemm::kBlockN * sizeof(float)));
+  const size_t n = size_t(tiles) * (parts - 1) * 2;  // per part and consumer warpgroup
+  MK_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(flags), n * sizeof(uint64_t)));
+  MK_CUDA_CHECK(cudaMemset(*flags, 0, n * sizeof(uint64_t)));
+}
 struct SplitTail {
   int64_t tiles = 0;
   int parts = 2;

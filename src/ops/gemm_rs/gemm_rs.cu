@@ -70,20 +70,39 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   tp::rs_check_shape(t, "GemmRs", m, n, k_local);
   const int sms = gemm::num_sms();
   const bool leave_sm = tp::leave_free_sm(comm, "GemmRs", opt.num_ctas, sms);
-  const int64_t tiles = tp::rs_share_blocks(m, t.world) * t.world * ((n + gemm::kBlockN - 1) / gemm::kBlockN);
-  num_ctas_ = opt.num_ctas ? opt.num_ctas : tp::balanced_ctas(tiles, sms - (leave_sm ? 1 : 0));
+  const int64_t own_tiles = tp::rs_share_blocks(m, t.world) * ((n + gemm::kBlockN - 1) / gemm::kBlockN);
+  const int64_t tiles = own_tiles * t.world;
+  const int avail = sms - (leave_sm ? 1 : 0);
+  if (opt.max_split_parts < 0 || opt.max_split_parts == 1 || opt.max_split_parts > gemm::kMaxSplitParts)
+    fail("GemmRs: max_split_parts must be 0 or in [2, ", gemm::kMaxSplitParts, "] (got ", opt.max_split_parts, ")");
+  // Whole waves on the fewest CTAs that keep their count (128 of 132 at the
+  // issue shapes), or every CTA with the last partial wave's tiles in parts
+  // of K where that is faster: the tail must be own tiles (the walk's last).
+  tp::SplitTail sp{};
+  if (opt.split_tail) {
+    sp = tp::split_tail(tiles, opt.num_ctas ? opt.num_ctas : avail, k_local / gemm::kBlockK,
+                        opt.max_split_parts ? opt.max_split_parts : gemm::kMaxSplitParts);
+    if (sp.tiles > own_tiles) sp = tp::SplitTail{};
+  }
+  num_ctas_ = opt.num_ctas ? opt.num_ctas : sp.tiles ? avail : tp::balanced_ctas(tiles, avail);
   async_ = tp::rs_async_store("GemmRs", opt.async_store, leave_sm);
   tp::rs_check_grid("GemmRs", num_ctas_, sms);
   // reduce_scatter()'s grid is push + Reduce CTAs.
   num_reduce_ = tp::rs_reduce_ctas("GemmRs", opt.num_reduce_ctas, sms, leave_sm, 0);
   rs_ = std::make_unique<tp::RsPlan>(tp::rs_make_plan(comm, "GemmRs", m, n, k_local, opt.swizzle, 0, 0, nullptr));
   swizzle_ = rs_->swizzle;
+  // Split tiles' fp32 parts and flags (after the collective plan: every check passed).
+  split_tiles_ = sp.tiles;
+  split_parts_ = sp.parts;
+  tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);
   // The legacy-stream memset must be done before a launch on any stream
   // (non-blocking streams do not wait for it): plan creation is setup time.
   MK_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 GemmRs::~GemmRs() {
+  if (split_ws_) cudaFree(split_ws_);
+  if (split_flags_) cudaFree(split_flags_);
   if (rs_) tp::rs_free_plan(comm_, *rs_);
 }
 
@@ -103,6 +122,13 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
   int num_push = 0;
   if (compute) {
     gp = tp::rs_gemm_params(*rs_, t, ctx, a, b, out, num_ctas_, async_);
+    if (split_tiles_) {  // the walk's last tiles (own final ones) in parts
+      gp.split_tiles = static_cast<int32_t>(split_tiles_);
+      gp.split_parts = split_parts_;
+      gp.split_ws = split_ws_;
+      gp.split_flags = split_flags_;
+      gp.split_last = 1;
+    }
   } else {
     gp.num_compute = 0;
     gp.timeout_ns = ctx.timeout_ns;
