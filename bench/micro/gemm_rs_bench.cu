@@ -57,12 +57,13 @@ void rs_diagnosis_one_rank(BenchContext& bc, const TpBaselines& base) {
           {"M", "variant", "ms"},
           {},
           ""};
-  for (int64_t m : {int64_t(1024), int64_t(2048), int64_t(4096), int64_t(8192)}) {
+  for (int64_t m : {int64_t(1024), int64_t(2048), int64_t(4096), int64_t(8192), int64_t(16384)}) {
     Rotating a(size_t(m) * k * 2), b(size_t(n) * k * 2);
     fill_rotating(a, size_t(m) * k, 700, c.rank(), bc.stream);
     fill_rotating(b, size_t(n) * k, 800, c.rank(), bc.stream);
     DevBuf out(size_t(m) * n * 2);
     mk::GemmRs rs(c, m, n, k), rs_all(c, m, n, k, {.num_ctas = sms}), rs_sync(c, m, n, k, {.async_store = 0});
+    mk::GemmRs rs_whole(c, m, n, k, {.split_tail = false});
     mk::GemmAr ar(c, m, n, k);
     const int ctas = rs.num_compute_ctas(), sw = rs.swizzle();
     // The engine alone: TMA-store or plain RowMajor stores (what the owner
@@ -105,6 +106,7 @@ void rs_diagnosis_one_rank(BenchContext& bc, const TpBaselines& base) {
         [&](int i) { rs_alone(i, true, false); },
         [&](int i) { rs_alone(i, false, true); },
         [&](int i) { rs_sync.run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); },
+        [&](int i) { rs_whole.run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); },
     };
     // Every variant's output against cuBLAS's on the same inputs (poisoned first).
     DevBuf ref(size_t(m) * n * 2);
@@ -116,9 +118,12 @@ void rs_diagnosis_one_rank(BenchContext& bc, const TpBaselines& base) {
                ref.p, m, n, bc.stream);
     }
     auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, base.barrier());
+    const std::string split = rs.split_tiles() ? ", " + std::to_string(rs.split_tiles()) + " tiles in " +
+                                                     std::to_string(rs.split_parts()) + " parts"
+                                               : "";
     const std::string cs = std::to_string(ctas) + " CTAs, swizzle " + std::to_string(sw);
     const std::string names[] = {"cuBLAS",
-                                 "GemmRs (heuristic: " + cs + ")",
+                                 "GemmRs (heuristic: " + cs + split + ")",
                                  "GemmRs, " + std::to_string(sms) + " CTAs",
                                  "GemmAr (heuristic)",
                                  "engine alone, every SM, swizzle 8, TMA stores",
@@ -128,7 +133,8 @@ void rs_diagnosis_one_rank(BenchContext& bc, const TpBaselines& base) {
                                  "GemmRs's GEMM in the standalone kernel, static walk",
                                  "GemmRs's GEMM in the standalone kernel, dynamic walk (+ a memset)",
                                  "GemmRs's GEMM in the standalone kernel, static Swizzled walk",
-                                 "GemmRs, no storer (async_store 0)"};
+                                 "GemmRs, no storer (async_store 0)",
+                                 "GemmRs, no split tail (" + std::to_string(rs_whole.num_compute_ctas()) + " CTAs)"};
     for (size_t v = 0; v < calls.size(); ++v) d.rows.push_back({std::to_string(m), names[v], fmt(st[v].median_ms)});
     MKB_CUDA(cudaStreamSynchronize(bc.stream));
     mk::tp::rs_free_plan(c, pl);
@@ -265,7 +271,11 @@ void bench_gemm_rs(BenchContext& bc) {
     std::vector<std::string> row = tp_row(m, st, std::min({st[1].median_ms, st[2].median_ms, st[6].median_ms}),
                                           mk::tp::rs_bytes_per_gpu(topo.num_nodes, topo.local_size, m, n),
                                           measured_network_bytes(c, bc.stream, calls[5]));
-    row.push_back(std::to_string(plan.num_compute_ctas()) + "; 16 + " + std::to_string(plan.num_reduce_ctas()));
+    row.push_back(std::to_string(plan.num_compute_ctas()) +
+                  (plan.split_tiles() ? " (" + std::to_string(plan.split_tiles()) + " own tiles in " +
+                                            std::to_string(plan.split_parts()) + " parts)"
+                                      : "") +
+                  "; 16 + " + std::to_string(plan.num_reduce_ctas()));
     row.push_back("checked (" + fmt(err, 4) + ")");
     t.rows.push_back(row);
   }
