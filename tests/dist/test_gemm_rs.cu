@@ -116,28 +116,36 @@ TEST_F(GemmRsTest, HundredBackToBackCallsWithChangingInputs) {
   comm().barrier();
 }
 
+// Replays of one captured call, each on new inputs, back to back; also a
+// plan whose last tile is split in parts (their flags' epochs come from the
+// device counter, as the call's).
 TEST_F(GemmRsTest, CudaGraphReplayWithNewInputs) {
   if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
   const int me = comm().rank();
   const int64_t m = rows_for_world(512), n = 320, k = 512, rows = m / comm().world();
+  const int64_t tiles = tp::rs_share_blocks(m, comm().world()) * comm().world() * 2;  // 2 column blocks
   const int reps = 4;
-  GemmRs plan(comm(), m, n, k);
-  Buf a(m * k * 2), b(n * k * 2), out(rows * n * 2), fresh(reps * m * k * 2), all(reps * rows * n * 2);
-  random_bf16(b.p, n * k, seed_b(me));
-  for (int rep = 0; rep < reps; ++rep) random_bf16(fresh.as<uint16_t>() + rep * m * k, m * k, seed_a(me, 2001 + rep));
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  CK(cudaDeviceSynchronize());
-  CapturedGraph graph(s, [&] { plan.run(a.p, b.p, out.p, s); });
-  for (int rep = 0; rep < reps; ++rep) {
-    CK(cudaMemcpyAsync(a.p, fresh.as<uint16_t>() + rep * m * k, m * k * 2, cudaMemcpyDeviceToDevice, s));
-    graph.launch(s);
-    CK(cudaMemcpyAsync(all.as<char>() + rep * rows * n * 2, out.p, rows * n * 2, cudaMemcpyDeviceToDevice, s));
+  for (GemmRsOptions o : {GemmRsOptions{}, GemmRsOptions{.num_ctas = static_cast<int>(tiles - 1)}}) {
+    GemmRs plan(comm(), m, n, k, o);
+    SCOPED_TRACE("split tiles " + std::to_string(plan.split_tiles()));
+    if (o.num_ctas) ASSERT_GT(plan.split_tiles(), 0);
+    Buf a(m * k * 2), b(n * k * 2), out(rows * n * 2), fresh(reps * m * k * 2), all(reps * rows * n * 2);
+    random_bf16(b.p, n * k, seed_b(me));
+    for (int rep = 0; rep < reps; ++rep) random_bf16(fresh.as<uint16_t>() + rep * m * k, m * k, seed_a(me, 2001 + rep));
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(cudaDeviceSynchronize());
+    CapturedGraph graph(s, [&] { plan.run(a.p, b.p, out.p, s); });
+    for (int rep = 0; rep < reps; ++rep) {
+      CK(cudaMemcpyAsync(a.p, fresh.as<uint16_t>() + rep * m * k, m * k * 2, cudaMemcpyDeviceToDevice, s));
+      graph.launch(s);
+      CK(cudaMemcpyAsync(all.as<char>() + rep * rows * n * 2, out.p, rows * n * 2, cudaMemcpyDeviceToDevice, s));
+    }
+    CK(cudaStreamSynchronize(s));
+    for (int rep = 0; rep < reps; ++rep) check_call(all.as<char>() + rep * rows * n * 2, m, n, k, 2001 + rep, "replay");
+    cudaStreamDestroy(s);
+    comm().barrier();
   }
-  CK(cudaStreamSynchronize(s));
-  for (int rep = 0; rep < reps; ++rep) check_call(all.as<char>() + rep * rows * n * 2, m, n, k, 2001 + rep, "replay");
-  cudaStreamDestroy(s);
-  comm().barrier();
 }
 
 TEST_F(GemmRsTest, StandaloneReduceScatter) {
