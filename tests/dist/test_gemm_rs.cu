@@ -122,10 +122,10 @@ TEST_F(GemmRsTest, HundredBackToBackCallsWithChangingInputs) {
 TEST_F(GemmRsTest, CudaGraphReplayWithNewInputs) {
   if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
   const int me = comm().rank();
-  const int64_t m = rows_for_world(512), n = 320, k = 512, rows = m / comm().world();
+  const int64_t m = rows_for_world(1024), n = 320, k = 1024, rows = m / comm().world();
   const int64_t tiles = tp::rs_share_blocks(m, comm().world()) * comm().world() * 2;  // 2 column blocks
   const int reps = 4;
-  for (GemmRsOptions o : {GemmRsOptions{}, GemmRsOptions{.num_ctas = static_cast<int>(tiles - 1)}}) {
+  for (GemmRsOptions o : {GemmRsOptions{}, GemmRsOptions{.num_ctas = static_cast<int>(tiles / 2 - 1)}}) {
     GemmRs plan(comm(), m, n, k, o);
     SCOPED_TRACE("split tiles " + std::to_string(plan.split_tiles()));
     if (o.num_ctas) ASSERT_GT(plan.split_tiles(), 0);
@@ -356,10 +356,11 @@ TEST_F(GemmRsTest, SplitLastWaveOfOwnTilesMatchesReference) {
   Buf a(m * k * 2), b(n * k * 2), out(rows * n * 2);
   random_bf16(b.p, n * k, seed_b(me));
   int call = 6000;
-  // Two tiles left over (halves at most), and three left over (the rule's
-  // pick of up to 8 parts: thirds, as K has 16 blocks).
-  for (GemmRsOptions o : {GemmRsOptions{.num_ctas = static_cast<int>(tiles - 2), .max_split_parts = 2},
-                          GemmRsOptions{.num_ctas = static_cast<int>(tiles - 3)}}) {
+  // Grids of at most the other shares' tiles (the plan splits only then):
+  // two tiles left over (halves at most), and four (the rule's pick of up
+  // to 8 parts: thirds, as K has 16 blocks).
+  for (GemmRsOptions o : {GemmRsOptions{.num_ctas = static_cast<int>(tiles / 2 - 1), .max_split_parts = 2},
+                          GemmRsOptions{.num_ctas = static_cast<int>(tiles / 2 - 2)}}) {
     GemmRs plan(comm(), m, n, k, o);
     SCOPED_TRACE("grid " + std::to_string(o.num_ctas) + ": " + std::to_string(plan.split_tiles()) + " tiles in " +
                  std::to_string(plan.split_parts()) + " parts");
@@ -375,9 +376,12 @@ TEST_F(GemmRsTest, SplitLastWaveOfOwnTilesMatchesReference) {
     }
     comm().barrier();
   }
-  // Off: whole waves on the grid given.
-  GemmRs whole(comm(), m, n, k, GemmRsOptions{.num_ctas = static_cast<int>(tiles - 2), .split_tail = false});
+  // Off: whole waves on the grid given. Nor where own tiles would share the
+  // first wave with the other shares' (a grid larger than their tiles).
+  GemmRs whole(comm(), m, n, k, GemmRsOptions{.num_ctas = static_cast<int>(tiles / 2 - 1), .split_tail = false});
   EXPECT_EQ(whole.split_tiles(), 0);
+  GemmRs mixed(comm(), m, n, k, GemmRsOptions{.num_ctas = static_cast<int>(tiles - 2)});
+  EXPECT_EQ(mixed.split_tiles(), 0);
 }
 
 TEST(GemmRsErrors, BadPlansAreRejected) {

@@ -77,10 +77,15 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     fail("GemmRs: max_split_parts must be 0 or in [2, ", gemm::kMaxSplitParts, "] (got ", opt.max_split_parts, ")");
   // Whole waves on the fewest CTAs that keep their count (128 of 132 at the
   // issue shapes), or every CTA with the last partial wave's tiles in parts
-  // of K where that is faster: the tail must be own tiles (the walk's last).
+  // of K where that is faster. The tail must be own tiles (the walk's last),
+  // and the other shares must fill at least one wave: then own tiles that
+  // share a wave with other shares' tiles (what tp::balanced_ctas avoids)
+  // sum sources that their ranks computed a wave or more earlier, so they
+  // do not wait.
   tp::SplitTail sp{};
-  if (opt.split_tail) {
-    sp = tp::split_tail(tiles, opt.num_ctas ? opt.num_ctas : avail, k_local / gemm::kBlockK,
+  const int grid = opt.num_ctas ? opt.num_ctas : avail;
+  if (opt.split_tail && (t.world == 1 || tiles - own_tiles >= grid)) {
+    sp = tp::split_tail(tiles, grid, k_local / gemm::kBlockK,
                         opt.max_split_parts ? opt.max_split_parts : gemm::kMaxSplitParts);
     if (sp.tiles > own_tiles) sp = tp::SplitTail{};
   }
