@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bench/bench.hpp"
+#include "bench/micro/gemm_alone.hpp"
 #include "bench/micro/tp_bench.hpp"
 #include "bench/micro/tp_row.hpp"
 #include "bench/micro/tp_timeline.hpp"
@@ -69,11 +70,7 @@ void rs_diagnosis_one_rank(BenchContext& bc, const TpBaselines& base) {
     // The engine alone: TMA-store or plain RowMajor stores (what the owner
     // tiles use).
     auto engine = [&](int i, int nc, int swz, bool tma_store) {
-      mk::gemm::GemmParams p = mk::gemm::make_params(
-          mk::gemm::Operands{.a = a.get(100 + i), .b = b.get(100 + i), .out = out.p, .m = m, .n = n, .k = k}, nc);
-      p.sched.swizzle = swz;
-      if (tma_store) mk::gemm::use_tma_store(p);
-      mk::gemm::launch(p, p.num_compute, mk::gemm::TestRoleParams{}, bc.stream);
+      launch_alone(engine_alone_params(a.get(100 + i), b.get(100 + i), out.p, m, n, k, nc, swz, tma_store), bc.stream);
     };
     // GemmRs's own GEMM parameters (a plan of its own) in the standalone
     // kernel (no storer, no entry signals, no epoch end), static or dynamic
@@ -82,16 +79,13 @@ void rs_diagnosis_one_rank(BenchContext& bc, const TpBaselines& base) {
     mk::tp::RsPlan pl = mk::tp::rs_make_plan(c, "diag", m, n, k, 0, 0, 0, nullptr);
     DevBuf counter(sizeof(uint64_t));
     auto rs_alone = [&](int i, bool dynamic, bool swizzled) {
-      mk::gemm::GemmParams p = mk::tp::rs_gemm_params(pl, c.topology(), c.device_ctx(), a.get(100 + i), b.get(100 + i),
-                                                      out.p, ctas, false);
-      p.load.num_start = 0;
-      p.tile_counter = nullptr;
+      mk::gemm::GemmParams p = rs_gemm_alone_params(pl, c, a.get(100 + i), b.get(100 + i), out.p, ctas);
       if (dynamic) {
         MKB_CUDA(cudaMemsetAsync(counter.p, 0, sizeof(uint64_t), bc.stream));
         p.tile_counter = static_cast<uint64_t*>(counter.p);
       }
       if (swizzled) p.sched.order = mk::sched::TileOrder::Swizzled;
-      mk::gemm::launch(p, p.num_compute, mk::gemm::TestRoleParams{}, bc.stream);
+      launch_alone(p, bc.stream);
     };
     std::vector<std::function<void(int)>> calls = {
         [&](int i) { gemm_bf16_tn(base.h, int(m), int(n), int(k), a.get(100 + i), b.get(100 + i), out.p, bc.stream); },

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bench/bench.hpp"
+#include "bench/micro/gemm_alone.hpp"
 #include "bench/micro/tp_bench.hpp"
 #include "bench/micro/tp_timeline.hpp"
 #include "device/ptx.cuh"
@@ -182,22 +183,17 @@ void tp_timeline_one_rank(BenchContext& bc) {
     // The engine alone with the plan's CTAs and swizzle, plain row stores
     // (what GemmRs's owner tiles use).
     auto engine = [&](int i) {
-      mk::gemm::GemmParams p = mk::gemm::make_params(
-          mk::gemm::Operands{.a = a.get(i), .b = b.get(i), .out = out.p, .m = m, .n = n, .k = k}, ctas);
-      p.sched.swizzle = sw;
+      mk::gemm::GemmParams p = engine_alone_params(a.get(i), b.get(i), out.p, m, n, k, ctas, sw, false);
       p.trace = tb;
       log.clear(bc.stream);
-      mk::gemm::launch(p, p.num_compute, mk::gemm::TestRoleParams{}, bc.stream);
+      launch_alone(p, bc.stream);
     };
     // GemmRs's GEMM parameters in the standalone kernel, static walk.
     auto rs_alone = [&](int i) {
-      mk::gemm::GemmParams p =
-          mk::tp::rs_gemm_params(pl, c.topology(), c.device_ctx(), a.get(i), b.get(i), out.p, ctas, false);
-      p.load.num_start = 0;
-      p.tile_counter = nullptr;
+      mk::gemm::GemmParams p = rs_gemm_alone_params(pl, c, a.get(i), b.get(i), out.p, ctas);
       p.trace = tb;
       log.clear(bc.stream);
-      mk::gemm::launch(p, p.num_compute, mk::gemm::TestRoleParams{}, bc.stream);
+      launch_alone(p, bc.stream);
     };
     const std::string cs = std::to_string(ctas) + " CTAs, swizzle " + std::to_string(sw);
     timeline_rows(bc, d, std::to_string(m) + " x 8192 x 14336",
@@ -219,12 +215,10 @@ void tp_timeline_one_rank(BenchContext& bc) {
     mk::AgGemm ag(c, m, n, k);
     ag.enable_trace(kEvents);
     auto engine = [&](int i) {
-      mk::gemm::GemmParams p = mk::gemm::make_params(
-          mk::gemm::Operands{.a = a.get(i), .b = b.get(i), .out = out.p, .m = m, .n = n, .k = k}, 0);
-      mk::gemm::use_tma_store(p);
+      mk::gemm::GemmParams p = engine_alone_params(a.get(i), b.get(i), out.p, m, n, k, 0, 0, true);
       p.trace = tb;
       log.clear(bc.stream);
-      mk::gemm::launch(p, p.num_compute, mk::gemm::TestRoleParams{}, bc.stream);
+      launch_alone(p, bc.stream);
     };
     const std::string split = ag.split_tiles() ? std::to_string(ag.split_tiles()) + " tiles in " +
                                                      std::to_string(ag.split_parts()) + " parts"

@@ -137,19 +137,10 @@ TEST_F(AgGemmTest, CudaGraphReplayWithNewInputs) {
   random_bf16(b.p, n * k, 93 + me);
   for (int rep = 0; rep < reps; ++rep)
     random_bf16(fresh.as<uint16_t>() + rep * m_local * k, m_local * k, seed_a(me, 2001 + rep));
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  CK(cudaDeviceSynchronize());
-  CapturedGraph graph(s, [&] { plan.run(a.p, b.p, out.p, s); });
-  for (int rep = 0; rep < reps; ++rep) {
-    CK(cudaMemcpyAsync(a.p, fresh.as<uint16_t>() + rep * m_local * k, m_local * k * 2, cudaMemcpyDeviceToDevice, s));
-    graph.launch(s);
-    CK(cudaMemcpyAsync(all.as<char>() + rep * m * n * 2, out.p, m * n * 2, cudaMemcpyDeviceToDevice, s));
-  }
-  CK(cudaStreamSynchronize(s));
+  replay_on_fresh_inputs([&](cudaStream_t s) { plan.run(a.p, b.p, out.p, s); }, a.p, fresh.p, m_local * k * 2, out.p,
+                         all.p, m * n * 2, reps);
   for (int rep = 0; rep < reps; ++rep)
     check_call(all.as<char>() + rep * m * n * 2, nullptr, m_local, n, k, b.p, 2001 + rep, "graph replay");
-  cudaStreamDestroy(s);
   comm().barrier();
 }
 

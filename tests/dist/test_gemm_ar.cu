@@ -216,22 +216,11 @@ TEST_F(GemmArTest, CudaGraphReplayWithNewInputs) {
   random_bf16(b.p, n * k, seed_b(me));
   for (int rep = 0; rep < reps; ++rep) random_bf16(fresh.as<uint16_t>() + rep * m * k, m * k, seed_a(me, 2001 + rep));
   poison(out.p, m * n);
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  CK(cudaDeviceSynchronize());
-  {
-    CapturedGraph graph(s, [&] { plan.run(a.p, b.p, out.p, s); });
-    for (int rep = 0; rep < reps; ++rep) {
-      CK(cudaMemcpyAsync(a.p, fresh.as<uint16_t>() + rep * m * k, m * k * 2, cudaMemcpyDeviceToDevice, s));
-      graph.launch(s);
-      CK(cudaMemcpyAsync(all.as<char>() + rep * m * n * 2, out.p, m * n * 2, cudaMemcpyDeviceToDevice, s));
-    }
-    CK(cudaStreamSynchronize(s));
-  }
+  replay_on_fresh_inputs([&](cudaStream_t s) { plan.run(a.p, b.p, out.p, s); }, a.p, fresh.p, m * k * 2, out.p,
+                         all.p, m * n * 2, reps);
   for (int rep = 0; rep < reps; ++rep) check_call(all.as<char>() + rep * m * n * 2, m, n, k, 2001 + rep, "replay");
   // The plan still runs eagerly after the replays (the epochs stayed in step).
   run_once(plan, a, b, out, m, n, k, 2001 + reps, "eager after replay");
-  cudaStreamDestroy(s);
   comm().barrier();
   }
 }

@@ -132,18 +132,9 @@ TEST_F(GemmRsTest, CudaGraphReplayWithNewInputs) {
     Buf a(m * k * 2), b(n * k * 2), out(rows * n * 2), fresh(reps * m * k * 2), all(reps * rows * n * 2);
     random_bf16(b.p, n * k, seed_b(me));
     for (int rep = 0; rep < reps; ++rep) random_bf16(fresh.as<uint16_t>() + rep * m * k, m * k, seed_a(me, 2001 + rep));
-    cudaStream_t s;
-    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    CK(cudaDeviceSynchronize());
-    CapturedGraph graph(s, [&] { plan.run(a.p, b.p, out.p, s); });
-    for (int rep = 0; rep < reps; ++rep) {
-      CK(cudaMemcpyAsync(a.p, fresh.as<uint16_t>() + rep * m * k, m * k * 2, cudaMemcpyDeviceToDevice, s));
-      graph.launch(s);
-      CK(cudaMemcpyAsync(all.as<char>() + rep * rows * n * 2, out.p, rows * n * 2, cudaMemcpyDeviceToDevice, s));
-    }
-    CK(cudaStreamSynchronize(s));
+    replay_on_fresh_inputs([&](cudaStream_t s) { plan.run(a.p, b.p, out.p, s); }, a.p, fresh.p, m * k * 2, out.p,
+                           all.p, rows * n * 2, reps);
     for (int rep = 0; rep < reps; ++rep) check_call(all.as<char>() + rep * rows * n * 2, m, n, k, 2001 + rep, "replay");
-    cudaStreamDestroy(s);
     comm().barrier();
   }
 }

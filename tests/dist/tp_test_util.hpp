@@ -144,4 +144,30 @@ class CapturedGraph {
   cudaGraphExec_t exec_{};
 };
 
+// Captures call(stream) once on a stream of its own, then replays it reps
+// times back to back (no host sync between replays): before replay r,
+// `in_bytes` of input r (fresh + r in_bytes) are copied into `in`; after
+// it, `out_bytes` of `out` go to all + r out_bytes. Returns once all ran.
+inline void replay_on_fresh_inputs(const std::function<void(cudaStream_t)>& call, void* in, const void* fresh,
+                                   size_t in_bytes, const void* out, void* all, size_t out_bytes, int reps) {
+  auto& c = mk::test::comm();
+  cudaStream_t s;
+  c.check(static_cast<int>(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)), "stream");
+  c.check(static_cast<int>(cudaDeviceSynchronize()), "cudaDeviceSynchronize()");
+  {
+    CapturedGraph graph(s, [&] { call(s); });
+    for (int r = 0; r < reps; ++r) {
+      c.check(static_cast<int>(cudaMemcpyAsync(in, static_cast<const char*>(fresh) + r * in_bytes, in_bytes,
+                                               cudaMemcpyDeviceToDevice, s)),
+              "copy in");
+      graph.launch(s);
+      c.check(static_cast<int>(cudaMemcpyAsync(static_cast<char*>(all) + r * out_bytes, out, out_bytes,
+                                               cudaMemcpyDeviceToDevice, s)),
+              "copy out");
+    }
+    c.check(static_cast<int>(cudaStreamSynchronize(s)), "replays");
+  }
+  cudaStreamDestroy(s);
+}
+
 }  // namespace mkt
