@@ -26,7 +26,8 @@ static_assert(kRing > kStages + 1, "tile ring too short");
 struct Smem {
   uint8_t* a;      // kStages x kStageBytesA
   uint8_t* b;      // kStages x kStageBytesB
-  uint8_t* epi;    // kEpiBytes: a half tile for the storer (async_store; kSmemBytesAsync launches)
+  uint8_t* epi;    // kEpiBytes: a half tile for the storer (async_store; kSmemBytesAsync launches); the TMA
+                   // store's boxes start at the next 1024-byte boundary (tma_box_base)
   uint64_t* full;  // kStages
   uint64_t* empty; // kStages
   int64_t* ring;   // kRing
@@ -52,6 +53,11 @@ __device__ __forceinline__ Smem carve(uint8_t* raw) {
   s.epi_empty = s.epi_full + 1;
   s.epi_tile = reinterpret_cast<int64_t*>(s.epi_empty + 2);
   return s;
+}
+// The TMA store's boxes (128-byte swizzle: 1024-byte aligned): s.epi
+// rounded up, i.e. 768 bytes on (kSmemBytesAsync has room for it).
+__device__ __forceinline__ uint8_t* tma_box_base(const Smem& s) {
+  return s.epi + ((1024u - (dev::sm90::smem_addr(s.epi) & 1023u)) & 1023u);
 }
 
 // Bounded waits (device/bounded_wait.cuh): on this CTA's pipeline

@@ -318,20 +318,24 @@ __device__ __forceinline__ void publish_tile(const GemmParams& p, const sched::T
 
 // ---- TMA-store epilogue (EpilogueHook::tma_store) ---------------------------------
 //
-// The warpgroup's 64 rows in kBlockN / kTmaStoreCols boxes through its half
-// of the epi buffer: its first thread waits until the previous box's copy
-// read the buffer, the warpgroup writes the box, and that thread issues the
-// TMA store (a bulk group of its own). One buffer per warpgroup: the second
-// box waits for the first to be read out of shared memory; only the global
-// writes of the last box overlap the next tile's mainloop.
+// The warpgroup's 64 rows in kBlockN / kTmaStoreCols boxes of 64 x 64,
+// alternating between its two box buffers: its first thread waits until
+// the box that last used the buffer (two boxes back, possibly the previous
+// tile's) was read out, the warpgroup writes the box, and that thread
+// issues the TMA store (a bulk group of its own). So a box is written while
+// the previous one is read, and only the first box can wait, for a store
+// issued a tile earlier. The boxes are in the 128-byte swizzle (16-byte
+// chunk j of row r at chunk j ^ (r % 8)): a warp's 32 16-byte writes fall
+// in 4 wavefronts, where unswizzled rows 256 bytes apart took 8.
 __device__ __forceinline__ void tma_store_tile(const GemmParams& p, const Smem& s, const sched::Tile& t,
                                                const TileRows& r, int wg, const float (&acc)[128]) {
   const bool leader = threadIdx.x % 128 == 0;
   const int lane = threadIdx.x % 32;
-  uint8_t* buf = s.epi + wg * (kEpiBytes / 2);
+  uint8_t* bufs = tma_box_base(s) + wg * (kEpiBytes / 2);
 #pragma unroll
   for (int c = 0; c < kBlockN / kTmaStoreCols; ++c) {
-    if (leader) dev::bulk_wait_read<0>();
+    uint8_t* buf = bufs + (c & 1) * kTmaBoxBytes;
+    if (leader) dev::bulk_wait_read<1>();  // of the groups issued, all but the last (the other buffer's) read
     dev::sm90::named_sync(2 + wg, 128);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -339,7 +343,8 @@ __device__ __forceinline__ void tma_store_tile(const GemmParams& p, const Smem& 
 #pragma unroll
       for (int gg = 0; gg < kTmaStoreCols / 32; ++gg) {
         const uint4 x = quad_pack(acc, c * (kTmaStoreCols / 32) + gg, h);
-        *reinterpret_cast<uint4*>(buf + (row * kTmaStoreCols + 32 * gg + 8 * (lane & 3)) * 2) = x;
+        const int chunk = 4 * gg + (lane & 3);  // 16-byte chunk of the row's 128 bytes
+        *reinterpret_cast<uint4*>(buf + row * (kTmaStoreCols * 2) + ((chunk ^ (row & 7)) << 4)) = x;
       }
     }
     dev::sm90::fence_proxy_async_shared();  // the TMA (async proxy) reads what every thread wrote

@@ -38,8 +38,10 @@ constexpr uint32_t kStageBytes = kStageBytesA + kStageBytesB;
 constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 1024 /* alignment */ + 256 /* barriers, tile ring */;
 // Asynchronous and TMA-store epilogues (EpilogueHook::async_store,
 // tma_store): a 64 x 256 bf16 buffer after the barriers (async: one
-// warpgroup's half tile for the storer's bulk copy; TMA store: a 64 x 128
-// box per warpgroup); launches that use them ask for kSmemBytesAsync.
+// warpgroup's half tile for the storer's bulk copy; TMA store: two 64 x 64
+// boxes per warpgroup in the 128-byte swizzle, from the next 1024-byte
+// boundary on, 768 bytes later); launches that use them ask for
+// kSmemBytesAsync.
 // NOTES: the plain size leaves ~31 KB of shared memory (and 1024
 // registers) on each SM beside a persistent CTA, room for a transport's
 // small kernels (emu signal adds, runtime copies); the async size leaves
@@ -47,9 +49,13 @@ constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 1024 /* alignment 
 // precaution, not measured); AgGemm's TMA stores run next to them (the
 // grid leaves them one SM; 2x1 emu tests and benchmark of 2026-11-30 14:41).
 constexpr uint32_t kEpiBytes = 64 * kBlockN * 2;
-constexpr int kTmaStoreCols = 128;  // a warpgroup's 64 rows go out in kBlockN / kTmaStoreCols boxes
-static_assert(2 * 64 * kTmaStoreCols * 2 == kEpiBytes, "each warpgroup stages one 64 x kTmaStoreCols box");
-constexpr size_t kSmemBytesAsync = kSmemBytes + kEpiBytes;
+// A warpgroup's 64 rows go out in kBlockN / kTmaStoreCols boxes of 128
+// bytes a row (the widest box the 128-byte swizzle takes), through two
+// buffers: a box is written while the one before is read out.
+constexpr int kTmaStoreCols = 64;
+constexpr uint32_t kTmaBoxBytes = 64 * kTmaStoreCols * 2;
+static_assert(2 * 2 * kTmaBoxBytes == kEpiBytes, "each warpgroup stages two 64 x kTmaStoreCols boxes");
+constexpr size_t kSmemBytesAsync = kSmemBytes + (1024 - 256) /* TMA boxes aligned */ + kEpiBytes;
 static_assert(kSmemBytesAsync <= 232448, "over the 227 KB of shared memory a Hopper CTA may use");
 static_assert(kStageBytesA % 1024 == 0 && kStageBytesB % 1024 == 0, "stages must keep 1024-byte alignment");
 
@@ -227,7 +233,7 @@ struct GemmParams {
   // wait on the load hook (e.g. a rank's own rows, straight from its input,
   // while the other rows arrive in the gathered buffer). Empty range: none.
   CUtensorMap tma_a2;
-  CUtensorMap tma_out;  // EpilogueHook::tma_store: out [m x n] bf16, row stride ldo, box kTmaStoreCols x 64, no swizzle
+  CUtensorMap tma_out;  // EpilogueHook::tma_store: out [m x n] bf16, row stride ldo, box kTmaStoreCols x 64, 128B swizzle
   int32_t a2_row_lo = 0;
   int32_t a2_row_hi = 0;
   int32_t m = 0;      // rows of A / out (grouped: total)

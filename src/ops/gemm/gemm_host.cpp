@@ -20,7 +20,7 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 // A 2-D bf16 matrix [rows x cols] with row stride ld (elements) for TMA, in
 // boxes of box_cols x box_rows: the operands (loads) in kBlockK-deep boxes
 // with the 128-byte swizzle the wgmma descriptors expect, out (TMA stores)
-// in unswizzled kTmaStoreCols x 64 boxes.
+// in kTmaStoreCols x 64 boxes with the same swizzle (epilogue.cuh).
 struct TmaShape {
   const void* base = nullptr;
   int64_t rows = 0, cols = 0, ld = 0;
@@ -83,7 +83,7 @@ bool use_tma_store(GemmParams& p) {
     p.epi.tma_store = 0;
     return false;
   }
-  p.tma_out = cached_tma(TmaShape{e.out[0], p.m, p.n, e.ldo, kTmaStoreCols, 64, false}, "out (TMA stores)");
+  p.tma_out = cached_tma(TmaShape{e.out[0], p.m, p.n, e.ldo, kTmaStoreCols, 64, true}, "out (TMA stores)");
   p.epi.tma_store = 1;
   return true;
 }
