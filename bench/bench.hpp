@@ -72,7 +72,10 @@ inline const std::vector<BenchDef>& benches() {
        bench_gemm_ar},
 #endif
 #ifdef MKB_HAVE_GEMM
-      {"gemm", "mkernel GEMM engine vs cuBLAS (same run), scaling with compute CTAs, tile order", bench_gemm},
+      {"gemm",
+       "mkernel GEMM engine vs cuBLAS (same run), scaling with compute CTAs, tile order, fixed cost per tile "
+       "(time vs K)",
+       bench_gemm},
       {"gemm_owner", "the GEMM engine's owner-reduce epilogue (GEMM+RS / GEMM+AR owner tiles) on one GPU, per tile",
        bench_gemm_owner},
 #endif

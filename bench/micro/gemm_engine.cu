@@ -1,10 +1,13 @@
 // mkernel GEMM engine against cuBLAS, same run, same inputs (issue:
 // gemm-engine): MEASURING.md shapes, then throughput vs the CTAs the compute
-// role gets. Calls are interleaved so both see the same clocks.
+// role gets, then time vs K at a fixed tile count (the engine's fixed cost
+// per tile). Calls are interleaved so both see the same clocks.
 #include <cublas_v2.h>
 
 #include <chrono>
 #include <functional>
+#include <utility>
+#include <vector>
 
 #include "bench/baselines/cublas_util.hpp"
 #include "bench/bench.hpp"
@@ -113,6 +116,57 @@ void bench_gemm(BenchContext& bc) {
     }
   }
   bc.report->add(r);
+
+  // Fixed cost per tile: the AG shape's 1792 tiles (the busiest CTA runs
+  // 14) at four depths of K; T(K) = a + b K / 64 by least squares, so a / 14
+  // is what a tile costs apart from its K blocks (epilogue, pipeline drain
+  // and refill, scheduling). cuBLAS's line in the same rounds for reference
+  // (its tiles differ: its intercept is not per tile).
+  {
+    const int m = 4096, n = 14336;
+    const int tiles = (m / mk::gemm::kBlockM) * (n / mk::gemm::kBlockN);
+    const int waves = (tiles + sms - 1) / sms;
+    Table pt{"GEMM engine: time vs K at a fixed tile count (M = 4096, N = 14336)",
+             {"K", "cuBLAS ms", "mkernel ms", "mkernel / cuBLAS"},
+             {},
+             "Calls interleaved. Least-squares line T = a + b K/64 over the rows; the engine's busiest CTA runs " +
+                 std::to_string(waves) + " of the " + std::to_string(tiles) +
+                 " tiles, so a / that is its fixed cost per tile (epilogue, pipeline drain and refill, "
+                 "scheduling), b / that its time per K block of a tile."};
+    std::vector<double> ks, t_cublas, t_mk;
+    for (int k : {1024, 2048, 4096, 8192}) {
+      const Shape s{"AG tiles", m, n, k};
+      Inputs in(s, bc.stream);
+      auto st = time_interleaved(
+          &bc.comm->bootstrap(), bc.stream, bc.opts,
+          {[&](int i) { gemm_bf16_tn(h, s.m, s.n, s.k, in.a.get(i + 100), in.b.get(i + 100), in.c, bc.stream); },
+           mk_call(in, s, 0, mk::GemmOrder::Swizzled, 0, bc.stream)});
+      ks.push_back(k / 64.0);
+      t_cublas.push_back(st[0].median_ms);
+      t_mk.push_back(st[1].median_ms);
+      pt.rows.push_back({std::to_string(k), fmt(st[0].median_ms), fmt(st[1].median_ms),
+                         fmt(100.0 * st[0].median_ms / st[1].median_ms, 1) + "%"});
+    }
+    auto fit = [&](const std::vector<double>& t) {  // {a, b} in ms
+      const double nn = double(ks.size());
+      double sx = 0, sy = 0, sxx = 0, sxy = 0;
+      for (size_t i = 0; i < ks.size(); ++i) {
+        sx += ks[i];
+        sy += t[i];
+        sxx += ks[i] * ks[i];
+        sxy += ks[i] * t[i];
+      }
+      const double b = (nn * sxy - sx * sy) / (nn * sxx - sx * sx);
+      return std::pair<double, double>{(sy - b * sx) / nn, b};
+    };
+    const auto [am, bm] = fit(t_mk);
+    const auto [ac, bcu] = fit(t_cublas);
+    pt.rows.push_back({"fit a (ms)", fmt(ac, 4), fmt(am, 4), ""});
+    pt.rows.push_back({"fit b (us per K block)", fmt(1e3 * bcu, 3), fmt(1e3 * bm, 3), ""});
+    pt.rows.push_back({"mkernel: us per tile (fixed / per K block)", "",
+                       fmt(1e3 * am / waves, 2) + " / " + fmt(1e3 * bm / waves, 3), ""});
+    bc.report->add(pt);
+  }
 
   // Host cost of one call (validation, descriptors, launch), the baseline of
   // bench/python_overhead.py, same settings: 64 back-to-back calls of a 64^3

@@ -233,7 +233,7 @@ struct GemmParams {
   // wait on the load hook (e.g. a rank's own rows, straight from its input,
   // while the other rows arrive in the gathered buffer). Empty range: none.
   CUtensorMap tma_a2;
-  CUtensorMap tma_out;  // EpilogueHook::tma_store: out [m x n] bf16, row stride ldo, box kTmaStoreCols x 64, 128B swizzle
+  CUtensorMap tma_out;  // EpilogueHook::tma_store: out [m x n] bf16, row stride ldo, box kTmaStoreCols x 64, SW128
   int32_t a2_row_lo = 0;
   int32_t a2_row_hi = 0;
   int32_t m = 0;      // rows of A / out (grouped: total)
