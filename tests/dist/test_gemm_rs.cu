@@ -42,6 +42,18 @@ class GemmRsTest : public GemmCheck {
     expect_near(out, ref.as<float>(), rows, n, std::string(what) + " call " + std::to_string(call));
   }
 
+  // One run() on fresh inputs: this rank's a regenerated for `call`, out
+  // poisoned, then every row of out checked.
+  void run_checked(GemmRs& plan, const Buf& a, const Buf& b, const Buf& out, int64_t m, int64_t n, int64_t k,
+                   int call, const char* what) {
+    random_bf16(a.p, m * k, seed_a(comm().rank(), call));
+    poison(out.p, m / comm().world() * n);
+    CK(cudaDeviceSynchronize());
+    plan.run(a.p, b.p, out.p, nullptr);
+    CK(cudaDeviceSynchronize());
+    check_call(out.p, m, n, k, call, what);
+  }
+
   // This rank's rows of sum_s x_s (x_s [m x n] regenerated from seed_a(s, call)).
   void check_reduce_scatter(const void* out, int64_t m, int64_t n, int call) {
     const int64_t rows = m / comm().world();
@@ -272,12 +284,7 @@ TEST_F(GemmRsTest, RoleSplitsGiveTheSameResult) {
   for (GemmRsOptions o : {GemmRsOptions{1, 0}, GemmRsOptions{16, 40}, GemmRsOptions{3, 2}}) {
     SCOPED_TRACE("grid " + std::to_string(o.num_ctas));
     GemmRs plan(comm(), m, n, k, o);
-    random_bf16(a.p, m * k, seed_a(me, ++call));
-    poison(out.p, rows * n);
-    CK(cudaDeviceSynchronize());
-    plan.run(a.p, b.p, out.p, nullptr);
-    CK(cudaDeviceSynchronize());
-    check_call(out.p, m, n, k, call, "role split");
+    run_checked(plan, a, b, out, m, n, k, ++call, "role split");
     comm().barrier();
   }
 }
@@ -296,14 +303,8 @@ TEST_F(GemmRsTest, TraceLogsEveryWorkUnitOnce) {
   Buf a(m * k * 2), b(n * k * 2), out(rows * n * 2);
   random_bf16(b.p, n * k, seed_b(me));
   plan.enable_trace(64);
-  for (int call = 5000; call < 5002; ++call) {  // the second call's events only
-    random_bf16(a.p, m * k, seed_a(me, call));
-    poison(out.p, rows * n);
-    CK(cudaDeviceSynchronize());
-    plan.run(a.p, b.p, out.p, nullptr);
-    CK(cudaDeviceSynchronize());
-    check_call(out.p, m, n, k, call, "traced");
-  }
+  // The log keeps the second call's events only.
+  for (int call = 5000; call < 5002; ++call) run_checked(plan, a, b, out, m, n, k, call, "traced");
   const std::vector<TraceEvent> ev = plan.read_trace();
   std::vector<int> begun(units, 0);
   for (int cta = 0; cta < 3; ++cta) {
@@ -357,14 +358,7 @@ TEST_F(GemmRsTest, SplitLastWaveOfOwnTilesMatchesReference) {
                  std::to_string(plan.split_parts()) + " parts");
     ASSERT_GT(plan.split_tiles(), 0);
     ASSERT_LE(plan.split_tiles(), tiles / comm().world());  // own tiles only
-    for (int rep = 0; rep < 3; ++rep) {
-      random_bf16(a.p, m * k, seed_a(me, ++call));
-      poison(out.p, rows * n);
-      CK(cudaDeviceSynchronize());
-      plan.run(a.p, b.p, out.p, nullptr);
-      CK(cudaDeviceSynchronize());
-      check_call(out.p, m, n, k, call, "split tail");
-    }
+    for (int rep = 0; rep < 3; ++rep) run_checked(plan, a, b, out, m, n, k, ++call, "split tail");
     comm().barrier();
   }
   // Off: whole waves on the grid given. Nor where own tiles would share the
