@@ -24,9 +24,12 @@
 // after its data arrived (so it was published). Every mbarrier wait is
 // bounded by p.timeout_ns and reports which role waited for which stage.
 // Tried and dropped: 2-CTA clusters sharing the B tile by TMA multicast
-// (each CTA loads half, both CTAs' consumers release each stage) were
-// correct but ran at 59-74% of cuBLAS on H200 against 95-102% without
-// (bench/results/mkbench-20261130T134815Z-1x1.md).
+// (each CTA loads half, both CTAs' consumers release each stage;
+// tools/wip/cta-pairs.patch). Correct; with the partner's empty barrier
+// arrived on at cluster scope ptxas fenced every release (MEMBAR.ALL.GPU,
+// 0.80x); at CTA scope 0.98-1.00x of the engine without pairs: halving B's
+// L2 reads buys nothing here, the shared-memory traffic per flop is what
+// bounds a 128 x 256 step (bench/results/gemm-cta-pairs-20261202.md).
 #pragma once
 
 #include "device/gemm/engine_base.cuh"
