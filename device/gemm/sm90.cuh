@@ -46,7 +46,8 @@ __device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(reinterpret_cast<uint64_t>(p)), "r"(bytes) : "memory");
 }
 
-// 2-D tile from shared memory (plain row-major box, no swizzle) to (c0, c1)
+// 2-D tile from shared memory (laid out as the tensor map says: tma_out
+// is in the 128-byte swizzle, epilogue.cuh) to (c0, c1)
 // of the tensor map's global matrix, as a bulk group of this thread
 // (bulk_commit / bulk_wait_read / bulk_wait_all). Out-of-bounds elements
 // are not written.
