@@ -30,6 +30,8 @@ enum class TraceKind : uint32_t {
   KernelExit = 13,   // ... ended (after its epoch end); arg: 0
   UnitBegin = 14,    // the GEMM engine's first consumer warpgroup begins a work unit (before its
                      // first stage wait; dynamic queue: once the unit's index came); arg: the unit
+  UnitMmaDone = 15,  // ... finished the unit's K loop (its wgmma complete), before the unit's epilogue
+                     // (split-part store, owner adds, stores, signals); arg: the unit
 };
 
 struct TraceBuf {  // POD (kernel parameters); zero-initialised: off

@@ -46,6 +46,8 @@ struct Stages {
   double entry_spread = 0;  // last CTA entry
   double start_med = 0;     // engine start after the CTA's entry, median over CTAs
   double unit_med = 0;      // a work unit, median over all units (the last: until the engine's end)
+  double kloop_med = 0;     // its K loop (begin to UnitMmaDone), median over all units
+  double after_med = 0;     // UnitMmaDone to the next unit's begin (the last: the engine's end): epilogue and walk
   double units_max = 0;     // work units of the busiest CTA
   double engine_end = 0;    // last engine end (first consumer warpgroup)
   double exit_after = 0;    // kernel exit after the CTA's engine end, max over CTAs (no exit event: 0)
@@ -57,7 +59,7 @@ Stages stages_of(const std::vector<mk::TraceEvent>& ev, int grid, int sms) {
   constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
   using K = mk::dev::TraceKind;
   std::vector<double> entry(grid, kNan), start(grid, kNan), end(grid, kNan), exit(grid, kNan);
-  std::vector<std::vector<double>> units(grid);
+  std::vector<std::vector<double>> units(grid), done(grid);
   double t0 = std::numeric_limits<double>::max(), last = 0;
   for (const auto& e : ev) {
     if (e.cta < 0 || e.cta >= grid) continue;
@@ -68,6 +70,7 @@ Stages stages_of(const std::vector<mk::TraceEvent>& ev, int grid, int sms) {
       case K::CtaEnd: end[e.cta] = t; break;
       case K::KernelExit: exit[e.cta] = t; break;
       case K::UnitBegin: units[e.cta].push_back(t); break;
+      case K::UnitMmaDone: done[e.cta].push_back(t); break;
       default: break;
     }
   }
@@ -76,7 +79,7 @@ Stages stages_of(const std::vector<mk::TraceEvent>& ev, int grid, int sms) {
     if (first == first) t0 = std::min(t0, first);
   }
   Stages s;
-  std::vector<double> starts, unit_t;
+  std::vector<double> starts, unit_t, kloop_t, after_t;
   for (int c = 0; c < grid; ++c) {
     const double first = entry[c] == entry[c] ? entry[c] : start[c];
     if (first != first) continue;  // a CTA of another role (no engine) or none
@@ -87,6 +90,13 @@ Stages stages_of(const std::vector<mk::TraceEvent>& ev, int grid, int sms) {
       const double next = i + 1 < units[c].size() ? units[c][i + 1] : end[c];
       if (next == next) unit_t.push_back((next - units[c][i]) / 1e3);
     }
+    std::sort(done[c].begin(), done[c].end());
+    if (done[c].size() == units[c].size())  // a unit's K loop ends before the next unit begins
+      for (size_t i = 0; i < done[c].size(); ++i) {
+        kloop_t.push_back((done[c][i] - units[c][i]) / 1e3);
+        const double next = i + 1 < units[c].size() ? units[c][i + 1] : end[c];
+        if (next == next) after_t.push_back((next - done[c][i]) / 1e3);
+      }
     s.units_max = std::max(s.units_max, double(units[c].size()));
     if (end[c] == end[c]) s.engine_end = std::max(s.engine_end, (end[c] - t0) / 1e3);
     if (end[c] == end[c] && start[c] == start[c]) s.busy += (end[c] - start[c]) / 1e3;
@@ -96,6 +106,8 @@ Stages stages_of(const std::vector<mk::TraceEvent>& ev, int grid, int sms) {
   }
   s.start_med = starts.empty() ? 0 : median(starts);
   s.unit_med = unit_t.empty() ? 0 : median(unit_t);
+  s.kloop_med = kloop_t.empty() ? 0 : median(kloop_t);
+  s.after_med = after_t.empty() ? 0 : median(after_t);
   s.span = (last - t0) / 1e3;
   s.busy = s.span > 0 ? s.busy / (double(sms) * s.span) : 0;
   return s;
@@ -108,8 +120,9 @@ Stages median_stages(const std::vector<Stages>& v) {
     return median(x);
   };
   Stages s;
-  for (auto f : {&Stages::entry_spread, &Stages::start_med, &Stages::unit_med, &Stages::units_max,
-                            &Stages::engine_end, &Stages::exit_after, &Stages::span, &Stages::busy})
+  for (auto f : {&Stages::entry_spread, &Stages::start_med, &Stages::unit_med, &Stages::kloop_med,
+                 &Stages::after_med, &Stages::units_max, &Stages::engine_end, &Stages::exit_after, &Stages::span,
+                 &Stages::busy})
     s.*f = med(f);
   return s;
 }
@@ -141,9 +154,9 @@ void timeline_rows(BenchContext& bc, Table& d, const std::string& shape, const s
       st.push_back(stages_of(v.read(), sms, sms));
     }
     const Stages s = median_stages(st);
-    d.rows.push_back({shape, v.name, fmt(host_us, 1), fmt(s.entry_spread, 1), fmt(s.start_med, 1), fmt(s.unit_med, 1),
-                      fmt(s.units_max, 0), fmt(s.engine_end, 1), fmt(s.exit_after, 1), fmt(s.span, 1),
-                      fmt(s.busy, 3)});
+    d.rows.push_back({shape, v.name, fmt(host_us, 1), fmt(s.entry_spread, 1), fmt(s.start_med, 1),
+                      fmt(s.unit_med, 1), fmt(s.kloop_med, 1), fmt(s.after_med, 2), fmt(s.units_max, 0),
+                      fmt(s.engine_end, 1), fmt(s.exit_after, 1), fmt(s.span, 1), fmt(s.busy, 3)});
   }
   MKB_CUDA(cudaStreamSynchronize(bc.stream));
 }
@@ -153,12 +166,13 @@ void timeline_rows(BenchContext& bc, Table& d, const std::string& shape, const s
 void tp_timeline_one_rank(BenchContext& bc) {
   auto& c = *bc.comm;
   const int sms = mk::gemm::num_sms();
-  constexpr int kEvents = 64;
+  constexpr int kEvents = 96;  // two per work unit (begin, K loop done): ~30 units on the busiest CTA at M = 8192
   Table d{"The TP ops on one rank, inside the kernel (device event log), at the 1x2 per-rank shapes: us from the "
           "first CTA's entry, median over 5 traced calls",
-          {"shape (M x n x k)", "variant", "host us per call", "last CTA entry", "engine start after entry (median CTA)",
-           "work unit (median)", "units (busiest CTA)", "last engine end", "exit after engine end (max CTA)", "span",
-           "SMs busy"},
+          {"shape (M x n x k)", "variant", "host us per call", "last CTA entry",
+           "engine start after entry (median CTA)", "work unit (median)", "its K loop (median)",
+           "after the K loop (median)", "units (busiest CTA)", "last engine end", "exit after engine end (max CTA)",
+           "span", "SMs busy"},
           {},
           ""};
   std::vector<int64_t> ms = {1024, 8192};
@@ -235,7 +249,9 @@ void tp_timeline_one_rank(BenchContext& bc) {
       "kernel logs neither (an entry event made ptxas spill there): its times count from the first engine start "
       "and its entry and exit columns read 0. Engine start: barriers set up; a work unit runs from its first "
       "stage wait to the next unit's (the last: to the engine's end, when the first consumer warpgroup finds no "
-      "more units, its last tile's stores issued); split tiles count each part as a unit. SMs busy: the CTAs' "
+      "more units, its last tile's stores issued); split tiles count each part as a unit. Its K loop: to the "
+      "first consumer warpgroup's last MMA of the unit (UnitMmaDone); after it: the unit's epilogue (owner adds, "
+      "stores, signals) and the walk to the next unit. SMs busy: the CTAs' "
       "engine start-to-end times over (SMs x span). GemmRs's GEMM in the standalone kernel = the parameters "
       "GemmRs builds without its entry signals, storer and epoch end.";
   bc.report->add(d);

@@ -190,6 +190,7 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
     }
     if (threadIdx.x == 128) dev::trace(p.trace, blockIdx.x, dev::TraceKind::UnitBegin, static_cast<uint32_t>(w));
     mma_tile(p, s, st, wg, w, acc);
+    if (threadIdx.x == 128) dev::trace(p.trace, blockIdx.x, dev::TraceKind::UnitMmaDone, static_cast<uint32_t>(w));
     int64_t tw = w;  // the tile of unit w (with split tiles, not w itself)
     if (p.split_tiles) {  // an earlier part of a split tile stops here; the last adds them and goes on
       const WorkUnit un = work_unit(p, w);

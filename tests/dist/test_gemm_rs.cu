@@ -291,7 +291,8 @@ TEST_F(GemmRsTest, RoleSplitsGiveTheSameResult) {
 
 // The device event log (enable_trace): every CTA logs its entry, the
 // engine's start and end and its exit in that order, every work unit of the
-// walk is begun exactly once, the result stays right, and 0 turns it off.
+// walk is begun exactly once and its K loop ends once, inside it, the
+// result stays right, and 0 turns it off.
 TEST_F(GemmRsTest, TraceLogsEveryWorkUnitOnce) {
   if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
   using K = dev::TraceKind;
@@ -306,10 +307,11 @@ TEST_F(GemmRsTest, TraceLogsEveryWorkUnitOnce) {
   // The log keeps the second call's events only.
   for (int call = 5000; call < 5002; ++call) run_checked(plan, a, b, out, m, n, k, call, "traced");
   const std::vector<TraceEvent> ev = plan.read_trace();
-  std::vector<int> begun(units, 0);
+  std::vector<int> begun(units, 0), mma_done(units, 0);
   for (int cta = 0; cta < 3; ++cta) {
     std::vector<uint32_t> kinds;
     uint64_t prev = 0;
+    int64_t open_unit = -1;
     for (const TraceEvent& e : ev) {
       if (e.cta != cta) continue;
       EXPECT_GE(e.t_ns, prev) << "CTA " << cta << ": events out of order";
@@ -317,6 +319,14 @@ TEST_F(GemmRsTest, TraceLogsEveryWorkUnitOnce) {
       if (e.kind == static_cast<uint32_t>(K::UnitBegin)) {
         ASSERT_LT(e.arg, uint64_t(units));
         ++begun[e.arg];
+        open_unit = int64_t(e.arg);
+        continue;
+      }
+      if (e.kind == static_cast<uint32_t>(K::UnitMmaDone)) {  // the K loop of the unit this CTA began last
+        EXPECT_EQ(int64_t(e.arg), open_unit) << "CTA " << cta << ": K loop done for a unit it is not in";
+        ASSERT_LT(e.arg, uint64_t(units));
+        ++mma_done[e.arg];
+        open_unit = -1;
         continue;
       }
       kinds.push_back(e.kind);
@@ -325,7 +335,10 @@ TEST_F(GemmRsTest, TraceLogsEveryWorkUnitOnce) {
                                         uint32_t(K::KernelExit)};
     EXPECT_EQ(kinds, want) << "CTA " << cta;
   }
-  for (int64_t u = 0; u < units; ++u) EXPECT_EQ(begun[u], 1) << "work unit " << u;
+  for (int64_t u = 0; u < units; ++u) {
+    EXPECT_EQ(begun[u], 1) << "work unit " << u;
+    EXPECT_EQ(mma_done[u], 1) << "work unit " << u << ": K loop done events";
+  }
   for (const TraceEvent& e : ev) EXPECT_LT(e.cta, 3) << "an event of a CTA outside the grid";
   plan.enable_trace(0);
   plan.run(a.p, b.p, out.p, nullptr);
