@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 1 GPU (~6 minutes): validate and measure tools/wip/gemm-stmatrix-epilogue.patch and tools/wip/quad-butterfly.patch.
+# 1 GPU (~7-8 minutes): validate and measure tools/wip/gemm-stmatrix-epilogue.patch and tools/wip/quad-butterfly.patch.
 # Needs main's build in build/ and four libraries built aside from the same tree (tools/wip/README.md):
 #   .carry/lib_stm (stmatrix), .carry/lib_bfly (butterfly), .carry/lib_both (both),
 #   .carry/lib_stm_stamps (stmatrix + gemm-stamps).
@@ -34,4 +34,11 @@ for v in main both; do
  lib=$PWD/build/lib/libmkernel.so; [ $v = both ] && lib=$B/libmkernel.so
  MK_LIBRARY=$lib timeout 150 torchrun --standalone --nproc_per_node=1 bench/tp_engine_1gpu.py --out $OUT/tp1_$v \
    > $OUT/tp1_$v.log 2>&1; echo "tp_engine_1gpu ($v) rc=$?"; grep -E "^\|" $OUT/tp1_$v.log | head -30
+done
+# Per work unit, K loop vs what follows it (UnitMmaDone), GemmRs / GemmAr / AgGemm on one rank: main, then both.
+for v in main both; do
+ lp=""; [ $v = both ] && lp=$B
+ LD_LIBRARY_PATH=$lp timeout 150 tools/mkrun -n 1 --timeout 145 build/bin/mkbench --quick --out $OUT/mkb_$v gemm_rs \
+   > $OUT/mkb_$v.log 2>&1; echo "mkbench --quick gemm_rs, one rank ($v) rc=$?"
+ grep -A12 "inside the kernel" $OUT/mkb_$v.log | cut -c1-220
 done
