@@ -86,17 +86,15 @@ Stages stages_of(const std::vector<mk::TraceEvent>& ev, int grid, int sms) {
     s.entry_spread = std::max(s.entry_spread, (first - t0) / 1e3);
     if (start[c] == start[c]) starts.push_back((start[c] - first) / 1e3);
     std::sort(units[c].begin(), units[c].end());
+    std::sort(done[c].begin(), done[c].end());
+    const bool split = done[c].size() == units[c].size();  // a unit's K loop ends before the next unit begins
     for (size_t i = 0; i < units[c].size(); ++i) {
       const double next = i + 1 < units[c].size() ? units[c][i + 1] : end[c];
       if (next == next) unit_t.push_back((next - units[c][i]) / 1e3);
+      if (!split) continue;
+      kloop_t.push_back((done[c][i] - units[c][i]) / 1e3);
+      if (next == next) after_t.push_back((next - done[c][i]) / 1e3);
     }
-    std::sort(done[c].begin(), done[c].end());
-    if (done[c].size() == units[c].size())  // a unit's K loop ends before the next unit begins
-      for (size_t i = 0; i < done[c].size(); ++i) {
-        kloop_t.push_back((done[c][i] - units[c][i]) / 1e3);
-        const double next = i + 1 < units[c].size() ? units[c][i + 1] : end[c];
-        if (next == next) after_t.push_back((next - done[c][i]) / 1e3);
-      }
     s.units_max = std::max(s.units_max, double(units[c].size()));
     if (end[c] == end[c]) s.engine_end = std::max(s.engine_end, (end[c] - t0) / 1e3);
     if (end[c] == end[c] && start[c] == start[c]) s.busy += (end[c] - start[c]) / 1e3;

@@ -323,10 +323,11 @@ __device__ __forceinline__ void publish_tile(const GemmParams& p, const sched::T
 // the box that last used the buffer (two boxes back, possibly the previous
 // tile's) was read out, the warpgroup writes the box, and that thread
 // issues the TMA store (a bulk group of its own). So a box is written while
-// the previous one is read, and only the first box can wait, for a store
-// issued a tile earlier. The boxes are in the 128-byte swizzle (16-byte
-// chunk j of row r at chunk j ^ (r % 8)): a warp's 32 16-byte writes fall
-// in 4 wavefronts, where unswizzled rows 256 bytes apart took 8.
+// the previous one is read; box c waits only for box c - 2's read (boxes 0
+// and 1: for the previous tile's last two). The boxes are in the 128-byte
+// swizzle (16-byte chunk j of row r at chunk j ^ (r % 8)): a warp's 32
+// 16-byte writes fall in 4 wavefronts, where unswizzled rows 256 bytes
+// apart took 8.
 __device__ __forceinline__ void tma_store_tile(const GemmParams& p, const Smem& s, const sched::Tile& t,
                                                const TileRows& r, int wg, const float (&acc)[128]) {
   const bool leader = threadIdx.x % 128 == 0;

@@ -1,16 +1,7 @@
 # tools/wip: checks tools/wip/quad-butterfly.patch on paper (run: python3 tools/wip/quad_butterfly_sim.py).
-# Old quad_transpose (device/fragment.cuh at 56fc224) against the butterfly version, all 32 lanes, symbolic values.
-def old(vs):
-    out = []
-    for lane in range(32):
-        q = lane & 3
-        w = list(vs[lane])
-        for r in range(1, 4):
-            src = (lane & ~3) | ((q + r) & 3)
-            give = ((src & 3) - r) & 3  # what lane src sends: its v[(its q - r) & 3]
-            w[(q + r) & 3] = vs[src][give]
-        out.append(w)
-    return out
+# quad_transpose on main (modelled in stmatrix_sim.py) against the butterfly version, all 32 lanes, symbolic values.
+from stmatrix_sim import quad_transpose as old  # the model of device/fragment.cuh at 56fc224
+
 
 def bfly(vs):
     v = [list(x) for x in vs]

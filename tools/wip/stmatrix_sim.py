@@ -84,26 +84,31 @@ def expected():
                 img[(c, r * 128 + (((col // 8) ^ (r % 8)) << 4) + (col % 8) * 2)] = (r, 64 * c + col)
     return img
 
-old, new, exp = old_path(), new_path(), expected()
-print("elements written: old", len(old), "new", len(new), "expected", len(exp))
-diff_on = [k for k in exp if old.get(k) != new.get(k)]
-print("old vs new mismatches:", len(diff_on))
-print("old vs expected (SW128 logical) mismatches:", sum(old.get(k) != v for k, v in exp.items()))
-print("new vs expected (SW128 logical) mismatches:", sum(new.get(k) != v for k, v in exp.items()))
-# every acc element of every thread used exactly once
-used = sorted(set(new.values())); print("distinct tile elements stored by new:", len(used), "(64*256 =", 64 * 256, ")")
-# 16-byte alignment of each stmatrix row address and bank groups per 8-row matrix
-ok_align, conflicts = True, 0
-for c in range(4):
-    for q in range(4):
-        for w in range(4):
-            for m in range(4):
-                rows = []
-                for r in range(8):
-                    l = 8 * m + r
-                    row = w * 16 + (l & 7) + 8 * ((l >> 3) & 1); chunk = 2 * q + (l >> 4)
-                    a = row * 128 + ((chunk ^ (row & 7)) << 4)
-                    ok_align &= a % 16 == 0
-                    rows.append((a // 16) % 8)
-                conflicts += len(rows) - len(set(rows))
-print("all row addresses 16-byte aligned:", ok_align, "; same-bank-group rows within a matrix:", conflicts)
+def main():
+    old, new, exp = old_path(), new_path(), expected()
+    print("elements written: old", len(old), "new", len(new), "expected", len(exp))
+    diff_on = [k for k in exp if old.get(k) != new.get(k)]
+    print("old vs new mismatches:", len(diff_on))
+    print("old vs expected (SW128 logical) mismatches:", sum(old.get(k) != v for k, v in exp.items()))
+    print("new vs expected (SW128 logical) mismatches:", sum(new.get(k) != v for k, v in exp.items()))
+    # every acc element of every thread used exactly once
+    used = sorted(set(new.values())); print("distinct tile elements stored by new:", len(used), "(64*256 =", 64 * 256, ")")
+    # 16-byte alignment of each stmatrix row address and bank groups per 8-row matrix
+    ok_align, conflicts = True, 0
+    for c in range(4):
+        for q in range(4):
+            for w in range(4):
+                for m in range(4):
+                    rows = []
+                    for r in range(8):
+                        l = 8 * m + r
+                        row = w * 16 + (l & 7) + 8 * ((l >> 3) & 1); chunk = 2 * q + (l >> 4)
+                        a = row * 128 + ((chunk ^ (row & 7)) << 4)
+                        ok_align &= a % 16 == 0
+                        rows.append((a // 16) % 8)
+                    conflicts += len(rows) - len(set(rows))
+    print("all row addresses 16-byte aligned:", ok_align, "; same-bank-group rows within a matrix:", conflicts)
+
+
+if __name__ == "__main__":
+    main()
