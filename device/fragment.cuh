@@ -12,21 +12,28 @@ namespace mk::dev {
 // group q: lane q holds group q whole (one 16-byte store or load instead of
 // four 4-byte ones; NVLink and L2 like them better). Its own inverse. All
 // 32 lanes must call.
+// A 4 x 4 transpose of 32-bit words in two butterfly stages: lanes q and
+// q ^ 2 swap their off-diagonal 2 x 2 blocks, then lanes q and q ^ 1 swap
+// inside each block. Every select is on one bit of the lane, where a
+// rotation by r (the earlier version) selected by (q +- r) & 3 and cost
+// ~60 instructions per call in the GEMM's TMA-store epilogue (checked
+// against it, lane by lane, by tools/wip/quad_butterfly_sim.py; measured in
+// bench/results/gemm-epilogue-20261202.md).
 __device__ __forceinline__ void quad_transpose(uint32_t (&v)[4]) {
-  const int lane = threadIdx.x % 32, q = lane & 3;
-  uint32_t w[4] = {v[0], v[1], v[2], v[3]};  // round 0: w[q] = v[q]
+  const int lane = threadIdx.x % 32;
+  const bool hi2 = (lane & 2) != 0, hi1 = (lane & 1) != 0;
 #pragma unroll
-  for (int r = 1; r < 4; ++r) {
-    // Lane q reads from lane (q + r) & 3 the pair that lane keeps for q.
-    const int give = (q - r) & 3;
-    const uint32_t send = give == 0 ? v[0] : give == 1 ? v[1] : give == 2 ? v[2] : v[3];
-    const uint32_t got = __shfl_sync(0xffffffffu, send, (lane & ~3) | ((q + r) & 3));
-    const int k = (q + r) & 3;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = i == k ? got : w[i];
+  for (int t = 0; t < 2; ++t) {  // lanes q, q ^ 2: v[t + 2] of the lower for v[t] of the upper
+    const uint32_t got = __shfl_xor_sync(0xffffffffu, hi2 ? v[t] : v[t + 2], 2);
+    v[t] = hi2 ? got : v[t];
+    v[t + 2] = hi2 ? v[t + 2] : got;
   }
 #pragma unroll
-  for (int i = 0; i < 4; ++i) v[i] = w[i];
+  for (int t = 0; t < 4; t += 2) {  // lanes q, q ^ 1: v[t + 1] of the lower for v[t] of the upper
+    const uint32_t got = __shfl_xor_sync(0xffffffffu, hi1 ? v[t] : v[t + 1], 1);
+    v[t] = hi1 ? got : v[t];
+    v[t + 1] = hi1 ? v[t + 1] : got;
+  }
 }
 
 }  // namespace mk::dev

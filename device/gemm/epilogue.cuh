@@ -323,35 +323,51 @@ __device__ __forceinline__ void publish_tile(const GemmParams& p, const sched::T
 // the box that last used the buffer (two boxes back, possibly the previous
 // tile's) was read out, the warpgroup writes the box, and that thread
 // issues the TMA store (a bulk group of its own). So a box is written while
-// the previous one is read; box c waits only for box c - 2's read (boxes 0
-// and 1: for the previous tile's last two). The boxes are in the 128-byte
-// swizzle (16-byte chunk j of row r at chunk j ^ (r % 8)): a warp's 32
-// 16-byte writes fall in 4 wavefronts, where unswizzled rows 256 bytes
-// apart took 8.
+// the previous one is read. The boxes are in the 128-byte swizzle (16-byte
+// chunk j of row r at chunk j ^ (r % 8)).
+// The accumulators go in with stmatrix: wgmma's fragment of an 8-column
+// block (row l / 4 and l / 4 + 8, columns 2 (l % 4) + {0, 1} in lane l) is
+// stmatrix's 8 x 8 fragment, so each instruction stores four 8 x 8
+// matrices (two column blocks, top and bottom rows of the warp's 16) with
+// no lane exchange; a matrix's 8 rows hit 8 different 16-byte bank groups
+// (the swizzle). The quad transpose with 16-byte stores it replaced was
+// ~7000 cycles per tile on H200, about 5% of a K = 8192 tile; this one is
+// ~3000 (tools/wip/gemm-stamps.patch; bench/results/gemm-epilogue-20261202.md;
+// the layout checked element by element by tools/wip/stmatrix_sim.py).
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+
 __device__ __forceinline__ void tma_store_tile(const GemmParams& p, const Smem& s, const sched::Tile& t,
                                                const TileRows& r, int wg, const float (&acc)[128]) {
+  using dev::sm90::pack_bf16x2;
   const bool leader = threadIdx.x % 128 == 0;
   const int lane = threadIdx.x % 32;
+  // Lane l addresses row l % 8 of matrix l / 8: matrices 0 / 1 are the top / bottom 8 rows of the first
+  // column block of an instruction, 2 / 3 of the second.
+  const int row = ((threadIdx.x % 128) / 32) * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);  // of the warpgroup's 64
+  const int blk = lane >> 4;  // 0: the first column block, 1: the second
   uint8_t* bufs = tma_box_base(s) + wg * (kEpiBytes / 2);
 #pragma unroll
   for (int c = 0; c < kBlockN / kTmaStoreCols; ++c) {
-    uint8_t* buf = bufs + (c & 1) * kTmaBoxBytes;
+    uint8_t* box = bufs + (c & 1) * kTmaBoxBytes;
+    const uint32_t buf = dev::sm90::smem_addr(box);
     if (leader) dev::bulk_wait_read<1>();  // of the groups issued, all but the last (the other buffer's) read
     dev::sm90::named_sync(2 + wg, 128);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = frag_row(0, h);  // within the warpgroup's 64
-#pragma unroll
-      for (int gg = 0; gg < kTmaStoreCols / 32; ++gg) {
-        const uint4 x = quad_pack(acc, c * (kTmaStoreCols / 32) + gg, h);
-        const int chunk = 4 * gg + (lane & 3);  // 16-byte chunk of the row's 128 bytes
-        *reinterpret_cast<uint4*>(buf + row * (kTmaStoreCols * 2) + ((chunk ^ (row & 7)) << 4)) = x;
-      }
+    for (int q = 0; q < kTmaStoreCols / 16; ++q) {  // column blocks j0 = 2 q and j0 + 1 of the box
+      const int j = c * (kTmaStoreCols / 8) + 2 * q;  // the first one's 8-column block in the tile
+      const int chunk = 2 * q + blk;
+      stmatrix_x4(buf + row * (kTmaStoreCols * 2) + ((chunk ^ (row & 7)) << 4),
+                  pack_bf16x2(acc[4 * j], acc[4 * j + 1]), pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]),
+                  pack_bf16x2(acc[4 * j + 4], acc[4 * j + 5]), pack_bf16x2(acc[4 * j + 6], acc[4 * j + 7]));
     }
     dev::sm90::fence_proxy_async_shared();  // the TMA (async proxy) reads what every thread wrote
     dev::sm90::named_sync(2 + wg, 128);
     if (leader) {
-      dev::sm90::tma_store_2d(&p.tma_out, buf, t.n_blk * kBlockN + c * kTmaStoreCols, r.row0 + wg * 64);
+      dev::sm90::tma_store_2d(&p.tma_out, box, t.n_blk * kBlockN + c * kTmaStoreCols, r.row0 + wg * 64);
       dev::bulk_commit();
     }
   }

@@ -30,7 +30,8 @@
 // 0.80x); at CTA scope 0.98-1.00x of the engine without pairs: halving B's
 // L2 reads buys nothing; the K loop already runs at the tensor peak per
 // clock (1024 cycles per 128 x 256 x 64 step, H200), and ~8000 cycles per
-// tile outside it are the gap (bench/results/gemm-cta-pairs-20261202.md).
+// tile outside it were the gap (bench/results/gemm-cta-pairs-20261202.md);
+// ~4000 since the stmatrix epilogue (gemm-epilogue-20261202.md).
 #pragma once
 
 #include "device/gemm/engine_base.cuh"

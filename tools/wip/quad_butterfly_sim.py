@@ -1,5 +1,6 @@
-# tools/wip: checks tools/wip/quad-butterfly.patch on paper (run: python3 tools/wip/quad_butterfly_sim.py).
-# quad_transpose on main (modelled in stmatrix_sim.py) against the butterfly version, all 32 lanes, symbolic values.
+# tools/wip: checks on paper the butterfly quad_transpose of device/fragment.cuh (on main since 2026-12-02).
+# Run: python3 tools/wip/quad_butterfly_sim.py. The rotation quad_transpose it replaced (modelled in
+# stmatrix_sim.py) against the butterfly version, all 32 lanes, symbolic values.
 from stmatrix_sim import quad_transpose as old  # the model of device/fragment.cuh at 56fc224
 
 

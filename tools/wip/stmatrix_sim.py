@@ -1,4 +1,5 @@
-# tools/wip: checks tools/wip/gemm-stmatrix-epilogue.patch on paper (run: python3 tools/wip/stmatrix_sim.py).
+# tools/wip: checks on paper the stmatrix TMA-store epilogue of device/gemm/epilogue.cuh (on main since
+# 2026-12-02; run: python3 tools/wip/stmatrix_sim.py).
 # Simulates old (quad_pack + 16-byte stores) and new (stmatrix .x4) epilogue writes
 # of one warpgroup into the 64x64 bf16 SW128 boxes, at 16-bit-element granularity.
 kBlockN, kTmaStoreCols = 256, 64
