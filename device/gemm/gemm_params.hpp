@@ -174,7 +174,7 @@ struct EpilogueHook {
   int32_t async_store = 0;
   // TMA stores (RowMajor Store epilogue only, kernels built with it): each
   // consumer warpgroup stages its 64 rows in its half of the kEpiBytes
-  // buffer, 128 columns at a time, and one of its threads writes them with
+  // buffer, 64 columns at a time, and one of its threads writes them with
   // a TMA tensor store through GemmParams::tma_out (which clips rows and
   // columns outside the matrix), then goes on to the next tile while the
   // copy drains; before reusing the buffer it waits until the copy read

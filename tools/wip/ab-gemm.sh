@@ -3,6 +3,7 @@
 # (mk_gpu_tests whole; the TP ops' tests on 2 ranks sharing the GPU), sustained speed of the standalone GEMM at
 # three shapes (alternating main / LIB / cuBLAS, 2 s each, twice) and bench/tp_engine_1gpu.py with each.
 # Usage (device): bash tools/wip/ab-gemm.sh LIB_DIR   (logs under $OUT/ab/, tarred to $OUT/ab.tgz)
+[ -f "${1:-}/libmkernel.so" ] || { echo "usage: $0 LIB_DIR (a directory holding libmkernel.so)" >&2; exit 2; }
 cd "$(dirname "$0")/../.."
 source tools/gpu_env.sh
 export PYTHONPATH=$PWD/python

@@ -13,7 +13,7 @@ def wgmma_elem(t, i):
 def pack(t, a, b):  # pack_bf16x2(acc[a], acc[b]): low half = acc[a] (cvt.rn.bf16x2 %0, b, a)
     return (wgmma_elem(t, a), wgmma_elem(t, b))  # (low, high)
 
-def quad_transpose(vs):  # vs[lane] = list of 4 regs; exact model of device/fragment.cuh
+def quad_transpose(vs):  # vs[lane] = list of 4 regs; the rotation version of device/fragment.cuh (56fc224)
     out = []
     for lane in range(32):
         q = lane & 3
@@ -93,7 +93,8 @@ def main():
     print("old vs expected (SW128 logical) mismatches:", sum(old.get(k) != v for k, v in exp.items()))
     print("new vs expected (SW128 logical) mismatches:", sum(new.get(k) != v for k, v in exp.items()))
     # every acc element of every thread used exactly once
-    used = sorted(set(new.values())); print("distinct tile elements stored by new:", len(used), "(64*256 =", 64 * 256, ")")
+    used = sorted(set(new.values()))
+    print("distinct tile elements stored by new:", len(used), "(64*256 =", 64 * 256, ")")
     # 16-byte alignment of each stmatrix row address and bank groups per 8-row matrix
     ok_align, conflicts = True, 0
     for c in range(4):
