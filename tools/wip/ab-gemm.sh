@@ -2,12 +2,12 @@
 # 1 GPU (~4 minutes): a GEMM-engine library built aside (LIB_DIR/libmkernel.so) against main's build/: correctness
 # (mk_gpu_tests whole; the TP ops' tests on 2 ranks sharing the GPU), sustained speed of the standalone GEMM at
 # three shapes (alternating main / LIB / cuBLAS, 2 s each, twice) and bench/tp_engine_1gpu.py with each.
-# Usage (device): bash tools/wip/ab-gemm.sh LIB_DIR   (logs under $OUT/ab/, tarred to $OUT/ab.tgz)
+# Usage (device): bash tools/wip/ab-gemm.sh LIB_DIR   (logs tarred to $OUT/ab-<LIB_DIR's name>.tgz; several in one call)
 [ -f "${1:-}/libmkernel.so" ] || { echo "usage: $0 LIB_DIR (a directory holding libmkernel.so)" >&2; exit 2; }
 cd "$(dirname "$0")/../.."
 source tools/gpu_env.sh
 export PYTHONPATH=$PWD/python
-N=$(cd "$1" && pwd); M=$PWD/build/lib; R=$OUT/ab; mkdir -p $R
+N=$(cd "$1" && pwd); M=$PWD/build/lib; T=ab-$(basename "$N"); R=$OUT/$T; mkdir -p $R
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader
 LD_LIBRARY_PATH=$N timeout 120 build/bin/mk_gpu_tests > $R/gpu_tests_new.log 2>&1
 echo "mk_gpu_tests (new) rc=$?"; grep -E "^\[  (PASSED|FAILED) |Failure" $R/gpu_tests_new.log | head -8
@@ -30,4 +30,4 @@ for v in main new; do
    --out $R/tp1_$v > $R/tp1_$v.log 2>&1; echo "tp_engine_1gpu ($v) rc=$?"; grep -E "^\|" $R/tp1_$v.log | tail -18
 done
 rm -rf $R/tp1_main $R/tp1_new
-tar czf $OUT/ab.tgz -C $OUT ab && rm -rf $R
+tar czf $OUT/$T.tgz -C $OUT $T && rm -rf $R
