@@ -31,6 +31,7 @@ __device__ __forceinline__ uint4 quad_pack(const float (&acc)[128], int g, int h
 // bytes.
 __device__ __forceinline__ uint4 frag_chunk(const float (&acc)[128], int u) {
   using dev::sm90::pack_bf16x2;
+  using dev::sm90::stmatrix_x4;
   return make_uint4(pack_bf16x2(acc[8 * u], acc[8 * u + 1]), pack_bf16x2(acc[8 * u + 2], acc[8 * u + 3]),
                     pack_bf16x2(acc[8 * u + 4], acc[8 * u + 5]), pack_bf16x2(acc[8 * u + 6], acc[8 * u + 7]));
 }
@@ -334,15 +335,11 @@ __device__ __forceinline__ void publish_tile(const GemmParams& p, const sched::T
 // ~7000 cycles per tile on H200, about 5% of a K = 8192 tile; this one is
 // ~3000 (tools/wip/gemm-stamps.patch; bench/results/gemm-epilogue-20261202.md;
 // the layout checked element by element by tools/wip/stmatrix_sim.py).
-__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
-               "r"(r2), "r"(r3)
-               : "memory");
-}
 
 __device__ __forceinline__ void tma_store_tile(const GemmParams& p, const Smem& s, const sched::Tile& t,
                                                const TileRows& r, int wg, const float (&acc)[128]) {
   using dev::sm90::pack_bf16x2;
+  using dev::sm90::stmatrix_x4;
   const bool leader = threadIdx.x % 128 == 0;
   const int lane = threadIdx.x % 32;
   // Lane l addresses row l % 8 of matrix l / 8: matrices 0 / 1 are the top / bottom 8 rows of the first

@@ -152,6 +152,15 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float a, float b) {
   return r;
 }
 
+// Four 8 x 8 b16 matrices to shared memory (a warp's collective): lane l
+// gives the address of row l % 8 of matrix l / 8; register i holds lane l's
+// two elements of matrix i (row l / 4, columns 2 (l % 4) + {0, 1}).
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+
 __device__ __forceinline__ void red_add_bf16x2(void* p, uint32_t v) {
   asm volatile("red.global.add.noftz.bf16x2 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
