@@ -33,7 +33,7 @@ namespace mk {
 
 namespace {
 
-constexpr int kGatherParts = 8;  // pieces per row-block (256 KB at n = 8192): many CTAs share the last row-blocks
+constexpr int kGatherParts = 32;  // pieces per row-block (64 KB at n = 8192): many CTAs share the last row-blocks
 
 __device__ __forceinline__ Role role_of(int cta, int num_push, int num_reduce, int num_gather, bool fused) {
   if (fused) return cta < num_gather ? Role::IntraComm : Role::Compute;
