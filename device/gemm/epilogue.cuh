@@ -31,7 +31,6 @@ __device__ __forceinline__ uint4 quad_pack(const float (&acc)[128], int g, int h
 // bytes.
 __device__ __forceinline__ uint4 frag_chunk(const float (&acc)[128], int u) {
   using dev::sm90::pack_bf16x2;
-  using dev::sm90::stmatrix_x4;
   return make_uint4(pack_bf16x2(acc[8 * u], acc[8 * u + 1]), pack_bf16x2(acc[8 * u + 2], acc[8 * u + 3]),
                     pack_bf16x2(acc[8 * u + 4], acc[8 * u + 5]), pack_bf16x2(acc[8 * u + 6], acc[8 * u + 7]));
 }
