@@ -78,6 +78,29 @@ __device__ __forceinline__ void engine_mbar_wait_or(const P& p, uint64_t* bar, u
   }
 }
 
+// The same wait (trapping on failure) that also ends, returning false, as soon as `done()` says the phase will
+// never complete (the GEMM engine's storer: the consumers' end mark). true: the phase completed.
+template <class P, class Done>
+__device__ __forceinline__ bool engine_mbar_wait_unless(const P& p, uint64_t* bar, uint32_t parity, int what,
+                                                        const Done& done) {
+  if (mbar_try_wait(bar, parity)) return true;
+  const uint64_t t0 = globaltimer();
+  uint32_t spins = 0;
+  while (!mbar_try_wait(bar, parity)) {
+    if (done()) return false;
+    if ((++spins & 255u) == 0u) {
+      const uint64_t waited = globaltimer() - t0;
+      if (waited <= p.timeout_ns) continue;
+      const bool aborted = p.has_ctx && (ld_volatile(p.ctx.abort_dev) || ld_volatile(p.ctx.abort_host));
+      if (aborted || waited > 4 * p.timeout_ns) {
+        engine_record_failure(p, -1, nullptr, uint64_t(what), parity, waited);
+        __trap();
+      }
+    }
+  }
+  return true;
+}
+
 struct TrapStop {
   __device__ __forceinline__ void operator()() const { __trap(); }
 };

@@ -22,18 +22,19 @@ namespace mk::gemm::detail {
 // consumers, so kRing > kStages + 1 slots are never overwritten unread.
 constexpr int kRing = 8;
 static_assert(kRing > kStages + 1, "tile ring too short");
+static_assert(kStages >= 2, "the TMA-store epilogue holds one stage past a tile's MMAs (gemm_engine.cuh mma_tile)");
 
 struct Smem {
   uint8_t* a;      // kStages x kStageBytesA
   uint8_t* b;      // kStages x kStageBytesB
-  uint8_t* epi;    // kEpiBytes: a half tile for the storer (async_store; kSmemBytesAsync launches); the TMA
-                   // store's boxes start at the next 1024-byte boundary (tma_box_base)
+  uint8_t* epi;    // kEpiBytes: a half tile for the storer (async_store; kSmemBytesAsync launches); two of the
+                   // TMA store's boxes 16 KB past its next 1024-byte boundary (tma_box_base; epilogue.cuh)
   uint64_t* full;  // kStages
   uint64_t* empty; // kStages
   int64_t* ring;   // kRing
-  uint64_t* epi_full;   // a consumer warpgroup wrote its half (128 arrivals)
-  uint64_t* epi_empty;  // [2]: the buffer is free for warpgroup i's next half (the storer read the other's; 1 arrival)
-  int64_t* epi_tile;    // [2]: work index of async tile i at [i % 2] (-1: no more)
+  uint64_t* epi_full;   // both consumer warpgroups staged their halves (256 arrivals; epilogue.cuh async)
+  uint64_t* epi_empty;  // [0]: the storer read warpgroup 1's half out of s.epi (1 arrival); [1] unused
+  int64_t* epi_tile;    // [2]: async tile i's work index x kStages + held stage at [i % 2] (-1: no more)
 };
 
 // The barriers, tile ring and epilogue words fit in the 256 bytes before s.epi.

@@ -318,25 +318,43 @@ __device__ __forceinline__ void publish_tile(const GemmParams& p, const sched::T
 
 // ---- TMA-store epilogue (EpilogueHook::tma_store) ---------------------------------
 //
-// The warpgroup's 64 rows in kBlockN / kTmaStoreCols boxes of 64 x 64,
-// alternating between its two box buffers: its first thread waits until
-// the box that last used the buffer (two boxes back, possibly the previous
-// tile's) was read out, the warpgroup writes the box, and that thread
-// issues the TMA store (a bulk group of its own). So a box is written while
-// the previous one is read. The boxes are in the 128-byte swizzle (16-byte
-// chunk j of row r at chunk j ^ (r % 8)).
+// The warpgroup's 64 rows in kBlockN / kTmaStoreCols = 4 boxes of 64 x 64
+// (8 KB each, 1024-byte aligned), all written before any is stored, then
+// stored by its first thread in one bulk group. Of the two warpgroups'
+// 64 KB, 48 KB are the tile's last pipeline stage, which the consumers
+// hold past their MMAs (mma_tile's `hold`: warpgroup 0 stages in its B
+// part, warpgroup 1 in its A part), 16 KB the second half of the
+// shared-memory epilogue area (warpgroup 1's last two boxes); the stage
+// goes back to the producer under the next tile's first MMAs, once the
+// boxes were read out. So the epilogue has no wait for an
+// earlier box inside the tile and two barriers: the 256-thread one (B is
+// read by both warpgroups' MMAs) and the warpgroup's before its stores.
+// The producer meanwhile fills the other kStages - 1 stages with the next
+// tile. The boxes are in the 128-byte swizzle (16-byte chunk j of row r at
+// chunk j ^ (r % 8)).
+// NOTES: before 2026-12-02 each warpgroup alternated two 8 KB buffers of
+// the epilogue area (a wait for the box two back, two barriers per box:
+// ~3000 cycles per tile); 4 buffers per warpgroup there fit only with 3
+// stages, which cost the fused plans 2-6% (bench/results/ab-gemm-20261202c.md).
 // The accumulators go in with stmatrix: wgmma's fragment of an 8-column
 // block (row l / 4 and l / 4 + 8, columns 2 (l % 4) + {0, 1} in lane l) is
 // stmatrix's 8 x 8 fragment, so each instruction stores four 8 x 8
 // matrices (two column blocks, top and bottom rows of the warp's 16) with
 // no lane exchange; a matrix's 8 rows hit 8 different 16-byte bank groups
 // (the swizzle). The quad transpose with 16-byte stores it replaced was
-// ~7000 cycles per tile on H200, about 5% of a K = 8192 tile; this one is
-// ~3000 (tools/wip/gemm-stamps.patch; bench/results/gemm-epilogue-20261202.md;
+// ~7000 cycles per tile on H200; stmatrix through two buffers ~3000
+// (tools/wip/gemm-stamps.patch; bench/results/gemm-epilogue-20261202.md;
 // the layout checked element by element by tools/wip/stmatrix_sim.py).
+static_assert(kBlockN / kTmaStoreCols == 4 && kStageBytesB == 4 * kTmaBoxBytes && kStageBytesA == 2 * kTmaBoxBytes &&
+                  kEpiBytes == 4 * kTmaBoxBytes,
+              "the TMA-store boxes: warpgroup 0 in B, warpgroup 1 in A and the epilogue area's second half");
+__device__ __forceinline__ uint8_t* tma_box(const Smem& s, int held, int wg, int c) {
+  if (wg == 0) return s.b + held * kStageBytesB + c * kTmaBoxBytes;
+  return c < 2 ? s.a + held * kStageBytesA + c * kTmaBoxBytes : tma_box_base(s) + c * kTmaBoxBytes;
+}
 
 __device__ __forceinline__ void tma_store_tile(const GemmParams& p, const Smem& s, const sched::Tile& t,
-                                               const TileRows& r, int wg, const float (&acc)[128]) {
+                                               const TileRows& r, int wg, int held, const float (&acc)[128]) {
   using dev::sm90::pack_bf16x2;
   using dev::sm90::stmatrix_x4;
   const bool leader = threadIdx.x % 128 == 0;
@@ -345,13 +363,12 @@ __device__ __forceinline__ void tma_store_tile(const GemmParams& p, const Smem& 
   // column block of an instruction, 2 / 3 of the second.
   const int row = ((threadIdx.x % 128) / 32) * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);  // of the warpgroup's 64
   const int blk = lane >> 4;  // 0: the first column block, 1: the second
-  uint8_t* bufs = tma_box_base(s) + wg * (kEpiBytes / 2);
+  // Both warpgroups' MMAs on the held stage are done; warpgroup 1's leader waited (in mma_tile, before this
+  // barrier) for its previous boxes in the epilogue area to be read out.
+  dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);
 #pragma unroll
   for (int c = 0; c < kBlockN / kTmaStoreCols; ++c) {
-    uint8_t* box = bufs + (c & 1) * kTmaBoxBytes;
-    const uint32_t buf = dev::sm90::smem_addr(box);
-    if (leader) dev::bulk_wait_read<1>();  // of the groups issued, all but the last (the other buffer's) read
-    dev::sm90::named_sync(2 + wg, 128);
+    const uint32_t buf = dev::sm90::smem_addr(tma_box(s, held, wg, c));
 #pragma unroll
     for (int q = 0; q < kTmaStoreCols / 16; ++q) {  // column blocks j0 = 2 q and j0 + 1 of the box
       const int j = c * (kTmaStoreCols / 8) + 2 * q;  // the first one's 8-column block in the tile
@@ -360,72 +377,105 @@ __device__ __forceinline__ void tma_store_tile(const GemmParams& p, const Smem& 
                   pack_bf16x2(acc[4 * j], acc[4 * j + 1]), pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]),
                   pack_bf16x2(acc[4 * j + 4], acc[4 * j + 5]), pack_bf16x2(acc[4 * j + 6], acc[4 * j + 7]));
     }
-    dev::sm90::fence_proxy_async_shared();  // the TMA (async proxy) reads what every thread wrote
-    dev::sm90::named_sync(2 + wg, 128);
-    if (leader) {
-      dev::sm90::tma_store_2d(&p.tma_out, box, t.n_blk * kBlockN + c * kTmaStoreCols, r.row0 + wg * 64);
-      dev::bulk_commit();
-    }
+  }
+  dev::sm90::fence_proxy_async_shared();  // the TMA (async proxy) reads what every thread wrote
+  dev::sm90::named_sync(2 + wg, 128);
+  if (leader) {
+#pragma unroll
+    for (int c = 0; c < kBlockN / kTmaStoreCols; ++c)
+      dev::sm90::tma_store_2d(&p.tma_out, tma_box(s, held, wg, c), t.n_blk * kBlockN + c * kTmaStoreCols,
+                              r.row0 + wg * 64);
+    dev::bulk_commit();
   }
 }
 
 // ---- asynchronous epilogue (EpilogueHook::async_store) -------------------------
 //
-// Half tile h = 2 i + wg of the i-th async tile of this CTA: consumer
-// warpgroup wg waits until the storer read half h - 1 out of the buffer,
-// writes its 64 x 256 bf16 values there (FragMajor chunks), and arrives on
-// epi_full; the storer copies the half to the tile's destination with one
-// bulk copy, frees the buffer for the other warpgroup once it is read,
-// and after the second half waits for the writes and publishes.
+// Async tile i of this CTA: both consumer warpgroups stage their 64 x 256
+// bf16 halves (FragMajor chunks) at once, warpgroup 0 in the B part of the
+// tile's last pipeline stage (held past the MMAs: mma_tile's `hold`),
+// warpgroup 1 in the epilogue area once the storer read its previous half
+// from there, and both arrive on epi_full (256 arrivals a tile). The
+// storer copies the two halves to the tile's destination (two bulk
+// copies, one group), hands the stage back for warpgroup 0 (warpgroup 1
+// gave its share of it back once both warpgroups' MMAs were done) and the
+// area to warpgroup 1 once they are read, then waits for the writes and
+// publishes. s.epi_tile[i % 2] carries the work index and the stage.
 // NOTES: a parity wait only tells the current phase from the one before,
-// so each waiter must be at most one phase ahead of its barrier. One
-// "empty" barrier per warpgroup (completed once per tile: wg 0 waits for
-// its i-th completion at tile i, wg 1 for its (i+1)-th) keeps that exact;
-// with one shared barrier, warpgroup 1 passed a wait two phases early on
-// short-K tiles and overwrote a half before the storer read it (wrong sums
-// on H200x2). epi_full is waited by the storer alone, phase by phase.
+// so each waiter must be at most one phase ahead of its barrier.
+// epi_empty[0] completes once per tile (the storer read warpgroup 1's
+// half); warpgroup 1 waits at tile i for completion i - 1, having waited
+// for i - 2 at tile i - 1, so it is never two behind; the storer waits for
+// epi_full's completion i, which needs warpgroup 1's arrival at tile i, after
+// its wait for the storer's tile i - 1; the end mark arrives on nothing
+// (epi_finish). The slots start at 0 (run_compute), never -1 before it. Before 2026-12-02 the two halves
+// shared the epilogue area in turn (warpgroup 1 waited for the storer to
+// read warpgroup 0's half: ~4-5 us per tile, bench/results/rs-trace-20261130.md);
+// with one shared "empty" barrier then, warpgroup 1 once passed a wait two
+// phases early on short-K tiles and overwrote a half before the storer read
+// it (wrong sums on H200x2). The slot s.epi_tile[i % 2] is written by
+// warpgroup 0 after the tile's 256-thread barrier, when warpgroup 1 has
+// seen the storer finish tile i - 2 (its reader).
+static_assert(kStageBytesB == kEpiBytes, "warpgroup 0's half fills the held stage's B part");
 
-__device__ __forceinline__ void epi_stage_half(const GemmParams& p, const Smem& s, uint32_t half, int wg, int64_t w,
-                                               const float (&acc)[128]) {
-  // wg 0 at tile i: completion i of epi_empty[0] (i >= 1); wg 1: completion i + 1 of epi_empty[1].
-  const uint32_t tile = half >> 1;
-  if (wg == 1 || tile > 0) mbar_wait(p, &s.epi_empty[wg], (wg == 1 ? tile : tile - 1) & 1u, -2);
-  if (wg == 0 && threadIdx.x == 128) s.epi_tile[tile & 1u] = w;
-  frag_store(reinterpret_cast<char*>(s.epi), acc);  // the half as it lands (FragMajor): 512 bytes per warp store
+__device__ __forceinline__ void epi_stage_held(const GemmParams& p, const Smem& s, uint32_t i, int wg, int64_t w,
+                                               int held, const float (&acc)[128]) {
+  dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);  // both warpgroups' MMAs on the held stage are done
+  char* dst;
+  if (wg == 1) {
+    if (threadIdx.x == 256) dev::sm90::mbar_arrive(&s.empty[held]);  // warpgroup 1 is done with the stage
+    if (i > 0) mbar_wait(p, &s.epi_empty[0], (i - 1) & 1u, -2);       // its previous half read out of the area
+    dst = reinterpret_cast<char*>(s.epi);
+  } else {
+    if (threadIdx.x == 128) *reinterpret_cast<volatile int64_t*>(s.epi_tile + (i & 1u)) = w * kStages + held;
+    dst = reinterpret_cast<char*>(s.b + held * kStageBytesB);
+  }
+  frag_store(dst, acc);  // the half as it lands (FragMajor): 512 bytes per warp store
   dev::sm90::fence_proxy_async_shared();  // the bulk copy (async proxy) reads what this thread wrote
   dev::sm90::mbar_arrive(s.epi_full);
 }
 
-// No more async tiles: warpgroup 0 hands the storer the end mark in the
-// next half's place.
-__device__ __forceinline__ void epi_finish(const GemmParams& p, const Smem& s, uint32_t half, int wg) {
-  if (wg != 0) return;
-  const uint32_t tile = half >> 1;
-  if (tile > 0) mbar_wait(p, &s.epi_empty[0], (tile - 1) & 1u, -2);
-  if (threadIdx.x == 128) s.epi_tile[tile & 1u] = -1;
-  dev::sm90::mbar_arrive(s.epi_full);
+// No more async tiles: the end mark in tile i's slot, with no arrival on
+// epi_full (the storer sees it while it waits for phase i: storer_wait). An
+// end mark that completed a phase of epi_full could come while the storer
+// still waited for phase i - 1's parity, two phases behind: a hang (found
+// in review by an exhaustive model of the barriers, 2026-12-02; a wait for
+// the storer here instead made ptxas spill 516 bytes in the consumers).
+__device__ __forceinline__ void epi_finish(const Smem& s, uint32_t i) {
+  dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);  // warpgroup 1 saw tile i - 2 finished (slot i % 2 read)
+  if (threadIdx.x == 128) *reinterpret_cast<volatile int64_t*>(s.epi_tile + (i & 1u)) = -1;
+}
+
+// The storer's wait for async tile i: true once both halves are staged, false at the end mark.
+struct EndMark {
+  const volatile int64_t* slot;
+  __device__ __forceinline__ bool operator()() const { return *slot < 0; }
+};
+__device__ __forceinline__ bool storer_wait(const GemmParams& p, const Smem& s, uint32_t i) {
+  return dev::engine_mbar_wait_unless(p, s.epi_full, i & 1u, -3, EndMark{s.epi_tile + (i & 1u)});
 }
 
 __device__ __forceinline__ void storer(const GemmParams& p, const Smem& s) {
   const EpilogueHook& e = p.epi;
-  for (uint32_t half = 0;; ++half) {
-    mbar_wait(p, s.epi_full, half & 1u, -3);
-    const int64_t w = *reinterpret_cast<volatile const int64_t*>(s.epi_tile + ((half >> 1) & 1u));
-    if (w < 0) break;
+  for (uint32_t i = 0;; ++i) {
+    if (!storer_wait(p, s, i)) break;
+    const int64_t v = *reinterpret_cast<volatile const int64_t*>(s.epi_tile + (i & 1u));
+    const int64_t w = v / kStages;
+    const int stage = static_cast<int>(v % kStages);
     const sched::Tile t = next_tile(p, w, false);
     const TileRows r = tile_rows(p, t);
     const int d = e.rows_per_dest ? static_cast<int>(r.row0 / e.rows_per_dest) : 0;
-    char* dst = static_cast<char*>(e.out[d]) + dest_tile_id(p, t, d) * (kBlockM * kBlockN * 2) + (half & 1u) * kEpiBytes;
-    dev::bulk_store(dst, s.epi, kEpiBytes);
+    char* dst = static_cast<char*>(e.out[d]) + dest_tile_id(p, t, d) * (kBlockM * kBlockN * 2);
+    dev::bulk_store(dst, s.b + stage * kStageBytesB, kEpiBytes);
+    dev::bulk_store(dst + kEpiBytes, s.epi, kEpiBytes);
     dev::bulk_commit();
     dev::bulk_wait_read<0>();
-    dev::sm90::mbar_arrive(&s.epi_empty[(half & 1u) ^ 1u]);  // the buffer is the other warpgroup's now
-    if (half & 1u) {  // both halves out: wait for the writes, then signal / put
-      dev::bulk_wait_all();
-      dev::sm90::fence_proxy_async_global();
-      __threadfence_system();
-      if (e.signal != EpiSignal::None || e.net) publish_one(p, t, r);
-    }
+    dev::sm90::mbar_arrive(&s.empty[stage]);   // warpgroup 0's share of the stage: back to the producer
+    dev::sm90::mbar_arrive(&s.epi_empty[0]);   // the area: warpgroup 1's for its next half
+    dev::bulk_wait_all();  // both halves written: signal / put
+    dev::sm90::fence_proxy_async_global();
+    __threadfence_system();
+    if (e.signal != EpiSignal::None || e.net) publish_one(p, t, r);
   }
 }
 

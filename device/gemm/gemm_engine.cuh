@@ -131,8 +131,11 @@ __device__ __forceinline__ void producer(const GemmParams& p, const Smem& s, int
 
 // acc = A rows [64 wg, 64 wg + 64) of the tile times B^T over the K
 // blocks of work unit w (the whole of K, or one part of a split tile).
+// held: the stage the previous tile's TMA-store epilogue staged its boxes in (-1: none), handed back once its
+// boxes were read out, under this tile's first MMAs; hold: keep this tile's last stage for its epilogue
+// (TMA-store and async epilogues; in the async one warpgroup 1 and the storer hand it back).
 __device__ __forceinline__ void mma_tile(const GemmParams& p, const Smem& s, PipeState& st, int wg, int64_t w,
-                                         float (&acc)[128]) {
+                                         float (&acc)[128], int& held, bool hold) {
   const bool leader = (threadIdx.x % 128) == 0;
   const KRange kr = k_range(p, work_unit(p, w));
   const int kblocks = kr.end - kr.begin;
@@ -148,14 +151,30 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, const Smem& s, Pip
     for (int kk = 0; kk < kBlockK / 16; ++kk)  // 16 bf16 = 32 bytes = 2 descriptor units per step
       dev::sm90::wgmma_m64n256k16_bf16(acc, da + 2 * kk, db + 2 * kk, (kb | kk) != 0);
     dev::sm90::wgmma_commit();
+    if (kb == 0 && held >= 0) {
+      if (leader) {
+        dev::bulk_wait_read<0>();  // the previous tile's boxes read out of the held stage
+        dev::sm90::mbar_arrive(&s.empty[held]);
+      }
+      held = -1;
+    }
     dev::sm90::wgmma_wait<1>();  // the previous stage's MMAs are done: hand it back
     if (prev >= 0 && leader) dev::sm90::mbar_arrive(&s.empty[prev]);
     prev = st.stage;
     st.advance();
   }
   dev::sm90::wgmma_wait<0>();
-  if (prev >= 0 && leader) dev::sm90::mbar_arrive(&s.empty[prev]);
+  if (hold)
+    held = prev;
+  else if (prev >= 0 && leader)
+    dev::sm90::mbar_arrive(&s.empty[prev]);
   dev::sm90::fence_operands(acc);
+}
+
+// A held stage whose tile goes out through neither the TMA store nor the async epilogue: handed back at once.
+__device__ __forceinline__ void release_held(const Smem& s, int& held) {
+  if (held >= 0 && threadIdx.x % 128 == 0) dev::sm90::mbar_arrive(&s.empty[held]);
+  held = -1;
 }
 
 template <bool kAsyncEpi, bool kTmaStore>
@@ -178,6 +197,8 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
   it.end = total_units(p);
   int64_t w;
   uint32_t async_tiles = 0;
+  int held = -1;  // see mma_tile
+  const bool hold = (kTmaStore && p.epi.tma_store) || (kAsyncEpi && p.epi.async_store);
   for (int64_t seq = 0;; ++seq) {
     if (p.tile_counter) {  // the index came with the tile's first stage (release/acquire via the mbarrier)
       mbar_wait(p, &s.full[st.stage], st.phase, st.stage);
@@ -190,7 +211,7 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
       break;
     }
     if (threadIdx.x == 128) dev::trace(p.trace, blockIdx.x, dev::TraceKind::UnitBegin, static_cast<uint32_t>(w));
-    mma_tile(p, s, st, wg, w, acc);
+    mma_tile(p, s, st, wg, w, acc, held, hold);
     if (threadIdx.x == 128) dev::trace(p.trace, blockIdx.x, dev::TraceKind::UnitMmaDone, static_cast<uint32_t>(w));
     int64_t tw = w;  // the tile of unit w (with split tiles, not w itself)
     if (p.split_tiles) {  // an earlier part of a split tile stops here; the last adds them and goes on
@@ -198,6 +219,7 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
       tw = un.tile;
       if (un.part >= 0) {
         if (un.part < p.split_parts - 1) {
+          release_held(s, held);
           split_store(p, un.split, un.part, wg, acc);
           continue;
         }
@@ -209,6 +231,7 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
     if (p.epi.own_mask) {
       const int d = static_cast<int>(r.row0 / p.epi.rows_per_dest);
       if ((p.epi.own_mask >> d) & 1u) {
+        if (d == p.epi.own_final) release_held(s, held);  // an aggregator's tile goes on to the staged epilogue
         if (p.epi.bcast_n) bcast_partial(p, t, wg, acc);  // one-shot all-reduce: peers get the partial first
         own_accumulate(p, t, wg, d, acc);
         if (d == p.epi.own_final) {
@@ -219,14 +242,16 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
       }
     }
     if (kTmaStore && p.epi.tma_store) {  // staged per warpgroup, written by TMA while the next tile computes
-      tma_store_tile(p, s, t, r, wg, acc);
+      tma_store_tile(p, s, t, r, wg, held, acc);
       continue;
     }
-    if (kAsyncEpi && p.epi.async_store) {  // staged; the storer copies it out and publishes
-      epi_stage_half(p, s, 2 * async_tiles + wg, wg, tw, acc);
+    if (kAsyncEpi && p.epi.async_store) {  // staged (the held stage and the area); the storer copies it out
+      epi_stage_held(p, s, async_tiles, wg, tw, held, acc);
+      held = -1;  // handed back by warpgroup 1 and the storer
       ++async_tiles;
       continue;
     }
+    release_held(s, held);
     // FragMajor partial tiles only in kernels built with the asynchronous
     // epilogue (GEMM+RS / GEMM+AR; the standalone and AG kernels spilled
     // 8 bytes with this path): the standalone gemm::launch takes FragMajor
@@ -237,8 +262,9 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
       store_tile(p, t, r, wg, acc);
     publish_tile(p, t, r);
   }
-  if (kAsyncEpi && p.epi.async_store) epi_finish(p, s, 2 * async_tiles, wg);
+  if (kAsyncEpi && p.epi.async_store) epi_finish(s, async_tiles);
   if (kTmaStore && p.epi.tma_store && threadIdx.x % 128 == 0) dev::bulk_wait_all();  // written before the CTA ends
+  release_held(s, held);
 }
 
 }  // namespace detail
@@ -258,9 +284,9 @@ __device__ __forceinline__ void run_compute(const GemmParams& p, uint8_t* smem, 
       dev::sm90::mbar_init(&s.full[i], 1);
       dev::sm90::mbar_init(&s.empty[i], kConsumerWarpgroups);
     }
-    dev::sm90::mbar_init(s.epi_full, 128);
+    dev::sm90::mbar_init(s.epi_full, 128 * kConsumerWarpgroups);
     dev::sm90::mbar_init(&s.epi_empty[0], 1);
-    dev::sm90::mbar_init(&s.epi_empty[1], 1);
+    s.epi_tile[0] = s.epi_tile[1] = 0;  // not the end mark (-1): the storer polls them (epilogue.cuh storer_wait)
     dev::sm90::mbar_fence_init();
     dev::sm90::tma_prefetch_desc(&p.tma_a);
     dev::sm90::tma_prefetch_desc(&p.tma_b);

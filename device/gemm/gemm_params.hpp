@@ -38,10 +38,11 @@ constexpr uint32_t kStageBytes = kStageBytesA + kStageBytesB;
 constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 1024 /* alignment */ + 256 /* barriers, tile ring */;
 // Asynchronous and TMA-store epilogues (EpilogueHook::async_store,
 // tma_store): a 64 x 256 bf16 buffer after the barriers (async: one
-// warpgroup's half tile for the storer's bulk copy; TMA store: two 64 x 64
-// boxes per warpgroup in the 128-byte swizzle, from the next 1024-byte
-// boundary on, 768 bytes later); launches that use them ask for
-// kSmemBytesAsync.
+// warpgroup's half tile for the storer's bulk copy; TMA store: its second
+// half holds two of warpgroup 1's four 64 x 64 boxes in the 128-byte swizzle,
+// from the next 1024-byte boundary on, 768 bytes later; the other six boxes
+// are in the tile's last pipeline stage: epilogue.cuh); launches that use
+// them ask for kSmemBytesAsync.
 // NOTES: the plain size leaves ~31 KB of shared memory (and 1024
 // registers) on each SM beside a persistent CTA, room for a transport's
 // small kernels (emu signal adds, runtime copies); the async size leaves
@@ -50,11 +51,9 @@ constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 1024 /* alignment 
 // grid leaves them one SM; 2x1 emu tests and benchmark of 2026-11-30 14:41).
 constexpr uint32_t kEpiBytes = 64 * kBlockN * 2;
 // A warpgroup's 64 rows go out in kBlockN / kTmaStoreCols boxes of 128
-// bytes a row (the widest box the 128-byte swizzle takes), through two
-// buffers: a box is written while the one before is read out.
+// bytes a row (the widest box the 128-byte swizzle takes).
 constexpr int kTmaStoreCols = 64;
 constexpr uint32_t kTmaBoxBytes = 64 * kTmaStoreCols * 2;
-static_assert(2 * 2 * kTmaBoxBytes == kEpiBytes, "each warpgroup stages two 64 x kTmaStoreCols boxes");
 constexpr size_t kSmemBytesAsync = kSmemBytes + (1024 - 256) /* TMA boxes aligned */ + kEpiBytes;
 static_assert(kSmemBytesAsync <= 232448, "over the 227 KB of shared memory a Hopper CTA may use");
 static_assert(kStageBytesA % 1024 == 0 && kStageBytesB % 1024 == 0, "stages must keep 1024-byte alignment");
@@ -173,13 +172,14 @@ struct EpilogueHook {
   // wave of 132 tiles writing 8 MB over NVLink at once).
   int32_t async_store = 0;
   // TMA stores (RowMajor Store epilogue only, kernels built with it): each
-  // consumer warpgroup stages its 64 rows in its half of the kEpiBytes
-  // buffer, 64 columns at a time, and one of its threads writes them with
-  // a TMA tensor store through GemmParams::tma_out (which clips rows and
-  // columns outside the matrix), then goes on to the next tile while the
-  // copy drains; before reusing the buffer it waits until the copy read
-  // it. Plain stores from registers took ~4 us per 128 x 256 tile with
-  // every CTA storing at once (trace of 2026-11-30).
+  // consumer warpgroup stages its 64 rows as four 64 x 64 boxes in the
+  // tile's last pipeline stage (held past the MMAs) and the epilogue area
+  // (epilogue.cuh), and one of its threads writes them with TMA tensor
+  // stores through GemmParams::tma_out (which clips rows and columns
+  // outside the matrix), then goes on to the next tile while the copy
+  // drains; the stage goes back to the producer once the copy read it.
+  // Plain stores from registers took ~4 us per 128 x 256 tile with every
+  // CTA storing at once (trace of 2026-11-30).
   int32_t tma_store = 0;
   uint32_t own_mask = 0;
   int32_t own_final = -1;

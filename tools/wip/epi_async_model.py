@@ -1,4 +1,4 @@
-# Exhaustive model of the async epilogue after tools/wip/gemm-held-async.patch (end mark in the slot, no
+# Exhaustive model of main's async epilogue since the held-stage merge (end mark in the slot, no
 # arrival on epi_full): epi_full (256 arrivals), epi_empty[0] (1 arrival), the two slots, the held stages'
 # empty arrivals, the consumers' named barrier 1, and the storer's wait-or-poll (engine_mbar_wait_unless).
 # mbarrier: completion count c; try_wait.parity(P) true iff (c & 1) != P.
