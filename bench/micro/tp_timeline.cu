@@ -40,6 +40,15 @@ void gpu_sleep_us(cudaStream_t s, int us) {
   MKB_CUDA(cudaGetLastError());
 }
 
+// One thread writes the globaltimer: a stamp right before and right after a traced call, so the time from the
+// kernel before to the traced kernel's first event, and from its last event to the kernel after, can be read
+// (launch latency and drain, which the event-timed tables count and the events inside the kernel do not).
+__global__ void stamp_kernel(uint64_t* at) { *at = mk::dev::globaltimer(); }
+void gpu_stamp(cudaStream_t s, uint64_t* at) {
+  stamp_kernel<<<1, 1, 0, s>>>(at);
+  MKB_CUDA(cudaGetLastError());
+}
+
 // One call's stages in us from its first CTA's entry (or engine start where
 // the kernel logs no entry), maxima over CTAs unless named a median.
 struct Stages {
@@ -53,9 +62,11 @@ struct Stages {
   double exit_after = 0;    // kernel exit after the CTA's engine end, max over CTAs (no exit event: 0)
   double span = 0;          // last event
   double busy = 0;          // sum over CTAs of engine start .. end / (SMs x span): what idle SMs and tails leave
+  double from_before = 0;   // first event after the stamp kernel before the call
+  double to_after = 0;      // the stamp kernel after the call, after the last event
 };
 
-Stages stages_of(const std::vector<mk::TraceEvent>& ev, int grid, int sms) {
+Stages stages_of(const std::vector<mk::TraceEvent>& ev, int grid, int sms, const uint64_t stamps[2]) {
   constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
   using K = mk::dev::TraceKind;
   std::vector<double> entry(grid, kNan), start(grid, kNan), end(grid, kNan), exit(grid, kNan);
@@ -107,6 +118,8 @@ Stages stages_of(const std::vector<mk::TraceEvent>& ev, int grid, int sms) {
   s.kloop_med = kloop_t.empty() ? 0 : median(kloop_t);
   s.after_med = after_t.empty() ? 0 : median(after_t);
   s.span = (last - t0) / 1e3;
+  s.from_before = (t0 - double(stamps[0])) / 1e3;
+  s.to_after = (double(stamps[1]) - last) / 1e3;
   s.busy = s.span > 0 ? s.busy / (double(sms) * s.span) : 0;
   return s;
 }
@@ -120,7 +133,7 @@ Stages median_stages(const std::vector<Stages>& v) {
   Stages s;
   for (auto f : {&Stages::entry_spread, &Stages::start_med, &Stages::unit_med, &Stages::kloop_med,
                  &Stages::after_med, &Stages::units_max, &Stages::engine_end, &Stages::exit_after, &Stages::span,
-                 &Stages::busy})
+                 &Stages::busy, &Stages::from_before, &Stages::to_after})
     s.*f = med(f);
   return s;
 }
@@ -147,14 +160,23 @@ void timeline_rows(BenchContext& bc, Table& d, const std::string& shape, const s
     // Each traced call runs right after kWarm others (a busy GPU at its
     // clocks); only its events are kept (every call clears the log).
     std::vector<Stages> st;
+    DevBuf stamp_buf(2 * sizeof(uint64_t));
+    auto* stamp = static_cast<uint64_t*>(stamp_buf.p);
     for (int i = 0; i < kTraced; ++i) {
-      for (int j = 0; j <= kWarm; ++j) v.call(i * (kWarm + 1) + j);
-      st.push_back(stages_of(v.read(), sms, sms));
+      for (int j = 0; j < kWarm; ++j) v.call(i * (kWarm + 1) + j);
+      gpu_stamp(bc.stream, stamp);
+      v.call(i * (kWarm + 1) + kWarm);
+      gpu_stamp(bc.stream, stamp + 1);
+      const std::vector<mk::TraceEvent> ev = v.read();  // waits for the device
+      uint64_t h[2];
+      MKB_CUDA(cudaMemcpy(h, stamp, sizeof(h), cudaMemcpyDeviceToHost));
+      st.push_back(stages_of(ev, sms, sms, h));
     }
     const Stages s = median_stages(st);
     d.rows.push_back({shape, v.name, fmt(host_us, 1), fmt(s.entry_spread, 1), fmt(s.start_med, 1),
                       fmt(s.unit_med, 1), fmt(s.kloop_med, 1), fmt(s.after_med, 2), fmt(s.units_max, 0),
-                      fmt(s.engine_end, 1), fmt(s.exit_after, 1), fmt(s.span, 1), fmt(s.busy, 3)});
+                      fmt(s.engine_end, 1), fmt(s.exit_after, 1), fmt(s.span, 1), fmt(s.busy, 3),
+                      fmt(s.from_before, 1), fmt(s.to_after, 1)});
   }
   MKB_CUDA(cudaStreamSynchronize(bc.stream));
 }
@@ -170,7 +192,7 @@ void tp_timeline_one_rank(BenchContext& bc) {
           {"shape (M x n x k)", "variant", "host us per call", "last CTA entry",
            "engine start after entry (median CTA)", "work unit (median)", "its K loop (median)",
            "after the K loop (median)", "units (busiest CTA)", "last engine end", "exit after engine end (max CTA)",
-           "span", "SMs busy"},
+           "span", "SMs busy", "first event after the kernel before", "kernel after, after the last event"},
           {},
           ""};
   std::vector<int64_t> ms = {1024, 8192};
@@ -251,7 +273,9 @@ void tp_timeline_one_rank(BenchContext& bc) {
       "first consumer warpgroup's last MMA of the unit (UnitMmaDone); after it: the unit's epilogue (owner adds, "
       "stores, signals) and the walk to the next unit. SMs busy: the CTAs' "
       "engine start-to-end times over (SMs x span). GemmRs's GEMM in the standalone kernel = the parameters "
-      "GemmRs builds without its entry signals, storer and epoch end.";
+      "GemmRs builds without its entry signals, storer and epoch end. The last two columns: a one-thread kernel "
+      "stamps the globaltimer right before and right after the traced call (launch latency and drain; the "
+      "standalone kernel's first event is its engine start, ~1.3 us after its entry in the fused kernels).";
   bc.report->add(d);
 }
 
