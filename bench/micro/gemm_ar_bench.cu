@@ -203,6 +203,8 @@ void bench_gemm_ar(BenchContext& bc) {
       vs.push_back({", two-shot, plain stores (async_store 0)", mk::GemmArOptions{.async_store = 0, .one_shot = 0}});
       vs.push_back({", two-shot, not interleaved (own share last)", mk::GemmArOptions{.one_shot = 0, .interleave = 0}});
       vs.push_back({", two-shot, interleaved", mk::GemmArOptions{.one_shot = 0, .interleave = 1}});
+      vs.push_back({", two-shot, own rows by plain stores (own_tma_store 0)",
+                    mk::GemmArOptions{.one_shot = 0, .own_tma_store = 0}});
       std::vector<std::unique_ptr<mk::GemmAr>> plans;
       for (auto& v : vs) plans.push_back(std::make_unique<mk::GemmAr>(c, m, n, k, v.second));
       gemm_bf16_tn(h, int(m), int(n), int(k), a.get(0), b.get(0), partial.p, bc.stream);

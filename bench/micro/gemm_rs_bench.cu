@@ -66,6 +66,8 @@ void rs_diagnosis_one_rank(BenchContext& bc, const TpBaselines& base) {
     mk::GemmRs rs(c, m, n, k), rs_all(c, m, n, k, {.num_ctas = sms}), rs_sync(c, m, n, k, {.async_store = 0});
     mk::GemmRs rs_whole(c, m, n, k, {.split_tail = false});
     mk::GemmAr ar(c, m, n, k);
+    mk::GemmRs rs_plain(c, m, n, k, {.own_tma_store = 0});
+    mk::GemmAr ar_plain(c, m, n, k, {.own_tma_store = 0});
     const int ctas = rs.num_compute_ctas(), sw = rs.swizzle();
     // The engine alone: TMA-store or plain RowMajor stores (what the owner
     // tiles use).
@@ -101,6 +103,8 @@ void rs_diagnosis_one_rank(BenchContext& bc, const TpBaselines& base) {
         [&](int i) { rs_alone(i, false, true); },
         [&](int i) { rs_sync.run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); },
         [&](int i) { rs_whole.run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); },
+        [&](int i) { rs_plain.run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); },
+        [&](int i) { ar_plain.run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); },
     };
     // Every variant's output against cuBLAS's on the same inputs (poisoned first).
     DevBuf ref(size_t(m) * n * 2);
@@ -128,7 +132,9 @@ void rs_diagnosis_one_rank(BenchContext& bc, const TpBaselines& base) {
                                  "GemmRs's GEMM in the standalone kernel, dynamic walk (+ a memset)",
                                  "GemmRs's GEMM in the standalone kernel, static Swizzled walk",
                                  "GemmRs, no storer (async_store 0)",
-                                 "GemmRs, no split tail (" + std::to_string(rs_whole.num_compute_ctas()) + " CTAs)"};
+                                 "GemmRs, no split tail (" + std::to_string(rs_whole.num_compute_ctas()) + " CTAs)",
+                                 "GemmRs, own rows by plain stores (own_tma_store 0)",
+                                 "GemmAr, own rows by plain stores, gathered into out (own_tma_store 0)"};
     for (size_t v = 0; v < calls.size(); ++v) d.rows.push_back({std::to_string(m), names[v], fmt(st[v].median_ms)});
     MKB_CUDA(cudaStreamSynchronize(bc.stream));
     mk::tp::rs_free_plan(c, pl);
@@ -290,6 +296,7 @@ void bench_gemm_rs(BenchContext& bc) {
       plans.push_back(std::make_unique<mk::GemmRs>(c, m, n, k));
       for (int sw : sws) plans.push_back(std::make_unique<mk::GemmRs>(c, m, n, k, mk::GemmRsOptions{.swizzle = sw}));
       plans.push_back(std::make_unique<mk::GemmRs>(c, m, n, k, mk::GemmRsOptions{.async_store = 0}));
+      plans.push_back(std::make_unique<mk::GemmRs>(c, m, n, k, mk::GemmRsOptions{.own_tma_store = 0}));
       gemm_bf16_tn(h, int(m), int(n), int(k), a.get(0), b.get(0), partial.p, bc.stream);
       MKB_CUDA(cudaStreamSynchronize(bc.stream));
       std::vector<std::function<void(int)>> calls = {
@@ -311,7 +318,8 @@ void bench_gemm_rs(BenchContext& bc) {
         d.rows.push_back({std::to_string(m), "fused, swizzle " + std::to_string(sws[v]), fmt(st[2 + v].median_ms)});
       const size_t nv = sws.size();
       d.rows.push_back({std::to_string(m), "fused, plain stores (async_store 0)", fmt(st[2 + nv].median_ms)});
-      d.rows.push_back({std::to_string(m), "mk GEMM alone (no communication)", fmt(st[3 + nv].median_ms)});
+      d.rows.push_back({std::to_string(m), "fused, own rows by plain stores (own_tma_store 0)", fmt(st[3 + nv].median_ms)});
+      d.rows.push_back({std::to_string(m), "mk GEMM alone (no communication)", fmt(st[4 + nv].median_ms)});
     }
     bc.report->add(d);
   }

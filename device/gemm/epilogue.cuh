@@ -177,8 +177,15 @@ __device__ __forceinline__ void own_store(const GemmParams& p, const sched::Tile
 // GEMM+AllReduce: the final rows of a tile are in own_out; signal them
 // (and, for a row-block's last tile across nodes, send the row-block to
 // the other nodes' rail peers). Every consumer thread fences its stores
-// first (node peers read them over NVLink, the NIC reads them for puts).
-__device__ __forceinline__ void publish_final(const GemmParams& p, const sched::Tile& t, const TileRows& r) {
+// first (node peers read them over NVLink, the NIC reads them for puts);
+// after TMA stores (tma: own_tma_store) each warpgroup's leader first
+// waits for its bulk stores to be written.
+__device__ __forceinline__ void publish_final(const GemmParams& p, const sched::Tile& t, const TileRows& r,
+                                              bool tma) {
+  if (tma && threadIdx.x % 128 == 0) {
+    dev::bulk_wait_all();
+    dev::sm90::fence_proxy_async_global();  // the async proxy's writes before the generic proxy's signal
+  }
   __threadfence_system();
   dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);
   if (threadIdx.x != 128) return;
@@ -353,31 +360,34 @@ __device__ __forceinline__ uint8_t* tma_box(const Smem& s, int held, int wg, int
   return c < 2 ? s.a + held * kStageBytesA + c * kTmaBoxBytes : tma_box_base(s) + c * kTmaBoxBytes;
 }
 
-__device__ __forceinline__ void tma_store_tile(const GemmParams& p, const Smem& s, const sched::Tile& t,
-                                               const TileRows& r, int wg, int held, const float (&acc)[128]) {
+// Box c (the tile's columns [64 c, 64 c + 64)) of this warpgroup's 64 rows into the 8 KB buffer at shared
+// address `buf`, with stmatrix, in the 128-byte swizzle. c must be a constant after unrolling (it picks
+// accumulator registers).
+__device__ __forceinline__ void stmatrix_box(uint32_t buf, int c, const float (&acc)[128]) {
   using dev::sm90::pack_bf16x2;
-  using dev::sm90::stmatrix_x4;
-  const bool leader = threadIdx.x % 128 == 0;
   const int lane = threadIdx.x % 32;
   // Lane l addresses row l % 8 of matrix l / 8: matrices 0 / 1 are the top / bottom 8 rows of the first
   // column block of an instruction, 2 / 3 of the second.
   const int row = ((threadIdx.x % 128) / 32) * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);  // of the warpgroup's 64
   const int blk = lane >> 4;  // 0: the first column block, 1: the second
+#pragma unroll
+  for (int q = 0; q < kTmaStoreCols / 16; ++q) {  // column blocks j0 = 2 q and j0 + 1 of the box
+    const int j = c * (kTmaStoreCols / 8) + 2 * q;  // the first one's 8-column block in the tile
+    const int chunk = 2 * q + blk;
+    dev::sm90::stmatrix_x4(buf + row * (kTmaStoreCols * 2) + ((chunk ^ (row & 7)) << 4),
+                           pack_bf16x2(acc[4 * j], acc[4 * j + 1]), pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]),
+                           pack_bf16x2(acc[4 * j + 4], acc[4 * j + 5]), pack_bf16x2(acc[4 * j + 6], acc[4 * j + 7]));
+  }
+}
+
+__device__ __forceinline__ void tma_store_tile(const GemmParams& p, const Smem& s, const sched::Tile& t,
+                                               const TileRows& r, int wg, int held, const float (&acc)[128]) {
+  const bool leader = threadIdx.x % 128 == 0;
   // Both warpgroups' MMAs on the held stage are done; warpgroup 1's leader waited (in mma_tile, before this
   // barrier) for its previous boxes in the epilogue area to be read out.
   dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);
 #pragma unroll
-  for (int c = 0; c < kBlockN / kTmaStoreCols; ++c) {
-    const uint32_t buf = dev::sm90::smem_addr(tma_box(s, held, wg, c));
-#pragma unroll
-    for (int q = 0; q < kTmaStoreCols / 16; ++q) {  // column blocks j0 = 2 q and j0 + 1 of the box
-      const int j = c * (kTmaStoreCols / 8) + 2 * q;  // the first one's 8-column block in the tile
-      const int chunk = 2 * q + blk;
-      stmatrix_x4(buf + row * (kTmaStoreCols * 2) + ((chunk ^ (row & 7)) << 4),
-                  pack_bf16x2(acc[4 * j], acc[4 * j + 1]), pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]),
-                  pack_bf16x2(acc[4 * j + 4], acc[4 * j + 5]), pack_bf16x2(acc[4 * j + 6], acc[4 * j + 7]));
-    }
-  }
+  for (int c = 0; c < kBlockN / kTmaStoreCols; ++c) stmatrix_box(dev::sm90::smem_addr(tma_box(s, held, wg, c)), c, acc);
   dev::sm90::fence_proxy_async_shared();  // the TMA (async proxy) reads what every thread wrote
   dev::sm90::named_sync(2 + wg, 128);
   if (leader) {
@@ -387,6 +397,59 @@ __device__ __forceinline__ void tma_store_tile(const GemmParams& p, const Smem& 
                               r.row0 + wg * 64);
     dev::bulk_commit();
   }
+}
+
+// ---- owner-final tiles by TMA (EpilogueHook::own_tma; GEMM+RS / GEMM+AR kernels) --------------------
+//
+// As the TMA-store epilogue, in the tile's held stage only (the epilogue area is the storer's in these
+// kernels): warpgroup 0 stages its four boxes in the B part at once, warpgroup 1 two at a time in the A
+// part (16 KB), waiting for its first two to be read out before it writes the last two. The boxes go to
+// tma_out (own_out's share rows) and, with own_tma == 2, from the same shared memory to tma_out2. The
+// stage goes back to the producer at the next tile's first MMAs (mma_tile), as after tma_store_tile.
+// NOTES: until 2026-12-02 these rows left by 16-byte plain stores from the registers (own_store, still
+// the path of the standalone kernel and of the one-shot all-reduce); GEMM+AR then copied its own share
+// from the staging buffer into out in the gather.
+__device__ __forceinline__ uint8_t* own_box(const Smem& s, int held, int wg, int c) {
+  return wg == 0 ? s.b + held * kStageBytesB + c * kTmaBoxBytes : s.a + held * kStageBytesA + (c & 1) * kTmaBoxBytes;
+}
+// The leader's TMA stores of boxes [c0, c1) (one bulk group).
+__device__ __forceinline__ void own_tma_issue(const GemmParams& p, const Smem& s, int held, int wg, int c0, int c1,
+                                              int col0, int row) {
+  for (int c = c0; c < c1; ++c) {
+    dev::sm90::tma_store_2d(&p.tma_out, own_box(s, held, wg, c), col0 + c * kTmaStoreCols, row);
+    if (p.epi.own_tma == 2) dev::sm90::tma_store_2d(&p.tma_out2, own_box(s, held, wg, c), col0 + c * kTmaStoreCols, row);
+  }
+  dev::bulk_commit();
+}
+__device__ __forceinline__ void own_tma_store(const GemmParams& p, const Smem& s, const sched::Tile& t,
+                                              const TileRows& r, int wg, int held, const float (&acc)[128]) {
+  const EpilogueHook& e = p.epi;
+  const bool leader = threadIdx.x % 128 == 0;
+  const int col0 = t.n_blk * kBlockN;
+  const int row = static_cast<int>(int64_t(r.row0) - int64_t(e.own_final) * e.rows_per_dest) + wg * 64;  // in the share
+  dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);  // both warpgroups' MMAs on the held stage are done
+  if (wg == 0) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) stmatrix_box(dev::sm90::smem_addr(own_box(s, held, 0, c)), c, acc);
+    dev::sm90::fence_proxy_async_shared();  // the TMA (async proxy) reads what every thread wrote
+    dev::sm90::named_sync(2, 128);
+    if (leader) own_tma_issue(p, s, held, 0, 0, 4, col0, row);
+    return;
+  }
+#pragma unroll
+  for (int c = 0; c < 2; ++c) stmatrix_box(dev::sm90::smem_addr(own_box(s, held, 1, c)), c, acc);
+  dev::sm90::fence_proxy_async_shared();
+  dev::sm90::named_sync(3, 128);
+  if (leader) {
+    own_tma_issue(p, s, held, 1, 0, 2, col0, row);
+    dev::bulk_wait_read<0>();  // boxes 0 and 1 read out of the A part
+  }
+  dev::sm90::named_sync(3, 128);
+#pragma unroll
+  for (int c = 2; c < 4; ++c) stmatrix_box(dev::sm90::smem_addr(own_box(s, held, 1, c)), c, acc);
+  dev::sm90::fence_proxy_async_shared();
+  dev::sm90::named_sync(3, 128);
+  if (leader) own_tma_issue(p, s, held, 1, 2, 4, col0, row);
 }
 
 // ---- asynchronous epilogue (EpilogueHook::async_store) -------------------------

@@ -198,7 +198,8 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
   int64_t w;
   uint32_t async_tiles = 0;
   int held = -1;  // see mma_tile
-  const bool hold = (kTmaStore && p.epi.tma_store) || (kAsyncEpi && p.epi.async_store);
+  const bool own_tma = kAsyncEpi && p.epi.own_tma;  // owner-final tiles by TMA from the held stage
+  const bool hold = (kTmaStore && p.epi.tma_store) || (kAsyncEpi && p.epi.async_store) || own_tma;
   for (int64_t seq = 0;; ++seq) {
     if (p.tile_counter) {  // the index came with the tile's first stage (release/acquire via the mbarrier)
       mbar_wait(p, &s.full[st.stage], st.phase, st.stage);
@@ -231,12 +232,16 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
     if (p.epi.own_mask) {
       const int d = static_cast<int>(r.row0 / p.epi.rows_per_dest);
       if ((p.epi.own_mask >> d) & 1u) {
-        if (d == p.epi.own_final) release_held(s, held);  // an aggregator's tile goes on to the staged epilogue
+        // An aggregator's tile goes on to the staged epilogue; a final one keeps the stage for its TMA stores.
+        if (d == p.epi.own_final && !own_tma) release_held(s, held);
         if (p.epi.bcast_n) bcast_partial(p, t, wg, acc);  // one-shot all-reduce: peers get the partial first
         own_accumulate(p, t, wg, d, acc);
-        if (d == p.epi.own_final) {
-          own_store(p, t, r, wg, acc);  // final rows: published only for an all-reduce
-          if (p.epi.fin_publish) publish_final(p, t, r);
+        if (d == p.epi.own_final) {  // final rows: published only for an all-reduce
+          if (own_tma)
+            own_tma_store(p, s, t, r, wg, held, acc);  // the stage goes back at the next tile's first MMAs
+          else
+            own_store(p, t, r, wg, acc);
+          if (p.epi.fin_publish) publish_final(p, t, r, own_tma);
           continue;
         }
       }
@@ -263,7 +268,7 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
     publish_tile(p, t, r);
   }
   if (kAsyncEpi && p.epi.async_store) epi_finish(s, async_tiles);
-  if (kTmaStore && p.epi.tma_store && threadIdx.x % 128 == 0) dev::bulk_wait_all();  // written before the CTA ends
+  if (((kTmaStore && p.epi.tma_store) || own_tma) && threadIdx.x % 128 == 0) dev::bulk_wait_all();  // before the end
   release_held(s, held);
 }
 

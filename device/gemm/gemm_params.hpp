@@ -167,7 +167,7 @@ struct EpilogueHook {
   // each half tile in shared memory and go on to the next tile's MMAs; a
   // storer thread copies it out with the bulk copier (over NVLink to a
   // peer, or into this rank's send buffer), waits for the writes, then
-  // signals / puts (publish). Owner-reduce final tiles keep plain stores.
+  // signals / puts (publish). Owner-reduce final tiles: own_tma below.
   // The writes overlap compute instead of stalling the tensor cores (a
   // wave of 132 tiles writing 8 MB over NVLink at once).
   int32_t async_store = 0;
@@ -181,6 +181,13 @@ struct EpilogueHook {
   // Plain stores from registers took ~4 us per 128 x 256 tile with every
   // CTA storing at once (trace of 2026-11-30).
   int32_t tma_store = 0;
+  // Owner-final tiles by TMA stores (own_tma = 1 or 2; kernels built with the asynchronous epilogue, i.e.
+  // GEMM+RS / GEMM+AR): the final rows are staged in the tile's last pipeline stage, held past the MMAs
+  // (warpgroup 0's four 64 x 64 boxes in its B part, warpgroup 1's in its A part, two at a time: the
+  // epilogue area belongs to the storer), and written by GemmParams::tma_out ([rows_per_dest x n] at
+  // own_out, row stride own_ldo) and, with own_tma = 2, by tma_out2 too (the same rows into a second
+  // buffer: GEMM+AR's out, which then needs no gather of the own share). See gemm::use_own_tma.
+  int32_t own_tma = 0;
   uint32_t own_mask = 0;
   int32_t own_final = -1;
   int32_t own_nsrc = 0;
@@ -234,6 +241,8 @@ struct GemmParams {
   // while the other rows arrive in the gathered buffer). Empty range: none.
   CUtensorMap tma_a2;
   CUtensorMap tma_out;  // EpilogueHook::tma_store: out [m x n] bf16, row stride ldo, box kTmaStoreCols x 64, SW128
+                        // (EpilogueHook::own_tma: own_out [rows_per_dest x n], row stride own_ldo)
+  CUtensorMap tma_out2;  // EpilogueHook::own_tma == 2: the second buffer of the own final rows, as tma_out
   int32_t a2_row_lo = 0;
   int32_t a2_row_hi = 0;
   int32_t m = 0;      // rows of A / out (grouped: total)

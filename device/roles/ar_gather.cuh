@@ -16,7 +16,8 @@
 //
 // Work: items (row-block, share, piece) from a dynamic counter, row-block
 // major and the own share last in each step (the order owners finish
-// them); Gather CTAs take items all along, and CTAs of other roles join
+// them; none of it where the owner wrote it into out itself: skip_own);
+// Gather CTAs take items all along, and CTAs of other roles join
 // when their own work is done. Each item: one thread waits for the signal,
 // then copies the piece with the bulk copier.
 //
@@ -67,6 +68,7 @@ struct ArGather {
   uint64_t adds_per_block;        // signal adds per row-block per call
   int32_t parts;                  // pieces per row-block (each 16-byte aligned)
   uint64_t* items;                // dynamic item counter (0 at the launch's start)
+  int32_t skip_own;               // 1: the own share is in out already (EpilogueHook::own_tma == 2)
 };
 
 // The dynamic shared memory it needs: the bulk copier's stages and one slot.
@@ -78,7 +80,8 @@ __device__ __forceinline__ void ar_gather(const DeviceCtx& ctx, const ArGather& 
   const ArLayout lay{};
   auto* claim = reinterpret_cast<volatile int64_t*>(smem + dev::BulkStages::kSmemBytes);
   const int64_t blocks = (g.rows + g.row_block - 1) / g.row_block;
-  const int64_t total = blocks * g.world * g.parts;
+  const int shares = g.world - (g.skip_own ? 1 : 0);
+  const int64_t total = blocks * shares * g.parts;
   const int64_t block_bytes = g.row_block * g.n * 2, part_bytes = block_bytes / g.parts;
   for (;;) {
     if (threadIdx.x == 0) *claim = static_cast<int64_t>(atomicAdd(reinterpret_cast<unsigned long long*>(g.items), 1ull));
@@ -87,8 +90,8 @@ __device__ __forceinline__ void ar_gather(const DeviceCtx& ctx, const ArGather& 
     __syncthreads();  // every thread read the slot before thread 0 writes the next claim
     if (item >= total) break;
     const int64_t j = item % g.parts, q = item / g.parts;
-    const int64_t b = q / g.world;
-    const int d = (g.rank + 1 + static_cast<int>(q % g.world)) % g.world;  // own share last
+    const int64_t b = q / shares;
+    const int d = (g.rank + 1 + static_cast<int>(q % shares)) % g.world;  // own share last (or not at all)
     const int dn = g.node_of[d], dl = g.local_of[d];
     const int64_t gb = int64_t(d) * blocks + b;
     const int slot = dn == g.node ? lay.final_slot(g.rs_slots) : lay.recv_slot(g.rs_slots, dn, g.node);

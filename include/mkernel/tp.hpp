@@ -117,6 +117,9 @@ struct GemmRsOptions {
   // it faster than whole waves on fewer CTAs (the own tiles come last in the walk: GemmParams::split_last)
   bool split_tail = true;
   int max_split_parts = 0;  // parts per split tile at most: 2-8; 0: 8
+  // run(): the own final rows leave by TMA stores from shared memory (1) or by plain stores from the
+  // registers (0); -1: 1
+  int own_tma_store = -1;
 };
 
 class GemmRs {
@@ -156,6 +159,7 @@ class GemmRs {
   int64_t m_, n_, k_;
   int num_ctas_ = 0, num_reduce_ = 0, swizzle_ = 1;
   bool async_ = true;  // asynchronous epilogue (not next to a transport that needs an SM)
+  bool own_tma_ = true;  // GemmRsOptions::own_tma_store
   std::unique_ptr<tp::RsPlan> rs_;  // signals, staging slots, device counters
   int64_t split_tiles_ = 0;  // GemmParams::split_tiles (split_last), with its workspace and flags
   int split_parts_ = 2;
@@ -192,6 +196,10 @@ struct GemmArOptions {
   // share last, as GemmRs (the final rows are gathered at the end); -1:
   // interleaved across nodes only (tp::ar_interleave).
   int interleave = -1;
+  // run(), two-shot: the own final rows leave by TMA stores from shared memory, into the staging buffer
+  // (where node peers read them) and from the same shared memory into out, so the gather skips the own
+  // share (1); or by plain stores into the staging buffer, out filled by the gather (0); -1: 1
+  int own_tma_store = -1;
 };
 
 class GemmAr {
@@ -232,6 +240,7 @@ class GemmAr {
   int num_ctas_ = 0, num_gather_ = 0, num_reduce_ = 0, swizzle_ = 1;
   int sig_fin_ = 0;  // signal pool index: final rows ready, per global row-block
   bool async_ = true;
+  bool own_tma_ = true;  // GemmArOptions::own_tma_store
   bool one_shot_ = false;
   bool interleave_ = true;
   int num_os_ctas_ = 0;                   // one-shot run()'s grid

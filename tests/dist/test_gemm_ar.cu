@@ -241,7 +241,9 @@ TEST_F(GemmArTest, RoleSplitsGiveTheSameResult) {
       GemmArOptions{.num_gather_ctas = 3, .num_ctas = 40, .one_shot = 0},
       GemmArOptions{.num_gather_ctas = 1, .num_ctas = 2, .one_shot = 0}, GemmArOptions{.swizzle = 1, .one_shot = 0},
       GemmArOptions{.swizzle = 2, .one_shot = 0}, GemmArOptions{.async_store = 0, .one_shot = 0},
-      GemmArOptions{.one_shot = 0, .interleave = 0}, GemmArOptions{.swizzle = 1, .one_shot = 0, .interleave = 1}};
+      GemmArOptions{.one_shot = 0, .interleave = 0}, GemmArOptions{.swizzle = 1, .one_shot = 0, .interleave = 1},
+      GemmArOptions{.one_shot = 0, .own_tma_store = 0}, GemmArOptions{.num_ctas = 40, .one_shot = 0, .own_tma_store = 0},
+      GemmArOptions{.num_gather_ctas = 1, .num_ctas = 2, .async_store = 0, .one_shot = 0}};
   if (comm().topology().num_nodes == 1 && comm().world() == 2)  // one-shot: one node of two ranks only
     for (GemmArOptions o : {GemmArOptions{.one_shot = 1}, GemmArOptions{.num_ctas = 40, .one_shot = 1},
                             GemmArOptions{.num_ctas = 2, .swizzle = 1, .one_shot = 1}})
@@ -249,7 +251,7 @@ TEST_F(GemmArTest, RoleSplitsGiveTheSameResult) {
   for (GemmArOptions o : opts) {
     SCOPED_TRACE("gather CTAs " + std::to_string(o.num_gather_ctas) + " grid " + std::to_string(o.num_ctas) +
                  " swizzle " + std::to_string(o.swizzle) + " async store " + std::to_string(o.async_store) +
-                 " one-shot " + std::to_string(o.one_shot));
+                 " one-shot " + std::to_string(o.one_shot) + " own TMA stores " + std::to_string(o.own_tma_store));
     GemmAr plan(comm(), m, n, k, o);
     if (o.one_shot >= 0) EXPECT_EQ(plan.one_shot(), o.one_shot == 1);
     if (o.num_gather_ctas) EXPECT_EQ(plan.num_gather_ctas(), o.num_gather_ctas);
@@ -286,6 +288,8 @@ TEST(GemmArErrors, BadPlansAreRejected) {
   expect_error("reduce 100000", "num_reduce_ctas",
                [&] { GemmAr p(comm(), m, 128, 128, {.num_reduce_ctas = 100000}); });
   expect_error("one_shot 2", "one_shot must be -1, 0 or 1", [&] { GemmAr p(comm(), m, 128, 128, {.one_shot = 2}); });
+  expect_error("own_tma_store 2", "own_tma_store must be -1, 0 or 1",
+               [&] { GemmAr p(comm(), m, 128, 128, {.own_tma_store = 2}); });
   if (comm().topology().num_nodes > 1 || comm().world() > 2)  // across nodes, or one node of more than two ranks
     expect_error("one-shot beyond one node of two", "one_shot = 1 needs one node of 2 ranks",
                  [&] { GemmAr p(comm(), m, 128, 128, {.one_shot = 1}); });

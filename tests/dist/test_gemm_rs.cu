@@ -280,9 +280,13 @@ TEST_F(GemmRsTest, RoleSplitsGiveTheSameResult) {
   Buf a(m * k * 2), b(n * k * 2), out(rows * n * 2);
   random_bf16(b.p, n * k, seed_b(me));
   int call = 4000;
-  // run() computes on the whole grid: every SM, 40 CTAs, 2 CTAs.
-  for (GemmRsOptions o : {GemmRsOptions{1, 0}, GemmRsOptions{16, 40}, GemmRsOptions{3, 2}}) {
-    SCOPED_TRACE("grid " + std::to_string(o.num_ctas));
+  // run() computes on the whole grid: every SM, 40 CTAs, 2 CTAs; the own final rows by plain stores, or by TMA
+  // with no storer (the held stage kept for the owner tiles only).
+  for (GemmRsOptions o : {GemmRsOptions{1, 0}, GemmRsOptions{16, 40}, GemmRsOptions{3, 2},
+                          GemmRsOptions{.own_tma_store = 0}, GemmRsOptions{.num_ctas = 40, .own_tma_store = 0},
+                          GemmRsOptions{.async_store = 0}}) {
+    SCOPED_TRACE("grid " + std::to_string(o.num_ctas) + " async store " + std::to_string(o.async_store) +
+                 " own TMA stores " + std::to_string(o.own_tma_store));
     GemmRs plan(comm(), m, n, k, o);
     run_checked(plan, a, b, out, m, n, k, ++call, "role split");
     comm().barrier();
@@ -393,6 +397,9 @@ TEST(GemmRsErrors, BadPlansAreRejected) {
     EXPECT_NE(msg([&] { GemmRs p(comm(), 512, 128, 128, GemmRsOptions{.max_split_parts = parts}); })
                   .find("max_split_parts must be 0 or in [2, 8]"),
               std::string::npos);
+  EXPECT_NE(msg([&] { GemmRs p(comm(), w * 128, 128, 128, GemmRsOptions{.own_tma_store = 2}); })
+                .find("own_tma_store must be -1, 0 or 1"),
+            std::string::npos);
   const int64_t n = comm().rank() == 0 ? 128 : 192;
   std::string m = msg([&] { GemmRs p(comm(), 512, n, 128); });
   EXPECT_NE(m.find("every rank must use the same shape"), std::string::npos) << m;

@@ -88,6 +88,22 @@ bool use_tma_store(GemmParams& p) {
   return true;
 }
 
+bool use_own_tma(GemmParams& p, void* out2) {
+  const EpilogueHook& e = p.epi;
+  if (e.own_final < 0 || !e.own_out || e.rows_per_dest < 1 || e.own_ldo < p.n || e.own_ldo % 8 || e.bcast_n ||
+      e.tma_store || !aligned16(e.own_out) || (out2 && !aligned16(out2))) {
+    p.epi.own_tma = 0;
+    return false;
+  }
+  p.tma_out = cached_tma(TmaShape{e.own_out, e.rows_per_dest, p.n, e.own_ldo, kTmaStoreCols, 64, true},
+                         "own final rows (TMA stores)");
+  if (out2)
+    p.tma_out2 = cached_tma(TmaShape{out2, e.rows_per_dest, p.n, e.own_ldo, kTmaStoreCols, 64, true},
+                            "own final rows, second buffer (TMA stores)");
+  p.epi.own_tma = out2 ? 2 : 1;
+  return true;
+}
+
 int num_sms() {
   int dev = 0;
   MK_CUDA_CHECK(cudaGetDevice(&dev));

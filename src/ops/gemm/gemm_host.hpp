@@ -34,6 +34,14 @@ GemmParams make_params(const Operands& ops, int num_compute);
 // Returns whether it did; launches need kSmemBytesAsync then.
 bool use_tma_store(GemmParams& p);
 
+// Turns on TMA stores for the owner-final tiles (EpilogueHook::own_tma, only
+// in kernels built with the asynchronous epilogue: GEMM+RS, GEMM+AR), with
+// tma_out over own_out's [rows_per_dest x n] share rows and, given `out2`
+// (same shape and row stride), tma_out2 over it (own_tma 2). Needs own_final,
+// own_ldo a multiple of 8, 16-byte aligned buffers and no one-shot broadcast;
+// returns whether it did.
+bool use_own_tma(GemmParams& p, void* out2);
+
 // Rows [row_lo, row_lo + rows) of A come from `a2` ([rows x k], its own
 // allocation) instead of p's A (see GemmParams::tma_a2).
 void set_second_a(GemmParams& p, const void* a2, int64_t row_lo, int64_t rows);

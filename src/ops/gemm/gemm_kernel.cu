@@ -188,6 +188,11 @@ void validate_hooks(const GemmParams& p) {
                       p.sched.order == sched::TileOrder::Grouped))
     fail("gemm epilogue: TMA stores need the plain epilogue (RowMajor Store to one destination, ldo a multiple of 8, "
          "no signals, puts, owner reduce or asynchronous stores, not Grouped); see gemm::use_tma_store");
+  if (e.own_tma && (e.own_tma > 2 || e.own_final < 0 || !e.own_out || e.rows_per_dest < 1 || e.own_ldo % 8 ||
+                    e.bcast_n || e.tma_store || reinterpret_cast<uintptr_t>(e.own_out) % 16))
+    fail("gemm epilogue: TMA stores of the owner's final rows (own_tma ", e.own_tma, ") need own_final, own_out "
+         "16-byte aligned with own_ldo a multiple of 8, rows_per_dest >= 1, no one-shot broadcast and no tma_store; "
+         "see gemm::use_own_tma");
   if (p.timeout_ns == 0) fail("gemm: timeout_ns is 0 (every wait is bounded; see MK_TIMEOUT_MS)");
 }
 
@@ -219,6 +224,9 @@ void launch(const GemmParams& p, int grid, const TestRoleParams& test, cudaStrea
   allow_engine_smem(reinterpret_cast<const void*>(gemm_kernel), kSmemBytesAsync);
   validate_hooks(p);
   if (p.epi.async_store) fail("gemm: the standalone GEMM kernel has no storer (async_store is for fused kernels built with it)");
+  if (p.epi.own_tma)
+    fail("gemm: the standalone GEMM kernel stores the owner's final rows with plain stores (own_tma is for the fused "
+         "kernels built with the asynchronous epilogue)");
   if (p.epi.layout == OutLayout::FragMajor &&
       !((p.epi.own_mask & 1u) && p.epi.own_final == 0 && p.epi.rows_per_dest >= p.m))
     fail("gemm: the standalone GEMM kernel stores FragMajor tiles only through the owner reduce of one destination "

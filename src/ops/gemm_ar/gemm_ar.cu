@@ -5,7 +5,9 @@
 // - run(): CTAs [0, num_gather) Gather; the rest compute (the GEMM engine)
 //   in the GEMM+RS walk with the shares' row-block groups interleaved
 //   (sched::TileSchedParams::share_interleave): owner tiles store their
-//   final rows into the staging buffer's final slot and signal them (and
+//   final rows into the staging buffer's final slot (by TMA, and from the
+//   same shared memory into out: the gather skips the own share) and
+//   signal them (and
 //   send each finished row-block once to every other node's rail peer);
 //   compute CTAs that run out of tiles join the gather.
 // - all_reduce(): the standalone reduce-scatter's push and Reduce roles
@@ -101,6 +103,7 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   if (num_gather_ < 1 || num_gather_ > num_ctas_ - 1)
     fail("GemmAr: num_gather_ctas must be in [1, ", num_ctas_ - 1, "] (got ", num_gather_, ")");
   async_ = tp::rs_async_store("GemmAr", opt.async_store, leave_sm);
+  own_tma_ = tp::rs_own_tma("GemmAr", opt.own_tma_store);
   if (opt.interleave < -1 || opt.interleave > 1)
     fail("GemmAr: interleave must be -1, 0 or 1 (got ", opt.interleave, ")");
   interleave_ = opt.interleave == -1 ? tp::ar_interleave(t.num_nodes) : opt.interleave == 1;
@@ -244,6 +247,8 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
       gp.epi.fin_net_peer[i] = fin_peer[i];
       gp.epi.fin_net_dst_off[i] = fin_dst[i];
     }
+    // The final rows by TMA from the held stage, into the staging buffer and out (the gather skips them).
+    if (own_tma_) gemm::use_own_tma(gp, static_cast<char*>(out) + t.rank * (m_ / t.world) * n_ * 2);
     gemm::validate_hooks(gp);
     grid = num_ctas_;
   } else {
@@ -284,6 +289,7 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
     rs.sig_entry = os_sig_entry_;   // announced on the one-shot family's entry signals
   }
   ag.sig_fin = sig_fin_;
+  ag.skip_own = gp.epi.own_tma == 2 ? 1 : 0;  // the owner wrote its rows into out too
   ag.adds_per_block = rs.adds_per_block;
   ag.parts = kGatherParts;
   uint64_t* ec = one_shot ? os_epoch_ : rs_->epoch_counter;

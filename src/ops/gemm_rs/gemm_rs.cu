@@ -91,6 +91,7 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   }
   num_ctas_ = opt.num_ctas ? opt.num_ctas : sp.tiles ? avail : tp::balanced_ctas(tiles, avail);
   async_ = tp::rs_async_store("GemmRs", opt.async_store, leave_sm);
+  own_tma_ = tp::rs_own_tma("GemmRs", opt.own_tma_store);
   tp::rs_check_grid("GemmRs", num_ctas_, sms);
   // reduce_scatter()'s grid is push + Reduce CTAs.
   num_reduce_ = tp::rs_reduce_ctas("GemmRs", opt.num_reduce_ctas, sms, leave_sm, 0);
@@ -127,6 +128,7 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
   int num_push = 0;
   if (compute) {
     gp = tp::rs_gemm_params(*rs_, t, ctx, a, b, out, num_ctas_, async_);
+    if (own_tma_) gemm::use_own_tma(gp, nullptr);  // the final rows by TMA from the held stage
     if (split_tiles_) {  // the walk's last tiles (own final ones) in parts
       gp.split_tiles = static_cast<int32_t>(split_tiles_);
       gp.split_parts = split_parts_;

@@ -36,6 +36,10 @@ inline bool rs_async_store(const char* op, int opt, bool leave_sm) {
     fail(op, ": async_store must be -1, 0 or 1 (1 not next to a transport that needs a free SM; got ", opt, ")");
   return opt == -1 ? !leave_sm : opt == 1;
 }
+inline bool rs_own_tma(const char* op, int opt) {
+  if (opt < -1 || opt > 1) fail(op, ": own_tma_store must be -1, 0 or 1 (got ", opt, ")");
+  return opt != 0;
+}
 inline int rs_reduce_ctas(const char* op, int opt, int sms, bool leave_sm, int extra) {
   const int n = opt ? opt : kRsDefaultReduceCtas;
   const int max_reduce = sms - (leave_sm ? 1 : 0) - kRsPushCtas - extra;
