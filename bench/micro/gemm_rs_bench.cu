@@ -318,7 +318,8 @@ void bench_gemm_rs(BenchContext& bc) {
         d.rows.push_back({std::to_string(m), "fused, swizzle " + std::to_string(sws[v]), fmt(st[2 + v].median_ms)});
       const size_t nv = sws.size();
       d.rows.push_back({std::to_string(m), "fused, plain stores (async_store 0)", fmt(st[2 + nv].median_ms)});
-      d.rows.push_back({std::to_string(m), "fused, own rows by plain stores (own_tma_store 0)", fmt(st[3 + nv].median_ms)});
+      d.rows.push_back(
+          {std::to_string(m), "fused, own rows by plain stores (own_tma_store 0)", fmt(st[3 + nv].median_ms)});
       d.rows.push_back({std::to_string(m), "mk GEMM alone (no communication)", fmt(st[4 + nv].median_ms)});
     }
     bc.report->add(d);

@@ -131,9 +131,10 @@ __device__ __forceinline__ void producer(const GemmParams& p, const Smem& s, int
 
 // acc = A rows [64 wg, 64 wg + 64) of the tile times B^T over the K
 // blocks of work unit w (the whole of K, or one part of a split tile).
-// held: the stage the previous tile's TMA-store epilogue staged its boxes in (-1: none), handed back once its
-// boxes were read out, under this tile's first MMAs; hold: keep this tile's last stage for its epilogue
-// (TMA-store and async epilogues; in the async one warpgroup 1 and the storer hand it back).
+// held: the stage the previous tile's TMA-store epilogue (or owner-final TMA stores, own_tma_store) staged its
+// boxes in (-1: none), handed back once its boxes were read out, under this tile's first MMAs; hold: keep this
+// tile's last stage for its epilogue (TMA-store, owner-final TMA and async epilogues; in the async one warpgroup 1
+// and the storer hand it back).
 __device__ __forceinline__ void mma_tile(const GemmParams& p, const Smem& s, PipeState& st, int wg, int64_t w,
                                          float (&acc)[128], int& held, bool hold) {
   const bool leader = (threadIdx.x % 128) == 0;
@@ -171,7 +172,8 @@ __device__ __forceinline__ void mma_tile(const GemmParams& p, const Smem& s, Pip
   dev::sm90::fence_operands(acc);
 }
 
-// A held stage whose tile goes out through neither the TMA store nor the async epilogue: handed back at once.
+// A held stage whose tile goes out through none of the TMA store, the owner-final TMA stores and the async
+// epilogue: handed back at once.
 __device__ __forceinline__ void release_held(const Smem& s, int& held) {
   if (held >= 0 && threadIdx.x % 128 == 0) dev::sm90::mbar_arrive(&s.empty[held]);
   held = -1;

@@ -1,6 +1,7 @@
 // mkernel: the all-gather half of the tensor-parallel all-reduce (GEMM+AR
 // and the standalone AllReduce, src/ops/gemm_ar/): every rank copies every
-// share's final rows, as they are finished, into its output.
+// share's final rows, as they are finished, into its output (but its own
+// where the owner stored them there too: skip_own, GEMM+AR's default).
 //
 // Where the final rows of share d (owner: global rank d on node dn, local
 // index dl) are, seen from rank (n, l), in the staging buffer of node rank

@@ -242,7 +242,8 @@ TEST_F(GemmArTest, RoleSplitsGiveTheSameResult) {
       GemmArOptions{.num_gather_ctas = 1, .num_ctas = 2, .one_shot = 0}, GemmArOptions{.swizzle = 1, .one_shot = 0},
       GemmArOptions{.swizzle = 2, .one_shot = 0}, GemmArOptions{.async_store = 0, .one_shot = 0},
       GemmArOptions{.one_shot = 0, .interleave = 0}, GemmArOptions{.swizzle = 1, .one_shot = 0, .interleave = 1},
-      GemmArOptions{.one_shot = 0, .own_tma_store = 0}, GemmArOptions{.num_ctas = 40, .one_shot = 0, .own_tma_store = 0},
+      GemmArOptions{.one_shot = 0, .own_tma_store = 0},
+      GemmArOptions{.num_ctas = 40, .one_shot = 0, .own_tma_store = 0},
       GemmArOptions{.num_gather_ctas = 1, .num_ctas = 2, .async_store = 0, .one_shot = 0}};
   if (comm().topology().num_nodes == 1 && comm().world() == 2)  // one-shot: one node of two ranks only
     for (GemmArOptions o : {GemmArOptions{.one_shot = 1}, GemmArOptions{.num_ctas = 40, .one_shot = 1},

@@ -176,7 +176,10 @@ inline LinkBytes rs_bytes_per_gpu(int nodes, int local, int64_t m, int64_t n) {
 // ~6e14 s): 6e14 / k_local bytes/s, so 3 at k_local = 14336, 5 at 7168;
 // clamped to 2..16. The per-SM rate is a guess beside a running GEMM (the
 // bulk copier pulls ~23 GB/s per SM with 16 SMs alone, bench/results);
-// mkbench gemm_ar --quick times other counts.
+// mkbench gemm_ar --quick times other counts. Set before 2026-12-02, when
+// owners began to store their own share into out themselves (GemmArOptions::
+// own_tma_store), leaving (W - 1) / W of those bytes to the gather: not
+// re-measured since.
 inline int ar_gather_ctas(int64_t k_local) {
   const int c = static_cast<int>(std::ceil(6e14 / (20e9 * static_cast<double>(k_local))));
   return std::max(2, std::min(16, c));
@@ -208,7 +211,7 @@ inline bool ar_one_shot_fits(int nodes, int world, int64_t m, int64_t n) {
 }
 
 // GEMM+AR swizzle: at most 4 row-blocks per group. The last group of the
-// own share is gathered after the GEMM (the tail), and groups of 8 left
+// own share is gathered (by the other ranks) after the GEMM (the tail), and groups of 8 left
 // 2x1 emu M = 4096 at 2.09 ms against 1.57 with 4 (1x2: 4 and 2 0-4%
 // faster than 8 at M = 2048..8192; mkbench gemm_ar --quick, 2026-11-30).
 // Across nodes with at most 4 row-blocks per share, 2: one group would

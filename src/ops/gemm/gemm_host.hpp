@@ -38,8 +38,8 @@ bool use_tma_store(GemmParams& p);
 // in kernels built with the asynchronous epilogue: GEMM+RS, GEMM+AR), with
 // tma_out over own_out's [rows_per_dest x n] share rows and, given `out2`
 // (same shape and row stride), tma_out2 over it (own_tma 2). Needs own_final,
-// own_ldo a multiple of 8, 16-byte aligned buffers and no one-shot broadcast;
-// returns whether it did.
+// own_ldo >= n and a multiple of 8, 16-byte aligned buffers, no one-shot
+// broadcast and no tma_store; returns whether it did.
 bool use_own_tma(GemmParams& p, void* out2);
 
 // Rows [row_lo, row_lo + rows) of A come from `a2` ([rows x k], its own

@@ -188,8 +188,8 @@ void validate_hooks(const GemmParams& p) {
                       p.sched.order == sched::TileOrder::Grouped))
     fail("gemm epilogue: TMA stores need the plain epilogue (RowMajor Store to one destination, ldo a multiple of 8, "
          "no signals, puts, owner reduce or asynchronous stores, not Grouped); see gemm::use_tma_store");
-  if (e.own_tma && (e.own_tma > 2 || e.own_final < 0 || !e.own_out || e.rows_per_dest < 1 || e.own_ldo % 8 ||
-                    e.bcast_n || e.tma_store || reinterpret_cast<uintptr_t>(e.own_out) % 16))
+  if (e.own_tma && (e.own_tma < 0 || e.own_tma > 2 || e.own_final < 0 || !e.own_out || e.rows_per_dest < 1 ||
+                    e.own_ldo % 8 || e.bcast_n || e.tma_store || reinterpret_cast<uintptr_t>(e.own_out) % 16))
     fail("gemm epilogue: TMA stores of the owner's final rows (own_tma ", e.own_tma, ") need own_final, own_out "
          "16-byte aligned with own_ldo a multiple of 8, rows_per_dest >= 1, no one-shot broadcast and no tma_store; "
          "see gemm::use_own_tma");

@@ -248,7 +248,9 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
       gp.epi.fin_net_dst_off[i] = fin_dst[i];
     }
     // The final rows by TMA from the held stage, into the staging buffer and out (the gather skips them).
-    if (own_tma_) gemm::use_own_tma(gp, static_cast<char*>(out) + t.rank * (m_ / t.world) * n_ * 2);
+    // (out and n were checked: it cannot be refused.)
+    if (own_tma_ && !gemm::use_own_tma(gp, static_cast<char*>(out) + t.rank * (m_ / t.world) * n_ * 2))
+      fail("GemmAr: internal: own_tma_store refused for out=", out);
     gemm::validate_hooks(gp);
     grid = num_ctas_;
   } else {

@@ -128,7 +128,8 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
   int num_push = 0;
   if (compute) {
     gp = tp::rs_gemm_params(*rs_, t, ctx, a, b, out, num_ctas_, async_);
-    if (own_tma_) gemm::use_own_tma(gp, nullptr);  // the final rows by TMA from the held stage
+    // The final rows by TMA from the held stage (out and n were checked: it cannot be refused).
+    if (own_tma_ && !gemm::use_own_tma(gp, nullptr)) fail("GemmRs: internal: own_tma_store refused for out=", out);
     if (split_tiles_) {  // the walk's last tiles (own final ones) in parts
       gp.split_tiles = static_cast<int32_t>(split_tiles_);
       gp.split_parts = split_parts_;
