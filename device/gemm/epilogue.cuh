@@ -179,14 +179,19 @@ __device__ __forceinline__ void own_store(const GemmParams& p, const sched::Tile
 // the other nodes' rail peers). Every consumer thread fences its stores
 // first (node peers read them over NVLink, the NIC reads them for puts);
 // after TMA stores (tma: own_tma_store) each warpgroup's leader first
-// waits for its bulk stores to be written.
+// waits for its stores into own_out to be written (not for the newest
+// bulk group, the same boxes into out: own_tma_issue).
 __device__ __forceinline__ void publish_final(const GemmParams& p, const sched::Tile& t, const TileRows& r,
                                               bool tma) {
   if (tma && threadIdx.x % 128 == 0) {
-    dev::bulk_wait_all();
+    if (p.epi.own_tma == 2)
+      dev::bulk_wait<1>();
+    else
+      dev::bulk_wait_all();
     dev::sm90::fence_proxy_async_global();  // the async proxy's writes before the generic proxy's signal
   }
-  __threadfence_system();
+  // After TMA stores only the two leaders wrote (through their bulk groups): the other 254 threads skip the fence.
+  if (!tma || threadIdx.x % 128 == 0) __threadfence_system();
   dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);
   if (threadIdx.x != 128) return;
   const EpilogueHook& e = p.epi;
@@ -412,13 +417,16 @@ __device__ __forceinline__ void tma_store_tile(const GemmParams& p, const Smem& 
 __device__ __forceinline__ uint8_t* own_box(const Smem& s, int held, int wg, int c) {
   return wg == 0 ? s.b + held * kStageBytesB + c * kTmaBoxBytes : s.a + held * kStageBytesA + (c & 1) * kTmaBoxBytes;
 }
-// The leader's TMA stores of boxes [c0, c1) (one bulk group).
+// The leader's TMA stores of boxes [c0, c1): one bulk group into tma_out, then (own_tma == 2) one into tma_out2,
+// so that publish_final can wait for the first alone (bulk_wait<1>: all groups but the newest).
 __device__ __forceinline__ void own_tma_issue(const GemmParams& p, const Smem& s, int held, int wg, int c0, int c1,
                                               int col0, int row) {
-  for (int c = c0; c < c1; ++c) {
+  for (int c = c0; c < c1; ++c)
     dev::sm90::tma_store_2d(&p.tma_out, own_box(s, held, wg, c), col0 + c * kTmaStoreCols, row);
-    if (p.epi.own_tma == 2) dev::sm90::tma_store_2d(&p.tma_out2, own_box(s, held, wg, c), col0 + c * kTmaStoreCols, row);
-  }
+  dev::bulk_commit();
+  if (p.epi.own_tma != 2) return;
+  for (int c = c0; c < c1; ++c)
+    dev::sm90::tma_store_2d(&p.tma_out2, own_box(s, held, wg, c), col0 + c * kTmaStoreCols, row);
   dev::bulk_commit();
 }
 __device__ __forceinline__ void own_tma_store(const GemmParams& p, const Smem& s, const sched::Tile& t,
@@ -427,7 +435,8 @@ __device__ __forceinline__ void own_tma_store(const GemmParams& p, const Smem& s
   const bool leader = threadIdx.x % 128 == 0;
   const int col0 = t.n_blk * kBlockN;
   const int row = static_cast<int>(int64_t(r.row0) - int64_t(e.own_final) * e.rows_per_dest) + wg * 64;  // in the share
-  dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);  // both warpgroups' MMAs on the held stage are done
+  // No barrier first: the caller ran own_accumulate, whose 256-thread barrier came after both warpgroups'
+  // last wgmma wait (the held stage's MMAs are done) and which touches no shared memory.
   if (wg == 0) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) stmatrix_box(dev::sm90::smem_addr(own_box(s, held, 0, c)), c, acc);

@@ -298,7 +298,8 @@ __device__ __forceinline__ void run_compute(const GemmParams& p, uint8_t* smem, 
     dev::sm90::tma_prefetch_desc(&p.tma_a);
     dev::sm90::tma_prefetch_desc(&p.tma_b);
     if (p.a2_row_hi > p.a2_row_lo) dev::sm90::tma_prefetch_desc(&p.tma_a2);
-    if (p.epi.tma_store) dev::sm90::tma_prefetch_desc(&p.tma_out);
+    if (p.epi.tma_store || p.epi.own_tma) dev::sm90::tma_prefetch_desc(&p.tma_out);
+    if (p.epi.own_tma == 2) dev::sm90::tma_prefetch_desc(&p.tma_out2);
   }
   __syncthreads();
   if (threadIdx.x == 0) dev::trace(p.trace, blockIdx.x, dev::TraceKind::CtaStart, 0);
