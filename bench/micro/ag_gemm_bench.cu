@@ -40,7 +40,7 @@ void ag_diagnosis(BenchContext& bc, cublasHandle_t h, const NcclBarrier& bar, st
     for (int i = 0; i < a.copies(); ++i) fill_random_bf16(a.get(i), size_t(ml) * k, 400 + i, bc.stream);
     mk::AgGemm p(c, ml, n, k), p8(c, ml, n, k, {.swizzle = 8}), p16(c, ml, n, k, {.num_comm_ctas = 16}),
         pw(c, ml, n, k, {.split_tail = false}), pj(c, ml, n, k, {.join = false}),
-        p2(c, ml, n, k, {.max_split_parts = 2});
+        p2(c, ml, n, k, {.max_split_parts = 2}), p1(c, ml, n, k, {.num_comm_ctas = 1});
     gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream);
     MKB_CUDA(cudaStreamSynchronize(bc.stream));
     auto engine = [&](int ctas, int sw) {
@@ -59,7 +59,8 @@ void ag_diagnosis(BenchContext& bc, cublasHandle_t h, const NcclBarrier& bar, st
                                 [&](int i) { p16.all_gather(a.get(i + 100), full, bc.stream); },
                                 [&](int i) { pw.run(a.get(i + 100), b, out, bc.stream); },
                                 [&](int i) { pj.run(a.get(i + 100), b, out, bc.stream); },
-                                [&](int i) { p2.run(a.get(i + 100), b, out, bc.stream); }},
+                                [&](int i) { p2.run(a.get(i + 100), b, out, bc.stream); },
+                                [&](int i) { p1.run(a.get(i + 100), b, out, bc.stream); }},
                                std::cref(bar));
     const std::string sw = std::to_string(p.swizzle()), cc = std::to_string(p.num_compute_ctas());
     const std::string names[] = {"fused (heuristic: swizzle " + sw + ", " + std::to_string(p.num_comm_ctas()) +
@@ -73,8 +74,10 @@ void ag_diagnosis(BenchContext& bc, cublasHandle_t h, const NcclBarrier& bar, st
                                  "mk all-gather alone, 16 CTAs",
                                  "fused, no split tiles",
                                  "fused, comm CTAs do not join compute",
-                                 "fused, split tiles in halves only (" + std::to_string(p2.split_tiles()) + ")"};
-    for (int v = 0; v < 10; ++v) d.rows.push_back({std::to_string(m), names[v], fmt(st[v].median_ms)});
+                                 "fused, split tiles in halves only (" + std::to_string(p2.split_tiles()) + ")",
+                                 "fused, 1 comm CTA (" + std::to_string(p1.split_tiles()) + " split tiles in " +
+                                     std::to_string(p1.split_parts()) + " parts)"};
+    for (int v = 0; v < 11; ++v) d.rows.push_back({std::to_string(m), names[v], fmt(st[v].median_ms)});
     cudaFree(b);
     cudaFree(full);
     cudaFree(out);
