@@ -99,6 +99,9 @@ int main(int argc, char** argv) {
   try {
     comm = mk::Communicator::from_env();
     if (out.empty()) out = mk::knob_str(mk::Knob::MK_BENCH_OUT);
+    // One rank: the TP benchmarks' diagnosis tables time the fused kernels' machinery without communication
+    // (unless the caller set MK_TP_SINGLE_RANK); gemm_rs's table times the plain path beside it.
+    if (comm->world() == 1) setenv("MK_TP_SINGLE_RANK", "fused", 0);
     mkb::Report report(comm.get(), argc, argv);
     cudaStream_t stream;
     MK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

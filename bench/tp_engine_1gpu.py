@@ -3,9 +3,11 @@ of the 1x2 issue benchmarks, against cuBLAS (torch.matmul) and mkernel.gemm in t
 
     torchrun --standalone --nproc_per_node=1 bench/tp_engine_1gpu.py [--out DIR]
 
-At W = 1 a plan runs its whole kernel (tile walk, dynamic queue, split tiles, comm CTAs that find
-nothing to send and join the compute) with every wait satisfied at once, so the difference to cuBLAS
-is what the engine and the plan's schedule cost before any NVLink or network traffic:
+One rank mostly runs the standalone GEMM (MK_TP_SINGLE_RANK=auto, the default: nothing to gather or
+reduce); this script sets MK_TP_SINGLE_RANK=fused (unless already set: plain or auto time those paths),
+so that a plan runs its whole kernel (tile walk, dynamic queue, split tiles, comm CTAs that find nothing
+to send and join the compute) with every wait satisfied at once, so the difference to cuBLAS is what
+the engine and the plan's schedule cost before any NVLink or network traffic:
   ag_gemm  a [M, 8192] x w [14336, 8192]^T  (AllGather+GEMM, hidden 8192, FFN 28672 / 2)
   gemm_rs  h [M, 14336] x w [8192, 14336]^T (GEMM+ReduceScatter; GEMM+AllReduce the same GEMM)
 Timing: the torch benchmarks' loop (bench/dist_timing.py measure: CUDA events around each call after
@@ -32,6 +34,7 @@ def main():
     args = ap.parse_args()
     if int(os.environ.get("WORLD_SIZE", "1")) != 1:
         raise SystemExit("tp_engine_1gpu.py: run it as one rank (torchrun --nproc_per_node=1)")
+    os.environ.setdefault("MK_TP_SINGLE_RANK", "fused")  # read when a plan is made (module docstring)
     dist.init_process_group("gloo")
     torch.cuda.set_device(0)
     comm = mkernel.init()
@@ -72,7 +75,8 @@ def main():
     lines = [
         f"# The TP ops' GEMM machinery on one GPU (W = 1) vs cuBLAS ({stamp})",
         "",
-        f"- command: `torchrun --standalone --nproc_per_node=1 bench/tp_engine_1gpu.py --ms {args.ms}`",
+        f"- command: `MK_TP_SINGLE_RANK={os.environ['MK_TP_SINGLE_RANK']} torchrun --standalone --nproc_per_node=1 "
+        f"bench/tp_engine_1gpu.py --ms {args.ms}`",
         f"- GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; commit {dist_timing.provenance()}",
         f"- {ROUNDS} rounds after {WARMUP}, calls interleaved (rotating order), host sync + GPU sleep of {LEAD_CYCLES}"
         " cycles before each (bench/dist_timing.py), CUDA events, medians; inputs rotate through >= 4x L2; random"

@@ -68,6 +68,13 @@ void rs_diagnosis_one_rank(BenchContext& bc, const TpBaselines& base) {
     mk::GemmAr ar(c, m, n, k);
     mk::GemmRs rs_plain(c, m, n, k, {.own_tma_store = 0});
     mk::GemmAr ar_plain(c, m, n, k, {.own_tma_store = 0});
+    std::unique_ptr<mk::GemmRs> rs_one;  // what one rank runs by default: the standalone GEMM
+    std::unique_ptr<mk::GemmAr> ar_one;
+    {
+      const ScopedEnv plain("MK_TP_SINGLE_RANK", "plain");
+      rs_one = std::make_unique<mk::GemmRs>(c, m, n, k);
+      ar_one = std::make_unique<mk::GemmAr>(c, m, n, k);
+    }
     const int ctas = rs.num_compute_ctas(), sw = rs.swizzle();
     // The engine alone: TMA-store or plain RowMajor stores (what the owner
     // tiles use).
@@ -105,6 +112,8 @@ void rs_diagnosis_one_rank(BenchContext& bc, const TpBaselines& base) {
         [&](int i) { rs_whole.run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); },
         [&](int i) { rs_plain.run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); },
         [&](int i) { ar_plain.run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); },
+        [&](int i) { rs_one->run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); },
+        [&](int i) { ar_one->run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); },
     };
     // Every variant's output against cuBLAS's on the same inputs (poisoned first).
     DevBuf ref(size_t(m) * n * 2);
@@ -134,7 +143,9 @@ void rs_diagnosis_one_rank(BenchContext& bc, const TpBaselines& base) {
                                  "GemmRs, no storer (async_store 0)",
                                  "GemmRs, no split tail (" + std::to_string(rs_whole.num_compute_ctas()) + " CTAs)",
                                  "GemmRs, own rows by plain stores (own_tma_store 0)",
-                                 "GemmAr, own rows by plain stores, gathered into out (own_tma_store 0)"};
+                                 "GemmAr, own rows by plain stores, gathered into out (own_tma_store 0)",
+                                 "GemmRs, MK_TP_SINGLE_RANK=plain (the default on one rank: the standalone GEMM)",
+                                 "GemmAr, MK_TP_SINGLE_RANK=plain"};
     for (size_t v = 0; v < calls.size(); ++v) d.rows.push_back({std::to_string(m), names[v], fmt(st[v].median_ms)});
     MKB_CUDA(cudaStreamSynchronize(bc.stream));
     mk::tp::rs_free_plan(c, pl);

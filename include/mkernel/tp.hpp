@@ -68,9 +68,13 @@ class AgGemm {
   int swizzle() const { return swizzle_; }
   int64_t split_tiles() const { return split_tiles_; }
   int split_parts() const { return split_tiles_ ? split_parts_ : 0; }  // 0: no split tiles
+  // One rank, where MK_TP_SINGLE_RANK picks the plain path (auto, the default, mostly does: see the knob): run()
+  // is the standalone GEMM on every SM and the collective a copy; the CTA counts above are then unused.
+  bool single_rank_plain() const { return plain_; }
   // The plan's symmetric gathered buffer (valid until the next call). After
   // run() it lacks this rank's own rows when m_local is a multiple of 128
-  // (the GEMM reads them in place); pass `gathered` to run() for all rows.
+  // (the GEMM reads them in place), and every row with single_rank_plain(); pass `gathered` to run() for
+  // all rows.
   const void* gathered_buffer() const;
 
   // Diagnostics: log up to events_per_cta device events per CTA of every
@@ -88,6 +92,7 @@ class AgGemm {
   int64_t rows_per_chunk_ = 0;
   int num_ctas_ = 0, num_comm_ = 0, swizzle_ = 8;
   bool join_ = true;  // finished comm CTAs join the compute role
+  bool plain_ = false;  // single_rank_plain()
   int64_t split_tiles_ = 0;  // GemmParams::split_tiles, with its workspace and flags
   int split_parts_ = 2;
   float* split_ws_ = nullptr;
@@ -144,6 +149,9 @@ class GemmRs {
   int num_compute_ctas() const { return num_ctas_; }    // of run()
   int64_t split_tiles() const { return split_tiles_; }  // run(): own tiles computed in parts (0: none)
   int split_parts() const { return split_tiles_ ? split_parts_ : 0; }
+  // One rank, where MK_TP_SINGLE_RANK picks the plain path (auto, the default, mostly does: see the knob): run()
+  // is the standalone GEMM on every SM and the collective a copy; the CTA counts above are then unused.
+  bool single_rank_plain() const { return plain_; }
 
   // Diagnostics: log up to events_per_cta device events per CTA of every
   // later call (device/trace.hpp: kernel entry and exit, the engine's start,
@@ -160,6 +168,7 @@ class GemmRs {
   int num_ctas_ = 0, num_reduce_ = 0, swizzle_ = 1;
   bool async_ = true;  // asynchronous epilogue (not next to a transport that needs an SM)
   bool own_tma_ = true;  // GemmRsOptions::own_tma_store
+  bool plain_ = false;   // single_rank_plain()
   std::unique_ptr<tp::RsPlan> rs_;  // signals, staging slots, device counters
   int64_t split_tiles_ = 0;  // GemmParams::split_tiles (split_last), with its workspace and flags
   int split_parts_ = 2;
@@ -224,6 +233,9 @@ class GemmAr {
   int num_compute_ctas() const { return one_shot_ ? num_os_ctas_ : num_ctas_ - num_gather_; }  // of run()
   int num_reduce_ctas() const { return num_reduce_; }               // of all_reduce()
   int swizzle() const { return swizzle_; }
+  // One rank, where MK_TP_SINGLE_RANK picks the plain path (auto, the default, mostly does: see the knob): run()
+  // is the standalone GEMM on every SM and the collective a copy; the CTA counts above are then unused.
+  bool single_rank_plain() const { return plain_; }
 
   // Diagnostics: log up to events_per_cta device events per CTA of every
   // later call (device/trace.hpp: kernel entry and exit, the engine's start,
@@ -241,6 +253,7 @@ class GemmAr {
   int sig_fin_ = 0;  // signal pool index: final rows ready, per global row-block
   bool async_ = true;
   bool own_tma_ = true;  // GemmArOptions::own_tma_store
+  bool plain_ = false;   // single_rank_plain()
   bool one_shot_ = false;
   bool interleave_ = true;
   int num_os_ctas_ = 0;                   // one-shot run()'s grid

@@ -18,6 +18,7 @@
 #include "device/epoch.cuh"
 #include "device/roles/allgather_push.cuh"
 #include "mkernel/error.hpp"
+#include "mkernel/gemm.hpp"
 #include "mkernel/mkernel.hpp"
 #include "mkernel/network.hpp"
 #include "mkernel/tp.hpp"
@@ -115,6 +116,7 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
                      : tp::SplitTail{};
   split_tiles_ = sp.tiles;
   split_parts_ = sp.parts;
+  plain_ = tp::single_rank_plain(t, int64_t(t.world) * m_local, n, sms, split_tiles_ > 0);
   tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);
   // Epoch counter + finished-CTA count (device/epoch.cuh) + tile counter, zero.
   MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 3 * sizeof(uint64_t)));
@@ -146,6 +148,10 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
       fail("AgGemm: b and out must be 16-byte aligned device pointers (got b=", b, " out=", out, ")");
     if (overlap(out, m * n_ * 2, a_local, m_local_ * k_ * 2) || overlap(out, m * n_ * 2, b, n_ * k_ * 2))
       fail("AgGemm: out overlaps a_local or b");
+  }
+  if (plain_) {  // one rank: nothing to gather (tp::single_rank_plain); all_gather() copies
+    if (compute) gemm_bf16(GemmArgs{.a = a_local, .b = b, .out = out, .m = m, .n = n_, .k = k_}, stream);
+    return;
   }
   gemm::GemmParams gp{};
   if (compute) {
@@ -223,6 +229,10 @@ void AgGemm::run(const void* a_local, const void* b, void* out, cudaStream_t str
   launch(a_local, b, out, true, stream);
   if (!gathered) return;
   const size_t block = size_t(m_local_ * k_ * 2);
+  if (plain_) {  // one rank: the gathered rows are a_local
+    MK_CUDA_CHECK(cudaMemcpyAsync(gathered, a_local, block, cudaMemcpyDeviceToDevice, stream));
+    return;
+  }
   MK_CUDA_CHECK(cudaMemcpyAsync(gathered, gathered_->local, block * comm_.world(), cudaMemcpyDeviceToDevice, stream));
   if (tp::own_rows_in_place(m_local_, gemm::kBlockM) && comm_.topology().num_nodes == 1)  // own rows not copied
     MK_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(gathered) + block * comm_.rank(), a_local, block,

@@ -15,6 +15,7 @@
 #include "device/gemm/gemm_params.hpp"
 #include "mkernel/communicator.hpp"
 #include "mkernel/error.hpp"
+#include "mkernel/knobs.hpp"
 #include "mkernel/network.hpp"
 #include "mkernel/topology.hpp"
 
@@ -28,6 +29,29 @@ inline void release_net_region(Communicator& comm, int region) noexcept {
     comm.network().deregister_buffer(region);
   } catch (...) {
   }
+}
+
+// A plan on one rank has nothing to gather or reduce. MK_TP_SINGLE_RANK:
+// plain = its run() launches the standalone GEMM on every SM and its
+// standalone collective copies; fused = its fused kernel as on several ranks
+// (to measure that machinery alone); auto (the default) = plain, except where
+// the standalone GEMM (no split tiles) leaves over 5% of its SM-waves idle in
+// a short last wave and the plan splits its tail (`splits`). On one H200 at
+// W = 1 (bench/results/tp-single-rank-20261202.md): the standalone GEMM
+// 0.98-1.01x of cuBLAS where its waves are 97% busy, the fused kernels
+// 0.90-0.97x there; AgGemm m = 1024, n = 14336 (448 tiles on 132 SMs, 85%
+// busy): fused (52 tiles in halves) 0.94x, standalone 0.88x. 95% lies
+// between the two measured cases. Decided when the plan is made.
+inline double grid_busy(int64_t tiles, int sms) {
+  const int64_t waves = (tiles + sms - 1) / sms;
+  return waves > 0 ? double(tiles) / double(waves * sms) : 1.0;
+}
+inline bool single_rank_plain(const Topology& t, int64_t m, int64_t n, int sms, bool splits) {
+  if (t.world != 1) return false;
+  const std::string mode = knob_str(Knob::MK_TP_SINGLE_RANK);
+  if (mode != "auto") return mode == "plain";
+  const int64_t tiles = ((m + gemm::kBlockM - 1) / gemm::kBlockM) * ((n + gemm::kBlockN - 1) / gemm::kBlockN);
+  return !splits || grid_busy(tiles, sms) >= 0.95;
 }
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }

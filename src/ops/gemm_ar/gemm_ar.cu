@@ -24,6 +24,7 @@
 #include "device/roles/ar_gather.cuh"
 #include "device/roles/reduce_scatter.cuh"
 #include "mkernel/error.hpp"
+#include "mkernel/gemm.hpp"
 #include "mkernel/mkernel.hpp"
 #include "mkernel/network.hpp"
 #include "mkernel/tp.hpp"
@@ -104,6 +105,7 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     fail("GemmAr: num_gather_ctas must be in [1, ", num_ctas_ - 1, "] (got ", num_gather_, ")");
   async_ = tp::rs_async_store("GemmAr", opt.async_store, leave_sm);
   own_tma_ = tp::rs_own_tma("GemmAr", opt.own_tma_store);
+  plain_ = tp::single_rank_plain(t, m, n, sms, false);  // no split tiles
   if (opt.interleave < -1 || opt.interleave > 1)
     fail("GemmAr: interleave must be -1, 0 or 1 (got ", opt.interleave, ")");
   interleave_ = opt.interleave == -1 ? tp::ar_interleave(t.num_nodes) : opt.interleave == 1;
@@ -207,6 +209,13 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
     if (!aligned16(x)) fail("GemmAr::all_reduce: x must be a 16-byte aligned device pointer (got ", x, ")");
     if (out != x && overlap(out, out_bytes, x, out_bytes))
       fail("GemmAr::all_reduce: out overlaps x (in place, out == x, is allowed)");
+  }
+  if (plain_) {  // one rank: nothing to reduce (tp::single_rank_plain)
+    if (compute)
+      gemm_bf16(GemmArgs{.a = a, .b = b, .out = out, .m = m_, .n = n_, .k = k_}, stream);
+    else if (out != x)
+      MK_CUDA_CHECK(cudaMemcpyAsync(out, x, size_t(out_bytes), cudaMemcpyDeviceToDevice, stream));
+    return;
   }
   const DeviceCtx& ctx = comm_.device_ctx();
   const rs::Layout lay{t.num_nodes, t.local_size};

@@ -18,6 +18,7 @@
 #include "device/gemm/gemm_engine.cuh"
 #include "device/roles/reduce_scatter.cuh"
 #include "mkernel/error.hpp"
+#include "mkernel/gemm.hpp"
 #include "mkernel/mkernel.hpp"
 #include "mkernel/network.hpp"
 #include "mkernel/tp.hpp"
@@ -92,6 +93,7 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   num_ctas_ = opt.num_ctas ? opt.num_ctas : sp.tiles ? avail : tp::balanced_ctas(tiles, avail);
   async_ = tp::rs_async_store("GemmRs", opt.async_store, leave_sm);
   own_tma_ = tp::rs_own_tma("GemmRs", opt.own_tma_store);
+  plain_ = tp::single_rank_plain(t, m, n, sms, sp.tiles > 0);
   tp::rs_check_grid("GemmRs", num_ctas_, sms);
   // reduce_scatter()'s grid is push + Reduce CTAs.
   num_reduce_ = tp::rs_reduce_ctas("GemmRs", opt.num_reduce_ctas, sms, leave_sm, 0);
@@ -122,6 +124,13 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
     if (!out || !aligned16(out)) fail("GemmRs: out must be a 16-byte aligned device pointer (got ", out, ")");
     if (!aligned16(x)) fail("GemmRs::reduce_scatter: x must be a 16-byte aligned device pointer (got ", x, ")");
     if (overlap(out, rows * n_ * 2, x, m_ * n_ * 2)) fail("GemmRs::reduce_scatter: out overlaps x");
+  }
+  if (plain_) {  // one rank: nothing to reduce (tp::single_rank_plain)
+    if (compute)
+      gemm_bf16(GemmArgs{.a = a, .b = b, .out = out, .m = m_, .n = n_, .k = k_}, stream);
+    else
+      MK_CUDA_CHECK(cudaMemcpyAsync(out, x, size_t(m_ * n_ * 2), cudaMemcpyDeviceToDevice, stream));
+    return;
   }
   const DeviceCtx& ctx = comm_.device_ctx();
   gemm::GemmParams gp{};
