@@ -144,14 +144,16 @@ void rs_diagnosis_one_rank(BenchContext& bc, const TpBaselines& base) {
                                  "GemmRs, no split tail (" + std::to_string(rs_whole.num_compute_ctas()) + " CTAs)",
                                  "GemmRs, own rows by plain stores (own_tma_store 0)",
                                  "GemmAr, own rows by plain stores, gathered into out (own_tma_store 0)",
-                                 "GemmRs, MK_TP_SINGLE_RANK=plain (the default on one rank: the standalone GEMM)",
+                                 "GemmRs, MK_TP_SINGLE_RANK=plain (auto's choice here: the standalone GEMM)",
                                  "GemmAr, MK_TP_SINGLE_RANK=plain"};
     for (size_t v = 0; v < calls.size(); ++v) d.rows.push_back({std::to_string(m), names[v], fmt(st[v].median_ms)});
     MKB_CUDA(cudaStreamSynchronize(bc.stream));
     mk::tp::rs_free_plan(c, pl);
   }
   d.note =
-      "One rank: every tile of GemmRs / GemmAr is an own final tile (no communication, no partial tiles to add). "
+      "One rank: every tile of GemmRs / GemmAr is an own final tile (no communication, no partial tiles to add); "
+      "their rows are the fused kernels (mkbench sets MK_TP_SINGLE_RANK=fused with one rank unless it is set) "
+      "except the MK_TP_SINGLE_RANK=plain ones. "
       "Calls interleaved, medians; a and b rotate through >= 4x L2. engine alone = mk's GEMM kernel with the "
       "TMA-store or plain row stores. GemmRs's GEMM in the standalone kernel = the parameters GemmRs builds (its "
       "walk, owner epilogue and row stores), launched in the standalone GEMM kernel without the fused kernel's "

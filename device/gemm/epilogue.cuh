@@ -418,7 +418,8 @@ __device__ __forceinline__ uint8_t* own_box(const Smem& s, int held, int wg, int
   return wg == 0 ? s.b + held * kStageBytesB + c * kTmaBoxBytes : s.a + held * kStageBytesA + (c & 1) * kTmaBoxBytes;
 }
 // The leader's TMA stores of boxes [c0, c1): one bulk group into tma_out, then (own_tma == 2) one into tma_out2,
-// so that publish_final can wait for the first alone (bulk_wait<1>: all groups but the newest).
+// so that publish_final can wait for the first alone (bulk_wait<1>: all groups but the newest). That holds only
+// while a tma_out2 group is the leader's last commit before publish_final: keep it so.
 __device__ __forceinline__ void own_tma_issue(const GemmParams& p, const Smem& s, int held, int wg, int c0, int c1,
                                               int col0, int row) {
   for (int c = c0; c < c1; ++c)

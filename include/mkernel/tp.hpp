@@ -1,5 +1,6 @@
 // mkernel: tensor-parallel fused ops (issues tp-ag-rs, tp-ar): AgGemm,
-// GemmRs and GemmAr (below), each ONE persistent kernel per call.
+// GemmRs and GemmAr (below), each ONE persistent kernel per call (on one rank, where there is nothing to
+// gather or reduce, mostly the standalone GEMM instead: single_rank_plain(), MK_TP_SINGLE_RANK).
 //
 //   AgGemm: out = allgather(a_local) x b^T in one persistent kernel: each
 //   rank's rows travel to every rank of its node over NVLink (IntraComm
@@ -68,8 +69,10 @@ class AgGemm {
   int swizzle() const { return swizzle_; }
   int64_t split_tiles() const { return split_tiles_; }
   int split_parts() const { return split_tiles_ ? split_parts_ : 0; }  // 0: no split tiles
-  // One rank, where MK_TP_SINGLE_RANK picks the plain path (auto, the default, mostly does: see the knob): run()
-  // is the standalone GEMM on every SM and the collective a copy; the CTA counts above are then unused.
+  // One rank, where MK_TP_SINGLE_RANK picks the plain path for calls outside graph capture (auto, the default,
+  // does; see the knob): run() is the standalone GEMM (on the options' num_ctas, else every SM, with their
+  // swizzle) and the collective a copy; the other options and the CTA counts above are then unused, and such
+  // calls log no trace events.
   bool single_rank_plain() const { return plain_; }
   // The plan's symmetric gathered buffer (valid until the next call). After
   // run() it lacks this rank's own rows when m_local is a multiple of 128
@@ -92,7 +95,8 @@ class AgGemm {
   int64_t rows_per_chunk_ = 0;
   int num_ctas_ = 0, num_comm_ = 0, swizzle_ = 8;
   bool join_ = true;  // finished comm CTAs join the compute role
-  bool plain_ = false;  // single_rank_plain()
+  bool plain_ = false, plain_captured_ = false;  // single_rank_plain(); the same for calls captured in a graph
+  int plain_ctas_ = 0, plain_swizzle_ = 0;        // the plain path's GemmArgs (the options' num_ctas, swizzle)
   int64_t split_tiles_ = 0;  // GemmParams::split_tiles, with its workspace and flags
   int split_parts_ = 2;
   float* split_ws_ = nullptr;
@@ -149,8 +153,10 @@ class GemmRs {
   int num_compute_ctas() const { return num_ctas_; }    // of run()
   int64_t split_tiles() const { return split_tiles_; }  // run(): own tiles computed in parts (0: none)
   int split_parts() const { return split_tiles_ ? split_parts_ : 0; }
-  // One rank, where MK_TP_SINGLE_RANK picks the plain path (auto, the default, mostly does: see the knob): run()
-  // is the standalone GEMM on every SM and the collective a copy; the CTA counts above are then unused.
+  // One rank, where MK_TP_SINGLE_RANK picks the plain path for calls outside graph capture (auto, the default,
+  // does; see the knob): run() is the standalone GEMM (on the options' num_ctas, else every SM, with their
+  // swizzle) and the collective a copy; the other options and the CTA counts above are then unused, and such
+  // calls log no trace events.
   bool single_rank_plain() const { return plain_; }
 
   // Diagnostics: log up to events_per_cta device events per CTA of every
@@ -168,7 +174,8 @@ class GemmRs {
   int num_ctas_ = 0, num_reduce_ = 0, swizzle_ = 1;
   bool async_ = true;  // asynchronous epilogue (not next to a transport that needs an SM)
   bool own_tma_ = true;  // GemmRsOptions::own_tma_store
-  bool plain_ = false;   // single_rank_plain()
+  bool plain_ = false, plain_captured_ = false;  // single_rank_plain(); the same for calls captured in a graph
+  int plain_ctas_ = 0, plain_swizzle_ = 0;        // the plain path's GemmArgs (the options' num_ctas, swizzle)
   std::unique_ptr<tp::RsPlan> rs_;  // signals, staging slots, device counters
   int64_t split_tiles_ = 0;  // GemmParams::split_tiles (split_last), with its workspace and flags
   int split_parts_ = 2;
@@ -233,8 +240,10 @@ class GemmAr {
   int num_compute_ctas() const { return one_shot_ ? num_os_ctas_ : num_ctas_ - num_gather_; }  // of run()
   int num_reduce_ctas() const { return num_reduce_; }               // of all_reduce()
   int swizzle() const { return swizzle_; }
-  // One rank, where MK_TP_SINGLE_RANK picks the plain path (auto, the default, mostly does: see the knob): run()
-  // is the standalone GEMM on every SM and the collective a copy; the CTA counts above are then unused.
+  // One rank, where MK_TP_SINGLE_RANK picks the plain path for calls outside graph capture (auto, the default,
+  // does; see the knob): run() is the standalone GEMM (on the options' num_ctas, else every SM, with their
+  // swizzle) and the collective a copy; the other options and the CTA counts above are then unused, and such
+  // calls log no trace events.
   bool single_rank_plain() const { return plain_; }
 
   // Diagnostics: log up to events_per_cta device events per CTA of every
@@ -253,7 +262,8 @@ class GemmAr {
   int sig_fin_ = 0;  // signal pool index: final rows ready, per global row-block
   bool async_ = true;
   bool own_tma_ = true;  // GemmArOptions::own_tma_store
-  bool plain_ = false;   // single_rank_plain()
+  bool plain_ = false;   // single_rank_plain() (no split tiles: captured calls alike)
+  int plain_ctas_ = 0, plain_swizzle_ = 0;  // the plain path's GemmArgs (the options' num_ctas, swizzle)
   bool one_shot_ = false;
   bool interleave_ = true;
   int num_os_ctas_ = 0;                   // one-shot run()'s grid

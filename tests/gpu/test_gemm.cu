@@ -1,7 +1,7 @@
 // GEMM engine on one GPU, against cuBLAS (fp32 output of the same bf16
 // inputs): random shapes (M not a multiple of the tile, K up to 16384),
-// poisoned outputs with every element checked, grouped mode with empty
-// groups, the compute role on a subset of the grid, the load and epilogue
+// poisoned outputs with every element checked, a short last wave in parts
+// of K (two streams, a graph), grouped mode with empty groups, the compute role on a subset of the grid, the load and epilogue
 // hooks, and input validation.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -95,6 +95,59 @@ TEST_F(Gemm, RoleSubsetGivesSameResults) {
       CUDA_OK(cudaMemcpy(dst_h.data(), dst.p, copy_bytes, cudaMemcpyDeviceToHost));
       EXPECT_EQ(std::memcmp(src_h.data(), dst_h.data(), copy_bytes), 0) << "the Test role's copy is wrong";
     }
+  }
+}
+
+// A short last wave is computed in halves of K (gemm_bf16: gemm::split_tail, scratch from a stream-ordered pool,
+// zeroed per call): the AG+GEMM per-rank shape at M = 1024 (448 tiles on 132 SMs: 52 in halves) and a one-tile
+// last wave, called back to back on two streams with changing inputs (each call its own scratch), then once
+// inside a CUDA-graph capture (unsplit there) and replayed; every call against cuBLAS.
+TEST_F(Gemm, ShortLastWaveInPartsOnTwoStreamsAndInAGraph) {
+  const int sms = mk::gemm::num_sms();
+  struct S {
+    int64_t m, n, k;
+  };
+  for (const S& sh : {S{1024, 14336, 8192}, S{int64_t(128) * (sms + 1), 256, 512}}) {
+    const int64_t m = sh.m, n = sh.n, k = sh.k;
+    SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
+    const int64_t tiles = (m + 127) / 128 * ((n + 255) / 256);
+    ASSERT_GT(mk::gemm::split_tail(tiles, sms, k / 64, 2).tiles, 0) << "the shape must have split tiles";
+    Buf a0(m * k * 2), a1(m * k * 2), b(n * k * 2), o0(m * n * 2), o1(m * n * 2), ref(m * n * 4);
+    random_bf16(b.p, n * k, 41);
+    cudaStream_t s[2];
+    for (auto& x : s) ASSERT_EQ(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking), cudaSuccess);
+    for (int round = 0; round < 3; ++round) {
+      random_bf16(a0.p, m * k, 50 + 2 * round);
+      random_bf16(a1.p, m * k, 51 + 2 * round);
+      poison(o0.p, m * n);
+      poison(o1.p, m * n);
+      CUDA_OK(cudaDeviceSynchronize());
+      for (int rep = 0; rep < 2; ++rep) {  // the same calls twice: the second finds its flags zeroed again
+        mk::gemm_bf16(mk::GemmArgs{.a = a0.p, .b = b.p, .out = o0.p, .m = m, .n = n, .k = k}, s[0]);
+        mk::gemm_bf16(mk::GemmArgs{.a = a1.p, .b = b.p, .out = o1.p, .m = m, .n = n, .k = k}, s[1]);
+      }
+      CUDA_OK(cudaDeviceSynchronize());
+      reference(a0.p, b.p, ref.as<float>(), m, n, k);
+      expect_near(o0.p, ref.as<float>(), m, n, "stream 0, round " + std::to_string(round));
+      reference(a1.p, b.p, ref.as<float>(), m, n, k);
+      expect_near(o1.p, ref.as<float>(), m, n, "stream 1, round " + std::to_string(round));
+    }
+    cudaGraph_t g;
+    ASSERT_EQ(cudaStreamBeginCapture(s[0], cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    mk::gemm_bf16(mk::GemmArgs{.a = a0.p, .b = b.p, .out = o0.p, .m = m, .n = n, .k = k}, s[0]);
+    ASSERT_EQ(cudaStreamEndCapture(s[0], &g), cudaSuccess);
+    cudaGraphExec_t ge;
+    ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+    random_bf16(a0.p, m * k, 60);
+    poison(o0.p, m * n);
+    CUDA_OK(cudaDeviceSynchronize());
+    ASSERT_EQ(cudaGraphLaunch(ge, s[0]), cudaSuccess);
+    CUDA_OK(cudaStreamSynchronize(s[0]));
+    reference(a0.p, b.p, ref.as<float>(), m, n, k);
+    expect_near(o0.p, ref.as<float>(), m, n, "graph replay");
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    for (auto& x : s) cudaStreamDestroy(x);
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -47,17 +48,46 @@ std::vector<uint8_t> bytes_of(const void* p, size_t n) {
   return h;
 }
 
-class TpSingleRank : public GemmFixture, public ::testing::WithParamInterface<const char*> {
+class SingleRankBase : public GemmFixture {
  protected:
   void SetUp() override {
     GemmFixture::SetUp();
     if (comm().world() != 1) GTEST_SKIP() << "one rank only (the GPU tier)";
   }
+  // Captures `call` on s into a CUDA graph, then replays it `replays` times, each with fresh a (seed0 + i,
+  // [m x k]) into poisoned out ([m x n]) against cuBLAS (b [n x k]).
+  void replay_checked(cudaStream_t s, const std::function<void()>& call, const Buf& a, const Buf& b, const Buf& out,
+                      int64_t m, int64_t n, int64_t k, uint64_t seed0, int replays, const std::string& what) {
+    cudaGraph_t g;
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    call();
+    ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+    cudaGraphExec_t ge;
+    ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+    Buf ref(m * n * 4);
+    for (int i = 0; i < replays; ++i) {
+      random_bf16(a.p, m * k, seed0 + i);
+      poison(out.p, m * n);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      ASSERT_EQ(cudaGraphLaunch(ge, s), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      reference(a.p, b.p, ref.as<float>(), m, n, k);
+      expect_near(out.p, ref.as<float>(), m, n, what + " graph replay " + std::to_string(i));
+    }
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+  }
+};
+
+class TpSingleRank : public SingleRankBase, public ::testing::WithParamInterface<const char*> {
+ protected:
   bool plain() const { return std::string(GetParam()) == "plain"; }
 };
 
-// m = 200 (not a multiple of the 128-row tile), n = 320, k = 192; then the issue's per-rank shape class.
+// m = 200 (not a multiple of the 128-row tile), n = 320, k = 192.
 constexpr int64_t kM = 200, kN = 320, kK = 192;
+
+using TpSingleRankAuto = SingleRankBase;
 
 TEST_P(TpSingleRank, AgGemmMatchesCublasAndReturnsTheRows) {
   const Mode mode(GetParam());
@@ -78,8 +108,12 @@ TEST_P(TpSingleRank, AgGemmMatchesCublasAndReturnsTheRows) {
   plan.all_gather(a.p, gathered.p, nullptr);
   EXPECT_EQ(bytes_of(gathered.p, kM * kK * 2), bytes_of(a.p, kM * kK * 2)) << "all_gather";
   EXPECT_THROW(plan.run(a.p, b.p, nullptr, nullptr), std::exception) << "null out rejected";
+  poison(out.p, kM * kN);
+  EXPECT_THROW(plan.run(a.p, b.p, static_cast<char*>(out.p) + 2, nullptr), std::exception) << "misaligned out";
   EXPECT_THROW(plan.run(a.p, b.p, a.p, nullptr), std::exception) << "out overlapping a rejected";
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  Check untouched = check(out.p, kN, ref.as<float>(), kM, kN);
+  EXPECT_EQ(untouched.nonfinite, static_cast<unsigned long long>(kM * kN)) << "a rejected call wrote out";
 }
 
 TEST_P(TpSingleRank, GemmRsMatchesCublasAndReduceScatterCopies) {
@@ -106,30 +140,15 @@ TEST_P(TpSingleRank, GemmArMatchesCublasInAGraphAndAllReduceCopies) {
   const Mode mode(GetParam());
   mk::GemmAr plan(comm(), kM, kN, kK);
   EXPECT_EQ(plan.single_rank_plain(), plain());
-  Buf a(kM * kK * 2), b(kN * kK * 2), out(kM * kN * 2), ref(kM * kN * 4), x(kM * kN * 2);
+  Buf a(kM * kK * 2), b(kN * kK * 2), out(kM * kN * 2), x(kM * kN * 2);
   random_bf16(b.p, kN * kK, 401);
   cudaStream_t s;
   ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-  cudaGraph_t g;
-  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  plan.run(a.p, b.p, out.p, s);
-  ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
-  cudaGraphExec_t ge;
-  ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
-  for (int call = 0; call < 3; ++call) {  // replays with fresh inputs
-    random_bf16(a.p, kM * kK, 400 + call);
-    poison(out.p, kM * kN);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    ASSERT_EQ(cudaGraphLaunch(ge, s), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-    reference(a.p, b.p, ref.as<float>(), kM, kN, kK);
-    expect_near(out.p, ref.as<float>(), kM, kN, std::string("GemmAr graph ") + GetParam() + " replay " +
-                                                    std::to_string(call));
-  }
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
+  replay_checked(s, [&] { plan.run(a.p, b.p, out.p, s); }, a, b, out, kM, kN, kK, 400, 3,
+                 std::string("GemmAr ") + GetParam());
   random_bf16(x.p, kM * kN, 410);
   poison(out.p, kM * kN);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the fills ran on the legacy stream, s does not wait for it
   plan.all_reduce(x.p, out.p, s);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   EXPECT_EQ(bytes_of(out.p, kM * kN * 2), bytes_of(x.p, kM * kN * 2)) << "all_reduce";
@@ -143,25 +162,64 @@ TEST_P(TpSingleRank, GemmArMatchesCublasInAGraphAndAllReduceCopies) {
 INSTANTIATE_TEST_SUITE_P(Modes, TpSingleRank, ::testing::Values("plain", "fused"),
                          [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
-// auto (the default): plain unless the standalone GEMM's last wave idles over 5% of the SM-waves where the
-// plan splits its tail.
+// auto (the default): plain (in a graph capture, not where the unsplit standalone GEMM's last wave would idle
+// over 5% of the SM-waves and the plan splits its tail: AgGemmEagerAndInAGraphOnAShortLastWave).
 TEST(TpSingleRankKnob, AutoByDefaultAndBadValuesAreRejected) {
   if (comm().world() != 1) GTEST_SKIP() << "one rank only (the GPU tier)";
   {
     const Mode unset("auto");
     unsetenv("MK_TP_SINGLE_RANK");
     EXPECT_TRUE(mk::GemmAr(comm(), 256, 256, 128).single_rank_plain()) << "no split tiles: plain";
-    int sms = 0;
-    ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+    int dev = 0, sms = 0;
+    ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+    ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
     // m x n tiles of 128 x 256: a whole number of waves, then one tile more.
     const int64_t whole = 256 * sms, short_wave = 128 * (sms + 1);
     mk::AgGemm full(comm(), whole, 256, 512), ragged(comm(), short_wave, 256, 512);
     EXPECT_TRUE(full.single_rank_plain()) << "whole waves";
     EXPECT_GT(ragged.split_tiles(), 0) << "a last wave of one tile is split";
-    EXPECT_FALSE(ragged.single_rank_plain()) << "so the plan keeps its fused kernel";
+    EXPECT_TRUE(ragged.single_rank_plain()) << "eager calls: the standalone GEMM splits it too";
   }
   const Mode bad("fast");
-  EXPECT_THROW(mk::GemmRs(comm(), 256, 256, 128), std::exception) << "MK_TP_SINGLE_RANK=fast";
+  for (int op = 0; op < 3; ++op) {
+    try {
+      if (op == 0) mk::GemmRs(comm(), 256, 256, 128);
+      if (op == 1) mk::GemmAr(comm(), 256, 256, 128);
+      if (op == 2) mk::AgGemm(comm(), 256, 256, 128);
+      ADD_FAILURE() << "MK_TP_SINGLE_RANK=fast accepted by plan " << op;
+    } catch (const std::exception& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("MK_TP_SINGLE_RANK"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("auto|plain|fused"), std::string::npos) << msg;
+    }
+  }
+}
+
+// auto on a shape with a one-tile last wave (the plan splits it): eager calls take the standalone GEMM (which
+// splits it too), calls captured into a graph the fused kernel; both against cuBLAS.
+TEST_F(TpSingleRankAuto, AgGemmEagerAndInAGraphOnAShortLastWave) {
+  const Mode mode("auto");
+  int dev = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  const int64_t m = 128 * (sms + 1), n = 256, k = 512;
+  mk::AgGemm plan(comm(), m, n, k);
+  ASSERT_GT(plan.split_tiles(), 0);
+  Buf a(m * k * 2), b(n * k * 2), out(m * n * 2), ref(m * n * 4);
+  random_bf16(b.p, n * k, 501);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  for (int call = 0; call < 2; ++call) {
+    random_bf16(a.p, m * k, 500 + call);
+    poison(out.p, m * n);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    plan.run(a.p, b.p, out.p, s);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    reference(a.p, b.p, ref.as<float>(), m, n, k);
+    expect_near(out.p, ref.as<float>(), m, n, "AgGemm auto eager call " + std::to_string(call));
+  }
+  replay_checked(s, [&] { plan.run(a.p, b.p, out.p, s); }, a, b, out, m, n, k, 510, 2, "AgGemm auto");
+  cudaStreamDestroy(s);
 }
 
 }  // namespace

@@ -88,20 +88,6 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
   num_comm_ = opt.num_comm_ctas ? opt.num_comm_ctas : tp::comm_ctas_heuristic(n);
   if (num_comm_ < 1 || num_comm_ >= num_ctas_)
     fail("AgGemm: num_comm_ctas must be in [1, ", num_ctas_ - 1, "] (got ", num_comm_, ")");
-  const int64_t chunks = int64_t(t.world) * (m_local / rows_per_chunk_);
-  sig_entry_ = comm.reserve_signals(t.world);
-  sig_arrival_ = comm.reserve_signals(static_cast<int>(chunks));
-  // Every rank must make the same plan, with the same signal slots (ranks
-  // write into each other's pools by index). Checked once, here.
-  tp::check_same_plan(comm.bootstrap().allgather(cat(m_local, "x", n, "x", k, " (signals ", sig_entry_, ", ",
-                                                     sig_arrival_, ")")),
-                      t.rank, "AgGemm", "m_local x n x k");
-  gathered_ = &comm.alloc_symmetric(static_cast<size_t>(t.world * m_local * k * 2));
-  if (t.num_nodes > 1) {  // rows cross the network from and into the gathered buffer
-    Network& net = comm.network();
-    net_region_ = net.register_buffer(*gathered_);
-    netctx_ = net.device_ctx_ptr();
-  }
   // Compute CTAs at the end of the walk: the comm CTAs count if they join
   // early, i.e. inside a node (NVLink pushes end long before the GEMM).
   // Across nodes they send for most of the GEMM: counting them split 55
@@ -116,7 +102,26 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
                      : tp::SplitTail{};
   split_tiles_ = sp.tiles;
   split_parts_ = sp.parts;
-  plain_ = tp::single_rank_plain(t, int64_t(t.world) * m_local, n, sms, split_tiles_ > 0);
+  // (Decided before anything is reserved: a bad MK_TP_SINGLE_RANK fails here.)
+  const tp::SingleRank one = tp::single_rank(t, int64_t(t.world) * m_local, n, sms, split_tiles_ > 0);
+  plain_ = one.plain;
+  plain_captured_ = one.plain_captured;
+  plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
+  plain_swizzle_ = opt.swizzle;
+  const int64_t chunks = int64_t(t.world) * (m_local / rows_per_chunk_);
+  sig_entry_ = comm.reserve_signals(t.world);
+  sig_arrival_ = comm.reserve_signals(static_cast<int>(chunks));
+  // Every rank must make the same plan, with the same signal slots (ranks
+  // write into each other's pools by index). Checked once, here.
+  tp::check_same_plan(comm.bootstrap().allgather(cat(m_local, "x", n, "x", k, " (signals ", sig_entry_, ", ",
+                                                     sig_arrival_, ")")),
+                      t.rank, "AgGemm", "m_local x n x k");
+  gathered_ = &comm.alloc_symmetric(static_cast<size_t>(t.world * m_local * k * 2));
+  if (t.num_nodes > 1) {  // rows cross the network from and into the gathered buffer
+    Network& net = comm.network();
+    net_region_ = net.register_buffer(*gathered_);
+    netctx_ = net.device_ctx_ptr();
+  }
   tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);
   // Epoch counter + finished-CTA count (device/epoch.cuh) + tile counter, zero.
   MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 3 * sizeof(uint64_t)));
@@ -149,8 +154,13 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
     if (overlap(out, m * n_ * 2, a_local, m_local_ * k_ * 2) || overlap(out, m * n_ * 2, b, n_ * k_ * 2))
       fail("AgGemm: out overlaps a_local or b");
   }
-  if (plain_) {  // one rank: nothing to gather (tp::single_rank_plain); all_gather() copies
-    if (compute) gemm_bf16(GemmArgs{.a = a_local, .b = b, .out = out, .m = m, .n = n_, .k = k_}, stream);
+  // One rank: nothing to gather (tp::single_rank); all_gather() copies.
+  if (tp::single_rank_plain_now(plain_, plain_captured_, stream)) {
+    trace_.clear(stream);  // no events from this call
+    if (compute)
+      gemm_bf16(GemmArgs{.a = a_local, .b = b, .out = out, .m = m, .n = n_, .k = k_, .num_compute_ctas = plain_ctas_,
+                         .swizzle = plain_swizzle_},
+                stream);
     return;
   }
   gemm::GemmParams gp{};
@@ -229,7 +239,7 @@ void AgGemm::run(const void* a_local, const void* b, void* out, cudaStream_t str
   launch(a_local, b, out, true, stream);
   if (!gathered) return;
   const size_t block = size_t(m_local_ * k_ * 2);
-  if (plain_) {  // one rank: the gathered rows are a_local
+  if (comm_.world() == 1) {  // one rank (either path): the gathered rows are a_local
     MK_CUDA_CHECK(cudaMemcpyAsync(gathered, a_local, block, cudaMemcpyDeviceToDevice, stream));
     return;
   }

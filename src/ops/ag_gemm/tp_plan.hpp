@@ -18,6 +18,7 @@
 #include "mkernel/knobs.hpp"
 #include "mkernel/network.hpp"
 #include "mkernel/topology.hpp"
+#include "src/ops/gemm/gemm_host.hpp"
 
 namespace mk::tp {
 
@@ -34,24 +35,36 @@ inline void release_net_region(Communicator& comm, int region) noexcept {
 // A plan on one rank has nothing to gather or reduce. MK_TP_SINGLE_RANK:
 // plain = its run() launches the standalone GEMM on every SM and its
 // standalone collective copies; fused = its fused kernel as on several ranks
-// (to measure that machinery alone); auto (the default) = plain, except where
-// the standalone GEMM (no split tiles) leaves over 5% of its SM-waves idle in
-// a short last wave and the plan splits its tail (`splits`). On one H200 at
-// W = 1 (bench/results/tp-single-rank-20261202.md): the standalone GEMM
-// 0.98-1.01x of cuBLAS where its waves are 97% busy, the fused kernels
-// 0.90-0.97x there; AgGemm m = 1024, n = 14336 (448 tiles on 132 SMs, 85%
-// busy): fused (52 tiles in halves) 0.94x, standalone 0.88x. 95% lies
-// between the two measured cases. Decided when the plan is made.
+// (to measure that machinery alone); auto (the default) = plain, except on a
+// stream being captured into a graph, where the standalone GEMM splits no
+// tiles (gemm_bf16), if its last wave would leave over 5% of its SM-waves
+// idle and the plan splits its tail (`splits`). On one H200 at W = 1
+// (bench/results/tp-single-rank-20261202.md): the standalone GEMM 0.98-1.01x
+// of cuBLAS where its waves are 97% busy, the fused kernels 0.90-0.97x
+// there; AgGemm m = 1024, n = 14336 (448 tiles on 132 SMs, 85% busy): fused
+// (52 tiles in halves) 0.94x, the standalone GEMM without split tiles 0.88x.
+// 95% lies between the two measured cases. Decided when the plan is made:
+// {eager calls, captured calls}.
+struct SingleRank {
+  bool plain = false, plain_captured = false;
+};
 inline double grid_busy(int64_t tiles, int sms) {
   const int64_t waves = (tiles + sms - 1) / sms;
   return waves > 0 ? double(tiles) / double(waves * sms) : 1.0;
 }
-inline bool single_rank_plain(const Topology& t, int64_t m, int64_t n, int sms, bool splits) {
-  if (t.world != 1) return false;
+inline SingleRank single_rank(const Topology& t, int64_t m, int64_t n, int sms, bool splits) {
+  if (t.world != 1) return {};
   const std::string mode = knob_str(Knob::MK_TP_SINGLE_RANK);
-  if (mode != "auto") return mode == "plain";
+  if (mode != "auto") return {mode == "plain", mode == "plain"};
   const int64_t tiles = ((m + gemm::kBlockM - 1) / gemm::kBlockM) * ((n + gemm::kBlockN - 1) / gemm::kBlockN);
-  return !splits || grid_busy(tiles, sms) >= 0.95;
+  return {true, !splits || grid_busy(tiles, sms) >= 0.95};
+}
+// Whether this call on `stream` takes the plain path.
+inline bool single_rank_plain_now(bool plain, bool plain_captured, cudaStream_t stream) {
+  if (plain == plain_captured) return plain;
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  MK_CUDA_CHECK(cudaStreamIsCapturing(stream, &st));
+  return st == cudaStreamCaptureStatusNone ? plain : plain_captured;
 }
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -109,23 +122,6 @@ inline int ag_swizzle(int64_t m_local, int64_t block_m) {
   return own_rows_in_place(m_local, block_m) ? rs_swizzle(m_local / block_m) : 8;
 }
 
-// Split tiles (gemm::GemmParams::split_tiles, split_parts): the tiles a
-// last partial wave would hold, each computed in P parts of K by P CTAs
-// (earlier parts at the start of the walk, the last parts at its end), with
-// P chosen so that the tail's parts come out closest to even waves: the
-// tail then takes ceil(tail P / ctas) / P tile times instead of one, plus
-// kSplitPartCost per extra part. None when the waves already come out
-// even, when no P gains, or when K is one block; P at most max_parts and
-// K blocks / 4 (2 always allowed). The cost is measured (one H200, AG at
-// the 1x2 per-rank shape, W = 1: bench/results/ag-split-parts-20261201.md):
-// 5 parts cost 0.336 ms at M = 1024 against 0.322 in halves, and 0.735 at
-// M = 2048 against 0.708 unsplit, i.e. 0.085-0.12 tile times (8-12 us) per
-// extra part (its fp32 slot written and read back, a pipeline start, at
-// the start of the walk where every CTA does the same), not the ~2 us the
-// bytes alone take. With it: M = 1024 -> 52 tiles in halves (3.5 tile
-// times instead of 4); M = 4096 -> 76 tiles in 3 parts (13.67 instead of 14).
-constexpr double kSplitPartCost = 0.1;
-
 // Split tiles' device buffers (GemmParams::split_ws, split_flags; flags
 // zeroed): nothing for no split tiles. The plan frees them.
 inline void alloc_split(int64_t tiles, int parts, float** ws, uint64_t** flags) {
@@ -136,27 +132,11 @@ inline void alloc_split(int64_t tiles, int parts, float** ws, uint64_t** flags) 
   MK_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(flags), n * sizeof(uint64_t)));
   MK_CUDA_CHECK(cudaMemset(*flags, 0, n * sizeof(uint64_t)));
 }
-struct SplitTail {
-  int64_t tiles = 0;
-  int parts = 2;
-};
-inline SplitTail split_tail(int64_t tiles, int64_t ctas, int64_t kblocks, int max_parts = gemm::kMaxSplitParts) {
-  SplitTail best;
-  if (kblocks < 2 || ctas < 2 || max_parts < 2) return best;
-  const int64_t tail = tiles % ctas;
-  if (tail == 0) return best;
-  double best_cost = 1.0;  // unsplit: the last wave takes a whole tile time
-  const int64_t pmax =
-      std::min<int64_t>({int64_t(max_parts), int64_t(gemm::kMaxSplitParts), std::max<int64_t>(2, kblocks / 4)});
-  for (int64_t p = 2; p <= pmax; ++p) {
-    const double cost = double((tail * p + ctas - 1) / ctas) / double(p) + kSplitPartCost * double(p - 1);
-    if (cost < best_cost - 1e-9) {
-      best_cost = cost;
-      best = SplitTail{tail, static_cast<int>(p)};
-    }
-  }
-  return best;
-}
+// The split-tail rule lives with the GEMM engine's host code (the standalone GEMM uses it too).
+using gemm::kSplitPartCost;
+using gemm::split_tail;
+using gemm::SplitTail;
+
 
 
 // Standalone reduce-scatter: pieces per row-block, so that few row-blocks

@@ -4,6 +4,9 @@
 
 #include <cuda.h>
 
+#include <cstdint>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "mkernel/error.hpp"
@@ -164,6 +167,43 @@ void set_second_a(GemmParams& p, const void* a2, int64_t row_lo, int64_t rows) {
 
 namespace mk {
 
+namespace {
+
+// Scratch for the standalone GEMM's split tiles, stream-ordered: a memory pool of its own per device (the
+// process's default pool keeps its settings) that keeps what is freed (release threshold: everything), so that
+// calls after the first take their block without the driver. Each call allocates on its stream and frees there
+// after its kernel: calls on different streams never share a block, and no host synchronisation is needed.
+// Pools live as long as the process. Null when the pool cannot be made (then no split tiles).
+cudaMemPool_t split_pool(int device) {
+  static std::mutex mu;
+  static std::vector<cudaMemPool_t> pools;
+  static std::vector<bool> tried;
+  std::lock_guard<std::mutex> lock(mu);
+  if (pools.size() <= size_t(device)) {
+    pools.resize(size_t(device) + 1, nullptr);
+    tried.resize(size_t(device) + 1, false);
+  }
+  if (!tried[device]) {
+    tried[device] = true;
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    cudaMemPool_t pool = nullptr;
+    if (cudaMemPoolCreate(&pool, &props) == cudaSuccess) {
+      uint64_t keep = UINT64_MAX;
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+      pools[device] = pool;
+    } else {
+      cudaGetLastError();
+      log(LogLevel::Info, "gemm: no memory pool for split tiles on device " + std::to_string(device));
+    }
+  }
+  return pools[device];
+}
+
+}  // namespace
+
 void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
   gemm::GemmParams p = gemm::make_params(
       gemm::Operands{.a = args.a, .b = args.b, .out = args.out, .m = args.m, .n = args.n, .k = args.k, .ldo = args.ldo},
@@ -172,7 +212,45 @@ void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
   if (args.order == GemmOrder::RowMajor) p.sched.order = sched::TileOrder::RowMajor;
   if (args.swizzle) p.sched.swizzle = args.swizzle;
   gemm::use_tma_store(p);
-  gemm::launch(p, p.num_compute, gemm::TestRoleParams{}, stream);
+  // A short last wave: its tiles in halves of K (GemmParams::split_tiles; the fused plans' rule, gemm::split_tail,
+  // with at most 2 parts: a tail of at most half the CTAs), the halves' fp32 slots, flags and the tile counter in
+  // a block of the stream's scratch (zeroed per call: the flags are compared with epoch 1). Not while the stream
+  // is captured into a graph (the graph would own pool memory): unsplit there, as before 2026-12-02. Measured on
+  // one H200 (bench/results/tp-single-rank-20261202.md): m, n, k = 1024, 14336, 8192 (52 of 448 tiles in halves)
+  // 2.4% faster sustained and 7% in calls after a pause; 4096, 14336, 8192 with 76 tiles in 3 parts (the fused
+  // plans' choice) 2.3% slower sustained (one sample), hence the limit.
+  void* scratch = nullptr;
+  const gemm::SplitTail sp = gemm::split_tail(sched::total_tiles(p.sched), p.num_compute, p.k / gemm::kBlockK, 2);
+  if (sp.tiles > 0) {
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    MK_CUDA_CHECK(cudaStreamIsCapturing(stream, &cap));
+    int dev = 0;
+    MK_CUDA_CHECK(cudaGetDevice(&dev));
+    cudaMemPool_t pool = cap == cudaStreamCaptureStatusNone ? split_pool(dev) : nullptr;
+    const size_t slots = size_t(sp.tiles) * size_t(sp.parts - 1);
+    const size_t ws = slots * gemm::kBlockM * gemm::kBlockN * sizeof(float);
+    const size_t ctrl = (2 + slots * gemm::kConsumerWarpgroups) * sizeof(uint64_t);  // counter, epoch, flags
+    if (pool && cudaMallocFromPoolAsync(&scratch, ws + ctrl, pool, stream) == cudaSuccess) {
+      auto* c = reinterpret_cast<uint64_t*>(static_cast<char*>(scratch) + ws);
+      MK_CUDA_CHECK(cudaMemsetAsync(c, 0, ctrl, stream));
+      p.tile_counter = c;
+      p.load.epoch_counter = c + 1;
+      p.split_flags = c + 2;
+      p.split_ws = static_cast<float*>(scratch);
+      p.split_tiles = static_cast<int32_t>(sp.tiles);
+      p.split_parts = sp.parts;
+    } else {
+      cudaGetLastError();  // no pool or no memory: unsplit
+      scratch = nullptr;
+    }
+  }
+  try {
+    gemm::launch(p, p.num_compute, gemm::TestRoleParams{}, stream);
+  } catch (...) {
+    if (scratch) cudaFreeAsync(scratch, stream);
+    throw;
+  }
+  if (scratch) MK_CUDA_CHECK(cudaFreeAsync(scratch, stream));
 }
 
 size_t grouped_gemm_workspace_bytes(int num_groups) {

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "device/gemm/gemm_params.hpp"
@@ -22,6 +23,45 @@ struct Operands {
   int64_t ldo = 0;  // 0: n
   int num_groups = 0;
 };
+
+// Split tiles (GemmParams::split_tiles, split_parts): the tiles a
+// last partial wave would hold, each computed in P parts of K by P CTAs
+// (earlier parts at the start of the walk, the last parts at its end), with
+// P chosen so that the tail's parts come out closest to even waves: the
+// tail then takes ceil(tail P / ctas) / P tile times instead of one, plus
+// kSplitPartCost per extra part. None when the waves already come out
+// even, when no P gains, or when K is one block; P at most max_parts and
+// K blocks / 4 (2 always allowed). The cost is measured (one H200, AG at
+// the 1x2 per-rank shape, W = 1: bench/results/ag-split-parts-20261201.md):
+// 5 parts cost 0.336 ms at M = 1024 against 0.322 in halves, and 0.735 at
+// M = 2048 against 0.708 unsplit, i.e. 0.085-0.12 tile times (8-12 us) per
+// extra part (its fp32 slot written and read back, a pipeline start, at
+// the start of the walk where every CTA does the same), not the ~2 us the
+// bytes alone take. With it: M = 1024 -> 52 tiles in halves (3.5 tile
+// times instead of 4); M = 4096 -> 76 tiles in 3 parts (13.67 instead of 14).
+constexpr double kSplitPartCost = 0.1;
+
+struct SplitTail {
+  int64_t tiles = 0;
+  int parts = 2;
+};
+inline SplitTail split_tail(int64_t tiles, int64_t ctas, int64_t kblocks, int max_parts = kMaxSplitParts) {
+  SplitTail best;
+  if (kblocks < 2 || ctas < 2 || max_parts < 2) return best;
+  const int64_t tail = tiles % ctas;
+  if (tail == 0) return best;
+  double best_cost = 1.0;  // unsplit: the last wave takes a whole tile time
+  const int64_t pmax =
+      std::min<int64_t>({int64_t(max_parts), int64_t(kMaxSplitParts), std::max<int64_t>(2, kblocks / 4)});
+  for (int64_t p = 2; p <= pmax; ++p) {
+    const double cost = double((tail * p + ctas - 1) / ctas) / double(p) + kSplitPartCost * double(p - 1);
+    if (cost < best_cost - 1e-9) {
+      best_cost = cost;
+      best = SplitTail{tail, static_cast<int>(p)};
+    }
+  }
+  return best;
+}
 
 // Validates (clear mk::Error on bad input) and returns params with TMA
 // descriptors, block counts, Swizzled order, RowMajor Store epilogue into

@@ -105,7 +105,9 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     fail("GemmAr: num_gather_ctas must be in [1, ", num_ctas_ - 1, "] (got ", num_gather_, ")");
   async_ = tp::rs_async_store("GemmAr", opt.async_store, leave_sm);
   own_tma_ = tp::rs_own_tma("GemmAr", opt.own_tma_store);
-  plain_ = tp::single_rank_plain(t, m, n, sms, false);  // no split tiles
+  plain_ = tp::single_rank(t, m, n, sms, false).plain;  // no split tiles: captured calls alike
+  plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
+  plain_swizzle_ = opt.swizzle;
   if (opt.interleave < -1 || opt.interleave > 1)
     fail("GemmAr: interleave must be -1, 0 or 1 (got ", opt.interleave, ")");
   interleave_ = opt.interleave == -1 ? tp::ar_interleave(t.num_nodes) : opt.interleave == 1;
@@ -210,9 +212,12 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
     if (out != x && overlap(out, out_bytes, x, out_bytes))
       fail("GemmAr::all_reduce: out overlaps x (in place, out == x, is allowed)");
   }
-  if (plain_) {  // one rank: nothing to reduce (tp::single_rank_plain)
+  if (plain_) {  // one rank: nothing to reduce (tp::single_rank)
+    trace_.clear(stream);  // no events from this call
     if (compute)
-      gemm_bf16(GemmArgs{.a = a, .b = b, .out = out, .m = m_, .n = n_, .k = k_}, stream);
+      gemm_bf16(GemmArgs{.a = a, .b = b, .out = out, .m = m_, .n = n_, .k = k_, .num_compute_ctas = plain_ctas_,
+                         .swizzle = plain_swizzle_},
+                stream);
     else if (out != x)
       MK_CUDA_CHECK(cudaMemcpyAsync(out, x, size_t(out_bytes), cudaMemcpyDeviceToDevice, stream));
     return;

@@ -93,7 +93,11 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   num_ctas_ = opt.num_ctas ? opt.num_ctas : sp.tiles ? avail : tp::balanced_ctas(tiles, avail);
   async_ = tp::rs_async_store("GemmRs", opt.async_store, leave_sm);
   own_tma_ = tp::rs_own_tma("GemmRs", opt.own_tma_store);
-  plain_ = tp::single_rank_plain(t, m, n, sms, sp.tiles > 0);
+  const tp::SingleRank one = tp::single_rank(t, m, n, sms, sp.tiles > 0);
+  plain_ = one.plain;
+  plain_captured_ = one.plain_captured;
+  plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
+  plain_swizzle_ = opt.swizzle;
   tp::rs_check_grid("GemmRs", num_ctas_, sms);
   // reduce_scatter()'s grid is push + Reduce CTAs.
   num_reduce_ = tp::rs_reduce_ctas("GemmRs", opt.num_reduce_ctas, sms, leave_sm, 0);
@@ -125,9 +129,12 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
     if (!aligned16(x)) fail("GemmRs::reduce_scatter: x must be a 16-byte aligned device pointer (got ", x, ")");
     if (overlap(out, rows * n_ * 2, x, m_ * n_ * 2)) fail("GemmRs::reduce_scatter: out overlaps x");
   }
-  if (plain_) {  // one rank: nothing to reduce (tp::single_rank_plain)
+  if (tp::single_rank_plain_now(plain_, plain_captured_, stream)) {  // one rank: nothing to reduce
+    trace_.clear(stream);  // no events from this call
     if (compute)
-      gemm_bf16(GemmArgs{.a = a, .b = b, .out = out, .m = m_, .n = n_, .k = k_}, stream);
+      gemm_bf16(GemmArgs{.a = a, .b = b, .out = out, .m = m_, .n = n_, .k = k_, .num_compute_ctas = plain_ctas_,
+                         .swizzle = plain_swizzle_},
+                stream);
     else
       MK_CUDA_CHECK(cudaMemcpyAsync(out, x, size_t(m_ * n_ * 2), cudaMemcpyDeviceToDevice, stream));
     return;
