@@ -4,7 +4,13 @@
 //   out[m x n] = a[m x k] * b[n x k]^T     bf16 in/out, fp32 accumulation
 //
 // b is in torch.nn.Linear's weight layout. Any m >= 1; n and k multiples of
-// 64; a, b, out 16-byte aligned. Runs on the current CUDA device.
+// 64; a, b, out 16-byte aligned. Runs on the current CUDA device. Where the
+// last wave of 128 x 256 tiles is short (at most half the SMs, k >= 4096),
+// those tiles are computed in halves of k on two SMs, with scratch from a
+// stream-ordered memory pool of the library's own; not inside a CUDA-graph
+// capture, so an eager call and a captured one may differ in the last bits of
+// those tiles (fp32 sums in another order). Calls on different streams may run
+// concurrently.
 #pragma once
 
 #include <cuda_runtime_api.h>

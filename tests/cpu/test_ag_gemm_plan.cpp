@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <utility>
 #include <set>
 #include <string>
 #include <vector>
@@ -275,4 +277,50 @@ TEST(GemmArPlan, GatherCtasSwizzleOneShotAndBytes) {
   b = tp::ar_bytes_per_gpu(2, 2, 4096, 8192);
   EXPECT_DOUBLE_EQ(b.nvlink, 4 * share / 2);
   EXPECT_DOUBLE_EQ(b.network, 2 * share / 2);
+}
+
+// The standalone GEMM's split (gemm::standalone_split): halves only, from 64 K blocks.
+TEST(AgGemmPlan, StandaloneSplitIsHalvesOfAShortTailWithDeepK) {
+  const gemm::SplitTail ag1024 = gemm::standalone_split(448, 132, 128);  // 1024 x 14336 x 8192
+  EXPECT_EQ(ag1024.tiles, 52);
+  EXPECT_EQ(ag1024.parts, 2);
+  EXPECT_EQ(gemm::standalone_split(1792, 132, 128).tiles, 0);  // 4096 x 14336: tail 76 > 66, the plans' 3 parts
+  EXPECT_EQ(tp::split_tail(1792, 132, 128).parts, 3);
+  EXPECT_EQ(gemm::standalone_split(133, 132, 63).tiles, 0);  // k < 4096
+  EXPECT_EQ(gemm::standalone_split(133, 132, 64).tiles, 1);
+  EXPECT_EQ(gemm::standalone_split(264, 132, 128).tiles, 0);  // whole waves
+  for (int64_t t = 1; t < 2000; ++t) {
+    const gemm::SplitTail s = gemm::standalone_split(t, 132, 64);
+    ASSERT_TRUE(s.tiles == 0 || (s.parts == 2 && s.tiles == t % 132 && 2 * s.tiles <= 132)) << t;
+  }
+}
+
+// One rank: MK_TP_SINGLE_RANK (auto by default) -> {eager calls plain, captured calls plain}.
+TEST(AgGemmPlan, SingleRankChoice) {
+  Topology one, two;
+  two.world = 2;
+  const char* old = std::getenv("MK_TP_SINGLE_RANK");
+  const std::string saved = old ? old : "";
+  auto choice = [&](const Topology& t, int64_t m, int64_t n, int64_t k, bool splits) {
+    const tp::SingleRank r = tp::single_rank(t, m, n, k, 132, splits);
+    return std::make_pair(r.plain, r.plain_captured);
+  };
+  unsetenv("MK_TP_SINGLE_RANK");
+  EXPECT_EQ(choice(two, 1024, 14336, 8192, true), std::make_pair(false, false)) << "several ranks: fused";
+  EXPECT_EQ(choice(one, 4096, 14336, 8192, true), std::make_pair(true, true)) << "97% busy";
+  EXPECT_EQ(choice(one, 1024, 14336, 8192, true), std::make_pair(true, false)) << "85%: the standalone splits";
+  EXPECT_EQ(choice(one, 1024, 14336, 2048, true), std::make_pair(false, false)) << "85%, k 2048: it does not";
+  EXPECT_EQ(choice(one, 1024, 14336, 2048, false), std::make_pair(true, true)) << "the plan splits nothing";
+  // 1664 x 4096: 208 tiles, tail 76 (79% busy): the plan splits in 3, the standalone not at all.
+  EXPECT_EQ(choice(one, 1664, 4096, 8192, true), std::make_pair(false, false));
+  setenv("MK_TP_SINGLE_RANK", "plain", 1);
+  EXPECT_EQ(choice(one, 1664, 4096, 8192, true), std::make_pair(true, true));
+  setenv("MK_TP_SINGLE_RANK", "fused", 1);
+  EXPECT_EQ(choice(one, 4096, 14336, 8192, true), std::make_pair(false, false));
+  setenv("MK_TP_SINGLE_RANK", "fast", 1);
+  EXPECT_THROW(choice(one, 4096, 14336, 8192, true), std::exception);
+  if (old)
+    setenv("MK_TP_SINGLE_RANK", saved.c_str(), 1);
+  else
+    unsetenv("MK_TP_SINGLE_RANK");
 }

@@ -15,6 +15,7 @@
 
 #include "mkernel/mkernel.hpp"
 #include "mkernel/tp.hpp"
+#include "src/ops/gemm/gemm_host.hpp"
 #include "tests/gpu/gemm_test_util.cuh"
 #include "tests/test_comm.hpp"
 
@@ -173,12 +174,16 @@ TEST(TpSingleRankKnob, AutoByDefaultAndBadValuesAreRejected) {
     int dev = 0, sms = 0;
     ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
     ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
-    // m x n tiles of 128 x 256: a whole number of waves, then one tile more.
+    // m x n tiles of 128 x 256: a whole number of waves, then one tile more (k 4096: the standalone GEMM
+    // splits it too; k 512: it does not, the plan does).
     const int64_t whole = 256 * sms, short_wave = 128 * (sms + 1);
-    mk::AgGemm full(comm(), whole, 256, 512), ragged(comm(), short_wave, 256, 512);
+    mk::AgGemm full(comm(), whole, 256, 512), ragged(comm(), short_wave, 256, 4096),
+        ragged_short_k(comm(), short_wave, 256, 512);
     EXPECT_TRUE(full.single_rank_plain()) << "whole waves";
     EXPECT_GT(ragged.split_tiles(), 0) << "a last wave of one tile is split";
     EXPECT_TRUE(ragged.single_rank_plain()) << "eager calls: the standalone GEMM splits it too";
+    EXPECT_GT(ragged_short_k.split_tiles(), 0);
+    EXPECT_FALSE(ragged_short_k.single_rank_plain()) << "k 512: only the fused kernel splits it";
   }
   const Mode bad("fast");
   for (int op = 0; op < 3; ++op) {
@@ -196,15 +201,16 @@ TEST(TpSingleRankKnob, AutoByDefaultAndBadValuesAreRejected) {
 }
 
 // auto on a shape with a one-tile last wave (the plan splits it): eager calls take the standalone GEMM (which
-// splits it too), calls captured into a graph the fused kernel; both against cuBLAS.
+// splits it too: k 4096), calls captured into a graph the fused kernel; both against cuBLAS.
 TEST_F(TpSingleRankAuto, AgGemmEagerAndInAGraphOnAShortLastWave) {
   const Mode mode("auto");
   int dev = 0, sms = 0;
   ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
-  const int64_t m = 128 * (sms + 1), n = 256, k = 512;
+  const int64_t m = 128 * (sms + 1), n = 256, k = 4096;
   mk::AgGemm plan(comm(), m, n, k);
   ASSERT_GT(plan.split_tiles(), 0);
+  ASSERT_TRUE(plan.single_rank_plain());
   Buf a(m * k * 2), b(n * k * 2), out(m * n * 2), ref(m * n * 4);
   random_bf16(b.p, n * k, 501);
   cudaStream_t s;
@@ -213,12 +219,16 @@ TEST_F(TpSingleRankAuto, AgGemmEagerAndInAGraphOnAShortLastWave) {
     random_bf16(a.p, m * k, 500 + call);
     poison(out.p, m * n);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    mk::gemm::set_last_split_tiles(-1);
     plan.run(a.p, b.p, out.p, s);
+    EXPECT_GT(mk::gemm::last_split_tiles(), 0) << "the eager call ran the standalone GEMM, split";
     ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
     reference(a.p, b.p, ref.as<float>(), m, n, k);
     expect_near(out.p, ref.as<float>(), m, n, "AgGemm auto eager call " + std::to_string(call));
   }
+  mk::gemm::set_last_split_tiles(-1);
   replay_checked(s, [&] { plan.run(a.p, b.p, out.p, s); }, a, b, out, m, n, k, 510, 2, "AgGemm auto");
+  EXPECT_EQ(mk::gemm::last_split_tiles(), -1) << "the captured call took the fused kernel, not gemm_bf16";
   cudaStreamDestroy(s);
 }
 

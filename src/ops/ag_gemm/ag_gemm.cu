@@ -103,7 +103,7 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
   split_tiles_ = sp.tiles;
   split_parts_ = sp.parts;
   // (Decided before anything is reserved: a bad MK_TP_SINGLE_RANK fails here.)
-  const tp::SingleRank one = tp::single_rank(t, int64_t(t.world) * m_local, n, sms, split_tiles_ > 0);
+  const tp::SingleRank one = tp::single_rank(t, int64_t(t.world) * m_local, n, k, sms, split_tiles_ > 0);
   plain_ = one.plain;
   plain_captured_ = one.plain_captured;
   plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set

@@ -35,10 +35,11 @@ inline void release_net_region(Communicator& comm, int region) noexcept {
 // A plan on one rank has nothing to gather or reduce. MK_TP_SINGLE_RANK:
 // plain = its run() launches the standalone GEMM on every SM and its
 // standalone collective copies; fused = its fused kernel as on several ranks
-// (to measure that machinery alone); auto (the default) = plain, except on a
-// stream being captured into a graph, where the standalone GEMM splits no
-// tiles (gemm_bf16), if its last wave would leave over 5% of its SM-waves
-// idle and the plan splits its tail (`splits`). On one H200 at W = 1
+// (to measure that machinery alone); auto (the default) = plain, except where
+// the plan splits its tail (`splits`), the standalone GEMM would leave over 5%
+// of its SM-waves idle in its last wave, and it splits nothing there itself
+// (gemm::standalone_split: halves only, k >= 4096; never inside a graph
+// capture, hence two answers: eager and captured calls). On one H200 at W = 1
 // (bench/results/tp-single-rank-20261202.md): the standalone GEMM 0.98-1.01x
 // of cuBLAS where its waves are 97% busy, the fused kernels 0.90-0.97x
 // there; AgGemm m = 1024, n = 14336 (448 tiles on 132 SMs, 85% busy): fused
@@ -52,12 +53,13 @@ inline double grid_busy(int64_t tiles, int sms) {
   const int64_t waves = (tiles + sms - 1) / sms;
   return waves > 0 ? double(tiles) / double(waves * sms) : 1.0;
 }
-inline SingleRank single_rank(const Topology& t, int64_t m, int64_t n, int sms, bool splits) {
+inline SingleRank single_rank(const Topology& t, int64_t m, int64_t n, int64_t k, int sms, bool splits) {
   if (t.world != 1) return {};
   const std::string mode = knob_str(Knob::MK_TP_SINGLE_RANK);
   if (mode != "auto") return {mode == "plain", mode == "plain"};
   const int64_t tiles = ((m + gemm::kBlockM - 1) / gemm::kBlockM) * ((n + gemm::kBlockN - 1) / gemm::kBlockN);
-  return {true, !splits || grid_busy(tiles, sms) >= 0.95};
+  const bool unsplit_ok = !splits || grid_busy(tiles, sms) >= 0.95;  // the standalone GEMM needs no split
+  return {unsplit_ok || gemm::standalone_split(tiles, sms, k / gemm::kBlockK).tiles > 0, unsplit_ok};
 }
 // Whether this call on `stream` takes the plain path.
 inline bool single_rank_plain_now(bool plain, bool plain_captured, cudaStream_t stream) {

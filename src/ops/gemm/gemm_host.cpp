@@ -173,7 +173,10 @@ namespace {
 // process's default pool keeps its settings) that keeps what is freed (release threshold: everything), so that
 // calls after the first take their block without the driver. Each call allocates on its stream and frees there
 // after its kernel: calls on different streams never share a block, and no host synchronisation is needed.
-// Pools live as long as the process. Null when the pool cannot be made (then no split tiles).
+// Pools live as long as the process (a cudaDeviceReset would leave the handle dangling, as it would the
+// kernels' shared-memory opt-in). Its blocks are reused only where stream order or events already allow it,
+// never by the driver adding a dependency on another stream's free (which could serialise, or deadlock against
+// a kernel that waits on the other stream). Null when the pool cannot be made (then no split tiles; not retried).
 cudaMemPool_t split_pool(int device) {
   static std::mutex mu;
   static std::vector<cudaMemPool_t> pools;
@@ -190,11 +193,23 @@ cudaMemPool_t split_pool(int device) {
     props.location.type = cudaMemLocationTypeDevice;
     props.location.id = device;
     cudaMemPool_t pool = nullptr;
-    if (cudaMemPoolCreate(&pool, &props) == cudaSuccess) {
+    // Relaxed: another thread may be capturing a graph in global mode.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    const bool made = cudaMemPoolCreate(&pool, &props) == cudaSuccess;
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    if (made) {
       uint64_t keep = UINT64_MAX;
-      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+      int no = 0;
+      if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess ||
+          cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no) != cudaSuccess) {
+        cudaGetLastError();
+        cudaMemPoolDestroy(pool);
+        pool = nullptr;
+      }
       pools[device] = pool;
-    } else {
+    }
+    if (!pool) {
       cudaGetLastError();
       log(LogLevel::Info, "gemm: no memory pool for split tiles on device " + std::to_string(device));
     }
@@ -202,7 +217,14 @@ cudaMemPool_t split_pool(int device) {
   return pools[device];
 }
 
+thread_local int64_t t_last_split = 0;
+
 }  // namespace
+
+namespace gemm {
+int64_t last_split_tiles() { return t_last_split; }
+void set_last_split_tiles(int64_t v) { t_last_split = v; }
+}  // namespace gemm
 
 void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
   gemm::GemmParams p = gemm::make_params(
@@ -212,15 +234,14 @@ void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
   if (args.order == GemmOrder::RowMajor) p.sched.order = sched::TileOrder::RowMajor;
   if (args.swizzle) p.sched.swizzle = args.swizzle;
   gemm::use_tma_store(p);
-  // A short last wave: its tiles in halves of K (GemmParams::split_tiles; the fused plans' rule, gemm::split_tail,
-  // with at most 2 parts: a tail of at most half the CTAs), the halves' fp32 slots, flags and the tile counter in
-  // a block of the stream's scratch (zeroed per call: the flags are compared with epoch 1). Not while the stream
-  // is captured into a graph (the graph would own pool memory): unsplit there, as before 2026-12-02. Measured on
-  // one H200 (bench/results/tp-single-rank-20261202.md): m, n, k = 1024, 14336, 8192 (52 of 448 tiles in halves)
-  // 2.4% faster sustained and 7% in calls after a pause; 4096, 14336, 8192 with 76 tiles in 3 parts (the fused
-  // plans' choice) 2.3% slower sustained (one sample), hence the limit.
+  // A short last wave: its tiles in halves of K (GemmParams::split_tiles; gemm::standalone_split), the halves'
+  // fp32 slots, flags and the tile counter in a block of the stream's scratch (zeroed per call: the flags are
+  // compared with epoch 1). Not while the stream is captured into a graph (the graph would own pool memory):
+  // unsplit there, as before 2026-12-02, so a captured call's split tiles sum in another order than an eager
+  // call's (bits may differ; include/mkernel/gemm.hpp).
   void* scratch = nullptr;
-  const gemm::SplitTail sp = gemm::split_tail(sched::total_tiles(p.sched), p.num_compute, p.k / gemm::kBlockK, 2);
+  t_last_split = 0;
+  const gemm::SplitTail sp = gemm::standalone_split(sched::total_tiles(p.sched), p.num_compute, p.k / gemm::kBlockK);
   if (sp.tiles > 0) {
     cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
     MK_CUDA_CHECK(cudaStreamIsCapturing(stream, &cap));
@@ -232,13 +253,18 @@ void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
     const size_t ctrl = (2 + slots * gemm::kConsumerWarpgroups) * sizeof(uint64_t);  // counter, epoch, flags
     if (pool && cudaMallocFromPoolAsync(&scratch, ws + ctrl, pool, stream) == cudaSuccess) {
       auto* c = reinterpret_cast<uint64_t*>(static_cast<char*>(scratch) + ws);
-      MK_CUDA_CHECK(cudaMemsetAsync(c, 0, ctrl, stream));
+      if (cudaMemsetAsync(c, 0, ctrl, stream) != cudaSuccess) {
+        const cudaError_t e = cudaGetLastError();
+        cudaFreeAsync(scratch, stream);
+        fail("gemm: zeroing the split tiles' flags failed: ", cudaGetErrorString(e));
+      }
       p.tile_counter = c;
       p.load.epoch_counter = c + 1;
       p.split_flags = c + 2;
       p.split_ws = static_cast<float*>(scratch);
       p.split_tiles = static_cast<int32_t>(sp.tiles);
       p.split_parts = sp.parts;
+      t_last_split = sp.tiles;
     } else {
       cudaGetLastError();  // no pool or no memory: unsplit
       scratch = nullptr;

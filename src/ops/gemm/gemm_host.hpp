@@ -63,6 +63,19 @@ inline SplitTail split_tail(int64_t tiles, int64_t ctas, int64_t kblocks, int ma
   return best;
 }
 
+// The standalone GEMM's split (gemm_bf16): at most 2 parts (3 parts at m, n, k = 4096, 14336, 8192 ran 2.3%
+// slower sustained than unsplit on one H200; halves at 1024, 14336, 8192 2.4% faster:
+// bench/results/tp-single-rank-20261202.md) and only from kStandaloneSplitMinKBlocks K blocks: a part's extra
+// cost is ~8-12 us whatever K (kSplitPartCost's measurement), a tenth of a tile at K = 8192 but as much as the
+// half it saves near K = 2048; measured at K = 8192 only.
+constexpr int64_t kStandaloneSplitMinKBlocks = 64;  // K >= 4096
+inline SplitTail standalone_split(int64_t tiles, int64_t ctas, int64_t kblocks) {
+  return kblocks < kStandaloneSplitMinKBlocks ? SplitTail{} : split_tail(tiles, ctas, kblocks, 2);
+}
+// Test hook: the split tiles of this thread's last gemm_bf16 call (0: none, e.g. inside a graph capture).
+int64_t last_split_tiles();
+void set_last_split_tiles(int64_t v);
+
 // Validates (clear mk::Error on bad input) and returns params with TMA
 // descriptors, block counts, Swizzled order, RowMajor Store epilogue into
 // `out`, no load hook, and `num_compute` CTAs (0: every SM).

@@ -105,7 +105,7 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     fail("GemmAr: num_gather_ctas must be in [1, ", num_ctas_ - 1, "] (got ", num_gather_, ")");
   async_ = tp::rs_async_store("GemmAr", opt.async_store, leave_sm);
   own_tma_ = tp::rs_own_tma("GemmAr", opt.own_tma_store);
-  plain_ = tp::single_rank(t, m, n, sms, false).plain;  // no split tiles: captured calls alike
+  plain_ = tp::single_rank(t, m, n, k_local, sms, false).plain;  // no split tiles: captured calls alike
   plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
   plain_swizzle_ = opt.swizzle;
   if (opt.interleave < -1 || opt.interleave > 1)

@@ -93,7 +93,7 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   num_ctas_ = opt.num_ctas ? opt.num_ctas : sp.tiles ? avail : tp::balanced_ctas(tiles, avail);
   async_ = tp::rs_async_store("GemmRs", opt.async_store, leave_sm);
   own_tma_ = tp::rs_own_tma("GemmRs", opt.own_tma_store);
-  const tp::SingleRank one = tp::single_rank(t, m, n, sms, sp.tiles > 0);
+  const tp::SingleRank one = tp::single_rank(t, m, n, k_local, sms, sp.tiles > 0);
   plain_ = one.plain;
   plain_captured_ = one.plain_captured;
   plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
