@@ -266,7 +266,7 @@ void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
       p.split_parts = sp.parts;
       t_last_split = sp.tiles;
     } else {
-      cudaGetLastError();  // no pool or no memory: unsplit
+      if (pool) cudaGetLastError();  // no memory: unsplit (clears only the allocation's own error)
       scratch = nullptr;
     }
   }
