@@ -21,6 +21,7 @@
 #include "bench/baselines/cublas_util.hpp"
 #include "bench/baselines/nccl_util.hpp"
 #include "bench/timing.hpp"
+#include "tests/test_env.hpp"
 
 namespace mkb {
 
@@ -32,27 +33,8 @@ struct DevBuf {
   DevBuf& operator=(const DevBuf&) = delete;
 };
 
-// Sets an environment variable for the scope (a knob read when a plan is made, e.g. MK_TP_SINGLE_RANK), then
-// restores it.
-struct ScopedEnv {
-  std::string name, old;
-  bool had = false;
-  ScopedEnv(const char* n, const char* value) : name(n) {
-    if (const char* v = std::getenv(n)) {
-      had = true;
-      old = v;
-    }
-    setenv(n, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had)
-      setenv(name.c_str(), old.c_str(), 1);
-    else
-      unsetenv(name.c_str());
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-};
+// An environment variable for a scope (a knob read when a plan is made, e.g. MK_TP_SINGLE_RANK).
+using ScopedEnv = mk::test::EnvGuard;
 
 inline double bf16_value(uint16_t h) {
   const uint32_t u = uint32_t(h) << 16;

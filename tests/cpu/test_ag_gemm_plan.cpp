@@ -12,6 +12,7 @@
 #include "device/gemm/gemm_params.hpp"
 #include "device/sched/tile_scheduler.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
+#include "tests/test_env.hpp"
 
 using namespace mk;
 
@@ -299,13 +300,11 @@ TEST(AgGemmPlan, StandaloneSplitIsHalvesOfAShortTailWithDeepK) {
 TEST(AgGemmPlan, SingleRankChoice) {
   Topology one, two;
   two.world = 2;
-  const char* old = std::getenv("MK_TP_SINGLE_RANK");
-  const std::string saved = old ? old : "";
   auto choice = [&](const Topology& t, int64_t m, int64_t n, int64_t k, bool splits) {
     const tp::SingleRank r = tp::single_rank(t, m, n, k, 132, splits);
     return std::make_pair(r.plain, r.plain_captured);
   };
-  unsetenv("MK_TP_SINGLE_RANK");
+  test::EnvGuard mode("MK_TP_SINGLE_RANK", nullptr);  // the default; restored at the end
   EXPECT_EQ(choice(two, 1024, 14336, 8192, true), std::make_pair(false, false)) << "several ranks: fused";
   EXPECT_EQ(choice(one, 4096, 14336, 8192, true), std::make_pair(true, true)) << "97% busy";
   EXPECT_EQ(choice(one, 1024, 14336, 8192, true), std::make_pair(true, false)) << "85%: the standalone splits";
@@ -319,8 +318,4 @@ TEST(AgGemmPlan, SingleRankChoice) {
   EXPECT_EQ(choice(one, 4096, 14336, 8192, true), std::make_pair(false, false));
   setenv("MK_TP_SINGLE_RANK", "fast", 1);
   EXPECT_THROW(choice(one, 4096, 14336, 8192, true), std::exception);
-  if (old)
-    setenv("MK_TP_SINGLE_RANK", saved.c_str(), 1);
-  else
-    unsetenv("MK_TP_SINGLE_RANK");
 }

@@ -20,28 +20,14 @@
 #include "mkernel/mkernel.hpp"
 #include "src/net/fabric/fabric_transport.hpp"
 #include "tests/cpu/env_map.hpp"
+#include "tests/test_env.hpp"
 
 namespace {
 
 using namespace mk::net;
 using Clock = std::chrono::steady_clock;
 
-// Sets a process environment variable for one test, restores it after.
-class EnvGuard {
- public:
-  EnvGuard(const char* name, const char* value) : name_(name) {
-    if (const char* v = std::getenv(name)) old_ = v;
-    setenv(name, value, 1);
-  }
-  ~EnvGuard() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using mk::test::EnvGuard;  // sets a process environment variable for one test, restores it after
 
 // Two ranks of one job inside this process, connected over tcp;ofi_rxm on
 // loopback, each with region 0 (signals) and region 1 (data). A rank given a

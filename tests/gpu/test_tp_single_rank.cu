@@ -18,29 +18,16 @@
 #include "src/ops/gemm/gemm_host.hpp"
 #include "tests/gpu/gemm_test_util.cuh"
 #include "tests/test_comm.hpp"
+#include "tests/test_env.hpp"
 
 namespace {
 
 using namespace mkt;
 using mk::test::comm;
 
-// MK_TP_SINGLE_RANK for the scope (read when a plan is made).
-struct Mode {
-  std::string old;
-  bool had = false;
-  explicit Mode(const char* v) {
-    if (const char* o = std::getenv("MK_TP_SINGLE_RANK")) {
-      had = true;
-      old = o;
-    }
-    setenv("MK_TP_SINGLE_RANK", v, 1);
-  }
-  ~Mode() {
-    if (had)
-      setenv("MK_TP_SINGLE_RANK", old.c_str(), 1);
-    else
-      unsetenv("MK_TP_SINGLE_RANK");
-  }
+// MK_TP_SINGLE_RANK for the scope (read when a plan is made; null: unset, i.e. the default).
+struct Mode : mk::test::EnvGuard {
+  explicit Mode(const char* v) : EnvGuard("MK_TP_SINGLE_RANK", v) {}
 };
 
 std::vector<uint8_t> bytes_of(const void* p, size_t n) {
@@ -168,8 +155,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, TpSingleRank, ::testing::Values("plain", "fused"
 TEST(TpSingleRankKnob, AutoByDefaultAndBadValuesAreRejected) {
   if (comm().world() != 1) GTEST_SKIP() << "one rank only (the GPU tier)";
   {
-    const Mode unset("auto");
-    unsetenv("MK_TP_SINGLE_RANK");
+    const Mode unset(nullptr);
     EXPECT_TRUE(mk::GemmAr(comm(), 256, 256, 128).single_rank_plain()) << "no split tiles: plain";
     int dev = 0, sms = 0;
     ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);

@@ -135,11 +135,8 @@ inline void alloc_split(int64_t tiles, int parts, float** ws, uint64_t** flags) 
   MK_CUDA_CHECK(cudaMemset(*flags, 0, n * sizeof(uint64_t)));
 }
 // The split-tail rule lives with the GEMM engine's host code (the standalone GEMM uses it too).
-using gemm::kSplitPartCost;
 using gemm::split_tail;
 using gemm::SplitTail;
-
-
 
 // Standalone reduce-scatter: pieces per row-block, so that few row-blocks
 // still keep many CTAs busy (one 2 MB row-block per CTA left the reduce-
