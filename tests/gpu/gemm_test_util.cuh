@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace mkt {
@@ -98,6 +99,45 @@ struct Buf {
   ~Buf() { cudaFree(p); }
   template <class T>
   T* as() const { return static_cast<T*>(p); }
+};
+
+// A non-blocking stream, destroyed with the object (also when a failed ASSERT leaves the test early).
+struct Stream {
+  cudaStream_t s = nullptr;
+  Stream() { EXPECT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess); }
+  ~Stream() {
+    if (s) cudaStreamDestroy(s);
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  operator cudaStream_t() const { return s; }
+};
+
+// What `record` enqueues on `s`, captured (thread-local mode) and instantiated. The capture ends even when
+// `record` stopped at a failed assertion; graph and executable are destroyed with the object. ok(): every
+// step succeeded (tests assert it before launching).
+class Captured {
+ public:
+  Captured(cudaStream_t s, const std::function<void()>& record) {
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return;
+    record();
+    if (cudaStreamEndCapture(s, &graph_) != cudaSuccess) return;
+    ok_ = cudaGraphInstantiate(&exec_, graph_, 0) == cudaSuccess;
+  }
+  ~Captured() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+    if (graph_) cudaGraphDestroy(graph_);
+  }
+  Captured(const Captured&) = delete;
+  Captured& operator=(const Captured&) = delete;
+  bool ok() const { return ok_; }
+  cudaGraph_t graph() const { return graph_; }
+  cudaError_t launch(cudaStream_t s) const { return cudaGraphLaunch(exec_, s); }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  bool ok_ = false;
 };
 
 inline void random_bf16(void* p, size_t n, uint64_t seed) { fill_random<<<264, 256>>>(static_cast<uint16_t*>(p), n, seed); }

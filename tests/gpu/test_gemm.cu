@@ -118,8 +118,7 @@ TEST_F(Gemm, ShortLastWaveInPartsOnTwoStreamsAndInAGraph) {
     ++shapes_split;
     Buf a0(m * k * 2), a1(m * k * 2), b(n * k * 2), o0(m * n * 2), o1(m * n * 2), ref(m * n * 4);
     random_bf16(b.p, n * k, 41);
-    cudaStream_t s[2];
-    for (auto& x : s) ASSERT_EQ(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking), cudaSuccess);
+    Stream s[2];
     auto call = [&](const Buf& a, const Buf& o, cudaStream_t st) {
       mk::gemm::set_last_split_tiles(-1);
       mk::gemm_bf16(mk::GemmArgs{.a = a.p, .b = b.p, .out = o.p, .m = m, .n = n, .k = k}, st);
@@ -141,26 +140,20 @@ TEST_F(Gemm, ShortLastWaveInPartsOnTwoStreamsAndInAGraph) {
       reference(a0.p, b.p, ref.as<float>(), m, n, k);
       expect_near(o1.p, ref.as<float>(), m, n, "stream 1, round " + std::to_string(round));
     }
-    cudaGraph_t g;
-    ASSERT_EQ(cudaStreamBeginCapture(s[0], cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    const int64_t captured = call(a0, o0, s[0]);
-    ASSERT_EQ(cudaStreamEndCapture(s[0], &g), cudaSuccess);
+    int64_t captured = -1;
+    const Captured g(s[0], [&] { captured = call(a0, o0, s[0]); });
+    ASSERT_TRUE(g.ok());
     EXPECT_EQ(captured, 0) << "no split inside a capture";
     size_t nodes = 0;
-    ASSERT_EQ(cudaGraphGetNodes(g, nullptr, &nodes), cudaSuccess);
+    ASSERT_EQ(cudaGraphGetNodes(g.graph(), nullptr, &nodes), cudaSuccess);
     EXPECT_EQ(nodes, 1u) << "the captured call is one kernel (no scratch allocation or memset)";
-    cudaGraphExec_t ge;
-    ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
     random_bf16(a0.p, m * k, 60);
     poison(o0.p, m * n);
     CUDA_OK(cudaDeviceSynchronize());
-    ASSERT_EQ(cudaGraphLaunch(ge, s[0]), cudaSuccess);
+    ASSERT_EQ(g.launch(s[0]), cudaSuccess);
     CUDA_OK(cudaStreamSynchronize(s[0]));
     reference(a0.p, b.p, ref.as<float>(), m, n, k);
     expect_near(o0.p, ref.as<float>(), m, n, "graph replay");
-    cudaGraphExecDestroy(ge);
-    cudaGraphDestroy(g);
-    for (auto& x : s) cudaStreamDestroy(x);
   }
   EXPECT_GT(shapes_split, 0) << "the one-tile last wave always splits";
 }

@@ -94,14 +94,10 @@ class GemmHooks : public GemmFixture {
   // `release` launches to deliver its rows; returns when both finished.
   template <typename F>
   void gemm_while_rows_arrive(const GemmParams& p, int ctas, F&& release) {
-    cudaStream_t s1, s2;
-    CUDA_OK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
-    CUDA_OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    const Stream s1, s2;
     mk::gemm::launch(p, ctas, {}, s1);
     release(s2);
     CUDA_OK(cudaDeviceSynchronize());
-    cudaStreamDestroy(s1);
-    cudaStreamDestroy(s2);
   }
   static float f32(uint16_t h) {
     uint32_t u = uint32_t(h) << 16;

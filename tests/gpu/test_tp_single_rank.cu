@@ -46,24 +46,18 @@ class SingleRankBase : public GemmFixture {
   // [m x k]) into poisoned out ([m x n]) against cuBLAS (b [n x k]).
   void replay_checked(cudaStream_t s, const std::function<void()>& call, const Buf& a, const Buf& b, const Buf& out,
                       int64_t m, int64_t n, int64_t k, uint64_t seed0, int replays, const std::string& what) {
-    cudaGraph_t g;
-    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    call();
-    ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
-    cudaGraphExec_t ge;
-    ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+    const Captured g(s, call);
+    ASSERT_TRUE(g.ok()) << what;
     Buf ref(m * n * 4);
     for (int i = 0; i < replays; ++i) {
       random_bf16(a.p, m * k, seed0 + i);
       poison(out.p, m * n);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      ASSERT_EQ(cudaGraphLaunch(ge, s), cudaSuccess);
+      ASSERT_EQ(g.launch(s), cudaSuccess);
       ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
       reference(a.p, b.p, ref.as<float>(), m, n, k);
       expect_near(out.p, ref.as<float>(), m, n, what + " graph replay " + std::to_string(i));
     }
-    cudaGraphExecDestroy(ge);
-    cudaGraphDestroy(g);
   }
 };
 
@@ -130,8 +124,7 @@ TEST_P(TpSingleRank, GemmArMatchesCublasInAGraphAndAllReduceCopies) {
   EXPECT_EQ(plan.single_rank_plain(), plain());
   Buf a(kM * kK * 2), b(kN * kK * 2), out(kM * kN * 2), x(kM * kN * 2);
   random_bf16(b.p, kN * kK, 401);
-  cudaStream_t s;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  const Stream s;
   replay_checked(s, [&] { plan.run(a.p, b.p, out.p, s); }, a, b, out, kM, kN, kK, 400, 3,
                  std::string("GemmAr ") + GetParam());
   random_bf16(x.p, kM * kN, 410);
@@ -144,7 +137,6 @@ TEST_P(TpSingleRank, GemmArMatchesCublasInAGraphAndAllReduceCopies) {
   plan.all_reduce(x.p, x.p, s);  // in place
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   EXPECT_EQ(bytes_of(x.p, kM * kN * 2), before) << "all_reduce in place";
-  cudaStreamDestroy(s);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, TpSingleRank, ::testing::Values("plain", "fused"),
@@ -199,8 +191,7 @@ TEST_F(TpSingleRankAuto, AgGemmEagerAndInAGraphOnAShortLastWave) {
   ASSERT_TRUE(plan.single_rank_plain());
   Buf a(m * k * 2), b(n * k * 2), out(m * n * 2), ref(m * n * 4);
   random_bf16(b.p, n * k, 501);
-  cudaStream_t s;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  const Stream s;
   for (int call = 0; call < 2; ++call) {
     random_bf16(a.p, m * k, 500 + call);
     poison(out.p, m * n);
@@ -215,7 +206,6 @@ TEST_F(TpSingleRankAuto, AgGemmEagerAndInAGraphOnAShortLastWave) {
   mk::gemm::set_last_split_tiles(-1);
   replay_checked(s, [&] { plan.run(a.p, b.p, out.p, s); }, a, b, out, m, n, k, 510, 2, "AgGemm auto");
   EXPECT_EQ(mk::gemm::last_split_tiles(), -1) << "the captured call took the fused kernel, not gemm_bf16";
-  cudaStreamDestroy(s);
 }
 
 }  // namespace
