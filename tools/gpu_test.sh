@@ -50,6 +50,12 @@ if [ "${ngpu:-0}" -eq 1 ]; then
 fi
 # The torch ops from Python (the in-tree package against this build's library).
 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" python3 -m pytest -q -rs -p no:cacheprovider tests/python/gpu
+# Ring attention on a communicator of one rank: the ring kernel over the whole sequence, with no gathered
+# buffer (the TP ops' one-rank paths: mk_gpu_tests' TpSingleRank*).
+if command -v torchrun >/dev/null 2>&1 && [ "${ngpu:-0}" -ge 1 ]; then
+  step_s=150 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" \
+      torchrun --standalone --nproc_per_node=1 tests/python/gpu/dist_ring_attn_check.py
+fi
 # The tensor-parallel ops from Python and the TP MLP example, under torchrun.
 if command -v torchrun >/dev/null 2>&1 && [ "${ngpu:-0}" -ge 2 ]; then
   for script in tests/python/gpu/dist_tp_check.py tests/python/gpu/dist_ring_attn_check.py examples/tp_mlp.py \

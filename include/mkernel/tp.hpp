@@ -11,7 +11,8 @@
 //
 // A plan is made once per shape (collective: it allocates the symmetric
 // gathered buffer, reserves signals and checks that every rank asked for the
-// same shape), then run any number of times with no host synchronisation
+// same shape; on one rank, where every call takes the plain path, it
+// allocates none of the fused kernel's buffers), then run any number of times with no host synchronisation
 // between calls: each call's epoch comes from a counter on the device, so
 // CUDA-graph replays get fresh epochs too. Calls of one plan must be ordered
 // on the device (one stream, or streams joined by events), and every rank
@@ -77,7 +78,8 @@ class AgGemm {
   // The plan's symmetric gathered buffer (valid until the next call). After
   // run() it lacks this rank's own rows when m_local is a multiple of 128
   // (the GEMM reads them in place), and every row with single_rank_plain(); pass `gathered` to run() for
-  // all rows.
+  // all rows. Null where the plan has none: one rank, with eager and captured calls both plain (the plan
+  // then allocates none of its fused kernel's buffers).
   const void* gathered_buffer() const;
 
   // Diagnostics: log up to events_per_cta device events per CTA of every

@@ -178,6 +178,55 @@ TEST(TpSingleRankKnob, AutoByDefaultAndBadValuesAreRejected) {
   }
 }
 
+// A plan whose calls are all plain (one rank; auto where nothing is split, or plain) allocates none of its
+// fused kernel's buffers: the gathered rows (AgGemm, m x k) and the staging (GemmRs, GemmAr: m x n), over
+// 128 MB each here, and its gathered_buffer() is null; with fused they are there (the measure sees them).
+TEST(TpSingleRankMemory, PlainPlansAllocateNoFusedBuffers) {
+  if (comm().world() != 1) GTEST_SKIP() << "one rank only (the GPU tier)";
+  int dev = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  const int64_t m_ag = 256 * int64_t(sms), k_ag = 2048;  // 2 x sms tiles of 128 x 256: whole waves, no split
+  constexpr int64_t m = 8192, n = 8192, k = 1024;
+  constexpr size_t kSlack = size_t(16) << 20;  // counters, signals, allocator granules
+  for (const char* mode_name : {"auto", "plain", "fused"}) {
+    const Mode mode(mode_name);
+    const bool fused = std::string(mode_name) == "fused";
+    size_t free0 = 0, total = 0;
+    // Device memory the plan `what` holds (against free0, read before it was made); buffer: its fused
+    // kernel's buffer's size.
+    auto check_held = [&](const std::string& what, bool plain, size_t buffer) {
+      size_t free1 = 0;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      ASSERT_EQ(cudaMemGetInfo(&free1, &total), cudaSuccess);
+      const size_t held = free0 > free1 ? free0 - free1 : 0;
+      EXPECT_EQ(plain, !fused) << what;
+      if (fused)
+        EXPECT_GE(held, buffer) << what << ": the fused kernel's buffer is missing from the measure";
+      else
+        EXPECT_LT(held, kSlack) << what << ": a plain plan holds " << held << " bytes";
+    };
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(cudaMemGetInfo(&free0, &total), cudaSuccess);
+    {
+      const mk::AgGemm ag(comm(), m_ag, 256, k_ag);
+      ASSERT_EQ(ag.split_tiles(), 0);
+      check_held(std::string("AgGemm ") + mode_name, ag.single_rank_plain(), size_t(m_ag * k_ag * 2));
+      EXPECT_EQ(ag.gathered_buffer() == nullptr, !fused) << "gathered_buffer(), " << mode_name;
+    }
+    ASSERT_EQ(cudaMemGetInfo(&free0, &total), cudaSuccess);
+    {
+      const mk::GemmRs rs(comm(), m, n, k, mk::GemmRsOptions{.split_tail = false});
+      check_held(std::string("GemmRs ") + mode_name, rs.single_rank_plain(), size_t(m * n * 2));
+    }
+    ASSERT_EQ(cudaMemGetInfo(&free0, &total), cudaSuccess);
+    {
+      const mk::GemmAr ar(comm(), m, n, k);
+      check_held(std::string("GemmAr ") + mode_name, ar.single_rank_plain(), size_t(m * n * 2));
+    }
+  }
+}
+
 // auto on a shape with a one-tile last wave (the plan splits it): eager calls take the standalone GEMM (which
 // splits it too: k 4096), calls captured into a graph the fused kernel; both against cuBLAS.
 TEST_F(TpSingleRankAuto, AgGemmEagerAndInAGraphOnAShortLastWave) {

@@ -116,13 +116,15 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
   tp::check_same_plan(comm.bootstrap().allgather(cat(m_local, "x", n, "x", k, " (signals ", sig_entry_, ", ",
                                                      sig_arrival_, ")")),
                       t.rank, "AgGemm", "m_local x n x k");
-  gathered_ = &comm.alloc_symmetric(static_cast<size_t>(t.world * m_local * k * 2));
-  if (t.num_nodes > 1) {  // rows cross the network from and into the gathered buffer
-    Network& net = comm.network();
-    net_region_ = net.register_buffer(*gathered_);
-    netctx_ = net.device_ctx_ptr();
+  if (tp::fused_ever(one)) {  // else (one rank, every call plain) the fused kernel's buffers are never used
+    gathered_ = &comm.alloc_symmetric(static_cast<size_t>(t.world * m_local * k * 2));
+    if (t.num_nodes > 1) {  // rows cross the network from and into the gathered buffer
+      Network& net = comm.network();
+      net_region_ = net.register_buffer(*gathered_);
+      netctx_ = net.device_ctx_ptr();
+    }
+    tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);
   }
-  tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);
   // Epoch counter + finished-CTA count (device/epoch.cuh) + tile counter, zero.
   MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 3 * sizeof(uint64_t)));
   MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 3 * sizeof(uint64_t)));
@@ -233,7 +235,7 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
 void AgGemm::enable_trace(int events_per_cta) { trace_.enable(gemm::num_sms(), events_per_cta); }
 std::vector<TraceEvent> AgGemm::read_trace() const { return trace_.read(); }
 
-const void* AgGemm::gathered_buffer() const { return gathered_->local; }
+const void* AgGemm::gathered_buffer() const { return gathered_ ? gathered_->local : nullptr; }
 
 void AgGemm::run(const void* a_local, const void* b, void* out, cudaStream_t stream, void* gathered) {
   launch(a_local, b, out, true, stream);
@@ -255,8 +257,12 @@ void AgGemm::all_gather(const void* a_local, void* gathered, cudaStream_t stream
   if (overlap(gathered, block * comm_.world(), a_local, block)) fail("AgGemm::all_gather: gathered overlaps a_local");
   launch(a_local, nullptr, nullptr, false, stream);
   const int me = comm_.rank(), w = comm_.world();
-  const char* g = static_cast<const char*>(gathered_->local);
   char* out = static_cast<char*>(gathered);
+  if (w == 1) {  // either path: the rows are a_local (the plan may have no gathered buffer)
+    MK_CUDA_CHECK(cudaMemcpyAsync(out, a_local, block, cudaMemcpyDeviceToDevice, stream));
+    return;
+  }
+  const char* g = static_cast<const char*>(gathered_->local);
   if (comm_.topology().num_nodes > 1) {  // own rows went through the gathered buffer (the network's source)
     MK_CUDA_CHECK(cudaMemcpyAsync(out, g, block * w, cudaMemcpyDeviceToDevice, stream));
     return;

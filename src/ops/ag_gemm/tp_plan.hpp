@@ -61,6 +61,12 @@ inline SingleRank single_rank(const Topology& t, int64_t m, int64_t n, int64_t k
   const bool unsplit_ok = !splits || grid_busy(tiles, sms) >= 0.95;  // the standalone GEMM needs no split
   return {unsplit_ok || gemm::standalone_split(tiles, sms, k / gemm::kBlockK).tiles > 0, unsplit_ok};
 }
+// Whether the plan can ever launch its fused kernel: not when both its eager
+// and its captured calls take the plain path, and then it allocates none of
+// the fused kernel's buffers (gathered rows, staging, split-tile parts: each
+// the size of an operand or of the output, e.g. 256 MB for the AG+GEMM's A
+// at m = 16384, k = 8192).
+inline bool fused_ever(const SingleRank& s) { return !(s.plain && s.plain_captured); }
 // Whether this call on `stream` takes the plain path.
 inline bool single_rank_plain_now(bool plain, bool plain_captured, cudaStream_t stream) {
   if (plain == plain_captured) return plain;

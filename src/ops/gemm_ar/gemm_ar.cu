@@ -124,9 +124,9 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   const int swizzle = opt.swizzle ? opt.swizzle : tp::ar_swizzle(t.num_nodes, tp::rs_share_blocks(m, t.world));
   const std::string variant = cat(one_shot_ ? ", one-shot" : ", two-shot", interleave_ ? ", interleaved" : "");
   rs_ = std::make_unique<tp::RsPlan>(
-      tp::rs_make_plan(comm, "GemmAr", m, n, k_local, swizzle, al.extra_slots(), 1, &sig_fin_, variant));
+      tp::rs_make_plan(comm, "GemmAr", m, n, k_local, swizzle, al.extra_slots(), 1, &sig_fin_, variant, !plain_));
   swizzle_ = rs_->swizzle;
-  if (one_shot_) {
+  if (one_shot_) {  // (two ranks of one node: never with a one-rank plan's plain path)
     const int64_t tiles_total = (m + gemm::kBlockM - 1) / gemm::kBlockM * n_tiles;  // one-shot: no shares
     num_os_ctas_ = tp::balanced_ctas(tiles_total, num_ctas_);
     // Its own family of calls: entry signals, epoch counter (run()'s calls

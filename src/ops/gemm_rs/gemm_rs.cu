@@ -101,12 +101,14 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   tp::rs_check_grid("GemmRs", num_ctas_, sms);
   // reduce_scatter()'s grid is push + Reduce CTAs.
   num_reduce_ = tp::rs_reduce_ctas("GemmRs", opt.num_reduce_ctas, sms, leave_sm, 0);
-  rs_ = std::make_unique<tp::RsPlan>(tp::rs_make_plan(comm, "GemmRs", m, n, k_local, opt.swizzle, 0, 0, nullptr));
+  const bool fused = tp::fused_ever(one);  // else none of the fused kernel's buffers
+  rs_ = std::make_unique<tp::RsPlan>(
+      tp::rs_make_plan(comm, "GemmRs", m, n, k_local, opt.swizzle, 0, 0, nullptr, "", fused));
   swizzle_ = rs_->swizzle;
   // Split tiles' fp32 parts and flags (after the collective plan: every check passed).
   split_tiles_ = sp.tiles;
   split_parts_ = sp.parts;
-  tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);
+  if (fused) tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);
   // The legacy-stream memset must be done before a launch on any stream
   // (non-blocking streams do not wait for it): plan creation is setup time.
   MK_CUDA_CHECK(cudaDeviceSynchronize());

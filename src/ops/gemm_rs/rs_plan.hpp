@@ -88,9 +88,12 @@ inline void rs_check_shape(const Topology& t, const char* op, int64_t m, int64_t
 // per global row-block), checks every rank made the same plan, allocates
 // the staging buffer (the layout's slots + extra_slots) and, across nodes,
 // registers it and the per-row-block counts. Device words zeroed; the
-// caller synchronises before the first launch.
+// caller synchronises before the first launch. staging = false (a plan
+// whose calls never launch the fused kernel, tp::fused_ever): no staging
+// buffer.
 inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_t n, int64_t k_local, int swizzle_opt,
-                           int extra_slots, int extra_sig, int* extra_sig_index, const std::string& variant = "") {
+                           int extra_slots, int extra_sig, int* extra_sig_index, const std::string& variant = "",
+                           bool staging = true) {
   const Topology& t = comm.topology();
   RsPlan p;
   p.m = m;
@@ -116,8 +119,9 @@ inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_
                   t.rank, op, "m x n x k_local");
   const int64_t n_tiles = (n + gemm::kBlockN - 1) / gemm::kBlockN;
   p.slot_elems = share_blocks * gemm::kBlockM * n_tiles * gemm::kBlockN;
-  p.staging = &comm.alloc_symmetric(static_cast<size_t>(std::max(1, lay.num_slots() + extra_slots) * p.slot_elems * 2));
-  if (t.num_nodes > 1) {
+  const int slots = std::max(1, lay.num_slots() + extra_slots);
+  if (staging) p.staging = &comm.alloc_symmetric(static_cast<size_t>(slots * p.slot_elems * 2));
+  if (t.num_nodes > 1) {  // (several ranks: always staging)
     Network& net = comm.network();
     p.net_region = net.register_buffer(*p.staging);
     p.netctx = net.device_ctx_ptr();

@@ -102,7 +102,8 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
                                                      sig_entry_, ", ", sig_arrival_, ")")),
                       t.rank, "RingAttention", "batch x s_local x heads x kv_heads x head_dim");
   const size_t slot = size_t(chunks) * 2 * s_local * head_dim * 2;
-  gathered_ = &comm.alloc_symmetric(slot * size_t(world));
+  // One rank reads only its own K/V (map 0): no gathered buffer (K and V's size).
+  if (world > 1) gathered_ = &comm.alloc_symmetric(slot * size_t(world));
   if (t.num_nodes > 1) {
     Network& net = comm.network();
     net_region_ = net.register_buffer(*gathered_);
@@ -157,10 +158,16 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
   const int64_t d = head_dim_;
   const int64_t dims[4] = {d, s_local_, kv_heads_, int64_t(world) * batch_};
   const int64_t strides[3] = {d * 2, 2 * s_local_ * d * 2, kv_heads_ * 2 * s_local_ * d * 2};
-  p.k[1] = attn::make_map(gathered_->local, dims, strides, uint32_t(p.block_n), 1, "gathered K");
-  p.v[1] = attn::make_map(static_cast<const char*>(gathered_->local) + s_local_ * d * 2, dims, strides,
-                          uint32_t(p.block_n), 1, "gathered V");
-  p.kv_seq_dim[1] = 1;
+  if (gathered_) {
+    p.k[1] = attn::make_map(gathered_->local, dims, strides, uint32_t(p.block_n), 1, "gathered K");
+    p.v[1] = attn::make_map(static_cast<const char*>(gathered_->local) + s_local_ * d * 2, dims, strides,
+                            uint32_t(p.block_n), 1, "gathered V");
+    p.kv_seq_dim[1] = 1;
+  } else {  // one rank: no segment reads map 1; it stays a valid map (the own K/V's)
+    p.k[1] = p.k[0];
+    p.v[1] = p.v[0];
+    p.kv_seq_dim[1] = p.kv_seq_dim[0];
+  }
   // Query and key segments with global positions (zigzag halves when
   // causal), keys in kv_order_.
   const int32_t r = t.rank, S = static_cast<int32_t>(s_local_);
@@ -182,7 +189,7 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
   push.k = k;
   push.v = v;
   for (int i = 0; i < t.local_size; ++i) {
-    push.gathered[i] = gathered_->peer[i];
+    push.gathered[i] = gathered_ ? gathered_->peer[i] : nullptr;  // (one rank: nothing to push)
     push.local_ranks[i] = t.rank_at(t.node, i);
   }
   for (int nd = 0; nd < t.num_nodes; ++nd) push.rail[nd] = t.rank_at(nd, t.local_rank);

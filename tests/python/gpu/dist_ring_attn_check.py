@@ -1,4 +1,4 @@
-"""Ring attention from Python on 2 GPUs (device machine), 1x2 (NVLink) or, with
+"""Ring attention from Python on 2 GPUs (device machine; also on one rank), 1x2 (NVLink) or, with
 MK_RANKS_PER_NODE=1, 2x1 emulated nodes (or 2x2 on 2 GPUs: --nproc_per_node=4 with
 MK_RANKS_PER_NODE=2 MK_SHARE_GPUS=1, a shorter run):
 
@@ -73,6 +73,15 @@ def run(comm, rank, world):
         cases = [cases[0], cases[1], cases[2], cases[6]]
     for i, c in enumerate(cases):
         check_case(comm, rank, world, *c, seed=i + 1, calls=2 if world <= 2 else 1)
+    if world == 1:  # one rank reads only its own K/V: its plan holds no gathered buffer (K and V: 256 MB here)
+        torch.cuda.synchronize()
+        free0 = torch.cuda.mem_get_info()[0]
+        plan = mkernel.RingAttention(comm, 1, 65536, 8, 8, 128, causal=True)
+        torch.cuda.synchronize()
+        held = free0 - torch.cuda.mem_get_info()[0]
+        assert held < 16 << 20, f"a one-rank ring attention plan holds {held} bytes of device memory"
+        del plan
+        print(f"ok one rank: the plan holds {held} bytes (no gathered K/V)", flush=True)
     # CUDA-graph replay with new inputs (plan made before capture).
     b, s_local, h, hkv, d = 1, 1024, 8, 4, 128
     ql = torch.randn(b, s_local, h, d, device="cuda").bfloat16()
