@@ -6,7 +6,7 @@
 // (or any CTA that is done with another role) and calls
 // attn::run_compute<D, BN>(p, smem, cta, ncta) with kThreads threads and
 // Geom<D, BN>::kSmemBytes of dynamic shared memory; BN (keys per block) is
-// p.block_n: 176 for the one-GPU op, block_n_side(D) (144 at D = 128, 128
+// p.block_n: 176 for the one-GPU op, block_n_side(D) (176 at D = 128, 128
 // at D = 64) in kernels with a side role (Regs below). Inside a CTA:
 //   warpgroup 0      producer: one thread walks the CTA's units (batch,
 //                    head, query tile); per unit it loads the Q tile, then
@@ -294,13 +294,28 @@ __device__ __forceinline__ void pass_turn(int wg) {
 
 // The key blocks of a unit in order: segment g, block j of its nb
 // (segments the unit reads nothing of are skipped). next() from the
-// initial state gives the first block.
+// initial state gives the first block. kvalid / kpos0: the block's keys
+// left in the segment and its first key's position, carried from block to
+// block (the softmax's mask needs them per block; read from the segment
+// each time, ptxas re-loaded them from the kernel parameters with an
+// indexed constant load per block where registers were short: ~5% of the
+// ring kernel's stall samples at 176-key blocks, bench/results/
+// ring-engine-176-20261202.md).
 struct BlockIter {
   int g = -1, j = 0, nb = 0;
+  int32_t kvalid = 0, kpos0 = 0;
   __device__ __forceinline__ void next(const AttnParams& p, const Unit& u) {
-    if (++j < nb) return;
+    if (++j < nb) {
+      kvalid -= p.block_n;
+      kpos0 += p.block_n;
+      return;
+    }
     j = 0;
     while (++g < p.n_kvsegs && (nb = seg_blocks(p, p.kvseg[g], u)) == 0) {
+    }
+    if (g < p.n_kvsegs) {
+      kvalid = p.kvseg[g].len;
+      kpos0 = p.kvseg[g].pos0;
     }
   }
 };
@@ -333,17 +348,15 @@ __device__ __forceinline__ void issue_s(float (&sc)[BN / 2], const Smem<D, BN>& 
 // thread (each row's BN keys live on the 4 lanes of a quad).
 template <int BN>
 __device__ __forceinline__ void softmax_block(float (&sc)[BN / 2], float (&m)[2], float (&l)[2], float (&corr)[2],
-                                              const AttnParams& p, const Unit& u, const KvSeg& seg, int j,
-                                              int row_in_tile, int quad) {
+                                              const AttnParams& p, const Unit& u, int32_t kvalid,
+                                              int32_t kpos0, int row_in_tile, int quad) {
   const float sl2 = p.scale_log2;
   // Mask: keys past the segment's end, and (causal) keys after the query.
   // lim[h]: the last key (column) row h may see.
-  const int32_t kvalid = seg.len - j * BN;
-  const int32_t kpos0 = seg.pos0 + j * BN;
   const bool need_mask = kvalid < BN || (p.causal && kpos0 + BN - 1 > u.pos0);
   if (need_mask) {
-    const int32_t lim[2] = {last_visible_key(p, u, seg, j, row_in_tile),
-                            last_visible_key(p, u, seg, j, row_in_tile + 8)};
+    const int32_t lim[2] = {last_visible_key_at(p, u, kvalid, kpos0, row_in_tile),
+                            last_visible_key_at(p, u, kvalid, kpos0, row_in_tile + 8)};
 #pragma unroll
     for (int jj = 0; jj < BN / 8; ++jj)
 #pragma unroll
@@ -461,7 +474,7 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D, BN>&
       sm90::fence_operands(sc);
       if (leader) sm90::mbar_arrive(&s.k_empty[st.stage]);
       if (nblocks == 1 && leader) sm90::mbar_arrive(s.q_empty);  // the tile's last read of Q
-      softmax_block<BN>(sc, m, l, corr, p, u, p.kvseg[it.g], it.j, row_in_tile, quad);
+      softmax_block<BN>(sc, m, l, corr, p, u, it.kvalid, it.kpos0, row_in_tile, quad);
       pack_p<BN>(pa, sc);
       fence_p<BN>(pa);
       // Blocks 0 .. n-2: S_{i+1} and P_i V_i in one turn (no branch around
@@ -483,7 +496,7 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D, BN>&
         sm90::fence_operands(sc);
         if (leader) sm90::mbar_arrive(&s.k_empty[nx.stage]);
         if (i + 2 == nblocks && leader) sm90::mbar_arrive(s.q_empty);  // the tile's last read of Q
-        softmax_block<BN>(sc, m, l, corr, p, u, p.kvseg[it.g], it.j, row_in_tile, quad);
+        softmax_block<BN>(sc, m, l, corr, p, u, it.kvalid, it.kpos0, row_in_tile, quad);
         schedule_boundary(p);  // keeps the wait below the softmax's exp2s
         sm90::wgmma_wait<0>();
         sm90::fence_operands(o);
@@ -573,9 +586,13 @@ struct NoSide {
 // what the producer warpgroup released, or setmaxnreg.inc waits forever.
 // 176-key blocks (S 88 + P 44 + O 64 registers per consumer thread) need
 // 224 to run without spilling or serialising wgmma (ptxas, 2026-12-01),
-// which leaves the producer warpgroup 56: too few for a side role (the ring
-// op's K/V push), so kernels with one keep 88 / 208 and at most 144-key
-// blocks (S 72 + P 36 + O 64; at 160 ptxas serialised the wgmmas).
+// which leaves the producer warpgroup 56, also for a side role (the ring
+// op's K/V push, whose setup and failure paths spill: tools/check_ptxas.sh).
+// A side role's code there can cost the consumers: some forms of the push
+// made ptxas move their per-block bookkeeping off the uniform datapath
+// (device/roles/kv_push.cuh; tools/check_uniform_loop.py guards it).
+// At 208 registers consumers hold at most 144-key blocks (S 72 + P 36 + O
+// 64; at 160 ptxas serialised the wgmmas).
 template <int BN>
 struct Regs {
   static constexpr int kProducer = BN == 176 ? 56 : 88, kConsumer = BN == 176 ? 224 : 208;
@@ -586,8 +603,8 @@ template <int D, int BN, class Side = NoSide>
 __device__ __forceinline__ void run_compute(const AttnParams& p, uint8_t* smem, int cta, int ncta,
                                             const Side& side = Side{}) {
   static_assert(D == 64 || D == 128, "head dimension 64 or 128");
-  static_assert(BN == 128 || BN == 144 || (BN == 176 && std::is_same_v<Side, NoSide>),
-                "128-, 144- or 176-key blocks; 176 leaves no registers for a side role (Regs)");
+  static_assert(BN == 128 || BN == 144 || BN == 176,
+                "128-, 144- or 176-key blocks (Regs)");
   using G = Geom<D, BN>;
   const detail::Smem<D, BN> s = detail::carve<D, BN>(smem);
   const int wg = threadIdx.x / 128;

@@ -91,7 +91,7 @@ __device__ __forceinline__ void wgmma_m64n176k16_ss(float (&d)[88], uint64_t des
 }
 
 // D(64x144, f32) = A(64x16, smem, K-major) * B(144x16, smem, K-major)^T + (scale_d ? D : 0): S = Q K^T for
-// the ring op's 144-key blocks at D = 128.
+// 144-key blocks at D = 128 (the ring op's until 2026-12-02; Regs in attn_engine.cuh says when they fit).
 __device__ __forceinline__ void wgmma_m64n144k16_ss(float (&d)[72], uint64_t desc_a, uint64_t desc_b, int scale_d) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %74, 0;\n"

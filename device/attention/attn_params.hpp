@@ -28,12 +28,13 @@ constexpr int kBlockM = 128;  // query rows per tile (two consumer warpgroups of
 // 176 for the one-GPU op (FlashAttention-3's block at D = 128: more keys per
 // softmax step; 1.01-1.08x over 128 at S >= 4k, bench/results/
 // attention-bn176-20261201.md). Kernels that run a side role in the
-// producer warpgroup (the ring op) leave it 88 registers, and their
-// consumers' 208 hold at most 144 keys without serialising wgmma
-// (attn_engine.cuh, Regs): 144 at D = 128 (1.01-1.04x over 128), 128 at
-// D = 64 (where 144 was 0.94-0.98x of 128).
+// producer warpgroup (the ring op, block_n_side): 176 at D = 128 too since
+// 2026-12-02, the side role within the producer's 56 registers (attn_engine
+// .cuh, Regs; device/roles/kv_push.cuh says what its copy loop must avoid;
+// before, 88 / 208 registers and 144-key blocks: bench/results/ring-engine-
+// 176-20261202.md). 128 at D = 64 (where 144 was 0.94-0.98x of 128).
 constexpr int kBlockNOneGpu = 176;
-constexpr int block_n_side(int head_dim) { return head_dim == 128 ? 144 : 128; }
+constexpr int block_n_side(int head_dim) { return head_dim == 128 ? 176 : 128; }
 constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
 constexpr int kMaxQSegs = 2;
 constexpr int kMaxKvSegs = 32;  // 2 per shard: 16 ranks with zigzag

@@ -72,9 +72,12 @@ struct KvPush {
 __device__ __forceinline__ int64_t kv_chunk_bytes(const KvPush& g) {
   return int64_t(2) * g.s_local * g.head_dim * 2;
 }
-// Pieces of a chunk: ~64 KB each, so that every push CTA takes part in the
-// first heads' chunks (one CTA per chunk moved ~3 GB/s: the compute waited).
-MK_HD int32_t kv_pieces(int64_t chunk_bytes) { return static_cast<int32_t>((chunk_bytes + 65535) / 65536); }
+// Pieces of a chunk: ~16 KB each, so that every push CTA takes part in the
+// first heads' chunks (one CTA per chunk moved ~3 GB/s with 4 loads in
+// flight per thread: the compute waited; with one, kv_copy_piece, a CTA
+// moves a quarter of the 64 KB it took before 2026-12-02 in about the same
+// time).
+MK_HD int32_t kv_pieces(int64_t chunk_bytes) { return static_cast<int32_t>((chunk_bytes + 16383) / 16384); }
 __device__ __forceinline__ int64_t kv_slot_bytes(const KvPush& g) {
   return int64_t(g.batch) * g.kv_heads * kv_chunk_bytes(g);
 }
@@ -83,38 +86,37 @@ __device__ __forceinline__ int64_t kv_slot_bytes(const KvPush& g) {
 // into `to` (the chunk's slot position), by the push threads (t = 0 ..
 // kPushThreads - 1): from the caller's K and V (own: token rows src_row
 // bytes apart) or from a slot of this rank's gathered buffer (forwarded:
-// contiguous, `slot` non-null). Each thread fences its stores, then the
-// push threads sync.
+// contiguous, `slot` non-null). lo is a token row's first unit (kv_push's
+// pieces are whole rows), so a thread copies the same 16-byte column of
+// every (kPushThreads / units per row)-th row, by a pointer step. Each
+// thread fences its stores, then the push threads sync.
+// NOTES: this loop shares the producer warpgroup's 56 registers (ring
+// kernel, 176-key blocks), and its form decides more than its own speed:
+// with 4 loads in flight per thread (the loop until 2026-12-02), 2, a 64-bit
+// division, or the chunk's source offset held across the K and V parts,
+// ptxas moved the consumers' per-block bookkeeping off the uniform datapath
+// and the ring kernel ran 4-6% slower at one rank (bench/results/
+// ring-engine-176-20261202.md). tools/check_uniform_loop.py (in
+// tools/check_ptxas.sh, a CPU test) fails when that happens. One load in
+// flight per thread moves a quarter of what 4 did per CTA; the pieces are
+// smaller to match (kv_pieces).
 __device__ __forceinline__ void kv_copy_piece(const KvPush& g, int64_t c, const char* slot, char* to, int64_t lo,
                                               int64_t hi, int t) {
-  const int b = static_cast<int>(c / g.kv_heads), hkv = static_cast<int>(c % g.kv_heads);
-  const int per_row = g.head_dim / 8;  // 16-byte pieces per token
-  const int64_t n = int64_t(g.s_local) * per_row;  // units of K (and of V)
-  const int64_t row = g.head_dim * 2;
-  const int64_t src_row = int64_t(g.kv_heads) * row;  // bytes between tokens of the caller's K, V
-  const int64_t src0 = (int64_t(b) * g.s_local * g.kv_heads + hkv) * row;
-  constexpr int kBatch = 4;  // loads in flight per thread
+  const int ci = static_cast<int>(c);  // < 2^30 (the plan checks world x chunks)
+  const int b = ci / g.kv_heads, hkv = ci - b * g.kv_heads;
+  const int sh = g.head_dim == 128 ? 4 : 3;  // log2 of the 16-byte units per token
+  const int64_t src_row = int64_t(g.kv_heads) * g.head_dim * 2;  // bytes between tokens of the caller's K, V
+  const int64_t n = int64_t(g.s_local) << sh;  // units of K (and of V)
   uint4* dst = reinterpret_cast<uint4*>(to);
-#pragma unroll 1
-  for (int64_t i0 = lo + t; i0 < hi; i0 += int64_t(kPushThreads) * kBatch) {
-    uint4 x[kBatch];
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int64_t i = i0 + int64_t(j) * kPushThreads;
-      if (i < hi) {
-        const bool is_v = i >= n;
-        const int64_t u = is_v ? i - n : i;
-        const uint4* src = slot ? reinterpret_cast<const uint4*>(slot) + i
-                                : reinterpret_cast<const uint4*>(static_cast<const char*>(is_v ? g.v : g.k) + src0 +
-                                                                 (u / per_row) * src_row) + u % per_row;
-        x[j] = __ldcg(src);
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int64_t i = i0 + int64_t(j) * kPushThreads;
-      if (i < hi) dst[i] = x[j];
-    }
+  for (int part = 0; part < 2; ++part) {  // K's units [0, n), V's [n, 2 n)
+    const int64_t a0 = part ? (lo > n ? lo : n) : lo, a1 = part ? hi : (hi < n ? hi : n);
+    const int64_t u0 = a0 - part * n;  // a row's first unit
+    const char* src = slot ? slot + (a0 + t) * 16
+                           : static_cast<const char*>(part ? g.v : g.k) +
+                                 (int64_t(b) * g.s_local * g.kv_heads + hkv) * g.head_dim * 2 +
+                                 ((u0 >> sh) + (t >> sh)) * src_row + (t & ((1 << sh) - 1)) * 16;
+    const int64_t step = slot ? kPushThreads * 16 : (kPushThreads >> sh) * src_row;
+    for (int64_t i = a0 + t; i < a1; i += kPushThreads, src += step) dst[i] = *reinterpret_cast<const uint4*>(src);
   }
   __threadfence_system();
   dev::sm90::named_sync(kPushBarrier, kPushThreads);
@@ -186,7 +188,8 @@ __device__ __forceinline__ void kv_push(const DeviceCtx& ctx, const KvPush& g, u
   // Own chunks: chunk-major (head 0 to every destination first, every CTA
   // on a piece of it), then the chunks of the rail peers, node by node
   // (kv_item).
-  const int64_t units = chunk_bytes / 16, per_piece = (units + g.pieces - 1) / g.pieces;
+  const int64_t units = chunk_bytes / 16, row_mask = g.head_dim / 8 - 1;  // 16-byte units per row: 8 or 16
+  const int64_t per_piece = ((units + g.pieces - 1) / g.pieces + row_mask) & ~row_mask;  // whole rows
   const KvItems its = kv_items(w, r, g.num_nodes, g.own_to_self != 0, chunks, g.pieces);  // device/roles/kv_items.hpp
   uint32_t entered = 0;  // destinations whose entry signal this thread (t == 0) saw
   for (int64_t item = cta; item < its.items; item += ncta) {

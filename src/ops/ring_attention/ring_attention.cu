@@ -31,9 +31,9 @@ namespace {
 // compute. (A first version gave the push CTAs of their own that joined
 // the compute afterwards; ptxas then held the push code to the producer's
 // register budget and spilled.)
-// The engine's key blocks and shared-memory geometry in this kernel (at
-// most 144 keys: the push needs the producer warpgroup's registers,
-// attn_engine.cuh's Regs).
+// The engine's key blocks and shared-memory geometry in this kernel
+// (block_n_side: the one-GPU op's 176 at D = 128, with the push in the
+// producer warpgroup's 56 registers, attn_engine.cuh's Regs).
 template <int D>
 using RingGeom = attn::Geom<D, attn::block_n_side(D)>;
 
@@ -64,9 +64,9 @@ __global__ void __launch_bounds__(attn::kThreads, 1)
 
 namespace attn {
 // CTAs whose spare producer warps push K/V: they cost no SM, so all of them
-// (each has 96 threads with 4 16-byte loads in flight, ~6 KB: NVLink needs
-// hundreds of KB in flight); on several nodes the last one sends over the
-// network.
+// (each has 96 threads with one 16-byte load in flight, 1.5 KB,
+// roles::kv_copy_piece: NVLink needs hundreds of KB in flight); on several
+// nodes the last one sends over the network.
 int ring_comm_ctas(const Topology&) { return 1 << 20; }  // clamped to the grid
 }  // namespace attn
 
