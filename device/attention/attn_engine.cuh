@@ -294,28 +294,13 @@ __device__ __forceinline__ void pass_turn(int wg) {
 
 // The key blocks of a unit in order: segment g, block j of its nb
 // (segments the unit reads nothing of are skipped). next() from the
-// initial state gives the first block. kvalid / kpos0: the block's keys
-// left in the segment and its first key's position, carried from block to
-// block (the softmax's mask needs them per block; read from the segment
-// each time, ptxas re-loaded them from the kernel parameters with an
-// indexed constant load per block where registers were short: ~5% of the
-// ring kernel's stall samples at 176-key blocks, bench/results/
-// ring-engine-176-20261202.md).
+// initial state gives the first block.
 struct BlockIter {
   int g = -1, j = 0, nb = 0;
-  int32_t kvalid = 0, kpos0 = 0;
   __device__ __forceinline__ void next(const AttnParams& p, const Unit& u) {
-    if (++j < nb) {
-      kvalid -= p.block_n;
-      kpos0 += p.block_n;
-      return;
-    }
+    if (++j < nb) return;
     j = 0;
     while (++g < p.n_kvsegs && (nb = seg_blocks(p, p.kvseg[g], u)) == 0) {
-    }
-    if (g < p.n_kvsegs) {
-      kvalid = p.kvseg[g].len;
-      kpos0 = p.kvseg[g].pos0;
     }
   }
 };
@@ -348,15 +333,17 @@ __device__ __forceinline__ void issue_s(float (&sc)[BN / 2], const Smem<D, BN>& 
 // thread (each row's BN keys live on the 4 lanes of a quad).
 template <int BN>
 __device__ __forceinline__ void softmax_block(float (&sc)[BN / 2], float (&m)[2], float (&l)[2], float (&corr)[2],
-                                              const AttnParams& p, const Unit& u, int32_t kvalid,
-                                              int32_t kpos0, int row_in_tile, int quad) {
+                                              const AttnParams& p, const Unit& u, const KvSeg& seg, int j,
+                                              int row_in_tile, int quad) {
   const float sl2 = p.scale_log2;
   // Mask: keys past the segment's end, and (causal) keys after the query.
   // lim[h]: the last key (column) row h may see.
+  const int32_t kvalid = seg.len - j * BN;
+  const int32_t kpos0 = seg.pos0 + j * BN;
   const bool need_mask = kvalid < BN || (p.causal && kpos0 + BN - 1 > u.pos0);
   if (need_mask) {
-    const int32_t lim[2] = {last_visible_key_at(p, u, kvalid, kpos0, row_in_tile),
-                            last_visible_key_at(p, u, kvalid, kpos0, row_in_tile + 8)};
+    const int32_t lim[2] = {last_visible_key(p, u, seg, j, row_in_tile),
+                            last_visible_key(p, u, seg, j, row_in_tile + 8)};
 #pragma unroll
     for (int jj = 0; jj < BN / 8; ++jj)
 #pragma unroll
@@ -474,7 +461,7 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D, BN>&
       sm90::fence_operands(sc);
       if (leader) sm90::mbar_arrive(&s.k_empty[st.stage]);
       if (nblocks == 1 && leader) sm90::mbar_arrive(s.q_empty);  // the tile's last read of Q
-      softmax_block<BN>(sc, m, l, corr, p, u, it.kvalid, it.kpos0, row_in_tile, quad);
+      softmax_block<BN>(sc, m, l, corr, p, u, p.kvseg[it.g], it.j, row_in_tile, quad);
       pack_p<BN>(pa, sc);
       fence_p<BN>(pa);
       // Blocks 0 .. n-2: S_{i+1} and P_i V_i in one turn (no branch around
@@ -496,7 +483,7 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D, BN>&
         sm90::fence_operands(sc);
         if (leader) sm90::mbar_arrive(&s.k_empty[nx.stage]);
         if (i + 2 == nblocks && leader) sm90::mbar_arrive(s.q_empty);  // the tile's last read of Q
-        softmax_block<BN>(sc, m, l, corr, p, u, it.kvalid, it.kpos0, row_in_tile, quad);
+        softmax_block<BN>(sc, m, l, corr, p, u, p.kvseg[it.g], it.j, row_in_tile, quad);
         schedule_boundary(p);  // keeps the wait below the softmax's exp2s
         sm90::wgmma_wait<0>();
         sm90::fence_operands(o);

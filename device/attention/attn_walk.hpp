@@ -75,14 +75,10 @@ MK_HD int unit_blocks(const AttnParams& p, const Unit& u) {
 // The last key column (within block j of segment g) that query row `row` of
 // unit u may see: keys past the segment's end are masked, and under a causal
 // mask keys at positions after the query's. -1 or less: none.
-// The same from the block's valid keys (kvalid = g.len - j block_n) and first key position (kpos0 = g.pos0 +
-// j block_n), which the engine's block iterator keeps in registers.
-MK_HD int32_t last_visible_key_at(const AttnParams& p, const Unit& u, int32_t kvalid, int32_t kpos0, int row) {
-  const int32_t diag = u.pos0 + row - kpos0;  // key column at the query's position
-  return p.causal && diag < kvalid - 1 ? diag : kvalid - 1;
-}
 MK_HD int32_t last_visible_key(const AttnParams& p, const Unit& u, const KvSeg& g, int j, int row) {
-  return last_visible_key_at(p, u, g.len - j * p.block_n, g.pos0 + j * p.block_n, row);
+  const int32_t kvalid = g.len - j * p.block_n;
+  const int32_t diag = u.pos0 + row - (g.pos0 + j * p.block_n);  // key column at the query's position
+  return p.causal && diag < kvalid - 1 ? diag : kvalid - 1;
 }
 
 }  // namespace mk::attn::detail

@@ -74,9 +74,9 @@ __device__ __forceinline__ int64_t kv_chunk_bytes(const KvPush& g) {
 }
 // Pieces of a chunk: ~16 KB each, so that every push CTA takes part in the
 // first heads' chunks (one CTA per chunk moved ~3 GB/s with 4 loads in
-// flight per thread: the compute waited; with one, kv_copy_piece, a CTA
-// moves a quarter of the 64 KB it took before 2026-12-02 in about the same
-// time).
+// flight per thread: the compute waited). With one in flight
+// (kv_copy_piece) a CTA should move a quarter of the 64 KB pieces it took
+// before 2026-12-02 in about the same time (not yet measured on 2 GPUs).
 MK_HD int32_t kv_pieces(int64_t chunk_bytes) { return static_cast<int32_t>((chunk_bytes + 16383) / 16384); }
 __device__ __forceinline__ int64_t kv_slot_bytes(const KvPush& g) {
   return int64_t(g.batch) * g.kv_heads * kv_chunk_bytes(g);
