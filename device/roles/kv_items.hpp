@@ -35,6 +35,23 @@ MK_HD KvItems kv_items(int32_t w, int32_t r, int32_t nodes, bool own_to_self, in
   return x;
 }
 
+// Pieces of a chunk: ~16 KB each, so that every push CTA takes part in the
+// first heads' chunks (one CTA per chunk moved ~3 GB/s with 4 loads in
+// flight per thread: the compute waited). With one in flight
+// (kv_push.cuh's kv_copy_piece) a CTA should move a quarter of the 64 KB
+// pieces it took before 2026-12-02 in about the same time (not yet measured
+// on 2 GPUs).
+MK_HD int32_t kv_pieces(int64_t chunk_bytes) { return static_cast<int32_t>((chunk_bytes + 16383) / 16384); }
+
+// 16-byte units per piece of a chunk of `units` (K's rows, then V's, of
+// head_dim / 8 units each): an even share rounded up to whole rows, so that
+// every piece starts at a row (kv_copy_piece's column walk). Piece p is
+// [p per_piece, min((p + 1) per_piece, units)), empty past the end.
+MK_HD int64_t kv_piece_units(int64_t units, int64_t pieces, int32_t head_dim) {
+  const int64_t row_mask = head_dim / 8 - 1;  // 8 or 16 units per row
+  return ((units + pieces - 1) / pieces + row_mask) & ~row_mask;
+}
+
 struct KvItem {
   int32_t d;      // destination local rank
   int32_t j;      // 0: own chunk; j >= 1: from the rail peer j nodes on (forwarded)

@@ -72,12 +72,6 @@ struct KvPush {
 __device__ __forceinline__ int64_t kv_chunk_bytes(const KvPush& g) {
   return int64_t(2) * g.s_local * g.head_dim * 2;
 }
-// Pieces of a chunk: ~16 KB each, so that every push CTA takes part in the
-// first heads' chunks (one CTA per chunk moved ~3 GB/s with 4 loads in
-// flight per thread: the compute waited). With one in flight
-// (kv_copy_piece) a CTA should move a quarter of the 64 KB pieces it took
-// before 2026-12-02 in about the same time (not yet measured on 2 GPUs).
-MK_HD int32_t kv_pieces(int64_t chunk_bytes) { return static_cast<int32_t>((chunk_bytes + 16383) / 16384); }
 __device__ __forceinline__ int64_t kv_slot_bytes(const KvPush& g) {
   return int64_t(g.batch) * g.kv_heads * kv_chunk_bytes(g);
 }
@@ -188,8 +182,7 @@ __device__ __forceinline__ void kv_push(const DeviceCtx& ctx, const KvPush& g, u
   // Own chunks: chunk-major (head 0 to every destination first, every CTA
   // on a piece of it), then the chunks of the rail peers, node by node
   // (kv_item).
-  const int64_t units = chunk_bytes / 16, row_mask = g.head_dim / 8 - 1;  // 16-byte units per row: 8 or 16
-  const int64_t per_piece = ((units + g.pieces - 1) / g.pieces + row_mask) & ~row_mask;  // whole rows
+  const int64_t units = chunk_bytes / 16, per_piece = kv_piece_units(units, g.pieces, g.head_dim);
   const KvItems its = kv_items(w, r, g.num_nodes, g.own_to_self != 0, chunks, g.pieces);  // device/roles/kv_items.hpp
   uint32_t entered = 0;  // destinations whose entry signal this thread (t == 0) saw
   for (int64_t item = cta; item < its.items; item += ncta) {

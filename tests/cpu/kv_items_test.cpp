@@ -4,7 +4,8 @@
 // node), every piece of every chunk of every rank reaches every other rank's
 // slot exactly once, each forwarded piece is forwarded by a rank that
 // received it over the network, and the own slot is filled exactly when the
-// network sends from it. Built when the attention op is.
+// network sends from it. The pieces of a chunk cover it once, each from a
+// token row's start. Built when the attention op is.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -76,6 +77,32 @@ TEST(KvItems, OwnChunksGoOutChunkMajor) {
   const KvItems x = kv_items(4, 1, 2, true, 5, 2);
   for (int64_t item = 0; item < int64_t(x.own_dests) * x.pieces; ++item) EXPECT_EQ(kv_item(x, item).c, 0);
   EXPECT_EQ(kv_item(x, int64_t(x.own_dests) * x.pieces).c, 1);
+}
+
+// Every chunk size of the ring op's shapes (2 x s_local x head_dim bf16): the pieces cover its units exactly once,
+// each starts at a token row (kv_copy_piece walks one 16-byte column per thread), K's end (V's start) is a row
+// start, and no piece holds more than 16 KB plus a row.
+TEST(KvItems, PiecesAreWholeRowsAndCoverTheChunkOnce) {
+  using mk::roles::kv_piece_units;
+  using mk::roles::kv_pieces;
+  for (int32_t d : {64, 128})
+    for (int64_t s_local : {1, 2, 3, 63, 64, 65, 130, 777, 1000, 1554, 2048, 4095, 8192, 32768}) {
+      SCOPED_TRACE("head_dim " + std::to_string(d) + ", s_local " + std::to_string(s_local));
+      const int64_t bytes = 2 * s_local * d * 2, units = bytes / 16, row = d / 8, n = s_local * row;
+      const int64_t pieces = kv_pieces(bytes), per = kv_piece_units(units, pieces, d);
+      ASSERT_GE(pieces, 1);
+      EXPECT_EQ(per % row, 0) << "pieces of whole rows";
+      EXPECT_EQ(n % row, 0) << "V starts at a row";
+      EXPECT_LE(per * 16, 16384 + row * 16) << "a piece of at most 16 KB and a row";
+      std::vector<int> covered(static_cast<size_t>(units), 0);
+      for (int64_t p = 0; p < pieces; ++p) {
+        const int64_t lo = p * per, hi = lo + per < units ? lo + per : units;
+        if (lo >= units) continue;  // empty: the rounding's last pieces
+        EXPECT_EQ(lo % row, 0) << "piece " << p << " starts inside a row";
+        for (int64_t u = lo; u < hi; ++u) ++covered[static_cast<size_t>(u)];
+      }
+      for (int64_t u = 0; u < units; ++u) ASSERT_EQ(covered[static_cast<size_t>(u)], 1) << "unit " << u;
+    }
 }
 
 }  // namespace
