@@ -68,6 +68,9 @@ void rs_diagnosis_one_rank(BenchContext& bc, const TpBaselines& base) {
     mk::GemmAr ar(c, m, n, k);
     mk::GemmRs rs_plain(c, m, n, k, {.own_tma_store = 0});
     mk::GemmAr ar_plain(c, m, n, k, {.own_tma_store = 0});
+    // The two plans' walks swapped (GemmRs groups up to 8 row-blocks, GemmAr up to 4: tp::ar_swizzle).
+    mk::GemmRs rs_sw4(c, m, n, k, {.swizzle = 4});
+    mk::GemmAr ar_sw8(c, m, n, k, {.swizzle = 8});
     std::unique_ptr<mk::GemmRs> rs_one;  // what one rank runs by default: the standalone GEMM
     std::unique_ptr<mk::GemmAr> ar_one;
     {
@@ -114,6 +117,8 @@ void rs_diagnosis_one_rank(BenchContext& bc, const TpBaselines& base) {
         [&](int i) { ar_plain.run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); },
         [&](int i) { rs_one->run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); },
         [&](int i) { ar_one->run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); },
+        [&](int i) { rs_sw4.run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); },
+        [&](int i) { ar_sw8.run(a.get(100 + i), b.get(100 + i), out.p, bc.stream); },
     };
     // Every variant's output against cuBLAS's on the same inputs (poisoned first).
     DevBuf ref(size_t(m) * n * 2);
@@ -145,7 +150,9 @@ void rs_diagnosis_one_rank(BenchContext& bc, const TpBaselines& base) {
                                  "GemmRs, own rows by plain stores (own_tma_store 0)",
                                  "GemmAr, own rows by plain stores, gathered into out (own_tma_store 0)",
                                  "GemmRs, MK_TP_SINGLE_RANK=plain (auto's choice here: the standalone GEMM)",
-                                 "GemmAr, MK_TP_SINGLE_RANK=plain"};
+                                 "GemmAr, MK_TP_SINGLE_RANK=plain",
+                                 "GemmRs, swizzle 4",
+                                 "GemmAr, swizzle 8"};
     for (size_t v = 0; v < calls.size(); ++v) d.rows.push_back({std::to_string(m), names[v], fmt(st[v].median_ms)});
     MKB_CUDA(cudaStreamSynchronize(bc.stream));
     mk::tp::rs_free_plan(c, pl);
