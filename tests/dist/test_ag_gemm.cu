@@ -17,6 +17,7 @@
 #include "mkernel/tp.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
 #include "tests/gpu/gemm_test_util.cuh"
+#include "tests/dist/scarce_sms.cuh"
 #include "tests/dist/tp_test_util.hpp"
 #include "tests/test_comm.hpp"
 
@@ -232,6 +233,28 @@ TEST_F(AgGemmTest, SplitTilesInManyPartsMatchTheReference) {
   EXPECT_NE(error_of([&] { AgGemm p(comm(), m_local, n, k, AgGemmOptions{.max_split_parts = 1}); })
                 .find("max_split_parts must be"),
             std::string::npos);
+}
+
+// With only its communication CTAs' SMs free (another kernel holds the
+// rest, tests/dist/scarce_sms.cuh), run() finishes: those CTAs take the
+// lowest indices, push, then join the compute; the compute CTAs run late.
+TEST_F(AgGemmTest, FinishesWithOnlyItsCommSmsFree) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  if (const std::string why = scarce_sms_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  const int me = comm().rank();
+  const int64_t m_local = 512, n = 256, k = 256, m = comm().world() * m_local;
+  AgGemm plan(comm(), m_local, n, k);
+  SCOPED_TRACE(std::to_string(plan.num_comm_ctas()) + " comm CTAs");
+  Buf a(m_local * k * 2), b(n * k * 2), out(m * n * 2);
+  const int call = 7000;
+  random_bf16(a.p, m_local * k, seed_a(me, call));
+  random_bf16(b.p, n * k, 77 + me);
+  poison(out.p, m * n);
+  EXPECT_EQ(finishes_on_free_sms(out.p, m * n, plan.num_comm_ctas(),
+                                 [&](cudaStream_t s) { plan.run(a.p, b.p, out.p, s); }),
+            "");
+  check_call(out.p, nullptr, m_local, n, k, b.p, call, "run on the comm CTAs' SMs");
+  comm().barrier();
 }
 
 TEST(AgGemmErrors, BadPlansAndInputsAreRejected) {

@@ -17,6 +17,7 @@
 #include "src/ops/ag_gemm/tp_plan.hpp"
 #include "src/ops/gemm_rs/rs_plan.hpp"
 #include "tests/gpu/gemm_test_util.cuh"
+#include "tests/dist/scarce_sms.cuh"
 #include "tests/dist/tp_test_util.hpp"
 #include "tests/test_comm.hpp"
 
@@ -384,6 +385,36 @@ TEST_F(GemmRsTest, SplitLastWaveOfOwnTilesMatchesReference) {
   EXPECT_EQ(whole.split_tiles(), 0);
   GemmRs mixed(comm(), m, n, k, GemmRsOptions{.num_ctas = static_cast<int>(tiles - 2)});
   EXPECT_EQ(mixed.split_tiles(), 0);
+}
+
+// With only two SMs free (another kernel holds the rest, tests/dist/
+// scarce_sms.cuh), run() finishes on its two resident CTAs (tiles from the
+// dynamic queue: no CTA waits on one that is not resident), and so does
+// reduce_scatter() (its push CTAs come first and wait on nothing of this
+// rank; the Reduce CTAs run once they are done).
+TEST_F(GemmRsTest, FinishesWithTwoSmsFree) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  if (const std::string why = scarce_sms_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  const int me = comm().rank();
+  const int64_t m = rows_for_world(1024), n = 256, k = 256, rows = m / comm().world();
+  GemmRs plan(comm(), m, n, k);
+  Buf a(m * k * 2), b(n * k * 2), x(m * n * 2), out(rows * n * 2);
+  int call = 6000;
+  random_bf16(a.p, m * k, seed_a(me, call));
+  random_bf16(b.p, n * k, seed_b(me));
+  poison(out.p, rows * n);
+  EXPECT_EQ(finishes_on_free_sms(out.p, rows * n, 2, [&](cudaStream_t s) { plan.run(a.p, b.p, out.p, s); }), "")
+      << "run()";
+  check_call(out.p, m, n, k, call, "run on 2 free SMs");
+  comm().barrier();
+  ++call;
+  random_bf16(x.p, m * n, seed_a(me, call));
+  poison(out.p, rows * n);
+  EXPECT_EQ(finishes_on_free_sms(out.p, rows * n, 2, [&](cudaStream_t s) { plan.reduce_scatter(x.p, out.p, s); }),
+            "")
+      << "reduce_scatter()";
+  check_reduce_scatter(out.p, m, n, call);
+  comm().barrier();
 }
 
 TEST(GemmRsErrors, BadPlansAreRejected) {
