@@ -15,7 +15,9 @@
 #include "mkernel/mkernel.hpp"
 #include "mkernel/tp.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
+#include "src/ops/gemm_rs/rs_plan.hpp"
 #include "tests/gpu/gemm_test_util.cuh"
+#include "tests/dist/scarce_sms.cuh"
 #include "tests/dist/tp_test_util.hpp"
 #include "tests/test_comm.hpp"
 
@@ -263,6 +265,41 @@ TEST_F(GemmArTest, RoleSplitsGiveTheSameResult) {
     run_once(plan, a, b, out, m, n, k, ++call, "role split");
     comm().barrier();
   }
+}
+
+// With only two SMs free (another kernel holds the rest, tests/dist/
+// scarce_sms.cuh), run() finishes on its two resident CTAs: they are
+// compute CTAs, the Gather CTAs (which wait on compute) come after them and
+// run late. all_reduce() finishes with only its push and Reduce CTAs
+// resident (its Gather CTA last).
+TEST_F(GemmArTest, FinishesWithFewSmsFree) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  if (const std::string why = scarce_sms_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  const int me = comm().rank();
+  const int64_t m = rows_for_world(1024), n = 256, k = 256;  // 4 row-blocks per rank
+  Buf a(m * k * 2), b(n * k * 2), out(m * n * 2);
+  random_bf16(b.p, n * k, seed_b(me));
+  int call = 5000;
+  for (int variant : {-1, 0}) {  // the default (one-shot at 1x2), two-shot
+    GemmAr plan(comm(), m, n, k, GemmArOptions{.one_shot = variant});
+    SCOPED_TRACE(std::string(plan.one_shot() ? "one-shot" : "two-shot") + ", " +
+                 std::to_string(plan.num_compute_ctas()) + " compute CTAs");
+    ++call;
+    random_bf16(a.p, m * k, seed_a(me, call));
+    poison(out.p, m * n);
+    EXPECT_EQ(finishes_on_free_sms(out.p, m * n, 2, [&](cudaStream_t s) { plan.run(a.p, b.p, out.p, s); }), "");
+    check_call(out.p, m, n, k, call, "run on 2 free SMs");
+    comm().barrier();
+  }
+  GemmAr plan(comm(), m, n, k);
+  Buf x(m * n * 2);
+  ++call;
+  random_bf16(x.p, m * n, seed_a(me, call));
+  poison(out.p, m * n);
+  const int free_sms = tp::kRsPushCtas + plan.num_reduce_ctas();
+  EXPECT_EQ(finishes_on_free_sms(out.p, m * n, free_sms, [&](cudaStream_t s) { plan.all_reduce(x.p, out.p, s); }), "");
+  check_all_reduce(out.p, m, n, call, "all_reduce on push + Reduce SMs");
+  comm().barrier();
 }
 
 TEST(GemmArErrors, BadPlansAreRejected) {

@@ -2,8 +2,8 @@
 // kernel, on N nodes of L GPUs: the two-level reduce-scatter of GemmRs
 // (device/roles/rs_layout.hpp) with the owners' final rows published as
 // they are finished, and the all-gather of device/roles/ar_gather.cuh.
-// - run(): CTAs [0, num_gather) Gather; the rest compute (the GEMM engine)
-//   in the GEMM+RS walk with the shares' row-block groups interleaved
+// - run(): CTAs [0, num_compute) compute (the GEMM engine), the rest
+//   [num_compute, grid) Gather, in the GEMM+RS walk with the shares' row-block groups interleaved
 //   (sched::TileSchedParams::share_interleave): owner tiles store their
 //   final rows into the staging buffer's final slot (by TMA, and from the
 //   same shared memory into out: the gather skips the own share) and
@@ -38,8 +38,15 @@ namespace {
 
 constexpr int kGatherParts = 32;  // pieces per row-block (64 KB at n = 8192): many CTAs share the last row-blocks
 
-__device__ __forceinline__ Role role_of(int cta, int num_push, int num_reduce, int num_gather, bool fused) {
-  if (fused) return cta < num_gather ? Role::IntraComm : Role::Compute;
+// NOTES: fused, the compute CTAs take the lowest indices, which the hardware
+// makes resident first: every Gather CTA waits on compute (this rank's and
+// its peers'), so if SMs are scarce (another kernel or MPS client holds the
+// rest) the CTAs left out must be Gather CTAs, whose items the resident
+// CTAs take once their tiles are done. With Gather first, a grid short of
+// SMs held spinning Gather CTAs while no compute CTA ran: a hang under MPS
+// (bench/results/mps-two-ranks-one-gpu-20261202.md; the FinishesWith* tests, tests/dist/scarce_sms.cuh).
+__device__ __forceinline__ Role role_of(int cta, int num_push, int num_reduce, int num_compute, bool fused) {
+  if (fused) return cta < num_compute ? Role::Compute : Role::IntraComm;
   if (cta < num_push) return Role::InterSend;  // the push (IntraComm's copies; the name keeps the roles apart)
   if (cta < num_push + num_reduce) return Role::Reduce;
   return Role::IntraComm;
@@ -48,7 +55,7 @@ __device__ __forceinline__ Role role_of(int cta, int num_push, int num_reduce, i
 __global__ void __launch_bounds__(gemm::kThreads, 1)
     gemm_ar_kernel(const __grid_constant__ gemm::GemmParams gp, const __grid_constant__ roles::ReduceScatter rs,
                    const __grid_constant__ roles::ArGather ag, const dev::DeviceEpoch ep, const int32_t num_push,
-                   const int32_t num_reduce, const int32_t num_gather) {
+                   const int32_t num_reduce) {
   extern __shared__ uint8_t smem[];
   const int cta = blockIdx.x;
   if (threadIdx.x == 0) dev::trace(gp.trace, cta, dev::TraceKind::KernelEntry, 0);
@@ -56,7 +63,7 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
   const bool fused = gp.num_compute > 0;
   if (cta == 0 && threadIdx.x == 0) roles::rs_announce(gp.ctx, rs, epoch);
   char* buf = reinterpret_cast<char*>(smem);
-  switch (role_of(cta, num_push, num_reduce, num_gather, fused)) {
+  switch (role_of(cta, num_push, num_reduce, gp.num_compute, fused)) {
     case Role::InterSend:
       roles::rs_push(gp.ctx, rs, epoch, buf, cta, num_push);
       break;
@@ -64,7 +71,7 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
       roles::rs_reduce(gp.ctx, rs, epoch, buf, cta - num_push, num_reduce);
       break;
     case Role::Compute:
-      gemm::run_compute<true>(gp, smem, cta - num_gather);
+      gemm::run_compute<true>(gp, smem, cta);
       // The engine's stages were written by TMA (async proxy); the
       // gather's barriers and copies reuse them.
       dev::sm90::fence_proxy_async_shared();
@@ -317,8 +324,7 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
   smem = std::max(smem, roles::kArGatherSmem);
   if (t.num_nodes > 1) comm_.network().warn_legacy_stream("mkernel GemmAr", stream);
   gemm_ar_kernel<<<grid, gemm::kThreads, smem, stream>>>(
-      gp, rs, ag, dev::DeviceEpoch{ec, reinterpret_cast<uint32_t*>(ec + 1), ec + 2, ec + 3}, num_push, num_reduce_,
-      compute && !one_shot ? num_gather_ : 0);
+      gp, rs, ag, dev::DeviceEpoch{ec, reinterpret_cast<uint32_t*>(ec + 1), ec + 2, ec + 3}, num_push, num_reduce_);
   MK_CUDA_CHECK(cudaGetLastError());
 }
 
