@@ -11,7 +11,10 @@
 
 #include <cuda_runtime.h>
 
+#include <sys/stat.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -116,7 +119,19 @@ std::string finishes_on_free_sms(const void* out, int64_t elems, int free_sms, O
 // Why the test cannot run here ("" when it can): a transport that runs
 // kernels on this GPU (emu's signal kernel) needs an SM that no op CTA
 // holds (tp::leave_free_sm), and the op's grid takes every SM left free.
+// Under an MPS daemon (its control pipe in CUDA_MPS_PIPE_DIRECTORY, by
+// default /tmp/nvidia-mps) other processes' kernels run on this GPU at the
+// same time and take SMs this process does not see: the SMs left free are
+// not this op's, so what the test measures is MPS's sharing, not the op
+// (bench/results/gemm-ar-role-order-20261203.md: GemmRs, whose tiles come
+// from a dynamic queue, "fails" there too).
 inline std::string scarce_sms_skip_reason() {
+  const char* pipe = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+  const std::string control = std::string(pipe && *pipe ? pipe : "/tmp/nvidia-mps") + "/control";
+  struct stat st{};
+  if (stat(control.c_str(), &st) == 0)
+    return "an MPS daemon serves this GPU (" + control +
+           "): other processes' kernels share its SMs, so the SMs left free are not this op's";
   mk::Communicator& c = mk::test::comm();
   if (c.topology().num_nodes > 1 && c.network().device_ctx().needs_free_sm)
     return "the " + c.network().transport_name() +
