@@ -32,6 +32,7 @@ import time
 import torch
 
 import mkernel
+import mkernel.torchrun
 
 CALLS, ROUNDS, CTAS = 64, 51, 8
 
@@ -53,12 +54,19 @@ def tp_rows():
     """The tensor-parallel ops from Python vs their plan's C ABI call (each call is a collective: all
     ranks make the same calls; 128 rows per rank, n = k = 64: the GPU keeps up)."""
     import torch.distributed as dist
-    from mkernel._lib import lib
 
     if not dist.is_initialized():
         dist.init_process_group("gloo")
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     comm = mkernel.init()
+    with mkernel.torchrun.reported(comm):  # a stopped wait says which (role, block, signal, peer)
+        return _tp_rows(comm)
+
+
+def _tp_rows(comm):
+    import torch.distributed as dist
+    from mkernel._lib import lib
+
     w = comm.world
     key = comm._uid
     x = torch.randn(128 * w, 64, device="cuda").bfloat16()   # gemm_rs a [m, k_local]

@@ -22,6 +22,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import mkernel  # noqa: E402
+import mkernel.torchrun  # noqa: E402
 from mkernel._ring_attention import TRACE_KINDS  # noqa: E402
 
 
@@ -109,6 +110,11 @@ def main():
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
     dist.init_process_group(args.backend)
     comm = mkernel.init()
+    with mkernel.torchrun.reported(comm):  # a stopped wait says which (role, block, signal, peer)
+        trace(args, comm)
+
+
+def trace(args, comm):
     rank = comm.rank
     b, s, h, hkv, d = args.batch, args.seq, args.heads, args.kv_heads, args.head_dim
     plan = mkernel.RingAttention(comm, b, s, h, hkv, d, args.causal, num_ctas=args.ctas)

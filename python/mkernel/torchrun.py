@@ -9,14 +9,30 @@ Selects the GPU from LOCAL_RANK, starts torch.distributed (gloo unless told
 otherwise) and an mkernel communicator, calls run(comm, rank, world), and
 when it raises prints the library's record of which device wait gave up (a
 trapped kernel otherwise shows only a generic CUDA error). Tears down
-collectively on success.
+collectively on success. Scripts with a set-up of their own get the same
+report by running their body inside `with mkernel.torchrun.reported(comm):`.
 """
+import contextlib
 import os
 
 import torch
 import torch.distributed as dist
 
 from . import MkernelError, init
+
+
+@contextlib.contextmanager
+def reported(comm, rank=None):
+    """When the body raises, prints which device wait of this rank gave up, if one did (the library's
+    record: role, block, signal, peer, what it saw), then lets the exception go on."""
+    try:
+        yield
+    except Exception:
+        try:
+            comm.check()
+        except MkernelError as e:
+            print(f"rank {comm.rank if rank is None else rank}: device: {e}", flush=True)
+        raise
 
 
 def main(run, backend="gloo"):
@@ -27,13 +43,7 @@ def main(run, backend="gloo"):
     dist.init_process_group(backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     comm = init()
-    try:
+    with reported(comm, rank):
         run(comm, rank, world)
-    except Exception:
-        try:
-            comm.check()
-        except MkernelError as e:
-            print(f"rank {rank}: device: {e}", flush=True)
-        raise
     comm.close()  # frees the cached op plans too (collective)
     dist.destroy_process_group()
