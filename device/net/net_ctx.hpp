@@ -17,11 +17,12 @@ struct NetCtx {
   int32_t rank = 0;
   int32_t num_rail_peers = 0;  // peers a BARRIER command reaches
   int32_t emulated = 0;        // 1 when the transport is the emulated NIC
-  // 1 when the transport runs kernels on this GPU to deliver (emu: signal
-  // adds, and the runtime may copy with a kernel; fabric: signal adds): a
-  // persistent kernel whose CTAs wait for network data must leave an SM
-  // free, or the ranks deadlock (seen with AG+GEMM and GEMM+RS on emu).
-  int32_t needs_free_sm = 0;
+  // SMs a persistent kernel whose CTAs wait for network data must leave
+  // free (0: none) because the transport runs kernels on this GPU to
+  // deliver (emu: signal adds, and the runtime may copy with a kernel;
+  // fabric: signal adds), or the ranks deadlock (seen with AG+GEMM and
+  // GEMM+RS on emu): MK_NET_FREE_SMS. Host-side only.
+  int32_t free_sms = 0;
   // Puts of at most this many bytes (a multiple of 4 from a 4-byte aligned
   // source) carry their bytes in the command (PUT_INLINE), when the transport
   // asks for it (Transport::inline_bytes); 0: never.

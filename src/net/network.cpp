@@ -102,7 +102,17 @@ Network::Network(Communicator& comm) : comm_(comm) {
   ctx_.rank = t.rank;
   ctx_.num_rail_peers = static_cast<int32_t>(rail_peers_.size());
   ctx_.emulated = family(name_) == "emu" ? 1 : 0;
-  ctx_.needs_free_sm = family(name_) == "emu" || family(name_) == "fabric" ? 1 : 0;
+  // The GPU's contexts are shared through MPS: other processes' kernels run
+  // beside ours. A driver that does not know the attribute: taken as no.
+  int mps = 0;
+  if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, comm.device()) != cudaSuccess) {
+    (void)cudaGetLastError();
+    mps = 0;
+  }
+  ctx_.free_sms = net::transport_free_sms(family(name_), static_cast<int>(knob_int(Knob::MK_NET_FREE_SMS)), mps != 0);
+  if (ctx_.free_sms > 0)
+    log(LogLevel::Info, cat("rank ", t.rank, ": ops leave ", ctx_.free_sms, " SMs free for the ", family(name_),
+                            " transport's kernels (MK_NET_FREE_SMS", mps ? "; the GPU is shared through MPS" : "", ")"));
   MK_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ctx_dev_), sizeof(net::NetCtx)));
   sync_device_ctx();
   comm.bootstrap().barrier();

@@ -1,4 +1,4 @@
-// mkernel: picks the network backend (MK_NET).
+// mkernel: picks the network backend (MK_NET) and what it needs of the GPU.
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
 #include "src/net/fabric/fabric_transport.hpp"
@@ -45,6 +45,15 @@ std::unique_ptr<Transport> make_transport(const TransportConfig& cfg) {
     tried += std::string("\n  fabric: ") + e.what();
   }
   fail("MK_NET=auto found no usable network transport:", tried);
+}
+
+// Under MPS other processes' kernels share the GPU at the same time, and 1-4
+// SMs left free were too few for emu's copies (they never ran: GemmAr at 62
+// of 66 CTAs stopped, at 60 it ran; bench/results/emu-mps-free-sms-20261203.md).
+int transport_free_sms(const std::string& family, int knob, bool mps) {
+  if (family != "emu" && family != "fabric") return 0;
+  if (knob > 0) return knob;
+  return mps ? 8 : 1;
 }
 
 }  // namespace mk::net

@@ -124,4 +124,10 @@ std::unique_ptr<Transport> make_emu(const TransportConfig& cfg);
 // the efa provider, then emu when all ranks share one host, else fabric tcp.
 std::unique_ptr<Transport> make_transport(const TransportConfig& cfg);
 
+// SMs a persistent op's grid leaves free for a transport family's own
+// kernels (MK_NET_FREE_SMS, knob_list.inc): 0 for verbs; for emu and fabric
+// the knob when set (knob > 0), else 1, or 8 when the GPU's contexts are
+// shared through MPS (cudaDevAttrMpsEnabled).
+int transport_free_sms(const std::string& family, int knob, bool mps);
+
 }  // namespace mk::net

@@ -11,10 +11,7 @@
 
 #include <cuda_runtime.h>
 
-#include <sys/stat.h>
-
 #include <chrono>
-#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -118,22 +115,20 @@ std::string finishes_on_free_sms(const void* out, int64_t elems, int free_sms, O
 
 // Why the test cannot run here ("" when it can): a transport that runs
 // kernels on this GPU (emu's signal kernel) needs an SM that no op CTA
-// holds (tp::leave_free_sm), and the op's grid takes every SM left free.
-// Under an MPS daemon (its control pipe in CUDA_MPS_PIPE_DIRECTORY, by
-// default /tmp/nvidia-mps) other processes' kernels run on this GPU at the
-// same time and take SMs this process does not see: the SMs left free are
-// not this op's, so what the test measures is MPS's sharing, not the op
-// (bench/results/gemm-ar-role-order-20261203.md: GemmRs, whose tiles come
-// from a dynamic queue, "fails" there too).
+// holds (tp::network_free_sms), and the op's grid takes every SM left free.
+// Under MPS (cudaDevAttrMpsEnabled) other processes' kernels run on this
+// GPU at the same time and take SMs this process does not see: the SMs left
+// free are not this op's, so what the test measures is MPS's sharing, not
+// the op (bench/results/gemm-ar-role-order-20261203.md: GemmRs, whose tiles
+// come from a dynamic queue, "fails" there too).
 inline std::string scarce_sms_skip_reason() {
-  const char* pipe = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
-  const std::string control = std::string(pipe && *pipe ? pipe : "/tmp/nvidia-mps") + "/control";
-  struct stat st{};
-  if (stat(control.c_str(), &st) == 0)
-    return "an MPS daemon serves this GPU (" + control +
-           "): other processes' kernels share its SMs, so the SMs left free are not this op's";
+  int dev = 0, mps = 0;
+  cudaGetDevice(&dev);
+  if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, dev) == cudaSuccess && mps)
+    return "this GPU's contexts are shared through MPS: other processes' kernels share its SMs, so the SMs left "
+           "free are not this op's";
   mk::Communicator& c = mk::test::comm();
-  if (c.topology().num_nodes > 1 && c.network().device_ctx().needs_free_sm)
+  if (c.topology().num_nodes > 1 && c.network().device_ctx().free_sms > 0)
     return "the " + c.network().transport_name() +
            " transport runs kernels on this GPU, which need an SM the op's grid does not hold; "
            "with every other SM held there is none (runs on 1x2, and across nodes on verbs/fabric)";

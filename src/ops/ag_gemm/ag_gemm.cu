@@ -72,12 +72,12 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
   const Topology& t = comm.topology();
   tp::check_topology(t, "AgGemm", roles::kMaxNodes);
   const int sms = gemm::num_sms();
-  const bool leave_sm = tp::leave_free_sm(comm, "AgGemm", opt.num_ctas, sms);
+  const int free_sms = tp::network_free_sms(comm, "AgGemm", opt.num_ctas, sms);
   // Finished comm CTAs join the compute role (the dynamic tile queue).
   // Next to a transport that runs kernels on this GPU (emu, fabric) too:
-  // the grid leaves it one SM whether or not they join.
+  // the grid leaves it its SMs whether or not they join.
   join_ = opt.join;
-  num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - (leave_sm ? 1 : 0);
+  num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - free_sms;
   if (num_ctas_ < 2 || num_ctas_ > sms) fail("AgGemm: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
   rows_per_chunk_ = tp::chunk_rows(m_local);
   if (opt.swizzle < 0 || opt.swizzle > 16) fail("AgGemm: swizzle must be in [0, 16] (got ", opt.swizzle, ")");

@@ -266,15 +266,18 @@ inline int balanced_ctas(int64_t tiles, int avail) {
   return static_cast<int>(std::max<int64_t>(2, (tiles + waves - 1) / waves));
 }
 
-// Across nodes, whether the plan's persistent kernel must leave an SM free
-// for the transport's own kernels (NetCtx::needs_free_sm); an explicit grid
-// of every SM is refused then. Collective on first use (creates the network).
-inline bool leave_free_sm(Communicator& comm, const char* op, int num_ctas, int sms) {
-  if (comm.topology().num_nodes == 1 || !comm.network().device_ctx().needs_free_sm) return false;
-  if (num_ctas == sms)
-    fail(op, ": num_ctas = ", sms, " would deadlock with the ", comm.network().transport_name(),
-         " transport (it runs kernels on this GPU to deliver data and signals): use at most ", sms - 1);
-  return true;
+// Across nodes, how many SMs the plan's persistent kernel must leave free
+// for the transport's own kernels (NetCtx::free_sms, MK_NET_FREE_SMS; 0:
+// none); an explicit grid larger than the rest is refused. Collective on
+// first use (creates the network).
+inline int network_free_sms(Communicator& comm, const char* op, int num_ctas, int sms) {
+  if (comm.topology().num_nodes == 1) return 0;
+  const int free = std::min(comm.network().device_ctx().free_sms, sms - 2);
+  if (free > 0 && num_ctas > sms - free)
+    fail(op, ": num_ctas = ", num_ctas, " would deadlock with the ", comm.network().transport_name(),
+         " transport (it runs kernels on this GPU to deliver data and signals, and needs ", free,
+         " SMs free: MK_NET_FREE_SMS): use at most ", sms - free);
+  return std::max(free, 0);
 }
 
 // Ranks the tensor-parallel plans can serve: nodes of equal size (rail

@@ -96,8 +96,8 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   const Topology& t = comm.topology();
   tp::rs_check_shape(t, "GemmAr", m, n, k_local);
   const int sms = gemm::num_sms();
-  const bool leave_sm = tp::leave_free_sm(comm, "GemmAr", opt.num_ctas, sms);
-  num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - (leave_sm ? 1 : 0);
+  const int free_sms = tp::network_free_sms(comm, "GemmAr", opt.num_ctas, sms);
+  num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - free_sms;
   tp::rs_check_grid("GemmAr", num_ctas_, sms);
   // Default split: at least tp::ar_gather_ctas Gather CTAs, and the SMs the
   // GEMM's last wave would leave idle anyway (tp::balanced_ctas): 8 Gather
@@ -110,7 +110,7 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
                                                            tp::balanced_ctas(tiles, num_ctas_ - min_gather));
   if (num_gather_ < 1 || num_gather_ > num_ctas_ - 1)
     fail("GemmAr: num_gather_ctas must be in [1, ", num_ctas_ - 1, "] (got ", num_gather_, ")");
-  async_ = tp::rs_async_store("GemmAr", opt.async_store, leave_sm);
+  async_ = tp::rs_async_store("GemmAr", opt.async_store, free_sms > 0);
   own_tma_ = tp::rs_own_tma("GemmAr", opt.own_tma_store);
   plain_ = tp::single_rank(t, m, n, k_local, sms, false).plain;  // no split tiles: captured calls alike
   plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
@@ -119,7 +119,7 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     fail("GemmAr: interleave must be -1, 0 or 1 (got ", opt.interleave, ")");
   interleave_ = opt.interleave == -1 ? tp::ar_interleave(t.num_nodes) : opt.interleave == 1;
   // all_reduce()'s grid: push + Reduce + one Gather CTA.
-  num_reduce_ = tp::rs_reduce_ctas("GemmAr", opt.num_reduce_ctas, sms, leave_sm, 1);
+  num_reduce_ = tp::rs_reduce_ctas("GemmAr", opt.num_reduce_ctas, sms, free_sms, 1);
   if (opt.one_shot < -1 || opt.one_shot > 1) fail("GemmAr: one_shot must be -1, 0 or 1 (got ", opt.one_shot, ")");
   if (opt.one_shot == 1 && !tp::ar_one_shot_possible(t.num_nodes, t.world))
     fail("GemmAr: one_shot = 1 needs one node of 2 ranks (", t.describe(),

@@ -70,10 +70,10 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   const Topology& t = comm.topology();
   tp::rs_check_shape(t, "GemmRs", m, n, k_local);
   const int sms = gemm::num_sms();
-  const bool leave_sm = tp::leave_free_sm(comm, "GemmRs", opt.num_ctas, sms);
+  const int free_sms = tp::network_free_sms(comm, "GemmRs", opt.num_ctas, sms);
   const int64_t own_tiles = tp::rs_share_blocks(m, t.world) * ((n + gemm::kBlockN - 1) / gemm::kBlockN);
   const int64_t tiles = own_tiles * t.world;
-  const int avail = sms - (leave_sm ? 1 : 0);
+  const int avail = sms - free_sms;
   if (opt.max_split_parts < 0 || opt.max_split_parts == 1 || opt.max_split_parts > gemm::kMaxSplitParts)
     fail("GemmRs: max_split_parts must be 0 or in [2, ", gemm::kMaxSplitParts, "] (got ", opt.max_split_parts, ")");
   // Whole waves on the fewest CTAs that keep their count (128 of 132 at the
@@ -91,7 +91,7 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     if (sp.tiles > own_tiles) sp = tp::SplitTail{};
   }
   num_ctas_ = opt.num_ctas ? opt.num_ctas : sp.tiles ? avail : tp::balanced_ctas(tiles, avail);
-  async_ = tp::rs_async_store("GemmRs", opt.async_store, leave_sm);
+  async_ = tp::rs_async_store("GemmRs", opt.async_store, free_sms > 0);
   own_tma_ = tp::rs_own_tma("GemmRs", opt.own_tma_store);
   const tp::SingleRank one = tp::single_rank(t, m, n, k_local, sms, sp.tiles > 0);
   plain_ = one.plain;
@@ -100,7 +100,7 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   plain_swizzle_ = opt.swizzle;
   tp::rs_check_grid("GemmRs", num_ctas_, sms);
   // reduce_scatter()'s grid is push + Reduce CTAs.
-  num_reduce_ = tp::rs_reduce_ctas("GemmRs", opt.num_reduce_ctas, sms, leave_sm, 0);
+  num_reduce_ = tp::rs_reduce_ctas("GemmRs", opt.num_reduce_ctas, sms, free_sms, 0);
   const bool fused = tp::fused_ever(one);  // else none of the fused kernel's buffers
   rs_ = std::make_unique<tp::RsPlan>(
       tp::rs_make_plan(comm, "GemmRs", m, n, k_local, opt.swizzle, 0, 0, nullptr, "", fused));

@@ -40,9 +40,9 @@ inline bool rs_own_tma(const char* op, int opt) {
   if (opt < -1 || opt > 1) fail(op, ": own_tma_store must be -1, 0 or 1 (got ", opt, ")");
   return opt != 0;
 }
-inline int rs_reduce_ctas(const char* op, int opt, int sms, bool leave_sm, int extra) {
+inline int rs_reduce_ctas(const char* op, int opt, int sms, int free_sms, int extra) {
   const int n = opt ? opt : kRsDefaultReduceCtas;
-  const int max_reduce = sms - (leave_sm ? 1 : 0) - kRsPushCtas - extra;
+  const int max_reduce = sms - free_sms - kRsPushCtas - extra;
   if (n < 1 || n > max_reduce) fail(op, ": num_reduce_ctas must be in [1, ", max_reduce, "] (got ", n, ")");
   return n;
 }

@@ -84,8 +84,8 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
   if (!(opt.scale >= 0.f) || !std::isfinite(opt.scale)) fail("RingAttention: scale must be finite and >= 0");
   tp::check_topology(t, "RingAttention", roles::kKvMaxNodes);
   const int sms = gemm::num_sms();
-  const bool leave_sm = tp::leave_free_sm(comm, "RingAttention", opt.num_ctas, sms);
-  num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - (leave_sm ? 1 : 0);
+  const int free_sms = tp::network_free_sms(comm, "RingAttention", opt.num_ctas, sms);
+  num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - free_sms;
   num_comm_ = opt.num_comm_ctas ? opt.num_comm_ctas : attn::ring_comm_ctas(t);
   const int min_comm = t.num_nodes > 1 ? 2 : 1;
   if (num_ctas_ < 2 || num_ctas_ > sms) fail("RingAttention: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
