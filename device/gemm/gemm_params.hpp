@@ -48,7 +48,7 @@ constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 1024 /* alignment 
 // small kernels (emu signal adds, runtime copies); the async size leaves
 // none. GEMM+RS keeps the storer's epilogue off next to such transports (a
 // precaution, not measured); AgGemm's TMA stores run next to them (the
-// grid leaves them one SM; 2x1 emu tests and benchmark of 2026-11-30 14:41).
+// grid leaves them MK_NET_FREE_SMS SMs; 2x1 emu tests and benchmark of 2026-11-30 14:41).
 constexpr uint32_t kEpiBytes = 64 * kBlockN * 2;
 // A warpgroup's 64 rows go out in kBlockN / kTmaStoreCols boxes of 128
 // bytes a row (the widest box the 128-byte swizzle takes).

@@ -31,7 +31,7 @@ struct NetCtx;
 
 struct RingAttentionOptions {
   int num_comm_ctas = 0;  // CTAs whose spare producer warps move K/V (clamped to the grid); 0: every CTA
-  int num_ctas = 0;       // 0: every SM (less one next to a transport that runs on this GPU)
+  int num_ctas = 0;       // 0: every SM (less MK_NET_FREE_SMS next to emu/fabric)
   float scale = 0.f;      // 0: 1 / sqrt(head_dim)
 };
 

@@ -123,7 +123,7 @@ struct GemmRsOptions {
   int num_ctas = 0;         // run()'s grid; 0: every SM
   int swizzle = 0;          // run()'s row-blocks per group of the tile walk, dividing m / (world x 128); 0: the heuristic
   int async_store = -1;     // run(): other ranks' tiles leave through bulk copies (1) or plain stores (0); -1: 1
-                            // unless the transport needs a free SM (then 0; 1 is refused there)
+                            // unless the transport runs kernels on the GPU (then 0; 1 is refused there)
   // run(): a last partial wave of own tiles in parts of K on every SM, where tp::split_tail's rule finds
   // it faster than whole waves on fewer CTAs (the own tiles come last in the walk: GemmParams::split_last)
   bool split_tail = true;
@@ -199,7 +199,7 @@ class GemmRs {
 // owner's bf16 sum, so results agree bit for bit.
 struct GemmArOptions {
   int num_gather_ctas = 0;  // run(): Gather CTAs beside the GEMM, 1..num_ctas - 1; 0: the heuristic (tp::ar_gather_ctas)
-  int num_ctas = 0;         // run()'s whole grid; 0: every SM (one left next to a transport that needs one)
+  int num_ctas = 0;         // run()'s whole grid; 0: every SM (less MK_NET_FREE_SMS next to emu/fabric)
   int swizzle = 0;          // row-blocks per group of the walk, dividing m / (world x 128); 0: the heuristic
   int async_store = -1;     // as GemmRsOptions::async_store
   int num_reduce_ctas = 0;  // all_reduce(): Reduce CTAs; 0: 16

@@ -110,9 +110,14 @@ Network::Network(Communicator& comm) : comm_(comm) {
     mps = 0;
   }
   ctx_.free_sms = net::transport_free_sms(family(name_), static_cast<int>(knob_int(Knob::MK_NET_FREE_SMS)), mps != 0);
+  // The same on every rank (the largest): plans size their grids from it,
+  // and ranks on GPUs with and without MPS must still make the same plan.
+  for (const std::string& v : comm.bootstrap().allgather(std::to_string(ctx_.free_sms)))
+    ctx_.free_sms = std::max(ctx_.free_sms, std::stoi(v));
   if (ctx_.free_sms > 0)
-    log(LogLevel::Info, cat("rank ", t.rank, ": ops leave ", ctx_.free_sms, " SMs free for the ", family(name_),
-                            " transport's kernels (MK_NET_FREE_SMS", mps ? "; the GPU is shared through MPS" : "", ")"));
+    log(LogLevel::Info, cat("rank ", t.rank, ": ops leave up to ", ctx_.free_sms, " SMs free for the ", family(name_),
+                            " transport's kernels (MK_NET_FREE_SMS", mps ? "; the GPU is shared through MPS" : "",
+                            ")"));
   MK_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ctx_dev_), sizeof(net::NetCtx)));
   sync_device_ctx();
   comm.bootstrap().barrier();

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "src/net/transport.hpp"
+#include "src/ops/ag_gemm/tp_plan.hpp"
 
 namespace {
 
@@ -18,6 +19,29 @@ TEST(NetFreeSms, ByTransportKnobAndMps) {
   EXPECT_EQ(transport_free_sms("fabric", 0, true), 8);
   EXPECT_EQ(transport_free_sms("emu", 3, true), 3);  // the knob wins
   EXPECT_EQ(transport_free_sms("emu", 2, false), 2);
+}
+
+// What the plans take (tp::network_free_sms): the want clamped so that 2
+// CTAs remain; a grid up to the SMs less that is accepted, one more refused
+// (with the number), 0 is the default grid, a grid outside [2, sms] is left to
+// the plans' range checks.
+TEST(NetFreeSms, GridsBesideTheTransport) {
+  using mk::tp::grid_free_sms;
+  using mk::tp::grid_free_sms_error;
+  EXPECT_EQ(grid_free_sms(0, 132), 0);
+  EXPECT_EQ(grid_free_sms(1, 132), 1);
+  EXPECT_EQ(grid_free_sms(8, 66), 8);
+  EXPECT_EQ(grid_free_sms(64, 10), 8);
+  EXPECT_EQ(grid_free_sms(-3, 132), 0);
+  EXPECT_EQ(grid_free_sms_error(1, 131, 132), "");
+  EXPECT_NE(grid_free_sms_error(1, 132, 132).find("use at most 131"), std::string::npos);  // as before the knob
+  EXPECT_NE(grid_free_sms_error(1, 132, 132).find("needs 1 SM free"), std::string::npos);
+  EXPECT_EQ(grid_free_sms_error(8, 58, 66), "");
+  EXPECT_NE(grid_free_sms_error(8, 59, 66).find("needs 8 SMs free (MK_NET_FREE_SMS); use at most 58"),
+            std::string::npos);
+  EXPECT_EQ(grid_free_sms_error(8, 0, 66), "");       // the default grid
+  EXPECT_EQ(grid_free_sms_error(8, 100000, 66), "");  // the plan's range check says it
+  EXPECT_EQ(grid_free_sms_error(0, 66, 66), "");      // verbs, or one node
 }
 
 }  // namespace

@@ -76,15 +76,32 @@ std::string finishes_on_free_sms(const void* out, int64_t elems, int free_sms, O
   ck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "sm count");
   ck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "smem optin");
   const int held = sms - free_sms;
-  if (held < 1) return "nothing to hold: " + std::to_string(sms) + " SMs, " + std::to_string(free_sms) + " to leave free";
+  if (held < 1)
+    return "nothing to hold: " + std::to_string(sms) + " SMs, " + std::to_string(free_sms) + " to leave free";
   ck(cudaFuncSetAttribute(hold_sms, cudaFuncAttributeMaxDynamicSharedMemorySize, optin), "hold_sms smem");
-  unsigned* resident = nullptr;
-  int* flags = nullptr;
+  // Freed on every way out (a failed check throws): after the holder ended,
+  // which it does within kHoldNs.
+  struct Owned {
+    unsigned* resident = nullptr;
+    int* flags = nullptr;
+    cudaStream_t hs = nullptr, os = nullptr;
+    ~Owned() {
+      if (hs) cudaStreamSynchronize(hs);
+      if (os) cudaStreamSynchronize(os);
+      if (hs) cudaStreamDestroy(hs);
+      if (os) cudaStreamDestroy(os);
+      cudaFree(flags);
+      cudaFreeHost(resident);
+    }
+  } own;
+  unsigned*& resident = own.resident;
+  int*& flags = own.flags;
+  cudaStream_t& hs = own.hs;
+  cudaStream_t& os = own.os;
   ck(cudaHostAlloc(&resident, sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc");
   *resident = 0;
   ck(cudaMalloc(&flags, 2 * sizeof(int)), "cudaMalloc");
   ck(cudaMemset(flags, 0, 2 * sizeof(int)), "cudaMemset");
-  cudaStream_t hs = nullptr, os = nullptr;
   ck(cudaStreamCreateWithFlags(&hs, cudaStreamNonBlocking), "stream");
   ck(cudaStreamCreateWithFlags(&os, cudaStreamNonBlocking), "stream");
   ck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
@@ -106,15 +123,11 @@ std::string finishes_on_free_sms(const void* out, int64_t elems, int free_sms, O
     why = "the output was not complete while " + std::to_string(held) + " of " + std::to_string(sms) +
           " SMs were held (" + std::to_string(kHoldNs / 1000000) +
           " ms): the op's resident CTAs waited on CTAs that were not resident";
-  cudaStreamDestroy(hs);
-  cudaStreamDestroy(os);
-  cudaFree(flags);
-  cudaFreeHost(resident);
   return why;
 }
 
 // Why the test cannot run here ("" when it can): a transport that runs
-// kernels on this GPU (emu's signal kernel) needs an SM that no op CTA
+// kernels on this GPU (emu's copies and signal kernel, fabric's) needs SMs that no op CTA
 // holds (tp::network_free_sms), and the op's grid takes every SM left free.
 // Under MPS (cudaDevAttrMpsEnabled) other processes' kernels run on this
 // GPU at the same time and take SMs this process does not see: the SMs left
@@ -131,7 +144,7 @@ inline std::string scarce_sms_skip_reason() {
   if (c.topology().num_nodes > 1 && c.network().device_ctx().free_sms > 0)
     return "the " + c.network().transport_name() +
            " transport runs kernels on this GPU, which need an SM the op's grid does not hold; "
-           "with every other SM held there is none (runs on 1x2, and across nodes on verbs/fabric)";
+           "with every other SM held there is none (runs on 1x2, and across nodes on verbs)";
   return "";
 }
 

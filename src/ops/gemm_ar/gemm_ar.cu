@@ -3,7 +3,7 @@
 // (device/roles/rs_layout.hpp) with the owners' final rows published as
 // they are finished, and the all-gather of device/roles/ar_gather.cuh.
 // - run(): CTAs [0, num_compute) compute (the GEMM engine), the rest
-//   [num_compute, grid) Gather, in the GEMM+RS walk with the shares' row-block groups interleaved
+//   Gather; the compute walks as GEMM+RS does, with the shares' row-block groups interleaved
 //   (sched::TileSchedParams::share_interleave): owner tiles store their
 //   final rows into the staging buffer's final slot (by TMA, and from the
 //   same shared memory into out: the gather skips the own share) and

@@ -25,16 +25,17 @@ constexpr int kRsPushCtas = 16;
 constexpr int kRsDefaultReduceCtas = 16;
 
 // The plans' shared option checks: the whole grid, the asynchronous
-// epilogue (on unless the transport needs a free SM) and the standalone
-// Reduce CTAs (`extra` more CTAs beside push and Reduce, all leaving a
-// transport that runs kernels on this GPU its SM).
+// epilogue (on unless the transport runs kernels on this GPU) and the
+// standalone Reduce CTAs (`extra` more CTAs beside push and Reduce, all
+// leaving such a transport its SMs: tp::network_free_sms).
 inline void rs_check_grid(const char* op, int num_ctas, int sms) {
   if (num_ctas < 2 || num_ctas > sms) fail(op, ": num_ctas must be in [2, ", sms, "] (got ", num_ctas, ")");
 }
-inline bool rs_async_store(const char* op, int opt, bool leave_sm) {
-  if (opt < -1 || opt > 1 || (opt == 1 && leave_sm))
-    fail(op, ": async_store must be -1, 0 or 1 (1 not next to a transport that needs a free SM; got ", opt, ")");
-  return opt == -1 ? !leave_sm : opt == 1;
+inline bool rs_async_store(const char* op, int opt, bool net_kernels) {
+  if (opt < -1 || opt > 1 || (opt == 1 && net_kernels))
+    fail(op, ": async_store must be -1, 0 or 1 (1 not next to a transport that runs kernels on this GPU; got ", opt,
+         ")");
+  return opt == -1 ? !net_kernels : opt == 1;
 }
 inline bool rs_own_tma(const char* op, int opt) {
   if (opt < -1 || opt > 1) fail(op, ": own_tma_store must be -1, 0 or 1 (got ", opt, ")");
