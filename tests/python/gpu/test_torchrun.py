@@ -1,0 +1,46 @@
+"""mkernel.torchrun.reported: when a script's body raises, the rank's record of which device wait gave up
+is printed and the exception goes on; nothing is printed when there is no record. Needs torch (the module
+imports torch.distributed), not a GPU: fake communicators stand in."""
+import pytest
+
+pytest.importorskip("torch")
+
+import mkernel  # noqa: E402
+import mkernel.torchrun  # noqa: E402
+
+
+class FakeComm:
+    rank = 3
+
+    def __init__(self, record):
+        self.record = record
+
+    def check(self):
+        if self.record:
+            raise mkernel.MkernelError(self.record)
+
+
+def test_prints_the_device_record_and_reraises(capsys):
+    rec = "rank 3 role Compute (block 7 thread 0) timed out after 10 ms waiting on signal 5 from peer 1"
+    with pytest.raises(RuntimeError, match="launch failure"):
+        with mkernel.torchrun.reported(FakeComm(rec)):
+            raise RuntimeError("CUDA error: unspecified launch failure")
+    assert f"rank 3: device: {rec}" in capsys.readouterr().out
+
+
+def test_silent_without_a_record_and_the_rank_given_wins(capsys):
+    with pytest.raises(ValueError):
+        with mkernel.torchrun.reported(FakeComm(""), rank=0):
+            raise ValueError("a bad input")
+    assert "device:" not in capsys.readouterr().out
+    rec = "rank 0 role Reduce (block 1 thread 0) stopped waiting on signal 2 from peer 1: abort raised by rank 1"
+    with pytest.raises(ValueError):
+        with mkernel.torchrun.reported(FakeComm(rec), rank=0):
+            raise ValueError("x")
+    assert f"rank 0: device: {rec}" in capsys.readouterr().out
+
+
+def test_nothing_happens_when_the_body_succeeds(capsys):
+    with mkernel.torchrun.reported(FakeComm("a record that must not print")):
+        pass
+    assert capsys.readouterr().out == ""
