@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Two ranks running at the same time on ONE GPU, through a private MPS
+# daemon (pipe and log directories under a fresh /tmp directory, only this
+# script's processes connect to it; quit on exit; no GPU setting changes):
+# what the time-sliced sharing of tools/gpu_test.sh cannot show, kernels of
+# both ranks resident together (bench/results/gemm-ar-role-order-20261203.md
+# found GemmAr's role-order hang this way). Each client gets half the SMs
+# (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50). Runs from an existing build:
+#   - mk_dist_tests' TP tests as 1x2 (NVLink roles between the two ranks);
+#   - the whole mk_dist_tests tier as 2x1 (emu between two emulated nodes;
+#     the ops leave emu 8 SMs under MPS: MK_NET_FREE_SMS).
+# Correctness only: timings of two half-GPUs through one HBM are no proxy
+# for two GPUs. Exit 77 (skip) without a GPU or nvidia-cuda-mps-control.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source tools/gpu_env.sh
+if ! command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
+  echo "=== SKIPPED: no nvidia-cuda-mps-control here"; exit 77
+fi
+if ! nvidia-smi -L >/dev/null 2>&1; then echo "=== SKIPPED: no GPU here"; exit 77; fi
+step_s=${MK_GPU_TEST_STEP_S:-240}
+dir=$(mktemp -d /tmp/mk_mps.XXXXXX)
+export CUDA_MPS_PIPE_DIRECTORY=$dir/pipe CUDA_MPS_LOG_DIRECTORY=$dir/log
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+quit() { echo quit | timeout 10 nvidia-cuda-mps-control >/dev/null 2>&1; sleep 1; rm -rf "$dir"; }
+trap quit EXIT
+if ! nvidia-cuda-mps-control -d; then echo "=== SKIPPED: the MPS daemon did not start"; exit 77; fi
+export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 MK_SHARE_GPUS=1 MK_TIMEOUT_MS=20000
+fail=0
+run() {
+  echo "=== $*"
+  timeout "$step_s" "$@"; local rc=$?
+  if [ $rc -eq 77 ]; then echo "=== SKIPPED ($rc): $*"; elif [ $rc -ne 0 ]; then echo "=== FAILED ($rc): $*"; fail=1; else echo "=== PASSED: $*"; fi
+}
+run tools/mkrun -n 2 --timeout $((step_s - 10)) env MK_RANKS_PER_NODE=2 build/bin/mk_dist_tests \
+    --gtest_filter='AgGemm*:GemmRs*:GemmAr*:GemmPeer*'
+run tools/mkrun -n 2 --timeout $((step_s - 10)) env MK_RANKS_PER_NODE=1 build/bin/mk_dist_tests
+exit $fail
