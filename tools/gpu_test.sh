@@ -7,15 +7,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source tools/gpu_env.sh
-fail=0
-# Every step is bounded (a lent GPU machine stops a whole command after 600
-# s, losing the output of the steps after a hang): MK_GPU_TEST_STEP_S each.
-step_s=${MK_GPU_TEST_STEP_S:-240}
-run() {
-  echo "=== $*"
-  timeout "$step_s" "$@"; local rc=$?
-  if [ $rc -eq 77 ]; then echo "=== SKIPPED ($rc): $*"; elif [ $rc -ne 0 ]; then echo "=== FAILED ($rc): $*"; fail=1; else echo "=== PASSED: $*"; fi
-}
+source tools/gpu_steps.sh  # run: one bounded step (MK_GPU_TEST_STEP_S each)
 run build/bin/mk_gpu_tests
 run tools/mkrun -n 2 --timeout 230 build/bin/mk_dist_tests
 run tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 build/bin/mk_dist_tests

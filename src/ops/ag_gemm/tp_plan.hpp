@@ -266,13 +266,10 @@ inline int balanced_ctas(int64_t tiles, int avail) {
   return static_cast<int>(std::max<int64_t>(2, (tiles + waves - 1) / waves));
 }
 
-// Across nodes, how many SMs the plan's persistent kernel must leave free
-// for the transport's own kernels (NetCtx::free_sms, MK_NET_FREE_SMS; 0:
-// none); an explicit grid larger than the rest is refused. Collective on
-// first use (creates the network).
-// The rule, apart from the communicator: the transport's want clamped so
-// that 2 CTAs remain; "" when num_ctas (0: the default grid) fits beside it,
-// else why not. A num_ctas outside [2, sms] is left to the plan's range check.
+// The free-SM rule, apart from the communicator: the transport's want
+// clamped so that 2 CTAs remain; "" when num_ctas (0: the default grid) fits
+// beside it, else why not. A num_ctas outside [2, sms] is left to the plan's
+// range check.
 inline int grid_free_sms(int transport_free, int sms) { return std::clamp(transport_free, 0, std::max(sms - 2, 0)); }
 inline std::string grid_free_sms_error(int free, int num_ctas, int sms) {
   if (free < 1 || num_ctas < 1 || num_ctas > sms || num_ctas <= sms - free) return "";
@@ -280,6 +277,10 @@ inline std::string grid_free_sms_error(int free, int num_ctas, int sms) {
              "signals and needs ", free, free == 1 ? " SM" : " SMs", " free (MK_NET_FREE_SMS); use at most ",
              sms - free);
 }
+// Across nodes, how many SMs the plan's persistent kernel must leave free
+// for the transport's own kernels (NetCtx::free_sms, MK_NET_FREE_SMS; 0:
+// none); an explicit grid larger than the rest is refused. Collective on
+// first use (creates the network).
 inline int network_free_sms(Communicator& comm, const char* op, int num_ctas, int sms) {
   if (comm.topology().num_nodes == 1) return 0;
   const int free = grid_free_sms(comm.network().device_ctx().free_sms, sms);
