@@ -24,7 +24,9 @@ for f in $(grep -lE 'device/(gemm/gemm|attention/attn)_engine.cuh' src/ops/*/*.c
   #   (warps 1..3 of the producer warpgroup) in its setup, item walk and
   #   failure paths, and one value kept from the kernel's start; none in the
   #   consumers (SASS, 2026-12-02): 180, allowance 224. At D = 64 (128-key
-  #   blocks, 88 registers): 12;
+  #   blocks, 88 registers): 12. With the push's parts claimed at run time
+  #   (2026-12-03): 128 and 48, every STL after the producer warpgroup's
+  #   setmaxnreg.dealloc (cuobjdump -sass), none in the consumers;
   # - the one-GPU attention kernel's producer thread (56 registers beside
   #   the consumers' 224, device/attention/attn_engine.cuh Regs) keeps one
   #   register across its failure record (the SASS: STL/LDL around the

@@ -83,6 +83,7 @@ struct Smem {
   int32_t* ring;      // [2]: the unit of Q tile i at [i % 2] (-1: no more), written before q_full's arrive
   int32_t* failed;    // 1: a consumer warpgroup gave up a wait (ConsumerStop); the CTA traps at its end
   int32_t* done;      // consumer warps that finished their units (the producer's watchdog, run_compute)
+  int32_t* side;      // a word for the side role (run_compute's `side`: the ring op's push part)
 };
 
 template <int D, int BN>
@@ -103,6 +104,7 @@ __device__ __forceinline__ Smem<D, BN> carve(uint8_t* raw) {
   s.ring = reinterpret_cast<int32_t*>(s.k_empty + G::kStages);
   s.failed = s.ring + 2;
   s.done = s.failed + 1;
+  s.side = s.done + 1;
   return s;
 }
 

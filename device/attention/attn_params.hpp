@@ -61,8 +61,8 @@ struct Geom {
   static constexpr int kStages = D == 128 ? (BN > 128 ? 2 : 3) : 4;
   static constexpr int kSmemBytes = 1024 + kQBytes + kStages * 2 * kKvBytes + 256;
   // The 256-byte barrier area (attn_engine.cuh carve): q_full, q_empty, 4 per
-  // stage, the Q ring, the failed and done words.
-  static_assert(8 * (2 + 4 * kStages) + 8 + 4 + 4 <= 256, "barrier area");
+  // stage, the Q ring, the failed, done and side words.
+  static_assert(8 * (2 + 4 * kStages) + 8 + 4 + 4 + 4 <= 256, "barrier area");
   static_assert(kSmemBytes <= 227 * 1024, "more dynamic shared memory than an sm_90 CTA may have");
 };
 

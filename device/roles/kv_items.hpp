@@ -80,4 +80,31 @@ MK_HD KvItem kv_item(const KvItems& x, int64_t item) {
   return it;
 }
 
+// The push's claims (kv_push.cuh, claimed at run time by the push CTAs that
+// run): on one node, ncta parts of the items; on several, claim 0 is
+// InterSend, then ncta - 1 parts of the own items, then ncta - 1 parts of
+// the forwarded ones (every own part is claimed before any forwarded one).
+// Claim v's items: first, first + stride, ... below end.
+struct KvClaim {
+  bool inter_send;
+  int64_t first, end, stride;
+};
+
+MK_HD int kv_claims(int32_t nodes, int ncta) { return nodes > 1 ? 1 + 2 * (ncta - 1) : ncta; }
+
+MK_HD KvClaim kv_claim(const KvItems& x, int32_t nodes, int ncta, int v) {
+  KvClaim k{false, 0, 0, 1};
+  const bool multi = nodes > 1;
+  if (multi && v == 0) {
+    k.inter_send = true;
+    return k;
+  }
+  const int nparts = multi ? ncta - 1 : ncta, q = multi ? v - 1 : v;
+  const bool forwarded = q >= nparts;
+  k.first = (forwarded ? x.own_items : 0) + (forwarded ? q - nparts : q);
+  k.end = forwarded ? x.items : x.own_items;
+  k.stride = nparts;
+  return k;
+}
+
 }  // namespace mk::roles

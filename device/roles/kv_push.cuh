@@ -12,7 +12,7 @@
 // TMA) in CTAs [0, ncta), beside the engine, so no SM leaves the compute.
 // They sync among themselves on named barrier kPushBarrier only.
 //
-// IntraComm (CTAs [0, ncta)): items are (chunk, destination).
+// IntraComm (the other parts, kv_push): items are (chunk, destination).
 // Own chunks are read from the caller's K and V ([batch, s_local, kv_heads,
 // D]: 2 D bytes per token, strided) and written contiguously into the
 // destination's slot over NVLink (16-byte stores, several in flight per
@@ -23,8 +23,9 @@
 // (the same copy loop, contiguous source). Each chunk's arrival signal in the
 // destination's pool is set to the call's epoch after its bytes.
 //
-// InterSend (the first push thread of the last CTA, several nodes; that
-// CTA's push threads do nothing else, since items synchronise them all): entry
+// InterSend (the first push thread of the CTA that takes claim 0, several
+// nodes; that CTA's push threads do nothing else, since items synchronise
+// them all; kv_push: parts are claimed at run time): entry
 // signals to the rail peers, then each own chunk, once it is in this rank's
 // slot, to every rail peer, with its arrival signal; the queue is flushed
 // before the kernel ends.
@@ -160,23 +161,17 @@ __device__ __forceinline__ void kv_inter_send(const DeviceCtx& ctx, const KvPush
   dev::trace(g.trace, cta, dev::TraceKind::QuietDone, 0);
 }
 
-// Push thread t of CTA `cta` of `ncta` (ncta >= 2 on several nodes: the
-// last one is InterSend).
-__device__ __forceinline__ void kv_push(const DeviceCtx& ctx, const KvPush& g, uint64_t epoch, int cta, int ncta,
-                                        int t) {
+// Push thread t, in CTA `cta`, running claim `v` (< kv_claims: InterSend,
+// or a part of the own or the forwarded items; kv_items.hpp's kv_claim) of
+// the push's `ncta` CTAs.
+__device__ __forceinline__ void kv_push_part(const DeviceCtx& ctx, const KvPush& g, uint64_t epoch, int cta, int v,
+                                             int ncta, int t) {
   constexpr dev::Report R = dev::Report::Quiet;
   const int32_t role = static_cast<int32_t>(Role::IntraComm);
   const int w = g.local_size, r = g.local_rank;
-  if (cta == 0 && t == 0)
+  if (v == 0 && t == 0)
     for (int d = 0; d < w; ++d)
       if (d != r) dev::signal_set(dev::peer_signal(ctx, d, g.sig_entry + g.rank), epoch);
-  if (g.num_nodes > 1) {
-    if (cta == ncta - 1) {
-      if (t == 0) kv_inter_send(ctx, g, epoch, cta);
-      return;
-    }
-    --ncta;
-  }
   const int64_t chunks = int64_t(g.batch) * g.kv_heads;
   const int64_t chunk_bytes = kv_chunk_bytes(g), slot_bytes = kv_slot_bytes(g);
   // Own chunks: chunk-major (head 0 to every destination first, every CTA
@@ -184,8 +179,13 @@ __device__ __forceinline__ void kv_push(const DeviceCtx& ctx, const KvPush& g, u
   // (kv_item).
   const int64_t units = chunk_bytes / 16, per_piece = kv_piece_units(units, g.pieces, g.head_dim);
   const KvItems its = kv_items(w, r, g.num_nodes, g.own_to_self != 0, chunks, g.pieces);  // device/roles/kv_items.hpp
+  const KvClaim claim = kv_claim(its, g.num_nodes, ncta, v);
+  if (claim.inter_send) {
+    if (t == 0) kv_inter_send(ctx, g, epoch, cta);
+    return;
+  }
   uint32_t entered = 0;  // destinations whose entry signal this thread (t == 0) saw
-  for (int64_t item = cta; item < its.items; item += ncta) {
+  for (int64_t item = claim.first; item < claim.end; item += claim.stride) {
     const KvItem it = kv_item(its, item);
     const int d = it.d, j = it.j;
     const int64_t c = it.c, piece = it.piece;
@@ -210,6 +210,34 @@ __device__ __forceinline__ void kv_push(const DeviceCtx& ctx, const KvPush& g, u
       dev::signal_add(dev::peer_signal(ctx, d, sig), 1);  // one piece more
       dev::trace(g.trace, cta, dev::TraceKind::PushDone, static_cast<uint32_t>(c << 8 | d));
     }
+  }
+}
+
+// Push thread t of CTA `cta`, one of the push's `ncta` CTAs. The parts are
+// not tied to CTAs: the push threads of a CTA claim one (t == 0, from
+// `claim`, a per-call counter back to 0 after the launch:
+// dev::DeviceEpoch::items, broadcast through the shared word `slot`), run
+// it, and claim again until none is left (InterSend's CTA stops after it).
+// So the CTAs that got an SM take every part when others have none yet
+// (SMs held by other kernels or MPS clients): no resident CTA waits on a
+// part that a CTA without an SM holds. Own items wait only on entry
+// signals; forwarded ones on the network, that is on the rail peer's
+// InterSend, which waits on that rank's own items: so every own part is
+// claimed (by a running CTA) before any forwarded part, or a running CTA
+// blocked on a forwarded item could hold an own part unclaimed elsewhere
+// (a cycle across nodes). Across nodes 2 resident CTAs suffice (InterSend,
+// claimed first, and one for the parts).
+__device__ __forceinline__ void kv_push(const DeviceCtx& ctx, const KvPush& g, uint64_t epoch, int cta, int ncta,
+                                        int t, unsigned long long* claim, int32_t* slot) {
+  const int claims = kv_claims(g.num_nodes, ncta);
+  for (;;) {
+    if (t == 0) *reinterpret_cast<volatile int32_t*>(slot) = static_cast<int32_t>(atomicAdd(claim, 1ull));
+    dev::sm90::named_sync(kPushBarrier, kPushThreads);
+    const int v = *reinterpret_cast<volatile int32_t*>(slot);
+    dev::sm90::named_sync(kPushBarrier, kPushThreads);  // every thread read it before t == 0 claims again
+    if (v >= claims) return;
+    kv_push_part(ctx, g, epoch, cta, v, ncta, t);
+    if (g.num_nodes > 1 && v == 0) return;  // InterSend: t == 0 is done, the others cannot run items without it
   }
 }
 

@@ -72,7 +72,7 @@ class RingAttention {
   SymmetricBuffer* gathered_ = nullptr;
   const net::NetCtx* netctx_ = nullptr;
   int net_region_ = -1;
-  uint64_t* epoch_counter_ = nullptr;  // device: calls completed, finished CTAs, unit counter (device/epoch.cuh)
+  uint64_t* epoch_counter_ = nullptr;  // device: calls done, CTAs finished, unit counter, push claims (device/epoch.cuh)
   std::vector<int> kv_order_;          // source ranks in the order the engine reads their keys (own first)
   TraceLog trace_{"RingAttention"};   // device event log (enable_trace)
 };

@@ -106,3 +106,45 @@ TEST(KvItems, PiecesAreWholeRowsAndCoverTheChunkOnce) {
 }
 
 }  // namespace
+
+// The push's claims (kv_claim, claimed at run time by the CTAs that run):
+// together they cover every item once, InterSend is claim 0 across nodes,
+// and every claim of own items comes before any claim of forwarded items
+// (a running CTA blocked on a forwarded item then never holds an own part
+// unclaimed elsewhere: device/roles/kv_push.cuh).
+namespace {
+TEST(KvItems, ClaimsCoverEveryItemOnceOwnPartsFirst) {
+  using mk::roles::kv_claim;
+  using mk::roles::kv_claims;
+  for (int nodes : {1, 2, 3})
+    for (int w : {1, 2, 4})
+      for (int ncta : {2, 3, 7, 132})
+        for (int64_t pieces : {1, 5}) {
+          if (nodes * w < 2) continue;
+          const KvItems x = kv_items(w, 0, nodes, nodes > 1, 6, pieces);
+          SCOPED_TRACE(std::to_string(nodes) + " nodes x " + std::to_string(w) + ", " + std::to_string(ncta) +
+                       " CTAs, " + std::to_string(pieces) + " pieces");
+          std::vector<int> seen(static_cast<size_t>(x.items), 0);
+          int inter_sends = 0;
+          bool forwarded_claimed = false;
+          for (int v = 0; v < kv_claims(nodes, ncta); ++v) {
+            const auto k = kv_claim(x, nodes, ncta, v);
+            if (k.inter_send) {
+              EXPECT_EQ(v, 0);
+              ++inter_sends;
+              continue;
+            }
+            const bool fwd = k.first >= x.own_items && k.end == x.items && x.items > x.own_items;
+            if (fwd) forwarded_claimed = true;
+            else EXPECT_FALSE(forwarded_claimed) << "claim " << v << " of own items after a forwarded one";
+            for (int64_t i = k.first; i < k.end; i += k.stride) {
+              ASSERT_LT(i, x.items);
+              EXPECT_EQ(kv_item(x, i).j != 0, fwd) << "item " << i << " in claim " << v;
+              ++seen[static_cast<size_t>(i)];
+            }
+          }
+          EXPECT_EQ(inter_sends, nodes > 1 ? 1 : 0);
+          for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << "item " << i;
+        }
+}
+}  // namespace

@@ -42,9 +42,14 @@ struct PushSide {
   const roles::KvPush& push;
   const DeviceCtx& ctx;
   const dev::DeviceEpoch& ep;
+  uint8_t* smem;
   int cta, num_comm;
   __device__ __forceinline__ void operator()(int t) const {
-    if (cta < num_comm) roles::kv_push(ctx, push, dev::epoch_of_launch(ep), cta, num_comm, t);
+    // The push's parts are claimed (kv_push): by the CTAs that run.
+    if (cta < num_comm)
+      roles::kv_push(ctx, push, dev::epoch_of_launch(ep), cta, num_comm, t,
+                     reinterpret_cast<unsigned long long*>(ep.items),
+                     attn::detail::carve<D, attn::block_n_side(D)>(smem).side);
   }
 };
 
@@ -56,7 +61,7 @@ __global__ void __launch_bounds__(attn::kThreads, 1)
   const int cta = blockIdx.x;
   if (threadIdx.x == 0) dev::trace(ap.trace, cta, dev::TraceKind::CtaStart, 0);
   attn::run_compute<D, attn::block_n_side(D)>(ap, smem, cta, gridDim.x,
-                                          PushSide<D>{push, ap.ctx, ep, cta, num_comm});  // records CtaEnd
+                                          PushSide<D>{push, ap.ctx, ep, smem, cta, num_comm});  // records CtaEnd
   dev::epoch_finish(ep);  // this launch's epoch (ap.epoch_counter: the same counter) ends
 }
 
@@ -114,8 +119,8 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
   for (int step = 0; step < t.world; ++step)
     kv_order_.push_back(t.rank_at((t.node + step / t.local_size) % t.num_nodes,
                                   (t.local_rank + step % t.local_size) % t.local_size));
-  MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 3 * sizeof(uint64_t)));
-  MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 3 * sizeof(uint64_t)));
+  MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 4 * sizeof(uint64_t)));
+  MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 4 * sizeof(uint64_t)));
   MK_CUDA_CHECK(cudaDeviceSynchronize());  // the legacy-stream memset before any launch (setup time)
 }
 
@@ -210,7 +215,8 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
   push.net_region = net_region_;
   push.net_queue = 0;
   push.trace = p.trace;
-  const dev::DeviceEpoch ep{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1), epoch_counter_ + 2};
+  const dev::DeviceEpoch ep{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1), epoch_counter_ + 2,
+                            epoch_counter_ + 3};  // + 3: the push's part claims (device/roles/kv_push.cuh)
   if (t.num_nodes > 1) comm_.network().warn_legacy_stream("mkernel RingAttention", stream);
   if (head_dim_ == 64) {
     gemm::allow_engine_smem(reinterpret_cast<const void*>(ring_attn_kernel<64>), RingGeom<64>::kSmemBytes);

@@ -1,0 +1,71 @@
+// Ring attention in the dist tier: the op finishes while another kernel
+// holds all SMs but two (tests/dist/scarce_sms.cuh), with the same bits as
+// a call that had every SM. The push's parts are claimed by the CTAs that
+// run (device/roles/kv_push.cuh), so the two resident CTAs push every piece;
+// were parts tied to CTA indices, their compute would wait on pieces of CTAs
+// that never got an SM. Numerics against SDPA: tests/python/gpu/dist_ring_attn_check.py.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "mkernel/mkernel.hpp"
+#include "mkernel/ring_attention.hpp"
+#include "tests/dist/scarce_sms.cuh"
+#include "tests/dist/tp_test_util.hpp"
+#include "tests/gpu/gemm_test_util.cuh"
+#include "tests/test_comm.hpp"
+
+using namespace mk;
+using mk::test::comm;
+using namespace mkt;
+
+namespace {
+
+std::vector<uint16_t> to_host(const void* p, int64_t elems) {
+  std::vector<uint16_t> h(static_cast<size_t>(elems));
+  EXPECT_EQ(cudaMemcpy(h.data(), p, h.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  return h;
+}
+
+TEST(RingAttnDist, FinishesWithTwoSmsFree) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  if (const std::string why = scarce_sms_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  const int me = comm().rank();
+  const int64_t b = 1, s = 512, h = 4, hkv = 2;
+  for (int64_t d : {128, 64}) {
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE("D " + std::to_string(d) + (causal ? ", causal" : ", not causal"));
+      RingAttention plan(comm(), b, s, h, hkv, d, causal);
+      const int64_t nq = b * s * h * d, nkv = b * s * hkv * d;
+      Buf q(nq * 2), k(nkv * 2), v(nkv * 2), ref(nq * 2), out(nq * 2), lse(b * h * s * 4), lse2(b * h * s * 4);
+      const uint64_t seed = 1000 + 10 * me + (causal ? 1 : 0) + d;
+      random_bf16(q.p, nq, seed);
+      random_bf16(k.p, nkv, seed + 100);
+      random_bf16(v.p, nkv, seed + 200);
+      poison(ref.p, nq);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      comm().barrier();
+      plan.run(q.p, k.p, v.p, ref.p, lse.as<float>(), nullptr);  // every SM
+      comm().check(static_cast<int>(cudaDeviceSynchronize()), "ring attention, every SM");
+      comm().barrier();
+      poison(out.p, nq);
+      EXPECT_EQ(finishes_on_free_sms(out.p, nq, 2,
+                                     [&](cudaStream_t st) { plan.run(q.p, k.p, v.p, out.p, lse2.as<float>(), st); }),
+                "");
+      const std::vector<uint16_t> want = to_host(ref.p, nq), got = to_host(out.p, nq);
+      int64_t differ = 0;
+      for (size_t i = 0; i < want.size(); ++i) differ += want[i] != got[i];
+      EXPECT_EQ(differ, 0) << "elements differing from the call on every SM";
+      std::vector<float> lse_want(static_cast<size_t>(b * h * s)), lse_got(lse_want.size());
+      ASSERT_EQ(cudaMemcpy(lse_want.data(), lse.p, lse_want.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(lse_got.data(), lse2.p, lse_got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_EQ(std::memcmp(lse_want.data(), lse_got.data(), lse_want.size() * 4), 0) << "lse differs";
+      comm().barrier();
+    }
+  }
+}
+
+}  // namespace
