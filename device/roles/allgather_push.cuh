@@ -4,7 +4,8 @@
 // Gathered buffer (symmetric, [W * m_local x k], rows of global rank s at
 // s * m_local): every rank's copy ends up holding every rank's rows.
 //
-// IntraComm (CTAs [0, ncta), thread 0 each): pushes row chunks over NVLink
+// IntraComm (CTAs [0, ncta), thread 0 each; the ncta parts of the items
+// are claimed at run time, allgather_push): pushes row chunks over NVLink
 // into the gathered buffers of the node's ranks and sets the destination's
 // arrival signal of that chunk to the call's epoch. Sources: this rank's own
 // rows (from a_local; into its own buffer too unless skip_self), then, on
@@ -96,26 +97,27 @@ __device__ __forceinline__ void allgather_inter_send(const DeviceCtx& ctx, const
   net::quiet<kReport>(nc, ctx, g.net_queue);
 }
 
-// CTA `cta` of `ncta` IntraComm CTAs.
-// Order: own rows first (own buffer unless skipped, then the ring
+// Claim `v` of the push's ncta (one node) or 2 ncta (several) claims, by
+// thread 0 of an IntraComm CTA: part v of the own items (v < ncta) or part
+// v - ncta of the forwarded ones. Order: own rows first (own buffer unless skipped, then the ring
 // predecessors r-1, r-2, ...: local rank d's rotated GEMM wants d+1's rows
 // right after its own, and d+1 sends to d first); then the rows that came
 // over the network, node by node.
-__device__ __forceinline__ void allgather_push(const DeviceCtx& ctx, const AllGatherPush& g, uint64_t epoch,
-                                               char* smem, int cta, int ncta) {
+__device__ __forceinline__ void allgather_push_part(const DeviceCtx& ctx, const AllGatherPush& g, uint64_t epoch,
+                                                    char* smem, int v, int ncta) {
   const int32_t role = static_cast<int32_t>(Role::IntraComm);
   const int w = g.local_size, r = g.local_rank;
-  if (cta == 0 && threadIdx.x == 128 && g.num_nodes > 1) allgather_inter_send(ctx, g, epoch);
-  if (threadIdx.x != 0) return;
-  if (cta == 0)
+  if (v == 0)
     for (int d = 0; d < w; ++d)
       if (d != r) dev::signal_set(dev::peer_signal(ctx, d, g.sig_entry + g.rank), epoch);
   const int64_t chunks = g.m_local / g.rows_per_chunk;
   const int64_t chunk_bytes = g.rows_per_chunk * g.row_bytes;
   const int first = g.skip_self ? 1 : 0;
   const int64_t own_dests = w - first;  // destinations of own rows; rows from the network: w - 1
-  const int64_t items = (own_dests + int64_t(g.num_nodes - 1) * (w - 1)) * chunks;
-  for (int64_t item = cta; item < items; item += ncta) {
+  const int64_t items = (own_dests + int64_t(g.num_nodes - 1) * (w - 1)) * chunks, own_items = own_dests * chunks;
+  const bool forwarded = v >= ncta;
+  for (int64_t item = (forwarded ? own_items : 0) + (forwarded ? v - ncta : v);
+       item < (forwarded ? items : own_items); item += ncta) {
     const int64_t c = item % chunks;
     int64_t q = item / chunks;
     int j = 0;  // source: 0 = own rows, j = the rail peer j nodes on
@@ -145,8 +147,30 @@ __device__ __forceinline__ void allgather_push(const DeviceCtx& ctx, const AllGa
     dev::copy_bulk<dev::BulkStages, kReport>(ctx, to, from, static_cast<size_t>(chunk_bytes), 0, 1, smem, role);
     dev::signal_set(dev::peer_signal(ctx, d, sig), epoch);
   }
+}
+
+// CTA `cta` of `ncta` IntraComm CTAs. Thread 0 claims the items' parts from
+// `claim` (a per-call counter back to 0 after the launch:
+// dev::DeviceEpoch::items) until none is left, so the CTAs that got an SM
+// push every part when others have none yet (SMs held by another kernel or
+// an MPS client): no resident CTA waits on a part held by a CTA without an
+// SM. Every own part is claimed before any forwarded part: a forwarded item
+// waits on the rail peer's InterSend, which waits on that rank's own items,
+// so a running CTA blocked on one must not hold an own part unclaimed (a
+// cycle across nodes). InterSend stays on CTA 0, the first made resident.
+__device__ __forceinline__ void allgather_push(const DeviceCtx& ctx, const AllGatherPush& g, uint64_t epoch,
+                                               char* smem, int cta, int ncta, unsigned long long* claim) {
+  const int32_t role = static_cast<int32_t>(Role::IntraComm);
+  if (cta == 0 && threadIdx.x == 128 && g.num_nodes > 1) allgather_inter_send(ctx, g, epoch);
+  if (threadIdx.x != 0) return;
+  const int claims = g.num_nodes > 1 ? 2 * ncta : ncta;
+  for (int v; (v = static_cast<int>(atomicAdd(claim, 1ull))) < claims;)
+    allgather_push_part(ctx, g, epoch, smem, v, ncta);
   // Standalone all-gather: the launch may end (and the host copy out of the
-  // gathered buffer start) only once every rank's rows are here.
+  // gathered buffer start) only once every rank's rows are here (the waits
+  // hold up no one: they stay with the CTAs' indices).
+  const int w = g.local_size;
+  const int64_t chunks = g.m_local / g.rows_per_chunk;
   if (g.wait_incoming) {
     const int world = w * g.num_nodes;
     for (int64_t item = cta; item < int64_t(world - 1) * chunks; item += ncta) {

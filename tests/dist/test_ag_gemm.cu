@@ -58,6 +58,24 @@ class AgGemmTest : public GemmCheck {
       EXPECT_EQ(std::memcmp(want.data(), got.data(), m * k * 2), 0) << what << " call " << call << ": gathered rows";
     }
   }
+
+  // run() on a 512-row share per rank while another kernel holds all SMs
+  // but `free_sms` (tests/dist/scarce_sms.cuh; 0: the plan's comm CTAs),
+  // checked against the reference.
+  void expect_run_finishes_on(int free_sms, int call, const char* what) {
+    const int me = comm().rank();
+    const int64_t m_local = 512, n = 256, k = 256, m = comm().world() * m_local;
+    AgGemm plan(comm(), m_local, n, k);
+    if (free_sms == 0) free_sms = plan.num_comm_ctas();
+    SCOPED_TRACE(std::to_string(plan.num_comm_ctas()) + " comm CTAs, " + std::to_string(free_sms) + " SMs free");
+    Buf a(m_local * k * 2), b(n * k * 2), out(m * n * 2);
+    random_bf16(a.p, m_local * k, seed_a(me, call));
+    random_bf16(b.p, n * k, 77 + me);
+    poison(out.p, m * n);
+    EXPECT_EQ(finishes_on_free_sms(out.p, m * n, free_sms, [&](cudaStream_t s) { plan.run(a.p, b.p, out.p, s); }), "");
+    check_call(out.p, nullptr, m_local, n, k, b.p, call, what);
+    comm().barrier();
+  }
 };
 
 TEST_F(AgGemmTest, MatchesReferenceAcrossShapes) {
@@ -235,26 +253,25 @@ TEST_F(AgGemmTest, SplitTilesInManyPartsMatchTheReference) {
             std::string::npos);
 }
 
-// With only its communication CTAs' SMs free (another kernel holds the
-// rest, tests/dist/scarce_sms.cuh), run() finishes: those CTAs take the
-// lowest indices, push, then join the compute; the compute CTAs run late.
+// With only its communication CTAs' SMs free, run() finishes: those CTAs
+// take the lowest indices, push, then join the compute; the compute CTAs
+// run late.
 TEST_F(AgGemmTest, FinishesWithOnlyItsCommSmsFree) {
   if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
   if (const std::string why = scarce_sms_skip_reason(); !why.empty()) GTEST_SKIP() << why;
-  const int me = comm().rank();
-  const int64_t m_local = 512, n = 256, k = 256, m = comm().world() * m_local;
-  AgGemm plan(comm(), m_local, n, k);
-  SCOPED_TRACE(std::to_string(plan.num_comm_ctas()) + " comm CTAs");
-  Buf a(m_local * k * 2), b(n * k * 2), out(m * n * 2);
-  const int call = 7000;
-  random_bf16(a.p, m_local * k, seed_a(me, call));
-  random_bf16(b.p, n * k, 77 + me);
-  poison(out.p, m * n);
-  EXPECT_EQ(finishes_on_free_sms(out.p, m * n, plan.num_comm_ctas(),
-                                 [&](cudaStream_t s) { plan.run(a.p, b.p, out.p, s); }),
-            "");
-  check_call(out.p, nullptr, m_local, n, k, b.p, call, "run on the comm CTAs' SMs");
-  comm().barrier();
+  expect_run_finishes_on(0, 7000, "run on the comm CTAs' SMs");
+}
+
+// With two SMs free, fewer than its communication CTAs (16 at n = 256):
+// the two resident CTAs claim every part of the push
+// (device/roles/allgather_push.cuh), then compute; were the parts tied to
+// CTA indices, the peers' compute would wait on rows of CTAs without an SM.
+// (Not all_gather(): its output is copied out after the kernel, which ends
+// only once every CTA ran, held SMs or not.)
+TEST_F(AgGemmTest, FinishesWithTwoSmsFree) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  if (const std::string why = scarce_sms_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  expect_run_finishes_on(2, 7100, "run on 2 free SMs");
 }
 
 TEST(AgGemmErrors, BadPlansAndInputsAreRejected) {

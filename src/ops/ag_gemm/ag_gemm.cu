@@ -41,7 +41,8 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
   // running), the CTAs everyone waits for are not the ones left out.
   const int num_comm = static_cast<int>(gridDim.x) - gp.num_compute;
   if (cta < num_comm) {  // Role::IntraComm (+ InterSend on CTA 0), then Compute if it may join
-    roles::allgather_push(gp.ctx, push, epoch, reinterpret_cast<char*>(smem), cta, num_comm);
+    roles::allgather_push(gp.ctx, push, epoch, reinterpret_cast<char*>(smem), cta, num_comm,
+                          reinterpret_cast<unsigned long long*>(ep.items));
     // Pushes done: join the compute role (tiles come from the dynamic
     // queue; the bulk copier's barriers were invalidated). One call site of
     // the engine below: two would double its code and its registers.
@@ -125,9 +126,10 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
     }
     tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);
   }
-  // Epoch counter + finished-CTA count (device/epoch.cuh) + tile counter, zero.
-  MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 3 * sizeof(uint64_t)));
-  MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 3 * sizeof(uint64_t)));
+  // Epoch counter + finished-CTA count (device/epoch.cuh) + tile counter +
+  // the push's part claims (device/roles/allgather_push.cuh), zero.
+  MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 4 * sizeof(uint64_t)));
+  MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 4 * sizeof(uint64_t)));
   // The legacy-stream memset must be done before a launch on any stream
   // (non-blocking streams do not wait for it): plan creation is setup time.
   MK_CUDA_CHECK(cudaDeviceSynchronize());
@@ -227,7 +229,10 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
   const int grid = compute ? num_ctas_ : std::max(num_comm_, std::min(num_ctas_, kStandaloneCommCtas));
   if (t.num_nodes > 1) comm_.network().warn_legacy_stream("mkernel AgGemm", stream);
   ag_gemm_kernel<<<grid, gemm::kThreads, gp.epi.tma_store ? gemm::kSmemBytesAsync : gemm::kSmemBytes, stream>>>(
-      gp, push, dev::DeviceEpoch{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1), epoch_counter_ + 2}, join_ ? 1 : 0);
+      gp, push,
+      dev::DeviceEpoch{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1), epoch_counter_ + 2,
+                       epoch_counter_ + 3},
+      join_ ? 1 : 0);
   MK_CUDA_CHECK(cudaGetLastError());
 }
 
