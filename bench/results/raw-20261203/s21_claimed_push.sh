@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 1 GPU (~6 minutes): tools/wip/{ring,ag}-claimed-push.patch on the device (tools/wip/README.md says why).
+# 1 GPU (~2.5 minutes; session 21): the claimed-push patches (then tools/wip/{ring,ag}-claimed-push.patch, on main since) on the device.
 # Build here first, from a clean main (build/ then holds all four patches, .carry/ring_t main + the two tests,
 # .carry/lib_main main's library):
 #   tools/build.sh && mkdir -p .carry/lib_main && cp build/lib/libmkernel.so .carry/lib_main/
@@ -12,7 +12,7 @@
 # 2. patched: the same tests (expected to pass), mk_gpu_tests, the AgGemm dist tests 1x2 (time-sliced), the ring
 #    checks from Python (1x2, 2x1 emu, the timeout; ranks sharing the GPU);
 # 3. the ring kernel at one rank, main's library and the patched one alternating (bench/ring_engine_1gpu.py).
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 source tools/gpu_env.sh
 export PYTHONPATH=$PWD/python
 R=$OUT/claimed; mkdir -p $R
