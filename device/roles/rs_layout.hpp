@@ -92,4 +92,57 @@ struct Layout {
   }
 };
 
+// The standalone collective's claim order (device/roles/reduce_scatter.cuh
+// rs_claimed: every CTA takes the next claim of one counter). Claim 0
+// announces the rank's entry; then, round by round, the push items of
+// row-block r (while r < blocks) and the reduce items of row-block r - lag
+// (once r >= lag): first the sums of the other nodes' shares this rank
+// aggregates, then the own share's pieces. Every item waits only on items
+// earlier in this order or in the same order of other ranks (a push on
+// the peer's claim 0; a sum on the node peers' pushes of its row-block; an
+// own piece on those and on the other nodes' sums of its row-block, which
+// are earlier items there; a sum of another node's share also on that
+// rank's claim 0, its entry), so one resident CTA per rank finishes the
+// call (simulated: tests/cpu/test_rs_layout.cpp); `lag` rounds between a
+// row-block's pushes and its sums let the peers' pushes land first.
+struct Claim {
+  enum Kind : int32_t { Announce, Push, Reduce, None };
+  Kind kind = None;
+  int64_t block = 0;  // row-block of the share
+  int64_t k = 0;      // push: share in walk order * parts + piece; reduce: other node's share (< N - 1), else N - 1 + piece
+};
+struct ClaimOrder {
+  int64_t blocks = 0;
+  int64_t pushes = 0;   // per row-block: (L - 1) N shares x parts
+  int64_t reduces = 0;  // per row-block: N - 1 sums + parts own pieces
+  int64_t lag = 0;
+
+  MK_HD int64_t total() const { return 1 + blocks * (pushes + reduces); }
+  MK_HD Claim at(int64_t c) const {
+    if (c == 0) return Claim{Claim::Announce, 0, 0};
+    c -= 1;
+    const int64_t lg = lag < blocks ? lag : blocks;
+    if (c < lg * pushes) return Claim{Claim::Push, c / pushes, c % pushes};  // rounds of pushes only
+    c -= lg * pushes;
+    const int64_t both = pushes + reduces;
+    if (c < (blocks - lg) * both) {
+      const int64_t r = lg + c / both, o = c % both;
+      return o < pushes ? Claim{Claim::Push, r, o} : Claim{Claim::Reduce, r - lg, o - pushes};
+    }
+    c -= (blocks - lg) * both;
+    if (c < lg * reduces) return Claim{Claim::Reduce, blocks - lg + c / reduces, c % reduces};  // the last sums
+    return Claim{};
+  }
+};
+
+// Rounds between a row-block's pushes and its sums (ClaimOrder::lag): the
+// peers' pushes have mostly landed by then (not measured against 0 or 1).
+constexpr int64_t kClaimLag = 2;
+
+// The order of a standalone call on N nodes of L GPUs: `blocks` row-blocks
+// per share, each pushed and summed in `parts` pieces.
+MK_HD ClaimOrder standalone_order(int64_t blocks, int nodes, int local, int64_t parts, int64_t lag = kClaimLag) {
+  return ClaimOrder{blocks, int64_t(local - 1) * nodes * parts, int64_t(nodes - 1) + parts, lag};
+}
+
 }  // namespace mk::rs

@@ -2,10 +2,13 @@
 // on every topology of up to 8 ranks: slots never collide, the walk visits
 // every share once in class order, and a simulation of GEMM+RS's persistent
 // CTAs (static tile walk, waits as the engine's owner reduce does them)
-// always finishes.
+// always finishes, as does one of the standalone collective's claim order
+// with one resident CTA per rank.
 #include <gtest/gtest.h>
 
 #include <set>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "device/roles/rs_layout.hpp"
@@ -195,4 +198,122 @@ TEST(RsLayout, BytesPerGpuFollowTheTwoLevels) {
       const double flat = double(nn * l - 1) / (nn * l) * double(m) * n * 2;  // one-level RS, all on one link kind
       EXPECT_NEAR(rs(nn, l).nvlink + rs(nn, l).network, flat, 1.0) << nn << "x" << l;
     }
+}
+
+namespace {
+
+// Shares rank (n, l) claims for, in walk order: pushes (other local
+// index) or sums (own local index, other nodes), as reduce_scatter.cuh's
+// rs_share picks them.
+int walk_share(const rs::Layout& lay, int n, int l, int q, bool own_local) {
+  for (int i = 0; i < lay.nodes * lay.local; ++i) {
+    const int s = lay.share_at(i, n, l);
+    if (((s % lay.local) == l) == own_local && q-- == 0) return s;
+  }
+  return -1;
+}
+
+// Simulates the standalone reduce-scatter: `ctas` resident CTAs per rank,
+// each taking the next claim of its rank's counter and holding it until
+// what it waits on (as rs_push_item / rs_reduce_item wait) is done.
+// `claim(rank, c)` is the order; returns the ranks' unfinished claims.
+template <class Order>
+std::string simulate_standalone(Topo tp, int64_t blocks, int64_t parts, int ctas, int64_t total, Order claim) {
+  const int w = tp.nodes * tp.local;
+  const rs::Layout lay{tp.nodes, tp.local};
+  // pushed[dst rank][share][block]: pieces arrived from node peers; summed[share][block]: node sums arrived
+  // at the owner; announced[rank].
+  std::vector<std::vector<std::vector<int>>> pushed(w, std::vector<std::vector<int>>(w, std::vector<int>(blocks)));
+  std::vector<std::vector<int>> summed(w, std::vector<int>(blocks));
+  std::vector<int> announced(w), next(w, 0);
+  std::vector<std::vector<int64_t>> cur(w, std::vector<int64_t>(ctas, -1));
+  auto take = [&](int r, int c) { cur[r][c] = next[r] < total ? next[r]++ : -1; };
+  for (int r = 0; r < w; ++r)
+    for (int c = 0; c < ctas; ++c) take(r, c);
+  auto step = [&](int r, rs::Claim k) {  // true: done (its effects applied)
+    const int n = r / tp.local, l = r % tp.local;
+    if (k.kind == rs::Claim::Announce) return announced[r] = 1, true;
+    if (k.kind == rs::Claim::Push) {
+      const int s = walk_share(lay, n, l, static_cast<int>(k.k / parts), false);
+      const int peer = n * tp.local + s % tp.local;
+      if (!announced[peer]) return false;
+      ++pushed[peer][s][k.block];
+      return true;
+    }
+    const bool own = k.k >= tp.nodes - 1;
+    const int s = own ? r : walk_share(lay, n, l, static_cast<int>(k.k), true);
+    if (pushed[r][s][k.block] < (tp.local - 1) * parts) return false;  // every node peer's pieces of the row-block
+    if (own) return summed[r][k.block] >= tp.nodes - 1;                  // every other node's sum of it
+    if (!announced[s]) return false;  // the destination entered the call: its slot is free
+    ++summed[s][k.block];
+    return true;
+  };
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < w; ++r)
+      for (int c = 0; c < ctas; ++c)
+        if (cur[r][c] >= 0 && step(r, claim(r, cur[r][c]))) take(r, c), progress = true;
+  }
+  std::string stuck;
+  for (int r = 0; r < w; ++r)
+    for (int c = 0; c < ctas; ++c)
+      if (cur[r][c] >= 0) stuck += " rank " + std::to_string(r) + " claim " + std::to_string(cur[r][c]);
+  return stuck;
+}
+
+}  // namespace
+
+// Every claim of the standalone order once: the announcement first, each
+// push and sum of every row-block once, and a row-block's sums `lag`
+// rounds after its pushes (never before).
+TEST(RsLayout, StandaloneClaimOrderCoversEveryItemOnce) {
+  for (int64_t blocks : {1, 2, 5})
+    for (int64_t pushes : {0, 3, 8})
+      for (int64_t reduces : {1, 4, 9})
+        for (int64_t lag : {0, 1, 2, 7}) {
+          const rs::ClaimOrder o{blocks, pushes, reduces, lag};
+          std::set<std::tuple<int, int64_t, int64_t>> seen;
+          std::vector<int64_t> last_push(blocks, -1), first_reduce(blocks, -1);
+          ASSERT_EQ(o.at(0).kind, rs::Claim::Announce);
+          for (int64_t c = 1; c < o.total(); ++c) {
+            const rs::Claim k = o.at(c);
+            ASSERT_TRUE(k.kind == rs::Claim::Push || k.kind == rs::Claim::Reduce) << c;
+            ASSERT_GE(k.block, 0);
+            ASSERT_LT(k.block, blocks);
+            ASSERT_LT(k.k, k.kind == rs::Claim::Push ? pushes : reduces);
+            ASSERT_TRUE(seen.insert({k.kind, k.block, k.k}).second) << "claim " << c << " twice";
+            if (k.kind == rs::Claim::Push) last_push[k.block] = c;
+            if (k.kind == rs::Claim::Reduce && first_reduce[k.block] < 0) first_reduce[k.block] = c;
+          }
+          EXPECT_EQ(static_cast<int64_t>(seen.size()), blocks * (pushes + reduces));
+          EXPECT_EQ(o.at(o.total()).kind, rs::Claim::None);
+          for (int64_t b = 0; b < blocks; ++b) EXPECT_GT(first_reduce[b], last_push[b]) << "row-block " << b;
+        }
+}
+
+// The standalone collective with one (or a few) resident CTAs per rank
+// finishes on every topology; the simulation does catch a deadlock: sums
+// claimed before the pushes never finish with one CTA per rank.
+TEST(RsLayout, StandaloneClaimsFinishOnOneResidentCta) {
+  for (Topo tp : topologies())
+    for (int64_t blocks : {1, 2, 3, 5})
+      for (int64_t parts : {1, 2, 8})
+        for (int ctas : {1, 2, 5})
+          for (int64_t lag : {int64_t(0), int64_t(1), rs::kClaimLag, int64_t(7)}) {  // the kernel's: kClaimLag
+            const rs::ClaimOrder o = rs::standalone_order(blocks, tp.nodes, tp.local, parts, lag);
+            const std::string stuck =
+                simulate_standalone(tp, blocks, parts, ctas, o.total(), [&](int, int64_t c) { return o.at(c); });
+            ASSERT_EQ(stuck, "") << tp.nodes << "x" << tp.local << " blocks " << blocks << " parts " << parts
+                                 << " ctas " << ctas << " lag " << lag;
+          }
+  const Topo tp{1, 2};
+  const int64_t blocks = 2, parts = 2;
+  const rs::ClaimOrder o = rs::standalone_order(blocks, tp.nodes, tp.local, parts);
+  const int64_t sums = blocks * o.reduces;
+  auto sums_first = [&](int, int64_t c) {  // announce, every sum, then every push
+    if (c == 0) return o.at(0);
+    if (c <= sums) return rs::Claim{rs::Claim::Reduce, (c - 1) / o.reduces, (c - 1) % o.reduces};
+    return rs::Claim{rs::Claim::Push, (c - 1 - sums) / o.pushes, (c - 1 - sums) % o.pushes};
+  };
+  EXPECT_NE(simulate_standalone(tp, blocks, parts, 1, o.total(), sums_first), "");
 }
