@@ -49,7 +49,7 @@ void bench_gemm_ar(BenchContext& bc) {
           {"M", "cuBLAS alone ms", "AR alone ms (NCCL / mk)", "serial ms", "2-stream chunked overlap ms",
            "mkernel ms", "mkernel vs best baseline", "eta", "mk AR alone, 32 reduce CTAs ms",
            "MB per GPU (NVLink / network; measured network)", "ideal speedup (T_gemm + T_comm) / max", "mkernel speedup over serial",
-           "achieved / ideal", "targets", "CTAs (run: gather + compute; AR alone: reduce)",
+           "achieved / ideal", "targets", "CTAs (run: gather + compute; AR alone: 17 + reduce)",
            "check vs serial (max |d| / rms)"},
           {},
           ""};
@@ -240,8 +240,8 @@ void bench_gemm_ar(BenchContext& bc) {
       "Calls interleaved (one of each per round), each after an untimed 1-element NCCL all-reduce that lines the "
       "ranks up (no call absorbs the other rank's lag from the call before), medians, max over ranks; a, b and the AR "
       "input rotate through >= 256 MiB, a different copy per call. cuBLAS alone = this rank's full [M x 8192] partial "
-      "GEMM. AR alone = all-reduce of an [M x 8192] bf16 input: NCCL / the plan's all_reduce (two-shot: reduce-scatter "
-      "push + Reduce CTAs, then the gather). serial = cuBLAS, then NCCL all-reduce. 2-stream chunked overlap = the M "
+      "GEMM. AR alone = all-reduce of an [M x 8192] bf16 input: NCCL / the plan's all_reduce (two-shot: the reduce-scatter's "
+      "push and reduce items, then the gather). serial = cuBLAS, then NCCL all-reduce. 2-stream chunked overlap = the M "
       "rows cut into min(4, M / (128 W)) chunks; per chunk one cuBLAS call into its rows of an [M x 8192] buffer, "
       "whose NCCL all-reduce runs on a side stream while the next chunk computes. mkernel vs best baseline = "
       "min(serial, overlap) / mkernel. T_gemm = cuBLAS alone, T_comm = the fastest AR alone (of the three columns), "
@@ -255,7 +255,7 @@ void bench_gemm_ar(BenchContext& bc) {
       "figure is followed by the bytes the host proxy took during one more mkernel call (measured: "
       "mk::Network::bytes_put), which should equal it. "
       "CTAs: run()'s Gather + compute CTAs; "
-      "all_reduce()'s Reduce CTAs (the 32-CTA plan's in parentheses). check: outside timing, both mkernel plans' run() "
+      "all_reduce()'s Reduce CTAs, its grid less 17 (the 32-CTA plan's in parentheses). check: outside timing, both mkernel plans' run() "
       "and the plan's all_reduce() of serial's partial vs serial's output, on the same inputs, every element within "
       "0.02 |ref| + 0.02 rms(ref), and the same bits on every rank (else the run fails); the chunked overlap is checked "
       "the same way on the first M. Across nodes (2x1 emulated) the AR baselines are mkernel's standalone all-reduce "

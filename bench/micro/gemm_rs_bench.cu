@@ -180,7 +180,7 @@ void bench_gemm_rs(BenchContext& bc) {
           {"M", "cuBLAS alone ms", "RS alone ms (NCCL / mk)", "serial ms", "2-stream chunked overlap ms",
            "mkernel ms", "mkernel vs best baseline", "eta", "mk RS alone, 32 reduce CTAs ms",
            "MB sent per GPU (NVLink / network; measured network)",
-           "CTAs (run: compute; RS alone: push + reduce)", "check vs serial (max |d| / rms)"},
+           "CTAs (run: compute; RS alone: 16 + reduce)", "check vs serial (max |d| / rms)"},
           {},
           ""};
   if (W < 2 || (topo.num_nodes > 1 && topo.local_size > 1)) {
@@ -357,7 +357,7 @@ void bench_gemm_rs(BenchContext& bc) {
       "M x 8192 x 2 B (tp::rs_bytes_per_gpu: reduced inside the node first). Across nodes the network figure is "
       "followed by the bytes the host proxy took during one more mkernel call (measured: mk::Network::bytes_put), "
       "which should equal it. CTAs: run() computes on every SM (no Reduce CTAs: each owner adds the other ranks' "
-      "tiles in its epilogue); the standalone reduce-scatter uses 16 push + 16 (or 32) Reduce CTAs. check: outside "
+      "tiles in its epilogue); the standalone reduce-scatter runs on 16 + 16 (or 32) CTAs, each taking push and reduce items in one order. check: outside "
       "timing, both mkernel plans' output vs serial's, on the same inputs, every element within 0.02 |ref| + 0.02 "
       "rms(ref) (else the run fails); the chunked overlap is checked the same way on the first M. Across nodes (2x1 "
       "emulated) the RS baselines are mkernel's standalone reduce-scatter on the same transport, not NCCL (which "

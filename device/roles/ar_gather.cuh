@@ -18,14 +18,15 @@
 // Work: items (row-block, share, piece) from a dynamic counter, row-block
 // major and the own share last in each step (the order owners finish
 // them; none of it where the owner wrote it into out itself: skip_own);
-// Gather CTAs take items all along, and CTAs of other roles join
-// when their own work is done. Each item: one thread waits for the signal,
+// run()'s Gather CTAs take items all along and its compute CTAs join once
+// out of tiles; all_reduce()'s CTAs once the reduce-scatter's claims ran
+// out. Each item: one thread waits for the signal,
 // then copies the piece with the bulk copier.
 //
 // NOTES: the final and receive slots are rewritten by the next call only
 // after every rank that reads them ended its previous kernel (and so its
 // gathers): the fused GEMM's consumers wait for every rank's entry signal
-// before any store or put; the standalone Reduce role writes a final piece
+// before any store or put; a standalone reduce item writes a final piece
 // only after that row-block's arrivals of the new call from every node
 // peer and every other node's rail peer (whose node sums waited for their
 // own node peers' pushes), so every rank that could read the slot has

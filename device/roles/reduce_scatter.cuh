@@ -9,19 +9,21 @@
 //   node's share and the owner's own tiles add the sources' tiles to the
 //   accumulator first (EpilogueHook::own_mask): no Reduce role, every SM
 //   computes.
-// - ReduceScatter alone: the push role copies input rows to the node peers
-//   that aggregate them (RowMajor, one add of n_blocks per row-block); the
-//   Reduce role sums, per row-block of a share this rank aggregates or
+// - ReduceScatter alone: push items copy input rows to the node peers
+//   that aggregate them (RowMajor, one add of n_blocks per row-block);
+//   reduce items sum, per row-block of a share this rank aggregates or
 //   owns, its own input rows and the arrived partial rows in fp32, and
-//   writes bf16: into its send slot and one network put for another node's
-//   share, into `out` for its own.
+//   write bf16: into its send slot and one network put for another node's
+//   share, into `out` for its own. Every CTA claims items from one counter
+//   (rs_claimed) in rs::ClaimOrder: the entry announcement, then round by
+//   round a row-block's pushes and the sums of the row-block two before.
 //
 // NOTES:
 // - Buffer reuse without host synchronisation: every rank signals "entered
 //   call e" to every rank at start; a writer waits for that before its first
 //   write into d's buffers or its send slot for d (the GEMM consumers' start
-//   signals; the push role before each destination; the Reduce role before
-//   a send). d entered call e => d's previous call ended, so every write of
+//   signals; a push item before its destination; a reduce item before a
+//   send). d entered call e => d's previous call ended, so every write of
 //   the previous call into d, network puts included, landed (and their
 //   send-slot sources were read).
 // - Deadlock freedom of GEMM+RS: tiles come from a dynamic queue (an
@@ -30,6 +32,11 @@
 //   and was claimed by a CTA that does not wait on it; no CTA needs to be
 //   resident for another to finish (tests/cpu/test_rs_layout.cpp simulates
 //   the static walk, the stricter case).
+// - Deadlock freedom of the standalone collective, the same way
+//   (rs::ClaimOrder says why): one resident CTA per rank finishes the
+//   call. Until 2026-12-03 push and Reduce CTAs were roles by CTA index,
+//   and the all-reduce's push CTAs, done, spun in the gather while its
+//   Reduce CTAs had no SM (tests/dist: FinishesWithTwoSmsFree).
 // - Entry signals over the network are Sets: a transport must deliver one
 //   peer's commands of one queue in order (all of ours do).
 // - Every wait reports without a function call (the roles share a kernel
@@ -111,53 +118,53 @@ __device__ __forceinline__ int rs_share(const ReduceScatter& g, int q, bool want
   return -1;
 }
 
-// Standalone push: this rank's input rows of every share another node peer
-// aggregates into that peer's NVLink receive slot, in walk order, each
-// peer after its entry signal.
-__device__ __forceinline__ void rs_push(const DeviceCtx& ctx, const ReduceScatter& g, uint64_t epoch, char* smem,
-                                        int cta, int ncta) {
+// Standalone push item k of row-block b (rs::ClaimOrder), all threads of
+// the CTA: piece k % parts of this rank's input rows of the (k / parts)-th
+// share in walk order that another node peer aggregates, into that peer's
+// NVLink receive slot (after the peer's entry signal). A row-block goes
+// in `parts` pieces (more CTAs busy when row-blocks are few), each adding
+// adds_per_block / parts to the arrival count (also a piece past a
+// partial last row-block's rows, which copies nothing).
+__device__ __forceinline__ void rs_push_item(const DeviceCtx& ctx, const ReduceScatter& g, uint64_t epoch, char* smem,
+                                             int64_t b, int64_t k) {
   const int32_t role = static_cast<int32_t>(Role::IntraComm);
   const rs::Layout lay = rs_layout(g);
   const int64_t blocks = (g.rows + g.row_block - 1) / g.row_block, total_blocks = blocks * g.world;
   const int64_t block_bytes = g.row_block * g.n * 2, slot_bytes = g.slot_elems * 2;
-  // A row-block goes in `parts` pieces (more CTAs busy when row-blocks are
-  // few), each adding adds_per_block / parts to the arrival count (also a
-  // piece past a partial last row-block's rows, which copies nothing).
   const int64_t part_bytes = block_bytes / g.parts;
-  const int64_t items = int64_t(g.local_size - 1) * g.num_nodes * blocks * g.parts;
-  for (int64_t item = cta; item < items; item += ncta) {
-    const int64_t j = item % g.parts, q = item / g.parts;
-    const int s = rs_share(g, static_cast<int>(q / blocks), false);
-    const int64_t b = q % blocks;
-    const int sn = s / g.local_size, sl = s % g.local_size, d = g.rank_at[s];
-    const int peer = g.rank_at[g.node * g.local_size + sl];
-    if (threadIdx.x == 0)
-      dev::wait_ge<dev::Scope::Sys, kRsReport>(ctx, ctx.signals + g.sig_entry + peer, epoch,
-                                               dev::WaitSite{role, peer, g.sig_entry + peer});
-    const int64_t gb = int64_t(d) * blocks + b;
-    const int64_t valid = rs_block_rows(g, b) * g.n * 2 - j * part_bytes;  // bytes of this piece inside the share
-    const char* src = static_cast<const char*>(g.input) + (int64_t(d) * g.rows + b * g.row_block) * g.n * 2 + j * part_bytes;
-    char* dst = static_cast<char*>(g.staging[sl]) + lay.local_slot(g.local_rank, sl, sn) * slot_bytes +
-                b * block_bytes + j * part_bytes;
-    if (valid > 0)
-      dev::copy_bulk<dev::BulkStages, kRsReport>(ctx, dst, src, static_cast<size_t>(valid < part_bytes ? valid : part_bytes),
-                                                 0, 1, smem, role);
-    if (threadIdx.x == 0) {
-      const int32_t sig = g.sig_local + static_cast<int32_t>(rs::compact(g.local_rank, sl) * total_blocks + gb);
-      dev::signal_add(dev::peer_signal(ctx, sl, sig), g.adds_per_block / static_cast<uint64_t>(g.parts));
-    }
+  const int64_t j = k % g.parts;
+  const int s = rs_share(g, static_cast<int>(k / g.parts), false);
+  const int sn = s / g.local_size, sl = s % g.local_size, d = g.rank_at[s];
+  const int peer = g.rank_at[g.node * g.local_size + sl];
+  if (threadIdx.x == 0)
+    dev::wait_ge<dev::Scope::Sys, kRsReport>(ctx, ctx.signals + g.sig_entry + peer, epoch,
+                                             dev::WaitSite{role, peer, g.sig_entry + peer});
+  const int64_t gb = int64_t(d) * blocks + b;
+  const int64_t valid = rs_block_rows(g, b) * g.n * 2 - j * part_bytes;  // bytes of this piece inside the share
+  const char* src = static_cast<const char*>(g.input) + (int64_t(d) * g.rows + b * g.row_block) * g.n * 2 + j * part_bytes;
+  char* dst = static_cast<char*>(g.staging[sl]) + lay.local_slot(g.local_rank, sl, sn) * slot_bytes +
+              b * block_bytes + j * part_bytes;
+  if (valid > 0)
+    dev::copy_bulk<dev::BulkStages, kRsReport>(ctx, dst, src, static_cast<size_t>(valid < part_bytes ? valid : part_bytes),
+                                               0, 1, smem, role);
+  if (threadIdx.x == 0) {
+    const int32_t sig = g.sig_local + static_cast<int32_t>(rs::compact(g.local_rank, sl) * total_blocks + gb);
+    dev::signal_add(dev::peer_signal(ctx, sl, sig), g.adds_per_block / static_cast<uint64_t>(g.parts));
   }
 }
 
-// Reduce (standalone reduce-scatter): the row-blocks of the shares this
-// rank aggregates (other nodes', then sent) or owns, CTA `cta` of `ncta`,
-// all threads. Sources: own input rows, the node peers' rows, for the own
-// share the other nodes' sums. Each thread keeps 2 vectors x sources of
+// Standalone reduce item k of row-block b (rs::ClaimOrder), all threads
+// of the CTA: k < N - 1 the k-th other node's share this rank aggregates
+// (the whole row-block: one put), else piece k - (N - 1) of its own
+// share. Sources: own input rows, the node peers' rows, for the own share
+// the other nodes' sums. Each thread keeps 2 vectors x sources of
 // loads in flight (memory-level parallelism: one load at a time ran at ~12
 // GB/s per SM).
-__device__ __forceinline__ void rs_reduce(const DeviceCtx& ctx, const ReduceScatter& g, uint64_t epoch, char* smem,
-                                          int cta, int ncta) {
-  const uint4** src_tab = reinterpret_cast<const uint4**>(smem);  // kMaxRsRanks entries
+__device__ __forceinline__ void rs_reduce_item(const DeviceCtx& ctx, const ReduceScatter& g, uint64_t epoch,
+                                               char* smem, int64_t b, int64_t k) {
+  // kMaxRsRanks entries after the bulk stages and the claim's slot (not in
+  // the stages: the next push item's bulk copies, another proxy, fill them).
+  const uint4** src_tab = reinterpret_cast<const uint4**>(smem + dev::BulkStages::kSmemBytes + 16);
   const int32_t role = static_cast<int32_t>(Role::Reduce);
   const rs::Layout lay = rs_layout(g);
   const int nloc = g.local_size - 1;
@@ -166,121 +173,146 @@ __device__ __forceinline__ void rs_reduce(const DeviceCtx& ctx, const ReduceScat
   const int64_t block_bytes = g.row_block * g.n * 2, slot_bytes = g.slot_elems * 2;
   constexpr int kU = 2;
   char* mine = static_cast<char*>(g.staging[g.local_rank]);
-  // Items: the row-blocks of the other nodes' shares this rank aggregates
-  // (whole: one put each), then those of its own share in `parts` pieces.
-  const int64_t agg_items = int64_t(g.num_nodes - 1) * blocks;
-  for (int64_t item = cta; item < agg_items + blocks * g.parts; item += ncta) {
-    const bool piece = item >= agg_items;
-    const int64_t q = piece ? (item - agg_items) / g.parts : item;
-    const int64_t j = piece ? (item - agg_items) % g.parts : 0;
-    const int s = piece ? g.node * g.local_size + g.local_rank : rs_share(g, static_cast<int>(q / blocks), true);
-    const int64_t b = q % blocks;
-    const int sn = s / g.local_size, d = g.rank_at[s];
-    const bool final_share = d == g.rank;
-    // Vectors of this item inside the share's rows (a partial last row-block
-    // leaves later pieces short or empty; they still signal).
-    const int64_t valid_vecs = rs_block_rows(g, b) * g.n / 8;
-    const int64_t v_lo0 = piece ? j * (vecs / g.parts) : 0, v_hi0 = piece ? v_lo0 + vecs / g.parts : vecs;
-    const int64_t v_hi = v_hi0 < valid_vecs ? v_hi0 : valid_vecs, v_lo = v_lo0 < v_hi ? v_lo0 : v_hi;
-    const int nnet = final_share ? g.num_nodes - 1 : 0;
-    const int nsrc = 1 + nloc + nnet;
-    const int64_t gb = int64_t(d) * blocks + b;
-    const int t = static_cast<int>(threadIdx.x);
-    if (t == 0)
-      for (int i = 0; i < nsrc; ++i) {
-        const char* p = static_cast<const char*>(g.input) + (int64_t(d) * g.rows + b * g.row_block) * g.n * 2;
-        if (i >= 1 && i <= nloc) p = mine + ((i - 1) * g.num_nodes + sn) * slot_bytes + b * block_bytes;
-        if (i > nloc) p = mine + (int64_t(nloc) * g.num_nodes + (i - 1 - nloc)) * slot_bytes + b * block_bytes;
-        src_tab[i] = reinterpret_cast<const uint4*>(p);
-      }
-    if (t < nloc) {
-      const int32_t sig = g.sig_local + static_cast<int32_t>(t * total_blocks + gb);
-      dev::wait_ge<dev::Scope::Sys, kRsReport>(ctx, ctx.signals + sig, epoch * g.adds_per_block,
-                                               dev::WaitSite{role, t, sig});
-    } else if (t < nloc + nnet) {
-      const int32_t sig = g.sig_net + static_cast<int32_t>((t - nloc) * total_blocks + gb);
-      dev::wait_ge<dev::Scope::Sys, kRsReport>(ctx, ctx.signals + sig, epoch * g.adds_per_block,
-                                               dev::WaitSite{role, t - nloc, sig});
-    } else if (t == nloc + nnet && !final_share) {  // our send slot and d's receive slot are free
-      dev::wait_ge<dev::Scope::Sys, kRsReport>(ctx, ctx.signals + g.sig_entry + d, epoch,
-                                               dev::WaitSite{role, d, g.sig_entry + d});
+  const bool piece = k >= g.num_nodes - 1;
+  const int64_t j = piece ? k - (g.num_nodes - 1) : 0;
+  const int s = piece ? g.node * g.local_size + g.local_rank : rs_share(g, static_cast<int>(k), true);
+  const int sn = s / g.local_size, d = g.rank_at[s];
+  const bool final_share = d == g.rank;
+  // Vectors of this item inside the share's rows (a partial last row-block
+  // leaves later pieces short or empty; they still signal).
+  const int64_t valid_vecs = rs_block_rows(g, b) * g.n / 8;
+  const int64_t v_lo0 = piece ? j * (vecs / g.parts) : 0, v_hi0 = piece ? v_lo0 + vecs / g.parts : vecs;
+  const int64_t v_hi = v_hi0 < valid_vecs ? v_hi0 : valid_vecs, v_lo = v_lo0 < v_hi ? v_lo0 : v_hi;
+  const int nnet = final_share ? g.num_nodes - 1 : 0;
+  const int nsrc = 1 + nloc + nnet;
+  const int64_t gb = int64_t(d) * blocks + b;
+  const int t = static_cast<int>(threadIdx.x);
+  if (t == 0)
+    for (int i = 0; i < nsrc; ++i) {
+      const char* p = static_cast<const char*>(g.input) + (int64_t(d) * g.rows + b * g.row_block) * g.n * 2;
+      if (i >= 1 && i <= nloc) p = mine + ((i - 1) * g.num_nodes + sn) * slot_bytes + b * block_bytes;
+      if (i > nloc) p = mine + (int64_t(nloc) * g.num_nodes + (i - 1 - nloc)) * slot_bytes + b * block_bytes;
+      src_tab[i] = reinterpret_cast<const uint4*>(p);
     }
-    __syncthreads();  // the waits above (acquire) and the table come before every thread's loads
-    // The sources' row-block addresses, in shared memory (kept in registers
-    // they pushed the loop below into spills): 0 own input rows, 1..nloc
-    // NVLink receive slots, then network receive slots. Written before the
-    // barrier above by thread 0 (the previous item's readers passed the
-    // barrier at its end).
-    const uint4* const* src_base = src_tab;
-    char* dst = final_share ? static_cast<char*>(g.out) + b * block_bytes
-                            : mine + lay.send_slot(sn, g.node) * slot_bytes + b * block_bytes;
-    for (int64_t v0 = v_lo + threadIdx.x; v0 < v_hi; v0 += int64_t(blockDim.x) * kU) {
-      uint4 x[kU][kMaxRsRanks];
+  if (t < nloc) {
+    const int32_t sig = g.sig_local + static_cast<int32_t>(t * total_blocks + gb);
+    dev::wait_ge<dev::Scope::Sys, kRsReport>(ctx, ctx.signals + sig, epoch * g.adds_per_block,
+                                             dev::WaitSite{role, t, sig});
+  } else if (t < nloc + nnet) {
+    const int32_t sig = g.sig_net + static_cast<int32_t>((t - nloc) * total_blocks + gb);
+    dev::wait_ge<dev::Scope::Sys, kRsReport>(ctx, ctx.signals + sig, epoch * g.adds_per_block,
+                                             dev::WaitSite{role, t - nloc, sig});
+  } else if (t == nloc + nnet && !final_share) {  // our send slot and d's receive slot are free
+    dev::wait_ge<dev::Scope::Sys, kRsReport>(ctx, ctx.signals + g.sig_entry + d, epoch,
+                                             dev::WaitSite{role, d, g.sig_entry + d});
+  }
+  __syncthreads();  // the waits above (acquire) and the table come before every thread's loads
+  // The sources' row-block addresses, in shared memory (kept in registers
+  // they pushed the loop below into spills): 0 own input rows, 1..nloc
+  // NVLink receive slots, then network receive slots. Written before the
+  // barrier above by thread 0 (the previous item's readers passed the
+  // barrier at its end).
+  const uint4* const* src_base = src_tab;
+  char* dst = final_share ? static_cast<char*>(g.out) + b * block_bytes
+                          : mine + lay.send_slot(sn, g.node) * slot_bytes + b * block_bytes;
+  for (int64_t v0 = v_lo + threadIdx.x; v0 < v_hi; v0 += int64_t(blockDim.x) * kU) {
+    uint4 x[kU][kMaxRsRanks];
 #pragma unroll
-      for (int u = 0; u < kU; ++u)
+    for (int u = 0; u < kU; ++u)
 #pragma unroll
-        for (int i = 0; i < kMaxRsRanks; ++i)
-          if (i < nsrc && v0 + u * blockDim.x < v_hi)
-            // L2, not L1: the rows were written by other GPUs during this kernel.
-            x[u][i] = __ldcg(src_base[i] + v0 + u * blockDim.x);
+      for (int i = 0; i < kMaxRsRanks; ++i)
+        if (i < nsrc && v0 + u * blockDim.x < v_hi)
+          // L2, not L1: the rows were written by other GPUs during this kernel.
+          x[u][i] = __ldcg(src_base[i] + v0 + u * blockDim.x);
 #pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int64_t v = v0 + u * blockDim.x;
-        if (v >= v_hi) break;
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int u = 0; u < kU; ++u) {
+      const int64_t v = v0 + u * blockDim.x;
+      if (v >= v_hi) break;
+      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 #pragma unroll
-        for (int i = 0; i < kMaxRsRanks; ++i) {
-          if (i >= nsrc) break;
-          const uint32_t words[4] = {x[u][i].x, x[u][i].y, x[u][i].z, x[u][i].w};
-#pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            acc[2 * k] += __uint_as_float(words[k] << 16);
-            acc[2 * k + 1] += __uint_as_float(words[k] & 0xFFFF0000u);
-          }
-        }
-        uint32_t ow[4];
+      for (int i = 0; i < kMaxRsRanks; ++i) {
+        if (i >= nsrc) break;
+        const uint32_t words[4] = {x[u][i].x, x[u][i].y, x[u][i].z, x[u][i].w};
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
-          uint32_t lo = __float_as_uint(acc[2 * k]), hi = __float_as_uint(acc[2 * k + 1]);
-          lo = (lo + 0x7FFFu + ((lo >> 16) & 1u)) >> 16;  // round to nearest even
-          hi = (hi + 0x7FFFu + ((hi >> 16) & 1u)) >> 16;
-          ow[k] = lo | (hi << 16);
-        }
-        reinterpret_cast<uint4*>(dst)[v] = make_uint4(ow[0], ow[1], ow[2], ow[3]);
-      }
-    }
-    if (final_share && g.publish_fin) {  // all-reduce: the piece is final; signal it, send it to the other nodes
-      __threadfence_system();
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        const uint64_t add = g.adds_per_block / static_cast<uint64_t>(g.parts);
-        const uint64_t off = static_cast<uint64_t>(b * block_bytes + v_lo * 16);
-        dev::signal_add(ctx.signals + g.sig_fin + gb, add);
-        for (int i = 0; i < g.fin_net_n; ++i) {
-          if (v_hi > v_lo)
-            net::put<kRsReport>(*g.netctx, ctx, g.net_queue, g.fin_net_peer[i], g.net_region, g.fin_net_dst_off[i] + off,
-                                g.fin_src_off + off, static_cast<uint64_t>((v_hi - v_lo) * 16), net::SigOp::Add,
-                                g.sig_fin + static_cast<int32_t>(gb), add);
-          else  // an empty piece past a partial row-block: its count alone
-            net::signal<kRsReport>(*g.netctx, ctx, g.net_queue, g.fin_net_peer[i], net::SigOp::Add,
-                                   g.sig_fin + static_cast<int32_t>(gb), add);
+          acc[2 * k] += __uint_as_float(words[k] << 16);
+          acc[2 * k + 1] += __uint_as_float(words[k] & 0xFFFF0000u);
         }
       }
+      uint32_t ow[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        uint32_t lo = __float_as_uint(acc[2 * k]), hi = __float_as_uint(acc[2 * k + 1]);
+        lo = (lo + 0x7FFFu + ((lo >> 16) & 1u)) >> 16;  // round to nearest even
+        hi = (hi + 0x7FFFu + ((hi >> 16) & 1u)) >> 16;
+        ow[k] = lo | (hi << 16);
+      }
+      reinterpret_cast<uint4*>(dst)[v] = make_uint4(ow[0], ow[1], ow[2], ow[3]);
     }
-    if (!final_share) {  // the node's sum of d's row-block: one put, once every thread's stores are visible
-      __threadfence_system();
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        const int64_t off_in_slot = b * block_bytes;
-        net::put<kRsReport>(*g.netctx, ctx, g.net_queue, d, g.net_region,
-                            /*dst_off=*/static_cast<uint64_t>(lay.net_recv_slot(g.node, sn) * slot_bytes + off_in_slot),
-                            /*src_off=*/static_cast<uint64_t>(lay.send_slot(sn, g.node) * slot_bytes + off_in_slot),
-                            static_cast<uint64_t>(rs_block_rows(g, b) * g.n * 2), net::SigOp::Add,
-                            g.sig_net + static_cast<int32_t>(rs::compact(g.node, sn) * total_blocks + gb),
-                            g.adds_per_block);
+  }
+  if (final_share && g.publish_fin) {  // all-reduce: the piece is final; signal it, send it to the other nodes
+    __threadfence_system();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const uint64_t add = g.adds_per_block / static_cast<uint64_t>(g.parts);
+      const uint64_t off = static_cast<uint64_t>(b * block_bytes + v_lo * 16);
+      dev::signal_add(ctx.signals + g.sig_fin + gb, add);
+      for (int i = 0; i < g.fin_net_n; ++i) {
+        if (v_hi > v_lo)
+          net::put<kRsReport>(*g.netctx, ctx, g.net_queue, g.fin_net_peer[i], g.net_region, g.fin_net_dst_off[i] + off,
+                              g.fin_src_off + off, static_cast<uint64_t>((v_hi - v_lo) * 16), net::SigOp::Add,
+                              g.sig_fin + static_cast<int32_t>(gb), add);
+        else  // an empty piece past a partial row-block: its count alone
+          net::signal<kRsReport>(*g.netctx, ctx, g.net_queue, g.fin_net_peer[i], net::SigOp::Add,
+                                 g.sig_fin + static_cast<int32_t>(gb), add);
       }
     }
-    __syncthreads();  // the next item's waits come after this item's loads
+  }
+  if (!final_share) {  // the node's sum of d's row-block: one put, once every thread's stores are visible
+    __threadfence_system();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const int64_t off_in_slot = b * block_bytes;
+      net::put<kRsReport>(*g.netctx, ctx, g.net_queue, d, g.net_region,
+                          /*dst_off=*/static_cast<uint64_t>(lay.net_recv_slot(g.node, sn) * slot_bytes + off_in_slot),
+                          /*src_off=*/static_cast<uint64_t>(lay.send_slot(sn, g.node) * slot_bytes + off_in_slot),
+                          static_cast<uint64_t>(rs_block_rows(g, b) * g.n * 2), net::SigOp::Add,
+                          g.sig_net + static_cast<int32_t>(rs::compact(g.node, sn) * total_blocks + gb),
+                          g.adds_per_block);
+    }
+  }
+  __syncthreads();  // the next item's waits come after this item's loads
+}
+
+__device__ __forceinline__ rs::ClaimOrder rs_claim_order(const ReduceScatter& g) {
+  return rs::standalone_order((g.rows + g.row_block - 1) / g.row_block, g.num_nodes, g.local_size, g.parts);
+}
+
+// The standalone collective: claims from `counter` (0 at the launch's
+// start: DeviceEpoch::tiles, which only the fused GEMM uses otherwise) in
+// rs::ClaimOrder until none is left. All threads of the CTA; `smem` holds
+// the bulk copier's stages, then the claim's slot, then rs_reduce_item's
+// source table.
+constexpr size_t kRsClaimedSmem = dev::BulkStages::kSmemBytes + 16 + kMaxRsRanks * sizeof(void*);
+__device__ __forceinline__ void rs_claimed(const DeviceCtx& ctx, const ReduceScatter& g, uint64_t epoch, char* smem,
+                                           uint64_t* counter) {
+  auto* slot = reinterpret_cast<volatile int64_t*>(smem + dev::BulkStages::kSmemBytes);
+  const rs::ClaimOrder order = rs_claim_order(g);
+  const int64_t total = order.total();
+  for (;;) {
+    if (threadIdx.x == 0) *slot = static_cast<int64_t>(atomicAdd(reinterpret_cast<unsigned long long*>(counter), 1ull));
+    __syncthreads();
+    const int64_t c = *slot;
+    __syncthreads();  // every thread read the slot before thread 0 writes the next claim
+    if (c >= total) break;
+    const rs::Claim w = order.at(c);
+    if (w.kind == rs::Claim::Announce) {
+      if (threadIdx.x == 0) rs_announce(ctx, g, epoch);
+    } else if (w.kind == rs::Claim::Push) {
+      rs_push_item(ctx, g, epoch, smem, w.block, w.k);
+    } else if (w.kind == rs::Claim::Reduce) {
+      rs_reduce_item(ctx, g, epoch, smem, w.block, w.k);
+    }
   }
 }
 

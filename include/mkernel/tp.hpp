@@ -119,7 +119,7 @@ class AgGemm {
 // row-block signal; own rows last, each tile summed with the other ranks'
 // tiles (arrived meanwhile) before its final bf16 store into out.
 struct GemmRsOptions {
-  int num_reduce_ctas = 0;  // Reduce CTAs of reduce_scatter() (run() has none); 0: 16
+  int num_reduce_ctas = 0;  // reduce_scatter()'s grid is 16 + this many CTAs (run() has none); 0: 16
   int num_ctas = 0;         // run()'s grid; 0: every SM
   int swizzle = 0;          // run()'s row-blocks per group of the tile walk, dividing m / (world x 128); 0: the heuristic
   int async_store = -1;     // run(): other ranks' tiles leave through bulk copies (1) or plain stores (0); -1: 1
@@ -150,7 +150,7 @@ class GemmRs {
   // The reduce-scatter alone: out = this rank's rows of sum_ranks x ([m x n] bf16).
   void reduce_scatter(const void* x, void* out, cudaStream_t stream);
 
-  int num_reduce_ctas() const { return num_reduce_; }  // of reduce_scatter()
+  int num_reduce_ctas() const { return num_reduce_; }  // reduce_scatter()'s grid: 16 + this
   int swizzle() const { return swizzle_; }
   int num_compute_ctas() const { return num_ctas_; }    // of run()
   int64_t split_tiles() const { return split_tiles_; }  // run(): own tiles computed in parts (0: none)
@@ -202,7 +202,7 @@ struct GemmArOptions {
   int num_ctas = 0;         // run()'s whole grid; 0: every SM (less MK_NET_FREE_SMS next to emu/fabric)
   int swizzle = 0;          // row-blocks per group of the walk, dividing m / (world x 128); 0: the heuristic
   int async_store = -1;     // as GemmRsOptions::async_store
-  int num_reduce_ctas = 0;  // all_reduce(): Reduce CTAs; 0: 16
+  int num_reduce_ctas = 0;  // all_reduce()'s grid is 16 + this + 1 CTAs; 0: 16
   // run(): -1 picks by the measured crossover (tp::ar_one_shot_fits); 1
   // one-shot: one node of two ranks only, each pushes every partial tile
   // to the other and sums every tile itself (no Gather CTAs; the plan
@@ -240,7 +240,7 @@ class GemmAr {
   bool one_shot() const { return one_shot_; }                       // run()'s variant
   int num_gather_ctas() const { return one_shot_ ? 0 : num_gather_; }
   int num_compute_ctas() const { return one_shot_ ? num_os_ctas_ : num_ctas_ - num_gather_; }  // of run()
-  int num_reduce_ctas() const { return num_reduce_; }               // of all_reduce()
+  int num_reduce_ctas() const { return num_reduce_; }               // all_reduce()'s grid: 16 + this + 1
   int swizzle() const { return swizzle_; }
   // One rank, where MK_TP_SINGLE_RANK picks the plain path for calls outside graph capture (auto, the default,
   // does; see the knob): run() is the standalone GEMM (on the options' num_ctas, else every SM, with their

@@ -117,7 +117,7 @@ TEST_F(GemmArTest, StandaloneAllReduce) {
   if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
   const int me = comm().rank();
   const int64_t m = rows_for_world(1024), n = 768;
-  // Reduce CTAs: the default (16), 1, 37 (more than row-blocks: idle CTAs).
+  // Grids of 16 + 1 + the default (16), 1, 37 Reduce CTAs (54: more CTAs than items in a round).
   GemmAr plan(comm(), m, n, 64), plan1(comm(), m, n, 64, {.num_reduce_ctas = 1}),
       plan37(comm(), m, n, 64, {.num_reduce_ctas = 37});
   EXPECT_EQ(plan.num_reduce_ctas(), 16);
@@ -270,9 +270,10 @@ TEST_F(GemmArTest, RoleSplitsGiveTheSameResult) {
 // With only two SMs free (another kernel holds the rest, tests/dist/
 // scarce_sms.cuh), run() finishes on its two resident CTAs: they are
 // compute CTAs, the Gather CTAs (which wait on compute) come after them and
-// run late. all_reduce() finishes with only its push and Reduce CTAs
-// resident (its Gather CTA last).
-TEST_F(GemmArTest, FinishesWithFewSmsFree) {
+// run late. all_reduce() too: its CTAs claim the push, then the reduce
+// items, then gather (with push and Reduce CTAs by index, the push CTAs,
+// done, spun in the gather while the Reduce CTAs had no SM).
+TEST_F(GemmArTest, FinishesWithTwoSmsFree) {
   if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
   if (const std::string why = scarce_sms_skip_reason(); !why.empty()) GTEST_SKIP() << why;
   const int me = comm().rank();
@@ -296,9 +297,8 @@ TEST_F(GemmArTest, FinishesWithFewSmsFree) {
   ++call;
   random_bf16(x.p, m * n, seed_a(me, call));
   poison(out.p, m * n);
-  const int free_sms = tp::kRsPushCtas + plan.num_reduce_ctas();
-  EXPECT_EQ(finishes_on_free_sms(out.p, m * n, free_sms, [&](cudaStream_t s) { plan.all_reduce(x.p, out.p, s); }), "");
-  check_all_reduce(out.p, m, n, call, "all_reduce on push + Reduce SMs");
+  EXPECT_EQ(finishes_on_free_sms(out.p, m * n, 2, [&](cudaStream_t s) { plan.all_reduce(x.p, out.p, s); }), "");
+  check_all_reduce(out.p, m, n, call, "all_reduce on 2 free SMs");
   comm().barrier();
 }
 

@@ -159,7 +159,7 @@ TEST_F(GemmRsTest, StandaloneReduceScatter) {
   for (const int64_t m : {rows_for_world(1024), rows_for_world(402)}) {
   SCOPED_TRACE("m " + std::to_string(m));
   const int64_t n = 768, rows = m / w;
-  // Reduce CTAs: the default (16), 1, 37 (more than row-blocks: idle CTAs).
+  // Grids of 16 + the default (16), 1, 37 Reduce CTAs (53: more CTAs than items in a round).
   GemmRs plan(comm(), m, n, 64), plan1(comm(), m, n, 64, {1, 0}), plan37(comm(), m, n, 64, {37, 0});
   Buf x(m * n * 2), out(rows * n * 2), tmp(m * n * 2);
   for (int call = 3000; call < 3005; ++call) {
@@ -390,8 +390,8 @@ TEST_F(GemmRsTest, SplitLastWaveOfOwnTilesMatchesReference) {
 // With only two SMs free (another kernel holds the rest, tests/dist/
 // scarce_sms.cuh), run() finishes on its two resident CTAs (tiles from the
 // dynamic queue: no CTA waits on one that is not resident), and so does
-// reduce_scatter() (its push CTAs come first and wait on nothing of this
-// rank; the Reduce CTAs run once they are done).
+// reduce_scatter() (push and reduce items from one claim order, which
+// finishes on one resident CTA per rank: rs::ClaimOrder).
 TEST_F(GemmRsTest, FinishesWithTwoSmsFree) {
   if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
   if (const std::string why = scarce_sms_skip_reason(); !why.empty()) GTEST_SKIP() << why;

@@ -10,9 +10,10 @@
 //   signal them (and
 //   send each finished row-block once to every other node's rail peer);
 //   compute CTAs that run out of tiles join the gather.
-// - all_reduce(): the standalone reduce-scatter's push and Reduce roles
-//   (the Reduce role publishes the final rows the same way), then Gather;
-//   every CTA gathers once its own work is done.
+// - all_reduce(): every CTA takes the standalone reduce-scatter's items
+//   from one counter (push, then reduce: the reduce items publish the final
+//   rows the same way; device/roles/reduce_scatter.cuh rs_claimed), then
+//   gathers.
 // Every rank copies the owners' bf16 rows: the results agree bit for bit.
 #include <cuda_runtime_api.h>
 
@@ -45,43 +46,28 @@ constexpr int kGatherParts = 32;  // pieces per row-block (64 KB at n = 8192): m
 // CTAs take once their tiles are done. With Gather first, a grid short of
 // SMs held spinning Gather CTAs while no compute CTA ran: a hang under MPS
 // (bench/results/mps-two-ranks-one-gpu-20261202.md; the FinishesWith* tests, tests/dist/scarce_sms.cuh).
-__device__ __forceinline__ Role role_of(int cta, int num_push, int num_reduce, int num_compute, bool fused) {
-  if (fused) return cta < num_compute ? Role::Compute : Role::IntraComm;
-  if (cta < num_push) return Role::InterSend;  // the push (IntraComm's copies; the name keeps the roles apart)
-  if (cta < num_push + num_reduce) return Role::Reduce;
-  return Role::IntraComm;
-}
-
 __global__ void __launch_bounds__(gemm::kThreads, 1)
     gemm_ar_kernel(const __grid_constant__ gemm::GemmParams gp, const __grid_constant__ roles::ReduceScatter rs,
-                   const __grid_constant__ roles::ArGather ag, const dev::DeviceEpoch ep, const int32_t num_push,
-                   const int32_t num_reduce) {
+                   const __grid_constant__ roles::ArGather ag, const dev::DeviceEpoch ep) {
   extern __shared__ uint8_t smem[];
   const int cta = blockIdx.x;
   if (threadIdx.x == 0) dev::trace(gp.trace, cta, dev::TraceKind::KernelEntry, 0);
   const uint64_t epoch = dev::epoch_of_launch(ep);
-  const bool fused = gp.num_compute > 0;
-  if (cta == 0 && threadIdx.x == 0) roles::rs_announce(gp.ctx, rs, epoch);
   char* buf = reinterpret_cast<char*>(smem);
-  switch (role_of(cta, num_push, num_reduce, gp.num_compute, fused)) {
-    case Role::InterSend:
-      roles::rs_push(gp.ctx, rs, epoch, buf, cta, num_push);
-      break;
-    case Role::Reduce:
-      roles::rs_reduce(gp.ctx, rs, epoch, buf, cta - num_push, num_reduce);
-      break;
-    case Role::Compute:
+  if (gp.num_compute > 0) {  // run()
+    if (cta == 0 && threadIdx.x == 0) roles::rs_announce(gp.ctx, rs, epoch);
+    if (cta < gp.num_compute) {
       gemm::run_compute<true>(gp, smem, cta);
       // The engine's stages were written by TMA (async proxy); the
       // gather's barriers and copies reuse them.
       dev::sm90::fence_proxy_async_shared();
       __syncthreads();
-      break;
-    default:
-      break;
+    }
+  } else {  // all_reduce(): the reduce-scatter's items (the tile counter is free), then the gather
+    roles::rs_claimed(gp.ctx, rs, epoch, buf, ep.tiles);
   }
   __syncthreads();
-  roles::ar_gather(gp.ctx, ag, epoch, buf);  // Gather CTAs from the start, the others once done
+  roles::ar_gather(gp.ctx, ag, epoch, buf);  // run(): Gather CTAs from the start, compute CTAs once out of tiles
   dev::epoch_finish(ep);
   if (threadIdx.x == 0) dev::trace(gp.trace, cta, dev::TraceKind::KernelExit, 0);
 }
@@ -118,7 +104,7 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   if (opt.interleave < -1 || opt.interleave > 1)
     fail("GemmAr: interleave must be -1, 0 or 1 (got ", opt.interleave, ")");
   interleave_ = opt.interleave == -1 ? tp::ar_interleave(t.num_nodes) : opt.interleave == 1;
-  // all_reduce()'s grid: push + Reduce + one Gather CTA.
+  // all_reduce()'s grid: kRsPushCtas + the Reduce CTAs + 1 (every CTA takes claims, then gathers).
   num_reduce_ = tp::rs_reduce_ctas("GemmAr", opt.num_reduce_ctas, sms, free_sms, 1);
   if (opt.one_shot < -1 || opt.one_shot > 1) fail("GemmAr: one_shot must be -1, 0 or 1 (got ", opt.one_shot, ")");
   if (opt.one_shot == 1 && !tp::ar_one_shot_possible(t.num_nodes, t.world))
@@ -248,7 +234,7 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
     ++fin_net_n;
   }
   gemm::GemmParams gp{};
-  int num_push = 0, grid = 0;
+  int grid = 0;
   const bool one_shot = compute && one_shot_;
   if (one_shot) {
     gp = one_shot_params(t, ctx, *os_staging_, os_sig_entry_, sig_bcast_, os_epoch_, swizzle_, a, b, out, m_, n_, k_,
@@ -279,8 +265,7 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
     gp.timeout_ns = ctx.timeout_ns;
     gp.has_ctx = 1;
     gp.ctx = ctx;
-    num_push = tp::kRsPushCtas;
-    grid = num_push + num_reduce_ + 1;  // one Gather CTA from the start; the others join
+    grid = tp::kRsPushCtas + num_reduce_ + 1;  // as many CTAs as push + Reduce + one Gather CTA once had
   }
   roles::ReduceScatter rs = tp::rs_role_params(*rs_, t, x, fin);
   rs.publish_fin = 1;
@@ -321,10 +306,10 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
   trace_.clear(stream);  // this call's events only
   gemm::allow_engine_smem(reinterpret_cast<const void*>(gemm_ar_kernel), gemm::kSmemBytesAsync);
   size_t smem = compute ? (gp.epi.async_store ? gemm::kSmemBytesAsync : gemm::kSmemBytes) : roles::kArGatherSmem;
-  smem = std::max(smem, roles::kArGatherSmem);
+  smem = std::max({smem, roles::kArGatherSmem, roles::kRsClaimedSmem});
   if (t.num_nodes > 1) comm_.network().warn_legacy_stream("mkernel GemmAr", stream);
   gemm_ar_kernel<<<grid, gemm::kThreads, smem, stream>>>(
-      gp, rs, ag, dev::DeviceEpoch{ec, reinterpret_cast<uint32_t*>(ec + 1), ec + 2, ec + 3}, num_push, num_reduce_);
+      gp, rs, ag, dev::DeviceEpoch{ec, reinterpret_cast<uint32_t*>(ec + 1), ec + 2, ec + 3});
   MK_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -6,9 +6,9 @@
 //   receive slot; tiles of other nodes' shares this rank aggregates add the
 //   node peers' tiles, then go out in one network put per row-block; own
 //   tiles last, summed with every source before their final store.
-// - reduce_scatter(): [0, num_push) IntraComm CTAs push rows to the node
-//   peers, then Reduce CTAs sum what this rank aggregates or owns
-//   (device/roles/reduce_scatter.cuh).
+// - reduce_scatter(): every CTA claims items from one counter: the push of
+//   rows to the node peers, then the sums of what this rank aggregates or
+//   owns (device/roles/reduce_scatter.cuh: rs_claimed).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -30,31 +30,18 @@ namespace mk {
 
 namespace {
 
-__device__ __forceinline__ Role role_of(int cta, int num_push, int num_reduce) {
-  if (cta < num_push) return Role::IntraComm;
-  if (cta < num_push + num_reduce) return Role::Reduce;
-  return Role::Compute;
-}
-
 __global__ void __launch_bounds__(gemm::kThreads, 1)
     gemm_rs_kernel(const __grid_constant__ gemm::GemmParams gp, const __grid_constant__ roles::ReduceScatter rs,
-                   const dev::DeviceEpoch ep, const int32_t num_push) {
+                   const dev::DeviceEpoch ep) {
   extern __shared__ uint8_t smem[];
   const int cta = blockIdx.x;
   if (threadIdx.x == 0) dev::trace(gp.trace, cta, dev::TraceKind::KernelEntry, 0);
   const uint64_t epoch = dev::epoch_of_launch(ep);
-  const int num_reduce = static_cast<int>(gridDim.x) - gp.num_compute - num_push;
-  if (cta == 0 && threadIdx.x == 0) roles::rs_announce(gp.ctx, rs, epoch);
-  switch (role_of(cta, num_push, num_reduce)) {
-    case Role::IntraComm:
-      roles::rs_push(gp.ctx, rs, epoch, reinterpret_cast<char*>(smem), cta, num_push);
-      break;
-    case Role::Reduce:
-      roles::rs_reduce(gp.ctx, rs, epoch, reinterpret_cast<char*>(smem), cta - num_push, num_reduce);
-      break;
-    default:
-      gemm::run_compute<true>(gp, smem, cta - num_push - num_reduce);
-      break;
+  if (gp.num_compute > 0) {  // run(): every CTA computes
+    if (cta == 0 && threadIdx.x == 0) roles::rs_announce(gp.ctx, rs, epoch);
+    gemm::run_compute<true>(gp, smem, cta);
+  } else {  // reduce_scatter(): every CTA takes push, then reduce items (the tile counter is free)
+    roles::rs_claimed(gp.ctx, rs, epoch, reinterpret_cast<char*>(smem), ep.tiles);
   }
   dev::epoch_finish(ep);
   if (threadIdx.x == 0) dev::trace(gp.trace, cta, dev::TraceKind::KernelExit, 0);
@@ -99,7 +86,7 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
   plain_swizzle_ = opt.swizzle;
   tp::rs_check_grid("GemmRs", num_ctas_, sms);
-  // reduce_scatter()'s grid is push + Reduce CTAs.
+  // reduce_scatter()'s grid is kRsPushCtas + the Reduce CTAs.
   num_reduce_ = tp::rs_reduce_ctas("GemmRs", opt.num_reduce_ctas, sms, free_sms, 0);
   const bool fused = tp::fused_ever(one);  // else none of the fused kernel's buffers
   rs_ = std::make_unique<tp::RsPlan>(
@@ -143,7 +130,6 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
   }
   const DeviceCtx& ctx = comm_.device_ctx();
   gemm::GemmParams gp{};
-  int num_push = 0;
   if (compute) {
     gp = tp::rs_gemm_params(*rs_, t, ctx, a, b, out, num_ctas_, async_);
     // The final rows by TMA from the held stage (out and n were checked: it cannot be refused).
@@ -160,19 +146,19 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
     gp.timeout_ns = ctx.timeout_ns;
     gp.has_ctx = 1;
     gp.ctx = ctx;
-    num_push = tp::kRsPushCtas;
   }
   gp.trace = dev::TraceBuf{trace_.base(), trace_.cap(), 0};
   trace_.clear(stream);  // this call's events only
   const roles::ReduceScatter rs = tp::rs_role_params(*rs_, t, x, out);
   if (compute) gemm::validate_hooks(gp);
   gemm::allow_engine_smem(reinterpret_cast<const void*>(gemm_rs_kernel), gemm::kSmemBytesAsync);
-  const int grid = compute ? num_ctas_ : num_push + num_reduce_;  // fused: every CTA computes
+  const int grid = compute ? num_ctas_ : tp::kRsPushCtas + num_reduce_;
   const size_t smem = gp.epi.async_store ? gemm::kSmemBytesAsync : gemm::kSmemBytes;
+  static_assert(gemm::kSmemBytes >= roles::kRsClaimedSmem, "reduce_scatter()'s claims need the bulk stages and a slot");
   uint64_t* ec = rs_->epoch_counter;
   if (t.num_nodes > 1) comm_.network().warn_legacy_stream("mkernel GemmRs", stream);
   gemm_rs_kernel<<<grid, gemm::kThreads, smem, stream>>>(
-      gp, rs, dev::DeviceEpoch{ec, reinterpret_cast<uint32_t*>(ec + 1), ec + 2}, num_push);
+      gp, rs, dev::DeviceEpoch{ec, reinterpret_cast<uint32_t*>(ec + 1), ec + 2});
   MK_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -19,14 +19,16 @@
 namespace mk::tp {
 
 // The standalone collectives (reduce_scatter(), all_reduce()) have the GPU
-// to themselves: pushing CTAs (16 saturate NVLink with the bulk copier) and
-// Reduce CTAs (16 by default).
+// to themselves: a grid of kRsPushCtas (16 saturated NVLink with the bulk
+// copier when pushing was a role of its own) + the Reduce CTAs (16 by
+// default); every CTA takes push and reduce items in one claim order
+// (device/roles/reduce_scatter.cuh rs_claimed).
 constexpr int kRsPushCtas = 16;
 constexpr int kRsDefaultReduceCtas = 16;
 
 // The plans' shared option checks: the whole grid, the asynchronous
 // epilogue (on unless the transport runs kernels on this GPU) and the
-// standalone Reduce CTAs (`extra` more CTAs beside push and Reduce, all
+// standalone Reduce CTAs (`extra` more CTAs beside those, all
 // leaving such a transport its SMs: tp::network_free_sms).
 inline void rs_check_grid(const char* op, int num_ctas, int sms) {
   if (num_ctas < 2 || num_ctas > sms) fail(op, ": num_ctas must be in [2, ", sms, "] (got ", num_ctas, ")");
