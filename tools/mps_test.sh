@@ -8,7 +8,9 @@
 # (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50). Runs from an existing build:
 #   - mk_dist_tests' TP tests as 1x2 (NVLink roles between the two ranks);
 #   - the whole mk_dist_tests tier as 2x1 (emu between two emulated nodes;
-#     the ops leave emu 8 SMs under MPS: MK_NET_FREE_SMS).
+#     the ops leave emu 8 SMs under MPS: MK_NET_FREE_SMS);
+#   - the ring attention checks from Python (torchrun, when present) as 1x2
+#     and 2x1 emu (shapes, graph replay, torch.compile).
 # Correctness only: timings of two half-GPUs through one HBM are no proxy
 # for two GPUs. Exit 77 (skip) without a GPU or nvidia-cuda-mps-control.
 set -uo pipefail
@@ -29,4 +31,12 @@ export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 MK_SHARE_GPUS=1 MK_TIMEOUT_MS=20000
 run tools/mkrun -n 2 --timeout $((step_s - 10)) env MK_RANKS_PER_NODE=2 build/bin/mk_dist_tests \
     --gtest_filter='AgGemm*:GemmRs*:GemmAr*:GemmPeer*'
 run tools/mkrun -n 2 --timeout $((step_s - 10)) env MK_RANKS_PER_NODE=1 build/bin/mk_dist_tests
+if command -v torchrun >/dev/null 2>&1; then
+  for rpn in 2 1; do
+    run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_RANKS_PER_NODE=$rpn \
+        torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_ring_attn_check.py
+  done
+else
+  echo "=== SKIPPED: the ring checks from Python (no torchrun here)"
+fi
 exit $fail
