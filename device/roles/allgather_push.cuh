@@ -39,6 +39,7 @@
 
 #include "device/bulk_copy.cuh"
 #include "device/net/net.cuh"
+#include "device/roles/claims.hpp"
 #include "device/signals.cuh"
 
 namespace mk::roles {
@@ -114,10 +115,9 @@ __device__ __forceinline__ void allgather_push_part(const DeviceCtx& ctx, const 
   const int64_t chunk_bytes = g.rows_per_chunk * g.row_bytes;
   const int first = g.skip_self ? 1 : 0;
   const int64_t own_dests = w - first;  // destinations of own rows; rows from the network: w - 1
-  const int64_t items = (own_dests + int64_t(g.num_nodes - 1) * (w - 1)) * chunks, own_items = own_dests * chunks;
-  const bool forwarded = v >= ncta;
-  for (int64_t item = (forwarded ? own_items : 0) + (forwarded ? v - ncta : v);
-       item < (forwarded ? items : own_items); item += ncta) {
+  const int64_t items = (own_dests + int64_t(g.num_nodes - 1) * (w - 1)) * chunks;
+  const PartRange part = own_first_part(own_dests * chunks, items, ncta, v);
+  for (int64_t item = part.first; item < part.end; item += part.stride) {
     const int64_t c = item % chunks;
     int64_t q = item / chunks;
     int j = 0;  // source: 0 = own rows, j = the rail peer j nodes on

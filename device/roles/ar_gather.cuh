@@ -86,10 +86,7 @@ __device__ __forceinline__ void ar_gather(const DeviceCtx& ctx, const ArGather& 
   const int64_t total = blocks * shares * g.parts;
   const int64_t block_bytes = g.row_block * g.n * 2, part_bytes = block_bytes / g.parts;
   for (;;) {
-    if (threadIdx.x == 0) *claim = static_cast<int64_t>(atomicAdd(reinterpret_cast<unsigned long long*>(g.items), 1ull));
-    __syncthreads();
-    const int64_t item = *claim;
-    __syncthreads();  // every thread read the slot before thread 0 writes the next claim
+    const int64_t item = claim_next(g.items, claim);
     if (item >= total) break;
     const int64_t j = item % g.parts, q = item / g.parts;
     const int64_t b = q / shares;

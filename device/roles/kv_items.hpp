@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "device/ctx.hpp"
+#include "device/roles/claims.hpp"
 
 namespace mk::roles {
 
@@ -99,11 +100,10 @@ MK_HD KvClaim kv_claim(const KvItems& x, int32_t nodes, int ncta, int v) {
     k.inter_send = true;
     return k;
   }
-  const int nparts = multi ? ncta - 1 : ncta, q = multi ? v - 1 : v;
-  const bool forwarded = q >= nparts;
-  k.first = (forwarded ? x.own_items : 0) + (forwarded ? q - nparts : q);
-  k.end = forwarded ? x.items : x.own_items;
-  k.stride = nparts;
+  const PartRange p = own_first_part(x.own_items, x.items, multi ? ncta - 1 : ncta, multi ? v - 1 : v);
+  k.first = p.first;
+  k.end = p.end;
+  k.stride = p.stride;
   return k;
 }
 

@@ -45,6 +45,7 @@
 
 #include "device/bulk_copy.cuh"
 #include "device/net/net.cuh"
+#include "device/roles/claims.hpp"
 #include "device/roles/rs_layout.hpp"
 #include "device/signals.cuh"
 
@@ -300,10 +301,7 @@ __device__ __forceinline__ void rs_claimed(const DeviceCtx& ctx, const ReduceSca
   const rs::ClaimOrder order = rs_claim_order(g);
   const int64_t total = order.total();
   for (;;) {
-    if (threadIdx.x == 0) *slot = static_cast<int64_t>(atomicAdd(reinterpret_cast<unsigned long long*>(counter), 1ull));
-    __syncthreads();
-    const int64_t c = *slot;
-    __syncthreads();  // every thread read the slot before thread 0 writes the next claim
+    const int64_t c = claim_next(counter, slot);
     if (c >= total) break;
     const rs::Claim w = order.at(c);
     if (w.kind == rs::Claim::Announce) {

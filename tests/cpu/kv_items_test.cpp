@@ -148,3 +148,22 @@ TEST(KvItems, ClaimsCoverEveryItemOnceOwnPartsFirst) {
         }
 }
 }  // namespace
+
+// The parts both pushes claim (own_first_part, device/roles/claims.hpp;
+// AllGather+GEMM's uses it directly): 2 nparts parts cover every item once,
+// the first nparts only own items, the rest only forwarded ones.
+TEST(KvItems, OwnFirstPartsCoverEveryItemOnce) {
+  for (int64_t own : {0, 1, 5, 16})
+    for (int64_t fwd : {0, 3, 16})
+      for (int nparts : {1, 2, 7}) {
+        std::vector<int> seen(static_cast<size_t>(own + fwd), 0);
+        for (int q = 0; q < 2 * nparts; ++q) {
+          const mk::roles::PartRange p = mk::roles::own_first_part(own, own + fwd, nparts, q);
+          for (int64_t i = p.first; i < p.end; i += p.stride) {
+            EXPECT_EQ(i < own, q < nparts) << "part " << q << " item " << i;
+            ++seen[static_cast<size_t>(i)];
+          }
+        }
+        for (int64_t i = 0; i < own + fwd; ++i) ASSERT_EQ(seen[static_cast<size_t>(i)], 1) << "item " << i;
+      }
+}
