@@ -35,6 +35,7 @@
 #pragma once
 
 #include "device/bulk_copy.cuh"
+#include "device/roles/claims.hpp"
 #include "device/roles/reduce_scatter.cuh"
 #include "device/roles/rs_layout.hpp"
 #include "device/signals.cuh"
