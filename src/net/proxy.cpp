@@ -288,7 +288,7 @@ void Proxy::run(int qi) {
             mk::fail("rank ", cfg_.rank, " proxy queue ", qi, ": ", op_name(cmd_of[slot].op), " #", done, " to peer ",
                      cmd_of[slot].peer, " (", cmd_of[slot].bytes, " bytes) not complete after ", age / 1000,
                      " ms (MK_NET_TIMEOUT_MS); peer dead or network stuck [queue: consumed ", tail, ", done ", done,
-                     ", waiting for room in ", t.name(), ": ", pending.size(), "]");
+                     ", waiting for room in ", t.name(), ": ", pending.size(), "]", t.in_flight());
         }
       }
       if (progress) {

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,9 @@ class Transport {
   // (bench/results/emu-pageable-20261201.md). Known once region 0 is
   // registered. Network::warn_legacy_stream says so to users.
   virtual bool proxy_calls_cuda() const { return false; }
+  // What the transport's outstanding work waits on, for the proxy's report
+  // when a request does not complete in time (empty: nothing to add).
+  virtual std::string in_flight() const { return {}; }
   // Puts of at most this many bytes should carry their bytes in the command
   // (PUT_INLINE, <= kMaxInlineBytes); 0: the transport always reads the
   // source itself.
@@ -129,5 +133,16 @@ std::unique_ptr<Transport> make_transport(const TransportConfig& cfg);
 // the knob when set (knob > 0), else 1, or 8 when the GPU's contexts are
 // shared through MPS (cudaDevAttrMpsEnabled).
 int transport_free_sms(const std::string& family, int knob, bool mps);
+
+// The warning a network whose proxy issues CUDA work (Transport::
+// proxy_calls_cuda: emu, fabric staging, EFA's signal adds) owes its user
+// when that work may share a hardware work queue with the process's other
+// streams and so wait behind work queued after an op that waits on it:
+// CUDA_DEVICE_MAX_CONNECTIONS=1 (every stream in one queue: a stall each
+// time work is queued behind an op) or MPS (clients share one pool of
+// queues). Empty when there is nothing to say. max_connections: the
+// variable's value, if set (bench/results/emu-work-queue-20261203.md).
+std::string work_queue_warning(const std::string& net_name, bool proxy_calls_cuda, bool mps,
+                               const std::optional<std::string>& max_connections);
 
 }  // namespace mk::net

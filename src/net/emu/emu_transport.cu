@@ -50,7 +50,11 @@
 // writes the batch's sequence number into a word of pinned host memory, which
 // poll() reads (a plain load; an event query costs a microsecond of host time
 // per poll). A stream that failed never writes it: poll() asks the stream for
-// errors now and then while a batch is outstanding.
+// errors now and then while a batch is outstanding. A batch with signal adds
+// also writes its number into a second word before the add kernel (in the
+// memory ops that precede it), so that a batch which does not complete is
+// reported (in_flight) as stuck in its copies or in its add kernel
+// (bench/results/emu-work-queue-20261203.md).
 //
 // NOTES: every kernel the proxy may launch (the signal-add kernel, and the
 // runtime's own copy kernels for unaligned copies) is loaded before any user
@@ -76,12 +80,23 @@
 // context and users keep such copies off the legacy stream while an op runs
 // (README, Network). Real NICs (verbs, fabric without staging) make no copies
 // or launches on the proxy; EFA's signal adds and fabric's staging do.
+// Hardware work queues (found 2026-12-03, bench/results/emu-work-queue-
+// 20261203.md): the driver maps the process's streams onto a few hardware
+// work queues, in order within each. When the proxy's stream shares one with
+// a stream that has work queued behind a kernel waiting on this network (a
+// user's next copy or kernel after the op), the proxy's copy, memory op or add
+// kernel waits behind that work, which waits for the kernel, which waits for
+// the proxy: it ends only at the timeouts. With CUDA_DEVICE_MAX_CONNECTIONS=1
+// (one queue) it happens every time; under MPS (clients share one pool of
+// connections) most runs; with the default 8 queues and no MPS it has not
+// been seen. A stream of the greatest priority does not avoid it (measured).
 // The way out (not built): a data path that makes no such call while a
-// kernel waits. Memory ops are never blocked, so the proxy could hand each
-// write to a copy kernel that the op's own launch starts beside the fused
-// kernel (on the SM the grid leaves to emu), which reads descriptors the
-// proxy writes with memory ops, copies over the host-wide mapping, adds the
-// signals itself and exits when the fused kernel ends (bounded).
+// kernel waits. A copy kernel launched beside the fused kernel would be a
+// launch into the same queues; the delivery has to run inside a kernel that
+// is already resident: a role of the op's own kernel (on the SM the grid
+// leaves to emu) that reads descriptors the proxy writes into mapped host
+// memory, copies over the host-wide mapping, adds the signals itself and
+// stays until every command its kernel posted is delivered (bounded).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -140,7 +155,7 @@ class EmuTransport final : public Transport {
     void* host = nullptr;
     MK_CUDA_CHECK(cudaHostAlloc(&host, 64, cudaHostAllocMapped | cudaHostAllocPortable));
     done_word_ = static_cast<uint64_t*>(host);
-    *done_word_ = 0;
+    done_word_[0] = done_word_[1] = 0;
     void* dev = nullptr;
     MK_CUDA_CHECK(cudaHostGetDevicePointer(&dev, host, 0));
     done_word_dev_ = dev;
@@ -158,6 +173,21 @@ class EmuTransport final : public Transport {
   bool emulated() const override { return true; }
   bool proxy_calls_cuda() const override { return true; }  // every write is a copy on the proxy's stream
   uint32_t inline_bytes() const override { return inline_ok_ ? static_cast<uint32_t>(kMaxInlineBytes) : 0; }
+
+  std::string in_flight() const override {
+    if (issued_ == done_ || !done_word_) return {};
+    const uint64_t done = __atomic_load_n(done_word_, __ATOMIC_ACQUIRE);
+    const uint64_t staged = __atomic_load_n(done_word_ + 1, __ATOMIC_ACQUIRE);
+    const char* where = !batch_adds_            ? "in its copies or memory ops (it has no add kernel)"
+                        : staged >= batch_seq_ ? "in its signal-add kernel (its copies are done)"
+                                               : "in its copies (its add kernel has not started)";
+    return cat("; emu: batch ", batch_seq_, " (", issued_ - done_, " requests: ", batch_copies_, " copies of ",
+               batch_bytes_, " bytes, ", batch_adds_, " signal adds) issued ", (now_ns() - batch_issued_ns_) / 1000000,
+               " ms ago is stuck ", where, " (completion word ", done, "). The proxy's stream shares hardware work "
+               "queues with this process's other streams: work queued on one of them behind a kernel that waits on "
+               "this network blocks it (seen under MPS and with CUDA_DEVICE_MAX_CONNECTIONS=1), as does a kernel "
+               "load or a pageable copy on the legacy stream (README, Network)");
+  }
 
   void connect(Bootstrap& bs, const std::vector<int>& peers) override {
     char pci[32] = {};
@@ -461,6 +491,12 @@ class EmuTransport final : public Transport {
                 "(src/net/emu NOTES)"));
       }
     }
+    batch_copies_ = sizes_.size();
+    batch_bytes_ = 0;
+    for (size_t b : sizes_) batch_bytes_ += b;
+    batch_adds_ = 0;
+    for (size_t i = first; i < last; ++i) batch_adds_ += ops_[i].w.sig_op == SigOp::Add;
+    batch_issued_ns_ = now_ns();
     // The inline data words (after the copies in stream order), then one
     // barrier before any signal. Then adds and memory ops alternate in op
     // order: each kind is flushed before the other is issued, so at most one
@@ -469,6 +505,8 @@ class EmuTransport final : public Transport {
       if (ops_[i].inline_data)
         push_inline_data(regions_.at(ops_[i].w.region).peer_base.at(ops_[i].w.peer) + ops_[i].w.dst_off, ops_[i].w);
     if (!memops_.empty()) push_barrier();
+    // The stage word (see Completion): written once the copies before it are.
+    if (batch_adds_) push_write(static_cast<uint64_t*>(done_word_dev_) + 1, batch_seq_ + 1, true);
     AddBatch adds{};
     auto flush_adds = [&] {
       if (adds.n == 0) return;
@@ -520,6 +558,9 @@ class EmuTransport final : public Transport {
   uint64_t* done_word_ = nullptr;  // pinned host: sequence of the last completed batch
   void* done_word_dev_ = nullptr;  // the same, as the GPU addresses it
   uint64_t batch_seq_ = 0;         // sequence of the last issued batch
+  // The last issued batch, for in_flight().
+  size_t batch_copies_ = 0, batch_bytes_ = 0, batch_adds_ = 0;
+  int64_t batch_issued_ns_ = 0;
   uint32_t idle_polls_ = 0;
   std::vector<int> peers_;
   std::map<int, Reg> regions_;
