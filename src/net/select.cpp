@@ -56,4 +56,22 @@ int transport_free_sms(const std::string& family, int knob, bool mps) {
   return mps ? 8 : 1;
 }
 
+std::string work_queue_warning(const std::string& net_name, bool proxy_calls_cuda, bool mps,
+                               const std::optional<std::string>& max_connections) {
+  if (!proxy_calls_cuda) return {};
+  const std::string what = cat("the ", net_name, " network's proxy issues CUDA work (copies, signal kernels or memory ",
+                               "ops) on a stream of its own; ");
+  const std::string why = cat(", so that work waits behind anything queued on another stream after an op that waits ",
+                              "on it, and the op stops at MK_NET_TIMEOUT_MS / MK_TIMEOUT_MS");
+  if (max_connections && *max_connections == "1")
+    return cat(what, "CUDA_DEVICE_MAX_CONNECTIONS=1 puts every stream of this process in one hardware work queue", why,
+               ". Unset it (or raise it) for jobs across nodes on this network (bench/results/",
+               "emu-work-queue-20261203.md)");
+  if (mps)
+    return cat(what, "the GPU is shared through MPS, whose clients share one pool of hardware work queues: it can ",
+               "share one with this process's streams", why, " (seen with emu: bench/results/emu-work-queue-",
+               "20261203.md). Synchronize before queueing work behind an op, or run without MPS");
+  return {};
+}
+
 }  // namespace mk::net

@@ -3,6 +3,9 @@
 // else 1, or 8 when the GPU is shared through MPS.
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <string>
+
 #include "src/net/transport.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
 
@@ -42,6 +45,25 @@ TEST(NetFreeSms, GridsBesideTheTransport) {
   EXPECT_EQ(grid_free_sms_error(8, 0, 66), "");       // the default grid
   EXPECT_EQ(grid_free_sms_error(8, 100000, 66), "");  // the plan's range check says it
   EXPECT_EQ(grid_free_sms_error(0, 66, 66), "");      // verbs, or one node
+}
+
+// Who is told that the proxy's CUDA work can wait behind the user's queued
+// work (net::work_queue_warning): only networks whose proxy calls CUDA, and
+// only with one hardware work queue or under MPS.
+TEST(NetWorkQueues, WarnsWhereTheProxysWorkCanWaitBehindTheUsers) {
+  using mk::net::work_queue_warning;
+  const std::optional<std::string> unset, one("1"), eight("8");
+  EXPECT_EQ(work_queue_warning("verbs:mlx5_0", false, true, one), "");  // no CUDA work in the proxy
+  EXPECT_EQ(work_queue_warning("emu", true, false, unset), "");
+  EXPECT_EQ(work_queue_warning("emu", true, false, eight), "");
+  const std::string w1 = work_queue_warning("emu", true, false, one);
+  EXPECT_NE(w1.find("CUDA_DEVICE_MAX_CONNECTIONS=1 puts every stream of this process in one hardware work queue"),
+            std::string::npos);
+  EXPECT_NE(w1.find("emu network's proxy"), std::string::npos);
+  const std::string wm = work_queue_warning("fabric:tcp", true, true, eight);
+  EXPECT_NE(wm.find("shared through MPS"), std::string::npos);
+  EXPECT_NE(wm.find("fabric:tcp"), std::string::npos);
+  EXPECT_NE(work_queue_warning("emu", true, true, one).find("CUDA_DEVICE_MAX_CONNECTIONS=1"), std::string::npos);
 }
 
 }  // namespace
