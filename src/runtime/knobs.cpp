@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iostream>
+#include <sstream>
 #include <mutex>
 
 #include "mkernel/error.hpp"
@@ -182,11 +183,18 @@ LogLevel log_level() {
   return lvl;
 }
 
+std::string log_line(const std::string& msg) {
+  const bool named = msg.rfind("mkernel: ", 0) == 0 || msg.rfind("mkernel ", 0) == 0;
+  return (named ? msg : "mkernel: " + msg) + "\n";
+}
+
 void log(LogLevel lvl, const std::string& msg) {
   if (static_cast<int>(lvl) > static_cast<int>(log_level())) return;
   static std::mutex m;
   std::lock_guard<std::mutex> g(m);
-  std::cerr << "mkernel: " << msg << std::endl;
+  const std::string line = log_line(msg);
+  std::fwrite(line.data(), 1, line.size(), stderr);  // stderr is unbuffered: one write
+  std::fflush(stderr);
 }
 
 }  // namespace mk

@@ -63,3 +63,14 @@ TEST(Knobs, PrintConfigListsEveryKnobWithItsValue) {
   }
   EXPECT_NE(s.find("'1234' [set]"), std::string::npos) << s;
 }
+
+// One line per message, the library named once (mk::Error's "mkernel: ..." and
+// messages that begin "mkernel GemmAr ..." keep their own).
+TEST(Knobs, LogLinesNameTheLibraryOnceAndEndTheLine) {
+  EXPECT_EQ(mk::log_line("rank 0: network emu"), "mkernel: rank 0: network emu\n");
+  EXPECT_EQ(mk::log_line("mkernel: rank 1 proxy queue 0: PUT #3"), "mkernel: rank 1 proxy queue 0: PUT #3\n");
+  EXPECT_EQ(mk::log_line("mkernel GemmAr runs on the legacy default stream"),
+            "mkernel GemmAr runs on the legacy default stream\n");
+  EXPECT_EQ(mk::log_line("mkernels: x"), "mkernel: mkernels: x\n");
+  EXPECT_EQ(mk::log_line(""), "mkernel: \n");
+}
