@@ -29,11 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 
-__device__ unsigned long long gtime() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+#include "probe_common.cuh"
 
 __global__ void spin(volatile unsigned* flag, unsigned* arrived, unsigned* at_once, unsigned* starved,
                      unsigned long long limit_ns) {
@@ -68,15 +64,6 @@ __global__ void set_flag(unsigned* flag) {
     atomicExch_system(flag, 1u);
   }
 }
-
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));        \
-      exit(1);                                                                         \
-    }                                                                                  \
-  } while (0)
 
 int main(int argc, char** argv) {
   if (argc < 5) {
