@@ -53,8 +53,8 @@ std::string print_config(const EnvLookup& env = process_env());
 
 enum class LogLevel { Warn = 0, Info = 1, Debug = 2 };
 LogLevel log_level();
-// Writes log_line(msg) to stderr in one write, so that lines of ranks
-// sharing a terminal or log file do not interleave mid-line.
+// Writes log_line(msg) to stderr with one write(2), so that lines of ranks
+// sharing a terminal, pipe or log file should not interleave mid-line.
 void log(LogLevel lvl, const std::string& msg);
 // "mkernel: " + msg + newline; a message that already names the library
 // ("mkernel: ..." from mk::Error, "mkernel GemmAr ...") keeps its own.

@@ -114,7 +114,7 @@ Network::Network(Communicator& comm) : comm_(comm) {
   // and ranks on GPUs with and without MPS must still make the same plan.
   for (const std::string& v : comm.bootstrap().allgather(std::to_string(ctx_.free_sms)))
     ctx_.free_sms = std::max(ctx_.free_sms, std::stoi(v));
-  const std::string queues = net::work_queue_warning(name_, proxy_calls_cuda_, mps != 0,
+  const std::string queues = net::work_queue_warning(family(name_), proxy_calls_cuda_, mps != 0,
                                                      process_env()("CUDA_DEVICE_MAX_CONNECTIONS"));
   if (!queues.empty()) log(LogLevel::Warn, cat("rank ", t.rank, ": ", queues));
   if (ctx_.free_sms > 0)

@@ -1,4 +1,6 @@
 // mkernel: picks the network backend (MK_NET) and what it needs of the GPU.
+#include <cstdlib>
+
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
 #include "src/net/fabric/fabric_transport.hpp"
@@ -56,14 +58,21 @@ int transport_free_sms(const std::string& family, int knob, bool mps) {
   return mps ? 8 : 1;
 }
 
-std::string work_queue_warning(const std::string& net_name, bool proxy_calls_cuda, bool mps,
+std::string work_queue_warning(const std::string& net_family, bool proxy_calls_cuda, bool mps,
                                const std::optional<std::string>& max_connections) {
   if (!proxy_calls_cuda) return {};
-  const std::string what = cat("the ", net_name, " network's proxy issues CUDA work (copies, signal kernels or memory ",
-                               "ops) on a stream of its own; ");
+  const std::string what = cat("the ", net_family, " network's proxy issues CUDA work (copies, signal kernels or ",
+                               "memory ops) on a stream of its own; ");
+  // The driver reads the variable as an integer; "01" or " 1" mean one queue too.
+  long connections = 0;
+  if (max_connections) {
+    char* end = nullptr;
+    connections = std::strtol(max_connections->c_str(), &end, 10);
+    if (end == max_connections->c_str()) connections = 0;
+  }
   const std::string why = cat(", so that work waits behind anything queued on another stream after an op that waits ",
                               "on it, and the op stops at MK_NET_TIMEOUT_MS / MK_TIMEOUT_MS");
-  if (max_connections && *max_connections == "1")
+  if (connections == 1)
     return cat(what, "CUDA_DEVICE_MAX_CONNECTIONS=1 puts every stream of this process in one hardware work queue", why,
                ". Unset it (or raise it) for jobs across nodes on this network (bench/results/",
                "emu-work-queue-20261203.md)");

@@ -87,7 +87,9 @@ class Transport {
   // registered. Network::warn_legacy_stream says so to users.
   virtual bool proxy_calls_cuda() const { return false; }
   // What the transport's outstanding work waits on, for the proxy's report
-  // when a request does not complete in time (empty: nothing to add).
+  // when a request does not complete in time: appended as is, so it begins
+  // with its own separator ("; ..."); empty: nothing to add. Called on the
+  // proxy thread, under the same lock as poll().
   virtual std::string in_flight() const { return {}; }
   // Puts of at most this many bytes should carry their bytes in the command
   // (PUT_INLINE, <= kMaxInlineBytes); 0: the transport always reads the
@@ -142,7 +144,8 @@ int transport_free_sms(const std::string& family, int knob, bool mps);
 // time work is queued behind an op) or MPS (clients share one pool of
 // queues). Empty when there is nothing to say. max_connections: the
 // variable's value, if set (bench/results/emu-work-queue-20261203.md).
-std::string work_queue_warning(const std::string& net_name, bool proxy_calls_cuda, bool mps,
+// net_family: "emu", "fabric", "verbs" (the name without its details).
+std::string work_queue_warning(const std::string& net_family, bool proxy_calls_cuda, bool mps,
                                const std::optional<std::string>& max_connections);
 
 }  // namespace mk::net

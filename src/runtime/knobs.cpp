@@ -1,12 +1,14 @@
 #include "mkernel/knobs.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <mutex>
+#include <sstream>
 
 #include "mkernel/error.hpp"
 
@@ -193,8 +195,15 @@ void log(LogLevel lvl, const std::string& msg) {
   static std::mutex m;
   std::lock_guard<std::mutex> g(m);
   const std::string line = log_line(msg);
-  std::fwrite(line.data(), 1, line.size(), stderr);  // stderr is unbuffered: one write
-  std::fflush(stderr);
+  std::fflush(stderr);  // whatever the process wrote there before comes first
+  // One write(2) per line (atomic on a pipe up to PIPE_BUF), whatever
+  // buffering the process set on stderr; a short write goes on.
+  for (size_t off = 0; off < line.size();) {
+    const ssize_t n = ::write(STDERR_FILENO, line.data() + off, line.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
 }
 
 }  // namespace mk

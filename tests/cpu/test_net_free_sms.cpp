@@ -53,17 +53,21 @@ TEST(NetFreeSms, GridsBesideTheTransport) {
 TEST(NetWorkQueues, WarnsWhereTheProxysWorkCanWaitBehindTheUsers) {
   using mk::net::work_queue_warning;
   const std::optional<std::string> unset, one("1"), eight("8");
-  EXPECT_EQ(work_queue_warning("verbs:mlx5_0", false, true, one), "");  // no CUDA work in the proxy
+  EXPECT_EQ(work_queue_warning("verbs", false, true, one), "");  // no CUDA work in the proxy
   EXPECT_EQ(work_queue_warning("emu", true, false, unset), "");
   EXPECT_EQ(work_queue_warning("emu", true, false, eight), "");
   const std::string w1 = work_queue_warning("emu", true, false, one);
   EXPECT_NE(w1.find("CUDA_DEVICE_MAX_CONNECTIONS=1 puts every stream of this process in one hardware work queue"),
             std::string::npos);
   EXPECT_NE(w1.find("emu network's proxy"), std::string::npos);
-  const std::string wm = work_queue_warning("fabric:tcp", true, true, eight);
+  const std::string wm = work_queue_warning("fabric", true, true, eight);
   EXPECT_NE(wm.find("shared through MPS"), std::string::npos);
-  EXPECT_NE(wm.find("fabric:tcp"), std::string::npos);
+  EXPECT_NE(wm.find("the fabric network"), std::string::npos);
   EXPECT_NE(work_queue_warning("emu", true, true, one).find("CUDA_DEVICE_MAX_CONNECTIONS=1"), std::string::npos);
+  for (const char* v : {"01", " 1"})  // the driver reads an integer
+    EXPECT_NE(work_queue_warning("emu", true, false, std::string(v)).find("one hardware work queue"), std::string::npos)
+        << v;
+  EXPECT_EQ(work_queue_warning("emu", true, false, std::string("x")), "");
 }
 
 }  // namespace

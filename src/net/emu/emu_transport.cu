@@ -174,19 +174,24 @@ class EmuTransport final : public Transport {
   bool proxy_calls_cuda() const override { return true; }  // every write is a copy on the proxy's stream
   uint32_t inline_bytes() const override { return inline_ok_ ? static_cast<uint32_t>(kMaxInlineBytes) : 0; }
 
+  // The outstanding batch: what it holds and how far its stream got (the
+  // stage word, see Completion), and the known causes of a stall.
   std::string in_flight() const override {
     if (issued_ == done_ || !done_word_) return {};
     const uint64_t done = __atomic_load_n(done_word_, __ATOMIC_ACQUIRE);
     const uint64_t staged = __atomic_load_n(done_word_ + 1, __ATOMIC_ACQUIRE);
+    const std::string what = cat("; emu: batch ", batch_seq_, " (", issued_ - done_, " requests: ", batch_copies_,
+                                 " copies of ", batch_bytes_, " bytes, ", batch_inline_, " inline, ", batch_adds_,
+                                 " signal adds) issued ", (now_ns() - batch_issued_ns_) / 1000000, " ms ago");
+    if (done >= batch_seq_) return cat(what, " completed just now");
     const char* where = !batch_adds_            ? "in its copies or memory ops (it has no add kernel)"
-                        : staged >= batch_seq_ ? "in its signal-add kernel (its copies are done)"
-                                               : "in its copies (its add kernel has not started)";
-    return cat("; emu: batch ", batch_seq_, " (", issued_ - done_, " requests: ", batch_copies_, " copies of ",
-               batch_bytes_, " bytes, ", batch_adds_, " signal adds) issued ", (now_ns() - batch_issued_ns_) / 1000000,
-               " ms ago is stuck ", where, " (completion word ", done, "). The proxy's stream shares hardware work "
-               "queues with this process's other streams: work queued on one of them behind a kernel that waits on "
-               "this network blocks it (seen under MPS and with CUDA_DEVICE_MAX_CONNECTIONS=1), as does a kernel "
-               "load or a pageable copy on the legacy stream (README, Network)");
+                        : staged >= batch_seq_ ? "past its data, in its signals (an add kernel or memory ops)"
+                                               : "before its add kernel (copies, inline words or memory ops)";
+    return cat(what, " is stuck ", where, " (completion word ", done, ", stage word ", staged,
+               "). Known causes: the proxy's stream can share a hardware work queue with another stream of this "
+               "process that has work queued behind a kernel waiting on this network (seen under MPS and with "
+               "CUDA_DEVICE_MAX_CONNECTIONS=1); no SM free for its kernels (MK_NET_FREE_SMS); a kernel load or a "
+               "pageable copy on the legacy stream (README, Network)");
   }
 
   void connect(Bootstrap& bs, const std::vector<int>& peers) override {
@@ -446,7 +451,8 @@ class EmuTransport final : public Transport {
   }
 
   // Ops [first, last): their copies, their inline data words and a barrier,
-  // then their signals in op order (adds coalesced into one launch, sets as
+  // the stage word when any op adds to a signal (see Completion), then their
+  // signals in op order (adds coalesced into one launch, sets as
   // stream memory ops), then the completion word; stream order and the
   // barrier put every signal after its data (see Ordering above).
   void issue_batch(size_t first, size_t last) {
@@ -494,8 +500,11 @@ class EmuTransport final : public Transport {
     batch_copies_ = sizes_.size();
     batch_bytes_ = 0;
     for (size_t b : sizes_) batch_bytes_ += b;
-    batch_adds_ = 0;
-    for (size_t i = first; i < last; ++i) batch_adds_ += ops_[i].w.sig_op == SigOp::Add;
+    batch_adds_ = batch_inline_ = 0;
+    for (size_t i = first; i < last; ++i) {
+      batch_adds_ += ops_[i].w.sig_op == SigOp::Add;
+      batch_inline_ += ops_[i].inline_data;
+    }
     batch_issued_ns_ = now_ns();
     // The inline data words (after the copies in stream order), then one
     // barrier before any signal. Then adds and memory ops alternate in op
@@ -505,7 +514,9 @@ class EmuTransport final : public Transport {
       if (ops_[i].inline_data)
         push_inline_data(regions_.at(ops_[i].w.region).peer_base.at(ops_[i].w.peer) + ops_[i].w.dst_off, ops_[i].w);
     if (!memops_.empty()) push_barrier();
-    // The stage word (see Completion): written once the copies before it are.
+    // The stage word (see Completion): written once the copies, inline words
+    // and barrier before it are. It costs batches with adds and no other
+    // memory op one more cuStreamBatchMemOp call (not in calibrate()).
     if (batch_adds_) push_write(static_cast<uint64_t*>(done_word_dev_) + 1, batch_seq_ + 1, true);
     AddBatch adds{};
     auto flush_adds = [&] {
@@ -559,7 +570,7 @@ class EmuTransport final : public Transport {
   void* done_word_dev_ = nullptr;  // the same, as the GPU addresses it
   uint64_t batch_seq_ = 0;         // sequence of the last issued batch
   // The last issued batch, for in_flight().
-  size_t batch_copies_ = 0, batch_bytes_ = 0, batch_adds_ = 0;
+  size_t batch_copies_ = 0, batch_bytes_ = 0, batch_inline_ = 0, batch_adds_ = 0;
   int64_t batch_issued_ns_ = 0;
   uint32_t idle_polls_ = 0;
   std::vector<int> peers_;
