@@ -412,3 +412,37 @@ TEST(FabricStaging, StagedDataRegionNeedsGpuSignalRegion) {
 }
 
 }  // namespace
+
+// A staged write whose GPU -> host copy never finishes (the copy waits on the
+// GPU, e.g. behind queued work in a shared hardware work queue) ends at
+// MK_NET_TIMEOUT_MS with an error that says the copy is unfinished and why it
+// can be (bench/results/emu-work-queue-20261203.md).
+TEST(FabricStaging, StuckStagingCopyIsReportedWithItsLikelyCause) {
+  class StuckStage final : public fabric::StageOps {
+   public:
+    void* alloc_host(size_t bytes) override { return std::calloc(1, bytes); }
+    void free_host(void* p) noexcept override { std::free(p); }
+    void copy_out(int, void*, const void*, size_t) override {}
+    bool copied(int) override { return false; }
+    void copy_in(void*, const void*, size_t) override {}
+    void signal(void*, SigOp, uint64_t) override {}
+    void drain() noexcept override {}
+  };
+  EnvGuard timeout{"MK_NET_TIMEOUT_MS", "200"};
+  Pair p({}, std::make_shared<StuckStage>(), nullptr);
+  ASSERT_TRUE(p.t[0]->post(WriteReq{1, 1, 0, 0, 4096, SigOp::Add, 8, 1, 77}));
+  std::string err;
+  Completion c[8];
+  const auto t0 = Clock::now();
+  while (err.empty() && Clock::now() - t0 < std::chrono::seconds(10)) {
+    try {
+      EXPECT_EQ(p.t[0]->poll(c, 8), 0);
+      p.t[1]->poll(c, 8);
+    } catch (const mk::Error& e) {
+      err = e.what();
+    }
+  }
+  EXPECT_NE(err.find("its GPU -> host staging copy unfinished"), std::string::npos) << err;
+  EXPECT_NE(err.find("hardware work queue"), std::string::npos) << err;
+  EXPECT_NE(err.find("not complete after"), std::string::npos) << err;
+}
