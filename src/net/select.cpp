@@ -58,6 +58,12 @@ int transport_free_sms(const std::string& family, int knob, bool mps) {
   return mps ? 8 : 1;
 }
 
+std::string work_queue_cause() {
+  return "the proxy's stream can share a hardware work queue with another stream of this process that has work "
+         "queued behind a kernel waiting on this network (seen under MPS and with CUDA_DEVICE_MAX_CONNECTIONS=1: "
+         "bench/results/emu-work-queue-20261203.md)";
+}
+
 std::string work_queue_warning(const std::string& net_family, bool proxy_calls_cuda, bool mps,
                                const std::optional<std::string>& max_connections) {
   if (!proxy_calls_cuda) return {};

@@ -145,6 +145,9 @@ int transport_free_sms(const std::string& family, int knob, bool mps);
 // queues). Empty when there is nothing to say. max_connections: the
 // variable's value, if set (bench/results/emu-work-queue-20261203.md).
 // net_family: "emu", "fabric", "verbs" (the name without its details).
+// work_queue_cause(): the hazard in one sentence, for the transports' stall
+// reports (emu's in_flight, fabric's staging timeout).
+std::string work_queue_cause();
 std::string work_queue_warning(const std::string& net_family, bool proxy_calls_cuda, bool mps,
                                const std::optional<std::string>& max_connections);
 

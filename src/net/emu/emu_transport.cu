@@ -188,10 +188,8 @@ class EmuTransport final : public Transport {
                         : staged >= batch_seq_ ? "past its data, in its signals (an add kernel or memory ops)"
                                                : "before its add kernel (copies, inline words or memory ops)";
     return cat(what, " is stuck ", where, " (completion word ", done, ", stage word ", staged,
-               "). Known causes: the proxy's stream can share a hardware work queue with another stream of this "
-               "process that has work queued behind a kernel waiting on this network (seen under MPS and with "
-               "CUDA_DEVICE_MAX_CONNECTIONS=1); no SM free for its kernels (MK_NET_FREE_SMS); a kernel load or a "
-               "pageable copy on the legacy stream (README, Network)");
+               "). Known causes: ", work_queue_cause(), "; no SM free for its kernels (MK_NET_FREE_SMS); a kernel "
+               "load or a pageable copy on the legacy stream (README, Network)");
   }
 
   void connect(Bootstrap& bs, const std::vector<int>& peers) override {

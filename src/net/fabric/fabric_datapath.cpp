@@ -450,10 +450,7 @@ void FabricTransport::check_ages() {
          " bytes", q.w.sig_op != SigOp::None ? ", with signal" : "",
          q.copying ? ", its GPU -> host staging copy unfinished" : "", ") not complete after ", ms,
          " ms (MK_NET_TIMEOUT_MS=", timeout_ms_, "): rank ", q.w.peer, " dead, unreachable or not polling",
-         q.copying ? cat("; or the staging copy waits on this GPU, behind work queued after a kernel that waits on this "
-                         "network in a hardware work queue its stream shares (MPS, CUDA_DEVICE_MAX_CONNECTIONS=1: "
-                         "bench/results/emu-work-queue-20261203.md)")
-                   : std::string());
+         q.copying ? cat("; or the staging copy waits on this GPU: ", work_queue_cause()) : std::string());
   }
 }
 
