@@ -25,12 +25,9 @@ if ! command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
 fi
 if ! nvidia-smi -L >/dev/null 2>&1; then echo "=== SKIPPED: no GPU here"; exit 77; fi
 source tools/gpu_steps.sh  # run: one bounded step (MK_GPU_TEST_STEP_S each)
-dir=$(mktemp -d /tmp/mk_mps.XXXXXX)
-export CUDA_MPS_PIPE_DIRECTORY=$dir/pipe CUDA_MPS_LOG_DIRECTORY=$dir/log
-mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-quit() { echo quit | timeout 10 nvidia-cuda-mps-control >/dev/null 2>&1; sleep 1; rm -rf "$dir"; }
-trap quit EXIT
-if ! nvidia-cuda-mps-control -d; then echo "=== SKIPPED: the MPS daemon did not start"; exit 77; fi
+source tools/mps_daemon.sh  # mps_start, mps_stop: a private daemon
+trap mps_stop EXIT
+if ! mps_start; then echo "=== SKIPPED: the MPS daemon did not start"; exit 77; fi
 export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 MK_SHARE_GPUS=1 MK_TIMEOUT_MS=20000
 run tools/mkrun -n 2 --timeout $((step_s - 10)) env MK_RANKS_PER_NODE=2 build/bin/mk_dist_tests \
     --gtest_filter='AgGemm*:GemmRs*:GemmAr*:GemmPeer*'

@@ -20,13 +20,10 @@ sweep() {  # label
 {
 sweep default
 CUDA_DEVICE_MAX_CONNECTIONS=1 sweep conn1
-dir=$(mktemp -d /tmp/mk_mps.XXXXXX)
-export CUDA_MPS_PIPE_DIRECTORY=$dir/pipe CUDA_MPS_LOG_DIRECTORY=$dir/log
-mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-if nvidia-cuda-mps-control -d; then
+source tools/mps_daemon.sh
+if mps_start; then
   CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 sweep mps
-  echo quit | timeout 10 nvidia-cuda-mps-control; sleep 1
+  mps_stop
 fi
-rm -rf "$dir"
 } 2>&1 | tee $R/summary.txt
 tar czf $OUT/ctx2.tgz -C $OUT ctx2 && rm -rf $R

@@ -21,11 +21,9 @@ t() {  # name lib repeat [env...]
 }
 t conn1_prio lib_prio 1 CUDA_DEVICE_MAX_CONNECTIONS=1
 t conn1_prio_rep3 lib_prio 3 CUDA_DEVICE_MAX_CONNECTIONS=1
-dir=$(mktemp -d /tmp/mk_mps.XXXXXX)
-export CUDA_MPS_PIPE_DIRECTORY=$dir/pipe CUDA_MPS_LOG_DIRECTORY=$dir/log
-mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-trap 'echo quit | timeout 10 nvidia-cuda-mps-control; sleep 1; rm -rf $dir; tar czf $OUT/prio.tgz -C $OUT prio && rm -rf $R' EXIT
-nvidia-cuda-mps-control -d || exit 1
+source tools/mps_daemon.sh  # (as run: the same steps written out here; moved to the helper afterwards)
+trap 'mps_stop; tar czf $OUT/prio.tgz -C $OUT prio && rm -rf $R' EXIT
+mps_start || exit 1
 export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50
 t mps_prio_1 lib_prio 3
 t mps_diag lib_diag 3

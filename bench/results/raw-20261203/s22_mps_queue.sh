@@ -21,12 +21,9 @@ sweep() {  # label grid: every side work, K = 0..8, one iteration each; prints o
   done
 }
 sweep nomps -1 | tee $R/summary.txt
-dir=$(mktemp -d /tmp/mk_mps.XXXXXX)
-export CUDA_MPS_PIPE_DIRECTORY=$dir/pipe CUDA_MPS_LOG_DIRECTORY=$dir/log
-mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-quit_mps() { echo quit | timeout 10 nvidia-cuda-mps-control; sleep 1; }
-trap 'quit_mps; rm -rf $dir; tar czf $OUT/queue.tgz -C $OUT queue && rm -rf $R' EXIT
-nvidia-cuda-mps-control -d || exit 1
+source tools/mps_daemon.sh  # (as run: the same steps written out here; moved to the helper afterwards)
+trap 'mps_stop; tar czf $OUT/queue.tgz -C $OUT queue && rm -rf $R' EXIT
+mps_start || exit 1
 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 sweep mps_alone -8 | tee -a $R/summary.txt
 el "two clients at once, K = 0, 3 iterations each"
 for side in copy kernel kcopy copy_hi; do
@@ -35,7 +32,7 @@ for side in copy kernel kcopy copy_hi; do
   wait $p0; wait $p1
   echo "mps_two $side: $(cat $R/two_${side}_*.log | grep -c STARVED) of 6 starved" | tee -a $R/summary.txt
 done
-quit_mps
+mps_stop
 el "GemmAr 2x1 emu, time-sliced, by CUDA_DEVICE_MAX_CONNECTIONS"
 export MK_SHARE_GPUS=1 MK_TIMEOUT_MS=20000 MK_RANKS_PER_NODE=1
 for c in 1; do

@@ -13,11 +13,9 @@ for c in "0 kernel" "-1 kernel" "0 memop" "0 copy" "0 ucopy"; do
   timeout 30 $P $c 2 nomps >> $R/a_nomps.log 2>&1
 done
 el "A done"; grep -c STARVED $R/a_nomps.log; grep iter $R/a_nomps.log
-dir=$(mktemp -d /tmp/mk_mps.XXXXXX)
-export CUDA_MPS_PIPE_DIRECTORY=$dir/pipe CUDA_MPS_LOG_DIRECTORY=$dir/log
-mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-trap 'echo quit | timeout 10 nvidia-cuda-mps-control; sleep 1; cp -r $dir/log $R/mps_log 2>/dev/null; rm -rf $dir; tar czf $OUT/side.tgz -C $OUT side && rm -rf $R' EXIT
-nvidia-cuda-mps-control -d || exit 1
+source tools/mps_daemon.sh  # (as run: the same steps written out here; moved to the helper afterwards)
+trap 'cp -r $CUDA_MPS_LOG_DIRECTORY $R/mps_log 2>/dev/null; mps_stop; tar czf $OUT/side.tgz -C $OUT side && rm -rf $R' EXIT
+mps_start || exit 1
 export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50
 # C. MPS, one client alone.
 for g in 66 65 58; do timeout 30 $P $g kernel 2 mps_alone >> $R/c_alone.log 2>&1; done

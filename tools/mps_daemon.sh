@@ -1,0 +1,24 @@
+# Sourced: a private MPS daemon for two ranks on one GPU (pipe and log
+# directories under a fresh /tmp directory, so only the caller's processes
+# connect to it; no GPU setting changes). mps_start starts it (non-zero if it
+# did not start; the directories are removed then); mps_stop quits it and
+# removes the directories (copy $CUDA_MPS_LOG_DIRECTORY first to keep its log);
+# processes started after it run without MPS.
+mps_start() {
+  MK_MPS_DIR=$(mktemp -d /tmp/mk_mps.XXXXXX)
+  export CUDA_MPS_PIPE_DIRECTORY=$MK_MPS_DIR/pipe CUDA_MPS_LOG_DIRECTORY=$MK_MPS_DIR/log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d && return 0
+  rm -rf "$MK_MPS_DIR"
+  MK_MPS_DIR=
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  return 1
+}
+mps_stop() {
+  [ -n "${MK_MPS_DIR:-}" ] || return 0
+  echo quit | timeout 10 nvidia-cuda-mps-control >/dev/null 2>&1
+  sleep 1
+  rm -rf "$MK_MPS_DIR"
+  MK_MPS_DIR=
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY  # later processes run without MPS
+}
