@@ -50,10 +50,10 @@
 // writes the batch's sequence number into a word of pinned host memory, which
 // poll() reads (a plain load; an event query costs a microsecond of host time
 // per poll). A stream that failed never writes it: poll() asks the stream for
-// errors now and then while a batch is outstanding. A batch with signal adds
-// also writes its number into a second word before the add kernel (in the
-// memory ops that precede it), so that a batch which does not complete is
-// reported (in_flight) as stuck in its copies or in its add kernel
+// errors now and then while a batch is outstanding. A batch with data and
+// signal adds also writes its number into a second word before the add
+// kernel (in the memory ops that precede it), so that a batch which does not
+// complete is reported (in_flight) as stuck before or past its data
 // (bench/results/emu-work-queue-20261203.md).
 //
 // NOTES: every kernel the proxy may launch (the signal-add kernel, and the
@@ -184,9 +184,10 @@ class EmuTransport final : public Transport {
                                  " copies of ", batch_bytes_, " bytes, ", batch_inline_, " inline, ", batch_adds_,
                                  " signal adds) issued ", (now_ns() - batch_issued_ns_) / 1000000, " ms ago");
     if (done >= batch_seq_) return cat(what, " completed just now");
-    const char* where = !batch_adds_            ? "in its copies or memory ops (it has no add kernel)"
-                        : staged >= batch_seq_ ? "past its data, in its signals (an add kernel or memory ops)"
-                                               : "before its add kernel (copies, inline words or memory ops)";
+    const bool data = batch_copies_ || batch_inline_;
+    const char* where = !batch_adds_                    ? "in its copies or memory ops (it has no add kernel)"
+                        : !data || staged >= batch_seq_ ? "past its data, in its signals (an add kernel or memory ops)"
+                                                        : "before its add kernel (copies, inline words or memory ops)";
     return cat(what, " is stuck ", where, " (completion word ", done, ", stage word ", staged,
                "). Known causes: ", work_queue_cause(), "; no SM free for its kernels (MK_NET_FREE_SMS); a kernel "
                "load or a pageable copy on the legacy stream (README, Network)");
@@ -513,9 +514,11 @@ class EmuTransport final : public Transport {
         push_inline_data(regions_.at(ops_[i].w.region).peer_base.at(ops_[i].w.peer) + ops_[i].w.dst_off, ops_[i].w);
     if (!memops_.empty()) push_barrier();
     // The stage word (see Completion): written once the copies, inline words
-    // and barrier before it are. It costs batches with adds and no other
-    // memory op one more cuStreamBatchMemOp call (not in calibrate()).
-    if (batch_adds_) push_write(static_cast<uint64_t*>(done_word_dev_) + 1, batch_seq_ + 1, true);
+    // and barrier before it are; only when there are both data and adds (a
+    // batch of signals alone has nothing to tell apart). It costs batches of
+    // copies and adds one more cuStreamBatchMemOp call (not in calibrate()).
+    if (batch_adds_ && (batch_copies_ || batch_inline_))
+      push_write(static_cast<uint64_t*>(done_word_dev_) + 1, batch_seq_ + 1, true);
     AddBatch adds{};
     auto flush_adds = [&] {
       if (adds.n == 0) return;
