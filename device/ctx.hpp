@@ -31,6 +31,7 @@ enum class Role : int32_t {
   Reduce,
   Controller,
   Test,
+  Deliver,  // the network's delivery agent (device/net/agent.cuh)
   kCount
 };
 
@@ -43,6 +44,7 @@ MK_HD const char* role_name(int32_t r) {
     case 4: return "Reduce";
     case 5: return "Controller";
     case 6: return "Test";
+    case 7: return "Deliver";
     default: return "?";
   }
 }

@@ -37,7 +37,7 @@ enum class TraceKind : uint32_t {
 struct TraceBuf {  // POD (kernel parameters); zero-initialised: off
   uint64_t* base;    // nullptr: tracing off
   int32_t cap;       // events per CTA
-  int32_t pad;
+  int32_t first;     // the grid index logged as CTA 0 (the CTAs before it, the delivery agent's, log nothing)
 };
 
 }  // namespace mk::dev

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "bench/bench.hpp"
+#include "device/net/agent.cuh"
 #include "device/net/net.cuh"
 #include "bench/micro/null_transport.hpp"
 #include "src/net/proxy.hpp"
@@ -31,44 +32,70 @@ __global__ void enqueue_kernel(mk::DeviceCtx ctx, mk::net::NetCtx nc, int per_bl
   mk::net::flush(nc, ctx, q, last);
 }
 
+// The kernels below push commands: they run the network's delivery agent in
+// a block of their own when the transport asks for it (emu; net::with_agent),
+// with `finished` as its counter (agent_word) and agent_blocks / agent_smem
+// at the launch.
 __global__ void pingpong_net(mk::DeviceCtx ctx, mk::net::NetCtx nc, int region, int peer, bool initiator, int sig,
-                             int rounds, uint64_t base) {
-  if (threadIdx.x != 0) return;
-  const mk::dev::WaitSite site{static_cast<int32_t>(mk::Role::InterRecv), peer, sig};
-  for (int i = 1; i <= rounds; ++i) {
-    const uint64_t v = base + i;
-    if (initiator) {
-      mk::net::put(nc, ctx, 0, peer, region, 0, 0, 8, mk::net::SigOp::Set, sig, v);
-      mk::dev::wait_ge(ctx, ctx.signals + sig, v, site);
-    } else {
-      mk::dev::wait_ge(ctx, ctx.signals + sig, v, site);
-      mk::net::put(nc, ctx, 0, peer, region, 0, 0, 8, mk::net::SigOp::Set, sig, v);
+                             int rounds, uint64_t base, uint32_t* finished) {
+  extern __shared__ uint8_t smem[];
+  mk::net::with_agent(nc, ctx, finished, smem, [&](int, int) {
+    if (threadIdx.x != 0) return;
+    const mk::dev::WaitSite site{static_cast<int32_t>(mk::Role::InterRecv), peer, sig};
+    for (int i = 1; i <= rounds; ++i) {
+      const uint64_t v = base + i;
+      if (initiator) {
+        mk::net::put(nc, ctx, 0, peer, region, 0, 0, 8, mk::net::SigOp::Set, sig, v);
+        mk::dev::wait_ge(ctx, ctx.signals + sig, v, site);
+      } else {
+        mk::dev::wait_ge(ctx, ctx.signals + sig, v, site);
+        mk::net::put(nc, ctx, 0, peer, region, 0, 0, 8, mk::net::SigOp::Set, sig, v);
+      }
     }
-  }
-  mk::net::quiet(nc, ctx, 0);
+    mk::net::quiet(nc, ctx, 0);
+  });
 }
 
 __global__ void stream_send(mk::DeviceCtx ctx, mk::net::NetCtx nc, int region, int peer, uint64_t size, int count,
-                            int sig_data, int sig_ack, uint64_t ack_expected) {
-  if (threadIdx.x != 0) return;
-  const int q = blockIdx.x % nc.num_queues;
-  for (int i = blockIdx.x; i < count; i += gridDim.x)
-    mk::net::put(nc, ctx, q, peer, region, uint64_t(i) * size, uint64_t(i) * size, size, mk::net::SigOp::Add,
-                 sig_data, 1);
-  if (blockIdx.x == 0)
-    mk::dev::wait_ge(ctx, ctx.signals + sig_ack, ack_expected,
-                     mk::dev::WaitSite{static_cast<int32_t>(mk::Role::InterSend), peer, sig_ack});
-  mk::net::quiet(nc, ctx, q);
+                            int sig_data, int sig_ack, uint64_t ack_expected, uint32_t* finished) {
+  extern __shared__ uint8_t smem[];
+  mk::net::with_agent(nc, ctx, finished, smem, [&](int block, int blocks) {
+    if (threadIdx.x != 0) return;
+    const int q = block % nc.num_queues;
+    for (int i = block; i < count; i += blocks)
+      mk::net::put(nc, ctx, q, peer, region, uint64_t(i) * size, uint64_t(i) * size, size, mk::net::SigOp::Add,
+                   sig_data, 1);
+    if (block == 0)
+      mk::dev::wait_ge(ctx, ctx.signals + sig_ack, ack_expected,
+                       mk::dev::WaitSite{static_cast<int32_t>(mk::Role::InterSend), peer, sig_ack});
+    mk::net::quiet(nc, ctx, q);
+  });
 }
 
 __global__ void stream_recv(mk::DeviceCtx ctx, mk::net::NetCtx nc, int peer, int sig_data, uint64_t expected,
-                            int sig_ack, uint64_t ack_value) {
-  if (threadIdx.x != 0) return;
-  mk::dev::wait_ge(ctx, ctx.signals + sig_data, expected,
-                   mk::dev::WaitSite{static_cast<int32_t>(mk::Role::InterRecv), peer, sig_data});
-  mk::net::signal(nc, ctx, 0, peer, mk::net::SigOp::Set, sig_ack, ack_value);
-  mk::net::quiet(nc, ctx, 0);
+                            int sig_ack, uint64_t ack_value, uint32_t* finished) {
+  extern __shared__ uint8_t smem[];
+  mk::net::with_agent(nc, ctx, finished, smem, [&](int, int) {
+    if (threadIdx.x != 0) return;
+    mk::dev::wait_ge(ctx, ctx.signals + sig_data, expected,
+                     mk::dev::WaitSite{static_cast<int32_t>(mk::Role::InterRecv), peer, sig_data});
+    mk::net::signal(nc, ctx, 0, peer, mk::net::SigOp::Set, sig_ack, ack_value);
+    mk::net::quiet(nc, ctx, 0);
+  });
 }
+
+uint32_t* agent_word() {
+  static uint32_t* word = [] {
+    uint32_t* w = nullptr;
+    MKB_CUDA(cudaMalloc(&w, sizeof(uint32_t)));
+    MKB_CUDA(cudaMemset(w, 0, sizeof(uint32_t)));
+    MKB_CUDA(cudaDeviceSynchronize());
+    return w;
+  }();
+  return word;
+}
+int agent_blocks(const mk::net::NetCtx& nc, int blocks) { return blocks + mk::net::agent_ctas(nc); }
+size_t agent_smem(const mk::net::NetCtx& nc) { return mk::net::agent_ctas(nc) ? sizeof(mk::net::AgentScratch) : 0; }
 
 bool two_nodes(BenchContext& bc, Table& t) {
   auto& c = *bc.comm;
@@ -130,8 +157,10 @@ void bench_net_latency(BenchContext& bc) {
   auto st = time_calls(
       &c.bootstrap(), bc.stream, TimingOpts{2, 10},
       [&](int) {
-        pingpong_net<<<1, 32, 0, bc.stream>>>(c.device_ctx(), net.device_ctx(), region, peer, c.rank() == 0, sig,
-                                              rounds, base);
+        const mk::net::NetCtx& nc = net.device_ctx();
+        pingpong_net<<<agent_blocks(nc, 1), 32, agent_smem(nc), bc.stream>>>(c.device_ctx(), nc, region, peer,
+                                                                             c.rank() == 0, sig, rounds, base,
+                                                                             agent_word());
       },
       [&](int) {
         base = c.next_epoch() * 1000;
@@ -166,12 +195,13 @@ void bench_net_bw(BenchContext& bc) {
     auto st = time_calls(
         &c.bootstrap(), bc.stream, TimingOpts{2, 10},
         [&](int) {
+          const mk::net::NetCtx& nc = net.device_ctx();
           if (c.rank() == 0)
-            stream_send<<<8, 32, 0, bc.stream>>>(c.device_ctx(), net.device_ctx(), region, peer, size, count, sig_data,
-                                                 sig_ack, ack);
+            stream_send<<<agent_blocks(nc, 8), 256, agent_smem(nc), bc.stream>>>(
+                c.device_ctx(), nc, region, peer, size, count, sig_data, sig_ack, ack, agent_word());
           else
-            stream_recv<<<1, 32, 0, bc.stream>>>(c.device_ctx(), net.device_ctx(), peer, sig_data, data_seen, sig_ack,
-                                                 ack);
+            stream_recv<<<agent_blocks(nc, 1), 256, agent_smem(nc), bc.stream>>>(
+                c.device_ctx(), nc, peer, sig_data, data_seen, sig_ack, ack, agent_word());
         },
         [&](int) {
           data_seen += count;

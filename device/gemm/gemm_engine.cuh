@@ -210,12 +210,12 @@ __device__ __forceinline__ void consumer(const GemmParams& p, const Smem& s, int
       w = -1;
     }
     if (w < 0) {
-      if (threadIdx.x == 128) dev::trace(p.trace, blockIdx.x, dev::TraceKind::CtaEnd, 0);
+      if (threadIdx.x == 128) dev::trace(p.trace, static_cast<int>(blockIdx.x) - p.trace.first, dev::TraceKind::CtaEnd, 0);
       break;
     }
-    if (threadIdx.x == 128) dev::trace(p.trace, blockIdx.x, dev::TraceKind::UnitBegin, static_cast<uint32_t>(w));
+    if (threadIdx.x == 128) dev::trace(p.trace, static_cast<int>(blockIdx.x) - p.trace.first, dev::TraceKind::UnitBegin, static_cast<uint32_t>(w));
     mma_tile(p, s, st, wg, w, acc, held, hold);
-    if (threadIdx.x == 128) dev::trace(p.trace, blockIdx.x, dev::TraceKind::UnitMmaDone, static_cast<uint32_t>(w));
+    if (threadIdx.x == 128) dev::trace(p.trace, static_cast<int>(blockIdx.x) - p.trace.first, dev::TraceKind::UnitMmaDone, static_cast<uint32_t>(w));
     int64_t tw = w;  // the tile of unit w (with split tiles, not w itself)
     if (p.split_tiles) {  // an earlier part of a split tile stops here; the last adds them and goes on
       const WorkUnit un = work_unit(p, w);
@@ -302,7 +302,7 @@ __device__ __forceinline__ void run_compute(const GemmParams& p, uint8_t* smem, 
     if (p.epi.own_tma == 2) dev::sm90::tma_prefetch_desc(&p.tma_out2);
   }
   __syncthreads();
-  if (threadIdx.x == 0) dev::trace(p.trace, blockIdx.x, dev::TraceKind::CtaStart, 0);
+  if (threadIdx.x == 0) dev::trace(p.trace, static_cast<int>(blockIdx.x) - p.trace.first, dev::TraceKind::CtaStart, 0);
   if (wg == 0) {
     dev::sm90::regs_dealloc<56>();
     if (threadIdx.x == 0) detail::producer(p, s, cta);

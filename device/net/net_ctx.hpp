@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "device/net/cmd_queue.hpp"
+#include "device/net/delivery.hpp"
 
 namespace mk::net {
 
@@ -17,11 +18,17 @@ struct NetCtx {
   int32_t rank = 0;
   int32_t num_rail_peers = 0;  // peers a BARRIER command reaches
   int32_t emulated = 0;        // 1 when the transport is the emulated NIC
+  // 1 when the transport delivers through rings (device/net/delivery.hpp):
+  // every kernel that pushes commands must then run the delivery agent
+  // (device/net/agent.cuh) in a CTA of its own, or its writes never happen.
+  int32_t agent = 0;
+  // The delivery ring of each queue's transport (size 0: none).
+  DeliveryRing delivery[kMaxNetQueues] = {};
   // SMs a persistent kernel whose CTAs wait for network data must leave
-  // free (0: none) because the transport runs kernels on this GPU to
-  // deliver (emu: signal adds, and the runtime may copy with a kernel;
-  // fabric: signal adds), or the ranks deadlock (seen with AG+GEMM and
-  // GEMM+RS on emu): MK_NET_FREE_SMS. Host-side only.
+  // free (0: none) because the transport delivers on this GPU (emu: the
+  // delivery agent's CTA; fabric: signal-add kernels), or the ranks
+  // deadlock (seen with AG+GEMM and GEMM+RS on emu): MK_NET_FREE_SMS.
+  // Host-side only.
   int32_t free_sms = 0;
   // Puts of at most this many bytes (a multiple of 4 from a 4-byte aligned
   // source) carry their bytes in the command (PUT_INLINE), when the transport
@@ -30,6 +37,17 @@ struct NetCtx {
   // This rank's base address of each registered region (nullptr: not
   // registered yet, or id >= kMaxInlineRegions), for PUT_INLINE.
   const void* region_base[kMaxInlineRegions] = {};
+};
+
+// Blocks a kernel that pushes commands adds for the delivery agent.
+MK_HD int agent_ctas(const NetCtx& nc) { return nc.agent ? 1 : 0; }
+
+// A kernel's launch argument for the delivery agent: `ctas` (0 or 1) CTAs,
+// the lowest indices (made resident first), run net::run_agent on *nc
+// instead of the kernel's roles; the others shift down by `ctas`.
+struct AgentLaunch {
+  const NetCtx* nc = nullptr;  // device memory
+  int32_t ctas = 0;
 };
 
 }  // namespace mk::net

@@ -8,7 +8,6 @@
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
 #include "src/net/proxy.hpp"
-#include "src/runtime/cuda_driver.hpp"
 
 namespace mk {
 
@@ -44,15 +43,11 @@ Network::Network(Communicator& comm) : comm_(comm) {
     }
     transports.back()->connect(comm.bootstrap(), peers_);
   }
-  // NOTES: a transport whose proxy makes CUDA calls (emu) deadlocks under lazy
-  // module loading: a kernel loaded while another kernel waits on the network
-  // blocks the proxy's CUDA calls until that kernel ends, which it never does.
-  if (family(name_) == "emu") {
-    CUmoduleLoadingMode mode = CU_MODULE_EAGER_LOADING;
-    if (drv::api().cuModuleGetLoadingMode(&mode) == CUDA_SUCCESS && mode == CU_MODULE_LAZY_LOADING)
-      fail("the emu transport needs eager CUDA module loading, but this process loads lazily; set "
-           "CUDA_MODULE_LOADING=EAGER before CUDA starts (tools/mkrun does), or use MK_NET=verbs|fabric");
-  }
+  // NOTES: emu needed eager module loading until its proxy stopped calling
+  // CUDA (2026-12-03: its writes are made by the kernels' delivery agent): a
+  // kernel loaded while another waited on the network blocked the proxy's
+  // copies until that kernel timed out. Checked since with
+  // CUDA_MODULE_LOADING=LAZY (bench/results/emu-agent-20261203.md).
   // Region 0: the communicator's control region (signal pool).
   const SymmetricBuffer& ctl = comm.control_buffer();
   net::Region r0;
@@ -99,6 +94,17 @@ Network::Network(Communicator& comm) : comm_(comm) {
   proxy_ = std::make_unique<net::Proxy>(std::move(pc), std::move(transports));
   ctx_.num_queues = proxy_->num_queues();
   for (int i = 0; i < ctx_.num_queues; ++i) ctx_.queues[i] = proxy_->queue(i);
+  // Delivery rings (emu): every queue's transport has one, or none does.
+  int queue = 0, rings = 0;
+  proxy_->with_transports([&](net::Transport& tr) {  // in queue order
+    const net::DeliveryRing r = tr.delivery_ring();
+    if (queue < net::kMaxNetQueues) ctx_.delivery[queue] = r;
+    ++queue;
+    rings += r.size != 0;
+  });
+  if (rings != 0 && rings != ctx_.num_queues)
+    fail("network ", name_, ": ", rings, " of ", ctx_.num_queues, " proxy threads deliver through rings; all or none must");
+  ctx_.agent = rings != 0 ? 1 : 0;
   ctx_.rank = t.rank;
   ctx_.num_rail_peers = static_cast<int32_t>(rail_peers_.size());
   ctx_.emulated = family(name_) == "emu" ? 1 : 0;
@@ -119,7 +125,7 @@ Network::Network(Communicator& comm) : comm_(comm) {
   if (!queues.empty()) log(LogLevel::Warn, cat("rank ", t.rank, ": ", queues));
   if (ctx_.free_sms > 0)
     log(LogLevel::Info, cat("rank ", t.rank, ": ops leave up to ", ctx_.free_sms, " SMs free for the ", family(name_),
-                            " transport's kernels (MK_NET_FREE_SMS", mps ? "; the GPU is shared through MPS" : "",
+                            ctx_.agent ? " transport's delivery agent" : " transport's kernels", " (MK_NET_FREE_SMS", mps ? "; the GPU is shared through MPS" : "",
                             ")"));
   MK_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ctx_dev_), sizeof(net::NetCtx)));
   sync_device_ctx();

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "device/net/cmd.hpp"  // SigOp
+#include "device/net/delivery.hpp"
 #include "mkernel/bootstrap.hpp"
 #include "mkernel/topology.hpp"
 
@@ -79,18 +80,24 @@ class Transport {
   // True for the emulated NIC: every report made with it says so.
   virtual bool emulated() const { return false; }
   // True when the proxy makes CUDA copies or kernel launches on the data
-  // path (emu; fabric staging; EFA's signals into GPU memory). Such calls
-  // wait while another thread of the process holds the context's submission
+  // path (fabric staging; EFA's signals into GPU memory). Such calls wait
+  // while another thread of the process holds the context's submission
   // lock, e.g. a pageable copy on the legacy default stream or a kernel load
   // waiting for a kernel that waits on this network, which then times out
-  // (bench/results/emu-pageable-20261201.md). Known once region 0 is
-  // registered. Network::warn_legacy_stream says so to users.
+  // (bench/results/emu-pageable-20261201.md), and can wait behind work queued
+  // after such a kernel in a shared hardware work queue (emu-work-queue-
+  // 20261203.md). Known once region 0 is registered. Network::warn_legacy_stream
+  // and work_queue_warning say so to users.
   virtual bool proxy_calls_cuda() const { return false; }
   // What the transport's outstanding work waits on, for the proxy's report
   // when a request does not complete in time: appended as is, so it begins
   // with its own separator ("; ..."); empty: nothing to add. Called on the
   // proxy thread, under the same lock as poll().
   virtual std::string in_flight() const { return {}; }
+  // The ring through which this transport has the kernels' delivery agent
+  // do its writes (device/net/delivery.hpp, agent.cuh; emu); size 0: none,
+  // the transport delivers by itself. Valid from construction to close().
+  virtual DeliveryRing delivery_ring() const { return {}; }
   // Puts of at most this many bytes should carry their bytes in the command
   // (PUT_INLINE, <= kMaxInlineBytes); 0: the transport always reads the
   // source itself.
@@ -130,14 +137,15 @@ std::unique_ptr<Transport> make_emu(const TransportConfig& cfg);
 // the efa provider, then emu when all ranks share one host, else fabric tcp.
 std::unique_ptr<Transport> make_transport(const TransportConfig& cfg);
 
-// SMs a persistent op's grid leaves free for a transport family's own
-// kernels (MK_NET_FREE_SMS, knob_list.inc): 0 for verbs; for emu and fabric
-// the knob when set (knob > 0), else 1, or 8 when the GPU's contexts are
-// shared through MPS (cudaDevAttrMpsEnabled).
+// SMs a persistent op's grid leaves free for a transport family's delivery
+// (MK_NET_FREE_SMS, knob_list.inc): 0 for verbs; for emu and fabric the knob
+// when set (knob > 0); else 1 for emu (its delivery agent's CTA) and for
+// fabric 1, or 8 when the GPU's contexts are shared through MPS
+// (cudaDevAttrMpsEnabled).
 int transport_free_sms(const std::string& family, int knob, bool mps);
 
 // The warning a network whose proxy issues CUDA work (Transport::
-// proxy_calls_cuda: emu, fabric staging, EFA's signal adds) owes its user
+// proxy_calls_cuda: fabric staging, EFA's signal adds) owes its user
 // when that work may share a hardware work queue with the process's other
 // streams and so wait behind work queued after an op that waits on it:
 // CUDA_DEVICE_MAX_CONNECTIONS=1 (every stream in one queue: a stall each
@@ -146,7 +154,7 @@ int transport_free_sms(const std::string& family, int knob, bool mps);
 // variable's value, if set (bench/results/emu-work-queue-20261203.md).
 // net_family: "emu", "fabric", "verbs" (the name without its details).
 // work_queue_cause(): the hazard in one sentence, for the transports' stall
-// reports (emu's in_flight, fabric's staging timeout).
+// reports (fabric's staging timeout).
 std::string work_queue_cause();
 std::string work_queue_warning(const std::string& net_family, bool proxy_calls_cuda, bool mps,
                                const std::optional<std::string>& max_connections);

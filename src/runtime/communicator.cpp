@@ -84,7 +84,9 @@ std::unique_ptr<Communicator> Communicator::from_env(int device) {
 void Communicator::init(int device, int launcher_local_rank) {
   const int rank = bs_->rank(), world = bs_->world();
   // Eager module loading unless the user chose (takes effect only if CUDA is
-  // not initialised yet; see Network for why lazy loading is dangerous).
+  // not initialised yet): a proxy that calls CUDA (fabric staging, EFA's
+  // signal adds) waits for a kernel load, and a load for the running kernels
+  // (README, Network); eager loading makes the library's own loads happen here.
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   int count = 0;
   cudaError_t ce = cudaGetDeviceCount(&count);

@@ -1,6 +1,7 @@
-// What a persistent op's grid leaves free for the network transport's own
-// kernels (MK_NET_FREE_SMS): none for verbs; for emu and fabric the knob,
-// else 1, or 8 when the GPU is shared through MPS.
+// What a persistent op's grid leaves free for the network transport's
+// delivery (MK_NET_FREE_SMS): none for verbs; for emu and fabric the knob,
+// else 1 for emu (its agent CTA), and for fabric 1, or 8 when the GPU is
+// shared through MPS.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -18,7 +19,7 @@ TEST(NetFreeSms, ByTransportKnobAndMps) {
   EXPECT_EQ(transport_free_sms("verbs", 5, true), 0);  // verbs runs no kernel on the GPU
   EXPECT_EQ(transport_free_sms("emu", 0, false), 1);
   EXPECT_EQ(transport_free_sms("fabric", 0, false), 1);
-  EXPECT_EQ(transport_free_sms("emu", 0, true), 8);
+  EXPECT_EQ(transport_free_sms("emu", 0, true), 1);  // the agent is a CTA of the grid: no kernel beside it
   EXPECT_EQ(transport_free_sms("fabric", 0, true), 8);
   EXPECT_EQ(transport_free_sms("emu", 3, true), 3);  // the knob wins
   EXPECT_EQ(transport_free_sms("emu", 2, false), 2);
@@ -54,20 +55,21 @@ TEST(NetWorkQueues, WarnsWhereTheProxysWorkCanWaitBehindTheUsers) {
   using mk::net::work_queue_warning;
   const std::optional<std::string> unset, one("1"), eight("8");
   EXPECT_EQ(work_queue_warning("verbs", false, true, one), "");  // no CUDA work in the proxy
-  EXPECT_EQ(work_queue_warning("emu", true, false, unset), "");
-  EXPECT_EQ(work_queue_warning("emu", true, false, eight), "");
-  const std::string w1 = work_queue_warning("emu", true, false, one);
+  EXPECT_EQ(work_queue_warning("emu", false, true, one), "");    // emu delivers with the kernels' agent
+  EXPECT_EQ(work_queue_warning("efa", true, false, unset), "");
+  EXPECT_EQ(work_queue_warning("efa", true, false, eight), "");
+  const std::string w1 = work_queue_warning("efa", true, false, one);
   EXPECT_NE(w1.find("CUDA_DEVICE_MAX_CONNECTIONS=1 puts every stream of this process in one hardware work queue"),
             std::string::npos);
-  EXPECT_NE(w1.find("emu network's proxy"), std::string::npos);
+  EXPECT_NE(w1.find("efa network's proxy"), std::string::npos);
   const std::string wm = work_queue_warning("fabric", true, true, eight);
   EXPECT_NE(wm.find("shared through MPS"), std::string::npos);
   EXPECT_NE(wm.find("the fabric network"), std::string::npos);
-  EXPECT_NE(work_queue_warning("emu", true, true, one).find("CUDA_DEVICE_MAX_CONNECTIONS=1"), std::string::npos);
+  EXPECT_NE(work_queue_warning("efa", true, true, one).find("CUDA_DEVICE_MAX_CONNECTIONS=1"), std::string::npos);
   for (const char* v : {"01", " 1"})  // the driver reads an integer
-    EXPECT_NE(work_queue_warning("emu", true, false, std::string(v)).find("one hardware work queue"), std::string::npos)
+    EXPECT_NE(work_queue_warning("efa", true, false, std::string(v)).find("one hardware work queue"), std::string::npos)
         << v;
-  EXPECT_EQ(work_queue_warning("emu", true, false, std::string("x")), "");
+  EXPECT_EQ(work_queue_warning("efa", true, false, std::string("x")), "");
 }
 
 }  // namespace

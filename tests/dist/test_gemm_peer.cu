@@ -215,6 +215,9 @@ TEST_F(GemmPeer, TilesCrossTheNetworkOnePutPerTile) {
   random_bf16(b.p, n * k, 9);
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  uint32_t* agent_finished = nullptr;
+  CK(cudaMalloc(&agent_finished, sizeof(uint32_t)));
+  CK(cudaMemset(agent_finished, 0, sizeof(uint32_t)));
   std::vector<uint16_t> got(tiles * tile_elems);
   std::vector<float> want(m * n);
   for (int round = 1; round <= 3; ++round) {
@@ -233,7 +236,11 @@ TEST_F(GemmPeer, TilesCrossTheNetworkOnePutPerTile) {
     p.epi.net_src_off[0] = 0;
     p.epi.net_dst_off[0] = half;
     p.epi.net_sig_base[0] = sig;
-    gemm::launch(p, p.num_compute, {}, s);
+    // The epilogue's puts go through the delivery agent when the network
+    // asks for one (emu): an extra CTA and its counter (net::with_agent).
+    const net::AgentLaunch agent =
+        net.device_ctx().agent ? net::AgentLaunch{net.device_ctx_ptr(), 1} : net::AgentLaunch{};
+    gemm::launch(p, p.num_compute, {}, s, agent, agent_finished);
     wait_signals<<<1, 32, 0, s>>>(p.ctx, sig, tiles, uint64_t(round), peer);
     cudaError_t e = cudaStreamSynchronize(s);
     net.check();
@@ -265,6 +272,7 @@ TEST_F(GemmPeer, TilesCrossTheNetworkOnePutPerTile) {
     comm().barrier();
   }
   cudaStreamDestroy(s);
+  cudaFree(agent_finished);
   comm().barrier();
   comm().free_symmetric(buf);
 }

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "device/net/agent.cuh"
 #include "device/net/net.cuh"
 #include "mkernel/mkernel.hpp"
 #include "tests/test_comm.hpp"
@@ -42,22 +43,28 @@ __device__ __forceinline__ void msg_range(const Plan& p, int i, uint64_t* off, u
   *bytes = b > slot - (i % 7) ? slot - (i % 7) : b;
 }
 
-__global__ void send_kernel(DeviceCtx ctx, net::NetCtx nc, Plan p, int peer, uint64_t epoch) {
-  if (threadIdx.x != 0) return;
-  const int q = blockIdx.x % nc.num_queues;
-  uint64_t last = 0;
-  for (int i = blockIdx.x; i < p.nmsgs; i += gridDim.x) {
-    uint64_t off, bytes;
-    msg_range(p, i, &off, &bytes);
-    last = net::put(nc, ctx, q, peer, p.region, p.half + off, off, bytes, net::SigOp::Add, p.sig_data, 1);
-  }
-  net::flush(nc, ctx, q, last);
-  // Everyone's data is locally complete on this block's queue; block 0 also
-  // raises the "done" signal (Set, epoch) after a full quiet of queue 0.
-  if (blockIdx.x == 0) {
-    net::quiet(nc, ctx, 0);
-    net::signal(nc, ctx, 0, peer, net::SigOp::Set, p.sig_done, epoch);
-  }
+// Kernels that push commands run the network's delivery agent in a block of
+// their own when the transport asks for it (emu): net::with_agent; `finished`
+// is the kernel's zeroed counter for it (agent_finished()).
+__global__ void send_kernel(DeviceCtx ctx, net::NetCtx nc, Plan p, int peer, uint64_t epoch, uint32_t* finished) {
+  extern __shared__ uint8_t smem[];
+  net::with_agent(nc, ctx, finished, smem, [&](int block, int blocks) {
+    if (threadIdx.x != 0) return;
+    const int q = block % nc.num_queues;
+    uint64_t last = 0;
+    for (int i = block; i < p.nmsgs; i += blocks) {
+      uint64_t off, bytes;
+      msg_range(p, i, &off, &bytes);
+      last = net::put(nc, ctx, q, peer, p.region, p.half + off, off, bytes, net::SigOp::Add, p.sig_data, 1);
+    }
+    net::flush(nc, ctx, q, last);
+    // Everyone's data is locally complete on this block's queue; block 0 also
+    // raises the "done" signal (Set, epoch) after a full quiet of queue 0.
+    if (block == 0) {
+      net::quiet(nc, ctx, 0);
+      net::signal(nc, ctx, 0, peer, net::SigOp::Set, p.sig_done, epoch);
+    }
+  });
 }
 
 __global__ void recv_kernel(DeviceCtx ctx, Plan p, int peer, uint64_t rounds_done, uint64_t epoch) {
@@ -67,19 +74,37 @@ __global__ void recv_kernel(DeviceCtx ctx, Plan p, int peer, uint64_t rounds_don
   dev::wait_ge(ctx, ctx.signals + p.sig_done, epoch, dev::WaitSite{static_cast<int32_t>(Role::InterRecv), peer, p.sig_done});
 }
 
-__global__ void barrier_kernel(DeviceCtx ctx, net::NetCtx nc, int sig, uint64_t expected) {
-  if (threadIdx.x != 0) return;
-  uint64_t s = net::barrier_signal(nc, ctx, 0, sig);
-  net::flush(nc, ctx, 0, s);
-  dev::wait_ge(ctx, ctx.signals + sig, expected, dev::WaitSite{static_cast<int32_t>(Role::InterRecv), -1, sig});
+__global__ void barrier_kernel(DeviceCtx ctx, net::NetCtx nc, int sig, uint64_t expected, uint32_t* finished) {
+  extern __shared__ uint8_t smem[];
+  net::with_agent(nc, ctx, finished, smem, [&](int, int) {
+    if (threadIdx.x != 0) return;
+    uint64_t s = net::barrier_signal(nc, ctx, 0, sig);
+    net::flush(nc, ctx, 0, s);
+    dev::wait_ge(ctx, ctx.signals + sig, expected, dev::WaitSite{static_cast<int32_t>(Role::InterRecv), -1, sig});
+  });
 }
+
+// The counter net::with_agent needs (one per process: these tests run one
+// such kernel at a time), and the launch's extra block and shared memory.
+uint32_t* agent_finished() {
+  static uint32_t* word = [] {
+    uint32_t* w = nullptr;
+    CK(cudaMalloc(&w, sizeof(uint32_t)));
+    CK(cudaMemset(w, 0, sizeof(uint32_t)));
+    CK(cudaDeviceSynchronize());
+    return w;
+  }();
+  return word;
+}
+int with_agent_blocks(const net::NetCtx& nc, int blocks) { return blocks + net::agent_ctas(nc); }
+size_t agent_smem(const net::NetCtx& nc) { return net::agent_ctas(nc) ? sizeof(net::AgentScratch) : 0; }
 
 bool two_nodes() { return comm().topology().num_nodes == 2; }
 
 // Small puts: sizes 1..64 bytes at assorted source and destination
 // alignments, so that some travel inline (PUT_INLINE: <= 16 bytes in 4-byte
-// granules from a 4-byte aligned source; the emu writes them as stream
-// memory ops when the destination is 4-byte aligned too) and some as copies.
+// granules from a 4-byte aligned source; emu's agent writes them from the
+// command) and some as copies.
 struct SmallMsg {
   uint32_t bytes, src_off, dst_off;
   bool add;  // signalled by Add (else Set)
@@ -101,7 +126,9 @@ __device__ __forceinline__ unsigned char small_byte(uint64_t tag, int i, uint32_
 // source only after the ack.
 __global__ void small_puts_kernel(DeviceCtx ctx, net::NetCtx nc, unsigned char* local, int region, int peer,
                                   bool sender, int sig_set, int sig_add, int sig_ack, int n, uint64_t base,
-                                  uint64_t add_base, uint64_t tag, unsigned long long* bad) {
+                                  uint64_t add_base, uint64_t tag, unsigned long long* bad, uint32_t* finished) {
+  extern __shared__ uint8_t smem[];
+  net::with_agent(nc, ctx, finished, smem, [&](int, int) {
   if (threadIdx.x != 0) return;
   uint64_t adds = 0;
   for (int i = 1; i <= n; ++i) {
@@ -128,6 +155,7 @@ __global__ void small_puts_kernel(DeviceCtx ctx, net::NetCtx nc, unsigned char* 
     }
   }
   net::quiet(nc, ctx, 0);
+  });
 }
 
 void run_puts(cudaStream_t stream, int rounds) {
@@ -161,7 +189,9 @@ void run_puts(cudaStream_t stream, int rounds) {
     CK(cudaMemset(static_cast<char*>(buf.local) + half, 0xEE, half));
     CK(cudaDeviceSynchronize());
     comm().barrier();
-    send_kernel<<<16, 32, 0, stream>>>(comm().device_ctx(), net.device_ctx(), p, peer, epoch);
+    const net::NetCtx& nc = net.device_ctx();
+    send_kernel<<<with_agent_blocks(nc, 16), 256, agent_smem(nc), stream>>>(comm().device_ctx(), nc, p, peer, epoch,
+                                                                          agent_finished());
     recv_kernel<<<1, 32, 0, stream>>>(comm().device_ctx(), p, peer, round, epoch);
     cudaError_t e = cudaStreamSynchronize(stream);
     net.check();
@@ -194,8 +224,9 @@ void run_puts(cudaStream_t stream, int rounds) {
   static uint64_t barriers = 0;
   for (int k = 0; k < 2; ++k) {
     ++barriers;
-    barrier_kernel<<<1, 32, 0, stream>>>(comm().device_ctx(), net.device_ctx(), p.sig_barrier,
-                                         barriers * net.rail_peers().size());
+    const net::NetCtx& nc = net.device_ctx();
+    barrier_kernel<<<with_agent_blocks(nc, 1), 32, agent_smem(nc), stream>>>(
+        comm().device_ctx(), nc, p.sig_barrier, barriers * net.rail_peers().size(), agent_finished());
     cudaError_t e = cudaStreamSynchronize(stream);
     net.check();
     CK(e);
@@ -237,8 +268,10 @@ TEST(Net, SmallPutsInlineAndCopiedArriveBeforeTheirSignals) {
     CK(cudaDeviceSynchronize());
     comm().barrier();
     const bool me = comm().topology().node == sender;
-    small_puts_kernel<<<1, 32, 0, s>>>(comm().device_ctx(), net.device_ctx(), static_cast<unsigned char*>(buf.local),
-                                       region, peer, me, sigs, sigs + 1, sigs + 2, n, base, adds_received, epoch, bad);
+    const net::NetCtx& nc = net.device_ctx();
+    small_puts_kernel<<<with_agent_blocks(nc, 1), 32, agent_smem(nc), s>>>(
+        comm().device_ctx(), nc, static_cast<unsigned char*>(buf.local), region, peer, me, sigs, sigs + 1, sigs + 2, n,
+        base, adds_received, epoch, bad, agent_finished());
     cudaError_t e = cudaStreamSynchronize(s);
     net.check();
     CK(e);

@@ -16,6 +16,7 @@
 
 #include "device/gemm/gemm_engine.cuh"
 #include "device/epoch.cuh"
+#include "device/net/agent.cuh"
 #include "device/roles/allgather_push.cuh"
 #include "mkernel/error.hpp"
 #include "mkernel/gemm.hpp"
@@ -31,15 +32,21 @@ namespace {
 
 __global__ void __launch_bounds__(gemm::kThreads, 1)
     ag_gemm_kernel(const __grid_constant__ gemm::GemmParams gp, const __grid_constant__ roles::AllGatherPush push,
-                   const dev::DeviceEpoch ep, const int32_t join) {
+                   const dev::DeviceEpoch ep, const int32_t join, const net::AgentLaunch agent) {
   extern __shared__ uint8_t smem[];
-  const int cta = blockIdx.x;
+  if (static_cast<int>(blockIdx.x) < agent.ctas) {  // Role::Deliver (emu): this kernel's network writes
+    net::run_agent<dev::Report::Quiet>(*agent.nc, gp.ctx, ep.done, gridDim.x - 1, smem);
+    dev::epoch_finish(ep);
+    return;
+  }
+  const int cta = static_cast<int>(blockIdx.x) - agent.ctas;
   if (threadIdx.x == 0) dev::trace(gp.trace, cta, dev::TraceKind::KernelEntry, 0);
   const uint64_t epoch = dev::epoch_of_launch(ep);  // gp.load reads the same counter
-  // NOTES: the communication CTAs take the lowest indices, which the
-  // hardware makes resident first: if SMs are scarce (another kernel still
-  // running), the CTAs everyone waits for are not the ones left out.
-  const int num_comm = static_cast<int>(gridDim.x) - gp.num_compute;
+  // NOTES: the communication CTAs take the lowest indices (after the
+  // agent's), which the hardware makes resident first: if SMs are scarce
+  // (another kernel still running), the CTAs everyone waits for are not the
+  // ones left out.
+  const int num_comm = static_cast<int>(gridDim.x) - agent.ctas - gp.num_compute;
   if (cta < num_comm) {  // Role::IntraComm (+ InterSend on CTA 0), then Compute if it may join
     roles::allgather_push(gp.ctx, push, epoch, reinterpret_cast<char*>(smem), cta, num_comm,
                           reinterpret_cast<unsigned long long*>(ep.items));
@@ -222,17 +229,18 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
     gemm::use_tma_store(gp);  // rows leave by TMA while the next tile computes
     gemm::validate_hooks(gp);
   }
-  gp.trace = dev::TraceBuf{trace_.base(), trace_.cap(), 0};
+  gp.trace = dev::TraceBuf{trace_.base(), trace_.cap(), tp::agent_launch(comm_).ctas};
   trace_.clear(stream);  // this call's events only
   gemm::allow_engine_smem(reinterpret_cast<const void*>(ag_gemm_kernel), gemm::kSmemBytesAsync);
   // The standalone all-gather has the GPU to itself: more pushing CTAs.
   const int grid = compute ? num_ctas_ : std::max(num_comm_, std::min(num_ctas_, kStandaloneCommCtas));
   if (t.num_nodes > 1) comm_.network().warn_legacy_stream("mkernel AgGemm", stream);
-  ag_gemm_kernel<<<grid, gemm::kThreads, gp.epi.tma_store ? gemm::kSmemBytesAsync : gemm::kSmemBytes, stream>>>(
+  const net::AgentLaunch agent = tp::agent_launch(comm_);
+  ag_gemm_kernel<<<grid + agent.ctas, gemm::kThreads, gp.epi.tma_store ? gemm::kSmemBytesAsync : gemm::kSmemBytes, stream>>>(
       gp, push,
       dev::DeviceEpoch{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1), epoch_counter_ + 2,
                        epoch_counter_ + 3},
-      join_ ? 1 : 0);
+      join_ ? 1 : 0, agent);
   MK_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -118,7 +118,11 @@ void validate_hooks(const GemmParams& p);
 // Dynamic shared memory opt-in for a kernel that runs the engine (per device).
 void allow_engine_smem(const void* kernel, size_t bytes = kSmemBytes);
 
-// Launches `grid` CTAs: [0, p.num_compute) compute, the rest run the Test role.
-void launch(const GemmParams& p, int grid, const TestRoleParams& test, cudaStream_t stream);
+// Launches `grid` CTAs: [0, p.num_compute) compute, the rest run the Test role;
+// with agent.ctas (an epilogue that puts over a network whose kernels run the
+// delivery agent: NetCtx::agent), that many more first, which deliver, and
+// agent_finished, a zeroed device word the launches share (net::with_agent).
+void launch(const GemmParams& p, int grid, const TestRoleParams& test, cudaStream_t stream,
+            const net::AgentLaunch& agent = {}, uint32_t* agent_finished = nullptr);
 
 }  // namespace mk::gemm

@@ -1,13 +1,15 @@
 // mkernel: the standalone GEMM kernel: the engine's Compute role on CTAs
-// [0, num_compute), a Test role (a plain copy) on the rest. One
-// instantiation; fused ops have kernels of their own that call the same
-// engine from their Compute role.
+// [0, num_compute), a Test role (a plain copy) on the rest, after the
+// network's delivery agent when an epilogue puts over a network that asks for
+// one (net::run_counted_agent). One instantiation; fused ops have kernels of their
+// own that call the same engine from their Compute role.
 #include <cuda_runtime_api.h>
 
 #include <mutex>
 #include <vector>
 
 #include "device/gemm/gemm_engine.cuh"
+#include "device/net/agent.cuh"
 #include "mkernel/error.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
 
@@ -23,18 +25,24 @@ __device__ __forceinline__ void test_role(const TestRoleParams& t, int cta, int 
 }
 
 __global__ void __launch_bounds__(kThreads, 1)
-    gemm_kernel(const __grid_constant__ GemmParams p, const TestRoleParams test) {
+    gemm_kernel(const __grid_constant__ GemmParams p, const TestRoleParams test, const net::AgentLaunch agent,
+                uint32_t* agent_finished) {
   extern __shared__ uint8_t smem[];
-  const int cta = blockIdx.x;
+  if (static_cast<int>(blockIdx.x) < agent.ctas) {  // Role::Deliver
+    net::run_counted_agent<dev::Report::Quiet>(*agent.nc, p.ctx, agent_finished, smem);
+    return;
+  }
+  const int cta = static_cast<int>(blockIdx.x) - agent.ctas;
   const Role role = cta < p.num_compute ? Role::Compute : Role::Test;
   switch (role) {
     case Role::Compute:
-      run_compute<false, true>(p, smem, cta);
+      run_compute<false, true>(p, smem, cta);  // one call site: two would double the engine's code
       break;
     default:
-      test_role(test, cta - p.num_compute, gridDim.x - p.num_compute);
+      test_role(test, cta - p.num_compute, static_cast<int>(gridDim.x) - agent.ctas - p.num_compute);
       break;
   }
+  if (agent.ctas) net::count_block_done(agent_finished);
 }
 
 }  // namespace
@@ -220,7 +228,8 @@ void allow_engine_smem(const void* kernel, size_t bytes) {
   last_dev = dev;
 }
 
-void launch(const GemmParams& p, int grid, const TestRoleParams& test, cudaStream_t stream) {
+void launch(const GemmParams& p, int grid, const TestRoleParams& test, cudaStream_t stream,
+            const net::AgentLaunch& agent, uint32_t* agent_finished) {
   allow_engine_smem(reinterpret_cast<const void*>(gemm_kernel), kSmemBytesAsync);
   validate_hooks(p);
   if (p.epi.async_store) fail("gemm: the standalone GEMM kernel has no storer (async_store is for fused kernels built with it)");
@@ -234,7 +243,12 @@ void launch(const GemmParams& p, int grid, const TestRoleParams& test, cudaStrea
          "them too");
   if (p.num_compute < 1 || grid < p.num_compute)
     fail("gemm: launch of ", grid, " CTAs with ", p.num_compute, " compute CTAs (need 1 <= compute <= grid)");
-  gemm_kernel<<<grid, kThreads, p.epi.tma_store ? kSmemBytesAsync : kSmemBytes, stream>>>(p, test);
+  if (agent.ctas && (!agent.nc || !agent_finished || !p.has_ctx))
+    fail("gemm: a launch with the delivery agent needs its network context, a zeroed counter and has_ctx");
+  GemmParams q = p;
+  q.trace.first = agent.ctas;  // the log's CTA 0 is the first after the agent's
+  gemm_kernel<<<grid + agent.ctas, kThreads, p.epi.tma_store ? kSmemBytesAsync : kSmemBytes, stream>>>(
+      q, test, agent, agent_finished);
   MK_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "device/epoch.cuh"
+#include "device/net/agent.cuh"
 #include "device/gemm/gemm_engine.cuh"
 #include "device/roles/ar_gather.cuh"
 #include "device/roles/reduce_scatter.cuh"
@@ -48,9 +49,15 @@ constexpr int kGatherParts = 32;  // pieces per row-block (64 KB at n = 8192): m
 // (bench/results/mps-two-ranks-one-gpu-20261202.md; the FinishesWith* tests, tests/dist/scarce_sms.cuh).
 __global__ void __launch_bounds__(gemm::kThreads, 1)
     gemm_ar_kernel(const __grid_constant__ gemm::GemmParams gp, const __grid_constant__ roles::ReduceScatter rs,
-                   const __grid_constant__ roles::ArGather ag, const dev::DeviceEpoch ep) {
+                   const __grid_constant__ roles::ArGather ag, const dev::DeviceEpoch ep,
+                   const net::AgentLaunch agent) {
   extern __shared__ uint8_t smem[];
-  const int cta = blockIdx.x;
+  if (static_cast<int>(blockIdx.x) < agent.ctas) {  // Role::Deliver (emu): this kernel's network writes
+    net::run_agent<dev::Report::Quiet>(*agent.nc, gp.ctx, ep.done, gridDim.x - 1, smem);
+    dev::epoch_finish(ep);
+    return;
+  }
+  const int cta = static_cast<int>(blockIdx.x) - agent.ctas;
   if (threadIdx.x == 0) dev::trace(gp.trace, cta, dev::TraceKind::KernelEntry, 0);
   const uint64_t epoch = dev::epoch_of_launch(ep);
   char* buf = reinterpret_cast<char*>(smem);
@@ -302,14 +309,15 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
   ag.parts = kGatherParts;
   uint64_t* ec = one_shot ? os_epoch_ : rs_->epoch_counter;
   ag.items = ec + 3;
-  gp.trace = dev::TraceBuf{trace_.base(), trace_.cap(), 0};
+  gp.trace = dev::TraceBuf{trace_.base(), trace_.cap(), tp::agent_launch(comm_).ctas};
   trace_.clear(stream);  // this call's events only
   gemm::allow_engine_smem(reinterpret_cast<const void*>(gemm_ar_kernel), gemm::kSmemBytesAsync);
   size_t smem = compute ? (gp.epi.async_store ? gemm::kSmemBytesAsync : gemm::kSmemBytes) : roles::kArGatherSmem;
   smem = std::max({smem, roles::kArGatherSmem, roles::kRsClaimedSmem});
   if (t.num_nodes > 1) comm_.network().warn_legacy_stream("mkernel GemmAr", stream);
-  gemm_ar_kernel<<<grid, gemm::kThreads, smem, stream>>>(
-      gp, rs, ag, dev::DeviceEpoch{ec, reinterpret_cast<uint32_t*>(ec + 1), ec + 2, ec + 3});
+  const net::AgentLaunch agent = tp::agent_launch(comm_);
+  gemm_ar_kernel<<<grid + agent.ctas, gemm::kThreads, smem, stream>>>(
+      gp, rs, ag, dev::DeviceEpoch{ec, reinterpret_cast<uint32_t*>(ec + 1), ec + 2, ec + 3}, agent);
   MK_CUDA_CHECK(cudaGetLastError());
 }
 

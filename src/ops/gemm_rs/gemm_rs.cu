@@ -15,6 +15,7 @@
 #include <string>
 
 #include "device/epoch.cuh"
+#include "device/net/agent.cuh"
 #include "device/gemm/gemm_engine.cuh"
 #include "device/roles/reduce_scatter.cuh"
 #include "mkernel/error.hpp"
@@ -32,9 +33,14 @@ namespace {
 
 __global__ void __launch_bounds__(gemm::kThreads, 1)
     gemm_rs_kernel(const __grid_constant__ gemm::GemmParams gp, const __grid_constant__ roles::ReduceScatter rs,
-                   const dev::DeviceEpoch ep) {
+                   const dev::DeviceEpoch ep, const net::AgentLaunch agent) {
   extern __shared__ uint8_t smem[];
-  const int cta = blockIdx.x;
+  if (static_cast<int>(blockIdx.x) < agent.ctas) {  // Role::Deliver (emu): this kernel's network writes
+    net::run_agent<dev::Report::Quiet>(*agent.nc, gp.ctx, ep.done, gridDim.x - 1, smem);
+    dev::epoch_finish(ep);
+    return;
+  }
+  const int cta = static_cast<int>(blockIdx.x) - agent.ctas;
   if (threadIdx.x == 0) dev::trace(gp.trace, cta, dev::TraceKind::KernelEntry, 0);
   const uint64_t epoch = dev::epoch_of_launch(ep);
   if (gp.num_compute > 0) {  // run(): every CTA computes
@@ -147,7 +153,7 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
     gp.has_ctx = 1;
     gp.ctx = ctx;
   }
-  gp.trace = dev::TraceBuf{trace_.base(), trace_.cap(), 0};
+  gp.trace = dev::TraceBuf{trace_.base(), trace_.cap(), tp::agent_launch(comm_).ctas};
   trace_.clear(stream);  // this call's events only
   const roles::ReduceScatter rs = tp::rs_role_params(*rs_, t, x, out);
   if (compute) gemm::validate_hooks(gp);
@@ -157,8 +163,9 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
   static_assert(gemm::kSmemBytes >= roles::kRsClaimedSmem, "reduce_scatter()'s claims need the bulk stages and a slot");
   uint64_t* ec = rs_->epoch_counter;
   if (t.num_nodes > 1) comm_.network().warn_legacy_stream("mkernel GemmRs", stream);
-  gemm_rs_kernel<<<grid, gemm::kThreads, smem, stream>>>(
-      gp, rs, dev::DeviceEpoch{ec, reinterpret_cast<uint32_t*>(ec + 1), ec + 2});
+  const net::AgentLaunch agent = tp::agent_launch(comm_);
+  gemm_rs_kernel<<<grid + agent.ctas, gemm::kThreads, smem, stream>>>(
+      gp, rs, dev::DeviceEpoch{ec, reinterpret_cast<uint32_t*>(ec + 1), ec + 2}, agent);
   MK_CUDA_CHECK(cudaGetLastError());
 }
 

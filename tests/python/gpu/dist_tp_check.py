@@ -17,15 +17,14 @@ one CUDA-graph capture of all six ops and of those blocks' forward, replayed
 with new inputs. Exits non-zero on any mismatch.
 
 Across nodes (e.g. MK_RANKS_PER_NODE=1) the check runs on a side stream, as
-README's Network section tells users to: a copy of a running op's result into
-pageable memory on the legacy default stream (`.cpu()` without synchronize)
-blocks the host proxy's CUDA calls (bench/results/emu-pageable-20261201.md);
-and on emulated nodes (MK_RANKS_PER_NODE: the emu NIC) only the forward and
-error checks run (said on the output): the autograd, torch.compile and
-CUDA-graph parts make cuBLAS / Triton calls of new shapes while an op waits
-on the network, whose kernel loads block a proxy that calls CUDA (emu, staged
-fabric) the same way (README, Network)."""
-import os
+README's Network section tells users of a proxy that calls CUDA (fabric with
+staging, EFA's signal adds) to: a copy of a running op's result into pageable
+memory on the legacy default stream (`.cpu()` without synchronize) blocks such
+a proxy (bench/results/emu-pageable-20261201.md). On emulated nodes
+(MK_RANKS_PER_NODE: the emu NIC) every part runs: emu's writes are made by a
+CTA of each op's own kernel (src/net/emu), so first-call kernel loads of
+cuBLAS and Triton while an op waits on the network block nothing (until
+2026-12-03 they blocked emu's proxy and these parts were skipped there)."""
 import re
 
 import torch
@@ -463,21 +462,14 @@ def run_checks(comm, rank, world, nodes):
     d = Dist(rank, world)
     check_forward(comm, d)
     check_errors(comm, d)
-    if nodes > 1 and os.environ.get("MK_RANKS_PER_NODE"):  # emulated nodes: the emu proxy
-        torch.cuda.synchronize()
-        dist.barrier()
-        print(f"rank {rank}: tensor-parallel ops OK across {nodes} nodes (forward, errors; autograd, "
-              "torch.compile and CUDA graph SKIPPED across nodes: first-call kernel loads block the proxy, "
-              "README Network)", flush=True)
-        return
     check_autograd(comm, d)
     check_compile(comm, d)
     check_compile_out(comm, d)
     check_cuda_graph(comm, d)
     torch.cuda.synchronize()
     dist.barrier()
-    print(f"rank {rank}: tensor-parallel ops OK (forward, errors, autograd, torch.compile incl. out=, CUDA graph; "
-          "gemm_ar / all_reduce one-shot and two-shot)", flush=True)
+    print(f"rank {rank}: tensor-parallel ops OK on {nodes} node(s) (forward, errors, autograd, torch.compile incl. "
+          "out=, CUDA graph; gemm_ar / all_reduce one-shot and two-shot)", flush=True)
 
 
 if __name__ == "__main__":

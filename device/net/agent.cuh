@@ -1,0 +1,204 @@
+// mkernel: the delivery agent (Role::Deliver), one CTA of every kernel that
+// pushes network commands when the transport delivers through rings
+// (NetCtx::agent; emu). It claims the writes the proxy published in each
+// queue's ring (device/net/delivery.hpp) when they were due, copies their
+// bytes with the whole CTA (local memory -> the peer's, over the host-wide
+// mapping), then writes their signal with a system-scope release and marks
+// them done for the proxy.
+//
+// Why a CTA of the op's own kernel, and not the proxy's copies and kernels:
+// any CUDA work the proxy issues can land in a hardware work queue behind
+// work queued after the very kernel that waits for it (one queue with
+// CUDA_DEVICE_MAX_CONNECTIONS=1, shared queues under MPS): a deadlock until
+// the timeouts (bench/results/emu-work-queue-20261203.md). A resident CTA
+// has nothing in front of it.
+//
+// Lifetime: until `*finished` reaches `workers` (the kernel's other CTAs each
+// add 1 when they end: dev::epoch_finish for the ops) and then every command
+// pushed to this rank's queues so far is done (CmdQueue::done reaches
+// CmdQueue::head): a kernel never ends with a write of its own undelivered.
+// Every wait is bounded: the abort word while the workers run (they have
+// bounds of their own), MK_TIMEOUT_MS once they are done.
+//
+// Cost: one thread polls the rings in host memory (~1 us a read over PCIe,
+// with a short sleep when idle); such reads slow the GPU's system-scope
+// fences a little (device/net/net.cuh, flush). The agent's SM is one of the
+// SMs the grid leaves to the transport (MK_NET_FREE_SMS).
+#pragma once
+
+#include "device/net/net_ctx.hpp"
+#include "device/peer_copy.cuh"
+#include "device/signals.cuh"
+
+namespace mk::net {
+
+// Slots an agent claims at once (one round trip over PCIe reads them all).
+constexpr int kAgentBatch = 8;
+
+// The agent's shared memory (16-byte aligned; from the kernel's dynamic
+// shared memory, which it does not otherwise use).
+struct AgentScratch {
+  uint64_t w[kAgentBatch][8];  // the claimed slots: w[i][0] the sequence, w[i][1..7] the body
+  int32_t ring;
+  int32_t n;  // slots claimed (0: none); -1: exit
+};
+
+namespace detail {
+// Warp 0: claims the longest run (at most kAgentBatch) of published slots at
+// the head of some ring into `sh` (sh->n > 0), else sh->n = 0. rr: the ring
+// to try first (round robin), the same in every lane.
+__device__ __forceinline__ void agent_claim(const NetCtx& nc, AgentScratch* sh, int& rr) {
+  const unsigned lane = threadIdx.x & 31u;
+  for (int k = 0; k < nc.num_queues; ++k) {
+    const int qi = (rr + k) % nc.num_queues;
+    const DeliveryRing& r = nc.delivery[qi];
+    if (r.size == 0) continue;
+    uint64_t c = 0;
+    if (lane == 0) c = *reinterpret_cast<volatile const uint64_t*>(r.claim);
+    c = __shfl_sync(0xffffffffu, c, 0);
+    const uint64_t mine = c + lane;
+    const DeliverySlot* s = r.slots + (mine & (r.size - 1));
+    const bool published = lane < kAgentBatch && lane < r.size && dev::ld_acquire<dev::Scope::Sys>(&s->w[0]) == mine + 1;
+    const unsigned run = __ffs(~__ballot_sync(0xffffffffu, published)) - 1;  // published slots from c on
+    if (run == 0) continue;
+    unsigned ok = 0;
+    if (lane == 0) ok = atomicCAS(reinterpret_cast<unsigned long long*>(r.claim), c, c + run) == c;
+    if (!__shfl_sync(0xffffffffu, ok, 0)) break;  // another agent took them: try again next round
+    if (lane < run) {  // each lane reads its own slot, after its acquire of the stamp
+      sh->w[lane][0] = mine;
+#pragma unroll
+      for (int i = 1; i < 8; ++i) sh->w[lane][i] = *reinterpret_cast<volatile const uint64_t*>(&s->w[i]);
+    }
+    if (lane == 0) {
+      *reinterpret_cast<volatile uint64_t*>(r.claimed) = c + run;
+      sh->ring = qi;
+      sh->n = static_cast<int32_t>(run);
+    }
+    rr = qi + 1;
+    return;
+  }
+  if (lane == 0) sh->n = 0;
+}
+
+// Thread 0: true once every command pushed to this rank's queues is done;
+// else the first queue that is not, with its `head` and `done`, for a report.
+__device__ __forceinline__ bool agent_queues_done(const NetCtx& nc, int& queue, uint64_t& head, uint64_t& done) {
+  for (int qi = 0; qi < nc.num_queues; ++qi) {
+    const CmdQueue& q = nc.queues[qi];
+    head = *reinterpret_cast<volatile const uint64_t*>(q.head);
+    done = dev::ld_acquire<dev::Scope::Sys>(q.done);
+    if (done < head) {
+      queue = qi;
+      return false;
+    }
+  }
+  return true;
+}
+}  // namespace detail
+
+// Called by every thread of the agent's CTA (at least one warp). R = Quiet in
+// kernels that share a launch with the GEMM engine (no function calls;
+// device/signals.cuh).
+template <dev::Report R = dev::Report::Print>
+__device__ __forceinline__ void run_agent(const NetCtx& nc, const DeviceCtx& ctx, const uint32_t* finished,
+                                          uint32_t workers, void* smem) {
+  AgentScratch* sh = static_cast<AgentScratch*>(smem);
+  int rr = 0;
+  uint64_t t_end = 0;  // when the workers were seen done (0: not yet)
+  uint64_t t0 = 0, next_host = 0;
+  uint32_t idle = 0;
+  while (true) {
+    if (threadIdx.x < 32) detail::agent_claim(nc, sh, rr);
+    if (threadIdx.x == 0 && sh->n == 0) {
+      uint64_t head = 0, done = 0;
+      int queue = -1;
+      if (t_end == 0 && *reinterpret_cast<volatile const uint32_t*>(finished) >= workers) {
+        __threadfence();  // the workers' pushes (fenced before their count) before the heads read next
+        t_end = dev::globaltimer();
+      }
+      if (t_end != 0 && detail::agent_queues_done(nc, queue, head, done)) {
+        sh->n = -1;
+      } else if ((++idle & 63u) == 0u) {
+        const uint64_t now = dev::globaltimer();
+        if (t0 == 0) t0 = now, next_host = ctx.host_abort_poll_ns;
+        const dev::WaitSite site{static_cast<int32_t>(Role::Deliver), queue, kDiagNetDone};
+        const uint32_t ab = dev::abort_word(ctx, now - t0, next_host);
+        if (ab) dev::give_up<R>(ctx, site, head, done, now - t0, kWaitAborted, static_cast<int32_t>(ab) - 1);
+        if (t_end != 0 && now - t_end > ctx.timeout_ns)
+          dev::give_up<R>(ctx, site, head, done, now - t_end, kWaitTimeout, -1);
+      } else {
+        __nanosleep(200);
+      }
+    }
+    __syncthreads();
+    const int32_t n = sh->n;
+    if (n < 0) break;
+    if (n > 0) {
+      // Every slot's bytes, then (after the barrier) every signal in slot
+      // order: each signal follows its own data and all before it.
+      for (int i = 0; i < n; ++i) {
+        const uint64_t meta = sh->w[i][1];
+        const void* src = delivery_inline(meta) ? static_cast<const void*>(&sh->w[i][6])
+                                                : reinterpret_cast<const void*>(sh->w[i][2]);
+        dev::copy_v16(reinterpret_cast<void*>(sh->w[i][3]), src, delivery_bytes(meta), threadIdx.x, blockDim.x);
+      }
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        const DeliveryRing& r = nc.delivery[sh->ring];
+        for (int i = 0; i < n; ++i) {
+          const SigOp op = delivery_sig_op(sh->w[i][1]);
+          uint64_t* sig = reinterpret_cast<uint64_t*>(sh->w[i][4]);
+          // Release at system scope: the block's stores (ordered before this
+          // thread's by the barrier) reach the peer before the signal.
+          if (op == SigOp::Set) dev::signal_set<dev::Scope::Sys>(sig, sh->w[i][5]);
+          else if (op == SigOp::Add) dev::signal_add<dev::Scope::Sys>(sig, sh->w[i][5]);
+          else __threadfence_system();
+        }
+        for (int i = 0; i < n; ++i) {
+          const uint64_t seq = sh->w[i][0];
+          dev::st_release<dev::Scope::Sys>(r.done + (seq & (r.size - 1)), seq + 1);
+        }
+      }
+      idle = 0;
+    }
+    __syncthreads();  // sh is rewritten next round
+  }
+}
+
+// Kernels without a DeviceEpoch (tests, benchmarks, a user's own kernel that
+// pushes commands): launch agent_ctas(nc) more blocks, with at least
+// sizeof(AgentScratch) bytes of dynamic shared memory, and a zeroed device
+// word `finished` of the kernel's own; then
+//   net::with_agent(nc, ctx, finished, smem, [&](int block, int blocks) { ... });
+// runs the agent in block 0 (when nc.agent) and body(block, blocks) in the
+// others, with their indices shifted past it. The agent sets `finished` back
+// to 0 when it ends, for the next launch. All threads of every block call it.
+// The two halves, for a kernel that dispatches itself (one call site of a
+// large role): the agent's block, and the end of every other block.
+template <dev::Report R = dev::Report::Print>
+__device__ __forceinline__ void run_counted_agent(const NetCtx& nc, const DeviceCtx& ctx, uint32_t* finished,
+                                                  void* smem) {
+  run_agent<R>(nc, ctx, finished, gridDim.x - 1, smem);
+  if (threadIdx.x == 0) *reinterpret_cast<volatile uint32_t*>(finished) = 0;
+}
+__device__ __forceinline__ void count_block_done(uint32_t* finished) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();  // this block's pushes before its count (run_agent reads the heads after it)
+    atomicAdd(finished, 1u);
+  }
+}
+
+template <dev::Report R = dev::Report::Print, typename Body>
+__device__ __forceinline__ void with_agent(const NetCtx& nc, const DeviceCtx& ctx, uint32_t* finished, void* smem,
+                                           Body&& body) {
+  const int agents = agent_ctas(nc);
+  if (static_cast<int>(blockIdx.x) < agents) {
+    run_counted_agent<R>(nc, ctx, finished, smem);
+    return;
+  }
+  body(static_cast<int>(blockIdx.x) - agents, static_cast<int>(gridDim.x) - agents);
+  if (agents) count_block_done(finished);
+}
+
+}  // namespace mk::net

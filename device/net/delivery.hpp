@@ -1,0 +1,60 @@
+// mkernel: the delivery ring, host proxy -> GPU (the reverse of cmd.hpp). A
+// transport whose proxy must not issue CUDA work while a kernel waits on it
+// (emu; bench/results/emu-work-queue-20261203.md) writes each write it wants
+// done into this ring, at the time the write is due; the delivery agent, a
+// CTA of every kernel that pushes network commands (device/net/agent.cuh),
+// claims it, copies its bytes, writes its signal and marks it done. No copy
+// engine, kernel launch or stream operation is involved, so nothing can queue
+// in front of it.
+//
+// Slot layout (64 bytes, pinned host memory, written by the proxy thread: the
+// body first, then w0 with a release store):
+//   w0  stamp = sequence number + 1: publishes the slot
+//   w1  [55:0]  bytes; [57:56] signal op (SigOp); [63] inline (bytes in w6..w7)
+//   w2  source address (as this GPU addresses it; unused when inline)
+//   w3  destination address (the peer's memory as this GPU addresses it)
+//   w4  signal word address (0: none)
+//   w5  signal value
+//   w6  inline bytes 0..7
+//   w7  inline bytes 8..15
+// Claims: agents take slots in order with a compare-and-swap on `claim`
+// (device memory: several agents, of concurrent kernels, may serve one
+// ring). Completion: the agent stores sequence + 1 into done[seq % size]
+// (pinned host), which the proxy reads; `claimed` (pinned host) mirrors
+// `claim` for the proxy's stall reports. The proxy publishes slot s only
+// once slot s - size is done, so a slot is never rewritten while claimed.
+#pragma once
+
+#include <cstdint>
+
+#include "device/ctx.hpp"
+#include "device/net/cmd.hpp"
+
+namespace mk::net {
+
+struct alignas(64) DeliverySlot {
+  uint64_t w[8];
+};
+static_assert(sizeof(DeliverySlot) == 64, "a delivery slot is one cache line");
+
+constexpr uint64_t kDeliveryBytesMask = (uint64_t(1) << 56) - 1;
+constexpr uint64_t kDeliveryInline = uint64_t(1) << 63;
+
+struct DeliveryRing {
+  DeliverySlot* slots = nullptr;  // pinned host, `size` slots
+  uint64_t* claim = nullptr;      // device memory: the next sequence to claim
+  uint64_t* done = nullptr;       // pinned host, `size` words
+  uint64_t* claimed = nullptr;    // pinned host: the claim counter as the agents last wrote it
+  uint32_t size = 0;              // power of two; 0: no ring
+};
+
+// Word w1 of a slot.
+MK_HD uint64_t delivery_meta(uint64_t bytes, SigOp sig_op, bool inline_bytes) {
+  return (bytes & kDeliveryBytesMask) | (uint64_t(static_cast<uint8_t>(sig_op) & 3u) << 56) |
+         (inline_bytes ? kDeliveryInline : 0);
+}
+MK_HD uint64_t delivery_bytes(uint64_t meta) { return meta & kDeliveryBytesMask; }
+MK_HD SigOp delivery_sig_op(uint64_t meta) { return static_cast<SigOp>((meta >> 56) & 3u); }
+MK_HD bool delivery_inline(uint64_t meta) { return (meta & kDeliveryInline) != 0; }
+
+}  // namespace mk::net
