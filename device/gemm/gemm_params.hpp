@@ -292,7 +292,7 @@ struct GemmParams {
   int32_t has_ctx = 0;  // ctx below is a communicator's (waits report through it)
   DeviceCtx ctx;
   const net::NetCtx* netctx = nullptr;  // device memory; for epi.net (kept out of the launch parameters: 1.3 KB)
-  dev::TraceBuf trace{};                 // optional event log, indexed by blockIdx.x (device/trace.hpp); off: null
+  dev::TraceBuf trace{};                 // optional event log, indexed by CTA, blockIdx.x - trace.first (device/trace.hpp); off: null
 };
 
 // Work units of a launch (split tiles: split_parts each) and the tile and

@@ -15,10 +15,14 @@
 //
 // Lifetime: until `*finished` reaches `workers` (the kernel's other CTAs each
 // add 1 when they end: dev::epoch_finish for the ops) and then every command
-// pushed to this rank's queues so far is done (CmdQueue::done reaches
-// CmdQueue::head): a kernel never ends with a write of its own undelivered.
-// Every wait is bounded: the abort word while the workers run (they have
-// bounds of their own), MK_TIMEOUT_MS once they are done.
+// pushed to this rank's queues by then is done (CmdQueue::done reaches the
+// head seen at that moment; later pushes, by other kernels, are theirs): a
+// kernel never ends with a write of its own undelivered. Every wait is
+// bounded: the abort word while the workers run (they have bounds of their
+// own), then MK_TIMEOUT_MS without progress.
+// Several agents (of kernels running at once) serve one ring in claim order,
+// but batches of different agents may land in either order: the transport
+// contract orders a write only before its own signal (src/net/transport.hpp).
 //
 // Cost: one thread polls the rings in host memory (~1 us a read over PCIe,
 // with a short sleep when idle); such reads slow the GPU's system-scope
@@ -39,6 +43,7 @@ constexpr int kAgentBatch = 8;
 // shared memory, which it does not otherwise use).
 struct AgentScratch {
   uint64_t w[kAgentBatch][8];  // the claimed slots: w[i][0] the sequence, w[i][1..7] the body
+  uint64_t head[kMaxNetQueues];  // each queue's head when the workers were seen done
   int32_t ring;
   int32_t n;  // slots claimed (0: none); -1: exit
 };
@@ -80,13 +85,15 @@ __device__ __forceinline__ void agent_claim(const NetCtx& nc, AgentScratch* sh, 
   if (lane == 0) sh->n = 0;
 }
 
-// Thread 0: true once every command pushed to this rank's queues is done;
-// else the first queue that is not, with its `head` and `done`, for a report.
-__device__ __forceinline__ bool agent_queues_done(const NetCtx& nc, int& queue, uint64_t& head, uint64_t& done) {
+// Thread 0: true once every queue's commands up to `heads` (the snapshot
+// taken when the workers were done) are done; else the first queue that is
+// not, with its head and `done`, for a report. Commands pushed later, by
+// other kernels, are theirs to wait for.
+__device__ __forceinline__ bool agent_queues_done(const NetCtx& nc, const uint64_t* heads, int& queue, uint64_t& head,
+                                                  uint64_t& done) {
   for (int qi = 0; qi < nc.num_queues; ++qi) {
-    const CmdQueue& q = nc.queues[qi];
-    head = *reinterpret_cast<volatile const uint64_t*>(q.head);
-    done = dev::ld_acquire<dev::Scope::Sys>(q.done);
+    head = heads[qi];
+    done = dev::ld_acquire<dev::Scope::Sys>(nc.queues[qi].done);
     if (done < head) {
       queue = qi;
       return false;
@@ -104,28 +111,39 @@ __device__ __forceinline__ void run_agent(const NetCtx& nc, const DeviceCtx& ctx
                                           uint32_t workers, void* smem) {
   AgentScratch* sh = static_cast<AgentScratch*>(smem);
   int rr = 0;
-  uint64_t t_end = 0;  // when the workers were seen done (0: not yet)
+  bool ending = false;    // the workers were seen done (heads snapshot taken)
+  uint64_t t_still = 0;   // since when nothing moved while ending (0: something did)
+  uint64_t last_done = 0;  // the sum of the queues' done at the last check
   uint64_t t0 = 0, next_host = 0;
   uint32_t idle = 0;
   while (true) {
     if (threadIdx.x < 32) detail::agent_claim(nc, sh, rr);
+    if (threadIdx.x == 0 && sh->n > 0) t_still = 0;  // progress: the bound starts over
     if (threadIdx.x == 0 && sh->n == 0) {
       uint64_t head = 0, done = 0;
       int queue = -1;
-      if (t_end == 0 && *reinterpret_cast<volatile const uint32_t*>(finished) >= workers) {
+      if (!ending && *reinterpret_cast<volatile const uint32_t*>(finished) >= workers) {
         __threadfence();  // the workers' pushes (fenced before their count) before the heads read next
-        t_end = dev::globaltimer();
+        for (int qi = 0; qi < nc.num_queues; ++qi)
+          sh->head[qi] = *reinterpret_cast<volatile const uint64_t*>(nc.queues[qi].head);
+        ending = true;
       }
-      if (t_end != 0 && detail::agent_queues_done(nc, queue, head, done)) {
+      if (ending && detail::agent_queues_done(nc, sh->head, queue, head, done)) {
         sh->n = -1;
       } else if ((++idle & 63u) == 0u) {
         const uint64_t now = dev::globaltimer();
         if (t0 == 0) t0 = now, next_host = ctx.host_abort_poll_ns;
+        // Once ending, the bound is MK_TIMEOUT_MS without progress (a paced
+        // backlog may take longer than that in all). Before, the workers'
+        // own waits bound the kernel; the abort word still ends it.
+        uint64_t moved = 0;
+        for (int qi = 0; ending && qi < nc.num_queues; ++qi) moved += dev::ld_acquire<dev::Scope::Sys>(nc.queues[qi].done);
+        if (!ending || moved != last_done || t_still == 0) t_still = now, last_done = moved;
         const dev::WaitSite site{static_cast<int32_t>(Role::Deliver), queue, kDiagNetDone};
         const uint32_t ab = dev::abort_word(ctx, now - t0, next_host);
         if (ab) dev::give_up<R>(ctx, site, head, done, now - t0, kWaitAborted, static_cast<int32_t>(ab) - 1);
-        if (t_end != 0 && now - t_end > ctx.timeout_ns)
-          dev::give_up<R>(ctx, site, head, done, now - t_end, kWaitTimeout, -1);
+        if (ending && now - t_still > ctx.timeout_ns)
+          dev::give_up<R>(ctx, site, head, done, now - t_still, kWaitTimeout, -1);
       } else {
         __nanosleep(200);
       }

@@ -32,6 +32,13 @@ std::string format_diag(const WaitDiag& d) {
     return cat("rank ", d.rank, " role ", role_name(d.role), " (block ", d.block, " thread ", d.thread,
                ") gave up after ", d.waited_ns / 1000000, " ms waiting on its own pipeline stage ", d.expected,
                d.reason == kWaitTimeout ? " (MK_TIMEOUT_MS)" : cat(": abort raised by rank ", d.aborter));
+  if (d.signal == kDiagNetDone && d.role == static_cast<int32_t>(Role::Deliver))
+    return cat("rank ", d.rank, "'s network delivery agent (block ", d.block, ") ",
+               d.reason == kWaitTimeout ? cat("made no progress for ", d.waited_ns / 1000000, " ms") : std::string("stopped"),
+               d.peer >= 0 ? cat(" with its kernel's network writes undelivered: queue ", d.peer, " done ", d.seen, " of ",
+                                 d.expected, " (the host proxy did not publish or complete the rest)")
+                           : std::string(" while its kernel ran"),
+               d.reason == kWaitTimeout ? " (MK_TIMEOUT_MS)" : cat(": abort raised by rank ", d.aborter));
   if (d.signal == kDiagNetDone)
     return cat("rank ", d.rank, " role ", role_name(d.role), " (block ", d.block, " thread ", d.thread, ") ",
                d.reason == kWaitTimeout ? cat("timed out after ", d.waited_ns / 1000000, " ms") : std::string("stopped"),

@@ -28,8 +28,9 @@
 // and is published at that time plus the latency less the real path's own
 // time (the agent's poll, copy and signal, as the proxy sees it), so that the
 // emulated latency is max(configured, real) rather than their sum. The real
-// path is estimated from the last writes of at most 4 KiB (the median of a
-// window), starting from kRealStartNs; name() reports the configuration.
+// path is estimated from writes of at most 4 KiB published onto an empty ring
+// (no wait behind other writes in it: the median of a window), starting from
+// kRealStartNs; name() reports the configuration.
 // Reports made with it say "emulated".
 //
 // Completion: in publication order (a prefix), once the slot's done word
@@ -82,9 +83,15 @@ class EmuTransport final : public Transport {
     ring_.claimed = ring_.done + kRingSlots;
     void* claim = nullptr;
     MK_CUDA_CHECK(cudaMalloc(&claim, 8));
-    MK_CUDA_CHECK(cudaMemset(claim, 0, 8));
-    MK_CUDA_CHECK(cudaDeviceSynchronize());
     ring_.claim = static_cast<uint64_t*>(claim);
+    // Zeroed on a stream of its own: the network may be created while the
+    // user's kernels run, which a device-wide synchronisation would wait for.
+    cudaStream_t s = nullptr;
+    MK_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    MK_CUDA_CHECK(cudaMemsetAsync(claim, 0, 8, s));
+    const cudaError_t zeroed = cudaStreamSynchronize(s);
+    cudaStreamDestroy(s);
+    MK_CUDA_CHECK(zeroed);
     ring_.size = kRingSlots;
     // The GPU addresses pinned host memory by the same pointer (UVA); checked.
     void* dev = nullptr;
@@ -105,10 +112,12 @@ class EmuTransport final : public Transport {
   std::string in_flight() const override {
     if (ops_.empty()) return {};
     const Op& o = ops_.front();
+    // The agents' last claim as one of them wrote it (plain stores of several
+    // agents: approximate).
     const uint64_t claimed = __atomic_load_n(ring_.claimed, __ATOMIC_ACQUIRE);
     if (published_ == done_)
       return cat("; emu: ", ops_.size(), " writes wait for their emulated time (the first due in ",
-                 (o.deliver_ns - now_ns()) / 1000, " us)");
+                 std::max<int64_t>(0, o.deliver_ns - now_ns()) / 1000, " us)");
     return cat("; emu: write #", done_, " (", o.w.bytes, " bytes to rank ", o.w.peer, ") was published to the "
                "delivery ring ", (now_ns() - o.published_ns) / 1000000, " ms ago and is not done (",
                published_ - done_, " published, agents claimed up to #", claimed,
@@ -198,7 +207,7 @@ class EmuTransport final : public Transport {
     while (n < max && done_ < published_ &&
            __atomic_load_n(ring_.done + (done_ & (kRingSlots - 1)), __ATOMIC_ACQUIRE) == done_ + 1) {
       const Op& o = ops_.front();
-      if (o.w.bytes <= kSmallWriteBytes) sample_real_path(now_ns() - o.published_ns);
+      if (o.sample) sample_real_path(now_ns() - o.published_ns);
       out[n++] = Completion{o.w.cookie, 0};
       ops_.pop_front();
       ++done_;
@@ -214,7 +223,9 @@ class EmuTransport final : public Transport {
   }
 
   void close() override {
-    // Called with no kernel running (teardown): nothing claims a slot now.
+    // Called at teardown, with no kernel running: the proxy has stopped, so a
+    // kernel still running here would wait in its agent for completions that
+    // never come, until MK_TIMEOUT_MS (and cudaFree below would wait for it).
     ops_.clear();
     if (ring_.claim) cudaFree(ring_.claim);
     if (host_mem_) cudaFreeHost(host_mem_);
@@ -232,9 +243,11 @@ class EmuTransport final : public Transport {
     uint64_t src = 0, dst = 0, sig = 0;  // as the GPU addresses them
     int64_t deliver_ns = 0;
     int64_t published_ns = 0;
+    bool sample = false;  // times the real path (see Pacing)
   };
 
   void publish(Op& o) {
+    o.sample = published_ == done_ && o.w.bytes <= kSmallWriteBytes;
     const uint64_t seq = published_++;
     DeliverySlot& s = ring_.slots[seq & (kRingSlots - 1)];
     const bool inl = o.w.has_inline;

@@ -244,7 +244,7 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
   MK_CUDA_CHECK(cudaGetLastError());
 }
 
-// Indexed by blockIdx.x: room for every grid (at most one CTA per SM).
+// Indexed by CTA (the grid index less the delivery agent's): room for every grid (at most one CTA per SM).
 void AgGemm::enable_trace(int events_per_cta) { trace_.enable(gemm::num_sms(), events_per_cta); }
 std::vector<TraceEvent> AgGemm::read_trace() const { return trace_.read(); }
 

@@ -121,7 +121,8 @@ void allow_engine_smem(const void* kernel, size_t bytes = kSmemBytes);
 // Launches `grid` CTAs: [0, p.num_compute) compute, the rest run the Test role;
 // with agent.ctas (an epilogue that puts over a network whose kernels run the
 // delivery agent: NetCtx::agent), that many more first, which deliver, and
-// agent_finished, a zeroed device word the launches share (net::with_agent).
+// agent_finished, a zeroed device word (net::with_agent): launches that share
+// one must be ordered (one stream), never run at the same time.
 void launch(const GemmParams& p, int grid, const TestRoleParams& test, cudaStream_t stream,
             const net::AgentLaunch& agent = {}, uint32_t* agent_finished = nullptr);
 

@@ -169,7 +169,7 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
   MK_CUDA_CHECK(cudaGetLastError());
 }
 
-// Indexed by blockIdx.x: room for every grid (at most one CTA per SM).
+// Indexed by CTA (the grid index less the delivery agent's): room for every grid (at most one CTA per SM).
 void GemmRs::enable_trace(int events_per_cta) { trace_.enable(gemm::num_sms(), events_per_cta); }
 std::vector<TraceEvent> GemmRs::read_trace() const { return trace_.read(); }
 
