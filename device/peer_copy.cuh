@@ -20,7 +20,8 @@ constexpr int kCopyUnroll = 8;
 // not written by anyone during the kernel (allows the non-coherent path).
 // No __restrict__: it would let the compiler use non-coherent loads even
 // when kNcSource is false and a peer writes the source during the kernel.
-template <bool kNcSource = false>
+// kUnroll: 16-byte loads in flight per thread (registers: 4 per load).
+template <bool kNcSource = false, int kUnroll = kCopyUnroll>
 __device__ __forceinline__ void copy_v16(void* dst, const void* src, size_t bytes,
                                          size_t tid, size_t nthreads) {
   auto d8 = static_cast<char*>(dst);
@@ -29,15 +30,15 @@ __device__ __forceinline__ void copy_v16(void* dst, const void* src, size_t byte
   size_t nvec = aligned ? bytes / 16 : 0;
   auto d = reinterpret_cast<uint4*>(d8);
   auto s = reinterpret_cast<const uint4*>(s8);
-  const size_t step = nthreads * kCopyUnroll;
+  const size_t step = nthreads * kUnroll;
   size_t i = tid;
-  for (; i + (kCopyUnroll - 1) * nthreads < nvec; i += step) {
-    uint4 r[kCopyUnroll];
+  for (; i + (kUnroll - 1) * nthreads < nvec; i += step) {
+    uint4 r[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kCopyUnroll; ++u)
+    for (int u = 0; u < kUnroll; ++u)
       r[u] = kNcSource ? ld_nc_v4(s + i + u * nthreads) : s[i + u * nthreads];
 #pragma unroll
-    for (int u = 0; u < kCopyUnroll; ++u) st_v4(d + i + u * nthreads, r[u]);
+    for (int u = 0; u < kUnroll; ++u) st_v4(d + i + u * nthreads, r[u]);
   }
   for (; i < nvec; i += nthreads) st_v4(d + i, kNcSource ? ld_nc_v4(s + i) : s[i]);
   for (size_t b = nvec * 16 + tid; b < bytes; b += nthreads) d8[b] = s8[b];

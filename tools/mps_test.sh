@@ -8,15 +8,15 @@
 # (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50). Runs from an existing build:
 #   - mk_dist_tests' TP tests as 1x2 (NVLink roles between the two ranks);
 #   - the whole mk_dist_tests tier as 2x1 (emu between two emulated nodes;
-#     the ops leave emu 8 SMs under MPS: MK_NET_FREE_SMS);
+#     the ops leave its delivery agent 1 SM: MK_NET_FREE_SMS);
 #   - the ring attention checks from Python (torchrun, when present) as 1x2
 #     and 2x1 emu (shapes, graph replay, torch.compile).
 # Correctness only: timings of two half-GPUs through one HBM are no proxy
 # for two GPUs. Exit 77 (skip) without a GPU or nvidia-cuda-mps-control.
-# Known: the 2x1 step fails in most runs, at GemmAr's 100 back-to-back calls:
-# emu's proxy work waits behind queued work in a hardware work queue that MPS
-# clients share (bench/results/emu-work-queue-20261203.md; not fixed yet).
-# The report names the stuck batch; any other failure there is news.
+# The 2x1 step failed in most runs until emu's writes moved into the kernels'
+# delivery agent (emu's proxy stream work waited in a hardware work queue MPS
+# clients share: bench/results/emu-work-queue-20261203.md); it passed since
+# (emu-agent-20261203.md). A failure there is news.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source tools/gpu_env.sh

@@ -38,6 +38,11 @@ namespace mk::net {
 
 // Slots an agent claims at once (one round trip over PCIe reads them all).
 constexpr int kAgentBatch = 8;
+// 16-byte loads in flight per thread of the agent's copies: one CTA is the
+// whole emulated NIC. With 8 (the NVLink roles' depth) the agent copied at
+// 8-15 GB/s under MPS / time slicing on one H200, against the 50 GB/s it
+// emulates (bench/results/emu-agent-20261203.md).
+constexpr int kAgentCopyUnroll = 16;
 
 // The agent's shared memory (16-byte aligned; from the kernel's dynamic
 // shared memory, which it does not otherwise use).
@@ -158,7 +163,8 @@ __device__ __forceinline__ void run_agent(const NetCtx& nc, const DeviceCtx& ctx
         const uint64_t meta = sh->w[i][1];
         const void* src = delivery_inline(meta) ? static_cast<const void*>(&sh->w[i][6])
                                                 : reinterpret_cast<const void*>(sh->w[i][2]);
-        dev::copy_v16(reinterpret_cast<void*>(sh->w[i][3]), src, delivery_bytes(meta), threadIdx.x, blockDim.x);
+        dev::copy_v16<false, kAgentCopyUnroll>(reinterpret_cast<void*>(sh->w[i][3]), src, delivery_bytes(meta),
+                                               threadIdx.x, blockDim.x);
       }
       __syncthreads();
       if (threadIdx.x == 0) {
