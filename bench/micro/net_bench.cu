@@ -34,8 +34,8 @@ __global__ void enqueue_kernel(mk::DeviceCtx ctx, mk::net::NetCtx nc, int per_bl
 
 // The kernels below push commands: they run the network's delivery agent in
 // a block of their own when the transport asks for it (emu; net::with_agent),
-// with `finished` as its counter (agent_word) and agent_blocks / agent_smem
-// at the launch.
+// with `finished` as its counter (agent_word) and with_agent_blocks /
+// agent_smem_bytes at the launch.
 __global__ void pingpong_net(mk::DeviceCtx ctx, mk::net::NetCtx nc, int region, int peer, bool initiator, int sig,
                              int rounds, uint64_t base, uint32_t* finished) {
   extern __shared__ uint8_t smem[];
@@ -85,17 +85,10 @@ __global__ void stream_recv(mk::DeviceCtx ctx, mk::net::NetCtx nc, int peer, int
 }
 
 uint32_t* agent_word() {
-  static uint32_t* word = [] {
-    uint32_t* w = nullptr;
-    MKB_CUDA(cudaMalloc(&w, sizeof(uint32_t)));
-    MKB_CUDA(cudaMemset(w, 0, sizeof(uint32_t)));
-    MKB_CUDA(cudaDeviceSynchronize());
-    return w;
-  }();
+  static uint32_t* word = mk::net::alloc_agent_counter();
+  MKB_CUDA(word ? cudaSuccess : cudaErrorMemoryAllocation);
   return word;
 }
-int agent_blocks(const mk::net::NetCtx& nc, int blocks) { return blocks + mk::net::agent_ctas(nc); }
-size_t agent_smem(const mk::net::NetCtx& nc) { return mk::net::agent_ctas(nc) ? sizeof(mk::net::AgentScratch) : 0; }
 
 bool two_nodes(BenchContext& bc, Table& t) {
   auto& c = *bc.comm;
@@ -158,7 +151,7 @@ void bench_net_latency(BenchContext& bc) {
       &c.bootstrap(), bc.stream, TimingOpts{2, 10},
       [&](int) {
         const mk::net::NetCtx& nc = net.device_ctx();
-        pingpong_net<<<agent_blocks(nc, 1), 32, agent_smem(nc), bc.stream>>>(c.device_ctx(), nc, region, peer,
+        pingpong_net<<<mk::net::with_agent_blocks(nc, 1), 32, mk::net::agent_smem_bytes(nc), bc.stream>>>(c.device_ctx(), nc, region, peer,
                                                                              c.rank() == 0, sig, rounds, base,
                                                                              agent_word());
       },
@@ -197,10 +190,10 @@ void bench_net_bw(BenchContext& bc) {
         [&](int) {
           const mk::net::NetCtx& nc = net.device_ctx();
           if (c.rank() == 0)
-            stream_send<<<agent_blocks(nc, 8), 256, agent_smem(nc), bc.stream>>>(
+            stream_send<<<mk::net::with_agent_blocks(nc, 8), 256, mk::net::agent_smem_bytes(nc), bc.stream>>>(
                 c.device_ctx(), nc, region, peer, size, count, sig_data, sig_ack, ack, agent_word());
           else
-            stream_recv<<<agent_blocks(nc, 1), 256, agent_smem(nc), bc.stream>>>(
+            stream_recv<<<mk::net::with_agent_blocks(nc, 1), 256, mk::net::agent_smem_bytes(nc), bc.stream>>>(
                 c.device_ctx(), nc, peer, sig_data, data_seen, sig_ack, ack, agent_word());
         },
         [&](int) {

@@ -30,6 +30,9 @@
 // SMs the grid leaves to the transport (MK_NET_FREE_SMS).
 #pragma once
 
+#include <cuda_runtime_api.h>
+
+#include "device/epoch.cuh"
 #include "device/net/net_ctx.hpp"
 #include "device/peer_copy.cuh"
 #include "device/signals.cuh"
@@ -189,6 +192,19 @@ __device__ __forceinline__ void run_agent(const NetCtx& nc, const DeviceCtx& ctx
   }
 }
 
+// An op kernel's first lines: for blockIdx.x < a.ctas runs the agent, counts
+// the CTA in the launch's epoch (dev::epoch_finish: the agent ends last) and
+// returns true (the kernel returns); else false, and the kernel's CTA index
+// is blockIdx.x - a.ctas. Every thread calls it.
+template <dev::Report R = dev::Report::Quiet>
+__device__ __forceinline__ bool op_agent_block(const AgentLaunch& a, const DeviceCtx& ctx, const dev::DeviceEpoch& ep,
+                                               void* smem) {
+  if (static_cast<int>(blockIdx.x) >= a.ctas) return false;
+  run_agent<R>(*a.nc, ctx, ep.done, gridDim.x - 1, smem);
+  dev::epoch_finish(ep);
+  return true;
+}
+
 // Kernels without a DeviceEpoch (tests, benchmarks, a user's own kernel that
 // pushes commands): launch agent_ctas(nc) more blocks, with at least
 // sizeof(AgentScratch) bytes of dynamic shared memory, and a zeroed device
@@ -223,6 +239,20 @@ __device__ __forceinline__ void with_agent(const NetCtx& nc, const DeviceCtx& ct
   }
   body(static_cast<int>(blockIdx.x) - agents, static_cast<int>(gridDim.x) - agents);
   if (agents) count_block_done(finished);
+}
+
+// Host side of such a launch: its blocks, its dynamic shared memory, and a
+// zeroed counter of its own (nullptr if CUDA fails; cudaFree it when done).
+inline int with_agent_blocks(const NetCtx& nc, int blocks) { return blocks + agent_ctas(nc); }
+inline size_t agent_smem_bytes(const NetCtx& nc) { return agent_ctas(nc) ? sizeof(AgentScratch) : 0; }
+inline uint32_t* alloc_agent_counter() {
+  uint32_t* w = nullptr;
+  if (cudaMalloc(&w, sizeof(uint32_t)) != cudaSuccess) return nullptr;
+  if (cudaMemset(w, 0, sizeof(uint32_t)) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+    cudaFree(w);
+    return nullptr;
+  }
+  return w;
 }
 
 }  // namespace mk::net

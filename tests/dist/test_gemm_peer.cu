@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "device/gemm/sm90.cuh"
+#include "device/net/agent.cuh"
 #include "device/signals.cuh"
 #include "mkernel/mkernel.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
@@ -215,9 +216,8 @@ TEST_F(GemmPeer, TilesCrossTheNetworkOnePutPerTile) {
   random_bf16(b.p, n * k, 9);
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  uint32_t* agent_finished = nullptr;
-  CK(cudaMalloc(&agent_finished, sizeof(uint32_t)));
-  CK(cudaMemset(agent_finished, 0, sizeof(uint32_t)));
+  uint32_t* agent_finished = net::alloc_agent_counter();
+  CK(agent_finished ? cudaSuccess : cudaErrorMemoryAllocation);
   std::vector<uint16_t> got(tiles * tile_elems);
   std::vector<float> want(m * n);
   for (int round = 1; round <= 3; ++round) {

@@ -85,19 +85,12 @@ __global__ void barrier_kernel(DeviceCtx ctx, net::NetCtx nc, int sig, uint64_t 
 }
 
 // The counter net::with_agent needs (one per process: these tests run one
-// such kernel at a time), and the launch's extra block and shared memory.
+// such kernel at a time).
 uint32_t* agent_finished() {
-  static uint32_t* word = [] {
-    uint32_t* w = nullptr;
-    CK(cudaMalloc(&w, sizeof(uint32_t)));
-    CK(cudaMemset(w, 0, sizeof(uint32_t)));
-    CK(cudaDeviceSynchronize());
-    return w;
-  }();
+  static uint32_t* word = net::alloc_agent_counter();
+  CK(word ? cudaSuccess : cudaErrorMemoryAllocation);
   return word;
 }
-int with_agent_blocks(const net::NetCtx& nc, int blocks) { return blocks + net::agent_ctas(nc); }
-size_t agent_smem(const net::NetCtx& nc) { return net::agent_ctas(nc) ? sizeof(net::AgentScratch) : 0; }
 
 bool two_nodes() { return comm().topology().num_nodes == 2; }
 
@@ -190,7 +183,7 @@ void run_puts(cudaStream_t stream, int rounds) {
     CK(cudaDeviceSynchronize());
     comm().barrier();
     const net::NetCtx& nc = net.device_ctx();
-    send_kernel<<<with_agent_blocks(nc, 16), 256, agent_smem(nc), stream>>>(comm().device_ctx(), nc, p, peer, epoch,
+    send_kernel<<<net::with_agent_blocks(nc, 16), 256, net::agent_smem_bytes(nc), stream>>>(comm().device_ctx(), nc, p, peer, epoch,
                                                                           agent_finished());
     recv_kernel<<<1, 32, 0, stream>>>(comm().device_ctx(), p, peer, round, epoch);
     cudaError_t e = cudaStreamSynchronize(stream);
@@ -225,7 +218,7 @@ void run_puts(cudaStream_t stream, int rounds) {
   for (int k = 0; k < 2; ++k) {
     ++barriers;
     const net::NetCtx& nc = net.device_ctx();
-    barrier_kernel<<<with_agent_blocks(nc, 1), 32, agent_smem(nc), stream>>>(
+    barrier_kernel<<<net::with_agent_blocks(nc, 1), 32, net::agent_smem_bytes(nc), stream>>>(
         comm().device_ctx(), nc, p.sig_barrier, barriers * net.rail_peers().size(), agent_finished());
     cudaError_t e = cudaStreamSynchronize(stream);
     net.check();
@@ -269,7 +262,7 @@ TEST(Net, SmallPutsInlineAndCopiedArriveBeforeTheirSignals) {
     comm().barrier();
     const bool me = comm().topology().node == sender;
     const net::NetCtx& nc = net.device_ctx();
-    small_puts_kernel<<<with_agent_blocks(nc, 1), 32, agent_smem(nc), s>>>(
+    small_puts_kernel<<<net::with_agent_blocks(nc, 1), 32, net::agent_smem_bytes(nc), s>>>(
         comm().device_ctx(), nc, static_cast<unsigned char*>(buf.local), region, peer, me, sigs, sigs + 1, sigs + 2, n,
         base, adds_received, epoch, bad, agent_finished());
     cudaError_t e = cudaStreamSynchronize(s);

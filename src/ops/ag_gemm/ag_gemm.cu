@@ -34,11 +34,7 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
     ag_gemm_kernel(const __grid_constant__ gemm::GemmParams gp, const __grid_constant__ roles::AllGatherPush push,
                    const dev::DeviceEpoch ep, const int32_t join, const net::AgentLaunch agent) {
   extern __shared__ uint8_t smem[];
-  if (static_cast<int>(blockIdx.x) < agent.ctas) {  // Role::Deliver (emu): this kernel's network writes
-    net::run_agent<dev::Report::Quiet>(*agent.nc, gp.ctx, ep.done, gridDim.x - 1, smem);
-    dev::epoch_finish(ep);
-    return;
-  }
+  if (net::op_agent_block(agent, gp.ctx, ep, smem)) return;  // Role::Deliver (emu): this kernel's network writes
   const int cta = static_cast<int>(blockIdx.x) - agent.ctas;
   if (threadIdx.x == 0) dev::trace(gp.trace, cta, dev::TraceKind::KernelEntry, 0);
   const uint64_t epoch = dev::epoch_of_launch(ep);  // gp.load reads the same counter
@@ -229,13 +225,13 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
     gemm::use_tma_store(gp);  // rows leave by TMA while the next tile computes
     gemm::validate_hooks(gp);
   }
-  gp.trace = dev::TraceBuf{trace_.base(), trace_.cap(), tp::agent_launch(comm_).ctas};
+  const net::AgentLaunch agent = tp::agent_launch(comm_);  // the delivery agent's CTA, if any
+  gp.trace = dev::TraceBuf{trace_.base(), trace_.cap(), agent.ctas};
   trace_.clear(stream);  // this call's events only
   gemm::allow_engine_smem(reinterpret_cast<const void*>(ag_gemm_kernel), gemm::kSmemBytesAsync);
   // The standalone all-gather has the GPU to itself: more pushing CTAs.
   const int grid = compute ? num_ctas_ : std::max(num_comm_, std::min(num_ctas_, kStandaloneCommCtas));
   if (t.num_nodes > 1) comm_.network().warn_legacy_stream("mkernel AgGemm", stream);
-  const net::AgentLaunch agent = tp::agent_launch(comm_);
   ag_gemm_kernel<<<grid + agent.ctas, gemm::kThreads, gp.epi.tma_store ? gemm::kSmemBytesAsync : gemm::kSmemBytes, stream>>>(
       gp, push,
       dev::DeviceEpoch{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1), epoch_counter_ + 2,

@@ -52,11 +52,7 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
                    const __grid_constant__ roles::ArGather ag, const dev::DeviceEpoch ep,
                    const net::AgentLaunch agent) {
   extern __shared__ uint8_t smem[];
-  if (static_cast<int>(blockIdx.x) < agent.ctas) {  // Role::Deliver (emu): this kernel's network writes
-    net::run_agent<dev::Report::Quiet>(*agent.nc, gp.ctx, ep.done, gridDim.x - 1, smem);
-    dev::epoch_finish(ep);
-    return;
-  }
+  if (net::op_agent_block(agent, gp.ctx, ep, smem)) return;  // Role::Deliver (emu): this kernel's network writes
   const int cta = static_cast<int>(blockIdx.x) - agent.ctas;
   if (threadIdx.x == 0) dev::trace(gp.trace, cta, dev::TraceKind::KernelEntry, 0);
   const uint64_t epoch = dev::epoch_of_launch(ep);
@@ -309,13 +305,13 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
   ag.parts = kGatherParts;
   uint64_t* ec = one_shot ? os_epoch_ : rs_->epoch_counter;
   ag.items = ec + 3;
-  gp.trace = dev::TraceBuf{trace_.base(), trace_.cap(), tp::agent_launch(comm_).ctas};
+  const net::AgentLaunch agent = tp::agent_launch(comm_);  // the delivery agent's CTA, if any
+  gp.trace = dev::TraceBuf{trace_.base(), trace_.cap(), agent.ctas};
   trace_.clear(stream);  // this call's events only
   gemm::allow_engine_smem(reinterpret_cast<const void*>(gemm_ar_kernel), gemm::kSmemBytesAsync);
   size_t smem = compute ? (gp.epi.async_store ? gemm::kSmemBytesAsync : gemm::kSmemBytes) : roles::kArGatherSmem;
   smem = std::max({smem, roles::kArGatherSmem, roles::kRsClaimedSmem});
   if (t.num_nodes > 1) comm_.network().warn_legacy_stream("mkernel GemmAr", stream);
-  const net::AgentLaunch agent = tp::agent_launch(comm_);
   gemm_ar_kernel<<<grid + agent.ctas, gemm::kThreads, smem, stream>>>(
       gp, rs, ag, dev::DeviceEpoch{ec, reinterpret_cast<uint32_t*>(ec + 1), ec + 2, ec + 3}, agent);
   MK_CUDA_CHECK(cudaGetLastError());

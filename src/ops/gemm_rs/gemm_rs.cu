@@ -35,11 +35,7 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
     gemm_rs_kernel(const __grid_constant__ gemm::GemmParams gp, const __grid_constant__ roles::ReduceScatter rs,
                    const dev::DeviceEpoch ep, const net::AgentLaunch agent) {
   extern __shared__ uint8_t smem[];
-  if (static_cast<int>(blockIdx.x) < agent.ctas) {  // Role::Deliver (emu): this kernel's network writes
-    net::run_agent<dev::Report::Quiet>(*agent.nc, gp.ctx, ep.done, gridDim.x - 1, smem);
-    dev::epoch_finish(ep);
-    return;
-  }
+  if (net::op_agent_block(agent, gp.ctx, ep, smem)) return;  // Role::Deliver (emu): this kernel's network writes
   const int cta = static_cast<int>(blockIdx.x) - agent.ctas;
   if (threadIdx.x == 0) dev::trace(gp.trace, cta, dev::TraceKind::KernelEntry, 0);
   const uint64_t epoch = dev::epoch_of_launch(ep);
@@ -153,7 +149,8 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
     gp.has_ctx = 1;
     gp.ctx = ctx;
   }
-  gp.trace = dev::TraceBuf{trace_.base(), trace_.cap(), tp::agent_launch(comm_).ctas};
+  const net::AgentLaunch agent = tp::agent_launch(comm_);  // the delivery agent's CTA, if any
+  gp.trace = dev::TraceBuf{trace_.base(), trace_.cap(), agent.ctas};
   trace_.clear(stream);  // this call's events only
   const roles::ReduceScatter rs = tp::rs_role_params(*rs_, t, x, out);
   if (compute) gemm::validate_hooks(gp);
@@ -163,7 +160,6 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
   static_assert(gemm::kSmemBytes >= roles::kRsClaimedSmem, "reduce_scatter()'s claims need the bulk stages and a slot");
   uint64_t* ec = rs_->epoch_counter;
   if (t.num_nodes > 1) comm_.network().warn_legacy_stream("mkernel GemmRs", stream);
-  const net::AgentLaunch agent = tp::agent_launch(comm_);
   gemm_rs_kernel<<<grid + agent.ctas, gemm::kThreads, smem, stream>>>(
       gp, rs, dev::DeviceEpoch{ec, reinterpret_cast<uint32_t*>(ec + 1), ec + 2}, agent);
   MK_CUDA_CHECK(cudaGetLastError());

@@ -59,11 +59,7 @@ __global__ void __launch_bounds__(attn::kThreads, 1)
     ring_attn_kernel(const __grid_constant__ attn::AttnParams ap, const __grid_constant__ roles::KvPush push,
                      const dev::DeviceEpoch ep, const int32_t num_comm, const net::AgentLaunch agent) {
   extern __shared__ uint8_t smem[];
-  if (static_cast<int>(blockIdx.x) < agent.ctas) {  // Role::Deliver (emu): this kernel's network writes
-    net::run_agent<dev::Report::Quiet>(*agent.nc, ap.ctx, ep.done, gridDim.x - 1, smem);
-    dev::epoch_finish(ep);
-    return;
-  }
+  if (net::op_agent_block(agent, ap.ctx, ep, smem)) return;  // Role::Deliver (emu): this kernel's network writes
   const int cta = static_cast<int>(blockIdx.x) - agent.ctas;
   if (threadIdx.x == 0) dev::trace(ap.trace, cta, dev::TraceKind::CtaStart, 0);
   attn::run_compute<D, attn::block_n_side(D)>(ap, smem, cta, static_cast<int>(gridDim.x) - agent.ctas,
@@ -193,7 +189,8 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
   p.has_ctx = 1;
   p.ctx = comm_.device_ctx();
   p.timeout_ns = p.ctx.timeout_ns;
-  p.trace = dev::TraceBuf{trace_.base(), trace_.cap(), tp::agent_launch(comm_).ctas};
+  const net::AgentLaunch agent = tp::agent_launch(comm_);  // the delivery agent's CTA, if any
+  p.trace = dev::TraceBuf{trace_.base(), trace_.cap(), agent.ctas};
   trace_.clear(stream);  // this call's events only
 
   roles::KvPush push{};
@@ -224,7 +221,6 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
   const dev::DeviceEpoch ep{epoch_counter_, reinterpret_cast<uint32_t*>(epoch_counter_ + 1), epoch_counter_ + 2,
                             epoch_counter_ + 3};  // + 3: the push's part claims (device/roles/kv_push.cuh)
   if (t.num_nodes > 1) comm_.network().warn_legacy_stream("mkernel RingAttention", stream);
-  const net::AgentLaunch agent = tp::agent_launch(comm_);
   const int grid = num_ctas_ + agent.ctas;
   if (head_dim_ == 64) {
     gemm::allow_engine_smem(reinterpret_cast<const void*>(ring_attn_kernel<64>), RingGeom<64>::kSmemBytes);
