@@ -21,7 +21,10 @@ constexpr int kCopyUnroll = 8;
 // No __restrict__: it would let the compiler use non-coherent loads even
 // when kNcSource is false and a peer writes the source during the kernel.
 // kUnroll: 16-byte loads in flight per thread (registers: 4 per load).
-template <bool kNcSource = false, int kUnroll = kCopyUnroll>
+// kTailInFlight: the last, partial group's loads in flight at once too
+// (else one round trip each: what a warp copying a few KB waits for); more
+// live registers, which kernels of the GEMM engine cannot spare (spills).
+template <bool kNcSource = false, int kUnroll = kCopyUnroll, bool kTailInFlight = false>
 __device__ __forceinline__ void copy_v16(void* dst, const void* src, size_t bytes,
                                          size_t tid, size_t nthreads) {
   auto d8 = static_cast<char*>(dst);
@@ -39,6 +42,16 @@ __device__ __forceinline__ void copy_v16(void* dst, const void* src, size_t byte
       r[u] = kNcSource ? ld_nc_v4(s + i + u * nthreads) : s[i + u * nthreads];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) st_v4(d + i + u * nthreads, r[u]);
+  }
+  constexpr int kTail = kUnroll > 8 ? 8 : kUnroll;
+  for (; kTailInFlight && i < nvec; i += nthreads * kTail) {
+    uint4 r[kTail];
+#pragma unroll
+    for (int u = 0; u < kTail; ++u)
+      if (i + u * nthreads < nvec) r[u] = kNcSource ? ld_nc_v4(s + i + u * nthreads) : s[i + u * nthreads];
+#pragma unroll
+    for (int u = 0; u < kTail; ++u)
+      if (i + u * nthreads < nvec) st_v4(d + i + u * nthreads, r[u]);
   }
   for (; i < nvec; i += nthreads) st_v4(d + i, kNcSource ? ld_nc_v4(s + i) : s[i]);
   for (size_t b = nvec * 16 + tid; b < bytes; b += nthreads) d8[b] = s8[b];

@@ -24,9 +24,13 @@
 // but batches of different agents may land in either order: the transport
 // contract orders a write only before its own signal (src/net/transport.hpp).
 //
-// Cost: one thread polls the rings in host memory (~1 us a read over PCIe,
-// with a short sleep when idle); such reads slow the GPU's system-scope
-// fences a little (device/net/net.cuh, flush). The agent's SM is one of the
+// Cost: warp 0 polls the rings in host memory (8 stamps in one read over
+// PCIe, ~1.8 us a round; a short sleep when idle); such reads slow the GPU's
+// system-scope fences a little (device/net/net.cuh, flush). A batch of up to
+// 8 writes costs a claim (~3.3 us: two PCIe round trips), its copy (one CTA:
+// ~48 GB/s on one H200), and two system-scope fences (1.5 us when nothing
+// else is in flight, 13-23 us beside a stream of puts) (measured under MPS:
+// bench/results/emu-agent-speed-20261203.md). The agent's SM is one of the
 // SMs the grid leaves to the transport (MK_NET_FREE_SMS).
 #pragma once
 
@@ -39,8 +43,10 @@
 
 namespace mk::net {
 
-// Slots an agent claims at once (one round trip over PCIe reads them all).
+// Slots an agent claims at once (one round trip over PCIe reads their
+// stamps, one more their bodies: 4 lanes of warp 0 per slot).
 constexpr int kAgentBatch = 8;
+static_assert(kAgentBatch * 4 <= 32, "one warp reads a batch's bodies, 16 bytes a lane");
 // 16-byte loads in flight per thread of the agent's copies: one CTA is the
 // whole emulated NIC. With 8 (the NVLink roles' depth) the agent copied at
 // 8-15 GB/s under MPS / time slicing on one H200, against the 50 GB/s it
@@ -77,10 +83,18 @@ __device__ __forceinline__ void agent_claim(const NetCtx& nc, AgentScratch* sh, 
     unsigned ok = 0;
     if (lane == 0) ok = atomicCAS(reinterpret_cast<unsigned long long*>(r.claim), c, c + run) == c;
     if (!__shfl_sync(0xffffffffu, ok, 0)) break;  // another agent took them: try again next round
-    if (lane < run) {  // each lane reads its own slot, after its acquire of the stamp
-      sh->w[lane][0] = mine;
-#pragma unroll
-      for (int i = 1; i < 8; ++i) sh->w[lane][i] = *reinterpret_cast<volatile const uint64_t*>(&s->w[i]);
+    // The bodies in one PCIe round trip: lane L reads 16 bytes, words
+    // 2(L%4) and 2(L%4)+1 of slot L/4 (each lane reading its own slot's 7
+    // words took ~6 us: the loads of a lane went one at a time). The warp
+    // barrier orders the stamps' acquires (lanes 0..run-1) before every
+    // lane's loads.
+    __syncwarp();
+    const unsigned slot = lane >> 2, part = lane & 3u;
+    if (slot < run) {
+      const DeliverySlot* b = r.slots + ((c + slot) & (r.size - 1));
+      const ulonglong2 v = dev::ld_volatile_v2(&b->w[2 * part]);
+      sh->w[slot][2 * part] = part == 0 ? c + slot : v.x;  // word 0: the sequence (the stamp is it + 1)
+      sh->w[slot][2 * part + 1] = v.y;
     }
     if (lane == 0) {
       *reinterpret_cast<volatile uint64_t*>(r.claimed) = c + run;
@@ -91,6 +105,26 @@ __device__ __forceinline__ void agent_claim(const NetCtx& nc, AgentScratch* sh, 
     return;
   }
   if (lane == 0) sh->n = 0;
+}
+
+// Whether a batch copies in fewer memory round trips with a warp per slot
+// than with the whole CTA on each slot in turn (a round trip moves
+// kAgentCopyUnroll 16-byte loads per thread). Every thread computes the same.
+__device__ __forceinline__ bool copy_by_warp(const AgentScratch* sh, int n, unsigned threads) {
+  const uint64_t per_cta = uint64_t(threads) * 16u * kAgentCopyUnroll, per_warp = 32u * 16u * kAgentCopyUnroll;
+  const int warps = static_cast<int>(threads >> 5);
+  if (n < 2 || warps < 2) return false;
+  uint64_t cta_trips = 0, longest = 0;  // longest: the busiest warp's (slot i goes to warp i % warps)
+  for (int w = 0; w < warps && w < n; ++w) {
+    uint64_t trips = 0;
+    for (int i = w; i < n; i += warps) {
+      const uint64_t b = delivery_bytes(sh->w[i][1]);
+      cta_trips += (b + per_cta - 1) / per_cta;
+      trips += (b + per_warp - 1) / per_warp;
+    }
+    longest = trips > longest ? trips : longest;
+  }
+  return longest < cta_trips;
 }
 
 // Thread 0: true once every queue's commands up to `heads` (the snapshot
@@ -160,30 +194,39 @@ __device__ __forceinline__ void run_agent(const NetCtx& nc, const DeviceCtx& ctx
     const int32_t n = sh->n;
     if (n < 0) break;
     if (n > 0) {
-      // Every slot's bytes, then (after the barrier) every signal in slot
-      // order: each signal follows its own data and all before it.
-      for (int i = 0; i < n; ++i) {
+      // Every slot's bytes, then (after the barrier) the signals. Small
+      // slots go a warp each, at once (the whole CTA on one slot after
+      // another waited a memory latency per slot: 12 GB/s for 4 KB
+      // writes); others with the whole CTA, one after another.
+      const bool by_warp = detail::copy_by_warp(sh, n, blockDim.x);
+      const int warp = static_cast<int>(threadIdx.x >> 5), warps = static_cast<int>(blockDim.x >> 5);
+      for (int i = by_warp ? warp : 0; i < n; i += by_warp ? warps : 1) {
         const uint64_t meta = sh->w[i][1];
         const void* src = delivery_inline(meta) ? static_cast<const void*>(&sh->w[i][6])
                                                 : reinterpret_cast<const void*>(sh->w[i][2]);
-        dev::copy_v16<false, kAgentCopyUnroll>(reinterpret_cast<void*>(sh->w[i][3]), src, delivery_bytes(meta),
-                                               threadIdx.x, blockDim.x);
+        dev::copy_v16<false, kAgentCopyUnroll, true>(reinterpret_cast<void*>(sh->w[i][3]), src, delivery_bytes(meta),
+                                               by_warp ? threadIdx.x & 31u : threadIdx.x, by_warp ? 32u : blockDim.x);
       }
       __syncthreads();
       if (threadIdx.x == 0) {
         const DeliveryRing& r = nc.delivery[sh->ring];
+        // One system-scope fence for the whole batch: the block's stores
+        // (ordered before this thread's by the barrier) reach the peers
+        // before any of the signals below (a fence then relaxed writes is a
+        // release pattern). A fence per signal cost ~1 us each.
+        __threadfence_system();
         for (int i = 0; i < n; ++i) {
           const SigOp op = delivery_sig_op(sh->w[i][1]);
           uint64_t* sig = reinterpret_cast<uint64_t*>(sh->w[i][4]);
-          // Release at system scope: the block's stores (ordered before this
-          // thread's by the barrier) reach the peer before the signal.
-          if (op == SigOp::Set) dev::signal_set<dev::Scope::Sys>(sig, sh->w[i][5]);
-          else if (op == SigOp::Add) dev::signal_add<dev::Scope::Sys>(sig, sh->w[i][5]);
-          else __threadfence_system();
+          if (op == SigOp::Set) dev::st_relaxed_sys(sig, sh->w[i][5]);
+          else if (op == SigOp::Add) dev::red_add_relaxed_sys(sig, sh->w[i][5]);
         }
+        // And one more: the signals before the done words (the proxy then
+        // completes the writes, which means delivered).
+        __threadfence_system();
         for (int i = 0; i < n; ++i) {
           const uint64_t seq = sh->w[i][0];
-          dev::st_release<dev::Scope::Sys>(r.done + (seq & (r.size - 1)), seq + 1);
+          dev::st_relaxed_sys(r.done + (seq & (r.size - 1)), seq + 1);
         }
       }
       idle = 0;
