@@ -2,9 +2,10 @@
 // pushes network commands when the transport delivers through rings
 // (NetCtx::agent; emu). It claims the writes the proxy published in each
 // queue's ring (device/net/delivery.hpp) when they were due, copies their
-// bytes with the whole CTA (local memory -> the peer's, over the host-wide
-// mapping), then writes their signal with a system-scope release and marks
-// them done for the proxy.
+// bytes (the whole CTA on each large one, a warp on each small one; local
+// memory -> the peer's, over the host-wide mapping), then, after one
+// system-scope fence, writes their signals, and after another marks them done
+// for the proxy.
 //
 // Why a CTA of the op's own kernel, and not the proxy's copies and kernels:
 // any CUDA work the proxy issues can land in a hardware work queue behind
