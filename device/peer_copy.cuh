@@ -24,7 +24,8 @@ constexpr int kCopyUnroll = 8;
 // kTailInFlight: the last, partial group's loads in flight too, 8 at a time
 // (else one round trip each: what a warp copying a few KB waits for). The
 // delivery agent uses it inside the GEMM engine's kernels: 16 at a time
-// spilled 28-48 bytes there, 8 spills none (tools/check_ptxas.sh).
+// spilled 68 bytes in the standalone GEMM's, 8 spills none
+// (tools/check_ptxas.sh).
 template <bool kNcSource = false, int kUnroll = kCopyUnroll, bool kTailInFlight = false>
 __device__ __forceinline__ void copy_v16(void* dst, const void* src, size_t bytes,
                                          size_t tid, size_t nthreads) {
