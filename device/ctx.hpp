@@ -55,6 +55,10 @@ constexpr int32_t kDiagPipelineStage = -2;
 // WaitDiag.signal for a wait on a network command queue's completion count
 // (net::flush / net::quiet); WaitDiag.peer then holds the queue.
 constexpr int32_t kDiagNetDone = -3;
+// WaitDiag.signal for the delivery agent's wait on an earlier chunk of a
+// write that another agent claimed (device/net/agent.cuh); WaitDiag.peer
+// then holds the ring (queue), expected that chunk's sequence + 1.
+constexpr int32_t kDiagDeliveryOrder = -4;
 
 // Why a device wait gave up.
 enum WaitFailReason : int32_t { kWaitTimeout = 1, kWaitAborted = 2 };

@@ -24,6 +24,9 @@
 // Several agents (of kernels running at once) serve one ring in claim order,
 // but batches of different agents may land in either order: the transport
 // contract orders a write only before its own signal (src/net/transport.hpp).
+// A write the proxy published in chunks (MK_EMU_CHUNK_KB) may be split over
+// agents: its last chunk's agent waits for the others' done words before
+// the signal (agent_await_chunks).
 //
 // Cost: warp 0 polls the rings in host memory (8 stamps in one read over
 // PCIe, ~1.8 us a round; a short sleep when idle); such reads slow the GPU's
@@ -59,6 +62,9 @@ constexpr int kAgentCopyUnroll = 16;
 struct AgentScratch {
   uint64_t w[kAgentBatch][8];  // the claimed slots: w[i][0] the sequence, w[i][1..7] the body
   uint64_t head[kMaxNetQueues];  // each queue's head when the workers were seen done
+  // This agent's latest unbroken run of claims in each ring, [from, end):
+  // a chunked write's earlier chunks inside it are done already.
+  uint64_t run_from[kMaxNetQueues], run_end[kMaxNetQueues];
   int32_t ring;
   int32_t n;  // slots claimed (0: none); -1: exit
 };
@@ -101,6 +107,8 @@ __device__ __forceinline__ void agent_claim(const NetCtx& nc, AgentScratch* sh, 
       *reinterpret_cast<volatile uint64_t*>(r.claimed) = c + run;
       sh->ring = qi;
       sh->n = static_cast<int32_t>(run);
+      if (sh->run_end[qi] != c) sh->run_from[qi] = c;
+      sh->run_end[qi] = c + run;
     }
     rr = qi + 1;
     return;
@@ -128,6 +136,47 @@ __device__ __forceinline__ bool copy_by_warp(const AgentScratch* sh, int n, unsi
     longest = trips > longest ? trips : longest;
   }
   return longest < cta_trips;
+}
+
+// Warp 0, after the batch's copies and before its signals: a chunked
+// write's last slot (`after`) may signal only once the write's earlier
+// chunks are done. Those this agent claimed are (in this batch, or in its
+// unbroken run of claims before it); the others, claimed by agents of other
+// kernels, are waited for through their done words (a lane a word, one PCIe
+// round trip a poll). Their agents wrote each done word after a system-scope
+// fence behind the chunk's data, so the data is visible before this agent's
+// own fence and signal.
+template <dev::Report R>
+__device__ __forceinline__ void agent_await_chunks(const NetCtx& nc, const DeviceCtx& ctx, const AgentScratch* sh,
+                                                   int n) {
+  const unsigned lane = threadIdx.x & 31u;
+  const int qi = sh->ring;
+  const DeliveryRing& r = nc.delivery[qi];
+  const uint64_t own_from = sh->run_from[qi];
+  for (int i = 0; i < n; ++i) {
+    if (!delivery_after(sh->w[i][1])) continue;
+    const uint64_t first = sh->w[i][0] - sh->w[i][6];
+    if (first >= own_from) continue;
+    const uint64_t count = own_from - first;  // < kMaxDeliveryChunks <= 32
+    const uint64_t seq = first + lane;
+    uint64_t t0 = 0, next_host = ctx.host_abort_poll_ns;
+    while (true) {
+      const uint64_t v = lane < count ? dev::ld_acquire<dev::Scope::Sys>(r.done + (seq & (r.size - 1))) : ~0ull;
+      const bool ok = v >= seq + 1;  // a later value there: a later slot, published only after this one was done
+      if (__all_sync(0xffffffffu, ok)) break;
+      const uint64_t now = dev::globaltimer();
+      if (t0 == 0) t0 = now;
+      const unsigned late = __ffs(__ballot_sync(0xffffffffu, !ok)) - 1;
+      if (lane == late) {
+        const dev::WaitSite site{static_cast<int32_t>(Role::Deliver), qi, kDiagDeliveryOrder};
+        const uint32_t ab = dev::abort_word(ctx, now - t0, next_host);
+        if (ab) dev::give_up<R>(ctx, site, seq + 1, v, now - t0, kWaitAborted, static_cast<int32_t>(ab) - 1);
+        if (now - t0 > ctx.timeout_ns) dev::give_up<R>(ctx, site, seq + 1, v, now - t0, kWaitTimeout, -1);
+      }
+      __nanosleep(100);
+    }
+  }
+  __syncwarp();  // every lane's acquires before lane 0's fence and signals
 }
 
 // Thread 0: true once every queue's commands up to `heads` (the snapshot
@@ -161,6 +210,8 @@ __device__ __forceinline__ void run_agent(const NetCtx& nc, const DeviceCtx& ctx
   uint64_t last_done = 0;  // the sum of the queues' done at the last check
   uint64_t t0 = 0, next_host = 0;
   uint32_t idle = 0;
+  for (int q = threadIdx.x; q < kMaxNetQueues; q += blockDim.x) sh->run_from[q] = 0, sh->run_end[q] = ~0ull;
+  __syncthreads();
   while (true) {
     if (threadIdx.x < 32) detail::agent_claim(nc, sh, rr);
     if (threadIdx.x == 0 && sh->n > 0) t_still = 0;  // progress: the bound starts over
@@ -211,22 +262,28 @@ __device__ __forceinline__ void run_agent(const NetCtx& nc, const DeviceCtx& ctx
                                                by_warp ? threadIdx.x & 31u : threadIdx.x, by_warp ? 32u : blockDim.x);
       }
       __syncthreads();
+      if (threadIdx.x < 32) detail::agent_await_chunks<R>(nc, ctx, sh, n);
       if (threadIdx.x == 0) {
         const DeliveryRing& r = nc.delivery[sh->ring];
         // One system-scope fence for the whole batch: the block's stores
         // (ordered before this thread's by the barrier) reach the peers
         // before any of the signals below (a fence then relaxed writes is a
         // release pattern). A release per signal and per done word cost
-        // ~8 us each beside a stream of puts (120-133 us a batch of 8).
-        __threadfence_system();
+        // ~8 us each beside a stream of puts (120-133 us a batch of 8). A
+        // batch without signals (a chunked write's first chunks) needs only
+        // the fence before its done words.
+        bool signals = false;
+        for (int i = 0; i < n; ++i) signals |= delivery_sig_op(sh->w[i][1]) != SigOp::None;
+        if (signals) __threadfence_system();
         for (int i = 0; i < n; ++i) {
           const SigOp op = delivery_sig_op(sh->w[i][1]);
           uint64_t* sig = reinterpret_cast<uint64_t*>(sh->w[i][4]);
           if (op == SigOp::Set) dev::st_relaxed_sys(sig, sh->w[i][5]);
           else if (op == SigOp::Add) dev::red_add_relaxed_sys(sig, sh->w[i][5]);
         }
-        // And one more: the signals before the done words (the proxy then
-        // completes the writes, which means delivered).
+        // And one more: the data and signals before the done words (the
+        // proxy then completes the writes, which means delivered; another
+        // agent may wait for them: agent_await_chunks).
         __threadfence_system();
         for (int i = 0; i < n; ++i) {
           const uint64_t seq = sh->w[i][0];

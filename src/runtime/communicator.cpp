@@ -32,6 +32,12 @@ std::string format_diag(const WaitDiag& d) {
     return cat("rank ", d.rank, " role ", role_name(d.role), " (block ", d.block, " thread ", d.thread,
                ") gave up after ", d.waited_ns / 1000000, " ms waiting on its own pipeline stage ", d.expected,
                d.reason == kWaitTimeout ? " (MK_TIMEOUT_MS)" : cat(": abort raised by rank ", d.aborter));
+  if (d.signal == kDiagDeliveryOrder)
+    return cat("rank ", d.rank, "'s network delivery agent (block ", d.block, ") ",
+               d.reason == kWaitTimeout ? cat("waited ", d.waited_ns / 1000000, " ms") : std::string("stopped waiting"),
+               " for delivery #", d.expected - 1, " of queue ", d.peer, ", an earlier chunk of a write it signals, "
+               "claimed by another kernel's agent (done word ", d.seen, ")",
+               d.reason == kWaitTimeout ? " (MK_TIMEOUT_MS)" : cat(": abort raised by rank ", d.aborter));
   if (d.signal == kDiagNetDone && d.role == static_cast<int32_t>(Role::Deliver))
     return cat("rank ", d.rank, "'s network delivery agent (block ", d.block, ") ",
                d.reason == kWaitTimeout ? cat("made no progress for ", d.waited_ns / 1000000, " ms") : std::string("stopped"),

@@ -1,0 +1,162 @@
+// The delivery agent (device/net/agent.cuh) on one GPU, driven through a
+// delivery ring written by the test in the proxy's place: a write split in
+// two chunks, the first (48 MB) claimed by one agent, the last (4 KB, with the
+// signal) by an agent of another kernel while the first is still copying. A
+// watcher reads the end of the first chunk the moment the signal lands: the
+// last chunk's agent must wait for the first chunk's done word before its
+// signal (agent_await_chunks). tools/wip/no_chunk_order.sh builds this test
+// without that wait, where it fails.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "device/net/agent.cuh"
+#include "device/signals.cuh"
+#include "mkernel/mkernel.hpp"
+#include "tests/test_comm.hpp"
+
+using namespace mk;
+using mk::test::comm;
+
+namespace {
+
+#define CK(x) comm().check(static_cast<int>(x), #x)
+
+// Runs an agent until *stop (host-mapped) is set.
+__global__ void agent_kernel(DeviceCtx ctx, net::NetCtx nc, const uint64_t* stop, uint32_t* finished) {
+  extern __shared__ uint8_t smem[];
+  net::with_agent(nc, ctx, finished, smem, [&](int, int) {
+    if (threadIdx.x == 0)
+      dev::wait_ge(ctx, stop, 1, dev::WaitSite{static_cast<int32_t>(Role::Test), -1, -1});
+  });
+}
+
+// Waits for the signal, then at once counts the bytes of [check, check + n)
+// that are not `want`.
+__global__ void watch_kernel(DeviceCtx ctx, const uint64_t* sig, const unsigned char* check, size_t n,
+                             unsigned char want, unsigned long long* wrong) {
+  if (threadIdx.x == 0) dev::wait_ge(ctx, sig, 1, dev::WaitSite{static_cast<int32_t>(Role::Test), -1, -1});
+  __syncthreads();
+  unsigned long long w = 0;
+  for (size_t k = threadIdx.x; k < n; k += blockDim.x)
+    w += reinterpret_cast<const volatile unsigned char*>(check)[k] != want;
+  if (w) atomicAdd(wrong, w);
+}
+
+struct PinnedWords {
+  explicit PinnedWords(size_t n) {
+    CK(cudaHostAlloc(&p, n * 8, cudaHostAllocMapped | cudaHostAllocPortable));
+    std::memset(p, 0, n * 8);
+  }
+  ~PinnedWords() { cudaFreeHost(p); }
+  uint64_t* p = nullptr;
+};
+
+void publish(net::DeliverySlot& s, uint64_t seq, uint64_t meta, const void* src, void* dst, uint64_t* sig,
+             uint64_t after) {
+  s.w[1] = meta;
+  s.w[2] = reinterpret_cast<uint64_t>(src);
+  s.w[3] = reinterpret_cast<uint64_t>(dst);
+  s.w[4] = reinterpret_cast<uint64_t>(sig);
+  s.w[5] = 1;
+  s.w[6] = after;
+  s.w[7] = 0;
+  __atomic_store_n(&s.w[0], seq + 1, __ATOMIC_RELEASE);
+}
+
+bool wait_host(const uint64_t* w, uint64_t want, int ms) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < want)
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(ms)) return false;
+  return true;
+}
+
+TEST(DeliveryAgent, LastChunkSignalsOnlyAfterAnotherAgentsEarlierChunk) {
+  constexpr uint32_t kSlots = 16;
+  constexpr size_t kFirst = 48u << 20, kLast = 4096, kTotal = kFirst + kLast, kCheck = 64u << 10;
+  PinnedWords slots(kSlots * 8), done(kSlots), claimed(1), qdone(1), stop(1);
+  uint64_t *claim = nullptr, *qhead = nullptr, *sig = nullptr;
+  unsigned char *src = nullptr, *dst = nullptr;
+  unsigned long long* wrong = nullptr;
+  uint32_t *fin_a = net::alloc_agent_counter(), *fin_b = net::alloc_agent_counter();
+  ASSERT_TRUE(fin_a && fin_b);
+  CK(cudaMalloc(&claim, 8));
+  CK(cudaMalloc(&qhead, 8));
+  CK(cudaMalloc(&sig, 8));
+  CK(cudaMalloc(&wrong, 8));
+  CK(cudaMalloc(&src, kTotal));
+  CK(cudaMalloc(&dst, kTotal));
+  CK(cudaMemset(claim, 0, 8));
+  CK(cudaMemset(qhead, 0, 8));
+  CK(cudaMemset(sig, 0, 8));
+  CK(cudaMemset(wrong, 0, 8));
+  CK(cudaMemset(src, 0x5A, kTotal));
+  CK(cudaMemset(dst, 0, kTotal));
+  CK(cudaDeviceSynchronize());
+
+  net::NetCtx nc{};
+  nc.num_queues = 1;
+  nc.agent = 1;
+  nc.queues[0].head = qhead;  // no commands: the agents end as soon as their kernels' work does
+  nc.queues[0].done = qdone.p;
+  nc.queues[0].size = 1;
+  net::DeliveryRing& r = nc.delivery[0];
+  r.slots = reinterpret_cast<net::DeliverySlot*>(slots.p);
+  r.claim = claim;
+  r.done = done.p;
+  r.claimed = claimed.p;
+  r.size = kSlots;
+
+  cudaStream_t sa, sb, sw;
+  CK(cudaStreamCreateWithFlags(&sa, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&sb, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&sw, cudaStreamNonBlocking));
+  DeviceCtx ctx = comm().device_ctx();
+  const size_t smem = net::agent_smem_bytes(nc);
+  agent_kernel<<<net::with_agent_blocks(nc, 1), 256, smem, sa>>>(ctx, nc, stop.p, fin_a);
+  agent_kernel<<<net::with_agent_blocks(nc, 1), 256, smem, sb>>>(ctx, nc, stop.p, fin_b);
+  watch_kernel<<<1, 1024, 0, sw>>>(ctx, sig, dst + kFirst - kCheck, kCheck, 0x5A, wrong);
+  CK(cudaGetLastError());
+  usleep(100000);  // every kernel resident
+
+  // Chunk 0: no signal. Once an agent claimed it (and copies 48 MB), chunk 1
+  // with the signal and `after` = 1: the other agent takes it.
+  auto* s = reinterpret_cast<net::DeliverySlot*>(slots.p);
+  publish(s[0], 0, net::delivery_meta(kFirst, net::SigOp::None, false), src, dst, nullptr, 0);
+  const bool first_claimed = wait_host(claimed.p, 1, 5000);
+  publish(s[1], 1, net::delivery_meta(kLast, net::SigOp::Set, false, true), src + kFirst, dst + kFirst, sig, 1);
+  const bool delivered = first_claimed && wait_host(done.p + 1, 2, 5000) && wait_host(done.p, 1, 5000);
+  __atomic_store_n(stop.p, 1, __ATOMIC_RELEASE);
+  CK(cudaStreamSynchronize(sa));
+  CK(cudaStreamSynchronize(sb));
+  CK(cudaStreamSynchronize(sw));
+  ASSERT_TRUE(first_claimed) << "no agent claimed the first chunk in 5 s";
+  ASSERT_TRUE(delivered) << "the chunks were not both done in 5 s";
+  unsigned long long h_wrong = 0;
+  CK(cudaMemcpy(&h_wrong, wrong, 8, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(h_wrong, 0u) << "the signal landed while " << h_wrong << " bytes of the end of the first chunk (another "
+                         << "agent's) were not yet copied";
+  std::vector<unsigned char> got(kTotal);
+  CK(cudaMemcpy(got.data(), dst, kTotal, cudaMemcpyDeviceToHost));
+  size_t bad = 0;
+  for (unsigned char b : got) bad += b != 0x5A;
+  EXPECT_EQ(bad, 0u) << "bytes not delivered";
+  EXPECT_EQ(comm().device_failure(), "");
+  cudaStreamDestroy(sa);
+  cudaStreamDestroy(sb);
+  cudaStreamDestroy(sw);
+  cudaFree(src);
+  cudaFree(dst);
+  cudaFree(claim);
+  cudaFree(qhead);
+  cudaFree(sig);
+  cudaFree(wrong);
+  cudaFree(fin_a);
+  cudaFree(fin_b);
+}
+
+}  // namespace
