@@ -3,7 +3,9 @@
 // claims by compare-and-swap, done words written out of order. Checks that
 // every write is published once, with its fields, no earlier than its
 // emulated time, that a slot is never rewritten while claimed, that
-// completions come in post order, and what the stall report says.
+// completions come in post order, what the stall report says, and that a
+// write published in chunks signals after all of them, however the agents
+// split it.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -31,6 +33,16 @@ struct HostRing {
     ring.claim = &claim;
     ring.claimed = &claimed;
     ring.size = size;
+  }
+  // A fake agent's claim of the next slot, as the agent makes it (published
+  // stamp, then compare-and-swap); false (after a yield) when none is.
+  bool claim_one(uint64_t& c) {
+    c = __atomic_load_n(&claim, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&slots[c % ring.size].w[0], __ATOMIC_ACQUIRE) != c + 1) {
+      std::this_thread::yield();
+      return false;
+    }
+    return __atomic_compare_exchange_n(&claim, &c, c + 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   }
   std::vector<DeliverySlot> slots;
   std::vector<uint64_t> done;
@@ -67,13 +79,9 @@ TEST(EmuRing, FakeAgentsDeliverEveryWriteOnceInPostOrder) {
   auto agent = [&](unsigned seed) {
     std::mt19937 rng(seed);
     while (!stop.load()) {
-      uint64_t c = __atomic_load_n(&h.claim, __ATOMIC_ACQUIRE);
+      uint64_t c = 0;
+      if (!h.claim_one(c)) continue;
       DeliverySlot& s = h.slots[c % kSlots];
-      if (__atomic_load_n(&s.w[0], __ATOMIC_ACQUIRE) != c + 1) {
-        std::this_thread::yield();
-        continue;
-      }
-      if (!__atomic_compare_exchange_n(&h.claim, &c, c + 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) continue;
       __atomic_store_n(&h.claimed, c + 1, __ATOMIC_RELEASE);
       uint64_t body[8];
       for (int k = 1; k < 8; ++k) body[k] = __atomic_load_n(&s.w[k], __ATOMIC_RELAXED);
@@ -176,7 +184,7 @@ TEST(EmuRing, FullQueueRefusesAndTheReportNamesTheStuckWrite) {
   er.progress(int64_t(1) << 50, cookies, 4);  // everything due: the ring's 4 slots are published
   EXPECT_EQ(er.published(), 4u);
   const std::string unclaimed = er.describe(int64_t(1) << 50);
-  EXPECT_NE(unclaimed.find("write #0"), std::string::npos) << unclaimed;
+  EXPECT_NE(unclaimed.find("delivery #0"), std::string::npos) << unclaimed;
   EXPECT_NE(unclaimed.find("not claimed"), std::string::npos) << unclaimed;
   h.claimed = 1;
   EXPECT_NE(er.describe(int64_t(1) << 50).find("claimed, not finished"), std::string::npos);
@@ -184,6 +192,182 @@ TEST(EmuRing, FullQueueRefusesAndTheReportNamesTheStuckWrite) {
   EXPECT_EQ(er.progress(int64_t(1) << 50, cookies, 4), 1);
   EXPECT_EQ(cookies[0], write_for(0).cookie);
   EXPECT_EQ(er.published(), 5u) << "its slot is published again at once";
+}
+
+TEST(EmuRing, EarlyChunksArePublishedWhileTheAgentsAreIdle) {
+  HostRing h(8);
+  EmuRing er(h.ring, 1.0, 5000, 4096);  // 1 byte/ns, 5 us, early chunks from 4 KB
+  const int64_t lat = 5000 - EmuRing::kRealStartNs;
+  EmuWrite w = write_for(1);
+  w.bytes = 10000;
+  w.sig = 0x5008;
+  w.sig_op = SigOp::Add;
+  ASSERT_TRUE(er.post(w, 0));
+  uint64_t cookies[8];
+  er.progress(4096 + lat - 1, cookies, 8);
+  EXPECT_EQ(er.published(), 0u) << "published before 4 KB had left the link";
+  er.progress(4096 + lat, cookies, 8);
+  ASSERT_EQ(er.published(), 1u) << "the first 4 KB are out and no agent is busy: a chunk";
+  er.progress(9000 + lat, cookies, 8);
+  EXPECT_EQ(er.published(), 1u) << "no early chunk while an agent has one to deliver";
+  h.done[0] = 1;
+  er.progress(9000 + lat, cookies, 8);
+  ASSERT_EQ(er.published(), 2u) << "8192 bytes out (9000 down to 4 KB): the second chunk";
+  er.progress(10000 + lat - 1, cookies, 8);
+  EXPECT_EQ(er.published(), 2u);
+  er.progress(10000 + lat, cookies, 8);
+  ASSERT_EQ(er.published(), 3u) << "the write is due: the rest goes, though an agent is busy";
+  const uint64_t want_bytes[3] = {4096, 4096, 1808};
+  for (int k = 0; k < 3; ++k) {
+    const DeliverySlot& s = h.slots[k];
+    const bool last = k == 2;
+    EXPECT_EQ(s.w[0], uint64_t(k + 1));
+    EXPECT_EQ(mk::net::delivery_bytes(s.w[1]), want_bytes[k]) << "chunk " << k;
+    EXPECT_EQ(s.w[2], w.src + 4096u * k);
+    EXPECT_EQ(s.w[3], w.dst + 4096u * k);
+    EXPECT_EQ(mk::net::delivery_sig_op(s.w[1]), last ? SigOp::Add : SigOp::None) << "only the last chunk signals";
+    EXPECT_EQ(s.w[4], last ? w.sig : 0u);
+    EXPECT_EQ(mk::net::delivery_after(s.w[1]), last) << "chunk " << k;
+    if (last) {
+      EXPECT_EQ(s.w[6], 2u) << "the last chunk names its 2 earlier chunks";
+    }
+  }
+  EXPECT_EQ(er.progress(20000, cookies, 8), 0) << "a chunked write completes with its last chunk only";
+  h.done[1] = 2;
+  EXPECT_EQ(er.progress(20000, cookies, 8), 0);
+  h.done[2] = 3;
+  ASSERT_EQ(er.progress(20000, cookies, 8), 1);
+  EXPECT_EQ(cookies[0], w.cookie);
+  EXPECT_EQ(er.waiting(), 0u);
+  // Small and inline writes take one slot.
+  EmuWrite small = write_for(2);
+  small.bytes = 8000;  // less than 4 KB + 4 KB: never 4 KB more out than published
+  ASSERT_TRUE(er.post(small, 30000));
+  for (int64_t t = 30000; t < 40000 + lat; t += 500) er.progress(t, cookies, 8);
+  EXPECT_EQ(er.published(), 5u) << "4 KB out is a chunk, but then the rest of 8000 is due: 2 slots";
+  EmuWrite inl = write_for(3);
+  inl.bytes = 16;
+  inl.has_inline = true;
+  ASSERT_TRUE(er.post(inl, 50000));
+  h.done[3] = 4;
+  h.done[4] = 5;
+  er.progress(int64_t(1) << 40, cookies, 8);
+  EXPECT_EQ(er.published(), 6u);
+  // An agent that is always idle: at most kMaxDeliveryChunks slots a write.
+  HostRing big_ring(64);
+  EmuRing big(big_ring.ring, 1.0, 0, 4096);
+  EmuWrite huge = write_for(4);
+  huge.bytes = 1 << 20;  // 256 chunks of 4 KB would be too many
+  ASSERT_TRUE(big.post(huge, 0));
+  for (int64_t t = 0; big.waiting() > 0 && t < (int64_t(1) << 22); t += 1024) {
+    big.progress(t, cookies, 8);
+    for (uint64_t q = big.done(); q < big.published(); ++q) big_ring.done[q % 64] = q + 1;
+  }
+  EXPECT_EQ(big.waiting(), 0u);
+  ASSERT_EQ(big.published(), uint64_t(mk::net::kMaxDeliveryChunks));
+  uint64_t sum = 0;
+  for (uint32_t k = 0; k < mk::net::kMaxDeliveryChunks; ++k) {
+    sum += mk::net::delivery_bytes(big_ring.slots[k].w[1]);
+    EXPECT_EQ(big_ring.slots[k].w[2] % 4096, huge.src % 4096) << "chunks keep the write's alignment";
+  }
+  EXPECT_EQ(sum, huge.bytes);
+  EXPECT_EQ(big_ring.slots[mk::net::kMaxDeliveryChunks - 1].w[6], mk::net::kMaxDeliveryChunks - 1);
+}
+
+// Fake agents that follow the agent's rule (device/net/agent.cuh,
+// agent_await_chunks): before a last chunk's signal, wait for the done words
+// of the write's earlier chunks that this agent did not claim in its unbroken
+// run. Each "signal" checks that every byte of its write was delivered: it
+// fails if the proxy names too few earlier chunks, or none.
+TEST(EmuRing, ChunkedWritesSplitOverAgentsSignalAfterEveryChunk) {
+  constexpr uint32_t kSlots = 16;
+  constexpr uint64_t kWrites = 500;
+  HostRing h(kSlots);
+  EmuRing er(h.ring, 0.5, 0, 8192);  // 0.5 bytes/ns: a write's first chunks go while the rest is on the link
+  auto wr = [](uint64_t i) {
+    EmuWrite w;
+    w.src = (i + 1) << 32;
+    w.dst = ((i + 1) << 32) + (uint64_t(1) << 31);
+    w.bytes = 1 + (i * 7919) % 90000;  // up to 11 chunks
+    w.sig = 0x5000;
+    w.sig_op = SigOp::Add;
+    w.sig_value = 1;
+    w.cookie = i;
+    return w;
+  };
+  std::vector<std::atomic<uint64_t>> delivered(kWrites);
+  for (auto& d : delivered) d = 0;
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> bad{0}, early{0}, waits{0};
+  auto agent = [&](unsigned seed) {
+    std::mt19937 rng(seed);
+    uint64_t run_from = 0, run_end = ~0ull;
+    while (!stop.load()) {
+      uint64_t c = 0;
+      if (!h.claim_one(c)) continue;
+      DeliverySlot& s = h.slots[c % kSlots];
+      if (run_end != c) run_from = c;
+      run_end = c + 1;
+      uint64_t body[8];
+      for (int k = 1; k < 8; ++k) body[k] = __atomic_load_n(&s.w[k], __ATOMIC_RELAXED);
+      const uint64_t i = (body[2] >> 32) - 1, off = body[2] & 0xffffffffu;
+      const uint64_t bytes = mk::net::delivery_bytes(body[1]);
+      if (i >= kWrites || body[3] != body[2] + (uint64_t(1) << 31) || off + bytes > wr(i).bytes) {
+        ++bad;
+      } else {
+        // Slow copies, most often of early chunks: the write's last chunk is
+        // then often due (and claimed by another agent) before they are done.
+        const bool early_chunk = mk::net::delivery_sig_op(body[1]) == SigOp::None;
+        if (rng() % (early_chunk ? 2 : 4) == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 40));
+        delivered[i] += bytes;  // "the copy"
+        if (mk::net::delivery_sig_op(body[1]) != SigOp::None) {
+          if (off + bytes != wr(i).bytes) ++bad;  // only the last chunk signals
+          if (mk::net::delivery_after(body[1])) {
+            const uint64_t first = c - body[6];
+            for (uint64_t j = first; j < run_from; ++j) {
+              bool counted = false;
+              while (__atomic_load_n(&h.done[j % kSlots], __ATOMIC_ACQUIRE) < j + 1) {
+                if (!counted) ++waits, counted = true;
+                std::this_thread::yield();
+              }
+            }
+          }
+          if (delivered[i].load() != wr(i).bytes) ++early;  // "the signal" before all of its bytes
+        }
+      }
+      __atomic_store_n(&h.done[c % kSlots], c + 1, __ATOMIC_RELEASE);
+    }
+  };
+  std::thread a1(agent, 1), a2(agent, 2), a3(agent, 3);
+  std::vector<uint64_t> order;
+  uint64_t posted = 0, cookies[64];
+  const auto t0 = std::chrono::steady_clock::now();
+  // A clock of the test's own, so that what the proxy sees does not depend on
+  // how busy this machine is: 1 us a round while the agents are idle (a
+  // write's first bytes are out before it is due: early chunks), 64 ns while
+  // they are busy, up to 32 us each time (16 KB: a write's last chunk may
+  // fall due while its early chunk is still being copied).
+  int64_t t = 0, busy = 0;
+  while (order.size() < kWrites && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30)) {
+    while (posted < kWrites && er.post(wr(posted), t)) ++posted;
+    const int n = er.progress(t, cookies, 64);
+    for (int i = 0; i < n; ++i) order.push_back(cookies[i]);
+    const bool idle = er.published() == er.done();
+    const int64_t step = idle ? 1000 : busy < 32000 ? 64 : 0;
+    busy = idle ? 0 : busy + step;
+    t += step;
+  }
+  stop = true;
+  a1.join();
+  a2.join();
+  a3.join();
+  ASSERT_EQ(order.size(), kWrites) << "writes not completed in 30 s";
+  for (uint64_t i = 0; i < kWrites; ++i) ASSERT_EQ(order[i], i) << "completion " << i << " out of post order";
+  for (uint64_t i = 0; i < kWrites; ++i) EXPECT_EQ(delivered[i].load(), wr(i).bytes) << "write " << i;
+  EXPECT_EQ(bad.load(), 0u) << "chunks with wrong fields";
+  EXPECT_EQ(early.load(), 0u) << "signals before all of their write's chunks were delivered";
+  EXPECT_GT(er.published(), kWrites) << "no write was chunked";
+  EXPECT_GT(waits.load(), 0u) << "no agent ever waited for another's chunk: the split was not exercised";
 }
 
 }  // namespace

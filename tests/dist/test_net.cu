@@ -4,7 +4,8 @@
 // peer (the same local index on the other node) exchange puts + signals
 // pushed by kernels on many CTAs through the command queues, the peer waits
 // on its signals, every byte is checked; repeated launches use fresh
-// epochs; FLUSH and BARRIER behave.
+// epochs; FLUSH and BARRIER behave; large puts split into chunks over two
+// delivery agents land before their signals.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -151,6 +152,70 @@ __global__ void small_puts_kernel(DeviceCtx ctx, net::NetCtx nc, unsigned char* 
   });
 }
 
+// Large puts, chunked by emu (MK_EMU_CHUNK_KB), while a second kernel's
+// delivery agent serves the sender's ring too, so that a write's chunks may
+// be split over two agents. Message i rewrites the sender's source with
+// pattern i; the receiver checks every byte as soon as the signal arrives,
+// then acks. End to end only: it passed without the agents' chunk ordering
+// too (bench/results/emu-chunks-20261203.md); the ordering itself is tested
+// where a split is forced (tests/gpu/test_delivery_agent.cu).
+__device__ __forceinline__ unsigned char large_byte(uint64_t tag, int i, uint64_t k) {
+  return static_cast<unsigned char>(tag * 29 + uint64_t(i) * 131 + k * 7 + (k >> 12) * 13 + 1);
+}
+__device__ __forceinline__ uint64_t large_bytes(int i, uint64_t max) { return max - (uint64_t(i) * 40961) % (max / 2); }
+
+__global__ void large_puts_kernel(DeviceCtx ctx, net::NetCtx nc, unsigned char* local, int region, int peer,
+                                  bool sender, uint64_t max_bytes, int sig_data, int sig_ack, int sig_end, int n,
+                                  uint64_t base, uint64_t tag, unsigned long long* bad, uint32_t* finished) {
+  extern __shared__ uint8_t smem[];
+  net::with_agent(nc, ctx, finished, smem, [&](int, int) {
+    unsigned char* src = local;
+    const volatile unsigned char* dst = local + max_bytes;
+    for (int i = 1; i <= n; ++i) {
+      const uint64_t bytes = large_bytes(i, max_bytes);
+      if (sender) {
+        for (uint64_t k = threadIdx.x; k < bytes; k += blockDim.x) src[k] = large_byte(tag, i, k);
+        __syncthreads();
+        if (threadIdx.x == 0) {
+          net::put(nc, ctx, 0, peer, region, max_bytes, 0, bytes, net::SigOp::Set, sig_data, base + i);
+          dev::wait_ge(ctx, ctx.signals + sig_ack, base + i,
+                       dev::WaitSite{static_cast<int32_t>(Role::InterSend), peer, sig_ack});
+        }
+        __syncthreads();
+      } else {
+        if (threadIdx.x == 0)
+          dev::wait_ge(ctx, ctx.signals + sig_data, base + i,
+                       dev::WaitSite{static_cast<int32_t>(Role::InterRecv), peer, sig_data});
+        __syncthreads();
+        // From the end: the write's last chunks are the ones still being
+        // copied if the signal overtook them.
+        unsigned long long wrong = 0;
+        for (uint64_t j = threadIdx.x; j < bytes; j += blockDim.x) {
+          const uint64_t k = bytes - 1 - j;
+          wrong += dst[k] != large_byte(tag, i, k);
+        }
+        if (wrong && atomicAdd(&bad[0], wrong) == 0) bad[1] = static_cast<unsigned long long>(i);
+        __syncthreads();
+        if (threadIdx.x == 0) net::signal(nc, ctx, 0, peer, net::SigOp::Set, sig_ack, base + i);
+      }
+    }
+    if (threadIdx.x == 0) {
+      net::quiet(nc, ctx, 0);
+      dev::signal_set<dev::Scope::Sys>(ctx.signals + sig_end, base + n);  // the second agent's kernel may end
+    }
+  });
+}
+
+// A kernel whose only work is its delivery agent: it runs until `sig_end`
+// reaches `end` (set by large_puts_kernel on this rank).
+__global__ void second_agent_kernel(DeviceCtx ctx, net::NetCtx nc, int sig_end, uint64_t end, uint32_t* finished) {
+  extern __shared__ uint8_t smem[];
+  net::with_agent(nc, ctx, finished, smem, [&](int, int) {
+    if (threadIdx.x == 0)
+      dev::wait_ge(ctx, ctx.signals + sig_end, end, dev::WaitSite{static_cast<int32_t>(Role::Test), -1, sig_end});
+  });
+}
+
 void run_puts(cudaStream_t stream, int rounds) {
   Network& net = comm().network();
   if (comm().rank() == 0) std::printf("[rank 0] network: %s\n", net.transport_name().c_str());
@@ -276,6 +341,57 @@ TEST(Net, SmallPutsInlineAndCopiedArriveBeforeTheirSignals) {
     comm().barrier();
   }
   cudaStreamDestroy(s);
+  cudaFree(bad);
+  comm().free_symmetric(buf);
+}
+
+TEST(Net, LargeChunkedPutsWithASecondAgentArriveBeforeTheirSignals) {
+  if (!two_nodes()) GTEST_SKIP() << "needs 2 nodes (MK_RANKS_PER_NODE=1)";
+  Network& net = comm().network();
+  if (comm().rank() == 0) std::printf("[rank 0] network: %s\n", net.transport_name().c_str());
+  ASSERT_EQ(net.rail_peers().size(), 1u);
+  const int peer = net.rail_peers()[0];
+  const uint64_t max_bytes = 3ull << 20;  // 1.5-3 MB a message: 6-12 chunks of 256 KB
+  SymmetricBuffer& buf = comm().alloc_symmetric(2 * max_bytes);
+  const int region = net.register_buffer(buf);
+  static const int sigs = comm().reserve_signals(3);
+  static uint32_t* second_finished = net::alloc_agent_counter();  // the second kernel's agent counter
+  ASSERT_NE(second_finished, nullptr);
+  unsigned long long* bad = nullptr;
+  CK(cudaMalloc(&bad, 16));
+  cudaStream_t s, s2;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  const int n = 200;
+  for (int sender = 0; sender < 2; ++sender) {  // the node whose ranks send
+    const uint64_t epoch = comm().next_epoch();
+    const uint64_t base = epoch * 100000;
+    CK(cudaMemset(buf.local, 0xEE, 2 * max_bytes));
+    CK(cudaMemset(bad, 0, 16));
+    CK(cudaDeviceSynchronize());
+    comm().barrier();
+    const bool me = comm().topology().node == sender;
+    const net::NetCtx& nc = net.device_ctx();
+    large_puts_kernel<<<net::with_agent_blocks(nc, 1), 256, net::agent_smem_bytes(nc), s>>>(
+        comm().device_ctx(), nc, static_cast<unsigned char*>(buf.local), region, peer, me, max_bytes, sigs, sigs + 1,
+        sigs + 2, n, base, epoch, bad, agent_finished());
+    CK(cudaGetLastError());  // launched: the second kernel's wait for its end is then bounded by it
+    if (me && nc.agent)
+      second_agent_kernel<<<net::with_agent_blocks(nc, 1), 256, net::agent_smem_bytes(nc), s2>>>(
+          comm().device_ctx(), nc, sigs + 2, base + n, second_finished);
+    cudaError_t e = cudaStreamSynchronize(s);
+    cudaError_t e2 = cudaStreamSynchronize(s2);
+    net.check();
+    CK(e);
+    CK(e2);
+    unsigned long long h[2] = {0, 0};
+    CK(cudaMemcpy(h, bad, 16, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(h[0], 0u) << "rank " << comm().rank() << " saw " << h[0] << " wrong bytes from rank " << peer
+                        << " when their signal arrived, first in message " << h[1];
+    comm().barrier();
+  }
+  cudaStreamDestroy(s);
+  cudaStreamDestroy(s2);
   cudaFree(bad);
   comm().free_symmetric(buf);
 }

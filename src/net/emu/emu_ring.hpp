@@ -12,10 +12,24 @@
 // ring (no wait behind other writes in it): the median of a window of
 // kRealWindow, starting from kRealStartNs.
 //
+// Chunks: while no published write is waiting for an agent (they are idle),
+// the front write's bytes that have left the link are published as a chunk
+// of their own, once at least `chunk_bytes` (MK_EMU_CHUNK_KB; 0: never) are
+// out, the rest when the write is due: the agent's copy of the first chunks
+// overlaps the wire time of the rest, so a lone write arrives about one
+// chunk's copy after its emulated time rather than a whole write's copy
+// after it. While the agents are busy nothing is split, so a stream of
+// writes that keeps them busy costs them no more batches (each a claim and
+// two system-scope fences) than unsplit writes. At most
+// kMaxDeliveryChunks chunks a write; only the last carries the signal, with
+// `after`, so that an agent waits for the earlier chunks' done words before
+// it (device/net/delivery.hpp).
+//
 // Completion: in publication order (a prefix), once a slot's done word holds
 // its sequence + 1 (the agent read the source and wrote the data and the
-// signal). A slot is published only once the write size slots before it is
-// done, so none is rewritten while an agent may read it.
+// signal); a write completes with its last chunk. A slot is published only
+// once the slot `size` before it is done, so none is rewritten while an agent
+// may read it.
 #pragma once
 
 #include <algorithm>
@@ -42,14 +56,18 @@ struct EmuWrite {
 
 class EmuRing {
  public:
-  static constexpr size_t kMaxQueuedOps = 8192;  // posted and not done, at most
+  static constexpr size_t kMaxQueuedOps = 8192;  // writes posted and not done, at most
   static constexpr int64_t kRealStartNs = 2000;
   static constexpr uint64_t kSmallWriteBytes = 4096;
   static constexpr size_t kRealWindow = 32;
+  // Chunks end at whole multiples of this from the write's start (keeps the
+  // write's 16-byte alignment for the agent's vector copies).
+  static constexpr uint64_t kChunkAlign = 4096;
 
   // `ring`: zeroed slots and done words, `ring.size` a power of two.
-  EmuRing(DeliveryRing ring, double bytes_per_ns, int64_t latency_ns)
-      : ring_(ring), bytes_per_ns_(bytes_per_ns), latency_ns_(latency_ns) {
+  // chunk_bytes: the least a write's early chunk holds (0: no chunks).
+  EmuRing(DeliveryRing ring, double bytes_per_ns, int64_t latency_ns, uint64_t chunk_bytes = 0)
+      : ring_(ring), bytes_per_ns_(bytes_per_ns), latency_ns_(latency_ns), chunk_bytes_(chunk_bytes) {
     if (ring.size == 0 || (ring.size & (ring.size - 1)) != 0 || !ring.slots || !ring.done)
       fail("emu: the delivery ring needs slots, done words and a power-of-two size (got ", ring.size, ")");
     if (!(bytes_per_ns > 0)) fail("emu: the emulated rate must be positive");
@@ -59,83 +77,126 @@ class EmuRing {
   bool post(const EmuWrite& w, int64_t now_ns) {
     if (w.bytes > kDeliveryBytesMask) fail("emu: write of ", w.bytes, " bytes is too large for one delivery");
     if (w.has_inline && w.bytes > kMaxInlineBytes) fail("emu: inline write of ", w.bytes, " bytes (at most 16)");
-    if (ops_.size() >= kMaxQueuedOps) return false;
-    const int64_t start = std::max(now_ns, link_free_ns_);
-    link_free_ns_ = start + static_cast<int64_t>(static_cast<double>(w.bytes) / bytes_per_ns_);
+    if (pending_ >= kMaxQueuedOps) return false;
     Op op;
     op.w = w;
-    op.due_ns = link_free_ns_ + std::max<int64_t>(0, latency_ns_ - real_ns_);
+    op.start_ns = std::max(now_ns, link_free_ns_);
+    link_free_ns_ = op.start_ns + static_cast<int64_t>(static_cast<double>(w.bytes) / bytes_per_ns_);
+    op.lat_ns = std::max<int64_t>(0, latency_ns_ - real_ns_);
+    op.due_ns = link_free_ns_ + op.lat_ns;
     ops_.push_back(op);
+    ++pending_;
     return true;
   }
 
   // The done prefix's cookies into `cookies` (at most max), then every write
-  // whose time has come is published while the ring has room. Returns the
-  // number of completions.
+  // whose time has come is published while the ring has room (and, while
+  // the agents are idle, the front write's bytes out so far as a chunk).
+  // Returns the number of completions.
   int progress(int64_t now_ns, uint64_t* cookies, int max) {
     int n = 0;
     while (n < max && done_ < published_ &&
            __atomic_load_n(ring_.done + (done_ & (ring_.size - 1)), __ATOMIC_ACQUIRE) == done_ + 1) {
-      const Op& o = ops_.front();
-      if (o.sample) sample_real_path(now_ns - o.published_ns);
-      cookies[n++] = o.w.cookie;
-      ops_.pop_front();
+      const Slot& sl = slots_.front();
+      if (sl.sample) sample_real_path(now_ns - sl.published_ns);
+      if (sl.last) cookies[n++] = sl.cookie, --pending_;
+      slots_.pop_front();
       ++done_;
     }
-    while (published_ - done_ < ops_.size() && published_ - done_ < ring_.size) {
-      Op& o = ops_[published_ - done_];
-      if (o.due_ns > now_ns) break;
-      publish(o, now_ns);
+    while (!ops_.empty() && published_ - done_ < ring_.size) {
+      Op& o = ops_.front();
+      if (o.due_ns <= now_ns) {
+        publish(o, o.w.bytes - o.sent, true, now_ns);
+        ops_.pop_front();
+        continue;
+      }
+      const uint64_t chunk = early_chunk(o, now_ns);
+      if (chunk) publish(o, chunk, false, now_ns);
+      break;
     }
     return n;
   }
 
+  // In slots (a write split into chunks takes several).
   uint64_t published() const { return published_; }
   uint64_t done() const { return done_; }
-  size_t waiting() const { return ops_.size(); }
+  size_t waiting() const { return pending_; }  // writes posted and not done
   int64_t real_ns() const { return real_ns_; }
 
   // The oldest write not done, for the proxy's report when it takes too long
   // (Transport::in_flight); empty when none.
   std::string describe(int64_t now_ns) const {
-    if (ops_.empty()) return {};
-    const Op& o = ops_.front();
-    if (published_ == done_)
+    if (pending_ == 0) return {};
+    if (slots_.empty())
       return cat("; emu: ", ops_.size(), " writes wait for their emulated time (the first due in ",
-                 std::max<int64_t>(0, o.due_ns - now_ns) / 1000, " us)");
+                 std::max<int64_t>(0, ops_.front().due_ns - now_ns) / 1000, " us)");
+    const Slot& sl = slots_.front();
     // The agents' last claim as one of them wrote it (plain stores of several
     // agents: approximate).
     const uint64_t claimed = ring_.claimed ? __atomic_load_n(ring_.claimed, __ATOMIC_ACQUIRE) : 0;
-    return cat("; emu: write #", done_, " (", o.w.bytes, " bytes) was published to the delivery ring ",
-               (now_ns - o.published_ns) / 1000000, " ms ago and is not done (", published_ - done_,
-               " published, agents claimed up to #", claimed,
+    return cat("; emu: delivery #", done_, " (", sl.bytes, " bytes",
+               sl.chunk || !sl.last ? cat(", chunk ", sl.chunk, " of a write") : std::string(),
+               ") was published to the delivery ring ", (now_ns - sl.published_ns) / 1000000,
+               " ms ago and is not done (", published_ - done_, " published, agents claimed up to #", claimed,
                claimed > done_ ? ": claimed, not finished: its agent is stuck or was stopped)"
                                : ": not claimed: no kernel of this rank that runs the delivery agent is running, or "
                                  "its agent CTA is not resident: MK_NET_FREE_SMS)");
   }
 
  private:
-  struct Op {
+  struct Op {  // a write not yet published in full
     EmuWrite w;
-    int64_t due_ns = 0;
+    int64_t start_ns = 0;  // its first byte enters the link
+    int64_t lat_ns = 0;    // the latency it was paced with (configured less the real path)
+    int64_t due_ns = 0;    // its last byte is out, plus lat_ns
+    uint64_t sent = 0;     // bytes published in earlier chunks
+    uint32_t chunks = 0;   // chunks published so far
+  };
+  struct Slot {  // published, not done
+    uint64_t cookie = 0, bytes = 0;
     int64_t published_ns = 0;
+    uint32_t chunk = 0;   // its index in its write
+    bool last = true;     // the write's last chunk: signal and completion
     bool sample = false;  // times the real path
   };
 
-  void publish(Op& o, int64_t now_ns) {
-    o.sample = published_ == done_ && o.w.bytes <= kSmallWriteBytes;
+  // Bytes of the front write `o` to publish now as an early chunk (0: none):
+  // only while no slot waits for an agent, once chunk_bytes_ more of its bytes
+  // have left the link, up to a kChunkAlign boundary.
+  uint64_t early_chunk(const Op& o, int64_t now_ns) const {
+    if (chunk_bytes_ == 0 || o.w.has_inline || published_ != done_ || o.chunks + 1 >= kMaxDeliveryChunks) return 0;
+    const int64_t t = now_ns - o.lat_ns - o.start_ns;
+    if (t <= 0) return 0;
+    const double out_f = static_cast<double>(t) * bytes_per_ns_;
+    uint64_t out = out_f >= static_cast<double>(o.w.bytes) ? o.w.bytes : static_cast<uint64_t>(out_f);
+    out = out / kChunkAlign * kChunkAlign;
+    if (out >= o.w.bytes || out < o.sent + chunk_bytes_) return 0;
+    return out - o.sent;
+  }
+
+  void publish(Op& o, uint64_t bytes, bool last, int64_t now_ns) {
+    Slot sl;
+    sl.sample = last && o.chunks == 0 && published_ == done_ && bytes <= kSmallWriteBytes;
     const uint64_t seq = published_++;
     DeliverySlot& s = ring_.slots[seq & (ring_.size - 1)];
     const bool inl = o.w.has_inline;
-    s.w[1] = delivery_meta(o.w.bytes, o.w.sig_op, inl);
-    s.w[2] = inl ? 0 : o.w.src;
-    s.w[3] = o.w.dst;
-    s.w[4] = o.w.sig;
+    const bool after = last && o.chunks > 0;  // its signal waits for the write's earlier chunks
+    s.w[1] = delivery_meta(bytes, last ? o.w.sig_op : SigOp::None, inl, after);
+    s.w[2] = inl ? 0 : o.w.src + o.sent;
+    s.w[3] = o.w.dst + o.sent;
+    s.w[4] = last ? o.w.sig : 0;
     s.w[5] = o.w.sig_value;
-    s.w[6] = inl ? o.w.inline_data[0] : 0;
+    s.w[6] = inl ? o.w.inline_data[0] : after ? o.chunks : 0;
     s.w[7] = inl ? o.w.inline_data[1] : 0;
     __atomic_store_n(&s.w[0], seq + 1, __ATOMIC_RELEASE);
-    o.published_ns = now_ns;
+    sl.cookie = o.w.cookie;
+    sl.bytes = bytes;
+    sl.published_ns = now_ns;
+    sl.chunk = o.chunks;
+    sl.last = last;
+    slots_.push_back(sl);
+    o.sent += bytes;
+    ++o.chunks;
   }
 
   void sample_real_path(int64_t ns) {
@@ -149,10 +210,13 @@ class EmuRing {
   DeliveryRing ring_;
   double bytes_per_ns_;
   int64_t latency_ns_;
+  uint64_t chunk_bytes_;
   int64_t real_ns_ = kRealStartNs;
   std::vector<int64_t> window_;
-  std::deque<Op> ops_;                 // not done, in post order: [0, published_ - done_) published
-  uint64_t published_ = 0, done_ = 0;  // writes published / done since the start
+  std::deque<Op> ops_;      // writes not published in full, in post order
+  std::deque<Slot> slots_;  // published and not done: published_ - done_ of them
+  uint64_t published_ = 0, done_ = 0;  // slots published / done since the start
+  size_t pending_ = 0;                 // writes posted and not done
   int64_t link_free_ns_ = 0;
 };
 

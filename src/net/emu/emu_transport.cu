@@ -23,9 +23,9 @@
 // to the transport, MK_NET_FREE_SMS), which a real NIC would not use, and
 // every kernel that pushes commands runs an agent (NetCtx::agent).
 //
-// Pacing (MK_EMU_GBPS, MK_EMU_LATENCY_US), publication and completion are
-// EmuRing's (src/net/emu/emu_ring.hpp, tested on the CPU). Reports made with
-// it say "emulated".
+// Pacing (MK_EMU_GBPS, MK_EMU_LATENCY_US), publication (early chunks:
+// MK_EMU_CHUNK_KB) and completion are EmuRing's (src/net/emu/emu_ring.hpp,
+// tested on the CPU). Reports made with it say "emulated".
 #include <cuda_runtime_api.h>
 
 #include <chrono>
@@ -58,8 +58,9 @@ class EmuTransport final : public Transport {
     if (cfg.cuda_device < 0) fail("emu: the emulated NIC moves GPU memory and needs a CUDA device");
     const double bytes_per_ns = static_cast<double>(knob_int(Knob::MK_EMU_GBPS));  // GB/s == bytes/ns
     const int64_t latency_ns = knob_int(Knob::MK_EMU_LATENCY_US) * 1000;
+    const uint64_t chunk_bytes = static_cast<uint64_t>(knob_int(Knob::MK_EMU_CHUNK_KB)) << 10;
     name_ = cat("emu (emulated NIC: ", bytes_per_ns, " GB/s, ", latency_ns / 1000, " us; delivered by the kernels' "
-                "agent CTA)");
+                "agent CTA", chunk_bytes ? cat(", early chunks from ", chunk_bytes >> 10, " KB") : std::string(), ")");
     MK_CUDA_CHECK(cudaSetDevice(cfg.cuda_device));
     void* host = nullptr;
     const size_t host_bytes = kRingSlots * sizeof(DeliverySlot) + kRingSlots * 8 + 64;
@@ -85,7 +86,7 @@ class EmuTransport final : public Transport {
     void* dev = nullptr;
     MK_CUDA_CHECK(cudaHostGetDevicePointer(&dev, host, 0));
     if (dev != host) fail("emu: mapped host memory has a different device address (no unified addressing?)");
-    pacer_ = std::make_unique<EmuRing>(ring_, bytes_per_ns, latency_ns);
+    pacer_ = std::make_unique<EmuRing>(ring_, bytes_per_ns, latency_ns, chunk_bytes);
   }
   ~EmuTransport() override { close(); }
 
