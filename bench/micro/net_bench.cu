@@ -4,7 +4,8 @@
 //               in total for 16-byte PUTs pushed by many CTAs, and the GPU's
 //               enqueue cost per command in cycles.
 //  net_latency  one-way latency GPU put -> the remote GPU sees the signal,
-//               by ping-pong over the configured transport (2 nodes).
+//               by ping-pong over the configured transport (2 nodes), for
+//               8-byte to 4 MB puts.
 //  net_bw       bandwidth vs message size, 4 KB .. 64 MB (2 nodes).
 #include <cuda_runtime.h>
 
@@ -37,7 +38,7 @@ __global__ void enqueue_kernel(mk::DeviceCtx ctx, mk::net::NetCtx nc, int per_bl
 // with `finished` as its counter (agent_word) and with_agent_blocks /
 // agent_smem_bytes at the launch.
 __global__ void pingpong_net(mk::DeviceCtx ctx, mk::net::NetCtx nc, int region, int peer, bool initiator, int sig,
-                             int rounds, uint64_t base, uint32_t* finished) {
+                             int rounds, uint64_t base, uint64_t bytes, uint32_t* finished) {
   extern __shared__ uint8_t smem[];
   mk::net::with_agent(nc, ctx, finished, smem, [&](int, int) {
     if (threadIdx.x != 0) return;
@@ -45,11 +46,11 @@ __global__ void pingpong_net(mk::DeviceCtx ctx, mk::net::NetCtx nc, int region, 
     for (int i = 1; i <= rounds; ++i) {
       const uint64_t v = base + i;
       if (initiator) {
-        mk::net::put(nc, ctx, 0, peer, region, 0, 0, 8, mk::net::SigOp::Set, sig, v);
+        mk::net::put(nc, ctx, 0, peer, region, 0, 0, bytes, mk::net::SigOp::Set, sig, v);
         mk::dev::wait_ge(ctx, ctx.signals + sig, v, site);
       } else {
         mk::dev::wait_ge(ctx, ctx.signals + sig, v, site);
-        mk::net::put(nc, ctx, 0, peer, region, 0, 0, 8, mk::net::SigOp::Set, sig, v);
+        mk::net::put(nc, ctx, 0, peer, region, 0, 0, bytes, mk::net::SigOp::Set, sig, v);
       }
     }
     mk::net::quiet(nc, ctx, 0);
@@ -136,31 +137,41 @@ void bench_net_queue(BenchContext& bc) {
 
 void bench_net_latency(BenchContext& bc) {
   auto& c = *bc.comm;
-  Table t{"network one-way latency (GPU put + signal -> remote GPU sees it)", {"transport", "rounds", "one way us"}, {},
-          "Ping-pong of 8-byte puts with a Set signal; one way = round trip / 2. emu target: within 2 us of "
-          "MK_EMU_LATENCY_US."};
+  Table t{"network one-way latency (GPU put + signal -> remote GPU sees it)",
+          {"transport", "bytes", "rounds", "one way us", "emulated us", "x emulated"},
+          {},
+          "Ping-pong of puts with a Set signal; one way = round trip / 2. emulated: MK_EMU_LATENCY_US + bytes / "
+          "MK_EMU_GBPS (emu only). emu target: within 2 us of MK_EMU_LATENCY_US for 8 bytes; a large write's extra "
+          "time is its last chunk's copy (MK_EMU_CHUNK_KB)."};
   if (!two_nodes(bc, t)) return;
   mk::Network& net = c.network();
-  mk::SymmetricBuffer& buf = c.alloc_symmetric(1 << 20);
+  const uint64_t max_bytes = 4ull << 20;
+  mk::SymmetricBuffer& buf = c.alloc_symmetric(max_bytes);
   const int region = net.register_buffer(buf);
   const int sig = c.reserve_signals(1);
   const int peer = net.peers()[0];
-  const int rounds = 200;
+  const double emu_rate = double(mk::knob_int(mk::Knob::MK_EMU_GBPS));
+  const double emu_lat = double(mk::knob_int(mk::Knob::MK_EMU_LATENCY_US));
   uint64_t base = 0;
-  auto st = time_calls(
-      &c.bootstrap(), bc.stream, TimingOpts{2, 10},
-      [&](int) {
-        const mk::net::NetCtx& nc = net.device_ctx();
-        pingpong_net<<<mk::net::with_agent_blocks(nc, 1), 32, mk::net::agent_smem_bytes(nc), bc.stream>>>(c.device_ctx(), nc, region, peer,
-                                                                             c.rank() == 0, sig, rounds, base,
-                                                                             agent_word());
-      },
-      [&](int) {
-        base = c.next_epoch() * 1000;
-        c.barrier();
-      });
-  net.check();
-  t.rows.push_back({net.transport_name(), std::to_string(rounds), fmt(1000.0 * st.median_ms / rounds / 2, 2)});
+  for (uint64_t bytes : {8ull, 64ull << 10, 1ull << 20, 4ull << 20}) {
+    const int rounds = bytes <= (64u << 10) ? 200 : 50;
+    auto st = time_calls(
+        &c.bootstrap(), bc.stream, TimingOpts{2, 10},
+        [&](int) {
+          const mk::net::NetCtx& nc = net.device_ctx();
+          // 256 threads: the agent's block copies with them (as in an op's grid).
+          pingpong_net<<<mk::net::with_agent_blocks(nc, 1), 256, mk::net::agent_smem_bytes(nc), bc.stream>>>(
+              c.device_ctx(), nc, region, peer, c.rank() == 0, sig, rounds, base, bytes, agent_word());
+        },
+        [&](int) {
+          base = c.next_epoch() * 1000;
+          c.barrier();
+        });
+    net.check();
+    const double us = 1000.0 * st.median_ms / rounds / 2, emu_us = emu_lat + double(bytes) / emu_rate / 1000.0;
+    t.rows.push_back({net.transport_name(), std::to_string(bytes), std::to_string(rounds), fmt(us, 2),
+                      net.emulated() ? fmt(emu_us, 2) : "-", net.emulated() ? fmt(us / emu_us, 2) : "-"});
+  }
   c.barrier();
   c.free_symmetric(buf);
   bc.report->add(t);
