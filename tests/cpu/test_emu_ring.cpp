@@ -239,7 +239,7 @@ TEST(EmuRing, EarlyChunksArePublishedWhileTheAgentsAreIdle) {
   ASSERT_EQ(er.progress(20000, cookies, 8), 1);
   EXPECT_EQ(cookies[0], w.cookie);
   EXPECT_EQ(er.waiting(), 0u);
-  // Small and inline writes take one slot.
+  // A write of less than two chunks, and an inline write.
   EmuWrite small = write_for(2);
   small.bytes = 8000;  // less than 4 KB + 4 KB: never 4 KB more out than published
   ASSERT_TRUE(er.post(small, 30000));
@@ -271,7 +271,23 @@ TEST(EmuRing, EarlyChunksArePublishedWhileTheAgentsAreIdle) {
     EXPECT_EQ(big_ring.slots[k].w[2] % 4096, huge.src % 4096) << "chunks keep the write's alignment";
   }
   EXPECT_EQ(sum, huge.bytes);
-  EXPECT_EQ(big_ring.slots[mk::net::kMaxDeliveryChunks - 1].w[6], mk::net::kMaxDeliveryChunks - 1);
+  const DeliverySlot& tail = big_ring.slots[mk::net::kMaxDeliveryChunks - 1];
+  EXPECT_EQ(tail.w[6], mk::net::kMaxDeliveryChunks - 1);
+  EXPECT_LE(mk::net::delivery_bytes(tail.w[1]), 2u * (huge.bytes / mk::net::kMaxDeliveryChunks))
+      << "early chunks grow with the write: its last chunk is a share of it, not the rest after 31 x 4 KB";
+  // A chunked write without a signal: its last chunk has nothing to order.
+  EmuWrite quiet = write_for(3);
+  ASSERT_EQ(quiet.sig_op, SigOp::None);
+  quiet.bytes = 1 << 20;
+  const uint64_t before = big.published();
+  const int64_t t1 = int64_t(1) << 22;
+  ASSERT_TRUE(big.post(quiet, t1));
+  for (int64_t t = t1; big.waiting() > 0 && t < t1 + (int64_t(1) << 22); t += 1024) {
+    big.progress(t, cookies, 8);
+    for (uint64_t q = big.done(); q < big.published(); ++q) big_ring.done[q % 64] = q + 1;
+  }
+  ASSERT_GT(big.published(), before + 1) << "the write was not chunked";
+  EXPECT_FALSE(mk::net::delivery_after(big_ring.slots[(big.published() - 1) % 64].w[1]));
 }
 
 // Fake agents that follow the agent's rule (device/net/agent.cuh,
@@ -335,6 +351,7 @@ TEST(EmuRing, ChunkedWritesSplitOverAgentsSignalAfterEveryChunk) {
           if (delivered[i].load() != wr(i).bytes) ++early;  // "the signal" before all of its bytes
         }
       }
+      if (__atomic_load_n(&s.w[0], __ATOMIC_ACQUIRE) != c + 1) ++bad;  // rewritten while claimed
       __atomic_store_n(&h.done[c % kSlots], c + 1, __ATOMIC_RELEASE);
     }
   };
@@ -364,7 +381,7 @@ TEST(EmuRing, ChunkedWritesSplitOverAgentsSignalAfterEveryChunk) {
   ASSERT_EQ(order.size(), kWrites) << "writes not completed in 30 s";
   for (uint64_t i = 0; i < kWrites; ++i) ASSERT_EQ(order[i], i) << "completion " << i << " out of post order";
   for (uint64_t i = 0; i < kWrites; ++i) EXPECT_EQ(delivered[i].load(), wr(i).bytes) << "write " << i;
-  EXPECT_EQ(bad.load(), 0u) << "chunks with wrong fields";
+  EXPECT_EQ(bad.load(), 0u) << "chunks with wrong fields, or rewritten while claimed";
   EXPECT_EQ(early.load(), 0u) << "signals before all of their write's chunks were delivered";
   EXPECT_GT(er.published(), kWrites) << "no write was chunked";
   EXPECT_GT(waits.load(), 0u) << "no agent ever waited for another's chunk: the split was not exercised";

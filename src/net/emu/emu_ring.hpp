@@ -15,14 +15,15 @@
 // Chunks: while no published write is waiting for an agent (they are idle),
 // the front write's bytes that have left the link are published as a chunk
 // of their own, once at least `chunk_bytes` (MK_EMU_CHUNK_KB; 0: never) are
-// out, the rest when the write is due: the agent's copy of the first chunks
-// overlaps the wire time of the rest, so a lone write arrives about one
-// chunk's copy after its emulated time rather than a whole write's copy
-// after it. While the agents are busy nothing is split, so a stream of
+// out (more for large writes: early_chunk), the rest when the write is due:
+// the agent's copy of the first chunks overlaps the wire time of the rest,
+// so a lone write arrives about one chunk's copy after its emulated time
+// (plus the agent's lag where it copies slower than the emulated rate)
+// rather than a whole write's copy after it. While the agents are busy nothing is split, so a stream of
 // writes that keeps them busy costs them no more batches (each a claim and
 // two system-scope fences) than unsplit writes. At most
 // kMaxDeliveryChunks chunks a write; only the last carries the signal, with
-// `after`, so that an agent waits for the earlier chunks' done words before
+// `after` (when there is a signal), so that an agent waits for the earlier chunks' done words before
 // it (device/net/delivery.hpp).
 //
 // Completion: in publication order (a prefix), once a slot's done word holds
@@ -123,8 +124,8 @@ class EmuRing {
   size_t waiting() const { return pending_; }  // writes posted and not done
   int64_t real_ns() const { return real_ns_; }
 
-  // The oldest write not done, for the proxy's report when it takes too long
-  // (Transport::in_flight); empty when none.
+  // The oldest delivery (slot) or write not done, for the proxy's report
+  // when it takes too long (Transport::in_flight); empty when none.
   std::string describe(int64_t now_ns) const {
     if (pending_ == 0) return {};
     if (slots_.empty())
@@ -161,8 +162,11 @@ class EmuRing {
   };
 
   // Bytes of the front write `o` to publish now as an early chunk (0: none):
-  // only while no slot waits for an agent, once chunk_bytes_ more of its bytes
-  // have left the link, up to a kChunkAlign boundary.
+  // only while no slot waits for an agent, once enough more of its bytes have
+  // left the link, up to a kChunkAlign boundary. Enough: chunk_bytes_, or the
+  // rest spread over the chunks left if that is more (else an agent that
+  // keeps up would spend the cap on the first chunk_bytes_ x 31 bytes of a
+  // large write and copy the rest only once it is due).
   uint64_t early_chunk(const Op& o, int64_t now_ns) const {
     if (chunk_bytes_ == 0 || o.w.has_inline || published_ != done_ || o.chunks + 1 >= kMaxDeliveryChunks) return 0;
     const int64_t t = now_ns - o.lat_ns - o.start_ns;
@@ -170,7 +174,9 @@ class EmuRing {
     const double out_f = static_cast<double>(t) * bytes_per_ns_;
     uint64_t out = out_f >= static_cast<double>(o.w.bytes) ? o.w.bytes : static_cast<uint64_t>(out_f);
     out = out / kChunkAlign * kChunkAlign;
-    if (out >= o.w.bytes || out < o.sent + chunk_bytes_) return 0;
+    const uint64_t spread = (o.w.bytes - o.sent) / (kMaxDeliveryChunks - o.chunks);
+    const uint64_t least = std::max(chunk_bytes_, (spread + kChunkAlign - 1) / kChunkAlign * kChunkAlign);
+    if (out >= o.w.bytes || out < o.sent + least) return 0;
     return out - o.sent;
   }
 
@@ -180,7 +186,9 @@ class EmuRing {
     const uint64_t seq = published_++;
     DeliverySlot& s = ring_.slots[seq & (ring_.size - 1)];
     const bool inl = o.w.has_inline;
-    const bool after = last && o.chunks > 0;  // its signal waits for the write's earlier chunks
+    // Its signal waits for the write's earlier chunks (without a signal
+    // there is nothing to order: completion is in order anyway).
+    const bool after = last && o.chunks > 0 && o.w.sig_op != SigOp::None;
     s.w[1] = delivery_meta(bytes, last ? o.w.sig_op : SigOp::None, inl, after);
     s.w[2] = inl ? 0 : o.w.src + o.sent;
     s.w[3] = o.w.dst + o.sent;
