@@ -1,7 +1,7 @@
 // mkernel: the delivery agent (Role::Deliver), one CTA of every kernel that
 // pushes network commands when the transport delivers through rings
-// (NetCtx::agent; emu). It claims the writes the proxy published in each
-// queue's ring (device/net/delivery.hpp) when they were due, copies their
+// (NetCtx::agent; emu). It claims the writes (or a write's early chunks) the
+// proxy published in each queue's ring (device/net/delivery.hpp), copies their
 // bytes (the whole CTA on each large one, a warp on each small one; local
 // memory -> the peer's, over the host-wide mapping), then, after one
 // system-scope fence, writes their signals, and after another marks them done
@@ -32,8 +32,9 @@
 // PCIe, ~1.8 us a round; a short sleep when idle); such reads slow the GPU's
 // system-scope fences a little (device/net/net.cuh, flush). A batch of up to
 // 8 writes costs a claim (~3.3 us: two PCIe round trips), its copy (one CTA:
-// ~48 GB/s on one H200), and two system-scope fences (1.5 us when nothing
-// else is in flight, 13-23 us beside a stream of puts) (measured under MPS:
+// ~48 GB/s on one H200), and two system-scope fences (one when no slot of the
+// batch signals; 1.5 us when nothing else is in flight, 13-23 us beside a
+// stream of puts) (measured under MPS:
 // bench/results/emu-agent-speed-20261203.md). The agent's SM is one of the
 // SMs the grid leaves to the transport (MK_NET_FREE_SMS).
 #pragma once
@@ -160,6 +161,10 @@ __device__ __forceinline__ void agent_await_chunks(const NetCtx& nc, const Devic
     const uint64_t count = own_from - first;  // < kMaxDeliveryChunks <= 32
     const uint64_t seq = first + lane;
     uint64_t t0 = 0, next_host = ctx.host_abort_poll_ns;
+    // Polls back off to 2 us: host reads slow the GPU's system-scope fences
+    // (device/signals.cuh, abort_word), the other agent's too, and the chunk
+    // waited for is at least a copy of MK_EMU_CHUNK_KB away.
+    unsigned pause = 100;
     while (true) {
       const uint64_t v = lane < count ? dev::ld_acquire<dev::Scope::Sys>(r.done + (seq & (r.size - 1))) : ~0ull;
       const bool ok = v >= seq + 1;  // a later value there: a later slot, published only after this one was done
@@ -173,7 +178,8 @@ __device__ __forceinline__ void agent_await_chunks(const NetCtx& nc, const Devic
         if (ab) dev::give_up<R>(ctx, site, seq + 1, v, now - t0, kWaitAborted, static_cast<int32_t>(ab) - 1);
         if (now - t0 > ctx.timeout_ns) dev::give_up<R>(ctx, site, seq + 1, v, now - t0, kWaitTimeout, -1);
       }
-      __nanosleep(100);
+      __nanosleep(pause);
+      pause = pause < 2000 ? 2 * pause : pause;
     }
   }
   __syncwarp();  // every lane's acquires before lane 0's fence and signals
