@@ -126,16 +126,24 @@ TEST(DeliveryAgent, LastChunkSignalsOnlyAfterAnotherAgentsEarlierChunk) {
   // Chunk 0: no signal. Once an agent claimed it (and copies 48 MB), chunk 1
   // with the signal and `after` = 1: the other agent takes it.
   auto* s = reinterpret_cast<net::DeliverySlot*>(slots.p);
+  // Host waits of 2 s, below the kernels' own bounds (MK_TIMEOUT_MS), so that
+  // `stop` is set before any of them gives up.
   publish(s[0], 0, net::delivery_meta(kFirst, net::SigOp::None, false), src, dst, nullptr, 0);
-  const bool first_claimed = wait_host(claimed.p, 1, 5000);
+  const bool first_claimed = wait_host(claimed.p, 1, 2000);
   publish(s[1], 1, net::delivery_meta(kLast, net::SigOp::Set, false, true), src + kFirst, dst + kFirst, sig, 1);
-  const bool delivered = first_claimed && wait_host(done.p + 1, 2, 5000) && wait_host(done.p, 1, 5000);
+  // The split this test is about: chunk 1 claimed while chunk 0 is not done
+  // (else one agent took both, one after the other, and nothing was tested).
+  const bool last_claimed = first_claimed && wait_host(claimed.p, 2, 2000);
+  const bool split = last_claimed && __atomic_load_n(done.p, __ATOMIC_ACQUIRE) == 0;
+  const bool delivered = last_claimed && wait_host(done.p + 1, 2, 2000) && wait_host(done.p, 1, 2000);
   __atomic_store_n(stop.p, 1, __ATOMIC_RELEASE);
   CK(cudaStreamSynchronize(sa));
   CK(cudaStreamSynchronize(sb));
   CK(cudaStreamSynchronize(sw));
-  ASSERT_TRUE(first_claimed) << "no agent claimed the first chunk in 5 s";
-  ASSERT_TRUE(delivered) << "the chunks were not both done in 5 s";
+  ASSERT_TRUE(first_claimed) << "no agent claimed the first chunk in 2 s";
+  ASSERT_TRUE(delivered) << "the chunks were not both claimed and done in 2 s";
+  EXPECT_TRUE(split) << "the last chunk was claimed after the first was done: the second agent did not take it "
+                        "while the first copied (not resident?); the ordering was not exercised";
   unsigned long long h_wrong = 0;
   CK(cudaMemcpy(&h_wrong, wrong, 8, cudaMemcpyDeviceToHost));
   EXPECT_EQ(h_wrong, 0u) << "the signal landed while " << h_wrong << " bytes of the end of the first chunk (another "
