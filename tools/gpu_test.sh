@@ -18,6 +18,12 @@ run tools/mkrun -n 2 --timeout 120 env MK_TIMEOUT_MS=500 build/bin/mk_dist_tests
 # 0,1, so rail peers share a GPU (MK_SHARE_GPUS, time-sliced: correctness
 # only, long wait bounds).
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+# emu with 3 delivery agent CTAs a kernel (MK_EMU_AGENTS): a write's chunks
+# split over the agents of one kernel, the ops' grids leaving 3 SMs (2x1; the
+# ranks share the GPU when there is one).
+share=; [ "${ngpu:-0}" -eq 1 ] && share="MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000"
+run tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 MK_EMU_AGENTS=3 $share build/bin/mk_dist_tests \
+    --gtest_filter='Net.*:AgGemm*:GemmRs*:GemmAr*:GemmPeer*:RingAttn*'
 # The infrastructure tests that finish when ranks time-slice a GPU (the
 # round-trip-bound ones, ping-pong and acked small puts, take minutes then
 # and stay with the tiers above): topology, symmetric memory, network puts.

@@ -21,7 +21,8 @@
 // kernel never ends with a write of its own undelivered. Every wait is
 // bounded: the abort word while the workers run (they have bounds of their
 // own), then MK_TIMEOUT_MS without progress.
-// Several agents (of kernels running at once) serve one ring in claim order,
+// Several agents (a kernel's MK_EMU_AGENTS CTAs, and those of kernels
+// running at once) serve one ring in claim order,
 // but batches of different agents may land in either order: the transport
 // contract orders a write only before its own signal (src/net/transport.hpp).
 // A write the proxy published in chunks (MK_EMU_CHUNK_KB) may be split over
@@ -303,14 +304,16 @@ __device__ __forceinline__ void run_agent(const NetCtx& nc, const DeviceCtx& ctx
 }
 
 // An op kernel's first lines: for blockIdx.x < a.ctas runs the agent, counts
-// the CTA in the launch's epoch (dev::epoch_finish: the agent ends last) and
+// the CTA in the launch's epoch (dev::epoch_finish: the agents end last) and
 // returns true (the kernel returns); else false, and the kernel's CTA index
-// is blockIdx.x - a.ctas. Every thread calls it.
+// is blockIdx.x - a.ctas. Every thread calls it. With several agents, the
+// first to end saw every worker's count and no agent's (none had ended), so
+// each agent's "workers done" is true when it reads it.
 template <dev::Report R = dev::Report::Quiet>
 __device__ __forceinline__ bool op_agent_block(const AgentLaunch& a, const DeviceCtx& ctx, const dev::DeviceEpoch& ep,
                                                void* smem) {
   if (static_cast<int>(blockIdx.x) >= a.ctas) return false;
-  run_agent<R>(*a.nc, ctx, ep.done, gridDim.x - 1, smem);
+  run_agent<R>(*a.nc, ctx, ep.done, gridDim.x - a.ctas, smem);
   dev::epoch_finish(ep);
   return true;
 }
@@ -320,16 +323,17 @@ __device__ __forceinline__ bool op_agent_block(const AgentLaunch& a, const Devic
 // sizeof(AgentScratch) bytes of dynamic shared memory, and a zeroed device
 // word `finished` of the kernel's own; then
 //   net::with_agent(nc, ctx, finished, smem, [&](int block, int blocks) { ... });
-// runs the agent in block 0 (when nc.agent) and body(block, blocks) in the
-// others, with their indices shifted past it. The agent sets `finished` back
-// to 0 when it ends, for the next launch. All threads of every block call it.
+// runs the agent in blocks [0, agent_ctas(nc)) and body(block, blocks) in
+// the others, with their indices shifted past them. The last agent to end
+// sets `finished` back to 0, for the next launch. All threads of every block
+// call it.
 // The two halves, for a kernel that dispatches itself (one call site of a
 // large role): the agent's block, and the end of every other block.
 template <dev::Report R = dev::Report::Print>
 __device__ __forceinline__ void run_counted_agent(const NetCtx& nc, const DeviceCtx& ctx, uint32_t* finished,
-                                                  void* smem) {
-  run_agent<R>(nc, ctx, finished, gridDim.x - 1, smem);
-  if (threadIdx.x == 0) *reinterpret_cast<volatile uint32_t*>(finished) = 0;
+                                                  void* smem, int agents) {
+  run_agent<R>(nc, ctx, finished, gridDim.x - agents, smem);
+  if (threadIdx.x == 0 && atomicAdd(finished, 1u) == gridDim.x - 1) *reinterpret_cast<volatile uint32_t*>(finished) = 0;
 }
 __device__ __forceinline__ void count_block_done(uint32_t* finished) {
   __syncthreads();
@@ -344,7 +348,7 @@ __device__ __forceinline__ void with_agent(const NetCtx& nc, const DeviceCtx& ct
                                            Body&& body) {
   const int agents = agent_ctas(nc);
   if (static_cast<int>(blockIdx.x) < agents) {
-    run_counted_agent<R>(nc, ctx, finished, smem);
+    run_counted_agent<R>(nc, ctx, finished, smem, agents);
     return;
   }
   body(static_cast<int>(blockIdx.x) - agents, static_cast<int>(gridDim.x) - agents);

@@ -18,9 +18,9 @@ struct NetCtx {
   int32_t rank = 0;
   int32_t num_rail_peers = 0;  // peers a BARRIER command reaches
   int32_t emulated = 0;        // 1 when the transport is the emulated NIC
-  // 1 when the transport delivers through rings (device/net/delivery.hpp):
-  // every kernel that pushes commands must then run the delivery agent
-  // (device/net/agent.cuh) in a CTA of its own, or its writes never happen.
+  // When the transport delivers through rings (device/net/delivery.hpp),
+  // the delivery agent CTAs (device/net/agent.cuh) every kernel that pushes
+  // commands must run, or its writes never happen (MK_EMU_AGENTS); else 0.
   int32_t agent = 0;
   // The delivery ring of each queue's transport (size 0: none).
   DeliveryRing delivery[kMaxNetQueues] = {};
@@ -40,9 +40,9 @@ struct NetCtx {
 };
 
 // Blocks a kernel that pushes commands adds for the delivery agent.
-MK_HD int agent_ctas(const NetCtx& nc) { return nc.agent ? 1 : 0; }
+MK_HD int agent_ctas(const NetCtx& nc) { return nc.agent > 0 ? nc.agent : 0; }
 
-// A kernel's launch argument for the delivery agent: `ctas` (0 or 1) CTAs,
+// A kernel's launch argument for the delivery agent: `ctas` (0: none) CTAs,
 // the lowest indices (made resident first), run net::run_agent on *nc
 // instead of the kernel's roles; the others shift down by `ctas`.
 struct AgentLaunch {

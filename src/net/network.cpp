@@ -104,7 +104,7 @@ Network::Network(Communicator& comm) : comm_(comm) {
   });
   if (rings != 0 && rings != ctx_.num_queues)
     fail("network ", name_, ": ", rings, " of ", ctx_.num_queues, " proxy threads deliver through rings; all or none must");
-  ctx_.agent = rings != 0 ? 1 : 0;
+  ctx_.agent = rings != 0 ? static_cast<int32_t>(knob_int(Knob::MK_EMU_AGENTS)) : 0;  // rings: emu
   ctx_.rank = t.rank;
   ctx_.num_rail_peers = static_cast<int32_t>(rail_peers_.size());
   ctx_.emulated = family(name_) == "emu" ? 1 : 0;
@@ -115,7 +115,8 @@ Network::Network(Communicator& comm) : comm_(comm) {
     (void)cudaGetLastError();
     mps = 0;
   }
-  ctx_.free_sms = net::transport_free_sms(family(name_), static_cast<int>(knob_int(Knob::MK_NET_FREE_SMS)), mps != 0);
+  ctx_.free_sms = net::transport_free_sms(family(name_), static_cast<int>(knob_int(Knob::MK_NET_FREE_SMS)), mps != 0,
+                                          ctx_.agent);
   // The same on every rank (the largest): plans size their grids from it,
   // and ranks on GPUs with and without MPS must still make the same plan.
   for (const std::string& v : comm.bootstrap().allgather(std::to_string(ctx_.free_sms)))
@@ -125,7 +126,7 @@ Network::Network(Communicator& comm) : comm_(comm) {
   if (!queues.empty()) log(LogLevel::Warn, cat("rank ", t.rank, ": ", queues));
   if (ctx_.free_sms > 0)
     log(LogLevel::Info, cat("rank ", t.rank, ": ops leave up to ", ctx_.free_sms, " SMs free for the ", family(name_),
-                            ctx_.agent ? " transport's delivery agent" : " transport's kernels", " (MK_NET_FREE_SMS", mps ? "; the GPU is shared through MPS" : "",
+                            ctx_.agent ? cat(" transport's ", ctx_.agent, " delivery agent CTA(s)") : std::string(" transport's kernels"), " (MK_NET_FREE_SMS", mps ? "; the GPU is shared through MPS" : "",
                             ")"));
   MK_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ctx_dev_), sizeof(net::NetCtx)));
   sync_device_ctx();

@@ -1,4 +1,5 @@
 // mkernel: picks the network backend (MK_NET) and what it needs of the GPU.
+#include <algorithm>
 #include <cstdlib>
 
 #include "mkernel/error.hpp"
@@ -49,15 +50,15 @@ std::unique_ptr<Transport> make_transport(const TransportConfig& cfg) {
   fail("MK_NET=auto found no usable network transport:", tried);
 }
 
-// emu delivers with one CTA of the op's own grid (device/net/agent.cuh):
-// one SM. fabric's signal-add kernels run beside the grid; under MPS other
+// emu delivers with CTAs of the op's own grid (device/net/agent.cuh): an
+// SM each (MK_EMU_AGENTS). fabric's signal-add kernels run beside the grid; under MPS other
 // processes' kernels share the GPU at the same time, and 1-4 SMs left free
 // were too few for such kernels (emu's copies before its agent: GemmAr at 62
 // of 66 CTAs stopped, at 60 it ran; bench/results/emu-mps-free-sms-20261203.md).
-int transport_free_sms(const std::string& family, int knob, bool mps) {
+int transport_free_sms(const std::string& family, int knob, bool mps, int agents) {
   if (family != "emu" && family != "fabric") return 0;
+  if (family == "emu") return std::max(knob, std::max(agents, 1));  // every agent CTA needs its SM
   if (knob > 0) return knob;
-  if (family == "emu") return 1;
   return mps ? 8 : 1;
 }
 

@@ -138,11 +138,11 @@ std::unique_ptr<Transport> make_emu(const TransportConfig& cfg);
 std::unique_ptr<Transport> make_transport(const TransportConfig& cfg);
 
 // SMs a persistent op's grid leaves free for a transport family's delivery
-// (MK_NET_FREE_SMS, knob_list.inc): 0 for verbs; for emu and fabric the knob
-// when set (knob > 0); else 1 for emu (its delivery agent's CTA) and for
-// fabric 1, or 8 when the GPU's contexts are shared through MPS
-// (cudaDevAttrMpsEnabled).
-int transport_free_sms(const std::string& family, int knob, bool mps);
+// (MK_NET_FREE_SMS, knob_list.inc): 0 for verbs; for emu the knob, but at
+// least `agents` (its delivery agent CTAs, MK_EMU_AGENTS); for fabric the
+// knob when set (knob > 0), else 1, or 8 when the GPU's contexts are shared
+// through MPS (cudaDevAttrMpsEnabled).
+int transport_free_sms(const std::string& family, int knob, bool mps, int agents = 1);
 
 // The warning a network whose proxy issues CUDA work (Transport::
 // proxy_calls_cuda: fabric staging, EFA's signal adds) owes its user

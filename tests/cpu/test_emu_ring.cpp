@@ -290,16 +290,55 @@ TEST(EmuRing, EarlyChunksArePublishedWhileTheAgentsAreIdle) {
   EXPECT_FALSE(mk::net::delivery_after(big_ring.slots[(big.published() - 1) % 64].w[1]));
 }
 
+// With MK_EMU_AGENTS = 2 a kernel runs two agents: an early chunk goes while
+// one slot is outstanding (an agent is still idle), not while two are.
+TEST(EmuRing, EarlyChunksGoWhileFewerSlotsThanAgentsAreOutstanding) {
+  HostRing h(8);
+  EmuRing er(h.ring, 1.0, 0, 4096, 2);  // 1 byte/ns, no latency, early chunks from 4 KB, 2 agents
+  EmuWrite w = write_for(1);
+  w.bytes = 20000;
+  w.sig = 0x5008;
+  w.sig_op = SigOp::Set;
+  ASSERT_TRUE(er.post(w, 0));
+  uint64_t cookies[8];
+  er.progress(4096 - 1, cookies, 8);
+  EXPECT_EQ(er.published(), 0u);
+  er.progress(4096, cookies, 8);
+  ASSERT_EQ(er.published(), 1u) << "4 KB out, both agents idle: a chunk";
+  er.progress(8192, cookies, 8);
+  ASSERT_EQ(er.published(), 2u) << "4 KB more out while one slot is outstanding: the second agent takes a chunk";
+  er.progress(16384, cookies, 8);
+  EXPECT_EQ(er.published(), 2u) << "two slots outstanding: both agents busy, nothing split";
+  h.done[1] = 2;  // the second chunk done before the first (another agent): completion still waits for the first
+  EXPECT_EQ(er.progress(16384, cookies, 8), 0);
+  EXPECT_EQ(er.done(), 0u);
+  EXPECT_EQ(er.published(), 2u) << "done counts a prefix: the first slot still outstanding, and so the second";
+  h.done[0] = 1;
+  er.progress(16384, cookies, 8);
+  ASSERT_EQ(er.published(), 3u) << "both done: 16 KB out, the third chunk (8 KB)";
+  EXPECT_EQ(mk::net::delivery_bytes(h.slots[2].w[1]), 8192u);
+  er.progress(20000, cookies, 8);
+  ASSERT_EQ(er.published(), 4u) << "the write is due: the rest";
+  EXPECT_TRUE(mk::net::delivery_after(h.slots[3].w[1]));
+  EXPECT_EQ(h.slots[3].w[6], 3u) << "the last chunk names its 3 earlier chunks";
+  h.done[2] = 3;
+  h.done[3] = 4;
+  ASSERT_EQ(er.progress(20000, cookies, 8), 1);
+  EXPECT_EQ(er.waiting(), 0u);
+}
+
 // Fake agents that follow the agent's rule (device/net/agent.cuh,
 // agent_await_chunks): before a last chunk's signal, wait for the done words
 // of the write's earlier chunks that this agent did not claim in its unbroken
 // run. Each "signal" checks that every byte of its write was delivered: it
 // fails if the proxy names too few earlier chunks, or none.
-TEST(EmuRing, ChunkedWritesSplitOverAgentsSignalAfterEveryChunk) {
+// ring_agents: the agents a kernel runs as the proxy counts them
+// (MK_EMU_AGENTS: early chunks while fewer slots are outstanding).
+void chunked_writes_over_agents(int ring_agents) {
   constexpr uint32_t kSlots = 16;
   constexpr uint64_t kWrites = 500;
   HostRing h(kSlots);
-  EmuRing er(h.ring, 0.5, 0, 8192);  // 0.5 bytes/ns: a write's first chunks go while the rest is on the link
+  EmuRing er(h.ring, 0.5, 0, 8192, ring_agents);  // 0.5 bytes/ns: a write's first chunks go while the rest is on the link
   auto wr = [](uint64_t i) {
     EmuWrite w;
     w.src = (i + 1) << 32;
@@ -386,5 +425,8 @@ TEST(EmuRing, ChunkedWritesSplitOverAgentsSignalAfterEveryChunk) {
   EXPECT_GT(er.published(), kWrites) << "no write was chunked";
   EXPECT_GT(waits.load(), 0u) << "no agent ever waited for another's chunk: the split was not exercised";
 }
+
+TEST(EmuRing, ChunkedWritesSplitOverAgentsSignalAfterEveryChunk) { chunked_writes_over_agents(1); }
+TEST(EmuRing, ChunkedWritesSplitOverThreeAgentsOfOneKernel) { chunked_writes_over_agents(3); }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // What a persistent op's grid leaves free for the network transport's
-// delivery (MK_NET_FREE_SMS): none for verbs; for emu and fabric the knob,
-// else 1 for emu (its agent CTA), and for fabric 1, or 8 when the GPU is
-// shared through MPS.
+// delivery (MK_NET_FREE_SMS): none for verbs; for emu the knob, at least one
+// SM for each agent CTA (MK_EMU_AGENTS); for fabric the knob, else 1, or 8
+// when the GPU is shared through MPS.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -23,6 +23,11 @@ TEST(NetFreeSms, ByTransportKnobAndMps) {
   EXPECT_EQ(transport_free_sms("fabric", 0, true), 8);
   EXPECT_EQ(transport_free_sms("emu", 3, true), 3);  // the knob wins
   EXPECT_EQ(transport_free_sms("emu", 2, false), 2);
+  // emu leaves at least an SM for each of its agent CTAs (MK_EMU_AGENTS).
+  EXPECT_EQ(transport_free_sms("emu", 0, false, 2), 2);
+  EXPECT_EQ(transport_free_sms("emu", 1, true, 3), 3);
+  EXPECT_EQ(transport_free_sms("emu", 4, false, 2), 4);
+  EXPECT_EQ(transport_free_sms("fabric", 0, false, 3), 1);  // fabric runs no agent
 }
 
 // What the plans take (tp::network_free_sms): the want clamped so that 2

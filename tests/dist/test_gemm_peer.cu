@@ -239,7 +239,7 @@ TEST_F(GemmPeer, TilesCrossTheNetworkOnePutPerTile) {
     // The epilogue's puts go through the delivery agent when the network
     // asks for one (emu): an extra CTA and its counter (net::with_agent).
     const net::AgentLaunch agent =
-        net.device_ctx().agent ? net::AgentLaunch{net.device_ctx_ptr(), 1} : net::AgentLaunch{};
+        net::AgentLaunch{net.device_ctx_ptr(), net::agent_ctas(net.device_ctx())};
     gemm::launch(p, p.num_compute, {}, s, agent, agent_finished);
     wait_signals<<<1, 32, 0, s>>>(p.ctx, sig, tiles, uint64_t(round), peer);
     cudaError_t e = cudaStreamSynchronize(s);

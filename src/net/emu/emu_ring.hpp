@@ -12,7 +12,8 @@
 // ring (no wait behind other writes in it): the median of a window of
 // kRealWindow, starting from kRealStartNs.
 //
-// Chunks: while no published write is waiting for an agent (they are idle),
+// Chunks: while fewer published writes than `agents` (MK_EMU_AGENTS) are
+// not done (an agent is idle),
 // the front write's bytes that have left the link are published as a chunk
 // of their own, once at least `chunk_bytes` (MK_EMU_CHUNK_KB; 0: never) are
 // out (more for large writes: early_chunk), the rest when the write is due:
@@ -67,8 +68,14 @@ class EmuRing {
 
   // `ring`: zeroed slots and done words, `ring.size` a power of two.
   // chunk_bytes: the least a write's early chunk holds (0: no chunks).
-  EmuRing(DeliveryRing ring, double bytes_per_ns, int64_t latency_ns, uint64_t chunk_bytes = 0)
-      : ring_(ring), bytes_per_ns_(bytes_per_ns), latency_ns_(latency_ns), chunk_bytes_(chunk_bytes) {
+  // agents: the delivery agents a kernel runs (early chunks go while fewer
+  // slots than this are outstanding).
+  EmuRing(DeliveryRing ring, double bytes_per_ns, int64_t latency_ns, uint64_t chunk_bytes = 0, int agents = 1)
+      : ring_(ring),
+        bytes_per_ns_(bytes_per_ns),
+        latency_ns_(latency_ns),
+        chunk_bytes_(chunk_bytes),
+        agents_(static_cast<uint64_t>(std::max(agents, 1))) {
     if (ring.size == 0 || (ring.size & (ring.size - 1)) != 0 || !ring.slots || !ring.done)
       fail("emu: the delivery ring needs slots, done words and a power-of-two size (got ", ring.size, ")");
     if (!(bytes_per_ns > 0)) fail("emu: the emulated rate must be positive");
@@ -168,7 +175,8 @@ class EmuRing {
   // keeps up would spend the cap on the first chunk_bytes_ x 31 bytes of a
   // large write and copy the rest only once it is due).
   uint64_t early_chunk(const Op& o, int64_t now_ns) const {
-    if (chunk_bytes_ == 0 || o.w.has_inline || published_ != done_ || o.chunks + 1 >= kMaxDeliveryChunks) return 0;
+    if (chunk_bytes_ == 0 || o.w.has_inline || published_ - done_ >= agents_ || o.chunks + 1 >= kMaxDeliveryChunks)
+      return 0;
     const int64_t t = now_ns - o.lat_ns - o.start_ns;
     if (t <= 0) return 0;
     const double out_f = static_cast<double>(t) * bytes_per_ns_;
@@ -219,6 +227,7 @@ class EmuRing {
   double bytes_per_ns_;
   int64_t latency_ns_;
   uint64_t chunk_bytes_;
+  uint64_t agents_;
   int64_t real_ns_ = kRealStartNs;
   std::vector<int64_t> window_;
   std::deque<Op> ops_;      // writes not published in full, in post order

@@ -59,8 +59,10 @@ class EmuTransport final : public Transport {
     const double bytes_per_ns = static_cast<double>(knob_int(Knob::MK_EMU_GBPS));  // GB/s == bytes/ns
     const int64_t latency_ns = knob_int(Knob::MK_EMU_LATENCY_US) * 1000;
     const uint64_t chunk_bytes = static_cast<uint64_t>(knob_int(Knob::MK_EMU_CHUNK_KB)) << 10;
-    name_ = cat("emu (emulated NIC: ", bytes_per_ns, " GB/s, ", latency_ns / 1000, " us; delivered by the kernels' "
-                "agent CTA", chunk_bytes ? cat(", early chunks from ", chunk_bytes >> 10, " KB") : std::string(), ")");
+    const int agents = static_cast<int>(knob_int(Knob::MK_EMU_AGENTS));
+    name_ = cat("emu (emulated NIC: ", bytes_per_ns, " GB/s, ", latency_ns / 1000, " us; delivered by ", agents,
+                agents == 1 ? " agent CTA" : " agent CTAs", " a kernel",
+                chunk_bytes ? cat(", early chunks from ", chunk_bytes >> 10, " KB") : std::string(), ")");
     MK_CUDA_CHECK(cudaSetDevice(cfg.cuda_device));
     void* host = nullptr;
     const size_t host_bytes = kRingSlots * sizeof(DeliverySlot) + kRingSlots * 8 + 64;
@@ -86,7 +88,7 @@ class EmuTransport final : public Transport {
     void* dev = nullptr;
     MK_CUDA_CHECK(cudaHostGetDevicePointer(&dev, host, 0));
     if (dev != host) fail("emu: mapped host memory has a different device address (no unified addressing?)");
-    pacer_ = std::make_unique<EmuRing>(ring_, bytes_per_ns, latency_ns, chunk_bytes);
+    pacer_ = std::make_unique<EmuRing>(ring_, bytes_per_ns, latency_ns, chunk_bytes, agents);
   }
   ~EmuTransport() override { close(); }
 

@@ -289,13 +289,14 @@ inline int network_free_sms(Communicator& comm, const char* op, int num_ctas, in
   return free;
 }
 
-// The delivery agent's launch argument (net::AgentLaunch): one CTA across
-// nodes when the network delivers through the kernels' agent (emu), else
-// none. Its SM is one of those network_free_sms leaves (at least 1 there).
+// The delivery agent's launch argument (net::AgentLaunch): its CTAs across
+// nodes when the network delivers through the kernels' agent (emu,
+// MK_EMU_AGENTS), else none. Their SMs are among those network_free_sms
+// leaves (at least as many there).
 // Collective on first use (creates the network).
 inline net::AgentLaunch agent_launch(Communicator& comm) {
   if (comm.topology().num_nodes == 1 || !comm.network().device_ctx().agent) return {};
-  return net::AgentLaunch{comm.network().device_ctx_ptr(), 1};
+  return net::AgentLaunch{comm.network().device_ctx_ptr(), net::agent_ctas(comm.network().device_ctx())};
 }
 
 // Ranks the tensor-parallel plans can serve: nodes of equal size (rail

@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 uint32_t* agent_finished) {
   extern __shared__ uint8_t smem[];
   if (static_cast<int>(blockIdx.x) < agent.ctas) {  // Role::Deliver
-    net::run_counted_agent<dev::Report::Quiet>(*agent.nc, p.ctx, agent_finished, smem);
+    net::run_counted_agent<dev::Report::Quiet>(*agent.nc, p.ctx, agent_finished, smem, agent.ctas);
     return;
   }
   const int cta = static_cast<int>(blockIdx.x) - agent.ctas;
