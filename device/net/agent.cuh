@@ -36,8 +36,12 @@
 // ~48 GB/s on one H200), and two system-scope fences (one when no slot of the
 // batch signals; 1.5 us when nothing else is in flight, 13-23 us beside a
 // stream of puts) (measured under MPS:
-// bench/results/emu-agent-speed-20261203.md). The agent's SM is one of the
-// SMs the grid leaves to the transport (MK_NET_FREE_SMS).
+// bench/results/emu-agent-speed-20261203.md). So one agent streamed at most
+// ~88% of the emulated 50 GB/s; a kernel runs MK_EMU_AGENTS (default 2),
+// whose batches' copies and fences overlap: 98-99% from 256 KB
+// (bench/results/emu-agents-20261203.md). Bulk (TMA) copies were slower
+// than copy_v16 from one SM (emu-agent-bulk-20261203.md). Each agent's SM
+// is one of those the grid leaves to the transport (MK_NET_FREE_SMS).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -58,6 +62,19 @@ static_assert(kAgentBatch * 4 <= 32, "one warp reads a batch's bodies, 16 bytes 
 // 8-15 GB/s under MPS / time slicing on one H200, against the 50 GB/s it
 // emulates (bench/results/emu-agent-20261203.md).
 constexpr int kAgentCopyUnroll = 16;
+
+// An idle agent's pause between polls of the rings: the first agent of a
+// kernel (block 0) 200 ns, so that a lone write is claimed soon; the others
+// (MK_EMU_AGENTS) 2 us: they are needed once the first is busy, and their
+// host reads may slow everyone's system-scope fences. One way, 8 bytes,
+// under MPS: 7.8 us with one agent; with two 9.0-9.2 polling alike, 8.9 at
+// 2 us, 8.3-8.5 at 8 us; with three 11.3-11.4, 10.7-10.9, 9.6-10.1. The
+// pause recovers little of it, and 8 us made 1-4 MB puts 2-3 us slower
+// (bench/results/emu-agents-20261203.md).
+#ifndef MK_AGENT_SECONDARY_IDLE_NS  // a compile-time knob for experiments only
+#define MK_AGENT_SECONDARY_IDLE_NS 2000
+#endif
+constexpr unsigned kAgentSecondaryIdleNs = MK_AGENT_SECONDARY_IDLE_NS;
 
 // The agent's shared memory (16-byte aligned; from the kernel's dynamic
 // shared memory, which it does not otherwise use).
@@ -248,7 +265,7 @@ __device__ __forceinline__ void run_agent(const NetCtx& nc, const DeviceCtx& ctx
         if (ending && now - t_still > ctx.timeout_ns)
           dev::give_up<R>(ctx, site, head, done, now - t_still, kWaitTimeout, -1);
       } else {
-        __nanosleep(200);
+        __nanosleep(blockIdx.x == 0 ? 200u : kAgentSecondaryIdleNs);
       }
     }
     __syncthreads();
