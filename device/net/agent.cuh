@@ -1,6 +1,6 @@
-// mkernel: the delivery agent (Role::Deliver), one CTA of every kernel that
-// pushes network commands when the transport delivers through rings
-// (NetCtx::agent; emu). It claims the writes (or a write's early chunks) the
+// mkernel: the delivery agent (Role::Deliver), NetCtx::agent CTAs of every
+// kernel that pushes network commands when the transport delivers through
+// rings (emu; MK_EMU_AGENTS). It claims the writes (or a write's early chunks) the
 // proxy published in each queue's ring (device/net/delivery.hpp), copies their
 // bytes (the whole CTA on each large one, a warp on each small one; local
 // memory -> the peer's, over the host-wide mapping), then, after one
@@ -160,8 +160,8 @@ __device__ __forceinline__ bool copy_by_warp(const AgentScratch* sh, int n, unsi
 // Warp 0, after the batch's copies and before its signals: a chunked
 // write's last slot (`after`) may signal only once the write's earlier
 // chunks are done. Those this agent claimed are (in this batch, or in its
-// unbroken run of claims before it); the others, claimed by agents of other
-// kernels, are waited for through their done words (a lane a word, one PCIe
+// unbroken run of claims before it); the others, claimed by other agents
+// (of this kernel or of others), are waited for through their done words (a lane a word, one PCIe
 // round trip a poll). Their agents wrote each done word after a system-scope
 // fence behind the chunk's data, so the data is visible before this agent's
 // own fence and signal.
@@ -265,7 +265,7 @@ __device__ __forceinline__ void run_agent(const NetCtx& nc, const DeviceCtx& ctx
         if (ending && now - t_still > ctx.timeout_ns)
           dev::give_up<R>(ctx, site, head, done, now - t_still, kWaitTimeout, -1);
       } else {
-        __nanosleep(blockIdx.x == 0 ? 200u : kAgentSecondaryIdleNs);
+        __nanosleep(blockIdx.x == 0 || ending ? 200u : kAgentSecondaryIdleNs);  // ending: the kernel waits for it
       }
     }
     __syncthreads();

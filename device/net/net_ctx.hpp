@@ -26,7 +26,7 @@ struct NetCtx {
   DeliveryRing delivery[kMaxNetQueues] = {};
   // SMs a persistent kernel whose CTAs wait for network data must leave
   // free (0: none) because the transport delivers on this GPU (emu: the
-  // delivery agent's CTA; fabric: signal-add kernels), or the ranks
+  // delivery agent CTAs; fabric: signal-add kernels), or the ranks
   // deadlock (seen with AG+GEMM and GEMM+RS on emu): MK_NET_FREE_SMS.
   // Host-side only.
   int32_t free_sms = 0;

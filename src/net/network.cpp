@@ -105,6 +105,13 @@ Network::Network(Communicator& comm) : comm_(comm) {
   if (rings != 0 && rings != ctx_.num_queues)
     fail("network ", name_, ": ", rings, " of ", ctx_.num_queues, " proxy threads deliver through rings; all or none must");
   ctx_.agent = rings != 0 ? static_cast<int32_t>(knob_int(Knob::MK_EMU_AGENTS)) : 0;  // rings: emu
+  if (ctx_.agent > 0) {  // the ops' grids keep 2 CTAs beside their agents (tp::grid_free_sms)
+    int sms = 0;
+    MK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, comm.device()));
+    if (ctx_.agent > sms - 2)
+      fail("network ", name_, ": MK_EMU_AGENTS=", ctx_.agent, " delivery agent CTAs a kernel, but this GPU has ", sms,
+           " SMs: at most ", std::max(sms - 2, 0), " (2 stay for the ops' other roles)");
+  }
   ctx_.rank = t.rank;
   ctx_.num_rail_peers = static_cast<int32_t>(rail_peers_.size());
   ctx_.emulated = family(name_) == "emu" ? 1 : 0;

@@ -237,7 +237,7 @@ TEST_F(GemmPeer, TilesCrossTheNetworkOnePutPerTile) {
     p.epi.net_dst_off[0] = half;
     p.epi.net_sig_base[0] = sig;
     // The epilogue's puts go through the delivery agent when the network
-    // asks for one (emu): an extra CTA and its counter (net::with_agent).
+    // asks for one (emu): its CTAs beside the grid and a counter (net::with_agent).
     const net::AgentLaunch agent =
         net::AgentLaunch{net.device_ctx_ptr(), net::agent_ctas(net.device_ctx())};
     gemm::launch(p, p.num_compute, {}, s, agent, agent_finished);

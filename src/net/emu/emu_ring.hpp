@@ -99,7 +99,7 @@ class EmuRing {
 
   // The done prefix's cookies into `cookies` (at most max), then every write
   // whose time has come is published while the ring has room (and, while
-  // the agents are idle, the front write's bytes out so far as a chunk).
+  // an agent is idle, the front write's bytes out so far as a chunk).
   // Returns the number of completions.
   int progress(int64_t now_ns, uint64_t* cookies, int max) {
     int n = 0;
@@ -148,7 +148,7 @@ class EmuRing {
                " ms ago and is not done (", published_ - done_, " published, agents claimed up to #", claimed,
                claimed > done_ ? ": claimed, not finished: its agent is stuck or was stopped)"
                                : ": not claimed: no kernel of this rank that runs the delivery agent is running, or "
-                                 "its agent CTA is not resident: MK_NET_FREE_SMS)");
+                                 "its agent CTAs are not resident: MK_NET_FREE_SMS)");
   }
 
  private:
@@ -169,7 +169,7 @@ class EmuRing {
   };
 
   // Bytes of the front write `o` to publish now as an early chunk (0: none):
-  // only while no slot waits for an agent, once enough more of its bytes have
+  // only while fewer slots than agents are not done, once enough more of its bytes have
   // left the link, up to a kChunkAlign boundary. Enough: chunk_bytes_, or the
   // rest spread over the chunks left if that is more (else an agent that
   // keeps up would spend the cap on the first chunk_bytes_ x 31 bytes of a

@@ -225,7 +225,7 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
     gemm::use_tma_store(gp);  // rows leave by TMA while the next tile computes
     gemm::validate_hooks(gp);
   }
-  const net::AgentLaunch agent = tp::agent_launch(comm_);  // the delivery agent's CTA, if any
+  const net::AgentLaunch agent = tp::agent_launch(comm_);  // the delivery agent CTAs, if any
   gp.trace = dev::TraceBuf{trace_.base(), trace_.cap(), agent.ctas};
   trace_.clear(stream);  // this call's events only
   gemm::allow_engine_smem(reinterpret_cast<const void*>(ag_gemm_kernel), gemm::kSmemBytesAsync);
@@ -240,7 +240,7 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
   MK_CUDA_CHECK(cudaGetLastError());
 }
 
-// Indexed by CTA (the grid index less the delivery agent's): room for every grid (at most one CTA per SM).
+// Indexed by CTA (the grid index less the delivery agents'): room for every grid (at most one CTA per SM).
 void AgGemm::enable_trace(int events_per_cta) { trace_.enable(gemm::num_sms(), events_per_cta); }
 std::vector<TraceEvent> AgGemm::read_trace() const { return trace_.read(); }
 

@@ -305,7 +305,7 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
   ag.parts = kGatherParts;
   uint64_t* ec = one_shot ? os_epoch_ : rs_->epoch_counter;
   ag.items = ec + 3;
-  const net::AgentLaunch agent = tp::agent_launch(comm_);  // the delivery agent's CTA, if any
+  const net::AgentLaunch agent = tp::agent_launch(comm_);  // the delivery agent CTAs, if any
   gp.trace = dev::TraceBuf{trace_.base(), trace_.cap(), agent.ctas};
   trace_.clear(stream);  // this call's events only
   gemm::allow_engine_smem(reinterpret_cast<const void*>(gemm_ar_kernel), gemm::kSmemBytesAsync);
@@ -317,7 +317,7 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
   MK_CUDA_CHECK(cudaGetLastError());
 }
 
-// Indexed by CTA (the grid index less the delivery agent's): room for every grid (at most one CTA per SM).
+// Indexed by CTA (the grid index less the delivery agents'): room for every grid (at most one CTA per SM).
 void GemmAr::enable_trace(int events_per_cta) { trace_.enable(gemm::num_sms(), events_per_cta); }
 std::vector<TraceEvent> GemmAr::read_trace() const { return trace_.read(); }
 

@@ -149,7 +149,7 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
     gp.has_ctx = 1;
     gp.ctx = ctx;
   }
-  const net::AgentLaunch agent = tp::agent_launch(comm_);  // the delivery agent's CTA, if any
+  const net::AgentLaunch agent = tp::agent_launch(comm_);  // the delivery agent CTAs, if any
   gp.trace = dev::TraceBuf{trace_.base(), trace_.cap(), agent.ctas};
   trace_.clear(stream);  // this call's events only
   const roles::ReduceScatter rs = tp::rs_role_params(*rs_, t, x, out);
@@ -165,7 +165,7 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
   MK_CUDA_CHECK(cudaGetLastError());
 }
 
-// Indexed by CTA (the grid index less the delivery agent's): room for every grid (at most one CTA per SM).
+// Indexed by CTA (the grid index less the delivery agents'): room for every grid (at most one CTA per SM).
 void GemmRs::enable_trace(int events_per_cta) { trace_.enable(gemm::num_sms(), events_per_cta); }
 std::vector<TraceEvent> GemmRs::read_trace() const { return trace_.read(); }
 

@@ -189,7 +189,7 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
   p.has_ctx = 1;
   p.ctx = comm_.device_ctx();
   p.timeout_ns = p.ctx.timeout_ns;
-  const net::AgentLaunch agent = tp::agent_launch(comm_);  // the delivery agent's CTA, if any
+  const net::AgentLaunch agent = tp::agent_launch(comm_);  // the delivery agent CTAs, if any
   p.trace = dev::TraceBuf{trace_.base(), trace_.cap(), agent.ctas};
   trace_.clear(stream);  // this call's events only
 
