@@ -4,8 +4,8 @@
 // host-wide mapping), then its signal (set or add) is written, never before
 // the bytes.
 //
-// Who moves the bytes: the delivery agent, a CTA of the very kernel that
-// pushed the command (device/net/agent.cuh). This proxy thread makes no CUDA
+// Who moves the bytes: the delivery agents, MK_EMU_AGENTS CTAs of the very
+// kernel that pushed the command (device/net/agent.cuh). This proxy thread makes no CUDA
 // call on the data path: at the time a write is due it writes it into the
 // queue's delivery ring in pinned host memory (device/net/delivery.hpp); an
 // agent claims it, copies it with the whole CTA over NVLink (or within the
@@ -19,9 +19,9 @@
 // most runs under MPS (bench/results/emu-work-queue-20261203.md). The same
 // made a kernel load or a pageable copy on the legacy stream in another
 // thread block the proxy (emu-pageable-20261201.md): gone with it.
-// The price: the data moves on an SM of the sender (the one the grid leaves
-// to the transport, MK_NET_FREE_SMS), which a real NIC would not use, and
-// every kernel that pushes commands runs an agent (NetCtx::agent).
+// The price: the data moves on SMs of the sender (those the grid leaves to
+// the transport, MK_NET_FREE_SMS), which a real NIC would not use, and every
+// kernel that pushes commands runs its agents (NetCtx::agent).
 //
 // Pacing (MK_EMU_GBPS, MK_EMU_LATENCY_US), publication (early chunks:
 // MK_EMU_CHUNK_KB) and completion are EmuRing's (src/net/emu/emu_ring.hpp,
