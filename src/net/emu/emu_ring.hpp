@@ -12,7 +12,7 @@
 // ring (no wait behind other writes in it): the median of a window of
 // kRealWindow, starting from kRealStartNs.
 //
-// Chunks: while fewer published writes than `agents` (MK_EMU_AGENTS) are
+// Chunks: while fewer published slots than `agents` (MK_EMU_AGENTS) are
 // not done (an agent is idle),
 // the front write's bytes that have left the link are published as a chunk
 // of their own, once at least `chunk_bytes` (MK_EMU_CHUNK_KB; 0: never) are
