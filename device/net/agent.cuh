@@ -161,10 +161,10 @@ __device__ __forceinline__ bool copy_by_warp(const AgentScratch* sh, int n, unsi
 // write's last slot (`after`) may signal only once the write's earlier
 // chunks are done. Those this agent claimed are (in this batch, or in its
 // unbroken run of claims before it); the others, claimed by other agents
-// (of this kernel or of others), are waited for through their done words (a lane a word, one PCIe
-// round trip a poll). Their agents wrote each done word after a system-scope
-// fence behind the chunk's data, so the data is visible before this agent's
-// own fence and signal.
+// (of this kernel or of others), are waited for through their done words (a
+// lane a word, one PCIe round trip a poll). Their agents wrote each done word
+// after a system-scope fence behind the chunk's data, so the data is visible
+// before this agent's own fence and signal.
 template <dev::Report R>
 __device__ __forceinline__ void agent_await_chunks(const NetCtx& nc, const DeviceCtx& ctx, const AgentScratch* sh,
                                                    int n) {

@@ -36,7 +36,7 @@ std::string format_diag(const WaitDiag& d) {
     return cat("rank ", d.rank, "'s network delivery agent (block ", d.block, ") ",
                d.reason == kWaitTimeout ? cat("waited ", d.waited_ns / 1000000, " ms") : std::string("stopped waiting"),
                " for delivery #", d.expected - 1, " of queue ", d.peer, ", an earlier chunk of a write it signals, "
-               "claimed by another kernel's agent (done word ", d.seen, ")",
+               "claimed by another agent (done word ", d.seen, ")",
                d.reason == kWaitTimeout ? " (MK_TIMEOUT_MS)" : cat(": abort raised by rank ", d.aborter));
   if (d.signal == kDiagNetDone && d.role == static_cast<int32_t>(Role::Deliver))
     return cat("rank ", d.rank, "'s network delivery agent (block ", d.block, ") ",
