@@ -31,7 +31,8 @@
 //
 // Cost: warp 0 polls the rings in host memory (8 stamps in one read over
 // PCIe, ~1.8 us a round; a short sleep when idle); such reads slow the GPU's
-// system-scope fences a little (device/net/net.cuh, flush). A batch of up to
+// system-scope fences a little (device/net/net.cuh, flush), so a kernel's
+// agents after the first rest until the first finds a backlog (kAgentWakeBytes). A batch of up to
 // 8 writes costs a claim (~3.3 us: two PCIe round trips), its copy (one CTA:
 // ~48 GB/s on one H200), and two system-scope fences (one when no slot of the
 // batch signals; 1.5 us when nothing else is in flight, 13-23 us beside a
@@ -65,16 +66,29 @@ constexpr int kAgentCopyUnroll = 16;
 
 // An idle agent's pause between polls of the rings: the first agent of a
 // kernel (block 0) 200 ns, so that a lone write is claimed soon; the others
-// (MK_EMU_AGENTS) 2 us: they are needed once the first is busy, and their
-// host reads may slow everyone's system-scope fences. One way, 8 bytes,
-// under MPS: 7.8 us with one agent; with two 9.0-9.2 polling alike, 8.9 at
-// 2 us, 8.3-8.5 at 8 us; with three 11.3-11.4, 10.7-10.9, 9.6-10.1. The
-// pause recovers little of it, and 8 us made 1-4 MB puts 2-3 us slower
+// (MK_EMU_AGENTS), while awake (below), 2 us: their host reads may slow
+// everyone's system-scope fences. One way, 8 bytes, under MPS, when they
+// polled all the time: 7.8 us with one agent; with two 9.0-9.2 polling
+// alike, 8.9 at 2 us, 8.3-8.5 at 8 us; with three 11.3-11.4, 10.7-10.9,
+// 9.6-10.1; and 8 us made 1-4 MB puts 2-3 us slower
 // (bench/results/emu-agents-20261203.md).
 #ifndef MK_AGENT_SECONDARY_IDLE_NS  // a compile-time knob for experiments only
 #define MK_AGENT_SECONDARY_IDLE_NS 2000
 #endif
 constexpr unsigned kAgentSecondaryIdleNs = MK_AGENT_SECONDARY_IDLE_NS;
+// So the agents after a kernel's first rest while the first keeps up: they
+// read no host memory, only the rings' busy counters (device memory, every
+// kAgentRestNs). The first agent counts itself in its ring's while it works
+// on a batch that suggests more is coming (2 slots or more, or
+// kAgentWakeBytes: a copy long enough for more slots, e.g. an early chunk of
+// the same write, to be published meanwhile). The others poll the rings
+// while a counter is not 0 and for kAgentAwakeNs after (or after their own
+// last claim). A wake per batch alone, with that window, let them fall asleep
+// during one long copy of the first (3 agents under MPS: 5 of 10 streaming
+// runs below 95% of the rate, against 10 of 10 polling all the time).
+constexpr uint64_t kAgentWakeBytes = 128u << 10;
+constexpr uint64_t kAgentAwakeNs = 20000;
+constexpr unsigned kAgentRestNs = 200;
 
 // The agent's shared memory (16-byte aligned; from the kernel's dynamic
 // shared memory, which it does not otherwise use).
@@ -85,7 +99,8 @@ struct AgentScratch {
   // a chunked write's earlier chunks inside it are done already.
   uint64_t run_from[kMaxNetQueues], run_end[kMaxNetQueues];
   int32_t ring;
-  int32_t n;  // slots claimed (0: none); -1: exit
+  int32_t n;     // slots claimed (0: none); -1: exit
+  int32_t poll;  // this round, warp 0 polls the rings (else the agent rests)
 };
 
 namespace detail {
@@ -133,6 +148,31 @@ __device__ __forceinline__ void agent_claim(const NetCtx& nc, AgentScratch* sh, 
     return;
   }
   if (lane == 0) sh->n = 0;
+}
+
+// Whether the resting agents should poll: a ring's busy counter is not 0,
+// or a ring has none (then every agent polls all the time).
+__device__ __forceinline__ bool agent_help_wanted(const NetCtx& nc) {
+  bool want = false;
+  for (int qi = 0; qi < nc.num_queues; ++qi) {
+    const DeliveryRing& r = nc.delivery[qi];
+    if (r.size == 0) continue;
+    want |= !r.busy || *reinterpret_cast<volatile const uint64_t*>(r.busy) != 0;
+  }
+  return want;
+}
+
+// Thread 0 of a kernel's first agent, after a claim: counts itself busy in
+// the ring's counter while on a batch that suggests a backlog; returns the
+// counter it added to (nullptr: none), to take itself off after the batch.
+__device__ __forceinline__ uint64_t* agent_ask_help(const NetCtx& nc, const AgentScratch* sh) {
+  uint64_t* busy = nc.delivery[sh->ring].busy;
+  if (nc.agent < 2 || !busy) return nullptr;
+  uint64_t bytes = 0;
+  for (int i = 0; i < sh->n; ++i) bytes += delivery_bytes(sh->w[i][1]);
+  if (sh->n < 2 && bytes < kAgentWakeBytes) return nullptr;
+  atomicAdd(reinterpret_cast<unsigned long long*>(busy), 1ull);
+  return busy;
 }
 
 // Whether a batch copies in fewer memory round trips with a warp per slot
@@ -234,11 +274,22 @@ __device__ __forceinline__ void run_agent(const NetCtx& nc, const DeviceCtx& ctx
   uint64_t last_done = 0;  // the sum of the queues' done at the last check
   uint64_t t0 = 0, next_host = 0;
   uint32_t idle = 0;
+  const bool first = blockIdx.x == 0;  // the kernel's first agent never rests
+  uint64_t awake_until = 0;   // the others' thread 0: poll the rings until then
+  uint64_t* busy = nullptr;   // the first's thread 0: the ring's busy counter it counts itself in
   for (int q = threadIdx.x; q < kMaxNetQueues; q += blockDim.x) sh->run_from[q] = 0, sh->run_end[q] = ~0ull;
+  if (threadIdx.x == 0) sh->poll = first || detail::agent_help_wanted(nc);
   __syncthreads();
   while (true) {
-    if (threadIdx.x < 32) detail::agent_claim(nc, sh, rr);
-    if (threadIdx.x == 0 && sh->n > 0) t_still = 0;  // progress: the bound starts over
+    if (threadIdx.x < 32) {  // lane 0's read for the whole warp: thread 0 rewrites sh->poll below
+      if (__shfl_sync(0xffffffffu, sh->poll, 0)) detail::agent_claim(nc, sh, rr);
+      else if (threadIdx.x == 0) sh->n = 0;
+    }
+    if (threadIdx.x == 0 && sh->n > 0) {
+      t_still = 0;  // progress: the bound starts over
+      if (first) busy = detail::agent_ask_help(nc, sh);
+      else awake_until = dev::globaltimer() + kAgentAwakeNs;
+    }
     if (threadIdx.x == 0 && sh->n == 0) {
       uint64_t head = 0, done = 0;
       int queue = -1;
@@ -264,9 +315,14 @@ __device__ __forceinline__ void run_agent(const NetCtx& nc, const DeviceCtx& ctx
         if (ab) dev::give_up<R>(ctx, site, head, done, now - t0, kWaitAborted, static_cast<int32_t>(ab) - 1);
         if (ending && now - t_still > ctx.timeout_ns)
           dev::give_up<R>(ctx, site, head, done, now - t_still, kWaitTimeout, -1);
-      } else {
-        __nanosleep(blockIdx.x == 0 || ending ? 200u : kAgentSecondaryIdleNs);  // ending: the kernel waits for it
+      } else {  // ending: the kernel waits for it
+        __nanosleep(first || ending ? 200u : sh->poll ? kAgentSecondaryIdleNs : kAgentRestNs);
       }
+    }
+    if (threadIdx.x == 0 && !first) {  // next round: poll or rest
+      const uint64_t now = dev::globaltimer();
+      if (detail::agent_help_wanted(nc)) awake_until = now + kAgentAwakeNs;
+      sh->poll = ending || now < awake_until;
     }
     __syncthreads();
     const int32_t n = sh->n;
@@ -313,6 +369,8 @@ __device__ __forceinline__ void run_agent(const NetCtx& nc, const DeviceCtx& ctx
           const uint64_t seq = sh->w[i][0];
           dev::st_relaxed_sys(r.done + (seq & (r.size - 1)), seq + 1);
         }
+        if (busy) atomicAdd(reinterpret_cast<unsigned long long*>(busy), ~0ull);  // - 1: this batch is done
+        busy = nullptr;
       }
       idle = 0;
     }

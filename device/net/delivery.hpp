@@ -29,8 +29,9 @@
 // not waits for the other agents' done words (device/net/agent.cuh).
 // Claims: agents take slots in order with a compare-and-swap on `claim`
 // (device memory: several agents, of concurrent kernels, may serve one
-// ring). Completion: the agent stores sequence + 1 into done[seq % size]
-// (pinned host), which the proxy reads; `claimed` (pinned host) mirrors
+// ring); `busy` (device memory) rouses the agents that rest. Completion:
+// the agent stores sequence + 1 into done[seq % size] (pinned host), which
+// the proxy reads; `claimed` (pinned host) mirrors
 // `claim` for the proxy's stall reports. The proxy publishes slot s only
 // once slot s - size is done, so a slot is never rewritten while claimed.
 #pragma once
@@ -59,6 +60,10 @@ struct DeliveryRing {
   uint64_t* claim = nullptr;      // device memory: the next sequence to claim
   uint64_t* done = nullptr;       // pinned host, `size` words
   uint64_t* claimed = nullptr;    // pinned host: the claim counter as the agents last wrote it
+  // Device memory: how many kernels' first agents are on a batch that wants
+  // the others' help (device/net/agent.cuh); nullptr: the others never rest
+  // (every agent polls the ring).
+  uint64_t* busy = nullptr;
   uint32_t size = 0;              // power of two; 0: no ring
 };
 

@@ -1,11 +1,13 @@
 // The delivery agent (device/net/agent.cuh) on one GPU, driven through a
 // delivery ring written by the test in the proxy's place: a write split in
 // two chunks, the first (48 MB) claimed by one agent, the last (4 KB, with the
-// signal) by an agent of another kernel while the first is still copying. A
-// watcher reads the end of the first chunk the moment the signal lands: the
-// last chunk's agent must wait for the first chunk's done word before its
-// signal (agent_await_chunks). tools/wip/no_chunk_order.sh builds this test
-// without that wait, where it fails.
+// signal) by another agent while the first is still copying: an agent of
+// another kernel, or the second agent of the same kernel, which rests until
+// the first, busy on 48 MB, asks for help (the ring's busy counter). A watcher reads the end of
+// the first chunk the moment the signal lands: the last chunk's agent must
+// wait for the first chunk's done word before its signal
+// (agent_await_chunks). tools/wip/no_chunk_order.sh builds this test without
+// that wait, where it fails.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -75,22 +77,25 @@ bool wait_host(const uint64_t* w, uint64_t want, int ms) {
   return true;
 }
 
-TEST(DeliveryAgent, LastChunkSignalsOnlyAfterAnotherAgentsEarlierChunk) {
+// kernels x agents: 2 x 1 (no busy counter: every agent polls) or 1 x 2 (with
+// one: a small write first, which must not wake the second agent).
+void chunk_order_case(int kernels, int agents) {
+  const bool rest = agents > 1;
   constexpr uint32_t kSlots = 16;
   constexpr size_t kFirst = 48u << 20, kLast = 4096, kTotal = kFirst + kLast, kCheck = 64u << 10;
-  PinnedWords slots(kSlots * 8), done(kSlots), claimed(1), qdone(1), stop(1);
-  uint64_t *claim = nullptr, *qhead = nullptr, *sig = nullptr;
+  PinnedWords slots(kSlots * 8), done(kSlots), claimed(1), qdone(1), stop(1), busy_after_small(1);
+  uint64_t *claim = nullptr, *qhead = nullptr, *sig = nullptr;  // claim: the claim and busy counters
   unsigned char *src = nullptr, *dst = nullptr;
   unsigned long long* wrong = nullptr;
   uint32_t *fin_a = net::alloc_agent_counter(), *fin_b = net::alloc_agent_counter();
   ASSERT_TRUE(fin_a && fin_b);
-  CK(cudaMalloc(&claim, 8));
+  CK(cudaMalloc(&claim, 16));
   CK(cudaMalloc(&qhead, 8));
   CK(cudaMalloc(&sig, 8));
   CK(cudaMalloc(&wrong, 8));
   CK(cudaMalloc(&src, kTotal));
   CK(cudaMalloc(&dst, kTotal));
-  CK(cudaMemset(claim, 0, 8));
+  CK(cudaMemset(claim, 0, 16));
   CK(cudaMemset(qhead, 0, 8));
   CK(cudaMemset(sig, 0, 8));
   CK(cudaMemset(wrong, 0, 8));
@@ -100,50 +105,71 @@ TEST(DeliveryAgent, LastChunkSignalsOnlyAfterAnotherAgentsEarlierChunk) {
 
   net::NetCtx nc{};
   nc.num_queues = 1;
-  nc.agent = 1;
+  nc.agent = agents;
   nc.queues[0].head = qhead;  // no commands: the agents end as soon as their kernels' work does
   nc.queues[0].done = qdone.p;
   nc.queues[0].size = 1;
   net::DeliveryRing& r = nc.delivery[0];
   r.slots = reinterpret_cast<net::DeliverySlot*>(slots.p);
   r.claim = claim;
+  r.busy = rest ? claim + 1 : nullptr;
   r.done = done.p;
   r.claimed = claimed.p;
   r.size = kSlots;
 
-  cudaStream_t sa, sb, sw;
+  cudaStream_t sa, sb, sw, sc;  // sc: the test's copy of the busy counter (not behind the watcher on sw)
   CK(cudaStreamCreateWithFlags(&sa, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&sc, cudaStreamNonBlocking));
   CK(cudaStreamCreateWithFlags(&sb, cudaStreamNonBlocking));
   CK(cudaStreamCreateWithFlags(&sw, cudaStreamNonBlocking));
   DeviceCtx ctx = comm().device_ctx();
   const size_t smem = net::agent_smem_bytes(nc);
   agent_kernel<<<net::with_agent_blocks(nc, 1), 256, smem, sa>>>(ctx, nc, stop.p, fin_a);
-  agent_kernel<<<net::with_agent_blocks(nc, 1), 256, smem, sb>>>(ctx, nc, stop.p, fin_b);
+  if (kernels > 1) agent_kernel<<<net::with_agent_blocks(nc, 1), 256, smem, sb>>>(ctx, nc, stop.p, fin_b);
   watch_kernel<<<1, 1024, 0, sw>>>(ctx, sig, dst + kFirst - kCheck, kCheck, 0x5A, wrong);
   CK(cudaGetLastError());
   usleep(100000);  // every kernel resident
 
-  // Chunk 0: no signal. Once an agent claimed it (and copies 48 MB), chunk 1
-  // with the signal and `after` = 1: the other agent takes it.
   auto* s = reinterpret_cast<net::DeliverySlot*>(slots.p);
   // Host waits of 2 s, below the kernels' own bounds (MK_TIMEOUT_MS), so that
   // `stop` is set before any of them gives up.
-  publish(s[0], 0, net::delivery_meta(kFirst, net::SigOp::None, false), src, dst, nullptr, 0);
-  const bool first_claimed = wait_host(claimed.p, 1, 2000);
-  publish(s[1], 1, net::delivery_meta(kLast, net::SigOp::Set, false, true), src + kFirst, dst + kFirst, sig, 1);
+  uint64_t seq = 0;
+  bool small_done = true;
+  if (rest) {  // a lone 4 KB write (slot 0, no signal): the first agent alone, not asking for help
+    publish(s[0], 0, net::delivery_meta(kLast, net::SigOp::None, false), src, dst, nullptr, 0);
+    small_done = wait_host(done.p, 1, 2000);
+    CK(cudaMemcpyAsync(busy_after_small.p, claim + 1, 8, cudaMemcpyDeviceToHost, sc));
+    CK(cudaStreamSynchronize(sc));
+    seq = 1;
+  }
+  // Chunk 0: no signal. Once an agent claimed it (and copies 48 MB), chunk 1
+  // with the signal and `after` = 1: the other agent takes it.
+  publish(s[seq], seq, net::delivery_meta(kFirst, net::SigOp::None, false), src, dst, nullptr, 0);
+  const bool first_claimed = small_done && wait_host(claimed.p, seq + 1, 2000);
+  publish(s[seq + 1], seq + 1, net::delivery_meta(kLast, net::SigOp::Set, false, true), src + kFirst, dst + kFirst,
+          sig, 1);
   // The split this test is about: chunk 1 claimed while chunk 0 is not done
-  // (else one agent took both, one after the other, and nothing was tested).
-  const bool last_claimed = first_claimed && wait_host(claimed.p, 2, 2000);
-  const bool split = last_claimed && __atomic_load_n(done.p, __ATOMIC_ACQUIRE) == 0;
-  const bool delivered = last_claimed && wait_host(done.p + 1, 2, 2000) && wait_host(done.p, 1, 2000);
+  // (else one agent took both, one after the other, and nothing was tested;
+  // with one kernel, the second agent woke: the first was copying chunk 0).
+  const bool last_claimed = first_claimed && wait_host(claimed.p, seq + 2, 2000);
+  const bool split = last_claimed && __atomic_load_n(done.p + seq, __ATOMIC_ACQUIRE) == 0;
+  const bool delivered =
+      last_claimed && wait_host(done.p + seq + 1, seq + 2, 2000) && wait_host(done.p + seq, seq + 1, 2000);
   __atomic_store_n(stop.p, 1, __ATOMIC_RELEASE);
   CK(cudaStreamSynchronize(sa));
   CK(cudaStreamSynchronize(sb));
   CK(cudaStreamSynchronize(sw));
+  uint64_t busy_at_end = 0;
+  CK(cudaMemcpy(&busy_at_end, claim + 1, 8, cudaMemcpyDeviceToHost));
+  ASSERT_TRUE(small_done) << "the lone small write was not done in 2 s";
   ASSERT_TRUE(first_claimed) << "no agent claimed the first chunk in 2 s";
   ASSERT_TRUE(delivered) << "the chunks were not both claimed and done in 2 s";
   EXPECT_TRUE(split) << "the last chunk was claimed after the first was done: the second agent did not take it "
-                        "while the first copied (not resident?); the ordering was not exercised";
+                        "while the first copied (not resident? not woken?); the ordering was not exercised";
+  if (rest) {
+    EXPECT_EQ(*busy_after_small.p, 0u) << "a lone 4 KB write asked for help";
+    EXPECT_EQ(busy_at_end, 0u) << "the busy counter did not return to 0";
+  }
   unsigned long long h_wrong = 0;
   CK(cudaMemcpy(&h_wrong, wrong, 8, cudaMemcpyDeviceToHost));
   EXPECT_EQ(h_wrong, 0u) << "the signal landed while " << h_wrong << " bytes of the end of the first chunk (another "
@@ -157,6 +183,7 @@ TEST(DeliveryAgent, LastChunkSignalsOnlyAfterAnotherAgentsEarlierChunk) {
   cudaStreamDestroy(sa);
   cudaStreamDestroy(sb);
   cudaStreamDestroy(sw);
+  cudaStreamDestroy(sc);
   cudaFree(src);
   cudaFree(dst);
   cudaFree(claim);
@@ -166,5 +193,11 @@ TEST(DeliveryAgent, LastChunkSignalsOnlyAfterAnotherAgentsEarlierChunk) {
   cudaFree(fin_a);
   cudaFree(fin_b);
 }
+
+TEST(DeliveryAgent, LastChunkSignalsOnlyAfterAnotherAgentsEarlierChunk) { chunk_order_case(2, 1); }
+
+// The same within one kernel of two agents: the second rests until the
+// first, copying 48 MB, asks for help.
+TEST(DeliveryAgent, RestingAgentWokenTakesTheLastChunkInOrder) { chunk_order_case(1, 2); }
 
 }  // namespace

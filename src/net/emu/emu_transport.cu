@@ -72,14 +72,15 @@ class EmuTransport final : public Transport {
     ring_.slots = static_cast<DeliverySlot*>(host);
     ring_.done = reinterpret_cast<uint64_t*>(ring_.slots + kRingSlots);
     ring_.claimed = ring_.done + kRingSlots;
-    void* claim = nullptr;
-    MK_CUDA_CHECK(cudaMalloc(&claim, 8));
+    void* claim = nullptr;  // the claim counter and the busy counter
+    MK_CUDA_CHECK(cudaMalloc(&claim, 16));
     ring_.claim = static_cast<uint64_t*>(claim);
+    ring_.busy = ring_.claim + 1;
     // Zeroed on a stream of its own: the network may be created while the
     // user's kernels run, which a device-wide synchronisation would wait for.
     cudaStream_t s = nullptr;
     MK_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    MK_CUDA_CHECK(cudaMemsetAsync(claim, 0, 8, s));
+    MK_CUDA_CHECK(cudaMemsetAsync(claim, 0, 16, s));
     const cudaError_t zeroed = cudaStreamSynchronize(s);
     cudaStreamDestroy(s);
     MK_CUDA_CHECK(zeroed);
