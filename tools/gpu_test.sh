@@ -98,13 +98,14 @@ elif command -v torchrun >/dev/null 2>&1 && [ "${ngpu:-0}" -eq 1 ]; then
 else
   echo "=== SKIPPED: tensor-parallel ops from Python (need torchrun and a GPU; have ${ngpu:-0})"
 fi
-# The network over libfabric (tcp;ofi_rxm on loopback, GPU memory staged):
-# needs libfabric.so.1 on the loader path, or its .so files carried in
-# .carry/rdma (see README).
+# The network over libfabric (tcp;ofi_rxm on loopback, GPU memory staged
+# through pinned host buffers by the proxy): the network tests and the TP ops
+# across 2 nodes (on one GPU the ranks share it). Needs libfabric.so.1 on the
+# loader path, or its .so files carried in .carry/rdma (tools/carry_rdma.sh).
 if [ -d .carry/rdma ]; then export LD_LIBRARY_PATH="$PWD/.carry/rdma${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
 if ldconfig -p 2>/dev/null | grep -q libfabric.so.1 || [ -f .carry/rdma/libfabric.so.1 ]; then
-  run tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 MK_NET=fabric "MK_FI_PROVIDER=tcp;ofi_rxm" \
-      build/bin/mk_dist_tests --gtest_filter='Net*'
+  run tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 MK_NET=fabric "MK_FI_PROVIDER=tcp;ofi_rxm" $share \
+      build/bin/mk_dist_tests --gtest_filter='Net*:AgGemm*:GemmRs*:GemmAr*'
 else
   echo "=== SKIPPED: fabric on GPUs (no libfabric.so.1 here; carry it in .carry/rdma)"
 fi
