@@ -77,8 +77,8 @@ constexpr int kAgentCopyUnroll = 16;
 #endif
 constexpr unsigned kAgentSecondaryIdleNs = MK_AGENT_SECONDARY_IDLE_NS;
 // So the agents after a kernel's first rest while the first keeps up: they
-// read no host memory, only the rings' busy counters (device memory, every
-// kAgentRestNs). The first agent counts itself in its ring's while it works
+// read no host memory (but the abort word's fallback, once per 100 ms), only
+// the rings' busy counters (device memory, every kAgentRestNs). The first agent counts itself in its ring's while it works
 // on a batch that suggests more is coming (2 slots or more, or
 // kAgentWakeBytes: a copy long enough for more slots, e.g. an early chunk of
 // the same write, to be published meanwhile). The others poll the rings
@@ -168,9 +168,9 @@ __device__ __forceinline__ bool agent_help_wanted(const NetCtx& nc) {
 __device__ __forceinline__ uint64_t* agent_ask_help(const NetCtx& nc, const AgentScratch* sh) {
   uint64_t* busy = nc.delivery[sh->ring].busy;
   if (nc.agent < 2 || !busy) return nullptr;
-  uint64_t bytes = 0;
-  for (int i = 0; i < sh->n; ++i) bytes += delivery_bytes(sh->w[i][1]);
-  if (sh->n < 2 && bytes < kAgentWakeBytes) return nullptr;
+  // One slot: its size, which this thread (lane 0) wrote itself (the other
+  // slots' words come from other lanes, unsynchronised with this read).
+  if (sh->n < 2 && delivery_bytes(sh->w[0][1]) < kAgentWakeBytes) return nullptr;
   atomicAdd(reinterpret_cast<unsigned long long*>(busy), 1ull);
   return busy;
 }

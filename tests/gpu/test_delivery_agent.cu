@@ -78,12 +78,17 @@ bool wait_host(const uint64_t* w, uint64_t want, int ms) {
 }
 
 // kernels x agents: 2 x 1 (no busy counter: every agent polls) or 1 x 2 (with
-// one: a small write first, which must not wake the second agent).
+// one; a lone small write first). What this checks of the resting: the second
+// agent wakes and takes the last chunk while the first copies, and the busy
+// counter is back at 0 at the end. That it rests while idle shows in the
+// latency it no longer adds (bench/results/emu-agents-rest-20261203.md), not
+// here: a read of the counter after a batch cannot tell whether the batch
+// raised it (it drops again right after the batch's done words).
 void chunk_order_case(int kernels, int agents) {
   const bool rest = agents > 1;
   constexpr uint32_t kSlots = 16;
   constexpr size_t kFirst = 48u << 20, kLast = 4096, kTotal = kFirst + kLast, kCheck = 64u << 10;
-  PinnedWords slots(kSlots * 8), done(kSlots), claimed(1), qdone(1), stop(1), busy_after_small(1);
+  PinnedWords slots(kSlots * 8), done(kSlots), claimed(1), qdone(1), stop(1);
   uint64_t *claim = nullptr, *qhead = nullptr, *sig = nullptr;  // claim: the claim and busy counters
   unsigned char *src = nullptr, *dst = nullptr;
   unsigned long long* wrong = nullptr;
@@ -117,9 +122,8 @@ void chunk_order_case(int kernels, int agents) {
   r.claimed = claimed.p;
   r.size = kSlots;
 
-  cudaStream_t sa, sb, sw, sc;  // sc: the test's copy of the busy counter (not behind the watcher on sw)
+  cudaStream_t sa, sb, sw;
   CK(cudaStreamCreateWithFlags(&sa, cudaStreamNonBlocking));
-  CK(cudaStreamCreateWithFlags(&sc, cudaStreamNonBlocking));
   CK(cudaStreamCreateWithFlags(&sb, cudaStreamNonBlocking));
   CK(cudaStreamCreateWithFlags(&sw, cudaStreamNonBlocking));
   DeviceCtx ctx = comm().device_ctx();
@@ -135,11 +139,9 @@ void chunk_order_case(int kernels, int agents) {
   // `stop` is set before any of them gives up.
   uint64_t seq = 0;
   bool small_done = true;
-  if (rest) {  // a lone 4 KB write (slot 0, no signal): the first agent alone, not asking for help
+  if (rest) {  // a lone 4 KB write (slot 0, no signal): the first agent alone
     publish(s[0], 0, net::delivery_meta(kLast, net::SigOp::None, false), src, dst, nullptr, 0);
     small_done = wait_host(done.p, 1, 2000);
-    CK(cudaMemcpyAsync(busy_after_small.p, claim + 1, 8, cudaMemcpyDeviceToHost, sc));
-    CK(cudaStreamSynchronize(sc));
     seq = 1;
   }
   // Chunk 0: no signal. Once an agent claimed it (and copies 48 MB), chunk 1
@@ -166,10 +168,7 @@ void chunk_order_case(int kernels, int agents) {
   ASSERT_TRUE(delivered) << "the chunks were not both claimed and done in 2 s";
   EXPECT_TRUE(split) << "the last chunk was claimed after the first was done: the second agent did not take it "
                         "while the first copied (not resident? not woken?); the ordering was not exercised";
-  if (rest) {
-    EXPECT_EQ(*busy_after_small.p, 0u) << "a lone 4 KB write asked for help";
-    EXPECT_EQ(busy_at_end, 0u) << "the busy counter did not return to 0";
-  }
+  if (rest) EXPECT_EQ(busy_at_end, 0u) << "the busy counter did not return to 0";
   unsigned long long h_wrong = 0;
   CK(cudaMemcpy(&h_wrong, wrong, 8, cudaMemcpyDeviceToHost));
   EXPECT_EQ(h_wrong, 0u) << "the signal landed while " << h_wrong << " bytes of the end of the first chunk (another "
@@ -183,7 +182,6 @@ void chunk_order_case(int kernels, int agents) {
   cudaStreamDestroy(sa);
   cudaStreamDestroy(sb);
   cudaStreamDestroy(sw);
-  cudaStreamDestroy(sc);
   cudaFree(src);
   cudaFree(dst);
   cudaFree(claim);
