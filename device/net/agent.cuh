@@ -29,20 +29,20 @@
 // agents: its last chunk's agent waits for the others' done words before
 // the signal (agent_await_chunks).
 //
-// Cost: warp 0 polls the rings in host memory (8 stamps in one read over
-// PCIe, ~1.8 us a round; a short sleep when idle); such reads slow the GPU's
+// Cost: warp 0 polls the rings in host memory (8 stamps in one read over PCIe,
+// ~1.8 us a round; a short sleep when idle); such reads slow the GPU's
 // system-scope fences a little (device/net/net.cuh, flush), so a kernel's
 // agents after the first rest until the first finds a backlog
-// (kAgentWakeBytes). A batch of up to 8 writes costs a claim (~3.3 us: two PCIe round trips), its copy (one CTA:
-// ~48 GB/s on one H200), and two system-scope fences (one when no slot of the
-// batch signals; 1.5 us when nothing else is in flight, 13-23 us beside a
-// stream of puts) (measured under MPS:
+// (kAgentWakeBytes). A batch of up to 8 writes costs a claim (~3.3 us: two PCIe
+// round trips), its copy (one CTA: ~48 GB/s on one H200), and two system-scope
+// fences (one when no slot of the batch signals; 1.5 us when nothing else is in
+// flight, 13-23 us beside a stream of puts) (measured under MPS:
 // bench/results/emu-agent-speed-20261203.md). So one agent streamed at most
-// ~88% of the emulated 50 GB/s; a kernel runs MK_EMU_AGENTS (default 2),
-// whose batches' copies and fences overlap: 98-99% from 256 KB
-// (bench/results/emu-agents-20261203.md). Bulk (TMA) copies were slower
-// than copy_v16 from one SM (emu-agent-bulk-20261203.md). Each agent's SM
-// is one of those the grid leaves to the transport (MK_NET_FREE_SMS).
+// ~88% of the emulated 50 GB/s; a kernel runs MK_EMU_AGENTS (default 2), whose
+// batches' copies and fences overlap: 98-99% from 256 KB
+// (bench/results/emu-agents-20261203.md). Bulk (TMA) copies were slower than
+// copy_v16 from one SM (emu-agent-bulk-20261203.md). Each agent's SM is one of
+// those the grid leaves to the transport (MK_NET_FREE_SMS).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -76,17 +76,17 @@ constexpr int kAgentCopyUnroll = 16;
 #define MK_AGENT_SECONDARY_IDLE_NS 2000
 #endif
 constexpr unsigned kAgentSecondaryIdleNs = MK_AGENT_SECONDARY_IDLE_NS;
-// So the agents after a kernel's first rest while the first keeps up: they
-// read no host memory (but the abort word's fallback, once per 100 ms), only
-// the rings' busy counters (device memory, every kAgentRestNs). The first
-// agent counts itself in its ring's while it works on a batch that suggests
-// more is coming (2 slots or more, or kAgentWakeBytes: a copy long enough
-// for more slots, e.g. an early chunk of the same write, to be published
-// meanwhile). The others poll the rings
-// while a counter is not 0 and for kAgentAwakeNs after (or after their own
-// last claim). A wake per batch alone, with that window, let them fall asleep
-// during one long copy of the first (3 agents under MPS: 5 of 10 streaming
-// runs below 95% of the rate, against 10 of 10 polling all the time).
+// So the agents after a kernel's first rest while the first keeps up: they read
+// no host memory (but the abort word's fallback, once per 100 ms), only the
+// rings' busy counters (device memory, every kAgentRestNs). The first agent
+// counts itself in its ring's while it works on a batch that suggests more is
+// coming (2 slots or more, or kAgentWakeBytes: a copy long enough for more
+// slots, e.g. an early chunk of the same write, to be published meanwhile). The
+// others poll the rings while a counter is not 0 and for kAgentAwakeNs after
+// (or after their own last claim). A wake per batch alone, with that window,
+// let them fall asleep during one long copy of the first (3 agents under MPS: 5
+// of 10 streaming runs below 95% of the rate, against 10 of 10 polling all the
+// time).
 constexpr uint64_t kAgentWakeBytes = 128u << 10;
 constexpr uint64_t kAgentAwakeNs = 20000;
 constexpr unsigned kAgentRestNs = 200;
