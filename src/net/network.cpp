@@ -104,7 +104,9 @@ Network::Network(Communicator& comm) : comm_(comm) {
   });
   if (rings != 0 && rings != ctx_.num_queues)
     fail("network ", name_, ": ", rings, " of ", ctx_.num_queues, " proxy threads deliver through rings; all or none must");
-  ctx_.agent = rings != 0 ? static_cast<int32_t>(knob_int(Knob::MK_EMU_AGENTS)) : 0;  // rings: emu
+  // Rings: emu (MK_EMU_AGENTS agents a kernel), fabric's staging by agents
+  // (MK_FABRIC_STAGE=agent: one, which keeps up with a staged network).
+  ctx_.agent = rings == 0 ? 0 : family(name_) == "emu" ? static_cast<int32_t>(knob_int(Knob::MK_EMU_AGENTS)) : 1;
   if (ctx_.agent > 0) {  // the ops' grids keep 2 CTAs beside their agents (tp::grid_free_sms)
     int sms = 0;
     MK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, comm.device()));

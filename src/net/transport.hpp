@@ -139,10 +139,11 @@ std::unique_ptr<Transport> make_transport(const TransportConfig& cfg);
 
 // SMs a persistent op's grid leaves free for a transport family's delivery
 // (MK_NET_FREE_SMS, knob_list.inc): 0 for verbs; for emu the knob, but at
-// least `agents` (its delivery agent CTAs, MK_EMU_AGENTS); for fabric the
-// knob when set (knob > 0), else 1, or 8 when the GPU's contexts are shared
-// through MPS (cudaDevAttrMpsEnabled).
-int transport_free_sms(const std::string& family, int knob, bool mps, int agents = 1);
+// least `agents` (its delivery agent CTAs, MK_EMU_AGENTS); for fabric whose
+// staging the agents make (agents > 0: MK_FABRIC_STAGE=agent) the same; for
+// other fabric the knob when set (knob > 0), else 1, or 8 when the GPU's
+// contexts are shared through MPS (cudaDevAttrMpsEnabled).
+int transport_free_sms(const std::string& family, int knob, bool mps, int agents = 0);
 
 // The warning a network whose proxy issues CUDA work (Transport::
 // proxy_calls_cuda: fabric staging, EFA's signal adds) owes its user

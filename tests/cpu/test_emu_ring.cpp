@@ -16,39 +16,16 @@
 #include <vector>
 
 #include "src/net/emu/emu_ring.hpp"
+#include "tests/cpu/host_ring.hpp"
 
 namespace {
 
-using mk::net::DeliveryRing;
 using mk::net::DeliverySlot;
 using mk::net::EmuRing;
 using mk::net::EmuWrite;
 using mk::net::SigOp;
 
-// Host memory for a ring of `size` slots, zeroed.
-struct HostRing {
-  explicit HostRing(uint32_t size) : slots(size), done(size, 0) {
-    ring.slots = slots.data();
-    ring.done = done.data();
-    ring.claim = &claim;
-    ring.claimed = &claimed;
-    ring.size = size;
-  }
-  // A fake agent's claim of the next slot, as the agent makes it (published
-  // stamp, then compare-and-swap); false (after a yield) when none is.
-  bool claim_one(uint64_t& c) {
-    c = __atomic_load_n(&claim, __ATOMIC_ACQUIRE);
-    if (__atomic_load_n(&slots[c % ring.size].w[0], __ATOMIC_ACQUIRE) != c + 1) {
-      std::this_thread::yield();
-      return false;
-    }
-    return __atomic_compare_exchange_n(&claim, &c, c + 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-  }
-  std::vector<DeliverySlot> slots;
-  std::vector<uint64_t> done;
-  uint64_t claim = 0, claimed = 0;
-  DeliveryRing ring;
-};
+using mk::test::HostRing;
 
 EmuWrite write_for(uint64_t i) {
   EmuWrite w;

@@ -1,7 +1,8 @@
 // What a persistent op's grid leaves free for the network transport's
 // delivery (MK_NET_FREE_SMS): none for verbs; for emu the knob, at least one
 // SM for each agent CTA (MK_EMU_AGENTS); for fabric the knob, else 1, or 8
-// when the GPU is shared through MPS.
+// when the GPU is shared through MPS (its proxy's signal kernels), or one SM
+// per agent CTA when its staging is made by delivery agents.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -27,7 +28,10 @@ TEST(NetFreeSms, ByTransportKnobAndMps) {
   EXPECT_EQ(transport_free_sms("emu", 0, false, 2), 2);
   EXPECT_EQ(transport_free_sms("emu", 1, true, 3), 3);
   EXPECT_EQ(transport_free_sms("emu", 4, false, 2), 4);
-  EXPECT_EQ(transport_free_sms("fabric", 0, false, 3), 1);  // fabric runs no agent
+  // fabric staged by delivery agents (MK_FABRIC_STAGE=agent): like emu, no kernel beside the grid.
+  EXPECT_EQ(transport_free_sms("fabric", 0, true, 1), 1);
+  EXPECT_EQ(transport_free_sms("fabric", 0, false, 2), 2);
+  EXPECT_EQ(transport_free_sms("fabric", 4, true, 1), 4);
 }
 
 // What the plans take (tp::network_free_sms): the want clamped so that 2

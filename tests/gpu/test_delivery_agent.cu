@@ -19,6 +19,7 @@
 #include "device/net/agent.cuh"
 #include "device/signals.cuh"
 #include "mkernel/mkernel.hpp"
+#include "src/net/fabric/fabric_stage.hpp"
 #include "tests/test_comm.hpp"
 
 using namespace mk;
@@ -197,5 +198,90 @@ TEST(DeliveryAgent, LastChunkSignalsOnlyAfterAnotherAgentsEarlierChunk) { chunk_
 // The same within one kernel of two agents: the second rests until the
 // first, copying 48 MB, asks for help.
 TEST(DeliveryAgent, RestingAgentWokenTakesTheLastChunkInOrder) { chunk_order_case(1, 2); }
+
+// fabric's staging by the delivery agent (MK_FABRIC_STAGE=agent): a running
+// kernel's agent copies 1 MB GPU -> pinned shadow (copy_out, a sender's
+// staging), then 1 MB shadow -> GPU with its Add signal (deliver, a
+// receiver's): a watcher checks the bytes the moment the signal lands. The
+// proxy side (this thread) calls no CUDA for either.
+TEST(DeliveryAgent, FabricStagingCopiesOutAndDeliversWithItsSignal) {
+  constexpr size_t kBytes = 1u << 20;
+  auto ops = net::fabric::make_agent_stage_ops(comm().device());
+  ASSERT_FALSE(ops->calls_cuda());
+  const net::DeliveryRing ring = ops->delivery_ring();
+  ASSERT_GT(ring.size, 0u);
+  auto* out_shadow = static_cast<unsigned char*>(ops->alloc_host(kBytes));
+  auto* in_shadow = static_cast<unsigned char*>(ops->alloc_host(kBytes));
+  std::memset(out_shadow, 0, kBytes);
+  std::memset(in_shadow, 0x77, kBytes);
+  PinnedWords qdone(1), stop(1);
+  uint64_t *qhead = nullptr, *sig = nullptr;
+  unsigned char *src = nullptr, *dst = nullptr;
+  unsigned long long* wrong = nullptr;
+  uint32_t* fin = net::alloc_agent_counter();
+  ASSERT_TRUE(fin);
+  CK(cudaMalloc(&qhead, 8));
+  CK(cudaMalloc(&sig, 8));
+  CK(cudaMalloc(&wrong, 8));
+  CK(cudaMalloc(&src, kBytes));
+  CK(cudaMalloc(&dst, kBytes));
+  CK(cudaMemset(qhead, 0, 8));
+  CK(cudaMemset(sig, 0, 8));
+  CK(cudaMemset(wrong, 0, 8));
+  CK(cudaMemset(src, 0x3C, kBytes));
+  CK(cudaMemset(dst, 0, kBytes));
+  CK(cudaDeviceSynchronize());
+
+  net::NetCtx nc{};
+  nc.num_queues = 1;
+  nc.agent = 1;
+  nc.queues[0].head = qhead;  // no commands: the agent ends when its kernel's work does
+  nc.queues[0].done = qdone.p;
+  nc.queues[0].size = 1;
+  nc.delivery[0] = ring;
+  cudaStream_t sa, sw;
+  CK(cudaStreamCreateWithFlags(&sa, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&sw, cudaStreamNonBlocking));
+  DeviceCtx ctx = comm().device_ctx();
+  agent_kernel<<<net::with_agent_blocks(nc, 1), 256, net::agent_smem_bytes(nc), sa>>>(ctx, nc, stop.p, fin);
+  watch_kernel<<<1, 1024, 0, sw>>>(ctx, sig, dst, kBytes, 0x77, wrong);
+  CK(cudaGetLastError());
+
+  ops->copy_out(3, out_shadow, src, kBytes);
+  const auto t0 = std::chrono::steady_clock::now();
+  bool copied = false;
+  while (!(copied = ops->copied(3)) && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2)) {
+  }
+  size_t out_bad = 0;
+  for (size_t i = 0; i < kBytes; ++i) out_bad += out_shadow[i] != 0x3C;
+  ops->deliver(dst, in_shadow, kBytes, sig, net::SigOp::Add, 5);
+  bool landed = false;
+  while (!(landed = cudaStreamQuery(sw) == cudaSuccess) && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(4))
+    ops->progress();
+  __atomic_store_n(stop.p, 1, __ATOMIC_RELEASE);
+  CK(cudaStreamSynchronize(sa));
+  CK(cudaStreamSynchronize(sw));
+  ops->drain();
+  EXPECT_TRUE(copied) << "no agent made the copy out in 2 s";
+  EXPECT_EQ(out_bad, 0u) << "bytes of the copy out not in the shadow once it was reported done";
+  EXPECT_TRUE(landed) << "the delivered write's signal did not land in 2 s";
+  unsigned long long h_wrong = 0;
+  uint64_t h_sig = 0;
+  CK(cudaMemcpy(&h_wrong, wrong, 8, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(&h_sig, sig, 8, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(h_wrong, 0u) << "the signal landed before " << h_wrong << " of its write's bytes";
+  EXPECT_EQ(h_sig, 5u);
+  EXPECT_EQ(comm().device_failure(), "");
+  cudaStreamDestroy(sa);
+  cudaStreamDestroy(sw);
+  ops->free_host(out_shadow);
+  ops->free_host(in_shadow);
+  cudaFree(qhead);
+  cudaFree(sig);
+  cudaFree(wrong);
+  cudaFree(src);
+  cudaFree(dst);
+  cudaFree(fin);
+}
 
 }  // namespace

@@ -38,6 +38,7 @@
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
 #include "mkernel/topology.hpp"
+#include "src/net/delivery_ring_memory.hpp"
 #include "src/net/emu/emu_ring.hpp"
 #include "src/net/transport.hpp"
 
@@ -64,31 +65,8 @@ class EmuTransport final : public Transport {
                 agents == 1 ? " agent CTA" : " agent CTAs", " a kernel",
                 chunk_bytes ? cat(", early chunks from ", chunk_bytes >> 10, " KB") : std::string(), ")");
     MK_CUDA_CHECK(cudaSetDevice(cfg.cuda_device));
-    void* host = nullptr;
-    const size_t host_bytes = kRingSlots * sizeof(DeliverySlot) + kRingSlots * 8 + 64;
-    MK_CUDA_CHECK(cudaHostAlloc(&host, host_bytes, cudaHostAllocMapped | cudaHostAllocPortable));
-    std::memset(host, 0, host_bytes);
-    host_mem_ = host;
-    ring_.slots = static_cast<DeliverySlot*>(host);
-    ring_.done = reinterpret_cast<uint64_t*>(ring_.slots + kRingSlots);
-    ring_.claimed = ring_.done + kRingSlots;
-    void* claim = nullptr;  // the claim counter and the busy counter
-    MK_CUDA_CHECK(cudaMalloc(&claim, 16));
-    ring_.claim = static_cast<uint64_t*>(claim);
-    ring_.busy = ring_.claim + 1;
-    // Zeroed on a stream of its own: the network may be created while the
-    // user's kernels run, which a device-wide synchronisation would wait for.
-    cudaStream_t s = nullptr;
-    MK_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    MK_CUDA_CHECK(cudaMemsetAsync(claim, 0, 16, s));
-    const cudaError_t zeroed = cudaStreamSynchronize(s);
-    cudaStreamDestroy(s);
-    MK_CUDA_CHECK(zeroed);
-    ring_.size = kRingSlots;
-    // The GPU addresses pinned host memory by the same pointer (UVA); checked.
-    void* dev = nullptr;
-    MK_CUDA_CHECK(cudaHostGetDevicePointer(&dev, host, 0));
-    if (dev != host) fail("emu: mapped host memory has a different device address (no unified addressing?)");
+    mem_ = std::make_unique<DeliveryRingMemory>(cfg.cuda_device, kRingSlots);
+    ring_ = mem_->ring();
     pacer_ = std::make_unique<EmuRing>(ring_, bytes_per_ns, latency_ns, chunk_bytes, agents);
   }
   ~EmuTransport() override { close(); }
@@ -187,10 +165,8 @@ class EmuTransport final : public Transport {
     // kernel still running here would wait in its agent for completions that
     // never come, until MK_TIMEOUT_MS (and cudaFree below would wait for it).
     pacer_.reset();
-    if (ring_.claim) cudaFree(ring_.claim);
-    if (host_mem_) cudaFreeHost(host_mem_);
+    mem_.reset();
     ring_ = DeliveryRing{};
-    host_mem_ = nullptr;
   }
 
  private:
@@ -200,7 +176,7 @@ class EmuTransport final : public Transport {
   };
   TransportConfig cfg_;
   std::string name_;
-  void* host_mem_ = nullptr;  // the ring's slots, done words and claimed word
+  std::unique_ptr<DeliveryRingMemory> mem_;  // the ring's memory
   DeliveryRing ring_;
   std::unique_ptr<EmuRing> pacer_;  // pacing, publication, completion
   std::vector<int> peers_;

@@ -323,22 +323,31 @@ void FabricTransport::apply_message(const CtlMsg& m) {
 
 // The receiving side of a staged request: its data is in this rank's host
 // shadow (the note was ordered behind the write, or sent after the write's
-// delivery completion). Queue shadow -> GPU copy, then the signal, on the
-// one in-order GPU queue, so the signal is visible only after the data.
+// delivery completion). Has the shadow -> GPU copy made, then the signal
+// (StageOps::deliver), so the signal is visible only after the data.
 // NOTES: runs in poll() and never waits for the GPU.
 void FabricTransport::apply_note(const CtlMsg& m) {
   int src = m.src_rank;
+  void* in_dev = nullptr;  // the staged copy in, if any
+  const void* in_host = nullptr;
+  uint64_t in_bytes = 0;
   if (m.bytes > 0) {
     if (m.region < 0 || m.region >= static_cast<int>(local_.size()) ||
         !fits(m.dst_off, m.bytes, local_[m.region].r.bytes))
       fail("fabric: rank ", cfg_.rank, ": rank ", src, " sent a staging note for region ", m.region, " [",
            m.dst_off, ", +", m.bytes, ") outside this rank's regions");
     const LocalRegion& lr = local_[m.region];
-    if (lr.shadow)
-      stage_->copy_in(static_cast<char*>(lr.r.base) + m.dst_off, lr.xfer() + m.dst_off, m.bytes);
+    if (lr.shadow) {
+      in_dev = static_cast<char*>(lr.r.base) + m.dst_off;
+      in_host = lr.xfer() + m.dst_off;
+      in_bytes = m.bytes;
+    }
   }
   auto op = static_cast<SigOp>(m.sig_op);
-  if (op == SigOp::None) return;
+  if (op == SigOp::None) {
+    if (in_bytes) stage_->deliver(in_dev, in_host, in_bytes, nullptr, SigOp::None, 0);
+    return;
+  }
   if (op != SigOp::Set && op != SigOp::Add)
     fail("fabric: rank ", cfg_.rank, ": rank ", src, " sent a staging note with bad signal op ", int(m.sig_op));
   if (local_.empty() || m.sig_off % 8 != 0 || !fits(m.sig_off, 8, local_[kSignalRegion].r.bytes))
@@ -347,11 +356,12 @@ void FabricTransport::apply_note(const CtlMsg& m) {
   const LocalRegion& sr = local_[kSignalRegion];
   char* word = static_cast<char*>(sr.r.base) + m.sig_off;
   if (sr.shadow) {
-    stage_->signal(word, op, m.value);
+    stage_->deliver(in_dev, in_host, in_bytes, word, op, m.value);
     return;
   }
   // A host signal region: register_region admits no staged data region
-  // then, so no copy_in precedes this signal; apply it like the direct path.
+  // then, so no copy precedes this signal; apply it like the direct path.
+  if (in_bytes) stage_->deliver(in_dev, in_host, in_bytes, nullptr, SigOp::None, 0);
   if (op == SigOp::Set)
     __atomic_store_n(reinterpret_cast<uint64_t*>(word), m.value, __ATOMIC_SEQ_CST);
   else
@@ -457,6 +467,7 @@ void FabricTransport::check_ages() {
 int FabricTransport::poll(Completion* out, int max) {
   std::lock_guard<std::mutex> lk(mu_);
   if (closed_) return 0;
+  if (stage_) stage_->progress();
   retry_signals();
   advance_staged();
   for (int b = 0; b < kMaxBatchesPerPoll; ++b) {

@@ -166,7 +166,7 @@ void FabricTransport::open_fabric() {
   if (opt_.stage_ops)
     stage_ = opt_.stage_ops;
   else if (cfg_.cuda_device >= 0 && !hmem_)
-    stage_ = make_cuda_stage_ops(cfg_.cuda_device);
+    stage_ = make_stage_ops(cfg_.cuda_device);  // MK_FABRIC_STAGE
 
   // Request slots: a request uses up to two tx entries (data + signal); keep
   // headroom for hellos. NOTES: slot count is fixed after this point; ops

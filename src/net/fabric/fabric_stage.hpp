@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "device/net/delivery.hpp"
 #include "src/net/transport.hpp"
 
 namespace mk::net::fabric {
@@ -41,6 +42,21 @@ class StageOps {
   // data copied in before it (the staged ordering guarantee).
   virtual void copy_in(void* dev, const void* host, size_t bytes) = 0;
   virtual void signal(void* dev_word, SigOp op, uint64_t value) = 0;
+  // Receiver, one staged write: its bytes host -> GPU (none when bytes is 0),
+  // then its signal (none when op is None), visible only after those bytes.
+  // The transport contract needs no more order than that (src/net/
+  // transport.hpp); copy_in then signal gives it.
+  virtual void deliver(void* dev, const void* host, size_t bytes, void* dev_word, SigOp op, uint64_t value) {
+    if (bytes) copy_in(dev, host, bytes);
+    if (op != SigOp::None) signal(dev_word, op, value);
+  }
+  // Called at every poll() of the transport: work that waits for room or
+  // completion moves on. Never blocks.
+  virtual void progress() {}
+  // The delivery ring the kernels' agents serve (agent staging), else none.
+  virtual DeliveryRing delivery_ring() const { return {}; }
+  // Whether the calls above issue CUDA work from the proxy thread.
+  virtual bool calls_cuda() const { return true; }
   // Waits for every issued copy and signal (close); never throws.
   virtual void drain() noexcept = 0;
 };
@@ -51,6 +67,19 @@ class StageOps {
 // loading would otherwise load it at its first launch, which can wait behind
 // the user kernel that waits for this very signal). Throws mk::Error.
 std::shared_ptr<StageOps> make_cuda_stage_ops(int cuda_device);
+
+// The kernels' delivery agents (device/net/agent.cuh) make the copies and
+// signals instead: the proxy publishes them into a delivery ring and issues
+// no CUDA work at all after setup, so nothing the process queues or loads can
+// stand in its way (the hazards of README's "Proxies that call CUDA"). Every
+// kernel that pushes commands runs the agent (NetCtx::agent), and staged data
+// for a rank is delivered only while some kernel of it runs one.
+std::shared_ptr<StageOps> make_agent_stage_ops(int cuda_device);
+// The same on a ring the caller made (zeroed, outliving the ops): CPU tests,
+// with a host thread in the agents' place (alloc_host still needs CUDA).
+std::shared_ptr<StageOps> make_agent_stage_ops_on(const DeliveryRing& ring);
+// MK_FABRIC_STAGE: agent (default) or cuda.
+std::shared_ptr<StageOps> make_stage_ops(int cuda_device);
 
 // The signal-Add kernel is compiled by nvcc in fabric_signal_add.cu, which
 // fills these hooks during static initialisation of libmkernel.so. They stay

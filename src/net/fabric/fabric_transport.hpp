@@ -35,11 +35,12 @@
 //                (kMsgNote: region, dst_off, bytes, signal) posted exactly
 //                like a message Add: ordered behind the data (SAW) or after
 //                the data's FI_DELIVERY_COMPLETE. The peer's poll() then
-//                queues shadow -> GPU copy and then the signal on one
-//                in-order GPU queue (StageOps::copy_in, signal).
+//                has the shadow -> GPU copy and then the signal made
+//                (StageOps::deliver: by a delivery agent, one write with its
+//                signal, or on one in-order CUDA queue).
 //   ordering     note after data (network order or delivery completion),
-//                signal after copy (GPU queue order): a staged signal is
-//                visible only after its data is in GPU memory.
+//                signal after its copy: a staged signal is visible only
+//                after its data is in GPU memory.
 //   completion   when the data write and the note completed locally (the
 //                shadow bytes are no longer needed).
 #pragma once
@@ -111,7 +112,10 @@ class FabricTransport final : public Transport {
   ~FabricTransport() override;
 
   std::string name() const override { return "fabric:" + prov_name_; }
-  bool proxy_calls_cuda() const override { return stage_ != nullptr; }  // GPU memory staged by CUDA copies
+  // GPU memory staged by the proxy's CUDA copies (MK_FABRIC_STAGE=cuda); by
+  // the kernels' delivery agents through this ring (agent) it calls none.
+  bool proxy_calls_cuda() const override { return stage_ != nullptr && stage_->calls_cuda(); }
+  DeliveryRing delivery_ring() const override { return stage_ ? stage_->delivery_ring() : DeliveryRing{}; }
   void connect(Bootstrap& bs, const std::vector<int>& peers) override;
   void register_region(Bootstrap& bs, const Region& r) override;
   void deregister_region(int id) override;

@@ -6,7 +6,7 @@
 #  3. The hazard: CUDA_DEVICE_MAX_CONNECTIONS=1 (one hardware work queue), the TP ops' 100 back-to-back calls,
 #     MK_FABRIC_STAGE=cuda (the proxy's copies on its streams) then agent; 5 s wait bounds.
 #  4. Net* and the TP ops under a private MPS daemon (50% each); 5. the ring attention tests, time-sliced.
-# Within 170 s (the session's device time is short): steps in this order while time is left. Logs to $OUT/g.tgz.
+# Within G_LIMIT s (default 170; the session's device time is short): steps in this order while time is left. Logs to $OUT/g.tgz.
 cd "$(dirname "$0")/../.."
 source tools/gpu_env.sh
 source tools/gpu_steps.sh
@@ -14,7 +14,7 @@ source tools/mps_daemon.sh
 export LD_LIBRARY_PATH="$PWD/.carry/rdma${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 R=$OUT/g; mkdir -p $R
 T0=$(date +%s)
-left() { echo $((170 - ($(date +%s) - T0))); }
+left() { echo $((${G_LIMIT:-170} - ($(date +%s) - T0))); }
 F="MK_RANKS_PER_NODE=1 MK_NET=fabric MK_FI_PROVIDER=tcp;ofi_rxm MK_SHARE_GPUS=1"
 TP='AgGemm*:GemmRs*:GemmAr*'
 H='AgGemmTest.HundredBackToBackCallsWithChangingInputs:GemmRsTest.HundredBackToBackCallsWithChangingInputs'

@@ -1,0 +1,155 @@
+// mkernel fabric backend: staging by the kernels' delivery agents
+// (fabric_stage.hpp, make_agent_stage_ops). Each staged copy, and each staged
+// write's copy with its signal, is one write in a delivery ring
+// (device/net/delivery.hpp), published and completed by an EmuRing without
+// pacing (src/net/emu/emu_ring.hpp: its publication and completion are
+// exactly what is needed here; the emulated link is set infinitely fast).
+// An agent copies GPU -> pinned shadow for a sender (copy_out), and shadow ->
+// GPU then the signal for a receiver (deliver); its done word is the
+// completion. Nothing here calls CUDA after setup.
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "mkernel/error.hpp"
+#include "mkernel/knobs.hpp"
+#include "src/net/delivery_ring_memory.hpp"
+#include "src/net/emu/emu_ring.hpp"
+#include "src/net/fabric/fabric_stage.hpp"
+
+namespace mk::net::fabric {
+
+namespace {
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr uint32_t kStageRingSlots = 1024;
+// Cookies: a copy_out carries its request slot with this bit; a receiver's
+// delivery carries 0 (nothing waits for it by name).
+constexpr uint64_t kOutCookie = uint64_t(1) << 63;
+
+class AgentStageOps final : public StageOps {
+ public:
+  // On a ring of its own in cuda_device's memory.
+  explicit AgentStageOps(int cuda_device)
+      : mem_(std::make_unique<DeliveryRingMemory>(cuda_device, kStageRingSlots)),
+        desc_(mem_->ring()),
+        ring_(desc_, std::numeric_limits<double>::max() / 4, 0, 0, 1) {}
+  // On `ring` (zeroed; the caller's memory, outliving this).
+  explicit AgentStageOps(const DeliveryRing& ring)
+      : desc_(ring), ring_(desc_, std::numeric_limits<double>::max() / 4, 0, 0, 1) {}
+  ~AgentStageOps() override { drain(); }
+
+  void* alloc_host(size_t bytes) override {
+    void* p = nullptr;
+    // Mapped: the agents read and write the shadow at this address (UVA).
+    const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
+    if (e != cudaSuccess) fail("fabric: pinned staging buffer of ", bytes, " bytes: ", cuda_error_string(e));
+    return p;
+  }
+  void free_host(void* p) noexcept override {
+    if (p) cudaFreeHost(p);
+  }
+
+  void copy_out(int slot, void* host, const void* dev, size_t bytes) override {
+    if (slot < 0) fail("fabric: staging copy for request slot ", slot);
+    if (static_cast<size_t>(slot) >= out_done_.size()) out_done_.resize(slot + 1, 1);
+    out_done_[slot] = 0;
+    EmuWrite w;
+    w.src = reinterpret_cast<uint64_t>(dev);
+    w.dst = reinterpret_cast<uint64_t>(host);
+    w.bytes = bytes;
+    w.cookie = kOutCookie | static_cast<uint64_t>(slot);
+    post(w);
+  }
+  bool copied(int slot) override {
+    progress();
+    return out_done_.at(slot) != 0;
+  }
+  void copy_in(void* dev, const void* host, size_t bytes) override { deliver(dev, host, bytes, nullptr, SigOp::None, 0); }
+  void signal(void* dev_word, SigOp op, uint64_t value) override { deliver(nullptr, nullptr, 0, dev_word, op, value); }
+  // One write: the agent orders its bytes before its own signal.
+  void deliver(void* dev, const void* host, size_t bytes, void* dev_word, SigOp op, uint64_t value) override {
+    if (bytes == 0 && op == SigOp::None) return;
+    EmuWrite w;
+    w.src = reinterpret_cast<uint64_t>(host);
+    w.dst = reinterpret_cast<uint64_t>(dev);
+    w.bytes = bytes;
+    w.sig = op == SigOp::None ? 0 : reinterpret_cast<uint64_t>(dev_word);
+    w.sig_op = op;
+    w.sig_value = value;
+    post(w);
+  }
+
+  void progress() override {
+    while (!backlog_.empty() && ring_.post(backlog_.front(), 0)) backlog_.pop_front();
+    uint64_t cookies[64];
+    int n;
+    do {
+      n = ring_.progress(std::numeric_limits<int64_t>::max() / 2, cookies, 64);
+      for (int i = 0; i < n; ++i)
+        if (cookies[i] & kOutCookie) out_done_.at(cookies[i] & ~kOutCookie) = 1;
+    } while (n == 64);
+  }
+
+  DeliveryRing delivery_ring() const override { return desc_; }
+  bool calls_cuda() const override { return false; }
+
+  // Close: whatever is still published waits for an agent, which runs only
+  // in a kernel; none runs any more at teardown. Bounded (1 s), then said.
+  void drain() noexcept override {
+    const int64_t t0 = steady_ns();
+    while (true) {
+      try {
+        progress();
+      } catch (...) {
+        return;
+      }
+      if (ring_.waiting() == 0 && backlog_.empty()) return;
+      if (steady_ns() - t0 > 1000000000) {
+        log(LogLevel::Warn, cat("fabric: ", ring_.waiting() + backlog_.size(),
+                                " staged copies were never made: no kernel running the delivery agent took them"));
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+
+ private:
+  void post(const EmuWrite& w) {
+    if (!backlog_.empty() || !ring_.post(w, 0)) backlog_.push_back(w);
+    progress();
+  }
+
+  std::unique_ptr<DeliveryRingMemory> mem_;  // null: the caller's ring
+  DeliveryRing desc_;
+  EmuRing ring_;                  // publication (no pacing) and completion in order
+  std::deque<EmuWrite> backlog_;  // writes the ring has no room for yet
+  std::vector<uint8_t> out_done_;  // per request slot: its copy_out is done (1) or pending (0)
+};
+
+}  // namespace
+
+std::shared_ptr<StageOps> make_agent_stage_ops(int cuda_device) {
+  return std::make_shared<AgentStageOps>(cuda_device);
+}
+
+std::shared_ptr<StageOps> make_agent_stage_ops_on(const DeliveryRing& ring) {
+  return std::make_shared<AgentStageOps>(ring);
+}
+
+std::shared_ptr<StageOps> make_stage_ops(int cuda_device) {
+  if (knob_str(Knob::MK_FABRIC_STAGE) == "cuda") return make_cuda_stage_ops(cuda_device);
+  return make_agent_stage_ops(cuda_device);
+}
+
+}  // namespace mk::net::fabric
