@@ -99,13 +99,19 @@ else
   echo "=== SKIPPED: tensor-parallel ops from Python (need torchrun and a GPU; have ${ngpu:-0})"
 fi
 # The network over libfabric (tcp;ofi_rxm on loopback, GPU memory staged
-# through pinned host buffers by the proxy): the network tests and the TP ops
-# across 2 nodes (on one GPU the ranks share it). Needs libfabric.so.1 on the
-# loader path, or its .so files carried in .carry/rdma (tools/carry_rdma.sh).
+# through pinned host buffers by the kernels' delivery agent): the network
+# tests and the TP ops across 2 nodes (on one GPU the ranks share it); then
+# the TP ops' back-to-back calls with one hardware work queue, which stopped
+# while the proxy staged with CUDA copies (MK_FABRIC_STAGE=cuda). Needs
+# libfabric.so.1 on the loader path, or its .so files carried in .carry/rdma
+# (tools/carry_rdma.sh).
 if [ -d .carry/rdma ]; then export LD_LIBRARY_PATH="$PWD/.carry/rdma${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
 if ldconfig -p 2>/dev/null | grep -q libfabric.so.1 || [ -f .carry/rdma/libfabric.so.1 ]; then
   run tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 MK_NET=fabric "MK_FI_PROVIDER=tcp;ofi_rxm" $share \
       build/bin/mk_dist_tests --gtest_filter='Net*:AgGemm*:GemmRs*:GemmAr*'
+  step_s=60 run tools/mkrun -n 2 --timeout 55 env MK_RANKS_PER_NODE=1 MK_NET=fabric "MK_FI_PROVIDER=tcp;ofi_rxm" \
+      $share CUDA_DEVICE_MAX_CONNECTIONS=1 MK_TIMEOUT_MS=5000 MK_NET_TIMEOUT_MS=5000 build/bin/mk_dist_tests \
+      --gtest_filter='AgGemmTest.HundredBackToBackCallsWithChangingInputs:GemmRsTest.HundredBackToBackCallsWithChangingInputs'
 else
   echo "=== SKIPPED: fabric on GPUs (no libfabric.so.1 here; carry it in .carry/rdma)"
 fi

@@ -141,10 +141,13 @@ inline std::string scarce_sms_skip_reason() {
     return "this GPU's contexts are shared through MPS: other processes' kernels share its SMs, so the SMs left "
            "free are not this op's";
   mk::Communicator& c = mk::test::comm();
-  if (c.topology().num_nodes > 1 && c.network().device_ctx().free_sms > 0)
-    return "the " + c.network().transport_name() +
-           " transport runs kernels on this GPU, which need an SM the op's grid does not hold; "
-           "with every other SM held there is none (runs on 1x2, and across nodes on verbs)";
+  if (c.topology().num_nodes > 1 && c.network().device_ctx().free_sms > 0) {
+    const bool agents = c.network().device_ctx().agent > 0;
+    return "the " + c.network().transport_name() + " transport " +
+           (agents ? "delivers with agent CTAs of the op's grid, which need SMs beside its 2 other CTAs"
+                   : "runs kernels on this GPU, which need an SM the op's grid does not hold") +
+           "; with every other SM held there is none (runs on 1x2, and across nodes on verbs)";
+  }
   return "";
 }
 
