@@ -3,11 +3,14 @@
 # machine stops a whole command after 600 s, losing the output of the steps
 # after a hang): $step_s each (MK_GPU_TEST_STEP_S, default 240; a caller may
 # set step_s=N for one step). Exit 77 is a skip; any other failure sets
-# fail=1, which the caller returns.
+# fail=1, which the caller returns. Each end line ends with the step's time.
 fail=0
 step_s=${MK_GPU_TEST_STEP_S:-240}
 run() {
   echo "=== $*"
+  local t0=$SECONDS
   timeout "$step_s" "$@"; local rc=$?
-  if [ $rc -eq 77 ]; then echo "=== SKIPPED ($rc): $*"; elif [ $rc -ne 0 ]; then echo "=== FAILED ($rc): $*"; fail=1; else echo "=== PASSED: $*"; fi
+  local took="[$((SECONDS - t0)) s]"
+  if [ $rc -eq 77 ]; then echo "=== SKIPPED ($rc): $* $took"; elif [ $rc -ne 0 ]; then echo "=== FAILED ($rc): $* $took"; fail=1
+  else echo "=== PASSED: $* $took"; fi
 }
