@@ -1,7 +1,8 @@
 // mkernel: vectorized copies between local and NVLink-peer memory.
 //
-// NOTES: the 16-byte path needs dst, src and bytes 16-byte aligned for the
-// bulk; a byte loop covers misaligned heads/tails. Loads are issued kUnroll
+// NOTES: the 16-byte path needs dst and src at the same offset mod 16: a
+// byte loop copies the head up to dst's first 16-byte boundary and the tail;
+// pointers at different offsets mod 16 are copied byte by byte (slow). Loads are issued kUnroll
 // deep before the stores so that enough bytes are in flight per thread to
 // keep NVLink busy with few SMs.
 #pragma once
@@ -31,8 +32,16 @@ __device__ __forceinline__ void copy_v16(void* dst, const void* src, size_t byte
                                          size_t tid, size_t nthreads) {
   auto d8 = static_cast<char*>(dst);
   auto s8 = static_cast<const char*>(src);
-  const bool aligned = ((reinterpret_cast<uintptr_t>(d8) | reinterpret_cast<uintptr_t>(s8)) & 15u) == 0;
-  size_t nvec = aligned ? bytes / 16 : 0;
+  const uintptr_t da = reinterpret_cast<uintptr_t>(d8), sa = reinterpret_cast<uintptr_t>(s8);
+  // The bytes before the 16-byte aligned body: all of them when the two
+  // offsets mod 16 differ (no body), else up to dst's next boundary.
+  size_t head = ((da ^ sa) & 15u) ? bytes : (16u - (da & 15u)) & 15u;
+  if (head > bytes) head = bytes;
+  for (size_t b = tid; b < head; b += nthreads) d8[b] = s8[b];
+  d8 += head;
+  s8 += head;
+  bytes -= head;
+  size_t nvec = bytes / 16;
   auto d = reinterpret_cast<uint4*>(d8);
   auto s = reinterpret_cast<const uint4*>(s8);
   const size_t step = nthreads * kUnroll;

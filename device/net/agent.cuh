@@ -1,7 +1,10 @@
 // mkernel: the delivery agent (Role::Deliver), NetCtx::agent CTAs of every
-// kernel that pushes network commands when the transport delivers through
-// rings (emu; MK_EMU_AGENTS). It claims the writes (or a write's early chunks) the
-// proxy published in each queue's ring (device/net/delivery.hpp), copies their
+// kernel that pushes network commands, or waits for network data, when the
+// transport delivers through rings (emu, MK_EMU_AGENTS; fabric's staging,
+// MK_FABRIC_STAGE=agent, where a rank's own agents deliver what its peers
+// sent: a kernel that waits without one waits until its timeout). It claims
+// the writes (or a write's early chunks) the proxy published in each queue's
+// ring (device/net/delivery.hpp), copies their
 // bytes (the whole CTA on each large one, a warp on each small one; local
 // memory -> the peer's, over the host-wide mapping), then, after one
 // system-scope fence, writes their signals, and after another marks them done
@@ -395,7 +398,7 @@ __device__ __forceinline__ bool op_agent_block(const AgentLaunch& a, const Devic
 }
 
 // Kernels without a DeviceEpoch (tests, benchmarks, a user's own kernel that
-// pushes commands): launch agent_ctas(nc) more blocks, with at least
+// pushes commands or waits for network data): launch agent_ctas(nc) more blocks, with at least
 // sizeof(AgentScratch) bytes of dynamic shared memory, and a zeroed device
 // word `finished` of the kernel's own; then
 //   net::with_agent(nc, ctx, finished, smem, [&](int block, int blocks) { ... });

@@ -11,6 +11,15 @@ namespace mk::net {
 
 DeliveryRingMemory::DeliveryRingMemory(int cuda_device, uint32_t slots) {
   if (slots == 0 || (slots & (slots - 1)) != 0) fail("delivery ring: ", slots, " slots is not a power of two");
+  try {
+    allocate(cuda_device, slots);
+  } catch (...) {
+    release();  // the destructor does not run for a constructor that throws
+    throw;
+  }
+}
+
+void DeliveryRingMemory::allocate(int cuda_device, uint32_t slots) {
   MK_CUDA_CHECK(cudaSetDevice(cuda_device));
   const size_t host_bytes = size_t(slots) * sizeof(DeliverySlot) + size_t(slots) * 8 + 64;
   MK_CUDA_CHECK(cudaHostAlloc(&host_, host_bytes, cudaHostAllocMapped | cudaHostAllocPortable));
@@ -21,18 +30,15 @@ DeliveryRingMemory::DeliveryRingMemory(int cuda_device, uint32_t slots) {
   // The GPU addresses pinned host memory by the same pointer (UVA); checked.
   void* dev = nullptr;
   MK_CUDA_CHECK(cudaHostGetDevicePointer(&dev, host_, 0));
-  if (dev != host_) {
-    release();
-    fail("delivery ring: mapped host memory has a different device address (no unified addressing?)");
-  }
+  if (dev != host_) fail("delivery ring: mapped host memory has a different device address (no unified addressing?)");
   void* words = nullptr;  // the claim counter and the busy counter
   MK_CUDA_CHECK(cudaMalloc(&words, 16));
   ring_.claim = static_cast<uint64_t*>(words);
   ring_.busy = ring_.claim + 1;
   cudaStream_t s = nullptr;
   MK_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  MK_CUDA_CHECK(cudaMemsetAsync(words, 0, 16, s));
-  const cudaError_t zeroed = cudaStreamSynchronize(s);
+  cudaError_t zeroed = cudaMemsetAsync(words, 0, 16, s);
+  if (zeroed == cudaSuccess) zeroed = cudaStreamSynchronize(s);
   cudaStreamDestroy(s);
   MK_CUDA_CHECK(zeroed);
   ring_.size = slots;

@@ -26,6 +26,8 @@ class DeliveryRingMemory {
   void release() noexcept;
 
  private:
+  void allocate(int cuda_device, uint32_t slots);
+
   DeliveryRing ring_;
   void* host_ = nullptr;
 };

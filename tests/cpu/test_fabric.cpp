@@ -297,7 +297,7 @@ class FakeStage final : public fabric::StageOps {
     else __atomic_fetch_add(w, value, __ATOMIC_ACQ_REL);
     ++signals;
   }
-  void drain() noexcept override {}
+  bool drain() noexcept override { return true; }
 
  private:
   struct Copy {
@@ -426,7 +426,7 @@ TEST(FabricStaging, StuckStagingCopyIsReportedWithItsLikelyCause) {
     bool copied(int) override { return false; }
     void copy_in(void*, const void*, size_t) override {}
     void signal(void*, SigOp, uint64_t) override {}
-    void drain() noexcept override {}
+    bool drain() noexcept override { return true; }
   };
   EnvGuard timeout{"MK_NET_TIMEOUT_MS", "200"};
   Pair p({}, std::make_shared<StuckStage>(), nullptr);

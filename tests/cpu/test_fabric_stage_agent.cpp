@@ -4,16 +4,21 @@
 // the copy, then the signal, then the done word, as device/net/agent.cuh
 // makes them). Checks that a sender's copy out is reported copied only once
 // its bytes are in the shadow, that a receiver's write lands with its signal
-// after its bytes, that more writes than the ring and its queue hold all go
-// through in the end, and that closing without an agent does not hang.
+// after its bytes, in one slot (the unordered copy_in/signal pair is
+// refused), that more writes than the ring and its queue hold all go through
+// in the end, that a delivery no agent takes is said once, and that closing
+// without an agent does not hang.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "mkernel/error.hpp"
 #include "src/net/fabric/fabric_stage.hpp"
 #include "tests/cpu/host_ring.hpp"
 
@@ -57,6 +62,18 @@ class HostAgent {
   std::thread t_;
 };
 
+// An environment variable set for one test, then restored.
+struct EnvSet {
+  EnvSet(const char* k, const char* v) : key(k) {
+    if (const char* o = std::getenv(k)) old = o, had = true;
+    setenv(k, v, 1);
+  }
+  ~EnvSet() { had ? setenv(key, old.c_str(), 1) : unsetenv(key); }
+  const char* key;
+  std::string old;
+  bool had = false;
+};
+
 template <typename F>
 bool within(double seconds, F&& done) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -83,23 +100,61 @@ TEST(FabricStageAgent, ReceivedWritesLandWithTheirSignalsAfterTheirBytes) {
   auto ops = mk::net::fabric::make_agent_stage_ops_on(r.ring);
   HostAgent agent(r);
   std::vector<unsigned char> shadow(4096, 0x77), gpu(4096, 0);
-  uint64_t sig = 0, flag = 0;
+  uint64_t sig = 0;
   ops->deliver(gpu.data(), shadow.data(), shadow.size(), &sig, SigOp::Add, 7);
   ASSERT_TRUE(within(5, [&] {
     ops->progress();
     return __atomic_load_n(&sig, __ATOMIC_ACQUIRE) == 7;
   }));
   EXPECT_EQ(gpu, shadow);
-  // Bytes alone, then a signal alone (EFA's kind): this one host agent takes
-  // them in order, so the bytes are in once the signal is.
-  std::vector<unsigned char> more(64, 0x11), gpu2(64, 0);
-  ops->copy_in(gpu2.data(), more.data(), more.size());
-  ops->signal(&flag, SigOp::Set, 9);
-  ASSERT_TRUE(within(5, [&] {
-    ops->progress();
-    return __atomic_load_n(&flag, __ATOMIC_ACQUIRE) == 9;
-  }));
-  EXPECT_EQ(gpu2, more);
+}
+
+// The order of a write's bytes before its signal holds only inside one slot
+// (agents take separate slots in either order): deliver publishes the two as
+// one, and the unordered pair copy_in + signal is refused.
+TEST(FabricStageAgent, AWriteAndItsSignalAreOneSlot) {
+  HostRing r(16);
+  auto ops = mk::net::fabric::make_agent_stage_ops_on(r.ring);
+  std::vector<unsigned char> shadow(300, 0x42), gpu(300, 0);
+  uint64_t sig = 0;
+  ops->deliver(gpu.data(), shadow.data(), shadow.size(), &sig, SigOp::Set, 3);
+  EXPECT_EQ(r.slots[0].w[0], 1u) << "published as slot 0";
+  EXPECT_EQ(r.slots[1].w[0], 0u) << "one slot only";
+  EXPECT_EQ(mk::net::delivery_bytes(r.slots[0].w[1]), 300u);
+  EXPECT_EQ(mk::net::delivery_sig_op(r.slots[0].w[1]), SigOp::Set);
+  EXPECT_EQ(r.slots[0].w[4], reinterpret_cast<uint64_t>(&sig));
+  EXPECT_EQ(r.slots[0].w[5], 3u);
+  EXPECT_THROW(ops->copy_in(gpu.data(), shadow.data(), 8), mk::Error);
+  EXPECT_THROW(ops->signal(&sig, SigOp::Add, 1), mk::Error);
+}
+
+// A delivery no agent takes is said once, with what it waits for, after
+// half MK_TIMEOUT_MS (here 40 ms); the next stall is said again.
+TEST(FabricStageAgent, AStalledDeliveryIsSaidOnce) {
+  const EnvSet t("MK_TIMEOUT_MS", "80");
+  HostRing r(16);
+  auto ops = mk::net::fabric::make_agent_stage_ops_on(r.ring);
+  std::vector<unsigned char> a(64, 1), b(64, 0);
+  uint64_t sig = 0;
+  ops->deliver(b.data(), a.data(), a.size(), &sig, SigOp::Set, 1);
+  EXPECT_EQ(ops->stalled(), "") << "not yet";
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  const std::string said = ops->stalled();
+  EXPECT_NE(said.find("waited"), std::string::npos) << said;
+  EXPECT_NE(said.find("not claimed"), std::string::npos) << said;
+  EXPECT_NE(said.find("fabric staging: delivery #0 (64 bytes)"), std::string::npos) << said;
+  EXPECT_EQ(ops->stalled(), "") << "said once";
+  {
+    HostAgent agent(r);
+    ASSERT_TRUE(within(5, [&] {
+      ops->progress();  // done once its done word is in, after the signal
+      return ops->describe().empty();
+    }));
+  }
+  EXPECT_EQ(sig, 1u);
+  ops->deliver(b.data(), a.data(), a.size(), &sig, SigOp::Set, 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  EXPECT_NE(ops->stalled(), "") << "a new stall";
 }
 
 // 9000 writes: more than the ring (16 slots) and the ring's queue (8192
@@ -119,15 +174,19 @@ TEST(FabricStageAgent, MoreWritesThanTheRingAndItsQueueHoldAllLand) {
   EXPECT_EQ(dst, src);
 }
 
-// Teardown with staged work no kernel took: drain gives up after its bound.
-TEST(FabricStageAgent, DrainWithoutAnAgentReturns) {
+// Teardown with staged work no kernel took: drain gives up after its bound
+// and says so; with an agent it finishes.
+TEST(FabricStageAgent, DrainWithoutAnAgentReturnsFalse) {
   HostRing r(16);
   auto ops = mk::net::fabric::make_agent_stage_ops_on(r.ring);
   std::vector<unsigned char> a(64, 1), b(64, 0);
-  ops->copy_in(b.data(), a.data(), a.size());
+  ops->deliver(b.data(), a.data(), a.size(), nullptr, SigOp::None, 0);
   const auto t0 = std::chrono::steady_clock::now();
-  ops->drain();
+  EXPECT_FALSE(ops->drain());
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  HostAgent agent(r);
+  EXPECT_TRUE(ops->drain());
+  EXPECT_EQ(b, a);
 }
 
 }  // namespace

@@ -68,11 +68,19 @@ __global__ void send_kernel(DeviceCtx ctx, net::NetCtx nc, Plan p, int peer, uin
   });
 }
 
-__global__ void recv_kernel(DeviceCtx ctx, Plan p, int peer, uint64_t rounds_done, uint64_t epoch) {
-  if (threadIdx.x != 0) return;
-  dev::wait_ge(ctx, ctx.signals + p.sig_data, rounds_done * p.nmsgs,
-               dev::WaitSite{static_cast<int32_t>(Role::InterRecv), peer, p.sig_data});
-  dev::wait_ge(ctx, ctx.signals + p.sig_done, epoch, dev::WaitSite{static_cast<int32_t>(Role::InterRecv), peer, p.sig_done});
+// It pushes nothing, but it runs the agent too: with fabric's staging by
+// agents, this rank's agents deliver the peer's data (src/net/fabric/
+// fabric_stage.hpp), and send_kernel's may have ended before it came.
+__global__ void recv_kernel(DeviceCtx ctx, net::NetCtx nc, Plan p, int peer, uint64_t rounds_done, uint64_t epoch,
+                            uint32_t* finished) {
+  extern __shared__ uint8_t smem[];
+  net::with_agent(nc, ctx, finished, smem, [&](int, int) {
+    if (threadIdx.x != 0) return;
+    dev::wait_ge(ctx, ctx.signals + p.sig_data, rounds_done * p.nmsgs,
+                 dev::WaitSite{static_cast<int32_t>(Role::InterRecv), peer, p.sig_data});
+    dev::wait_ge(ctx, ctx.signals + p.sig_done, epoch,
+                 dev::WaitSite{static_cast<int32_t>(Role::InterRecv), peer, p.sig_done});
+  });
 }
 
 __global__ void barrier_kernel(DeviceCtx ctx, net::NetCtx nc, int sig, uint64_t expected, uint32_t* finished) {
@@ -250,7 +258,8 @@ void run_puts(cudaStream_t stream, int rounds) {
     const net::NetCtx& nc = net.device_ctx();
     send_kernel<<<net::with_agent_blocks(nc, 16), 256, net::agent_smem_bytes(nc), stream>>>(comm().device_ctx(), nc, p, peer, epoch,
                                                                           agent_finished());
-    recv_kernel<<<1, 32, 0, stream>>>(comm().device_ctx(), p, peer, round, epoch);
+    recv_kernel<<<net::with_agent_blocks(nc, 1), 32, net::agent_smem_bytes(nc), stream>>>(
+        comm().device_ctx(), nc, p, peer, round, epoch, agent_finished());
     cudaError_t e = cudaStreamSynchronize(stream);
     net.check();
     CK(e);

@@ -29,9 +29,15 @@ __global__ void copy_warp(char* dst, const char* src, size_t bytes) {
   if (threadIdx.x < 32) mk::dev::copy_v16<false>(dst, src, bytes, threadIdx.x, 32);
 }
 
+// As the delivery agent copies (device/net/agent.cuh): one block, the partial
+// last group's loads in flight too.
+__global__ void copy_block_tail(char* dst, const char* src, size_t bytes) {
+  mk::dev::copy_v16<false, 8, true>(dst, src, bytes, threadIdx.x, blockDim.x);
+}
+
 struct Case {
   size_t bytes, src_off, dst_off;
-  int mode;  // 0 grid coherent, 1 grid nc, 2 one warp, 4/5 bulk round-robin/contiguous (16 B aligned)
+  int mode;  // 0 grid coherent, 1 grid nc, 2 one warp, 3 one block as the agent, 4/5 bulk round-robin/contiguous (16 B aligned)
 };
 
 }  // namespace
@@ -48,11 +54,11 @@ TEST(PeerCopy, EverySizeAndAlignmentByteForByte) {
   std::vector<Case> cases;
   for (size_t bytes : {size_t(0), size_t(1), size_t(15), size_t(16), size_t(17), size_t(255), size_t(4096),
                        size_t(4099), size_t(1 << 20) + 5, size_t(8 << 20)})
-    for (size_t so : {0, 1, 16})
+    for (size_t so : {0, 1, 3, 16})  // (3, 3): both off 16-byte boundaries by the same amount
       for (size_t d : {0, 3, 16})
-        for (int mode : {0, 1, 2, 4, 5}) {
-          if (mode == 2 && bytes > (1 << 20) + 5) continue;
-          if (mode >= 3 && (so % 16 || d % 16 || (mode >= 4 && bytes % 16))) continue;
+        for (int mode : {0, 1, 2, 3, 4, 5}) {
+          if ((mode == 2 || mode == 3) && bytes > (1 << 20) + 5) continue;
+          if (mode >= 4 && (so % 16 || d % 16 || bytes % 16)) continue;
           cases.push_back({bytes, so, d, mode});
         }
   for (auto& b : h_src) b = static_cast<char>(rng());
@@ -62,6 +68,7 @@ TEST(PeerCopy, EverySizeAndAlignmentByteForByte) {
     if (c.mode == 0) copy_grid<false><<<132, 512>>>(dst + c.dst_off, src + c.src_off, c.bytes);
     if (c.mode == 1) copy_grid<true><<<7, 96>>>(dst + c.dst_off, src + c.src_off, c.bytes);
     if (c.mode == 2) copy_warp<<<1, 32>>>(dst + c.dst_off, src + c.src_off, c.bytes);
+    if (c.mode == 3) copy_block_tail<<<1, 256>>>(dst + c.dst_off, src + c.src_off, c.bytes);
     if (c.mode >= 4)
       copy_bulk<<<3, 32, mk::dev::BulkStages::kSmemBytes>>>(
           mk::test::comm().device_ctx(), dst + c.dst_off, src + c.src_off, c.bytes,

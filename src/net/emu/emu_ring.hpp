@@ -130,19 +130,23 @@ class EmuRing {
   uint64_t done() const { return done_; }
   size_t waiting() const { return pending_; }  // writes posted and not done
   int64_t real_ns() const { return real_ns_; }
+  // When the oldest published slot not done was published (-1: none).
+  int64_t oldest_published_ns() const { return slots_.empty() ? -1 : slots_.front().published_ns; }
+  // The name describe() gives the ring's owner ("emu" unless set).
+  void set_label(const char* label) { label_ = label; }
 
   // The oldest delivery (slot) or write not done, for the proxy's report
   // when it takes too long (Transport::in_flight); empty when none.
   std::string describe(int64_t now_ns) const {
     if (pending_ == 0) return {};
     if (slots_.empty())
-      return cat("; emu: ", ops_.size(), " writes wait for their emulated time (the first due in ",
+      return cat("; ", label_, ": ", ops_.size(), " writes wait for their emulated time (the first due in ",
                  std::max<int64_t>(0, ops_.front().due_ns - now_ns) / 1000, " us)");
     const Slot& sl = slots_.front();
     // The agents' last claim as one of them wrote it (plain stores of several
     // agents: approximate).
     const uint64_t claimed = ring_.claimed ? __atomic_load_n(ring_.claimed, __ATOMIC_ACQUIRE) : 0;
-    return cat("; emu: delivery #", done_, " (", sl.bytes, " bytes",
+    return cat("; ", label_, ": delivery #", done_, " (", sl.bytes, " bytes",
                sl.chunk || !sl.last ? cat(", chunk ", sl.chunk, " of a write") : std::string(),
                ") was published to the delivery ring ", (now_ns - sl.published_ns) / 1000000,
                " ms ago and is not done (", published_ - done_, " published, agents claimed up to #", claimed,
@@ -152,6 +156,7 @@ class EmuRing {
   }
 
  private:
+  const char* label_ = "emu";
   struct Op {  // a write not yet published in full
     EmuWrite w;
     int64_t start_ns = 0;  // its first byte enters the link

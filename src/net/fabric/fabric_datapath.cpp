@@ -8,6 +8,7 @@
 #include <rdma/fi_rma.h>
 
 #include "mkernel/error.hpp"
+#include "mkernel/knobs.hpp"
 #include "src/net/fabric/fabric_transport.hpp"
 
 namespace mk::net::fabric {
@@ -460,8 +461,19 @@ void FabricTransport::check_ages() {
          " bytes", q.w.sig_op != SigOp::None ? ", with signal" : "",
          q.copying ? ", its GPU -> host staging copy unfinished" : "", ") not complete after ", ms,
          " ms (MK_NET_TIMEOUT_MS=", timeout_ms_, "): rank ", q.w.peer, " dead, unreachable or not polling",
-         q.copying ? cat("; or the staging copy waits on this GPU: ", work_queue_cause()) : std::string());
+         !q.copying             ? std::string()
+         : stage_->calls_cuda() ? cat("; or the staging copy waits on this GPU: ", work_queue_cause())
+                                : cat("; or the staging copy waits for a delivery agent", stage_->describe()));
   }
+  if (stage_) {
+    const std::string s = stage_->stalled();
+    if (!s.empty()) log(LogLevel::Warn, cat("fabric: rank ", cfg_.rank, ": ", s));
+  }
+}
+
+std::string FabricTransport::in_flight() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stage_ && !closed_ ? stage_->describe() : std::string();
 }
 
 int FabricTransport::poll(Completion* out, int max) {

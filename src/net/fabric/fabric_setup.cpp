@@ -356,11 +356,19 @@ void FabricTransport::deregister_region(int id) {
     fail("fabric: rank ", cfg_.rank, ": deregister_region: region ", id, " was never registered");
   LocalRegion& lr = local_[id];
   if (!lr.mr) return;  // already
-  if (lr.shadow && stage_) stage_->drain();  // no GPU copy touches the shadow any more
+  // No GPU copy may touch the shadow any more. Copies that were never made
+  // (agent staging with no kernel left to run an agent) could still be made
+  // by a later kernel's agent: the shadow they read then stays allocated.
+  const bool drained = !lr.shadow || !stage_ || stage_->drain();
+  if (!drained)
+    log(LogLevel::Warn, cat("fabric: rank ", cfg_.rank, ": region ", id, " deregistered with staged copies not made",
+                            stage_->describe(), "; its pinned shadow (", lr.r.bytes, " bytes) is kept, and a later "
+                            "kernel's delivery agent would still copy them into the region's former GPU memory"));
   fi_close(&lr.mr->fid);
   lr.mr = nullptr;
   lr.desc = nullptr;
-  if (lr.shadow) stage_->free_host(lr.shadow), lr.shadow = nullptr;
+  if (lr.shadow && drained) stage_->free_host(lr.shadow);
+  lr.shadow = nullptr;
   lr.r.base = nullptr;
   lr.r.bytes = 0;  // post() and incoming notes see an empty region
   for (RemoteRegion& rr : remote_[id]) rr = RemoteRegion{};
@@ -374,7 +382,9 @@ void FabricTransport::close() {
   // endpoint go next, then the endpoint and what it is bound to; shadows are
   // freed only once no peer can write into them. Errors on teardown are
   // ignored: close never throws.
-  if (stage_) stage_->drain();
+  if (stage_ && !stage_->drain())
+    log(LogLevel::Warn, cat("fabric: rank ", cfg_.rank, ": closed with staged copies not made", stage_->describe(),
+                            " (no kernel running a delivery agent took them)"));
   for (auto& lr : local_)
     if (lr.mr) fi_close(&lr.mr->fid), lr.mr = nullptr;
   if (scratch_mr_) fi_close(&scratch_mr_->fid), scratch_mr_ = nullptr;

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "device/net/delivery.hpp"
 #include "src/net/transport.hpp"
@@ -37,15 +38,17 @@ class StageOps {
   // Throws mk::Error when the copy failed. Never blocks.
   virtual bool copied(int slot) = 0;
   // Receiver: copies host -> GPU, then signal() applies a signal to the
-  // 8-byte GPU word `dev_word`, both asynchronously on ONE in-order queue.
-  // NOTES: this queue order is what makes a signal visible only after the
-  // data copied in before it (the staged ordering guarantee).
+  // 8-byte GPU word `dev_word`, both asynchronously on ONE in-order queue
+  // (the CUDA ops; the agents' ops have no such queue and refuse both: use
+  // deliver). NOTES: this queue order is what makes a signal visible only
+  // after the data copied in before it (the staged ordering guarantee).
   virtual void copy_in(void* dev, const void* host, size_t bytes) = 0;
   virtual void signal(void* dev_word, SigOp op, uint64_t value) = 0;
   // Receiver, one staged write: its bytes host -> GPU (none when bytes is 0),
   // then its signal (none when op is None), visible only after those bytes.
   // The transport contract needs no more order than that (src/net/
-  // transport.hpp); copy_in then signal gives it.
+  // transport.hpp); copy_in then signal gives it. The only order between
+  // separate deliver calls' signals and bytes: none.
   virtual void deliver(void* dev, const void* host, size_t bytes, void* dev_word, SigOp op, uint64_t value) {
     if (bytes) copy_in(dev, host, bytes);
     if (op != SigOp::None) signal(dev_word, op, value);
@@ -57,8 +60,17 @@ class StageOps {
   virtual DeliveryRing delivery_ring() const { return {}; }
   // Whether the calls above issue CUDA work from the proxy thread.
   virtual bool calls_cuda() const { return true; }
-  // Waits for every issued copy and signal (close); never throws.
-  virtual void drain() noexcept = 0;
+  // What the oldest unfinished copy or delivery waits for, for reports
+  // ("; ..."); empty: nothing to add.
+  virtual std::string describe() const { return {}; }
+  // Once per stalled delivery: a line saying that the oldest delivery has
+  // waited longer than it should for whoever makes it (a kernel's agent);
+  // empty otherwise. Never blocks.
+  virtual std::string stalled() { return {}; }
+  // Waits (bounded) for every issued copy and signal (close, deregistering
+  // a shadow); never throws. False: some were not made, and a shadow they
+  // read must stay allocated.
+  virtual bool drain() noexcept = 0;
 };
 
 // CUDA streams on `cuda_device` (non-blocking, so that they never wait for a
@@ -73,7 +85,10 @@ std::shared_ptr<StageOps> make_cuda_stage_ops(int cuda_device);
 // no CUDA work at all after setup, so nothing the process queues or loads can
 // stand in its way (the hazards of README's "Proxies that call CUDA"). Every
 // kernel that pushes commands runs the agent (NetCtx::agent), and staged data
-// for a rank is delivered only while some kernel of it runs one.
+// for a rank is delivered only while some kernel of it runs one: a kernel
+// that waits for network data must run one too (net::with_agent; the ops'
+// kernels all do). A delivery left waiting longer than half MK_TIMEOUT_MS is
+// said once (stalled()).
 std::shared_ptr<StageOps> make_agent_stage_ops(int cuda_device);
 // The same on a ring the caller made (zeroed, outliving the ops): CPU tests,
 // with a host thread in the agents' place (alloc_host still needs CUDA).

@@ -12,6 +12,7 @@
 #include <deque>
 #include <limits>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -43,11 +44,17 @@ class AgentStageOps final : public StageOps {
   explicit AgentStageOps(int cuda_device)
       : mem_(std::make_unique<DeliveryRingMemory>(cuda_device, kStageRingSlots)),
         desc_(mem_->ring()),
-        ring_(desc_, std::numeric_limits<double>::max() / 4, 0, 0, 1) {}
+        ring_(desc_, std::numeric_limits<double>::max() / 4, 0, 0, 1) {
+    ring_.set_label("fabric staging");
+  }
   // On `ring` (zeroed; the caller's memory, outliving this).
   explicit AgentStageOps(const DeliveryRing& ring)
-      : desc_(ring), ring_(desc_, std::numeric_limits<double>::max() / 4, 0, 0, 1) {}
-  ~AgentStageOps() override { drain(); }
+      : desc_(ring), ring_(desc_, std::numeric_limits<double>::max() / 4, 0, 0, 1) {
+    ring_.set_label("fabric staging");
+  }
+  // The transport drained at close; whatever is left is never made (no
+  // kernel may run an agent on this ring after close).
+  ~AgentStageOps() override = default;
 
   void* alloc_host(size_t bytes) override {
     void* p = nullptr;
@@ -75,8 +82,10 @@ class AgentStageOps final : public StageOps {
     progress();
     return out_done_.at(slot) != 0;
   }
-  void copy_in(void* dev, const void* host, size_t bytes) override { deliver(dev, host, bytes, nullptr, SigOp::None, 0); }
-  void signal(void* dev_word, SigOp op, uint64_t value) override { deliver(nullptr, nullptr, 0, dev_word, op, value); }
+  // Separate writes may be made by different agents in either order: a
+  // signal would not follow the bytes before it. Nothing calls these here.
+  void copy_in(void*, const void*, size_t) override { refuse_unordered(); }
+  void signal(void*, SigOp, uint64_t) override { refuse_unordered(); }
   // One write: the agent orders its bytes before its own signal.
   void deliver(void* dev, const void* host, size_t bytes, void* dev_word, SigOp op, uint64_t value) override {
     if (bytes == 0 && op == SigOp::None) return;
@@ -91,11 +100,11 @@ class AgentStageOps final : public StageOps {
   }
 
   void progress() override {
-    while (!backlog_.empty() && ring_.post(backlog_.front(), 0)) backlog_.pop_front();
+    while (!backlog_.empty() && ring_.post(backlog_.front(), steady_ns())) backlog_.pop_front();
     uint64_t cookies[64];
     int n;
     do {
-      n = ring_.progress(std::numeric_limits<int64_t>::max() / 2, cookies, 64);
+      n = ring_.progress(steady_ns(), cookies, 64);  // due at once: no pacing
       for (int i = 0; i < n; ++i)
         if (cookies[i] & kOutCookie) out_done_.at(cookies[i] & ~kOutCookie) = 1;
     } while (n == 64);
@@ -104,29 +113,46 @@ class AgentStageOps final : public StageOps {
   DeliveryRing delivery_ring() const override { return desc_; }
   bool calls_cuda() const override { return false; }
 
-  // Close: whatever is still published waits for an agent, which runs only
-  // in a kernel; none runs any more at teardown. Bounded (1 s), then said.
-  void drain() noexcept override {
+  std::string describe() const override {
+    std::string d = ring_.describe(steady_ns());
+    if (!backlog_.empty()) d += cat("; fabric staging: ", backlog_.size(), " more wait for room in its ring");
+    return d;
+  }
+  std::string stalled() override {
+    const int64_t t = ring_.oldest_published_ns();
+    if (t < 0 || steady_ns() - t <= stall_ns_ || ring_.done() == said_) return {};
+    said_ = ring_.done();
+    return cat("a staged copy or delivery has waited ", (steady_ns() - t) / 1000000,
+               " ms for a delivery agent (half MK_TIMEOUT_MS): a kernel of this rank that waits for network data "
+               "must run the agent (net::with_agent; the ops' kernels do), and one that pushes commands must keep "
+               "its agent CTA resident (MK_NET_FREE_SMS)",
+               describe());
+  }
+
+  // Whatever is still published waits for an agent, which runs only in a
+  // kernel: at close or at a shadow's deregistration none may run any more,
+  // so the wait is short (1 s) and its end said by the caller.
+  bool drain() noexcept override {
     const int64_t t0 = steady_ns();
     while (true) {
       try {
         progress();
       } catch (...) {
-        return;
+        return false;
       }
-      if (ring_.waiting() == 0 && backlog_.empty()) return;
-      if (steady_ns() - t0 > 1000000000) {
-        log(LogLevel::Warn, cat("fabric: ", ring_.waiting() + backlog_.size(),
-                                " staged copies were never made: no kernel running the delivery agent took them"));
-        return;
-      }
+      if (ring_.waiting() == 0 && backlog_.empty()) return true;
+      if (steady_ns() - t0 > 1000000000) return false;
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
 
  private:
+  [[noreturn]] static void refuse_unordered() {
+    fail("fabric: staging by delivery agents has no in-order copy_in/signal pair; deliver orders a write's bytes "
+         "before its signal");
+  }
   void post(const EmuWrite& w) {
-    if (!backlog_.empty() || !ring_.post(w, 0)) backlog_.push_back(w);
+    if (!backlog_.empty() || !ring_.post(w, steady_ns())) backlog_.push_back(w);
     progress();
   }
 
@@ -135,6 +161,8 @@ class AgentStageOps final : public StageOps {
   EmuRing ring_;                  // publication (no pacing) and completion in order
   std::deque<EmuWrite> backlog_;  // writes the ring has no room for yet
   std::vector<uint8_t> out_done_;  // per request slot: its copy_out is done (1) or pending (0)
+  const int64_t stall_ns_ = knob_int(Knob::MK_TIMEOUT_MS) * 500000;  // half the kernels' wait bound
+  uint64_t said_ = ~uint64_t(0);  // the done count when stalled() last spoke
 };
 
 }  // namespace

@@ -104,9 +104,10 @@ class CudaStageOps final : public StageOps {
     }
     add_kernel_hooks().launch(in_, static_cast<unsigned long long*>(dev_word), value);
   }
-  void drain() noexcept override {
-    if (out_) cudaStreamSynchronize(out_);
-    if (in_) cudaStreamSynchronize(in_);
+  bool drain() noexcept override {
+    const bool out = !out_ || cudaStreamSynchronize(out_) == cudaSuccess;
+    const bool in = !in_ || cudaStreamSynchronize(in_) == cudaSuccess;
+    return out && in;
   }
 
  private:

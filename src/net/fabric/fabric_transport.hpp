@@ -116,6 +116,9 @@ class FabricTransport final : public Transport {
   // the kernels' delivery agents through this ring (agent) it calls none.
   bool proxy_calls_cuda() const override { return stage_ != nullptr && stage_->calls_cuda(); }
   DeliveryRing delivery_ring() const override { return stage_ ? stage_->delivery_ring() : DeliveryRing{}; }
+  // The staging's oldest unfinished copy or delivery (agent staging: who
+  // should take it), for the proxy's report.
+  std::string in_flight() const override;
   void connect(Bootstrap& bs, const std::vector<int>& peers) override;
   void register_region(Bootstrap& bs, const Region& r) override;
   void deregister_region(int id) override;
