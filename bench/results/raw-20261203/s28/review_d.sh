@@ -6,7 +6,7 @@
 #  2. fabric (tcp;ofi_rxm, agent staging): Net* x3 time-sliced, then Net*+TP once under MPS, the one-queue step.
 #  3. emu 2x1 Net* time-sliced (the agent's copies changed).
 #  4. net_latency, MPS 50%: fabric cuda vs agent, alternated, 3 rounds; emu (2 agents) twice.
-# Within 420 s. Logs to $OUT/d.tgz.
+# Within D_LIMIT s (default 420). Logs to $OUT/d.tgz.
 cd "$(dirname "$0")/../../../.."
 source tools/gpu_env.sh
 source tools/gpu_steps.sh
@@ -14,7 +14,7 @@ source tools/mps_daemon.sh
 export LD_LIBRARY_PATH="$PWD/.carry/rdma${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 R=$OUT/d; mkdir -p $R
 T0=$(date +%s)
-left() { echo $((420 - ($(date +%s) - T0))); }
+left() { echo $((${D_LIMIT:-420} - ($(date +%s) - T0))); }
 F="MK_RANKS_PER_NODE=1 MK_NET=fabric MK_FI_PROVIDER=tcp;ofi_rxm MK_SHARE_GPUS=1"
 E="MK_RANKS_PER_NODE=1 MK_SHARE_GPUS=1"
 TP='AgGemm*:GemmRs*:GemmAr*'
