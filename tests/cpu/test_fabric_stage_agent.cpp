@@ -129,16 +129,16 @@ TEST(FabricStageAgent, AWriteAndItsSignalAreOneSlot) {
 }
 
 // A delivery no agent takes is said once, with what it waits for, after
-// half MK_TIMEOUT_MS (here 40 ms); the next stall is said again.
+// half MK_TIMEOUT_MS (here 200 ms); the next stall is said again.
 TEST(FabricStageAgent, AStalledDeliveryIsSaidOnce) {
-  const EnvSet t("MK_TIMEOUT_MS", "80");
+  const EnvSet t("MK_TIMEOUT_MS", "400");
   HostRing r(16);
   auto ops = mk::net::fabric::make_agent_stage_ops_on(r.ring);
   std::vector<unsigned char> a(64, 1), b(64, 0);
   uint64_t sig = 0;
   ops->deliver(b.data(), a.data(), a.size(), &sig, SigOp::Set, 1);
   EXPECT_EQ(ops->stalled(), "") << "not yet";
-  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
   const std::string said = ops->stalled();
   EXPECT_NE(said.find("waited"), std::string::npos) << said;
   EXPECT_NE(said.find("not claimed"), std::string::npos) << said;
@@ -153,7 +153,7 @@ TEST(FabricStageAgent, AStalledDeliveryIsSaidOnce) {
   }
   EXPECT_EQ(sig, 1u);
   ops->deliver(b.data(), a.data(), a.size(), &sig, SigOp::Set, 2);
-  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
   EXPECT_NE(ops->stalled(), "") << "a new stall";
 }
 

@@ -368,6 +368,7 @@ void FabricTransport::deregister_region(int id) {
   lr.mr = nullptr;
   lr.desc = nullptr;
   if (lr.shadow && drained) stage_->free_host(lr.shadow);
+  if (lr.shadow && !drained) kept_shadows_.push_back(lr.shadow);
   lr.shadow = nullptr;
   lr.r.base = nullptr;
   lr.r.bytes = 0;  // post() and incoming notes see an empty region
@@ -396,6 +397,8 @@ void FabricTransport::close() {
   if (info_) fi_api().freeinfo(info_), info_ = nullptr;
   for (auto& lr : local_)
     if (lr.shadow) stage_->free_host(lr.shadow), lr.shadow = nullptr;
+  for (void* p : kept_shadows_) stage_->free_host(p);  // no kernel may run an agent after close
+  kept_shadows_.clear();
   staging_.clear();
   stage_.reset();
 }

@@ -119,13 +119,15 @@ class AgentStageOps final : public StageOps {
     return d;
   }
   std::string stalled() override {
-    const int64_t t = ring_.oldest_published_ns();
-    if (t < 0 || steady_ns() - t <= stall_ns_ || ring_.done() == said_) return {};
-    said_ = ring_.done();
-    return cat("a staged copy or delivery has waited ", (steady_ns() - t) / 1000000,
-               " ms for a delivery agent (half MK_TIMEOUT_MS): a kernel of this rank that waits for network data "
-               "must run the agent (net::with_agent; the ops' kernels do), and one that pushes commands must keep "
-               "its agent CTA resident (MK_NET_FREE_SMS)",
+    // Once a stall: the slots published before the last line are its.
+    const int64_t t = ring_.oldest_published_ns(), now = steady_ns();
+    if (t < 0 || now - t <= stall_ns_ || t <= said_ns_) return {};
+    said_ns_ = now;
+    return cat("a staged copy or delivery has waited ", (now - t) / 1000000,
+               " ms for a delivery agent (half MK_TIMEOUT_MS): no kernel of this rank has run one since (fine while "
+               "none has started yet); a kernel of this rank that waits for network data must run the agent "
+               "(net::with_agent; the ops' kernels do), and one that pushes commands must keep its agent CTA "
+               "resident (MK_NET_FREE_SMS)",
                describe());
   }
 
@@ -162,7 +164,7 @@ class AgentStageOps final : public StageOps {
   std::deque<EmuWrite> backlog_;  // writes the ring has no room for yet
   std::vector<uint8_t> out_done_;  // per request slot: its copy_out is done (1) or pending (0)
   const int64_t stall_ns_ = knob_int(Knob::MK_TIMEOUT_MS) * 500000;  // half the kernels' wait bound
-  uint64_t said_ = ~uint64_t(0);  // the done count when stalled() last spoke
+  int64_t said_ns_ = -1;  // when stalled() last spoke
 };
 
 }  // namespace
