@@ -4,10 +4,25 @@
 # as 1x2 (NVLink) and 2x1 (MK_RANKS_PER_NODE=1), abort propagation, 2x2 as
 # 4 ranks on 2 GPUs. On a one-GPU machine the ranks share it (MK_SHARE_GPUS,
 # correctness only): the dist tier's op tests and the torchrun checks.
+#   tools/gpu_test.sh [compiled] [python] [fabric]
+# runs those parts only (default: all): the C++ test binaries, the Python and
+# torchrun checks, the network over libfabric. On one GPU all of it takes
+# ~600 s, a lent machine's limit for one command: split it over two there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+parts=" ${*:-compiled python fabric} "
+for p in $parts; do
+  case $p in
+    compiled | python | fabric) ;;
+    *) echo "usage: tools/gpu_test.sh [compiled] [python] [fabric] (default: all); not a part: $p" >&2; exit 2 ;;
+  esac
+done
+want() { [[ "$parts" == *" $1 "* ]]; }
 source tools/gpu_env.sh
 source tools/gpu_steps.sh  # run: one bounded step (MK_GPU_TEST_STEP_S each)
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+share=; [ "${ngpu:-0}" -eq 1 ] && share="MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000"
+if want compiled; then
 run build/bin/mk_gpu_tests
 run tools/mkrun -n 2 --timeout 230 build/bin/mk_dist_tests
 run tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 build/bin/mk_dist_tests
@@ -17,11 +32,9 @@ run tools/mkrun -n 2 --timeout 120 env MK_TIMEOUT_MS=500 build/bin/mk_dist_tests
 # nodes) as 4 ranks on 2 GPUs: ranks 0,1 (node 0) and 2,3 (node 1) on GPUs
 # 0,1, so rail peers share a GPU (MK_SHARE_GPUS, time-sliced: correctness
 # only, long wait bounds).
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 # emu with 3 delivery agent CTAs a kernel (MK_EMU_AGENTS): a write's chunks
 # split over the agents of one kernel, the ops' grids leaving 3 SMs (2x1; the
 # ranks share the GPU when there is one).
-share=; [ "${ngpu:-0}" -eq 1 ] && share="MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000"
 run tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 MK_EMU_AGENTS=3 $share build/bin/mk_dist_tests \
     --gtest_filter='Net.*:AgGemm*:GemmRs*:GemmAr*:GemmPeer*:RingAttn*'
 # The infrastructure tests that finish when ranks time-slice a GPU (the
@@ -46,6 +59,8 @@ if [ "${ngpu:-0}" -eq 1 ]; then
   run tools/mkrun -n 4 --timeout 230 env MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 MK_RANKS_PER_NODE=4 \
       build/bin/mk_dist_tests --gtest_filter='-Dist.PingPong*'
 fi
+fi  # compiled
+if want python; then
 # The torch ops from Python (the in-tree package against this build's library).
 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" python3 -m pytest -q -rs -p no:cacheprovider tests/python/gpu
 # Ring attention on a communicator of one rank: the ring kernel over the whole sequence, with no gathered
@@ -98,6 +113,7 @@ elif command -v torchrun >/dev/null 2>&1 && [ "${ngpu:-0}" -eq 1 ]; then
 else
   echo "=== SKIPPED: tensor-parallel ops from Python (need torchrun and a GPU; have ${ngpu:-0})"
 fi
+fi  # python
 # The network over libfabric (tcp;ofi_rxm on loopback, GPU memory staged
 # through pinned host buffers by the kernels' delivery agent): the network
 # tests and the TP ops across 2 nodes (on one GPU the ranks share it); then
@@ -105,6 +121,7 @@ fi
 # while the proxy staged with CUDA copies (MK_FABRIC_STAGE=cuda). Needs
 # libfabric.so.1 on the loader path, or its .so files carried in .carry/rdma
 # (tools/carry_rdma.sh).
+if want fabric; then
 if [ -d .carry/rdma ]; then export LD_LIBRARY_PATH="$PWD/.carry/rdma${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
 if ldconfig -p 2>/dev/null | grep -q libfabric.so.1 || [ -f .carry/rdma/libfabric.so.1 ]; then
   run tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 MK_NET=fabric "MK_FI_PROVIDER=tcp;ofi_rxm" $share \
@@ -115,4 +132,5 @@ if ldconfig -p 2>/dev/null | grep -q libfabric.so.1 || [ -f .carry/rdma/libfabri
 else
   echo "=== SKIPPED: fabric on GPUs (no libfabric.so.1 here; carry it in .carry/rdma)"
 fi
+fi  # fabric
 exit $fail
