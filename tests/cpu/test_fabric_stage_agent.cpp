@@ -10,6 +10,7 @@
 // without an agent does not hang.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -187,6 +188,26 @@ TEST(FabricStageAgent, DrainWithoutAnAgentReturnsFalse) {
   HostAgent agent(r);
   EXPECT_TRUE(ops->drain());
   EXPECT_EQ(b, a);
+}
+
+// A shadow being freed (a region deregistered) waits only for the copies
+// that read or write it, and says whether they were made.
+TEST(FabricStageAgent, DrainOfOneShadowWaitsOnlyForItsCopies) {
+  HostRing r(16);
+  auto ops = mk::net::fabric::make_agent_stage_ops_on(r.ring);
+  std::vector<unsigned char> shadow_a(256, 5), shadow_b(256, 6), gpu(256, 0), out(256, 9);
+  ops->deliver(gpu.data(), shadow_a.data() + 128, 64, nullptr, SigOp::None, 0);  // reads shadow a
+  ops->copy_out(0, shadow_a.data() + 200, out.data(), 16);                      // writes shadow a
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(ops->drain(shadow_b.data(), shadow_b.size())) << "nothing touches shadow b";
+  EXPECT_TRUE(ops->drain(shadow_a.data(), 128)) << "the copies touch a from byte 128 on";
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.5);
+  EXPECT_FALSE(ops->drain(shadow_a.data() + 100, 50)) << "overlaps the delivery's source";
+  HostAgent agent(r);
+  EXPECT_TRUE(ops->drain(shadow_a.data(), shadow_a.size()));
+  EXPECT_TRUE(std::equal(gpu.begin(), gpu.begin() + 64, shadow_a.begin() + 128));
+  EXPECT_TRUE(ops->copied(0));
+  EXPECT_TRUE(std::equal(out.begin(), out.begin() + 16, shadow_a.begin() + 200));
 }
 
 }  // namespace

@@ -359,7 +359,7 @@ void FabricTransport::deregister_region(int id) {
   // No GPU copy may touch the shadow any more. Copies that were never made
   // (agent staging with no kernel left to run an agent) could still be made
   // by a later kernel's agent: the shadow they read then stays allocated.
-  const bool drained = !lr.shadow || !stage_ || stage_->drain();
+  const bool drained = !lr.shadow || !stage_ || stage_->drain(lr.shadow, lr.r.bytes);
   if (!drained)
     log(LogLevel::Warn, cat("fabric: rank ", cfg_.rank, ": region ", id, " deregistered with staged copies not made",
                             stage_->describe(), "; its pinned shadow (", lr.r.bytes, " bytes) is kept, and a later "

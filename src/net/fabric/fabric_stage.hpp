@@ -71,6 +71,12 @@ class StageOps {
   // a shadow); never throws. False: some were not made, and a shadow they
   // read must stay allocated.
   virtual bool drain() noexcept = 0;
+  // The same for the copies that read or write host memory in [host,
+  // host + bytes) only (a shadow being freed); by default all of them.
+  virtual bool drain(const void* host, size_t bytes) noexcept {
+    (void)host, (void)bytes;
+    return drain();
+  }
 };
 
 // CUDA streams on `cuda_device` (non-blocking, so that they never wait for a

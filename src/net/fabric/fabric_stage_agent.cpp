@@ -76,7 +76,7 @@ class AgentStageOps final : public StageOps {
     w.dst = reinterpret_cast<uint64_t>(host);
     w.bytes = bytes;
     w.cookie = kOutCookie | static_cast<uint64_t>(slot);
-    post(w);
+    post(w, w.dst);
   }
   bool copied(int slot) override {
     progress();
@@ -96,7 +96,7 @@ class AgentStageOps final : public StageOps {
     w.sig = op == SigOp::None ? 0 : reinterpret_cast<uint64_t>(dev_word);
     w.sig_op = op;
     w.sig_value = value;
-    post(w);
+    post(w, w.src);
   }
 
   void progress() override {
@@ -105,8 +105,10 @@ class AgentStageOps final : public StageOps {
     int n;
     do {
       n = ring_.progress(steady_ns(), cookies, 64);  // due at once: no pacing
-      for (int i = 0; i < n; ++i)
+      for (int i = 0; i < n; ++i) {
         if (cookies[i] & kOutCookie) out_done_.at(cookies[i] & ~kOutCookie) = 1;
+        hosts_.pop_front();  // writes complete in post order
+      }
     } while (n == 64);
   }
 
@@ -134,18 +136,14 @@ class AgentStageOps final : public StageOps {
   // Whatever is still published waits for an agent, which runs only in a
   // kernel: at close or at a shadow's deregistration none may run any more,
   // so the wait is short (1 s) and its end said by the caller.
-  bool drain() noexcept override {
-    const int64_t t0 = steady_ns();
-    while (true) {
-      try {
-        progress();
-      } catch (...) {
-        return false;
-      }
-      if (ring_.waiting() == 0 && backlog_.empty()) return true;
-      if (steady_ns() - t0 > 1000000000) return false;
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
+  bool drain() noexcept override { return drain_while([&] { return !hosts_.empty(); }); }
+  bool drain(const void* host, size_t bytes) noexcept override {
+    const uint64_t lo = reinterpret_cast<uint64_t>(host), hi = lo + bytes;
+    return drain_while([&] {
+      for (const HostRange& r : hosts_)
+        if (r.lo < hi && lo < r.hi) return true;
+      return false;
+    });
   }
 
  private:
@@ -153,15 +151,36 @@ class AgentStageOps final : public StageOps {
     fail("fabric: staging by delivery agents has no in-order copy_in/signal pair; deliver orders a write's bytes "
          "before its signal");
   }
-  void post(const EmuWrite& w) {
+  // host: the write's end in host memory (the shadow).
+  void post(const EmuWrite& w, uint64_t host) {
+    hosts_.push_back({host, host + w.bytes});
     if (!backlog_.empty() || !ring_.post(w, steady_ns())) backlog_.push_back(w);
     progress();
+  }
+  // Progress until `pending()` is false; bounded (1 s). False: it was not.
+  template <typename Pending>
+  bool drain_while(Pending&& pending) noexcept {
+    const int64_t t0 = steady_ns();
+    while (true) {
+      try {
+        progress();
+      } catch (...) {
+        return false;
+      }
+      if (!pending()) return true;
+      if (steady_ns() - t0 > 1000000000) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
   }
 
   std::unique_ptr<DeliveryRingMemory> mem_;  // null: the caller's ring
   DeliveryRing desc_;
   EmuRing ring_;                  // publication (no pacing) and completion in order
   std::deque<EmuWrite> backlog_;  // writes the ring has no room for yet
+  struct HostRange {
+    uint64_t lo, hi;
+  };
+  std::deque<HostRange> hosts_;  // of every write posted and not done, in post order
   std::vector<uint8_t> out_done_;  // per request slot: its copy_out is done (1) or pending (0)
   const int64_t stall_ns_ = knob_int(Knob::MK_TIMEOUT_MS) * 500000;  // half the kernels' wait bound
   int64_t said_ns_ = -1;  // when stalled() last spoke
