@@ -56,9 +56,10 @@ std::unique_ptr<Transport> make_transport(const TransportConfig& cfg) {
 // were too few for such kernels (emu's copies before its agent: GemmAr at 62
 // of 66 CTAs stopped, at 60 it ran; bench/results/emu-mps-free-sms-20261203.md).
 int transport_free_sms(const std::string& family, int knob, bool mps, int agents) {  // agents: NetCtx::agent
-  if (family != "emu" && family != "fabric") return 0;
   if (family == "emu") return std::max(knob, std::max(agents, 1));  // every agent CTA needs its SM
-  if (agents > 0) return std::max(knob, agents);  // fabric staged by delivery agents: no side kernels
+  // fabric staged, or EFA's GPU signals applied, by delivery agents: no side kernels.
+  if (agents > 0) return std::max(knob, agents);
+  if (family != "fabric") return 0;
   if (knob > 0) return knob;
   return mps ? 8 : 1;
 }

@@ -32,6 +32,9 @@ TEST(NetFreeSms, ByTransportKnobAndMps) {
   EXPECT_EQ(transport_free_sms("fabric", 0, true, 1), 1);
   EXPECT_EQ(transport_free_sms("fabric", 0, false, 2), 2);
   EXPECT_EQ(transport_free_sms("fabric", 4, true, 1), 4);
+  // verbs on EFA with its signals applied by a delivery agent: its SM.
+  EXPECT_EQ(transport_free_sms("verbs", 0, false, 1), 1);
+  EXPECT_EQ(transport_free_sms("verbs", 0, true, 1), 1);
 }
 
 // What the plans take (tp::network_free_sms): the want clamped so that 2

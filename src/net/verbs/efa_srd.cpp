@@ -18,11 +18,16 @@
 //   receive, not when the peer's proxy reposted it): the QP's RNR retry
 //   (rnr_retry = 7, when the device has EFADV_DEVICE_ATTR_CAPS_RNR_RETRY)
 //   turns that into a delay, never a lost signal.
-// - Signals into GPU memory are applied on one in-order CUDA stream
-//   (fabric::StageOps::signal: Set by cuStreamWriteValue64, Add by its
-//   preloaded kernel) after cuFlushGPUDirectRDMAWrites, so that the NIC's
-//   writes of the data are visible to the GPU before the signal; into host
-//   memory with a host atomic after the same flush.
+// - Signals into GPU memory are applied after cuFlushGPUDirectRDMAWrites,
+//   so that the NIC's writes of the data are visible to the GPU before the
+//   signal, through fabric's staging ops (fabric::StageOps::deliver, no
+//   bytes): by the kernels' delivery agents (MK_FABRIC_STAGE=agent, the
+//   default: the proxy issues no CUDA work, and a kernel that waits for
+//   signals runs the agent, as the ops' kernels do) or on one CUDA stream
+//   (cuda: Set by cuStreamWriteValue64, Add by a preloaded kernel). Into
+//   host memory with a host atomic after the same flush. The transport
+//   contract orders nothing between two signals (src/net/transport.hpp);
+//   agents may apply them in either order.
 #include "src/net/verbs/ibv_loader.hpp"
 
 #if MK_HAVE_EFADV
@@ -88,7 +93,10 @@ class SrdTransport final : public QpTransport {
   ~SrdTransport() override { close(); }
 
   std::string name() const override { return "verbs:" + dev_.name + "(srd)"; }
-  bool proxy_calls_cuda() const override { return gpu_ != nullptr; }  // signal adds into GPU memory: a kernel
+  // Signals into GPU memory: the staging ops' stream and kernel (cuda), or none (agent).
+  bool proxy_calls_cuda() const override { return gpu_ != nullptr && gpu_->calls_cuda(); }
+  DeliveryRing delivery_ring() const override { return gpu_ ? gpu_->delivery_ring() : DeliveryRing{}; }
+  std::string in_flight() const override { return gpu_ ? gpu_->describe() : std::string(); }
   void connect(Bootstrap& bs, const std::vector<int>& peers) override;
   void register_region(Bootstrap& bs, const Region& r) override;
   int poll(Completion* out, int max) override;
@@ -114,7 +122,7 @@ class SrdTransport final : public QpTransport {
   Region sig_region_;                   // this rank's region 0 (where received signals land)
   SrdAssembler assembler_;
   std::vector<ImmSignal> to_apply_;     // released signals of this poll()
-  std::shared_ptr<fabric::StageOps> gpu_;  // region 0 in GPU memory: the in-order signal stream
+  std::shared_ptr<fabric::StageOps> gpu_;  // region 0 in GPU memory: who applies its signals
   FlushFn flush_rdma_ = nullptr;
 };
 
@@ -258,9 +266,10 @@ void SrdTransport::register_region(Bootstrap& bs, const Region& r) {
     if (r.id == kSignalRegion) {
       sig_region_ = r;
       if (r.device && r.bytes > 0) {
-        // Received signals are applied on an in-order GPU stream (the fabric
-        // staging machinery: Set by cuStreamWriteValue64, Add by its kernel).
-        gpu_ = fabric::make_cuda_stage_ops(r.cuda_device >= 0 ? r.cuda_device : cfg_.cuda_device);
+        // Received signals are applied by the fabric staging machinery
+        // (MK_FABRIC_STAGE). Region 0 is registered before Network reads
+        // the transports' delivery rings (network.cpp).
+        gpu_ = fabric::make_stage_ops(r.cuda_device >= 0 ? r.cuda_device : cfg_.cuda_device);
       }
       if (cfg_.cuda_device >= 0 && !flush_rdma_) {
         void* fn = nullptr;
@@ -368,7 +377,7 @@ void SrdTransport::apply_pending_signals() {
   for (const ImmSignal& s : to_apply_) {
     void* word = static_cast<uint8_t*>(sig_region_.base) + s.sig_off;
     if (gpu_) {
-      gpu_->signal(word, s.op, s.value);
+      gpu_->deliver(nullptr, nullptr, 0, word, s.op, s.value);
     } else {
       std::atomic_ref<uint64_t> a(*static_cast<uint64_t*>(word));
       if (s.op == SigOp::Set)
@@ -382,6 +391,11 @@ void SrdTransport::apply_pending_signals() {
 
 int SrdTransport::poll(Completion* out, int max) {
   check_usable();
+  if (gpu_) {
+    gpu_->progress();
+    const std::string s = gpu_->stalled();
+    if (!s.empty()) log(LogLevel::Warn, cat("verbs/efa: rank ", cfg_.rank, ": ", s));
+  }
   flush_dirty();
   int n = tracker_->take_ready(out, max);
   ibv_wc wc[kPollBatch];
@@ -413,7 +427,9 @@ int SrdTransport::poll(Completion* out, int max) {
 void SrdTransport::close() {
   if (closed_) return;
   closed_ = true;
-  if (gpu_) gpu_->drain();
+  if (gpu_ && !gpu_->drain())
+    log(LogLevel::Warn, cat("verbs/efa: rank ", cfg_.rank, ": closed with received signals not applied",
+                            gpu_->describe(), " (no kernel running a delivery agent took them)"));
   gpu_.reset();
   qpx_.clear();  // views of qps_
   release_verbs(qps_, recv_mr_, [&] {
