@@ -94,7 +94,8 @@ Network::Network(Communicator& comm) : comm_(comm) {
   proxy_ = std::make_unique<net::Proxy>(std::move(pc), std::move(transports));
   ctx_.num_queues = proxy_->num_queues();
   for (int i = 0; i < ctx_.num_queues; ++i) ctx_.queues[i] = proxy_->queue(i);
-  // Delivery rings (emu): every queue's transport has one, or none does.
+  // Delivery rings (emu; fabric's staging and EFA's GPU signals by agents):
+  // every queue's transport has one, or none does.
   int queue = 0, rings = 0;
   proxy_->with_transports([&](net::Transport& tr) {  // in queue order
     const net::DeliveryRing r = tr.delivery_ring();
@@ -104,14 +105,14 @@ Network::Network(Communicator& comm) : comm_(comm) {
   });
   if (rings != 0 && rings != ctx_.num_queues)
     fail("network ", name_, ": ", rings, " of ", ctx_.num_queues, " proxy threads deliver through rings; all or none must");
-  // Rings: emu (MK_EMU_AGENTS agents a kernel), fabric's staging by agents
-  // (MK_FABRIC_STAGE=agent: one, which keeps up with a staged network).
+  // Rings: emu (MK_EMU_AGENTS agents a kernel), fabric's staging and EFA's
+  // GPU signals by agents (MK_FABRIC_STAGE=agent: one, which keeps up).
   ctx_.agent = rings == 0 ? 0 : family(name_) == "emu" ? static_cast<int32_t>(knob_int(Knob::MK_EMU_AGENTS)) : 1;
   if (ctx_.agent > 0) {  // the ops' grids keep 2 CTAs beside their agents (tp::grid_free_sms)
     int sms = 0;
     MK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, comm.device()));
     if (ctx_.agent > sms - 2)
-      fail("network ", name_, ": MK_EMU_AGENTS=", ctx_.agent, " delivery agent CTAs a kernel, but this GPU has ", sms,
+      fail("network ", name_, ": ", ctx_.agent, " delivery agent CTAs a kernel (MK_EMU_AGENTS for emu), but this GPU has ", sms,
            " SMs: at most ", std::max(sms - 2, 0), " (2 stay for the ops' other roles)");
   }
   ctx_.rank = t.rank;
@@ -125,7 +126,7 @@ Network::Network(Communicator& comm) : comm_(comm) {
     mps = 0;
   }
   ctx_.free_sms = net::transport_free_sms(family(name_), static_cast<int>(knob_int(Knob::MK_NET_FREE_SMS)), mps != 0,
-                                          ctx_.agent);
+                                          ctx_.agent, proxy_calls_cuda_);
   // The same on every rank (the largest): plans size their grids from it,
   // and ranks on GPUs with and without MPS must still make the same plan.
   for (const std::string& v : comm.bootstrap().allgather(std::to_string(ctx_.free_sms)))

@@ -55,11 +55,12 @@ std::unique_ptr<Transport> make_transport(const TransportConfig& cfg) {
 // processes' kernels share the GPU at the same time, and 1-4 SMs left free
 // were too few for such kernels (emu's copies before its agent: GemmAr at 62
 // of 66 CTAs stopped, at 60 it ran; bench/results/emu-mps-free-sms-20261203.md).
-int transport_free_sms(const std::string& family, int knob, bool mps, int agents) {  // agents: NetCtx::agent
+int transport_free_sms(const std::string& family, int knob, bool mps, int agents, bool side_kernels) {
   if (family == "emu") return std::max(knob, std::max(agents, 1));  // every agent CTA needs its SM
   // fabric staged, or EFA's GPU signals applied, by delivery agents: no side kernels.
   if (agents > 0) return std::max(knob, agents);
-  if (family != "fabric") return 0;
+  // fabric, and EFA with MK_FABRIC_STAGE=cuda: the proxy's signal kernels.
+  if (family != "fabric" && !side_kernels) return 0;
   if (knob > 0) return knob;
   return mps ? 8 : 1;
 }

@@ -80,7 +80,9 @@ class Transport {
   // True for the emulated NIC: every report made with it says so.
   virtual bool emulated() const { return false; }
   // True when the proxy makes CUDA copies or kernel launches on the data
-  // path (fabric staging; EFA's signals into GPU memory). Such calls wait
+  // path (fabric staging and EFA's signals into GPU memory with
+  // MK_FABRIC_STAGE=cuda; EFA's cuFlushGPUDirectRDMAWrites, a driver call
+  // with no stream work, is not counted). Such calls wait
   // while another thread of the process holds the context's submission
   // lock, e.g. a pageable copy on the legacy default stream or a kernel load
   // waiting for a kernel that waits on this network, which then times out
@@ -95,8 +97,9 @@ class Transport {
   // proxy thread, under the same lock as poll().
   virtual std::string in_flight() const { return {}; }
   // The ring through which this transport has the kernels' delivery agent
-  // do its writes (device/net/delivery.hpp, agent.cuh; emu); size 0: none,
-  // the transport delivers by itself. Valid from construction to close().
+  // do its writes (device/net/delivery.hpp, agent.cuh; emu, fabric's staging,
+  // EFA's GPU signals); size 0: none, the transport delivers by itself. Valid
+  // from construction (EFA: from region 0's registration) to close().
   virtual DeliveryRing delivery_ring() const { return {}; }
   // Puts of at most this many bytes should carry their bytes in the command
   // (PUT_INLINE, <= kMaxInlineBytes); 0: the transport always reads the
@@ -138,15 +141,17 @@ std::unique_ptr<Transport> make_emu(const TransportConfig& cfg);
 std::unique_ptr<Transport> make_transport(const TransportConfig& cfg);
 
 // SMs a persistent op's grid leaves free for a transport family's delivery
-// (MK_NET_FREE_SMS, knob_list.inc): 0 for verbs; for emu the knob, but at
-// least `agents` (its delivery agent CTAs, MK_EMU_AGENTS); for fabric whose
-// staging the agents make (agents > 0: MK_FABRIC_STAGE=agent) the same; for
-// other fabric the knob when set (knob > 0), else 1, or 8 when the GPU's
-// contexts are shared through MPS (cudaDevAttrMpsEnabled).
-int transport_free_sms(const std::string& family, int knob, bool mps, int agents = 0);
+// (MK_NET_FREE_SMS, knob_list.inc): for emu the knob, but at least `agents`
+// (its delivery agent CTAs, MK_EMU_AGENTS); for any other transport with
+// agents (fabric's staging, EFA's GPU signals: MK_FABRIC_STAGE=agent) the
+// same; for other fabric, and a transport whose proxy launches kernels
+// (`side_kernels`: EFA with MK_FABRIC_STAGE=cuda), the knob when set (knob >
+// 0), else 1, or 8 when the GPU's contexts are shared through MPS
+// (cudaDevAttrMpsEnabled); else 0 (RC verbs).
+int transport_free_sms(const std::string& family, int knob, bool mps, int agents = 0, bool side_kernels = false);
 
 // The warning a network whose proxy issues CUDA work (Transport::
-// proxy_calls_cuda: fabric staging, EFA's signal adds) owes its user
+// proxy_calls_cuda: fabric staging, EFA's signals, with MK_FABRIC_STAGE=cuda) owes its user
 // when that work may share a hardware work queue with the process's other
 // streams and so wait behind work queued after an op that waits on it:
 // CUDA_DEVICE_MAX_CONNECTIONS=1 (every stream in one queue: a stall each

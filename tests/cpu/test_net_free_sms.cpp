@@ -1,8 +1,8 @@
 // What a persistent op's grid leaves free for the network transport's
-// delivery (MK_NET_FREE_SMS): none for verbs; for emu the knob, at least one
-// SM for each agent CTA (MK_EMU_AGENTS); for fabric the knob, else 1, or 8
-// when the GPU is shared through MPS (its proxy's signal kernels), or one SM
-// per agent CTA when its staging is made by delivery agents.
+// delivery (MK_NET_FREE_SMS): none for RC verbs; for emu the knob, at least
+// one SM for each agent CTA (MK_EMU_AGENTS); for fabric, and EFA whose proxy
+// launches signal kernels, the knob, else 1, or 8 when the GPU is shared
+// through MPS; one SM per agent CTA where delivery agents do the work.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -35,6 +35,10 @@ TEST(NetFreeSms, ByTransportKnobAndMps) {
   // verbs on EFA with its signals applied by a delivery agent: its SM.
   EXPECT_EQ(transport_free_sms("verbs", 0, false, 1), 1);
   EXPECT_EQ(transport_free_sms("verbs", 0, true, 1), 1);
+  // verbs on EFA with MK_FABRIC_STAGE=cuda: the proxy's signal kernels, as fabric's.
+  EXPECT_EQ(transport_free_sms("verbs", 0, false, 0, true), 1);
+  EXPECT_EQ(transport_free_sms("verbs", 0, true, 0, true), 8);
+  EXPECT_EQ(transport_free_sms("verbs", 3, true, 0, true), 3);
 }
 
 // What the plans take (tp::network_free_sms): the want clamped so that 2

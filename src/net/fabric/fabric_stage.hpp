@@ -95,12 +95,13 @@ std::shared_ptr<StageOps> make_cuda_stage_ops(int cuda_device);
 // that waits for network data must run one too (net::with_agent; the ops'
 // kernels all do). A delivery left waiting longer than half MK_TIMEOUT_MS is
 // said once (stalled()).
-std::shared_ptr<StageOps> make_agent_stage_ops(int cuda_device);
+// `label` names them in reports ("fabric staging", "efa signals").
+std::shared_ptr<StageOps> make_agent_stage_ops(int cuda_device, const char* label = "fabric staging");
 // The same on a ring the caller made (zeroed, outliving the ops): CPU tests,
 // with a host thread in the agents' place (alloc_host still needs CUDA).
 std::shared_ptr<StageOps> make_agent_stage_ops_on(const DeliveryRing& ring);
 // MK_FABRIC_STAGE: agent (default) or cuda.
-std::shared_ptr<StageOps> make_stage_ops(int cuda_device);
+std::shared_ptr<StageOps> make_stage_ops(int cuda_device, const char* label = "fabric staging");
 
 // The signal-Add kernel is compiled by nvcc in fabric_signal_add.cu, which
 // fills these hooks during static initialisation of libmkernel.so. They stay

@@ -41,11 +41,11 @@ constexpr uint64_t kOutCookie = uint64_t(1) << 63;
 class AgentStageOps final : public StageOps {
  public:
   // On a ring of its own in cuda_device's memory.
-  explicit AgentStageOps(int cuda_device)
+  AgentStageOps(int cuda_device, const char* label)
       : mem_(std::make_unique<DeliveryRingMemory>(cuda_device, kStageRingSlots)),
         desc_(mem_->ring()),
         ring_(desc_, std::numeric_limits<double>::max() / 4, 0, 0, 1) {
-    ring_.set_label("fabric staging");
+    ring_.set_label(label);
   }
   // On `ring` (zeroed; the caller's memory, outliving this).
   explicit AgentStageOps(const DeliveryRing& ring)
@@ -188,17 +188,17 @@ class AgentStageOps final : public StageOps {
 
 }  // namespace
 
-std::shared_ptr<StageOps> make_agent_stage_ops(int cuda_device) {
-  return std::make_shared<AgentStageOps>(cuda_device);
+std::shared_ptr<StageOps> make_agent_stage_ops(int cuda_device, const char* label) {
+  return std::make_shared<AgentStageOps>(cuda_device, label);
 }
 
 std::shared_ptr<StageOps> make_agent_stage_ops_on(const DeliveryRing& ring) {
   return std::make_shared<AgentStageOps>(ring);
 }
 
-std::shared_ptr<StageOps> make_stage_ops(int cuda_device) {
+std::shared_ptr<StageOps> make_stage_ops(int cuda_device, const char* label) {
   if (knob_str(Knob::MK_FABRIC_STAGE) == "cuda") return make_cuda_stage_ops(cuda_device);
-  return make_agent_stage_ops(cuda_device);
+  return make_agent_stage_ops(cuda_device, label);
 }
 
 }  // namespace mk::net::fabric

@@ -25,9 +25,12 @@
 //   default: the proxy issues no CUDA work, and a kernel that waits for
 //   signals runs the agent, as the ops' kernels do) or on one CUDA stream
 //   (cuda: Set by cuStreamWriteValue64, Add by a preloaded kernel). Into
-//   host memory with a host atomic after the same flush. The transport
-//   contract orders nothing between two signals (src/net/transport.hpp);
-//   agents may apply them in either order.
+//   host memory with a host atomic after the same flush. Agents may apply
+//   two signals in either order (SRD delivers them in none either): the
+//   ops send a word's next Set only after a handshake shows the receiver
+//   saw the last (device/roles/allgather_push.cuh, kv_push.cuh,
+//   reduce_scatter.cuh), and Adds commute. The flush stays a driver call
+//   on the proxy thread (no stream work).
 #include "src/net/verbs/ibv_loader.hpp"
 
 #if MK_HAVE_EFADV
@@ -269,7 +272,7 @@ void SrdTransport::register_region(Bootstrap& bs, const Region& r) {
         // Received signals are applied by the fabric staging machinery
         // (MK_FABRIC_STAGE). Region 0 is registered before Network reads
         // the transports' delivery rings (network.cpp).
-        gpu_ = fabric::make_stage_ops(r.cuda_device >= 0 ? r.cuda_device : cfg_.cuda_device);
+        gpu_ = fabric::make_stage_ops(r.cuda_device >= 0 ? r.cuda_device : cfg_.cuda_device, "efa signals");
       }
       if (cfg_.cuda_device >= 0 && !flush_rdma_) {
         void* fn = nullptr;
@@ -429,7 +432,7 @@ void SrdTransport::close() {
   closed_ = true;
   if (gpu_ && !gpu_->drain())
     log(LogLevel::Warn, cat("verbs/efa: rank ", cfg_.rank, ": closed with received signals not applied",
-                            gpu_->describe(), " (no kernel running a delivery agent took them)"));
+                            gpu_->describe()));
   gpu_.reset();
   qpx_.clear();  // views of qps_
   release_verbs(qps_, recv_mr_, [&] {

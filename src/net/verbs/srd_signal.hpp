@@ -26,9 +26,9 @@
 // - Record form: SrdAssembler releases the signal only when the record AND
 //   all N parts named by it have completed, in whatever order they arrive;
 //   each completion certifies its part, hence all bytes are in place.
-// - The receiver enqueues the signal after that point (host atomic, or an
-//   in-order GPU stream after a GPUDirect-RDMA flush), so the signal is never
-//   visible before its data. No mailbox memory is reused: the record lives in
+// - The receiver applies the signal after that point (host atomic, or after a
+//   GPUDirect-RDMA flush by a delivery agent or a CUDA stream: efa_srd.cpp),
+//   so the signal is never visible before its data. No mailbox memory is reused: the record lives in
 //   its own posted receive buffer, reposted only after it is read.
 #pragma once
 
