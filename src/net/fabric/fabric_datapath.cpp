@@ -361,8 +361,8 @@ void FabricTransport::apply_note(const CtlMsg& m) {
     return;
   }
   // A host signal region: register_region admits no staged data region
-  // then, so no copy precedes this signal; apply it like the direct path.
-  if (in_bytes) stage_->deliver(in_dev, in_host, in_bytes, nullptr, SigOp::None, 0);
+  // then (in_bytes is 0), so no copy precedes this signal; apply it like the
+  // direct path.
   if (op == SigOp::Set)
     __atomic_store_n(reinterpret_cast<uint64_t*>(word), m.value, __ATOMIC_SEQ_CST);
   else

@@ -306,8 +306,9 @@ void FabricTransport::register_region(Bootstrap& bs, const Region& r) {
   if (staged && stage_ && !opt_.stage_ops && r.cuda_device != cfg_.cuda_device)
     fail("fabric: rank ", cfg_.rank, ": region ", r.id, " is memory of GPU ", r.cuda_device,
          " but this transport stages through GPU ", cfg_.cuda_device);
-  // A staged region's signals are applied on the GPU queue behind its data
-  // copies, which needs the signal words in GPU memory too.
+  // A staged region's signals are delivered with its data copies
+  // (StageOps::deliver: bytes, then signal), which needs the signal words in
+  // GPU memory too.
   if (staged && r.id != kSignalRegion && !local_[kSignalRegion].shadow)
     fail("fabric: rank ", cfg_.rank, ": region ", r.id, " is GPU memory staged through host memory, which "
          "needs the signal region (0) in GPU memory as well; it is host memory");

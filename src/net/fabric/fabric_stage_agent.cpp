@@ -122,8 +122,10 @@ class AgentStageOps final : public StageOps {
   }
   std::string stalled() override {
     // Once a stall: the slots published before the last line are its.
-    const int64_t t = ring_.oldest_published_ns(), now = steady_ns();
-    if (t < 0 || now - t <= stall_ns_ || t <= said_ns_) return {};
+    const int64_t t = ring_.oldest_published_ns();
+    if (t < 0 || t <= said_ns_) return {};  // nothing waits (per poll on EFA: no clock read then)
+    const int64_t now = steady_ns();
+    if (now - t <= stall_ns_) return {};
     said_ns_ = now;
     return cat("a staged copy or delivery has waited ", (now - t) / 1000000,
                " ms for a delivery agent (half MK_TIMEOUT_MS): no kernel of this rank has run one since (fine while "
