@@ -1,8 +1,9 @@
 // mkernel: the delivery agent (Role::Deliver), NetCtx::agent CTAs of every
 // kernel that pushes network commands, or waits for network data, when the
-// transport delivers through rings (emu, MK_EMU_AGENTS; fabric's staging,
-// MK_FABRIC_STAGE=agent, where a rank's own agents deliver what its peers
-// sent: a kernel that waits without one waits until its timeout). It claims
+// transport delivers through rings (emu, MK_EMU_AGENTS; fabric's staging and
+// EFA's GPU signals, MK_FABRIC_STAGE=agent, where a rank's own agents deliver
+// what its peers sent: a kernel that waits without one waits until its
+// timeout). It claims
 // the writes (or a write's early chunks) the proxy published in each queue's
 // ring (device/net/delivery.hpp), copies their
 // bytes (the whole CTA on each large one, a warp on each small one; local
@@ -398,9 +399,9 @@ __device__ __forceinline__ bool op_agent_block(const AgentLaunch& a, const Devic
 }
 
 // Kernels without a DeviceEpoch (tests, benchmarks, a user's own kernel that
-// pushes commands or waits for network data): launch agent_ctas(nc) more blocks, with at least
-// sizeof(AgentScratch) bytes of dynamic shared memory, and a zeroed device
-// word `finished` of the kernel's own; then
+// pushes commands or waits for network data): launch agent_ctas(nc) more
+// blocks, with at least sizeof(AgentScratch) bytes of dynamic shared memory,
+// and a zeroed device word `finished` of the kernel's own; then
 //   net::with_agent(nc, ctx, finished, smem, [&](int block, int blocks) { ... });
 // runs the agent in blocks [0, agent_ctas(nc)) and body(block, blocks) in
 // the others, with their indices shifted past them. The last agent to end
