@@ -267,6 +267,53 @@ TEST(EmuRing, EarlyChunksArePublishedWhileTheAgentsAreIdle) {
   EXPECT_FALSE(mk::net::delivery_after(big_ring.slots[(big.published() - 1) % 64].w[1]));
 }
 
+// cancel (fabric's retire of a staging shadow): a write picked by its source
+// delivers nothing from then on, whether its slot is published, only its
+// early chunk is, or it is not published yet; its other chunks and writes
+// not picked keep their bytes and signals, and every write still completes.
+TEST(EmuRing, CancelCutsPublishedSlotsChunksAndQueuedWrites) {
+  HostRing h(16);
+  EmuRing er(h.ring, 1.0, 0, 4096, 2);  // 1 byte/ns, no latency, early chunks from 4 KB, 2 agents
+  uint64_t cookies[8];
+  EmuWrite a;  // published whole at once (due)
+  a.src = 0x100000, a.dst = 0x800000, a.bytes = 64, a.sig = 0x5000, a.sig_op = SigOp::Set, a.sig_value = 1, a.cookie = 1;
+  EmuWrite b = a;  // chunked: 9000 bytes at 1 byte/ns
+  b.src = 0x200000, b.bytes = 9000, b.sig_op = SigOp::Add, b.cookie = 2;
+  EmuWrite c = a;  // another shadow: not picked
+  c.src = 0x300000, c.cookie = 3;
+  EmuWrite inl = a;  // inline: reads no source, never picked
+  inl.src = 0x100000, inl.has_inline = true, inl.bytes = 8, inl.cookie = 4;
+  ASSERT_TRUE(er.post(a, 0));
+  er.progress(64, cookies, 8);
+  ASSERT_EQ(er.published(), 1u);
+  ASSERT_TRUE(er.post(b, 64));
+  er.progress(64 + 4200, cookies, 8);
+  ASSERT_EQ(er.published(), 2u) << "b's first 4 KB as an early chunk";
+  ASSERT_TRUE(er.post(c, 64 + 4200));
+  ASSERT_TRUE(er.post(inl, 64 + 4200));
+  const auto picked = [](uint64_t src, uint64_t bytes) { return src < 0x300000 && 0x100000 < src + bytes; };
+  uint64_t until = 0;
+  EXPECT_EQ(er.cancel(picked, until), 3u) << "a's slot, b's chunk, b's rest";
+  EXPECT_EQ(until, 2u) << "slots 0 and 1 were published: an agent may have read them";
+  EXPECT_EQ(h.slots[0].w[1], 0u);
+  EXPECT_EQ(h.slots[1].w[1], 0u);
+  uint64_t until2 = 0;
+  EXPECT_EQ(er.cancel(picked, until2), 0u) << "cut already";
+  er.progress(1000000, cookies, 8);  // everything due
+  ASSERT_EQ(er.published(), 5u);
+  EXPECT_EQ(mk::net::delivery_bytes(h.slots[2].w[1]), 0u) << "b's rest: no bytes";
+  EXPECT_EQ(mk::net::delivery_sig_op(h.slots[2].w[1]), SigOp::None) << "and no signal";
+  EXPECT_EQ(mk::net::delivery_bytes(h.slots[3].w[1]), 64u) << "c untouched";
+  EXPECT_EQ(mk::net::delivery_sig_op(h.slots[3].w[1]), SigOp::Set);
+  EXPECT_TRUE(mk::net::delivery_inline(h.slots[4].w[1])) << "the inline write untouched";
+  EXPECT_EQ(mk::net::delivery_bytes(h.slots[4].w[1]), 8u);
+  for (uint64_t k = 0; k < 5; ++k) h.done[k] = k + 1;
+  int n = er.progress(1000000, cookies, 8);
+  ASSERT_EQ(n, 4) << "every write completes, cut or not";
+  for (int k = 0; k < n; ++k) EXPECT_EQ(cookies[k], uint64_t(k + 1));
+  EXPECT_EQ(er.waiting(), 0u);
+}
+
 // With MK_EMU_AGENTS = 2 a kernel runs two agents: an early chunk goes while
 // one slot is outstanding (an agent is still idle), not while two are.
 TEST(EmuRing, EarlyChunksGoWhileFewerSlotsThanAgentsAreOutstanding) {

@@ -125,6 +125,44 @@ class EmuRing {
     return n;
   }
 
+  // Makes every write not done whose source `match(src, bytes)` picks (the
+  // range of one slot, or of a write not yet published: src + sent, the rest)
+  // deliver nothing: no bytes, no signal; it still completes, with its
+  // cookie, once an agent marks it done. Unpublished writes (and their
+  // unpublished rest) are cut before they are published; published slots get
+  // their meta word rewritten, which an agent that claimed the slot and read
+  // its body already does not see: it makes the write as it was. Inline
+  // writes read no source and are never picked. Returns the slots and writes
+  // cut, and in `until` one past the sequence of the last published slot cut
+  // (0: none), the slots an agent may still be making as they were until
+  // done() reaches it. (fabric: a staging shadow being freed,
+  // src/net/fabric/fabric_stage_agent.cpp.)
+  template <typename Match>
+  size_t cancel(Match&& match, uint64_t& until) {
+    size_t n = 0;
+    until = 0;
+    for (uint64_t seq = done_; seq < published_; ++seq) {
+      DeliverySlot& s = ring_.slots[seq & (ring_.size - 1)];
+      const uint64_t meta = s.w[1];
+      const uint64_t bytes = delivery_bytes(meta);
+      if (delivery_inline(meta) || (bytes == 0 && delivery_sig_op(meta) == SigOp::None) || !match(s.w[2], bytes))
+        continue;
+      __atomic_store_n(&s.w[1], uint64_t(0), __ATOMIC_RELAXED);  // no bytes, no signal, no `after`
+      slots_[seq - done_].bytes = 0;
+      until = seq + 1;
+      ++n;
+    }
+    for (Op& o : ops_) {
+      if (o.w.has_inline || (o.w.bytes == o.sent && o.w.sig_op == SigOp::None) ||
+          !match(o.w.src + o.sent, o.w.bytes - o.sent))
+        continue;
+      o.w.bytes = o.sent;  // its last slot: no bytes,
+      o.w.sig_op = SigOp::None;  // no signal
+      ++n;
+    }
+    return n;
+  }
+
   // In slots (a write split into chunks takes several).
   uint64_t published() const { return published_; }
   uint64_t done() const { return done_; }
