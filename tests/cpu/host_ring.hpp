@@ -2,7 +2,9 @@
 // memory, for CPU tests whose host threads stand in for the delivery agents.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -32,6 +34,43 @@ struct HostRing {
   std::vector<uint64_t> done;
   uint64_t claim = 0, claimed = 0;
   net::DeliveryRing ring;
+};
+
+// The agents' part, on the host: one thread taking every published slot in
+// order, as device/net/agent.cuh makes it (copy, signal, done word).
+class HostAgent {
+ public:
+  explicit HostAgent(HostRing& r) : r_(r), t_([this] { run(); }) {}
+  ~HostAgent() {
+    stop_ = true;
+    t_.join();
+  }
+
+ private:
+  void run() {
+    while (!stop_) {
+      const uint64_t c = r_.claim;
+      net::DeliverySlot& s = r_.slots[c % r_.ring.size];
+      if (__atomic_load_n(&s.w[0], __ATOMIC_ACQUIRE) != c + 1) {
+        std::this_thread::yield();
+        continue;
+      }
+      r_.claim = c + 1;
+      // The body once, as an agent reads it (a retire may rewrite the meta
+      // word meanwhile: then all of the old write, or nothing).
+      const uint64_t meta = __atomic_load_n(&s.w[1], __ATOMIC_RELAXED);
+      const uint64_t bytes = net::delivery_bytes(meta);
+      if (bytes) std::memcpy(reinterpret_cast<void*>(s.w[3]), reinterpret_cast<const void*>(s.w[2]), bytes);
+      auto* sig = reinterpret_cast<uint64_t*>(s.w[4]);
+      const net::SigOp op = net::delivery_sig_op(meta);
+      if (op == net::SigOp::Set) __atomic_store_n(sig, s.w[5], __ATOMIC_RELEASE);
+      if (op == net::SigOp::Add) __atomic_fetch_add(sig, s.w[5], __ATOMIC_ACQ_REL);
+      __atomic_store_n(&r_.done[c % r_.ring.size], c + 1, __ATOMIC_RELEASE);
+    }
+  }
+  HostRing& r_;
+  std::atomic<bool> stop_{false};
+  std::thread t_;
 };
 
 }  // namespace mk::test

@@ -18,8 +18,10 @@
 #include <vector>
 
 #include "mkernel/mkernel.hpp"
+#include "src/net/fabric/fabric_stage.hpp"
 #include "src/net/fabric/fabric_transport.hpp"
 #include "tests/cpu/env_map.hpp"
+#include "tests/cpu/host_ring.hpp"
 #include "tests/test_env.hpp"
 
 namespace {
@@ -398,6 +400,71 @@ TEST(FabricStaging, DeregisterFreesTheShadow) {
   EXPECT_EQ(s0->allocs, allocs);
   EXPECT_EQ(mk::test::expect_error([&] { p.t[0]->post(WriteReq{1, 2, 0, 0, 8}); }, {"region 2", "deregistered"}),
             "");
+}
+
+// The agents' staging ops on a host ring (make_agent_stage_ops_on), with
+// host shadows (theirs are pinned by CUDA).
+class HostShadowAgentOps final : public fabric::StageOps {
+ public:
+  explicit HostShadowAgentOps(const DeliveryRing& ring) : in_(fabric::make_agent_stage_ops_on(ring)) {}
+  int frees = 0;
+  void* alloc_host(size_t bytes) override { return std::calloc(1, bytes); }
+  void free_host(void* p) noexcept override { ++frees, std::free(p); }
+  void copy_out(int slot, void* host, const void* dev, size_t bytes) override { in_->copy_out(slot, host, dev, bytes); }
+  bool copied(int slot) override { return in_->copied(slot); }
+  void copy_in(void* dev, const void* host, size_t bytes) override { in_->copy_in(dev, host, bytes); }
+  void signal(void* word, SigOp op, uint64_t value) override { in_->signal(word, op, value); }
+  void deliver(void* dev, const void* host, size_t bytes, void* word, SigOp op, uint64_t value) override {
+    in_->deliver(dev, host, bytes, word, op, value);
+  }
+  void progress() override { in_->progress(); }
+  DeliveryRing delivery_ring() const override { return in_->delivery_ring(); }
+  bool calls_cuda() const override { return false; }
+  std::string describe() const override { return in_->describe(); }
+  std::string stalled() override { return in_->stalled(); }
+  bool drain() noexcept override { return in_->drain(); }
+  Retired retire(const void* host, size_t bytes) noexcept override { return in_->retire(host, bytes); }
+
+ private:
+  std::shared_ptr<fabric::StageOps> in_;
+};
+
+// Data that reached a staged region's shadow but that no kernel of the
+// receiver waited for (no delivery agent ran: e.g. after an aborted op) is
+// dropped when the region is deregistered: an agent of a later kernel must
+// not copy it, nor its signal, into the region's former GPU memory.
+TEST(FabricStaging, DeregisterDropsDeliveriesNoAgentTook) {
+  mk::test::HostRing ring(16);
+  auto s1 = std::make_shared<HostShadowAgentOps>(ring.ring);
+  Pair p({}, nullptr, s1);
+  std::vector<uint8_t> b2[2];
+  for (auto& b : b2) b.assign(4096, 0);
+  Pair::on_both([&](int r) {  // rank 1's region is "GPU" memory, staged; rank 0's host memory
+    p.t[r]->register_region(*p.bs[r], Region{2, b2[r].data(), b2[r].size(), r == 1, r == 1 ? 0 : -1});
+  });
+  for (size_t i = 0; i < 4096; ++i) b2[0][i] = uint8_t(i * 5 + 3);
+  ASSERT_TRUE(p.t[0]->post(WriteReq{1, 2, 0, 0, 4096, SigOp::Set, 8 * 6, 9, 31}));
+  // Sent, and published into rank 1's delivery ring (its shadow holds the bytes).
+  ASSERT_TRUE(p.drive(31, [&] { return __atomic_load_n(&ring.slots[0].w[0], __ATOMIC_ACQUIRE) == 1; }));
+  EXPECT_EQ(mk::net::delivery_bytes(ring.slots[0].w[1]), 4096u);
+  const auto t0 = Clock::now();
+  p.t[0]->deregister_region(2);
+  p.t[1]->deregister_region(2);
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5)) << "bounded";
+  EXPECT_EQ(ring.slots[0].w[1], 0u) << "the published delivery was cut";
+  EXPECT_EQ(s1->frees, 0) << "not done yet (an agent might have read it): the shadow stays until close";
+  {
+    mk::test::HostAgent agent(ring);  // a later kernel's agent
+    EXPECT_TRUE(s1->drain());
+  }
+  EXPECT_EQ(b2[1], std::vector<uint8_t>(4096, 0)) << "no byte reached the former region";
+  EXPECT_EQ(p.sig[1][6], 0u) << "nor the signal";
+  // Region 1 (staged too) still delivers, through the same ring.
+  p.data[0][10] = 77;
+  ASSERT_TRUE(p.t[0]->post(WriteReq{1, 1, 10, 20, 1, SigOp::Set, 8 * 7, 5, 32}));
+  mk::test::HostAgent agent(ring);
+  ASSERT_TRUE(p.drive(32, [&] { return __atomic_load_n(&p.sig[1][7], __ATOMIC_ACQUIRE) == 5; }));
+  EXPECT_EQ(p.data[1][20], 77);
 }
 
 TEST(FabricStaging, StagedDataRegionNeedsGpuSignalRegion) {

@@ -357,14 +357,24 @@ void FabricTransport::deregister_region(int id) {
     fail("fabric: rank ", cfg_.rank, ": deregister_region: region ", id, " was never registered");
   LocalRegion& lr = local_[id];
   if (!lr.mr) return;  // already
-  // No GPU copy may touch the shadow any more. Copies that were never made
-  // (agent staging with no kernel left to run an agent) could still be made
-  // by a later kernel's agent: the shadow they read then stays allocated.
-  const bool drained = !lr.shadow || !stage_ || stage_->drain(lr.shadow, lr.r.bytes);
+  // No GPU copy may touch the shadow any more. Deliveries from it that no
+  // kernel's agent made (data no kernel of this rank waited for) are dropped,
+  // or a later kernel's agent would copy them into the region's former GPU
+  // memory; a copy an agent had begun is waited for (bounded), else the
+  // shadow stays allocated until close.
+  StageOps::Retired ret;
+  if (lr.shadow && stage_) ret = stage_->retire(lr.shadow, lr.r.bytes);
+  const bool drained = ret.freeable;
+  if (ret.dropped)
+    log(LogLevel::Warn, cat("fabric: rank ", cfg_.rank, ": region ", id, " deregistered with ", ret.dropped,
+                            " staged deliveries into it that no kernel of this rank took (data that arrived and that "
+                            "no kernel waited for, e.g. after an aborted op): dropped, with their signals"));
   if (!drained)
-    log(LogLevel::Warn, cat("fabric: rank ", cfg_.rank, ": region ", id, " deregistered with staged copies not made",
-                            stage_->describe(), "; its pinned shadow (", lr.r.bytes, " bytes) is kept, and a later "
-                            "kernel's delivery agent would still copy them into the region's former GPU memory"));
+    log(LogLevel::Warn, cat("fabric: rank ", cfg_.rank, ": region ", id, " deregistered with staged copies not done",
+                            stage_->describe(), "; its pinned shadow (", lr.r.bytes, " bytes) is kept until close",
+                            stage_->calls_cuda() ? " (MK_FABRIC_STAGE=cuda: copies already queued on the proxy's "
+                                                   "streams still land in the region's GPU memory when they run)"
+                                                 : ""));
   fi_close(&lr.mr->fid);
   lr.mr = nullptr;
   lr.desc = nullptr;

@@ -67,15 +67,25 @@ class StageOps {
   // waited longer than it should for whoever makes it (a kernel's agent);
   // empty otherwise. Never blocks.
   virtual std::string stalled() { return {}; }
-  // Waits (bounded) for every issued copy and signal (close, deregistering
-  // a shadow); never throws. False: some were not made, and a shadow they
-  // read must stay allocated.
+  // Waits (bounded) for every issued copy and signal (close); never throws.
+  // False: some were not made, and a shadow they read must stay allocated.
   virtual bool drain() noexcept = 0;
-  // The same for the copies that read or write host memory in [host,
-  // host + bytes) only (a shadow being freed); by default all of them.
-  virtual bool drain(const void* host, size_t bytes) noexcept {
+  // A shadow [host, host + bytes) goes away (its region is deregistered):
+  // the deliveries from it not made yet are dropped where the ops can (the
+  // agents': they then deliver nothing, not even their signal, so that no
+  // later kernel's agent writes into the region's former GPU memory), then
+  // the copies that may still read or write it are waited for (bounded).
+  // Never throws. freeable: none touches the shadow any more; dropped: the
+  // deliveries dropped (data that arrived for the region and that no kernel
+  // of this rank waited for). By default (the CUDA ops, whose copies are
+  // queued on streams already): drain().
+  struct Retired {
+    bool freeable = true;
+    size_t dropped = 0;
+  };
+  virtual Retired retire(const void* host, size_t bytes) noexcept {
     (void)host, (void)bytes;
-    return drain();
+    return {drain(), 0};
   }
 };
 

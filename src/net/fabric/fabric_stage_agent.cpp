@@ -76,7 +76,7 @@ class AgentStageOps final : public StageOps {
     w.dst = reinterpret_cast<uint64_t>(host);
     w.bytes = bytes;
     w.cookie = kOutCookie | static_cast<uint64_t>(slot);
-    post(w, w.dst);
+    post(w, w.dst, true);
   }
   bool copied(int slot) override {
     progress();
@@ -96,7 +96,7 @@ class AgentStageOps final : public StageOps {
     w.sig = op == SigOp::None ? 0 : reinterpret_cast<uint64_t>(dev_word);
     w.sig_op = op;
     w.sig_value = value;
-    post(w, w.src);
+    post(w, w.src, false);
   }
 
   void progress() override {
@@ -139,13 +139,33 @@ class AgentStageOps final : public StageOps {
   // kernel: at close or at a shadow's deregistration none may run any more,
   // so the wait is short (1 s) and its end said by the caller.
   bool drain() noexcept override { return drain_while([&] { return !hosts_.empty(); }); }
-  bool drain(const void* host, size_t bytes) noexcept override {
+  // Deliveries from the shadow are cut (EmuRing::cancel; the backlog's before
+  // they are published): no agent makes them any more, but one that claimed
+  // a slot and read it before the cut, whose slot is done soon (it runs now).
+  // Copies out into the shadow are not cut (a kernel that pushed the put
+  // waits for them: none is left by the time a region goes).
+  Retired retire(const void* host, size_t bytes) noexcept override {
     const uint64_t lo = reinterpret_cast<uint64_t>(host), hi = lo + bytes;
-    return drain_while([&] {
-      for (const HostRange& r : hosts_)
-        if (r.lo < hi && lo < r.hi) return true;
+    const auto reads = [&](uint64_t src, uint64_t n) { return n != 0 && src < hi && lo < src + n; };
+    Retired r;
+    uint64_t until = 0;
+    try {
+      progress();
+      r.dropped = ring_.cancel(reads, until);
+    } catch (...) {
+      return {false, 0};
+    }
+    for (EmuWrite& w : backlog_)
+      if (!w.has_inline && reads(w.src, w.bytes)) w.bytes = 0, w.sig_op = SigOp::None, w.sig = 0, ++r.dropped;
+    for (HostRange& h : hosts_)
+      if (!h.out && h.lo < hi && lo < h.hi) h.lo = h.hi = 0;  // a cut delivery; `until` covers the published ones
+    r.freeable = drain_while([&] {
+      if (ring_.done() < until) return true;
+      for (const HostRange& h : hosts_)
+        if (h.lo < hi && lo < h.hi) return true;
       return false;
     });
+    return r;
   }
 
  private:
@@ -153,9 +173,9 @@ class AgentStageOps final : public StageOps {
     fail("fabric: staging by delivery agents has no in-order copy_in/signal pair; deliver orders a write's bytes "
          "before its signal");
   }
-  // host: the write's end in host memory (the shadow).
-  void post(const EmuWrite& w, uint64_t host) {
-    hosts_.push_back({host, host + w.bytes});
+  // host: the write's end in host memory (the shadow); out: a copy out.
+  void post(const EmuWrite& w, uint64_t host, bool out) {
+    hosts_.push_back({host, host + w.bytes, out});
     if (!backlog_.empty() || !ring_.post(w, steady_ns())) backlog_.push_back(w);
     progress();
   }
@@ -181,6 +201,7 @@ class AgentStageOps final : public StageOps {
   std::deque<EmuWrite> backlog_;  // writes the ring has no room for yet
   struct HostRange {
     uint64_t lo, hi;
+    bool out;  // a copy out (writes the shadow); else a delivery (reads it)
   };
   std::deque<HostRange> hosts_;  // of every write posted and not done, in post order
   std::vector<uint8_t> out_done_;  // per request slot: its copy_out is done (1) or pending (0)
