@@ -5,17 +5,23 @@
 // pushed by kernels on many CTAs through the command queues, the peer waits
 // on its signals, every byte is checked; repeated launches use fresh
 // epochs; FLUSH and BARRIER behave; large puts split into chunks over two
-// delivery agents land before their signals.
+// delivery agents land before their signals; data no kernel waited for is
+// dropped, not written later, when its region is deregistered (fabric).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <random>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "device/net/agent.cuh"
 #include "device/net/net.cuh"
 #include "mkernel/mkernel.hpp"
+#include "src/net/proxy.hpp"
 #include "tests/test_comm.hpp"
 
 using namespace mk;
@@ -224,6 +230,25 @@ __global__ void second_agent_kernel(DeviceCtx ctx, net::NetCtx nc, int sig_end, 
   });
 }
 
+// One put with a signal, nothing waited for on the receiver (the
+// deregistration test below); the sender's agent makes its staging copy.
+__global__ void lone_put_kernel(DeviceCtx ctx, net::NetCtx nc, int region, int peer, uint64_t bytes, int sig,
+                                uint64_t value, uint32_t* finished) {
+  extern __shared__ uint8_t smem[];
+  net::with_agent(nc, ctx, finished, smem, [&](int, int) {
+    if (threadIdx.x != 0) return;
+    const uint64_t s = net::put(nc, ctx, 0, peer, region, 0, 0, bytes, net::SigOp::Set, sig, value);
+    net::flush(nc, ctx, 0, s);
+    net::quiet(nc, ctx, 0);
+  });
+}
+
+// A kernel whose only work is its agent's (a later kernel of the receiver).
+__global__ void agent_only_kernel(DeviceCtx ctx, net::NetCtx nc, uint32_t* finished) {
+  extern __shared__ uint8_t smem[];
+  net::with_agent(nc, ctx, finished, smem, [&](int, int) {});
+}
+
 void run_puts(cudaStream_t stream, int rounds) {
   Network& net = comm().network();
   if (comm().rank() == 0) std::printf("[rank 0] network: %s\n", net.transport_name().c_str());
@@ -402,6 +427,83 @@ TEST(Net, LargeChunkedPutsWithASecondAgentArriveBeforeTheirSignals) {
   cudaStreamDestroy(s);
   cudaStreamDestroy(s2);
   cudaFree(bad);
+  comm().free_symmetric(buf);
+}
+
+// Data that reached a rank for a region, but that no kernel of it waited
+// for (so no delivery agent copied it in: fabric's staging by agents), is
+// dropped when the region is deregistered: a later kernel's agent must not
+// write it, nor its signal, into the region's memory (by then the memory of
+// something else). Node 0's ranks put; node 1's run no kernel until their
+// transport shows the delivery published, then deregister, then run an
+// agent; their buffer and signal must stay untouched.
+TEST(Net, DeregisteringDropsDataNoKernelWaitedFor) {
+  if (!two_nodes()) GTEST_SKIP() << "needs 2 nodes (MK_RANKS_PER_NODE=1)";
+  Network& net = comm().network();
+  const std::string name = net.transport_name();
+  if (name.rfind("fabric", 0) != 0 || net.device_ctx().agent == 0)
+    GTEST_SKIP() << "only fabric's staging by delivery agents (MK_NET=fabric, MK_FABRIC_STAGE=agent) leaves received "
+                    "data waiting for a kernel; this network is " << name;
+  ASSERT_EQ(net.rail_peers().size(), 1u);
+  const int peer = net.rail_peers()[0];
+  const uint64_t bytes = 64 << 10;
+  SymmetricBuffer& buf = comm().alloc_symmetric(bytes);
+  static const int sig = comm().reserve_signals(1);
+  CK(cudaMemset(buf.local, 0, bytes));
+  CK(cudaMemset(comm().device_ctx().signals + sig, 0, sizeof(uint64_t)));
+  CK(cudaDeviceSynchronize());
+  const int region = net.register_buffer(buf);
+  const bool sender = comm().topology().node == 0;
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const net::NetCtx& nc = net.device_ctx();
+  if (sender) {
+    CK(cudaMemset(buf.local, 0x5A, bytes));
+    CK(cudaDeviceSynchronize());
+    lone_put_kernel<<<net::with_agent_blocks(nc, 1), 256, net::agent_smem_bytes(nc), s>>>(
+        comm().device_ctx(), nc, region, peer, bytes, sig, 7, agent_finished());
+    cudaError_t e = cudaStreamSynchronize(s);
+    net.check();
+    CK(e);
+  } else {
+    std::string seen;
+    const auto t0 = std::chrono::steady_clock::now();
+    while (seen.find("published to the delivery ring") == std::string::npos &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      seen.clear();
+      net.proxy().with_transports([&](net::Transport& t) { seen += t.in_flight(); });
+    }
+    EXPECT_NE(seen.find("published to the delivery ring"), std::string::npos)
+        << "the peer's data never waited in this rank's delivery ring (a provider with FI_HMEM stages nothing): "
+        << seen;
+  }
+  net.deregister_buffer(region);  // collective
+  if (!sender) {
+    // A later kernel's agent serves the ring: the cut delivery is done, and it
+    // writes nothing. An agent may end before it claims anything: again, bounded.
+    std::string left = "?";
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!left.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+      agent_only_kernel<<<net::with_agent_blocks(nc, 1), 32, net::agent_smem_bytes(nc), s>>>(comm().device_ctx(), nc,
+                                                                                              agent_finished());
+      cudaError_t e = cudaStreamSynchronize(s);
+      net.check();
+      CK(e);
+      left.clear();
+      net.proxy().with_transports([&](net::Transport& t) { left += t.in_flight(); });
+    }
+    EXPECT_EQ(left, "") << "the ring still holds deliveries";
+    std::vector<unsigned char> got(bytes, 1);
+    uint64_t sig_value = 1;
+    CK(cudaMemcpy(got.data(), buf.local, bytes, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(&sig_value, comm().device_ctx().signals + sig, sizeof(sig_value), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(std::count(got.begin(), got.end(), 0), static_cast<long>(bytes))
+        << "bytes reached the deregistered region";
+    EXPECT_EQ(sig_value, 0u) << "the dropped put's signal was applied";
+  }
+  cudaStreamDestroy(s);
+  comm().barrier();
   comm().free_symmetric(buf);
 }
 
