@@ -268,50 +268,58 @@ TEST(EmuRing, EarlyChunksArePublishedWhileTheAgentsAreIdle) {
 }
 
 // cancel (fabric's retire of a staging shadow): a write picked by its source
-// delivers nothing from then on, whether its slot is published, only its
-// early chunk is, or it is not published yet; its other chunks and writes
-// not picked keep their bytes and signals, and every write still completes.
-TEST(EmuRing, CancelCutsPublishedSlotsChunksAndQueuedWrites) {
-  HostRing h(16);
-  EmuRing er(h.ring, 1.0, 0, 4096, 2);  // 1 byte/ns, no latency, early chunks from 4 KB, 2 agents
+// delivers nothing from then on, whether its slot is published or it waits
+// to be; a slot an agent marked done already is left alone, and so are
+// inline writes and writes from elsewhere; every write still completes. A
+// ring that publishes chunks refuses (a last chunk read before the cut
+// would signal after earlier chunks cut from under it).
+TEST(EmuRing, CancelCutsPublishedAndQueuedWritesOnly) {
+  HostRing h(2);
+  EmuRing er(h.ring, 1e9, 0);  // no pacing, no chunks
   uint64_t cookies[8];
-  EmuWrite a;  // published whole at once (due)
-  a.src = 0x100000, a.dst = 0x800000, a.bytes = 64, a.sig = 0x5000, a.sig_op = SigOp::Set, a.sig_value = 1, a.cookie = 1;
-  EmuWrite b = a;  // chunked: 9000 bytes at 1 byte/ns
-  b.src = 0x200000, b.bytes = 9000, b.sig_op = SigOp::Add, b.cookie = 2;
-  EmuWrite c = a;  // another shadow: not picked
-  c.src = 0x300000, c.cookie = 3;
-  EmuWrite inl = a;  // inline: reads no source, never picked
-  inl.src = 0x100000, inl.has_inline = true, inl.bytes = 8, inl.cookie = 4;
-  ASSERT_TRUE(er.post(a, 0));
-  er.progress(64, cookies, 8);
-  ASSERT_EQ(er.published(), 1u);
-  ASSERT_TRUE(er.post(b, 64));
-  er.progress(64 + 4200, cookies, 8);
-  ASSERT_EQ(er.published(), 2u) << "b's first 4 KB as an early chunk";
-  ASSERT_TRUE(er.post(c, 64 + 4200));
-  ASSERT_TRUE(er.post(inl, 64 + 4200));
+  auto write = [](uint64_t src, uint64_t cookie) {
+    EmuWrite w;
+    w.src = src, w.dst = 0x800000, w.bytes = 64, w.sig = 0x5000, w.sig_op = SigOp::Set, w.sig_value = 1;
+    w.cookie = cookie;
+    return w;
+  };
+  ASSERT_TRUE(er.post(write(0x100000, 1), 0));  // slot 0: published, picked
+  er.progress(1, cookies, 8);
+  ASSERT_TRUE(er.post(write(0x100040, 2), 0));  // slot 1: published, made by an agent already
+  ASSERT_TRUE(er.post(write(0x100080, 3), 0));  // queued (the ring has 2 slots), picked
+  ASSERT_TRUE(er.post(write(0x300000, 4), 0));  // queued, another source
+  EmuWrite inl = write(0x100000, 5);
+  inl.has_inline = true, inl.bytes = 8;
+  ASSERT_TRUE(er.post(inl, 0));  // queued, inline: reads no source
+  er.progress(5, cookies, 8);
+  ASSERT_EQ(er.published(), 2u);
+  h.done[1] = 2;  // slot 1 done, not yet seen by progress
   const auto picked = [](uint64_t src, uint64_t bytes) { return src < 0x300000 && 0x100000 < src + bytes; };
   uint64_t until = 0;
-  EXPECT_EQ(er.cancel(picked, until), 3u) << "a's slot, b's chunk, b's rest";
-  EXPECT_EQ(until, 2u) << "slots 0 and 1 were published: an agent may have read them";
-  EXPECT_EQ(h.slots[0].w[1], 0u);
-  EXPECT_EQ(h.slots[1].w[1], 0u);
+  EXPECT_EQ(er.cancel(picked, until), 2u) << "slot 0 and the third write";
+  EXPECT_EQ(until, 1u) << "slot 0 was published: an agent may have read it";
+  EXPECT_EQ(h.slots[0].w[1], 0u) << "no bytes, no signal";
+  EXPECT_EQ(mk::net::delivery_bytes(h.slots[1].w[1]), 64u) << "made already: untouched";
+  EXPECT_NE(er.describe(1).find("cut: it delivers nothing"), std::string::npos) << er.describe(1);
+  EXPECT_EQ(er.oldest_published_ns(), 5) << "slot 1 (not cut) is the oldest that anything waits for";
   uint64_t until2 = 0;
   EXPECT_EQ(er.cancel(picked, until2), 0u) << "cut already";
-  er.progress(1000000, cookies, 8);  // everything due
-  ASSERT_EQ(er.published(), 5u);
-  EXPECT_EQ(mk::net::delivery_bytes(h.slots[2].w[1]), 0u) << "b's rest: no bytes";
-  EXPECT_EQ(mk::net::delivery_sig_op(h.slots[2].w[1]), SigOp::None) << "and no signal";
-  EXPECT_EQ(mk::net::delivery_bytes(h.slots[3].w[1]), 64u) << "c untouched";
-  EXPECT_EQ(mk::net::delivery_sig_op(h.slots[3].w[1]), SigOp::Set);
-  EXPECT_TRUE(mk::net::delivery_inline(h.slots[4].w[1])) << "the inline write untouched";
-  EXPECT_EQ(mk::net::delivery_bytes(h.slots[4].w[1]), 8u);
-  for (uint64_t k = 0; k < 5; ++k) h.done[k] = k + 1;
-  int n = er.progress(1000000, cookies, 8);
-  ASSERT_EQ(n, 4) << "every write completes, cut or not";
-  for (int k = 0; k < n; ++k) EXPECT_EQ(cookies[k], uint64_t(k + 1));
-  EXPECT_EQ(er.waiting(), 0u);
+  h.done[0] = 1;
+  ASSERT_EQ(er.progress(6, cookies, 8), 2);
+  EXPECT_EQ(mk::net::delivery_bytes(h.slots[0].w[1]), 0u) << "the third write: no bytes";
+  EXPECT_EQ(mk::net::delivery_sig_op(h.slots[0].w[1]), SigOp::None) << "and no signal";
+  EXPECT_EQ(mk::net::delivery_bytes(h.slots[1].w[1]), 64u) << "the other source's write untouched";
+  EXPECT_EQ(mk::net::delivery_sig_op(h.slots[1].w[1]), SigOp::Set);
+  h.done[0] = 3, h.done[1] = 4;
+  ASSERT_EQ(er.progress(7, cookies, 8), 2);
+  EXPECT_TRUE(mk::net::delivery_inline(h.slots[0].w[1])) << "the inline write untouched";
+  h.done[0] = 5;
+  ASSERT_EQ(er.progress(8, cookies, 8), 1);
+  EXPECT_EQ(er.waiting(), 0u) << "every write completed, cut or not";
+
+  HostRing hc(16);
+  EmuRing chunked(hc.ring, 1.0, 0, 4096);
+  EXPECT_THROW(chunked.cancel(picked, until), mk::Error);
 }
 
 // With MK_EMU_AGENTS = 2 a kernel runs two agents: an early chunk goes while

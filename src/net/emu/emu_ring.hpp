@@ -54,6 +54,7 @@ struct EmuWrite {
   bool has_inline = false;  // the bytes travel in inline_data (<= 16)
   uint64_t inline_data[2] = {0, 0};
   uint64_t cookie = 0;  // returned at completion
+  bool cut = false;     // delivers nothing any more (cancel(); fabric's retire of a shadow): not a stall
 };
 
 class EmuRing {
@@ -125,39 +126,44 @@ class EmuRing {
     return n;
   }
 
-  // Makes every write not done whose source `match(src, bytes)` picks (the
-  // range of one slot, or of a write not yet published: src + sent, the rest)
+  // Makes every write not done whose source `match(src, bytes)` picks
   // deliver nothing: no bytes, no signal; it still completes, with its
-  // cookie, once an agent marks it done. Unpublished writes (and their
-  // unpublished rest) are cut before they are published; published slots get
-  // their meta word rewritten, which an agent that claimed the slot and read
-  // its body already does not see: it makes the write as it was. Inline
-  // writes read no source and are never picked. Returns the slots and writes
-  // cut, and in `until` one past the sequence of the last published slot cut
-  // (0: none), the slots an agent may still be making as they were until
-  // done() reaches it. (fabric: a staging shadow being freed,
-  // src/net/fabric/fabric_stage_agent.cpp.)
+  // cookie, once an agent marks it done. Writes not yet published are cut
+  // before they are; published slots get their meta word rewritten (one
+  // 8-byte store: an agent reads it once, after its claim, so it makes the
+  // write whole or not at all), except those an agent has marked done
+  // already. An agent that claimed a slot and read it before the cut makes
+  // the write as it was. Inline writes read no source and are never picked.
+  // Returns the writes cut, and in `until` one past the sequence of the last
+  // published slot cut (0: none): until done() reaches it an agent may still
+  // be making one of them as it was. (fabric: a staging shadow being freed,
+  // src/net/fabric/fabric_stage_agent.cpp.) Throws on a ring that publishes
+  // chunks: a write's last chunk read before the cut would signal after
+  // earlier chunks cut from under it.
   template <typename Match>
   size_t cancel(Match&& match, uint64_t& until) {
+    if (chunk_bytes_ != 0) fail(label_, ": cancel on a ring that publishes writes in chunks");
     size_t n = 0;
     until = 0;
     for (uint64_t seq = done_; seq < published_; ++seq) {
       DeliverySlot& s = ring_.slots[seq & (ring_.size - 1)];
+      if (__atomic_load_n(ring_.done + (seq & (ring_.size - 1)), __ATOMIC_ACQUIRE) == seq + 1) continue;  // made
       const uint64_t meta = s.w[1];
       const uint64_t bytes = delivery_bytes(meta);
       if (delivery_inline(meta) || (bytes == 0 && delivery_sig_op(meta) == SigOp::None) || !match(s.w[2], bytes))
         continue;
-      __atomic_store_n(&s.w[1], uint64_t(0), __ATOMIC_RELAXED);  // no bytes, no signal, no `after`
-      slots_[seq - done_].bytes = 0;
+      __atomic_store_n(&s.w[1], uint64_t(0), __ATOMIC_RELAXED);  // no bytes, no signal
+      Slot& sl = slots_[seq - done_];
+      sl.bytes = 0;
+      sl.cut = true;
       until = seq + 1;
       ++n;
     }
     for (Op& o : ops_) {
-      if (o.w.has_inline || (o.w.bytes == o.sent && o.w.sig_op == SigOp::None) ||
-          !match(o.w.src + o.sent, o.w.bytes - o.sent))
-        continue;
-      o.w.bytes = o.sent;  // its last slot: no bytes,
-      o.w.sig_op = SigOp::None;  // no signal
+      if (o.w.has_inline || (o.w.bytes == 0 && o.w.sig_op == SigOp::None) || !match(o.w.src, o.w.bytes)) continue;
+      o.w.bytes = 0;
+      o.w.sig_op = SigOp::None;
+      o.w.cut = true;
       ++n;
     }
     return n;
@@ -168,8 +174,13 @@ class EmuRing {
   uint64_t done() const { return done_; }
   size_t waiting() const { return pending_; }  // writes posted and not done
   int64_t real_ns() const { return real_ns_; }
-  // When the oldest published slot not done was published (-1: none).
-  int64_t oldest_published_ns() const { return slots_.empty() ? -1 : slots_.front().published_ns; }
+  // When the oldest published slot not done and not cut was published (-1:
+  // none): a cut slot waits for an agent too, but nothing waits for it.
+  int64_t oldest_published_ns() const {
+    for (const Slot& sl : slots_)
+      if (!sl.cut) return sl.published_ns;
+    return -1;
+  }
   // The name describe() gives the ring's owner ("emu" unless set).
   void set_label(const char* label) { label_ = label; }
 
@@ -186,6 +197,7 @@ class EmuRing {
     const uint64_t claimed = ring_.claimed ? __atomic_load_n(ring_.claimed, __ATOMIC_ACQUIRE) : 0;
     return cat("; ", label_, ": delivery #", done_, " (", sl.bytes, " bytes",
                sl.chunk || !sl.last ? cat(", chunk ", sl.chunk, " of a write") : std::string(),
+               sl.cut ? ", cut: it delivers nothing" : "",
                ") was published to the delivery ring ", (now_ns - sl.published_ns) / 1000000,
                " ms ago and is not done (", published_ - done_, " published, agents claimed up to #", claimed,
                claimed > done_ ? ": claimed, not finished: its agent is stuck or was stopped)"
@@ -209,6 +221,7 @@ class EmuRing {
     uint32_t chunk = 0;   // its index in its write
     bool last = true;     // the write's last chunk: signal and completion
     bool sample = false;  // times the real path
+    bool cut = false;     // cancel() made it deliver nothing
   };
 
   // Bytes of the front write `o` to publish now as an early chunk (0: none):
@@ -253,6 +266,7 @@ class EmuRing {
     sl.published_ns = now_ns;
     sl.chunk = o.chunks;
     sl.last = last;
+    sl.cut = o.w.cut;
     slots_.push_back(sl);
     o.sent += bytes;
     ++o.chunks;
