@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -38,9 +39,12 @@ struct HostRing {
 
 // The agents' part, on the host: one thread taking every published slot in
 // order, as device/net/agent.cuh makes it (copy, signal, done word).
+// hook(seq, 0) runs after the claim of slot seq, hook(seq, 1) after its body
+// is read (before the copy): a test can hold the agent there.
 class HostAgent {
  public:
-  explicit HostAgent(HostRing& r) : r_(r), t_([this] { run(); }) {}
+  explicit HostAgent(HostRing& r, std::function<void(uint64_t, int)> hook = {})
+      : r_(r), hook_(std::move(hook)), t_([this] { run(); }) {}
   ~HostAgent() {
     stop_ = true;
     t_.join();
@@ -56,9 +60,11 @@ class HostAgent {
         continue;
       }
       r_.claim = c + 1;
+      if (hook_) hook_(c, 0);
       // The body once, as an agent reads it (a retire may rewrite the meta
       // word meanwhile: then all of the old write, or nothing).
       const uint64_t meta = __atomic_load_n(&s.w[1], __ATOMIC_RELAXED);
+      if (hook_) hook_(c, 1);
       const uint64_t bytes = net::delivery_bytes(meta);
       if (bytes) std::memcpy(reinterpret_cast<void*>(s.w[3]), reinterpret_cast<const void*>(s.w[2]), bytes);
       auto* sig = reinterpret_cast<uint64_t*>(s.w[4]);
@@ -69,6 +75,7 @@ class HostAgent {
     }
   }
   HostRing& r_;
+  std::function<void(uint64_t, int)> hook_;
   std::atomic<bool> stop_{false};
   std::thread t_;
 };

@@ -360,16 +360,16 @@ void FabricTransport::deregister_region(int id) {
   // No GPU copy may touch the shadow any more. Deliveries from it that no
   // kernel's agent made (data no kernel of this rank waited for) are dropped,
   // or a later kernel's agent would copy them into the region's former GPU
-  // memory; a copy an agent had begun is waited for (bounded), else the
-  // shadow stays allocated until close.
+  // memory. The shadow goes now, or (agents) once a copy an agent had begun
+  // is done, or (CUDA copies not done in time) at close.
   StageOps::Retired ret;
   if (lr.shadow && stage_) ret = stage_->retire(lr.shadow, lr.r.bytes);
-  const bool drained = ret.freeable;
   if (ret.dropped)
     log(LogLevel::Warn, cat("fabric: rank ", cfg_.rank, ": region ", id, " deregistered with ", ret.dropped,
                             " staged deliveries into it that no kernel of this rank took (data that arrived and that "
-                            "no kernel waited for, e.g. after an aborted op): dropped, with their signals"));
-  if (!drained)
+                            "no kernel waited for: a peer ran an op that this rank did not, or a peer's op timed out "
+                            "or was aborted): dropped, with their signals"));
+  if (lr.shadow && !ret.freeable && !ret.deferred)
     log(LogLevel::Warn, cat("fabric: rank ", cfg_.rank, ": region ", id, " deregistered with staged copies not done",
                             stage_->describe(), "; its pinned shadow (", lr.r.bytes, " bytes) is kept until close",
                             stage_->calls_cuda() ? " (MK_FABRIC_STAGE=cuda: copies already queued on the proxy's "
@@ -378,8 +378,8 @@ void FabricTransport::deregister_region(int id) {
   fi_close(&lr.mr->fid);
   lr.mr = nullptr;
   lr.desc = nullptr;
-  if (lr.shadow && drained) stage_->free_host(lr.shadow);
-  if (lr.shadow && !drained) kept_shadows_.push_back(lr.shadow);
+  if (lr.shadow && ret.freeable) stage_->free_host(lr.shadow);
+  if (lr.shadow && !ret.freeable && !ret.deferred) kept_shadows_.push_back(lr.shadow);
   lr.shadow = nullptr;
   lr.r.base = nullptr;
   lr.r.bytes = 0;  // post() and incoming notes see an empty region

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -22,8 +23,8 @@ namespace mk::net::fabric {
 
 // GPU-side operations of staging. Called with the transport's lock held, from
 // the thread that calls post()/poll() (the proxy thread, whose current CUDA
-// device is the transport's), except alloc_host/free_host/drain (setup and
-// close, any thread).
+// device is the transport's), except alloc_host/free_host/drain/retire
+// (setup, a region's deregistration and close: any thread).
 class StageOps {
  public:
   virtual ~StageOps() = default;
@@ -73,19 +74,23 @@ class StageOps {
   // A shadow [host, host + bytes) goes away (its region is deregistered):
   // the deliveries from it not made yet are dropped where the ops can (the
   // agents': they then deliver nothing, not even their signal, so that no
-  // later kernel's agent writes into the region's former GPU memory), then
-  // the copies that may still read or write it are waited for (bounded).
-  // Never throws. freeable: none touches the shadow any more; dropped: the
-  // deliveries dropped (data that arrived for the region and that no kernel
-  // of this rank waited for). By default (the CUDA ops, whose copies are
-  // queued on streams already): drain().
+  // later kernel's agent writes into the region's former GPU memory). Never
+  // throws. dropped: the deliveries dropped (data that arrived for the
+  // region and that no kernel of this rank waited for). Who frees the
+  // shadow: the caller (free_host) when `freeable` (no copy touches it any
+  // more), or these ops when `deferred` (once the copies that may still
+  // touch it are done: in progress(), else at their destruction); neither:
+  // some copies were not made and the shadow must stay allocated until
+  // close. By default (the CUDA ops, whose copies are queued on streams
+  // already and cannot be dropped): drain(), bounded.
   struct Retired {
     bool freeable = true;
+    bool deferred = false;
     size_t dropped = 0;
   };
-  virtual Retired retire(const void* host, size_t bytes) noexcept {
+  virtual Retired retire(void* host, size_t bytes) noexcept {
     (void)host, (void)bytes;
-    return {drain(), 0};
+    return {drain(), false, 0};
   }
 };
 
@@ -108,8 +113,13 @@ std::shared_ptr<StageOps> make_cuda_stage_ops(int cuda_device);
 // `label` names them in reports ("fabric staging", "efa signals").
 std::shared_ptr<StageOps> make_agent_stage_ops(int cuda_device, const char* label = "fabric staging");
 // The same on a ring the caller made (zeroed, outliving the ops): CPU tests,
-// with a host thread in the agents' place (alloc_host still needs CUDA).
-std::shared_ptr<StageOps> make_agent_stage_ops_on(const DeliveryRing& ring);
+// with a host thread in the agents' place; shadows from `alloc` / `free`
+// (default: pinned by CUDA, as above).
+struct HostMemoryHooks {
+  std::function<void*(size_t)> alloc;
+  std::function<void(void*)> free;
+};
+std::shared_ptr<StageOps> make_agent_stage_ops_on(const DeliveryRing& ring, HostMemoryHooks host = {});
 // MK_FABRIC_STAGE: agent (default) or cuda.
 std::shared_ptr<StageOps> make_stage_ops(int cuda_device, const char* label = "fabric staging");
 

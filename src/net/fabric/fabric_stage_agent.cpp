@@ -48,15 +48,19 @@ class AgentStageOps final : public StageOps {
     ring_.set_label(label);
   }
   // On `ring` (zeroed; the caller's memory, outliving this).
-  explicit AgentStageOps(const DeliveryRing& ring)
-      : desc_(ring), ring_(desc_, std::numeric_limits<double>::max() / 4, 0, 0, 1) {
+  AgentStageOps(const DeliveryRing& ring, HostMemoryHooks host)
+      : desc_(ring), ring_(desc_, std::numeric_limits<double>::max() / 4, 0, 0, 1), host_(std::move(host)) {
     ring_.set_label("fabric staging");
   }
   // The transport drained at close; whatever is left is never made (no
-  // kernel may run an agent on this ring after close).
-  ~AgentStageOps() override = default;
+  // kernel may run an agent on this ring after close), and the shadows
+  // retired meanwhile go now.
+  ~AgentStageOps() override {
+    for (const Retiring& r : retiring_) free_host(r.host);
+  }
 
   void* alloc_host(size_t bytes) override {
+    if (host_.alloc) return host_.alloc(bytes);
     void* p = nullptr;
     // Mapped: the agents read and write the shadow at this address (UVA).
     const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
@@ -64,7 +68,9 @@ class AgentStageOps final : public StageOps {
     return p;
   }
   void free_host(void* p) noexcept override {
-    if (p) cudaFreeHost(p);
+    if (!p) return;
+    if (host_.free) host_.free(p);
+    else cudaFreeHost(p);
   }
 
   void copy_out(int slot, void* host, const void* dev, size_t bytes) override {
@@ -110,6 +116,14 @@ class AgentStageOps final : public StageOps {
         hosts_.pop_front();  // writes complete in post order
       }
     } while (n == 64);
+    for (size_t i = 0; i < retiring_.size();) {
+      if (touched(retiring_[i])) {
+        ++i;
+        continue;
+      }
+      free_host(retiring_[i].host);
+      retiring_.erase(retiring_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
   }
 
   DeliveryRing delivery_ring() const override { return desc_; }
@@ -136,35 +150,43 @@ class AgentStageOps final : public StageOps {
   }
 
   // Whatever is still published waits for an agent, which runs only in a
-  // kernel: at close or at a shadow's deregistration none may run any more,
-  // so the wait is short (1 s) and its end said by the caller.
-  bool drain() noexcept override { return drain_while([&] { return !hosts_.empty(); }); }
-  // Deliveries from the shadow are cut (EmuRing::cancel; the backlog's before
-  // they are published): no agent makes them any more, but one that claimed
-  // a slot and read it before the cut, whose slot is done soon (it runs now).
-  // Copies out into the shadow are not cut (a kernel that pushed the put
-  // waits for them: none is left by the time a region goes).
-  Retired retire(const void* host, size_t bytes) noexcept override {
-    const uint64_t lo = reinterpret_cast<uint64_t>(host), hi = lo + bytes;
-    const auto reads = [&](uint64_t src, uint64_t n) { return n != 0 && src < hi && lo < src + n; };
-    Retired r;
-    uint64_t until = 0;
-    try {
-      progress();
-      r.dropped = ring_.cancel(reads, until);
-    } catch (...) {
-      return {false, 0};
-    }
-    for (EmuWrite& w : backlog_)
-      if (!w.has_inline && reads(w.src, w.bytes)) w.bytes = 0, w.sig_op = SigOp::None, w.sig = 0, ++r.dropped;
-    for (HostRange& h : hosts_)
-      if (!h.out && h.lo < hi && lo < h.hi) h.lo = h.hi = 0;  // a cut delivery; `until` covers the published ones
-    r.freeable = drain_while([&] {
-      if (ring_.done() < until) return true;
+  // kernel: at close none may run any more, so the wait is short (1 s) and
+  // its end said by the caller. Cut deliveries (retire) are not waited for:
+  // they make nothing.
+  bool drain() noexcept override {
+    return drain_while([&] {
       for (const HostRange& h : hosts_)
-        if (h.lo < hi && lo < h.hi) return true;
+        if (!h.cut) return true;
       return false;
     });
+  }
+  // Deliveries from the shadow are cut (EmuRing::cancel; the backlog's before
+  // they are published): no agent makes them any more, except one that
+  // claimed a slot and read it before the cut: it makes the write as it
+  // was, and its slot is done once it has. Copies out into the shadow are
+  // not cut (a kernel that pushed the put waits for them: none is left by
+  // the time a region goes). The shadow is freed at once when nothing may
+  // touch it any more, else by progress() once that is so: no wait here,
+  // on the thread that deregisters and with the proxy's queue locked.
+  Retired retire(void* host, size_t bytes) noexcept override {
+    Retiring rt{host, reinterpret_cast<uint64_t>(host), reinterpret_cast<uint64_t>(host) + bytes, 0};
+    const auto reads = [&](uint64_t src, uint64_t n) { return n != 0 && src < rt.hi && rt.lo < src + n; };
+    Retired r;
+    try {
+      progress();
+      r.dropped = ring_.cancel(reads, rt.until);
+      for (EmuWrite& w : backlog_)
+        if (!w.has_inline && reads(w.src, w.bytes))
+          w.bytes = 0, w.sig_op = SigOp::None, w.sig = 0, w.cut = true, ++r.dropped;
+      for (HostRange& h : hosts_)
+        if (!h.out && h.lo < rt.hi && rt.lo < h.hi) h.cut = true;  // `until` covers the published ones
+      if (!touched(rt)) return r;  // freeable now
+      retiring_.push_back(rt);
+    } catch (...) {  // cancel refused (a chunked ring) or memory: keep the shadow
+      return {false, false, r.dropped};
+    }
+    r.freeable = false;
+    r.deferred = true;
     return r;
   }
 
@@ -175,7 +197,7 @@ class AgentStageOps final : public StageOps {
   }
   // host: the write's end in host memory (the shadow); out: a copy out.
   void post(const EmuWrite& w, uint64_t host, bool out) {
-    hosts_.push_back({host, host + w.bytes, out});
+    hosts_.push_back({host, host + w.bytes, out, false});
     if (!backlog_.empty() || !ring_.post(w, steady_ns())) backlog_.push_back(w);
     progress();
   }
@@ -202,7 +224,22 @@ class AgentStageOps final : public StageOps {
   struct HostRange {
     uint64_t lo, hi;
     bool out;  // a copy out (writes the shadow); else a delivery (reads it)
+    bool cut;  // a delivery cut by retire: it reads nothing any more
   };
+  // A shadow retired while copies may still touch it: freed once none may.
+  struct Retiring {
+    void* host;
+    uint64_t lo, hi;
+    uint64_t until;  // its cut slots an agent may have read before the cut: [.., until)
+  };
+  bool touched(const Retiring& r) const {
+    if (ring_.done() < r.until) return true;
+    for (const HostRange& h : hosts_)
+      if (!h.cut && h.lo < r.hi && r.lo < h.hi) return true;
+    return false;
+  }
+  HostMemoryHooks host_;  // empty: pinned by CUDA
+  std::vector<Retiring> retiring_;
   std::deque<HostRange> hosts_;  // of every write posted and not done, in post order
   std::vector<uint8_t> out_done_;  // per request slot: its copy_out is done (1) or pending (0)
   const int64_t stall_ns_ = knob_int(Knob::MK_TIMEOUT_MS) * 500000;  // half the kernels' wait bound
@@ -215,8 +252,8 @@ std::shared_ptr<StageOps> make_agent_stage_ops(int cuda_device, const char* labe
   return std::make_shared<AgentStageOps>(cuda_device, label);
 }
 
-std::shared_ptr<StageOps> make_agent_stage_ops_on(const DeliveryRing& ring) {
-  return std::make_shared<AgentStageOps>(ring);
+std::shared_ptr<StageOps> make_agent_stage_ops_on(const DeliveryRing& ring, HostMemoryHooks host) {
+  return std::make_shared<AgentStageOps>(ring, std::move(host));
 }
 
 std::shared_ptr<StageOps> make_stage_ops(int cuda_device, const char* label) {
