@@ -116,9 +116,11 @@ class Transport {
   // (Network::deregister_buffer), when no operation on region `id` is in
   // flight or will be posted by any rank: releases its registration (memory
   // registration, staging shadow). Data that reached this rank for it and
-  // is not in its memory yet (fabric's staging: no kernel's agent took it)
-  // is dropped, never written later. Later requests naming it throw as for
-  // a region never registered; ids are not reused. Region 0 cannot go.
+  // is not in its memory yet (fabric's staging by agents: no kernel's agent
+  // took it, or its note comes later) is dropped, never written later
+  // (MK_FABRIC_STAGE=cuda: copies already queued on the proxy's streams
+  // still land). Later requests naming it throw as for a region never
+  // registered; ids are not reused. Region 0 cannot go.
   virtual void deregister_region(int id) = 0;
   // Non-blocking. Returns false when the request cannot be accepted now (an
   // in-flight limit); the caller polls and retries. Throws mk::Error on a

@@ -333,6 +333,17 @@ void FabricTransport::apply_note(const CtlMsg& m) {
   const void* in_host = nullptr;
   uint64_t in_bytes = 0;
   if (m.bytes > 0) {
+    // A note that arrives after its region was deregistered here (the write
+    // landed in the shadow before, the note came after: it travels apart
+    // from the barrier that precedes deregistration): its data and signal
+    // are dropped, as retire drops those published but not made.
+    if (m.region > kSignalRegion && m.region < static_cast<int>(local_.size()) && !local_[m.region].mr) {
+      if (local_[m.region].late_notes++ == 0)
+        log(LogLevel::Warn, cat("fabric: rank ", cfg_.rank, ": rank ", src, " sent data for region ", m.region,
+                                " that arrived after the region was deregistered here (data no kernel of this rank "
+                                "waited for): dropped, with its signal (said once a region)"));
+      return;
+    }
     if (m.region < 0 || m.region >= static_cast<int>(local_.size()) ||
         !fits(m.dst_off, m.bytes, local_[m.region].r.bytes))
       fail("fabric: rank ", cfg_.rank, ": rank ", src, " sent a staging note for region ", m.region, " [",

@@ -131,6 +131,13 @@ class FabricTransport final : public Transport {
   bool ordered_signals() const { return ordered_; }
   bool native_atomics() const { return atomics_; }
   bool hmem() const { return hmem_; }
+  // A control message as if it had just arrived (tests: a note whose timing
+  // the network does not let a test choose, e.g. one that comes after its
+  // region was deregistered).
+  void receive_for_test(const CtlMsg& m) {
+    std::lock_guard<std::mutex> lk(mu_);
+    apply_message(m);
+  }
 
  private:
   enum class OpKind : uint8_t { Data, Signal, Hello, Recv };
@@ -159,6 +166,7 @@ class FabricTransport final : public Transport {
     struct fid_mr* mr = nullptr;
     void* desc = nullptr;
     void* shadow = nullptr;  // staged: the registered pinned host copy (else null)
+    uint64_t late_notes = 0;  // deregistered: notes for it dropped since (said at the first)
     // What libfabric reads and peers write: shadow when staged, else r.base.
     char* xfer() const { return static_cast<char*>(shadow ? shadow : r.base); }
   };
