@@ -102,21 +102,31 @@ TEST(FabricStageAgent, AWriteAndItsSignalAreOneSlot) {
 }
 
 // A delivery no agent takes is said once, with what it waits for, after
-// half MK_TIMEOUT_MS (here 200 ms); the next stall is said again.
+// half MK_TIMEOUT_MS (here 200 ms): quietly (Info) while no kernel of this
+// rank has pushed a command since it was published (the rank is behind its
+// peers: skew, not a fault), as a warning once one has (a kernel runs, and
+// no agent of it takes the ring's work); the next stall is said again.
 TEST(FabricStageAgent, AStalledDeliveryIsSaidOnce) {
   const EnvSet t("MK_TIMEOUT_MS", "400");
   HostRing r(16);
   auto ops = mk::net::fabric::make_agent_stage_ops_on(r.ring);
   std::vector<unsigned char> a(64, 1), b(64, 0);
   uint64_t sig = 0;
+  ops->pushed();  // a kernel pushed before the delivery came: not "since"
   ops->deliver(b.data(), a.data(), a.size(), &sig, SigOp::Set, 1);
-  EXPECT_EQ(ops->stalled(), "") << "not yet";
+  EXPECT_EQ(ops->stalled().line, "") << "not yet";
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  const std::string said = ops->stalled();
-  EXPECT_NE(said.find("waited"), std::string::npos) << said;
-  EXPECT_NE(said.find("not claimed"), std::string::npos) << said;
-  EXPECT_NE(said.find("fabric staging: delivery #0 (64 bytes)"), std::string::npos) << said;
-  EXPECT_EQ(ops->stalled(), "") << "said once";
+  auto said = ops->stalled();
+  EXPECT_FALSE(said.warn) << "no kernel of this rank pushed since: quiet";
+  EXPECT_NE(said.line.find("this rank is behind its peers"), std::string::npos) << said.line;
+  EXPECT_NE(said.line.find("fabric staging: delivery #0 (64 bytes)"), std::string::npos) << said.line;
+  EXPECT_EQ(ops->stalled().line, "") << "said once";
+  ops->pushed();  // a kernel of this rank runs now, and still no agent takes it
+  said = ops->stalled();
+  EXPECT_TRUE(said.warn) << said.line;
+  EXPECT_NE(said.line.find("pushes commands"), std::string::npos) << said.line;
+  EXPECT_NE(said.line.find("not claimed"), std::string::npos) << said.line;
+  EXPECT_EQ(ops->stalled().line, "") << "warned once";
   {
     HostAgent agent(r);
     ASSERT_TRUE(within(5, [&] {
@@ -127,7 +137,21 @@ TEST(FabricStageAgent, AStalledDeliveryIsSaidOnce) {
   EXPECT_EQ(sig, 1u);
   ops->deliver(b.data(), a.data(), a.size(), &sig, SigOp::Set, 2);
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  EXPECT_NE(ops->stalled(), "") << "a new stall";
+  EXPECT_NE(ops->stalled().line, "") << "a new stall";
+}
+
+// A staging copy out waits only because a kernel of this rank pushed the put:
+// its stall is a warning at once.
+TEST(FabricStageAgent, AStalledCopyOutIsAWarning) {
+  const EnvSet t("MK_TIMEOUT_MS", "400");
+  HostRing r(16);
+  auto ops = mk::net::fabric::make_agent_stage_ops_on(r.ring);
+  std::vector<unsigned char> gpu(64, 1), shadow(64, 0);
+  ops->copy_out(0, shadow.data(), gpu.data(), gpu.size());
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  const auto said = ops->stalled();
+  EXPECT_TRUE(said.warn) << said.line;
+  EXPECT_NE(said.line.find("waits for its staging copy"), std::string::npos) << said.line;
 }
 
 // 9000 writes: more than the ring (16 slots) and the ring's queue (8192
@@ -258,7 +282,7 @@ TEST(FabricStageAgent, ACutDeliveryIsNotSaidToStall) {
   for (int k = 0; k < 3; ++k) ops->deliver(gpu.data(), shadow.data(), 64, &sig, SigOp::Set, 1);  // 2 published, 1 queued
   EXPECT_EQ(ops->retire(shadow.data(), shadow.size()).dropped, 3u);
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  EXPECT_EQ(ops->stalled(), "");
+  EXPECT_EQ(ops->stalled().line, "");
   EXPECT_NE(ops->describe().find("cut: it delivers nothing"), std::string::npos) << ops->describe();
   {
     HostAgent agent(r);
@@ -271,7 +295,7 @@ TEST(FabricStageAgent, ACutDeliveryIsNotSaidToStall) {
   std::vector<unsigned char> other(64, 2);
   ops->deliver(gpu.data(), other.data(), 64, &sig, SigOp::Set, 2);
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  EXPECT_NE(ops->stalled(), "") << "a delivery not cut is said";
+  EXPECT_NE(ops->stalled().line, "") << "a delivery not cut is said";
 }
 
 // The two orders of a retire against an agent that claimed the slot, made

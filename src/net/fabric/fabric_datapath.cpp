@@ -64,6 +64,7 @@ bool FabricTransport::signal_ordered(const Req& q) const {
 bool FabricTransport::post(const WriteReq& w) {
   std::lock_guard<std::mutex> lk(mu_);
   if (closed_) fail("fabric: rank ", cfg_.rank, ": post after close");
+  if (stage_) stage_->pushed();
   return post_locked(w);
 }
 
@@ -477,8 +478,8 @@ void FabricTransport::check_ages() {
                                 : cat("; or the staging copy waits for a delivery agent", stage_->describe()));
   }
   if (stage_) {
-    const std::string s = stage_->stalled();
-    if (!s.empty()) log(LogLevel::Warn, cat("fabric: rank ", cfg_.rank, ": ", s));
+    const StageOps::Stall s = stage_->stalled();
+    if (!s.line.empty()) log(s.warn ? LogLevel::Warn : LogLevel::Info, cat("fabric: rank ", cfg_.rank, ": ", s.line));
   }
 }
 

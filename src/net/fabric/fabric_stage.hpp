@@ -64,10 +64,21 @@ class StageOps {
   // What the oldest unfinished copy or delivery waits for, for reports
   // ("; ..."); empty: nothing to add.
   virtual std::string describe() const { return {}; }
+  // This rank's kernels just pushed a command (the transport's post()): a
+  // kernel of the rank runs now.
+  virtual void pushed() {}
   // Once per stalled delivery: a line saying that the oldest delivery has
   // waited longer than it should for whoever makes it (a kernel's agent);
-  // empty otherwise. Never blocks.
-  virtual std::string stalled() { return {}; }
+  // empty otherwise. warn: a kernel of this rank ran meanwhile (it pushed a
+  // command since, or the stalled work is its own staging copy), so the
+  // agent should have come: a warning; else the rank is simply not there
+  // yet (a peer ahead of it sent early: ranks out of step), said at Info
+  // level. Never blocks.
+  struct Stall {
+    std::string line;
+    bool warn = true;
+  };
+  virtual Stall stalled() { return {}; }
   // Waits (bounded) for every issued copy and signal (close); never throws.
   // False: some were not made, and a shadow they read must stay allocated.
   virtual bool drain() noexcept = 0;
@@ -109,7 +120,7 @@ std::shared_ptr<StageOps> make_cuda_stage_ops(int cuda_device);
 // for a rank is delivered only while some kernel of it runs one: a kernel
 // that waits for network data must run one too (net::with_agent; the ops'
 // kernels all do). A delivery left waiting longer than half MK_TIMEOUT_MS is
-// said once (stalled()).
+// said once (stalled()): a warning when a kernel of the rank ran meanwhile.
 // `label` names them in reports ("fabric staging", "efa signals").
 std::shared_ptr<StageOps> make_agent_stage_ops(int cuda_device, const char* label = "fabric staging");
 // The same on a ring the caller made (zeroed, outliving the ops): CPU tests,

@@ -83,6 +83,7 @@ class AgentStageOps final : public StageOps {
     w.bytes = bytes;
     w.cookie = kOutCookie | static_cast<uint64_t>(slot);
     post(w, w.dst, true);
+    pushed();
   }
   bool copied(int slot) override {
     progress();
@@ -134,19 +135,33 @@ class AgentStageOps final : public StageOps {
     if (!backlog_.empty()) d += cat("; fabric staging: ", backlog_.size(), " more wait for room in its ring");
     return d;
   }
-  std::string stalled() override {
-    // Once a stall: the slots published before the last line are its.
+  void pushed() override { last_push_ns_ = steady_ns(); }
+  Stall stalled() override {
+    // Once a stall (and once more if a kernel of this rank runs after it
+    // was said quietly): the slots published before the last line are its.
     const int64_t t = ring_.oldest_published_ns();
     if (t < 0 || t <= said_ns_) return {};  // nothing waits (per poll on EFA: no clock read then)
     const int64_t now = steady_ns();
     if (now - t <= stall_ns_) return {};
+    bool own_copy = false;  // a copy out: a kernel of this rank pushed the put
+    for (const HostRange& h : hosts_) own_copy |= h.out && !h.cut;
+    if (!own_copy && last_push_ns_ < t) {
+      if (t <= quiet_said_ns_) return {};
+      quiet_said_ns_ = now;
+      return {cat("a peer's data or signal has waited ", (now - t) / 1000000, " ms (half MK_TIMEOUT_MS) for a "
+                  "kernel of this rank to take it, and none has pushed a command since: this rank is behind its "
+                  "peers (fine), or a kernel that only waits for network data runs no delivery agent "
+                  "(net::with_agent; the ops' kernels do)", describe()),
+              false};
+    }
     said_ns_ = now;
-    return cat("a staged copy or delivery has waited ", (now - t) / 1000000,
-               " ms for a delivery agent (half MK_TIMEOUT_MS): no kernel of this rank has run one since (fine while "
-               "none has started yet); a kernel of this rank that waits for network data must run the agent "
-               "(net::with_agent; the ops' kernels do), and one that pushes commands must keep its agent CTA "
-               "resident (MK_NET_FREE_SMS)",
-               describe());
+    return {cat("a staged copy or delivery has waited ", (now - t) / 1000000,
+                " ms (half MK_TIMEOUT_MS) for a delivery agent while a kernel of this rank ",
+                own_copy ? "waits for its staging copy" : "pushes commands",
+                ": no agent CTA of it takes the ring's work; a kernel that pushes commands or waits for network "
+                "data must run the agent (net::with_agent; the ops' kernels do) and keep its agent CTA resident "
+                "(MK_NET_FREE_SMS)", describe()),
+            true};
   }
 
   // Whatever is still published waits for an agent, which runs only in a
@@ -243,7 +258,9 @@ class AgentStageOps final : public StageOps {
   std::deque<HostRange> hosts_;  // of every write posted and not done, in post order
   std::vector<uint8_t> out_done_;  // per request slot: its copy_out is done (1) or pending (0)
   const int64_t stall_ns_ = knob_int(Knob::MK_TIMEOUT_MS) * 500000;  // half the kernels' wait bound
-  int64_t said_ns_ = -1;  // when stalled() last spoke
+  int64_t said_ns_ = -1;        // when stalled() last warned
+  int64_t quiet_said_ns_ = -1;  // when it last spoke quietly (no kernel of this rank pushed since)
+  int64_t last_push_ns_ = -1;   // this rank's kernels' latest command (pushed())
 };
 
 }  // namespace

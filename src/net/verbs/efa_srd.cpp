@@ -106,6 +106,9 @@ class SrdTransport final : public QpTransport {
   void close() override;
 
  private:
+  void posted() override {
+    if (gpu_) gpu_->pushed();
+  }
   void flush(int q) override;
   void create_qps(const std::vector<int>& peers);
   void post_recv(int q, int slot);
@@ -396,8 +399,8 @@ int SrdTransport::poll(Completion* out, int max) {
   check_usable();
   if (gpu_) {
     gpu_->progress();
-    const std::string s = gpu_->stalled();
-    if (!s.empty()) log(LogLevel::Warn, cat("verbs/efa: rank ", cfg_.rank, ": ", s));
+    const fabric::StageOps::Stall s = gpu_->stalled();
+    if (!s.line.empty()) log(s.warn ? LogLevel::Warn : LogLevel::Info, cat("verbs/efa: rank ", cfg_.rank, ": ", s.line));
   }
   flush_dirty();
   int n = tracker_->take_ready(out, max);
