@@ -109,6 +109,7 @@ class EmuRing {
       const Slot& sl = slots_.front();
       if (sl.sample) sample_real_path(now_ns - sl.published_ns);
       if (sl.last) cookies[n++] = sl.cookie, --pending_;
+      cut_ -= sl.cut;
       slots_.pop_front();
       ++done_;
     }
@@ -156,6 +157,7 @@ class EmuRing {
       Slot& sl = slots_[seq - done_];
       sl.bytes = 0;
       sl.cut = true;
+      ++cut_;
       until = seq + 1;
       ++n;
     }
@@ -177,9 +179,8 @@ class EmuRing {
   // When the oldest published slot not done and not cut was published (-1:
   // none): a cut slot waits for an agent too, but nothing waits for it.
   int64_t oldest_published_ns() const {
-    for (const Slot& sl : slots_)
-      if (!sl.cut) return sl.published_ns;
-    return -1;
+    const size_t i = first_uncut();
+    return i < slots_.size() ? slots_[i].published_ns : -1;
   }
   // The name describe() gives the ring's owner ("emu" unless set).
   void set_label(const char* label) { label_ = label; }
@@ -191,21 +192,32 @@ class EmuRing {
     if (slots_.empty())
       return cat("; ", label_, ": ", ops_.size(), " writes wait for their emulated time (the first due in ",
                  std::max<int64_t>(0, ops_.front().due_ns - now_ns) / 1000, " us)");
-    const Slot& sl = slots_.front();
+    // The oldest slot something waits for (not cut), else the oldest.
+    const size_t i = first_uncut() < slots_.size() ? first_uncut() : 0;
+    const Slot& sl = slots_[i];
+    const uint64_t seq = done_ + i;
     // The agents' last claim as one of them wrote it (plain stores of several
     // agents: approximate).
     const uint64_t claimed = ring_.claimed ? __atomic_load_n(ring_.claimed, __ATOMIC_ACQUIRE) : 0;
-    return cat("; ", label_, ": delivery #", done_, " (", sl.bytes, " bytes",
+    return cat("; ", label_, ": delivery #", seq, " (", sl.bytes, " bytes",
                sl.chunk || !sl.last ? cat(", chunk ", sl.chunk, " of a write") : std::string(),
                sl.cut ? ", cut: it delivers nothing" : "",
+               i ? cat(", after ", i, " cut ones") : std::string(),
                ") was published to the delivery ring ", (now_ns - sl.published_ns) / 1000000,
                " ms ago and is not done (", published_ - done_, " published, agents claimed up to #", claimed,
-               claimed > done_ ? ": claimed, not finished: its agent is stuck or was stopped)"
-                               : ": not claimed: no kernel of this rank that runs the delivery agent is running, or "
-                                 "its agent CTAs are not resident: MK_NET_FREE_SMS)");
+               claimed > seq ? ": claimed, not finished: its agent is stuck or was stopped)"
+                             : ": not claimed: no kernel of this rank that runs the delivery agent is running, or "
+                               "its agent CTAs are not resident: MK_NET_FREE_SMS)");
   }
 
  private:
+  // The index in slots_ of the oldest slot not cut (slots_.size(): none).
+  size_t first_uncut() const {
+    if (cut_ == 0) return 0;  // the front, or none (0 == size)
+    size_t i = 0;
+    while (i < slots_.size() && slots_[i].cut) ++i;
+    return i;
+  }
   const char* label_ = "emu";
   struct Op {  // a write not yet published in full
     EmuWrite w;
@@ -267,6 +279,7 @@ class EmuRing {
     sl.chunk = o.chunks;
     sl.last = last;
     sl.cut = o.w.cut;
+    cut_ += sl.cut;
     slots_.push_back(sl);
     o.sent += bytes;
     ++o.chunks;
@@ -290,6 +303,7 @@ class EmuRing {
   std::deque<Op> ops_;      // writes not published in full, in post order
   std::deque<Slot> slots_;  // published and not done: published_ - done_ of them
   uint64_t published_ = 0, done_ = 0;  // slots published / done since the start
+  size_t cut_ = 0;                     // slots in slots_ cut (cancel)
   size_t pending_ = 0;                 // writes posted and not done
   int64_t link_free_ns_ = 0;
 };

@@ -64,8 +64,9 @@ bool FabricTransport::signal_ordered(const Req& q) const {
 bool FabricTransport::post(const WriteReq& w) {
   std::lock_guard<std::mutex> lk(mu_);
   if (closed_) fail("fabric: rank ", cfg_.rank, ": post after close");
-  if (stage_) stage_->pushed();
-  return post_locked(w);
+  const bool taken = post_locked(w);
+  if (taken && stage_) stage_->pushed();  // not for a refused post the proxy retries
+  return taken;
 }
 
 bool FabricTransport::post_locked(const WriteReq& w) {

@@ -318,9 +318,10 @@ void FabricTransport::register_region(Bootstrap& bs, const Region& r) {
   LocalRegion lr;
   lr.r = r;
   if (staged) {
-    // NOTES: the shadow is registered as host memory and never freed before
-    // close(); peers write into it, the GPU region is reached only through
-    // StageOps copies.
+    // NOTES: the shadow is registered as host memory and freed only at the
+    // region's deregistration or at close() (StageOps::retire says when);
+    // peers write into it, the GPU region is reached only through StageOps
+    // copies.
     lr.shadow = stage_->alloc_host(r.bytes);
     try {
       lr.mr = reg(lr.shadow, r.bytes, FI_WRITE | FI_READ | FI_REMOTE_WRITE | FI_REMOTE_READ, nullptr, &lr.desc);

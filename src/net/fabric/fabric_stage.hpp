@@ -23,8 +23,9 @@ namespace mk::net::fabric {
 
 // GPU-side operations of staging. Called with the transport's lock held, from
 // the thread that calls post()/poll() (the proxy thread, whose current CUDA
-// device is the transport's), except alloc_host/free_host/drain/retire
-// (setup, a region's deregistration and close: any thread).
+// device is the transport's), or, for alloc_host/free_host/drain/retire,
+// from the thread that sets up, deregisters a region or closes (still with
+// the transport's lock held).
 class StageOps {
  public:
   virtual ~StageOps() = default;

@@ -50,6 +50,7 @@ class AgentStageOps final : public StageOps {
   // On `ring` (zeroed; the caller's memory, outliving this).
   AgentStageOps(const DeliveryRing& ring, HostMemoryHooks host)
       : desc_(ring), ring_(desc_, std::numeric_limits<double>::max() / 4, 0, 0, 1), host_(std::move(host)) {
+    if (!host_.alloc != !host_.free) fail("fabric staging: host memory hooks need both alloc and free, or neither");
     ring_.set_label("fabric staging");
   }
   // The transport drained at close; whatever is left is never made (no
@@ -83,7 +84,7 @@ class AgentStageOps final : public StageOps {
     w.bytes = bytes;
     w.cookie = kOutCookie | static_cast<uint64_t>(slot);
     post(w, w.dst, true);
-    pushed();
+    ++out_pending_;
   }
   bool copied(int slot) override {
     progress();
@@ -113,7 +114,7 @@ class AgentStageOps final : public StageOps {
     do {
       n = ring_.progress(steady_ns(), cookies, 64);  // due at once: no pacing
       for (int i = 0; i < n; ++i) {
-        if (cookies[i] & kOutCookie) out_done_.at(cookies[i] & ~kOutCookie) = 1;
+        if (cookies[i] & kOutCookie) out_done_.at(cookies[i] & ~kOutCookie) = 1, --out_pending_;
         hosts_.pop_front();  // writes complete in post order
       }
     } while (n == 64);
@@ -137,30 +138,34 @@ class AgentStageOps final : public StageOps {
   }
   void pushed() override { last_push_ns_ = steady_ns(); }
   Stall stalled() override {
-    // Once a stall (and once more if a kernel of this rank runs after it
-    // was said quietly): the slots published before the last line are its.
+    // Once a stall at each level: the slots published before the last line
+    // are its.
     const int64_t t = ring_.oldest_published_ns();
     if (t < 0 || t <= said_ns_) return {};  // nothing waits (per poll on EFA: no clock read then)
     const int64_t now = steady_ns();
     if (now - t <= stall_ns_) return {};
-    bool own_copy = false;  // a copy out: a kernel of this rank pushed the put
-    for (const HostRange& h : hosts_) own_copy |= h.out && !h.cut;
-    if (!own_copy && last_push_ns_ < t) {
+    // A kernel of this rank runs: it pushed a command since, or waits for
+    // its own staging copy; or the wait reached the kernels' whole bound.
+    const bool kernel = out_pending_ > 0 || last_push_ns_ >= t;
+    if (!kernel && now - t <= 2 * stall_ns_) {
       if (t <= quiet_said_ns_) return {};
       quiet_said_ns_ = now;
       return {cat("a peer's data or signal has waited ", (now - t) / 1000000, " ms (half MK_TIMEOUT_MS) for a "
                   "kernel of this rank to take it, and none has pushed a command since: this rank is behind its "
                   "peers (fine), or a kernel that only waits for network data runs no delivery agent "
-                  "(net::with_agent; the ops' kernels do)", describe()),
+                  "(net::with_agent; the ops' kernels do); said again as a warning at MK_TIMEOUT_MS",
+                  describe()),
               false};
     }
     said_ns_ = now;
-    return {cat("a staged copy or delivery has waited ", (now - t) / 1000000,
-                " ms (half MK_TIMEOUT_MS) for a delivery agent while a kernel of this rank ",
-                own_copy ? "waits for its staging copy" : "pushes commands",
-                ": no agent CTA of it takes the ring's work; a kernel that pushes commands or waits for network "
-                "data must run the agent (net::with_agent; the ops' kernels do) and keep its agent CTA resident "
-                "(MK_NET_FREE_SMS)", describe()),
+    return {cat("a staged copy or delivery has waited ", (now - t) / 1000000, " ms for a delivery agent (",
+                out_pending_ ? "a kernel of this rank waits for its staging copy"
+                : kernel     ? "a kernel of this rank pushes commands meanwhile"
+                             : "MK_TIMEOUT_MS, the kernels' wait bound",
+                "): no agent CTA takes the ring's work; a kernel that pushes commands or waits for network data "
+                "must run the agent (net::with_agent; the ops' kernels do) and keep its agent CTA resident "
+                "(MK_NET_FREE_SMS)",
+                describe()),
             true};
   }
 
@@ -261,6 +266,7 @@ class AgentStageOps final : public StageOps {
   int64_t said_ns_ = -1;        // when stalled() last warned
   int64_t quiet_said_ns_ = -1;  // when it last spoke quietly (no kernel of this rank pushed since)
   int64_t last_push_ns_ = -1;   // this rank's kernels' latest command (pushed())
+  size_t out_pending_ = 0;      // copies out posted and not done
 };
 
 }  // namespace

@@ -238,7 +238,9 @@ class FabricTransport final : public Transport {
   std::vector<int> free_reqs_;
   std::deque<int> unposted_;  // requests whose signal awaits (re)posting
   std::shared_ptr<StageOps> stage_;  // null: nothing can be staged
-  std::vector<void*> kept_shadows_;  // of regions deregistered with staged copies not done (freed at close)
+  // Shadows of regions deregistered with staged copies not done, that the
+  // stage ops did not take over (the CUDA ops, or a failure): freed at close.
+  std::vector<void*> kept_shadows_;
   // NOTES: staged requests (copy_out, or a note while older ones wait) in
   // post order; only the head is ever posted, so they leave in post order.
   std::deque<int> staging_;

@@ -28,9 +28,9 @@ class QpTransport : public Transport {
   bool post(const WriteReq& w) final {
     check_usable();
     regions_.check(w);
-    posted();
     const int q = batcher_->add(w);
     if (q == -1) return false;
+    posted();
     if (q >= 0) {
       if (batcher_->should_flush(q)) {
         flush(q);
@@ -95,8 +95,8 @@ class QpTransport : public Transport {
 
   // Posts the queued work requests of QP q.
   virtual void flush(int q) = 0;
-  // A request this rank's kernels pushed is being taken (EFA: a kernel of
-  // the rank runs, for its delivery agent's stall report).
+  // A request this rank's kernels pushed was taken (EFA: a kernel of the
+  // rank runs, for its delivery agent's stall report).
   virtual void posted() {}
   // Start of every poll(): posts every QP with queued requests.
   void flush_dirty() {
