@@ -83,8 +83,8 @@ class AgentStageOps final : public StageOps {
     w.dst = reinterpret_cast<uint64_t>(host);
     w.bytes = bytes;
     w.cookie = kOutCookie | static_cast<uint64_t>(slot);
+    ++out_pending_;  // before post(), whose progress() may see it done already
     post(w, w.dst, true);
-    ++out_pending_;
   }
   bool copied(int slot) override {
     progress();
