@@ -136,17 +136,20 @@ class AgentStageOps final : public StageOps {
     if (!backlog_.empty()) d += cat("; fabric staging: ", backlog_.size(), " more wait for room in its ring");
     return d;
   }
-  void pushed() override { last_push_ns_ = steady_ns(); }
+  // A count, not a time: one increment per command on the proxy's hot path.
+  void pushed() override { ++pushes_; }
   Stall stalled() override {
     // Once a stall at each level: the slots published before the last line
     // are its.
     const int64_t t = ring_.oldest_published_ns();
-    if (t < 0 || t <= said_ns_) return {};  // nothing waits (per poll on EFA: no clock read then)
+    if (t < 0) return {};  // nothing waits (per poll on EFA: no clock read then)
+    if (t != seen_t_) seen_t_ = t, pushes_at_seen_ = pushes_;  // pushes before its first sight: not "since"
+    if (t <= said_ns_) return {};
     const int64_t now = steady_ns();
     if (now - t <= stall_ns_) return {};
     // A kernel of this rank runs: it pushed a command since, or waits for
     // its own staging copy; or the wait reached the kernels' whole bound.
-    const bool kernel = out_pending_ > 0 || last_push_ns_ >= t;
+    const bool kernel = out_pending_ > 0 || pushes_ != pushes_at_seen_;
     if (!kernel && now - t <= 2 * stall_ns_) {
       if (t <= quiet_said_ns_) return {};
       quiet_said_ns_ = now;
@@ -265,7 +268,9 @@ class AgentStageOps final : public StageOps {
   const int64_t stall_ns_ = knob_int(Knob::MK_TIMEOUT_MS) * 500000;  // half the kernels' wait bound
   int64_t said_ns_ = -1;        // when stalled() last warned
   int64_t quiet_said_ns_ = -1;  // when it last spoke quietly (no kernel of this rank pushed since)
-  int64_t last_push_ns_ = -1;   // this rank's kernels' latest command (pushed())
+  uint64_t pushes_ = 0;         // this rank's kernels' commands taken (pushed())
+  int64_t seen_t_ = -1;         // the oldest waiting slot's time when stalled() last looked
+  uint64_t pushes_at_seen_ = 0;  // pushes_ when stalled() first saw that slot as the oldest
   size_t out_pending_ = 0;      // copies out posted and not done
 };
 
