@@ -85,6 +85,19 @@ bool wait_host(const uint64_t* w, uint64_t want, int ms) {
 // latency it no longer adds (bench/results/emu-agents-rest-20261203.md), not
 // here: a read of the counter after a batch cannot tell whether the batch
 // raised it (it drops again right after the batch's done words).
+// A network context of one queue that never gets a command (its head stays
+// 0, `qdone` a zeroed pinned word): the agents end as soon as their kernels'
+// work does. The caller sets delivery[0].
+net::NetCtx idle_queue_ctx(int agents, uint64_t* qhead, uint64_t* qdone) {
+  net::NetCtx nc{};
+  nc.num_queues = 1;
+  nc.agent = agents;
+  nc.queues[0].head = qhead;
+  nc.queues[0].done = qdone;
+  nc.queues[0].size = 1;
+  return nc;
+}
+
 void chunk_order_case(int kernels, int agents) {
   const bool rest = agents > 1;
   constexpr uint32_t kSlots = 16;
@@ -109,12 +122,7 @@ void chunk_order_case(int kernels, int agents) {
   CK(cudaMemset(dst, 0, kTotal));
   CK(cudaDeviceSynchronize());
 
-  net::NetCtx nc{};
-  nc.num_queues = 1;
-  nc.agent = agents;
-  nc.queues[0].head = qhead;  // no commands: the agents end as soon as their kernels' work does
-  nc.queues[0].done = qdone.p;
-  nc.queues[0].size = 1;
+  net::NetCtx nc = idle_queue_ctx(agents, qhead, qdone.p);
   net::DeliveryRing& r = nc.delivery[0];
   r.slots = reinterpret_cast<net::DeliverySlot*>(slots.p);
   r.claim = claim;
@@ -232,12 +240,7 @@ TEST(DeliveryAgent, FabricStagingCopiesOutAndDeliversWithItsSignal) {
   CK(cudaMemset(dst, 0, kBytes));
   CK(cudaDeviceSynchronize());
 
-  net::NetCtx nc{};
-  nc.num_queues = 1;
-  nc.agent = 1;
-  nc.queues[0].head = qhead;  // no commands: the agent ends when its kernel's work does
-  nc.queues[0].done = qdone.p;
-  nc.queues[0].size = 1;
+  net::NetCtx nc = idle_queue_ctx(1, qhead, qdone.p);
   nc.delivery[0] = ring;
   cudaStream_t sa, sw;
   CK(cudaStreamCreateWithFlags(&sa, cudaStreamNonBlocking));
