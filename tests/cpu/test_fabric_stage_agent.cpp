@@ -17,7 +17,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -26,6 +25,7 @@
 #include "mkernel/error.hpp"
 #include "src/net/fabric/fabric_stage.hpp"
 #include "tests/cpu/host_ring.hpp"
+#include "tests/test_env.hpp"
 
 namespace {
 
@@ -34,18 +34,6 @@ using mk::net::SigOp;
 
 using mk::test::HostAgent;
 using mk::test::HostRing;
-
-// An environment variable set for one test, then restored.
-struct EnvSet {
-  EnvSet(const char* k, const char* v) : key(k) {
-    if (const char* o = std::getenv(k)) old = o, had = true;
-    setenv(k, v, 1);
-  }
-  ~EnvSet() { had ? setenv(key, old.c_str(), 1) : unsetenv(key); }
-  const char* key;
-  std::string old;
-  bool had = false;
-};
 
 template <typename F>
 bool within(double seconds, F&& done) {
@@ -107,7 +95,7 @@ TEST(FabricStageAgent, AWriteAndItsSignalAreOneSlot) {
 // peers: skew, not a fault), as a warning once one has (a kernel runs, and
 // no agent of it takes the ring's work); the next stall is said again.
 TEST(FabricStageAgent, AStalledDeliveryIsSaidOnce) {
-  const EnvSet t("MK_TIMEOUT_MS", "400");
+  const mk::test::EnvGuard t("MK_TIMEOUT_MS", "400");
   HostRing r(16);
   auto ops = mk::net::fabric::make_agent_stage_ops_on(r.ring);
   std::vector<unsigned char> a(64, 1), b(64, 0);
@@ -149,7 +137,7 @@ TEST(FabricStageAgent, AStalledDeliveryIsSaidOnce) {
 // A staging copy out waits only because a kernel of this rank pushed the put:
 // its stall is a warning at once.
 TEST(FabricStageAgent, AStalledCopyOutIsAWarning) {
-  const EnvSet t("MK_TIMEOUT_MS", "400");
+  const mk::test::EnvGuard t("MK_TIMEOUT_MS", "400");
   HostRing r(16);
   auto ops = mk::net::fabric::make_agent_stage_ops_on(r.ring);
   std::vector<unsigned char> gpu(64, 1), shadow(64, 0);
@@ -279,7 +267,7 @@ TEST(FabricStageAgent, RetiringWithoutAnAgentCutsEveryPendingDelivery) {
 // A delivery cut by a retire waits for an agent like any other, but nothing
 // waits for it: no stall is said for it (half MK_TIMEOUT_MS: 200 ms here).
 TEST(FabricStageAgent, ACutDeliveryIsNotSaidToStall) {
-  const EnvSet t("MK_TIMEOUT_MS", "400");
+  const mk::test::EnvGuard t("MK_TIMEOUT_MS", "400");
   HostRing r(2);
   Frees f;
   auto ops = mk::net::fabric::make_agent_stage_ops_on(r.ring, f.hooks());
