@@ -10,6 +10,7 @@
 #include "device/ctx.hpp"
 #include "mkernel/bootstrap.hpp"
 #include "mkernel/launch_env.hpp"
+#include "mkernel/signal_lease.hpp"
 #include "mkernel/symmetric.hpp"
 #include "mkernel/topology.hpp"
 
@@ -17,6 +18,7 @@ namespace mk {
 
 class SymmetricHeap;
 class Network;
+class SignalPool;
 
 class Communicator {
  public:
@@ -44,9 +46,19 @@ class Communicator {
 
   // The device-side context (signals, abort words, diagnostics, timeout).
   const DeviceCtx& device_ctx() const { return ctx_; }
-  // Reserves `n` consecutive signal words; every rank must make the same
-  // sequence of reservations (plans do). Returns the first index.
+  // Reserves `n` consecutive signal words, all 0; every rank must make the
+  // same sequence of reservations and releases (plans do). Returns the first
+  // index. Runs released earlier are reused first (first fit), so a process
+  // that makes and destroys plans for ever new shapes stays within the pool.
   int reserve_signals(int n);
+  // Gives back a run reserve_signals handed out: zeroed here, then free for
+  // a later reservation. Collective in effect: call it, on every rank in the
+  // same order, only once no kernel of any rank can touch the words any more
+  // (plans: after free_symmetric's barrier). Not a run handed out, or one
+  // overlapping a released run: mk::Error, nothing changed.
+  void release_signals(int base, int n);
+  // Signal words held now (reserved, not released).
+  int signals_in_use() const;
   // A new epoch for a call: strictly increasing, starting at 1.
   uint64_t next_epoch() { return ++epoch_; }
 
@@ -87,7 +99,7 @@ class Communicator {
   void* host_block_ = nullptr;  // mapped pinned: abort word + WaitDiag
   void* abort_stream_ = nullptr;  // cudaStream_t: raise_abort's write of the device word
   DeviceCtx ctx_{};
-  int signals_reserved_ = 0;
+  std::unique_ptr<SignalPool> signal_pool_;
   uint64_t epoch_ = 0;
 };
 

@@ -69,6 +69,7 @@ class RingAttention {
   float scale_;
   int num_ctas_ = 0, num_comm_ = 0;
   int sig_entry_ = 0, sig_arrival_ = 0;
+  SignalLease signals_;  // sig_entry_ and sig_arrival_'s words, given back after the destructor's body
   SymmetricBuffer* gathered_ = nullptr;
   const net::NetCtx* netctx_ = nullptr;
   int net_region_ = -1;

@@ -25,6 +25,7 @@
 #include <memory>
 #include <vector>
 
+#include "mkernel/signal_lease.hpp"
 #include "mkernel/trace_log.hpp"
 
 namespace mk {
@@ -104,6 +105,7 @@ class AgGemm {
   float* split_ws_ = nullptr;
   uint64_t* split_flags_ = nullptr;
   int sig_entry_ = 0, sig_arrival_ = 0;
+  SignalLease signals_;  // sig_entry_ and sig_arrival_'s words, given back after the destructor's body
   SymmetricBuffer* gathered_ = nullptr;
   uint64_t* epoch_counter_ = nullptr;  // device: calls completed (+ a CTA counter); see device/epoch.cuh
   TraceLog trace_{"AgGemm"};
@@ -271,6 +273,7 @@ class GemmAr {
   int num_os_ctas_ = 0;                   // one-shot run()'s grid
   int sig_bcast_ = 0;                     // one-shot: partial tiles arrived, per node peer and tile
   int os_sig_entry_ = 0;                  // one-shot: entry signals of its own family of calls
+  SignalLease os_signals_;                // one-shot: sig_bcast_ and os_sig_entry_'s words
   uint64_t* os_epoch_ = nullptr;          // one-shot: epoch, finished CTAs, tile counter (device)
   SymmetricBuffer* os_staging_ = nullptr;  // one-shot: one whole partial result per node peer
   std::unique_ptr<tp::RsPlan> rs_;  // the reduce-scatter's signals and staging slots, then the final rows (ar_gather.cuh)

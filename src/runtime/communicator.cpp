@@ -11,6 +11,7 @@
 #include "mkernel/knobs.hpp"
 #include "mkernel/network.hpp"
 #include "src/runtime/cuda_driver.hpp"
+#include "src/runtime/signal_pool.hpp"
 #include "src/runtime/symmetric_heap.hpp"
 
 namespace mk {
@@ -181,6 +182,7 @@ void Communicator::init(int device, int launcher_local_rank) {
   ctx_.local_rank = topo_.local_rank;
   ctx_.local_size = topo_.local_size;
   ctx_.num_signals = num_signals;
+  signal_pool_ = std::make_unique<SignalPool>(num_signals);
   ctx_.timeout_ns = static_cast<uint64_t>(knob_int(Knob::MK_TIMEOUT_MS)) * 1000000ull;
   ctx_.abort_host = static_cast<uint32_t*>(host_dev);
   ctx_.diag = reinterpret_cast<WaitDiag*>(static_cast<char*>(host_dev) + 64);
@@ -220,12 +222,46 @@ void Communicator::free_symmetric(SymmetricBuffer& buf) { heap_->free(&buf); }
 bool Communicator::uses_vmm() const { return heap_->mode() == SymmetricHeap::Mode::Vmm; }
 
 int Communicator::reserve_signals(int n) {
-  if (n <= 0 || signals_reserved_ + n > ctx_.num_signals)
-    fail("reserve_signals(", n, "): the pool has ", ctx_.num_signals - signals_reserved_,
-         " of ", ctx_.num_signals, " signals left (raise MK_SIGNAL_SLOTS)");
-  int base = signals_reserved_;
-  signals_reserved_ += n;
+  if (n <= 0) fail("reserve_signals(", n, "): n must be at least 1");
+  const int base = signal_pool_->reserve(n);
+  if (base < 0)
+    fail("reserve_signals(", n, "): no run of ", n, " free signal words: ", signal_pool_->in_use(), " of ",
+         ctx_.num_signals, " are held, the longest free run is ", signal_pool_->largest_free(),
+         " (raise MK_SIGNAL_SLOTS, or destroy plans no longer used: Python mkernel.close_plans())");
   return base;
+}
+
+void Communicator::release_signals(int base, int n) {
+  const std::string why = signal_pool_->releasable(base, n);
+  if (!why.empty()) fail("release_signals: ", why);
+  // Zeroed before they can be handed out again: a later plan's first call
+  // waits for counts from 1, and stale counts would let it pass early. The
+  // words are this rank's; peers write them only from kernels of a plan made
+  // after this (collectively, so after this returns).
+  MK_CUDA_CHECK(cudaMemset(ctx_.signals + base, 0, size_t(n) * sizeof(uint64_t)));
+  MK_CUDA_CHECK(cudaDeviceSynchronize());
+  signal_pool_->release(base, n);
+}
+
+int Communicator::signals_in_use() const { return signal_pool_->in_use(); }
+
+int SignalLease::take(Communicator& comm, int n) {
+  comm_ = &comm;
+  const int base = comm.reserve_signals(n);
+  runs_.emplace_back(base, n);
+  return base;
+}
+
+void SignalLease::reset() noexcept {
+  for (auto it = runs_.rbegin(); it != runs_.rend(); ++it) {
+    try {
+      comm_->release_signals(it->first, it->second);
+    } catch (const std::exception& e) {
+      log(LogLevel::Warn, cat("signals [", it->first, ", ", it->first + it->second,
+                              ") stay reserved (not reusable): ", e.what()));
+    }
+  }
+  runs_.clear();
 }
 
 std::string Communicator::device_failure() const {

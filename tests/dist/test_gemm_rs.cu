@@ -129,6 +129,30 @@ TEST_F(GemmRsTest, HundredBackToBackCallsWithChangingInputs) {
   comm().barrier();
 }
 
+// A plan made after another was destroyed takes its signal words (first fit, Communicator::release_signals)
+// and must start from zeroed counts: the first plan's 40 calls left each of its words at 40 times its adds per
+// call, and with those the second plan's first calls would pass their waits before the peers' tiles arrived.
+TEST_F(GemmRsTest, APlanOnAClosedPlansSignalsStartsFromZero) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  const int me = comm().rank();
+  const int64_t m = rows_for_world(512), n = 256, k = 256, rows = m / comm().world();
+  const int held0 = comm().signals_in_use();
+  int held = 0;
+  Buf a(m * k * 2), b(n * k * 2), out(rows * n * 2);
+  random_bf16(b.p, n * k, seed_b(me));
+  {
+    GemmRs first(comm(), m, n, k);
+    held = comm().signals_in_use();
+    for (int i = 0; i < 40; ++i) first.run(a.p, b.p, out.p, nullptr);
+    CK(cudaDeviceSynchronize());
+  }
+  EXPECT_EQ(comm().signals_in_use(), held0) << "the destroyed plan kept its signals";
+  GemmRs second(comm(), m, n, k);
+  EXPECT_EQ(comm().signals_in_use(), held) << "the second plan did not take the same number of words";
+  for (int call = 0; call < 3; ++call) run_checked(second, a, b, out, m, n, k, 2000 + call, "reused signals");
+  comm().barrier();
+}
+
 // Replays of one captured call, each on new inputs, back to back; also a
 // plan whose last tile is split in parts (their flags' epochs come from the
 // device counter, as the call's).

@@ -258,3 +258,75 @@ TEST_F(TpSingleRankAuto, AgGemmEagerAndInAGraphOnAShortLastWave) {
 }
 
 }  // namespace
+
+// Plans give their signal words back when destroyed (Communicator::release_signals, zeroed), and later plans reuse
+// them: a process that makes a plan for every new shape and closes the old ones stays within the pool. Before
+// 2026-12-04 the words were never given back, and a 65536-word pool ran out after ~250 plans of this size.
+using TpPlanSignals = SingleRankBase;
+
+TEST_F(TpPlanSignals, PlansForManyShapesGiveTheirSignalsBack) {
+  const int held0 = comm().signals_in_use();
+  const int pool = comm().device_ctx().num_signals;
+  int64_t reserved = 0;  // what the plans reserved in all
+  for (int i = 0; i < 600 && reserved <= 2 * int64_t(pool); ++i) {
+    const int64_t m = 16384 - 128 * (i % 16);  // a new shape every time (each a plain plan: cheap to make)
+    int held = 0;
+    switch (i % 3) {
+      case 0: {
+        const mk::GemmRs p(comm(), m, 64, 64);
+        held = comm().signals_in_use();
+        break;
+      }
+      case 1: {
+        const mk::GemmAr p(comm(), m, 64, 64);
+        held = comm().signals_in_use();
+        break;
+      }
+      default: {
+        const mk::AgGemm p(comm(), m, 64, 64);
+        held = comm().signals_in_use();
+        break;
+      }
+    }
+    ASSERT_GT(held, held0) << "plan " << i << " reserved no signals";
+    reserved += held - held0;
+    ASSERT_EQ(comm().signals_in_use(), held0) << "plan " << i << " kept signals after it was destroyed";
+  }
+  EXPECT_GT(reserved, 2 * int64_t(pool)) << "the loop did not reserve more than the pool holds";
+  // A fused plan on the reused words still computes (its waits start from zeroed counts).
+  const Mode mode("fused");
+  mk::GemmAr plan(comm(), kM, kN, kK);
+  Buf a(kM * kK * 2), b(kN * kK * 2), out(kM * kN * 2), ref(kM * kN * 4);
+  for (int call = 0; call < 3; ++call) {
+    random_bf16(a.p, kM * kK, 500 + call);
+    random_bf16(b.p, kN * kK, 510 + call);
+    poison(out.p, kM * kN);
+    plan.run(a.p, b.p, out.p, nullptr);
+    reference(a.p, b.p, ref.as<float>(), kM, kN, kK);
+    expect_near(out.p, ref.as<float>(), kM, kN, "GemmAr fused on reused signals, call " + std::to_string(call));
+  }
+}
+
+// Bad releases are refused with the reason and change nothing; a pool too small says what holds it.
+TEST_F(TpPlanSignals, BadReleasesAndAFullPoolAreReported) {
+  const int held0 = comm().signals_in_use();
+  const int pool = comm().device_ctx().num_signals;
+  const int base = comm().reserve_signals(8);
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_NE(message([&] { comm().release_signals(pool - 4, 8); }).find("never reserved"), std::string::npos);
+  EXPECT_NE(message([&] { comm().reserve_signals(pool); }).find("no run of"), std::string::npos);
+  EXPECT_NE(message([&] { comm().reserve_signals(0); }).find("at least 1"), std::string::npos);
+  EXPECT_EQ(comm().signals_in_use(), held0 + 8);
+  comm().release_signals(base, 8);
+  EXPECT_NE(message([&] { comm().release_signals(base, 8); }).find("released already"), std::string::npos);
+  EXPECT_EQ(comm().signals_in_use(), held0);
+  EXPECT_EQ(comm().reserve_signals(8), base) << "first fit: the run just given back";
+  comm().release_signals(base, 8);
+}

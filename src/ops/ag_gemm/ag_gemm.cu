@@ -113,8 +113,8 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
   plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
   plain_swizzle_ = opt.swizzle;
   const int64_t chunks = int64_t(t.world) * (m_local / rows_per_chunk_);
-  sig_entry_ = comm.reserve_signals(t.world);
-  sig_arrival_ = comm.reserve_signals(static_cast<int>(chunks));
+  sig_entry_ = signals_.take(comm, t.world);
+  sig_arrival_ = signals_.take(comm, static_cast<int>(chunks));
   // Every rank must make the same plan, with the same signal slots (ranks
   // write into each other's pools by index). Checked once, here.
   tp::check_same_plan(comm.bootstrap().allgather(cat(m_local, "x", n, "x", k, " (signals ", sig_entry_, ", ",

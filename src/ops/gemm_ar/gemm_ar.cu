@@ -128,8 +128,8 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     // Its own family of calls: entry signals, epoch counter (run()'s calls
     // only; all_reduce() keeps the reduce-scatter's counts in step) and
     // per-tile arrival signals.
-    os_sig_entry_ = comm.reserve_signals(t.world);
-    sig_bcast_ = comm.reserve_signals(static_cast<int>((t.local_size - 1) * tiles_total));
+    os_sig_entry_ = os_signals_.take(comm, t.world);
+    sig_bcast_ = os_signals_.take(comm, static_cast<int>((t.local_size - 1) * tiles_total));
     MK_CUDA_CHECK(cudaMalloc(&os_epoch_, 4 * sizeof(uint64_t)));
     MK_CUDA_CHECK(cudaMemset(os_epoch_, 0, 4 * sizeof(uint64_t)));
     os_staging_ = &comm.alloc_symmetric(size_t(t.local_size - 1) * size_t(tiles_total) * gemm::kBlockM * gemm::kBlockN * 2);

@@ -74,6 +74,7 @@ struct RsPlan {
   uint64_t* net_rb_count = nullptr;   // device: tiles stored per row-block (network puts)
   const net::NetCtx* netctx = nullptr;
   int net_region = 0;
+  SignalLease signals;  // the signal words above (and the caller's extra ones), given back by rs_free_plan
 };
 
 // Shape checks of both ops (before anything is allocated).
@@ -107,12 +108,12 @@ inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_
     fail(op, ": swizzle must be 0 or divide the ", share_blocks, " row-blocks of a share (got ", swizzle_opt, ")");
   p.swizzle = swizzle_opt ? swizzle_opt : rs_swizzle(share_blocks, rs_swizzle_cap(t.num_nodes, share_blocks));
   const rs::Layout lay{t.num_nodes, t.local_size};
-  p.sig_entry = comm.reserve_signals(t.world);
-  p.sig_local = comm.reserve_signals(static_cast<int>(std::max(1, lay.local_sources()) * total_blocks));
-  p.sig_net = comm.reserve_signals(static_cast<int>(std::max(1, lay.net_sources()) * total_blocks));
+  p.sig_entry = p.signals.take(comm, t.world);
+  p.sig_local = p.signals.take(comm, static_cast<int>(std::max(1, lay.local_sources()) * total_blocks));
+  p.sig_net = p.signals.take(comm, static_cast<int>(std::max(1, lay.net_sources()) * total_blocks));
   std::string extra;
   if (extra_sig > 0) {
-    *extra_sig_index = comm.reserve_signals(static_cast<int>(extra_sig * total_blocks));
+    *extra_sig_index = p.signals.take(comm, static_cast<int>(extra_sig * total_blocks));
     extra = cat(", ", *extra_sig_index);
   }
   // The walk (swizzle) and the op's variant too: ranks walking different
@@ -146,7 +147,7 @@ inline void rs_free_plan(Communicator& comm, RsPlan& p) {
     } catch (...) {
     }
   }
-  p = RsPlan{};
+  p = RsPlan{};  // its signals go back now: after free_symmetric's barrier, no rank's kernel touches them
 }
 
 // The fused GEMM's parameters: shares in the layout's walk order, tiles of

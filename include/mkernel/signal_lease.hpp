@@ -1,0 +1,47 @@
+// mkernel: SignalLease, the signal words a plan holds (Communicator::
+// reserve_signals / release_signals), in a header of its own so that the
+// plans' headers need not include the communicator's.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+namespace mk {
+
+class Communicator;
+
+// The signal words a plan holds: take() reserves (Communicator::reserve_signals)
+// and remembers, destruction or reset() gives them all back
+// (release_signals) in reverse order. Move-only. Destroy it where every rank
+// destroys its own, in the same order, after every kernel that used the
+// words ended on every rank: plans hold it as a member (destroyed after the
+// destructor's body, whose free_symmetric synchronised and passed a barrier).
+class SignalLease {
+ public:
+  SignalLease() = default;
+  ~SignalLease() { reset(); }
+  SignalLease(SignalLease&& o) noexcept : comm_(o.comm_), runs_(std::move(o.runs_)) { o.runs_.clear(); }
+  SignalLease& operator=(SignalLease&& o) noexcept {
+    if (this != &o) {
+      reset();
+      comm_ = o.comm_;
+      runs_ = std::move(o.runs_);
+      o.runs_.clear();
+    }
+    return *this;
+  }
+  SignalLease(const SignalLease&) = delete;
+  SignalLease& operator=(const SignalLease&) = delete;
+
+  // Communicator::reserve_signals(n), remembered; returns the first index.
+  int take(Communicator& comm, int n);
+  // Gives every run back; a run that cannot be zeroed (a failed device) stays
+  // reserved, with a warning: never handed out again with stale counts in it.
+  void reset() noexcept;
+
+ private:
+  Communicator* comm_ = nullptr;
+  std::vector<std::pair<int, int>> runs_;
+};
+
+}  // namespace mk

@@ -1,0 +1,106 @@
+// mkernel: the bookkeeping of a communicator's signal words
+// (Communicator::reserve_signals / release_signals): runs given back by
+// destroyed plans are handed out again, first fit, before the words above
+// the high-water mark. No CUDA here (CPU-tested: tests/cpu/test_signal_pool.cpp);
+// the communicator zeroes the words of a run before it is given back here, so
+// every word that no one holds reads 0, as a new plan's epochs expect.
+//
+// Every rank makes the same sequence of reservations and releases (plans do:
+// made and destroyed collectively, in the same order), so every rank's pool
+// hands out the same indices; the plans' collective check compares them.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <iterator>
+#include <map>
+#include <string>
+
+namespace mk {
+
+class SignalPool {
+ public:
+  explicit SignalPool(int capacity) : cap_(capacity) {}
+
+  // The first index of n consecutive free words (n >= 1), or -1: no released
+  // run is long enough and there is no room above the high-water mark.
+  int reserve(int n) {
+    if (n < 1) return -1;
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second < n) continue;
+      const int base = it->first, left = it->second - n;
+      free_.erase(it);
+      if (left > 0) free_.emplace(base + n, left);
+      in_use_ += n;
+      return base;
+    }
+    if (n > cap_ - top_) return -1;
+    const int base = top_;
+    top_ += n;
+    in_use_ += n;
+    return base;
+  }
+
+  // Why [base, base + n) cannot be released ("" when it can): it must lie
+  // below the high-water mark (handed out) and overlap no released run.
+  std::string releasable(int base, int n) const {
+    if (n < 1 || base < 0 || base > top_ - n)
+      return "signals [" + std::to_string(base) + ", " + std::to_string(int64_t(base) + n) +
+             ") were never reserved (reserved so far: [0, " + std::to_string(top_) + "))";
+    auto next = free_.lower_bound(base);
+    if (next != free_.end() && next->first < base + n) return overlap_msg(base, n, *next);
+    if (next != free_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second > base) return overlap_msg(base, n, *prev);
+    }
+    return "";
+  }
+
+  // Gives [base, base + n) back (releasable() must have said ""): merged with
+  // its neighbours; a run that reaches the high-water mark lowers it.
+  void release(int base, int n) {
+    int b = base, len = n;
+    auto next = free_.lower_bound(base);
+    if (next != free_.end() && next->first == b + len) {
+      len += next->second;
+      next = free_.erase(next);
+    }
+    if (next != free_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == b) {
+        b = prev->first;
+        len += prev->second;
+        free_.erase(prev);
+      }
+    }
+    in_use_ -= n;
+    if (b + len == top_)
+      top_ = b;
+    else
+      free_.emplace(b, len);
+  }
+
+  int capacity() const { return cap_; }
+  int high_water() const { return top_; }   // words [0, high_water()) were handed out at least once
+  int in_use() const { return in_use_; }    // words held now
+  int free_runs() const { return static_cast<int>(free_.size()); }
+  // The longest run reserve() could hand out now.
+  int largest_free() const {
+    int best = cap_ - top_;
+    for (const auto& [b, len] : free_) best = std::max(best, len);
+    return best;
+  }
+
+ private:
+  static std::string overlap_msg(int base, int n, const std::pair<const int, int>& run) {
+    return "signals [" + std::to_string(base) + ", " + std::to_string(int64_t(base) + n) + ") overlap [" +
+           std::to_string(run.first) + ", " + std::to_string(run.first + run.second) + "), released already";
+  }
+
+  int cap_;
+  int top_ = 0;     // high-water mark: every word at or above it is free
+  int in_use_ = 0;
+  std::map<int, int> free_;  // released runs below top_: base -> length; disjoint, never adjacent
+};
+
+}  // namespace mk
