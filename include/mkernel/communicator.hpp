@@ -54,8 +54,8 @@ class Communicator {
   // Gives back a run reserve_signals handed out: zeroed here, then free for
   // a later reservation. Collective in effect: call it, on every rank in the
   // same order, only once no kernel of any rank can touch the words any more
-  // (plans: after free_symmetric's barrier). Not a run handed out, or one
-  // overlapping a released run: mk::Error, nothing changed.
+  // (plans: after free_symmetric's barrier). Words not held (never handed
+  // out, or released already): mk::Error, nothing changed.
   void release_signals(int base, int n);
   // Signal words held now (reserved, not released).
   int signals_in_use() const;

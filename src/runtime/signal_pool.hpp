@@ -42,11 +42,12 @@ class SignalPool {
   }
 
   // Why [base, base + n) cannot be released ("" when it can): it must lie
-  // below the high-water mark (handed out) and overlap no released run.
+  // below the high-water mark and overlap no released run. (A run released
+  // twice reads as beyond the mark when its release lowered the mark.)
   std::string releasable(int base, int n) const {
     if (n < 1 || base < 0 || base > top_ - n)
       return "signals [" + std::to_string(base) + ", " + std::to_string(int64_t(base) + n) +
-             ") were never reserved (reserved so far: [0, " + std::to_string(top_) + "))";
+             ") are not held: every word from " + std::to_string(top_) + " up is free";
     auto next = free_.lower_bound(base);
     if (next != free_.end() && next->first < base + n) return overlap_msg(base, n, *next);
     if (next != free_.begin()) {
@@ -93,8 +94,8 @@ class SignalPool {
 
  private:
   static std::string overlap_msg(int base, int n, const std::pair<const int, int>& run) {
-    return "signals [" + std::to_string(base) + ", " + std::to_string(int64_t(base) + n) + ") overlap [" +
-           std::to_string(run.first) + ", " + std::to_string(run.first + run.second) + "), released already";
+    return "signals [" + std::to_string(base) + ", " + std::to_string(int64_t(base) + n) + ") are not held: [" +
+           std::to_string(run.first) + ", " + std::to_string(run.first + run.second) + ") is free";
   }
 
   int cap_;

@@ -65,14 +65,16 @@ TEST(SignalPool, RefusesReleasesOfRunsNotHandedOutOrReleasedAlready) {
   SignalPool p(100);
   const int a = p.reserve(10);
   p.reserve(10);
-  EXPECT_NE(p.releasable(20, 5).find("never reserved"), std::string::npos) << p.releasable(20, 5);
-  EXPECT_NE(p.releasable(-1, 2).find("never reserved"), std::string::npos);
-  EXPECT_NE(p.releasable(15, 10).find("never reserved"), std::string::npos);
-  EXPECT_NE(p.releasable(0, 0).find("never reserved"), std::string::npos);
+  EXPECT_NE(p.releasable(20, 5).find("up is free"), std::string::npos) << p.releasable(20, 5);
+  EXPECT_NE(p.releasable(-1, 2).find("up is free"), std::string::npos);
+  EXPECT_NE(p.releasable(15, 10).find("up is free"), std::string::npos);
+  EXPECT_NE(p.releasable(0, 0).find("up is free"), std::string::npos);
   p.release(a, 10);
-  EXPECT_NE(p.releasable(a, 10).find("released already"), std::string::npos) << p.releasable(a, 10);
-  EXPECT_NE(p.releasable(5, 10).find("released already"), std::string::npos);  // straddles the run's end
+  EXPECT_NE(p.releasable(a, 10).find(") is free"), std::string::npos) << p.releasable(a, 10);
+  EXPECT_NE(p.releasable(5, 10).find(") is free"), std::string::npos);  // straddles the run's end
   EXPECT_EQ(p.releasable(10, 10), "");
+  p.release(10, 10);  // reaches the mark: it drops to 0, so a second release reads as beyond it
+  EXPECT_NE(p.releasable(10, 10).find("every word from 0 up is free"), std::string::npos) << p.releasable(10, 10);
 }
 
 // What a process does that makes a plan for every new shape and closes the
