@@ -26,6 +26,7 @@ and can be captured in CUDA graphs. The explicit plans (mkernel.AgGemm,
 mkernel.GemmRs) are there for callers that manage their own. bf16 only.
 """
 import ctypes
+import warnings
 
 import torch
 
@@ -143,6 +144,10 @@ def _check_shape(t, name, shape, device=None):
 
 _PLANS = {}
 _COLLECTIVE_N = 64  # the all-gather's plan is an AgGemm with this (unused) n; the reduce-scatter's a GemmRs with this k
+# Plans cached for one communicator from which a warning is given (once per communicator): each holds device
+# memory sized by its shape (staging or gathered buffers) and signal words, and stays until close_plans.
+PLAN_WARN_COUNT = 64
+_WARNED = set()
 
 
 def _plan(cls, key, *shape):
@@ -155,14 +160,27 @@ def _plan(cls, key, *shape):
             raise MkernelError(f"mkernel: no {cls.__name__} plan for shape {shape} yet, and plans cannot be made "
                                "during CUDA-graph capture; call the op once with these shapes before capturing")
         p = _PLANS[pkey] = cls(lookup(key), *shape)
+        if key not in _WARNED:
+            n = sum(1 for k in _PLANS if k[1] == key)
+            if n >= PLAN_WARN_COUNT:
+                _WARNED.add(key)
+                warnings.warn(f"mkernel: {n} op plans are cached for this communicator, one per distinct shape, "
+                              "each holding device memory sized by its shape until mkernel.close_plans(comm) "
+                              "(collective: every rank at the same point) frees them; call it when shapes change "
+                              "for good, or pad inputs to fewer shapes", RuntimeWarning, stacklevel=3)
     return p
 
 
 def close_plans(comm=None):
-    """Collective: frees the cached plans (of one communicator, or all)."""
+    """Collective (every rank at the same point): frees the cached plans (of one communicator, or all),
+    their device memory and their signal words; later calls make the plans they need again."""
     _HOT.clear()  # its entries hold launches of these plans
     for key in [k for k in _PLANS if comm is None or k[1] == comm._uid]:
         _PLANS.pop(key).close()
+    if comm is None:
+        _WARNED.clear()
+    else:
+        _WARNED.discard(comm._uid)
 
 
 # ---- steady-state calls --------------------------------------------------------------------------

@@ -79,7 +79,7 @@ TEST(SignalPool, RefusesReleasesOfRunsNotHandedOutOrReleasedAlready) {
 
 // What a process does that makes a plan for every new shape and closes the
 // old ones: the pool never runs out. Before, a 65536-word pool ran out after
-// ~250-500 GemmRs plans (m = 8192-16384) however many were destroyed.
+// ~250-500 GemmRs plans on 2 ranks (m = 8192-16384) however many were destroyed.
 TEST(SignalPool, PlansForEverNewShapesStayWithinThePool) {
   SignalPool p(4096);
   std::mt19937 rng(7);

@@ -26,6 +26,7 @@ CTA of each op's own kernel (src/net/emu), so first-call kernel loads of
 cuBLAS and Triton while an op waits on the network block nothing (until
 2026-12-03 they blocked emu's proxy and these parts were skipped there)."""
 import re
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -188,6 +189,29 @@ def check_forward(comm, d):
     dist.barrier()
     for p in (ag, rs, ar):
         p.close()
+
+
+def check_plan_cache(comm, d):
+    """A plan per distinct shape: one warning once tp.PLAN_WARN_COUNT are cached; close_plans frees them all
+    (their memory and signal words), after which the ops make the plans they need again."""
+    from mkernel import tp
+    tp.close_plans(comm)
+    n, k = 64, 64
+    v = d.rnd(n, k)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(tp.PLAN_WARN_COUNT + 3):
+            h = d.rnd(d.world * (i + 1), k)
+            y = mkernel.gemm_rs(h, v, comm)
+            if i % 16 == 0 or i == tp.PLAN_WARN_COUNT + 2:
+                close(y, d.rows(d.sum(h.float() @ v.float().t())), f"gemm_rs, shape {i}")
+    said = [str(w.message) for w in caught if "op plans are cached" in str(w.message)]
+    expect(len(said) == 1, f"the plan-cache warning was given {len(said)} times, not once: {said}")
+    tp.close_plans(comm)
+    expect(not any(key[1] == comm._uid for key in tp._PLANS), "close_plans left plans of this communicator")
+    h = d.rnd(d.world * 3, k)
+    close(mkernel.gemm_rs(h, v, comm), d.rows(d.sum(h.float() @ v.float().t())), "gemm_rs after close_plans")
+    tp.close_plans(comm)
 
 
 def check_errors(comm, d):
@@ -462,14 +486,15 @@ def run_checks(comm, rank, world, nodes):
     d = Dist(rank, world)
     check_forward(comm, d)
     check_errors(comm, d)
+    check_plan_cache(comm, d)
     check_autograd(comm, d)
     check_compile(comm, d)
     check_compile_out(comm, d)
     check_cuda_graph(comm, d)
     torch.cuda.synchronize()
     dist.barrier()
-    print(f"rank {rank}: tensor-parallel ops OK on {nodes} node(s) (forward, errors, autograd, torch.compile incl. "
-          "out=, CUDA graph; gemm_ar / all_reduce one-shot and two-shot)", flush=True)
+    print(f"rank {rank}: tensor-parallel ops OK on {nodes} node(s) (forward, errors, the plan cache, autograd, "
+          "torch.compile incl. out=, CUDA graph; gemm_ar / all_reduce one-shot and two-shot)", flush=True)
 
 
 if __name__ == "__main__":
