@@ -47,6 +47,14 @@ TEST(AgGemmPlan, MismatchedPlansNameTheRanks) {
     EXPECT_NE(m.find("rank 1 made a plan for m_local x n x k = 64x192x128, rank 0 for 64x128x128"), std::string::npos)
         << m;
   }
+  try {  // the same plan on other signal words: plans made or destroyed in another order on one rank
+    tp::check_same_plan({"64x128x128 (signals 0, 2)", "64x128x128 (signals 40, 42)"}, 0, "AgGemm", "m_local x n x k");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("rank 1 made the same plan"), std::string::npos) << m;
+    EXPECT_NE(m.find("make and destroy plans in the same order"), std::string::npos) << m;
+  }
   EXPECT_TRUE(tp::overlap(reinterpret_cast<void*>(4096), 16, reinterpret_cast<void*>(4100), 4));
   EXPECT_FALSE(tp::overlap(reinterpret_cast<void*>(4096), 16, reinterpret_cast<void*>(4112), 4));
   EXPECT_FALSE(tp::overlap(nullptr, 16, reinterpret_cast<void*>(4112), 4));

@@ -312,10 +312,17 @@ inline void check_topology(const Topology& t, const char* op, int max_nodes) {
 // Every rank must make the same plan: `all` holds each rank's shape string
 // (with its signal slots, which ranks use in each other's pools).
 inline void check_same_plan(const std::vector<std::string>& all, int me, const char* op, const char* dims) {
-  for (size_t r = 0; r < all.size(); ++r)
-    if (all[r] != all[static_cast<size_t>(me)])
-      fail(op, ": rank ", r, " made a plan for ", dims, " = ", all[r], ", rank ", me, " for ",
-           all[static_cast<size_t>(me)], "; every rank must use the same shape");
+  const std::string& mine = all[static_cast<size_t>(me)];
+  // The part before the signal indices: the shape and variant.
+  auto shape = [](const std::string& s) { return s.substr(0, s.find("signals ")); };
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r] == mine) continue;
+    if (shape(all[r]) == shape(mine))  // same plan, other signal words: the ranks' pools went apart
+      fail(op, ": rank ", r, " made the same plan (", dims, " = ", all[r], ") with other signal words than rank ",
+           me, " (", mine, "); every rank must make and destroy plans in the same order");
+    fail(op, ": rank ", r, " made a plan for ", dims, " = ", all[r], ", rank ", me, " for ", mine,
+         "; every rank must use the same shape");
+  }
 }
 
 }  // namespace mk::tp
