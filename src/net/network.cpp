@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "mkernel/communicator.hpp"
 #include "mkernel/error.hpp"
@@ -154,6 +155,15 @@ void Network::sync_device_ctx() {
 }
 
 int Network::register_buffer(const SymmetricBuffer& buf) {
+  // Commands carry the region in 16 bits (net::CmdFields::region), and ids are
+  // never reused (a late note for a deregistered region must not find a new
+  // one under its id): the 65536th registration of a communicator's life fails
+  // here instead of wrapping. Each plan across nodes registers one buffer.
+  constexpr int kMaxRegionId = std::numeric_limits<decltype(net::CmdFields::region)>::max();
+  if (next_region_ > kMaxRegionId)
+    fail("Network::register_buffer: this communicator registered ", kMaxRegionId,
+         " buffers in its life (plans across nodes register one each); region ids are not reused: make a new "
+         "communicator");
   net::Region r;
   r.id = next_region_;
   r.base = buf.local;
