@@ -51,11 +51,13 @@ class Communicator {
   // index. Runs released earlier are reused first (first fit), so a process
   // that makes and destroys plans for ever new shapes stays within the pool.
   int reserve_signals(int n);
-  // Gives back a run reserve_signals handed out: zeroed here, then free for
-  // a later reservation. Collective in effect: call it, on every rank in the
-  // same order, only once no kernel of any rank can touch the words any more
-  // (plans: after free_symmetric's barrier). Words not held (never handed
-  // out, or released already): mk::Error, nothing changed.
+  // Gives back a run reserve_signals handed out, whole: zeroed here, then
+  // free for a later reservation. Collective in effect: call it on every rank
+  // in the same order, only once no kernel of any rank and no network
+  // operation can touch the words any more (plans: after free_symmetric's
+  // barrier, and only plans of one node), then pass a barrier before any
+  // rank writes into words it reserves afterwards (SignalLease does). Not a
+  // run held now: mk::Error, nothing changed.
   void release_signals(int base, int n);
   // Signal words held now (reserved, not released).
   int signals_in_use() const;

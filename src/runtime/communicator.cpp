@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <random>
 
 #include "mkernel/error.hpp"
@@ -235,9 +236,9 @@ void Communicator::release_signals(int base, int n) {
   const std::string why = signal_pool_->releasable(base, n);
   if (!why.empty()) fail("release_signals: ", why);
   // Zeroed before they can be handed out again: a later plan's first call
-  // waits for counts from 1, and stale counts would let it pass early. The
-  // words are this rank's; peers write them only from kernels of a plan made
-  // after this (collectively, so after this returns).
+  // waits for counts from 1, and stale counts would let it pass early.
+  // Synchronised first: no kernel of this rank may still add to them.
+  MK_CUDA_CHECK(cudaDeviceSynchronize());
   MK_CUDA_CHECK(cudaMemset(ctx_.signals + base, 0, size_t(n) * sizeof(uint64_t)));
   MK_CUDA_CHECK(cudaDeviceSynchronize());
   signal_pool_->release(base, n);
@@ -253,15 +254,46 @@ int SignalLease::take(Communicator& comm, int n) {
 }
 
 void SignalLease::reset() noexcept {
+  if (runs_.empty()) return;
+  // Kept (reserved for the communicator's life, as before 2026-12-04): across
+  // nodes, where a network signal that no kernel waited for (e.g. an entry
+  // signal the standalone reduce-scatter sends to every other node's rank)
+  // may land after the plan is gone; with MK_SIGNAL_REUSE=0; and while an
+  // exception unwinds (a plan failing on one rank: the other ranks' pools
+  // must not go apart from this one's by a release only this rank made).
+  bool reuse = keep_ == Keep::No && std::uncaught_exceptions() == 0;
+  if (reuse) {
+    try {
+      reuse = knob_bool(Knob::MK_SIGNAL_REUSE);
+    } catch (const std::exception&) {
+      reuse = false;
+    }
+  }
+  if (!reuse) {
+    runs_.clear();
+    return;
+  }
+  bool released = false;
   for (auto it = runs_.rbegin(); it != runs_.rend(); ++it) {
     try {
       comm_->release_signals(it->first, it->second);
+      released = true;
     } catch (const std::exception& e) {
       log(LogLevel::Warn, cat("signals [", it->first, ", ", it->first + it->second,
                               ") stay reserved (not reusable): ", e.what()));
     }
   }
   runs_.clear();
+  // Every rank zeroed its words before any rank may reserve them again and a
+  // peer write into them (plans also check their indices collectively after
+  // reserving; this covers direct users of reserve_signals too).
+  if (released) {
+    try {
+      comm_->barrier();
+    } catch (const std::exception& e) {
+      log(LogLevel::Warn, cat("released signals: the barrier after zeroing failed: ", e.what()));
+    }
+  }
 }
 
 std::string Communicator::device_failure() const {

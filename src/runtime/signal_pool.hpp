@@ -31,35 +31,30 @@ class SignalPool {
       const int base = it->first, left = it->second - n;
       free_.erase(it);
       if (left > 0) free_.emplace(base + n, left);
-      in_use_ += n;
-      return base;
+      return hand_out(base, n);
     }
     if (n > cap_ - top_) return -1;
     const int base = top_;
     top_ += n;
-    in_use_ += n;
-    return base;
+    return hand_out(base, n);
   }
 
-  // Why [base, base + n) cannot be released ("" when it can): it must lie
-  // below the high-water mark and overlap no released run. (A run released
-  // twice reads as beyond the mark when its release lowered the mark.)
+  // Why [base, base + n) cannot be released ("" when it can): it must be a
+  // run reserve() handed out, whole, and not released since.
   std::string releasable(int base, int n) const {
-    if (n < 1 || base < 0 || base > top_ - n)
-      return "signals [" + std::to_string(base) + ", " + std::to_string(int64_t(base) + n) +
-             ") are not held: every word from " + std::to_string(top_) + " up is free";
-    auto next = free_.lower_bound(base);
-    if (next != free_.end() && next->first < base + n) return overlap_msg(base, n, *next);
-    if (next != free_.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first + prev->second > base) return overlap_msg(base, n, *prev);
-    }
-    return "";
+    auto it = held_.find(base);
+    if (it != held_.end() && it->second == n) return "";
+    const std::string run = "signals [" + std::to_string(base) + ", " + std::to_string(int64_t(base) + n) + ")";
+    if (it != held_.end())
+      return run + " are not a run handed out: [" + std::to_string(base) + ", " +
+             std::to_string(base + it->second) + ") is (runs are released whole)";
+    return run + " are not a run held now (never handed out, or released already)";
   }
 
-  // Gives [base, base + n) back (releasable() must have said ""): merged with
-  // its neighbours; a run that reaches the high-water mark lowers it.
+  // Gives the run [base, base + n) back (releasable() must have said ""):
+  // merged with its free neighbours; a run that reaches the mark lowers it.
   void release(int base, int n) {
+    held_.erase(base);
     int b = base, len = n;
     auto next = free_.lower_bound(base);
     if (next != free_.end() && next->first == b + len) {
@@ -93,15 +88,17 @@ class SignalPool {
   }
 
  private:
-  static std::string overlap_msg(int base, int n, const std::pair<const int, int>& run) {
-    return "signals [" + std::to_string(base) + ", " + std::to_string(int64_t(base) + n) + ") are not held: [" +
-           std::to_string(run.first) + ", " + std::to_string(run.first + run.second) + ") is free";
+  int hand_out(int base, int n) {
+    held_.emplace(base, n);
+    in_use_ += n;
+    return base;
   }
 
   int cap_;
   int top_ = 0;     // high-water mark: every word at or above it is free
   int in_use_ = 0;
   std::map<int, int> free_;  // released runs below top_: base -> length; disjoint, never adjacent
+  std::map<int, int> held_;  // runs handed out and not released: base -> length
 };
 
 }  // namespace mk

@@ -1,7 +1,7 @@
 // mk::SignalPool (src/runtime/signal_pool.hpp), the bookkeeping behind
 // Communicator::reserve_signals / release_signals: released runs are reused
 // first fit, neighbours merge, a run reaching the high-water mark lowers it,
-// bad releases are refused with a reason, and making and destroying plans for
+// releases must be whole runs held now (else refused with a reason), and making and destroying plans for
 // ever new shapes (the leak this fixed) stays within the pool.
 #include <gtest/gtest.h>
 
@@ -65,16 +65,17 @@ TEST(SignalPool, RefusesReleasesOfRunsNotHandedOutOrReleasedAlready) {
   SignalPool p(100);
   const int a = p.reserve(10);
   p.reserve(10);
-  EXPECT_NE(p.releasable(20, 5).find("up is free"), std::string::npos) << p.releasable(20, 5);
-  EXPECT_NE(p.releasable(-1, 2).find("up is free"), std::string::npos);
-  EXPECT_NE(p.releasable(15, 10).find("up is free"), std::string::npos);
-  EXPECT_NE(p.releasable(0, 0).find("up is free"), std::string::npos);
+  for (auto [b, n] : {std::pair{20, 5}, {-1, 2}, {15, 10}, {5, 10}})
+    EXPECT_NE(p.releasable(b, n).find("not a run held now"), std::string::npos) << b << " " << n;
+  EXPECT_NE(p.releasable(0, 5).find("runs are released whole"), std::string::npos) << p.releasable(0, 5);
+  EXPECT_NE(p.releasable(0, 0).find("[0, 10) is"), std::string::npos) << p.releasable(0, 0);
   p.release(a, 10);
-  EXPECT_NE(p.releasable(a, 10).find(") is free"), std::string::npos) << p.releasable(a, 10);
-  EXPECT_NE(p.releasable(5, 10).find(") is free"), std::string::npos);  // straddles the run's end
+  EXPECT_NE(p.releasable(a, 10).find("released already"), std::string::npos) << p.releasable(a, 10);
   EXPECT_EQ(p.releasable(10, 10), "");
-  p.release(10, 10);  // reaches the mark: it drops to 0, so a second release reads as beyond it
-  EXPECT_NE(p.releasable(10, 10).find("every word from 0 up is free"), std::string::npos) << p.releasable(10, 10);
+  p.release(10, 10);  // reaches the mark: it drops to 0
+  EXPECT_EQ(p.high_water(), 0);
+  EXPECT_NE(p.releasable(10, 10).find("not a run held now"), std::string::npos);
+  EXPECT_EQ(p.in_use(), 0);
 }
 
 // What a process does that makes a plan for every new shape and closes the

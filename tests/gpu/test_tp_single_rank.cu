@@ -320,13 +320,27 @@ TEST_F(TpPlanSignals, BadReleasesAndAFullPoolAreReported) {
     }
     return std::string("(no error)");
   };
-  EXPECT_NE(message([&] { comm().release_signals(pool - 4, 8); }).find("not held"), std::string::npos);
+  EXPECT_NE(message([&] { comm().release_signals(pool - 4, 8); }).find("not a run held now"), std::string::npos);
   EXPECT_NE(message([&] { comm().reserve_signals(pool); }).find("no run of"), std::string::npos);
   EXPECT_NE(message([&] { comm().reserve_signals(0); }).find("at least 1"), std::string::npos);
   EXPECT_EQ(comm().signals_in_use(), held0 + 8);
   comm().release_signals(base, 8);
-  EXPECT_NE(message([&] { comm().release_signals(base, 8); }).find("not held"), std::string::npos) << "twice";
+  EXPECT_NE(message([&] { comm().release_signals(base, 8); }).find("not a run held now"), std::string::npos) << "twice";
   EXPECT_EQ(comm().signals_in_use(), held0);
   EXPECT_EQ(comm().reserve_signals(8), base) << "first fit: the run just given back";
   comm().release_signals(base, 8);
+  EXPECT_NE(message([&] { comm().release_signals(base, 4); }).find("not a run held now"), std::string::npos);
+}
+
+// MK_SIGNAL_REUSE=0: a destroyed plan keeps its words (the behaviour before 2026-12-04).
+TEST_F(TpPlanSignals, ReuseOffKeepsTheWords) {
+  const int held0 = comm().signals_in_use();
+  int held = 0;
+  {
+    const mk::test::EnvGuard off("MK_SIGNAL_REUSE", "0");
+    const mk::GemmRs p(comm(), 1024, 64, 64);
+    held = comm().signals_in_use();
+  }
+  EXPECT_GT(held, held0);
+  EXPECT_EQ(comm().signals_in_use(), held) << "MK_SIGNAL_REUSE=0, yet the plan gave its words back";
 }

@@ -130,6 +130,10 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     // per-tile arrival signals.
     os_sig_entry_ = os_signals_.take(comm, t.world);
     sig_bcast_ = os_signals_.take(comm, static_cast<int>((t.local_size - 1) * tiles_total));
+    // Reserved after the reduce-scatter plan's check: checked here (ranks write into each other's words by index).
+    tp::check_same_plan(comm.bootstrap().allgather(cat("one-shot ", tiles_total, " tiles (signals ", os_sig_entry_,
+                                                       ", ", sig_bcast_, ")")),
+                        t.rank, "GemmAr", "the one-shot part");
     MK_CUDA_CHECK(cudaMalloc(&os_epoch_, 4 * sizeof(uint64_t)));
     MK_CUDA_CHECK(cudaMemset(os_epoch_, 0, 4 * sizeof(uint64_t)));
     os_staging_ = &comm.alloc_symmetric(size_t(t.local_size - 1) * size_t(tiles_total) * gemm::kBlockM * gemm::kBlockN * 2);
