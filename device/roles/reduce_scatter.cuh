@@ -92,12 +92,19 @@ struct ReduceScatter {
 __device__ __forceinline__ rs::Layout rs_layout(const ReduceScatter& g) { return rs::Layout{g.num_nodes, g.local_size}; }
 
 // Announces this rank's entry into the call (one thread of the grid).
-__device__ __forceinline__ void rs_announce(const DeviceCtx& ctx, const ReduceScatter& g, uint64_t epoch) {
+// rail_only (the standalone path, rs_claimed): across nodes only to the rail
+// peers, the only remote ranks whose entries it waits for; every network
+// signal is then awaited within its call, so none can land after the plan is
+// destroyed (bench/results/cross-node-signals-audit-20261204.md: before, the
+// non-rail ranks' entries were never awaited, and plans across nodes could
+// not give their signal words back).
+__device__ __forceinline__ void rs_announce(const DeviceCtx& ctx, const ReduceScatter& g, uint64_t epoch,
+                                            bool rail_only = false) {
   for (int s = 0; s < g.world; ++s) {
     const int d = g.rank_at[s], sn = s / g.local_size, sl = s % g.local_size;
     if (sn == g.node)  // own entry too: the GEMM consumers wait for every rank's
       dev::signal_set(dev::peer_signal(ctx, sl, g.sig_entry + g.rank), epoch);
-    else
+    else if (!rail_only || sl == g.local_rank)
       net::signal<kRsReport>(*g.netctx, ctx, g.net_queue, d, net::SigOp::Set, g.sig_entry + g.rank, epoch);
   }
 }
@@ -305,7 +312,7 @@ __device__ __forceinline__ void rs_claimed(const DeviceCtx& ctx, const ReduceSca
     if (c >= total) break;
     const rs::Claim w = order.at(c);
     if (w.kind == rs::Claim::Announce) {
-      if (threadIdx.x == 0) rs_announce(ctx, g, epoch);
+      if (threadIdx.x == 0) rs_announce(ctx, g, epoch, true);
     } else if (w.kind == rs::Claim::Push) {
       rs_push_item(ctx, g, epoch, smem, w.block, w.k);
     } else if (w.kind == rs::Claim::Reduce) {

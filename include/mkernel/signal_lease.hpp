@@ -12,8 +12,8 @@ class Communicator;
 
 // The signal words a plan holds: take() reserves (Communicator::reserve_signals)
 // and remembers; destruction or reset() gives them all back (release_signals,
-// reverse order, then one barrier) unless they are kept: keep_for_life() (a
-// plan across nodes), MK_SIGNAL_REUSE=0, or an exception unwinding. Move-only.
+// reverse order, then one barrier) unless they are kept: MK_SIGNAL_REUSE=0, or
+// an exception unwinding. Move-only.
 // Destroy it where every rank destroys its own, in the same order, after
 // every kernel that used the words ended on every rank: plans hold it as a
 // member (destroyed after the destructor's body, whose free_symmetric
@@ -22,14 +22,11 @@ class SignalLease {
  public:
   SignalLease() = default;
   ~SignalLease() { reset(); }
-  SignalLease(SignalLease&& o) noexcept : comm_(o.comm_), keep_(o.keep_), runs_(std::move(o.runs_)) {
-    o.runs_.clear();
-  }
+  SignalLease(SignalLease&& o) noexcept : comm_(o.comm_), runs_(std::move(o.runs_)) { o.runs_.clear(); }
   SignalLease& operator=(SignalLease&& o) noexcept {
     if (this != &o) {
       reset();
       comm_ = o.comm_;
-      keep_ = o.keep_;
       runs_ = std::move(o.runs_);
       o.runs_.clear();
     }
@@ -40,17 +37,13 @@ class SignalLease {
 
   // Communicator::reserve_signals(n), remembered; returns the first index.
   int take(Communicator& comm, int n);
-  // The words stay reserved for the communicator's life (plans across nodes).
-  void keep_for_life() { keep_ = Keep::Yes; }
   // Gives every run back (or keeps them, above); a run that cannot be zeroed
   // (a failed device) stays reserved, with a warning: never handed out again
   // with stale counts in it.
   void reset() noexcept;
 
  private:
-  enum class Keep { No, Yes };
   Communicator* comm_ = nullptr;
-  Keep keep_ = Keep::No;
   std::vector<std::pair<int, int>> runs_;
 };
 

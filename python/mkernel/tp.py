@@ -173,7 +173,7 @@ def _plan(cls, key, *shape):
 
 def close_plans(comm=None):
     """Collective (every rank at the same point): frees the cached plans (of one communicator, or all),
-    their device memory and (plans of one node) their signal words; later calls make the plans they need
+    their device memory and their signal words; later calls make the plans they need
     again. A CUDA graph captured with a plan's launches must not be replayed after its plan was closed."""
     _HOT.clear()  # its entries hold launches of these plans
     for key in [k for k in _PLANS if comm is None or k[1] == comm._uid]:

@@ -255,13 +255,13 @@ int SignalLease::take(Communicator& comm, int n) {
 
 void SignalLease::reset() noexcept {
   if (runs_.empty()) return;
-  // Kept (reserved for the communicator's life, as before 2026-12-04): across
-  // nodes, where a network signal that no kernel waited for (e.g. an entry
-  // signal the standalone reduce-scatter sends to every other node's rank)
-  // may land after the plan is gone; with MK_SIGNAL_REUSE=0; and while an
-  // exception unwinds (a plan failing on one rank: the other ranks' pools
-  // must not go apart from this one's by a release only this rank made).
-  bool reuse = keep_ == Keep::No && std::uncaught_exceptions() == 0;
+  // Kept (reserved for the communicator's life, as before 2026-12-04) with
+  // MK_SIGNAL_REUSE=0, and while an exception unwinds (a plan failing on one
+  // rank: the other ranks' pools must not go apart from this one's by a
+  // release only this rank made). Reuse needs every signal a plan's calls
+  // send to be awaited within its call, across nodes too (a late network
+  // signal would land in a reused word): bench/results/cross-node-signals-audit-20261204.md.
+  bool reuse = std::uncaught_exceptions() == 0;
   if (reuse) {
     try {
       reuse = knob_bool(Knob::MK_SIGNAL_REUSE);

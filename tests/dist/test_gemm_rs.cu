@@ -132,7 +132,6 @@ TEST_F(GemmRsTest, HundredBackToBackCallsWithChangingInputs) {
 // A plan made after another was destroyed takes its signal words (first fit, Communicator::release_signals)
 // and must start from zeroed counts: the first plan's 40 calls left each of its words at 40 times its adds per
 // call, and with those the second plan's first calls would pass their waits before the peers' tiles arrived.
-// Across nodes the words are kept instead (SignalLease::keep_for_life): the second plan takes new ones.
 TEST_F(GemmRsTest, APlanOnAClosedPlansSignalsStartsFromZero) {
   if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
   const int me = comm().rank();
@@ -147,11 +146,9 @@ TEST_F(GemmRsTest, APlanOnAClosedPlansSignalsStartsFromZero) {
     for (int i = 0; i < 40; ++i) first.run(a.p, b.p, out.p, nullptr);
     CK(cudaDeviceSynchronize());
   }
-  const bool reuse = !across_nodes();
-  EXPECT_EQ(comm().signals_in_use(), reuse ? held0 : held) << (reuse ? "the destroyed plan kept its signals"
-                                                                     : "a plan across nodes gave its signals back");
+  EXPECT_EQ(comm().signals_in_use(), held0) << "the destroyed plan kept its signals";
   GemmRs second(comm(), m, n, k);
-  EXPECT_EQ(comm().signals_in_use(), reuse ? held : 2 * held - held0) << "the second plan's words";
+  EXPECT_EQ(comm().signals_in_use(), held) << "the second plan did not take the same number of words";
   for (int call = 0; call < 3; ++call) run_checked(second, a, b, out, m, n, k, 2000 + call, "reused signals");
   comm().barrier();
 }

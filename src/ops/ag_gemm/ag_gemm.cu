@@ -113,7 +113,6 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
   plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
   plain_swizzle_ = opt.swizzle;
   const int64_t chunks = int64_t(t.world) * (m_local / rows_per_chunk_);
-  if (t.num_nodes > 1) signals_.keep_for_life();  // (SignalLease: a late network signal may still land)
   sig_entry_ = signals_.take(comm, t.world);
   sig_arrival_ = signals_.take(comm, static_cast<int>(chunks));
   // Every rank must make the same plan, with the same signal slots (ranks

@@ -108,7 +108,6 @@ inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_
     fail(op, ": swizzle must be 0 or divide the ", share_blocks, " row-blocks of a share (got ", swizzle_opt, ")");
   p.swizzle = swizzle_opt ? swizzle_opt : rs_swizzle(share_blocks, rs_swizzle_cap(t.num_nodes, share_blocks));
   const rs::Layout lay{t.num_nodes, t.local_size};
-  if (t.num_nodes > 1) p.signals.keep_for_life();  // (SignalLease: a late network signal may still land)
   p.sig_entry = p.signals.take(comm, t.world);
   p.sig_local = p.signals.take(comm, static_cast<int>(std::max(1, lay.local_sources()) * total_blocks));
   p.sig_net = p.signals.take(comm, static_cast<int>(std::max(1, lay.net_sources()) * total_blocks));

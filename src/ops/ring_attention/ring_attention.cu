@@ -102,7 +102,6 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
   const int64_t chunks = batch * kv_heads_;
   if (world * chunks >= (int64_t(1) << 30))
     fail("RingAttention: world x batch x kv_heads (", world * chunks, ") needs too many arrival signals");
-  if (t.num_nodes > 1) signals_.keep_for_life();  // (SignalLease: a late network signal may still land)
   sig_entry_ = signals_.take(comm, t.world);
   sig_arrival_ = signals_.take(comm, static_cast<int>(world * chunks));
   tp::check_same_plan(comm.bootstrap().allgather(cat(batch, "x", s_local, "x", heads, "x", kv_heads_, "x", head_dim,
