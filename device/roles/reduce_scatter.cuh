@@ -20,7 +20,9 @@
 //
 // NOTES:
 // - Buffer reuse without host synchronisation: every rank signals "entered
-//   call e" to every rank at start; a writer waits for that before its first
+//   call e" at start (the fused run(): to every rank; the standalone path:
+//   to its node peers and its rail peers, the only ones it waits for:
+//   rs_announce); a writer waits for that before its first
 //   write into d's buffers or its send slot for d (the GEMM consumers' start
 //   signals; a push item before its destination; a reduce item before a
 //   send). d entered call e => d's previous call ended, so every write of

@@ -273,11 +273,9 @@ void SignalLease::reset() noexcept {
     runs_.clear();
     return;
   }
-  bool released = false;
   for (auto it = runs_.rbegin(); it != runs_.rend(); ++it) {
     try {
       comm_->release_signals(it->first, it->second);
-      released = true;
     } catch (const std::exception& e) {
       log(LogLevel::Warn, cat("signals [", it->first, ", ", it->first + it->second,
                               ") stay reserved (not reusable): ", e.what()));
@@ -286,13 +284,13 @@ void SignalLease::reset() noexcept {
   runs_.clear();
   // Every rank zeroed its words before any rank may reserve them again and a
   // peer write into them (plans also check their indices collectively after
-  // reserving; this covers direct users of reserve_signals too).
-  if (released) {
-    try {
-      comm_->barrier();
-    } catch (const std::exception& e) {
-      log(LogLevel::Warn, cat("released signals: the barrier after zeroing failed: ", e.what()));
-    }
+  // reserving; this covers direct users of reserve_signals too). Passed
+  // whenever reuse was decided, whether or not each release worked, so that
+  // every rank passes as many barriers.
+  try {
+    comm_->barrier();
+  } catch (const std::exception& e) {
+    log(LogLevel::Warn, cat("released signals: the barrier after zeroing failed: ", e.what()));
   }
 }
 

@@ -132,18 +132,22 @@ TEST_F(GemmRsTest, HundredBackToBackCallsWithChangingInputs) {
 // A plan made after another was destroyed takes its signal words (first fit, Communicator::release_signals)
 // and must start from zeroed counts: the first plan's 40 calls left each of its words at 40 times its adds per
 // call, and with those the second plan's first calls would pass their waits before the peers' tiles arrived.
+// The first plan's last calls are standalone reduce-scatters, whose entry signals across nodes go to rail peers
+// only (rs_announce): a signal no kernel waited for could land in a reused word after the plan was destroyed.
 TEST_F(GemmRsTest, APlanOnAClosedPlansSignalsStartsFromZero) {
   if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
   const int me = comm().rank();
   const int64_t m = rows_for_world(512), n = 256, k = 256, rows = m / comm().world();
   const int held0 = comm().signals_in_use();
   int held = 0;
-  Buf a(m * k * 2), b(n * k * 2), out(rows * n * 2);
+  Buf a(m * k * 2), b(n * k * 2), out(rows * n * 2), x(m * n * 2);
   random_bf16(b.p, n * k, seed_b(me));
+  random_bf16(x.p, m * n, seed_b(me) + 1);
   {
     GemmRs first(comm(), m, n, k);
     held = comm().signals_in_use();
     for (int i = 0; i < 40; ++i) first.run(a.p, b.p, out.p, nullptr);
+    for (int i = 0; i < 5; ++i) first.reduce_scatter(x.p, out.p, nullptr);
     CK(cudaDeviceSynchronize());
   }
   EXPECT_EQ(comm().signals_in_use(), held0) << "the destroyed plan kept its signals";
