@@ -5,6 +5,7 @@ C ABI with ctypes, so one build serves any Python >= 3.10 and any torch.
 """
 import ctypes
 import os
+import sys
 from pathlib import Path
 
 ABI_VERSION = 1
@@ -13,6 +14,17 @@ MAX_LOCAL_RANKS = 8
 
 class MkernelError(RuntimeError):
     """An error reported by libmkernel (its message names what failed)."""
+
+
+def outside_stacklevel():
+    """The stacklevel for a warnings.warn made by this function's caller that names the first frame outside
+    mkernel and torch (the user's line), however many of their frames (dispatcher, autograd) lie between."""
+    f = sys._getframe(1)  # the caller: stacklevel 1
+    level = 1
+    while f is not None and f.f_globals.get("__name__", "").partition(".")[0] in ("mkernel", "torch"):
+        f = f.f_back
+        level += 1
+    return level
 
 
 def _candidates():

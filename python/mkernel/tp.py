@@ -30,7 +30,7 @@ import warnings
 
 import torch
 
-from ._lib import MkernelError, check, lib
+from ._lib import MkernelError, check, lib, outside_stacklevel
 from ._ops_c import _need
 from ._tp_meta import (_COMMS, register, lookup, world, ag_gemm_shapes, gemm_rs_shape, all_gather_shape,
                        reduce_scatter_shape)
@@ -167,7 +167,8 @@ def _plan(cls, key, *shape):
                 warnings.warn(f"mkernel: {n} op plans are cached for this communicator, one per distinct shape, "
                               "each holding device memory sized by its shape until mkernel.close_plans(comm) "
                               "(collective: every rank at the same point) frees them; call it when shapes change "
-                              "for good, or pad inputs to fewer shapes", RuntimeWarning, stacklevel=3)
+                              "for good, or pad inputs to fewer shapes", RuntimeWarning,
+                              stacklevel=outside_stacklevel())
     return p
 
 

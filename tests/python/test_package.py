@@ -467,3 +467,17 @@ def test_attention_fakes_give_shapes_and_reject_bad_ones(torch_attn, op):
     for pattern, args in bad.items():
         with pytest.raises(mkernel.MkernelError, match=pattern):
             fn(*args, *extra, False, 0.0)
+
+
+def test_warnings_name_the_first_caller_outside_the_package():
+    """mkernel's warnings (e.g. the plan-cache one in mkernel.tp) point at the user's line, not at the library's
+    frames between (mkernel._lib.outside_stacklevel)."""
+    import warnings
+    from mkernel._lib import outside_stacklevel
+    g = {"__name__": "mkernel._fake", "outside_stacklevel": outside_stacklevel, "warnings": warnings}
+    exec("def inner():\n    warnings.warn('x', RuntimeWarning, stacklevel=outside_stacklevel())\n"
+         "def outer():\n    inner()\n", g)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        g["outer"]()
+    assert len(caught) == 1 and caught[0].filename == __file__, [(w.filename, w.lineno) for w in caught]
