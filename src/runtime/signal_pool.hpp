@@ -69,16 +69,18 @@ class SignalPool {
         free_.erase(prev);
       }
     }
-    in_use_ -= n;
     if (b + len == top_)
       top_ = b;
     else
       free_.emplace(b, len);
   }
 
-  int capacity() const { return cap_; }
-  int high_water() const { return top_; }   // words [0, high_water()) were handed out at least once
-  int in_use() const { return in_use_; }    // words held now
+  int high_water() const { return top_; }  // words [0, high_water()) were handed out at least once
+  int in_use() const {                     // words held now
+    int n = 0;
+    for (const auto& [b, len] : held_) n += len;
+    return n;
+  }
   int free_runs() const { return static_cast<int>(free_.size()); }
   // The longest run reserve() could hand out now.
   int largest_free() const {
@@ -90,13 +92,11 @@ class SignalPool {
  private:
   int hand_out(int base, int n) {
     held_.emplace(base, n);
-    in_use_ += n;
     return base;
   }
 
   int cap_;
   int top_ = 0;     // high-water mark: every word at or above it is free
-  int in_use_ = 0;
   std::map<int, int> free_;  // released runs below top_: base -> length; disjoint, never adjacent
   std::map<int, int> held_;  // runs handed out and not released: base -> length
 };

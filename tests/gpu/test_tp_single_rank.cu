@@ -16,6 +16,7 @@
 #include "mkernel/mkernel.hpp"
 #include "mkernel/tp.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
+#include "tests/dist/tp_test_util.hpp"  // error_of
 #include "tests/gpu/gemm_test_util.cuh"
 #include "tests/test_comm.hpp"
 #include "tests/test_env.hpp"
@@ -312,24 +313,16 @@ TEST_F(TpPlanSignals, BadReleasesAndAFullPoolAreReported) {
   const int held0 = comm().signals_in_use();
   const int pool = comm().device_ctx().num_signals;
   const int base = comm().reserve_signals(8);
-  auto message = [](const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      return std::string(e.what());
-    }
-    return std::string("(no error)");
-  };
-  EXPECT_NE(message([&] { comm().release_signals(pool - 4, 8); }).find("not a run held now"), std::string::npos);
-  EXPECT_NE(message([&] { comm().reserve_signals(pool); }).find("no run of"), std::string::npos);
-  EXPECT_NE(message([&] { comm().reserve_signals(0); }).find("at least 1"), std::string::npos);
+  EXPECT_NE(error_of([&] { comm().release_signals(pool - 4, 8); }).find("not a run held now"), std::string::npos);
+  EXPECT_NE(error_of([&] { comm().reserve_signals(pool); }).find("no run of"), std::string::npos);
+  EXPECT_NE(error_of([&] { comm().reserve_signals(0); }).find("at least 1"), std::string::npos);
   EXPECT_EQ(comm().signals_in_use(), held0 + 8);
   comm().release_signals(base, 8);
-  EXPECT_NE(message([&] { comm().release_signals(base, 8); }).find("not a run held now"), std::string::npos) << "twice";
+  EXPECT_NE(error_of([&] { comm().release_signals(base, 8); }).find("not a run held now"), std::string::npos) << "twice";
   EXPECT_EQ(comm().signals_in_use(), held0);
   EXPECT_EQ(comm().reserve_signals(8), base) << "first fit: the run just given back";
   comm().release_signals(base, 8);
-  EXPECT_NE(message([&] { comm().release_signals(base, 4); }).find("not a run held now"), std::string::npos);
+  EXPECT_NE(error_of([&] { comm().release_signals(base, 4); }).find("not a run held now"), std::string::npos);
 }
 
 // MK_SIGNAL_REUSE=0: a destroyed plan keeps its words (the behaviour before 2026-12-04).
