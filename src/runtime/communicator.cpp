@@ -12,6 +12,7 @@
 #include "mkernel/knobs.hpp"
 #include "mkernel/network.hpp"
 #include "src/runtime/cuda_driver.hpp"
+#include "src/runtime/device_support.hpp"
 #include "src/runtime/signal_pool.hpp"
 #include "src/runtime/symmetric_heap.hpp"
 
@@ -26,6 +27,7 @@ struct PeerInfo {
   char pci[32];
   int32_t pid;
   int32_t device;
+  int32_t cc;  // compute capability, 10 * major + minor
 };
 
 std::string format_diag(const WaitDiag& d) {
@@ -124,6 +126,7 @@ void Communicator::init(int device, int launcher_local_rank) {
   MK_CUDA_CHECK(cudaDeviceGetPCIBusId(me.pci, sizeof(me.pci), device_));
   me.pid = getpid();
   me.device = device_;
+  me.cc = compute_capability(device_);
   auto all = bs_->allgather(std::string(reinterpret_cast<const char*>(&me), sizeof(me)));
   std::vector<PeerInfo> infos(world);
   std::vector<std::string> hosts(world);
@@ -131,6 +134,14 @@ void Communicator::init(int device, int launcher_local_rank) {
     std::memcpy(&infos[r], all[r].data(), sizeof(PeerInfo));
     hosts[r] = infos[r].host;
   }
+  // Every rank names every GPU the kernels cannot run on, before anything is
+  // allocated (one rank failing alone would leave the others to time out).
+  for (int r = 0; r < world; ++r) {
+    const std::string why = unsupported_gpu_reason(infos[r].cc / 10, infos[r].cc % 10);
+    if (!why.empty())
+      fail("rank ", r, " (host ", infos[r].host, ", GPU ", infos[r].device, " at ", infos[r].pci, ") has ", why);
+  }
+  check_device_supported(device_, "");  // (cached for the ops' checks)
   const bool share_gpus = knob_bool(Knob::MK_SHARE_GPUS);
   for (int a = 0; a < world && !share_gpus; ++a)
     for (int b = a + 1; b < world; ++b)

@@ -13,6 +13,7 @@
 #include "mkernel/gemm.hpp"
 #include "mkernel/knobs.hpp"
 #include "src/runtime/cuda_driver.hpp"
+#include "src/runtime/device_support.hpp"
 
 namespace mk::gemm {
 
@@ -111,7 +112,8 @@ int num_sms() {
   int dev = 0;
   MK_CUDA_CHECK(cudaGetDevice(&dev));
   thread_local int cached_dev = -1, cached_sms = 0;
-  if (dev != cached_dev) {
+  if (dev != cached_dev) {  // every op's launch asks: a GPU that cannot run the kernels gets its error here
+    check_device_supported(dev, "");
     MK_CUDA_CHECK(cudaDeviceGetAttribute(&cached_sms, cudaDevAttrMultiProcessorCount, dev));
     cached_dev = dev;
   }

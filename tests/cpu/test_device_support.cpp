@@ -1,0 +1,25 @@
+// Which GPUs mkernel's kernels run on (src/runtime/device_support.hpp): the
+// message a user on another GPU gets before anything is allocated.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "src/runtime/device_support.hpp"
+
+namespace {
+
+TEST(DeviceSupport, HopperRunsTheKernels) { EXPECT_EQ(mk::unsupported_gpu_reason(9, 0), ""); }
+
+TEST(DeviceSupport, OtherGpusAreNamedWithWhy) {
+  // Ampere, Ada, Blackwell (data centre and consumer), and a later Hopper-numbered part.
+  for (auto [major, minor] : {std::pair{8, 0}, {8, 9}, {10, 0}, {12, 0}, {9, 1}}) {
+    const std::string why = mk::unsupported_gpu_reason(major, minor);
+    EXPECT_NE(why.find("compute capability " + std::to_string(major) + "." + std::to_string(minor)),
+              std::string::npos)
+        << why;
+    EXPECT_NE(why.find("sm_90a only"), std::string::npos) << why;
+    EXPECT_NE(why.find("H100"), std::string::npos) << why;
+  }
+}
+
+}  // namespace
