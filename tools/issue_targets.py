@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""The open issues' benchmark targets, checked against benchmark reports.
+
+    python3 tools/issue_targets.py [--strict] PATH [PATH ...]
+
+PATH: report files or folders of them (e.g. the OUT of tools/issue_bench.sh). Read, newest of each kind and
+configuration (by the UTC stamp in the name) unless --all:
+  mkbench-*.json          (mkbench ag_gemm gemm_rs gemm_ar; 1x2 and 2x1)  issues [tp-ag-rs], [tp-ar]
+  torch-tp-*.md           (bench/torch_tp_bench.py; 1x2)                   the PyTorch fused-op targets
+  torch-ring-attn-*.md    (bench/torch_ring_attn_bench.py; 1x2, 2x1)      issue [ring-attn]
+  attention-*.md          (bench/attention_bench.py; one GPU)             the ring-attn engine target
+Prints one markdown table per issue: each target, where it was checked, and every row that missed it.
+Ratios are recomputed from the reports' milliseconds (their printed ratios are rounded to 2 digits).
+Exit status: 0; with --strict, 1 when a target was missed or a report the issues need is absent.
+The targets are the issues' texts (`issues show 5` / 6 / 7); a report only supplies the numbers.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+STAMP = re.compile(r"(\d{8}T\d{4,6}Z)")
+
+
+def stamp_of(path):
+    m = STAMP.search(os.path.basename(path))
+    return m.group(1) if m else ""
+
+
+def num(cell):
+    """First number in a cell ('0.343', '1.29x', '0.061 / 0.069' -> 0.061); None if there is none."""
+    m = re.search(r"-?\d+(?:\.\d+)?", cell)
+    return float(m.group(0)) if m else None
+
+
+def md_tables(text):
+    """Markdown tables of a report: (section heading, [dict per row]) in order."""
+    out, heading, header, rows = [], "", None, []
+    for line in text.splitlines() + [""]:
+        if line.startswith("#"):
+            heading = line.lstrip("#").strip()
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if header is None:
+                header = cells
+            elif not all(set(c) <= set("-: ") for c in cells):
+                rows.append(dict(zip(header, cells)))
+            continue
+        if header is not None:
+            out.append((heading, rows))
+            header, rows = None, []
+    return out
+
+
+class Checks:
+    """Target -> where checked, rows seen, rows missed."""
+
+    def __init__(self):
+        self.items = {}  # (issue, target, where) -> [seen, [missed descriptions]]
+
+    def add(self, issue, target, where, ok, what):
+        e = self.items.setdefault((issue, target, where), [0, []])
+        e[0] += 1
+        if not ok:
+            e[1].append(what)
+
+    def need(self, issue, target, where):
+        self.items.setdefault((issue, target, where), [0, []])
+
+
+def check_mkbench(path, c):
+    d = json.load(open(path))
+    cfg = d["meta"].get("config", "?")
+    short = cfg.split()[0]  # "1x2 NVLink" -> "1x2"
+    for t in d["tables"]:
+        title = t["title"]
+        op = ("AG+GEMM" if title.startswith("AllGather + GEMM") else "GEMM+RS" if title.startswith("GEMM + ReduceScatter")
+              else "GEMM+AR" if title.startswith("GEMM + AllReduce") else None)
+        if op is None:
+            continue
+        issue = "6 [tp-ar]" if op == "GEMM+AR" else "5 [tp-ag-rs]"
+        cols = t["columns"]
+        serial_col = cols.index("serial ms")
+        overlap_col = next(i for i, n in enumerate(cols) if "overlap" in n and n.endswith("ms"))
+        mk_col, eta_col = cols.index("mkernel ms"), cols.index("eta")
+        where = f"{op} {short} (`{os.path.basename(path)}`)"
+        for r in t["rows"]:
+            m = int(r[0])
+            best = min(num(r[serial_col]), num(r[overlap_col]))
+            mk = num(r[mk_col])
+            ratio = best / mk
+            c.add(issue, "never slower than the best baseline (serial, 2-stream overlap)", where, ratio >= 1.0,
+                  f"M={m}: {ratio:.3f}x")
+            if m >= 4096:
+                eta = num(r[eta_col])
+                c.add(issue, "eta >= 0.90 at M >= 4096", where, eta >= 0.90, f"M={m}: eta {eta:.2f}")
+            if op == "GEMM+AR":
+                ideal = num(r[cols.index("ideal speedup (T_gemm + T_comm) / max")])
+                got = num(r[serial_col]) / mk
+                c.add(issue, "speedup over serial >= 0.9 of the ideal (T_gemm+T_comm)/max", where,
+                      got >= 0.9 * ideal, f"M={m}: {got:.3f}x of ideal {ideal:.2f}x ({got / ideal:.2f})")
+
+
+def check_torch_tp(path, c):
+    for heading, rows in md_tables(open(path).read()):
+        op = heading.split()[0] if heading else ""
+        if op not in ("AG+GEMM", "GEMM+RS", "GEMM+AR"):
+            continue
+        for r in rows:
+            if op == "GEMM+AR":
+                torch_ms = min(num(r["torch symm 1-shot ms"]), num(r["torch symm 2-shot ms"]))
+                issue, target = "6 [tp-ar]", "not slower than PyTorch's symmetric-memory all-reduce after cuBLAS"
+                ok = lambda x: x >= 1.0
+            else:
+                torch_ms = num(r["torch fused ms"])
+                issue, target = "5 [tp-ag-rs]", "faster than PyTorch's fused op at every M"
+                ok = lambda x: x > 1.0
+            ratio = torch_ms / num(r["mkernel ms"])
+            c.add(issue, target, f"{op} {r['config']} (`{os.path.basename(path)}`)", ok(ratio),
+                  f"M={r['M']}: {ratio:.3f}x")
+
+
+def check_ring(path, c):
+    issue = "7 [ring-attn]"
+    for _, rows in md_tables(open(path).read()):
+        for r in rows:
+            if "mkernel ms" not in r or "best baseline" not in r:
+                continue
+            m = re.search(r"\(([\d.]+) ms\)", r["best baseline"])
+            best = float(m.group(1)) if m else None
+            mk = num(r["mkernel ms"])
+            cfg = r["config"].split()[0]
+            where = f"ring attention {cfg} (`{os.path.basename(path)}`)"
+            desc = f"B={r['B']} Hkv={r['Hkv']} S_local={r['S_local']} causal={r['causal']}"
+            if best is not None and mk:
+                ratio = best / mk
+                c.add(issue, "never slower than the best baseline", where, ratio >= 1.0, f"{desc}: {ratio:.3f}x")
+            if int(r["S_local"]) >= 8192:
+                eta = num(r["eta mkernel"])
+                c.add(issue, "eta >= 0.9 at S_local >= 8k", where, eta >= 0.9, f"{desc}: eta {eta:.2f}")
+
+
+def check_attention(path, c):
+    for _, rows in md_tables(open(path).read()):
+        for r in rows:
+            if "mkernel ms" not in r or "torch flash ms" not in r or r.get("D") != "128":
+                continue
+            ratio = num(r["torch flash ms"]) / num(r["mkernel ms"])
+            desc = f"B={r['B']} S={r['S']} Hkv={r['Hkv']} causal={r['causal']}"
+            c.add("7 [ring-attn]", "one-GPU engine at least as fast as SDPA's flash backend",
+                  f"attention, one GPU (`{os.path.basename(path)}`)", ratio >= 1.0, f"{desc}: {ratio:.3f}x")
+
+
+KINDS = [("mkbench-", ".json", check_mkbench), ("torch-tp-", ".md", check_torch_tp),
+         ("torch-ring-attn-", ".md", check_ring), ("attention-", ".md", check_attention)]
+
+
+def kind_of(path):
+    b = os.path.basename(path)
+    for k in KINDS:
+        if b.startswith(k[0]) and b.endswith(k[1]) and STAMP.search(b):
+            return k
+    return None
+
+
+def config_key(path):
+    """What a newer report of the same kind replaces: mkbench by its config, the ring bench by its layout."""
+    b = os.path.basename(path)
+    if b.startswith("mkbench-"):
+        try:
+            return json.load(open(path))["meta"].get("config", "")
+        except (OSError, ValueError, KeyError):
+            return ""
+    if b.startswith("torch-ring-attn-"):
+        for _, rows in md_tables(open(path).read()):
+            for r in rows:
+                if "config" in r:
+                    return r["config"].split()[0]
+    return ""
+
+
+def select(paths, newest_only):
+    files = []
+    for p in paths:
+        if os.path.isdir(p):
+            files += [os.path.join(p, f) for f in sorted(os.listdir(p))]
+        else:
+            files.append(p)
+    files = [f for f in files if kind_of(f)]
+    if not newest_only:
+        return files
+    newest = {}
+    for f in files:
+        key = (kind_of(f)[0], config_key(f))
+        if key not in newest or stamp_of(f) > stamp_of(newest[key]):
+            newest[key] = f
+    return sorted(newest.values())
+
+
+def report(c, out=None):
+    out = out or sys.stdout
+    missed_any = False
+    for issue in sorted({k[0] for k in c.items}):
+        out.write(f"\n## Issue {issue}\n\n| target | where | rows | missed |\n|---|---|---|---|\n")
+        for (iss, target, where), (seen, missed) in c.items.items():
+            if iss != issue:
+                continue
+            if seen == 0:
+                verdict = "NO REPORT"
+                missed_any = True
+            elif missed:
+                verdict = f"{len(missed)}: " + "; ".join(missed)
+                missed_any = True
+            else:
+                verdict = "none (met)"
+            out.write(f"| {target} | {where} | {seen} | {verdict} |\n")
+    return missed_any
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("paths", nargs="+")
+    ap.add_argument("--all", action="store_true", help="every report found, not only the newest of each kind")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed or unreported")
+    a = ap.parse_args(argv)
+    files = select(a.paths, not a.all)
+    c = Checks()
+    for f in files:
+        kind_of(f)[2](f, c)
+    # What the issues need on two GPUs, reported as absent when no report supplied it.
+    for op, issue in (("AG+GEMM", "5 [tp-ag-rs]"), ("GEMM+RS", "5 [tp-ag-rs]"), ("GEMM+AR", "6 [tp-ar]")):
+        for cfg in ("1x2", "2x1"):
+            if not any(k[0] == issue and k[2].startswith(f"{op} {cfg} (") for k in c.items):
+                c.need(issue, "(benchmark report)", f"{op} {cfg}: no mkbench report")
+    for cfg in ("1x2", "2x1"):
+        if not any(k[0] == "7 [ring-attn]" and k[2].startswith(f"ring attention {cfg} ") for k in c.items):
+            c.need("7 [ring-attn]", "(benchmark report)", f"ring attention {cfg}: no torch-ring-attn report")
+    print("Reports read:\n" + "".join(f"- `{f}`\n" for f in files))
+    missed = report(c)
+    return 1 if (missed and a.strict) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
