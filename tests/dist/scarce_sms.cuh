@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -26,9 +27,11 @@ namespace mkt {
 // held up finishes after it and fails the check rather than a wait.
 constexpr uint64_t kHoldNs = 2'000'000'000ull;
 
-// One CTA per SM (the whole shared memory): announces itself, then CTA 0
-// scans out until no element holds kPoison and tells the others; every CTA
-// leaves then, or after limit_ns.
+// One CTA per SM (the whole shared memory): announces itself (its own word
+// of `resident`, host-mapped: a plain store, as system-scope atomics on host
+// memory are not supported here and compute-sanitizer rejects them), then
+// CTA 0 scans out until no element holds kPoison and tells the others; every
+// CTA leaves then, or after limit_ns.
 static __global__ void hold_sms(const uint16_t* out, int64_t elems, unsigned* resident, int* flags,
                                 uint64_t limit_ns) {
   auto now = [] {
@@ -38,7 +41,7 @@ static __global__ void hold_sms(const uint16_t* out, int64_t elems, unsigned* re
   };
   const uint64_t t0 = now();
   if (threadIdx.x == 0) {
-    atomicAdd_system(resident, 1u);
+    static_cast<volatile unsigned*>(resident)[blockIdx.x] = 1u;
     __threadfence_system();
   }
   volatile int* done = flags;
@@ -98,8 +101,8 @@ std::string finishes_on_free_sms(const void* out, int64_t elems, int free_sms, O
   int*& flags = own.flags;
   cudaStream_t& hs = own.hs;
   cudaStream_t& os = own.os;
-  ck(cudaHostAlloc(&resident, sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc");
-  *resident = 0;
+  ck(cudaHostAlloc(&resident, size_t(held) * sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc");
+  std::memset(resident, 0, size_t(held) * sizeof(unsigned));
   ck(cudaMalloc(&flags, 2 * sizeof(int)), "cudaMalloc");
   ck(cudaMemset(flags, 0, 2 * sizeof(int)), "cudaMemset");
   ck(cudaStreamCreateWithFlags(&hs, cudaStreamNonBlocking), "stream");
@@ -108,10 +111,15 @@ std::string finishes_on_free_sms(const void* out, int64_t elems, int free_sms, O
   hold_sms<<<held, 32, optin, hs>>>(static_cast<const uint16_t*>(out), elems, resident, flags, kHoldNs);
   ck(cudaGetLastError(), "hold_sms launch");
   std::string why;
+  auto count = [&] {
+    unsigned n = 0;
+    for (int b = 0; b < held; ++b) n += static_cast<volatile unsigned*>(resident)[b];
+    return n;
+  };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (*static_cast<volatile unsigned*>(resident) < unsigned(held) && std::chrono::steady_clock::now() < deadline)
+  while (count() < unsigned(held) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::microseconds(50));
-  const unsigned got = *static_cast<volatile unsigned*>(resident);
+  const unsigned got = count();
   if (got < unsigned(held))
     why = "the holder got " + std::to_string(got) + " of " + std::to_string(held) + " SMs within 1 s";
   op(os);

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The device code under NVIDIA compute-sanitizer, from an existing build (build/bin + build/lib carried to
+# a GPU machine): each step one bounded run, its log under OUT, a line saying how it ended.
+#   tools/sanitize_gpu.sh TOOL [OUT] [PART...]
+# TOOL: memcheck | racecheck | synccheck | initcheck. PART (default: all that fit one GPU):
+#   gpu     mk_gpu_tests: the GEMM engine (standalone, hooks, owner reduce, split tiles, grouped), the TP
+#           plans on one rank, signals, peer copies, delivery agents
+#   attn    the attention engine from Python (tests/python/gpu/test_attention_gpu.py: ragged lengths, GQA,
+#           causal, D 64 and 128)
+#   dist    the fused TP ops on 2 ranks (sharing the GPU when there is one): AgGemm, GemmRs, GemmAr across
+#           shapes and their standalone collectives, 1x2 (NVLink / one node)
+#   emu     the same over 2 emulated nodes (MK_RANKS_PER_NODE=1: emu network, delivery agents)
+# SANITIZE_DIST_FILTER (a gtest filter) replaces the dist and emu parts' list of tests.
+# Not run: the tests that end a kernel on purpose (timeouts, aborts, starved roles: *Child*, TimedOut,
+# Abort, Host*), whose trap the tool reports as an error; DeliveryAgent.FabricStaging*, whose kernel waits
+# for a host thread's CUDA copies, which the tool holds back while a kernel runs (it hung there, 2026-12-04). Waits are bounded by MK_TIMEOUT_MS=600000 (the
+# tool slows kernels down by 10-100x). Exit 1 when a step fails or the tool reports an error.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+tool=${1:-}
+case "$tool" in
+  memcheck | racecheck | synccheck | initcheck) ;;
+  *) sed -n 2,16p "$0"; exit 2 ;;
+esac
+out=${2:-bench/results/sanitize}
+shift $(( $# < 2 ? $# : 2 ))
+parts=" ${*:-gpu attn dist emu} "
+mkdir -p "$out"
+source tools/gpu_env.sh
+command -v compute-sanitizer > /dev/null || { echo "sanitize_gpu.sh: compute-sanitizer not found"; exit 2; }
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+[ "${ngpu:-0}" -ge 1 ] || { echo "sanitize_gpu.sh: no GPU"; exit 77; }
+share=; [ "${ngpu:-0}" -eq 1 ] && share="MK_SHARE_GPUS=1"
+export MK_TIMEOUT_MS=600000 MK_NET_TIMEOUT_MS=600000
+cs=(compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 40)
+[ "$tool" = memcheck ] && cs+=(--leak-check no)
+# cuBLAS's kernels (nvjet_*, the tests' reference) are not ours: racecheck reports hazards in every one of them
+# (2026-12-04, bench/results/compute-sanitizer-20261204.md), which would crowd out our kernels' reports.
+[ "$tool" = racecheck ] && cs+=(--kernel-name-exclude kns=nvjet)
+rc=0
+step() {  # step SECONDS LOG command... (SANITIZE_STEP_S, when set, bounds every step instead)
+  local s=${SANITIZE_STEP_S:-$1} log=$2 t0=$SECONDS
+  shift 2
+  timeout -k 5 "$s" "$@" > "$out/$log" 2>&1
+  local r=$?
+  local errs
+  errs=$(grep -v 'ERROR SUMMARY' "$out/$log" | grep -c '^========= [A-Z].*\(Invalid\|Race\|Barrier\|Uninitialized\|Error\|error\)')
+  echo "=== rc=$r, ${errs} sanitizer error lines, $((SECONDS - t0)) s: $* (log: $out/$log)"
+  grep -m1 'ERROR SUMMARY' "$out/$log"
+  [ $r -eq 0 ] || rc=1
+}
+gpu_filter='Gemm.*:GemmHooks.*:TpSingleRank*:TpPlanSignals.*:DeliveryAgent.*:PeerCopy.*:CApiGpu.*'
+gpu_filter+=':Signals.SingleRank*:Signals.BackToBack*:Signals.AddFrom*:Signals.Satisfied*'
+gpu_filter+=':-DeliveryAgent.FabricStaging*'
+dist_filter='AgGemmTest.MatchesReferenceAcrossShapes:AgGemmTest.StandaloneAllGather'
+dist_filter+=':GemmRsTest.MatchesReferenceAcrossShapes:GemmRsTest.StandaloneReduceScatter'
+dist_filter+=':GemmArTest.MatchesReferenceAcrossShapes:GemmArTest.StandaloneAllReduce'
+dist_filter=${SANITIZE_DIST_FILTER:-$dist_filter}  # e.g. '*:-Dist.PingPong*': the whole tier
+want() { [[ "$parts" == *" $1 "* ]]; }
+want gpu && step 240 "$tool-gpu.log" "${cs[@]}" build/bin/mk_gpu_tests --gtest_filter="$gpu_filter"
+want attn && step 150 "$tool-attn.log" env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" \
+  "${cs[@]}" python3 -m pytest -q -p no:cacheprovider tests/python/gpu/test_attention_gpu.py -k "matches_sdpa"
+want dist && step 260 "$tool-dist-1x2.log" tools/mkrun -n 2 --timeout 255 env $share \
+  "${cs[@]}" build/bin/mk_dist_tests --gtest_filter="$dist_filter"
+want emu && step 220 "$tool-dist-2x1.log" tools/mkrun -n 2 --timeout 215 env $share MK_RANKS_PER_NODE=1 \
+  "${cs[@]}" build/bin/mk_dist_tests --gtest_filter="$dist_filter"
+exit $rc
