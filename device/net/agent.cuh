@@ -286,8 +286,8 @@ __device__ __forceinline__ void run_agent(const NetCtx& nc, const DeviceCtx& ctx
   if (threadIdx.x == 0) sh->poll = first || detail::agent_help_wanted(nc);
   __syncthreads();
   while (true) {
-    if (threadIdx.x < 32) {  // lane 0's read for the whole warp: thread 0 rewrites sh->poll below
-      if (__shfl_sync(0xffffffffu, sh->poll, 0)) detail::agent_claim(nc, sh, rr);
+    if (threadIdx.x < 32) {  // lane 0 alone reads it, for the whole warp: thread 0 rewrites sh->poll below
+      if (__shfl_sync(0xffffffffu, threadIdx.x == 0 ? sh->poll : 0, 0)) detail::agent_claim(nc, sh, rr);
       else if (threadIdx.x == 0) sh->n = 0;
     }
     if (threadIdx.x == 0 && sh->n > 0) {
