@@ -32,7 +32,7 @@ ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 [ "${ngpu:-0}" -ge 1 ] || { echo "sanitize_gpu.sh: no GPU"; exit 77; }
 share=; [ "${ngpu:-0}" -eq 1 ] && share="MK_SHARE_GPUS=1"
 export MK_TIMEOUT_MS=600000 MK_NET_TIMEOUT_MS=600000
-cs=(compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 40)
+cs=(compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 100)
 [ "$tool" = memcheck ] && cs+=(--leak-check no)
 # cuBLAS's kernels (nvjet_*, the tests' reference) are not ours: racecheck reports hazards in every one of them
 # (2026-12-04, bench/results/compute-sanitizer-20261204.md), which would crowd out our kernels' reports.
