@@ -143,9 +143,11 @@ bool FabricTransport::post_locked(const WriteReq& w) {
     return true;
   }
   if (start(idx) == -FI_EAGAIN) {
+    check_refusal(w);
     progress();
     return false;  // slot stays free: nothing was posted
   }
+  refused_since_ = {};
   free_reqs_.pop_back();
   q.in_use = true;
   return true;
@@ -457,6 +459,25 @@ void FabricTransport::progress() {
   if (n == -FI_EAVAIL) throw_cq_error();
   if (n < 0) fail("fabric: rank ", cfg_.rank, ": fi_cq_read failed: ", fi_api().err(static_cast<int>(n)));
   for (ssize_t i = 0; i < n; ++i) on_completion(static_cast<Op*>(e[i].op_context));
+}
+
+// A request the provider keeps refusing (-FI_EAGAIN at every retry: nothing
+// posted, so no outstanding request ages) is bounded by MK_NET_TIMEOUT_MS
+// too: with tcp;ofi_rxm a dead peer's connection can refuse every send
+// without ever reporting an error (cpu.fabric_dead_peer_3 hung 2 times in
+// 12 that way, 2026-12-04). The bound runs from the first refusal since the
+// last post the provider took.
+void FabricTransport::check_refusal(const WriteReq& w) {
+  const auto now = std::chrono::steady_clock::now();
+  if (refused_since_ == std::chrono::steady_clock::time_point{}) {
+    refused_since_ = now;
+    return;
+  }
+  if (now - refused_since_ <= std::chrono::milliseconds(timeout_ms_)) return;
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - refused_since_).count();
+  fail("fabric: rank ", cfg_.rank, ": write to rank ", w.peer, " (cookie ", w.cookie, ", ", w.bytes,
+       " bytes) refused by the provider (", prov_name_, ": no room to post) at every retry for ", ms,
+       " ms (MK_NET_TIMEOUT_MS=", timeout_ms_, "): rank ", w.peer, " dead, unreachable or not polling?");
 }
 
 // NOTES: a dead peer may never produce an error completion (RDM providers

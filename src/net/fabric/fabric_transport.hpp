@@ -196,6 +196,7 @@ class FabricTransport final : public Transport {
   void apply_message(const CtlMsg& m);
   void post_recv(int i);
   void check_ages();
+  void check_refusal(const WriteReq& w);
   [[noreturn]] void throw_cq_error();
   uint64_t remote_addr(int peer, int region, uint64_t off) const;
   void finish(int idx);
@@ -251,6 +252,7 @@ class FabricTransport final : public Transport {
   std::vector<char> hello_from_;  // per rank
   std::deque<Completion> ready_;
   std::chrono::steady_clock::time_point last_age_check_;
+  std::chrono::steady_clock::time_point refused_since_;  // first refused post since the last one taken ({}: none)
   int scratch_recv_base_ = 0, scratch_hello_base_ = 0;
 };
 
