@@ -22,7 +22,7 @@ int compute_capability(int device) {
   return 10 * major + minor;
 }
 
-void check_device_supported(int device, const char* who) {
+void check_device_supported(int device) {
   // 0: not asked yet, 1: supported (unsupported devices are asked again: the call throws anyway).
   static std::atomic<unsigned char> ok[64];
   const bool cacheable = device >= 0 && device < 64;
@@ -32,7 +32,7 @@ void check_device_supported(int device, const char* who) {
   if (!why.empty()) {
     cudaDeviceProp prop{};
     const std::string name = cudaGetDeviceProperties(&prop, device) == cudaSuccess ? prop.name : "unknown";
-    fail(*who ? cat(who, ": ") : std::string(), "GPU ", device, " (", name, ") has ", why);
+    fail("GPU ", device, " (", name, ") has ", why);
   }
   if (cacheable) ok[device].store(1, std::memory_order_relaxed);
 }

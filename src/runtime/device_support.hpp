@@ -17,9 +17,8 @@ std::string unsupported_gpu_reason(int major, int minor);
 // The compute capability of `device` as 10 * major + minor.
 int compute_capability(int device);
 
-// Throws mk::Error naming `who` (may be ""), the device, its name and
-// capability unless `device` runs mkernel's kernels. The answer is cached
-// per device.
-void check_device_supported(int device, const char* who);
+// Throws mk::Error naming the device, its name and capability unless
+// `device` runs mkernel's kernels. The answer is cached per device.
+void check_device_supported(int device);
 
 }  // namespace mk
