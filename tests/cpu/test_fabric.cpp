@@ -517,7 +517,9 @@ TEST(FabricStaging, StuckStagingCopyIsReportedWithItsLikelyCause) {
     void signal(void*, SigOp, uint64_t) override {}
     bool drain() noexcept override { return true; }
   };
-  EnvGuard timeout{"MK_NET_TIMEOUT_MS", "200"};
+  // The bound covers the pair's connect too: 1 s, not less, so that connect also finishes under ThreadSanitizer
+  // (200 ms failed there: "no answer from rank 1 within 200 ms").
+  EnvGuard timeout{"MK_NET_TIMEOUT_MS", "1000"};
   Pair p({}, std::make_shared<StuckStage>(), nullptr);
   ASSERT_TRUE(p.t[0]->post(WriteReq{1, 1, 0, 0, 4096, SigOp::Add, 8, 1, 77}));
   std::string err;
