@@ -113,7 +113,7 @@ int num_sms() {
   MK_CUDA_CHECK(cudaGetDevice(&dev));
   thread_local int cached_dev = -1, cached_sms = 0;
   if (dev != cached_dev) {  // every op's launch asks: a GPU that cannot run the kernels gets its error here
-    check_device_supported(dev, "");
+    check_device_supported(dev);
     MK_CUDA_CHECK(cudaDeviceGetAttribute(&cached_sms, cudaDevAttrMultiProcessorCount, dev));
     cached_dev = dev;
   }
