@@ -193,7 +193,9 @@ struct Frees {
 // A shadow being retired (its region deregistered): the deliveries from it
 // that no agent took are dropped (no bytes, no signal, ever), copies out
 // into it are not; it is free at once when nothing touches it, else the ops
-// free it themselves once nothing may (no wait in retire).
+// free it themselves once nothing may (no wait in retire): at a later retire
+// or free_retired(), never in progress() (the proxy thread, while a kernel
+// may run: cudaFreeHost may wait for it).
 TEST(FabricStageAgent, RetiringOneShadowDropsItsDeliveriesAndFreesItOnceNothingTouchesIt) {
   HostRing r(16);
   Frees f;
@@ -221,9 +223,15 @@ TEST(FabricStageAgent, RetiringOneShadowDropsItsDeliveriesAndFreesItOnceNothingT
     HostAgent agent(r);
     ASSERT_TRUE(within(5, [&] {
       ops->progress();
-      return f.freed.size() == 2;
+      return ops->copied(0) && __atomic_load_n(&r.done[0], __ATOMIC_ACQUIRE) == 1;
     }));
   }
+  for (int i = 0; i < 20; ++i) ops->progress();
+  EXPECT_TRUE(f.freed.empty()) << "progress() frees nothing";
+  std::vector<unsigned char> shadow_c(64, 7);
+  ret = ops->retire(shadow_c.data(), shadow_c.size());
+  EXPECT_TRUE(ret.freeable && !ret.deferred) << "nothing touches shadow c";
+  EXPECT_EQ(f.freed.size(), 2u) << "the next retire freed the two deferred shadows";
   EXPECT_TRUE(f.has(shadow_a.data() + 100) && f.has(shadow_a.data() + 150));
   EXPECT_TRUE(ops->drain());
   EXPECT_EQ(gpu, std::vector<unsigned char>(256, 0)) << "the dropped delivery wrote nothing";
@@ -256,6 +264,7 @@ TEST(FabricStageAgent, RetiringWithoutAnAgentCutsEveryPendingDelivery) {
   HostAgent agent(r);
   ASSERT_TRUE(within(20, [&] {
     ops->progress();
+    ops->free_retired();  // (a deregistering thread)
     return __atomic_load_n(&sig_b, __ATOMIC_ACQUIRE) == 3 && f.has(shadow_a.data());
   }));
   EXPECT_TRUE(ops->drain());
@@ -282,6 +291,7 @@ TEST(FabricStageAgent, ACutDeliveryIsNotSaidToStall) {
     HostAgent agent(r);
     ASSERT_TRUE(within(5, [&] {
       ops->progress();
+      ops->free_retired();  // (a deregistering thread)
       return f.has(shadow.data());
     }));
   }
@@ -324,6 +334,7 @@ void retire_against_a_held_agent(int held_at) {
   go = true;
   ASSERT_TRUE(within(5, [&] {
     ops->progress();
+    ops->free_retired();  // (a deregistering thread)
     return f.has(shadow.data());
   }));
   const bool read_before = held_at == 1;
@@ -351,6 +362,7 @@ TEST(FabricStageAgent, RetireRacingAnAgentIsAllOrNothing) {
     ASSERT_TRUE(ret.freeable || ret.deferred) << "round " << k;
     ASSERT_TRUE(within(5, [&] {
       ops->progress();
+      ops->free_retired();  // (a deregistering thread)
       return ret.freeable || f.has(shadow.data());
     })) << "round " << k;
     const bool landed = gpu == want;

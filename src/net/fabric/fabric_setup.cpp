@@ -361,8 +361,9 @@ void FabricTransport::deregister_region(int id) {
   // No GPU copy may touch the shadow any more. Deliveries from it that no
   // kernel's agent made (data no kernel of this rank waited for) are dropped,
   // or a later kernel's agent would copy them into the region's former GPU
-  // memory. The shadow goes now, or (agents) once a copy an agent had begun
-  // is done, or (CUDA copies not done in time) at close.
+  // memory. The shadow goes now, or (agents) at a later deregistration or at
+  // close once a copy an agent had begun is done, or (CUDA copies not done in
+  // time) at close.
   StageOps::Retired ret;
   if (lr.shadow && stage_) ret = stage_->retire(lr.shadow, lr.r.bytes);
   if (ret.dropped)
@@ -411,6 +412,7 @@ void FabricTransport::close() {
     if (lr.shadow) stage_->free_host(lr.shadow), lr.shadow = nullptr;
   for (void* p : kept_shadows_) stage_->free_host(p);  // no kernel may run an agent after close
   kept_shadows_.clear();
+  if (stage_) stage_->free_retired();  // shadows retired earlier whose last copies are done
   staging_.clear();
   stage_.reset();
 }

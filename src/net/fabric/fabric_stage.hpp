@@ -91,7 +91,9 @@ class StageOps {
   // region and that no kernel of this rank waited for). Who frees the
   // shadow: the caller (free_host) when `freeable` (no copy touches it any
   // more), or these ops when `deferred` (once the copies that may still
-  // touch it are done: in progress(), else at their destruction); neither:
+  // touch it are done: at a later retire or free_retired(), else at their
+  // destruction; never in progress(), which runs on the proxy thread while
+  // a kernel may run, and cudaFreeHost may wait for that kernel); neither:
   // some copies were not made and the shadow must stay allocated until
   // close. By default (the CUDA ops, whose copies are queued on streams
   // already and cannot be dropped): drain(), bounded.
@@ -104,6 +106,9 @@ class StageOps {
     (void)host, (void)bytes;
     return {drain(), false, 0};
   }
+  // Frees the deferred shadows that nothing touches any more (retire does it
+  // too). Not for the proxy thread while kernels may run (see retire).
+  virtual void free_retired() noexcept {}
 };
 
 // CUDA streams on `cuda_device` (non-blocking, so that they never wait for a

@@ -58,6 +58,7 @@ class AgentStageOps final : public StageOps {
   // retired meanwhile go now.
   ~AgentStageOps() override {
     for (const Retiring& r : retiring_) free_host(r.host);
+    for (void* h : freeable_) free_host(h);
   }
 
   void* alloc_host(size_t bytes) override {
@@ -118,14 +119,27 @@ class AgentStageOps final : public StageOps {
         hosts_.pop_front();  // writes complete in post order
       }
     } while (n == 64);
+    // A retired shadow that nothing touches any more is not freed here: this
+    // is the proxy thread, while a kernel runs (its agent just completed the
+    // slots), and cudaFreeHost may wait for that kernel, which may wait for
+    // this thread (found by a read-only audit, 2026-12-04). free_retired()
+    // frees it: at the next retire (a deregistering thread) or at close.
     for (size_t i = 0; i < retiring_.size();) {
       if (touched(retiring_[i])) {
         ++i;
         continue;
       }
-      free_host(retiring_[i].host);
+      freeable_.push_back(retiring_[i].host);
       retiring_.erase(retiring_.begin() + static_cast<std::ptrdiff_t>(i));
     }
+  }
+  void free_retired() noexcept override {
+    try {
+      progress();
+    } catch (...) {  // (only a failed post of the backlog: the shadows found free so far still go)
+    }
+    for (void* h : freeable_) free_host(h);
+    freeable_.clear();
   }
 
   DeliveryRing delivery_ring() const override { return desc_; }
@@ -189,14 +203,16 @@ class AgentStageOps final : public StageOps {
   // was, and its slot is done once it has. Copies out into the shadow are
   // not cut (a kernel that pushed the put waits for them: none is left by
   // the time a region goes). The shadow is freed at once when nothing may
-  // touch it any more, else by progress() once that is so: no wait here,
-  // on the thread that deregisters and with the proxy's queue locked.
+  // touch it any more, else (deferred) by a later retire or free_retired()
+  // once that is so, or at close: no wait here, on the thread that
+  // deregisters and with the proxy's queue locked. Earlier retired shadows
+  // that nothing touches any more go here too.
   Retired retire(void* host, size_t bytes) noexcept override {
     Retiring rt{host, reinterpret_cast<uint64_t>(host), reinterpret_cast<uint64_t>(host) + bytes, 0};
     const auto reads = [&](uint64_t src, uint64_t n) { return n != 0 && src < rt.hi && rt.lo < src + n; };
     Retired r;
+    free_retired();
     try {
-      progress();
       r.dropped = ring_.cancel(reads, rt.until);
       for (EmuWrite& w : backlog_)
         if (!w.has_inline && reads(w.src, w.bytes))
@@ -263,6 +279,7 @@ class AgentStageOps final : public StageOps {
   }
   HostMemoryHooks host_;  // empty: pinned by CUDA
   std::vector<Retiring> retiring_;
+  std::vector<void*> freeable_;  // retired shadows nothing touches any more: for free_retired()
   std::deque<HostRange> hosts_;  // of every write posted and not done, in post order
   std::vector<uint8_t> out_done_;  // per request slot: its copy_out is done (1) or pending (0)
   const int64_t stall_ns_ = knob_int(Knob::MK_TIMEOUT_MS) * 500000;  // half the kernels' wait bound
