@@ -4,6 +4,8 @@
 // use (CPU tests) never calls CUDA.
 #include <cuda_runtime_api.h>
 
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "mkernel/error.hpp"
@@ -104,10 +106,21 @@ class CudaStageOps final : public StageOps {
     }
     add_kernel_hooks().launch(in_, static_cast<unsigned long long*>(dev_word), value);
   }
+  // Bounded, as the interface says (1 s, as the agents' drain): a copy or
+  // add kernel queued behind other work in a shared hardware work queue may
+  // not finish (cudaStreamSynchronize would wait for it without end, on the
+  // thread that deregisters or closes, with the proxy paused: a helper's
+  // read-only audit, 2026-12-04). False then: the shadows stay allocated.
   bool drain() noexcept override {
-    const bool out = !out_ || cudaStreamSynchronize(out_) == cudaSuccess;
-    const bool in = !in_ || cudaStreamSynchronize(in_) == cudaSuccess;
-    return out && in;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (;;) {
+      const cudaError_t o = out_ ? cudaStreamQuery(out_) : cudaSuccess;
+      const cudaError_t i = in_ ? cudaStreamQuery(in_) : cudaSuccess;
+      if (o == cudaSuccess && i == cudaSuccess) return true;
+      if ((o != cudaSuccess && o != cudaErrorNotReady) || (i != cudaSuccess && i != cudaErrorNotReady)) return false;
+      if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(1)) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
   }
 
  private:
