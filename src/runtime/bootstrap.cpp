@@ -421,13 +421,27 @@ std::vector<std::string> Bootstrap::allgather(const std::string& mine) {
   if (world_ == 1) return {mine};
   if (fd_ < 0) fail("rank ", rank_, ": bootstrap used after close()");
   auto dl = sock::deadline_in_ms(timeout_ms_ + kClientGraceMs);
+  // The root names late or dead ranks itself (kError) within timeout_ms_; a
+  // socket timeout here means the root itself did not answer: say so, and
+  // which collective (the socket's own error names nobody).
+  const auto from_root = [&](const auto& io) {
+    try {
+      return io();
+    } catch (const Error& e) {
+      std::string why = e.what();
+      if (why.rfind("mkernel: ", 0) == 0) why.erase(0, 9);
+      fail("rank ", rank_, ": bootstrap collective #", seq_, ": the root (in rank 0's process) did not answer within ",
+           timeout_ms_ + kClientGraceMs, " ms (", why, "): rank 0 stopped, hung or unreachable (MK_BOOTSTRAP_TIMEOUT_MS)");
+    }
+  };
   std::string f = frame(kGather, rank_, world_, seq_, 0, mine);
-  sock::send_all(fd_, f.data(), f.size(), dl);
+  from_root([&] { sock::send_all(fd_, f.data(), f.size(), dl); });
   FrameHeader h;
-  if (!sock::recv_all(fd_, &h, sizeof(h), dl)) fail("rank ", rank_, ": bootstrap root went away (rank 0 died?)");
+  if (!from_root([&] { return sock::recv_all(fd_, &h, sizeof(h), dl); }))
+    fail("rank ", rank_, ": bootstrap root went away (rank 0 died?)");
   if (h.len > kMaxPayload) fail("bootstrap: corrupt frame");
   std::string body(h.len, '\0');
-  if (h.len) sock::recv_all(fd_, body.data(), h.len, dl);
+  if (h.len) from_root([&] { return sock::recv_all(fd_, body.data(), h.len, dl); });
   if (h.type == kError) {
     finish_root();
     fail("rank ", rank_, ": ", body);

@@ -292,6 +292,32 @@ TEST(BootstrapFailure, LateRankInACollectiveIsNamed) {
   expect_all(res);
 }
 
+// A root that stops answering (rank 0's process frozen: SIGSTOP) cannot name
+// anyone itself: the other ranks' own bound ends their collective with an
+// error that says it was the root, and which collective.
+TEST(BootstrapFailure, FrozenRootIsNamedByTheOthers) {
+  const int W = 2;
+  const int port = free_port();
+  auto res = run_ranks(
+      W, {}, false,
+      [&](int r, const std::string&, const Publish&, std::string& out) {
+        setenv("MK_BOOTSTRAP_TIMEOUT_MS", "500", 1);
+        set_env_launch(r, W, port);
+        Bootstrap b(*detect_launch());
+        const auto pids = b.allgather(std::to_string(getpid()));
+        if (r == 0) {
+          raise(SIGSTOP);  // frozen: its root thread too
+          return 0;
+        }
+        const int rc = expect_error_in([&] { b.barrier(); }, {"collective #1", "the root", "rank 0"}, out);
+        kill(static_cast<pid_t>(std::stoi(pids[0])), SIGKILL);
+        return rc;
+      },
+      std::chrono::milliseconds(20000));
+  EXPECT_EQ(res[0].code, 128 + SIGKILL) << "rank 0 was frozen, then killed by rank 1";
+  EXPECT_EQ(res[1].code, 0) << res[1].out;
+}
+
 TEST(BootstrapFailure, WrongWorldSizeIsRejected) {
   const int port = free_port();
   auto res = run_ranks(2, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
