@@ -110,7 +110,8 @@ case "$part" in
     done
     ;;
 esac
-# The issues' targets against what this part wrote (the other parts' reports show as absent; run
-# tools/issue_targets.py over every part's OUT together for the whole picture).
+# The issues' targets against the reports in OUT: this part's, and whatever else OUT holds (with the default
+# bench/results, older runs too: give each session's parts an OUT of their own, then run tools/issue_targets.py
+# over all of them together for the whole picture).
 python3 tools/issue_targets.py "$out" > "$out/targets-$part.md" 2>&1 && cat "$out/targets-$part.md"
 exit $rc

@@ -38,8 +38,6 @@ def md_tables(text):
     """Markdown tables of a report: (section heading, [dict per row]) in order."""
     out, heading, header, rows = [], "", None, []
     for line in text.splitlines() + [""]:
-        if line.startswith("#"):
-            heading = line.lstrip("#").strip()
         if line.startswith("|"):
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
             if header is None:
@@ -47,10 +45,25 @@ def md_tables(text):
             elif not all(set(c) <= set("-: ") for c in cells):
                 rows.append(dict(zip(header, cells)))
             continue
-        if header is not None:
+        if header is not None:  # the table ends before a heading right after it counts
             out.append((heading, rows))
             header, rows = None, []
+        if line.startswith("#"):
+            heading = line.lstrip("#").strip()
     return out
+
+
+def nums(*cells):
+    """The first number of each cell, or None when any cell has none (a row that cannot be checked)."""
+    vals = [num(c) for c in cells]
+    return None if any(v is None for v in vals) else vals
+
+
+TP_TITLES = {"AllGather + GEMM": "AG+GEMM", "GEMM + ReduceScatter": "GEMM+RS", "GEMM + AllReduce": "GEMM+AR"}
+
+
+def tp_op(title):
+    return next((op for t, op in TP_TITLES.items() if title.startswith(t)), None)
 
 
 class Checks:
@@ -69,35 +82,43 @@ class Checks:
         self.items.setdefault((issue, target, where), [0, []])
 
 
-def check_mkbench(path, c):
+def check_mkbench(path, c, ops=None):
+    """ops: the TP tables to check (select(): the newest report holding each); None: every one."""
     d = json.load(open(path))
     cfg = d["meta"].get("config", "?")
     short = cfg.split()[0]  # "1x2 NVLink" -> "1x2"
     for t in d["tables"]:
-        title = t["title"]
-        op = ("AG+GEMM" if title.startswith("AllGather + GEMM") else "GEMM+RS" if title.startswith("GEMM + ReduceScatter")
-              else "GEMM+AR" if title.startswith("GEMM + AllReduce") else None)
-        if op is None:
+        op = tp_op(t["title"])
+        if op is None or (ops is not None and op not in ops):
             continue
         issue = "6 [tp-ar]" if op == "GEMM+AR" else "5 [tp-ag-rs]"
         cols = t["columns"]
-        serial_col = cols.index("serial ms")
-        overlap_col = next(i for i, n in enumerate(cols) if "overlap" in n and n.endswith("ms"))
-        mk_col, eta_col = cols.index("mkernel ms"), cols.index("eta")
+        try:
+            serial_col = cols.index("serial ms")
+            overlap_col = next(i for i, n in enumerate(cols) if "overlap" in n and n.endswith("ms"))
+            mk_col, eta_col = cols.index("mkernel ms"), cols.index("eta")
+            ideal_col = cols.index("ideal speedup (T_gemm + T_comm) / max") if op == "GEMM+AR" else None
+        except (ValueError, StopIteration):
+            c.add(issue, "(benchmark report)", f"{op} {short} (`{os.path.basename(path)}`)", False,
+                  "an older table without the columns the targets need")
+            continue
         where = f"{op} {short} (`{os.path.basename(path)}`)"
         for r in t["rows"]:
             m = int(r[0])
-            best = min(num(r[serial_col]), num(r[overlap_col]))
-            mk = num(r[mk_col])
+            v = nums(r[serial_col], r[overlap_col], r[mk_col], r[eta_col])
+            if v is None:
+                c.add(issue, "(benchmark report)", where, False, f"M={m}: a cell without a number")
+                continue
+            best, mk = min(v[0], v[1]), v[2]
             ratio = best / mk
             c.add(issue, "never slower than the best baseline (serial, 2-stream overlap)", where, ratio >= 1.0,
                   f"M={m}: {ratio:.3f}x")
             if m >= 4096:
-                eta = num(r[eta_col])
+                eta = v[3]
                 c.add(issue, "eta >= 0.90 at M >= 4096", where, eta >= 0.90, f"M={m}: eta {eta:.2f}")
-            if op == "GEMM+AR":
-                ideal = num(r[cols.index("ideal speedup (T_gemm + T_comm) / max")])
-                got = num(r[serial_col]) / mk
+            if op == "GEMM+AR" and num(r[ideal_col]) is not None:
+                ideal = num(r[ideal_col])
+                got = v[0] / mk
                 c.add(issue, "speedup over serial >= 0.9 of the ideal (T_gemm+T_comm)/max", where,
                       got >= 0.9 * ideal, f"M={m}: {got:.3f}x of ideal {ideal:.2f}x ({got / ideal:.2f})")
 
@@ -136,8 +157,8 @@ def check_ring(path, c):
             if best is not None and mk:
                 ratio = best / mk
                 c.add(issue, "never slower than the best baseline", where, ratio >= 1.0, f"{desc}: {ratio:.3f}x")
-            if int(r["S_local"]) >= 8192:
-                eta = num(r["eta mkernel"])
+            eta = num(r.get("eta mkernel", ""))  # (older reports have no eta column)
+            if int(r["S_local"]) >= 8192 and eta is not None:
                 c.add(issue, "eta >= 0.9 at S_local >= 8k", where, eta >= 0.9, f"{desc}: eta {eta:.2f}")
 
 
@@ -146,7 +167,10 @@ def check_attention(path, c):
         for r in rows:
             if "mkernel ms" not in r or "torch flash ms" not in r or r.get("D") != "128":
                 continue
-            ratio = num(r["torch flash ms"]) / num(r["mkernel ms"])
+            v = nums(r["torch flash ms"], r["mkernel ms"])
+            if v is None:
+                continue
+            ratio = v[0] / v[1]
             desc = f"B={r['B']} S={r['S']} Hkv={r['Hkv']} causal={r['causal']}"
             c.add("7 [ring-attn]", "one-GPU engine at least as fast as SDPA's flash backend",
                   f"attention, one GPU (`{os.path.basename(path)}`)", ratio >= 1.0, f"{desc}: {ratio:.3f}x")
@@ -180,22 +204,41 @@ def config_key(path):
     return ""
 
 
+def mkbench_ops(path):
+    try:
+        return {op for op in (tp_op(t["title"]) for t in json.load(open(path))["tables"]) if op}
+    except (OSError, ValueError, KeyError):
+        return set()
+
+
 def select(paths, newest_only):
+    """[(file, ops)]: every report found, or the newest of each kind and configuration; for mkbench the newest
+    holding each TP table (a later run of other benchmarks on the same configuration does not hide it), with
+    the ops to check from it (None: all)."""
     files = []
     for p in paths:
         if os.path.isdir(p):
             files += [os.path.join(p, f) for f in sorted(os.listdir(p))]
         else:
             files.append(p)
-    files = [f for f in files if kind_of(f)]
+    # One rank (config 1x1: mkbench's diagnosis tables) is no configuration of the issues' targets.
+    files = [f for f in files if kind_of(f) and not (kind_of(f)[0] == "mkbench-" and config_key(f).startswith("1x1"))]
     if not newest_only:
-        return files
+        return [(f, None) for f in files]
     newest = {}
     for f in files:
-        key = (kind_of(f)[0], config_key(f))
-        if key not in newest or stamp_of(f) > stamp_of(newest[key]):
-            newest[key] = f
-    return sorted(newest.values())
+        keys = ([("mkbench-", config_key(f), op) for op in mkbench_ops(f)] if kind_of(f)[0] == "mkbench-"
+                else [(kind_of(f)[0], config_key(f), None)])
+        for key in keys:
+            if key not in newest or stamp_of(f) > stamp_of(newest[key]):
+                newest[key] = f
+    picked = {}
+    for (kind, _, op), f in newest.items():
+        if kind == "mkbench-":
+            picked.setdefault(f, set()).add(op)
+        else:
+            picked[f] = None
+    return sorted(picked.items())
 
 
 def report(c, out=None):
@@ -226,8 +269,11 @@ def main(argv=None):
     a = ap.parse_args(argv)
     files = select(a.paths, not a.all)
     c = Checks()
-    for f in files:
-        kind_of(f)[2](f, c)
+    for f, ops in files:
+        if ops is None:
+            kind_of(f)[2](f, c)
+        else:
+            check_mkbench(f, c, ops)
     # What the issues need on two GPUs, reported as absent when no report supplied it.
     for op, issue in (("AG+GEMM", "5 [tp-ag-rs]"), ("GEMM+RS", "5 [tp-ag-rs]"), ("GEMM+AR", "6 [tp-ar]")):
         for cfg in ("1x2", "2x1"):
@@ -236,7 +282,8 @@ def main(argv=None):
     for cfg in ("1x2", "2x1"):
         if not any(k[0] == "7 [ring-attn]" and k[2].startswith(f"ring attention {cfg} ") for k in c.items):
             c.need("7 [ring-attn]", "(benchmark report)", f"ring attention {cfg}: no torch-ring-attn report")
-    print("Reports read:\n" + "".join(f"- `{f}`\n" for f in files))
+    print("Reports read:\n" + "".join(f"- `{f}`" + (f" ({', '.join(sorted(o))})" if o else "") + "\n"
+                                        for f, o in files))
     missed = report(c)
     return 1 if (missed and a.strict) else 0
 

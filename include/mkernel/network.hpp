@@ -35,7 +35,10 @@ class Network {
   // Collective, before the buffer is freed, once nothing uses the region: a
   // barrier, then every rank releases its registration of region `id`
   // (Transport::deregister_region). Ids are not reused. Plans call it when
-  // they are destroyed.
+  // they are destroyed, after synchronising the device: do the same. It
+  // pauses this rank's proxy while it runs, and fabric's staging may free a
+  // pinned host shadow then (cudaFreeHost), which can wait for a running
+  // kernel that waits for that proxy (until MK_TIMEOUT_MS).
   void deregister_buffer(int id);
   const net::NetCtx& device_ctx() const { return ctx_; }
   // The same context in device memory (kept up to date by register_buffer),

@@ -430,6 +430,9 @@ std::vector<std::string> Bootstrap::allgather(const std::string& mine) {
     } catch (const Error& e) {
       std::string why = e.what();
       if (why.rfind("mkernel: ", 0) == 0) why.erase(0, 9);
+      if (sock::ms_left(dl) > 0)  // not the deadline: the connection failed (reset, closed mid-message)
+        fail("rank ", rank_, ": bootstrap collective #", seq_, ": lost the connection to the root (in rank 0's process: ",
+             why, "); rank 0 died?");
       fail("rank ", rank_, ": bootstrap collective #", seq_, ": the root (in rank 0's process) did not answer within ",
            timeout_ms_ + kClientGraceMs, " ms (", why, "): rank 0 stopped, hung or unreachable (MK_BOOTSTRAP_TIMEOUT_MS)");
     }

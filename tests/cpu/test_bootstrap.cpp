@@ -306,7 +306,10 @@ TEST(BootstrapFailure, FrozenRootIsNamedByTheOthers) {
         Bootstrap b(*detect_launch());
         const auto pids = b.allgather(std::to_string(getpid()));
         if (r == 0) {
-          raise(SIGSTOP);  // frozen: its root thread too
+          // Frozen, its root thread too; first give that thread time to send collective #0's result to rank 1
+          // (it serves the ranks one after another).
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          raise(SIGSTOP);
           return 0;
         }
         const int rc = expect_error_in([&] { b.barrier(); }, {"collective #1", "the root", "rank 0"}, out);

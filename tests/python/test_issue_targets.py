@@ -65,10 +65,34 @@ def test_a_missing_report_is_said(capsys):
 def test_newest_report_of_each_kind_and_config(tmp_path):
     for f in REPORTS:
         shutil.copy(RES / f, tmp_path / f)
-    # An older 1x2 mkbench report beside the newer one: not read; a 1x1 report is a config of its own.
     old = json.load(open(RES / REPORTS[0]))
+    # An older 1x2 mkbench report beside the newer one: not read.
     (tmp_path / "mkbench-20261130T000000Z-1x2_NVLink.json").write_text(json.dumps(old))
-    picked = [pathlib.Path(p).name for p in it.select([str(tmp_path)], True)]
-    assert "mkbench-20261130T000000Z-1x2_NVLink.json" not in picked
-    assert sorted(picked) == sorted(REPORTS)
-    assert len(it.select([str(tmp_path)], False)) == len(REPORTS) + 1
+    # A newer 1x2 one with other benchmarks only (issue_bench.sh misc: nvlink_count), and a newer one with GEMM+AR
+    # only: neither hides the full report's other tables.
+    misc = dict(old, tables=[{"title": "NVLink byte counters", "columns": ["x"], "rows": [["1"]]}])
+    (tmp_path / "mkbench-20261202T000000Z-1x2_NVLink.json").write_text(json.dumps(misc))
+    ar_only = dict(old, tables=[t for t in old["tables"] if t["title"].startswith("GEMM + AllReduce")])
+    (tmp_path / "mkbench-20261203T000000Z-1x2_NVLink.json").write_text(json.dumps(ar_only))
+    # One rank (1x1): not a configuration of the targets.
+    one = dict(old, meta=dict(old["meta"], config="1x1"))
+    (tmp_path / "mkbench-20261204T000000Z-1x1.json").write_text(json.dumps(one))
+    picked = {pathlib.Path(p).name: ops for p, ops in it.select([str(tmp_path)], True)}
+    assert picked["mkbench-20261201T101520Z-1x2_NVLink.json"] == {"AG+GEMM", "GEMM+RS"}
+    assert picked["mkbench-20261203T000000Z-1x2_NVLink.json"] == {"GEMM+AR"}
+    assert not any(n in picked for n in ("mkbench-20261130T000000Z-1x2_NVLink.json",
+                                         "mkbench-20261202T000000Z-1x2_NVLink.json", "mkbench-20261204T000000Z-1x1.json"))
+    assert set(picked) == (set(REPORTS) | {"mkbench-20261203T000000Z-1x2_NVLink.json"})
+    assert len(it.select([str(tmp_path)], False)) == len(REPORTS) + 3  # every report but the 1x1 one
+
+
+def test_a_heading_right_after_a_table_belongs_to_the_next_one():
+    text = "## AG+GEMM\n|a|b|\n|---|---|\n|1|2|\n## GEMM+RS\n|a|b|\n|---|---|\n|3|4|\n"
+    assert it.md_tables(text) == [("AG+GEMM", [{"a": "1", "b": "2"}]), ("GEMM+RS", [{"a": "3", "b": "4"}])]
+
+
+def test_every_report_kept_here_reads_without_error():
+    c = it.Checks()
+    for f, ops in it.select([str(RES)], False):
+        (it.kind_of(f)[2](f, c) if ops is None else it.check_mkbench(f, c, ops))
+    assert any(k[0].startswith("7") for k in c.items)

@@ -65,6 +65,7 @@ bool FabricTransport::post(const WriteReq& w) {
   std::lock_guard<std::mutex> lk(mu_);
   if (closed_) fail("fabric: rank ", cfg_.rank, ": post after close");
   const bool taken = post_locked(w);
+  if (taken) refused_since_ = {};  // whichever way it was taken (posted, queued for staging, or nothing to post)
   if (taken && stage_) stage_->pushed();  // not for a refused post the proxy retries
   return taken;
 }
@@ -147,7 +148,6 @@ bool FabricTransport::post_locked(const WriteReq& w) {
     progress();
     return false;  // slot stays free: nothing was posted
   }
-  refused_since_ = {};
   free_reqs_.pop_back();
   q.in_use = true;
   return true;

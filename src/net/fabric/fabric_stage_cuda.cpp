@@ -110,7 +110,11 @@ class CudaStageOps final : public StageOps {
   // add kernel queued behind other work in a shared hardware work queue may
   // not finish (cudaStreamSynchronize would wait for it without end, on the
   // thread that deregisters or closes, with the proxy paused: a helper's
-  // read-only audit, 2026-12-04). False then: the shadows stay allocated.
+  // read-only audit, 2026-12-04). False then: the shadows stay allocated
+  // (until close, which frees them anyway: cudaFreeHost then waits for the
+  // copies, outside the proxy's pause); a deregistered region's GPU memory
+  // is freed by free_symmetric after its own device sync, so a late copy-in
+  // still lands before it.
   bool drain() noexcept override {
     const auto t0 = std::chrono::steady_clock::now();
     for (;;) {
