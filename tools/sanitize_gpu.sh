@@ -13,14 +13,15 @@
 # SANITIZE_DIST_FILTER (a gtest filter) replaces the dist and emu parts' list of tests.
 # Not run: the tests that end a kernel on purpose (timeouts, aborts, starved roles: *Child*, TimedOut,
 # Abort, Host*), whose trap the tool reports as an error; DeliveryAgent.FabricStaging*, whose kernel waits
-# for a host thread's CUDA copies, which the tool holds back while a kernel runs (it hung there, 2026-12-04). Waits are bounded by MK_TIMEOUT_MS=600000 (the
-# tool slows kernels down by 10-100x). Exit 1 when a step fails or the tool reports an error.
+# for a host thread's CUDA copies, which the tool holds back while a kernel runs (it hung there, 2026-12-04).
+# Waits are bounded by MK_TIMEOUT_MS=600000 (the tool slows kernels down); SANITIZE_STEP_S bounds every step
+# instead of its default. Exit 1 when a step fails or the tool reports an error.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 tool=${1:-}
 case "$tool" in
   memcheck | racecheck | synccheck | initcheck) ;;
-  *) sed -n 2,16p "$0"; exit 2 ;;
+  *) sed -n 2,18p "$0"; exit 2 ;;
 esac
 out=${2:-bench/results/sanitize}
 shift $(( $# < 2 ? $# : 2 ))
