@@ -141,7 +141,6 @@ void Communicator::init(int device, int launcher_local_rank) {
     if (!why.empty())
       fail("rank ", r, " (host ", infos[r].host, ", GPU ", infos[r].device, " at ", infos[r].pci, ") has ", why);
   }
-  check_device_supported(device_);  // (cached for the ops' checks)
   const bool share_gpus = knob_bool(Knob::MK_SHARE_GPUS);
   for (int a = 0; a < world && !share_gpus; ++a)
     for (int b = a + 1; b < world; ++b)

@@ -2,8 +2,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <atomic>
-
 #include "mkernel/error.hpp"
 
 namespace mk {
@@ -23,10 +21,6 @@ int compute_capability(int device) {
 }
 
 void check_device_supported(int device) {
-  // 0: not asked yet, 1: supported (unsupported devices are asked again: the call throws anyway).
-  static std::atomic<unsigned char> ok[64];
-  const bool cacheable = device >= 0 && device < 64;
-  if (cacheable && ok[device].load(std::memory_order_relaxed)) return;
   const int cc = compute_capability(device);
   const std::string why = unsupported_gpu_reason(cc / 10, cc % 10);
   if (!why.empty()) {
@@ -34,7 +28,6 @@ void check_device_supported(int device) {
     const std::string name = cudaGetDeviceProperties(&prop, device) == cudaSuccess ? prop.name : "unknown";
     fail("GPU ", device, " (", name, ") has ", why);
   }
-  if (cacheable) ok[device].store(1, std::memory_order_relaxed);
 }
 
 }  // namespace mk

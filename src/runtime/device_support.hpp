@@ -18,7 +18,8 @@ std::string unsupported_gpu_reason(int major, int minor);
 int compute_capability(int device);
 
 // Throws mk::Error naming the device, its name and capability unless
-// `device` runs mkernel's kernels. The answer is cached per device.
+// `device` runs mkernel's kernels (two attribute queries: callers cache,
+// as gemm::num_sms does per thread and device).
 void check_device_supported(int device);
 
 }  // namespace mk

@@ -80,8 +80,10 @@ class StageOps {
     bool warn = true;
   };
   virtual Stall stalled() { return {}; }
-  // Waits (bounded) for every issued copy and signal (close); never throws.
-  // False: some were not made, and a shadow they read must stay allocated.
+  // Waits (bounded: kDrainBoundNs) for every issued copy and signal (close);
+  // never throws. False: some were not made, and a shadow they read must
+  // stay allocated.
+  static constexpr int64_t kDrainBoundNs = 1000000000;
   virtual bool drain() noexcept = 0;
   // A shadow [host, host + bytes) goes away (its region is deregistered):
   // the deliveries from it not made yet are dropped where the ops can (the

@@ -240,7 +240,7 @@ class AgentStageOps final : public StageOps {
     if (!backlog_.empty() || !ring_.post(w, steady_ns())) backlog_.push_back(w);
     progress();
   }
-  // Progress until `pending()` is false; bounded (1 s). False: it was not.
+  // Progress until `pending()` is false; bounded (kDrainBoundNs). False: it was not.
   template <typename Pending>
   bool drain_while(Pending&& pending) noexcept {
     const int64_t t0 = steady_ns();
@@ -251,7 +251,7 @@ class AgentStageOps final : public StageOps {
         return false;
       }
       if (!pending()) return true;
-      if (steady_ns() - t0 > 1000000000) return false;
+      if (steady_ns() - t0 > kDrainBoundNs) return false;
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }

@@ -106,7 +106,7 @@ class CudaStageOps final : public StageOps {
     }
     add_kernel_hooks().launch(in_, static_cast<unsigned long long*>(dev_word), value);
   }
-  // Bounded, as the interface says (1 s, as the agents' drain): a copy or
+  // Bounded, as the interface says (kDrainBoundNs): a copy or
   // add kernel queued behind other work in a shared hardware work queue may
   // not finish (cudaStreamSynchronize would wait for it without end, on the
   // thread that deregisters or closes, with the proxy paused: a helper's
@@ -122,7 +122,7 @@ class CudaStageOps final : public StageOps {
       const cudaError_t i = in_ ? cudaStreamQuery(in_) : cudaSuccess;
       if (o == cudaSuccess && i == cudaSuccess) return true;
       if ((o != cudaSuccess && o != cudaErrorNotReady) || (i != cudaSuccess && i != cudaErrorNotReady)) return false;
-      if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(1)) return false;
+      if (std::chrono::steady_clock::now() - t0 > std::chrono::nanoseconds(kDrainBoundNs)) return false;
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
