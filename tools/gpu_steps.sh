@@ -14,3 +14,14 @@ run() {
   if [ $rc -eq 77 ]; then echo "=== SKIPPED ($rc): $* $took"; elif [ $rc -ne 0 ]; then echo "=== FAILED ($rc): $* $took"; fail=1
   else echo "=== PASSED: $* $took"; fi
 }
+# logged SECONDS LOG command...: one bounded step with its output in $out/LOG (the caller sets out), one line
+# saying how it ended; a failure sets fail=1 (tools/issue_bench.sh, tools/sanitize_gpu.sh).
+logged() {
+  local s=$1 log=$2 t0=$SECONDS
+  shift 2
+  timeout -k 5 "$s" "$@" > "$out/$log" 2>&1
+  local r=$?
+  echo "=== rc=$r in $((SECONDS - t0)) s: $* (log: $out/$log)"
+  [ $r -eq 0 ] || fail=1
+  return $r
+}

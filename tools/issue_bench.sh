@@ -46,47 +46,37 @@ for rpn in $layouts; do
   fi
 done
 name_of() { echo "$(( ngpu / $1 ))x$1"; }
-rc=0
-step() {  # step SECONDS LOG command...: bounded, output to OUT/LOG, says how it ended
-  local s=$1 log=$2
-  shift 2
-  local t0
-  t0=$(date +%s)
-  timeout "$s" "$@" > "$out/$log" 2>&1
-  local r=$?
-  echo "=== rc=$r in $(( $(date +%s) - t0 )) s: $* (log: $out/$log)"
-  [ $r -eq 0 ] || rc=1
-}
+source tools/gpu_steps.sh  # logged SECONDS LOG command...: bounded, output to OUT/LOG, says how it ended
 case "$part" in
   tp)
-    step 120 mkbench-tp-1x2.log tools/mkrun -n 2 --timeout 115 build/bin/mkbench --out "$out" ag_gemm gemm_rs gemm_ar
-    step 120 mkbench-tp-2x1.log tools/mkrun -n 2 --timeout 115 env MK_RANKS_PER_NODE=1 \
+    logged 120 mkbench-tp-1x2.log tools/mkrun -n 2 --timeout 115 build/bin/mkbench --out "$out" ag_gemm gemm_rs gemm_ar
+    logged 120 mkbench-tp-2x1.log tools/mkrun -n 2 --timeout 115 env MK_RANKS_PER_NODE=1 \
         build/bin/mkbench --out "$out" ag_gemm gemm_rs gemm_ar
-    step 200 torch-tp.log torchrun --standalone --nproc_per_node=2 bench/torch_tp_bench.py --out "$out"
+    logged 200 torch-tp.log torchrun --standalone --nproc_per_node=2 bench/torch_tp_bench.py --out "$out"
     ;;
   ring1x2)
-    step 560 torch-ring-1x2.log torchrun --standalone --nproc_per_node=2 bench/torch_ring_attn_bench.py \
+    logged 560 torch-ring-1x2.log torchrun --standalone --nproc_per_node=2 bench/torch_ring_attn_bench.py \
         --rounds 8 --warmup 2 --out "$out"
     ;;
   ring2x1)
-    step 560 torch-ring-2x1.log env MK_RANKS_PER_NODE=1 torchrun --standalone --nproc_per_node=2 \
+    logged 560 torch-ring-2x1.log env MK_RANKS_PER_NODE=1 torchrun --standalone --nproc_per_node=2 \
         bench/torch_ring_attn_bench.py --rounds 6 --warmup 2 --out "$out"
     ;;
   misc)
-    step 90 mkbench-net-post.log tools/mkrun -n 1 --timeout 85 build/bin/mkbench --out "$out" net_post
-    step 60 mkbench-nvlink-count.log tools/mkrun -n 2 --timeout 55 build/bin/mkbench --out "$out" nvlink_count
-    step 120 python-overhead.log torchrun --standalone --nproc_per_node=2 bench/python_overhead.py --out "$out"
+    logged 90 mkbench-net-post.log tools/mkrun -n 1 --timeout 85 build/bin/mkbench --out "$out" net_post
+    logged 60 mkbench-nvlink-count.log tools/mkrun -n 2 --timeout 55 build/bin/mkbench --out "$out" nvlink_count
+    logged 120 python-overhead.log torchrun --standalone --nproc_per_node=2 bench/python_overhead.py --out "$out"
     for i in 1 2 3; do
-      step 60 "ring-trace-2k-emu-$i.log" env MK_RANKS_PER_NODE=1 torchrun --standalone --nproc_per_node=2 \
+      logged 60 "ring-trace-2k-emu-$i.log" env MK_RANKS_PER_NODE=1 torchrun --standalone --nproc_per_node=2 \
           tools/ring_trace.py --seq 2048
     done
     ;;
   multi-tests)
     for rpn in $layouts; do
       l=$(name_of "$rpn")
-      step 240 "dist-$l.log" tools/mkrun -n "$ngpu" --timeout 235 env MK_RANKS_PER_NODE="$rpn" build/bin/mk_dist_tests
+      logged 240 "dist-$l.log" tools/mkrun -n "$ngpu" --timeout 235 env MK_RANKS_PER_NODE="$rpn" build/bin/mk_dist_tests
       for s in dist_tp_check dist_ring_attn_check; do
-        step 120 "$s-$l.log" env MK_RANKS_PER_NODE="$rpn" torchrun --standalone --nproc_per_node="$ngpu" \
+        logged 120 "$s-$l.log" env MK_RANKS_PER_NODE="$rpn" torchrun --standalone --nproc_per_node="$ngpu" \
             "tests/python/gpu/$s.py"
       done
     done
@@ -94,18 +84,18 @@ case "$part" in
   multi-tp)
     for rpn in $layouts; do
       l=$(name_of "$rpn")
-      step 150 "mkbench-tp-$l.log" tools/mkrun -n "$ngpu" --timeout 145 env MK_RANKS_PER_NODE="$rpn" \
+      logged 150 "mkbench-tp-$l.log" tools/mkrun -n "$ngpu" --timeout 145 env MK_RANKS_PER_NODE="$rpn" \
           build/bin/mkbench --out "$out" ag_gemm gemm_rs gemm_ar
     done
     if [ "${3:-$ngpu}" -eq "$ngpu" ]; then
-      step 240 "torch-tp-1x$ngpu.log" torchrun --standalone --nproc_per_node="$ngpu" bench/torch_tp_bench.py \
+      logged 240 "torch-tp-1x$ngpu.log" torchrun --standalone --nproc_per_node="$ngpu" bench/torch_tp_bench.py \
           --out "$out"
     fi
     ;;
   multi-ring)
     for rpn in $layouts; do
       l=$(name_of "$rpn")
-      step 280 "torch-ring-$l.log" env MK_RANKS_PER_NODE="$rpn" torchrun --standalone --nproc_per_node="$ngpu" \
+      logged 280 "torch-ring-$l.log" env MK_RANKS_PER_NODE="$rpn" torchrun --standalone --nproc_per_node="$ngpu" \
           bench/torch_ring_attn_bench.py --quick --out "$out"
     done
     ;;
@@ -114,4 +104,4 @@ esac
 # bench/results, older runs too: give each session's parts an OUT of their own, then run tools/issue_targets.py
 # over all of them together for the whole picture).
 python3 tools/issue_targets.py "$out" > "$out/targets-$part.md" 2>&1 && cat "$out/targets-$part.md"
-exit $rc
+exit $fail

@@ -15,12 +15,20 @@ Exit status: 0; with --strict, 1 when a target was missed or a report the issues
 The targets are the issues' texts (`issues show 5` / 6 / 7); a report only supplies the numbers.
 """
 import argparse
+import functools
 import json
 import os
 import re
 import sys
 
 STAMP = re.compile(r"(\d{8}T\d{4,6}Z)")
+
+
+@functools.lru_cache(maxsize=None)
+def load_json(path):
+    """A report's JSON, read once (selection and checks both look at it)."""
+    with open(path) as f:
+        return json.load(f)
 
 
 def stamp_of(path):
@@ -84,7 +92,7 @@ class Checks:
 
 def check_mkbench(path, c, ops=None):
     """ops: the TP tables to check (select(): the newest report holding each); None: every one."""
-    d = json.load(open(path))
+    d = load_json(path)
     cfg = d["meta"].get("config", "?")
     short = cfg.split()[0]  # "1x2 NVLink" -> "1x2"
     for t in d["tables"]:
@@ -193,7 +201,7 @@ def config_key(path):
     b = os.path.basename(path)
     if b.startswith("mkbench-"):
         try:
-            return json.load(open(path))["meta"].get("config", "")
+            return load_json(path)["meta"].get("config", "")
         except (OSError, ValueError, KeyError):
             return ""
     if b.startswith("torch-ring-attn-"):
@@ -206,7 +214,7 @@ def config_key(path):
 
 def mkbench_ops(path):
     try:
-        return {op for op in (tp_op(t["title"]) for t in json.load(open(path))["tables"]) if op}
+        return {op for op in (tp_op(t["title"]) for t in load_json(path)["tables"]) if op}
     except (OSError, ValueError, KeyError):
         return set()
 

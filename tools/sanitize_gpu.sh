@@ -38,17 +38,13 @@ cs=(compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 100)
 # racecheck reports hazards in every cuBLAS kernel (nvjet_*, the tests' reference; not ours). Excluding them
 # (--kernel-name-exclude kns=nvjet) made the tool fail on a hardware exception it could not handle in the first
 # GEMM test, which passes without the exclusion (bench/results/compute-sanitizer-20261204.md): they stay in.
-rc=0
-step() {  # step SECONDS LOG command... (SANITIZE_STEP_S, when set, bounds every step instead)
-  local s=${SANITIZE_STEP_S:-$1} log=$2 t0=$SECONDS
-  shift 2
-  timeout -k 5 "$s" "$@" > "$out/$log" 2>&1
-  local r=$?
+source tools/gpu_steps.sh  # logged: one bounded step, its output under OUT
+step() {  # step SECONDS LOG command... (SANITIZE_STEP_S, when set, bounds every step instead), then the tool's count
+  logged "${SANITIZE_STEP_S:-$1}" "${@:2}"
   local errs
-  errs=$(grep -v 'ERROR SUMMARY' "$out/$log" | grep -c '^========= [A-Z].*\(Invalid\|Race\|Barrier\|Uninitialized\|Error\|error\)')
-  echo "=== rc=$r, ${errs} sanitizer error lines, $((SECONDS - t0)) s: $* (log: $out/$log)"
-  grep 'ERROR SUMMARY' "$out/$log"  # one line a process (a rank)
-  [ $r -eq 0 ] || rc=1
+  errs=$(grep -cE '^========= (Invalid|Error|Warning|Race|Barrier|Uninitialized|Internal)' "$out/$2")
+  echo "    ${errs} sanitizer reports"
+  grep 'ERROR SUMMARY' "$out/$2"  # one line a process (a rank)
 }
 gpu_filter='Gemm.*:GemmHooks.*:TpSingleRank*:TpPlanSignals.*:DeliveryAgent.*:PeerCopy.*:CApiGpu.*'
 gpu_filter+=':Signals.SingleRank*:Signals.BackToBack*:Signals.AddFrom*:Signals.Satisfied*'
@@ -65,4 +61,4 @@ want dist && step 260 "$tool-dist-1x2.log" tools/mkrun -n 2 --timeout $(( ${SANI
   "${cs[@]}" build/bin/mk_dist_tests --gtest_filter="$dist_filter"
 want emu && step 220 "$tool-dist-2x1.log" tools/mkrun -n 2 --timeout $(( ${SANITIZE_STEP_S:-220} - 5 )) env $share MK_RANKS_PER_NODE=1 \
   "${cs[@]}" build/bin/mk_dist_tests --gtest_filter="$dist_filter"
-exit $rc
+exit $fail
