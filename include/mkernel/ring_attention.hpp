@@ -63,6 +63,8 @@ class RingAttention {
   std::vector<TraceEvent> read_trace() const;
 
  private:
+  void release() noexcept;  // the destructor's work, also when the constructor throws after reserving
+
   Communicator& comm_;
   int64_t batch_, s_local_, heads_, kv_heads_, head_dim_;
   bool causal_;

@@ -92,6 +92,7 @@ class AgGemm {
 
  private:
   void launch(const void* a_local, const void* b, void* out, bool compute, cudaStream_t stream);
+  void release() noexcept;  // the destructor's work, also when the constructor throws after reserving
 
   Communicator& comm_;
   int64_t m_local_, n_, k_;
@@ -172,6 +173,7 @@ class GemmRs {
 
  private:
   void launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream);
+  void release() noexcept;  // the destructor's work, also when the constructor throws after reserving
 
   Communicator& comm_;
   int64_t m_, n_, k_;
@@ -259,6 +261,7 @@ class GemmAr {
 
  private:
   void launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream);
+  void release() noexcept;  // the destructor's work, also when the constructor throws after reserving
 
   Communicator& comm_;
   int64_t m_, n_, k_;

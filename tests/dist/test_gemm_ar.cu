@@ -3,7 +3,8 @@
 // reference, every element, and the same bits on every rank; the
 // standalone all-reduce likewise; 100 back-to-back calls alternating both
 // entry points with changing inputs and one sync; CUDA-graph replay; role
-// splits; bad plans and inputs rejected before launch.
+// splits; bad plans and inputs rejected before launch; a plan failing after
+// its allocations gives them back.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -342,6 +343,39 @@ TEST(GemmArErrors, BadPlansAreRejected) {
     expect_error("interleave differs on rank 0", "every rank must use the same shape",
                  [&] { GemmAr p(comm(), m, 128, 128, {.one_shot = 0, .interleave = comm().rank() == 0 ? 1 : 0}); });
   }
+  comm().barrier();
+}
+
+// A plan whose constructor throws after it reserved memory gives the memory
+// back (C++ runs no destructor for a constructor that throws; before
+// tp::undo_on_throw it was kept for the communicator's life). One-shot on one
+// node of 2: the reduce-scatter part is made (its staging ~4 GiB a rank), then
+// the one-shot part asks for a signal word per tile, more than the pool holds,
+// on every rank alike. Afterwards a plan is made and computes (the ranks'
+// pools and heaps still in step).
+TEST_F(GemmArTest, APlanFailingAfterItsAllocationsGivesThemBack) {
+  if (!tp_ranks() || comm().world() != 2 || comm().topology().num_nodes != 1)
+    GTEST_SKIP() << "the one-shot variant needs one node of 2 ranks";
+  const int64_t m = 16384, k = 64;
+  const int64_t pool = knob_int(Knob::MK_SIGNAL_SLOTS);
+  const int64_t n = 256 * (pool / (m / 128) + 1);  // (m / 128) x (n / 256) one-shot tiles > the pool
+  CK(cudaDeviceSynchronize());
+  comm().barrier();
+  size_t free_before = 0, free_after = 0, total = 0;
+  CK(cudaMemGetInfo(&free_before, &total));
+  comm().barrier();
+  const std::string e = error_of([&] { GemmAr p(comm(), m, n, k, {.one_shot = 1}); });
+  EXPECT_NE(e.find("no run of"), std::string::npos) << "want the signal pool's error, got \"" << e << "\"";
+  comm().barrier();
+  CK(cudaMemGetInfo(&free_after, &total));
+  const size_t lost = free_before > free_after ? free_before - free_after : 0;
+  EXPECT_LT(lost, size_t(256) << 20) << "device memory not given back by the failed plan: " << (lost >> 20)
+                                     << " MiB (its staging alone is ~4 GiB a rank)";
+  const int64_t m2 = 256, n2 = 320, k2 = 128;
+  GemmAr plan(comm(), m2, n2, k2);
+  Buf a(m2 * k2 * 2), b(n2 * k2 * 2), out(m2 * n2 * 2);
+  random_bf16(b.p, n2 * k2, seed_b(comm().rank()));
+  run_once(plan, a, b, out, m2, n2, k2, 4000, "a plan after the failed one");
   comm().barrier();
 }
 

@@ -120,35 +120,39 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
   tp::check_same_plan(comm.bootstrap().allgather(cat(m_local, "x", n, "x", k, " (signals ", sig_entry_, ", ",
                                                      sig_arrival_, ")")),
                       t.rank, "AgGemm", "m_local x n x k");
-  if (tp::fused_ever(one)) {  // else (one rank, every call plain) the fused kernel's buffers are never used
-    gathered_ = &comm.alloc_symmetric(static_cast<size_t>(t.world * m_local * k * 2));
-    if (t.num_nodes > 1) {  // rows cross the network from and into the gathered buffer
-      Network& net = comm.network();
-      net_region_ = net.register_buffer(*gathered_);
-      netctx_ = net.device_ctx_ptr();
+  const bool fused = tp::fused_ever(one);  // else (one rank, every call plain) no fused kernel's buffers
+  tp::undo_on_throw([&] {  // this rank's memory first, then the collective (tp::undo_on_throw says why)
+    if (fused) tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);
+    // Epoch counter + finished-CTA count (device/epoch.cuh) + tile counter +
+    // the push's part claims (device/roles/allgather_push.cuh), zero.
+    MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 4 * sizeof(uint64_t)));
+    MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 4 * sizeof(uint64_t)));
+    if (fused) {
+      gathered_ = &comm.alloc_symmetric(static_cast<size_t>(t.world * m_local * k * 2));
+      if (t.num_nodes > 1) {  // rows cross the network from and into the gathered buffer
+        Network& net = comm.network();
+        net_region_ = net.register_buffer(*gathered_);
+        netctx_ = net.device_ctx_ptr();
+      }
     }
-    tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);
-  }
-  // Epoch counter + finished-CTA count (device/epoch.cuh) + tile counter +
-  // the push's part claims (device/roles/allgather_push.cuh), zero.
-  MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 4 * sizeof(uint64_t)));
-  MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 4 * sizeof(uint64_t)));
-  // The legacy-stream memset must be done before a launch on any stream
-  // (non-blocking streams do not wait for it): plan creation is setup time.
-  MK_CUDA_CHECK(cudaDeviceSynchronize());
+    // The legacy-stream memset must be done before a launch on any stream
+    // (non-blocking streams do not wait for it): plan creation is setup time.
+    MK_CUDA_CHECK(cudaDeviceSynchronize());
+  }, [&] { release(); });
 }
 
-AgGemm::~AgGemm() {
+AgGemm::~AgGemm() { release(); }
+
+void AgGemm::release() noexcept {
   tp::release_net_region(comm_, net_region_);
+  net_region_ = 0;
   if (epoch_counter_) cudaFree(epoch_counter_);
   if (split_ws_) cudaFree(split_ws_);
   if (split_flags_) cudaFree(split_flags_);
-  if (gathered_) {
-    try {
-      comm_.free_symmetric(*gathered_);
-    } catch (...) {
-    }
-  }
+  epoch_counter_ = nullptr;
+  split_ws_ = nullptr;
+  split_flags_ = nullptr;
+  tp::free_symmetric_quietly(comm_, gathered_);
 }
 
 void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute, cudaStream_t stream) {

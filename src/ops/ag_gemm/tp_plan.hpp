@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,41 @@ inline void release_net_region(Communicator& comm, int region) noexcept {
     comm.network().deregister_buffer(region);
   } catch (...) {
   }
+}
+
+// A plan's symmetric buffer, freed and forgotten (destructor work: errors are
+// dropped, as in release_net_region). Collective, like the plan's destructor.
+inline void free_symmetric_quietly(Communicator& comm, SymmetricBuffer*& buf) noexcept {
+  if (!buf) return;
+  try {
+    comm.free_symmetric(*buf);
+  } catch (...) {
+  }
+  buf = nullptr;
+}
+
+// Runs `reserve`, a constructor's steps from its first allocation on; when one
+// throws, `undo` (the destructor's work, which C++ does not run for a
+// constructor that throws) runs as the exception unwinds. Without it a failed
+// plan kept its symmetric memory, network region and device memory for the
+// communicator's life. Plans reserve what is local to this rank (device
+// counters, split-tile scratch) before anything collective (symmetric memory,
+// network registration): a failure on one rank alone (out of memory) then
+// comes before there is anything collective to free, and a collective step
+// fails on every rank (a mismatch seen by all; one rank's failure inside it
+// ends the others' wait by its bound), so all ranks free the same buffers in
+// the same order and the frees' barriers pair up. Signal words stay reserved
+// while an exception unwinds (SignalLease::reset), as for any failed plan.
+template <class Reserve, class Undo>
+void undo_on_throw(Reserve&& reserve, Undo&& undo) {
+  struct Guard {
+    Undo& undo;
+    const int unwinding = std::uncaught_exceptions();
+    ~Guard() {
+      if (std::uncaught_exceptions() > unwinding) undo();
+    }
+  } guard{undo};
+  reserve();
 }
 
 // A plan on one rank has nothing to gather or reduce. MK_TP_SINGLE_RANK:

@@ -91,22 +91,29 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   // reduce_scatter()'s grid is kRsPushCtas + the Reduce CTAs.
   num_reduce_ = tp::rs_reduce_ctas("GemmRs", opt.num_reduce_ctas, sms, free_sms, 0);
   const bool fused = tp::fused_ever(one);  // else none of the fused kernel's buffers
-  rs_ = std::make_unique<tp::RsPlan>(
-      tp::rs_make_plan(comm, "GemmRs", m, n, k_local, opt.swizzle, 0, 0, nullptr, "", fused));
-  swizzle_ = rs_->swizzle;
-  // Split tiles' fp32 parts and flags (after the collective plan: every check passed).
   split_tiles_ = sp.tiles;
   split_parts_ = sp.parts;
-  if (fused) tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);
-  // The legacy-stream memset must be done before a launch on any stream
-  // (non-blocking streams do not wait for it): plan creation is setup time.
-  MK_CUDA_CHECK(cudaDeviceSynchronize());
+  tp::undo_on_throw([&] {  // this rank's memory first, then the collective (tp::undo_on_throw says why)
+    // Split tiles' fp32 parts and flags.
+    if (fused) tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);
+    rs_ = std::make_unique<tp::RsPlan>(
+        tp::rs_make_plan(comm, "GemmRs", m, n, k_local, opt.swizzle, 0, 0, nullptr, "", fused));
+    swizzle_ = rs_->swizzle;
+    // The legacy-stream memset must be done before a launch on any stream
+    // (non-blocking streams do not wait for it): plan creation is setup time.
+    MK_CUDA_CHECK(cudaDeviceSynchronize());
+  }, [&] { release(); });
 }
 
-GemmRs::~GemmRs() {
+GemmRs::~GemmRs() { release(); }
+
+void GemmRs::release() noexcept {
   if (split_ws_) cudaFree(split_ws_);
   if (split_flags_) cudaFree(split_flags_);
+  split_ws_ = nullptr;
+  split_flags_ = nullptr;
   if (rs_) tp::rs_free_plan(comm_, *rs_);
+  rs_.reset();
 }
 
 void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream) {

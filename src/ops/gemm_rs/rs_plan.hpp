@@ -88,6 +88,8 @@ inline void rs_check_shape(const Topology& t, const char* op, int64_t m, int64_t
   if (t.world > roles::kMaxRsRanks) fail(op, ": at most ", roles::kMaxRsRanks, " ranks (got ", t.world, ")");
 }
 
+inline void rs_free_plan(Communicator& comm, RsPlan& p);  // (below; rs_make_plan undoes with it)
+
 // Reserves signals (entry, NVLink and network arrivals, then `extra_sig`
 // per global row-block), checks every rank made the same plan, allocates
 // the staging buffer (the layout's slots + extra_slots) and, across nodes,
@@ -124,16 +126,20 @@ inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_
   const int64_t n_tiles = (n + gemm::kBlockN - 1) / gemm::kBlockN;
   p.slot_elems = share_blocks * gemm::kBlockM * n_tiles * gemm::kBlockN;
   const int slots = std::max(1, lay.num_slots() + extra_slots);
-  if (staging) p.staging = &comm.alloc_symmetric(static_cast<size_t>(slots * p.slot_elems * 2));
-  if (t.num_nodes > 1) {  // (several ranks: always staging)
-    Network& net = comm.network();
-    p.net_region = net.register_buffer(*p.staging);
-    p.netctx = net.device_ctx_ptr();
-    MK_CUDA_CHECK(cudaMalloc(&p.net_rb_count, size_t(total_blocks) * sizeof(uint64_t)));
-    MK_CUDA_CHECK(cudaMemset(p.net_rb_count, 0, size_t(total_blocks) * sizeof(uint64_t)));
-  }
-  MK_CUDA_CHECK(cudaMalloc(&p.epoch_counter, 4 * sizeof(uint64_t)));
-  MK_CUDA_CHECK(cudaMemset(p.epoch_counter, 0, 4 * sizeof(uint64_t)));
+  undo_on_throw([&] {  // this rank's memory first, then the collective (undo_on_throw says why)
+    MK_CUDA_CHECK(cudaMalloc(&p.epoch_counter, 4 * sizeof(uint64_t)));
+    MK_CUDA_CHECK(cudaMemset(p.epoch_counter, 0, 4 * sizeof(uint64_t)));
+    if (t.num_nodes > 1) {
+      MK_CUDA_CHECK(cudaMalloc(&p.net_rb_count, size_t(total_blocks) * sizeof(uint64_t)));
+      MK_CUDA_CHECK(cudaMemset(p.net_rb_count, 0, size_t(total_blocks) * sizeof(uint64_t)));
+    }
+    if (staging) p.staging = &comm.alloc_symmetric(static_cast<size_t>(slots * p.slot_elems * 2));
+    if (t.num_nodes > 1) {  // (several ranks: always staging)
+      Network& net = comm.network();
+      p.net_region = net.register_buffer(*p.staging);
+      p.netctx = net.device_ctx_ptr();
+    }
+  }, [&] { rs_free_plan(comm, p); });
   return p;
 }
 

@@ -108,33 +108,34 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
                                                      causal ? " causal" : " full", " scale ", opt.scale, " (signals ",
                                                      sig_entry_, ", ", sig_arrival_, ")")),
                       t.rank, "RingAttention", "batch x s_local x heads x kv_heads x head_dim");
-  const size_t slot = size_t(chunks) * 2 * s_local * head_dim * 2;
-  // One rank reads only its own K/V (map 0): no gathered buffer (K and V's size).
-  if (world > 1) gathered_ = &comm.alloc_symmetric(slot * size_t(world));
-  if (t.num_nodes > 1) {
-    Network& net = comm.network();
-    net_region_ = net.register_buffer(*gathered_);
-    netctx_ = net.device_ctx_ptr();
-  }
   // Keys are read own first (no wait), then the node peers' (NVLink, early),
   // then the other nodes' ranks' (network), nearest first.
   for (int step = 0; step < t.world; ++step)
     kv_order_.push_back(t.rank_at((t.node + step / t.local_size) % t.num_nodes,
                                   (t.local_rank + step % t.local_size) % t.local_size));
-  MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 4 * sizeof(uint64_t)));
-  MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 4 * sizeof(uint64_t)));
-  MK_CUDA_CHECK(cudaDeviceSynchronize());  // the legacy-stream memset before any launch (setup time)
+  const size_t slot = size_t(chunks) * 2 * s_local * head_dim * 2;
+  tp::undo_on_throw([&] {  // this rank's memory first, then the collective (tp::undo_on_throw says why)
+    MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 4 * sizeof(uint64_t)));
+    MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 4 * sizeof(uint64_t)));
+    // One rank reads only its own K/V (map 0): no gathered buffer (K and V's size).
+    if (world > 1) gathered_ = &comm.alloc_symmetric(slot * size_t(world));
+    if (t.num_nodes > 1) {
+      Network& net = comm.network();
+      net_region_ = net.register_buffer(*gathered_);
+      netctx_ = net.device_ctx_ptr();
+    }
+    MK_CUDA_CHECK(cudaDeviceSynchronize());  // the legacy-stream memset before any launch (setup time)
+  }, [&] { release(); });
 }
 
-RingAttention::~RingAttention() {
+RingAttention::~RingAttention() { release(); }
+
+void RingAttention::release() noexcept {
   tp::release_net_region(comm_, net_region_);
+  net_region_ = -1;
   if (epoch_counter_) cudaFree(epoch_counter_);
-  if (gathered_) {
-    try {
-      comm_.free_symmetric(*gathered_);
-    } catch (...) {
-    }
-  }
+  epoch_counter_ = nullptr;
+  tp::free_symmetric_quietly(comm_, gathered_);
 }
 
 void RingAttention::enable_trace(int events_per_cta) { trace_.enable(num_ctas_, events_per_cta); }
