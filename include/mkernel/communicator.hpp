@@ -43,6 +43,9 @@ class Communicator {
   SymmetricBuffer& alloc_symmetric(size_t bytes);
   void free_symmetric(SymmetricBuffer& buf);
   bool uses_vmm() const;
+  // Bytes of symmetric memory this rank holds now (each buffer as mapped,
+  // rounded up to the allocation granularity); MK_SYMM_MAX_BYTES bounds it.
+  size_t symmetric_bytes() const;
 
   // The device-side context (signals, abort words, diagnostics, timeout).
   const DeviceCtx& device_ctx() const { return ctx_; }

@@ -231,6 +231,7 @@ Network& Communicator::network() {
 uint64_t Communicator::network_bytes_put() const { return net_ ? net_->bytes_put() : 0; }
 void Communicator::free_symmetric(SymmetricBuffer& buf) { heap_->free(&buf); }
 bool Communicator::uses_vmm() const { return heap_->mode() == SymmetricHeap::Mode::Vmm; }
+size_t Communicator::symmetric_bytes() const { return heap_->bytes(); }
 
 int Communicator::reserve_signals(int n) {
   if (n <= 0) fail("reserve_signals(", n, "): n must be at least 1");

@@ -16,6 +16,7 @@ struct SymmetricHeap::Alloc {
   size_t mapped = 0;
   CUmemGenericAllocationHandle handle = 0;
   std::vector<CUdeviceptr> va;  // VMM: every mapping we made, by global rank
+  size_t gran = 0;               // VMM: the mappings' alignment
   bool ipc = false;
 };
 
@@ -85,20 +86,25 @@ SymmetricHeap::~SymmetricHeap() {
   }
 }
 
-// Maps this rank's buffer and those of every rank on this host: node peers
-// (NVLink peers) must map, other ranks of this host (emulated nodes, used only
-// by the emu NIC) are mapped when the devices allow it.
-void SymmetricHeap::map_vmm(Alloc& a, size_t bytes) {
+// Creates and maps this rank's buffer (nothing shared yet).
+void SymmetricHeap::vmm_create(Alloc& a, size_t bytes) {
   const auto& d = drv::api();
   CUmemAllocationProp prop = vmm_prop(device_);
-  size_t gran = 0;
-  MK_CU_CHECK(d.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
-  a.mapped = (bytes + gran - 1) / gran * gran;
+  MK_CU_CHECK(d.cuMemGetAllocationGranularity(&a.gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  a.mapped = (bytes + a.gran - 1) / a.gran * a.gran;
   MK_CU_CHECK(d.cuMemCreate(&a.handle, a.mapped, &prop, 0));
-  const int me = topo_.rank;
   a.va.assign(topo_.world, 0);
-  MK_CU_CHECK(d.cuMemAddressReserve(&a.va[me], a.mapped, gran, 0, 0));
-  map_rw(a.va[me], a.mapped, a.handle, device_);
+  MK_CU_CHECK(d.cuMemAddressReserve(&a.va[topo_.rank], a.mapped, a.gran, 0, 0));
+  map_rw(a.va[topo_.rank], a.mapped, a.handle, device_);
+}
+
+// Maps the buffers of every rank on this host: node peers (NVLink peers)
+// must map, other ranks of this host (emulated nodes, used only by the emu
+// NIC) are mapped when the devices allow it.
+void SymmetricHeap::vmm_share(Alloc& a) {
+  const auto& d = drv::api();
+  const size_t gran = a.gran;
+  const int me = topo_.rank;
   const auto& host = topo_.host_ranks;
   if (host.size() == 1) return;
 
@@ -146,7 +152,8 @@ void SymmetricHeap::map_vmm(Alloc& a, size_t bytes) {
   }
 }
 
-void SymmetricHeap::map_ipc(Alloc& a, size_t bytes) {
+// Allocates this rank's buffer; returns its IPC handle's bytes.
+std::string SymmetricHeap::ipc_create(Alloc& a, size_t bytes) {
   a.ipc = true;
   a.mapped = (bytes + 4095) / 4096 * 4096;
   void* p = nullptr;
@@ -156,11 +163,16 @@ void SymmetricHeap::map_ipc(Alloc& a, size_t bytes) {
   a.buf.host_peer[topo_.rank] = p;
   cudaIpcMemHandle_t h{};
   MK_CUDA_CHECK(cudaIpcGetMemHandle(&h, p));
-  auto all = bs_.allgather(std::string(reinterpret_cast<const char*>(&h), sizeof(h)));
+  return std::string(reinterpret_cast<const char*>(&h), sizeof(h));
+}
+
+// Opens the handles of the ranks on this host (`handles`: every rank's, by rank).
+void SymmetricHeap::ipc_share(Alloc& a, const std::vector<std::string>& handles) {
   for (int r : topo_.host_ranks) {
     if (r == topo_.rank) continue;
     cudaIpcMemHandle_t ph;
-    std::memcpy(&ph, all[r].data(), sizeof(ph));
+    if (handles[r].size() != sizeof(ph)) fail("alloc_symmetric: rank ", r, " sent a malformed IPC handle");
+    std::memcpy(&ph, handles[r].data(), sizeof(ph));
     void* pp = nullptr;
     cudaError_t e = cudaIpcOpenMemHandle(&pp, ph, cudaIpcMemLazyEnablePeerAccess);
     if (e != cudaSuccess && !topo_.same_node(topo_.rank, r)) {
@@ -194,15 +206,47 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
   a->buf.local_size = topo_.local_size;
   a->buf.region.id = next_id_++;
   a->buf.region.device = device_;
+  // This rank's memory first; then every rank learns whether every rank got
+  // its own, before anything is shared: an allocation that fails on one rank
+  // (out of memory) fails on every rank at this call, with the same message,
+  // so the ranks stay in step (a plan that then throws frees the same buffers
+  // on every rank: tp::undo_on_throw).
+  static constexpr char kOk[] = "ok:", kFailed[] = "failed:";
+  std::string mine = kOk;
+  try {
+    const int64_t cap = knob_int(Knob::MK_SYMM_MAX_BYTES);
+    if (cap > 0 && this->bytes() + bytes > static_cast<size_t>(cap))
+      fail("MK_SYMM_MAX_BYTES = ", cap, " would be exceeded (", this->bytes(), " bytes held)");
+    if (mode_ == Mode::Vmm)
+      vmm_create(*a, bytes);
+    else
+      mine += ipc_create(*a, bytes);
+  } catch (const std::exception& e) {
+    release(*a);
+    std::string why = e.what();
+    if (why.rfind("mkernel: ", 0) == 0) why.erase(0, 9);  // said once, by the error below
+    mine = kFailed + why;
+  }
+  std::vector<std::string> got = bs_.allgather(mine);
+  for (int r = 0; r < topo_.world; ++r) {
+    if (got[r].rfind(kOk, 0) == 0) continue;
+    if (mine.rfind(kOk, 0) == 0) release(*a);
+    if (got[r].rfind(kFailed, 0) == 0)
+      fail("alloc_symmetric of ", bytes, " bytes: rank ", r, " could not allocate its part: ",
+           got[r].substr(sizeof(kFailed) - 1));
+    fail("alloc_symmetric: rank ", r, " made another collective call at this point (rank ", topo_.rank,
+         " is in alloc_symmetric of ", bytes, " bytes): the ranks' collective calls are out of step");
+  }
+  for (std::string& g : got) g.erase(0, sizeof(kOk) - 1);  // (IPC) the handles
   try {
     if (mode_ == Mode::Vmm) {
-      map_vmm(*a, bytes);
+      vmm_share(*a);
       a->buf.host_peer.assign(topo_.world, nullptr);
       for (int r = 0; r < topo_.world; ++r) a->buf.host_peer[r] = reinterpret_cast<void*>(a->va[r]);
       a->buf.local = a->buf.host_peer[topo_.rank];
       a->buf.region.vmm = true;
     } else {
-      map_ipc(*a, bytes);
+      ipc_share(*a, got);
     }
   } catch (...) {
     release(*a);  // whatever was created or mapped before the failure
@@ -217,6 +261,12 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
   bs_.barrier();
   allocs_.push_back(std::move(a));
   return &allocs_.back()->buf;
+}
+
+size_t SymmetricHeap::bytes() const {
+  size_t n = 0;
+  for (const auto& a : allocs_) n += a->mapped;
+  return n;
 }
 
 void SymmetricHeap::release(Alloc& a) {

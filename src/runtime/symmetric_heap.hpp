@@ -23,11 +23,14 @@ class SymmetricHeap {
   // Collective; a barrier first so no peer still uses the buffer.
   void free(SymmetricBuffer* buf);
   Mode mode() const { return mode_; }
+  size_t bytes() const;  // held now, as mapped
 
  private:
   struct Alloc;
-  void map_vmm(Alloc& a, size_t bytes);
-  void map_ipc(Alloc& a, size_t bytes);
+  void vmm_create(Alloc& a, size_t bytes);
+  void vmm_share(Alloc& a);
+  std::string ipc_create(Alloc& a, size_t bytes);
+  void ipc_share(Alloc& a, const std::vector<std::string>& handles);
   void release(Alloc& a);
 
   Bootstrap& bs_;

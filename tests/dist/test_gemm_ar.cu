@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -346,36 +347,43 @@ TEST(GemmArErrors, BadPlansAreRejected) {
   comm().barrier();
 }
 
-// A plan whose constructor throws after it reserved memory gives the memory
-// back (C++ runs no destructor for a constructor that throws; before
+// A plan whose constructor throws after it allocated gives the memory back
+// (C++ runs no destructor for a constructor that throws; before
 // tp::undo_on_throw it was kept for the communicator's life). One-shot on one
-// node of 2: the reduce-scatter part is made (its staging ~4 GiB a rank), then
-// the one-shot part asks for a signal word per tile, more than the pool holds,
-// on every rank alike. Afterwards a plan is made and computes (the ranks'
-// pools and heaps still in step).
+// node of 2 allocates the reduce-scatter part's staging, then the one-shot
+// staging: MK_SYMM_MAX_BYTES leaves room for the first but not the second, on
+// every rank alike. Afterwards a plan is made and computes (the ranks still in
+// step).
 TEST_F(GemmArTest, APlanFailingAfterItsAllocationsGivesThemBack) {
   if (!tp_ranks() || comm().world() != 2 || comm().topology().num_nodes != 1)
     GTEST_SKIP() << "the one-shot variant needs one node of 2 ranks";
-  const int64_t m = 16384, k = 64;
-  const int64_t pool = knob_int(Knob::MK_SIGNAL_SLOTS);
-  const int64_t n = 256 * (pool / (m / 128) + 1);  // (m / 128) x (n / 256) one-shot tiles > the pool
-  CK(cudaDeviceSynchronize());
-  comm().barrier();
-  size_t free_before = 0, free_after = 0, total = 0;
-  CK(cudaMemGetInfo(&free_before, &total));
-  comm().barrier();
+  const int64_t m = 512, n = 8192, k = 128;  // one-shot's own staging: m x n bf16, 8 MiB
+  const size_t before = comm().symmetric_bytes();
+  size_t rs_bytes = 0, both_bytes = 0;  // what the two-shot and the one-shot plan of this shape hold
+  {
+    GemmAr two(comm(), m, n, k, {.one_shot = 0});
+    rs_bytes = comm().symmetric_bytes() - before;
+  }
+  {
+    GemmAr one(comm(), m, n, k, {.one_shot = 1});
+    both_bytes = comm().symmetric_bytes() - before;
+  }
+  ASSERT_EQ(comm().symmetric_bytes(), before) << "plans destroyed: their memory back";
+  ASSERT_GT(rs_bytes, 0u);
+  ASSERT_GT(both_bytes, rs_bytes) << "the one-shot plan adds its own staging";
+  const std::string cap = std::to_string(before + rs_bytes + (both_bytes - rs_bytes) / 2);
+  ASSERT_EQ(setenv("MK_SYMM_MAX_BYTES", cap.c_str(), 1), 0);
   const std::string e = error_of([&] { GemmAr p(comm(), m, n, k, {.one_shot = 1}); });
-  EXPECT_NE(e.find("no run of"), std::string::npos) << "want the signal pool's error, got \"" << e << "\"";
-  comm().barrier();
-  CK(cudaMemGetInfo(&free_after, &total));
-  const size_t lost = free_before > free_after ? free_before - free_after : 0;
-  EXPECT_LT(lost, size_t(256) << 20) << "device memory not given back by the failed plan: " << (lost >> 20)
-                                     << " MiB (its staging alone is ~4 GiB a rank)";
-  const int64_t m2 = 256, n2 = 320, k2 = 128;
-  GemmAr plan(comm(), m2, n2, k2);
-  Buf a(m2 * k2 * 2), b(n2 * k2 * 2), out(m2 * n2 * 2);
-  random_bf16(b.p, n2 * k2, seed_b(comm().rank()));
-  run_once(plan, a, b, out, m2, n2, k2, 4000, "a plan after the failed one");
+  unsetenv("MK_SYMM_MAX_BYTES");
+  EXPECT_NE(e.find("could not allocate its part: MK_SYMM_MAX_BYTES"), std::string::npos)
+      << "want the one-shot staging refused on every rank, got \"" << e << "\"";
+  EXPECT_EQ(comm().symmetric_bytes(), before)
+      << "the failed plan kept " << comm().symmetric_bytes() - before << " bytes (its reduce-scatter staging: "
+      << rs_bytes << ")";
+  GemmAr plan(comm(), m, n, k, {.one_shot = 1});
+  Buf a(m * k * 2), b(n * k * 2), out(m * n * 2);
+  random_bf16(b.p, n * k, seed_b(comm().rank()));
+  run_once(plan, a, b, out, m, n, k, 4000, "the same plan made after the failed one");
   comm().barrier();
 }
 

@@ -52,14 +52,17 @@ inline void free_symmetric_quietly(Communicator& comm, SymmetricBuffer*& buf) no
 // throws, `undo` (the destructor's work, which C++ does not run for a
 // constructor that throws) runs as the exception unwinds. Without it a failed
 // plan kept its symmetric memory, network region and device memory for the
-// communicator's life. Plans reserve what is local to this rank (device
-// counters, split-tile scratch) before anything collective (symmetric memory,
-// network registration): a failure on one rank alone (out of memory) then
-// comes before there is anything collective to free, and a collective step
-// fails on every rank (a mismatch seen by all; one rank's failure inside it
-// ends the others' wait by its bound), so all ranks free the same buffers in
-// the same order and the frees' barriers pair up. Signal words stay reserved
-// while an exception unwinds (SignalLease::reset), as for any failed plan.
+// communicator's life. Plans take their signal words and check that every
+// rank made the same plan first, then reserve what is local to this rank
+// (device counters, split-tile scratch), then what is collective (symmetric
+// memory, network registration): a failure on one rank alone (out of memory)
+// then comes before there is anything collective to free, and
+// alloc_symmetric fails on every rank alike when one rank cannot allocate its
+// part, so every rank frees the same buffers in the same order and the
+// frees' barriers pair up. Not so for a registration that fails on one rank
+// only (a transport's error): its peers' frees wait out the bootstrap bound.
+// Signal words stay reserved while an exception unwinds
+// (SignalLease::reset), as for any failed plan.
 template <class Reserve, class Undo>
 void undo_on_throw(Reserve&& reserve, Undo&& undo) {
   struct Guard {

@@ -119,29 +119,32 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   const roles::ArLayout al{t.num_nodes};
   const int swizzle = opt.swizzle ? opt.swizzle : tp::ar_swizzle(t.num_nodes, tp::rs_share_blocks(m, t.world));
   const std::string variant = cat(one_shot_ ? ", one-shot" : ", two-shot", interleave_ ? ", interleaved" : "");
+  rs_ = std::make_unique<tp::RsPlan>();  // signals and the plan check first, then memory
+  *rs_ = tp::rs_reserve_plan(comm, "GemmAr", m, n, k_local, swizzle, 1, &sig_fin_, variant);
+  swizzle_ = rs_->swizzle;
+  const int64_t os_tiles = (m + gemm::kBlockM - 1) / gemm::kBlockM * n_tiles;  // one-shot: no shares
+  if (one_shot_) {  // (two ranks of one node: never with a one-rank plan's plain path)
+    num_os_ctas_ = tp::balanced_ctas(os_tiles, num_ctas_);
+    // Its own family of calls: entry signals, epoch counter (run()'s calls
+    // only; all_reduce() keeps the reduce-scatter's counts in step) and
+    // per-tile arrival signals.
+    os_sig_entry_ = os_signals_.take(comm, t.world);
+    sig_bcast_ = os_signals_.take(comm, static_cast<int>((t.local_size - 1) * os_tiles));
+    // Reserved after the reduce-scatter plan's check: checked here (ranks write into each other's words by index).
+    tp::check_same_plan(comm.bootstrap().allgather(cat("one-shot ", os_tiles, " tiles (signals ", os_sig_entry_, ", ",
+                                                       sig_bcast_, ")")),
+                        t.rank, "GemmAr", "the one-shot part");
+  }
   tp::undo_on_throw([&] {  // this rank's memory first, then the collective (tp::undo_on_throw says why)
     if (one_shot_) {
       MK_CUDA_CHECK(cudaMalloc(&os_epoch_, 4 * sizeof(uint64_t)));
       MK_CUDA_CHECK(cudaMemset(os_epoch_, 0, 4 * sizeof(uint64_t)));
     }
-    rs_ = std::make_unique<tp::RsPlan>(
-        tp::rs_make_plan(comm, "GemmAr", m, n, k_local, swizzle, al.extra_slots(), 1, &sig_fin_, variant, !plain_));
-    swizzle_ = rs_->swizzle;
-    if (one_shot_) {  // (two ranks of one node: never with a one-rank plan's plain path)
-      const int64_t tiles_total = (m + gemm::kBlockM - 1) / gemm::kBlockM * n_tiles;  // one-shot: no shares
-      num_os_ctas_ = tp::balanced_ctas(tiles_total, num_ctas_);
-      // Its own family of calls: entry signals, epoch counter (run()'s calls
-      // only; all_reduce() keeps the reduce-scatter's counts in step) and
-      // per-tile arrival signals.
-      os_sig_entry_ = os_signals_.take(comm, t.world);
-      sig_bcast_ = os_signals_.take(comm, static_cast<int>((t.local_size - 1) * tiles_total));
-      // Reserved after the reduce-scatter plan's check: checked here (ranks write into each other's words by index).
-      tp::check_same_plan(comm.bootstrap().allgather(cat("one-shot ", tiles_total, " tiles (signals ", os_sig_entry_,
-                                                         ", ", sig_bcast_, ")")),
-                          t.rank, "GemmAr", "the one-shot part");
-      os_staging_ = &comm.alloc_symmetric(size_t(t.local_size - 1) * size_t(tiles_total) * gemm::kBlockM *
+    tp::rs_alloc_counters(t, *rs_);
+    tp::rs_alloc_staging(comm, *rs_, al.extra_slots(), !plain_);
+    if (one_shot_)  // one whole partial result per node peer
+      os_staging_ = &comm.alloc_symmetric(size_t(t.local_size - 1) * size_t(os_tiles) * gemm::kBlockM *
                                           gemm::kBlockN * 2);
-    }
     MK_CUDA_CHECK(cudaDeviceSynchronize());  // the plan's memsets before any stream's launch
   }, [&] { release(); });
 }

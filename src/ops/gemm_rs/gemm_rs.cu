@@ -93,12 +93,13 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   const bool fused = tp::fused_ever(one);  // else none of the fused kernel's buffers
   split_tiles_ = sp.tiles;
   split_parts_ = sp.parts;
+  rs_ = std::make_unique<tp::RsPlan>();
+  *rs_ = tp::rs_reserve_plan(comm, "GemmRs", m, n, k_local, opt.swizzle, 0, nullptr);  // signals, the plan check
+  swizzle_ = rs_->swizzle;
   tp::undo_on_throw([&] {  // this rank's memory first, then the collective (tp::undo_on_throw says why)
-    // Split tiles' fp32 parts and flags.
-    if (fused) tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);
-    rs_ = std::make_unique<tp::RsPlan>(
-        tp::rs_make_plan(comm, "GemmRs", m, n, k_local, opt.swizzle, 0, 0, nullptr, "", fused));
-    swizzle_ = rs_->swizzle;
+    if (fused) tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);  // split tiles' fp32 parts
+    tp::rs_alloc_counters(t, *rs_);
+    tp::rs_alloc_staging(comm, *rs_, 0, fused);
     // The legacy-stream memset must be done before a launch on any stream
     // (non-blocking streams do not wait for it): plan creation is setup time.
     MK_CUDA_CHECK(cudaDeviceSynchronize());

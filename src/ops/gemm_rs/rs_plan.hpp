@@ -88,18 +88,12 @@ inline void rs_check_shape(const Topology& t, const char* op, int64_t m, int64_t
   if (t.world > roles::kMaxRsRanks) fail(op, ": at most ", roles::kMaxRsRanks, " ranks (got ", t.world, ")");
 }
 
-inline void rs_free_plan(Communicator& comm, RsPlan& p);  // (below; rs_make_plan undoes with it)
-
 // Reserves signals (entry, NVLink and network arrivals, then `extra_sig`
-// per global row-block), checks every rank made the same plan, allocates
-// the staging buffer (the layout's slots + extra_slots) and, across nodes,
-// registers it and the per-row-block counts. Device words zeroed; the
-// caller synchronises before the first launch. staging = false (a plan
-// whose calls never launch the fused kernel, tp::fused_ever): no staging
-// buffer.
-inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_t n, int64_t k_local, int swizzle_opt,
-                           int extra_slots, int extra_sig, int* extra_sig_index, const std::string& variant = "",
-                           bool staging = true) {
+// per global row-block) and checks every rank made the same plan; no memory
+// yet (rs_alloc_counters, rs_alloc_staging), so that a plan can reserve its
+// own local memory before anything collective (undo_on_throw says why).
+inline RsPlan rs_reserve_plan(Communicator& comm, const char* op, int64_t m, int64_t n, int64_t k_local,
+                              int swizzle_opt, int extra_sig, int* extra_sig_index, const std::string& variant = "") {
   const Topology& t = comm.topology();
   RsPlan p;
   p.m = m;
@@ -125,25 +119,56 @@ inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_
                   t.rank, op, "m x n x k_local");
   const int64_t n_tiles = (n + gemm::kBlockN - 1) / gemm::kBlockN;
   p.slot_elems = share_blocks * gemm::kBlockM * n_tiles * gemm::kBlockN;
-  const int slots = std::max(1, lay.num_slots() + extra_slots);
-  undo_on_throw([&] {  // this rank's memory first, then the collective (undo_on_throw says why)
-    MK_CUDA_CHECK(cudaMalloc(&p.epoch_counter, 4 * sizeof(uint64_t)));
-    MK_CUDA_CHECK(cudaMemset(p.epoch_counter, 0, 4 * sizeof(uint64_t)));
-    if (t.num_nodes > 1) {
-      MK_CUDA_CHECK(cudaMalloc(&p.net_rb_count, size_t(total_blocks) * sizeof(uint64_t)));
-      MK_CUDA_CHECK(cudaMemset(p.net_rb_count, 0, size_t(total_blocks) * sizeof(uint64_t)));
-    }
-    if (staging) p.staging = &comm.alloc_symmetric(static_cast<size_t>(slots * p.slot_elems * 2));
-    if (t.num_nodes > 1) {  // (several ranks: always staging)
-      Network& net = comm.network();
-      p.net_region = net.register_buffer(*p.staging);
-      p.netctx = net.device_ctx_ptr();
-    }
+  return p;
+}
+
+// Staging bytes of a reserved plan: the layout's slots + extra_slots.
+inline size_t rs_staging_bytes(const Topology& t, const RsPlan& p, int extra_slots) {
+  const rs::Layout lay{t.num_nodes, t.local_size};
+  return static_cast<size_t>(std::max(1, lay.num_slots() + extra_slots)) * static_cast<size_t>(p.slot_elems) * 2;
+}
+
+// This rank's device counters (epoch, and across nodes the per-row-block
+// counts), zeroed: this rank's memory alone.
+inline void rs_alloc_counters(const Topology& t, RsPlan& p) {
+  MK_CUDA_CHECK(cudaMalloc(&p.epoch_counter, 4 * sizeof(uint64_t)));
+  MK_CUDA_CHECK(cudaMemset(p.epoch_counter, 0, 4 * sizeof(uint64_t)));
+  if (t.num_nodes > 1) {
+    const size_t total_blocks = static_cast<size_t>(rs_share_blocks(p.m, t.world) * t.world);
+    MK_CUDA_CHECK(cudaMalloc(&p.net_rb_count, total_blocks * sizeof(uint64_t)));
+    MK_CUDA_CHECK(cudaMemset(p.net_rb_count, 0, total_blocks * sizeof(uint64_t)));
+  }
+}
+
+// Collective: the staging buffer (rs_staging_bytes) and, across nodes, its
+// registration. staging = false (a plan whose calls never launch the fused
+// kernel, tp::fused_ever; one rank only): none.
+inline void rs_alloc_staging(Communicator& comm, RsPlan& p, int extra_slots, bool staging) {
+  const Topology& t = comm.topology();
+  if (staging) p.staging = &comm.alloc_symmetric(rs_staging_bytes(t, p, extra_slots));
+  if (t.num_nodes > 1) {  // (several ranks: always staging)
+    Network& net = comm.network();
+    p.net_region = net.register_buffer(*p.staging);
+    p.netctx = net.device_ctx_ptr();
+  }
+}
+
+inline void rs_free_plan(Communicator& comm, RsPlan& p) noexcept;
+
+// rs_reserve_plan, then the counters and the staging, all given back if a
+// step throws. The caller synchronises before the first launch.
+inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_t n, int64_t k_local, int swizzle_opt,
+                           int extra_slots, int extra_sig, int* extra_sig_index, const std::string& variant = "",
+                           bool staging = true) {
+  RsPlan p = rs_reserve_plan(comm, op, m, n, k_local, swizzle_opt, extra_sig, extra_sig_index, variant);
+  undo_on_throw([&] {
+    rs_alloc_counters(comm.topology(), p);
+    rs_alloc_staging(comm, p, extra_slots, staging);
   }, [&] { rs_free_plan(comm, p); });
   return p;
 }
 
-inline void rs_free_plan(Communicator& comm, RsPlan& p) {
+inline void rs_free_plan(Communicator& comm, RsPlan& p) noexcept {
   release_net_region(comm, p.net_region);
   if (p.epoch_counter) cudaFree(p.epoch_counter);
   if (p.net_rb_count) cudaFree(p.net_rb_count);
