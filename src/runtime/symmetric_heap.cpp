@@ -49,6 +49,29 @@ bool vmm_supported(int device) {
   }
 }
 
+// One step of alloc_symmetric, as each rank answers it: "ok:" (then, for
+// IPC, its handle) or "failed:" and why.
+constexpr char kOk[] = "ok:", kFailed[] = "failed:";
+
+std::string failed(const std::exception& e) {
+  std::string why = e.what();
+  if (why.rfind("mkernel: ", 0) == 0) why.erase(0, 9);  // said once, by step_error's message
+  return kFailed + why;
+}
+
+// "" when every rank's answer is ok; else the error every rank throws (the
+// first rank that failed, so the same on every rank).
+std::string step_error(const std::vector<std::string>& got, int me, const char* what, size_t bytes) {
+  for (size_t r = 0; r < got.size(); ++r) {
+    if (got[r].rfind(kOk, 0) == 0) continue;
+    if (got[r].rfind(kFailed, 0) == 0)
+      return cat("alloc_symmetric of ", bytes, " bytes: rank ", r, " ", what, ": ", got[r].substr(sizeof(kFailed) - 1));
+    return cat("alloc_symmetric: rank ", r, " made another collective call at this point (rank ", me,
+               " is in alloc_symmetric of ", bytes, " bytes): the ranks' collective calls are out of step");
+  }
+  return "";
+}
+
 void map_rw(CUdeviceptr va, size_t size, CUmemGenericAllocationHandle h, int device) {
   MK_CU_CHECK(drv::api().cuMemMap(va, size, 0, h, 0));
   CUmemAccessDesc acc{};
@@ -86,12 +109,20 @@ SymmetricHeap::~SymmetricHeap() {
   }
 }
 
+// MK_SYMM_MAX_BYTES: this rank's symmetric memory, with `mapped` more, within it.
+void SymmetricHeap::check_budget(size_t mapped) const {
+  const int64_t cap = knob_int(Knob::MK_SYMM_MAX_BYTES);
+  if (cap > 0 && bytes() + mapped > static_cast<size_t>(cap))
+    fail("MK_SYMM_MAX_BYTES = ", cap, " would be exceeded (", bytes(), " bytes held, ", mapped, " more asked)");
+}
+
 // Creates and maps this rank's buffer (nothing shared yet).
 void SymmetricHeap::vmm_create(Alloc& a, size_t bytes) {
   const auto& d = drv::api();
   CUmemAllocationProp prop = vmm_prop(device_);
   MK_CU_CHECK(d.cuMemGetAllocationGranularity(&a.gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
   a.mapped = (bytes + a.gran - 1) / a.gran * a.gran;
+  check_budget(a.mapped);
   MK_CU_CHECK(d.cuMemCreate(&a.handle, a.mapped, &prop, 0));
   a.va.assign(topo_.world, 0);
   MK_CU_CHECK(d.cuMemAddressReserve(&a.va[topo_.rank], a.mapped, a.gran, 0, 0));
@@ -156,6 +187,7 @@ void SymmetricHeap::vmm_share(Alloc& a) {
 std::string SymmetricHeap::ipc_create(Alloc& a, size_t bytes) {
   a.ipc = true;
   a.mapped = (bytes + 4095) / 4096 * 4096;
+  check_budget(a.mapped);
   void* p = nullptr;
   MK_CUDA_CHECK(cudaMalloc(&p, a.mapped));
   a.buf.local = p;
@@ -211,33 +243,27 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
   // (out of memory) fails on every rank at this call, with the same message,
   // so the ranks stay in step (a plan that then throws frees the same buffers
   // on every rank: tp::undo_on_throw).
-  static constexpr char kOk[] = "ok:", kFailed[] = "failed:";
   std::string mine = kOk;
   try {
-    const int64_t cap = knob_int(Knob::MK_SYMM_MAX_BYTES);
-    if (cap > 0 && this->bytes() + bytes > static_cast<size_t>(cap))
-      fail("MK_SYMM_MAX_BYTES = ", cap, " would be exceeded (", this->bytes(), " bytes held)");
     if (mode_ == Mode::Vmm)
       vmm_create(*a, bytes);
     else
       mine += ipc_create(*a, bytes);
   } catch (const std::exception& e) {
     release(*a);
-    std::string why = e.what();
-    if (why.rfind("mkernel: ", 0) == 0) why.erase(0, 9);  // said once, by the error below
-    mine = kFailed + why;
+    cudaGetLastError();  // (a failed cudaMalloc leaves it set: the next launch's check would report it)
+    mine = failed(e);
   }
   std::vector<std::string> got = bs_.allgather(mine);
-  for (int r = 0; r < topo_.world; ++r) {
-    if (got[r].rfind(kOk, 0) == 0) continue;
-    if (mine.rfind(kOk, 0) == 0) release(*a);
-    if (got[r].rfind(kFailed, 0) == 0)
-      fail("alloc_symmetric of ", bytes, " bytes: rank ", r, " could not allocate its part: ",
-           got[r].substr(sizeof(kFailed) - 1));
-    fail("alloc_symmetric: rank ", r, " made another collective call at this point (rank ", topo_.rank,
-         " is in alloc_symmetric of ", bytes, " bytes): the ranks' collective calls are out of step");
+  std::string err = step_error(got, topo_.rank, "could not allocate its part", bytes);
+  if (!err.empty()) {
+    release(*a);
+    fail(err);
   }
   for (std::string& g : got) g.erase(0, sizeof(kOk) - 1);  // (IPC) the handles
+  // Then the peers' mappings, the same way: every rank learns whether every
+  // rank mapped what it must (the barrier that ended the call before).
+  mine = kOk;
   try {
     if (mode_ == Mode::Vmm) {
       vmm_share(*a);
@@ -248,17 +274,22 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
     } else {
       ipc_share(*a, got);
     }
-  } catch (...) {
-    release(*a);  // whatever was created or mapped before the failure
-    throw;
+    for (int i = 0; i < topo_.local_size; ++i) a->buf.peer[i] = a->buf.host_peer[topo_.node_ranks[topo_.node][i]];
+    a->buf.region.base = a->buf.local;
+    a->buf.region.bytes = a->mapped;
+    // Symmetric memory starts zeroed: signal pools rely on it.
+    MK_CUDA_CHECK(cudaMemset(a->buf.local, 0, a->mapped));
+    MK_CUDA_CHECK(cudaDeviceSynchronize());
+  } catch (const std::exception& e) {
+    cudaGetLastError();
+    mine = failed(e);
   }
-  for (int i = 0; i < topo_.local_size; ++i) a->buf.peer[i] = a->buf.host_peer[topo_.node_ranks[topo_.node][i]];
-  a->buf.region.base = a->buf.local;
-  a->buf.region.bytes = a->mapped;
-  // Symmetric memory starts zeroed: signal pools rely on it.
-  MK_CUDA_CHECK(cudaMemset(a->buf.local, 0, a->mapped));
-  MK_CUDA_CHECK(cudaDeviceSynchronize());
-  bs_.barrier();
+  got = bs_.allgather(mine);
+  err = step_error(got, topo_.rank, "could not map its host's buffers", bytes);
+  if (!err.empty()) {
+    release(*a);
+    fail(err);
+  }
   allocs_.push_back(std::move(a));
   return &allocs_.back()->buf;
 }

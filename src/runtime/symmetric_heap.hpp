@@ -27,6 +27,7 @@ class SymmetricHeap {
 
  private:
   struct Alloc;
+  void check_budget(size_t mapped) const;
   void vmm_create(Alloc& a, size_t bytes);
   void vmm_share(Alloc& a);
   std::string ipc_create(Alloc& a, size_t bytes);

@@ -347,17 +347,27 @@ TEST(GemmArErrors, BadPlansAreRejected) {
   comm().barrier();
 }
 
+// MK_SYMM_MAX_BYTES set for one scope (every rank, or the ranks given).
+struct SymmBudget {
+  explicit SymmBudget(size_t bytes, bool here = true) {
+    if (here) setenv("MK_SYMM_MAX_BYTES", std::to_string(bytes).c_str(), 1);
+  }
+  ~SymmBudget() { unsetenv("MK_SYMM_MAX_BYTES"); }
+};
+
 // A plan whose constructor throws after it allocated gives the memory back
 // (C++ runs no destructor for a constructor that throws; before
 // tp::undo_on_throw it was kept for the communicator's life). One-shot on one
 // node of 2 allocates the reduce-scatter part's staging, then the one-shot
-// staging: MK_SYMM_MAX_BYTES leaves room for the first but not the second, on
-// every rank alike. Afterwards a plan is made and computes (the ranks still in
-// step).
+// staging: MK_SYMM_MAX_BYTES leaves room for the first but not the second,
+// (1) on every rank, (2) on rank 0 only (alloc_symmetric then fails on every
+// rank alike). Afterwards the same plan is made and computes (the ranks still
+// in step).
 TEST_F(GemmArTest, APlanFailingAfterItsAllocationsGivesThemBack) {
   if (!tp_ranks() || comm().world() != 2 || comm().topology().num_nodes != 1)
     GTEST_SKIP() << "the one-shot variant needs one node of 2 ranks";
-  const int64_t m = 512, n = 8192, k = 128;  // one-shot's own staging: m x n bf16, 8 MiB
+  const int64_t m = 512, n = 8192, k = 128;
+  const size_t os_request = size_t(m) * n * 2;  // one-shot's own staging: one partial result per node peer
   const size_t before = comm().symmetric_bytes();
   size_t rs_bytes = 0, both_bytes = 0;  // what the two-shot and the one-shot plan of this shape hold
   {
@@ -370,20 +380,25 @@ TEST_F(GemmArTest, APlanFailingAfterItsAllocationsGivesThemBack) {
   }
   ASSERT_EQ(comm().symmetric_bytes(), before) << "plans destroyed: their memory back";
   ASSERT_GT(rs_bytes, 0u);
-  ASSERT_GT(both_bytes, rs_bytes) << "the one-shot plan adds its own staging";
-  const std::string cap = std::to_string(before + rs_bytes + (both_bytes - rs_bytes) / 2);
-  ASSERT_EQ(setenv("MK_SYMM_MAX_BYTES", cap.c_str(), 1), 0);
-  const std::string e = error_of([&] { GemmAr p(comm(), m, n, k, {.one_shot = 1}); });
-  unsetenv("MK_SYMM_MAX_BYTES");
-  EXPECT_NE(e.find("could not allocate its part: MK_SYMM_MAX_BYTES"), std::string::npos)
-      << "want the one-shot staging refused on every rank, got \"" << e << "\"";
-  EXPECT_EQ(comm().symmetric_bytes(), before)
-      << "the failed plan kept " << comm().symmetric_bytes() - before << " bytes (its reduce-scatter staging: "
-      << rs_bytes << ")";
+  ASSERT_GE(both_bytes, rs_bytes + os_request) << "the one-shot plan adds its own staging";
+  for (const bool everywhere : {true, false}) {
+    SCOPED_TRACE(everywhere ? "budget on every rank" : "budget on rank 0 only");
+    std::string e;
+    {
+      SymmBudget budget(before + rs_bytes + os_request - 1, everywhere || comm().rank() == 0);
+      e = error_of([&] { GemmAr p(comm(), m, n, k, {.one_shot = 1}); });
+    }
+    const std::string want = "alloc_symmetric of " + std::to_string(os_request) +
+                             " bytes: rank 0 could not allocate its part: MK_SYMM_MAX_BYTES";
+    EXPECT_NE(e.find(want), std::string::npos) << "want \"" << want << "\", got \"" << e << "\"";
+    EXPECT_EQ(comm().symmetric_bytes(), before)
+        << "the failed plan kept " << comm().symmetric_bytes() - before << " bytes (its reduce-scatter staging: "
+        << rs_bytes << ")";
+  }
   GemmAr plan(comm(), m, n, k, {.one_shot = 1});
   Buf a(m * k * 2), b(n * k * 2), out(m * n * 2);
   random_bf16(b.p, n * k, seed_b(comm().rank()));
-  run_once(plan, a, b, out, m, n, k, 4000, "the same plan made after the failed one");
+  run_once(plan, a, b, out, m, n, k, 4000, "the same plan made after the failed ones");
   comm().barrier();
 }
 

@@ -56,20 +56,26 @@ inline void free_symmetric_quietly(Communicator& comm, SymmetricBuffer*& buf) no
 // rank made the same plan first, then reserve what is local to this rank
 // (device counters, split-tile scratch), then what is collective (symmetric
 // memory, network registration): a failure on one rank alone (out of memory)
-// then comes before there is anything collective to free, and
-// alloc_symmetric fails on every rank alike when one rank cannot allocate its
-// part, so every rank frees the same buffers in the same order and the
-// frees' barriers pair up. Not so for a registration that fails on one rank
-// only (a transport's error): its peers' frees wait out the bootstrap bound.
-// Signal words stay reserved while an exception unwinds
-// (SignalLease::reset), as for any failed plan.
+// then comes before there is anything collective to free (its peers, in the
+// plan's next collective step, wait out the bootstrap bound or see the ranks
+// out of step), and alloc_symmetric fails on every rank alike when one rank
+// cannot allocate or map its part, so every rank frees the same buffers in
+// the same order and the frees' barriers pair up. Not so for a network
+// registration that fails on one rank only (a transport's error): its peers'
+// frees wait out the bootstrap bound. Signal words stay reserved while an
+// exception unwinds (SignalLease::reset), as for any failed plan. A failed
+// cudaMalloc leaves the runtime's last error set, which the plan's next launch
+// check would report: cleared before `undo`.
 template <class Reserve, class Undo>
 void undo_on_throw(Reserve&& reserve, Undo&& undo) {
   struct Guard {
     Undo& undo;
     const int unwinding = std::uncaught_exceptions();
     ~Guard() {
-      if (std::uncaught_exceptions() > unwinding) undo();
+      if (std::uncaught_exceptions() > unwinding) {
+        cudaGetLastError();
+        undo();
+      }
     }
   } guard{undo};
   reserve();

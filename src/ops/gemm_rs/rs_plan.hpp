@@ -155,8 +155,9 @@ inline void rs_alloc_staging(Communicator& comm, RsPlan& p, int extra_slots, boo
 
 inline void rs_free_plan(Communicator& comm, RsPlan& p) noexcept;
 
-// rs_reserve_plan, then the counters and the staging, all given back if a
-// step throws. The caller synchronises before the first launch.
+// rs_reserve_plan, then the counters and the staging; the memory is given
+// back if a step throws (the signal words stay reserved then, as for any
+// failed plan). The caller synchronises before the first launch.
 inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_t n, int64_t k_local, int swizzle_opt,
                            int extra_slots, int extra_sig, int* extra_sig_index, const std::string& variant = "",
                            bool staging = true) {
