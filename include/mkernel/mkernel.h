@@ -48,6 +48,9 @@ int mk_comm_check(mk_comm_t comm);
 /* Payload bytes of the puts this rank's host proxy has taken so far (0 on one
  * node); exact for a call once every rank synchronised it and passed a barrier. */
 int mk_comm_network_bytes_put(mk_comm_t comm, uint64_t* out);
+/* Bytes of symmetric memory this rank holds now (plans' staging and gathered
+ * buffers, the signal region; as mapped); MK_SYMM_MAX_BYTES bounds it. */
+int mk_comm_symmetric_bytes(mk_comm_t comm, uint64_t* out);
 
 int mk_symm_alloc(mk_comm_t comm, size_t bytes, mk_symm_t* out);
 int mk_symm_info(mk_symm_t buf, mk_symm_info_t* out);

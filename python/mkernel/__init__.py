@@ -128,6 +128,14 @@ class Communicator:
         check(lib.mk_comm_network_bytes_put(self._h, ctypes.byref(n)))
         return n.value
 
+    def symmetric_bytes(self) -> int:
+        """Bytes of symmetric memory this rank holds now: the cached op plans' staging and gathered buffers
+        and the signal region, as mapped. MK_SYMM_MAX_BYTES bounds it; mkernel.close_plans(comm) gives the
+        plans' back."""
+        n = ctypes.c_uint64()
+        check(lib.mk_comm_symmetric_bytes(self._h, ctypes.byref(n)))
+        return n.value
+
     def alloc_symmetric(self, nbytes: int) -> SymmetricBuffer:
         """Collective: equal-size device buffers on every rank, peers mapped inside the node."""
         h = ctypes.c_void_p()

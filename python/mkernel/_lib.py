@@ -77,6 +77,7 @@ _SIGNATURES = {
     "mk_comm_barrier": ([_c], ctypes.c_int),
     "mk_comm_check": ([_c], ctypes.c_int),
     "mk_comm_network_bytes_put": ([_c, ctypes.POINTER(ctypes.c_uint64)], ctypes.c_int),
+    "mk_comm_symmetric_bytes": ([_c, ctypes.POINTER(ctypes.c_uint64)], ctypes.c_int),
     "mk_symm_alloc": ([_c, ctypes.c_size_t, ctypes.POINTER(_c)], ctypes.c_int),
     "mk_symm_info": ([_c, ctypes.POINTER(SymmInfo)], ctypes.c_int),
     "mk_symm_free": ([_c, _c], ctypes.c_int),

@@ -164,10 +164,12 @@ def _plan(cls, key, *shape):
             n = sum(1 for k in _PLANS if k[1] == key)
             if n >= PLAN_WARN_COUNT:
                 _WARNED.add(key)
+                held = lookup(key).symmetric_bytes() / 2**20
                 warnings.warn(f"mkernel: {n} op plans are cached for this communicator, one per distinct shape, "
-                              "each holding device memory sized by its shape until mkernel.close_plans(comm) "
-                              "(collective: every rank at the same point) frees them; call it when shapes change "
-                              "for good, or pad inputs to fewer shapes", RuntimeWarning,
+                              f"each holding device memory sized by its shape ({held:.0f} MiB of symmetric memory "
+                              "on this rank now) until mkernel.close_plans(comm) (collective: every rank at the "
+                              "same point) frees them; call it when shapes change for good, or pad inputs to fewer "
+                              "shapes (MK_SYMM_MAX_BYTES bounds the memory)", RuntimeWarning,
                               stacklevel=outside_stacklevel())
     return p
 

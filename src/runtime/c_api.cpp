@@ -83,6 +83,11 @@ int mk_comm_network_bytes_put(mk_comm_t comm, uint64_t* out) {
   return guarded([&] { *out = comm->comm->network_bytes_put(); });
 }
 
+int mk_comm_symmetric_bytes(mk_comm_t comm, uint64_t* out) {
+  if (!comm || !out) return null_arg("comm or out");
+  return guarded([&] { *out = comm->comm->symmetric_bytes(); });
+}
+
 int mk_symm_alloc(mk_comm_t comm, size_t bytes, mk_symm_t* out) {
   if (!comm || !out) return null_arg("comm or out");
   return guarded([&] {

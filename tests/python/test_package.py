@@ -94,6 +94,14 @@ def test_network_byte_count_rejects_a_null_communicator():
     assert b"comm or out is NULL" in lib.mk_last_error()
 
 
+def test_symmetric_byte_count_rejects_a_null_communicator():
+    import ctypes
+    from mkernel._lib import lib
+    n = ctypes.c_uint64()
+    assert lib.mk_comm_symmetric_bytes(None, ctypes.byref(n)) != 0
+    assert b"comm or out is NULL" in lib.mk_last_error()
+
+
 # The torch-free half of the tensor-parallel ops (mkernel/_tp_meta.py): shape
 # rules the eager calls and the fake (torch.compile) implementations share, and
 # the communicator registry behind the custom ops' int key.

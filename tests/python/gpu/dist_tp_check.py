@@ -196,6 +196,7 @@ def check_plan_cache(comm, d):
     (their memory and signal words), after which the ops make the plans they need again."""
     from mkernel import tp
     tp.close_plans(comm)
+    held = comm.symmetric_bytes()  # the signal region, and no plan's
     n, k = 64, 64
     v = d.rnd(n, k)
     with warnings.catch_warnings(record=True) as caught:
@@ -207,8 +208,12 @@ def check_plan_cache(comm, d):
                 close(y, d.rows(d.sum(h.float() @ v.float().t())), f"gemm_rs, shape {i}")
     said = [str(w.message) for w in caught if "op plans are cached" in str(w.message)]
     expect(len(said) == 1, f"the plan-cache warning was given {len(said)} times, not once: {said}")
+    if d.world > 1:  # (one rank's plans run the standalone GEMM and hold no staging)
+        expect(comm.symmetric_bytes() > held, "the cached plans hold no symmetric memory")
     tp.close_plans(comm)
     expect(not any(key[1] == comm._uid for key in tp._PLANS), "close_plans left plans of this communicator")
+    expect(comm.symmetric_bytes() == held,
+           f"close_plans left {comm.symmetric_bytes() - held} bytes of the plans' symmetric memory")
     h = d.rnd(d.world * 3, k)
     close(mkernel.gemm_rs(h, v, comm), d.rows(d.sum(h.float() @ v.float().t())), "gemm_rs after close_plans")
     tp.close_plans(comm)
