@@ -7,6 +7,7 @@
 
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
+#include "src/runtime/alloc_status.hpp"
 #include "src/runtime/cuda_driver.hpp"
 
 namespace mk {
@@ -47,29 +48,6 @@ bool vmm_supported(int device) {
   } catch (const Error&) {
     return false;
   }
-}
-
-// One step of alloc_symmetric, as each rank answers it: "ok:" (then, for
-// IPC, its handle) or "failed:" and why.
-constexpr char kOk[] = "ok:", kFailed[] = "failed:";
-
-std::string failed(const std::exception& e) {
-  std::string why = e.what();
-  if (why.rfind("mkernel: ", 0) == 0) why.erase(0, 9);  // said once, by step_error's message
-  return kFailed + why;
-}
-
-// "" when every rank's answer is ok; else the error every rank throws (the
-// first rank that failed, so the same on every rank).
-std::string step_error(const std::vector<std::string>& got, int me, const char* what, size_t bytes) {
-  for (size_t r = 0; r < got.size(); ++r) {
-    if (got[r].rfind(kOk, 0) == 0) continue;
-    if (got[r].rfind(kFailed, 0) == 0)
-      return cat("alloc_symmetric of ", bytes, " bytes: rank ", r, " ", what, ": ", got[r].substr(sizeof(kFailed) - 1));
-    return cat("alloc_symmetric: rank ", r, " made another collective call at this point (rank ", me,
-               " is in alloc_symmetric of ", bytes, " bytes): the ranks' collective calls are out of step");
-  }
-  return "";
 }
 
 void map_rw(CUdeviceptr va, size_t size, CUmemGenericAllocationHandle h, int device) {
@@ -243,6 +221,7 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
   // (out of memory) fails on every rank at this call, with the same message,
   // so the ranks stay in step (a plan that then throws frees the same buffers
   // on every rank: tp::undo_on_throw).
+  using alloc_status::failed, alloc_status::kOk, alloc_status::step_error;
   std::string mine = kOk;
   try {
     if (mode_ == Mode::Vmm)

@@ -1,0 +1,96 @@
+// What keeps ranks in step when a plan or a symmetric allocation fails:
+// tp::undo_on_throw (src/ops/ag_gemm/tp_plan.hpp) and the answers ranks
+// exchange in alloc_symmetric (src/runtime/alloc_status.hpp), on the CPU.
+#include <gtest/gtest.h>
+
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "src/ops/ag_gemm/tp_plan.hpp"
+#include "src/runtime/alloc_status.hpp"
+
+using namespace mk;
+
+namespace {
+
+// Counts undo calls and whether each ran while an exception unwound (what
+// SignalLease::reset checks to keep a failed plan's signal words).
+struct UndoLog {
+  int calls = 0, unwinding = 0;
+  void operator()() {
+    ++calls;
+    if (std::uncaught_exceptions() > 0) ++unwinding;
+  }
+};
+
+}  // namespace
+
+TEST(PlanUndo, NothingIsUndoneWhenTheStepsSucceed) {
+  UndoLog log;
+  int steps = 0;
+  tp::undo_on_throw([&] { steps = 2; }, [&] { log(); });
+  EXPECT_EQ(steps, 2);
+  EXPECT_EQ(log.calls, 0);
+}
+
+TEST(PlanUndo, AThrowingStepIsUndoneOnceWhileTheExceptionUnwinds) {
+  UndoLog log;
+  const std::string what = [&] {
+    try {
+      tp::undo_on_throw([&] { fail("step 2 of 3 failed"); }, [&] { log(); });
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  }();
+  EXPECT_EQ(what, "mkernel: step 2 of 3 failed") << "the step's own error reaches the caller";
+  EXPECT_EQ(log.calls, 1);
+  EXPECT_EQ(log.unwinding, 1) << "undo must run while the exception unwinds (signal words stay reserved)";
+}
+
+// A plan made in a destructor that runs while another exception unwinds: its
+// undo runs only for its own failure.
+TEST(PlanUndo, APlanMadeDuringAnotherUnwindingUndoesOnlyItsOwnFailure) {
+  UndoLog ok_log, bad_log;
+  struct MakesPlans {
+    UndoLog &ok, &bad;
+    ~MakesPlans() {
+      tp::undo_on_throw([] {}, [&] { ok(); });
+      try {
+        tp::undo_on_throw([] { throw std::runtime_error("inner"); }, [&] { bad(); });
+      } catch (const std::runtime_error&) {
+      }
+    }
+  };
+  try {
+    MakesPlans m{ok_log, bad_log};
+    throw std::runtime_error("outer");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(ok_log.calls, 0);
+  EXPECT_EQ(bad_log.calls, 1);
+}
+
+TEST(AllocStatus, AllOkGoesOn) {
+  const std::vector<std::string> got = {"ok:", std::string("ok:") + "handle-bytes", "ok:"};
+  EXPECT_EQ(alloc_status::step_error(got, 1, "could not allocate its part", 4096), "");
+}
+
+TEST(AllocStatus, EveryRankNamesTheFirstRankThatFailedAlike) {
+  const std::vector<std::string> got = {"ok:", alloc_status::failed(Error("mkernel: out of memory")),
+                                        alloc_status::failed(std::runtime_error("other"))};
+  EXPECT_EQ(got[1], "failed:out of memory") << "the library's prefix is said once, by the final error";
+  const std::string e0 = alloc_status::step_error(got, 0, "could not allocate its part", 4096);
+  const std::string e2 = alloc_status::step_error(got, 2, "could not allocate its part", 4096);
+  EXPECT_EQ(e0, "alloc_symmetric of 4096 bytes: rank 1 could not allocate its part: out of memory");
+  EXPECT_EQ(e0, e2) << "every rank throws the same error";
+}
+
+TEST(AllocStatus, AnAnswerFromAnotherCollectiveCallIsNamed) {
+  const std::vector<std::string> got = {"ok:", ""};  // rank 1 is in a barrier (an empty allgather)
+  const std::string e = alloc_status::step_error(got, 0, "could not map its host's buffers", 8192);
+  EXPECT_NE(e.find("rank 1 made another collective call at this point"), std::string::npos) << e;
+  EXPECT_NE(e.find("out of step"), std::string::npos) << e;
+}
