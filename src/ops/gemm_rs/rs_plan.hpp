@@ -173,12 +173,7 @@ inline void rs_free_plan(Communicator& comm, RsPlan& p) noexcept {
   release_net_region(comm, p.net_region);
   if (p.epoch_counter) cudaFree(p.epoch_counter);
   if (p.net_rb_count) cudaFree(p.net_rb_count);
-  if (p.staging) {
-    try {
-      comm.free_symmetric(*p.staging);
-    } catch (...) {
-    }
-  }
+  free_symmetric_quietly(comm, p.staging);
   p = RsPlan{};  // its signals go back now: after free_symmetric's barrier, no rank's kernel touches them
 }
 
