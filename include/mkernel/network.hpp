@@ -33,9 +33,11 @@ class Network {
   // (the same on every rank). Region 0 is the signal region.
   int register_buffer(const SymmetricBuffer& buf);
   // Collective, before the buffer is freed, once nothing uses the region: a
-  // barrier, then every rank releases its registration of region `id`
-  // (Transport::deregister_region). Ids are not reused. Plans call it when
-  // they are destroyed, after synchronising the device: do the same. It
+  // device synchronisation, a barrier, then every rank releases its
+  // registration of region `id` (Transport::deregister_region). Ids are not
+  // reused. Plans call it when they are destroyed. When this rank's device
+  // has failed (a sticky CUDA error: a kernel trapped) the barrier is left
+  // out, with a warning: the registration goes at once. It
   // pauses this rank's proxy while it runs, and fabric's staging may free a
   // pinned host shadow then (cudaFreeHost), which can wait for a running
   // kernel that waits for that proxy (until MK_TIMEOUT_MS).

@@ -272,7 +272,14 @@ void SignalLease::reset() noexcept {
   // release only this rank made). Reuse needs every signal a plan's calls
   // send to be awaited within its call, across nodes too (a late network
   // signal would land in a reused word): bench/results/cross-node-signals-audit-20261204.md.
+  // Kept too when this rank's device failed (a sticky error): zeroing them
+  // cannot work, and the barrier below would wait for ranks that may be
+  // stuck in their own waits (Communicator::synchronize_device).
   bool reuse = std::uncaught_exceptions() == 0;
+  if (reuse && comm_->synchronize_device() != 0) {
+    log(LogLevel::Warn, cat("rank ", comm_->rank(), ": signals of a plan stay reserved: this rank's device failed"));
+    reuse = false;
+  }
   if (reuse) {
     try {
       reuse = knob_bool(Knob::MK_SIGNAL_REUSE);
@@ -314,6 +321,15 @@ std::string Communicator::device_failure() const {
   uint32_t ab = *static_cast<const volatile uint32_t*>(host_block_);
   if (s.empty() && ab) s = cat("abort raised by rank ", ab - 1);
   return s;
+}
+
+int Communicator::synchronize_device() const {
+  int prev = -1;
+  const bool have_prev = cudaGetDevice(&prev) == cudaSuccess;
+  cudaError_t e = cudaSetDevice(device_);
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  if (have_prev && prev != device_) cudaSetDevice(prev);
+  return static_cast<int>(e);
 }
 
 void Communicator::check(int cuda_error, const char* what) const {

@@ -7,7 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
-int run_abort_scenario();  // test_symmetric.cu
+int run_abort_scenario();            // test_symmetric.cu
+int run_failed_teardown_scenario();  // test_teardown.cu
 
 int main(int argc, char** argv) {
   int n = 0;
@@ -27,8 +28,10 @@ int main(int argc, char** argv) {
     std::printf("mk_dist_tests: launch with tools/mkrun -n 2 (or torchrun)\n");
     return 2;
   }
-  for (int i = 1; i < argc; ++i)
+  for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--abort-scenario")) return run_abort_scenario();
+    if (!std::strcmp(argv[i], "--failed-teardown-scenario")) return run_failed_teardown_scenario();
+  }
   ::testing::InitGoogleTest(&argc, argv);
   int rc = RUN_ALL_TESTS();
   std::fflush(stdout);

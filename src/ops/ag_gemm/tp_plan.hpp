@@ -25,13 +25,13 @@ namespace mk::tp {
 
 // Plan destructors: releases the plan's network region, if it has one
 // (collective, Network::deregister_buffer); never throws. This rank's kernels
-// end first: fabric's staging drops data for the region that no kernel has
-// taken yet, and a kernel of the plan still running (a call launched just
-// before the plan was destroyed) may be waiting for it.
+// end first (deregister_buffer synchronises the device): fabric's staging
+// drops data for the region that no kernel has taken yet, and a kernel of the
+// plan still running (a call launched just before the plan was destroyed) may
+// be waiting for it. On a failed device it does not wait for the peers.
 inline void release_net_region(Communicator& comm, int region) noexcept {
   if (region <= 0) return;  // none (region 0 is the signal pool, never a plan's)
   try {
-    cudaDeviceSynchronize();  // (an error here is the kernel's, reported by the calls that follow)
     comm.network().deregister_buffer(region);
   } catch (...) {
   }
