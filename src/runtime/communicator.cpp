@@ -276,16 +276,16 @@ void SignalLease::reset() noexcept {
   // cannot work, and the barrier below would wait for ranks that may be
   // stuck in their own waits (Communicator::synchronize_device).
   bool reuse = std::uncaught_exceptions() == 0;
-  if (reuse && comm_->synchronize_device() != 0) {
-    log(LogLevel::Warn, cat("rank ", comm_->rank(), ": signals of a plan stay reserved: this rank's device failed"));
-    reuse = false;
-  }
   if (reuse) {
     try {
       reuse = knob_bool(Knob::MK_SIGNAL_REUSE);
     } catch (const std::exception&) {
       reuse = false;
     }
+  }
+  if (reuse && comm_->synchronize_device() != 0) {
+    log(LogLevel::Warn, cat("rank ", comm_->rank(), ": signals of a plan stay reserved: this rank's device failed"));
+    reuse = false;
   }
   if (!reuse) {
     runs_.clear();
