@@ -48,8 +48,15 @@ class Bootstrap {
   // Leaves the job (also done by the destructor). Peers that still wait get
   // an error naming this rank only if they wait on it.
   void close();
+  // Leaves the job and ends it for every rank: each rank's pending or next
+  // collective fails at once with "rank R left the job: <why>", and a root
+  // hosted in this process stops at once instead of waiting (up to
+  // MK_BOOTSTRAP_TIMEOUT_MS) for the other ranks to leave. For a rank that
+  // cannot go on (its device failed: Communicator's destructor).
+  void abort(const std::string& why);
 
  private:
+  void leave(uint32_t type, const std::string& why);
   void connect_and_hello(const std::string& host, int port, uint64_t magic);
   void hello(uint64_t magic, std::chrono::steady_clock::time_point deadline);
   // If this process hosts the root: wait until it has finished (it ends

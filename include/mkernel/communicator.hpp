@@ -74,12 +74,15 @@ class Communicator {
   void check(int cuda_error, const char* what) const;
   // The device-side failure record as text, or "" when there is none.
   std::string device_failure() const;
-  // cudaDeviceSynchronize on this rank's GPU (the calling thread's current
-  // device is kept): its cudaError_t. An error means the device failed (a
-  // kernel trapped: such errors are sticky), so teardown leaves out the
-  // barriers that wait for other ranks (Network::deregister_buffer,
-  // SignalLease): nothing of this rank runs on the device again.
-  int synchronize_device() const;
+  // Synchronises this rank's GPU (the calling thread's current device is
+  // kept). "" when it can still be used; else the fatal CUDA error (a kernel
+  // trapped, as a timed-out wait does: every later CUDA call fails too,
+  // src/runtime/device_health.hpp), after which teardown leaves out what
+  // waits for other ranks (Network::deregister_buffer, SignalLease,
+  // free_symmetric; the destructor leaves the bootstrap with an abort that
+  // the other ranks hear at once). Such a communicator is of no further use
+  // to any rank of the job: make a new one in a new process.
+  std::string fatal_device_error() const;
   // Raises this rank's abort word from the host (e.g. a proxy error): every
   // bounded device wait of this rank exits with a diagnostic. Writes the
   // host word and, through a stream of its own (a stream memory operation that

@@ -36,8 +36,9 @@ class Network {
   // device synchronisation, a barrier, then every rank releases its
   // registration of region `id` (Transport::deregister_region). Ids are not
   // reused. Plans call it when they are destroyed. When this rank's device
-  // has failed (a sticky CUDA error: a kernel trapped) the barrier is left
-  // out, with a warning: the registration goes at once. It
+  // has failed (a fatal CUDA error: a kernel trapped; see
+  // Communicator::fatal_device_error) the barrier is left out, with a
+  // warning: the registration goes at once, and the call returns. It
   // pauses this rank's proxy while it runs, and fabric's staging may free a
   // pinned host shadow then (cudaFreeHost), which can wait for a running
   // kernel that waits for that proxy (until MK_TIMEOUT_MS).

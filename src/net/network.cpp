@@ -183,23 +183,23 @@ void Network::deregister_buffer(int id) {
   if (id <= 0 || id >= next_region_)
     fail("Network::deregister_buffer: region ", id, " is not a registered buffer (1..", next_region_ - 1, ")");
   // This rank's kernels are done first (they may still put from the region).
-  // NOTES: when that fails, the device failed (a kernel trapped: a timed-out
-  // wait, an abort; such errors are sticky) and nothing of this rank runs on
-  // it again, so the barrier (no peer still writes into the region) is left
-  // out: the peers' ops fail or time out on their own, and waiting for them
-  // here held a failed rank in a plan's destructor until the bootstrap bound
-  // (60 s: a peer stuck in its own sync never came; session 33's fabric runs,
-  // bench/results/teardown-after-failure-20261204.md).
-  const auto e = static_cast<cudaError_t>(comm_.synchronize_device());
-  if (e == cudaSuccess)
+  // NOTES: when the device failed (a fatal error: a kernel trapped, as a
+  // timed-out wait or an abort does) nothing of this rank runs on it again,
+  // so the barrier (no peer still writes into the region) is left out: the
+  // peers' ops fail or time out on their own, and their puts into the gone
+  // registration fail on their side. Waiting for them held a failed rank in
+  // a plan's destructor up to the bootstrap bound (60 s: a peer stuck in its
+  // own sync never came; bench/results/teardown-after-failure-20261204.md).
+  const std::string dead = comm_.fatal_device_error();
+  if (dead.empty())
     comm_.bootstrap().barrier();  // no rank still writes into it
   else
     log(LogLevel::Warn, cat("rank ", comm_.rank(), ": network region ", id, " deregistered without waiting for the ",
-                            "other ranks: this rank's device failed (", cudaGetErrorString(e), ")"));
+                            "other ranks: this rank's device failed (", dead, ")"));
   proxy_->with_transports([&](net::Transport& t) { t.deregister_region(id); });
   if (id < net::kMaxInlineRegions) {
     ctx_.region_base[id] = nullptr;
-    sync_device_ctx();
+    if (dead.empty()) sync_device_ctx();  // (a failed device takes no copy)
   }
 }
 

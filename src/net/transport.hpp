@@ -114,7 +114,9 @@ class Transport {
   virtual void register_region(Bootstrap& bs, const Region& r) = 0;
   // Local, called on every rank after a barrier of all ranks
   // (Network::deregister_buffer), when no operation on region `id` is in
-  // flight or will be posted by any rank: releases its registration (memory
+  // flight or will be posted by any rank; on a rank whose device failed,
+  // without the barrier (the peers' puts into it may then fail on their
+  // side, which ends their ops with an error): releases its registration (memory
   // registration, staging shadow). Data that reached this rank for it and
   // is not in its memory yet (fabric's staging by agents: no kernel's agent
   // took it, or its note comes later) is dropped, never written later

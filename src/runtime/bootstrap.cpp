@@ -24,7 +24,7 @@ namespace {
 constexpr uint32_t kFrameMagic = 0x4d4b4254;  // "MKBT"
 constexpr int64_t kClientGraceMs = 5000;       // clients outwait the root's own timeout
 
-enum FrameType : uint32_t { kHello = 1, kWelcome, kGather, kResult, kError, kBye };
+enum FrameType : uint32_t { kHello = 1, kWelcome, kGather, kResult, kError, kBye, kAbort };
 
 struct FrameHeader {
   uint32_t magic = kFrameMagic;
@@ -157,6 +157,12 @@ class BootstrapRoot {
       return;
     }
     if (c.rank < 0) return;
+    if (h.type == kAbort) {  // Bootstrap::abort: the job ends now, for every rank
+      c.bye = true;
+      ++byes_;
+      fail_all(cat("bootstrap: rank ", c.rank, " left the job: ", body));
+      return;
+    }
     if (h.type == kBye) {
       c.bye = true;
       ++byes_;
@@ -472,10 +478,14 @@ std::string Bootstrap::broadcast(const std::string& data, int root) {
   return allgather(rank_ == root ? data : std::string())[root];
 }
 
-void Bootstrap::close() {
+void Bootstrap::close() { leave(kBye, ""); }
+
+void Bootstrap::abort(const std::string& why) { leave(kAbort, why); }
+
+void Bootstrap::leave(uint32_t type, const std::string& why) {
   if (fd_ >= 0) {
     try {
-      std::string f = frame(kBye, rank_, world_, seq_, 0, "");
+      std::string f = frame(static_cast<FrameType>(type), rank_, world_, seq_, 0, why);
       sock::send_all(fd_, f.data(), f.size(), sock::deadline_in_ms(1000));
     } catch (const Error&) {
     }

@@ -12,6 +12,7 @@
 #include "mkernel/knobs.hpp"
 #include "mkernel/network.hpp"
 #include "src/runtime/cuda_driver.hpp"
+#include "src/runtime/device_health.hpp"
 #include "src/runtime/device_support.hpp"
 #include "src/runtime/signal_pool.hpp"
 #include "src/runtime/symmetric_heap.hpp"
@@ -208,6 +209,14 @@ void Communicator::init(int device, int launcher_local_rank) {
 
 Communicator::~Communicator() {
   try {
+    // A failed device first tells the other ranks (their bootstrap steps fail
+    // at once, naming this rank) and stops this rank's bootstrap root, if it
+    // hosts it, from waiting up to MK_BOOTSTRAP_TIMEOUT_MS for ranks stuck in
+    // their own waits to leave.
+    if (bs_) {
+      const std::string dead = fatal_device_error();
+      if (!dead.empty()) bs_->abort(cat("rank ", rank(), "'s device failed (", dead, ")"));
+    }
     if (device_ >= 0) cudaSetDevice(device_);
     net_.reset();  // proxies stop and deregister before memory goes away
     if (abort_stream_) {  // a pending write of the device abort word lands before the memory goes
@@ -272,9 +281,9 @@ void SignalLease::reset() noexcept {
   // release only this rank made). Reuse needs every signal a plan's calls
   // send to be awaited within its call, across nodes too (a late network
   // signal would land in a reused word): bench/results/cross-node-signals-audit-20261204.md.
-  // Kept too when this rank's device failed (a sticky error): zeroing them
+  // Kept too when this rank's device failed (a fatal error): zeroing them
   // cannot work, and the barrier below would wait for ranks that may be
-  // stuck in their own waits (Communicator::synchronize_device).
+  // stuck in their own waits (Communicator::fatal_device_error).
   bool reuse = std::uncaught_exceptions() == 0;
   if (reuse) {
     try {
@@ -283,9 +292,13 @@ void SignalLease::reset() noexcept {
       reuse = false;
     }
   }
-  if (reuse && comm_->synchronize_device() != 0) {
-    log(LogLevel::Warn, cat("rank ", comm_->rank(), ": signals of a plan stay reserved: this rank's device failed"));
-    reuse = false;
+  if (reuse) {
+    const std::string dead = comm_->fatal_device_error();
+    if (!dead.empty()) {
+      log(LogLevel::Warn, cat("rank ", comm_->rank(), ": signals of a plan stay reserved, without waiting for the other ",
+                              "ranks: this rank's device failed (", dead, ")"));
+      reuse = false;
+    }
   }
   if (!reuse) {
     runs_.clear();
@@ -323,13 +336,10 @@ std::string Communicator::device_failure() const {
   return s;
 }
 
-int Communicator::synchronize_device() const {
-  int prev = -1;
-  const bool have_prev = cudaGetDevice(&prev) == cudaSuccess;
-  cudaError_t e = cudaSetDevice(device_);
-  if (e == cudaSuccess) e = cudaDeviceSynchronize();
-  if (have_prev && prev != device_) cudaSetDevice(prev);
-  return static_cast<int>(e);
+std::string Communicator::fatal_device_error() const {
+  if (device_ < 0) return "";
+  const cudaError_t e = synchronize_device(device_);
+  return cuda_error_is_fatal(e) ? cuda_error_string(e) : std::string();
 }
 
 void Communicator::check(int cuda_error, const char* what) const {

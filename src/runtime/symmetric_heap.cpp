@@ -9,6 +9,7 @@
 #include "mkernel/knobs.hpp"
 #include "src/runtime/alloc_status.hpp"
 #include "src/runtime/cuda_driver.hpp"
+#include "src/runtime/device_health.hpp"
 
 namespace mk {
 
@@ -299,7 +300,14 @@ void SymmetricHeap::release(Alloc& a) {
 void SymmetricHeap::free(SymmetricBuffer* buf) {
   for (auto it = allocs_.begin(); it != allocs_.end(); ++it) {
     if (&(*it)->buf != buf) continue;
-    MK_CUDA_CHECK(cudaDeviceSynchronize());
+    // This rank's GPU (not the caller's current device) is done with it. A
+    // failed device (a fatal error) passes no barrier: the buffer stays
+    // mapped until the process ends (Communicator::fatal_device_error).
+    const cudaError_t e = synchronize_device(device_);
+    if (cuda_error_is_fatal(e))
+      fail("free_symmetric: this rank's device failed (", cuda_error_string(e), "): the buffer is not freed, and the ",
+           "other ranks are not waited for");
+    MK_CUDA_CHECK(e);
     bs_.barrier();  // no peer may still read or write it
     release(**it);
     allocs_.erase(it);

@@ -134,6 +134,16 @@ int expect_error_in(const std::function<void()>& f, std::initializer_list<std::s
   }
 }
 
+// expect_error_in, and the error must come within `max_s` seconds.
+int expect_error_within(double max_s, const std::function<void()>& f, std::initializer_list<std::string> needles,
+                        std::string& out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rc = expect_error_in(f, needles, out);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (rc == 0 && s > max_s) return out = "the error came after " + std::to_string(s) + " s: " + out, 1;
+  return rc;
+}
+
 int check_collectives(Bootstrap& b, std::string& out) {
   const int W = b.world(), r = b.rank();
   auto all = b.allgather(std::string(static_cast<size_t>(r), 'x') + std::to_string(r));
@@ -288,6 +298,51 @@ TEST(BootstrapFailure, LateRankInACollectiveIsNamed) {
       return expect_error_in([&] { b.barrier(); }, {"mkernel:"}, out);  // the job already failed
     }
     return expect_error_in([&] { b.barrier(); }, {"collective #1", "timed out", "ranks [2]"}, out);
+  });
+  expect_all(res);
+}
+
+// Bootstrap::abort (a rank whose device failed): ranks waiting in a
+// collective fail at once with the reason, naming the rank that left.
+TEST(BootstrapFailure, AbortEndsTheOthersCollectivesWithTheReason) {
+  const int W = 3;
+  const int port = free_port();
+  auto res = run_ranks(W, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "20000", 1);
+    set_env_launch(r, W, port);
+    Bootstrap b(*detect_launch());
+    b.barrier();
+    if (r == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the others wait in the barrier
+      b.abort("its device failed (test)");
+      return 0;
+    }
+    return expect_error_within(3.0, [&] { b.barrier(); }, {"rank 1 left the job", "its device failed (test)"}, out);
+  });
+  expect_all(res);
+}
+
+// A root-hosting rank that aborts while no other rank is in a collective
+// returns at once: close() would wait for every rank to leave (here 2.5 s;
+// up to MK_BOOTSTRAP_TIMEOUT_MS when a rank is stuck in its own wait). The
+// others' next collective fails.
+TEST(BootstrapFailure, AbortingRootHostDoesNotWaitForTheOthersToLeave) {
+  const int W = 3;
+  const int port = free_port();
+  auto res = run_ranks(W, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "20000", 1);
+    set_env_launch(r, W, port);
+    Bootstrap b(*detect_launch());
+    b.barrier();
+    if (r == 0) {
+      const auto t0 = std::chrono::steady_clock::now();
+      b.abort("its device failed (test)");
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (s > 1.5) return out = "abort() took " + std::to_string(s) + " s", 1;
+      return 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    return expect_error_within(2.0, [&] { b.barrier(); }, {"mkernel: rank "}, out);
   });
   expect_all(res);
 }

@@ -1,0 +1,58 @@
+// mkernel: whether this rank's GPU can still be used, for teardown. A rank
+// whose device failed leaves out the steps that wait for other ranks (they
+// may be stuck in their own waits): Network::deregister_buffer, SignalLease,
+// SymmetricHeap::free, and the communicator's bootstrap, which it leaves with
+// Bootstrap::abort so that the others hear at once.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+namespace mk {
+
+// The errors after which the process's CUDA context cannot be used again:
+// those CUDA 13.0's driver_types.h documents as leaving "the process in an
+// inconsistent state" (every later CUDA call returns them; the process must be
+// relaunched: a kernel that trapped, as a timed-out bounded wait does, is
+// cudaErrorLaunchFailure), uncorrectable ECC / NVLink errors, a contained
+// error, and a destroyed context. Others (out of memory, a stream capture in
+// progress, not ready) leave the device usable.
+inline bool cuda_error_is_fatal(cudaError_t e) {
+  switch (e) {
+    case cudaErrorSyncDepthExceeded:
+    case cudaErrorLaunchPendingCountExceeded:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorNvlinkUncorrectable:
+    case cudaErrorContained:
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorContextIsDestroyed:
+    case cudaErrorAssert:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorLaunchFailure:
+    case cudaErrorTensorMemoryLeak:
+    case cudaErrorMpsClientTerminated:
+    case cudaErrorExternalDevice:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// cudaDeviceSynchronize on `device`, keeping the calling thread's current
+// device; its result. A non-fatal error is also cleared from the runtime's
+// last error (a fatal one cannot be).
+inline cudaError_t synchronize_device(int device) {
+  int prev = -1;
+  const bool have_prev = cudaGetDevice(&prev) == cudaSuccess;
+  cudaError_t e = cudaSetDevice(device);
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  if (have_prev && prev != device) cudaSetDevice(prev);
+  if (e != cudaSuccess && !cuda_error_is_fatal(e)) cudaGetLastError();
+  return e;
+}
+
+}  // namespace mk
