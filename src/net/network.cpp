@@ -171,7 +171,29 @@ int Network::register_buffer(const SymmetricBuffer& buf) {
   r.device = true;
   r.cuda_device = comm_.device();
   r.host_peer_ptrs = &buf.host_peer;
-  proxy_->with_transports([&](net::Transport& t) { t.register_region(comm_.bootstrap(), r); });
+  // Each transport's registration fails on every rank alike when it fails on
+  // one (the ranks exchange their outcome: Transport::register_region). Then
+  // the transports that had registered it let it go, and the id is used up on
+  // every rank, so the ranks' next registration still agrees on its id.
+  int registered = 0;
+  try {
+    proxy_->with_transports([&](net::Transport& t) {
+      t.register_region(comm_.bootstrap(), r);
+      ++registered;
+    });
+  } catch (...) {
+    int i = 0;
+    proxy_->with_transports([&](net::Transport& t) {
+      if (i++ < registered) {
+        try {
+          t.deregister_region(r.id);
+        } catch (const std::exception&) {
+        }
+      }
+    });
+    ++next_region_;
+    throw;
+  }
   if (r.id < net::kMaxInlineRegions) {
     ctx_.region_base[r.id] = buf.local;
     sync_device_ctx();  // setup time; running kernels read only entries that do not change

@@ -110,7 +110,11 @@ class Transport {
   // through bs (bounded). Throws mk::Error naming the peer on failure.
   virtual void connect(Bootstrap& bs, const std::vector<int>& peers) = 0;
   // Collective over ALL ranks, same order everywhere: registers `r` and learns
-  // every peer's address/key for region r.id. Region 0 first.
+  // every peer's address/key for region r.id. Region 0 first. A failure on
+  // any rank (a check, the memory registration) throws on every rank alike,
+  // in the same exchange; the id is then used up (Network::register_buffer
+  // moves on to r.id + 1 on every rank; fabric, which takes ids in order,
+  // keeps an empty entry for it).
   virtual void register_region(Bootstrap& bs, const Region& r) = 0;
   // Local, called on every rank after a barrier of all ranks
   // (Network::deregister_buffer), when no operation on region `id` is in

@@ -7,9 +7,9 @@
 
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
-#include "src/runtime/alloc_status.hpp"
 #include "src/runtime/cuda_driver.hpp"
 #include "src/runtime/device_health.hpp"
+#include "src/runtime/step_status.hpp"
 
 namespace mk {
 
@@ -222,7 +222,8 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
   // (out of memory) fails on every rank at this call, with the same message,
   // so the ranks stay in step (a plan that then throws frees the same buffers
   // on every rank: tp::undo_on_throw).
-  using alloc_status::failed, alloc_status::kOk, alloc_status::step_error;
+  using step_status::failed, step_status::kOk, step_status::step_error;
+  const std::string call = cat("alloc_symmetric of ", bytes, " bytes");
   std::string mine = kOk;
   try {
     if (mode_ == Mode::Vmm)
@@ -235,12 +236,12 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
     mine = failed(e);
   }
   std::vector<std::string> got = bs_.allgather(mine);
-  std::string err = step_error(got, topo_.rank, "could not allocate its part", bytes);
+  std::string err = step_error(got, topo_.rank, call, "could not allocate its part");
   if (!err.empty()) {
     release(*a);
     fail(err);
   }
-  for (std::string& g : got) g.erase(0, sizeof(kOk) - 1);  // (IPC) the handles
+  got = step_status::payloads(std::move(got));  // (IPC) the handles
   // Then the peers' mappings, the same way: every rank learns whether every
   // rank mapped what it must (the barrier that ended the call before).
   mine = kOk;
@@ -265,7 +266,7 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
     mine = failed(e);
   }
   got = bs_.allgather(mine);
-  err = step_error(got, topo_.rank, "could not map its host's buffers", bytes);
+  err = step_error(got, topo_.rank, call, "could not map its host's buffers");
   if (!err.empty()) {
     release(*a);
     fail(err);

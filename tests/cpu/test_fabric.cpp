@@ -168,17 +168,46 @@ TEST(Fabric, PostRejectsRequestsThatCanNeverSucceed) {
   EXPECT_EQ(bad(WriteReq{1, 1, 0, 0, 8, static_cast<SigOp>(9)}, {"bad signal op"}), "");
 }
 
-TEST(Fabric, RegistrationErrorsAreClear) {
+// Registers region `id` on both ranks, rank r's as region_of(r), and returns
+// each rank's expect_error result for `needles` (collective: a failure on one
+// rank must fail it on both, at once).
+template <typename RegionOf>
+void expect_registration_fails_on_both(Pair& p, RegionOf region_of, std::initializer_list<const char*> needles) {
+  std::string err[2];
+  const auto t0 = Clock::now();
+  Pair::on_both([&](int r) {
+    err[r] = mk::test::expect_error([&] { p.t[r]->register_region(*p.bs[r], region_of(r)); }, needles);
+  });
+  EXPECT_EQ(err[0], "") << "rank 0";
+  EXPECT_EQ(err[1], "") << "rank 1";
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.0)
+      << "the ranks waited for each other instead of failing together";
+}
+
+// A registration that fails on one rank only (an empty region, GPU memory the
+// provider cannot take) fails on both ranks at once, naming that rank: its
+// answer goes through the same exchange as the keys. The id is used up on
+// both, and the next one works.
+TEST(Fabric, RegistrationFailingOnOneRankFailsOnBothAtOnce) {
   Pair p;
-  std::vector<uint8_t> buf(4096);
-  // Both fail before the collective part, so one rank alone can call them.
-  EXPECT_EQ(mk::test::expect_error([&] { p.t[0]->register_region(*p.bs[0], Region{5, buf.data(), 4096}); },
-                                   {"id order", "id 5"}),
-            "");
-  EXPECT_EQ(mk::test::expect_error(
-                [&] { p.t[0]->register_region(*p.bs[0], Region{2, buf.data(), 4096, true, 0}); },
-                {"region 2", "GPU memory", "FI_HMEM"}),
-            "");
+  std::vector<uint8_t> buf[2], b4[2];
+  for (auto& b : buf) b.assign(4096, 0);
+  for (auto& b : b4) b.assign(4096, 0);
+  expect_registration_fails_on_both(
+      p, [&](int r) { return Region{2, buf[r].data(), r == 0 ? size_t(0) : size_t(4096)}; },
+      {"register_region 2", "rank 0 could not register it", "region 2 is empty"});
+  expect_registration_fails_on_both(
+      p, [&](int r) { return Region{3, buf[r].data(), 4096, r == 1, r == 1 ? 0 : -1}; },
+      {"register_region 3", "rank 1 could not register it", "GPU memory", "FI_HMEM"});
+  // Ids out of order on both (5, where 4 is next): neither registers it.
+  expect_registration_fails_on_both(p, [&](int r) { return Region{5, buf[r].data(), 4096}; },
+                                    {"rank 0 could not register it", "id order", "id 5"});
+  EXPECT_EQ(mk::test::expect_error([&] { p.t[0]->post(WriteReq{1, 2, 0, 0, 8}); }, {"region 2"}), "");
+  p.register_both(4, b4);
+  b4[0][10] = 77;
+  ASSERT_TRUE(p.t[0]->post(WriteReq{1, 4, 10, 20, 1, SigOp::Set, 8 * 4, 3, 1}));
+  ASSERT_TRUE(p.drive(1, [&] { return __atomic_load_n(&p.sig[1][4], __ATOMIC_ACQUIRE) == 3; }));
+  EXPECT_EQ(b4[1][20], 77);
 }
 
 TEST(Fabric, CloseIsIdempotentAndFinal) {
@@ -495,14 +524,13 @@ TEST(FabricStaging, ANoteForADeregisteredRegionIsDropped) {
 }
 
 TEST(FabricStaging, StagedDataRegionNeedsGpuSignalRegion) {
-  // Rank 0 can stage, but its signal region (0) is host memory.
+  // Rank 0 can stage, but its signal region (0) is host memory; rank 1's part is fine.
   Pair p({}, std::make_shared<FakeStage>(), nullptr, /*gpu_regions=*/false);
-  std::vector<uint8_t> buf(4096);
-  // Fails before the collective part, so one rank alone can call it.
-  EXPECT_EQ(mk::test::expect_error(
-                [&] { p.t[0]->register_region(*p.bs[0], Region{2, buf.data(), 4096, true, 0}); },
-                {"region 2", "staged", "signal region (0)"}),
-            "");
+  std::vector<uint8_t> buf[2];
+  for (auto& b : buf) b.assign(4096, 0);
+  expect_registration_fails_on_both(
+      p, [&](int r) { return Region{2, buf[r].data(), 4096, r == 0, r == 0 ? 0 : -1}; },
+      {"rank 0 could not register it", "region 2", "staged", "signal region (0)"});
 }
 
 }  // namespace

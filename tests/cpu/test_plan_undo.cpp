@@ -1,6 +1,6 @@
 // What keeps ranks in step when a plan or a symmetric allocation fails:
 // tp::undo_on_throw (src/ops/ag_gemm/tp_plan.hpp) and the answers ranks
-// exchange in alloc_symmetric (src/runtime/alloc_status.hpp), on the CPU.
+// exchange in alloc_symmetric (src/runtime/step_status.hpp), on the CPU.
 #include <gtest/gtest.h>
 
 #include <exception>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "src/ops/ag_gemm/tp_plan.hpp"
-#include "src/runtime/alloc_status.hpp"
+#include "src/runtime/step_status.hpp"
 
 using namespace mk;
 
@@ -75,22 +75,22 @@ TEST(PlanUndo, APlanMadeDuringAnotherUnwindingUndoesOnlyItsOwnFailure) {
 
 TEST(AllocStatus, AllOkGoesOn) {
   const std::vector<std::string> got = {"ok:", std::string("ok:") + "handle-bytes", "ok:"};
-  EXPECT_EQ(alloc_status::step_error(got, 1, "could not allocate its part", 4096), "");
+  EXPECT_EQ(step_status::step_error(got, 1, "alloc_symmetric of 4096 bytes", "could not allocate its part"), "");
 }
 
 TEST(AllocStatus, EveryRankNamesTheFirstRankThatFailedAlike) {
-  const std::vector<std::string> got = {"ok:", alloc_status::failed(Error("mkernel: out of memory")),
-                                        alloc_status::failed(std::runtime_error("other"))};
+  const std::vector<std::string> got = {"ok:", step_status::failed(Error("mkernel: out of memory")),
+                                        step_status::failed(std::runtime_error("other"))};
   EXPECT_EQ(got[1], "failed:out of memory") << "the library's prefix is said once, by the final error";
-  const std::string e0 = alloc_status::step_error(got, 0, "could not allocate its part", 4096);
-  const std::string e2 = alloc_status::step_error(got, 2, "could not allocate its part", 4096);
+  const std::string e0 = step_status::step_error(got, 0, "alloc_symmetric of 4096 bytes", "could not allocate its part");
+  const std::string e2 = step_status::step_error(got, 2, "alloc_symmetric of 4096 bytes", "could not allocate its part");
   EXPECT_EQ(e0, "alloc_symmetric of 4096 bytes: rank 1 could not allocate its part: out of memory");
   EXPECT_EQ(e0, e2) << "every rank throws the same error";
 }
 
 TEST(AllocStatus, AnAnswerFromAnotherCollectiveCallIsNamed) {
   const std::vector<std::string> got = {"ok:", ""};  // rank 1 is in a barrier (an empty allgather)
-  const std::string e = alloc_status::step_error(got, 0, "could not map its host's buffers", 8192);
+  const std::string e = step_status::step_error(got, 0, "alloc_symmetric of 8192 bytes", "could not map its host's buffers");
   EXPECT_NE(e.find("rank 1 made another collective call at this point"), std::string::npos) << e;
   EXPECT_NE(e.find("out of step"), std::string::npos) << e;
 }

@@ -41,6 +41,7 @@
 #include "src/net/delivery_ring_memory.hpp"
 #include "src/net/emu/emu_ring.hpp"
 #include "src/net/transport.hpp"
+#include "src/runtime/step_status.hpp"
 
 namespace mk::net {
 
@@ -108,18 +109,27 @@ class EmuTransport final : public Transport {
     regions_.erase(id);  // later writes to it fail as unregistered (post)
   }
 
+  // Collective like the other backends: every rank's outcome is exchanged
+  // (step_status), so a check failing on one rank fails it on every rank.
   void register_region(Bootstrap& bs, const Region& r) override {
-    if (!r.device) fail("emu: region ", r.id, " is host memory; the emulated NIC moves GPU memory only");
-    if (!r.host_peer_ptrs) fail("emu: region ", r.id, " has no host-wide peer mappings (not a symmetric buffer)");
     Reg reg;
-    reg.r = r;
-    for (int p : peers_) {
-      void* ptr = p < static_cast<int>(r.host_peer_ptrs->size()) ? (*r.host_peer_ptrs)[p] : nullptr;
-      if (!ptr) fail("emu: rank ", p, "'s region ", r.id, " is not mapped here (GPUs without peer access?)");
-      reg.peer_base[p] = static_cast<char*>(ptr);
+    std::string mine = step_status::kOk;
+    try {
+      if (!r.device) fail("emu: region ", r.id, " is host memory; the emulated NIC moves GPU memory only");
+      if (!r.host_peer_ptrs) fail("emu: region ", r.id, " has no host-wide peer mappings (not a symmetric buffer)");
+      reg.r = r;
+      for (int p : peers_) {
+        void* ptr = p < static_cast<int>(r.host_peer_ptrs->size()) ? (*r.host_peer_ptrs)[p] : nullptr;
+        if (!ptr) fail("emu: rank ", p, "'s region ", r.id, " is not mapped here (GPUs without peer access?)");
+        reg.peer_base[p] = static_cast<char*>(ptr);
+      }
+    } catch (const std::exception& e) {
+      mine = step_status::failed(e);
     }
+    const std::string err = step_status::step_error(bs.allgather(mine), cfg_.rank, cat("emu: register_region ", r.id),
+                                                    "could not register it");
+    if (!err.empty()) fail(err);
     regions_[r.id] = reg;
-    bs.barrier();  // collective like the other backends: every rank has registered
   }
 
   bool post(const WriteReq& w) override {

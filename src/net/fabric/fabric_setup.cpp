@@ -11,6 +11,7 @@
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
 #include "src/net/fabric/fabric_transport.hpp"
+#include "src/runtime/step_status.hpp"
 
 namespace mk::net::fabric {
 
@@ -294,6 +295,52 @@ void FabricTransport::connect(Bootstrap& bs, const std::vector<int>& peers) {
 
 void FabricTransport::register_region(Bootstrap& bs, const Region& r) {
   if (closed_) fail("fabric: register_region after close");
+  // NOTES: this rank's part may fail where the others' do not (a check, the
+  // pinned shadow, the memory registration): its answer goes through the same
+  // exchange as the others' keys (step_status), so every rank throws the same
+  // error at once instead of its peers waiting in the exchange until the
+  // bootstrap bound. The id is then used up on every rank alike (an empty
+  // entry, as a deregistered region's): Network::register_buffer moves on.
+  using step_status::kOk;
+  std::string mine = kOk;
+  bool pushed = false;
+  try {
+    mine += register_local(r);
+    pushed = true;
+  } catch (const std::exception& e) {
+    mine = step_status::failed(e);
+  }
+  std::vector<std::string> all = bs.allgather(mine);
+  const std::string err = step_status::step_error(all, cfg_.rank, cat("fabric: register_region ", r.id),
+                                                  "could not register it");
+  if (!err.empty()) {
+    if (pushed || r.id == static_cast<int>(local_.size())) {  // (not when this rank's id was out of order)
+      if (!pushed) {
+        LocalRegion gone;
+        gone.r.id = r.id;
+        local_.push_back(gone);
+      }
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        remote_.emplace_back(cfg_.world);
+      }
+      if (pushed) deregister_region(r.id);  // its registration and shadow go
+    }
+    fail(err);
+  }
+  all = step_status::payloads(std::move(all));
+  std::lock_guard<std::mutex> lk(mu_);
+  remote_.emplace_back(cfg_.world);
+  for (int p = 0; p < cfg_.world; ++p) {
+    if (all[p].size() != sizeof(uint64_t) * 4)
+      fail("fabric: rank ", cfg_.rank, ": region ", r.id, ": rank ", p, " sent a malformed registration");
+    uint64_t b[4];
+    std::memcpy(b, all[p].data(), sizeof(b));
+    remote_.back()[p] = RemoteRegion{b[0], b[1], b[2], b[3] != 0};
+  }
+}
+
+std::string FabricTransport::register_local(const Region& r) {
   if (r.id != static_cast<int>(local_.size()))
     fail("fabric: rank ", cfg_.rank, ": regions must be registered in id order (got id ", r.id, ", expected ",
          local_.size(), "; region 0 = signals first)");
@@ -332,22 +379,17 @@ void FabricTransport::register_region(Bootstrap& bs, const Region& r) {
   } else {
     lr.mr = reg(r.base, r.bytes, FI_WRITE | FI_READ | FI_REMOTE_WRITE | FI_REMOTE_READ, &r, &lr.desc);
   }
-  local_.push_back(lr);
-  uint64_t blob[4] = {(mr_mode_ & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(lr.xfer()) : 0,
-                      fi_mr_key(lr.mr), static_cast<uint64_t>(r.bytes), staged ? 1u : 0u};
-  if (blob[1] == FI_KEY_NOTAVAIL)
+  const uint64_t key = fi_mr_key(lr.mr);
+  if (key == FI_KEY_NOTAVAIL) {
+    fi_close(&lr.mr->fid);
+    if (lr.shadow) stage_->free_host(lr.shadow);
     fail("fabric: rank ", cfg_.rank, ": provider ", prov_name_, " returned no key for region ", r.id,
          " (raw keys are not supported)");
-  auto all = bs.allgather(std::string(reinterpret_cast<const char*>(blob), sizeof(blob)));
-  std::lock_guard<std::mutex> lk(mu_);
-  remote_.emplace_back(cfg_.world);
-  for (int p = 0; p < cfg_.world; ++p) {
-    if (all[p].size() != sizeof(blob))
-      fail("fabric: rank ", cfg_.rank, ": region ", r.id, ": rank ", p, " sent a malformed registration");
-    uint64_t b[4];
-    std::memcpy(b, all[p].data(), sizeof(b));
-    remote_.back()[p] = RemoteRegion{b[0], b[1], b[2], b[3] != 0};
   }
+  local_.push_back(lr);
+  const uint64_t blob[4] = {(mr_mode_ & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(lr.xfer()) : 0, key,
+                            static_cast<uint64_t>(r.bytes), staged ? 1u : 0u};
+  return std::string(reinterpret_cast<const char*>(blob), sizeof(blob));
 }
 
 void FabricTransport::deregister_region(int id) {

@@ -181,6 +181,10 @@ class FabricTransport final : public Transport {
   void open_fabric();
   struct fi_info* pick_info(const std::string& prov, bool want_hmem, bool quiet_enodata);
   struct fid_mr* reg(void* base, size_t bytes, uint64_t access, const Region* dev, void** desc);
+  // register_region's own part (checks, shadow, registration; the entry in
+  // local_): the blob its peers need (address, key, bytes, staged). Throws
+  // with nothing left behind.
+  std::string register_local(const Region& r);
   void check(int rc, const char* what) const;
   std::string peer_addr_str(const std::string& name) const;
   // data path (fabric_datapath.cpp)

@@ -59,10 +59,10 @@ inline void free_symmetric_quietly(Communicator& comm, SymmetricBuffer*& buf) no
 // then comes before there is anything collective to free (its peers, in the
 // plan's next collective step, wait out the bootstrap bound or see the ranks
 // out of step), and alloc_symmetric fails on every rank alike when one rank
-// cannot allocate or map its part, so every rank frees the same buffers in
-// the same order and the frees' barriers pair up. Not so for a network
-// registration that fails on one rank only (a transport's error): its peers'
-// frees wait out the bootstrap bound. Signal words stay reserved while an
+// cannot allocate or map its part, and so does a network registration
+// (Transport::register_region exchanges every rank's outcome; the id is used
+// up on every rank), so every rank frees the same buffers in the same order
+// and the frees' barriers pair up. Signal words stay reserved while an
 // exception unwinds (SignalLease::reset), as for any failed plan. A failed
 // cudaMalloc leaves the runtime's last error set, which the plan's next launch
 // check would report: cleared before `undo`.

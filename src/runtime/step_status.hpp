@@ -1,0 +1,51 @@
+#pragma once
+// The answers ranks exchange at a collective step that can fail on some ranks
+// only (SymmetricHeap::alloc's allocation and mapping, a transport's
+// register_region): "ok:" (then the step's payload: a CUDA IPC handle, a
+// memory registration's key) or "failed:" and why. Every rank reads the same
+// list, so every rank throws the same error, naming the first rank that
+// failed, or goes on together: a rank that fails alone no longer leaves the
+// others waiting in the step's exchange until the bootstrap bound.
+
+#include <cstddef>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "mkernel/error.hpp"
+
+namespace mk::step_status {
+
+inline constexpr char kOk[] = "ok:";
+inline constexpr char kFailed[] = "failed:";
+
+// This rank's answer for a step that threw `e` (its "mkernel: " prefix is
+// dropped: the error built from the answers says it once).
+inline std::string failed(const std::exception& e) {
+  std::string why = e.what();
+  if (why.rfind("mkernel: ", 0) == 0) why.erase(0, 9);
+  return kFailed + why;
+}
+
+// "" when every rank's answer is ok; else the message of the error every rank
+// throws: "<call>: rank R <what>: <why>" for the first rank that failed, or
+// one naming a rank whose answer is neither (its collective call at this
+// point is another one). `call` names the step ("alloc_symmetric of 4096
+// bytes"), `what` the failure ("could not allocate its part").
+inline std::string step_error(const std::vector<std::string>& got, int me, const std::string& call, const char* what) {
+  for (size_t r = 0; r < got.size(); ++r) {
+    if (got[r].rfind(kOk, 0) == 0) continue;
+    if (got[r].rfind(kFailed, 0) == 0) return cat(call, ": rank ", r, " ", what, ": ", got[r].substr(sizeof(kFailed) - 1));
+    return cat(call, ": rank ", r, " made another collective call at this point (rank ", me, " is in ", call,
+               "): the ranks' collective calls are out of step");
+  }
+  return "";
+}
+
+// The payloads of an all-ok answer list (the "ok:" prefix removed).
+inline std::vector<std::string> payloads(std::vector<std::string> got) {
+  for (std::string& g : got) g.erase(0, sizeof(kOk) - 1);
+  return got;
+}
+
+}  // namespace mk::step_status
