@@ -172,9 +172,10 @@ int Network::register_buffer(const SymmetricBuffer& buf) {
   r.cuda_device = comm_.device();
   r.host_peer_ptrs = &buf.host_peer;
   // Each transport's registration fails on every rank alike when it fails on
-  // one (the ranks exchange their outcome: Transport::register_region). Then
-  // the transports that had registered it let it go, and the id is used up on
-  // every rank, so the ranks' next registration still agrees on its id.
+  // one (the ranks exchange their outcome: Transport::register_region), and
+  // leaves nothing registered. Then the transports that had registered it let
+  // it go, those after it never see the id, and the id is used up on every
+  // rank, so the ranks' next registration still agrees on its id.
   int registered = 0;
   try {
     proxy_->with_transports([&](net::Transport& t) {

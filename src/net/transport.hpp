@@ -112,9 +112,9 @@ class Transport {
   // Collective over ALL ranks, same order everywhere: registers `r` and learns
   // every peer's address/key for region r.id. Region 0 first. A failure on
   // any rank (a check, the memory registration) throws on every rank alike,
-  // in the same exchange; the id is then used up (Network::register_buffer
-  // moves on to r.id + 1 on every rank; fabric, which takes ids in order,
-  // keeps an empty entry for it).
+  // in the same exchange, with nothing of it left registered; the id is then
+  // used up (Network::register_buffer moves on to r.id + 1 on every rank).
+  // Ids may skip (a transport that never saw a used-up id), never repeat.
   virtual void register_region(Bootstrap& bs, const Region& r) = 0;
   // Local, called on every rank after a barrier of all ranks
   // (Network::deregister_buffer), when no operation on region `id` is in

@@ -80,7 +80,7 @@ bool FabricTransport::post_locked(const WriteReq& w) {
     if (w.region < 0 || w.region >= static_cast<int>(local_.size()))
       fail("fabric: rank ", cfg_.rank, ": post to rank ", w.peer, ": region ", w.region, " is not registered");
     if (!local_[w.region].mr)
-      fail("fabric: rank ", cfg_.rank, ": post to rank ", w.peer, ": region ", w.region, " was deregistered");
+      fail("fabric: rank ", cfg_.rank, ": post to rank ", w.peer, ": region ", w.region, " was deregistered (or its registration failed)");
     if (!fits(w.src_off, w.bytes, local_[w.region].r.bytes))
       fail("fabric: rank ", cfg_.rank, ": post to rank ", w.peer, ": source [", w.src_off, ", +", w.bytes,
            ") is outside region ", w.region, " (", local_[w.region].r.bytes, " bytes)");

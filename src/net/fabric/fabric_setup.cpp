@@ -299,8 +299,8 @@ void FabricTransport::register_region(Bootstrap& bs, const Region& r) {
   // pinned shadow, the memory registration): its answer goes through the same
   // exchange as the others' keys (step_status), so every rank throws the same
   // error at once instead of its peers waiting in the exchange until the
-  // bootstrap bound. The id is then used up on every rank alike (an empty
-  // entry, as a deregistered region's): Network::register_buffer moves on.
+  // bootstrap bound. The id is then used up on every rank alike
+  // (Network::register_buffer moves on; ids may skip, never repeat).
   using step_status::kOk;
   std::string mine = kOk;
   bool pushed = false;
@@ -311,39 +311,42 @@ void FabricTransport::register_region(Bootstrap& bs, const Region& r) {
     mine = step_status::failed(e);
   }
   std::vector<std::string> all = bs.allgather(mine);
-  const std::string err = step_status::step_error(all, cfg_.rank, cat("fabric: register_region ", r.id),
-                                                  "could not register it");
+  std::string err = step_status::step_error(all, cfg_.rank, cat("fabric: register_region ", r.id),
+                                            "could not register it");
+  if (err.empty()) {
+    all = step_status::payloads(std::move(all));
+    for (int p = 0; p < cfg_.world && err.empty(); ++p)
+      if (all[p].size() != sizeof(uint64_t) * 4)
+        err = cat("fabric: register_region ", r.id, ": rank ", p, " sent a malformed registration");
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  remote_.resize(local_.size(), std::vector<RemoteRegion>(cfg_.world));  // (empty for an id used up)
   if (!err.empty()) {
-    if (pushed || r.id == static_cast<int>(local_.size())) {  // (not when this rank's id was out of order)
-      if (!pushed) {
-        LocalRegion gone;
-        gone.r.id = r.id;
-        local_.push_back(gone);
-      }
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        remote_.emplace_back(cfg_.world);
-      }
-      if (pushed) deregister_region(r.id);  // its registration and shadow go
-    }
+    if (pushed) drop_local(r.id);
     fail(err);
   }
-  all = step_status::payloads(std::move(all));
-  std::lock_guard<std::mutex> lk(mu_);
-  remote_.emplace_back(cfg_.world);
   for (int p = 0; p < cfg_.world; ++p) {
-    if (all[p].size() != sizeof(uint64_t) * 4)
-      fail("fabric: rank ", cfg_.rank, ": region ", r.id, ": rank ", p, " sent a malformed registration");
     uint64_t b[4];
     std::memcpy(b, all[p].data(), sizeof(b));
-    remote_.back()[p] = RemoteRegion{b[0], b[1], b[2], b[3] != 0};
+    remote_[r.id][p] = RemoteRegion{b[0], b[1], b[2], b[3] != 0};
   }
 }
 
+void FabricTransport::drop_local(int id) {
+  LocalRegion& lr = local_[id];
+  if (lr.mr) fi_close(&lr.mr->fid);
+  if (lr.shadow) stage_->free_host(lr.shadow);  // (new: no copy or peer has touched it)
+  LocalRegion gone;
+  gone.r.id = id;
+  lr = gone;
+}
+
 std::string FabricTransport::register_local(const Region& r) {
-  if (r.id != static_cast<int>(local_.size()))
-    fail("fabric: rank ", cfg_.rank, ": regions must be registered in id order (got id ", r.id, ", expected ",
-         local_.size(), "; region 0 = signals first)");
+  if (r.id < static_cast<int>(local_.size()))
+    fail("fabric: rank ", cfg_.rank, ": region id ", r.id, " is taken (registered before, or used up by a failed ",
+         "registration; ids are not reused): the next is ", local_.size());
+  if (local_.empty() && r.id != kSignalRegion)
+    fail("fabric: rank ", cfg_.rank, ": region ", r.id, " before region 0 (signals), which goes first");
   if (!r.base || r.bytes == 0) fail("fabric: rank ", cfg_.rank, ": region ", r.id, " is empty");
   bool staged = r.device && !hmem_;
   if (staged && !stage_)
@@ -386,7 +389,11 @@ std::string FabricTransport::register_local(const Region& r) {
     fail("fabric: rank ", cfg_.rank, ": provider ", prov_name_, " returned no key for region ", r.id,
          " (raw keys are not supported)");
   }
-  local_.push_back(lr);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    local_.resize(r.id);  // (empty entries for ids used up by failed registrations)
+    local_.push_back(lr);
+  }
   const uint64_t blob[4] = {(mr_mode_ & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(lr.xfer()) : 0, key,
                             static_cast<uint64_t>(r.bytes), staged ? 1u : 0u};
   return std::string(reinterpret_cast<const char*>(blob), sizeof(blob));

@@ -185,6 +185,9 @@ class FabricTransport final : public Transport {
   // local_): the blob its peers need (address, key, bytes, staged). Throws
   // with nothing left behind.
   std::string register_local(const Region& r);
+  // A region whose registration failed on another rank: its registration and
+  // shadow go, its entry stays empty (the id is used up). Under mu_.
+  void drop_local(int id);
   void check(int rc, const char* what) const;
   std::string peer_addr_str(const std::string& name) const;
   // data path (fabric_datapath.cpp)

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -126,7 +127,7 @@ ibv_mr* register_and_exchange(const IbvApi& a, ibv_pd* pd, const std::string& de
     mine.addr = reinterpret_cast<uint64_t>(r.base);
     mine.bytes = r.bytes;
     mine.rkey = mr ? mr->rkey : 0;
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // (not only mk::Error: `prepare` may throw others)
     mine = {};
     mine.ok = false;
     mine.id = r.id;
@@ -134,12 +135,20 @@ ibv_mr* register_and_exchange(const IbvApi& a, ibv_pd* pd, const std::string& de
   }
   const std::vector<std::string> all = bs.allgather(encode(mine));
   std::vector<RegionInfo> infos;
-  for (int p = 0; p < bs.world(); ++p) {
+  std::string err;
+  for (int p = 0; p < bs.world() && err.empty(); ++p) {
     infos.push_back(decode_region(all[p], p));
-    if (!infos.back().ok) fail("verbs: register_region failed on rank ", p, ": ", infos.back().error);
-    if (infos.back().id != r.id)
-      fail("verbs: register_region: rank ", p, " registered region ", infos.back().id,
-           " while this rank registered ", r.id, " (same order on every rank)");
+    if (!infos.back().ok) err = cat("verbs: register_region failed on rank ", p, ": ", infos.back().error);
+    else if (infos.back().id != r.id)
+      err = cat("verbs: register_region: rank ", p, " registered region ", infos.back().id,
+                " while this rank registered ", r.id, " (same order on every rank)");
+  }
+  if (!err.empty()) {  // on every rank alike: this rank's registration goes too
+    if (mr) {
+      owned.erase(std::remove(owned.begin(), owned.end(), mr), owned.end());
+      a.dereg_mr(mr);
+    }
+    fail(err);
   }
   regions.set_local(r.id, {mine.addr, mine.bytes, mr ? mr->lkey : 0, true});
   for (int p : regions.peers()) regions.set_remote(p, r.id, {infos[p].addr, infos[p].bytes, infos[p].rkey, true});
