@@ -28,9 +28,9 @@ run tools/mkrun -n 2 --timeout 230 build/bin/mk_dist_tests
 run tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 build/bin/mk_dist_tests
 run tools/mkrun -n 2 --timeout 230 env MK_SYMM_MODE=ipc build/bin/mk_dist_tests
 run tools/mkrun -n 2 --timeout 120 env MK_TIMEOUT_MS=500 build/bin/mk_dist_tests --abort-scenario
-# A rank whose device failed releases a plan's network region and signal
-# words without waiting for its peer (which comes 8 s later), 2 nodes; on
-# one GPU the ranks share it.
+# A rank whose device failed releases a plan's network region, its signal
+# words and its communicator without waiting for its peer (which comes 8 s
+# later), 2 nodes; on one GPU the ranks share it.
 step_s=60 run tools/mkrun -n 2 --timeout 50 env MK_RANKS_PER_NODE=1 $share build/bin/mk_dist_tests \
     --failed-teardown-scenario
 # 2 nodes x 2 GPUs (the two-level paths: NVLink inside a node, emu between

@@ -119,8 +119,9 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   const roles::ArLayout al{t.num_nodes};
   const int swizzle = opt.swizzle ? opt.swizzle : tp::ar_swizzle(t.num_nodes, tp::rs_share_blocks(m, t.world));
   const std::string variant = cat(one_shot_ ? ", one-shot" : ", two-shot", interleave_ ? ", interleaved" : "");
-  rs_ = std::make_unique<tp::RsPlan>();  // signals and the plan check first, then memory
-  *rs_ = tp::rs_reserve_plan(comm, "GemmAr", m, n, k_local, swizzle, 1, &sig_fin_, variant);
+  // Signals and the plan check first, then memory.
+  rs_ = std::make_unique<tp::RsPlan>(
+      tp::rs_reserve_plan(comm, "GemmAr", m, n, k_local, swizzle, 1, &sig_fin_, variant));
   swizzle_ = rs_->swizzle;
   const int64_t os_tiles = (m + gemm::kBlockM - 1) / gemm::kBlockM * n_tiles;  // one-shot: no shares
   if (one_shot_) {  // (two ranks of one node: never with a one-rank plan's plain path)

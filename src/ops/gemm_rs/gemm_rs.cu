@@ -93,8 +93,9 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   const bool fused = tp::fused_ever(one);  // else none of the fused kernel's buffers
   split_tiles_ = sp.tiles;
   split_parts_ = sp.parts;
-  rs_ = std::make_unique<tp::RsPlan>();
-  *rs_ = tp::rs_reserve_plan(comm, "GemmRs", m, n, k_local, opt.swizzle, 0, nullptr);  // signals, the plan check
+  // Signals and the plan check first, then memory.
+  rs_ = std::make_unique<tp::RsPlan>(
+      tp::rs_reserve_plan(comm, "GemmRs", m, n, k_local, opt.swizzle, 0, nullptr));
   swizzle_ = rs_->swizzle;
   tp::undo_on_throw([&] {  // this rank's memory first, then the collective (tp::undo_on_throw says why)
     if (fused) tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);  // split tiles' fp32 parts
