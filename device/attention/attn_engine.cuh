@@ -75,7 +75,7 @@ struct Smem {
   uint8_t* k;       // kStages x kKvBytes
   uint8_t* v;       // kStages x kKvBytes
   uint64_t* q_full;   // 1: the Q tile landed (producer's expect_tx)
-  uint64_t* q_empty;  // 1: both consumer warpgroups' last S = Q K^T of the unit completed (2 arrivals)
+  uint64_t* q_empty;  // 1: every consumer warp read the unit (ring) and its last S = Q K^T completed (8 arrivals)
   uint64_t* k_full;   // kStages
   uint64_t* v_full;   // kStages
   uint64_t* empty;    // kStages: both warpgroups' P V of the stage's V completed (2 arrivals)
@@ -196,6 +196,9 @@ __device__ __forceinline__ uint64_t expected_signal(const AttnParams& p) {
 
 // ---- producer ------------------------------------------------------------------
 
+// q_empty's arrivals a Q tile: one per consumer warp (consumer's release).
+constexpr uint32_t kQEmptyArrivals = (kThreads - 128) / 32;
+
 template <int D, int BN>
 __device__ __forceinline__ void producer(const AttnParams& p, const Smem<D, BN>& s, int cta, int ncta) {
   using G = Geom<D, BN>;
@@ -285,7 +288,6 @@ __device__ __forceinline__ void pv_gemm(float (&o)[D / 2], const uint32_t (&pa)[
 // kTurnBarrier + wg (256 threads: one warpgroup syncs, the other arrives);
 // warpgroup 1 opens warpgroup 0's first turn. Both walk the same blocks, so
 // turns pair up; the last hand-over is left open when the CTA ends.
-constexpr uint32_t kWgBarrier = 6;    // and 7: one consumer warpgroup alone
 __device__ __forceinline__ void wait_turn(int wg, const int32_t* failed) {
   if (*reinterpret_cast<const volatile int32_t*>(failed)) asm volatile("exit;");  // the partner gave up
   sm90::named_sync(kTurnBarrier + wg, 256);
@@ -436,12 +438,15 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D, BN>&
     if (w < 0) break;
     const Unit u = unit_of(p, w);
     const int nblocks = unit_blocks(p, u);
-    if (nblocks == 0) {  // no key to read: release Q once every warp of the warpgroup passed the q_full wait
-      // (otherwise a lagging warp could see the next tile's phase; with key
-      // blocks, the warpgroup-wide wgmma orders this).
-      sm90::named_sync(kWgBarrier + wg, 128);
-      if (leader) sm90::mbar_arrive(s.q_empty);
-    }
+    // Every consumer warp releases Q and the ring word itself (kQEmptyArrivals):
+    // its arrival orders its own read of s.ring before the producer's next
+    // write there, and no warp that has not passed this q_full wait can see
+    // the next tile's phase. A warpgroup's leader arriving for all four
+    // relied on the wgmma's data dependence for the other warps' reads, which
+    // the PTX memory model does not count as ordering. (racecheck, which does
+    // not credit mbarrier waits, reports the ring word either way:
+    // bench/results/compute-sanitizer-20261204.md, session 34.)
+    if (nblocks == 0 && lane == 0) sm90::mbar_arrive(s.q_empty);  // no key to read
     float o[D / 2];
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
@@ -462,7 +467,7 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D, BN>&
       sm90::wgmma_wait<0>();
       sm90::fence_operands(sc);
       if (leader) sm90::mbar_arrive(&s.k_empty[st.stage]);
-      if (nblocks == 1 && leader) sm90::mbar_arrive(s.q_empty);  // the tile's last read of Q
+      if (nblocks == 1 && lane == 0) sm90::mbar_arrive(s.q_empty);  // the tile's last read of Q
       softmax_block<BN>(sc, m, l, corr, p, u, p.kvseg[it.g], it.j, row_in_tile, quad);
       pack_p<BN>(pa, sc);
       fence_p<BN>(pa);
@@ -484,7 +489,7 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D, BN>&
         sm90::wgmma_wait<1>();  // S_{i+1} (committed first) is complete; P_i V_i may still run
         sm90::fence_operands(sc);
         if (leader) sm90::mbar_arrive(&s.k_empty[nx.stage]);
-        if (i + 2 == nblocks && leader) sm90::mbar_arrive(s.q_empty);  // the tile's last read of Q
+        if (i + 2 == nblocks && lane == 0) sm90::mbar_arrive(s.q_empty);  // the tile's last read of Q
         softmax_block<BN>(sc, m, l, corr, p, u, p.kvseg[it.g], it.j, row_in_tile, quad);
         schedule_boundary(p);  // keeps the wait below the softmax's exp2s
         sm90::wgmma_wait<0>();
@@ -599,7 +604,7 @@ __device__ __forceinline__ void run_compute(const AttnParams& p, uint8_t* smem, 
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     dev::sm90::mbar_init(s.q_full, 1);
-    dev::sm90::mbar_init(s.q_empty, 2);
+    dev::sm90::mbar_init(s.q_empty, detail::kQEmptyArrivals);
     for (int i = 0; i < G::kStages; ++i) {
       dev::sm90::mbar_init(&s.k_full[i], 1);
       dev::sm90::mbar_init(&s.v_full[i], 1);
