@@ -308,8 +308,20 @@ void SymmetricHeap::free(SymmetricBuffer* buf) {
     if (cuda_error_is_fatal(e))
       fail("free_symmetric: this rank's device failed (", cuda_error_string(e), "): the buffer is not freed, and the ",
            "other ranks are not waited for");
-    MK_CUDA_CHECK(e);
-    bs_.barrier();  // no peer may still read or write it
+    if (e == cudaErrorCudartUnloading) MK_CUDA_CHECK(e);  // the process is exiting: its peers may be gone
+    // Then every rank learns whether every rank's GPU is done (no peer may
+    // still read or write the buffer) before any rank releases it. A sync
+    // that failed without taking the device down (a stream capture in
+    // progress, say) fails this call on every rank alike, and the buffer
+    // stays mapped everywhere (free it again later): a rank that threw alone
+    // left its peers in an exchange its next collective call then answered.
+    using step_status::kFailed, step_status::kOk, step_status::step_error;
+    const std::string mine =
+        e == cudaSuccess ? std::string(kOk) : cat(kFailed, "its device synchronisation failed (", cuda_error_string(e), ")");
+    const std::string err = step_error(bs_.allgather(mine), topo_.rank,
+                                       cat("free_symmetric of a ", (*it)->mapped, "-byte buffer"),
+                                       "could not finish with it (the buffer stays mapped on every rank)");
+    if (!err.empty()) fail(err);
     release(**it);
     allocs_.erase(it);
     return;

@@ -20,7 +20,9 @@ class SymmetricHeap {
 
   // Collective over all ranks; sizes must match (checked).
   SymmetricBuffer* alloc(size_t bytes);
-  // Collective; a barrier first so no peer still uses the buffer.
+  // Collective; first every rank synchronises its GPU and learns whether
+  // every rank did (no peer still uses the buffer): a failure on one rank
+  // fails the call on every rank, and the buffer stays allocated.
   void free(SymmetricBuffer* buf);
   Mode mode() const { return mode_; }
   size_t bytes() const;  // held now, as mapped

@@ -171,6 +171,44 @@ TEST(Dist, MismatchedSymmetricSizesAreRejectedOnEveryRank) {
   comm().free_symmetric(ok);
 }
 
+// A free whose device synchronisation fails on one rank without taking the
+// device down (here: a stream capture in progress on that rank's thread, in
+// global mode) fails on every rank alike, keeps the buffer, and the ranks stay
+// in step: the same buffer is freed on every rank right after.
+TEST(Dist, SymmetricFreeFailingOnOneRankFailsOnEveryRank) {
+  SymmetricBuffer& buf = comm().alloc_symmetric(1 << 20);
+  const int failing = comm().world() - 1;
+  cudaStream_t s = nullptr;
+  if (comm().rank() == failing) {
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  }
+  std::string m;
+  try {
+    comm().free_symmetric(buf);
+  } catch (const Error& e) {
+    m = e.what();
+  }
+  if (s) {
+    cudaGraph_t g = nullptr;
+    cudaStreamEndCapture(s, &g);  // invalidated by the sync: an error, cleared below
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError();
+    CK(cudaStreamDestroy(s));
+  }
+  ASSERT_FALSE(m.empty()) << "the free passed on rank " << comm().rank() << " although rank " << failing
+                          << "'s sync failed";
+  EXPECT_NE(m.find("free_symmetric of a "), std::string::npos) << m;
+  EXPECT_NE(m.find("rank " + std::to_string(failing) + " could not finish with it"), std::string::npos) << m;
+  EXPECT_NE(m.find("device synchronisation failed"), std::string::npos) << m;
+  std::printf("[rank %d] %s\n", comm().rank(), m.c_str());
+  // The buffer is still held on every rank, and the ranks are in step: the
+  // next collective pairs with the same call everywhere.
+  comm().free_symmetric(buf);
+  SymmetricBuffer& next = comm().alloc_symmetric(4096);
+  comm().free_symmetric(next);
+}
+
 TEST(Dist, PingPong100kRoundsAcrossGpusLosesNothing) {
   if (!node_peers()) GTEST_SKIP() << "one rank per node: cross-node signals take the network path";
   const int idx = comm().reserve_signals(2);
