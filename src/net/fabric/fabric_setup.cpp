@@ -447,7 +447,8 @@ void FabricTransport::close() {
   // ignored: close never throws.
   if (stage_ && !stage_->drain())
     log(LogLevel::Warn, cat("fabric: rank ", cfg_.rank, ": closed with staged copies not made", stage_->describe(),
-                            " (no kernel running a delivery agent took them)"));
+                            stage_->calls_cuda() ? " (queued on the proxy's CUDA streams, they did not run within 1 s)"
+                                                 : " (no kernel running a delivery agent took them)"));
   for (auto& lr : local_)
     if (lr.mr) fi_close(&lr.mr->fid), lr.mr = nullptr;
   if (scratch_mr_) fi_close(&scratch_mr_->fid), scratch_mr_ = nullptr;

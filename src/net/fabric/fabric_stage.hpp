@@ -10,6 +10,7 @@
 // the CUDA implementation is make_cuda_stage_ops() (fabric_stage_cuda.cpp).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -20,6 +21,12 @@
 #include "src/net/transport.hpp"
 
 namespace mk::net::fabric {
+
+// The staging ops' clock (stall reports).
+inline int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 // GPU-side operations of staging. Called with the transport's lock held, from
 // the thread that calls post()/poll() (the proxy thread, whose current CUDA

@@ -28,11 +28,6 @@ namespace mk::net::fabric {
 
 namespace {
 
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 constexpr uint32_t kStageRingSlots = 1024;
 // Cookies: a copy_out carries its request slot with this bit; a receiver's
 // delivery carries 0 (nothing waits for it by name).

@@ -5,10 +5,12 @@
 #include <cuda_runtime_api.h>
 
 #include <chrono>
+#include <deque>
 #include <thread>
 #include <vector>
 
 #include "mkernel/error.hpp"
+#include "mkernel/knobs.hpp"
 #include "src/net/fabric/fabric_stage.hpp"
 #include "src/runtime/cuda_driver.hpp"
 
@@ -63,6 +65,9 @@ class CudaStageOps final : public StageOps {
     DeviceScope g(dev_);
     for (cudaEvent_t e : ev_)
       if (e) cudaEventDestroy(e);
+    for (const Mark& m : in_marks_) cudaEventDestroy(m.ev);
+    for (cudaEvent_t e : spare_)
+      if (e) cudaEventDestroy(e);
     if (out_) cudaStreamDestroy(out_);
     if (in_) cudaStreamDestroy(in_);
   }
@@ -106,6 +111,53 @@ class CudaStageOps final : public StageOps {
     }
     add_kernel_hooks().launch(in_, static_cast<unsigned long long*>(dev_word), value);
   }
+  // The receive side's queue is watched as the send side's requests are (the
+  // transport's timeout): each delivery's end is marked by an event, so a
+  // peer's data that arrived but whose copy into this GPU (or its signal)
+  // does not run -- queued behind a kernel that waits for it, in a shared
+  // hardware work queue -- is said (stalled) instead of being reported by
+  // the waiting kernel as a signal its peer never sent.
+  void deliver(void* dev, const void* host, size_t bytes, void* dev_word, SigOp op, uint64_t value) override {
+    StageOps::deliver(dev, host, bytes, dev_word, op, value);
+    cudaEvent_t e = nullptr;
+    if (!spare_.empty()) {
+      e = spare_.back();
+      spare_.pop_back();
+    } else {
+      MK_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
+    const cudaError_t r = cudaEventRecord(e, in_);
+    if (r != cudaSuccess) {
+      cudaEventDestroy(e);
+      MK_CUDA_CHECK(r);
+    }
+    in_marks_.push_back(Mark{e, steady_ns()});
+  }
+  void progress() override {
+    while (!in_marks_.empty()) {
+      const cudaError_t e = cudaEventQuery(in_marks_.front().ev);
+      if (e == cudaErrorNotReady) return;
+      if (e != cudaSuccess) fail("fabric: host -> GPU staging copy or signal failed: ", cuda_error_string(e));
+      spare_.push_back(in_marks_.front().ev);
+      in_marks_.pop_front();
+    }
+  }
+  std::string describe() const override {
+    if (in_marks_.empty()) return {};
+    return cat("; ", in_marks_.size(), " staged deliveries into this GPU not run yet, the oldest queued ",
+               (steady_ns() - in_marks_.front().t_ns) / 1000000, " ms ago");
+  }
+  Stall stalled() override {
+    if (in_marks_.empty()) return {};
+    const int64_t t = in_marks_.front().t_ns, now = steady_ns();
+    if (t <= said_ns_ || now - t <= stall_ns_) return {};
+    said_ns_ = now;
+    return {cat("a peer's data or signal arrived ", (now - t) / 1000000, " ms ago (half MK_TIMEOUT_MS) and its ",
+                "copy into this GPU has not run (", in_marks_.size(), " deliveries wait on the proxy's CUDA stream, ",
+                "MK_FABRIC_STAGE=cuda): a kernel of this rank waiting for it will time out blaming its peer; ",
+                work_queue_cause()),
+            true};
+  }
   // Bounded, as the interface says (kDrainBoundNs): a copy or
   // add kernel queued behind other work in a shared hardware work queue may
   // not finish (cudaStreamSynchronize would wait for it without end, on the
@@ -132,6 +184,14 @@ class CudaStageOps final : public StageOps {
   cudaStream_t out_ = nullptr;  // GPU -> shadow copies of outgoing writes
   cudaStream_t in_ = nullptr;   // shadow -> GPU copies of incoming writes, then their signals
   std::vector<cudaEvent_t> ev_;  // per request slot: its copy_out finished
+  struct Mark {
+    cudaEvent_t ev;  // recorded on in_ after a delivery
+    int64_t t_ns;    // when it was queued
+  };
+  std::deque<Mark> in_marks_;      // deliveries queued on in_, oldest first, not seen finished
+  std::vector<cudaEvent_t> spare_;  // finished marks' events, for reuse
+  const int64_t stall_ns_ = knob_int(Knob::MK_TIMEOUT_MS) * 500000;  // half the kernels' wait bound
+  int64_t said_ns_ = -1;  // when stalled() last spoke: once per stalled delivery
 };
 
 }  // namespace
