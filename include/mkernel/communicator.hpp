@@ -58,7 +58,7 @@ class Communicator {
   // free for a later reservation. Collective in effect: call it on every rank
   // in the same order, only once no kernel of any rank and no network
   // operation can touch the words any more (plans: after free_symmetric's
-  // barrier; every signal a plan's call sends, across nodes too, is awaited
+  // exchange; every signal a plan's call sends, across nodes too, is awaited
   // within that call: bench/results/cross-node-signals-audit-20261204.md),
   // then pass a barrier before any rank writes into words it reserves
   // afterwards (SignalLease does). Not a run held now: mk::Error, nothing

@@ -18,7 +18,8 @@ class Communicator;
 // Destroy it where every rank destroys its own, in the same order, after
 // every kernel that used the words ended on every rank: plans hold it as a
 // member (destroyed after the destructor's body, whose free_symmetric
-// synchronised and passed a barrier).
+// synchronised every rank's device and exchanged the outcome; when that
+// failed, the plan calls keep()).
 class SignalLease {
  public:
   SignalLease() = default;
@@ -42,6 +43,11 @@ class SignalLease {
   // (a failed device) stays reserved, with a warning: never handed out again
   // with stale counts in it.
   void reset() noexcept;
+  // Keeps every run reserved for the communicator's life, without a barrier:
+  // for a plan whose teardown could not confirm that no kernel still uses
+  // them (its free_symmetric failed, on every rank alike). Collective in
+  // effect, as reset: every rank keeps the same runs.
+  void keep() noexcept { runs_.clear(); }
 
  private:
   Communicator* comm_ = nullptr;

@@ -152,7 +152,7 @@ void AgGemm::release() noexcept {
   epoch_counter_ = nullptr;
   split_ws_ = nullptr;
   split_flags_ = nullptr;
-  tp::free_symmetric_quietly(comm_, gathered_);
+  if (!tp::free_symmetric_quietly(comm_, gathered_)) signals_.keep();
 }
 
 void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute, cudaStream_t stream) {

@@ -37,15 +37,29 @@ inline void release_net_region(Communicator& comm, int region) noexcept {
   }
 }
 
-// A plan's symmetric buffer, freed and forgotten (destructor work: errors are
-// dropped, as in release_net_region). Collective, like the plan's destructor.
-inline void free_symmetric_quietly(Communicator& comm, SymmetricBuffer*& buf) noexcept {
-  if (!buf) return;
+// A plan's symmetric buffer, freed and forgotten (destructor work: never
+// throws). Collective, like the plan's destructor. False when the free failed
+// (on every rank alike: SymmetricHeap::free exchanges the outcome): the buffer
+// stays allocated until the communicator closes, said in a warning, and the
+// caller keeps the plan's signal words (SignalLease::keep), since no rank's
+// GPU was confirmed done with them.
+inline bool free_symmetric_quietly(Communicator& comm, SymmetricBuffer*& buf) noexcept {
+  if (!buf) return true;
+  bool freed = true;
   try {
     comm.free_symmetric(*buf);
+  } catch (const std::exception& e) {
+    freed = false;
+    try {
+      log(LogLevel::Warn, cat("rank ", comm.rank(), ": a plan's symmetric buffer stays allocated until the ",
+                              "communicator closes, and its signal words stay reserved: ", e.what()));
+    } catch (...) {
+    }
   } catch (...) {
+    freed = false;
   }
   buf = nullptr;
+  return freed;
 }
 
 // Runs `reserve`, a constructor's steps from its first allocation on; when one

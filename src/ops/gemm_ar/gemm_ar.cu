@@ -155,7 +155,7 @@ GemmAr::~GemmAr() { release(); }
 void GemmAr::release() noexcept {
   if (os_epoch_) cudaFree(os_epoch_);
   os_epoch_ = nullptr;
-  tp::free_symmetric_quietly(comm_, os_staging_);
+  if (!tp::free_symmetric_quietly(comm_, os_staging_)) os_signals_.keep();
   if (rs_) tp::rs_free_plan(comm_, *rs_);
   rs_.reset();
 }

@@ -173,8 +173,8 @@ inline void rs_free_plan(Communicator& comm, RsPlan& p) noexcept {
   release_net_region(comm, p.net_region);
   if (p.epoch_counter) cudaFree(p.epoch_counter);
   if (p.net_rb_count) cudaFree(p.net_rb_count);
-  free_symmetric_quietly(comm, p.staging);
-  p = RsPlan{};  // its signals go back now: after free_symmetric's barrier, no rank's kernel touches them
+  if (!free_symmetric_quietly(comm, p.staging)) p.signals.keep();  // no rank's GPU confirmed done with them
+  p = RsPlan{};  // its signals go back now: after free_symmetric's exchange, no rank's kernel touches them
 }
 
 // The fused GEMM's parameters: shares in the layout's walk order, tiles of

@@ -135,7 +135,7 @@ void RingAttention::release() noexcept {
   net_region_ = -1;
   if (epoch_counter_) cudaFree(epoch_counter_);
   epoch_counter_ = nullptr;
-  tp::free_symmetric_quietly(comm_, gathered_);
+  if (!tp::free_symmetric_quietly(comm_, gathered_)) signals_.keep();
 }
 
 void RingAttention::enable_trace(int events_per_cta) { trace_.enable(num_ctas_, events_per_cta); }
