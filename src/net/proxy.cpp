@@ -163,7 +163,16 @@ void Proxy::run(int qi) {
     for (int c : cfg_.cpus) CPU_SET(c, &set);
     pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
   }
-  if (cfg_.cuda_device >= 0) cudaSetDevice(cfg_.cuda_device);
+  if (cfg_.cuda_device >= 0) {
+    cudaSetDevice(cfg_.cuda_device);
+    // The proxy's CUDA calls (staging copies, event queries, signal kernels)
+    // touch no stream of the user's, so a stream capture the user runs in
+    // global mode (CUDA's default, PyTorch's) on another thread must not
+    // count them as unsafe: they would fail and invalidate that capture
+    // (PyTorch's NCCL watchdog thread met the same: pytorch#104555).
+    cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&relaxed);
+  }
   const uint32_t mask = q.size - 1;
   std::vector<uint16_t> remaining(q.size, 0);  // transport ops left per command
   std::vector<uint8_t> finished(q.size, 0);

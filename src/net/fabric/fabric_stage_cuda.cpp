@@ -13,6 +13,7 @@
 #include "mkernel/knobs.hpp"
 #include "src/net/fabric/fabric_stage.hpp"
 #include "src/runtime/cuda_driver.hpp"
+#include "src/runtime/device_health.hpp"
 
 namespace mk::net::fabric {
 
@@ -134,13 +135,12 @@ class CudaStageOps final : public StageOps {
     in_marks_.push_back(Mark{e, steady_ns()});
   }
   void progress() override {
-    while (!in_marks_.empty()) {
-      const cudaError_t e = cudaEventQuery(in_marks_.front().ev);
-      if (e == cudaErrorNotReady) return;
-      if (e != cudaSuccess) fail("fabric: host -> GPU staging copy or signal failed: ", cuda_error_string(e));
-      spare_.push_back(in_marks_.front().ev);
-      in_marks_.pop_front();
-    }
+    const cudaError_t e = reap();
+    if (e == cudaSuccess || e == cudaErrorNotReady) return;
+    if (cuda_error_is_fatal(e))
+      fail("fabric: staged deliveries into this GPU cannot run: this rank's device failed (", cuda_error_string(e),
+           ")");
+    fail("fabric: host -> GPU staging copy or signal failed: ", cuda_error_string(e));
   }
   std::string describe() const override {
     if (in_marks_.empty()) return {};
@@ -172,14 +172,27 @@ class CudaStageOps final : public StageOps {
     for (;;) {
       const cudaError_t o = out_ ? cudaStreamQuery(out_) : cudaSuccess;
       const cudaError_t i = in_ ? cudaStreamQuery(in_) : cudaSuccess;
-      if (o == cudaSuccess && i == cudaSuccess) return true;
+      if (o == cudaSuccess && i == cudaSuccess) return reap(), true;
       if ((o != cudaSuccess && o != cudaErrorNotReady) || (i != cudaSuccess && i != cudaErrorNotReady)) return false;
-      if (std::chrono::steady_clock::now() - t0 > std::chrono::nanoseconds(kDrainBoundNs)) return false;
+      if (std::chrono::steady_clock::now() - t0 > std::chrono::nanoseconds(kDrainBoundNs)) return reap(), false;
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
 
  private:
+  // Forgets the finished deliveries, oldest first (the stream is in order):
+  // cudaSuccess when none is left, cudaErrorNotReady when one still waits,
+  // else the error. Never throws.
+  cudaError_t reap() noexcept {
+    while (!in_marks_.empty()) {
+      const cudaError_t e = cudaEventQuery(in_marks_.front().ev);
+      if (e != cudaSuccess) return e;
+      spare_.push_back(in_marks_.front().ev);
+      in_marks_.pop_front();
+    }
+    return cudaSuccess;
+  }
+
   int dev_;
   cudaStream_t out_ = nullptr;  // GPU -> shadow copies of outgoing writes
   cudaStream_t in_ = nullptr;   // shadow -> GPU copies of incoming writes, then their signals
