@@ -438,13 +438,15 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D, BN>&
     if (w < 0) break;
     const Unit u = unit_of(p, w);
     const int nblocks = unit_blocks(p, u);
-    // Every consumer warp releases Q and the ring word itself (kQEmptyArrivals):
-    // its arrival orders its own read of s.ring before the producer's next
-    // write there, and no warp that has not passed this q_full wait can see
-    // the next tile's phase. A warpgroup's leader arriving for all four
-    // relied on the wgmma's data dependence for the other warps' reads, which
-    // the PTX memory model does not count as ordering. (racecheck, which does
-    // not credit mbarrier waits, reports the ring word either way:
+    // Every consumer warp releases Q and the ring word itself (kQEmptyArrivals),
+    // so no warp that has not passed this q_full wait can see the next tile's
+    // phase, and lane 0's arrival comes after its warp's read of s.ring
+    // (the warp's lanes read it in one instruction, converged after the
+    // wait; a __syncwarp before the arrival would make that formal too). A
+    // warpgroup's leader arriving for all four relied on the wgmma's data
+    // dependence for the other warps' reads, which the PTX memory model does
+    // not count as ordering. (racecheck, which does not credit mbarrier
+    // waits, reports the ring word either way:
     // bench/results/compute-sanitizer-20261204.md, session 34.)
     if (nblocks == 0 && lane == 0) sm90::mbar_arrive(s.q_empty);  // no key to read
     float o[D / 2];
