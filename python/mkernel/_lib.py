@@ -82,6 +82,7 @@ _SIGNATURES = {
     "mk_symm_info": ([_c, ctypes.POINTER(SymmInfo)], ctypes.c_int),
     "mk_symm_free": ([_c, _c], ctypes.c_int),
     "mk_print_config": ([ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int),
+    "mk_knob_int": ([ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64)], ctypes.c_int),
 }
 for _name, (_args, _ret) in _SIGNATURES.items():
     _fn = getattr(lib, _name)
@@ -97,3 +98,10 @@ def check(rc):
     if rc != 0:
         msg = lib.mk_last_error()
         raise MkernelError(msg.decode() if msg else "mkernel: unknown error")
+
+
+def knob_int(name):
+    """The integer knob `name` as the library reads it (declared, with its default, in the library's knob list)."""
+    v = ctypes.c_int64()
+    check(lib.mk_knob_int(name.encode(), ctypes.byref(v)))
+    return v.value

@@ -30,7 +30,8 @@ import warnings
 
 import torch
 
-from ._lib import MkernelError, check, lib, outside_stacklevel
+from ._lib import MkernelError, check, knob_int, lib, outside_stacklevel
+from ._plan_cache import close_oldest
 from ._ops_c import _need
 from ._tp_meta import (_COMMS, register, lookup, world, ag_gemm_shapes, gemm_rs_shape, all_gather_shape,
                        reduce_scatter_shape)
@@ -159,8 +160,14 @@ def _plan(cls, key, *shape):
         if torch.cuda.is_current_stream_capturing():
             raise MkernelError(f"mkernel: no {cls.__name__} plan for shape {shape} yet, and plans cannot be made "
                                "during CUDA-graph capture; call the op once with these shapes before capturing")
+        # MK_PLAN_CACHE_MAX > 0: the communicator's oldest plans are closed first (collective, in the same
+        # order on every rank); the steady-state entries of its calls go with them (they hold launches).
+        limit = knob_int("MK_PLAN_CACHE_MAX")
+        if close_oldest(_PLANS, key, limit):
+            for hk in [k for k in _HOT if k[1] == key]:
+                del _HOT[hk]
         p = _PLANS[pkey] = cls(lookup(key), *shape)
-        if key not in _WARNED:
+        if limit <= 0 and key not in _WARNED:
             n = sum(1 for k in _PLANS if k[1] == key)
             if n >= PLAN_WARN_COUNT:
                 _WARNED.add(key)
@@ -168,8 +175,9 @@ def _plan(cls, key, *shape):
                 warnings.warn(f"mkernel: {n} op plans are cached for this communicator, one per distinct shape, "
                               f"each holding device memory sized by its shape ({held:.0f} MiB of symmetric memory "
                               "on this rank now) until mkernel.close_plans(comm) (collective: every rank at the "
-                              "same point) frees them; call it when shapes change for good, or pad inputs to fewer "
-                              "shapes (MK_SYMM_MAX_BYTES bounds the memory)", RuntimeWarning,
+                              "same point) frees them; call it when shapes change for good, pad inputs to fewer "
+                              "shapes, or bound the cache (MK_PLAN_CACHE_MAX: its oldest plans are closed; not with "
+                              "CUDA graphs captured over changing shapes)", RuntimeWarning,
                               stacklevel=outside_stacklevel())
     return p
 

@@ -126,4 +126,17 @@ int mk_print_config(char* buf, size_t len) {
   });
 }
 
+int mk_knob_int(const char* name, int64_t* out) {
+  if (!name || !out) return null_arg("name or out");
+  return guarded([&] {
+    const auto& specs = mk::knob_specs();
+    for (size_t i = 0; i < specs.size(); ++i)
+      if (std::strcmp(specs[i].name, name) == 0) {
+        *out = mk::knob_int(static_cast<mk::Knob>(i));
+        return;
+      }
+    mk::fail("mk_knob_int: no knob named ", name, " (mkernel.print_config() lists them)");
+  });
+}
+
 }  // extern "C"

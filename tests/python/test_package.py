@@ -489,3 +489,44 @@ def test_warnings_name_the_first_caller_outside_the_package():
         warnings.simplefilter("always")
         g["outer"]()
     assert len(caught) == 1 and caught[0].filename == __file__, [(w.filename, w.lineno) for w in caught]
+
+
+# MK_PLAN_CACHE_MAX: the knob as the library reads it, and the bound's policy (mkernel/_plan_cache.py).
+
+def test_knob_int_reads_the_declared_knob(monkeypatch):
+    from mkernel._lib import knob_int
+    monkeypatch.delenv("MK_PLAN_CACHE_MAX", raising=False)
+    assert knob_int("MK_PLAN_CACHE_MAX") == 0  # the declared default
+    monkeypatch.setenv("MK_PLAN_CACHE_MAX", "5")
+    assert knob_int("MK_PLAN_CACHE_MAX") == 5
+    monkeypatch.setenv("MK_PLAN_CACHE_MAX", "-1")
+    with pytest.raises(mkernel.MkernelError, match="MK_PLAN_CACHE_MAX"):
+        knob_int("MK_PLAN_CACHE_MAX")
+    with pytest.raises(mkernel.MkernelError, match="no knob named MK_NO_SUCH_KNOB"):
+        knob_int("MK_NO_SUCH_KNOB")
+    with pytest.raises(mkernel.MkernelError):
+        knob_int("MK_SIGNAL_REUSE")  # a Bool knob
+
+
+class _Plan:
+    def __init__(self, name, closed):
+        self.name, self.closed = name, closed
+
+    def close(self):
+        self.closed.append(self.name)
+
+
+def test_plan_cache_bound_closes_the_oldest_plans_of_one_communicator():
+    from mkernel._plan_cache import close_oldest
+    closed = []
+    plans = {}
+    for i in range(4):  # two communicators' plans, made interleaved
+        for comm in (1, 2):
+            plans[("GemmRs", comm, (i,))] = _Plan(f"c{comm}s{i}", closed)
+    assert close_oldest(plans, 1, 0) == 0 and closed == []   # 0: unbounded
+    assert close_oldest(plans, 1, 5) == 0 and closed == []   # room for one more already
+    assert close_oldest(plans, 1, 3) == 2                    # 4 held: the 2 oldest go, 2 stay, 1 more fits
+    assert closed == ["c1s0", "c1s1"]                        # oldest first, in the order made
+    assert [k for k in plans if k[1] == 1] == [("GemmRs", 1, (2,)), ("GemmRs", 1, (3,))]
+    assert len([k for k in plans if k[1] == 2]) == 4         # the other communicator's plans untouched
+    assert close_oldest(plans, 2, 1) == 4 and closed[2:] == ["c2s0", "c2s1", "c2s2", "c2s3"]

@@ -25,6 +25,7 @@ a proxy (bench/results/emu-pageable-20261201.md). On emulated nodes
 CTA of each op's own kernel (src/net/emu), so first-call kernel loads of
 cuBLAS and Triton while an op waits on the network block nothing (until
 2026-12-03 they blocked emu's proxy and these parts were skipped there)."""
+import os
 import re
 import warnings
 
@@ -217,6 +218,29 @@ def check_plan_cache(comm, d):
     h = d.rnd(d.world * 3, k)
     close(mkernel.gemm_rs(h, v, comm), d.rows(d.sum(h.float() @ v.float().t())), "gemm_rs after close_plans")
     tp.close_plans(comm)
+    # MK_PLAN_CACHE_MAX = 3: never more than 3 plans of this communicator, the oldest closed first, no warning,
+    # every call still right (the steady-state entries of closed plans are gone), and a shape whose plan was
+    # closed makes it again.
+    os.environ["MK_PLAN_CACHE_MAX"] = "3"
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for i in range(8):
+                h = d.rnd(d.world * (i + 1), k)
+                close(mkernel.gemm_rs(h, v, comm), d.rows(d.sum(h.float() @ v.float().t())), f"bounded cache, shape {i}")
+                mine = [key for key in tp._PLANS if key[1] == comm._uid]
+                expect(len(mine) == min(i + 1, 3), f"MK_PLAN_CACHE_MAX=3 but {len(mine)} plans cached after shape {i}")
+            before = [key for key in tp._PLANS if key[1] == comm._uid]
+            h = d.rnd(d.world, k)  # shape 0 again: its plan was closed; made again, the oldest one closed
+            close(mkernel.gemm_rs(h, v, comm), d.rows(d.sum(h.float() @ v.float().t())), "bounded cache, shape 0 again")
+            after = [key for key in tp._PLANS if key[1] == comm._uid]
+            expect(len(after) == 3 and after[:2] == before[1:] and after[2] not in before,
+                   f"the bounded cache did not close its oldest plan: {before} -> {after}")
+        expect(not any("op plans are cached" in str(w.message) for w in caught), "a warning with a bounded cache")
+    finally:
+        del os.environ["MK_PLAN_CACHE_MAX"]
+    tp.close_plans(comm)
+    expect(comm.symmetric_bytes() == held, "close_plans after the bounded cache left symmetric memory")
 
 
 def check_errors(comm, d):

@@ -1,0 +1,17 @@
+"""The op plans' cache bound (MK_PLAN_CACHE_MAX), without torch so that the CPU tests reach it
+(tests/python/test_package.py). The cache itself is mkernel.tp._PLANS: a dict from (plan class name,
+communicator key, shape) to the plan, in the order the plans were made. Every rank makes its plans
+in the same order (making one is collective), so closing the oldest ones closes the same plans on
+every rank, in the same order, as their collective close needs."""
+
+
+def close_oldest(plans, comm_key, limit):
+    """Closes and removes the oldest plans of communicator `comm_key` in `plans` until fewer than
+    `limit` remain, so that one more fits; limit <= 0: none. Returns how many it closed."""
+    if limit <= 0:
+        return 0
+    mine = [k for k in plans if k[1] == comm_key]
+    doomed = mine[:max(0, len(mine) - limit + 1)]
+    for k in doomed:
+        plans.pop(k).close()
+    return len(doomed)
