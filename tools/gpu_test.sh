@@ -121,9 +121,11 @@ fi
 fi  # python
 # The network over libfabric (tcp;ofi_rxm on loopback, GPU memory staged
 # through pinned host buffers by the kernels' delivery agent): the network
-# tests and the TP ops across 2 nodes (on one GPU the ranks share it); then
-# the TP ops' back-to-back calls with one hardware work queue, which stopped
-# while the proxy staged with CUDA copies (MK_FABRIC_STAGE=cuda). Needs
+# tests and the TP ops across 2 nodes (on one GPU the ranks share it); the
+# same with the proxy's CUDA copies staging instead (MK_FABRIC_STAGE=cuda,
+# the path of EFA's signals); then the TP ops' back-to-back calls with one
+# hardware work queue, which stop when the proxy stages with CUDA copies
+# (by design: the README's "Hardware work queues"), so agent staging. Needs
 # libfabric.so.1 on the loader path, or its .so files carried in .carry/rdma
 # (tools/carry_rdma.sh).
 if want fabric; then
@@ -131,6 +133,8 @@ if [ -d .carry/rdma ]; then export LD_LIBRARY_PATH="$PWD/.carry/rdma${LD_LIBRARY
 if ldconfig -p 2>/dev/null | grep -q libfabric.so.1 || [ -f .carry/rdma/libfabric.so.1 ]; then
   run tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 MK_NET=fabric "MK_FI_PROVIDER=tcp;ofi_rxm" $share \
       build/bin/mk_dist_tests --gtest_filter='Net*:AgGemm*:GemmRs*:GemmAr*'
+  run tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 MK_NET=fabric "MK_FI_PROVIDER=tcp;ofi_rxm" \
+      MK_FABRIC_STAGE=cuda $share build/bin/mk_dist_tests --gtest_filter='Net*:AgGemm*:GemmRs*:GemmAr*'
   step_s=60 run tools/mkrun -n 2 --timeout 55 env MK_RANKS_PER_NODE=1 MK_NET=fabric "MK_FI_PROVIDER=tcp;ofi_rxm" \
       $share CUDA_DEVICE_MAX_CONNECTIONS=1 MK_TIMEOUT_MS=5000 MK_NET_TIMEOUT_MS=5000 build/bin/mk_dist_tests \
       --gtest_filter='AgGemmTest.HundredBackToBackCallsWithChangingInputs:GemmRsTest.HundredBackToBackCallsWithChangingInputs'
