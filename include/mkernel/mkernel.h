@@ -59,8 +59,9 @@ int mk_symm_free(mk_comm_t comm, mk_symm_t buf);
 /* Writes the knob table (NUL-terminated, truncated to len). */
 int mk_print_config(char* buf, size_t len);
 /* The value of the integer knob `name` (an MK_* variable of type Int, its
- * default when unset); a malformed or out-of-range value or an unknown name is
- * an error. For bindings that read a knob the library declares. */
+ * default when unset); a malformed or out-of-range value, an unknown name or a
+ * knob of another type is an error. For bindings that read a knob the library
+ * declares. */
 int mk_knob_int(const char* name, int64_t* out);
 
 /* Ops. Present when libmkernel.so was built with the op (MK_OPS); bindings

@@ -85,7 +85,10 @@ _SIGNATURES = {
     "mk_knob_int": ([ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64)], ctypes.c_int),
 }
 for _name, (_args, _ret) in _SIGNATURES.items():
-    _fn = getattr(lib, _name)
+    _fn = getattr(lib, _name, None)
+    if _fn is None:
+        raise ImportError(f"mkernel: {path} has no {_name}: the library is older than this package; rebuild it "
+                          "(tools/build.sh) or point MK_LIBRARY at a build of the same source")
     _fn.argtypes = _args
     _fn.restype = _ret
 

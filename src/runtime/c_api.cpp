@@ -132,6 +132,8 @@ int mk_knob_int(const char* name, int64_t* out) {
     const auto& specs = mk::knob_specs();
     for (size_t i = 0; i < specs.size(); ++i)
       if (std::strcmp(specs[i].name, name) == 0) {
+        if (specs[i].type != mk::KnobType::Int)
+          mk::fail("mk_knob_int: ", name, " is not an integer knob (mkernel.print_config() gives its type)");
         *out = mk::knob_int(static_cast<mk::Knob>(i));
         return;
       }

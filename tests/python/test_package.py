@@ -504,7 +504,7 @@ def test_knob_int_reads_the_declared_knob(monkeypatch):
         knob_int("MK_PLAN_CACHE_MAX")
     with pytest.raises(mkernel.MkernelError, match="no knob named MK_NO_SUCH_KNOB"):
         knob_int("MK_NO_SUCH_KNOB")
-    with pytest.raises(mkernel.MkernelError):
+    with pytest.raises(mkernel.MkernelError, match="MK_SIGNAL_REUSE is not an integer knob"):
         knob_int("MK_SIGNAL_REUSE")  # a Bool knob
 
 

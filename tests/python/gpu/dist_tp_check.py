@@ -218,25 +218,33 @@ def check_plan_cache(comm, d):
     h = d.rnd(d.world * 3, k)
     close(mkernel.gemm_rs(h, v, comm), d.rows(d.sum(h.float() @ v.float().t())), "gemm_rs after close_plans")
     tp.close_plans(comm)
-    # MK_PLAN_CACHE_MAX = 3: never more than 3 plans of this communicator, the oldest closed first, no warning,
-    # every call still right (the steady-state entries of closed plans are gone), and a shape whose plan was
-    # closed makes it again.
-    os.environ["MK_PLAN_CACHE_MAX"] = "3"
+    # A bounded cache: no warning past PLAN_WARN_COUNT plans (the bound is the user's choice); with
+    # MK_PLAN_CACHE_MAX = 3 never more than 3 plans of this communicator, the oldest closed first, every call
+    # still right (the steady-state entries of closed plans are gone), and a shape whose plan was closed makes
+    # it again.
+    os.environ["MK_PLAN_CACHE_MAX"] = str(tp.PLAN_WARN_COUNT + 8)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            for i in range(8):
+            for i in range(tp.PLAN_WARN_COUNT + 3):
                 h = d.rnd(d.world * (i + 1), k)
-                close(mkernel.gemm_rs(h, v, comm), d.rows(d.sum(h.float() @ v.float().t())), f"bounded cache, shape {i}")
-                mine = [key for key in tp._PLANS if key[1] == comm._uid]
-                expect(len(mine) == min(i + 1, 3), f"MK_PLAN_CACHE_MAX=3 but {len(mine)} plans cached after shape {i}")
-            before = [key for key in tp._PLANS if key[1] == comm._uid]
-            h = d.rnd(d.world, k)  # shape 0 again: its plan was closed; made again, the oldest one closed
-            close(mkernel.gemm_rs(h, v, comm), d.rows(d.sum(h.float() @ v.float().t())), "bounded cache, shape 0 again")
-            after = [key for key in tp._PLANS if key[1] == comm._uid]
-            expect(len(after) == 3 and after[:2] == before[1:] and after[2] not in before,
-                   f"the bounded cache did not close its oldest plan: {before} -> {after}")
+                y = mkernel.gemm_rs(h, v, comm)
+                if i % 32 == 0:
+                    close(y, d.rows(d.sum(h.float() @ v.float().t())), f"bounded cache of {tp.PLAN_WARN_COUNT + 8}")
         expect(not any("op plans are cached" in str(w.message) for w in caught), "a warning with a bounded cache")
+        tp.close_plans(comm)
+        os.environ["MK_PLAN_CACHE_MAX"] = "3"
+        for i in range(8):
+            h = d.rnd(d.world * (i + 1), k)
+            close(mkernel.gemm_rs(h, v, comm), d.rows(d.sum(h.float() @ v.float().t())), f"bounded cache, shape {i}")
+            mine = [key for key in tp._PLANS if key[1] == comm._uid]
+            expect(len(mine) == min(i + 1, 3), f"MK_PLAN_CACHE_MAX=3 but {len(mine)} plans cached after shape {i}")
+        before = [key for key in tp._PLANS if key[1] == comm._uid]
+        h = d.rnd(d.world, k)  # shape 0 again: its plan was closed; made again, the oldest one closed
+        close(mkernel.gemm_rs(h, v, comm), d.rows(d.sum(h.float() @ v.float().t())), "bounded cache, shape 0 again")
+        after = [key for key in tp._PLANS if key[1] == comm._uid]
+        expect(len(after) == 3 and after[:2] == before[1:] and after[2] not in before,
+               f"the bounded cache did not close its oldest plan: {before} -> {after}")
     finally:
         del os.environ["MK_PLAN_CACHE_MAX"]
     tp.close_plans(comm)
