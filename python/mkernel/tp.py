@@ -177,8 +177,8 @@ def _plan(cls, key, *shape):
                               f"each holding device memory sized by its shape ({held:.0f} MiB of symmetric memory "
                               "on this rank now) until mkernel.close_plans(comm) (collective: every rank at the "
                               "same point) frees them; call it when shapes change for good, pad inputs to fewer "
-                              "shapes, or bound the cache (MK_PLAN_CACHE_MAX: its oldest plans are closed; not with "
-                              "CUDA graphs captured over changing shapes)", RuntimeWarning,
+                              "shapes, or bound the cache (MK_PLAN_CACHE_MAX: its oldest plans are closed; not in a "
+                              "process that captures CUDA graphs)", RuntimeWarning,
                               stacklevel=outside_stacklevel())
     return p
 
