@@ -113,29 +113,21 @@ class CudaStageOps final : public StageOps {
     add_kernel_hooks().launch(in_, static_cast<unsigned long long*>(dev_word), value);
   }
   // The receive side's queue is watched as the send side's requests are (the
-  // transport's timeout): each delivery's end is marked by an event, so a
+  // transport's timeout): the deliveries' end is marked by events, so a
   // peer's data that arrived but whose copy into this GPU (or its signal)
   // does not run -- queued behind a kernel that waits for it, in a shared
   // hardware work queue -- is said (stalled) instead of being reported by
-  // the waiting kernel as a signal its peer never sent.
+  // the waiting kernel as a signal its peer never sent. One event covers the
+  // deliveries queued since the last poll (the stream is in order), not one
+  // each: the proxy's hot path.
   void deliver(void* dev, const void* host, size_t bytes, void* dev_word, SigOp op, uint64_t value) override {
     StageOps::deliver(dev, host, bytes, dev_word, op, value);
-    cudaEvent_t e = nullptr;
-    if (!spare_.empty()) {
-      e = spare_.back();
-      spare_.pop_back();
-    } else {
-      MK_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    }
-    const cudaError_t r = cudaEventRecord(e, in_);
-    if (r != cudaSuccess) {
-      cudaEventDestroy(e);
-      MK_CUDA_CHECK(r);
-    }
-    in_marks_.push_back(Mark{e, steady_ns()});
+    if (unmarked_ == 0) unmarked_t_ = steady_ns();
+    ++unmarked_;
   }
   void progress() override {
-    const cudaError_t e = reap();
+    cudaError_t e = mark();
+    if (e == cudaSuccess) e = reap();
     if (e == cudaSuccess || e == cudaErrorNotReady) return;
     if (cuda_error_is_fatal(e))
       fail("fabric: staged deliveries into this GPU cannot run: this rank's device failed (", cuda_error_string(e),
@@ -143,17 +135,17 @@ class CudaStageOps final : public StageOps {
     fail("fabric: host -> GPU staging copy or signal failed: ", cuda_error_string(e));
   }
   std::string describe() const override {
-    if (in_marks_.empty()) return {};
-    return cat("; ", in_marks_.size(), " staged deliveries into this GPU not run yet, the oldest queued ",
-               (steady_ns() - in_marks_.front().t_ns) / 1000000, " ms ago");
+    if (waiting() == 0) return {};
+    return cat("; ", waiting(), " staged deliveries into this GPU not run yet, the oldest queued ",
+               (steady_ns() - oldest_ns()) / 1000000, " ms ago");
   }
   Stall stalled() override {
-    if (in_marks_.empty()) return {};
-    const int64_t t = in_marks_.front().t_ns, now = steady_ns();
+    if (waiting() == 0) return {};
+    const int64_t t = oldest_ns(), now = steady_ns();
     if (t <= said_ns_ || now - t <= stall_ns_) return {};
     said_ns_ = now;
     return {cat("a peer's data or signal arrived ", (now - t) / 1000000, " ms ago (half MK_TIMEOUT_MS) and its ",
-                "copy into this GPU has not run (", in_marks_.size(), " deliveries wait on the proxy's CUDA stream, ",
+                "copy into this GPU has not run (", waiting(), " deliveries wait on the proxy's CUDA stream, ",
                 "MK_FABRIC_STAGE=cuda): a kernel of this rank waiting for it will time out blaming its peer; ",
                 work_queue_cause()),
             true};
@@ -172,7 +164,11 @@ class CudaStageOps final : public StageOps {
     for (;;) {
       const cudaError_t o = out_ ? cudaStreamQuery(out_) : cudaSuccess;
       const cudaError_t i = in_ ? cudaStreamQuery(in_) : cudaSuccess;
-      if (o == cudaSuccess && i == cudaSuccess) return reap(), true;
+      if (o == cudaSuccess && i == cudaSuccess) {  // every delivery ran, marked or not
+        unmarked_ = 0;
+        reap();
+        return true;
+      }
       if ((o != cudaSuccess && o != cudaErrorNotReady) || (i != cudaSuccess && i != cudaErrorNotReady)) return false;
       if (std::chrono::steady_clock::now() - t0 > std::chrono::nanoseconds(kDrainBoundNs)) return reap(), false;
       std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -180,6 +176,32 @@ class CudaStageOps final : public StageOps {
   }
 
  private:
+  // Marks the deliveries queued since the last mark with one event on in_;
+  // the error if that fails (they stay unmarked). Never throws.
+  cudaError_t mark() noexcept {
+    if (unmarked_ == 0) return cudaSuccess;
+    cudaEvent_t e = nullptr;
+    if (!spare_.empty()) {
+      e = spare_.back();
+      spare_.pop_back();
+    } else if (const cudaError_t c = cudaEventCreateWithFlags(&e, cudaEventDisableTiming); c != cudaSuccess) {
+      return c;
+    }
+    if (const cudaError_t r = cudaEventRecord(e, in_); r != cudaSuccess) {
+      cudaEventDestroy(e);
+      return r;
+    }
+    in_marks_.push_back(Mark{e, unmarked_t_, unmarked_});
+    unmarked_ = 0;
+    return cudaSuccess;
+  }
+  // Deliveries not seen finished, and when the oldest of them was queued.
+  size_t waiting() const {
+    size_t n = unmarked_;
+    for (const Mark& m : in_marks_) n += m.n;
+    return n;
+  }
+  int64_t oldest_ns() const { return in_marks_.empty() ? unmarked_t_ : in_marks_.front().t_ns; }
   // Forgets the finished deliveries, oldest first (the stream is in order):
   // cudaSuccess when none is left, cudaErrorNotReady when one still waits,
   // else the error. Never throws.
@@ -198,11 +220,14 @@ class CudaStageOps final : public StageOps {
   cudaStream_t in_ = nullptr;   // shadow -> GPU copies of incoming writes, then their signals
   std::vector<cudaEvent_t> ev_;  // per request slot: its copy_out finished
   struct Mark {
-    cudaEvent_t ev;  // recorded on in_ after a delivery
-    int64_t t_ns;    // when it was queued
+    cudaEvent_t ev;  // recorded on in_ after its deliveries
+    int64_t t_ns;    // when the first of them was queued
+    size_t n;        // how many
   };
   std::deque<Mark> in_marks_;      // deliveries queued on in_, oldest first, not seen finished
   std::vector<cudaEvent_t> spare_;  // finished marks' events, for reuse
+  size_t unmarked_ = 0;             // deliveries queued since the last mark
+  int64_t unmarked_t_ = 0;          // when the first of them was queued
   const int64_t stall_ns_ = knob_int(Knob::MK_TIMEOUT_MS) * 500000;  // half the kernels' wait bound
   int64_t said_ns_ = -1;  // when stalled() last spoke: once per stalled delivery
 };
