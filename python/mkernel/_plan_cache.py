@@ -5,13 +5,16 @@ in the same order (making one is collective), so closing the oldest ones closes 
 every rank, in the same order, as their collective close needs."""
 
 
-def close_oldest(plans, comm_key, limit):
+def close_oldest(plans, comm_key, limit, before_closing=None):
     """Closes and removes the oldest plans of communicator `comm_key` in `plans` until fewer than
-    `limit` remain, so that one more fits; limit <= 0: none. Returns how many it closed."""
+    `limit` remain, so that one more fits; limit <= 0: none. before_closing(), if given, runs once
+    before the first close (the caller drops what holds their launches). Returns how many it closed."""
     if limit <= 0:
         return 0
     mine = [k for k in plans if k[1] == comm_key]
     doomed = mine[:max(0, len(mine) - limit + 1)]
+    if doomed and before_closing is not None:
+        before_closing()
     for k in doomed:
         plans.pop(k).close()
     return len(doomed)

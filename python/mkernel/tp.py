@@ -163,10 +163,7 @@ def _plan(cls, key, *shape):
         # MK_PLAN_CACHE_MAX > 0: the communicator's oldest plans are closed first (collective, in the same
         # order on every rank); the steady-state entries of its calls go with them (they hold launches).
         limit = knob_int("MK_PLAN_CACHE_MAX")
-        if limit > 0 and sum(1 for k in _PLANS if k[1] == key) >= limit:
-            for hk in [k for k in _HOT if k[1] == key]:  # first: none may launch a plan whose close failed
-                del _HOT[hk]
-            close_oldest(_PLANS, key, limit)
+        close_oldest(_PLANS, key, limit, lambda: _drop_hot(key))  # first: none may launch a plan whose close failed
         p = _PLANS[pkey] = cls(lookup(key), *shape)
         if limit <= 0 and key not in _WARNED:
             n = sum(1 for k in _PLANS if k[1] == key)
@@ -181,6 +178,12 @@ def _plan(cls, key, *shape):
                               "process that captures CUDA graphs)", RuntimeWarning,
                               stacklevel=outside_stacklevel())
     return p
+
+
+def _drop_hot(key):
+    """Forgets the steady-state entries of communicator `key` (they hold launches of its plans)."""
+    for hk in [k for k in _HOT if k[1] == key]:
+        del _HOT[hk]
 
 
 def close_plans(comm=None):

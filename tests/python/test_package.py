@@ -523,10 +523,14 @@ def test_plan_cache_bound_closes_the_oldest_plans_of_one_communicator():
     for i in range(4):  # two communicators' plans, made interleaved
         for comm in (1, 2):
             plans[("GemmRs", comm, (i,))] = _Plan(f"c{comm}s{i}", closed)
-    assert close_oldest(plans, 1, 0) == 0 and closed == []   # 0: unbounded
-    assert close_oldest(plans, 1, 5) == 0 and closed == []   # room for one more already
-    assert close_oldest(plans, 1, 3) == 2                    # 4 held: the 2 oldest go, 2 stay, 1 more fits
-    assert closed == ["c1s0", "c1s1"]                        # oldest first, in the order made
+    before = []  # what the caller drops first (its fast-path entries): once, before any close
+    hook = lambda: before.append(list(closed))  # noqa: E731
+    assert close_oldest(plans, 1, 0, hook) == 0 and closed == []   # 0: unbounded
+    assert close_oldest(plans, 1, 5, hook) == 0 and closed == []   # room for one more already
+    assert before == []
+    assert close_oldest(plans, 1, 3, hook) == 2                    # 4 held: the 2 oldest go, 2 stay, 1 more fits
+    assert before == [[]]
+    assert closed == ["c1s0", "c1s1"]                              # oldest first, in the order made
     assert [k for k in plans if k[1] == 1] == [("GemmRs", 1, (2,)), ("GemmRs", 1, (3,))]
     assert len([k for k in plans if k[1] == 2]) == 4         # the other communicator's plans untouched
     assert close_oldest(plans, 2, 1) == 4 and closed[2:] == ["c2s0", "c2s1", "c2s2", "c2s3"]

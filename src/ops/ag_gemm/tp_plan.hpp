@@ -76,7 +76,7 @@ inline bool free_symmetric_quietly(Communicator& comm, SymmetricBuffer*& buf) no
 // cannot allocate or map its part, and so does a network registration
 // (Transport::register_region exchanges every rank's outcome; the id is used
 // up on every rank), so every rank frees the same buffers in the same order
-// and the frees' barriers pair up. Signal words stay reserved while an
+// and the frees' exchanges pair up. Signal words stay reserved while an
 // exception unwinds (SignalLease::reset), as for any failed plan. A failed
 // cudaMalloc leaves the runtime's last error set, which the plan's next launch
 // check would report: cleared before `undo`.

@@ -174,7 +174,7 @@ inline void rs_free_plan(Communicator& comm, RsPlan& p) noexcept {
   if (p.epoch_counter) cudaFree(p.epoch_counter);
   if (p.net_rb_count) cudaFree(p.net_rb_count);
   if (!free_symmetric_quietly(comm, p.staging)) p.signals.keep();  // no rank's GPU confirmed done with them
-  p = RsPlan{};  // its signals go back now: after free_symmetric's exchange, no rank's kernel touches them
+  p = RsPlan{};  // its signals go back now (unless kept above): after free_symmetric's exchange no kernel uses them
 }
 
 // The fused GEMM's parameters: shares in the layout's walk order, tiles of
