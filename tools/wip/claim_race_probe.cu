@@ -6,25 +6,37 @@
 // (the bulk stages, their barriers, the claim slot after them): 132 CTAs of
 // 384 threads claim pieces of a buffer and copy them. Mode 1 first runs what
 // gemm_ar's compute CTAs do before the gather (every thread writes the
-// stages, fence.proxy.async, two __syncthreads). Then every byte is checked.
+// stages, fence.proxy.async, two __syncthreads); mode 2 first splits the
+// registers as run_compute does (setmaxnreg: 56 for warpgroup 0, 224 for the
+// others). Then every byte is checked.
 //   nvcc -I . -I include -std=c++20 --expt-relaxed-constexpr \
 //     -gencode=arch=compute_90a,code=sm_90a -o .carry/claim_race_probe tools/wip/claim_race_probe.cu
-//   compute-sanitizer --tool racecheck .carry/claim_race_probe 0   (then 1)
+//   compute-sanitizer --tool racecheck .carry/claim_race_probe MODE [ROUNDS, default 3]   (modes 0, 1, 2)
+// Session 35 (modes 0 and 1, bench/results/raw-20261204/s35/a): no report at
+// the claim slot; only write-write pairs at the three bulk copies (UBLKCP:
+// the tool does not model their mbarrier/wait_group ordering).
 // No report: the gather's loop alone is clean, and the report needs what
 // else gemm_ar_kernel runs (the GEMM engine's warp roles, setmaxnreg).
 #include <cstring>
 #include <vector>
 
 #include "device/bulk_copy.cuh"
+#include "device/gemm/sm90.cuh"
 #include "device/roles/claims.hpp"
 #include "probe_common.cuh"
 
 using namespace mk;
 
-__global__ void claim_copy_kernel(DeviceCtx ctx, uint64_t* counter, char* dst, const char* src, int64_t items,
+__global__ void __launch_bounds__(384, 1) claim_copy_kernel(DeviceCtx ctx, uint64_t* counter, char* dst, const char* src, int64_t items,
                                   int64_t part, int mode) {
   extern __shared__ __align__(128) char smem[];
-  if (mode == 1) {  // as gemm_ar's compute CTAs leave the GEMM: stages written, proxies fenced, two barriers
+  if (mode == 2) {  // as gemm::run_compute splits the warpgroups' registers (the producer's 56, the consumers' 224)
+    if (threadIdx.x / 128 == 0)
+      dev::sm90::regs_dealloc<56>();
+    else
+      dev::sm90::regs_alloc<224>();
+  }
+  if (mode >= 1) {  // as gemm_ar's compute CTAs leave the GEMM: stages written, proxies fenced, two barriers
     for (size_t i = threadIdx.x; i < dev::BulkStages::kSmemBytes / 4; i += blockDim.x)
       reinterpret_cast<uint32_t*>(smem)[i] = static_cast<uint32_t>(i);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -42,6 +54,7 @@ __global__ void claim_copy_kernel(DeviceCtx ctx, uint64_t* counter, char* dst, c
 
 int main(int argc, char** argv) {
   const int mode = argc > 1 ? atoi(argv[1]) : 0;
+  const int rounds = argc > 2 ? atoi(argv[2]) : 3;
   const int64_t items = 1024, part = 48 << 10, bytes = items * part;
   const size_t shared = dev::BulkStages::kSmemBytes + 16;  // roles::kArGatherSmem
   DeviceCtx ctx{};
@@ -64,7 +77,7 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i < bytes; ++i) h[i] = static_cast<unsigned char>((i * 2654435761u) >> 13);
   CK(cudaMemcpy(src, h.data(), bytes, cudaMemcpyHostToDevice));
   CK(cudaFuncSetAttribute(claim_copy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
-  for (int round = 0; round < 3; ++round) {
+  for (int round = 0; round < rounds; ++round) {
     CK(cudaMemset(counter, 0, 8));
     CK(cudaMemset(dst, 0, bytes));
     claim_copy_kernel<<<132, 384, shared>>>(ctx, counter, dst, src, items, part, mode);
@@ -76,6 +89,6 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  printf("mode %d: 3 rounds of %lld pieces copied right\n", mode, static_cast<long long>(items));
+  printf("mode %d: %d rounds of %lld pieces copied right\n", mode, rounds, static_cast<long long>(items));
   return 0;
 }
