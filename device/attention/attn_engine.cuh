@@ -435,14 +435,15 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D, BN>&
     cmbar_wait(p, s.failed, wg, s.q_full, q_phase, -5);
     q_phase ^= 1u;
     const int32_t w = *reinterpret_cast<volatile const int32_t*>(s.ring + (seq & 1u));
+    __syncwarp();  // every lane's read of the ring word before its lane 0's q_empty arrival (below)
     if (w < 0) break;
     const Unit u = unit_of(p, w);
     const int nblocks = unit_blocks(p, u);
     // Every consumer warp releases Q and the ring word itself (kQEmptyArrivals),
     // so no warp that has not passed this q_full wait can see the next tile's
     // phase, and lane 0's arrival comes after its warp's read of s.ring
-    // (the warp's lanes read it in one instruction, converged after the
-    // wait; a __syncwarp before the arrival would make that formal too). A
+    // (the __syncwarp after the read orders the other lanes' reads before
+    // it: one a unit, outside the key loop, whose code it leaves alone). A
     // warpgroup's leader arriving for all four relied on the wgmma's data
     // dependence for the other warps' reads, which the PTX memory model does
     // not count as ordering. (racecheck, which does not credit mbarrier
