@@ -33,16 +33,22 @@ class Network {
   // (the same on every rank). Region 0 is the signal region.
   int register_buffer(const SymmetricBuffer& buf);
   // Collective, before the buffer is freed, once nothing uses the region: a
-  // device synchronisation, a barrier, then every rank releases its
-  // registration of region `id` (Transport::deregister_region). Ids are not
-  // reused. Plans call it when they are destroyed. When this rank's device
-  // has failed (a fatal CUDA error: a kernel trapped; see
-  // Communicator::fatal_device_error) the barrier is left out, with a
-  // warning: the registration goes at once, and the call returns. It
+  // device synchronisation, an exchange of its outcome, then every rank
+  // releases its registration of region `id` (Transport::deregister_region).
+  // Ids are not reused. Plans call it when they are destroyed. A sync that
+  // fails on some rank without taking its device down (a stream capture in
+  // progress in global mode) throws on every rank alike, and the region
+  // stays registered everywhere (deregister it again later, or it goes when
+  // the communicator closes). When this rank's device has failed (a fatal
+  // CUDA error: a kernel trapped; see Communicator::fatal_device_error) the
+  // exchange is left out, with a warning: the registration goes at once,
+  // and the call returns. It
   // pauses this rank's proxy while it runs, and fabric's staging may free a
   // pinned host shadow then (cudaFreeHost), which can wait for a running
   // kernel that waits for that proxy (until MK_TIMEOUT_MS).
   void deregister_buffer(int id);
+  // Buffers registered now (region 0, the signal region, not counted).
+  int registered_buffers() const;
   const net::NetCtx& device_ctx() const { return ctx_; }
   // The same context in device memory (kept up to date by register_buffer),
   // for kernels that take it by pointer (it is 1.3 KB).
@@ -86,6 +92,7 @@ class Network {
   void sync_device_ctx();
   void warn_legacy(const char* op) const;
   int next_region_ = 0;
+  std::vector<uint8_t> live_;  // by region id: 1 while registered (register_buffer to deregister_buffer)
   bool proxy_calls_cuda_ = false;
   std::atomic<bool> warned_legacy_{false};
 };

@@ -9,6 +9,8 @@
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
 #include "src/net/proxy.hpp"
+#include "src/runtime/device_health.hpp"
+#include "src/runtime/step_status.hpp"
 
 namespace mk {
 
@@ -195,6 +197,8 @@ int Network::register_buffer(const SymmetricBuffer& buf) {
     ++next_region_;
     throw;
   }
+  if (live_.size() <= static_cast<size_t>(r.id)) live_.resize(static_cast<size_t>(r.id) + 1, 0);
+  live_[static_cast<size_t>(r.id)] = 1;
   if (r.id < net::kMaxInlineRegions) {
     ctx_.region_base[r.id] = buf.local;
     sync_device_ctx();  // setup time; running kernels read only entries that do not change
@@ -203,27 +207,49 @@ int Network::register_buffer(const SymmetricBuffer& buf) {
 }
 
 void Network::deregister_buffer(int id) {
-  if (id <= 0 || id >= next_region_)
-    fail("Network::deregister_buffer: region ", id, " is not a registered buffer (1..", next_region_ - 1, ")");
+  if (id <= 0 || id >= next_region_ || static_cast<size_t>(id) >= live_.size() || !live_[static_cast<size_t>(id)])
+    fail("Network::deregister_buffer: region ", id, " is not a registered buffer (",
+         id > 0 && id < next_region_ ? "it was deregistered before or its registration failed; " : "",
+         "ids 1..", next_region_ - 1, " were given out, ", registered_buffers(), " of them registered now)");
   // This rank's kernels are done first (they may still put from the region).
   // NOTES: when the device failed (a fatal error: a kernel trapped, as a
   // timed-out wait or an abort does) nothing of this rank runs on it again,
-  // so the barrier (no peer still writes into the region) is left out: the
+  // so the exchange (no peer still writes into the region) is left out: the
   // peers' ops fail or time out on their own, and their puts into the gone
   // registration fail on their side. Waiting for them held a failed rank in
   // a plan's destructor up to the bootstrap bound (60 s: a peer stuck in its
   // own sync never came; bench/results/teardown-after-failure-20261204.md).
-  const std::string dead = comm_.fatal_device_error();
-  if (dead.empty())
-    comm_.bootstrap().barrier();  // no rank still writes into it
-  else
+  const cudaError_t e = synchronize_device(comm_.device());
+  if (e == cudaErrorCudartUnloading) MK_CUDA_CHECK(e);  // the process is exiting: its peers may be gone
+  if (cuda_error_is_fatal(e)) {
     log(LogLevel::Warn, cat("rank ", comm_.rank(), ": network region ", id, " deregistered without waiting for the ",
-                            "other ranks: this rank's device failed (", dead, ")"));
+                            "other ranks: this rank's device failed (", cuda_error_string(e), ")"));
+  } else {
+    // Then every rank learns whether every rank's GPU is done with the
+    // region before any rank lets it go. A sync that failed without taking
+    // the device down (a stream capture in progress in global mode, say)
+    // fails the call on every rank alike, and the region stays registered
+    // everywhere: a kernel of that rank may still put from it, or wait for a
+    // peer's puts into it. Before (session 35) such a rank passed the
+    // barrier and every rank let the region go.
+    using step_status::kFailed, step_status::kOk, step_status::step_error;
+    const std::string mine =
+        e == cudaSuccess ? std::string(kOk) : cat(kFailed, "its device synchronisation failed (", cuda_error_string(e), ")");
+    const std::string err = step_error(comm_.bootstrap().allgather(mine), comm_.rank(),
+                                       cat("deregister_buffer of network region ", id),
+                                       "could not finish with it (the region stays registered on every rank)");
+    if (!err.empty()) fail(err);
+  }
+  live_[static_cast<size_t>(id)] = 0;
   proxy_->with_transports([&](net::Transport& t) { t.deregister_region(id); });
   if (id < net::kMaxInlineRegions) {
     ctx_.region_base[id] = nullptr;
-    if (dead.empty()) sync_device_ctx();  // (a failed device takes no copy)
+    if (!cuda_error_is_fatal(e)) sync_device_ctx();  // (a failed device takes no copy)
   }
+}
+
+int Network::registered_buffers() const {
+  return static_cast<int>(std::count(live_.begin(), live_.end(), uint8_t{1}));
 }
 
 void Network::warn_legacy(const char* op) const {

@@ -123,13 +123,19 @@ TEST_F(AgGemmTest, NetworkBytesMatchTheFormula) {
 // rank's device sync is refused: a stream capture in progress in global
 // mode) keeps the buffer on every rank alike (free_symmetric exchanges the
 // outcome) and keeps its signal words, and the ranks stay in step: the next
-// plan, made collectively, works.
+// plan, made collectively, works. Across nodes the plan's network region
+// stays registered on every rank too (Network::deregister_buffer exchanges
+// the sync outcomes; before session 35 every rank let it go), and so the
+// buffer is not even tried.
 TEST_F(AgGemmTest, APlanWhoseBufferCannotBeFreedKeepsItOnEveryRank) {
   if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
   const int64_t m_local = 128, n = 256, k = 256;
   const int failing = comm().world() - 1;
   auto plan = std::make_unique<AgGemm>(comm(), m_local, n, k);
   const size_t held = comm().symmetric_bytes();
+  const bool across = comm().topology().num_nodes > 1;
+  const int regions = across ? comm().network().registered_buffers() : 0;
+  if (across) EXPECT_GE(regions, 1) << "an AgGemm plan across nodes registers its buffer";
   cudaStream_t s = nullptr;
   if (comm().rank() == failing) {
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -145,6 +151,10 @@ TEST_F(AgGemmTest, APlanWhoseBufferCannotBeFreedKeepsItOnEveryRank) {
   }
   EXPECT_EQ(comm().symmetric_bytes(), held) << "rank " << comm().rank() << " freed the plan's buffer although rank "
                                             << failing << "'s free failed";
+  if (across)
+    EXPECT_EQ(comm().network().registered_buffers(), regions)
+        << "rank " << comm().rank() << " let the plan's network region go although rank " << failing
+        << "'s device sync failed";
   AgGemm next(comm(), m_local, n, k);
   const int64_t m = comm().world() * m_local;
   Buf a(m_local * k * 2), b(n * k * 2), out(m * n * 2);

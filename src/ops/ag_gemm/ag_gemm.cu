@@ -144,7 +144,7 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
 AgGemm::~AgGemm() { release(); }
 
 void AgGemm::release() noexcept {
-  tp::release_net_region(comm_, net_region_);
+  const bool released = tp::release_net_region(comm_, net_region_);
   net_region_ = 0;
   if (epoch_counter_) cudaFree(epoch_counter_);
   if (split_ws_) cudaFree(split_ws_);
@@ -152,7 +152,7 @@ void AgGemm::release() noexcept {
   epoch_counter_ = nullptr;
   split_ws_ = nullptr;
   split_flags_ = nullptr;
-  if (!tp::free_symmetric_quietly(comm_, gathered_)) signals_.keep();
+  if (!tp::free_symmetric_quietly(comm_, gathered_, released)) signals_.keep();
 }
 
 void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute, cudaStream_t stream) {

@@ -29,12 +29,26 @@ namespace mk::tp {
 // drops data for the region that no kernel has taken yet, and a kernel of the
 // plan still running (a call launched just before the plan was destroyed) may
 // be waiting for it. On a failed device it does not wait for the peers.
-inline void release_net_region(Communicator& comm, int region) noexcept {
-  if (region <= 0) return;  // none (region 0 is the signal pool, never a plan's)
+// False when the region stays registered (on every rank alike:
+// deregister_buffer exchanges the ranks' sync outcomes), said in a warning:
+// then the caller keeps the plan's buffer (free_symmetric_quietly with
+// may_free false) and its signal words too, since no rank's GPU was confirmed
+// done with them.
+inline bool release_net_region(Communicator& comm, int region) noexcept {
+  if (region <= 0) return true;  // none (region 0 is the signal pool, never a plan's)
   try {
     comm.network().deregister_buffer(region);
+    return true;
+  } catch (const std::exception& e) {
+    try {
+      log(LogLevel::Warn, cat("rank ", comm.rank(), ": a plan's network region ", region, " stays registered and its ",
+                              "symmetric buffer allocated until the communicator closes, and its signal words stay ",
+                              "reserved: ", e.what()));
+    } catch (...) {
+    }
   } catch (...) {
   }
+  return false;
 }
 
 // A plan's symmetric buffer, freed and forgotten (destructor work: never
@@ -43,8 +57,12 @@ inline void release_net_region(Communicator& comm, int region) noexcept {
 // stays allocated until the communicator closes, said in a warning, and the
 // caller keeps the plan's signal words (SignalLease::keep), since no rank's
 // GPU was confirmed done with them.
-inline bool free_symmetric_quietly(Communicator& comm, SymmetricBuffer*& buf) noexcept {
+inline bool free_symmetric_quietly(Communicator& comm, SymmetricBuffer*& buf, bool may_free = true) noexcept {
   if (!buf) return true;
+  if (!may_free) {  // its network region stays registered (release_net_region said so)
+    buf = nullptr;
+    return false;
+  }
   bool freed = true;
   try {
     comm.free_symmetric(*buf);
