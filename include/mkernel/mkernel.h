@@ -91,6 +91,9 @@ int mk_ring_attn_create(mk_comm_t comm, int64_t batch, int64_t s_local, int64_t 
                         mk_ring_attn_t* out);
 int mk_ring_attn_run(mk_ring_attn_t plan, const void* q, const void* k, const void* v, void* out, float* lse,
                      void* stream);
+/* *out = 1 when a launch of the plan was ever captured in a CUDA graph (the
+ * plan must outlive the graph), else 0; the same for the plans below. */
+int mk_ring_attn_captured(mk_ring_attn_t plan, int* out);
 int mk_ring_attn_destroy(mk_ring_attn_t plan);
 /* Diagnostics: record up to events_per_cta device events per CTA of every
  * later run (0: off; device/trace.hpp); read_trace waits for the device and
@@ -107,6 +110,7 @@ int mk_ag_gemm_create(mk_comm_t comm, int64_t m_local, int64_t n, int64_t k, int
 /* out[world m_local x n] = allgather(a_local) b^T; gathered may be NULL. */
 int mk_ag_gemm_run(mk_ag_gemm_t plan, const void* a_local, const void* b, void* out, void* gathered, void* stream);
 int mk_ag_gemm_all_gather(mk_ag_gemm_t plan, const void* a_local, void* gathered, void* stream);
+int mk_ag_gemm_captured(mk_ag_gemm_t plan, int* out);
 int mk_ag_gemm_destroy(mk_ag_gemm_t plan);
 
 typedef struct mk_gemm_rs_s* mk_gemm_rs_t;
@@ -115,6 +119,7 @@ int mk_gemm_rs_create(mk_comm_t comm, int64_t m, int64_t n, int64_t k_local, int
 /* out[m / world x n] = this rank's rows of sum_ranks a b^T. */
 int mk_gemm_rs_run(mk_gemm_rs_t plan, const void* a, const void* b, void* out, void* stream);
 int mk_gemm_rs_reduce_scatter(mk_gemm_rs_t plan, const void* x, void* out, void* stream);
+int mk_gemm_rs_captured(mk_gemm_rs_t plan, int* out);
 int mk_gemm_rs_destroy(mk_gemm_rs_t plan);
 
 typedef struct mk_gemm_ar_s* mk_gemm_ar_t;
@@ -124,6 +129,7 @@ int mk_gemm_ar_create(mk_comm_t comm, int64_t m, int64_t n, int64_t k_local, int
 int mk_gemm_ar_run(mk_gemm_ar_t plan, const void* a, const void* b, void* out, void* stream);
 /* out[m x n] = sum_ranks x. */
 int mk_gemm_ar_all_reduce(mk_gemm_ar_t plan, const void* x, void* out, void* stream);
+int mk_gemm_ar_captured(mk_gemm_ar_t plan, int* out);
 int mk_gemm_ar_destroy(mk_gemm_ar_t plan);
 
 #ifdef __cplusplus

@@ -53,6 +53,10 @@ class RingAttention {
   // Bytes this GPU sends per call: over NVLink, and over the network.
   int64_t nvlink_bytes_sent() const;
   int64_t network_bytes_sent() const;
+  // Whether a launch of this plan was ever captured in a CUDA graph (stream
+  // capture): replaying such a graph uses the plan's memory, so the plan must
+  // outlive the graph. Python's bounded plan cache never closes such a plan.
+  bool captured() const { return captured_; }
 
   // Diagnostics: record up to events_per_cta device events per CTA of every
   // later call (device/trace.hpp: chunk waits, pushes, network puts); 0
@@ -68,6 +72,7 @@ class RingAttention {
   Communicator& comm_;
   int64_t batch_, s_local_, heads_, kv_heads_, head_dim_;
   bool causal_;
+  bool captured_ = false;  // captured()
   float scale_;
   int num_ctas_ = 0, num_comm_ = 0;
   int sig_entry_ = 0, sig_arrival_ = 0;

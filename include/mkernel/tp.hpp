@@ -76,6 +76,10 @@ class AgGemm {
   // swizzle) and the collective a copy; the other options and the CTA counts above are then unused, and such
   // calls log no trace events.
   bool single_rank_plain() const { return plain_; }
+  // Whether a launch of this plan was ever captured in a CUDA graph (stream
+  // capture): replaying such a graph uses the plan's memory, so the plan must
+  // outlive the graph. Python's bounded plan cache never closes such a plan.
+  bool captured() const { return captured_; }
   // The plan's symmetric gathered buffer (valid until the next call). After
   // run() it lacks this rank's own rows when m_local is a multiple of 128
   // (the GEMM reads them in place), and every row with single_rank_plain(); pass `gathered` to run() for
@@ -100,6 +104,7 @@ class AgGemm {
   int num_ctas_ = 0, num_comm_ = 0, swizzle_ = 8;
   bool join_ = true;  // finished comm CTAs join the compute role
   bool plain_ = false, plain_captured_ = false;  // single_rank_plain(); the same for calls captured in a graph
+  bool captured_ = false;                        // captured()
   int plain_ctas_ = 0, plain_swizzle_ = 0;        // the plain path's GemmArgs (the options' num_ctas, swizzle)
   int64_t split_tiles_ = 0;  // GemmParams::split_tiles, with its workspace and flags
   int split_parts_ = 2;
@@ -163,6 +168,10 @@ class GemmRs {
   // swizzle) and the collective a copy; the other options and the CTA counts above are then unused, and such
   // calls log no trace events.
   bool single_rank_plain() const { return plain_; }
+  // Whether a launch of this plan was ever captured in a CUDA graph (stream
+  // capture): replaying such a graph uses the plan's memory, so the plan must
+  // outlive the graph. Python's bounded plan cache never closes such a plan.
+  bool captured() const { return captured_; }
 
   // Diagnostics: log up to events_per_cta device events per CTA of every
   // later call (device/trace.hpp: kernel entry and exit, the engine's start,
@@ -181,6 +190,7 @@ class GemmRs {
   bool async_ = true;  // asynchronous epilogue (not next to a transport that needs an SM)
   bool own_tma_ = true;  // GemmRsOptions::own_tma_store
   bool plain_ = false, plain_captured_ = false;  // single_rank_plain(); the same for calls captured in a graph
+  bool captured_ = false;                        // captured()
   int plain_ctas_ = 0, plain_swizzle_ = 0;        // the plain path's GemmArgs (the options' num_ctas, swizzle)
   std::unique_ptr<tp::RsPlan> rs_;  // signals, staging slots, device counters
   int64_t split_tiles_ = 0;  // GemmParams::split_tiles (split_last), with its workspace and flags
@@ -251,6 +261,10 @@ class GemmAr {
   // swizzle) and the collective a copy; the other options and the CTA counts above are then unused, and such
   // calls log no trace events.
   bool single_rank_plain() const { return plain_; }
+  // Whether a launch of this plan was ever captured in a CUDA graph (stream
+  // capture): replaying such a graph uses the plan's memory, so the plan must
+  // outlive the graph. Python's bounded plan cache never closes such a plan.
+  bool captured() const { return captured_; }
 
   // Diagnostics: log up to events_per_cta device events per CTA of every
   // later call (device/trace.hpp: kernel entry and exit, the engine's start,
@@ -270,6 +284,7 @@ class GemmAr {
   bool async_ = true;
   bool own_tma_ = true;  // GemmArOptions::own_tma_store
   bool plain_ = false;   // single_rank_plain() (no split tiles: captured calls alike)
+  bool captured_ = false;  // captured()
   int plain_ctas_ = 0, plain_swizzle_ = 0;  // the plain path's GemmArgs (the options' num_ctas, swizzle)
   bool one_shot_ = false;
   bool interleave_ = true;

@@ -5,16 +5,21 @@ in the same order (making one is collective), so closing the oldest ones closes 
 every rank, in the same order, as their collective close needs."""
 
 
-def close_oldest(plans, comm_key, limit, before_closing=None):
+def close_oldest(plans, comm_key, limit, before_closing=None, keep=None):
     """Closes and removes the oldest plans of communicator `comm_key` in `plans` until fewer than
-    `limit` remain, so that one more fits; limit <= 0: none. before_closing(), if given, runs once
-    before the first close (the caller drops what holds their launches). Returns how many it closed."""
+    `limit` remain, so that one more fits; limit <= 0: none. Plans for which keep(plan) is true are
+    never closed (mkernel.tp: those captured in a CUDA graph, which a replay still uses; every rank
+    must see the same answer, as when it captures the same graphs): they count towards the bound, and
+    the oldest others go in their place, as many as there are. before_closing(), if given, runs once
+    before the first close (the caller drops what holds their launches). Returns (closed, short): how
+    many it closed, and how many more it would have closed but for keep."""
     if limit <= 0:
-        return 0
+        return 0, 0
     mine = [k for k in plans if k[1] == comm_key]
-    doomed = mine[:max(0, len(mine) - limit + 1)]
+    want = max(0, len(mine) - limit + 1)
+    doomed = [k for k in mine if keep is None or not keep(plans[k])][:want]
     if doomed and before_closing is not None:
         before_closing()
     for k in doomed:
         plans.pop(k).close()
-    return len(doomed)
+    return len(doomed), want - len(doomed)

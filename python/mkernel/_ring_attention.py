@@ -30,6 +30,7 @@ TRACE_KINDS = {1: "cta_start", 2: "cta_end", 3: "wait_begin", 4: "wait_end", 5: 
 class RingAttention(_Plan):
     """out, lse = attention of this rank's queries over every rank's keys; one persistent kernel."""
     _destroy = "mk_ring_attn_destroy"
+    _captured = "mk_ring_attn_captured"
 
     def __init__(self, comm, batch, s_local, heads, kv_heads, head_dim, causal, scale=0.0, num_comm_ctas=0,
                  num_ctas=0):

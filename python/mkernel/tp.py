@@ -30,7 +30,7 @@ import warnings
 
 import torch
 
-from ._lib import MkernelError, check, knob_int, lib, outside_stacklevel
+from ._lib import MkernelError, check, knob_int, lib, outside_stacklevel, path
 from ._plan_cache import close_oldest
 from ._ops_c import _need
 from ._tp_meta import (_COMMS, register, lookup, world, ag_gemm_shapes, gemm_rs_shape, all_gather_shape,
@@ -45,7 +45,23 @@ def _ptr(t):
 
 
 class _Plan:
-    _destroy = None  # C symbol
+    _destroy = None  # C symbols
+    _captured = None
+
+    @property
+    def captured(self):
+        """Whether a launch of this plan was ever captured in a CUDA graph: replaying that graph uses the
+        plan's memory, so the plan must outlive it (the bounded plan cache, MK_PLAN_CACHE_MAX, never
+        closes such a plan). False once closed."""
+        if not getattr(self, "_h", None):
+            return False
+        fn = getattr(lib, self._captured, None)
+        if fn is None:  # the plan was made, so the op is in the library: an older build
+            raise MkernelError(f"mkernel: {path} has no {self._captured}: the library is older than this package; "
+                               "rebuild it (tools/build.sh) or point MK_LIBRARY at a build of the same source")
+        v = ctypes.c_int()
+        check(fn(self._h, ctypes.byref(v)))
+        return bool(v.value)
 
     def close(self):
         """Collective: every rank closes its plan (frees its symmetric memory)."""
@@ -57,6 +73,7 @@ class _Plan:
 class AgGemm(_Plan):
     """out [world * m_local, n] = allgather(a_local) @ b^T; one persistent kernel."""
     _destroy = "mk_ag_gemm_destroy"
+    _captured = "mk_ag_gemm_captured"
 
     def __init__(self, comm, m_local, n, k, num_comm_ctas=0, num_ctas=0):
         h = ctypes.c_void_p()
@@ -97,6 +114,7 @@ class AgGemm(_Plan):
 class GemmRs(_Plan):
     """out [m / world, n] = this rank's rows of sum over ranks of a @ b^T."""
     _destroy = "mk_gemm_rs_destroy"
+    _captured = "mk_gemm_rs_captured"
 
     def __init__(self, comm, m, n, k_local, num_reduce_ctas=0, num_ctas=0):
         h = ctypes.c_void_p()
@@ -149,6 +167,7 @@ _COLLECTIVE_N = 64  # the all-gather's plan is an AgGemm with this (unused) n; t
 # memory sized by its shape (staging or gathered buffers) and signal words, and stays until close_plans.
 PLAN_WARN_COUNT = 64
 _WARNED = set()
+_WARNED_CAPTURED = set()  # communicators told that captured plans hold their cache above MK_PLAN_CACHE_MAX
 
 
 def _plan(cls, key, *shape):
@@ -162,8 +181,18 @@ def _plan(cls, key, *shape):
                                "during CUDA-graph capture; call the op once with these shapes before capturing")
         # MK_PLAN_CACHE_MAX > 0: the communicator's oldest plans are closed first (collective, in the same
         # order on every rank); the steady-state entries of its calls go with them (they hold launches).
+        # Plans captured in a CUDA graph stay (a replay uses them), on every rank alike as long as the
+        # ranks capture the same graphs.
         limit = knob_int("MK_PLAN_CACHE_MAX")
-        close_oldest(_PLANS, key, limit, lambda: _drop_hot(key))  # first: none may launch a plan whose close failed
+        # before_closing first: none may launch a plan whose close failed
+        _, short = close_oldest(_PLANS, key, limit, lambda: _drop_hot(key), lambda plan: plan.captured)
+        if short and key not in _WARNED_CAPTURED:
+            _WARNED_CAPTURED.add(key)
+            warnings.warn(f"mkernel: MK_PLAN_CACHE_MAX={limit} is exceeded: {short + limit - 1} of this "
+                          "communicator's cached op plans were captured in CUDA graphs, which use them when "
+                          "replayed, so the bound does not close them; raise the bound, or close_plans(comm) "
+                          "(collective) once those graphs are gone. Said once.", RuntimeWarning,
+                          stacklevel=outside_stacklevel())
         p = _PLANS[pkey] = cls(lookup(key), *shape)
         if limit <= 0 and key not in _WARNED:
             n = sum(1 for k in _PLANS if k[1] == key)
@@ -174,8 +203,8 @@ def _plan(cls, key, *shape):
                               f"each holding device memory sized by its shape ({held:.0f} MiB of symmetric memory "
                               "on this rank now) until mkernel.close_plans(comm) (collective: every rank at the "
                               "same point) frees them; call it when shapes change for good, pad inputs to fewer "
-                              "shapes, or bound the cache (MK_PLAN_CACHE_MAX: its oldest plans are closed; not in a "
-                              "process that captures CUDA graphs)", RuntimeWarning,
+                              "shapes, or bound the cache (MK_PLAN_CACHE_MAX: its oldest plans are closed, but not "
+                              "those captured in CUDA graphs)", RuntimeWarning,
                               stacklevel=outside_stacklevel())
     return p
 
@@ -189,14 +218,24 @@ def _drop_hot(key):
 def close_plans(comm=None):
     """Collective (every rank at the same point): frees the cached plans (of one communicator, or all),
     their device memory and their signal words; later calls make the plans they need
-    again. A CUDA graph captured with a plan's launches must not be replayed after its plan was closed."""
+    again. A CUDA graph captured with a plan's launches must not be replayed after its plan was closed
+    (a warning names how many closed plans were captured)."""
     _HOT.clear()  # its entries hold launches of these plans
-    for key in [k for k in _PLANS if comm is None or k[1] == comm._uid]:
+    keys = [k for k in _PLANS if comm is None or k[1] == comm._uid]
+    captured = sum(1 for k in keys if _PLANS[k].captured)
+    for key in keys:
         _PLANS.pop(key).close()
+    if captured:
+        warnings.warn(f"mkernel: close_plans closed {captured} op plan(s) whose launches were captured in CUDA "
+                      "graphs: replaying those graphs now would use freed memory and signal words; destroy "
+                      "them, and capture again after the ops made new plans", RuntimeWarning,
+                      stacklevel=outside_stacklevel())
     if comm is None:
         _WARNED.clear()
+        _WARNED_CAPTURED.clear()
     else:
         _WARNED.discard(comm._uid)
+        _WARNED_CAPTURED.discard(comm._uid)
 
 
 # ---- steady-state calls --------------------------------------------------------------------------

@@ -28,6 +28,7 @@ __all__ = ["gemm_ar", "all_reduce", "GemmAr"]
 class GemmAr(_Plan):
     """out [m, n] = sum over ranks of a @ b^T (the same bits on every rank); one persistent kernel."""
     _destroy = "mk_gemm_ar_destroy"
+    _captured = "mk_gemm_ar_captured"
 
     def __init__(self, comm, m, n, k_local, num_gather_ctas=0, num_ctas=0):
         h = ctypes.c_void_p()

@@ -47,4 +47,12 @@ int create_plan(mk_comm_s* comm, Handle** out, const Args&... args) {
   });
 }
 
+// *out = 1 when a launch of the plan was ever captured in a CUDA graph, else 0 (Plan::captured()).
+template <typename Handle>
+int plan_captured(const Handle* plan, int* out) {
+  if (!plan || !out) return null_arg("plan or out");
+  *out = plan->plan->captured() ? 1 : 0;
+  return 0;
+}
+
 }  // namespace mk::capi

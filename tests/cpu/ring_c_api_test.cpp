@@ -13,5 +13,8 @@ TEST(RingCApi, TraceEntryPointsRejectMissingArguments) {
   EXPECT_NE(mk_ring_attn_read_trace(nullptr, nullptr, 0, &n), 0);
   EXPECT_EQ(n, -1);
   EXPECT_NE(mk_ring_attn_run(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr), 0);
+  int captured = -1;
+  EXPECT_NE(mk_ring_attn_captured(nullptr, &captured), 0);
+  EXPECT_EQ(captured, -1);
   EXPECT_EQ(mk_ring_attn_destroy(nullptr), 0);  // like free(NULL)
 }

@@ -220,8 +220,10 @@ TEST_F(GemmArTest, CudaGraphReplayWithNewInputs) {
   random_bf16(b.p, n * k, seed_b(me));
   for (int rep = 0; rep < reps; ++rep) random_bf16(fresh.as<uint16_t>() + rep * m * k, m * k, seed_a(me, 2001 + rep));
   poison(out.p, m * n);
+  EXPECT_FALSE(plan.captured()) << "a plan never launched in a stream capture";
   replay_on_fresh_inputs([&](cudaStream_t s) { plan.run(a.p, b.p, out.p, s); }, a.p, fresh.p, m * k * 2, out.p,
                          all.p, m * n * 2, reps);
+  EXPECT_TRUE(plan.captured()) << "a plan launched in a stream capture (Python's bounded cache keeps it)";
   for (int rep = 0; rep < reps; ++rep) check_call(all.as<char>() + rep * m * n * 2, m, n, k, 2001 + rep, "replay");
   // The plan still runs eagerly after the replays (the epochs stayed in step).
   run_once(plan, a, b, out, m, n, k, 2001 + reps, "eager after replay");

@@ -509,8 +509,8 @@ def test_knob_int_reads_the_declared_knob(monkeypatch):
 
 
 class _Plan:
-    def __init__(self, name, closed):
-        self.name, self.closed = name, closed
+    def __init__(self, name, closed, captured=False):
+        self.name, self.closed, self.captured = name, closed, captured
 
     def close(self):
         self.closed.append(self.name)
@@ -525,12 +525,28 @@ def test_plan_cache_bound_closes_the_oldest_plans_of_one_communicator():
             plans[("GemmRs", comm, (i,))] = _Plan(f"c{comm}s{i}", closed)
     before = []  # what the caller drops first (its fast-path entries): once, before any close
     hook = lambda: before.append(list(closed))  # noqa: E731
-    assert close_oldest(plans, 1, 0, hook) == 0 and closed == []   # 0: unbounded
-    assert close_oldest(plans, 1, 5, hook) == 0 and closed == []   # room for one more already
+    assert close_oldest(plans, 1, 0, hook) == (0, 0) and closed == []   # 0: unbounded
+    assert close_oldest(plans, 1, 5, hook) == (0, 0) and closed == []   # room for one more already
     assert before == []
-    assert close_oldest(plans, 1, 3, hook) == 2                    # 4 held: the 2 oldest go, 2 stay, 1 more fits
+    assert close_oldest(plans, 1, 3, hook) == (2, 0)                    # 4 held: the 2 oldest go, 2 stay, 1 more fits
     assert before == [[]]
-    assert closed == ["c1s0", "c1s1"]                              # oldest first, in the order made
+    assert closed == ["c1s0", "c1s1"]                                   # oldest first, in the order made
     assert [k for k in plans if k[1] == 1] == [("GemmRs", 1, (2,)), ("GemmRs", 1, (3,))]
-    assert len([k for k in plans if k[1] == 2]) == 4         # the other communicator's plans untouched
-    assert close_oldest(plans, 2, 1) == 4 and closed[2:] == ["c2s0", "c2s1", "c2s2", "c2s3"]
+    assert len([k for k in plans if k[1] == 2]) == 4              # the other communicator's plans untouched
+    assert close_oldest(plans, 2, 1) == (4, 0) and closed[2:] == ["c2s0", "c2s1", "c2s2", "c2s3"]
+
+
+def test_plan_cache_bound_never_closes_a_captured_plan():
+    # A plan captured in a CUDA graph is used by every replay: the bound skips it (it still counts) and
+    # closes the oldest others in its place; what it cannot close is returned (the caller warns).
+    from mkernel._plan_cache import close_oldest
+    closed = []
+    plans = {("AgGemm", 1, (i,)): _Plan(f"s{i}", closed, captured=i in (0, 2)) for i in range(5)}
+    keep = lambda p: p.captured  # noqa: E731
+    assert close_oldest(plans, 1, 3, keep=keep) == (3, 0)         # 5 held, 2 fit: s1, s3, s4 go (s0, s2 kept)
+    assert closed == ["s1", "s3", "s4"]
+    assert [k[2] for k in plans] == [(0,), (2,)]
+    before = []
+    assert close_oldest(plans, 1, 2, lambda: before.append(1), keep) == (0, 1)  # only captured ones left
+    assert closed == ["s1", "s3", "s4"] and before == []          # nothing closed: the hook does not run
+    assert close_oldest(plans, 1, 2) == (1, 0) and closed[-1] == "s0"  # without keep, the oldest goes

@@ -165,6 +165,7 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
     if (overlap(out, m * n_ * 2, a_local, m_local_ * k_ * 2) || overlap(out, m * n_ * 2, b, n_ * k_ * 2))
       fail("AgGemm: out overlaps a_local or b");
   }
+  tp::note_capture(captured_, stream);
   // One rank: nothing to gather (tp::single_rank); all_gather() copies.
   if (tp::single_rank_plain_now(plain_, plain_captured_, stream)) {
     trace_.clear(stream);  // no events from this call

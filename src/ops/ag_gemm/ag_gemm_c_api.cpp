@@ -28,6 +28,8 @@ int mk_ag_gemm_all_gather(mk_ag_gemm_t plan, const void* a_local, void* gathered
   return guarded([&] { plan->plan->all_gather(a_local, gathered, static_cast<cudaStream_t>(stream)); });
 }
 
+int mk_ag_gemm_captured(mk_ag_gemm_t plan, int* out) { return mk::capi::plan_captured(plan, out); }
+
 int mk_ag_gemm_destroy(mk_ag_gemm_t plan) {
   return guarded([&] { delete plan; });
 }

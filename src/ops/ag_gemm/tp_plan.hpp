@@ -156,6 +156,24 @@ inline bool single_rank_plain_now(bool plain, bool plain_captured, cudaStream_t 
   return st == cudaStreamCaptureStatusNone ? plain : plain_captured;
 }
 
+// Marks a plan once one of its launches went into a stream capture: a CUDA
+// graph then holds launches that use the plan's buffers and signal words
+// whenever it is replayed (Plan::captured(); Python's bounded plan cache,
+// MK_PLAN_CACHE_MAX, never closes such a plan, and close_plans warns). One
+// cudaStreamIsCapturing a call until the first captured one (~0.1 us); a
+// query that fails (the legacy stream while another stream captures in
+// global mode) counts as not captured, and its error is cleared: the
+// launch that follows reports it.
+inline void note_capture(bool& captured, cudaStream_t stream) {
+  if (captured) return;
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &st) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  captured = st != cudaStreamCaptureStatusNone;
+}
+
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // Whether [a, a + an) and [b, b + bn) share a byte (null never does).

@@ -220,6 +220,7 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
     if (out != x && overlap(out, out_bytes, x, out_bytes))
       fail("GemmAr::all_reduce: out overlaps x (in place, out == x, is allowed)");
   }
+  tp::note_capture(captured_, stream);
   if (plain_) {  // one rank: nothing to reduce (tp::single_rank)
     trace_.clear(stream);  // no events from this call
     if (compute)

@@ -30,6 +30,8 @@ int mk_gemm_ar_all_reduce(mk_gemm_ar_t plan, const void* x, void* out, void* str
   return guarded([&] { plan->plan->all_reduce(x, out, static_cast<cudaStream_t>(stream)); });
 }
 
+int mk_gemm_ar_captured(mk_gemm_ar_t plan, int* out) { return mk::capi::plan_captured(plan, out); }
+
 int mk_gemm_ar_destroy(mk_gemm_ar_t plan) {
   return guarded([&] { delete plan; });
 }

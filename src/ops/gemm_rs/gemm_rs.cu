@@ -129,6 +129,7 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
     if (!aligned16(x)) fail("GemmRs::reduce_scatter: x must be a 16-byte aligned device pointer (got ", x, ")");
     if (overlap(out, rows * n_ * 2, x, m_ * n_ * 2)) fail("GemmRs::reduce_scatter: out overlaps x");
   }
+  tp::note_capture(captured_, stream);
   if (tp::single_rank_plain_now(plain_, plain_captured_, stream)) {  // one rank: nothing to reduce
     trace_.clear(stream);  // no events from this call
     if (compute)

@@ -28,6 +28,8 @@ int mk_gemm_rs_reduce_scatter(mk_gemm_rs_t plan, const void* x, void* out, void*
   return guarded([&] { plan->plan->reduce_scatter(x, out, static_cast<cudaStream_t>(stream)); });
 }
 
+int mk_gemm_rs_captured(mk_gemm_rs_t plan, int* out) { return mk::capi::plan_captured(plan, out); }
+
 int mk_gemm_rs_destroy(mk_gemm_rs_t plan) {
   return guarded([&] { delete plan; });
 }

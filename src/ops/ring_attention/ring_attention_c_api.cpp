@@ -50,6 +50,8 @@ int mk_ring_attn_read_trace(mk_ring_attn_t plan, uint64_t* events, int64_t capac
   });
 }
 
+int mk_ring_attn_captured(mk_ring_attn_t plan, int* out) { return mk::capi::plan_captured(plan, out); }
+
 int mk_ring_attn_destroy(mk_ring_attn_t plan) {
   if (!plan) return 0;
   return guarded([&] { delete plan; });

@@ -245,10 +245,63 @@ def check_plan_cache(comm, d):
         after = [key for key in tp._PLANS if key[1] == comm._uid]
         expect(len(after) == 3 and after[:2] == before[1:] and after[2] not in before,
                f"the bounded cache did not close its oldest plan: {before} -> {after}")
+        check_plan_cache_captured(comm, d, v)
     finally:
         del os.environ["MK_PLAN_CACHE_MAX"]
     tp.close_plans(comm)
     expect(comm.symmetric_bytes() == held, "close_plans after the bounded cache left symmetric memory")
+
+
+def check_plan_cache_captured(comm, d, v):
+    """The bound never closes a plan captured in a CUDA graph: the graph replays right while other shapes'
+    plans come and go; when captured plans alone exceed the bound a warning says so once; close_plans closes
+    captured plans too, and says so."""
+    from mkernel import tp
+    n, k = v.shape
+    tp.close_plans(comm)
+    os.environ["MK_PLAN_CACHE_MAX"] = "2"
+    hc = d.rnd(d.world * 5, k)
+    oc = torch.empty(5, n, device=hc.device, dtype=torch.bfloat16)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        mkernel.gemm_rs(hc, v, comm, out=oc)  # makes the plan outside the capture
+    torch.cuda.current_stream().wait_stream(s)
+    cap = [tp._PLANS[key] for key in tp._PLANS if key[1] == comm._uid]
+    expect(len(cap) == 1 and not cap[0].captured, "a plan never captured says it was")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        mkernel.gemm_rs(hc, v, comm, out=oc)
+    expect(cap[0].captured, "the gemm_rs plan captured in a CUDA graph does not say so")
+
+    def another_shape(rows, what):  # a new shape's call, checked; the captured plan stays, one other beside it
+        h = d.rnd(d.world * rows, k)
+        close(mkernel.gemm_rs(h, v, comm), d.rows(d.sum(h.float() @ v.float().t())), what)
+        mine = [tp._PLANS[key] for key in tp._PLANS if key[1] == comm._uid]
+        expect(len(mine) == 2 and mine[0] is cap[0], f"{what}: {len(mine)} plans cached, the captured one "
+               f"{'kept' if cap[0] in mine else 'closed'}")
+
+    for i in range(4):
+        another_shape(i + 1, f"MK_PLAN_CACHE_MAX=2 beside a captured plan, shape {i}")
+    for i in range(2):
+        hc.copy_(d.rnd(*hc.shape))
+        oc.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        close(oc, d.rows(d.sum(hc.float() @ v.float().t())), f"graph replay beside a bounded cache ({i})")
+    os.environ["MK_PLAN_CACHE_MAX"] = "1"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(2):
+            another_shape(i + 7, f"MK_PLAN_CACHE_MAX=1 beside a captured plan, shape {i}")
+    said = [str(w.message) for w in caught if "captured in CUDA graphs" in str(w.message)]
+    expect(len(said) == 1, f"the captured-plans-exceed-the-bound warning was given {len(said)} times: {said}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tp.close_plans(comm)
+    said = [str(w.message) for w in caught if "were captured in CUDA graphs" in str(w.message)]
+    expect(len(said) == 1 and "closed 1 op plan" in said[0], f"close_plans of a captured plan said {said}")
+    del graph
 
 
 def check_errors(comm, d):
