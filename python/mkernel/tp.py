@@ -47,6 +47,7 @@ def _ptr(t):
 class _Plan:
     _destroy = None  # C symbols
     _captured = None
+    _warned_old = False  # a library without the _captured symbol was said once
 
     @property
     def captured(self):
@@ -57,8 +58,13 @@ class _Plan:
             return False
         fn = getattr(lib, self._captured, None)
         if fn is None:  # the plan was made, so the op is in the library: an older build
-            raise MkernelError(f"mkernel: {path} has no {self._captured}: the library is older than this package; "
-                               "rebuild it (tools/build.sh) or point MK_LIBRARY at a build of the same source")
+            if not _Plan._warned_old:
+                _Plan._warned_old = True
+                warnings.warn(f"mkernel: {path} has no {self._captured}: the library is older than this package, "
+                              "and plans are taken as never captured in a CUDA graph (MK_PLAN_CACHE_MAX may close "
+                              "one a graph still uses); rebuild it (tools/build.sh)", RuntimeWarning,
+                              stacklevel=outside_stacklevel())
+            return False
         v = ctypes.c_int()
         check(fn(self._h, ctypes.byref(v)))
         return bool(v.value)

@@ -197,13 +197,16 @@ int Network::register_buffer(const SymmetricBuffer& buf) {
     ++next_region_;
     throw;
   }
+  // The id is used up first: a device copy that fails below must not leave
+  // this rank's next id behind its peers'.
+  ++next_region_;
   if (live_.size() <= static_cast<size_t>(r.id)) live_.resize(static_cast<size_t>(r.id) + 1, 0);
   live_[static_cast<size_t>(r.id)] = 1;
   if (r.id < net::kMaxInlineRegions) {
     ctx_.region_base[r.id] = buf.local;
     sync_device_ctx();  // setup time; running kernels read only entries that do not change
   }
-  return next_region_++;
+  return r.id;
 }
 
 void Network::deregister_buffer(int id) {
@@ -240,11 +243,37 @@ void Network::deregister_buffer(int id) {
                                        "could not finish with it (the region stays registered on every rank)");
     if (!err.empty()) fail(err);
   }
+  // From here on nothing throws: every rank has let the region go (the
+  // exchange passed), and the caller goes on to free the buffer, a
+  // collective step its peers take too. A transport that fails to release
+  // its registration is said in a warning and keeps it until close.
   live_[static_cast<size_t>(id)] = 0;
-  proxy_->with_transports([&](net::Transport& t) { t.deregister_region(id); });
+  auto warn = [&](const char* what, const char* why) noexcept {
+    try {
+      log(LogLevel::Warn, cat("rank ", comm_.rank(), ": network region ", id, ": ", what, " failed (", why,
+                              "); the region is let go on every rank, this part of it stays until the "
+                              "communicator closes"));
+    } catch (...) {
+    }
+  };
+  try {
+    proxy_->with_transports([&](net::Transport& t) {
+      try {
+        t.deregister_region(id);
+      } catch (const std::exception& x) {
+        warn("a transport's deregistration", x.what());
+      }
+    });
+  } catch (const std::exception& x) {
+    warn("pausing the proxy for the deregistration", x.what());
+  }
   if (id < net::kMaxInlineRegions) {
     ctx_.region_base[id] = nullptr;
-    if (!cuda_error_is_fatal(e)) sync_device_ctx();  // (a failed device takes no copy)
+    try {
+      if (!cuda_error_is_fatal(e)) sync_device_ctx();  // (a failed device takes no copy)
+    } catch (const std::exception& x) {
+      warn("updating the device's copy of the network context", x.what());
+    }
   }
 }
 

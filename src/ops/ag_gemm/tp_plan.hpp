@@ -162,13 +162,14 @@ inline bool single_rank_plain_now(bool plain, bool plain_captured, cudaStream_t 
 // MK_PLAN_CACHE_MAX, never closes such a plan, and close_plans warns). One
 // cudaStreamIsCapturing a call until the first captured one (~0.1 us); a
 // query that fails (the legacy stream while another stream captures in
-// global mode) counts as not captured, and its error is cleared: the
-// launch that follows reports it.
+// global mode) counts as not captured, and its own error is cleared (the
+// launch that follows fails and reports it), but not one already pending.
 inline void note_capture(bool& captured, cudaStream_t stream) {
   if (captured) return;
+  const bool clean = cudaPeekAtLastError() == cudaSuccess;
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &st) != cudaSuccess) {
-    (void)cudaGetLastError();
+    if (clean) (void)cudaGetLastError();
     return;
   }
   captured = st != cudaStreamCaptureStatusNone;

@@ -18,6 +18,7 @@ import torch
 
 import mkernel
 import mkernel.torchrun
+import mkernel.tp
 
 
 def reference(q, k, v, causal):
@@ -94,6 +95,9 @@ def run(comm, rank, world):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         mkernel.ring_attention(ql, kl, vl, comm, causal=True, out=out, lse=lse)
+    captured = [key for key, p in mkernel.tp._PLANS.items()
+                if key[0] == "RingAttention" and key[1] == comm._uid and p.captured]
+    assert len(captured) == 1, f"rank {rank}: {len(captured)} ring attention plans say they were captured, not 1"
     for rep in range(3):
         g = torch.Generator(device="cuda").manual_seed(1000 + rep)
         q = torch.randn(b, s_local * world, h, d, device="cuda", generator=g).bfloat16()
