@@ -64,6 +64,11 @@ class Communicator {
   // afterwards (SignalLease does). Not a run held now: mk::Error, nothing
   // changed.
   void release_signals(int base, int n);
+  // Gives back a run that no kernel and no peer ever touched (a plan that
+  // failed in its collective check, before any call): its words are still
+  // 0, so no zeroing and no synchronisation. The same on every rank, like
+  // release_signals. Not a run held now: mk::Error, nothing changed.
+  void return_unused_signals(int base, int n);
   // Signal words held now (reserved, not released).
   int signals_in_use() const;
   // A new epoch for a call: strictly increasing, starting at 1.

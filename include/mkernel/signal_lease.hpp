@@ -48,6 +48,10 @@ class SignalLease {
   // them (its free_symmetric failed, on every rank alike). Collective in
   // effect, as reset: every rank keeps the same runs.
   void keep() noexcept { runs_.clear(); }
+  // Gives every run back at once, with no zeroing and no barrier
+  // (Communicator::return_unused_signals): for a plan that failed in its
+  // collective check, on every rank alike, before any call could use them.
+  void abandon() noexcept;
 
  private:
   Communicator* comm_ = nullptr;

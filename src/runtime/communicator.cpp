@@ -264,7 +264,23 @@ void Communicator::release_signals(int base, int n) {
   signal_pool_->release(base, n);
 }
 
+void Communicator::return_unused_signals(int base, int n) {
+  const std::string why = signal_pool_->releasable(base, n);
+  if (!why.empty()) fail("return_unused_signals: ", why);
+  signal_pool_->release(base, n);
+}
+
 int Communicator::signals_in_use() const { return signal_pool_->in_use(); }
+
+void SignalLease::abandon() noexcept {
+  for (auto it = runs_.rbegin(); it != runs_.rend(); ++it) {
+    try {
+      comm_->return_unused_signals(it->first, it->second);
+    } catch (...) {  // (not a run held: nothing to give back)
+    }
+  }
+  runs_.clear();
+}
 
 int SignalLease::take(Communicator& comm, int n) {
   comm_ = &comm;

@@ -11,6 +11,7 @@
 
 #include "device/gemm/gemm_params.hpp"
 #include "device/sched/tile_scheduler.hpp"
+#include "src/ops/ag_gemm/plan_args.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
 #include "tests/test_env.hpp"
 
@@ -326,4 +327,25 @@ TEST(AgGemmPlan, SingleRankChoice) {
   EXPECT_EQ(choice(one, 4096, 14336, 8192, true), std::make_pair(false, false));
   setenv("MK_TP_SINGLE_RANK", "fast", 1);
   EXPECT_THROW(choice(one, 4096, 14336, 8192, true), std::exception);
+}
+
+// A plan's argument checks travel in the plan check's exchange
+// (tp::PlanArgs): one rank's failure is every rank's error, the same text
+// on every rank, naming that rank and its own message.
+TEST(PlanArgs, OneRanksFailureIsEveryRanksErrorNamingIt) {
+  using mk::tp::plan_args_error;
+  const std::vector<std::string> ok = {"ok:64x128x128 (signals 1, 3)", "ok:64x128x128 (signals 1, 3)"};
+  EXPECT_EQ(plan_args_error(ok, 0, "AgGemm"), "");
+  const std::vector<std::string> bad = {"ok:64x128x128 (signals 1, 3)",
+                                        mk::step_status::failed(mk::Error("mkernel: AgGemm: m_local must be >= 1 (got 0)"))};
+  const std::string e = plan_args_error(bad, 0, "AgGemm");
+  EXPECT_NE(e.find("rank 1 could not make its plan: AgGemm: m_local must be >= 1 (got 0)"), std::string::npos) << e;
+  EXPECT_EQ(e.find("mkernel: AgGemm: m_local"), std::string::npos) << "the inner prefix is dropped: " << e;
+  EXPECT_EQ(plan_args_error(bad, 1, "AgGemm"), e) << "every rank throws the same text";
+  const std::vector<std::string> two = {mk::step_status::failed(mk::Error("mkernel: AgGemm: n must be ...")),
+                                        mk::step_status::failed(mk::Error("mkernel: AgGemm: k must be ..."))};
+  EXPECT_NE(plan_args_error(two, 1, "AgGemm").find("rank 0 could not make its plan"), std::string::npos)
+      << "the first rank that failed is named";
+  const std::vector<std::string> other = {"ok:64x128x128 (signals 1, 3)", "3"};  // another collective's payload
+  EXPECT_NE(plan_args_error(other, 0, "AgGemm").find("out of step"), std::string::npos);
 }

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -334,6 +335,20 @@ TEST(AgGemmErrors, BadPlansAndInputsAreRejected) {
   const int64_t n = comm().rank() == 0 ? 128 : 192;
   std::string m = msg([&] { AgGemm p(comm(), 64, n, 128); });
   EXPECT_NE(m.find("every rank must use the same shape"), std::string::npos) << m;
+  // One rank's arguments bad (an uneven split left it no rows): every rank
+  // fails at once with that rank's error (tp::PlanArgs; before session 35
+  // the others waited MK_BOOTSTRAP_TIMEOUT_MS in the plan check), and the
+  // signal words the others took go back, so the next plan still agrees.
+  if (tp_ranks()) {
+    const int last = comm().world() - 1, held = comm().signals_in_use();
+    const auto t0 = std::chrono::steady_clock::now();
+    m = msg([&] { AgGemm p(comm(), comm().rank() == last ? 0 : 64, 128, 128); });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_NE(m.find("rank " + std::to_string(last) + " could not make its plan"), std::string::npos) << m;
+    EXPECT_NE(m.find("m_local must be >= 1"), std::string::npos) << m;
+    EXPECT_LT(s, 10.0) << "every rank should fail at once, not after the bootstrap bound";
+    EXPECT_EQ(comm().signals_in_use(), held) << "the failed plan's signal words were not given back";
+  }
   AgGemm plan(comm(), 64, 128, 128);
   Buf a(64 * 128 * 2), b(128 * 128 * 2), out(comm().world() * 64 * 128 * 2);
   EXPECT_NE(msg([&] { plan.run(nullptr, b.p, out.p, nullptr); }).find("a_local must be"), std::string::npos);

@@ -23,6 +23,7 @@
 #include "mkernel/mkernel.hpp"
 #include "mkernel/network.hpp"
 #include "mkernel/tp.hpp"
+#include "src/ops/ag_gemm/plan_args.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
 
@@ -70,56 +71,61 @@ using tp::overlap;
 
 AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const AgGemmOptions& opt)
     : comm_(comm), m_local_(m_local), n_(n), k_(k) {
-  if (m_local < 1) fail("AgGemm: m_local must be >= 1 (got ", m_local, ")");
-  if (n < 64 || n % 64) fail("AgGemm: n must be a positive multiple of 64 (got ", n, ")");
-  if (k < 64 || k % 64) fail("AgGemm: k must be a positive multiple of 64 (got ", k, ")");
   const Topology& t = comm.topology();
-  tp::check_topology(t, "AgGemm", roles::kMaxNodes);
-  const int sms = gemm::num_sms();
-  const int free_sms = tp::network_free_sms(comm, "AgGemm", opt.num_ctas, sms);
-  // Finished comm CTAs join the compute role (the dynamic tile queue).
-  // Next to a transport that runs kernels on this GPU (emu, fabric) too:
-  // the grid leaves it its SMs whether or not they join.
-  join_ = opt.join;
-  num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - free_sms;
-  if (num_ctas_ < 2 || num_ctas_ > sms) fail("AgGemm: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
-  rows_per_chunk_ = tp::chunk_rows(m_local);
-  if (opt.swizzle < 0 || opt.swizzle > 16) fail("AgGemm: swizzle must be in [0, 16] (got ", opt.swizzle, ")");
-  if (opt.max_split_parts < 0 || opt.max_split_parts == 1 || opt.max_split_parts > gemm::kMaxSplitParts)
-    fail("AgGemm: max_split_parts must be 0 (the limit, ", gemm::kMaxSplitParts, ") or in [2, ", gemm::kMaxSplitParts,
-         "] (got ", opt.max_split_parts, ")");
-  swizzle_ = opt.swizzle ? opt.swizzle : tp::ag_swizzle(m_local, gemm::kBlockM);
-  num_comm_ = opt.num_comm_ctas ? opt.num_comm_ctas : tp::comm_ctas_heuristic(n);
-  if (num_comm_ < 1 || num_comm_ >= num_ctas_)
-    fail("AgGemm: num_comm_ctas must be in [1, ", num_ctas_ - 1, "] (got ", num_comm_, ")");
-  // Compute CTAs at the end of the walk: the comm CTAs count if they join
-  // early, i.e. inside a node (NVLink pushes end long before the GEMM).
-  // Across nodes they send for most of the GEMM: counting them split 55
-  // tiles (448 on 131 CTAs), and 2x1 (emu) M=1024 took 0.478 ms against
-  // 0.411 without split tiles, which is what the rule gives for the 127
-  // compute CTAs (bench/results/mkbench-20261130T141906Z).
-  const int64_t tiles = ((int64_t(t.world) * m_local + gemm::kBlockM - 1) / gemm::kBlockM) * ((n + gemm::kBlockN - 1) / gemm::kBlockN);
-  const int end_ctas = join_ && t.num_nodes == 1 ? num_ctas_ : num_ctas_ - num_comm_;
-  const tp::SplitTail sp =
-      opt.split_tail ? tp::split_tail(tiles, end_ctas, k / gemm::kBlockK,
-                                      opt.max_split_parts ? opt.max_split_parts : gemm::kMaxSplitParts)
-                     : tp::SplitTail{};
-  split_tiles_ = sp.tiles;
-  split_parts_ = sp.parts;
-  // (Decided before anything is reserved: a bad MK_TP_SINGLE_RANK fails here.)
-  const tp::SingleRank one = tp::single_rank(t, int64_t(t.world) * m_local, n, k, sms, split_tiles_ > 0);
-  plain_ = one.plain;
-  plain_captured_ = one.plain_captured;
-  plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
-  plain_swizzle_ = opt.swizzle;
-  const int64_t chunks = int64_t(t.world) * (m_local / rows_per_chunk_);
-  sig_entry_ = signals_.take(comm, t.world);
-  sig_arrival_ = signals_.take(comm, static_cast<int>(chunks));
+  // This rank's checks, their outcome in the plan check (tp::PlanArgs: a
+  // rank failing alone fails every rank at once).
+  tp::PlanArgs args(comm, "AgGemm", roles::kMaxNodes);
+  tp::SingleRank one{};
+  args.run([&] {
+    if (m_local < 1) fail("AgGemm: m_local must be >= 1 (got ", m_local, ")");
+    if (n < 64 || n % 64) fail("AgGemm: n must be a positive multiple of 64 (got ", n, ")");
+    if (k < 64 || k % 64) fail("AgGemm: k must be a positive multiple of 64 (got ", k, ")");
+    const int sms = gemm::num_sms();
+    const int free_sms = tp::network_free_sms(comm, "AgGemm", opt.num_ctas, sms);
+    // Finished comm CTAs join the compute role (the dynamic tile queue).
+    // Next to a transport that runs kernels on this GPU (emu, fabric) too:
+    // the grid leaves it its SMs whether or not they join.
+    join_ = opt.join;
+    num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - free_sms;
+    if (num_ctas_ < 2 || num_ctas_ > sms) fail("AgGemm: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
+    rows_per_chunk_ = tp::chunk_rows(m_local);
+    if (opt.swizzle < 0 || opt.swizzle > 16) fail("AgGemm: swizzle must be in [0, 16] (got ", opt.swizzle, ")");
+    if (opt.max_split_parts < 0 || opt.max_split_parts == 1 || opt.max_split_parts > gemm::kMaxSplitParts)
+      fail("AgGemm: max_split_parts must be 0 (the limit, ", gemm::kMaxSplitParts, ") or in [2, ",
+           gemm::kMaxSplitParts, "] (got ", opt.max_split_parts, ")");
+    swizzle_ = opt.swizzle ? opt.swizzle : tp::ag_swizzle(m_local, gemm::kBlockM);
+    num_comm_ = opt.num_comm_ctas ? opt.num_comm_ctas : tp::comm_ctas_heuristic(n);
+    if (num_comm_ < 1 || num_comm_ >= num_ctas_)
+      fail("AgGemm: num_comm_ctas must be in [1, ", num_ctas_ - 1, "] (got ", num_comm_, ")");
+    // Compute CTAs at the end of the walk: the comm CTAs count if they join
+    // early, i.e. inside a node (NVLink pushes end long before the GEMM).
+    // Across nodes they send for most of the GEMM: counting them split 55
+    // tiles (448 on 131 CTAs), and 2x1 (emu) M=1024 took 0.478 ms against
+    // 0.411 without split tiles, which is what the rule gives for the 127
+    // compute CTAs (bench/results/mkbench-20261130T141906Z).
+    const int64_t tiles = ((int64_t(t.world) * m_local + gemm::kBlockM - 1) / gemm::kBlockM) *
+                          ((n + gemm::kBlockN - 1) / gemm::kBlockN);
+    const int end_ctas = join_ && t.num_nodes == 1 ? num_ctas_ : num_ctas_ - num_comm_;
+    const tp::SplitTail sp =
+        opt.split_tail ? tp::split_tail(tiles, end_ctas, k / gemm::kBlockK,
+                                        opt.max_split_parts ? opt.max_split_parts : gemm::kMaxSplitParts)
+                       : tp::SplitTail{};
+    split_tiles_ = sp.tiles;
+    split_parts_ = sp.parts;
+    // (Decided before anything is reserved: a bad MK_TP_SINGLE_RANK fails here.)
+    one = tp::single_rank(t, int64_t(t.world) * m_local, n, k, sms, split_tiles_ > 0);
+    plain_ = one.plain;
+    plain_captured_ = one.plain_captured;
+    plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
+    plain_swizzle_ = opt.swizzle;
+    const int64_t chunks = int64_t(t.world) * (m_local / rows_per_chunk_);
+    sig_entry_ = signals_.take(comm, t.world);
+    sig_arrival_ = signals_.take(comm, static_cast<int>(chunks));
+  });
   // Every rank must make the same plan, with the same signal slots (ranks
   // write into each other's pools by index). Checked once, here.
-  tp::check_same_plan(comm.bootstrap().allgather(cat(m_local, "x", n, "x", k, " (signals ", sig_entry_, ", ",
-                                                     sig_arrival_, ")")),
-                      t.rank, "AgGemm", "m_local x n x k");
+  args.exchange(signals_, cat(m_local, "x", n, "x", k, " (signals ", sig_entry_, ", ", sig_arrival_, ")"),
+                "m_local x n x k");
   const bool fused = tp::fused_ever(one);  // else (one rank, every call plain) no fused kernel's buffers
   tp::undo_on_throw([&] {  // this rank's memory first, then the collective (tp::undo_on_throw says why)
     if (fused) tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);

@@ -83,45 +83,53 @@ using tp::overlap;
 GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const GemmArOptions& opt)
     : comm_(comm), m_(m), n_(n), k_(k_local) {
   const Topology& t = comm.topology();
-  tp::rs_check_shape(t, "GemmAr", m, n, k_local);
-  const int sms = gemm::num_sms();
-  const int free_sms = tp::network_free_sms(comm, "GemmAr", opt.num_ctas, sms);
-  num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - free_sms;
-  tp::rs_check_grid("GemmAr", num_ctas_, sms);
-  // Default split: at least tp::ar_gather_ctas Gather CTAs, and the SMs the
-  // GEMM's last wave would leave idle anyway (tp::balanced_ctas): 8 Gather
-  // CTAs cost 1x2 M = 1024 a third wave (0.66 ms against 0.41 with 3).
-  const int64_t n_tiles = (n + gemm::kBlockN - 1) / gemm::kBlockN;
-  const int64_t tiles = tp::rs_share_blocks(m, t.world) * t.world * n_tiles;  // two-shot: whole row-blocks per share
-  const int min_gather = std::min(tp::ar_gather_ctas(k_local), num_ctas_ - 1);
-  num_gather_ = opt.num_gather_ctas ? opt.num_gather_ctas
-                                    : num_ctas_ - std::min(num_ctas_ - min_gather,
-                                                           tp::balanced_ctas(tiles, num_ctas_ - min_gather));
-  if (num_gather_ < 1 || num_gather_ > num_ctas_ - 1)
-    fail("GemmAr: num_gather_ctas must be in [1, ", num_ctas_ - 1, "] (got ", num_gather_, ")");
-  async_ = tp::rs_async_store("GemmAr", opt.async_store, free_sms > 0);
-  own_tma_ = tp::rs_own_tma("GemmAr", opt.own_tma_store);
-  plain_ = tp::single_rank(t, m, n, k_local, sms, false).plain;  // no split tiles: captured calls alike
-  plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
-  plain_swizzle_ = opt.swizzle;
-  if (opt.interleave < -1 || opt.interleave > 1)
-    fail("GemmAr: interleave must be -1, 0 or 1 (got ", opt.interleave, ")");
-  interleave_ = opt.interleave == -1 ? tp::ar_interleave(t.num_nodes) : opt.interleave == 1;
-  // all_reduce()'s grid: kRsPushCtas + the Reduce CTAs + 1 (every CTA takes claims, then gathers).
-  num_reduce_ = tp::rs_reduce_ctas("GemmAr", opt.num_reduce_ctas, sms, free_sms, 1);
-  if (opt.one_shot < -1 || opt.one_shot > 1) fail("GemmAr: one_shot must be -1, 0 or 1 (got ", opt.one_shot, ")");
-  if (opt.one_shot == 1 && !tp::ar_one_shot_possible(t.num_nodes, t.world))
-    fail("GemmAr: one_shot = 1 needs one node of 2 ranks (", t.describe(),
-         "; with more the ranks would add in different orders and their bits differ)");
-  // One-shot (by default the same decision on every rank: shape and
-  // topology only; the plan check below compares the variant too).
-  one_shot_ = opt.one_shot == 1 || (opt.one_shot == -1 && tp::ar_one_shot_fits(t.num_nodes, t.world, m, n));
+  // This rank's checks, their outcome in the plan check (tp::PlanArgs: a
+  // rank failing alone fails every rank at once).
+  tp::PlanArgs args(comm, "GemmAr", roles::kMaxRsRanks);
   const roles::ArLayout al{t.num_nodes};
-  const int swizzle = opt.swizzle ? opt.swizzle : tp::ar_swizzle(t.num_nodes, tp::rs_share_blocks(m, t.world));
-  const std::string variant = cat(one_shot_ ? ", one-shot" : ", two-shot", interleave_ ? ", interleaved" : "");
+  int swizzle = 0;
+  std::string variant;
+  int64_t n_tiles = 0;
+  args.run([&] {
+    tp::rs_check_shape(t, "GemmAr", m, n, k_local);
+    const int sms = gemm::num_sms();
+    const int free_sms = tp::network_free_sms(comm, "GemmAr", opt.num_ctas, sms);
+    num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - free_sms;
+    tp::rs_check_grid("GemmAr", num_ctas_, sms);
+    // Default split: at least tp::ar_gather_ctas Gather CTAs, and the SMs the
+    // GEMM's last wave would leave idle anyway (tp::balanced_ctas): 8 Gather
+    // CTAs cost 1x2 M = 1024 a third wave (0.66 ms against 0.41 with 3).
+    n_tiles = (n + gemm::kBlockN - 1) / gemm::kBlockN;
+    const int64_t tiles = tp::rs_share_blocks(m, t.world) * t.world * n_tiles;  // two-shot: whole row-blocks per share
+    const int min_gather = std::min(tp::ar_gather_ctas(k_local), num_ctas_ - 1);
+    num_gather_ = opt.num_gather_ctas ? opt.num_gather_ctas
+                                      : num_ctas_ - std::min(num_ctas_ - min_gather,
+                                                             tp::balanced_ctas(tiles, num_ctas_ - min_gather));
+    if (num_gather_ < 1 || num_gather_ > num_ctas_ - 1)
+      fail("GemmAr: num_gather_ctas must be in [1, ", num_ctas_ - 1, "] (got ", num_gather_, ")");
+    async_ = tp::rs_async_store("GemmAr", opt.async_store, free_sms > 0);
+    own_tma_ = tp::rs_own_tma("GemmAr", opt.own_tma_store);
+    plain_ = tp::single_rank(t, m, n, k_local, sms, false).plain;  // no split tiles: captured calls alike
+    plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
+    plain_swizzle_ = opt.swizzle;
+    if (opt.interleave < -1 || opt.interleave > 1)
+      fail("GemmAr: interleave must be -1, 0 or 1 (got ", opt.interleave, ")");
+    interleave_ = opt.interleave == -1 ? tp::ar_interleave(t.num_nodes) : opt.interleave == 1;
+    // all_reduce()'s grid: kRsPushCtas + the Reduce CTAs + 1 (every CTA takes claims, then gathers).
+    num_reduce_ = tp::rs_reduce_ctas("GemmAr", opt.num_reduce_ctas, sms, free_sms, 1);
+    if (opt.one_shot < -1 || opt.one_shot > 1) fail("GemmAr: one_shot must be -1, 0 or 1 (got ", opt.one_shot, ")");
+    if (opt.one_shot == 1 && !tp::ar_one_shot_possible(t.num_nodes, t.world))
+      fail("GemmAr: one_shot = 1 needs one node of 2 ranks (", t.describe(),
+           "; with more the ranks would add in different orders and their bits differ)");
+    // One-shot (by default the same decision on every rank: shape and
+    // topology only; the plan check below compares the variant too).
+    one_shot_ = opt.one_shot == 1 || (opt.one_shot == -1 && tp::ar_one_shot_fits(t.num_nodes, t.world, m, n));
+    swizzle = opt.swizzle ? opt.swizzle : tp::ar_swizzle(t.num_nodes, tp::rs_share_blocks(m, t.world));
+    variant = cat(one_shot_ ? ", one-shot" : ", two-shot", interleave_ ? ", interleaved" : "");
+  });
   // Signals and the plan check first, then memory.
   rs_ = std::make_unique<tp::RsPlan>(
-      tp::rs_reserve_plan(comm, "GemmAr", m, n, k_local, swizzle, 1, &sig_fin_, variant));
+      tp::rs_reserve_plan(comm, args, "GemmAr", m, n, k_local, swizzle, 1, &sig_fin_, variant));
   swizzle_ = rs_->swizzle;
   const int64_t os_tiles = (m + gemm::kBlockM - 1) / gemm::kBlockM * n_tiles;  // one-shot: no shares
   if (one_shot_) {  // (two ranks of one node: never with a one-rank plan's plain path)

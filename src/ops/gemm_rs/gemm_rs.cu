@@ -57,45 +57,51 @@ using tp::overlap;
 GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const GemmRsOptions& opt)
     : comm_(comm), m_(m), n_(n), k_(k_local) {
   const Topology& t = comm.topology();
-  tp::rs_check_shape(t, "GemmRs", m, n, k_local);
-  const int sms = gemm::num_sms();
-  const int free_sms = tp::network_free_sms(comm, "GemmRs", opt.num_ctas, sms);
-  const int64_t own_tiles = tp::rs_share_blocks(m, t.world) * ((n + gemm::kBlockN - 1) / gemm::kBlockN);
-  const int64_t tiles = own_tiles * t.world;
-  const int avail = sms - free_sms;
-  if (opt.max_split_parts < 0 || opt.max_split_parts == 1 || opt.max_split_parts > gemm::kMaxSplitParts)
-    fail("GemmRs: max_split_parts must be 0 or in [2, ", gemm::kMaxSplitParts, "] (got ", opt.max_split_parts, ")");
-  // Whole waves on the fewest CTAs that keep their count (128 of 132 at the
-  // issue shapes), or every CTA with the last partial wave's tiles in parts
-  // of K where that is faster. The tail must be own tiles (the walk's last),
-  // and the other shares must fill at least one wave: then own tiles that
-  // share a wave with other shares' tiles (what tp::balanced_ctas avoids)
-  // sum sources that their ranks computed a wave or more earlier, so they
-  // do not wait.
-  tp::SplitTail sp{};
-  const int grid = opt.num_ctas ? opt.num_ctas : avail;
-  if (opt.split_tail && (t.world == 1 || tiles - own_tiles >= grid)) {
-    sp = tp::split_tail(tiles, grid, k_local / gemm::kBlockK,
-                        opt.max_split_parts ? opt.max_split_parts : gemm::kMaxSplitParts);
-    if (sp.tiles > own_tiles) sp = tp::SplitTail{};
-  }
-  num_ctas_ = opt.num_ctas ? opt.num_ctas : sp.tiles ? avail : tp::balanced_ctas(tiles, avail);
-  async_ = tp::rs_async_store("GemmRs", opt.async_store, free_sms > 0);
-  own_tma_ = tp::rs_own_tma("GemmRs", opt.own_tma_store);
-  const tp::SingleRank one = tp::single_rank(t, m, n, k_local, sms, sp.tiles > 0);
-  plain_ = one.plain;
-  plain_captured_ = one.plain_captured;
-  plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
-  plain_swizzle_ = opt.swizzle;
-  tp::rs_check_grid("GemmRs", num_ctas_, sms);
-  // reduce_scatter()'s grid is kRsPushCtas + the Reduce CTAs.
-  num_reduce_ = tp::rs_reduce_ctas("GemmRs", opt.num_reduce_ctas, sms, free_sms, 0);
+  // This rank's checks, their outcome in the plan check (tp::PlanArgs: a
+  // rank failing alone fails every rank at once).
+  tp::PlanArgs args(comm, "GemmRs", roles::kMaxRsRanks);
+  tp::SingleRank one{};
+  args.run([&] {
+    tp::rs_check_shape(t, "GemmRs", m, n, k_local);
+    const int sms = gemm::num_sms();
+    const int free_sms = tp::network_free_sms(comm, "GemmRs", opt.num_ctas, sms);
+    const int64_t own_tiles = tp::rs_share_blocks(m, t.world) * ((n + gemm::kBlockN - 1) / gemm::kBlockN);
+    const int64_t tiles = own_tiles * t.world;
+    const int avail = sms - free_sms;
+    if (opt.max_split_parts < 0 || opt.max_split_parts == 1 || opt.max_split_parts > gemm::kMaxSplitParts)
+      fail("GemmRs: max_split_parts must be 0 or in [2, ", gemm::kMaxSplitParts, "] (got ", opt.max_split_parts, ")");
+    // Whole waves on the fewest CTAs that keep their count (128 of 132 at the
+    // issue shapes), or every CTA with the last partial wave's tiles in parts
+    // of K where that is faster. The tail must be own tiles (the walk's last),
+    // and the other shares must fill at least one wave: then own tiles that
+    // share a wave with other shares' tiles (what tp::balanced_ctas avoids)
+    // sum sources that their ranks computed a wave or more earlier, so they
+    // do not wait.
+    tp::SplitTail sp{};
+    const int grid = opt.num_ctas ? opt.num_ctas : avail;
+    if (opt.split_tail && (t.world == 1 || tiles - own_tiles >= grid)) {
+      sp = tp::split_tail(tiles, grid, k_local / gemm::kBlockK,
+                          opt.max_split_parts ? opt.max_split_parts : gemm::kMaxSplitParts);
+      if (sp.tiles > own_tiles) sp = tp::SplitTail{};
+    }
+    num_ctas_ = opt.num_ctas ? opt.num_ctas : sp.tiles ? avail : tp::balanced_ctas(tiles, avail);
+    async_ = tp::rs_async_store("GemmRs", opt.async_store, free_sms > 0);
+    own_tma_ = tp::rs_own_tma("GemmRs", opt.own_tma_store);
+    one = tp::single_rank(t, m, n, k_local, sms, sp.tiles > 0);
+    plain_ = one.plain;
+    plain_captured_ = one.plain_captured;
+    plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
+    plain_swizzle_ = opt.swizzle;
+    tp::rs_check_grid("GemmRs", num_ctas_, sms);
+    // reduce_scatter()'s grid is kRsPushCtas + the Reduce CTAs.
+    num_reduce_ = tp::rs_reduce_ctas("GemmRs", opt.num_reduce_ctas, sms, free_sms, 0);
+    split_tiles_ = sp.tiles;
+    split_parts_ = sp.parts;
+  });
   const bool fused = tp::fused_ever(one);  // else none of the fused kernel's buffers
-  split_tiles_ = sp.tiles;
-  split_parts_ = sp.parts;
   // Signals and the plan check first, then memory.
   rs_ = std::make_unique<tp::RsPlan>(
-      tp::rs_reserve_plan(comm, "GemmRs", m, n, k_local, opt.swizzle, 0, nullptr));
+      tp::rs_reserve_plan(comm, args, "GemmRs", m, n, k_local, opt.swizzle, 0, nullptr));
   swizzle_ = rs_->swizzle;
   tp::undo_on_throw([&] {  // this rank's memory first, then the collective (tp::undo_on_throw says why)
     if (fused) tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);  // split tiles' fp32 parts

@@ -13,6 +13,7 @@
 #include "mkernel/error.hpp"
 #include "mkernel/network.hpp"
 #include "mkernel/symmetric.hpp"
+#include "src/ops/ag_gemm/plan_args.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
 
@@ -89,36 +90,42 @@ inline void rs_check_shape(const Topology& t, const char* op, int64_t m, int64_t
 }
 
 // Reserves signals (entry, NVLink and network arrivals, then `extra_sig`
-// per global row-block) and checks every rank made the same plan; no memory
-// yet (rs_alloc_counters, rs_alloc_staging), so that a plan can reserve its
-// own local memory before anything collective (undo_on_throw says why).
-inline RsPlan rs_reserve_plan(Communicator& comm, const char* op, int64_t m, int64_t n, int64_t k_local,
-                              int swizzle_opt, int extra_sig, int* extra_sig_index, const std::string& variant = "") {
+// per global row-block) and checks every rank made the same plan, with the
+// constructor's checks' outcome (`args`: a rank failing alone fails every
+// rank at once); no memory yet (rs_alloc_counters, rs_alloc_staging), so
+// that a plan can reserve its own local memory before anything collective
+// (undo_on_throw says why).
+inline RsPlan rs_reserve_plan(Communicator& comm, PlanArgs& args, const char* op, int64_t m, int64_t n,
+                              int64_t k_local, int swizzle_opt, int extra_sig, int* extra_sig_index,
+                              const std::string& variant = "") {
   const Topology& t = comm.topology();
   RsPlan p;
-  p.m = m;
-  p.n = n;
-  p.k = k_local;
-  const int64_t share_blocks = rs_share_blocks(m, t.world), total_blocks = share_blocks * t.world;
-  if (swizzle_opt < 0 || (swizzle_opt && share_blocks % swizzle_opt))
-    fail(op, ": swizzle must be 0 or divide the ", share_blocks, " row-blocks of a share (got ", swizzle_opt, ")");
-  p.swizzle = swizzle_opt ? swizzle_opt : rs_swizzle(share_blocks, rs_swizzle_cap(t.num_nodes, share_blocks));
-  const rs::Layout lay{t.num_nodes, t.local_size};
-  p.sig_entry = p.signals.take(comm, t.world);
-  p.sig_local = p.signals.take(comm, static_cast<int>(std::max(1, lay.local_sources()) * total_blocks));
-  p.sig_net = p.signals.take(comm, static_cast<int>(std::max(1, lay.net_sources()) * total_blocks));
   std::string extra;
-  if (extra_sig > 0) {
-    *extra_sig_index = p.signals.take(comm, static_cast<int>(extra_sig * total_blocks));
-    extra = cat(", ", *extra_sig_index);
-  }
-  // The walk (swizzle) and the op's variant too: ranks walking different
-  // orders could each wait for a tile the other has not claimed.
-  check_same_plan(comm.bootstrap().allgather(cat(m, "x", n, "x", k_local, " (swizzle ", p.swizzle, variant, ", signals ",
-                                                 p.sig_entry, ", ", p.sig_local, ", ", p.sig_net, extra, ")")),
-                  t.rank, op, "m x n x k_local");
-  const int64_t n_tiles = (n + gemm::kBlockN - 1) / gemm::kBlockN;
-  p.slot_elems = share_blocks * gemm::kBlockM * n_tiles * gemm::kBlockN;
+  args.run([&] {  // (skipped when the constructor's own checks failed: then only the exchange below)
+    p.m = m;
+    p.n = n;
+    p.k = k_local;
+    const int64_t share_blocks = rs_share_blocks(m, t.world), total_blocks = share_blocks * t.world;
+    if (swizzle_opt < 0 || (swizzle_opt && share_blocks % swizzle_opt))
+      fail(op, ": swizzle must be 0 or divide the ", share_blocks, " row-blocks of a share (got ", swizzle_opt, ")");
+    p.swizzle = swizzle_opt ? swizzle_opt : rs_swizzle(share_blocks, rs_swizzle_cap(t.num_nodes, share_blocks));
+    const rs::Layout lay{t.num_nodes, t.local_size};
+    p.sig_entry = p.signals.take(comm, t.world);
+    p.sig_local = p.signals.take(comm, static_cast<int>(std::max(1, lay.local_sources()) * total_blocks));
+    p.sig_net = p.signals.take(comm, static_cast<int>(std::max(1, lay.net_sources()) * total_blocks));
+    if (extra_sig > 0) {
+      *extra_sig_index = p.signals.take(comm, static_cast<int>(extra_sig * total_blocks));
+      extra = cat(", ", *extra_sig_index);
+    }
+    const int64_t n_tiles = (n + gemm::kBlockN - 1) / gemm::kBlockN;
+    p.slot_elems = share_blocks * gemm::kBlockM * n_tiles * gemm::kBlockN;
+  });
+  // Every rank's checks, then the plan check: the walk (swizzle) and the
+  // op's variant too, since ranks walking different orders could each wait
+  // for a tile the other has not claimed.
+  args.exchange(p.signals, cat(m, "x", n, "x", k_local, " (swizzle ", p.swizzle, variant, ", signals ", p.sig_entry,
+                               ", ", p.sig_local, ", ", p.sig_net, extra, ")"),
+                "m x n x k_local");
   return p;
 }
 
@@ -161,7 +168,8 @@ inline void rs_free_plan(Communicator& comm, RsPlan& p) noexcept;
 inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_t n, int64_t k_local, int swizzle_opt,
                            int extra_slots, int extra_sig, int* extra_sig_index, const std::string& variant = "",
                            bool staging = true) {
-  RsPlan p = rs_reserve_plan(comm, op, m, n, k_local, swizzle_opt, extra_sig, extra_sig_index, variant);
+  PlanArgs args(comm, op, roles::kMaxRsRanks);
+  RsPlan p = rs_reserve_plan(comm, args, op, m, n, k_local, swizzle_opt, extra_sig, extra_sig_index, variant);
   undo_on_throw([&] {
     rs_alloc_counters(comm.topology(), p);
     rs_alloc_staging(comm, p, extra_slots, staging);

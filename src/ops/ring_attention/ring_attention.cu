@@ -19,6 +19,7 @@
 #include "mkernel/error.hpp"
 #include "mkernel/network.hpp"
 #include "mkernel/ring_attention.hpp"
+#include "src/ops/ag_gemm/plan_args.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
 #include "src/ops/attention/attn_host.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
@@ -83,31 +84,35 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
       head_dim_(head_dim), causal_(causal), scale_(opt.scale) {
   const Topology& t = comm.topology();
   const int64_t world = t.world;
-  attn::check_shape("RingAttention", batch, s_local, s_local * world, heads, kv_heads_, head_dim);
-  if (causal && s_local % 2)
-    fail("RingAttention: causal plans use the zigzag layout (two chunks per rank): s_local must be even (got ",
-         s_local, ")");
-  if (2 * world > attn::kMaxKvSegs) fail("RingAttention: at most ", attn::kMaxKvSegs / 2, " ranks (got ", world, ")");
-  if (!(opt.scale >= 0.f) || !std::isfinite(opt.scale)) fail("RingAttention: scale must be finite and >= 0");
-  tp::check_topology(t, "RingAttention", roles::kKvMaxNodes);
-  const int sms = gemm::num_sms();
-  const int free_sms = tp::network_free_sms(comm, "RingAttention", opt.num_ctas, sms);
-  num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - free_sms;
-  num_comm_ = opt.num_comm_ctas ? opt.num_comm_ctas : attn::ring_comm_ctas(t);
-  const int min_comm = t.num_nodes > 1 ? 2 : 1;
-  if (num_ctas_ < 2 || num_ctas_ > sms) fail("RingAttention: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
-  num_comm_ = std::min(num_comm_, num_ctas_);
-  if (num_comm_ < min_comm)
-    fail("RingAttention: num_comm_ctas must be in [", min_comm, ", ", num_ctas_, "] (got ", num_comm_, ")");
-  const int64_t chunks = batch * kv_heads_;
-  if (world * chunks >= (int64_t(1) << 30))
-    fail("RingAttention: world x batch x kv_heads (", world * chunks, ") needs too many arrival signals");
-  sig_entry_ = signals_.take(comm, t.world);
-  sig_arrival_ = signals_.take(comm, static_cast<int>(world * chunks));
-  tp::check_same_plan(comm.bootstrap().allgather(cat(batch, "x", s_local, "x", heads, "x", kv_heads_, "x", head_dim,
-                                                     causal ? " causal" : " full", " scale ", opt.scale, " (signals ",
-                                                     sig_entry_, ", ", sig_arrival_, ")")),
-                      t.rank, "RingAttention", "batch x s_local x heads x kv_heads x head_dim");
+  // This rank's checks, their outcome in the plan check (tp::PlanArgs: a
+  // rank failing alone fails every rank at once).
+  tp::PlanArgs args(comm, "RingAttention", roles::kKvMaxNodes);
+  int64_t chunks = 0;
+  args.run([&] {
+    attn::check_shape("RingAttention", batch, s_local, s_local * world, heads, kv_heads_, head_dim);
+    if (causal && s_local % 2)
+      fail("RingAttention: causal plans use the zigzag layout (two chunks per rank): s_local must be even (got ",
+           s_local, ")");
+    if (2 * world > attn::kMaxKvSegs) fail("RingAttention: at most ", attn::kMaxKvSegs / 2, " ranks (got ", world, ")");
+    if (!(opt.scale >= 0.f) || !std::isfinite(opt.scale)) fail("RingAttention: scale must be finite and >= 0");
+    const int sms = gemm::num_sms();
+    const int free_sms = tp::network_free_sms(comm, "RingAttention", opt.num_ctas, sms);
+    num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - free_sms;
+    num_comm_ = opt.num_comm_ctas ? opt.num_comm_ctas : attn::ring_comm_ctas(t);
+    const int min_comm = t.num_nodes > 1 ? 2 : 1;
+    if (num_ctas_ < 2 || num_ctas_ > sms) fail("RingAttention: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
+    num_comm_ = std::min(num_comm_, num_ctas_);
+    if (num_comm_ < min_comm)
+      fail("RingAttention: num_comm_ctas must be in [", min_comm, ", ", num_ctas_, "] (got ", num_comm_, ")");
+    chunks = batch * kv_heads_;
+    if (world * chunks >= (int64_t(1) << 30))
+      fail("RingAttention: world x batch x kv_heads (", world * chunks, ") needs too many arrival signals");
+    sig_entry_ = signals_.take(comm, t.world);
+    sig_arrival_ = signals_.take(comm, static_cast<int>(world * chunks));
+  });
+  args.exchange(signals_, cat(batch, "x", s_local, "x", heads, "x", kv_heads_, "x", head_dim, causal ? " causal" : " full",
+                              " scale ", opt.scale, " (signals ", sig_entry_, ", ", sig_arrival_, ")"),
+                "batch x s_local x heads x kv_heads x head_dim");
   // Keys are read own first (no wait), then the node peers' (NVLink, early),
   // then the other nodes' ranks' (network), nearest first.
   for (int step = 0; step < t.world; ++step)

@@ -1,0 +1,91 @@
+// mkernel: a plan constructor's argument checks, collective. Each rank checks
+// its own arguments, and the outcome travels in the plan check's exchange
+// (the one allgather every plan makes: check_same_plan), so a rank whose
+// arguments are bad fails, and every other rank with it, at once, naming
+// that rank and its error. Before (session 35) a rank that failed alone
+// threw before the exchange, and its peers sat in it until
+// MK_BOOTSTRAP_TIMEOUT_MS (60 s): the natural case is an uneven split that
+// leaves one rank an empty shard (m_local = 0). The decision is a plain
+// function (plan_args_error), CPU-tested (tests/cpu/test_ag_gemm_plan.cpp).
+#pragma once
+
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "mkernel/communicator.hpp"
+#include "mkernel/error.hpp"
+#include "mkernel/network.hpp"
+#include "mkernel/signal_lease.hpp"
+#include "mkernel/topology.hpp"
+#include "src/ops/ag_gemm/tp_plan.hpp"
+#include "src/runtime/step_status.hpp"
+
+namespace mk::tp {
+
+// The error every rank throws when some rank's payload in the plan check's
+// exchange says it failed (step_status: "failed:" and why), or "" when every
+// payload is a plan ("ok:" and its signature). Names the first rank that
+// failed, or one whose payload is neither (another collective call).
+inline std::string plan_args_error(const std::vector<std::string>& all, int me, const char* op) {
+  return step_status::step_error(all, me, cat(op, " (every rank fails with it)"), "could not make its plan");
+}
+
+class PlanArgs {
+ public:
+  // Checks the topology (the same on every rank, so every rank throws alike
+  // here), then makes the communicator's network when the ranks span nodes:
+  // collective, and the same on every rank whatever the arguments, so that a
+  // rank whose arguments fail below has taken every collective step that its
+  // peers take before the exchange.
+  PlanArgs(Communicator& comm, const char* op, int max_nodes) : comm_(comm), op_(op) {
+    const Topology& t = comm.topology();
+    check_topology(t, op, max_nodes);
+    if (t.num_nodes > 1) (void)comm.network();
+  }
+
+  // Runs f, this rank's checks and the steps that depend on them (local
+  // only: no collective call), unless an earlier one failed; its error is
+  // kept for the exchange.
+  template <typename F>
+  void run(F&& f) {
+    if (!error_.empty()) return;
+    try {
+      f();
+    } catch (const std::exception& e) {
+      error_ = step_status::failed(e);
+    }
+  }
+  bool ok() const { return error_.empty(); }
+
+  // The plan check's exchange, carrying this rank's outcome. When some rank
+  // failed, every rank gives back the signal words `lease` took for the plan
+  // (no call ever used them: SignalLease::abandon), so that the ranks' pools
+  // stay alike (the failed rank may have taken fewer), and throws the same
+  // error. Else every rank compares the plans (check_same_plan on
+  // `signature`: its shape, variant and signal indices), and gives its
+  // words back too when they differ (every rank throws then).
+  void exchange(SignalLease& lease, const std::string& signature, const char* dims) {
+    const Topology& t = comm_.topology();
+    std::vector<std::string> all =
+        comm_.bootstrap().allgather(error_.empty() ? std::string(step_status::kOk) + signature : error_);
+    const std::string err = plan_args_error(all, t.rank, op_);
+    if (!err.empty()) {
+      lease.abandon();
+      fail(err);
+    }
+    try {  // (it throws on every rank alike when any two plans differ)
+      check_same_plan(step_status::payloads(std::move(all)), t.rank, op_, dims);
+    } catch (...) {
+      lease.abandon();
+      throw;
+    }
+  }
+
+ private:
+  Communicator& comm_;
+  const char* op_;
+  std::string error_;  // step_status::failed(...) of this rank's first failed check, or ""
+};
+
+}  // namespace mk::tp
