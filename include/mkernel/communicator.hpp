@@ -64,11 +64,6 @@ class Communicator {
   // afterwards (SignalLease does). Not a run held now: mk::Error, nothing
   // changed.
   void release_signals(int base, int n);
-  // Gives back a run that no kernel and no peer ever touched (a plan that
-  // failed in its collective check, before any call): its words are still
-  // 0, so no zeroing and no synchronisation. The same on every rank, like
-  // release_signals. Not a run held now: mk::Error, nothing changed.
-  void return_unused_signals(int base, int n);
   // Signal words held now (reserved, not released).
   int signals_in_use() const;
   // A new epoch for a call: strictly increasing, starting at 1.
@@ -108,6 +103,12 @@ class Communicator {
   const SymmetricBuffer& control_buffer() const { return *control_; }
 
  private:
+  friend class SignalLease;  // return_unused_signals (SignalLease::abandon)
+  // Gives back a run that no kernel and no peer ever touched (a plan that
+  // failed in its collective check, before any call): its words are still
+  // 0, so no zeroing and no synchronisation. The same on every rank, like
+  // release_signals. Not a run held now: mk::Error, nothing changed.
+  void return_unused_signals(int base, int n);
   void init(int device, int launcher_local_rank);
 
   std::unique_ptr<Bootstrap> bs_;

@@ -334,18 +334,25 @@ TEST(AgGemmPlan, SingleRankChoice) {
 // on every rank, naming that rank and its own message.
 TEST(PlanArgs, OneRanksFailureIsEveryRanksErrorNamingIt) {
   using mk::tp::plan_args_error;
-  const std::vector<std::string> ok = {"ok:64x128x128 (signals 1, 3)", "ok:64x128x128 (signals 1, 3)"};
-  EXPECT_EQ(plan_args_error(ok, 0, "AgGemm"), "");
-  const std::vector<std::string> bad = {"ok:64x128x128 (signals 1, 3)",
-                                        mk::step_status::failed(mk::Error("mkernel: AgGemm: m_local must be >= 1 (got 0)"))};
+  using mk::tp::kPlanTags;
+  const std::string plan = std::string(kPlanTags.ok) + "64x128x128 (signals 1, 3)";
+  EXPECT_EQ(plan_args_error({plan, plan}, 0, "AgGemm"), "");
+  const std::vector<std::string> bad = {
+      plan, mk::step_status::failed(mk::Error("mkernel: AgGemm: m_local must be >= 1 (got 0)"), kPlanTags)};
   const std::string e = plan_args_error(bad, 0, "AgGemm");
   EXPECT_NE(e.find("rank 1 could not make its plan: AgGemm: m_local must be >= 1 (got 0)"), std::string::npos) << e;
   EXPECT_EQ(e.find("mkernel: AgGemm: m_local"), std::string::npos) << "the inner prefix is dropped: " << e;
   EXPECT_EQ(plan_args_error(bad, 1, "AgGemm"), e) << "every rank throws the same text";
-  const std::vector<std::string> two = {mk::step_status::failed(mk::Error("mkernel: AgGemm: n must be ...")),
-                                        mk::step_status::failed(mk::Error("mkernel: AgGemm: k must be ..."))};
+  const std::vector<std::string> two = {mk::step_status::failed(mk::Error("mkernel: AgGemm: n must be ..."), kPlanTags),
+                                        mk::step_status::failed(mk::Error("mkernel: AgGemm: k must be ..."), kPlanTags)};
   EXPECT_NE(plan_args_error(two, 1, "AgGemm").find("rank 0 could not make its plan"), std::string::npos)
       << "the first rank that failed is named";
-  const std::vector<std::string> other = {"ok:64x128x128 (signals 1, 3)", "3"};  // another collective's payload
-  EXPECT_NE(plan_args_error(other, 0, "AgGemm").find("out of step"), std::string::npos);
+  // Another collective step's answers at this point: out of step, both ways (a free_symmetric's "ok:" here,
+  // and the plan's answer read by that step).
+  EXPECT_NE(plan_args_error({plan, "3"}, 0, "AgGemm").find("out of step"), std::string::npos);
+  EXPECT_NE(plan_args_error({plan, "ok:"}, 0, "AgGemm").find("out of step"), std::string::npos);
+  EXPECT_NE(mk::step_status::step_error({"ok:", plan}, 0, "free_symmetric", "could not").find("out of step"),
+            std::string::npos);
+  EXPECT_NE(mk::step_status::step_error({"ok:", bad[1]}, 0, "free_symmetric", "could not").find("out of step"),
+            std::string::npos);
 }

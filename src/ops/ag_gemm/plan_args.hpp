@@ -23,12 +23,17 @@
 
 namespace mk::tp {
 
-// The error every rank throws when some rank's payload in the plan check's
-// exchange says it failed (step_status: "failed:" and why), or "" when every
-// payload is a plan ("ok:" and its signature). Names the first rank that
-// failed, or one whose payload is neither (another collective call).
+// The plan check's answers: tagged apart from the other steps' ("ok:",
+// "failed:"), so that a rank in another collective step at this point (say
+// free_symmetric) reads a plan's answer as out of step, not as its own.
+inline constexpr step_status::Tags kPlanTags{"plan-ok:", "plan-failed:"};
+
+// The error every rank throws when some rank's answer in the plan check's
+// exchange says it failed ("plan-failed:" and why), or "" when every answer
+// is a plan ("plan-ok:" and its signature). Names the first rank that
+// failed, or one whose answer is neither (another collective call).
 inline std::string plan_args_error(const std::vector<std::string>& all, int me, const char* op) {
-  return step_status::step_error(all, me, cat(op, " (every rank fails with it)"), "could not make its plan");
+  return step_status::step_error(all, me, cat(op, "'s plan check"), "could not make its plan", kPlanTags);
 }
 
 class PlanArgs {
@@ -53,7 +58,7 @@ class PlanArgs {
     try {
       f();
     } catch (const std::exception& e) {
-      error_ = step_status::failed(e);
+      error_ = step_status::failed(e, kPlanTags);
     }
   }
   bool ok() const { return error_.empty(); }
@@ -68,14 +73,14 @@ class PlanArgs {
   void exchange(SignalLease& lease, const std::string& signature, const char* dims) {
     const Topology& t = comm_.topology();
     std::vector<std::string> all =
-        comm_.bootstrap().allgather(error_.empty() ? std::string(step_status::kOk) + signature : error_);
+        comm_.bootstrap().allgather(error_.empty() ? std::string(kPlanTags.ok) + signature : error_);
     const std::string err = plan_args_error(all, t.rank, op_);
     if (!err.empty()) {
       lease.abandon();
       fail(err);
     }
     try {  // (it throws on every rank alike when any two plans differ)
-      check_same_plan(step_status::payloads(std::move(all)), t.rank, op_, dims);
+      check_same_plan(step_status::payloads(std::move(all), kPlanTags), t.rank, op_, dims);
     } catch (...) {
       lease.abandon();
       throw;
@@ -85,7 +90,7 @@ class PlanArgs {
  private:
   Communicator& comm_;
   const char* op_;
-  std::string error_;  // step_status::failed(...) of this rank's first failed check, or ""
+  std::string error_;  // step_status::failed(..., kPlanTags) of this rank's first failed check, or ""
 };
 
 }  // namespace mk::tp

@@ -95,7 +95,9 @@ inline bool free_symmetric_quietly(Communicator& comm, SymmetricBuffer*& buf, bo
 // (Transport::register_region exchanges every rank's outcome; the id is used
 // up on every rank), so every rank frees the same buffers in the same order
 // and the frees' exchanges pair up. Signal words stay reserved while an
-// exception unwinds (SignalLease::reset), as for any failed plan. A failed
+// exception unwinds (SignalLease::reset), as for any plan failing after its
+// plan check (one failing in it, on every rank alike, gives them back:
+// tp::PlanArgs, SignalLease::abandon). A failed
 // cudaMalloc leaves the runtime's last error set, which the plan's next launch
 // check would report: cleared before `undo`.
 template <class Reserve, class Undo>
