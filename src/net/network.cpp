@@ -235,12 +235,16 @@ void Network::deregister_buffer(int id) {
     // everywhere: a kernel of that rank may still put from it, or wait for a
     // peer's puts into it. Before (session 35) such a rank passed the
     // barrier and every rank let the region go.
-    using step_status::kFailed, step_status::kOk, step_status::step_error;
-    const std::string mine =
-        e == cudaSuccess ? std::string(kOk) : cat(kFailed, "its device synchronisation failed (", cuda_error_string(e), ")");
-    const std::string err = step_error(comm_.bootstrap().allgather(mine), comm_.rank(),
-                                       cat("deregister_buffer of network region ", id),
-                                       "could not finish with it (the region stays registered on every rank)");
+    // Tagged apart from the other steps' answers (step_status::Tags): a rank
+    // in another exchange at this point reads them as out of step.
+    constexpr step_status::Tags kTags{"deregister-ok:", "deregister-failed:"};
+    const std::string mine = e == cudaSuccess ? std::string(kTags.ok)
+                                              : cat(kTags.failed, "its device synchronisation failed (",
+                                                    cuda_error_string(e), ")");
+    const std::string err = step_status::step_error(comm_.bootstrap().allgather(mine), comm_.rank(),
+                                                    cat("deregister_buffer of network region ", id),
+                                                    "could not finish with it (the region stays registered on every "
+                                                    "rank)", kTags);
     if (!err.empty()) fail(err);
   }
   // From here on nothing throws: every rank has let the region go (the
