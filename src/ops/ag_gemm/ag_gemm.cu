@@ -122,17 +122,19 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
     sig_entry_ = signals_.take(comm, t.world);
     sig_arrival_ = signals_.take(comm, static_cast<int>(chunks));
   });
-  // Every rank must make the same plan, with the same signal slots (ranks
-  // write into each other's pools by index). Checked once, here.
-  args.exchange(signals_, cat(m_local, "x", n, "x", k, " (signals ", sig_entry_, ", ", sig_arrival_, ")"),
-                "m_local x n x k");
   const bool fused = tp::fused_ever(one);  // else (one rank, every call plain) no fused kernel's buffers
   tp::undo_on_throw([&] {  // this rank's memory first, then the collective (tp::undo_on_throw says why)
-    if (fused) tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);
-    // Epoch counter + finished-CTA count (device/epoch.cuh) + tile counter +
-    // the push's part claims (device/roles/allgather_push.cuh), zero.
-    MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 4 * sizeof(uint64_t)));
-    MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 4 * sizeof(uint64_t)));
+    args.run([&] {  // (its failure too travels in the plan check)
+      if (fused) tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);
+      // Epoch counter + finished-CTA count (device/epoch.cuh) + tile counter +
+      // the push's part claims (device/roles/allgather_push.cuh), zero.
+      MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 4 * sizeof(uint64_t)));
+      MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 4 * sizeof(uint64_t)));
+    });
+    // Every rank must make the same plan, with the same signal slots (ranks
+    // write into each other's pools by index). Checked once, here.
+    args.exchange(signals_, cat(m_local, "x", n, "x", k, " (signals ", sig_entry_, ", ", sig_arrival_, ")"),
+                  "m_local x n x k");
     if (fused) {
       gathered_ = &comm.alloc_symmetric(static_cast<size_t>(t.world * m_local * k * 2));
       if (t.num_nodes > 1) {  // rows cross the network from and into the gathered buffer

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <exception>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -51,7 +52,10 @@ class PlanArgs {
 
   // Runs f, this rank's checks and the steps that depend on them (local
   // only: no collective call), unless an earlier one failed; its error is
-  // kept for the exchange.
+  // kept for the exchange. Plans run their checks and signal words in one,
+  // then (inside tp::undo_on_throw) their local memory in another: a rank
+  // that cannot allocate its device counters or split-tile scratch fails
+  // every rank in the exchange, before anything collective is allocated.
   template <typename F>
   void run(F&& f) {
     if (!error_.empty()) return;
@@ -71,18 +75,25 @@ class PlanArgs {
   // `signature`: its shape, variant and signal indices), and gives its
   // words back too when they differ (every rank throws then).
   void exchange(SignalLease& lease, const std::string& signature, const char* dims) {
+    exchange({&lease}, signature, dims);
+  }
+  // The same for a plan holding its words in several leases.
+  void exchange(std::initializer_list<SignalLease*> leases, const std::string& signature, const char* dims) {
+    auto abandon = [&] {
+      for (SignalLease* l : leases) l->abandon();
+    };
     const Topology& t = comm_.topology();
     std::vector<std::string> all =
         comm_.bootstrap().allgather(error_.empty() ? std::string(kPlanTags.ok) + signature : error_);
     const std::string err = plan_args_error(all, t.rank, op_);
     if (!err.empty()) {
-      lease.abandon();
+      abandon();
       fail(err);
     }
     try {  // (it throws on every rank alike when any two plans differ)
       check_same_plan(step_status::payloads(std::move(all), kPlanTags), t.rank, op_, dims);
     } catch (...) {
-      lease.abandon();
+      abandon();
       throw;
     }
   }

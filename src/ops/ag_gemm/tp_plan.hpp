@@ -84,13 +84,13 @@ inline bool free_symmetric_quietly(Communicator& comm, SymmetricBuffer*& buf, bo
 // throws, `undo` (the destructor's work, which C++ does not run for a
 // constructor that throws) runs as the exception unwinds. Without it a failed
 // plan kept its symmetric memory, network region and device memory for the
-// communicator's life. Plans take their signal words and check that every
-// rank made the same plan first, then reserve what is local to this rank
-// (device counters, split-tile scratch), then what is collective (symmetric
-// memory, network registration): a failure on one rank alone (out of memory)
-// then comes before there is anything collective to free (its peers, in the
-// plan's next collective step, wait out the bootstrap bound or see the ranks
-// out of step), and alloc_symmetric fails on every rank alike when one rank
+// communicator's life. Plans take their signal words and reserve what is
+// local to this rank (device counters, split-tile scratch), then check that
+// every rank made the same plan, with each rank's outcome so far (tp::PlanArgs:
+// a rank that failed alone, out of memory say, fails every rank there, at
+// once, before anything collective is allocated), then reserve what is
+// collective (symmetric memory, network registration): alloc_symmetric fails
+// on every rank alike when one rank
 // cannot allocate or map its part, and so does a network registration
 // (Transport::register_region exchanges every rank's outcome; the id is used
 // up on every rank), so every rank frees the same buffers in the same order

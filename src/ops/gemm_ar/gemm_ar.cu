@@ -127,29 +127,32 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     swizzle = opt.swizzle ? opt.swizzle : tp::ar_swizzle(t.num_nodes, tp::rs_share_blocks(m, t.world));
     variant = cat(one_shot_ ? ", one-shot" : ", two-shot", interleave_ ? ", interleaved" : "");
   });
-  // Signals and the plan check first, then memory.
+  // Signals, this rank's memory, the plan check, then the collective memory.
   rs_ = std::make_unique<tp::RsPlan>(
       tp::rs_reserve_plan(comm, args, "GemmAr", m, n, k_local, swizzle, 1, &sig_fin_, variant));
   swizzle_ = rs_->swizzle;
   const int64_t os_tiles = (m + gemm::kBlockM - 1) / gemm::kBlockM * n_tiles;  // one-shot: no shares
-  if (one_shot_) {  // (two ranks of one node: never with a one-rank plan's plain path)
+  std::string os_check;  // the one-shot part's signal words, in the same plan check
+  args.run([&] {
+    if (!one_shot_) return;  // (two ranks of one node: never with a one-rank plan's plain path)
     num_os_ctas_ = tp::balanced_ctas(os_tiles, num_ctas_);
     // Its own family of calls: entry signals, epoch counter (run()'s calls
     // only; all_reduce() keeps the reduce-scatter's counts in step) and
     // per-tile arrival signals.
     os_sig_entry_ = os_signals_.take(comm, t.world);
     sig_bcast_ = os_signals_.take(comm, static_cast<int>((t.local_size - 1) * os_tiles));
-    // Reserved after the reduce-scatter plan's check: checked here (ranks write into each other's words by index).
-    tp::check_same_plan(comm.bootstrap().allgather(cat("one-shot ", os_tiles, " tiles (signals ", os_sig_entry_, ", ",
-                                                       sig_bcast_, ")")),
-                        t.rank, "GemmAr", "the one-shot part");
-  }
+    os_check = cat("; one-shot ", os_tiles, " tiles (signals ", os_sig_entry_, ", ", sig_bcast_, ")");
+  });
   tp::undo_on_throw([&] {  // this rank's memory first, then the collective (tp::undo_on_throw says why)
-    if (one_shot_) {
-      MK_CUDA_CHECK(cudaMalloc(&os_epoch_, 4 * sizeof(uint64_t)));
-      MK_CUDA_CHECK(cudaMemset(os_epoch_, 0, 4 * sizeof(uint64_t)));
-    }
-    tp::rs_alloc_counters(t, *rs_);
+    args.run([&] {  // (its failure too travels in the plan check)
+      if (one_shot_) {
+        MK_CUDA_CHECK(cudaMalloc(&os_epoch_, 4 * sizeof(uint64_t)));
+        MK_CUDA_CHECK(cudaMemset(os_epoch_, 0, 4 * sizeof(uint64_t)));
+      }
+      tp::rs_alloc_counters(t, *rs_);
+    });
+    // Ranks write into each other's words by index: the one-shot part's are compared too.
+    args.exchange({&rs_->signals, &os_signals_}, rs_->check + os_check, "m x n x k_local");
     tp::rs_alloc_staging(comm, *rs_, al.extra_slots(), !plain_);
     if (one_shot_)  // one whole partial result per node peer
       os_staging_ = &comm.alloc_symmetric(size_t(t.local_size - 1) * size_t(os_tiles) * gemm::kBlockM *

@@ -99,13 +99,16 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     split_parts_ = sp.parts;
   });
   const bool fused = tp::fused_ever(one);  // else none of the fused kernel's buffers
-  // Signals and the plan check first, then memory.
+  // Signals, this rank's memory, the plan check, then the collective memory.
   rs_ = std::make_unique<tp::RsPlan>(
       tp::rs_reserve_plan(comm, args, "GemmRs", m, n, k_local, opt.swizzle, 0, nullptr));
   swizzle_ = rs_->swizzle;
   tp::undo_on_throw([&] {  // this rank's memory first, then the collective (tp::undo_on_throw says why)
-    if (fused) tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);  // split tiles' fp32 parts
-    tp::rs_alloc_counters(t, *rs_);
+    args.run([&] {  // (its failure too travels in the plan check)
+      if (fused) tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);  // split tiles' fp32 parts
+      tp::rs_alloc_counters(t, *rs_);
+    });
+    args.exchange(rs_->signals, rs_->check, "m x n x k_local");
     tp::rs_alloc_staging(comm, *rs_, 0, fused);
     // The legacy-stream memset must be done before a launch on any stream
     // (non-blocking streams do not wait for it): plan creation is setup time.

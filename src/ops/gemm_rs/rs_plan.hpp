@@ -76,6 +76,7 @@ struct RsPlan {
   const net::NetCtx* netctx = nullptr;
   int net_region = 0;
   SignalLease signals;  // the signal words above (and the caller's extra ones), given back by rs_free_plan
+  std::string check;    // what the plan check compares (rs_reserve_plan; exchanged by the caller: tp::PlanArgs)
 };
 
 // Shape checks of both ops (before anything is allocated).
@@ -90,11 +91,11 @@ inline void rs_check_shape(const Topology& t, const char* op, int64_t m, int64_t
 }
 
 // Reserves signals (entry, NVLink and network arrivals, then `extra_sig`
-// per global row-block) and checks every rank made the same plan, with the
-// constructor's checks' outcome (`args`: a rank failing alone fails every
-// rank at once); no memory yet (rs_alloc_counters, rs_alloc_staging), so
-// that a plan can reserve its own local memory before anything collective
-// (undo_on_throw says why).
+// per global row-block) as a step of `args` (skipped when the constructor's
+// own checks failed), and sets what the plan check compares (RsPlan::check:
+// the caller exchanges it, args.exchange, after its local memory,
+// rs_alloc_counters, and before anything collective, rs_alloc_staging;
+// undo_on_throw says why).
 inline RsPlan rs_reserve_plan(Communicator& comm, PlanArgs& args, const char* op, int64_t m, int64_t n,
                               int64_t k_local, int swizzle_opt, int extra_sig, int* extra_sig_index,
                               const std::string& variant = "") {
@@ -120,12 +121,11 @@ inline RsPlan rs_reserve_plan(Communicator& comm, PlanArgs& args, const char* op
     const int64_t n_tiles = (n + gemm::kBlockN - 1) / gemm::kBlockN;
     p.slot_elems = share_blocks * gemm::kBlockM * n_tiles * gemm::kBlockN;
   });
-  // Every rank's checks, then the plan check: the walk (swizzle) and the
-  // op's variant too, since ranks walking different orders could each wait
-  // for a tile the other has not claimed.
-  args.exchange(p.signals, cat(m, "x", n, "x", k_local, " (swizzle ", p.swizzle, variant, ", signals ", p.sig_entry,
-                               ", ", p.sig_local, ", ", p.sig_net, extra, ")"),
-                "m x n x k_local");
+  // The plan check compares the walk (swizzle) and the op's variant too:
+  // ranks walking different orders could each wait for a tile the other has
+  // not claimed.
+  p.check = cat(m, "x", n, "x", k_local, " (swizzle ", p.swizzle, variant, ", signals ", p.sig_entry, ", ", p.sig_local,
+                ", ", p.sig_net, extra, ")");
   return p;
 }
 
@@ -171,7 +171,8 @@ inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_
   PlanArgs args(comm, op, roles::kMaxRsRanks);
   RsPlan p = rs_reserve_plan(comm, args, op, m, n, k_local, swizzle_opt, extra_sig, extra_sig_index, variant);
   undo_on_throw([&] {
-    rs_alloc_counters(comm.topology(), p);
+    args.run([&] { rs_alloc_counters(comm.topology(), p); });
+    args.exchange(p.signals, p.check, "m x n x k_local");
     rs_alloc_staging(comm, p, extra_slots, staging);
   }, [&] { rs_free_plan(comm, p); });
   return p;

@@ -110,9 +110,6 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
     sig_entry_ = signals_.take(comm, t.world);
     sig_arrival_ = signals_.take(comm, static_cast<int>(world * chunks));
   });
-  args.exchange(signals_, cat(batch, "x", s_local, "x", heads, "x", kv_heads_, "x", head_dim, causal ? " causal" : " full",
-                              " scale ", opt.scale, " (signals ", sig_entry_, ", ", sig_arrival_, ")"),
-                "batch x s_local x heads x kv_heads x head_dim");
   // Keys are read own first (no wait), then the node peers' (NVLink, early),
   // then the other nodes' ranks' (network), nearest first.
   for (int step = 0; step < t.world; ++step)
@@ -120,8 +117,14 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
                                   (t.local_rank + step % t.local_size) % t.local_size));
   const size_t slot = size_t(chunks) * 2 * s_local * head_dim * 2;
   tp::undo_on_throw([&] {  // this rank's memory first, then the collective (tp::undo_on_throw says why)
-    MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 4 * sizeof(uint64_t)));
-    MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 4 * sizeof(uint64_t)));
+    args.run([&] {  // (its failure too travels in the plan check)
+      MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 4 * sizeof(uint64_t)));
+      MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 4 * sizeof(uint64_t)));
+    });
+    args.exchange(signals_, cat(batch, "x", s_local, "x", heads, "x", kv_heads_, "x", head_dim,
+                                causal ? " causal" : " full", " scale ", opt.scale, " (signals ", sig_entry_, ", ",
+                                sig_arrival_, ")"),
+                  "batch x s_local x heads x kv_heads x head_dim");
     // One rank reads only its own K/V (map 0): no gathered buffer (K and V's size).
     if (world > 1) gathered_ = &comm.alloc_symmetric(slot * size_t(world));
     if (t.num_nodes > 1) {
