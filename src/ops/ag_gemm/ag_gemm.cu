@@ -130,6 +130,7 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
       // the push's part claims (device/roles/allgather_push.cuh), zero.
       MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 4 * sizeof(uint64_t)));
       MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 4 * sizeof(uint64_t)));
+      MK_CUDA_CHECK(cudaDeviceSynchronize());  // (an error of the memsets, or one left pending, in the check too)
     });
     // Every rank must make the same plan, with the same signal slots (ranks
     // write into each other's pools by index). Checked once, here.

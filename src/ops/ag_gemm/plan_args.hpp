@@ -63,6 +63,8 @@ class PlanArgs {
       f();
     } catch (const std::exception& e) {
       error_ = step_status::failed(e, kPlanTags);
+    } catch (...) {
+      error_ = std::string(kPlanTags.failed) + "an exception not derived from std::exception";
     }
   }
   bool ok() const { return error_.empty(); }

@@ -90,8 +90,8 @@ inline bool free_symmetric_quietly(Communicator& comm, SymmetricBuffer*& buf, bo
 // a rank that failed alone, out of memory say, fails every rank there, at
 // once, before anything collective is allocated), then reserve what is
 // collective (symmetric memory, network registration): alloc_symmetric fails
-// on every rank alike when one rank
-// cannot allocate or map its part, and so does a network registration
+// on every rank alike when one rank cannot allocate or map its part, and so
+// does a network registration
 // (Transport::register_region exchanges every rank's outcome; the id is used
 // up on every rank), so every rank frees the same buffers in the same order
 // and the frees' exchanges pair up. Signal words stay reserved while an

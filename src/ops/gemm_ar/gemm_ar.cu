@@ -131,10 +131,11 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   rs_ = std::make_unique<tp::RsPlan>(
       tp::rs_reserve_plan(comm, args, "GemmAr", m, n, k_local, swizzle, 1, &sig_fin_, variant));
   swizzle_ = rs_->swizzle;
-  const int64_t os_tiles = (m + gemm::kBlockM - 1) / gemm::kBlockM * n_tiles;  // one-shot: no shares
+  int64_t os_tiles = 0;   // one-shot: no shares
   std::string os_check;  // the one-shot part's signal words, in the same plan check
   args.run([&] {
     if (!one_shot_) return;  // (two ranks of one node: never with a one-rank plan's plain path)
+    os_tiles = (m + gemm::kBlockM - 1) / gemm::kBlockM * n_tiles;
     num_os_ctas_ = tp::balanced_ctas(os_tiles, num_ctas_);
     // Its own family of calls: entry signals, epoch counter (run()'s calls
     // only; all_reduce() keeps the reduce-scatter's counts in step) and
@@ -150,6 +151,7 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
         MK_CUDA_CHECK(cudaMemset(os_epoch_, 0, 4 * sizeof(uint64_t)));
       }
       tp::rs_alloc_counters(t, *rs_);
+      MK_CUDA_CHECK(cudaDeviceSynchronize());  // (an error of the memsets, or one left pending, in the check too)
     });
     // Ranks write into each other's words by index: the one-shot part's are compared too.
     args.exchange({&rs_->signals, &os_signals_}, rs_->check + os_check, "m x n x k_local");

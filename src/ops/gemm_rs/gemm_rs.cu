@@ -107,6 +107,7 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     args.run([&] {  // (its failure too travels in the plan check)
       if (fused) tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);  // split tiles' fp32 parts
       tp::rs_alloc_counters(t, *rs_);
+      MK_CUDA_CHECK(cudaDeviceSynchronize());  // (an error of the memsets, or one left pending, in the check too)
     });
     args.exchange(rs_->signals, rs_->check, "m x n x k_local");
     tp::rs_alloc_staging(comm, *rs_, 0, fused);

@@ -102,7 +102,7 @@ inline RsPlan rs_reserve_plan(Communicator& comm, PlanArgs& args, const char* op
   const Topology& t = comm.topology();
   RsPlan p;
   std::string extra;
-  args.run([&] {  // (skipped when the constructor's own checks failed: then only the exchange below)
+  args.run([&] {  // (skipped when the constructor's own checks failed: then only the caller's exchange)
     p.m = m;
     p.n = n;
     p.k = k_local;
@@ -162,16 +162,21 @@ inline void rs_alloc_staging(Communicator& comm, RsPlan& p, int extra_slots, boo
 
 inline void rs_free_plan(Communicator& comm, RsPlan& p) noexcept;
 
-// rs_reserve_plan, then the counters and the staging; the memory is given
-// back if a step throws (the signal words stay reserved then, as for any
-// failed plan). The caller synchronises before the first launch.
+// rs_reserve_plan, the counters, the plan check, then the staging; the
+// memory is given back if a step throws (the signal words too when the plan
+// check fails, on every rank alike; they stay reserved when a later step
+// throws, as for any plan failing after its check). The caller synchronises
+// before the first launch.
 inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_t n, int64_t k_local, int swizzle_opt,
                            int extra_slots, int extra_sig, int* extra_sig_index, const std::string& variant = "",
                            bool staging = true) {
   PlanArgs args(comm, op, roles::kMaxRsRanks);
   RsPlan p = rs_reserve_plan(comm, args, op, m, n, k_local, swizzle_opt, extra_sig, extra_sig_index, variant);
   undo_on_throw([&] {
-    args.run([&] { rs_alloc_counters(comm.topology(), p); });
+    args.run([&] {
+      rs_alloc_counters(comm.topology(), p);
+      MK_CUDA_CHECK(cudaDeviceSynchronize());  // (an error of the memsets, or one left pending, in the check too)
+    });
     args.exchange(p.signals, p.check, "m x n x k_local");
     rs_alloc_staging(comm, p, extra_slots, staging);
   }, [&] { rs_free_plan(comm, p); });

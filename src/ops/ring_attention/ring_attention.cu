@@ -120,6 +120,7 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
     args.run([&] {  // (its failure too travels in the plan check)
       MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 4 * sizeof(uint64_t)));
       MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 4 * sizeof(uint64_t)));
+      MK_CUDA_CHECK(cudaDeviceSynchronize());  // (an error of the memsets, or one left pending, in the check too)
     });
     args.exchange(signals_, cat(batch, "x", s_local, "x", heads, "x", kv_heads_, "x", head_dim,
                                 causal ? " causal" : " full", " scale ", opt.scale, " (signals ", sig_entry_, ", ",
