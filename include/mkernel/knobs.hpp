@@ -56,6 +56,15 @@ LogLevel log_level();
 // Writes log_line(msg) to stderr with one write(2), so that lines of ranks
 // sharing a terminal, pipe or log file should not interleave mid-line.
 void log(LogLevel lvl, const std::string& msg);
+// A warning from code that must not throw (destructors, teardown): the
+// message is made by make() and logged; any exception (bad_alloc) dropped.
+template <typename F>
+void warn_noexcept(F&& make) noexcept {
+  try {
+    log(LogLevel::Warn, make());
+  } catch (...) {
+  }
+}
 // "mkernel: " + msg + newline; a message that already names the library
 // ("mkernel: ..." from mk::Error, "mkernel GemmAr ...") keeps its own.
 std::string log_line(const std::string& msg);

@@ -238,10 +238,7 @@ void Network::deregister_buffer(int id) {
     // Tagged apart from the other steps' answers (step_status::Tags): a rank
     // in another exchange at this point reads them as out of step.
     constexpr step_status::Tags kTags{"deregister-ok:", "deregister-failed:"};
-    const std::string mine = e == cudaSuccess ? std::string(kTags.ok)
-                                              : cat(kTags.failed, "its device synchronisation failed (",
-                                                    cuda_error_string(e), ")");
-    const std::string err = step_status::step_error(comm_.bootstrap().allgather(mine), comm_.rank(),
+    const std::string err = step_status::step_error(comm_.bootstrap().allgather(sync_answer(e, kTags)), comm_.rank(),
                                                     cat("deregister_buffer of network region ", id),
                                                     "could not finish with it (the region stays registered on every "
                                                     "rank)", kTags);
@@ -253,12 +250,10 @@ void Network::deregister_buffer(int id) {
   // its registration is said in a warning and keeps it until close.
   live_[static_cast<size_t>(id)] = 0;
   auto warn = [&](const char* what, const char* why) noexcept {
-    try {
-      log(LogLevel::Warn, cat("rank ", comm_.rank(), ": network region ", id, ": ", what, " failed (", why,
-                              "); the region is let go on every rank, this part of it stays until the "
-                              "communicator closes"));
-    } catch (...) {
-    }
+    warn_noexcept([&] {
+      return cat("rank ", comm_.rank(), ": network region ", id, ": ", what, " failed (", why,
+                 "); the region is let go on every rank, this part of it stays until the communicator closes");
+    });
   };
   try {
     proxy_->with_transports([&](net::Transport& t) {

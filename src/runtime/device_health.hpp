@@ -7,6 +7,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <string>
+
+#include "mkernel/error.hpp"
+#include "src/runtime/step_status.hpp"
+
 namespace mk {
 
 // The errors after which the process's CUDA context cannot be used again:
@@ -53,6 +58,15 @@ inline cudaError_t synchronize_device(int device) {
   if (have_prev && prev != device) cudaSetDevice(prev);
   if (e != cudaSuccess && !cuda_error_is_fatal(e)) cudaGetLastError();
   return e;
+}
+
+// This rank's answer, in a teardown step's exchange (step_status), for its
+// device synchronisation's result `e` (not fatal: a failed device leaves the
+// exchange out): ok, or failed and why (a stream capture in progress in
+// global mode refuses it). SymmetricHeap::free, Network::deregister_buffer.
+inline std::string sync_answer(cudaError_t e, step_status::Tags tags = {}) {
+  if (e == cudaSuccess) return tags.ok;
+  return cat(tags.failed, "its device synchronisation failed (", cuda_error_string(e), ")");
 }
 
 }  // namespace mk

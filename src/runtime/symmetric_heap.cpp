@@ -315,12 +315,9 @@ void SymmetricHeap::free(SymmetricBuffer* buf) {
     // progress, say) fails this call on every rank alike, and the buffer
     // stays mapped everywhere (free it again later): a rank that threw alone
     // left its peers in an exchange its next collective call then answered.
-    using step_status::kFailed, step_status::kOk, step_status::step_error;
-    const std::string mine =
-        e == cudaSuccess ? std::string(kOk) : cat(kFailed, "its device synchronisation failed (", cuda_error_string(e), ")");
-    const std::string err = step_error(bs_.allgather(mine), topo_.rank,
-                                       cat("free_symmetric of a ", (*it)->mapped, "-byte buffer"),
-                                       "could not finish with it (the buffer stays mapped on every rank)");
+    const std::string err = step_status::step_error(bs_.allgather(sync_answer(e)), topo_.rank,
+                                                    cat("free_symmetric of a ", (*it)->mapped, "-byte buffer"),
+                                                    "could not finish with it (the buffer stays mapped on every rank)");
     if (!err.empty()) fail(err);
     release(**it);
     allocs_.erase(it);

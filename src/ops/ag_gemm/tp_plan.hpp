@@ -40,12 +40,10 @@ inline bool release_net_region(Communicator& comm, int region) noexcept {
     comm.network().deregister_buffer(region);
     return true;
   } catch (const std::exception& e) {
-    try {
-      log(LogLevel::Warn, cat("rank ", comm.rank(), ": a plan's network region ", region, " stays registered and its ",
-                              "symmetric buffer allocated until the communicator closes, and its signal words stay ",
-                              "reserved: ", e.what()));
-    } catch (...) {
-    }
+    warn_noexcept([&] {
+      return cat("rank ", comm.rank(), ": a plan's network region ", region, " stays registered and its symmetric ",
+                 "buffer allocated until the communicator closes, and its signal words stay reserved: ", e.what());
+    });
   } catch (...) {
   }
   return false;
@@ -68,11 +66,10 @@ inline bool free_symmetric_quietly(Communicator& comm, SymmetricBuffer*& buf, bo
     comm.free_symmetric(*buf);
   } catch (const std::exception& e) {
     freed = false;
-    try {
-      log(LogLevel::Warn, cat("rank ", comm.rank(), ": a plan's symmetric buffer stays allocated until the ",
-                              "communicator closes, and its signal words stay reserved: ", e.what()));
-    } catch (...) {
-    }
+    warn_noexcept([&] {
+      return cat("rank ", comm.rank(), ": a plan's symmetric buffer stays allocated until the communicator closes, ",
+                 "and its signal words stay reserved: ", e.what());
+    });
   } catch (...) {
     freed = false;
   }
