@@ -153,15 +153,13 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
 AgGemm::~AgGemm() { release(); }
 
 void AgGemm::release() noexcept {
-  const bool released = tp::release_net_region(comm_, net_region_);
-  net_region_ = 0;
+  tp::release_shared(comm_, net_region_, gathered_, signals_);
   if (epoch_counter_) cudaFree(epoch_counter_);
   if (split_ws_) cudaFree(split_ws_);
   if (split_flags_) cudaFree(split_flags_);
   epoch_counter_ = nullptr;
   split_ws_ = nullptr;
   split_flags_ = nullptr;
-  if (!tp::free_symmetric_quietly(comm_, gathered_, released)) signals_.keep();
 }
 
 void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute, cudaStream_t stream) {

@@ -77,6 +77,17 @@ inline bool free_symmetric_quietly(Communicator& comm, SymmetricBuffer*& buf, bo
   return freed;
 }
 
+// A plan's collective teardown: its network region (if any), then its
+// symmetric buffer (the buffer stays when the region did), and its signal
+// words kept when either stays, since no rank's GPU was confirmed done with
+// them (on every rank alike: both steps exchange the ranks' outcomes). The
+// region and buffer are forgotten. Never throws.
+inline void release_shared(Communicator& comm, int& region, SymmetricBuffer*& buf, SignalLease& lease) noexcept {
+  const bool released = release_net_region(comm, region);
+  region = 0;
+  if (!free_symmetric_quietly(comm, buf, released)) lease.keep();
+}
+
 // Runs `reserve`, a constructor's steps from its first allocation on; when one
 // throws, `undo` (the destructor's work, which C++ does not run for a
 // constructor that throws) runs as the exception unwinds. Without it a failed

@@ -184,10 +184,9 @@ inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_
 }
 
 inline void rs_free_plan(Communicator& comm, RsPlan& p) noexcept {
-  const bool released = release_net_region(comm, p.net_region);
+  release_shared(comm, p.net_region, p.staging, p.signals);
   if (p.epoch_counter) cudaFree(p.epoch_counter);
   if (p.net_rb_count) cudaFree(p.net_rb_count);
-  if (!free_symmetric_quietly(comm, p.staging, released)) p.signals.keep();  // no rank's GPU confirmed done with them
   p = RsPlan{};  // its signals go back now (unless kept above): after free_symmetric's exchange no kernel uses them
 }
 

@@ -140,11 +140,9 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
 RingAttention::~RingAttention() { release(); }
 
 void RingAttention::release() noexcept {
-  const bool released = tp::release_net_region(comm_, net_region_);
-  net_region_ = -1;
+  tp::release_shared(comm_, net_region_, gathered_, signals_);
   if (epoch_counter_) cudaFree(epoch_counter_);
   epoch_counter_ = nullptr;
-  if (!tp::free_symmetric_quietly(comm_, gathered_, released)) signals_.keep();
 }
 
 void RingAttention::enable_trace(int events_per_cta) { trace_.enable(num_ctas_, events_per_cta); }
