@@ -2,6 +2,8 @@
 // launcher environment (a single rank when there is none).
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <memory>
 
 #include "mkernel/mkernel.hpp"
@@ -11,6 +13,27 @@ namespace mk::test {
 inline Communicator& comm() {
   static std::unique_ptr<Communicator> c = Communicator::from_env();
   return *c;
+}
+
+// Runs f, with a stream capture in global mode open on this thread while it
+// runs when `capturing` (a device synchronisation inside f is then refused
+// without the device failing); the capture, invalidated by that, is ended and
+// dropped, and its error cleared.
+template <typename F>
+void with_global_capture(bool capturing, F&& f) {
+  cudaStream_t s = nullptr;
+  if (capturing) {
+    comm().check(static_cast<int>(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)), "cudaStreamCreateWithFlags");
+    comm().check(static_cast<int>(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal)), "cudaStreamBeginCapture");
+  }
+  f();
+  if (s) {
+    cudaGraph_t g = nullptr;
+    cudaStreamEndCapture(s, &g);  // invalidated by the refused sync: an error, cleared below
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError();
+    comm().check(static_cast<int>(cudaStreamDestroy(s)), "cudaStreamDestroy");
+  }
 }
 
 }  // namespace mk::test

@@ -137,19 +137,8 @@ TEST_F(AgGemmTest, APlanWhoseBufferCannotBeFreedKeepsItOnEveryRank) {
   const bool across = comm().topology().num_nodes > 1;
   const int regions = across ? comm().network().registered_buffers() : 0;
   if (across) EXPECT_GE(regions, 1) << "an AgGemm plan across nodes registers its buffer";
-  cudaStream_t s = nullptr;
-  if (comm().rank() == failing) {
-    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  }
-  plan.reset();  // never throws: the failed free is said in a warning
-  if (s) {
-    cudaGraph_t g = nullptr;
-    cudaStreamEndCapture(s, &g);  // invalidated by the refused sync: an error, cleared below
-    if (g) cudaGraphDestroy(g);
-    cudaGetLastError();
-    CK(cudaStreamDestroy(s));
-  }
+  // (never throws: the failed free is said in a warning)
+  mk::test::with_global_capture(comm().rank() == failing, [&] { plan.reset(); });
   EXPECT_EQ(comm().symmetric_bytes(), held) << "rank " << comm().rank() << " freed the plan's buffer although rank "
                                             << failing << "'s free failed";
   if (across)

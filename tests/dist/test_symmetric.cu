@@ -178,24 +178,14 @@ TEST(Dist, MismatchedSymmetricSizesAreRejectedOnEveryRank) {
 TEST(Dist, SymmetricFreeFailingOnOneRankFailsOnEveryRank) {
   SymmetricBuffer& buf = comm().alloc_symmetric(1 << 20);
   const int failing = comm().world() - 1;
-  cudaStream_t s = nullptr;
-  if (comm().rank() == failing) {
-    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  }
   std::string m;
-  try {
-    comm().free_symmetric(buf);
-  } catch (const Error& e) {
-    m = e.what();
-  }
-  if (s) {
-    cudaGraph_t g = nullptr;
-    cudaStreamEndCapture(s, &g);  // invalidated by the sync: an error, cleared below
-    if (g) cudaGraphDestroy(g);
-    cudaGetLastError();
-    CK(cudaStreamDestroy(s));
-  }
+  mk::test::with_global_capture(comm().rank() == failing, [&] {
+    try {
+      comm().free_symmetric(buf);
+    } catch (const Error& e) {
+      m = e.what();
+    }
+  });
   ASSERT_FALSE(m.empty()) << "the free passed on rank " << comm().rank() << " although rank " << failing
                           << "'s sync failed";
   EXPECT_NE(m.find("free_symmetric of a "), std::string::npos) << m;
