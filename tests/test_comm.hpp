@@ -18,7 +18,9 @@ inline Communicator& comm() {
 // Runs f, with a stream capture in global mode open on this thread while it
 // runs when `capturing` (a device synchronisation inside f is then refused
 // without the device failing); the capture, invalidated by that, is ended and
-// dropped, and its error cleared.
+// dropped, and its error cleared in this program's CUDA runtime (the library
+// links its own, and clears there the errors of the calls it makes:
+// mk::pending_cuda_error).
 template <typename F>
 void with_global_capture(bool capturing, F&& f) {
   cudaStream_t s = nullptr;

@@ -31,6 +31,13 @@ template <typename... Args>
 // not pull in cuda_runtime.h).
 std::string cuda_error_string(int code);
 
+// The CUDA runtime error left pending in this library's own runtime, as
+// cudaPeekAtLastError reads it there (0: none). The library links the runtime
+// statically, so its last error is apart from the application's: every error
+// of a call the library handles or ignores is cleared there, else its next
+// launch check would report it as that launch's. Tests check that none is left.
+int pending_cuda_error();
+
 }  // namespace mk
 
 // Throws mk::Error when a CUDA runtime call fails.

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "mkernel/error.hpp"
+#include "src/runtime/device_health.hpp"
 
 namespace mk::net {
 
@@ -39,14 +40,14 @@ void DeliveryRingMemory::allocate(int cuda_device, uint32_t slots) {
   MK_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaError_t zeroed = cudaMemsetAsync(words, 0, 16, s);
   if (zeroed == cudaSuccess) zeroed = cudaStreamSynchronize(s);
-  cudaStreamDestroy(s);
+  teardown_call(cudaStreamDestroy(s), "the delivery ring's setup stream");
   MK_CUDA_CHECK(zeroed);
   ring_.size = slots;
 }
 
 void DeliveryRingMemory::release() noexcept {
-  if (ring_.claim) cudaFree(ring_.claim);
-  if (host_) cudaFreeHost(host_);
+  if (ring_.claim) teardown_call(cudaFree(ring_.claim), "the delivery ring's claim words");
+  if (host_) teardown_call(cudaFreeHost(host_), "the delivery ring");
   ring_ = DeliveryRing{};
   host_ = nullptr;
 }

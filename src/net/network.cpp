@@ -149,7 +149,7 @@ Network::Network(Communicator& comm) : comm_(comm) {
 
 Network::~Network() {
   proxy_.reset();
-  if (ctx_dev_) cudaFree(ctx_dev_);
+  if (ctx_dev_) teardown_call(cudaFree(ctx_dev_), "the network's device context");
 }
 
 void Network::sync_device_ctx() {

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "mkernel/error.hpp"
+#include "src/runtime/device_health.hpp"
 
 namespace mk::net {
 
@@ -119,8 +120,8 @@ void Proxy::allocate(Queue& q, int id) {
 void Proxy::release(Queue& q) {
   if (!q.desc.ring) return;
   if (cfg_.cuda_device >= 0) {
-    cudaFreeHost(q.desc.ring);
-    cudaFree(q.desc.head);
+    teardown_call(cudaFreeHost(q.desc.ring), "a proxy command queue");
+    teardown_call(cudaFree(q.desc.head), "a proxy command queue's head word");
   } else {
     std::free(q.desc.ring);
   }

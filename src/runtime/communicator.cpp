@@ -220,12 +220,12 @@ Communicator::~Communicator() {
     if (device_ >= 0) cudaSetDevice(device_);
     net_.reset();  // proxies stop and deregister before memory goes away
     if (abort_stream_) {  // a pending write of the device abort word lands before the memory goes
-      cudaStreamSynchronize(static_cast<cudaStream_t>(abort_stream_));
-      cudaStreamDestroy(static_cast<cudaStream_t>(abort_stream_));
+      teardown_call(cudaStreamSynchronize(static_cast<cudaStream_t>(abort_stream_)), "the device abort word's write");
+      teardown_call(cudaStreamDestroy(static_cast<cudaStream_t>(abort_stream_)), "the abort word's stream");
       abort_stream_ = nullptr;
     }
     heap_.reset();  // unmaps peers' memory; a barrier is not needed at teardown
-    if (host_block_) cudaFreeHost(host_block_);
+    if (host_block_) teardown_call(cudaFreeHost(host_block_), "the communicator's pinned host block");
     bs_.reset();
   } catch (...) {
   }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "mkernel/error.hpp"
+#include "mkernel/knobs.hpp"
 #include "src/runtime/step_status.hpp"
 
 namespace mk {
@@ -58,6 +59,26 @@ inline cudaError_t synchronize_device(int device) {
   if (have_prev && prev != device) cudaSetDevice(prev);
   if (e != cudaSuccess && !cuda_error_is_fatal(e)) cudaGetLastError();
   return e;
+}
+
+// The result `e` of a release call in teardown (cudaFree, cudaFreeHost,
+// cudaStreamDestroy, ...), which must not throw. One that failed without the
+// device failing (refused while a stream capture in global mode is in
+// progress, say) leaves what it held in place until the process ends, said in
+// a warning naming `what`, and its error is cleared: the library links the
+// CUDA runtime statically, so its last error is its own, which the
+// application's cudaGetLastError does not clear, and one left set was
+// reported by the library's next launch check as that launch's failure
+// (session 36: a plan destroyed inside such a capture failed the next plan's
+// first run). A fatal error is left alone (it cannot be cleared; the device's
+// failure is said where it is met), and so is the runtime unloading at exit.
+inline void teardown_call(cudaError_t e, const char* what) noexcept {
+  if (e == cudaSuccess || cuda_error_is_fatal(e)) return;
+  cudaGetLastError();
+  if (e == cudaErrorCudartUnloading) return;
+  warn_noexcept([&] {
+    return cat("teardown: ", what, " not released (", cuda_error_string(e), "): it stays until the process ends");
+  });
 }
 
 // This rank's answer, in a teardown step's exchange (step_status), for its

@@ -9,4 +9,6 @@ std::string cuda_error_string(int code) {
   return cat(cudaGetErrorName(e), ": ", cudaGetErrorString(e));
 }
 
+int pending_cuda_error() { return static_cast<int>(cudaPeekAtLastError()); }
+
 }  // namespace mk

@@ -284,8 +284,9 @@ size_t SymmetricHeap::bytes() const {
 void SymmetricHeap::release(Alloc& a) {
   if (a.ipc) {
     for (size_t r = 0; r < a.buf.host_peer.size(); ++r)
-      if (static_cast<int>(r) != topo_.rank && a.buf.host_peer[r]) cudaIpcCloseMemHandle(a.buf.host_peer[r]);
-    if (a.buf.local) cudaFree(a.buf.local);
+      if (static_cast<int>(r) != topo_.rank && a.buf.host_peer[r])
+        teardown_call(cudaIpcCloseMemHandle(a.buf.host_peer[r]), "a peer's mapping of a symmetric buffer");
+    if (a.buf.local) teardown_call(cudaFree(a.buf.local), "a symmetric buffer");
   } else {
     const auto& d = drv::api();
     for (CUdeviceptr v : a.va)

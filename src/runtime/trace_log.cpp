@@ -6,11 +6,12 @@
 #include <algorithm>
 
 #include "mkernel/error.hpp"
+#include "src/runtime/device_health.hpp"
 
 namespace mk {
 
 TraceLog::~TraceLog() {
-  if (buf_) cudaFree(buf_);
+  if (buf_) teardown_call(cudaFree(buf_), "a trace buffer");
 }
 
 void TraceLog::enable(int ctas, int events_per_cta) {

@@ -139,6 +139,11 @@ TEST_F(AgGemmTest, APlanWhoseBufferCannotBeFreedKeepsItOnEveryRank) {
   if (across) EXPECT_GE(regions, 1) << "an AgGemm plan across nodes registers its buffer";
   // (never throws: the failed free is said in a warning)
   mk::test::with_global_capture(comm().rank() == failing, [&] { plan.reset(); });
+  // The refused frees' errors are cleared in the library's own CUDA runtime
+  // (teardown_call): left set, the next plan's first run reported them
+  // (session 36).
+  EXPECT_EQ(mk::pending_cuda_error(), 0) << "rank " << comm().rank() << ": the plan's teardown left "
+                                         << mk::cuda_error_string(mk::pending_cuda_error()) << " pending";
   EXPECT_EQ(comm().symmetric_bytes(), held) << "rank " << comm().rank() << " freed the plan's buffer although rank "
                                             << failing << "'s free failed";
   if (across)

@@ -186,6 +186,8 @@ TEST(Dist, SymmetricFreeFailingOnOneRankFailsOnEveryRank) {
       m = e.what();
     }
   });
+  EXPECT_EQ(mk::pending_cuda_error(), 0) << "rank " << comm().rank() << ": the failed free left "
+                                         << mk::cuda_error_string(mk::pending_cuda_error()) << " pending";
   ASSERT_FALSE(m.empty()) << "the free passed on rank " << comm().rank() << " although rank " << failing
                           << "'s sync failed";
   EXPECT_NE(m.find("free_symmetric of a "), std::string::npos) << m;

@@ -23,6 +23,7 @@
 #include "src/net/delivery_ring_memory.hpp"
 #include "src/net/emu/emu_ring.hpp"
 #include "src/net/fabric/fabric_stage.hpp"
+#include "src/runtime/device_health.hpp"
 
 namespace mk::net::fabric {
 
@@ -67,7 +68,7 @@ class AgentStageOps final : public StageOps {
   void free_host(void* p) noexcept override {
     if (!p) return;
     if (host_.free) host_.free(p);
-    else cudaFreeHost(p);
+    else teardown_call(cudaFreeHost(p), "a fabric staging buffer");
   }
 
   void copy_out(int slot, void* host, const void* dev, size_t bytes) override {

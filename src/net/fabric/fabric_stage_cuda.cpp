@@ -65,12 +65,12 @@ class CudaStageOps final : public StageOps {
     drain();
     DeviceScope g(dev_);
     for (cudaEvent_t e : ev_)
-      if (e) cudaEventDestroy(e);
-    for (const Mark& m : in_marks_) cudaEventDestroy(m.ev);
+      if (e) teardown_call(cudaEventDestroy(e), "a fabric staging event");
+    for (const Mark& m : in_marks_) teardown_call(cudaEventDestroy(m.ev), "a fabric staging event");
     for (cudaEvent_t e : spare_)
-      if (e) cudaEventDestroy(e);
-    if (out_) cudaStreamDestroy(out_);
-    if (in_) cudaStreamDestroy(in_);
+      if (e) teardown_call(cudaEventDestroy(e), "a fabric staging event");
+    if (out_) teardown_call(cudaStreamDestroy(out_), "a fabric staging stream");
+    if (in_) teardown_call(cudaStreamDestroy(in_), "a fabric staging stream");
   }
 
   void* alloc_host(size_t bytes) override {
@@ -83,7 +83,7 @@ class CudaStageOps final : public StageOps {
     return p;
   }
   void free_host(void* p) noexcept override {
-    if (p) cudaFreeHost(p);
+    if (p) teardown_call(cudaFreeHost(p), "a fabric staging shadow");
   }
 
   void copy_out(int slot, void* host, const void* dev, size_t bytes) override {
@@ -188,7 +188,7 @@ class CudaStageOps final : public StageOps {
       return c;
     }
     if (const cudaError_t r = cudaEventRecord(e, in_); r != cudaSuccess) {
-      cudaEventDestroy(e);
+      teardown_call(cudaEventDestroy(e), "a fabric staging event");
       return r;
     }
     in_marks_.push_back(Mark{e, unmarked_t_, unmarked_});

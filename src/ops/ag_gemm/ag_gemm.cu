@@ -154,9 +154,9 @@ AgGemm::~AgGemm() { release(); }
 
 void AgGemm::release() noexcept {
   tp::release_shared(comm_, net_region_, gathered_, signals_);
-  if (epoch_counter_) cudaFree(epoch_counter_);
-  if (split_ws_) cudaFree(split_ws_);
-  if (split_flags_) cudaFree(split_flags_);
+  if (epoch_counter_) teardown_call(cudaFree(epoch_counter_), "AgGemm's device counters");
+  if (split_ws_) teardown_call(cudaFree(split_ws_), "AgGemm's split-tile scratch");
+  if (split_flags_) teardown_call(cudaFree(split_flags_), "AgGemm's split-tile flags");
   epoch_counter_ = nullptr;
   split_ws_ = nullptr;
   split_flags_ = nullptr;

@@ -20,6 +20,7 @@
 #include "mkernel/network.hpp"
 #include "mkernel/topology.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
+#include "src/runtime/device_health.hpp"
 
 namespace mk::tp {
 

@@ -166,7 +166,7 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
 GemmAr::~GemmAr() { release(); }
 
 void GemmAr::release() noexcept {
-  if (os_epoch_) cudaFree(os_epoch_);
+  if (os_epoch_) teardown_call(cudaFree(os_epoch_), "GemmAr's one-shot counters");
   os_epoch_ = nullptr;
   if (!tp::free_symmetric_quietly(comm_, os_staging_)) os_signals_.keep();
   if (rs_) tp::rs_free_plan(comm_, *rs_);

@@ -120,8 +120,8 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
 GemmRs::~GemmRs() { release(); }
 
 void GemmRs::release() noexcept {
-  if (split_ws_) cudaFree(split_ws_);
-  if (split_flags_) cudaFree(split_flags_);
+  if (split_ws_) teardown_call(cudaFree(split_ws_), "GemmRs's split-tile scratch");
+  if (split_flags_) teardown_call(cudaFree(split_flags_), "GemmRs's split-tile flags");
   split_ws_ = nullptr;
   split_flags_ = nullptr;
   if (rs_) tp::rs_free_plan(comm_, *rs_);

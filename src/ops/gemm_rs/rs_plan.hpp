@@ -185,8 +185,8 @@ inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_
 
 inline void rs_free_plan(Communicator& comm, RsPlan& p) noexcept {
   release_shared(comm, p.net_region, p.staging, p.signals);
-  if (p.epoch_counter) cudaFree(p.epoch_counter);
-  if (p.net_rb_count) cudaFree(p.net_rb_count);
+  if (p.epoch_counter) teardown_call(cudaFree(p.epoch_counter), "a reduce-scatter plan's device counters");
+  if (p.net_rb_count) teardown_call(cudaFree(p.net_rb_count), "a reduce-scatter plan's network counters");
   p = RsPlan{};  // its signals go back now (unless kept above): after free_symmetric's exchange no kernel uses them
 }
 

@@ -141,7 +141,7 @@ RingAttention::~RingAttention() { release(); }
 
 void RingAttention::release() noexcept {
   tp::release_shared(comm_, net_region_, gathered_, signals_);
-  if (epoch_counter_) cudaFree(epoch_counter_);
+  if (epoch_counter_) teardown_call(cudaFree(epoch_counter_), "RingAttention's device counters");
   epoch_counter_ = nullptr;
 }
 
