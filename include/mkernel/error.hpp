@@ -38,13 +38,17 @@ std::string cuda_error_string(int code);
 // launch check would report it as that launch's. Tests check that none is left.
 int pending_cuda_error();
 
+// MK_CUDA_CHECK's failure: throws mk::Error ("<expr> failed: <error> (<file>:<line>)"), after clearing the
+// error from the library's runtime unless it is one that leaves the device unusable (those cannot be
+// cleared): the exception reports it, and left set the library's next launch check reported it again as
+// that launch's failure (a caller that caught the first error and went on failed at its next call).
+[[noreturn]] void cuda_check_failed(int code, const char* expr, const char* file, int line);
+
 }  // namespace mk
 
-// Throws mk::Error when a CUDA runtime call fails.
-#define MK_CUDA_CHECK(expr)                                                          \
-  do {                                                                               \
-    int mk_err_ = static_cast<int>(expr);                                            \
-    if (mk_err_ != 0)                                                                \
-      ::mk::fail(#expr, " failed: ", ::mk::cuda_error_string(mk_err_), " (", __FILE__, \
-                 ":", __LINE__, ")");                                                \
+// Throws mk::Error when a CUDA runtime call fails (mk::cuda_check_failed).
+#define MK_CUDA_CHECK(expr)                                               \
+  do {                                                                    \
+    int mk_err_ = static_cast<int>(expr);                                 \
+    if (mk_err_ != 0) ::mk::cuda_check_failed(mk_err_, #expr, __FILE__, __LINE__); \
   } while (0)

@@ -13,6 +13,7 @@
 #include "mkernel/gemm.hpp"
 #include "mkernel/knobs.hpp"
 #include "src/runtime/cuda_driver.hpp"
+#include "src/runtime/device_health.hpp"
 #include "src/runtime/device_support.hpp"
 
 namespace mk::gemm {
@@ -206,7 +207,7 @@ cudaMemPool_t split_pool(int device) {
       if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess ||
           cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no) != cudaSuccess) {
         cudaGetLastError();
-        cudaMemPoolDestroy(pool);
+        teardown_call(cudaMemPoolDestroy(pool), "a split-tile memory pool");
         pool = nullptr;
       }
       pools[device] = pool;
@@ -257,7 +258,7 @@ void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
       auto* c = reinterpret_cast<uint64_t*>(static_cast<char*>(scratch) + ws);
       if (cudaMemsetAsync(c, 0, ctrl, stream) != cudaSuccess) {
         const cudaError_t e = cudaGetLastError();
-        cudaFreeAsync(scratch, stream);
+        teardown_call(cudaFreeAsync(scratch, stream), "the split tiles' scratch");
         fail("gemm: zeroing the split tiles' flags failed: ", cudaGetErrorString(e));
       }
       p.tile_counter = c;
@@ -275,7 +276,7 @@ void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
   try {
     gemm::launch(p, p.num_compute, gemm::TestRoleParams{}, stream);
   } catch (...) {
-    if (scratch) cudaFreeAsync(scratch, stream);
+    if (scratch) teardown_call(cudaFreeAsync(scratch, stream), "the split tiles' scratch");
     throw;
   }
   if (scratch) MK_CUDA_CHECK(cudaFreeAsync(scratch, stream));
