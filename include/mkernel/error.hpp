@@ -47,8 +47,8 @@ int pending_cuda_error();
 }  // namespace mk
 
 // Throws mk::Error when a CUDA runtime call fails (mk::cuda_check_failed).
-#define MK_CUDA_CHECK(expr)                                               \
-  do {                                                                    \
-    int mk_err_ = static_cast<int>(expr);                                 \
+#define MK_CUDA_CHECK(expr)                                                        \
+  do {                                                                             \
+    int mk_err_ = static_cast<int>(expr);                                          \
     if (mk_err_ != 0) ::mk::cuda_check_failed(mk_err_, #expr, __FILE__, __LINE__); \
   } while (0)
