@@ -421,7 +421,7 @@ void FabricTransport::deregister_region(int id) {
                             "no kernel waited for: a peer ran an op that this rank did not, or a peer's op timed out "
                             "or was aborted): dropped, with their signals"));
   if (lr.shadow && !ret.freeable && !ret.deferred)
-    log(LogLevel::Warn, cat("fabric: rank ", cfg_.rank, ": region ", id, " deregistered with staged copies not done",
+    log(LogLevel::Warn, cat("fabric: rank ", cfg_.rank, ": region ", id, " deregistered with staged copies not confirmed done",
                             stage_->describe(), "; its pinned shadow (", lr.r.bytes, " bytes) is kept until close",
                             stage_->calls_cuda() ? " (MK_FABRIC_STAGE=cuda: copies already queued on the proxy's "
                                                    "streams still land in the region's GPU memory when they run)"

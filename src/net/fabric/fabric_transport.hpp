@@ -246,7 +246,7 @@ class FabricTransport final : public Transport {
   std::vector<int> free_reqs_;
   std::deque<int> unposted_;  // requests whose signal awaits (re)posting
   std::shared_ptr<StageOps> stage_;  // null: nothing can be staged
-  // Shadows of regions deregistered with staged copies not done, that the
+  // Shadows of regions deregistered with staged copies not confirmed done, that the
   // stage ops did not take over (the CUDA ops, or a failure): freed at close.
   std::vector<void*> kept_shadows_;
   // NOTES: staged requests (copy_out, or a note while older ones wait) in
