@@ -33,15 +33,18 @@ std::string cuda_error_string(int code);
 
 // The CUDA runtime error left pending in this library's own runtime, as
 // cudaPeekAtLastError reads it there (0: none). The library links the runtime
-// statically, so its last error is apart from the application's: every error
-// of a call the library handles or ignores is cleared there, else its next
-// launch check would report it as that launch's. Tests check that none is left.
+// statically, so its last error is apart from the application's, and one left
+// set there would be reported by the library's next launch check as that
+// launch's. The library clears the errors it reports (MK_CUDA_CHECK, its
+// setup's own failure messages) and those teardown ignores; tests check that
+// a refused teardown or checked call leaves none.
 int pending_cuda_error();
 
 // MK_CUDA_CHECK's failure: throws mk::Error ("<expr> failed: <error> (<file>:<line>)"), after clearing the
 // error from the library's runtime unless it is one that leaves the device unusable (those cannot be
 // cleared): the exception reports it, and left set the library's next launch check reported it again as
-// that launch's failure (a caller that caught the first error and went on failed at its next call).
+// that launch's failure (a caller that caught the first error and went on failed at its next call). It
+// clears the library's runtime: a program's own MK_CUDA_CHECK leaves the program's last error as it was.
 [[noreturn]] void cuda_check_failed(int code, const char* expr, const char* file, int line);
 
 }  // namespace mk

@@ -108,6 +108,7 @@ void Communicator::init(int device, int launcher_local_rank) {
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   int count = 0;
   cudaError_t ce = cudaGetDeviceCount(&count);
+  if (ce != cudaSuccess) cudaGetLastError();  // thrown below, not left set
   if (ce != cudaSuccess || count == 0)
     fail("rank ", rank, ": no CUDA device visible (", ce == cudaSuccess ? "0 devices" : cuda_error_string(ce), ")");
   if (device < 0) {
@@ -220,7 +221,8 @@ Communicator::~Communicator() {
     if (device_ >= 0) cudaSetDevice(device_);
     net_.reset();  // proxies stop and deregister before memory goes away
     if (abort_stream_) {  // a pending write of the device abort word lands before the memory goes
-      teardown_call(cudaStreamSynchronize(static_cast<cudaStream_t>(abort_stream_)), "the device abort word's write");
+      const cudaError_t waited = cudaStreamSynchronize(static_cast<cudaStream_t>(abort_stream_));
+      if (waited != cudaSuccess && !cuda_error_is_fatal(waited)) cudaGetLastError();  // (the destroy below says it)
       teardown_call(cudaStreamDestroy(static_cast<cudaStream_t>(abort_stream_)), "the abort word's stream");
       abort_stream_ = nullptr;
     }

@@ -14,6 +14,7 @@ void load(F& fn, const char* name) {
   void* p = nullptr;
   cudaDriverEntryPointQueryResult q{};
   cudaError_t e = cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q);
+  if (e != cudaSuccess) cudaGetLastError();  // thrown below, not left set
   if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !p)
     fail("CUDA driver entry point ", name, " unavailable (", cuda_error_string(e),
          "); is an NVIDIA driver >= 12.0 installed?");

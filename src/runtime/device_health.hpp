@@ -50,8 +50,9 @@ inline bool cuda_error_is_fatal(cudaError_t e) {
 
 // cudaDeviceSynchronize on `device`, keeping the calling thread's current
 // device; its result. A non-fatal error is also cleared from the runtime's
-// last error (a fatal one cannot be).
-inline cudaError_t synchronize_device(int device) {
+// last error (a fatal one cannot be). Static, as teardown_call: each binary
+// clears the runtime that made the call.
+static inline cudaError_t synchronize_device(int device) {
   int prev = -1;
   const bool have_prev = cudaGetDevice(&prev) == cudaSuccess;
   cudaError_t e = cudaSetDevice(device);
@@ -70,9 +71,12 @@ inline cudaError_t synchronize_device(int device) {
 // application's cudaGetLastError does not clear, and one left set was
 // reported by the library's next launch check as that launch's failure
 // (session 36: a plan destroyed inside such a capture failed the next plan's
-// first run). A fatal error is left alone (it cannot be cleared; the device's
-// failure is said where it is met), and so is the runtime unloading at exit.
-inline void teardown_call(cudaError_t e, const char* what) noexcept {
+// first run). A fatal error is left set (it cannot be cleared; the device's
+// failure is said where it is met); the runtime unloading at exit is cleared
+// without a warning. Static (internal linkage): a program that also compiles
+// it keeps its own copy, so the library's calls cannot bind to a copy that
+// would clear the program's runtime instead of the library's.
+static inline void teardown_call(cudaError_t e, const char* what) noexcept {
   if (e == cudaSuccess || cuda_error_is_fatal(e)) return;
   cudaGetLastError();
   if (e == cudaErrorCudartUnloading) return;

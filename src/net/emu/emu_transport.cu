@@ -97,9 +97,9 @@ class EmuTransport final : public Transport {
       }
       if (dev == cfg_.cuda_device) continue;  // a shared GPU (MK_SHARE_GPUS): no peer access needed
       cudaError_t e = cudaDeviceEnablePeerAccess(dev, 0);
+      if (e != cudaSuccess) cudaGetLastError();  // (already enabled is fine; a failure is thrown, not left set)
       if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled)
         fail("emu: cannot enable peer access to rank ", p, "'s GPU ", pcis[p], ": ", cuda_error_string(e));
-      cudaGetLastError();
     }
     peers_ = peers;
   }

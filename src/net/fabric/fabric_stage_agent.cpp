@@ -62,6 +62,7 @@ class AgentStageOps final : public StageOps {
     void* p = nullptr;
     // Mapped: the agents read and write the shadow at this address (UVA).
     const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
+    if (e != cudaSuccess && !cuda_error_is_fatal(e)) cudaGetLastError();  // thrown, not left set
     if (e != cudaSuccess) fail("fabric: pinned staging buffer of ", bytes, " bytes: ", cuda_error_string(e));
     return p;
   }

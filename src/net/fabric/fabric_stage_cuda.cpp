@@ -77,6 +77,7 @@ class CudaStageOps final : public StageOps {
     DeviceScope g(dev_);
     void* p = nullptr;
     cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+    if (e != cudaSuccess && !cuda_error_is_fatal(e)) cudaGetLastError();  // thrown, not left set
     if (e != cudaSuccess)
       fail("fabric: cannot allocate a pinned host shadow of ", bytes, " bytes for a GPU region: ",
            cuda_error_string(e));
