@@ -19,23 +19,26 @@ inline Communicator& comm() {
 // runs when `capturing` (a device synchronisation inside f is then refused
 // without the device failing); the capture, invalidated by that, is ended and
 // dropped, and its error cleared in this program's CUDA runtime (the library
-// links its own, and clears there the errors of the calls it makes:
-// mk::pending_cuda_error).
+// links its own and clears there what its refused calls left:
+// mk::pending_cuda_error), also when f throws.
 template <typename F>
 void with_global_capture(bool capturing, F&& f) {
-  cudaStream_t s = nullptr;
+  struct Capture {
+    cudaStream_t s = nullptr;
+    ~Capture() {
+      if (!s) return;
+      cudaGraph_t g = nullptr;
+      cudaStreamEndCapture(s, &g);  // invalidated by the refused sync: an error, cleared below
+      if (g) cudaGraphDestroy(g);
+      cudaGetLastError();
+      cudaStreamDestroy(s);
+    }
+  } c;
   if (capturing) {
-    comm().check(static_cast<int>(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)), "cudaStreamCreateWithFlags");
-    comm().check(static_cast<int>(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal)), "cudaStreamBeginCapture");
+    comm().check(static_cast<int>(cudaStreamCreateWithFlags(&c.s, cudaStreamNonBlocking)), "cudaStreamCreateWithFlags");
+    comm().check(static_cast<int>(cudaStreamBeginCapture(c.s, cudaStreamCaptureModeGlobal)), "cudaStreamBeginCapture");
   }
   f();
-  if (s) {
-    cudaGraph_t g = nullptr;
-    cudaStreamEndCapture(s, &g);  // invalidated by the refused sync: an error, cleared below
-    if (g) cudaGraphDestroy(g);
-    cudaGetLastError();
-    comm().check(static_cast<int>(cudaStreamDestroy(s)), "cudaStreamDestroy");
-  }
 }
 
 }  // namespace mk::test
