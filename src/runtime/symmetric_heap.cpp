@@ -231,8 +231,7 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
     else
       mine += ipc_create(*a, bytes);
   } catch (const std::exception& e) {
-    release(*a);
-    cudaGetLastError();  // (a failed cudaMalloc leaves it set: the next launch's check would report it)
+    release(*a);  // (a failed cudaMalloc's error was cleared where it threw: MK_CUDA_CHECK)
     mine = failed(e);
   }
   std::vector<std::string> got = bs_.allgather(mine);
@@ -262,7 +261,6 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
     MK_CUDA_CHECK(cudaMemset(a->buf.local, 0, a->mapped));
     MK_CUDA_CHECK(cudaDeviceSynchronize());
   } catch (const std::exception& e) {
-    cudaGetLastError();
     mine = failed(e);
   }
   got = bs_.allgather(mine);

@@ -106,19 +106,15 @@ inline void release_shared(Communicator& comm, int& region, SymmetricBuffer*& bu
 // and the frees' exchanges pair up. Signal words stay reserved while an
 // exception unwinds (SignalLease::reset), as for any plan failing after its
 // plan check (one failing in it, on every rank alike, gives them back:
-// tp::PlanArgs, SignalLease::abandon). A failed
-// cudaMalloc leaves the runtime's last error set, which the plan's next launch
-// check would report: cleared before `undo`.
+// tp::PlanArgs, SignalLease::abandon). A failed CUDA call's error is
+// cleared where it throws (MK_CUDA_CHECK: mk::cuda_check_failed).
 template <class Reserve, class Undo>
 void undo_on_throw(Reserve&& reserve, Undo&& undo) {
   struct Guard {
     Undo& undo;
     const int unwinding = std::uncaught_exceptions();
     ~Guard() {
-      if (std::uncaught_exceptions() > unwinding) {
-        cudaGetLastError();
-        undo();
-      }
+      if (std::uncaught_exceptions() > unwinding) undo();
     }
   } guard{undo};
   reserve();
