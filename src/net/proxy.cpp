@@ -198,10 +198,18 @@ void Proxy::run(int qi) {
           progress = true;
         }
         // 2. Drain new commands; stop while anything waits for room so that
-        //    back-pressure reaches the GPU through the ring.
+        //    back-pressure reaches the GPU through the ring. Producers refill
+        //    a slot once its command is consumed (`tail`), but the loop's own
+        //    state for it (remaining, finished, cmd_of) lives until the
+        //    command completes: a command is taken only while the one a lap
+        //    before it (seq - depth) is done. Without that check a transport
+        //    that completes out of post order (verbs: several QPs a peer)
+        //    overwrote a command still in flight, its completion was then
+        //    counted for the new one, and `done` could pass a command whose
+        //    source was still being read (cpu.net_proxy_verbs_4, 2026-12-04).
         int drained = 0;
         CmdFields f;
-        while (pending.empty() && drained < kBatch && cmdq_peek(q, tail, &f)) {
+        while (pending.empty() && drained < kBatch && tail - done < q.size && cmdq_peek(q, tail, &f)) {
           const uint64_t seq = tail;
           const uint32_t slot = static_cast<uint32_t>(seq & mask);
           cmd_of[slot] = f;
