@@ -1,5 +1,6 @@
 // Launched by tools/mkrun in ctest: the fabric transport between processes on
-// loopback (127.0.0.1). Exit 0 only when every check held.
+// loopback (127.0.0.1), or with --transport verbs the verbs one over
+// softverbs (tests/cpu/verbs.cmake). Exit 0 only when every check held.
 //   (default)            all-to-all rounds: every rank writes a random pattern
 //                        to every other rank in two halves, the first with a
 //                        signal Set (value grows per round), the second with
@@ -11,6 +12,7 @@
 //   --prefer-atomics     take provider atomics over ordered signals (tcp;ofi_rxm
 //                        then runs fi_atomic Add with deferred signals)
 //   --provider P         provider, '+' standing for ';' (e.g. tcp+ofi_rxm)
+//   --transport T        fabric (default) or verbs (the rounds and --kill-rank)
 //   --kill-rank R        rank R dies (std::_Exit) while the others stream
 //                        4 MiB writes to it; they must get an mk::Error naming
 //                        rank R within MK_NET_TIMEOUT_MS + slack
@@ -183,7 +185,7 @@ int stream_until_error(Job& j, int victim, int64_t timeout_ms) {
 
 int main(int argc, char** argv) {
   int rounds = 16, kill_rank = -1, unreachable_rank = -1;
-  bool stall = false;
+  bool stall = false, verbs = false;
   mk::net::fabric::FabricOptions opt;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -199,11 +201,20 @@ int main(int argc, char** argv) {
       opt.provider = p;
     } else if (a == "--kill-rank" && i + 1 < argc) kill_rank = std::atoi(argv[++i]);
     else if (a == "--unreachable-rank" && i + 1 < argc) unreachable_rank = std::atoi(argv[++i]);
+    else if (a == "--transport" && i + 1 < argc && (argv[i + 1] == std::string("verbs") ||
+                                                    argv[i + 1] == std::string("fabric")))
+      verbs = argv[++i] == std::string("verbs");
     else {
       std::cerr << "usage: " << argv[0]
-                << " [--rounds N] [--deferred] [--no-atomics] [--provider P] [--prefer-atomics] [--kill-rank R | --stall-rank R | --unreachable-rank R]\n";
+                << " [--rounds N] [--deferred] [--no-atomics] [--provider P] [--prefer-atomics] [--transport fabric|verbs] [--kill-rank R | --stall-rank R | --unreachable-rank R]\n";
       return 2;
     }
+  }
+  // A stalled verbs peer is not an error (its NIC answers without it), and an
+  // unreachable address is fabric's.
+  if (verbs && (stall || unreachable_rank >= 0)) {
+    std::cerr << "fabric_probe: --stall-rank and --unreachable-rank are fabric-only\n";
+    return 2;
   }
   int rank = -1;
   try {
@@ -218,7 +229,7 @@ int main(int argc, char** argv) {
     auto topo = mk::compute_topology(bs.allgather(mk::local_host_id()), rank, 0);
     mk::net::TransportConfig cfg{rank, world, -1, &topo};
     int64_t timeout_ms = mk::knob_int(mk::Knob::MK_NET_TIMEOUT_MS);
-    auto t = mk::net::fabric::make_fabric_with(cfg, opt);
+    auto t = verbs ? mk::net::make_verbs(cfg) : mk::net::fabric::make_fabric_with(cfg, opt);
     std::vector<int> peers;
     for (int p = 0; p < world; ++p)
       if (p != rank) peers.push_back(p);
@@ -288,7 +299,7 @@ int main(int argc, char** argv) {
     t->close();
     bs.barrier();
     if (rank == 0)
-      std::cout << "fabric probe ok: " << world << " ranks, " << rounds << " rounds, " << j.posted << " writes, "
+      std::cout << t->name() << " probe ok: " << world << " ranks, " << rounds << " rounds, " << j.posted << " writes, "
                 << since(t0) << " s\n";
     return 0;
   } catch (const Failure& f) {

@@ -1,6 +1,7 @@
 // Launched by tools/mkrun in ctest: the whole host path of the network -
-// command ring, host proxy and the `fabric` transport (tcp;ofi_rxm on
-// loopback) - between 2..4 processes, host memory only. Every rank pushes
+// command ring, host proxy and the transport MK_NET picks (`fabric` over
+// tcp;ofi_rxm on loopback, or `verbs` over softverbs: tests/cpu/verbs.cmake)
+// - between 2..4 processes, host memory only. Every rank pushes
 // PUT commands (with an Add signal per chunk) to every other rank from
 // several producer threads, waits for the signals of every peer, and checks
 // every byte, and the proxy's count of bytes put; rounds repeat with fresh
@@ -56,7 +57,8 @@ int main(int argc, char** argv) {
     tc.rank = me;
     tc.world = world;
     tc.cuda_device = -1;
-    auto transport = net::make_fabric(tc);
+    auto transport = net::make_transport(tc);
+    const std::string transport_name = transport->name();
     transport->connect(bs, peers);
     // Region 0: signals (host); region 1: [my outgoing share | one landing zone per source].
     std::vector<uint64_t> signals((kControlHeaderBytes + 8 * 64) / 8, 0);
@@ -157,7 +159,8 @@ int main(int argc, char** argv) {
                    (unsigned long long)proxy.put_bytes(0), (unsigned long long)want_bytes);
       return 1;
     }
-    if (me == 0) std::printf("net_probe: %d ranks x %d rounds through ring + proxy + fabric: every byte ok\n", world, rounds);
+    if (me == 0) std::printf("net_probe: %d ranks x %d rounds through ring + proxy + %s: every byte ok\n", world, rounds,
+                  transport_name.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "net_probe: %s\n", e.what());

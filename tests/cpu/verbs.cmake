@@ -1,0 +1,37 @@
+# verbs transport (src/net/verbs, the RC path for InfiniBand and RoCE) between
+# processes on this host, with no RDMA NIC: the tests put softverbs, a
+# user-space stand-in for libibverbs.so.1 (tests/cpu/softverbs/softverbs.cpp:
+# what it emulates and checks), first on LD_LIBRARY_PATH, and the transport
+# dlopens it as it would rdma-core. Included by tests/CMakeLists.txt.
+add_library(mk_softverbs SHARED ${CMAKE_CURRENT_SOURCE_DIR}/cpu/softverbs/softverbs.cpp)
+set_target_properties(mk_softverbs PROPERTIES OUTPUT_NAME ibverbs SOVERSION 1
+  LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/softverbs)
+target_link_libraries(mk_softverbs PRIVATE Threads::Threads)
+set(MK_SOFTVERBS_ENV "LD_LIBRARY_PATH=path_list_prepend:${CMAKE_BINARY_DIR}/softverbs")
+
+# All-to-all rounds, 8 B .. 4 MiB with Set (inline write) and Add (atomic)
+# signals, each message checked when its signal is seen; then a rank killed
+# mid-stream: the writers must get an error naming it, bounded.
+foreach(_n 2 3 4)
+  add_test(NAME cpu.verbs_rounds_${_n}
+    COMMAND ${MK_MKRUN} -n ${_n} --timeout 150 $<TARGET_FILE:mk_fabric_probe> --transport verbs)
+endforeach()
+# Small send queues (chains refused for room, a signalled WR every 3rd, 3 QPs
+# a peer), and a NIC whose largest message is 64 KiB (4 MiB writes split into
+# 64-WR chains).
+add_test(NAME cpu.verbs_rounds_small_queues_3
+  COMMAND ${MK_MKRUN} -n 3 --timeout 150 env MK_IB_MAX_INFLIGHT=4 MK_IB_SIGNAL_EVERY=3 MK_IB_QPS_PER_PEER=3
+          $<TARGET_FILE:mk_fabric_probe> --transport verbs)
+add_test(NAME cpu.verbs_rounds_split_3
+  COMMAND ${MK_MKRUN} -n 3 --timeout 150 env SOFTVERBS_MAX_MSG_SZ=65536 $<TARGET_FILE:mk_fabric_probe> --transport verbs)
+add_test(NAME cpu.verbs_dead_peer_3
+  COMMAND ${MK_MKRUN} -n 3 --timeout 60 env MK_NET_TIMEOUT_MS=2000 $<TARGET_FILE:mk_fabric_probe> --transport verbs --kill-rank 1)
+# The command ring and host proxy over verbs (MK_NET=verbs through make_transport).
+foreach(_n 2 3 4)
+  add_test(NAME cpu.net_proxy_verbs_${_n}
+    COMMAND ${MK_MKRUN} -n ${_n} --timeout 120 env MK_NET=verbs MK_NET_TIMEOUT_MS=10000 $<TARGET_FILE:mk_net_probe>)
+endforeach()
+set_tests_properties(cpu.verbs_rounds_2 cpu.verbs_rounds_3 cpu.verbs_rounds_4 cpu.verbs_rounds_small_queues_3
+  cpu.verbs_rounds_split_3 cpu.verbs_dead_peer_3
+  cpu.net_proxy_verbs_2 cpu.net_proxy_verbs_3 cpu.net_proxy_verbs_4
+  PROPERTIES LABELS cpu TIMEOUT 180 ENVIRONMENT_MODIFICATION "${MK_SOFTVERBS_ENV}")
