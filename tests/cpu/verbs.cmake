@@ -1,12 +1,19 @@
-# verbs transport (src/net/verbs, the RC path for InfiniBand and RoCE) between
-# processes on this host, with no RDMA NIC: the tests put softverbs, a
-# user-space stand-in for libibverbs.so.1 (tests/cpu/softverbs/softverbs.cpp:
-# what it emulates and checks), first on LD_LIBRARY_PATH, and the transport
-# dlopens it as it would rdma-core. Included by tests/CMakeLists.txt.
-add_library(mk_softverbs SHARED ${CMAKE_CURRENT_SOURCE_DIR}/cpu/softverbs/softverbs.cpp)
+# verbs transport (src/net/verbs: RC for InfiniBand and RoCE, SRD for EFA)
+# between processes on this host, with no RDMA NIC: the tests put softverbs,
+# a user-space stand-in for libibverbs.so.1 and libefa.so.1
+# (tests/cpu/softverbs/softverbs.cpp: what it emulates and checks), first on
+# LD_LIBRARY_PATH, and the transport dlopens it as it would rdma-core.
+# Included by tests/CMakeLists.txt.
+include(CheckIncludeFileCXX)
+check_include_file_cxx(infiniband/efadv.h MK_SOFTVERBS_EFADV)  # as the library: without it no SRD path
+add_library(mk_softverbs SHARED ${CMAKE_CURRENT_SOURCE_DIR}/cpu/softverbs/softverbs.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/cpu/softverbs/softverbs_api.cpp ${CMAKE_CURRENT_SOURCE_DIR}/cpu/softverbs/softverbs_srd.cpp)
 set_target_properties(mk_softverbs PROPERTIES OUTPUT_NAME ibverbs SOVERSION 1
   LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/softverbs)
 target_link_libraries(mk_softverbs PRIVATE Threads::Threads)
+# libefa.so.1 is the same library (it exports efadv_*; SOFTVERBS_EFA=1 makes its device answer as EFA).
+add_custom_command(TARGET mk_softverbs POST_BUILD
+  COMMAND ${CMAKE_COMMAND} -E create_symlink libibverbs.so.1 ${CMAKE_BINARY_DIR}/softverbs/libefa.so.1)
 set(MK_SOFTVERBS_ENV "LD_LIBRARY_PATH=path_list_prepend:${CMAKE_BINARY_DIR}/softverbs")
 
 # All-to-all rounds, 8 B .. 4 MiB with Set (inline write) and Add (atomic)
@@ -31,6 +38,32 @@ foreach(_n 2 3 4)
   add_test(NAME cpu.net_proxy_verbs_${_n}
     COMMAND ${MK_MKRUN} -n ${_n} --timeout 120 env MK_NET=verbs MK_NET_TIMEOUT_MS=10000 $<TARGET_FILE:mk_net_probe>)
 endforeach()
+# The EFA SRD path (efa_srd.cpp: write-with-immediate, inline SEND records,
+# signals applied by the receiver, every completion out of order), with
+# SOFTVERBS_EFA=1: the same rounds, split writes (record-form signals of 64
+# parts), a killed peer, and ring + proxy + verbs.
+if(MK_SOFTVERBS_EFADV)
+foreach(_n 2 3 4)
+  add_test(NAME cpu.verbs_efa_rounds_${_n}
+    COMMAND ${MK_MKRUN} -n ${_n} --timeout 150 env SOFTVERBS_EFA=1 $<TARGET_FILE:mk_fabric_probe> --transport verbs)
+endforeach()
+add_test(NAME cpu.verbs_efa_rounds_split_3
+  COMMAND ${MK_MKRUN} -n 3 --timeout 150 env SOFTVERBS_EFA=1 SOFTVERBS_MAX_MSG_SZ=65536
+          $<TARGET_FILE:mk_fabric_probe> --transport verbs)
+add_test(NAME cpu.verbs_efa_dead_peer_3
+  COMMAND ${MK_MKRUN} -n 3 --timeout 60 env SOFTVERBS_EFA=1 MK_NET_TIMEOUT_MS=2000 $<TARGET_FILE:mk_fabric_probe>
+          --transport verbs --kill-rank 1)
+foreach(_n 3 4)
+  add_test(NAME cpu.net_proxy_verbs_efa_${_n}
+    COMMAND ${MK_MKRUN} -n ${_n} --timeout 120 env SOFTVERBS_EFA=1 MK_NET=verbs MK_NET_TIMEOUT_MS=10000
+            $<TARGET_FILE:mk_net_probe>)
+endforeach()
+set_tests_properties(cpu.verbs_efa_rounds_2 cpu.verbs_efa_rounds_3 cpu.verbs_efa_rounds_4 cpu.verbs_efa_rounds_split_3
+  cpu.verbs_efa_dead_peer_3 cpu.net_proxy_verbs_efa_3 cpu.net_proxy_verbs_efa_4
+  PROPERTIES LABELS cpu TIMEOUT 180 ENVIRONMENT_MODIFICATION "${MK_SOFTVERBS_ENV}")
+else()
+  message(STATUS "softverbs: no <infiniband/efadv.h>: the EFA SRD tests are left out (so is the library's SRD path)")
+endif()
 set_tests_properties(cpu.verbs_rounds_2 cpu.verbs_rounds_3 cpu.verbs_rounds_4 cpu.verbs_rounds_small_queues_3
   cpu.verbs_rounds_split_3 cpu.verbs_dead_peer_3
   cpu.net_proxy_verbs_2 cpu.net_proxy_verbs_3 cpu.net_proxy_verbs_4
