@@ -4,17 +4,18 @@
 # as 1x2 (NVLink) and 2x1 (MK_RANKS_PER_NODE=1), abort propagation, 2x2 as
 # 4 ranks on 2 GPUs. On a one-GPU machine the ranks share it (MK_SHARE_GPUS,
 # correctness only): the dist tier's op tests and the torchrun checks.
-#   tools/gpu_test.sh [compiled] [python] [fabric]
+#   tools/gpu_test.sh [compiled] [python] [fabric] [verbs]
 # runs those parts only (default: all): the C++ test binaries, the Python and
-# torchrun checks, the network over libfabric. On one GPU all of it takes
-# ~600 s, a lent machine's limit for one command: split it over two there.
+# torchrun checks, the network over libfabric, the network over verbs (on
+# softverbs: carry build/softverbs). On one GPU all of it takes over 600 s, a
+# lent machine's limit for one command: split it over two there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-parts=" ${*:-compiled python fabric} "
+parts=" ${*:-compiled python fabric verbs} "
 for p in $parts; do
   case $p in
-    compiled | python | fabric) ;;
-    *) echo "usage: tools/gpu_test.sh [compiled] [python] [fabric] (default: all); not a part: $p" >&2; exit 2 ;;
+    compiled | python | fabric | verbs) ;;
+    *) echo "usage: tools/gpu_test.sh [compiled] [python] [fabric] [verbs] (default: all); not a part: $p" >&2; exit 2 ;;
   esac
 done
 want() { [[ "$parts" == *" $1 "* ]]; }
@@ -142,4 +143,23 @@ else
   echo "=== SKIPPED: fabric on GPUs (no libfabric.so.1 here; carry it in .carry/rdma)"
 fi
 fi  # fabric
+# The network over verbs with no RDMA NIC: softverbs (tests/cpu/softverbs/, the
+# CPU tier's stand-in for libibverbs and libefa) carries GPU memory through
+# the CUDA driver. The network tests and the TP ops across 2 nodes over RC
+# QPs (Add signals as atomics into GPU memory), then over EFA SRD
+# (SOFTVERBS_EFA=1: signals applied by the kernels' delivery agents). Written
+# in session 37 without a GPU: not yet run.
+if want verbs; then
+if [ -f build/softverbs/libibverbs.so.1 ]; then
+  # (a copy may have dropped the link: libefa.so.1 must be the same library, not a second one)
+  [ -e build/softverbs/libefa.so.1 ] || ln -sf libibverbs.so.1 build/softverbs/libefa.so.1
+  sv="LD_LIBRARY_PATH=$PWD/build/softverbs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  run tools/mkrun -n 2 --timeout 230 env "$sv" MK_RANKS_PER_NODE=1 MK_NET=verbs $share \
+      build/bin/mk_dist_tests --gtest_filter='Net*:AgGemm*:GemmRs*:GemmAr*'
+  run tools/mkrun -n 2 --timeout 230 env "$sv" SOFTVERBS_EFA=1 MK_RANKS_PER_NODE=1 MK_NET=verbs $share \
+      build/bin/mk_dist_tests --gtest_filter='Net*:AgGemm*:GemmRs*:GemmAr*'
+else
+  echo "=== SKIPPED: verbs on GPUs (no build/softverbs/libibverbs.so.1: carry build/softverbs)"
+fi
+fi  # verbs
 exit $fail

@@ -41,7 +41,7 @@ tools/setup.sh
 dir="build-$kind"
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMK_OPS=none -DMK_BUILD_BENCH=OFF \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$link" -DCMAKE_SHARED_LINKER_FLAGS="$link"
-cmake --build "$dir" -j "$(nproc)" --target mk_cpu_tests mk_bootstrap_probe mk_fabric_probe mk_net_probe
+cmake --build "$dir" -j "$(nproc)" --target mk_cpu_tests mk_bootstrap_probe mk_fabric_probe mk_net_probe mk_softverbs
 "$dir/bin/mk_cpu_tests" --gtest_filter="$unit_filter"
 ctest --test-dir "$dir" -L cpu -E "$ctest_skip" --output-on-failure --timeout 300
 echo "[sanitize] $kind: the CPU tier passed"

@@ -13,6 +13,8 @@
 //                        then runs fi_atomic Add with deferred signals)
 //   --provider P         provider, '+' standing for ';' (e.g. tcp+ofi_rxm)
 //   --transport T        fabric (default) or verbs (the rounds and --kill-rank)
+//   --expect-error S     connect or a registration must fail, on every rank, with
+//                        an mk::Error containing S (fault injection: verbs.cmake)
 //   --kill-rank R        rank R dies (std::_Exit) while the others stream
 //                        4 MiB writes to it; they must get an mk::Error naming
 //                        rank R within MK_NET_TIMEOUT_MS + slack
@@ -186,6 +188,7 @@ int stream_until_error(Job& j, int victim, int64_t timeout_ms) {
 int main(int argc, char** argv) {
   int rounds = 16, kill_rank = -1, unreachable_rank = -1;
   bool stall = false, verbs = false;
+  std::string expect_error;  // connect or a registration must fail on every rank with this in its message
   mk::net::fabric::FabricOptions opt;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -201,12 +204,13 @@ int main(int argc, char** argv) {
       opt.provider = p;
     } else if (a == "--kill-rank" && i + 1 < argc) kill_rank = std::atoi(argv[++i]);
     else if (a == "--unreachable-rank" && i + 1 < argc) unreachable_rank = std::atoi(argv[++i]);
+    else if (a == "--expect-error" && i + 1 < argc) expect_error = argv[++i];
     else if (a == "--transport" && i + 1 < argc && (argv[i + 1] == std::string("verbs") ||
                                                     argv[i + 1] == std::string("fabric")))
       verbs = argv[++i] == std::string("verbs");
     else {
       std::cerr << "usage: " << argv[0]
-                << " [--rounds N] [--deferred] [--no-atomics] [--provider P] [--prefer-atomics] [--transport fabric|verbs] [--kill-rank R | --stall-rank R | --unreachable-rank R]\n";
+                << " [--rounds N] [--deferred] [--no-atomics] [--provider P] [--prefer-atomics] [--transport fabric|verbs] [--expect-error S] [--kill-rank R | --stall-rank R | --unreachable-rank R]\n";
       return 2;
     }
   }
@@ -262,11 +266,28 @@ int main(int argc, char** argv) {
       return 1;
     }
 
-    t->connect(bs, peers);
     Job j{bs, *t, rank, world, std::vector<uint64_t>(kSignalBytes / 8, 0),
           std::vector<uint8_t>(2 * size_t(world) * kSlot, 0)};
-    t->register_region(bs, mk::net::Region{0, j.sig.data(), kSignalBytes, false, -1});
-    t->register_region(bs, mk::net::Region{1, j.data.data(), j.data.size(), false, -1});
+    try {
+      t->connect(bs, peers);
+      t->register_region(bs, mk::net::Region{0, j.sig.data(), kSignalBytes, false, -1});
+      t->register_region(bs, mk::net::Region{1, j.data.data(), j.data.size(), false, -1});
+    } catch (const mk::Error& e) {
+      if (expect_error.empty()) throw;
+      // Every rank must come out of the failed step with the same error (the
+      // barrier shows none is left waiting in it).
+      const std::string msg = e.what();
+      const bool ok = msg.find(expect_error) != std::string::npos;
+      bs.barrier();
+      (ok ? std::cout : std::cerr) << "rank " << rank << ": " << (ok ? "the expected error: " : "another error: ") << msg
+                                   << "\n";
+      return ok ? 0 : 1;
+    }
+    if (!expect_error.empty()) {
+      std::cerr << "rank " << rank << ": connect and registration passed; expected an error with \"" << expect_error
+                << "\"\n";
+      return 1;
+    }
     if (rank == 0) std::cout << t->name() << "\n";
 
     if (kill_rank >= 0) {

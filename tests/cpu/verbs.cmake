@@ -7,10 +7,15 @@
 include(CheckIncludeFileCXX)
 check_include_file_cxx(infiniband/efadv.h MK_SOFTVERBS_EFADV)  # as the library: without it no SRD path
 add_library(mk_softverbs SHARED ${CMAKE_CURRENT_SOURCE_DIR}/cpu/softverbs/softverbs.cpp
-  ${CMAKE_CURRENT_SOURCE_DIR}/cpu/softverbs/softverbs_api.cpp ${CMAKE_CURRENT_SOURCE_DIR}/cpu/softverbs/softverbs_srd.cpp)
+  ${CMAKE_CURRENT_SOURCE_DIR}/cpu/softverbs/softverbs_api.cpp ${CMAKE_CURRENT_SOURCE_DIR}/cpu/softverbs/softverbs_srd.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/cpu/softverbs/softverbs_gpu.cpp)
+target_include_directories(mk_softverbs PRIVATE ${CUDAToolkit_INCLUDE_DIRS})  # cuda.h; the driver is dlopened
 set_target_properties(mk_softverbs PROPERTIES OUTPUT_NAME ibverbs SOVERSION 1
   LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/softverbs)
-target_link_libraries(mk_softverbs PRIVATE Threads::Threads)
+target_link_libraries(mk_softverbs PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
+if(NOT CMAKE_CXX_FLAGS MATCHES "sanitize")  # (sanitizer runtimes stay undefined in shared libraries)
+  target_link_options(mk_softverbs PRIVATE -Wl,--no-undefined)  # a missing symbol fails the link, not the dlopen
+endif()
 # libefa.so.1 is the same library (it exports efadv_*; SOFTVERBS_EFA=1 makes its device answer as EFA).
 add_custom_command(TARGET mk_softverbs POST_BUILD
   COMMAND ${CMAKE_COMMAND} -E create_symlink libibverbs.so.1 ${CMAKE_BINARY_DIR}/softverbs/libefa.so.1)
@@ -33,6 +38,17 @@ add_test(NAME cpu.verbs_rounds_split_3
   COMMAND ${MK_MKRUN} -n 3 --timeout 150 env SOFTVERBS_MAX_MSG_SZ=65536 $<TARGET_FILE:mk_fabric_probe> --transport verbs)
 add_test(NAME cpu.verbs_dead_peer_3
   COMMAND ${MK_MKRUN} -n 3 --timeout 60 env MK_NET_TIMEOUT_MS=2000 $<TARGET_FILE:mk_fabric_probe> --transport verbs --kill-rank 1)
+# One rank's NIC refuses a resource (softverbs' fault injection): every rank
+# must fail that step with the same error naming the rank, none left waiting.
+# RC: reg_mr #3 is region 1's (#1 the atomic scratch word, #2 region 0).
+add_test(NAME cpu.verbs_register_fails_on_one_rank_3
+  COMMAND ${MK_MKRUN} -n 3 --timeout 60 env SOFTVERBS_FAIL=reg_mr:3 SOFTVERBS_FAIL_RANK=1
+          $<TARGET_FILE:mk_fabric_probe> --transport verbs --expect-error "register_region failed on rank 1")
+add_test(NAME cpu.verbs_connect_fails_on_one_rank_3
+  COMMAND ${MK_MKRUN} -n 3 --timeout 60 env SOFTVERBS_FAIL=create_qp:2 SOFTVERBS_FAIL_RANK=2
+          $<TARGET_FILE:mk_fabric_probe> --transport verbs --expect-error "connect failed on rank 2")
+set_tests_properties(cpu.verbs_register_fails_on_one_rank_3 cpu.verbs_connect_fails_on_one_rank_3
+  PROPERTIES LABELS cpu TIMEOUT 90 ENVIRONMENT_MODIFICATION "${MK_SOFTVERBS_ENV}")
 # The command ring and host proxy over verbs (MK_NET=verbs through make_transport).
 foreach(_n 2 3 4)
   add_test(NAME cpu.net_proxy_verbs_${_n}
@@ -53,13 +69,17 @@ add_test(NAME cpu.verbs_efa_rounds_split_3
 add_test(NAME cpu.verbs_efa_dead_peer_3
   COMMAND ${MK_MKRUN} -n 3 --timeout 60 env SOFTVERBS_EFA=1 MK_NET_TIMEOUT_MS=2000 $<TARGET_FILE:mk_fabric_probe>
           --transport verbs --kill-rank 1)
+add_test(NAME cpu.verbs_efa_connect_fails_on_one_rank_3
+  COMMAND ${MK_MKRUN} -n 3 --timeout 60 env SOFTVERBS_EFA=1 SOFTVERBS_FAIL=create_qp:3 SOFTVERBS_FAIL_RANK=0
+          $<TARGET_FILE:mk_fabric_probe> --transport verbs --expect-error "connect failed on rank 0")
 foreach(_n 3 4)
   add_test(NAME cpu.net_proxy_verbs_efa_${_n}
     COMMAND ${MK_MKRUN} -n ${_n} --timeout 120 env SOFTVERBS_EFA=1 MK_NET=verbs MK_NET_TIMEOUT_MS=10000
             $<TARGET_FILE:mk_net_probe>)
 endforeach()
 set_tests_properties(cpu.verbs_efa_rounds_2 cpu.verbs_efa_rounds_3 cpu.verbs_efa_rounds_4 cpu.verbs_efa_rounds_split_3
-  cpu.verbs_efa_dead_peer_3 cpu.net_proxy_verbs_efa_3 cpu.net_proxy_verbs_efa_4
+  cpu.verbs_efa_dead_peer_3 cpu.verbs_efa_connect_fails_on_one_rank_3 cpu.net_proxy_verbs_efa_3
+  cpu.net_proxy_verbs_efa_4
   PROPERTIES LABELS cpu TIMEOUT 180 ENVIRONMENT_MODIFICATION "${MK_SOFTVERBS_ENV}")
 else()
   message(STATUS "softverbs: no <infiniband/efadv.h>: the EFA SRD tests are left out (so is the library's SRD path)")

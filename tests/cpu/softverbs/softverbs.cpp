@@ -136,10 +136,11 @@ void send_work() {
       q->unsent.pop_front();
       const MsgType type = msg_type(w.opcode);
       const bool atomic = type == kFetchAdd;
+      const Mr* src = nullptr;
       if (!w.inline_data && (w.len > 0 || atomic)) {
-        const Mr* m = find_mr(w.lkey);
-        if (!m || !covers(m, w.laddr, atomic ? 8 : w.len) || (atomic && !(m->access & IBV_ACCESS_LOCAL_WRITE)) ||
-            m->mr.pd != q->qp().pd) {
+        src = find_mr(w.lkey);
+        if (!src || !covers(src, w.laddr, atomic ? 8 : w.len) ||
+            (atomic && !(src->access & IBV_ACCESS_LOCAL_WRITE)) || src->mr.pd != q->qp().pd) {
           fail_qp(*q, w, IBV_WC_LOC_PROT_ERR);
           break;
         }
@@ -157,8 +158,14 @@ void send_work() {
       h.mtu = static_cast<uint32_t>(q->mtu);
       h.qkey = w.qkey;
       h.imm = w.imm;
-      const char* payload = w.inline_data ? w.inl.data() : reinterpret_cast<const char*>(w.laddr);
-      append_msg(c, h, payload, h.len);
+      if (src && src->device_ctx && h.len > 0) {  // GPU memory: read through the driver
+        append_msg(c, h, nullptr, 0);
+        const size_t at = c->out.size();
+        c->out.resize(at + h.len);
+        device_read(src->device_ctx, c->out.data() + at, w.laddr, h.len);
+      } else {
+        append_msg(c, h, w.inline_data ? w.inl.data() : reinterpret_cast<const char*>(w.laddr), h.len);
+      }
       q->unacked.push_back(std::move(w));
     }
   }
@@ -189,8 +196,13 @@ void on_request(Conn* c, const Hdr& h, const char* payload) {
     if (!(q->access & IBV_ACCESS_REMOTE_ATOMIC) || !m || !(m->access & IBV_ACCESS_REMOTE_ATOMIC) ||
         m->mr.pd != q->qp().pd || !covers(m, h.raddr, 8) || h.raddr % 8 != 0)
       a.status = IBV_WC_REM_ACCESS_ERR;
-    else
+    else if (m->device_ctx) {  // GPU memory: a read and a write, atomic against the NIC's other operations
+      device_read(m->device_ctx, &a.value, h.raddr, 8);
+      const uint64_t sum = a.value + h.value;
+      device_write(m->device_ctx, h.raddr, &sum, 8);
+    } else {
       a.value = __atomic_fetch_add(reinterpret_cast<uint64_t*>(h.raddr), h.value, __ATOMIC_SEQ_CST);
+    }
   }
   append_msg(c, a, nullptr, 0);
 }
@@ -216,7 +228,11 @@ void on_ack(const Hdr& h) {
     fail_qp(*q, w, static_cast<ibv_wc_status>(h.status));
     return;
   }
-  if (w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) std::memcpy(reinterpret_cast<void*>(w.laddr), &h.value, 8);
+  if (w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {  // the old value, into the WR's local buffer
+    const Mr* m = find_mr(w.lkey);
+    if (m && m->device_ctx) device_write(m->device_ctx, w.laddr, &h.value, 8);
+    else std::memcpy(reinterpret_cast<void*>(w.laddr), &h.value, 8);
+  }
   if (w.signaled) push_cqe(*q, w, IBV_WC_SUCCESS);
 }
 
@@ -487,6 +503,20 @@ bool efa_mode() {
   return v;
 }
 
+bool injected_failure(const char* call) {
+  static std::mutex mu;
+  static std::map<std::string, int> calls;
+  const char* spec = std::getenv("SOFTVERBS_FAIL");
+  const char* rank = std::getenv("SOFTVERBS_FAIL_RANK");
+  const char* me = std::getenv("RANK");
+  if (!spec || !rank || !me || std::strcmp(rank, me) != 0) return false;
+  const std::string s = spec;
+  const size_t colon = s.find(':');
+  if (colon == std::string::npos || s.compare(0, colon, call) != 0) return false;
+  std::lock_guard<std::mutex> lk(mu);
+  return ++calls[call] == std::atoi(s.c_str() + colon + 1);
+}
+
 Mr* find_mr(uint32_t key) {
   auto it = g->mrs.find(key);
   return it == g->mrs.end() ? nullptr : it->second;
@@ -508,7 +538,9 @@ uint32_t place_write(const Qp& q, const Hdr& h, const char* payload) {
   if ((!q.srd && !(q.access & IBV_ACCESS_REMOTE_WRITE)) || !m || !(m->access & IBV_ACCESS_REMOTE_WRITE) ||
       m->mr.pd != q.x.qp_base.pd || !covers(m, h.raddr, h.len))
     return IBV_WC_REM_ACCESS_ERR;
-  if (h.len == 8 && h.raddr % 8 == 0) {  // a signal word: one store, as a NIC's aligned 8-byte write
+  if (m->device_ctx) {
+    device_write(m->device_ctx, h.raddr, payload, h.len);  // waited for: the data lands before a later signal
+  } else if (h.len == 8 && h.raddr % 8 == 0) {  // a signal word: one store, as a NIC's aligned 8-byte write
     uint64_t v;
     std::memcpy(&v, payload, 8);
     __atomic_store_n(reinterpret_cast<uint64_t*>(h.raddr), v, __ATOMIC_RELEASE);

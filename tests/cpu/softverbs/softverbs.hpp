@@ -34,6 +34,7 @@ struct Hdr {
 struct Mr {
   ibv_mr mr{};
   int access = 0;
+  void* device_ctx = nullptr;  // GPU memory: its CUDA context (softverbs_gpu.cpp); null: host memory
 };
 
 struct Cq {
@@ -121,6 +122,10 @@ void wake_nic();
 uint64_t key_of(const ibv_gid& gid);
 uint32_t max_msg_sz();
 bool efa_mode();  // SOFTVERBS_EFA=1: the device answers efadv (EFA SRD), else it is a RoCE device
+// Fault injection: SOFTVERBS_FAIL=<call>:<n> with SOFTVERBS_FAIL_RANK=<r> makes
+// the n-th call of `call` (reg_mr, create_qp) fail (ENOMEM) in the process
+// whose RANK is r, as a NIC out of resources would.
+bool injected_failure(const char* call);
 Mr* find_mr(uint32_t key);
 bool covers(const Mr* m, uint64_t addr, uint64_t len);
 Qp* find_qp(uint32_t qpn);
@@ -136,6 +141,12 @@ bool mask_has(int mask, int need);
 int sv_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
 int sv_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int sv_poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
+
+// GPU memory (softverbs_gpu.cpp): the CUDA context of device memory at
+// `addr`, or null (host memory, or no driver); copies that return when done.
+void* device_context(const void* addr);
+void device_read(void* ctx, void* dst, uint64_t src, size_t n);
+void device_write(void* ctx, uint64_t dst, const void* src, size_t n);
 
 // SRD (softverbs_srd.cpp): a WRITE_WITH_IMM or SEND that arrived for SRD QP
 // `q`; returns the acknowledgement's status (kRnr: nothing done).

@@ -102,6 +102,10 @@ int ibv_dealloc_pd(ibv_pd* pd) {
 }
 
 ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t len, int access) {
+  if (injected_failure("reg_mr")) {
+    errno = ENOMEM;
+    return nullptr;
+  }
   if (!pd || !addr || len == 0) {
     errno = EINVAL;
     return nullptr;
@@ -110,8 +114,10 @@ ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t len, int access) {
     errno = EINVAL;  // as the kernel: remote write or atomic needs local write
     return nullptr;
   }
+  void* ctx = device_context(addr);  // (the driver call outside the lock)
   std::lock_guard<std::mutex> lk(g->mu);
   auto* m = new Mr;
+  m->device_ctx = ctx;
   m->mr.context = pd->context;
   m->mr.pd = pd;
   m->mr.addr = addr;
@@ -149,6 +155,10 @@ int ibv_destroy_cq(ibv_cq* cq) {
 }
 
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
+  if (injected_failure("create_qp")) {
+    errno = ENOMEM;
+    return nullptr;
+  }
   if (ia->qp_type != IBV_QPT_RC || !ia->send_cq || ia->cap.max_send_wr < 1 || ia->cap.max_send_wr > kMaxQpWr ||
       ia->cap.max_send_sge > 1 || ia->cap.max_inline_data > kMaxInline) {
     errno = EINVAL;

@@ -163,7 +163,8 @@ uint32_t srd_receive(Qp& q, const Hdr& h, const char* payload) {
       wc.status = IBV_WC_LOC_PROT_ERR;
       ack = IBV_WC_REM_OP_ERR;
     } else {
-      std::memcpy(reinterpret_cast<void*>(r.addr), payload, h.len);
+      if (m->device_ctx) device_write(m->device_ctx, r.addr, payload, h.len);
+      else std::memcpy(reinterpret_cast<void*>(r.addr), payload, h.len);
     }
   }
   q.recvs.pop_front();
@@ -194,6 +195,10 @@ int efadv_query_device(ibv_context*, efadv_device_attr* a, uint32_t inlen) {
 }
 
 ibv_qp* efadv_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* ia, efadv_qp_init_attr* ea, uint32_t inlen) {
+  if (injected_failure("create_qp")) {
+    errno = ENOMEM;
+    return nullptr;
+  }
   if (!efa_mode() || inlen < sizeof *ea || ea->driver_qp_type != EFADV_QP_DRIVER_TYPE_SRD ||
       ia->qp_type != IBV_QPT_DRIVER || !(ia->comp_mask & IBV_QP_INIT_ATTR_PD) || !ia->pd || !ia->send_cq ||
       !ia->recv_cq || ia->cap.max_send_wr < 1 || ia->cap.max_send_wr > kMaxSqWr || ia->cap.max_recv_wr > kMaxRqWr ||

@@ -1,0 +1,112 @@
+// softverbs: registered GPU memory. A memory region whose address is device
+// memory (cuPointerGetAttribute says so) is read and written by the NIC's
+// rounds through the CUDA driver: copies on a non-blocking stream of the
+// calling thread, each waited for, so that a write's data lands before the
+// signal written after it, as a NIC's PCIe writes do. A fetch-and-add on
+// device memory is a read and a write: atomic against the other NIC
+// operations (all under the NIC's lock), not against the GPU's own stores,
+// which mkernel never makes to a word a remote peer adds to. The driver is
+// dlopened: on a machine without one (CI) every address is host memory.
+// This lets a GPU machine without an RDMA NIC run mkernel's ops over the
+// verbs transport (tools/wip/verbs_gpu.sh).
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "softverbs.hpp"
+
+namespace softverbs {
+namespace {
+
+struct Driver {
+  decltype(&cuPointerGetAttribute) pointer_attr = nullptr;
+  decltype(&cuCtxSetCurrent) set_current = nullptr;
+  decltype(&cuStreamCreate) stream_create = nullptr;
+  decltype(&cuMemcpyDtoHAsync_v2) dtoh = nullptr;
+  decltype(&cuMemcpyHtoDAsync_v2) htod = nullptr;
+  decltype(&cuStreamSynchronize) sync = nullptr;
+  decltype(&cuDeviceGet) device_get = nullptr;
+  decltype(&cuDevicePrimaryCtxRetain) primary_ctx = nullptr;
+  bool ok = false;
+};
+
+const Driver& driver() {
+  static const Driver d = [] {
+    Driver x;
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return x;
+    x.pointer_attr = reinterpret_cast<decltype(x.pointer_attr)>(dlsym(lib, "cuPointerGetAttribute"));
+    x.set_current = reinterpret_cast<decltype(x.set_current)>(dlsym(lib, "cuCtxSetCurrent"));
+    x.stream_create = reinterpret_cast<decltype(x.stream_create)>(dlsym(lib, "cuStreamCreate"));
+    x.dtoh = reinterpret_cast<decltype(x.dtoh)>(dlsym(lib, "cuMemcpyDtoHAsync_v2"));
+    x.htod = reinterpret_cast<decltype(x.htod)>(dlsym(lib, "cuMemcpyHtoDAsync_v2"));
+    x.sync = reinterpret_cast<decltype(x.sync)>(dlsym(lib, "cuStreamSynchronize"));
+    x.device_get = reinterpret_cast<decltype(x.device_get)>(dlsym(lib, "cuDeviceGet"));
+    x.primary_ctx = reinterpret_cast<decltype(x.primary_ctx)>(dlsym(lib, "cuDevicePrimaryCtxRetain"));
+    x.ok = x.pointer_attr && x.set_current && x.stream_create && x.dtoh && x.htod && x.sync && x.device_get &&
+           x.primary_ctx;
+    return x;
+  }();
+  return d;
+}
+
+[[noreturn]] void die(const char* what, CUresult r) {
+  std::fprintf(stderr, "softverbs: %s failed (CUresult %d)\n", what, static_cast<int>(r));
+  std::abort();
+}
+
+// This thread's stream in `ctx` (made current).
+CUstream stream_for(void* ctx) {
+  thread_local std::map<void*, CUstream> streams;
+  const Driver& d = driver();
+  if (CUresult r = d.set_current(static_cast<CUcontext>(ctx)); r != CUDA_SUCCESS) die("cuCtxSetCurrent", r);
+  auto it = streams.find(ctx);
+  if (it != streams.end()) return it->second;
+  CUstream s = nullptr;
+  if (CUresult r = d.stream_create(&s, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS) die("cuStreamCreate", r);
+  streams.emplace(ctx, s);
+  return s;
+}
+
+}  // namespace
+
+void* device_context(const void* addr) {
+  const Driver& d = driver();
+  if (!d.ok || !addr) return nullptr;
+  unsigned int type = 0;
+  const auto p = reinterpret_cast<CUdeviceptr>(addr);
+  if (d.pointer_attr(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != CUDA_SUCCESS || type != CU_MEMORYTYPE_DEVICE)
+    return nullptr;  // (an address the driver does not know is host memory)
+  // The device's primary context (the CUDA runtime's, which mkernel uses): a
+  // pointer into a VMM mapping (mkernel's symmetric heap) names no context.
+  int ordinal = -1;
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  if (d.pointer_attr(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) != CUDA_SUCCESS ||
+      d.device_get(&dev, ordinal) != CUDA_SUCCESS || d.primary_ctx(&ctx, dev) != CUDA_SUCCESS) {
+    std::fprintf(stderr, "softverbs: device memory at %p: its device's context cannot be found\n", addr);
+    std::abort();  // (as host memory, a NIC's copy would fault)
+  }
+  return ctx;  // (retained for the process's life)
+}
+
+void device_read(void* ctx, void* dst, uint64_t src, size_t n) {
+  const Driver& d = driver();
+  CUstream s = stream_for(ctx);
+  if (CUresult r = d.dtoh(dst, static_cast<CUdeviceptr>(src), n, s); r != CUDA_SUCCESS) die("cuMemcpyDtoHAsync", r);
+  if (CUresult r = d.sync(s); r != CUDA_SUCCESS) die("cuStreamSynchronize", r);
+}
+
+void device_write(void* ctx, uint64_t dst, const void* src, size_t n) {
+  const Driver& d = driver();
+  CUstream s = stream_for(ctx);
+  if (CUresult r = d.htod(static_cast<CUdeviceptr>(dst), src, n, s); r != CUDA_SUCCESS) die("cuMemcpyHtoDAsync", r);
+  if (CUresult r = d.sync(s); r != CUDA_SUCCESS) die("cuStreamSynchronize", r);
+}
+
+}  // namespace softverbs
