@@ -43,6 +43,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -112,9 +113,17 @@ MsgType msg_type(ibv_wr_opcode op) {
 }
 
 // Moves the QPs' WRs onto their connections (g->mu held).
+// The QPs are visited in a random order each round: a NIC keeps no order
+// between its QPs, so a transport that counted on one (a signal on another
+// QP than its data) fails here too.
 void send_work() {
   const auto now = Clock::now();
-  for (auto& [qpn, q] : g->qps) {
+  thread_local std::vector<Qp*> order;
+  thread_local std::mt19937 rng(std::random_device{}());
+  order.clear();
+  for (auto& [qpn, q] : g->qps) order.push_back(q);
+  std::shuffle(order.begin(), order.end(), rng);
+  for (Qp* q : order) {
     if (q->state != IBV_QPS_RTS || (q->unsent.empty() && q->unacked.empty())) continue;
     // A WR to a process that is gone fails after the retry time; the QP flushes the rest.
     const SendWr* lost = nullptr;
