@@ -9,6 +9,7 @@
 #include <chrono>
 #include <deque>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 #include "mkernel/error.hpp"
@@ -202,11 +203,22 @@ TEST(Proxy, ACommandStillInFlightHoldsTheRingALapLater) {
   Rig r(5000, kDepth);
   r.set([](FakeState& st) { st.hold = 0; });
   const int n = 3 * kDepth;
-  std::thread producer([&] {
-    for (int i = 0; i < n; ++i) r.push(put(1 + i % 3, 64ull * i, 8));
+  std::atomic<bool> producer_stuck{false};
+  std::thread producer([&] {  // (bounded: a proxy that stopped taking commands fails the test, not ctest's timeout)
+    const auto give_up = Clock::now() + std::chrono::seconds(20);
+    try {
+      for (int i = 0; i < n; ++i)
+        cmdq_push(r.q(), put(1 + i % 3, 64ull * i, 8), [&](uint64_t) {
+          if (Clock::now() > give_up) throw std::runtime_error("ring full for 20 s");
+          std::this_thread::yield();
+        });
+    } catch (const std::exception&) {
+      producer_stuck = true;
+    }
   });
   // Commands 1 .. depth-1 complete; command depth would reuse command 0's slot.
-  auto end = Clock::now() + std::chrono::milliseconds(2000);
+  // (A slow machine that has not posted depth commands within 10 s fails the count below.)
+  auto end = Clock::now() + std::chrono::milliseconds(10000);
   for (;;) {
     {
       std::lock_guard<std::mutex> g(r.st->mu);
@@ -224,6 +236,7 @@ TEST(Proxy, ACommandStillInFlightHoldsTheRingALapLater) {
     r.st->to_complete.push_back(0);
   }
   producer.join();
+  ASSERT_FALSE(producer_stuck.load()) << "the ring stayed full: " << r.proxy->error();
   ASSERT_TRUE(r.wait_done(n));
   EXPECT_EQ(r.proxy->error(), "");
   std::lock_guard<std::mutex> g(r.st->mu);

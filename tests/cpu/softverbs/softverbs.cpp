@@ -113,9 +113,11 @@ MsgType msg_type(ibv_wr_opcode op) {
 }
 
 // Moves the QPs' WRs onto their connections (g->mu held).
-// The QPs are visited in a random order each round: a NIC keeps no order
-// between its QPs, so a transport that counted on one (a signal on another
-// QP than its data) fails here too.
+// A NIC keeps no order between its QPs. Each round visits the QPs in a
+// random order and holds back one in three of them (its WRs go in a later
+// round), so that WRs posted later on one QP overtake earlier ones on
+// another: a transport that counted on an order between QPs (a signal on
+// another QP than its data) fails here too.
 void send_work() {
   const auto now = Clock::now();
   thread_local std::vector<Qp*> order;
@@ -125,6 +127,7 @@ void send_work() {
   std::shuffle(order.begin(), order.end(), rng);
   for (Qp* q : order) {
     if (q->state != IBV_QPS_RTS || (q->unsent.empty() && q->unacked.empty())) continue;
+    const bool held = rng() % 3 == 0;  // (a dead target is still noticed below)
     // A WR to a process that is gone fails after the retry time; the QP flushes the rest.
     const SendWr* lost = nullptr;
     for (auto* d : {&q->unacked, &q->unsent})
@@ -138,7 +141,7 @@ void send_work() {
       }
       continue;
     }
-    while (!q->unsent.empty() && q->unsent.front().not_before <= now) {
+    while (!held && !q->unsent.empty() && q->unsent.front().not_before <= now) {
       Conn* c = out_conn(q->unsent.front().peer_key);
       if (c->out.size() >= kMaxQueuedBytes) break;
       SendWr w = std::move(q->unsent.front());
@@ -369,6 +372,11 @@ void nic_loop() {
         if (c->fd >= 0) fds.push_back({c->fd, static_cast<short>(POLLIN | (c->out.empty() ? 0 : POLLOUT)), 0});
     }
     poll(fds.data(), fds.size(), 2);  // (a socket a caller's round closed meanwhile only wakes it early)
+    if (fds[1].revents & POLLIN) {  // (drained here too: a round skipped below leaves it readable)
+      char tmp[256];
+      while (read(g->wake[0], tmp, sizeof tmp) > 0) {
+      }
+    }
     const int64_t now = Clock::now().time_since_epoch().count();
     if (now - last_step_ns.load(std::memory_order_relaxed) < 2000000) continue;  // the callers keep it going
     std::lock_guard<std::mutex> s(step_mu);
@@ -437,7 +445,7 @@ int sv_post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     }
     if (w.inline_data) w.inl.assign(reinterpret_cast<const char*>(w.laddr), w.len);
     if (q.state == IBV_QPS_ERR) {
-      if (w.signaled) push_cqe(q, w, IBV_WC_WR_FLUSH_ERR);
+      push_cqe(q, w, IBV_WC_WR_FLUSH_ERR);  // (a WR completed in error completes signalled or not)
       continue;
     }
     q.unsent.push_back(std::move(w));
@@ -592,7 +600,7 @@ void fail_qp(Qp& q, const SendWr& w, ibv_wc_status st) {
   q.qp().state = IBV_QPS_ERR;
   for (auto* d : {&q.unacked, &q.unsent})
     for (const SendWr& x : *d)
-      if (x.index != w.index && x.signaled) push_cqe(q, x, IBV_WC_WR_FLUSH_ERR);
+      if (x.index != w.index) push_cqe(q, x, IBV_WC_WR_FLUSH_ERR);  // every flushed WR, signalled or not
   q.unacked.clear();
   q.unsent.clear();
 }

@@ -219,8 +219,8 @@ int ibv_modify_qp(ibv_qp* ibqp, ibv_qp_attr* at, int mask) {
         at->path_mtu < IBV_MTU_256 || at->path_mtu > IBV_MTU_4096 || at->rq_psn > 0xffffff ||
         at->dest_qp_num > 0xffffff)
       return EINVAL;
-    // Only the RoCE v2 entry addresses the emulated network: v1 frames do not route.
-    if (at->ah_attr.grh.sgid_index != kGidV2Index) return EINVAL;
+    // Only the RoCE v2 entries (source and destination) address the emulated network: v1 frames do not route.
+    if (at->ah_attr.grh.sgid_index != kGidV2Index || at->ah_attr.grh.dgid.raw[2] != 0) return EINVAL;
     q.peer_key = key_of(at->ah_attr.grh.dgid);
     q.dest_qpn = at->dest_qp_num;
     q.rq_psn = at->rq_psn;

@@ -8,7 +8,7 @@
 // which mkernel never makes to a word a remote peer adds to. The driver is
 // dlopened: on a machine without one (CI) every address is host memory.
 // This lets a GPU machine without an RDMA NIC run mkernel's ops over the
-// verbs transport (tools/wip/verbs_gpu.sh).
+// verbs transport (tools/gpu_test.sh verbs).
 #include <cuda.h>
 #include <dlfcn.h>
 
@@ -32,6 +32,8 @@ struct Driver {
   decltype(&cuStreamSynchronize) sync = nullptr;
   decltype(&cuDeviceGet) device_get = nullptr;
   decltype(&cuDevicePrimaryCtxRetain) primary_ctx = nullptr;
+  decltype(&cuCtxGetCurrent) get_current = nullptr;
+  decltype(&cuThreadExchangeStreamCaptureMode) capture_mode = nullptr;
   bool ok = false;
 };
 
@@ -48,29 +50,50 @@ const Driver& driver() {
     x.sync = reinterpret_cast<decltype(x.sync)>(dlsym(lib, "cuStreamSynchronize"));
     x.device_get = reinterpret_cast<decltype(x.device_get)>(dlsym(lib, "cuDeviceGet"));
     x.primary_ctx = reinterpret_cast<decltype(x.primary_ctx)>(dlsym(lib, "cuDevicePrimaryCtxRetain"));
+    x.get_current = reinterpret_cast<decltype(x.get_current)>(dlsym(lib, "cuCtxGetCurrent"));
+    x.capture_mode = reinterpret_cast<decltype(x.capture_mode)>(dlsym(lib, "cuThreadExchangeStreamCaptureMode"));
     x.ok = x.pointer_attr && x.set_current && x.stream_create && x.dtoh && x.htod && x.sync && x.device_get &&
-           x.primary_ctx;
+           x.primary_ctx && x.get_current && x.capture_mode;
     return x;
   }();
   return d;
 }
 
-[[noreturn]] void die(const char* what, CUresult r) {
+// A failed copy ends the process, as a NIC's DMA fault would end the job,
+// except while the process exits (the driver already gone: the copy is
+// dropped; its peers are ending too).
+bool failed(const char* what, CUresult r) {
+  if (r == CUDA_SUCCESS) return false;
+  if (r == CUDA_ERROR_DEINITIALIZED || r == CUDA_ERROR_CONTEXT_IS_DESTROYED) return true;
   std::fprintf(stderr, "softverbs: %s failed (CUresult %d)\n", what, static_cast<int>(r));
   std::abort();
 }
 
-// This thread's stream in `ctx` (made current).
-CUstream stream_for(void* ctx) {
+// Runs `copy` on this thread's stream in `ctx`, made current for it (the
+// thread's own context is restored after). The thread's capture mode is
+// relaxed once, as the proxy's is (src/net/proxy.cpp): a stream capture in
+// global mode on another thread must not refuse the NIC's copies.
+template <class Copy>
+void on_stream(void* ctx, Copy&& copy) {
   thread_local std::map<void*, CUstream> streams;
+  thread_local bool relaxed = false;
   const Driver& d = driver();
-  if (CUresult r = d.set_current(static_cast<CUcontext>(ctx)); r != CUDA_SUCCESS) die("cuCtxSetCurrent", r);
+  if (!relaxed) {
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    d.capture_mode(&m);
+    relaxed = true;
+  }
+  CUcontext prev = nullptr;
+  d.get_current(&prev);
+  if (failed("cuCtxSetCurrent", d.set_current(static_cast<CUcontext>(ctx)))) return;
   auto it = streams.find(ctx);
-  if (it != streams.end()) return it->second;
-  CUstream s = nullptr;
-  if (CUresult r = d.stream_create(&s, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS) die("cuStreamCreate", r);
-  streams.emplace(ctx, s);
-  return s;
+  if (it == streams.end()) {
+    CUstream s = nullptr;
+    if (failed("cuStreamCreate", d.stream_create(&s, CU_STREAM_NON_BLOCKING))) return;
+    it = streams.emplace(ctx, s).first;
+  }
+  if (!failed("a copy", copy(it->second))) failed("cuStreamSynchronize", d.sync(it->second));
+  if (prev != ctx) d.set_current(prev);
 }
 
 }  // namespace
@@ -96,17 +119,11 @@ void* device_context(const void* addr) {
 }
 
 void device_read(void* ctx, void* dst, uint64_t src, size_t n) {
-  const Driver& d = driver();
-  CUstream s = stream_for(ctx);
-  if (CUresult r = d.dtoh(dst, static_cast<CUdeviceptr>(src), n, s); r != CUDA_SUCCESS) die("cuMemcpyDtoHAsync", r);
-  if (CUresult r = d.sync(s); r != CUDA_SUCCESS) die("cuStreamSynchronize", r);
+  on_stream(ctx, [&](CUstream s) { return driver().dtoh(dst, static_cast<CUdeviceptr>(src), n, s); });
 }
 
 void device_write(void* ctx, uint64_t dst, const void* src, size_t n) {
-  const Driver& d = driver();
-  CUstream s = stream_for(ctx);
-  if (CUresult r = d.htod(static_cast<CUdeviceptr>(dst), src, n, s); r != CUDA_SUCCESS) die("cuMemcpyHtoDAsync", r);
-  if (CUresult r = d.sync(s); r != CUDA_SUCCESS) die("cuStreamSynchronize", r);
+  on_stream(ctx, [&](CUstream s) { return driver().htod(static_cast<CUdeviceptr>(dst), src, n, s); });
 }
 
 }  // namespace softverbs

@@ -99,6 +99,14 @@ void sv_wr_set_inline_data(ibv_qp_ex* x, void* addr, size_t len) {
   }
 }
 void sv_wr_abort(ibv_qp_ex* x) { qp_of(x).batch.clear(); }
+// Builder calls SRD has or softverbs does not emulate: the batch fails at wr_complete (EINVAL).
+void bad(ibv_qp_ex* x) { qp_of(x).batch_bad = true; }
+void sv_wr_rdma_read(ibv_qp_ex* x, uint32_t, uint64_t) { bad(x); }
+void sv_wr_send_imm(ibv_qp_ex* x, __be32) { bad(x); }
+void sv_wr_atomic_fetch_add(ibv_qp_ex* x, uint32_t, uint64_t, uint64_t) { bad(x); }
+void sv_wr_atomic_cmp_swp(ibv_qp_ex* x, uint32_t, uint64_t, uint64_t, uint64_t) { bad(x); }
+void sv_wr_set_sge_list(ibv_qp_ex* x, size_t, const ibv_sge*) { bad(x); }
+void sv_wr_set_inline_data_list(ibv_qp_ex* x, size_t, const ibv_data_buf*) { bad(x); }
 
 int sv_wr_complete(ibv_qp_ex* x) {
   std::lock_guard<std::mutex> lk(g->mu);
@@ -135,6 +143,12 @@ void init_srd_ops(Qp& q) {
   q.x.wr_set_inline_data = sv_wr_set_inline_data;
   q.x.wr_complete = sv_wr_complete;
   q.x.wr_abort = sv_wr_abort;
+  q.x.wr_rdma_read = sv_wr_rdma_read;
+  q.x.wr_send_imm = sv_wr_send_imm;
+  q.x.wr_atomic_fetch_add = sv_wr_atomic_fetch_add;
+  q.x.wr_atomic_cmp_swp = sv_wr_atomic_cmp_swp;
+  q.x.wr_set_sge_list = sv_wr_set_sge_list;
+  q.x.wr_set_inline_data_list = sv_wr_set_inline_data_list;
 }
 
 uint32_t srd_receive(Qp& q, const Hdr& h, const char* payload) {
