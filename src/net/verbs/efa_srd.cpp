@@ -18,7 +18,8 @@
 //   receive, not when the peer's proxy reposted it): the QP's RNR retry
 //   (rnr_retry = 7, when the device has EFADV_DEVICE_ATTR_CAPS_RNR_RETRY)
 //   turns that into a delay, never a lost signal.
-// - Signals into GPU memory are applied after cuFlushGPUDirectRDMAWrites,
+// - Signals into GPU memory are applied after cuFlushGPUDirectRDMAWrites
+//   (unless the GPU orders GPUDirect RDMA writes itself: rdma_flush_for),
 //   so that the NIC's writes of the data are visible to the GPU before the
 //   signal, through fabric's staging ops (fabric::StageOps::deliver, no
 //   bytes): by the kernels' delivery agents (MK_FABRIC_STAGE=agent, the
@@ -62,6 +63,37 @@ constexpr int kPollBatch = 32;
 constexpr size_t kRecvSlot = 32;  // >= sizeof(SrdRecord)
 
 using FlushFn = CUresult (*)(CUflushGPUDirectRDMAWritesTarget, CUflushGPUDirectRDMAWritesScope);
+
+// What makes the NIC's writes into GPU `dev` visible to it before a signal
+// the proxy applies after their completions: nothing when the GPU orders them
+// itself (GPUDirect RDMA writes ordering >= owner: CUDA documents the flush
+// as a no-op then, so no driver call each poll), else
+// cuFlushGPUDirectRDMAWrites where the GPU offers it; neither: mk::Error,
+// since a signal could overtake its data. Errors of the queries are cleared
+// (the library's runtime keeps none: src/runtime/device_health.hpp).
+FlushFn rdma_flush_for(int dev) {
+  int order = 0, opts = 0;
+  if (cudaDeviceGetAttribute(&order, cudaDevAttrGPUDirectRDMAWritesOrdering, dev) != cudaSuccess) {
+    cudaGetLastError();
+    order = 0;
+  }
+  if (order >= cudaGPUDirectRDMAWritesOrderingOwner) return nullptr;
+  if (cudaDeviceGetAttribute(&opts, cudaDevAttrGPUDirectRDMAFlushWritesOptions, dev) != cudaSuccess) {
+    cudaGetLastError();
+    opts = 0;
+  }
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult qr{};
+  if ((opts & cudaFlushGPUDirectRDMAWritesOptionHost) &&
+      cudaGetDriverEntryPointByVersion("cuFlushGPUDirectRDMAWrites", &fn, 12000, cudaEnableDefault, &qr) ==
+          cudaSuccess &&
+      qr == cudaDriverEntryPointSuccess && fn)
+    return reinterpret_cast<FlushFn>(fn);
+  cudaGetLastError();
+  fail("verbs/efa: GPU ", dev, " neither orders GPUDirect RDMA writes for its own kernels "
+       "(cudaDevAttrGPUDirectRDMAWritesOrdering = ", order, ") nor offers cuFlushGPUDirectRDMAWrites "
+       "(cudaDevAttrGPUDirectRDMAFlushWritesOptions = ", opts, "): a received signal could overtake its data");
+}
 
 class SrdTransport final : public QpTransport {
  public:
@@ -129,7 +161,8 @@ class SrdTransport final : public QpTransport {
   SrdAssembler assembler_;
   std::vector<ImmSignal> to_apply_;     // released signals of this poll()
   std::shared_ptr<fabric::StageOps> gpu_;  // region 0 in GPU memory: who applies its signals
-  FlushFn flush_rdma_ = nullptr;
+  FlushFn flush_rdma_ = nullptr;  // null: the GPU orders the NIC's writes itself (rdma_flush_for), or no GPU
+  bool flush_checked_ = false;
 };
 
 void SrdTransport::create_qps(const std::vector<int>& peers) {
@@ -277,12 +310,9 @@ void SrdTransport::register_region(Bootstrap& bs, const Region& r) {
         // the transports' delivery rings (network.cpp).
         gpu_ = fabric::make_stage_ops(r.cuda_device >= 0 ? r.cuda_device : cfg_.cuda_device, "efa signals");
       }
-      if (cfg_.cuda_device >= 0 && !flush_rdma_) {
-        void* fn = nullptr;
-        cudaDriverEntryPointQueryResult qr{};
-        if (cudaGetDriverEntryPointByVersion("cuFlushGPUDirectRDMAWrites", &fn, 12000, cudaEnableDefault, &qr) == cudaSuccess &&
-            qr == cudaDriverEntryPointSuccess)
-          flush_rdma_ = reinterpret_cast<FlushFn>(fn);
+      if (cfg_.cuda_device >= 0 && !flush_checked_) {
+        flush_rdma_ = rdma_flush_for(r.cuda_device >= 0 ? r.cuda_device : cfg_.cuda_device);
+        flush_checked_ = true;
       }
     }
   });
