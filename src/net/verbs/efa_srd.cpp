@@ -72,16 +72,15 @@ using FlushFn = CUresult (*)(CUflushGPUDirectRDMAWritesTarget, CUflushGPUDirectR
 // since a signal could overtake its data. Errors of the queries are cleared
 // (the library's runtime keeps none: src/runtime/device_health.hpp).
 FlushFn rdma_flush_for(int dev) {
-  int order = 0, opts = 0;
-  if (cudaDeviceGetAttribute(&order, cudaDevAttrGPUDirectRDMAWritesOrdering, dev) != cudaSuccess) {
+  auto attr = [dev](cudaDeviceAttr a) {  // 0 when the query fails (its error cleared)
+    int v = 0;
+    if (cudaDeviceGetAttribute(&v, a, dev) == cudaSuccess) return v;
     cudaGetLastError();
-    order = 0;
-  }
+    return 0;
+  };
+  const int order = attr(cudaDevAttrGPUDirectRDMAWritesOrdering);
   if (order >= cudaGPUDirectRDMAWritesOrderingOwner) return nullptr;
-  if (cudaDeviceGetAttribute(&opts, cudaDevAttrGPUDirectRDMAFlushWritesOptions, dev) != cudaSuccess) {
-    cudaGetLastError();
-    opts = 0;
-  }
+  const int opts = attr(cudaDevAttrGPUDirectRDMAFlushWritesOptions);
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult qr{};
   if ((opts & cudaFlushGPUDirectRDMAWritesOptionHost) &&

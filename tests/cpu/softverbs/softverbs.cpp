@@ -283,26 +283,39 @@ void close_conn(Conn* c) {
 std::mutex step_mu;
 std::atomic<int64_t> last_step_ns{0};
 
+// The sockets a round or a wait polls (g->mu held): the listener, the wake
+// pipe, then every open connection (writable wanted while it has output);
+// `of` names each entry's connection (null for the first two).
+void collect_fds(std::vector<pollfd>& fds, std::vector<Conn*>& of) {
+  fds.clear();
+  of.clear();
+  fds.push_back({g->listen_fd, POLLIN, 0});
+  fds.push_back({g->wake[0], POLLIN, 0});
+  of.push_back(nullptr);
+  of.push_back(nullptr);
+  auto add = [&](Conn* c) {
+    if (c->fd < 0) return;
+    fds.push_back({c->fd, static_cast<short>(POLLIN | (c->out.empty() ? 0 : POLLOUT)), 0});
+    of.push_back(c);
+  };
+  for (auto& [k, c] : g->out_conns) add(c);
+  for (Conn* c : g->in_conns) add(c);
+}
+
+void drain_wake() {
+  char tmp[256];
+  while (read(g->wake[0], tmp, sizeof tmp) > 0) {
+  }
+}
+
 void nic_work(int wait_ms) {
   thread_local std::vector<pollfd> fds;
   thread_local std::vector<Conn*> of;
   thread_local std::vector<char> buf(1 << 20);
-  fds.clear();
-  of.clear();
   {
     std::lock_guard<std::mutex> lk(g->mu);
     send_work();
-    fds.push_back({g->listen_fd, POLLIN, 0});
-    fds.push_back({g->wake[0], POLLIN, 0});
-    of.push_back(nullptr);
-    of.push_back(nullptr);
-    auto add = [&](Conn* c) {
-      if (c->fd < 0) return;
-      fds.push_back({c->fd, static_cast<short>(POLLIN | (c->out.empty() ? 0 : POLLOUT)), 0});
-      of.push_back(c);
-    };
-    for (auto& [k, c] : g->out_conns) add(c);
-    for (Conn* c : g->in_conns) add(c);
+    collect_fds(fds, of);
   }
   poll(fds.data(), fds.size(), wait_ms);
   last_step_ns.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
@@ -316,11 +329,7 @@ void nic_work(int wait_ms) {
       g->in_conns.push_back(c);
     }
   }
-  if (fds[1].revents & POLLIN) {
-    char tmp[256];
-    while (read(g->wake[0], tmp, sizeof tmp) > 0) {
-    }
-  }
+  if (fds[1].revents & POLLIN) drain_wake();
   for (size_t i = 2; i < fds.size(); ++i) {
     Conn* c = of[i];
     if (c->fd < 0) continue;
@@ -360,23 +369,14 @@ void nic_work(int wait_ms) {
 // meanwhile), then takes a round if no caller did lately.
 void nic_loop() {
   std::vector<pollfd> fds;
+  std::vector<Conn*> of;  // (not read: the wait only needs the sockets)
   for (;;) {
-    fds.clear();
     {
       std::lock_guard<std::mutex> lk(g->mu);
-      fds.push_back({g->listen_fd, POLLIN, 0});
-      fds.push_back({g->wake[0], POLLIN, 0});
-      for (auto& [k, c] : g->out_conns)
-        if (c->fd >= 0) fds.push_back({c->fd, static_cast<short>(POLLIN | (c->out.empty() ? 0 : POLLOUT)), 0});
-      for (Conn* c : g->in_conns)
-        if (c->fd >= 0) fds.push_back({c->fd, static_cast<short>(POLLIN | (c->out.empty() ? 0 : POLLOUT)), 0});
+      collect_fds(fds, of);
     }
     poll(fds.data(), fds.size(), 2);  // (a socket a caller's round closed meanwhile only wakes it early)
-    if (fds[1].revents & POLLIN) {  // (drained here too: a round skipped below leaves it readable)
-      char tmp[256];
-      while (read(g->wake[0], tmp, sizeof tmp) > 0) {
-      }
-    }
+    if (fds[1].revents & POLLIN) drain_wake();  // (here too: a round skipped below leaves it readable)
     const int64_t now = Clock::now().time_since_epoch().count();
     if (now - last_step_ns.load(std::memory_order_relaxed) < 2000000) continue;  // the callers keep it going
     std::lock_guard<std::mutex> s(step_mu);
