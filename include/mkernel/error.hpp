@@ -27,6 +27,14 @@ template <typename... Args>
   throw Error(cat("mkernel: ", std::forward<Args>(args)...));
 }
 
+// Why `e` failed, for a message that embeds it: its text without the
+// "mkernel: " that fail() puts first (the outer message says it once).
+inline std::string error_reason(const std::exception& e) {
+  std::string why = e.what();
+  if (why.rfind("mkernel: ", 0) == 0) why.erase(0, 9);
+  return why;
+}
+
 // Formats a CUDA runtime error code (kept out of this header so that it does
 // not pull in cuda_runtime.h).
 std::string cuda_error_string(int code);

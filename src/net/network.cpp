@@ -249,7 +249,7 @@ void Network::deregister_buffer(int id) {
   // collective step its peers take too. A transport that fails to release
   // its registration is said in a warning and keeps it until close.
   live_[static_cast<size_t>(id)] = 0;
-  auto warn = [&](const char* what, const char* why) noexcept {
+  auto warn = [&](const char* what, const std::string& why) noexcept {
     warn_noexcept([&] {
       return cat("rank ", comm_.rank(), ": network region ", id, ": ", what, " failed (", why,
                  "); the region is let go on every rank, this part of it stays until the communicator closes");
@@ -260,18 +260,18 @@ void Network::deregister_buffer(int id) {
       try {
         t.deregister_region(id);
       } catch (const std::exception& x) {
-        warn("a transport's deregistration", x.what());
+        warn("a transport's deregistration", error_reason(x));
       }
     });
   } catch (const std::exception& x) {
-    warn("pausing the proxy for the deregistration", x.what());
+    warn("pausing the proxy for the deregistration", error_reason(x));
   }
   if (id < net::kMaxInlineRegions) {
     ctx_.region_base[id] = nullptr;
     try {
       if (!cuda_error_is_fatal(e)) sync_device_ctx();  // (a failed device takes no copy)
     } catch (const std::exception& x) {
-      warn("updating the device's copy of the network context", x.what());
+      warn("updating the device's copy of the network context", error_reason(x));
     }
   }
 }

@@ -21,7 +21,7 @@ std::unique_ptr<Transport> make_transport(const TransportConfig& cfg) {
   try {
     return make_verbs(cfg);
   } catch (const Error& e) {
-    tried += std::string("\n  verbs: ") + e.what();
+    tried += std::string("\n  verbs: ") + error_reason(e);
   }
   if (knob_str(Knob::MK_FI_PROVIDER).empty()) {
     try {
@@ -29,7 +29,7 @@ std::unique_ptr<Transport> make_transport(const TransportConfig& cfg) {
       efa.provider = "efa";
       return fabric::make_fabric_with(cfg, efa);
     } catch (const Error& e) {
-      tried += std::string("\n  fabric (efa): ") + e.what();
+      tried += std::string("\n  fabric (efa): ") + error_reason(e);
     }
   }
   bool one_host = cfg.topo != nullptr;
@@ -39,13 +39,13 @@ std::unique_ptr<Transport> make_transport(const TransportConfig& cfg) {
     try {
       return make_emu(cfg);
     } catch (const Error& e) {
-      tried += std::string("\n  emu: ") + e.what();
+      tried += std::string("\n  emu: ") + error_reason(e);
     }
   }
   try {
     return make_fabric(cfg);
   } catch (const Error& e) {
-    tried += std::string("\n  fabric: ") + e.what();
+    tried += std::string("\n  fabric: ") + error_reason(e);
   }
   fail("MK_NET=auto found no usable network transport:", tried);
 }

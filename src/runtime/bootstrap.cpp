@@ -434,8 +434,7 @@ std::vector<std::string> Bootstrap::allgather(const std::string& mine) {
     try {
       return io();
     } catch (const Error& e) {
-      std::string why = e.what();
-      if (why.rfind("mkernel: ", 0) == 0) why.erase(0, 9);
+      const std::string why = error_reason(e);
       if (sock::ms_left(dl) > 0)  // not the deadline: the connection failed (reset, closed mid-message)
         fail("rank ", rank_, ": bootstrap collective #", seq_, ": lost the connection to the root (in rank 0's process: ",
              why, "); rank 0 died?");

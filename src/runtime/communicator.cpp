@@ -327,7 +327,7 @@ void SignalLease::reset() noexcept {
       comm_->release_signals(it->first, it->second);
     } catch (const std::exception& e) {
       log(LogLevel::Warn, cat("signals [", it->first, ", ", it->first + it->second,
-                              ") stay reserved (not reusable): ", e.what()));
+                              ") stay reserved (not reusable): ", error_reason(e)));
     }
   }
   runs_.clear();
@@ -339,7 +339,7 @@ void SignalLease::reset() noexcept {
   try {
     comm_->barrier();
   } catch (const std::exception& e) {
-    log(LogLevel::Warn, cat("released signals: the barrier after zeroing failed: ", e.what()));
+    log(LogLevel::Warn, cat("released signals: the barrier after zeroing failed: ", error_reason(e)));
   }
 }
 

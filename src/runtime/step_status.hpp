@@ -28,11 +28,7 @@ struct Tags {
 
 // This rank's answer for a step that threw `e` (its "mkernel: " prefix is
 // dropped: the error built from the answers says it once).
-inline std::string failed(const std::exception& e, Tags tags = {}) {
-  std::string why = e.what();
-  if (why.rfind("mkernel: ", 0) == 0) why.erase(0, 9);
-  return tags.failed + why;
-}
+inline std::string failed(const std::exception& e, Tags tags = {}) { return tags.failed + error_reason(e); }
 
 // "" when every rank's answer is ok; else the message of the error every rank
 // throws: "<call>: rank R <what>: <why>" for the first rank that failed, or

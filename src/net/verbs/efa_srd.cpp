@@ -291,7 +291,7 @@ void SrdTransport::connect(Bootstrap& bs, const std::vector<int>& peers) {
       for (int k = 0; k < mine.qps_per_peer; ++k) remote_qpn_[batcher_->qp_of(p, k)] = it->qpn[k];
     }
   } catch (const Error& e) {
-    err = e.what();
+    err = error_reason(e);
   }
   // Second round: every rank has its receives posted and its AHs made
   // before anyone writes.

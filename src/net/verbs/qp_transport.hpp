@@ -75,7 +75,7 @@ class QpTransport : public Transport {
       mine = {};
       mine.ok = false;
       mine.rank = bs.rank();
-      mine.error = e.what();
+      mine.error = error_reason(e);
     }
     const std::vector<std::string> all = bs.allgather(encode(mine));
     std::vector<ConnectInfo> infos;

@@ -94,7 +94,7 @@ ibv_mr* register_memory(const IbvApi& a, ibv_pd* pd, const std::string& dev_name
           ::close(fd);  // the MR holds its own reference
         }
       } catch (const Error& e) {
-        why = e.what();
+        why = error_reason(e);
       }
     } else {
       why = "ibv_reg_dmabuf_mr missing (rdma-core < 34)";
@@ -131,7 +131,7 @@ ibv_mr* register_and_exchange(const IbvApi& a, ibv_pd* pd, const std::string& de
     mine = {};
     mine.ok = false;
     mine.id = r.id;
-    mine.error = e.what();
+    mine.error = error_reason(e);
   }
   const std::vector<std::string> all = bs.allgather(encode(mine));
   std::vector<RegionInfo> infos;

@@ -255,7 +255,7 @@ void VerbsTransport::connect(Bootstrap& bs, const std::vector<int>& peers) {
         to_rtr_rts(batcher_->qp_of(p, k), ci.port, it->qpn[k], it->psn[k]);
     }
   } catch (const Error& e) {
-    err = e.what();
+    err = error_reason(e);
   }
   // Second round: everyone knows everyone reached RTS (a write must not reach
   // a QP that is not yet RTR) or learns who failed.

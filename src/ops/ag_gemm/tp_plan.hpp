@@ -43,7 +43,7 @@ inline bool release_net_region(Communicator& comm, int region) noexcept {
   } catch (const std::exception& e) {
     warn_noexcept([&] {
       return cat("rank ", comm.rank(), ": a plan's network region ", region, " stays registered and its symmetric ",
-                 "buffer allocated until the communicator closes, and its signal words stay reserved: ", e.what());
+                 "buffer allocated until the communicator closes, and its signal words stay reserved: ", error_reason(e));
     });
   } catch (...) {
   }
@@ -69,7 +69,7 @@ inline bool free_symmetric_quietly(Communicator& comm, SymmetricBuffer*& buf, bo
     freed = false;
     warn_noexcept([&] {
       return cat("rank ", comm.rank(), ": a plan's symmetric buffer stays allocated until the communicator closes, ",
-                 "and its signal words stay reserved: ", e.what());
+                 "and its signal words stay reserved: ", error_reason(e));
     });
   } catch (...) {
     freed = false;
