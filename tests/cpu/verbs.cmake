@@ -13,6 +13,9 @@ target_include_directories(mk_softverbs PRIVATE ${CUDAToolkit_INCLUDE_DIRS})  # 
 set_target_properties(mk_softverbs PROPERTIES OUTPUT_NAME ibverbs SOVERSION 1
   LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/softverbs)
 target_link_libraries(mk_softverbs PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
+# Only the verbs C API leaves the library (softverbs.map).
+target_link_options(mk_softverbs PRIVATE -Wl,--version-script=${CMAKE_CURRENT_SOURCE_DIR}/cpu/softverbs/softverbs.map)
+set_property(TARGET mk_softverbs APPEND PROPERTY LINK_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/cpu/softverbs/softverbs.map)
 if(NOT CMAKE_CXX_FLAGS MATCHES "sanitize")  # (sanitizer runtimes stay undefined in shared libraries)
   target_link_options(mk_softverbs PRIVATE -Wl,--no-undefined)  # a missing symbol fails the link, not the dlopen
 endif()
