@@ -89,11 +89,18 @@ class EmuTransport final : public Transport {
       if (p < 0 || p >= bs.world()) fail("emu: peer rank ", p, " is outside [0, ", bs.world(), ")");
       if (hosts[p] != hosts[bs.rank()])
         fail("emu: rank ", p, " is on another host; the emulated NIC only joins GPUs of one host (use MK_NET=verbs or fabric)");
-      // The agent stores into the peer GPU's memory: peer access is needed.
+      // The agent stores into the peer GPU's memory through the symmetric
+      // heap's mappings of it, which grant this GPU access themselves (VMM:
+      // cuMemSetAccess; IPC: the lazy peer access of cudaIpcOpenMemHandle).
+      // Enabling peer access here covers a GPU this process sees; one it
+      // does not see (a launcher that gives each rank only its own GPU in
+      // CUDA_VISIBLE_DEVICES) is left to those mappings, as the
+      // communicator's node peers are, and register_region refuses a region
+      // with no mapping of a peer.
       int dev = -1;
       if (cudaDeviceGetByPCIBusId(&dev, pcis[p].c_str()) != cudaSuccess) {
         cudaGetLastError();
-        fail("emu: rank ", p, "'s GPU ", pcis[p], " is not visible to this process (CUDA_VISIBLE_DEVICES?)");
+        continue;
       }
       if (dev == cfg_.cuda_device) continue;  // a shared GPU (MK_SHARE_GPUS): no peer access needed
       cudaError_t e = cudaDeviceEnablePeerAccess(dev, 0);
