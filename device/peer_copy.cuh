@@ -68,14 +68,4 @@ __device__ __forceinline__ void copy_v16(void* dst, const void* src, size_t byte
   for (size_t b = nvec * 16 + tid; b < bytes; b += nthreads) d8[b] = s8[b];
 }
 
-// Block-wide put: copy, then one thread publishes `value` to `sig` (release
-// at system scope orders the whole block's stores before the signal).
-template <bool kNcSource = false>
-__device__ __forceinline__ void put_block_and_signal(void* dst, const void* src, size_t bytes,
-                                                     uint64_t* sig, uint64_t value) {
-  copy_v16<kNcSource>(dst, src, bytes, threadIdx.x, blockDim.x);
-  __syncthreads();
-  if (threadIdx.x == 0) signal_set<Scope::Sys>(sig, value);
-}
-
 }  // namespace mk::dev
