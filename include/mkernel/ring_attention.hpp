@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "mkernel/communicator.hpp"
+#include "mkernel/launch_order.hpp"
 #include "mkernel/trace_log.hpp"
 
 namespace mk {
@@ -83,6 +84,7 @@ class RingAttention {
   uint64_t* epoch_counter_ = nullptr;  // device: calls done, CTAs finished, unit counter, push claims (device/epoch.cuh)
   std::vector<int> kv_order_;          // source ranks in the order the engine reads their keys (own first)
   TraceLog trace_{"RingAttention"};   // device event log (enable_trace)
+  LaunchOrder order_{"RingAttention's launch-order event"};  // calls on other streams wait for the previous one
 };
 
 }  // namespace mk

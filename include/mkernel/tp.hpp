@@ -14,9 +14,11 @@
 // same shape; on one rank, where every call takes the plain path, it
 // allocates none of the fused kernel's buffers), then run any number of times with no host synchronisation
 // between calls: each call's epoch comes from a counter on the device, so
-// CUDA-graph replays get fresh epochs too. Calls of one plan must be ordered
-// on the device (one stream, or streams joined by events), and every rank
-// makes the same calls in the same order.
+// CUDA-graph replays get fresh epochs too. A plan orders its own calls on the
+// device: a call on another stream than the previous one waits for it there
+// (mkernel/launch_order.hpp); calls captured in a CUDA graph are ordered by
+// the stream the graph is launched on. Every rank makes the same calls in
+// the same order.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -25,6 +27,7 @@
 #include <memory>
 #include <vector>
 
+#include "mkernel/launch_order.hpp"
 #include "mkernel/signal_lease.hpp"
 #include "mkernel/trace_log.hpp"
 
@@ -96,6 +99,8 @@ class AgGemm {
 
  private:
   void launch(const void* a_local, const void* b, void* out, bool compute, cudaStream_t stream);
+  void copy_gathered(const void* a_local, void* gathered, cudaStream_t stream);
+  void copy_all_gathered(const void* a_local, void* gathered, cudaStream_t stream);
   void release() noexcept;  // the destructor's work, also when the constructor throws after reserving
 
   Communicator& comm_;
@@ -115,6 +120,7 @@ class AgGemm {
   SymmetricBuffer* gathered_ = nullptr;
   uint64_t* epoch_counter_ = nullptr;  // device: calls completed (+ a CTA counter); see device/epoch.cuh
   TraceLog trace_{"AgGemm"};
+  LaunchOrder order_{"AgGemm's launch-order event"};  // calls on other streams wait for the previous one
   const net::NetCtx* netctx_ = nullptr;  // the network's device context (several nodes)
   int net_region_ = 0;
 };
@@ -198,6 +204,7 @@ class GemmRs {
   float* split_ws_ = nullptr;
   uint64_t* split_flags_ = nullptr;
   TraceLog trace_{"GemmRs"};
+  LaunchOrder order_{"GemmRs's launch-order event"};  // calls on other streams wait for the previous one
 };
 
 // GEMM + AllReduce: rank r holds a [m x k_local] and b [n x k_local]; every
@@ -296,6 +303,7 @@ class GemmAr {
   SymmetricBuffer* os_staging_ = nullptr;  // one-shot: one whole partial result per node peer
   std::unique_ptr<tp::RsPlan> rs_;  // the reduce-scatter's signals and staging slots, then the final rows (ar_gather.cuh)
   TraceLog trace_{"GemmAr"};
+  LaunchOrder order_{"GemmAr's launch-order event"};  // calls on other streams wait for the previous one
 };
 
 }  // namespace mk

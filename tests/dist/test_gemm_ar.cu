@@ -205,6 +205,31 @@ TEST_F(GemmArTest, HundredBackToBackCallsAlternatingEntryPoints) {
   }
 }
 
+// run() on one stream, then all_reduce() at once on another, with no event
+// between them, one-shot and two-shot: the plan orders its own calls
+// (tp_test_util.hpp, second_stream_waits_for_first), so both outputs are right.
+TEST_F(GemmArTest, CallsOnTwoStreamsAreOrdered) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  const int me = comm().rank();
+  const int64_t m = rows_for_world(512), n = 320, k = 256;
+  for (int variant : {-1, 0}) {  // the default (one-shot at this size on one node of two), two-shot
+    SCOPED_TRACE("one_shot option " + std::to_string(variant));
+    GemmAr plan(comm(), m, n, k, GemmArOptions{.one_shot = variant});
+    Buf a(m * k * 2), b(n * k * 2), x(m * n * 2), out1(m * n * 2), out2(m * n * 2);
+    random_bf16(b.p, n * k, seed_b(me));
+    random_bf16(a.p, m * k, seed_a(me, 1201));
+    random_bf16(x.p, m * n, seed_a(me, 1202));
+    poison(out1.p, m * n);
+    poison(out2.p, m * n);
+    EXPECT_EQ(second_stream_waits_for_first([&](cudaStream_t s) { plan.run(a.p, b.p, out1.p, s); },
+                                            [&](cudaStream_t s) { plan.all_reduce(x.p, out2.p, s); }),
+              "");
+    check_call(out1.p, m, n, k, 1201, "first stream");
+    check_all_reduce(out2.p, m, n, 1202, "second stream");
+    comm().barrier();
+  }
+}
+
 // One captured run, replayed back to back with new inputs copied in on the
 // stream between replays: each replay gets a fresh epoch from the plan's
 // device counter (captured arguments are frozen), no host sync.

@@ -265,6 +265,28 @@ TEST_F(GemmRsTest, RunAndReduceScatterOnOnePlan) {
   }
 }
 
+// run() on one stream, then reduce_scatter() at once on another, with no
+// event between them: the plan orders its own calls (tp_test_util.hpp,
+// second_stream_waits_for_first), so both outputs are right.
+TEST_F(GemmRsTest, CallsOnTwoStreamsAreOrdered) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  const int me = comm().rank();
+  const int64_t m = rows_for_world(512), n = 256, k = 128, rows = m / comm().world();
+  GemmRs plan(comm(), m, n, k);
+  Buf a(m * k * 2), b(n * k * 2), x(m * n * 2), out1(rows * n * 2), out2(rows * n * 2);
+  random_bf16(b.p, n * k, seed_b(me));
+  random_bf16(a.p, m * k, seed_a(me, 6101));
+  random_bf16(x.p, m * n, seed_a(me, 6102));
+  poison(out1.p, rows * n);
+  poison(out2.p, rows * n);
+  EXPECT_EQ(second_stream_waits_for_first([&](cudaStream_t s) { plan.run(a.p, b.p, out1.p, s); },
+                                          [&](cudaStream_t s) { plan.reduce_scatter(x.p, out2.p, s); }),
+            "");
+  check_call(out1.p, m, n, k, 6101, "first stream");
+  check_reduce_scatter(out2.p, m, n, 6102);
+  comm().barrier();
+}
+
 // Both entry points alternating back to back on one stream, the ranks 20 ms
 // apart at the start, one synchronisation at the end: the entry handshake
 // alone keeps every staging slot from being overwritten while it is read.

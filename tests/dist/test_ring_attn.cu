@@ -3,7 +3,8 @@
 // a call that had every SM. The push's parts are claimed by the CTAs that
 // run (device/roles/kv_push.cuh), so the two resident CTAs push every piece;
 // were parts tied to CTA indices, their compute would wait on pieces of CTAs
-// that never got an SM. Numerics against SDPA: tests/python/gpu/dist_ring_attn_check.py.
+// that never got an SM. Two calls on two streams are ordered by the plan.
+// Numerics against SDPA: tests/python/gpu/dist_ring_attn_check.py.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -66,6 +67,43 @@ TEST(RingAttnDist, FinishesWithTwoSmsFree) {
       comm().barrier();
     }
   }
+}
+
+// Two calls on two streams with no event between them (tp_test_util.hpp,
+// second_stream_waits_for_first): the plan orders them itself, and each
+// output has the bits of the same call made alone on one stream.
+TEST(RingAttnDist, CallsOnTwoStreamsAreOrdered) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  const int me = comm().rank();
+  const int64_t b = 1, s = 512, h = 4, hkv = 2, d = 128;
+  RingAttention plan(comm(), b, s, h, hkv, d, /*causal=*/true);
+  const int64_t nq = b * s * h * d, nkv = b * s * hkv * d, nl = b * h * s;
+  Buf q1(nq * 2), k1(nkv * 2), v1(nkv * 2), q2(nq * 2), k2(nkv * 2), v2(nkv * 2);
+  Buf ref1(nq * 2), ref2(nq * 2), out1(nq * 2), out2(nq * 2), lse(nl * 4), lse1(nl * 4), lse2(nl * 4);
+  for (int c = 0; c < 2; ++c) {
+    const uint64_t seed = 3000 + 10 * me + c;
+    random_bf16((c ? q2 : q1).p, nq, seed);
+    random_bf16((c ? k2 : k1).p, nkv, seed + 100);
+    random_bf16((c ? v2 : v1).p, nkv, seed + 200);
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  comm().barrier();
+  plan.run(q1.p, k1.p, v1.p, ref1.p, lse.as<float>(), nullptr);
+  plan.run(q2.p, k2.p, v2.p, ref2.p, lse.as<float>(), nullptr);
+  comm().check(static_cast<int>(cudaDeviceSynchronize()), "ring attention, one stream");
+  poison(out1.p, nq);
+  poison(out2.p, nq);
+  EXPECT_EQ(second_stream_waits_for_first(
+                [&](cudaStream_t st) { plan.run(q1.p, k1.p, v1.p, out1.p, lse1.as<float>(), st); },
+                [&](cudaStream_t st) { plan.run(q2.p, k2.p, v2.p, out2.p, lse2.as<float>(), st); }),
+            "");
+  int64_t differ = 0;
+  for (int c = 0; c < 2; ++c) {
+    const std::vector<uint16_t> want = to_host((c ? ref2 : ref1).p, nq), got = to_host((c ? out2 : out1).p, nq);
+    for (size_t i = 0; i < want.size(); ++i) differ += want[i] != got[i];
+  }
+  EXPECT_EQ(differ, 0) << "elements differing from the same calls on one stream";
+  comm().barrier();
 }
 
 }  // namespace

@@ -7,9 +7,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mkernel/error.hpp"
@@ -119,6 +121,79 @@ inline std::string differences_from_rank0(const void* dev, size_t bytes, int64_t
   std::string all;
   for (const std::string& r : c.bootstrap().allgather(report)) all += r;
   return all;
+}
+
+// One thread waits until the host sets *open (host-mapped; a plain volatile
+// read) or limit_ns passed; *timed_out says which.
+static __global__ void host_gate(const int* open, int* timed_out, uint64_t limit_ns) {
+  auto now = [] {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+  };
+  const uint64_t t0 = now();
+  while (!*static_cast<const volatile int*>(open)) {
+    if (now() - t0 > limit_ns) {
+      *timed_out = 1;
+      return;
+    }
+    __nanosleep(1000);
+  }
+}
+
+// Two calls of one plan on two streams, with no event between them
+// (mkernel/launch_order.hpp orders them): first(s1) is issued behind a gate
+// kernel on s1 that the host keeps closed, then second(s2) at once. While the
+// gate is closed s2 must not finish: its call waits for the first. Then the
+// gate opens and both run. Returns "" or what went wrong; the device is
+// synchronised after. Collective: every rank calls it with the same calls.
+template <typename First, typename Second>
+std::string second_stream_waits_for_first(First&& first, Second&& second) {
+  auto& c = mk::test::comm();
+  auto ck = [&](cudaError_t e, const char* what) { c.check(static_cast<int>(e), what); };
+  struct Owned {
+    int* open = nullptr;
+    int* timed_out = nullptr;
+    cudaStream_t s1 = nullptr, s2 = nullptr;
+    ~Owned() {  // (also when a check throws: the gate opens, the streams drain)
+      if (open) *static_cast<volatile int*>(open) = 1;
+      if (s1) cudaStreamSynchronize(s1);
+      if (s2) cudaStreamSynchronize(s2);
+      if (s1) cudaStreamDestroy(s1);
+      if (s2) cudaStreamDestroy(s2);
+      cudaFree(timed_out);
+      cudaFreeHost(open);
+    }
+  } own;
+  ck(cudaHostAlloc(&own.open, sizeof(int), cudaHostAllocMapped), "cudaHostAlloc");
+  *static_cast<volatile int*>(own.open) = 0;
+  ck(cudaMalloc(&own.timed_out, sizeof(int)), "cudaMalloc");
+  ck(cudaMemset(own.timed_out, 0, sizeof(int)), "cudaMemset");
+  ck(cudaStreamCreateWithFlags(&own.s1, cudaStreamNonBlocking), "stream");
+  ck(cudaStreamCreateWithFlags(&own.s2, cudaStreamNonBlocking), "stream");
+  ck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  c.barrier();
+  host_gate<<<1, 1, 0, own.s1>>>(own.open, own.timed_out, 4'000'000'000ull);
+  ck(cudaGetLastError(), "host_gate launch");
+  first(own.s1);
+  second(own.s2);
+  // Long enough for the second call to end everywhere had it not waited
+  // (these calls take milliseconds), far below the ops' wait bounds.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const cudaError_t q = cudaStreamQuery(own.s2);
+  *static_cast<volatile int*>(own.open) = 1;
+  ck(cudaStreamSynchronize(own.s1), "first call");
+  ck(cudaStreamSynchronize(own.s2), "second call");
+  int gate_timed_out = 0;
+  ck(cudaMemcpy(&gate_timed_out, own.timed_out, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  std::string why;
+  if (gate_timed_out) why = "the gate kernel timed out before the host opened it; ";
+  if (q == cudaSuccess)
+    why += "the call on the second stream finished while the first call was held behind the gate";
+  else if (q != cudaErrorNotReady)
+    why += std::string("cudaStreamQuery of the second stream: ") + cudaGetErrorString(q);
+  c.barrier();
+  return why;
 }
 
 // Captures what `record` enqueues on `stream` into an executable graph.

@@ -173,6 +173,7 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
       fail("AgGemm: out overlaps a_local or b");
   }
   tp::note_capture(captured_, stream);
+  order_.before(stream);  // a call on another stream waits for the previous one (mkernel/launch_order.hpp)
   // One rank: nothing to gather (tp::single_rank); all_gather() copies.
   if (tp::single_rank_plain_now(plain_, plain_captured_, stream)) {
     trace_.clear(stream);  // no events from this call
@@ -260,7 +261,12 @@ const void* AgGemm::gathered_buffer() const { return gathered_ ? gathered_->loca
 
 void AgGemm::run(const void* a_local, const void* b, void* out, cudaStream_t stream, void* gathered) {
   launch(a_local, b, out, true, stream);
-  if (!gathered) return;
+  if (gathered) copy_gathered(a_local, gathered, stream);
+  order_.after(stream);  // after the copies, which read the plan's buffer
+}
+
+// run()'s copy of every rank's rows into `gathered`.
+void AgGemm::copy_gathered(const void* a_local, void* gathered, cudaStream_t stream) {
   const size_t block = size_t(m_local_ * k_ * 2);
   if (comm_.world() == 1) {  // one rank (either path): the gathered rows are a_local
     MK_CUDA_CHECK(cudaMemcpyAsync(gathered, a_local, block, cudaMemcpyDeviceToDevice, stream));
@@ -277,6 +283,13 @@ void AgGemm::all_gather(const void* a_local, void* gathered, cudaStream_t stream
   const size_t block = size_t(m_local_ * k_ * 2);
   if (overlap(gathered, block * comm_.world(), a_local, block)) fail("AgGemm::all_gather: gathered overlaps a_local");
   launch(a_local, nullptr, nullptr, false, stream);
+  copy_all_gathered(a_local, gathered, stream);
+  order_.after(stream);  // after the copies, which read the plan's buffer
+}
+
+// all_gather()'s copy of every rank's rows out of the plan's buffer (and a_local).
+void AgGemm::copy_all_gathered(const void* a_local, void* gathered, cudaStream_t stream) {
+  const size_t block = size_t(m_local_ * k_ * 2);
   const int me = comm_.rank(), w = comm_.world();
   char* out = static_cast<char*>(gathered);
   if (w == 1) {  // either path: the rows are a_local (the plan may have no gathered buffer)

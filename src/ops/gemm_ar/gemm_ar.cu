@@ -234,6 +234,7 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
       fail("GemmAr::all_reduce: out overlaps x (in place, out == x, is allowed)");
   }
   tp::note_capture(captured_, stream);
+  order_.before(stream);  // a call on another stream waits for the previous one (mkernel/launch_order.hpp)
   if (plain_) {  // one rank: nothing to reduce (tp::single_rank)
     trace_.clear(stream);  // no events from this call
     if (compute)
@@ -347,11 +348,15 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
 void GemmAr::enable_trace(int events_per_cta) { trace_.enable(gemm::num_sms(), events_per_cta); }
 std::vector<TraceEvent> GemmAr::read_trace() const { return trace_.read(); }
 
-void GemmAr::run(const void* a, const void* b, void* out, cudaStream_t stream) { launch(a, b, nullptr, out, stream); }
+void GemmAr::run(const void* a, const void* b, void* out, cudaStream_t stream) {
+  launch(a, b, nullptr, out, stream);
+  order_.after(stream);
+}
 
 void GemmAr::all_reduce(const void* x, void* out, cudaStream_t stream) {
   if (!x) fail("GemmAr::all_reduce: x is null");
   launch(nullptr, nullptr, x, out, stream);
+  order_.after(stream);
 }
 
 }  // namespace mk

@@ -140,6 +140,7 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
     if (overlap(out, rows * n_ * 2, x, m_ * n_ * 2)) fail("GemmRs::reduce_scatter: out overlaps x");
   }
   tp::note_capture(captured_, stream);
+  order_.before(stream);  // a call on another stream waits for the previous one (mkernel/launch_order.hpp)
   if (tp::single_rank_plain_now(plain_, plain_captured_, stream)) {  // one rank: nothing to reduce
     trace_.clear(stream);  // no events from this call
     if (compute)
@@ -189,11 +190,15 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
 void GemmRs::enable_trace(int events_per_cta) { trace_.enable(gemm::num_sms(), events_per_cta); }
 std::vector<TraceEvent> GemmRs::read_trace() const { return trace_.read(); }
 
-void GemmRs::run(const void* a, const void* b, void* out, cudaStream_t stream) { launch(a, b, nullptr, out, stream); }
+void GemmRs::run(const void* a, const void* b, void* out, cudaStream_t stream) {
+  launch(a, b, nullptr, out, stream);
+  order_.after(stream);
+}
 
 void GemmRs::reduce_scatter(const void* x, void* out, cudaStream_t stream) {
   if (!x) fail("GemmRs::reduce_scatter: x is null");
   launch(nullptr, nullptr, x, out, stream);
+  order_.after(stream);
 }
 
 }  // namespace mk

@@ -169,6 +169,7 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
   // runs the K/V push in the engine's producer warpgroup, attn_engine.cuh Regs).
   attn::AttnParams p = attn::make_params(a, attn::block_n_side(static_cast<int>(head_dim_)));
   tp::note_capture(captured_, stream);
+  order_.before(stream);  // a call on another stream waits for the previous one (mkernel/launch_order.hpp)
   // The other ranks' K/V: slot s of the gathered buffer, [batch][kv_heads][K, V][s_local][D]:
   // dims {D, s_local, kv_heads, world * batch}, V one s_local x D block after K.
   const int64_t d = head_dim_;
@@ -238,7 +239,7 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
     gemm::allow_engine_smem(reinterpret_cast<const void*>(ring_attn_kernel<128>), RingGeom<128>::kSmemBytes);
     ring_attn_kernel<128><<<grid, attn::kThreads, RingGeom<128>::kSmemBytes, stream>>>(p, push, ep, num_comm_, agent);
   }
-  MK_CUDA_CHECK(cudaGetLastError());
+  MK_CUDA_CHECK(cudaGetLastError());  order_.after(stream);
 }
 
 }  // namespace mk
