@@ -4,8 +4,11 @@
 // the plan's buffers and signal words, so two launches of one plan must never
 // run at once. On one stream they cannot. A launch on another stream than the
 // plan's previous one first waits, on the device, for that launch: an event
-// recorded after every launch (cudaEventRecord, ~1 us of host time) and a
-// cudaStreamWaitEvent when the stream changes. The host never waits.
+// recorded after every call's work (cudaEventRecord, ~1 us of host time) and
+// a cudaStreamWaitEvent when the stream changes. The host never waits.
+// Streams are told apart by cudaStreamGetId, not by handle: the per-thread
+// default stream's one handle names another stream on each thread, and a
+// destroyed stream's handle may come back for a new one.
 //
 // Stream captures are left to the user: a launch captured into a CUDA graph
 // neither waits for the previous launch nor is waited for by the next one
@@ -13,6 +16,8 @@
 // eager launch waits for the last eager one), so a graph's replays must be
 // ordered with the plan's other launches by the stream the graph is launched
 // on, as with any graph that uses a buffer.
+//
+// Not thread-safe, as the plans are not: one host thread calls a plan at a time.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -21,22 +26,44 @@ namespace mk {
 
 class LaunchOrder {
  public:
+  // One call's span: made by begin() before the call enqueues anything, it
+  // records the call's end on its stream when it goes, however the call
+  // leaves (work enqueued before a failure is covered too).
+  class Call {
+   public:
+    Call(Call&& o) noexcept : order_(o.order_), stream_(o.stream_) { o.order_ = nullptr; }
+    Call(const Call&) = delete;
+    Call& operator=(const Call&) = delete;
+    Call& operator=(Call&&) = delete;
+    ~Call() {
+      if (order_) order_->end(stream_);
+    }
+
+   private:
+    friend class LaunchOrder;
+    Call(LaunchOrder* order, cudaStream_t stream) : order_(order), stream_(stream) {}
+    LaunchOrder* order_;
+    cudaStream_t stream_;
+  };
+
   explicit LaunchOrder(const char* who) : who_(who) {}
   ~LaunchOrder();
   LaunchOrder(const LaunchOrder&) = delete;
   LaunchOrder& operator=(const LaunchOrder&) = delete;
 
-  // Before a launch on `stream`: makes it wait for the previous launch when
-  // that was on another stream (and not captured).
-  void before(cudaStream_t stream);
-  // After a launch on `stream` was issued.
-  void after(cudaStream_t stream);
+  // Before a call enqueues work on `stream` (after its argument checks):
+  // makes `stream` wait for the previous call when that was on another
+  // stream (and not captured). Keep the result until the call's last work
+  // on `stream` is enqueued.
+  [[nodiscard]] Call begin(cudaStream_t stream);
 
  private:
+  void end(cudaStream_t stream) noexcept;
+
   const char* who_;
-  cudaEvent_t event_ = nullptr;   // recorded after the last launch outside a capture (eager)
-  cudaStream_t stream_ = nullptr; // that launch's stream
-  bool recorded_ = false;         // event_ stands for the plan's last launch
+  cudaEvent_t event_ = nullptr;  // recorded after the last call outside a capture (eager)
+  unsigned long long stream_id_ = 0;  // that call's stream (cudaStreamGetId)
+  bool recorded_ = false;             // event_ stands for the plan's last eager call
 };
 
 }  // namespace mk

@@ -98,7 +98,7 @@ class AgGemm {
   std::vector<TraceEvent> read_trace() const;
 
  private:
-  void launch(const void* a_local, const void* b, void* out, bool compute, cudaStream_t stream);
+  LaunchOrder::Call launch(const void* a_local, const void* b, void* out, bool compute, cudaStream_t stream);
   void copy_gathered(const void* a_local, void* gathered, cudaStream_t stream);
   void copy_all_gathered(const void* a_local, void* gathered, cudaStream_t stream);
   void release() noexcept;  // the destructor's work, also when the constructor throws after reserving
@@ -187,7 +187,7 @@ class GemmRs {
   std::vector<TraceEvent> read_trace() const;
 
  private:
-  void launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream);
+  LaunchOrder::Call launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream);
   void release() noexcept;  // the destructor's work, also when the constructor throws after reserving
 
   Communicator& comm_;
@@ -281,7 +281,7 @@ class GemmAr {
   std::vector<TraceEvent> read_trace() const;
 
  private:
-  void launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream);
+  LaunchOrder::Call launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream);
   void release() noexcept;  // the destructor's work, also when the constructor throws after reserving
 
   Communicator& comm_;

@@ -1,6 +1,7 @@
 #include "mkernel/launch_order.hpp"
 
 #include "mkernel/error.hpp"
+#include "mkernel/knobs.hpp"
 #include "src/runtime/device_health.hpp"
 
 namespace mk {
@@ -10,7 +11,7 @@ namespace {
 // another stream captures in global mode, where the launch itself fails and
 // says so) counts as capturing, so that nothing is recorded or waited on; its
 // error is cleared unless one was pending before (tp::note_capture's rule).
-bool capturing(cudaStream_t stream) {
+bool capturing(cudaStream_t stream) noexcept {
   const bool clean = cudaPeekAtLastError() == cudaSuccess;
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &st) != cudaSuccess) {
@@ -25,20 +26,37 @@ LaunchOrder::~LaunchOrder() {
   if (event_) teardown_call(cudaEventDestroy(event_), who_);
 }
 
-void LaunchOrder::before(cudaStream_t stream) {
-  if (!recorded_ || stream == stream_ || capturing(stream)) return;
-  MK_CUDA_CHECK(cudaStreamWaitEvent(stream, event_, 0));
+LaunchOrder::Call LaunchOrder::begin(cudaStream_t stream) {
+  if (recorded_ && !capturing(stream)) {
+    unsigned long long id = 0;
+    MK_CUDA_CHECK(cudaStreamGetId(stream, &id));
+    if (id != stream_id_) MK_CUDA_CHECK(cudaStreamWaitEvent(stream, event_, 0));
+  }
+  return Call(this, stream);
 }
 
-void LaunchOrder::after(cudaStream_t stream) {
-  // A captured launch runs only when its graph is replayed, which the
-  // graph's stream orders: the event keeps standing for the last launch that
-  // ran eagerly (an event recorded in a capture cannot be waited on outside it).
+void LaunchOrder::end(cudaStream_t stream) noexcept {
+  // A captured call runs only when its graph is replayed, which the graph's
+  // stream orders: the event keeps standing for the last eager call.
   if (capturing(stream)) return;
-  if (!event_) MK_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
-  MK_CUDA_CHECK(cudaEventRecord(event_, stream));
-  stream_ = stream;
-  recorded_ = true;
+  cudaError_t e = cudaSuccess;
+  if (!event_) e = cudaEventCreateWithFlags(&event_, cudaEventDisableTiming);
+  unsigned long long id = 0;
+  if (e == cudaSuccess) e = cudaStreamGetId(stream, &id);
+  if (e == cudaSuccess) e = cudaEventRecord(event_, stream);
+  if (e == cudaSuccess) {
+    stream_id_ = id;
+    recorded_ = true;
+    return;
+  }
+  // (the call itself failed or will: its error is the one to report, and
+  // the library's runtime keeps none of this one's: device_health.hpp)
+  if (!cuda_error_is_fatal(e)) (void)cudaGetLastError();
+  recorded_ = false;
+  warn_noexcept([&] {
+    return cat(who_, ": not recorded (", cuda_error_string(e),
+               "), so a later call of this plan on another stream does not wait for this one");
+  });
 }
 
 }  // namespace mk

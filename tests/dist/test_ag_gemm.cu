@@ -192,23 +192,26 @@ TEST_F(AgGemmTest, HundredBackToBackCallsWithChangingInputs) {
 // the plan orders its own calls (the second waits for the first on the
 // device: tp_test_util.hpp, second_stream_waits_for_first), so both outputs
 // are right; were they unordered the second would have run while the first
-// was held, on the same epoch (device/epoch.cuh) and buffers.
+// was held, on the same epoch (device/epoch.cuh) and buffers. Both return
+// the gathered rows: the first call's copy out of the plan's buffer must end
+// before the second call's pushes refill it.
 TEST_F(AgGemmTest, CallsOnTwoStreamsAreOrdered) {
   if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
   const int me = comm().rank();
   const int64_t m_local = 256, n = 256, k = 256, m = comm().world() * m_local;
   AgGemm plan(comm(), m_local, n, k);
-  Buf a1(m_local * k * 2), a2(m_local * k * 2), b(n * k * 2), out1(m * n * 2), out2(m * n * 2), gathered(m * k * 2);
+  Buf a1(m_local * k * 2), a2(m_local * k * 2), b(n * k * 2), out1(m * n * 2), out2(m * n * 2);
+  Buf gathered1(m * k * 2), gathered2(m * k * 2);
   random_bf16(b.p, n * k, 95 + me);
   random_bf16(a1.p, m_local * k, seed_a(me, 2101));
   random_bf16(a2.p, m_local * k, seed_a(me, 2102));
   poison(out1.p, m * n);
   poison(out2.p, m * n);
-  EXPECT_EQ(second_stream_waits_for_first([&](cudaStream_t s) { plan.run(a1.p, b.p, out1.p, s); },
-                                          [&](cudaStream_t s) { plan.run(a2.p, b.p, out2.p, s, gathered.p); }),
+  EXPECT_EQ(second_stream_waits_for_first([&](cudaStream_t s) { plan.run(a1.p, b.p, out1.p, s, gathered1.p); },
+                                          [&](cudaStream_t s) { plan.run(a2.p, b.p, out2.p, s, gathered2.p); }),
             "");
-  check_call(out1.p, nullptr, m_local, n, k, b.p, 2101, "first stream");
-  check_call(out2.p, gathered.p, m_local, n, k, b.p, 2102, "second stream");
+  check_call(out1.p, gathered1.p, m_local, n, k, b.p, 2101, "first stream");
+  check_call(out2.p, gathered2.p, m_local, n, k, b.p, 2102, "second stream");
   comm().barrier();
 }
 

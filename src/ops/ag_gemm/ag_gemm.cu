@@ -162,7 +162,7 @@ void AgGemm::release() noexcept {
   split_flags_ = nullptr;
 }
 
-void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute, cudaStream_t stream) {
+LaunchOrder::Call AgGemm::launch(const void* a_local, const void* b, void* out, bool compute, cudaStream_t stream) {
   const Topology& t = comm_.topology();
   const int64_t m = int64_t(t.world) * m_local_;
   if (!a_local || !aligned16(a_local)) fail("AgGemm: a_local must be a 16-byte aligned device pointer (got ", a_local, ")");
@@ -173,7 +173,9 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
       fail("AgGemm: out overlaps a_local or b");
   }
   tp::note_capture(captured_, stream);
-  order_.before(stream);  // a call on another stream waits for the previous one (mkernel/launch_order.hpp)
+  // A call on another stream waits for the previous one (mkernel/launch_order.hpp); the
+  // returned span records this call's end once the caller enqueued all of it.
+  LaunchOrder::Call call = order_.begin(stream);
   // One rank: nothing to gather (tp::single_rank); all_gather() copies.
   if (tp::single_rank_plain_now(plain_, plain_captured_, stream)) {
     trace_.clear(stream);  // no events from this call
@@ -181,7 +183,7 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
       gemm_bf16(GemmArgs{.a = a_local, .b = b, .out = out, .m = m, .n = n_, .k = k_, .num_compute_ctas = plain_ctas_,
                          .swizzle = plain_swizzle_},
                 stream);
-    return;
+    return call;
   }
   gemm::GemmParams gp{};
   if (compute) {
@@ -251,6 +253,7 @@ void AgGemm::launch(const void* a_local, const void* b, void* out, bool compute,
                        epoch_counter_ + 3},
       join_ ? 1 : 0, agent);
   MK_CUDA_CHECK(cudaGetLastError());
+  return call;
 }
 
 // Indexed by CTA (the grid index less the delivery agents'): room for every grid (at most one CTA per SM).
@@ -260,9 +263,8 @@ std::vector<TraceEvent> AgGemm::read_trace() const { return trace_.read(); }
 const void* AgGemm::gathered_buffer() const { return gathered_ ? gathered_->local : nullptr; }
 
 void AgGemm::run(const void* a_local, const void* b, void* out, cudaStream_t stream, void* gathered) {
-  launch(a_local, b, out, true, stream);
-  if (gathered) copy_gathered(a_local, gathered, stream);
-  order_.after(stream);  // after the copies, which read the plan's buffer
+  const LaunchOrder::Call call = launch(a_local, b, out, true, stream);  // its end: after the copies (they read
+  if (gathered) copy_gathered(a_local, gathered, stream);                // the plan's buffer)
 }
 
 // run()'s copy of every rank's rows into `gathered`.
@@ -282,9 +284,8 @@ void AgGemm::all_gather(const void* a_local, void* gathered, cudaStream_t stream
   if (!gathered) fail("AgGemm::all_gather: gathered is null");
   const size_t block = size_t(m_local_ * k_ * 2);
   if (overlap(gathered, block * comm_.world(), a_local, block)) fail("AgGemm::all_gather: gathered overlaps a_local");
-  launch(a_local, nullptr, nullptr, false, stream);
-  copy_all_gathered(a_local, gathered, stream);
-  order_.after(stream);  // after the copies, which read the plan's buffer
+  const LaunchOrder::Call call = launch(a_local, nullptr, nullptr, false, stream);  // its end: after the copies
+  copy_all_gathered(a_local, gathered, stream);                                    // (they read the plan's buffer)
 }
 
 // all_gather()'s copy of every rank's rows out of the plan's buffer (and a_local).

@@ -221,7 +221,7 @@ gemm::GemmParams one_shot_params(const Topology& t, const DeviceCtx& ctx, const 
 
 }  // namespace
 
-void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream) {
+LaunchOrder::Call GemmAr::launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream) {
   const Topology& t = comm_.topology();
   const bool compute = x == nullptr;
   const int64_t out_bytes = m_ * n_ * 2;
@@ -234,7 +234,9 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
       fail("GemmAr::all_reduce: out overlaps x (in place, out == x, is allowed)");
   }
   tp::note_capture(captured_, stream);
-  order_.before(stream);  // a call on another stream waits for the previous one (mkernel/launch_order.hpp)
+  // A call on another stream waits for the previous one (mkernel/launch_order.hpp); the
+  // returned span records this call's end once the caller enqueued all of it.
+  LaunchOrder::Call call = order_.begin(stream);
   if (plain_) {  // one rank: nothing to reduce (tp::single_rank)
     trace_.clear(stream);  // no events from this call
     if (compute)
@@ -243,7 +245,7 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
                 stream);
     else if (out != x)
       MK_CUDA_CHECK(cudaMemcpyAsync(out, x, size_t(out_bytes), cudaMemcpyDeviceToDevice, stream));
-    return;
+    return call;
   }
   const DeviceCtx& ctx = comm_.device_ctx();
   const rs::Layout lay{t.num_nodes, t.local_size};
@@ -342,6 +344,7 @@ void GemmAr::launch(const void* a, const void* b, const void* x, void* out, cuda
   gemm_ar_kernel<<<grid + agent.ctas, gemm::kThreads, smem, stream>>>(
       gp, rs, ag, dev::DeviceEpoch{ec, reinterpret_cast<uint32_t*>(ec + 1), ec + 2, ec + 3}, agent);
   MK_CUDA_CHECK(cudaGetLastError());
+  return call;
 }
 
 // Indexed by CTA (the grid index less the delivery agents'): room for every grid (at most one CTA per SM).
@@ -349,14 +352,12 @@ void GemmAr::enable_trace(int events_per_cta) { trace_.enable(gemm::num_sms(), e
 std::vector<TraceEvent> GemmAr::read_trace() const { return trace_.read(); }
 
 void GemmAr::run(const void* a, const void* b, void* out, cudaStream_t stream) {
-  launch(a, b, nullptr, out, stream);
-  order_.after(stream);
+  const LaunchOrder::Call call = launch(a, b, nullptr, out, stream);
 }
 
 void GemmAr::all_reduce(const void* x, void* out, cudaStream_t stream) {
   if (!x) fail("GemmAr::all_reduce: x is null");
-  launch(nullptr, nullptr, x, out, stream);
-  order_.after(stream);
+  const LaunchOrder::Call call = launch(nullptr, nullptr, x, out, stream);
 }
 
 }  // namespace mk

@@ -128,7 +128,7 @@ void GemmRs::release() noexcept {
   rs_.reset();
 }
 
-void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream) {
+LaunchOrder::Call GemmRs::launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream) {
   const Topology& t = comm_.topology();
   const int64_t rows = m_ / t.world;
   const bool compute = x == nullptr;
@@ -140,7 +140,9 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
     if (overlap(out, rows * n_ * 2, x, m_ * n_ * 2)) fail("GemmRs::reduce_scatter: out overlaps x");
   }
   tp::note_capture(captured_, stream);
-  order_.before(stream);  // a call on another stream waits for the previous one (mkernel/launch_order.hpp)
+  // A call on another stream waits for the previous one (mkernel/launch_order.hpp); the
+  // returned span records this call's end once the caller enqueued all of it.
+  LaunchOrder::Call call = order_.begin(stream);
   if (tp::single_rank_plain_now(plain_, plain_captured_, stream)) {  // one rank: nothing to reduce
     trace_.clear(stream);  // no events from this call
     if (compute)
@@ -149,7 +151,7 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
                 stream);
     else
       MK_CUDA_CHECK(cudaMemcpyAsync(out, x, size_t(m_ * n_ * 2), cudaMemcpyDeviceToDevice, stream));
-    return;
+    return call;
   }
   const DeviceCtx& ctx = comm_.device_ctx();
   gemm::GemmParams gp{};
@@ -184,6 +186,7 @@ void GemmRs::launch(const void* a, const void* b, const void* x, void* out, cuda
   gemm_rs_kernel<<<grid + agent.ctas, gemm::kThreads, smem, stream>>>(
       gp, rs, dev::DeviceEpoch{ec, reinterpret_cast<uint32_t*>(ec + 1), ec + 2}, agent);
   MK_CUDA_CHECK(cudaGetLastError());
+  return call;
 }
 
 // Indexed by CTA (the grid index less the delivery agents'): room for every grid (at most one CTA per SM).
@@ -191,14 +194,12 @@ void GemmRs::enable_trace(int events_per_cta) { trace_.enable(gemm::num_sms(), e
 std::vector<TraceEvent> GemmRs::read_trace() const { return trace_.read(); }
 
 void GemmRs::run(const void* a, const void* b, void* out, cudaStream_t stream) {
-  launch(a, b, nullptr, out, stream);
-  order_.after(stream);
+  const LaunchOrder::Call call = launch(a, b, nullptr, out, stream);
 }
 
 void GemmRs::reduce_scatter(const void* x, void* out, cudaStream_t stream) {
   if (!x) fail("GemmRs::reduce_scatter: x is null");
-  launch(nullptr, nullptr, x, out, stream);
-  order_.after(stream);
+  const LaunchOrder::Call call = launch(nullptr, nullptr, x, out, stream);
 }
 
 }  // namespace mk

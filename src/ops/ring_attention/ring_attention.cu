@@ -169,7 +169,9 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
   // runs the K/V push in the engine's producer warpgroup, attn_engine.cuh Regs).
   attn::AttnParams p = attn::make_params(a, attn::block_n_side(static_cast<int>(head_dim_)));
   tp::note_capture(captured_, stream);
-  order_.before(stream);  // a call on another stream waits for the previous one (mkernel/launch_order.hpp)
+  // A call on another stream waits for the previous one (mkernel/launch_order.hpp); its span
+  // records this call's end when run() returns or throws.
+  LaunchOrder::Call call = order_.begin(stream);
   // The other ranks' K/V: slot s of the gathered buffer, [batch][kv_heads][K, V][s_local][D]:
   // dims {D, s_local, kv_heads, world * batch}, V one s_local x D block after K.
   const int64_t d = head_dim_;
@@ -239,7 +241,7 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
     gemm::allow_engine_smem(reinterpret_cast<const void*>(ring_attn_kernel<128>), RingGeom<128>::kSmemBytes);
     ring_attn_kernel<128><<<grid, attn::kThreads, RingGeom<128>::kSmemBytes, stream>>>(p, push, ep, num_comm_, agent);
   }
-  MK_CUDA_CHECK(cudaGetLastError());  order_.after(stream);
+  MK_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace mk
