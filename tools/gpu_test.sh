@@ -147,8 +147,9 @@ fi  # fabric
 # CPU tier's stand-in for libibverbs and libefa) carries GPU memory through
 # the CUDA driver. The network tests and the TP ops across 2 nodes over RC
 # QPs (Add signals as atomics into GPU memory), then over EFA SRD
-# (SOFTVERBS_EFA=1: signals applied by the kernels' delivery agents). Written
-# in session 37 without a GPU: not yet run.
+# (SOFTVERBS_EFA=1: signals applied by the kernels' delivery agents), then
+# with GPU memory registered by DMA-BUF only. Written in sessions 37-38
+# without a GPU: not yet run.
 if want verbs; then
 if [ -f build/softverbs/libibverbs.so.1 ]; then
   # (a copy may have made the link a file: libefa.so.1 must be the same library, not a second one)
@@ -162,6 +163,12 @@ if [ -f build/softverbs/libibverbs.so.1 ]; then
       build/bin/mk_dist_tests --gtest_filter='Net*:AgGemm*:GemmRs*:GemmAr*'
   run tools/mkrun -n 2 --timeout 230 env $sv SOFTVERBS_EFA=1 MK_RANKS_PER_NODE=1 MK_NET=verbs $share \
       build/bin/mk_dist_tests --gtest_filter='Net*:AgGemm*:GemmRs*:GemmAr*'
+  # GPU memory by DMA-BUF only (SOFTVERBS_NO_PEERMEM=1: a host without nvidia-peermem), the path a
+  # NIC takes first: cuMemGetHandleForAddressRange on the symmetric heap's memory, the offset/iova
+  # pairing checked by softverbs. A failure saying "registered by address" is impossible here; one
+  # naming cuMemGetHandleForAddressRange means this GPU or driver exports no DMA-BUF.
+  run tools/mkrun -n 2 --timeout 120 env $sv SOFTVERBS_NO_PEERMEM=1 MK_RANKS_PER_NODE=1 MK_NET=verbs $share \
+      build/bin/mk_dist_tests --gtest_filter='Net*:AgGemmTest.MatchesReferenceAcrossShapes'
 else
   echo "=== SKIPPED: verbs on GPUs (no build/softverbs/libibverbs.so.1: carry build/softverbs)"
 fi

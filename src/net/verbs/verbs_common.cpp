@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "mkernel/error.hpp"
+#include "mkernel/knobs.hpp"
 #include "src/runtime/cuda_driver.hpp"
 
 namespace mk::net::verbs {
@@ -102,6 +103,9 @@ ibv_mr* register_memory(const IbvApi& a, ibv_pd* pd, const std::string& dev_name
   }
   if (!mr) {
     mr = a.reg_mr(pd, r.base, r.bytes, access);
+    if (mr && r.device)
+      log(LogLevel::Info, cat("verbs: region ", r.id, " (GPU memory) registered by address on ", dev_name,
+                              " (not by DMA-BUF: ", why, ")"));
     if (!mr)
       fail("verbs: cannot register region ", r.id, " (", r.bytes, " bytes of ",
            r.device ? "GPU" : "host", " memory) on ", dev_name, ": ibv_reg_mr: ", errno_str(errno),

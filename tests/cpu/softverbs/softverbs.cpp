@@ -28,7 +28,11 @@
 // - A CQ that would overflow makes ibv_poll_cq fail.
 // - SOFTVERBS_MAX_MSG_SZ: a smaller largest message (port and EFA limits), so
 //   that tests see large writes split into several WRs.
-// Not emulated: RDMA READ, UD, memory registration of GPU memory (DMA-BUF).
+// - GPU memory (softverbs_gpu.cpp), registered by address or by DMA-BUF
+//   (ibv_reg_dmabuf_mr: the fd, its size and the offset/iova pairing are
+//   checked, the memory is then taken at iova; SOFTVERBS_NO_PEERMEM=1 refuses
+//   GPU memory by address, as a host without nvidia-peermem).
+// Not emulated: RDMA READ, UD.
 //
 // The wire is one UNIX stream socket (abstract namespace) per ordered pair of
 // processes, driven through poll() by the callers of ibv_poll_cq and, when

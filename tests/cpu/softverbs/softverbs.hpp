@@ -145,6 +145,8 @@ int sv_poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
 // GPU memory (softverbs_gpu.cpp): the CUDA context of device memory at
 // `addr`, or null (host memory, or no driver); copies that return when done.
 void* device_context(const void* addr);
+// The CUDA allocation that holds `addr`: its base and size (false: none, or no driver).
+bool device_allocation(const void* addr, uint64_t* base, size_t* size);
 void device_read(void* ctx, void* dst, uint64_t src, size_t n);
 void device_write(void* ctx, uint64_t dst, const void* src, size_t n);
 

@@ -7,11 +7,15 @@
 #undef ibv_reg_mr
 #undef ibv_query_port
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 using namespace softverbs;
 
@@ -101,7 +105,13 @@ int ibv_dealloc_pd(ibv_pd* pd) {
   return 0;
 }
 
-ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t len, int access) {
+}  // extern "C"
+
+namespace {
+
+// An MR of [addr, addr + len) in this process (ctx: the CUDA context of GPU
+// memory, else null), after the checks both registration calls make.
+ibv_mr* make_mr(ibv_pd* pd, void* addr, size_t len, int access, void* ctx) {
   if (injected_failure("reg_mr")) {
     errno = ENOMEM;
     return nullptr;
@@ -114,7 +124,6 @@ ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t len, int access) {
     errno = EINVAL;  // as the kernel: remote write or atomic needs local write
     return nullptr;
   }
-  void* ctx = device_context(addr);  // (the driver call outside the lock)
   std::lock_guard<std::mutex> lk(g->mu);
   auto* m = new Mr;
   m->device_ctx = ctx;
@@ -126,6 +135,63 @@ ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t len, int access) {
   m->access = access;
   g->mrs[m->mr.lkey] = m;
   return &m->mr;
+}
+
+// Whether fd is a DMA-BUF of at least `need` bytes (its size: lseek to its end, as the kernel gives it).
+bool dmabuf_covers(int fd, uint64_t need) {
+  char path[64], target[256] = {};
+  std::snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+  const ssize_t n = readlink(path, target, sizeof(target) - 1);
+  if (n <= 0 || std::string(target).find("dmabuf") == std::string::npos) return false;
+  const off_t size = lseek(fd, 0, SEEK_END);
+  lseek(fd, 0, SEEK_SET);
+  return size > 0 && static_cast<uint64_t>(size) >= need;
+}
+
+}  // namespace
+
+extern "C" {
+
+// SOFTVERBS_NO_PEERMEM=1: GPU memory cannot be registered by its address, as
+// on a host without the nvidia-peermem module (ibv_reg_dmabuf_mr can).
+ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t len, int access) {
+  void* ctx = device_context(addr);  // (the driver call outside the lock)
+  const char* no_peermem = std::getenv("SOFTVERBS_NO_PEERMEM");
+  if (ctx && no_peermem && *no_peermem && std::strcmp(no_peermem, "0") != 0) {
+    errno = EFAULT;
+    return nullptr;
+  }
+  return make_mr(pd, addr, len, access, ctx);
+}
+
+// GPU memory by DMA-BUF (rdma-core >= 34). A NIC reaches the buffer's pages
+// through the fd; softverbs cannot, so it takes the memory at `iova` as a
+// virtual address of this process, which is what mkernel (and NCCL) pass,
+// and checks that this is consistent with the fd: a DMA-BUF covering
+// [offset, offset + length), exported from a page-aligned start
+// (iova - offset) inside the CUDA allocation that holds iova. A caller whose
+// offset and iova do not pair up fails here, as its writes would land at the
+// wrong place on a NIC.
+ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access) {
+  if (fd < 0 || !dmabuf_covers(fd, offset + length) || iova < offset) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  void* addr = reinterpret_cast<void*>(iova);
+  void* ctx = device_context(addr);
+  uint64_t base = 0;
+  size_t size = 0;
+  const uint64_t start = iova - offset;
+  const long page = sysconf(_SC_PAGESIZE);
+  if (!ctx || start % static_cast<uint64_t>(page) != 0 ||
+      (device_allocation(addr, &base, &size) && (start < base || iova + length > base + size))) {
+    std::fprintf(stderr, "softverbs: ibv_reg_dmabuf_mr: offset %llu, iova 0x%llx, length %zu do not pair up "
+                 "(the DMA-BUF's start iova - offset is not a page-aligned address in iova's GPU allocation)\n",
+                 static_cast<unsigned long long>(offset), static_cast<unsigned long long>(iova), length);
+    errno = EINVAL;
+    return nullptr;
+  }
+  return make_mr(pd, addr, length, access, ctx);
 }
 int ibv_dereg_mr(ibv_mr* mr) {
   std::lock_guard<std::mutex> lk(g->mu);

@@ -34,6 +34,7 @@ struct Driver {
   decltype(&cuDevicePrimaryCtxRetain) primary_ctx = nullptr;
   decltype(&cuCtxGetCurrent) get_current = nullptr;
   decltype(&cuThreadExchangeStreamCaptureMode) capture_mode = nullptr;
+  decltype(&cuMemGetAddressRange_v2) address_range = nullptr;  // (optional)
   bool ok = false;
 };
 
@@ -52,6 +53,7 @@ const Driver& driver() {
     x.primary_ctx = reinterpret_cast<decltype(x.primary_ctx)>(dlsym(lib, "cuDevicePrimaryCtxRetain"));
     x.get_current = reinterpret_cast<decltype(x.get_current)>(dlsym(lib, "cuCtxGetCurrent"));
     x.capture_mode = reinterpret_cast<decltype(x.capture_mode)>(dlsym(lib, "cuThreadExchangeStreamCaptureMode"));
+    x.address_range = reinterpret_cast<decltype(x.address_range)>(dlsym(lib, "cuMemGetAddressRange_v2"));
     x.ok = x.pointer_attr && x.set_current && x.stream_create && x.dtoh && x.htod && x.sync && x.device_get &&
            x.primary_ctx && x.get_current && x.capture_mode;
     return x;
@@ -116,6 +118,15 @@ void* device_context(const void* addr) {
     std::abort();  // (as host memory, a NIC's copy would fault)
   }
   return ctx;  // (retained for the process's life)
+}
+
+bool device_allocation(const void* addr, uint64_t* base, size_t* size) {
+  const Driver& d = driver();
+  if (!d.ok || !d.address_range || !device_context(addr)) return false;
+  CUdeviceptr b = 0;
+  if (d.address_range(&b, size, reinterpret_cast<CUdeviceptr>(addr)) != CUDA_SUCCESS) return false;
+  *base = static_cast<uint64_t>(b);
+  return true;
 }
 
 void device_read(void* ctx, void* dst, uint64_t src, size_t n) {
