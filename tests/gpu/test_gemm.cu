@@ -210,6 +210,18 @@ TEST_F(Gemm, RejectsBadInputBeforeLaunching) {
   EXPECT_NE(msg(64, 64, 64, a.as<char>() + 2, 0).find("16-byte aligned"), std::string::npos);
   EXPECT_NE(msg(64, 64, 64, a.p, 100000).find("num_compute_ctas"), std::string::npos);
   EXPECT_NE(msg(64, 64, 64, nullptr, 0).find("device pointers"), std::string::npos);
+  // out sharing bytes with a or b (in place would read rows other tiles already wrote)
+  auto overlap = [&](const void* ap, const void* bp, void* op) -> std::string {
+    try {
+      mk::gemm_bf16(mk::GemmArgs{.a = ap, .b = bp, .out = op, .m = 128, .n = 128, .k = 128});
+    } catch (const mk::Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(overlap(a.p, b.p, a.p).find("out overlaps a"), std::string::npos);
+  EXPECT_NE(overlap(a.p, b.p, b.as<char>() + 128 * 128 * 2 - 16).find("out overlaps b"), std::string::npos);
+  EXPECT_EQ(overlap(a.p, b.p, a.as<char>() + 128 * 128 * 2), "") << "out right after a shares no byte";
   CUDA_OK(cudaDeviceSynchronize());
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mkernel/error.hpp"
@@ -234,6 +235,15 @@ void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
       gemm::Operands{.a = args.a, .b = args.b, .out = args.out, .m = args.m, .n = args.n, .k = args.k, .ldo = args.ldo},
       args.num_compute_ctas);
   if (args.swizzle < 0) fail("gemm: swizzle must be >= 0 (got ", args.swizzle, ")");
+  // out is written while other tiles still read a and b: no byte in common (its rows span ldo elements).
+  const auto span = [](const void* p, int64_t rows, int64_t ld, int64_t cols) {
+    return std::pair<uintptr_t, uintptr_t>{reinterpret_cast<uintptr_t>(p),
+                                           reinterpret_cast<uintptr_t>(p) + uint64_t((rows - 1) * ld + cols) * 2};
+  };
+  const auto [o_lo, o_hi] = span(args.out, args.m, args.ldo ? args.ldo : args.n, args.n);
+  for (const auto& [what, lo_hi] : {std::pair{"a", span(args.a, args.m, args.k, args.k)},
+                                    std::pair{"b", span(args.b, args.n, args.k, args.k)}})
+    if (o_lo < lo_hi.second && lo_hi.first < o_hi) fail("gemm: out overlaps ", what, " (out is written while ", what, " is read)");
   if (args.order == GemmOrder::RowMajor) p.sched.order = sched::TileOrder::RowMajor;
   if (args.swizzle) p.sched.swizzle = args.swizzle;
   gemm::use_tma_store(p);
