@@ -88,6 +88,12 @@ class Communicator:
         h = ctypes.c_void_p()
         check(lib.mk_comm_init(ctypes.byref(h), int(rank), int(world), ctypes.byref(uid), int(device)))
         self._h, self._uid = h, _tp_meta.new_key(world)
+        self._opened()
+
+    def _opened(self):
+        """After the library made the communicator: what the ops read of it."""
+        self._device = self.info()["device"]  # the ops check their tensors and the current device against it
+        self._explicit_plans = []  # weak references to plans made on it (mkernel.AgGemm, ...): close() closes them
         _tp_meta.register(self)  # known to the TP custom ops, also in code that only runs under torch.compile
 
     @classmethod
@@ -98,7 +104,7 @@ class Communicator:
         check(lib.mk_comm_init_env(ctypes.byref(h), int(device)))
         self._h = h
         self._uid = _tp_meta.new_key(self.world)
-        _tp_meta.register(self)
+        self._opened()
         return self
 
     def info(self) -> dict:
@@ -143,19 +149,30 @@ class Communicator:
         return SymmetricBuffer(self, h)
 
     def close(self):
-        """Collective. Frees this communicator's cached op plans first."""
+        """Collective. Closes this communicator's cached op plans first, then the plans made on it by hand
+        (mkernel.AgGemm, GemmRs, GemmAr, RingAttention) that are still open, in the order they were made:
+        a plan refers to its communicator. Those plans then refuse to run."""
         if getattr(self, "_h", None):
             tp = sys.modules.get(__name__ + ".tp")  # loaded only if an op was used
             if tp is not None:
                 tp.close_plans(self)
+            for ref in getattr(self, "_explicit_plans", ()):
+                plan = ref()
+                if plan is not None:
+                    plan.close()
+            self._explicit_plans = []
             check(lib.mk_comm_destroy(self._h))
             self._h = None
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, exc, tb):
+        # Closing is collective: after an exception the other ranks may be elsewhere (in an op, or gone),
+        # so a close here would wait for them up to MK_BOOTSTRAP_TIMEOUT_MS and hide the exception under
+        # its own. The communicator is left open (its memory goes with the process, or call close()).
+        if exc_type is None:
+            self.close()
 
 
 def init(group=None, device: int = -1) -> Communicator:

@@ -16,7 +16,7 @@ from ._lib import MkernelError, check
 from ._ops_c import _need
 
 from ._lib import lib
-from .ops import _fast_ok, _get_device, _stream
+from .ops import _fast_ok, _get_device, _stream, bump_version
 
 _BF16 = torch.bfloat16
 _mk_attention = getattr(lib, "mk_attention_fwd", None)  # None: built without the op (_need says so)
@@ -57,6 +57,15 @@ def _validate(q, k, v, meta=False):
                            "every dimension must be >= 1")
     if h % k.shape[2]:
         raise MkernelError(f"mkernel.attention: kv_heads ({k.shape[2]}) must divide heads ({h})")
+
+
+def _no_autograd(q, k, v, op):
+    """The op is forward only: with autograd recording and an input that requires grad, its output would
+    silently carry no gradient to the layers before it (no backward exists), so the call is refused."""
+    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v)):
+        raise MkernelError(f"{op}: forward only (no backward), but q, k or v requires grad and autograd is "
+                           "recording: call it under torch.no_grad() / torch.inference_mode(), or on detached "
+                           "inputs")
 
 
 def _check_out(out, q, op):
@@ -136,7 +145,10 @@ def _hot(q, k, v, causal, scale, out, lse):
     dev = _get_device()
     if not _fast_io(q, k, v, out, lse, dev, qs):
         return None
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return None  # (the full path refuses it: _no_autograd)
     b, sq, h, d = qs
+    out_given, lse_given = out, lse
     if out is None:
         out = torch.empty_like(q)
     if lse is None:
@@ -145,6 +157,8 @@ def _hot(q, k, v, causal, scale, out, lse):
                        ks[2], d, int(causal), float(scale or 0.0), 0, _stream(dev))
     if rc:
         check(rc)
+    if out_given is not None or lse_given is not None:
+        bump_version(out_given, lse_given)
     return out, lse
 
 
@@ -155,6 +169,7 @@ def attention(q, k, v, causal=False, scale=None, out=None, lse=None):
         if hot is not None:
             return hot
     _validate(q, k, v)
+    _no_autograd(q, k, v, "mkernel.attention")
     if not torch.compiler.is_compiling():
         if len(_SEEN) >= _SEEN_MAX:  # many distinct shapes (e.g. varying lengths): start over
             _SEEN.clear()
@@ -162,6 +177,7 @@ def attention(q, k, v, causal=False, scale=None, out=None, lse=None):
         _SEEN.add((q.shape, k.shape, v.shape))
     if out is None and lse is None and torch.compiler.is_compiling():
         return torch.ops.mkernel.attention(q, k, v, causal, float(scale or 0.0))
+    out_given, lse_given = out, lse
     if out is None:
         out = torch.empty_like(q)
     else:
@@ -172,4 +188,6 @@ def attention(q, k, v, causal=False, scale=None, out=None, lse=None):
     else:
         _check_lse(lse, lse_shape, q.device, "mkernel.attention")
     _run(q, k, v, out, lse, causal, scale)
+    if out_given is not None or lse_given is not None:
+        bump_version(out_given, lse_given)
     return out, lse

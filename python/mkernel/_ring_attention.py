@@ -16,9 +16,9 @@ import torch
 
 from ._lib import MkernelError, check, lib
 from ._ops_c import _need
-from ._attention import _check_lse, _check_out, _fast_io, _validate
-from .ops import _get_device, _stream
-from .tp import _HOT, _Plan, _compiling, _key, _plan, lookup
+from ._attention import _check_lse, _check_out, _fast_io, _no_autograd, _validate
+from .ops import _get_device, _stream, bump_version
+from .tp import _HOT, _Plan, _compiling, _device_check, _key, _plan, lookup
 
 __all__ = ["ring_attention", "RingAttention"]
 
@@ -38,11 +38,13 @@ class RingAttention(_Plan):
         check(_need("mk_ring_attn_create", "ring_attention")(
             comm._h, int(batch), int(s_local), int(heads), int(kv_heads), int(head_dim), int(bool(causal)),
             float(scale), int(num_comm_ctas), int(num_ctas), ctypes.byref(h)))
-        self._h, self.world = h, comm.world
+        self._bind(comm, h)
+        self.world = comm.world
         self.shape = (int(batch), int(s_local), int(heads), int(kv_heads), int(head_dim))
 
     def run(self, q, k, v, out=None, lse=None):
         b, s, h, hkv, d = self.shape
+        self._open(q, "q")
         if tuple(q.shape) != (b, s, h, d) or tuple(k.shape) != (b, s, hkv, d):
             raise MkernelError(f"mkernel.ring_attention: the plan is for q {(b, s, h, d)}, k/v {(b, s, hkv, d)}; "
                                f"got q {tuple(q.shape)}, k {tuple(k.shape)}")
@@ -109,11 +111,18 @@ def _hot(q, k, v, comm, causal, scale, out, lse):
         launch = _HOT[("ring_attention", comm._uid, qs, k.shape, v.shape, bool(causal), float(scale or 0.0))]
         if not comm._h:
             return None
+        comm_dev = comm._device
     except (KeyError, AttributeError, TypeError, ValueError):
         return None
-    if not _fast_io(q, k, v, out, lse, _get_device(), qs):
+    dev = _get_device()
+    if dev != comm_dev or not _fast_io(q, k, v, out, lse, dev, qs):
         return None
-    return launch(q, k, v, out, lse)
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return None  # (the full path refuses it: _no_autograd)
+    res = launch(q, k, v, out, lse)
+    if out is not None or lse is not None:
+        bump_version(out, lse)
+    return res
 
 
 @torch.library.custom_op("mkernel::ring_attention", mutates_args=())
@@ -137,6 +146,12 @@ def ring_attention(q, k, v, comm, causal=False, scale=None, out=None, lse=None):
     if hot is not None:
         return hot
     _check_call(q, k, v, out, lse)
+    _no_autograd(q, k, v, "mkernel.ring_attention")
     if out is None and lse is None and torch.compiler.is_compiling():
         return torch.ops.mkernel.ring_attention(q, k, v, _key(comm), bool(causal), float(scale or 0.0))
-    return _run(q, k, v, _key(comm), causal, float(scale or 0.0), out, lse)
+    key = _key(comm)
+    _device_check(q, "q", getattr(comm, "_device", None))
+    res = _run(q, k, v, key, causal, float(scale or 0.0), out, lse)
+    if out is not None or lse is not None:
+        bump_version(out, lse)
+    return res

@@ -44,12 +44,27 @@ def _validate_gemm(a, b, out):
                            "(torch.nn.Linear weight layout)")
     if out is not None and tuple(out.shape) != (m, n):
         raise MkernelError(f"mkernel.gemm: out must be [{m}, {n}] (got {list(out.shape)})")
-    if a.stride(0) != k or b.stride(0) != k:
+    if (m > 1 and a.stride(0) != k) or b.stride(0) != k:  # (one row: its row stride is never used)
         raise MkernelError("mkernel.gemm: a and b must be contiguous (row stride == k); call .contiguous()")
+    if out is not None and m > 1 and out.stride(0) < n:
+        raise MkernelError(f"mkernel.gemm: out's rows must not overlap (row stride >= {n}; got strides "
+                           f"{out.stride()}, e.g. an expanded tensor)")
 
 
 _BF16 = torch.bfloat16
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+# An eager call that writes into a caller's out= tensor through its pointer tells autograd, as torch's own
+# in-place ops do: a tensor saved for a backward and then overwritten makes that backward raise ("modified by
+# an inplace operation") instead of computing with the new values. (The *_out custom ops are told by torch.)
+_increment_version = getattr(getattr(torch.autograd, "graph", None), "increment_version", None)
+
+
+def bump_version(*tensors):
+    if _increment_version is not None:
+        for t in tensors:
+            if t is not None:
+                _increment_version(t)
+
 _get_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
 _mk_gemm = getattr(lib, "mk_gemm_bf16", None)
 
@@ -86,8 +101,9 @@ def _gemm_into(a, b, out, num_compute_ctas):
     dev = a.get_device()
     ldo, one = out.stride()
     if (b.shape[1] != k or out.shape != (m, n) or a.stride() != (k, 1) or b.stride() != (k, 1) or one != 1
-            or b.get_device() != dev or out.get_device() != dev):
-        _validate_gemm(a, b, out)
+            or ldo < n or b.get_device() != dev or out.get_device() != dev):
+        _validate_gemm(a, b, out)  # raises, or passes a one-row a or out whose row stride is unused
+        ldo = max(ldo, n)  # (a one-row out: any row stride; 0 would mean n to the library anyway)
     if dev == _get_device():
         rc = _mk_gemm(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, ldo, num_compute_ctas, _stream(dev))
     else:
@@ -156,10 +172,11 @@ def gemm(a, b, out=None, num_compute_ctas=0):
         out = a.new_empty((a.shape[0], b.shape[0]))
         _gemm_into(a, b, out, num_compute_ctas)
         return out
+    if grad:  # (first: gemm_out has no autograd formula, traced or not)
+        raise MkernelError("mkernel.gemm: out= does not support autograd (inputs require grad); drop out=")
     if torch.compiler.is_compiling():
         torch.ops.mkernel.gemm_out(a, b, out, num_compute_ctas)
         return out
-    if grad:
-        raise MkernelError("mkernel.gemm: out= does not support autograd (inputs require grad); drop out=")
     _gemm_into(a, b, out, num_compute_ctas)
+    bump_version(out)
     return out

@@ -27,15 +27,16 @@ mkernel.GemmRs) are there for callers that manage their own. bf16 only.
 """
 import ctypes
 import warnings
+import weakref
 
 import torch
 
 from ._lib import MkernelError, check, knob_int, lib, outside_stacklevel, path
 from ._plan_cache import close_oldest
 from ._ops_c import _need
-from ._tp_meta import (_COMMS, register, lookup, world, ag_gemm_shapes, gemm_rs_shape, all_gather_shape,
-                       reduce_scatter_shape)
-from .ops import _check_matrix, _fast_ok, _get_device, _stream
+from ._tp_meta import (_COMMS, MAX_RS_RANKS, register, lookup, world, ag_gemm_shapes, gemm_rs_shape,
+                       all_gather_shape, reduce_scatter_shape)
+from .ops import _check_matrix, _fast_ok, _get_device, _stream, bump_version
 
 __all__ = ["ag_gemm", "gemm_rs", "all_gather", "reduce_scatter", "AgGemm", "GemmRs", "register", "close_plans"]
 
@@ -75,6 +76,24 @@ class _Plan:
             check(getattr(lib, self._destroy)(self._h))
             self._h = None
 
+    def _bind(self, comm, h):
+        """Keeps the plan's handle, and the plan known to `comm`, whose close() closes it first (the C++
+        plan refers to its communicator: one used after the communicator went would use freed memory)."""
+        self._h, self._comm, self._device = h, comm, getattr(comm, "_device", None)
+        plans = getattr(comm, "_explicit_plans", None)
+        if plans is not None:
+            if len(plans) >= 64 and len(plans) % 64 == 0:  # the cache's closed plans and collected ones go
+                plans[:] = [r for r in plans if getattr(r(), "_h", None)]
+            plans.append(weakref.ref(self))
+
+    def _open(self, t, name):
+        """A public run()'s first check: the plan is open and `t` on its communicator's device."""
+        if not getattr(self, "_h", None):
+            raise MkernelError(f"mkernel.{type(self).__name__}: the plan is closed (close(), or its communicator "
+                               "was closed)")
+        if isinstance(t, torch.Tensor) and t.is_cuda:  # (anything else: the shape check says what is wrong)
+            _device_check(t, name, self._device)
+
 
 class AgGemm(_Plan):
     """out [world * m_local, n] = allgather(a_local) @ b^T; one persistent kernel."""
@@ -85,10 +104,12 @@ class AgGemm(_Plan):
         h = ctypes.c_void_p()
         check(_need("mk_ag_gemm_create", "ag_gemm")(comm._h, int(m_local), int(n), int(k), int(num_comm_ctas),
                                                      int(num_ctas), ctypes.byref(h)))
-        self._h, self.world, self.shape = h, comm.world, (int(m_local), int(n), int(k))
+        self._bind(comm, h)
+        self.world, self.shape = comm.world, (int(m_local), int(n), int(k))
 
     def run(self, a_local, b, out=None, gathered=None):
         m_local, n, k = self.shape
+        self._open(a_local, "a_local")
         _check_shape(a_local, "a_local", (m_local, k))
         _check_shape(b, "b", (n, k), a_local.device)
         if out is None:
@@ -106,6 +127,7 @@ class AgGemm(_Plan):
     def all_gather(self, a_local, out=None):
         """out [world * m_local, k] = allgather(a_local) (the plan's n is not used)."""
         m_local, _, k = self.shape
+        self._open(a_local, "a_local")
         _check_shape(a_local, "a_local", (m_local, k))
         if out is None:
             out = a_local.new_empty((self.world * m_local, k))
@@ -126,10 +148,12 @@ class GemmRs(_Plan):
         h = ctypes.c_void_p()
         check(_need("mk_gemm_rs_create", "gemm_rs")(comm._h, int(m), int(n), int(k_local), int(num_reduce_ctas),
                                                      int(num_ctas), ctypes.byref(h)))
-        self._h, self.world, self.shape = h, comm.world, (int(m), int(n), int(k_local))
+        self._bind(comm, h)
+        self.world, self.shape = comm.world, (int(m), int(n), int(k_local))
 
     def run(self, a, b, out=None):
         m, n, k = self.shape
+        self._open(a, "a")
         _check_shape(a, "a", (m, k))
         _check_shape(b, "b", (n, k), a.device)
         if out is None:
@@ -144,6 +168,7 @@ class GemmRs(_Plan):
     def reduce_scatter(self, x, out=None):
         """out [m / world, n] = this rank's rows of sum over ranks of x [m, n] (the plan's k_local is not used)."""
         m, n, _ = self.shape
+        self._open(x, "x")
         _check_shape(x, "x", (m, n))
         if out is None:
             out = x.new_empty((m // self.world, n))
@@ -160,9 +185,17 @@ def _check_shape(t, name, shape, device=None):
     if tuple(t.shape) != tuple(shape) or not t.is_contiguous():
         raise MkernelError(f"mkernel: {name} must be a contiguous {list(shape)} tensor (got {list(t.shape)}, "
                            f"strides {t.stride()})")
-    if t.get_device() != _get_device():
-        raise MkernelError(f"mkernel: {name} is on cuda:{t.get_device()}, the current device is "
-                           f"cuda:{_get_device()} (the communicator's)")
+    _device_check(t, name)
+
+
+def _device_check(t, name, comm_device=None):
+    """`t` is on the current device, and that is the communicator's (`comm_device`; None: not known)."""
+    cur = _get_device()
+    if t.get_device() != cur or (comm_device is not None and cur != comm_device):
+        raise MkernelError(f"mkernel: {name} is on cuda:{t.get_device()} and the current device is cuda:{cur}"
+                           + (f"; the communicator's is cuda:{comm_device}" if comm_device is not None else "")
+                           + ": run the ops with the communicator's device current (torch.cuda.set_device) and "
+                           "their tensors on it")
 
 
 # ---- plan cache --------------------------------------------------------------------------------
@@ -274,14 +307,18 @@ def _hot(op, comm, out, a, b=None):
         launch, out_shape = _HOT[(op, comm._uid, a.shape, None if b is None else b.shape)]
         if not comm._h:
             return None
+        comm_dev = comm._device
     except (KeyError, AttributeError, TypeError):
         return None
     dev = _get_device()
+    if dev != comm_dev:  # (the full path says which device is wrong)
+        return None
     if not _fast_ok(a, _BF16, dev) or (b is not None and not _fast_ok(b, _BF16, dev)):
         return None
     if _grad_on() and (a.requires_grad or (b is not None and b.requires_grad)):
         return None
-    if out is None:
+    given = out is not None
+    if not given:
         out = a.new_empty(out_shape)
     elif not _fast_ok(out, _BF16, dev) or out.shape != out_shape:
         return None
@@ -289,6 +326,8 @@ def _hot(op, comm, out, a, b=None):
         launch(a, out)
     else:
         launch(a, b, out)
+    if given:
+        bump_version(out)
     return out
 
 
@@ -349,10 +388,9 @@ def _shape(rule, *args):
     return shape
 
 
-def _output(out, shape, like):
-    if like.get_device() != _get_device():
-        raise MkernelError(f"mkernel: the inputs are on cuda:{like.get_device()}, the current device is "
-                           f"cuda:{_get_device()} (the communicator's)")
+def _output(out, shape, like, key):
+    """The call's output (made, or the given `out` checked) after the inputs' device check."""
+    _device_check(like, "the inputs", getattr(lookup(key), "_device", None))
     if out is None:
         return like.new_empty(shape)
     _check_shape(out, "out", shape, like.device)
@@ -361,7 +399,7 @@ def _output(out, shape, like):
 
 def _ag_gemm_run(a_local, b, key, out=None, gathered=None, want_gathered=False):
     out_shape, gathered_shape = _shape(ag_gemm_shapes, a_local.shape, b.shape, world(key))
-    out = _output(out, out_shape, a_local)
+    out = _output(out, out_shape, a_local, key)
     if gathered is not None:
         _check_shape(gathered, "gathered", gathered_shape, a_local.device)
     elif want_gathered:
@@ -374,7 +412,7 @@ def _ag_gemm_run(a_local, b, key, out=None, gathered=None, want_gathered=False):
 
 
 def _gemm_rs_run(a, b, key, out=None):
-    out = _output(out, _shape(gemm_rs_shape, a.shape, b.shape, world(key)), a)
+    out = _output(out, _shape(gemm_rs_shape, a.shape, b.shape, world(key)), a, key)
     plan = _plan(GemmRs, key, a.shape[0], b.shape[0], a.shape[1])
     plan._launch(a, b, out)
     _hot_add("gemm_rs", key, a, b, plan._launch, out.shape)
@@ -382,7 +420,7 @@ def _gemm_rs_run(a, b, key, out=None):
 
 
 def _all_gather_run(a_local, key, out=None):
-    out = _output(out, _shape(all_gather_shape, a_local.shape, world(key)), a_local)
+    out = _output(out, _shape(all_gather_shape, a_local.shape, world(key)), a_local, key)
     plan = _plan(AgGemm, key, a_local.shape[0], _COLLECTIVE_N, a_local.shape[1])
     plan._launch_all_gather(a_local, out)
     _hot_add("all_gather", key, a_local, None, plan._launch_all_gather, out.shape)
@@ -390,7 +428,7 @@ def _all_gather_run(a_local, key, out=None):
 
 
 def _reduce_scatter_run(x, key, out=None):
-    out = _output(out, _shape(reduce_scatter_shape, x.shape, world(key)), x)
+    out = _output(out, _shape(reduce_scatter_shape, x.shape, world(key)), x, key)
     plan = _plan(GemmRs, key, x.shape[0], x.shape[1], _COLLECTIVE_N)
     plan._launch_reduce_scatter(x, out)
     _hot_add("reduce_scatter", key, x, None, plan._launch_reduce_scatter, out.shape)
@@ -656,6 +694,16 @@ def _grad(a, b=None):
     return torch.is_grad_enabled() and (a.requires_grad or (b is not None and b.requires_grad))
 
 
+def _backward_fits(op, key, rows_grad):
+    """ag_gemm's and all_gather's gradient of their rows is a reduce-scatter (gemm_rs / reduce_scatter), which
+    takes at most MAX_RS_RANKS ranks: a call that will need it on more fails here, before its forward runs,
+    not in the backward."""
+    if rows_grad and world(key) > MAX_RS_RANKS:
+        raise MkernelError(f"mkernel.{op}: the gradient of its input rows is a reduce-scatter over the {world(key)} "
+                           f"ranks, which takes at most {MAX_RS_RANKS}; call it under torch.no_grad(), or with an "
+                           "input that does not require grad")
+
+
 def _no_grad_out(op, grad):
     if grad:
         raise MkernelError(f"mkernel.{op}: out= does not support autograd (inputs require grad); drop out=")
@@ -669,7 +717,9 @@ def _dispatch(op, run, args, grad, out):
     if out is not None:
         _no_grad_out(op, grad)
         if not compiling:
-            return run(*args, out)
+            run(*args, out)
+            bump_version(out)
+            return out
         getattr(torch.ops.mkernel, op + "_out")(*args, out)
         return out
     if grad or compiling:
@@ -691,12 +741,14 @@ def ag_gemm(a_local, b, comm, out=None, return_gathered=False):
     _check_inputs("ag_gemm", ("a_local", a_local), ("b", b))
     key = _key(comm)
     grad = _grad(a_local, b)
+    _backward_fits("ag_gemm", key, grad and a_local.requires_grad)
     compiling = torch.compiler.is_compiling()
     if out is not None:
         _no_grad_out("ag_gemm", grad)
         gathered = a_local.new_empty((out.shape[0], a_local.shape[1])) if return_gathered else None
         if not compiling:
             _ag_gemm_run(a_local, b, key, out, gathered)
+            bump_version(out)
         elif gathered is None:
             torch.ops.mkernel.ag_gemm_out(a_local, b, key, out)
         else:
@@ -730,7 +782,9 @@ def all_gather(a_local, comm, out=None):
     if hot is not None:
         return hot
     _check_inputs("all_gather", ("a_local", a_local))
-    return _dispatch("all_gather", _all_gather_run, (a_local, _key(comm)), _grad(a_local), out)
+    key, grad = _key(comm), _grad(a_local)
+    _backward_fits("all_gather", key, grad)
+    return _dispatch("all_gather", _all_gather_run, (a_local, key), grad, out)
 
 
 def reduce_scatter(x, comm, out=None):

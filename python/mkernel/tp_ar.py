@@ -34,10 +34,12 @@ class GemmAr(_Plan):
         h = ctypes.c_void_p()
         check(_need("mk_gemm_ar_create", "gemm_ar")(comm._h, int(m), int(n), int(k_local), int(num_gather_ctas),
                                                      int(num_ctas), ctypes.byref(h)))
-        self._h, self.world, self.shape = h, comm.world, (int(m), int(n), int(k_local))
+        self._bind(comm, h)
+        self.world, self.shape = comm.world, (int(m), int(n), int(k_local))
 
     def run(self, a, b, out=None):
         m, n, k = self.shape
+        self._open(a, "a")
         _check_shape(a, "a", (m, k))
         _check_shape(b, "b", (n, k), a.device)
         if out is None:
@@ -52,6 +54,7 @@ class GemmAr(_Plan):
     def all_reduce(self, x, out=None):
         """out [m, n] = sum over ranks of x [m, n] (the plan's k_local is not used)."""
         m, n, _ = self.shape
+        self._open(x, "x")
         _check_shape(x, "x", (m, n))
         if out is None:
             out = x.new_empty((m, n))
@@ -66,7 +69,7 @@ class GemmAr(_Plan):
 # ---- checks and library calls (eager; the custom ops' implementations): as tp.py's --------------
 
 def _gemm_ar_run(a, b, key, out=None):
-    out = _output(out, _shape(gemm_ar_shape, a.shape, b.shape, world(key)), a)
+    out = _output(out, _shape(gemm_ar_shape, a.shape, b.shape, world(key)), a, key)
     plan = _plan(GemmAr, key, a.shape[0], b.shape[0], a.shape[1])
     plan._launch(a, b, out)
     _hot_add("gemm_ar", key, a, b, plan._launch, out.shape)
@@ -74,7 +77,7 @@ def _gemm_ar_run(a, b, key, out=None):
 
 
 def _all_reduce_run(x, key, out=None):
-    out = _output(out, _shape(all_reduce_shape, x.shape, world(key)), x)
+    out = _output(out, _shape(all_reduce_shape, x.shape, world(key)), x, key)
     plan = _plan(GemmAr, key, x.shape[0], x.shape[1], _COLLECTIVE_N)
     plan._launch_all_reduce(x, out)
     _hot_add("all_reduce", key, x, None, plan._launch_all_reduce, out.shape)

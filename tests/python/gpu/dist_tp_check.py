@@ -14,7 +14,8 @@ losses differentiated by hand on the gathered tensors in fp32;
 torch.compile(fullgraph=True) of ag_gemm -> gelu -> gemm_rs (and -> gemm_ar),
 forward and backward, against eager, and of the out= variants under no_grad;
 one CUDA-graph capture of all six ops and of those blocks' forward, replayed
-with new inputs. Exits non-zero on any mismatch.
+with new inputs; plans made by hand closed with their communicator, and out=
+telling autograd that out changed. Exits non-zero on any mismatch.
 
 Across nodes (e.g. MK_RANKS_PER_NODE=1) the check runs on a side stream, as
 README's Network section tells users of a proxy that calls CUDA (fabric with
@@ -564,6 +565,24 @@ def check_cuda_graph(comm, d):
         close(mlp_ar, Y, f"graph TP MLP block, gemm_ar (replay {i})", 2e-2)
 
 
+def check_plans_close_with_their_communicator(d):
+    """Plans made by hand on a communicator are closed by its close() (a C++ plan refers to its communicator)
+    and then refuse to run; the op calls tell autograd that out= changed. On a second communicator (collective)."""
+    c2 = mkernel.init()
+    p = mkernel.AgGemm(c2, 64, 128, 128)
+    x, w = d.rnd(64, 128), d.rnd(128, 128)
+    y = p.run(x, w)
+    close(y, d.cat(x) @ w.float().cpu().t(), "explicit plan on a second communicator")
+    v = y._version
+    mkernel.ag_gemm(x, w, c2, out=y)  # the full path, then the fast path
+    mkernel.ag_gemm(x, w, c2, out=y)
+    expect(y._version >= v + 2, f"ag_gemm(out=) did not bump out's version ({v} -> {y._version})")
+    torch.cuda.synchronize()
+    c2.close()
+    expect_error(lambda: p.run(x, w), "plan is closed", "an explicit plan after its communicator closed")
+    expect_error(lambda: mkernel.ag_gemm(x, w, c2), "closed", "an op on a closed communicator")
+
+
 def run(comm, rank, world):
     nodes = comm.info()["num_nodes"]
     if nodes > 1:
@@ -581,6 +600,7 @@ def run_checks(comm, rank, world, nodes):
     check_compile(comm, d)
     check_compile_out(comm, d)
     check_cuda_graph(comm, d)
+    check_plans_close_with_their_communicator(d)
     torch.cuda.synchronize()
     dist.barrier()
     print(f"rank {rank}: tensor-parallel ops OK on {nodes} node(s) (forward, errors, the plan cache, autograd, "

@@ -155,3 +155,26 @@ def test_bad_inputs_after_steady_state_calls():
         mkernel.attention(q, k, v, out=out.float())
     with pytest.raises(mkernel.MkernelError, match="lse must be"):
         mkernel.attention(q, k, v, out=out, lse=lse[:, :, :64])
+
+
+def test_forward_only_op_refuses_inputs_that_need_a_gradient():
+    """No backward exists: an input requiring grad while autograd records is refused (eager, fast path and
+    full path alike), instead of an output that silently carries no gradient; under no_grad it runs."""
+    q = torch.randn(1, 128, 4, 64, device="cuda", dtype=torch.bfloat16)
+    k, v = torch.randn_like(q), torch.randn_like(q)
+    mkernel.attention(q, k, v)  # the shape is now on the fast path
+    qg = q.clone().requires_grad_()
+    with pytest.raises(mkernel.MkernelError, match="forward only"):
+        mkernel.attention(qg, k, v)
+    with torch.no_grad():
+        out, _ = mkernel.attention(qg, k, v)
+    assert torch.equal(out, mkernel.attention(q, k, v)[0])
+
+
+def test_out_and_lse_tell_autograd_that_they_changed():
+    q = torch.randn(1, 128, 4, 64, device="cuda", dtype=torch.bfloat16)
+    k, v = torch.randn_like(q), torch.randn_like(q)
+    out, lse = mkernel.attention(q, k, v)
+    vo, vl = out._version, lse._version
+    mkernel.attention(q, k, v, out=out, lse=lse)  # the fast path
+    assert out._version > vo and lse._version > vl

@@ -120,3 +120,45 @@ def test_gemm_rejects_non_tensors():
         mkernel.gemm([[1.0]], b)
     with pytest.raises(mkernel.MkernelError, match="must be a torch.Tensor"):
         mkernel.gemm(b, b, out=3)
+
+
+def test_gemm_out_with_overlapping_rows_or_sharing_bytes_with_an_input_is_refused():
+    a = torch.randn(512, 256, device="cuda").bfloat16()
+    b = torch.randn(256, 256, device="cuda").bfloat16()
+    row = torch.empty(1, 256, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(mkernel.MkernelError, match="rows must not overlap"):  # row stride 0: 512 rows into one
+        mkernel.gemm(a, b, out=row.expand(512, 256))
+    with pytest.raises(mkernel.MkernelError, match="out overlaps a"):  # n == k: out=a would read written rows
+        mkernel.gemm(a, b, out=a)
+
+
+def test_gemm_takes_a_one_row_view_whatever_its_row_stride():
+    # Batch-1 decode: the last token's hidden state, [1, k] with the sequence's row stride.
+    hidden = torch.randn(7, 256, device="cuda").bfloat16()
+    b = torch.randn(128, 256, device="cuda").bfloat16()
+    h = hidden[-1:, :]
+    assert h.stride(0) == 256 and mkernel.gemm(h, b).shape == (1, 128)
+    h2 = torch.randn(3, 2, 256, device="cuda").bfloat16()[:, -1, :][:1]  # row stride 512
+    assert rel(mkernel.gemm(h2, b), ref(h2, b)) < 1e-2
+    out = torch.empty(2, 128, device="cuda", dtype=torch.bfloat16)[:1].expand(1, 128)
+    assert rel(mkernel.gemm(h2, b, out=out), ref(h2, b)) < 1e-2
+
+
+def test_gemm_out_tells_autograd_that_out_changed():
+    w = torch.randn(128, 128, device="cuda").bfloat16().requires_grad_()
+    x = torch.randn(128, 128, device="cuda").bfloat16()
+    y = (x @ w).sum()  # saves x for w's gradient
+    v = x._version
+    mkernel.gemm(torch.randn(128, 128, device="cuda").bfloat16(), torch.randn(128, 128, device="cuda").bfloat16(),
+                 out=x)
+    assert x._version > v
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
+def test_gemm_out_refuses_autograd_under_torch_compile_too():
+    a = torch.randn(128, 128, device="cuda").bfloat16().requires_grad_()
+    b = torch.randn(128, 128, device="cuda").bfloat16()
+    out = torch.empty(128, 128, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(Exception, match="out= does not support autograd"):
+        torch.compile(lambda a, b: mkernel.gemm(a, b, out=out), fullgraph=True)(a, b)
