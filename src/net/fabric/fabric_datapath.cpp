@@ -322,6 +322,14 @@ void FabricTransport::apply_message(const CtlMsg& m) {
   if (local_.empty() || m.sig_off % 8 != 0 || !fits(m.sig_off, 8, local_[kSignalRegion].r.bytes))
     fail("fabric: rank ", cfg_.rank, ": rank ", src, " sent a signal Add at offset ", m.sig_off,
          " outside this rank's signal region");
+  // A message Add is applied by this host: to host memory only. A GPU signal
+  // region registered directly (FI_HMEM) takes provider atomics, so a peer
+  // that sends this chose otherwise: its libfabric differs (FI_HMEM or
+  // FI_ATOMIC). An error here, not a host store into device memory.
+  if (local_[kSignalRegion].r.device && !local_[kSignalRegion].shadow)
+    fail("fabric: rank ", cfg_.rank, ": rank ", src, " sent a signal Add as a message, but this rank's signal "
+         "region is GPU memory registered with ", prov_name_, " (FI_HMEM), which takes provider atomics only: the "
+         "ranks' libfabric builds differ (FI_HMEM / FI_ATOMIC); use the same libfabric on every rank");
   auto* word = reinterpret_cast<uint64_t*>(static_cast<char*>(local_[kSignalRegion].r.base) + m.sig_off);
   __atomic_fetch_add(word, m.value, __ATOMIC_SEQ_CST);
 }
@@ -488,8 +496,14 @@ void FabricTransport::check_ages() {
   if (now - last_age_check_ < kAgeCheckEvery) return;
   last_age_check_ = now;
   auto limit = std::chrono::milliseconds(timeout_ms_);
-  for (const Req& q : reqs_) {
-    if (!q.in_use || now - q.t0 <= limit) continue;
+  // The oldest request over the bound is the one named: slots come from a
+  // LIFO free list, so the first in slot order may be one queued behind it
+  // (a later request to a live peer, waiting behind one to a dead peer).
+  const Req* oldest = nullptr;
+  for (const Req& q : reqs_)
+    if (q.in_use && now - q.t0 > limit && (!oldest || q.t0 < oldest->t0)) oldest = &q;
+  if (oldest) {
+    const Req& q = *oldest;
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - q.t0).count();
     fail("fabric: rank ", cfg_.rank, ": write to rank ", q.w.peer, " (cookie ", q.w.cookie, ", ", q.w.bytes,
          " bytes", q.w.sig_op != SigOp::None ? ", with signal" : "",

@@ -365,6 +365,19 @@ std::string FabricTransport::register_local(const Region& r) {
   if (r.id == kSignalRegion && r.device && !staged && !atomics_)
     fail("fabric: rank ", cfg_.rank, ": a GPU signal region needs provider atomics for SigOp::Add, which ",
          prov_name_, " lacks");
+  if (r.id == kSignalRegion && r.device && !staged && !gpu_atomics_) {
+    // NOTES: not checked on an FI_HMEM provider here (the machines have
+    // none): efa's and ofi_rxm's atomics on device memory copy the word to
+    // the host and back with CUDA (a synchronous copy unless gdrcopy), on
+    // the target's progress thread, so a kernel of the target waiting for
+    // that Add on a stream the copy must wait for (the legacy stream, a
+    // shared hardware queue) waits until its bound; and they are atomic
+    // only per memory registration. Counted as a proxy that calls CUDA,
+    // which Network's warnings tell users about.
+    gpu_atomics_ = true;
+    log(LogLevel::Info, cat("fabric: rank ", cfg_.rank, ": signal Adds into GPU memory go through ", prov_name_,
+                            "'s atomics on FI_HMEM memory (made with CUDA copies by efa and ofi_rxm)"));
+  }
   LocalRegion lr;
   lr.r = r;
   if (staged) {

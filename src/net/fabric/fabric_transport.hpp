@@ -114,7 +114,10 @@ class FabricTransport final : public Transport {
   std::string name() const override { return "fabric:" + prov_name_; }
   // GPU memory staged by the proxy's CUDA copies (MK_FABRIC_STAGE=cuda); by
   // the kernels' delivery agents through this ring (agent) it calls none.
-  bool proxy_calls_cuda() const override { return stage_ != nullptr && stage_->calls_cuda(); }
+  // Also a GPU signal region registered directly (FI_HMEM): its Adds are
+  // provider atomics, which efa and ofi_rxm make with CUDA copies from the
+  // progressing thread (this proxy's) of the target.
+  bool proxy_calls_cuda() const override { return (stage_ != nullptr && stage_->calls_cuda()) || gpu_atomics_; }
   DeliveryRing delivery_ring() const override { return stage_ ? stage_->delivery_ring() : DeliveryRing{}; }
   // The staging's oldest unfinished copy or delivery (agent staging: who
   // should take it), for the proxy's report.
@@ -226,6 +229,7 @@ class FabricTransport final : public Transport {
   bool ordered_ = false;
   bool atomics_ = false;
   bool hmem_ = false;
+  bool gpu_atomics_ = false;  // region 0 is GPU memory registered directly: Adds by provider atomics
   size_t max_order_bytes_ = 0;
   bool sig_msg_ordered_ = true;  // message Add may ride the ordered path (FI_ORDER_SAW)
   bool saw_ = false;             // the provider orders sends after writes (notes may ride ordered)
