@@ -460,6 +460,22 @@ void FabricTransport::throw_cq_error() {
        ")", peer >= 0 ? cat("; rank ", peer, " dead or unreachable?") : std::string());
 }
 
+void FabricTransport::check_eq() {
+  if (!eq_) return;
+  uint32_t event = 0;
+  struct fi_eq_entry entry = {};
+  const ssize_t n = fi_eq_read(eq_, &event, &entry, sizeof(entry), 0);
+  if (n == -FI_EAGAIN || n >= 0) return;  // (an event that is not an error: none is expected on an RDM endpoint)
+  if (n != -FI_EAVAIL) fail("fabric: rank ", cfg_.rank, ": fi_eq_read failed: ", fi_api().err(static_cast<int>(n)));
+  struct fi_eq_err_entry err = {};
+  const ssize_t rc = fi_eq_readerr(eq_, &err, 0);
+  if (rc < 0) fail("fabric: rank ", cfg_.rank, ": fi_eq_readerr failed: ", fi_api().err(static_cast<int>(rc)));
+  char buf[256] = {};
+  const char* prov_msg = fi_eq_strerror(eq_, err.prov_errno, err.err_data, buf, sizeof(buf));
+  fail("fabric: rank ", cfg_.rank, ": the provider reported an asynchronous error: ", fi_api().err(err.err), " (",
+       prov_msg ? prov_msg : "", "; provider ", prov_name_, ")");
+}
+
 void FabricTransport::progress() {
   struct fi_cq_msg_entry e[kCqBatch];
   ssize_t n = fi_cq_read(cq_, e, kCqBatch);
@@ -495,6 +511,7 @@ void FabricTransport::check_ages() {
   auto now = std::chrono::steady_clock::now();
   if (now - last_age_check_ < kAgeCheckEvery) return;
   last_age_check_ = now;
+  check_eq();  // (once per millisecond too)
   auto limit = std::chrono::milliseconds(timeout_ms_);
   // The oldest request over the bound is the one named: slots come from a
   // LIFO free list, so the first in slot order may be one queued behind it

@@ -152,6 +152,24 @@ void FabricTransport::open_fabric() {
   check(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
   check(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
   check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
+  // An event queue for the endpoint's asynchronous errors (not tied to one
+  // of our operations: efa's target-side failures, its receive pool running
+  // out). NOTES: efa without a bound EQ prints such an error and calls
+  // abort(), so the rank died without the proxy's report; read in
+  // check_eq(). A provider that takes no EQ on an RDM endpoint goes on
+  // without (its errors come through the CQ).
+  {
+    struct fi_eq_attr eq_attr = {};
+    eq_attr.wait_obj = FI_WAIT_NONE;
+    if (fi_eq_open(fabric_, &eq_attr, &eq_, nullptr) != 0) {
+      eq_ = nullptr;
+    } else if (fi_ep_bind(ep_, &eq_->fid, 0) != 0) {
+      fi_close(&eq_->fid);
+      eq_ = nullptr;
+    }
+    if (!eq_) log(LogLevel::Info, cat("fabric: rank ", cfg_.rank, ": ", prov_name_, " takes no event queue on its "
+                                      "endpoint: asynchronous errors come only through completions"));
+  }
   check(fi_enable(ep_), "fi_enable");
 
   atomics_ = false;
@@ -466,6 +484,7 @@ void FabricTransport::close() {
     if (lr.mr) fi_close(&lr.mr->fid), lr.mr = nullptr;
   if (scratch_mr_) fi_close(&scratch_mr_->fid), scratch_mr_ = nullptr;
   if (ep_) fi_close(&ep_->fid), ep_ = nullptr;
+  if (eq_) fi_close(&eq_->fid), eq_ = nullptr;
   if (av_) fi_close(&av_->fid), av_ = nullptr;
   if (cq_) fi_close(&cq_->fid), cq_ = nullptr;
   if (domain_) fi_close(&domain_->fid), domain_ = nullptr;

@@ -57,6 +57,7 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
 
 #include "src/net/fabric/fabric_stage.hpp"
 #include "src/net/fabric/fi_api.hpp"
@@ -208,6 +209,7 @@ class FabricTransport final : public Transport {
   void check_ages();
   void check_refusal(const WriteReq& w);
   [[noreturn]] void throw_cq_error();
+  void check_eq();  // throws an asynchronous error the provider reported on eq_
   uint64_t remote_addr(int peer, int region, uint64_t off) const;
   void finish(int idx);
   bool signal_ordered(const Req& q) const;
@@ -224,6 +226,7 @@ class FabricTransport final : public Transport {
   struct fid_ep* ep_ = nullptr;
   struct fid_av* av_ = nullptr;
   struct fid_cq* cq_ = nullptr;
+  struct fid_eq* eq_ = nullptr;  // the endpoint's asynchronous errors (null: the provider takes no EQ)
   uint64_t mr_mode_ = 0;
   uint64_t next_key_ = 1;
   bool ordered_ = false;
