@@ -151,6 +151,11 @@ class BootstrapRoot {
       rank_conn_[h.rank] = static_cast<int>(ci);
       if (ranks_without_hello().empty()) {
         started_ = true;
+        // No process may join any more: a later connection (a rank making
+        // its next communicator from the same launch variables, whose rank 0
+        // starts a new root on this port) is refused and retried, not
+        // answered by this root with "already joined".
+        sock::close_fd(listen_fd_);
         for (auto& cc : conns_)
           if (cc.rank >= 0) send_to(cc, frame(kWelcome, cc.rank, world_, 0, job_, ""));
       }
@@ -249,7 +254,7 @@ class BootstrapRoot {
     sock::set_nonblocking(listen_fd_, true);
     while (!done_ && !stop_.load()) {
       std::vector<pollfd> pfd;
-      pfd.push_back({listen_fd_, POLLIN, 0});
+      pfd.push_back({listen_fd_, POLLIN, 0});  // (-1 once closed: poll skips it)
       for (auto& c : conns_) pfd.push_back({c.fd, POLLIN, 0});
       ::poll(pfd.data(), pfd.size(), 50);
       if (pfd[0].revents & POLLIN) {
@@ -357,7 +362,19 @@ UniqueId get_unique_id() {
   std::string addr = knob_str(Knob::MK_BOOTSTRAP_ADDR);
   if (addr.empty()) addr = sock::first_ipv4();
   int port = 0;
-  int fd = sock::tcp_listen(static_cast<int>(knob_int(Knob::MK_BOOTSTRAP_PORT)), &port);
+  const int want = static_cast<int>(knob_int(Knob::MK_BOOTSTRAP_PORT));
+  int fd = -1;
+  try {
+    fd = sock::tcp_listen(want, &port);
+  } catch (const Error& e) {
+    // The id carries its port: any free one serves (MK_BOOTSTRAP_PORT, which
+    // tools/mkrun exports to its ranks for their launch root, is taken by
+    // another root of this host: a second id, another group's).
+    if (want == 0) throw;
+    fd = sock::tcp_listen(0, &port);
+    log(LogLevel::Warn, cat("get_unique_id: MK_BOOTSTRAP_PORT=", want, " is taken (", error_reason(e),
+                            "); this id's root listens on port ", port));
+  }
   IdLayout l{};
   l.magic = random_u64();
   l.addr = sock::resolve_ipv4(addr);
@@ -393,12 +410,27 @@ Bootstrap::Bootstrap(const LaunchInfo& li) : rank_(li.rank), world_(li.world) {
     int fd = sock::tcp_listen(li.root_port, &port);
     root_ = std::make_shared<BootstrapRoot>(fd, job, timeout_ms_);
   }
-  connect_and_hello(li.root_addr, li.root_port, job);
+  try {
+    connect_and_hello(li.root_addr, li.root_port, job);
+  } catch (...) {
+    // Rank 0 that cannot reach its own root (MASTER_ADDR not this host, or
+    // not resolvable): the root ends now. Its join bound counts only from a
+    // first connection, and none may ever come (the other ranks look for the
+    // root elsewhere), so the constructor's unwinding waited forever.
+    if (root_) {
+      root_->stop();
+      root_.reset();
+    }
+    throw;
+  }
 }
 
 void Bootstrap::connect_and_hello(const std::string& host, int port, uint64_t magic) {
-  auto dl = sock::deadline_in_ms(timeout_ms_ + kClientGraceMs);
   fd_ = sock::tcp_connect(host, port, sock::deadline_in_ms(timeout_ms_));
+  // From the connection on (connecting may have taken up to the bound while
+  // the root was not up yet): the root's own error, naming missing ranks
+  // within timeout_ms_ of the first connection, comes before this one.
+  auto dl = sock::deadline_in_ms(timeout_ms_ + kClientGraceMs);
   try {
     hello(magic, dl);
   } catch (...) {

@@ -30,15 +30,43 @@ std::string get_str(const EnvLookup& env, const char* name) {
 }
 
 // Slurm's SLURM_NTASKS_PER_NODE / SLURM_TASKS_PER_NODE look like "4" or
-// "4(x2),3": the first count is this job's usual ranks per node.
+// "4(x2),3": the ranks per node when every node has as many; none when the
+// counts differ ("2,4": a node's count is not known from these alone).
 std::optional<int> slurm_tasks_per_node(const EnvLookup& env) {
   for (const char* name : {"SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
     auto v = env(name);
     if (!v || v->empty()) continue;
-    char* end = nullptr;
-    long x = std::strtol(v->c_str(), &end, 10);
-    if (end != v->c_str() && x > 0) return static_cast<int>(x);
+    long first = -1;
+    const char* p = v->c_str();
+    for (;;) {
+      char* end = nullptr;
+      const long x = std::strtol(p, &end, 10);
+      if (end == p || x <= 0) return std::nullopt;  // malformed: not known
+      if (first < 0) first = x;
+      if (x != first) return std::nullopt;
+      p = end;
+      if (*p == '(') {  // "(xN)": the count repeats N times
+        while (*p && *p != ')') ++p;
+        if (*p == ')') ++p;
+      }
+      if (*p != ',') break;
+      ++p;
+    }
+    return static_cast<int>(first);
   }
+  return std::nullopt;
+}
+
+// Ranks of a launch mkernel does not read (MPICH, Intel MPI, MVAPICH: PMI):
+// more than one means the job is parallel, and each process would otherwise
+// go on alone as rank 0 of 1.
+std::optional<int> pmi_world(const EnvLookup& env) {
+  for (const char* name : {"PMI_SIZE", "MV2_COMM_WORLD_SIZE", "MPI_LOCALNRANKS"})
+    if (auto v = env(name); v && !v->empty()) {
+      char* end = nullptr;
+      const long x = std::strtol(v->c_str(), &end, 10);
+      if (end != v->c_str() && x > 1) return static_cast<int>(x);
+    }
   return std::nullopt;
 }
 
@@ -100,7 +128,12 @@ std::optional<LaunchInfo> detect_launch(const EnvLookup& env) {
       fail("torchrun-style launch (RANK/WORLD_SIZE set) without MASTER_ADDR or MK_BOOTSTRAP_ADDR");
     if (li.world > 1 && !master_port && port_knob == 0)
       fail("torchrun-style launch (RANK/WORLD_SIZE set) without MASTER_PORT or MK_BOOTSTRAP_PORT");
+    // TORCHELASTIC_RUN_ID is "none" unless --rdzv-id is given: the store's
+    // address and the restart count tell this job (and restart) apart.
     li.job_key = get_str(env, "TORCHELASTIC_RUN_ID");
+    if (li.world > 1)
+      li.job_key += "/" + master_addr + ":" + (master_port ? std::to_string(*master_port) : std::string()) + "/" +
+                    get_str(env, "TORCHELASTIC_RESTART_COUNT");
   } else if (env("OMPI_COMM_WORLD_RANK") && env("OMPI_COMM_WORLD_SIZE")) {
     li.launcher = "openmpi";
     li.rank = *get_int(env, "OMPI_COMM_WORLD_RANK", true);
@@ -130,6 +163,10 @@ std::optional<LaunchInfo> detect_launch(const EnvLookup& env) {
       master_addr = slurm_first_host(nl);
     }
   } else {
+    if (auto w = pmi_world(env))
+      fail("this process is one of ", *w, " started by a launcher mkernel does not read (PMI_SIZE / "
+           "MV2_COMM_WORLD_SIZE / MPI_LOCALNRANKS: MPICH, Intel MPI, MVAPICH); set RANK, WORLD_SIZE, MASTER_ADDR "
+           "and MASTER_PORT for each process, or launch with torchrun, OpenMPI's mpirun or srun");
     return std::nullopt;
   }
   check_ranks(li);

@@ -376,6 +376,41 @@ TEST(BootstrapFailure, FrozenRootIsNamedByTheOthers) {
   EXPECT_EQ(res[1].code, 0) << res[1].out;
 }
 
+// Rank 0 whose MASTER_ADDR is not its own host (here: an address nobody answers) cannot reach the root it
+// started: it fails within the bound instead of waiting forever for that root, which no rank ever joins.
+TEST(BootstrapFailure, RankZeroThatCannotReachItsOwnRootFailsWithinTheBound) {
+  const int port = free_port();
+  auto t0 = std::chrono::steady_clock::now();
+  auto res = run_ranks(2, {1}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "1000", 1);
+    set_env_launch(r, 2, port);
+    setenv("MASTER_ADDR", "192.0.2.1", 1);  // TEST-NET-1: never this host
+    return expect_error_in([&] { Bootstrap b(*detect_launch()); }, {"192.0.2.1"}, out);
+  }, std::chrono::milliseconds(15000));
+  expect_all(res, {1});
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+}
+
+// A job whose ranks make a second bootstrap from the same launch variables, one rank leaving the first late:
+// the others' second connections must reach rank 0's new root, not the first root (which still serves the
+// late rank) answering "already joined".
+TEST(BootstrapWorldAgain, ASecondBootstrapFromTheSameLaunchJoinsTheNewRoot) {
+  const int W = 3;
+  const int port = free_port();
+  auto res = run_ranks(W, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "8000", 1);
+    set_env_launch(r, W, port);
+    {
+      Bootstrap first(*detect_launch());
+      if (check_collectives(first, out)) return 1;
+      if (r == 2) std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // leaves the first one late
+    }
+    Bootstrap second(*detect_launch());
+    return check_collectives(second, out);
+  });
+  expect_all(res);
+}
+
 TEST(BootstrapFailure, WrongWorldSizeIsRejected) {
   const int port = free_port();
   auto res = run_ranks(2, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {

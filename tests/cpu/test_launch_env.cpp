@@ -25,7 +25,32 @@ TEST(LaunchEnv, Torchrun) {
   EXPECT_EQ(li->local_world, 8);
   EXPECT_EQ(li->root_addr, "10.1.2.3");
   EXPECT_EQ(li->root_port, 29501);  // MASTER_PORT belongs to torch's store
-  EXPECT_EQ(li->job_key, "job7");
+  EXPECT_EQ(li->job_key, "job7/10.1.2.3:29500/");
+}
+
+// torchrun's default run id is "none" for every job: the store's address and the restart count keep two
+// jobs (or two restarts) of one world size apart.
+TEST(LaunchEnv, TorchrunJobsWithTheDefaultRunIdDiffer) {
+  auto job = [](const char* port, const char* restart) {
+    return detect_launch(env_of({{"RANK", "0"},
+                                 {"WORLD_SIZE", "2"},
+                                 {"MASTER_ADDR", "h"},
+                                 {"MASTER_PORT", port},
+                                 {"TORCHELASTIC_RUN_ID", "none"},
+                                 {"TORCHELASTIC_RESTART_COUNT", restart}}))
+        ->job_key;
+  };
+  EXPECT_NE(job("29500", "0"), job("29600", "0"));
+  EXPECT_NE(job("29500", "0"), job("29500", "1"));
+  EXPECT_EQ(job("29500", "0"), job("29500", "0"));
+}
+
+// A parallel launch mkernel does not read is an error, not N processes each alone as rank 0 of 1.
+TEST(LaunchEnv, AnUnreadParallelLauncherIsAnError) {
+  EXPECT_EQ(expect_error([] { detect_launch(env_of({{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}})); },
+                         {"one of 2", "RANK, WORLD_SIZE"}),
+            "");
+  EXPECT_FALSE(detect_launch(env_of({{"PMI_RANK", "0"}, {"PMI_SIZE", "1"}})).has_value());  // one process
 }
 
 TEST(LaunchEnv, KnobsOverrideMasterAddrAndPort) {
@@ -105,6 +130,36 @@ TEST(LaunchEnv, Slurm) {
   EXPECT_EQ(li->local_world, 8);
   EXPECT_EQ(li->root_addr, "gpu-007");
   EXPECT_GE(li->root_port, 20000);
+}
+
+// Nodes with different task counts ("2,4"): a local rank beyond the first node's count is not an error.
+TEST(LaunchEnv, SlurmNodesWithDifferentTaskCounts) {
+  auto li = detect_launch(env_of({{"SLURM_PROCID", "5"},
+                                  {"SLURM_NTASKS", "6"},
+                                  {"SLURM_LOCALID", "3"},
+                                  {"SLURM_TASKS_PER_NODE", "2,4"},
+                                  {"SLURM_STEP_NODELIST", "n[1-2]"},
+                                  {"SLURM_JOB_ID", "1"},
+                                  {"SLURM_STEP_ID", "0"}}));
+  ASSERT_TRUE(li);
+  EXPECT_EQ(li->local_rank, 3);
+  EXPECT_EQ(li->local_world, -1);  // not known
+  auto same = detect_launch(env_of({{"SLURM_PROCID", "5"},
+                                    {"SLURM_NTASKS", "8"},
+                                    {"SLURM_LOCALID", "1"},
+                                    {"SLURM_TASKS_PER_NODE", "4(x2)"},
+                                    {"SLURM_STEP_NODELIST", "n[1-2]"},
+                                    {"SLURM_JOB_ID", "1"},
+                                    {"SLURM_STEP_ID", "0"}}));
+  EXPECT_EQ(same->local_world, 4);
+  auto mixed = detect_launch(env_of({{"SLURM_PROCID", "0"},
+                                     {"SLURM_NTASKS", "11"},
+                                     {"SLURM_LOCALID", "0"},
+                                     {"SLURM_TASKS_PER_NODE", "4(x2),3"},
+                                     {"SLURM_STEP_NODELIST", "n[1-3]"},
+                                     {"SLURM_JOB_ID", "1"},
+                                     {"SLURM_STEP_ID", "0"}}));
+  EXPECT_EQ(mixed->local_world, -1);
 }
 
 TEST(LaunchEnv, SlurmHostlists) {
