@@ -60,7 +60,8 @@ def get_unique_id() -> bytes:
 
 
 class SymmetricBuffer:
-    """A collective allocation: this rank's device pointer and its node peers'."""
+    """A collective allocation: this rank's device pointer and its node peers'. Freed by free() or with its
+    communicator (close()); then its pointers must not be used."""
 
     def __init__(self, comm, handle):
         self._comm, self._h = comm, handle
@@ -73,6 +74,9 @@ class SymmetricBuffer:
     def free(self):
         """Collective."""
         if self._h:
+            if not getattr(self._comm, "_h", None):  # (its communicator freed it when it closed)
+                self._h = None
+                return
             check(lib.mk_symm_free(self._comm._h, self._h))
             self._h = None
 
@@ -144,6 +148,8 @@ class Communicator:
 
     def alloc_symmetric(self, nbytes: int) -> SymmetricBuffer:
         """Collective: equal-size device buffers on every rank, peers mapped inside the node."""
+        if not 0 < int(nbytes) < 2 ** 63:  # (ctypes would wrap a negative size to ~2^64)
+            raise MkernelError(f"mkernel: alloc_symmetric of {int(nbytes)} bytes: the size must be positive")
         h = ctypes.c_void_p()
         check(lib.mk_symm_alloc(self._h, int(nbytes), ctypes.byref(h)))
         return SymmetricBuffer(self, h)

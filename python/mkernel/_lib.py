@@ -100,7 +100,9 @@ def check(rc):
     """Raises MkernelError with the library's message when rc != 0."""
     if rc != 0:
         msg = lib.mk_last_error()
-        raise MkernelError(msg.decode() if msg else "mkernel: unknown error")
+        # (errors="replace": a host name cut mid-character or a localised strerror must not turn the
+        # library's error into a UnicodeDecodeError)
+        raise MkernelError(msg.decode(errors="replace") if msg else "mkernel: unknown error")
 
 
 def knob_int(name):
