@@ -55,7 +55,85 @@ FdExchange::~FdExchange() {
 
 std::vector<int> FdExchange::exchange(int my_fd, const std::vector<int>& peers, uint64_t tag) {
   auto deadline = sock::deadline_in_ms(timeout_ms_);
-  // Send to every peer; a peer that has not bound yet is retried.
+  // Received fds by position in `peers`; closed on every way out but the
+  // return (a peer's exported handle left open keeps its GPU memory
+  // allocated after cuMemRelease).
+  struct Received {
+    std::vector<int> fds;
+    bool kept = false;
+    ~Received() {
+      if (!kept)
+        for (int& fd : fds) sock::close_fd(fd);
+    }
+  } got{std::vector<int>(peers.size(), -1)};
+  std::vector<int>& out = got.fds;
+  auto missing = [&] {
+    std::vector<int> m;
+    for (size_t i = 0; i < peers.size(); ++i)
+      if (peers[i] != rank_ && out[i] < 0) m.push_back(peers[i]);
+    return m;
+  };
+  // An fd for this exchange, one for a later tag (a peer ahead: stashed), or
+  // one for an earlier tag (an exchange that failed here: closed).
+  auto take = [&](uint64_t t, int r, int fd) {
+    if (t == tag)
+      for (size_t i = 0; i < peers.size(); ++i)
+        if (peers[i] == r && out[i] < 0) {
+          out[i] = fd;
+          return;
+        }
+    if (t <= tag) {
+      ::close(fd);  // late for an exchange that is over, or a duplicate
+      return;
+    }
+    auto [it, fresh] = stash_.emplace(std::make_pair(t, r), fd);
+    if (!fresh) {  // a duplicate: keep the newest
+      ::close(it->second);
+      it->second = fd;
+    }
+  };
+  for (auto it = stash_.begin(); it != stash_.end();) {  // earlier arrivals: this tag's taken, older ones closed
+    if (it->first.first > tag) {
+      ++it;
+      continue;
+    }
+    take(it->first.first, it->first.second, it->second);
+    it = stash_.erase(it);
+  }
+  // One datagram in, if one comes within `wait_ms`: false when none did.
+  auto receive_one = [&](int64_t wait_ms) {
+    pollfd pf{fd_, POLLIN, 0};
+    if (::poll(&pf, 1, static_cast<int>(wait_ms)) <= 0) return false;
+    Msg m{};
+    iovec iov{&m, sizeof(m)};
+    alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))] = {};
+    msghdr h{};
+    h.msg_iov = &iov;
+    h.msg_iovlen = 1;
+    h.msg_control = ctrl;
+    h.msg_controllen = sizeof(ctrl);
+    ssize_t n = ::recvmsg(fd_, &h, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0) return false;
+    cmsghdr* c = CMSG_FIRSTHDR(&h);
+    int fd = -1;
+    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    if (h.msg_flags & MSG_CTRUNC) {
+      if (fd >= 0) ::close(fd);
+      fail("rank ", rank_, ": a memory handle from a peer was dropped in transit (MSG_CTRUNC: this process is "
+           "at its open-file limit? RLIMIT_NOFILE)");
+    }
+    if (n != static_cast<ssize_t>(sizeof(m)) || fd < 0 || m.job != job_) {
+      if (fd >= 0) ::close(fd);  // not one of ours
+      return true;
+    }
+    take(m.tag, m.rank, fd);
+    return true;
+  };
+  // Send to every peer; a peer that has not bound yet, or whose queue is
+  // full, is retried. NOTES: this rank's own queue is drained meanwhile: with
+  // every rank of a host sending before receiving, more ranks than a
+  // datagram queue holds (net.unix.max_dgram_qlen, 10 by default) left each
+  // sender waiting on a receiver that waited to send (13 ranks a host).
   for (int p : peers) {
     if (p == rank_) continue;
     Msg m{job_, tag, rank_, 0};
@@ -78,35 +156,12 @@ std::vector<int> FdExchange::exchange(int my_fd, const std::vector<int>& peers, 
       if (errno != ECONNREFUSED && errno != ENOENT && errno != EAGAIN && errno != EINTR)
         fail("rank ", rank_, ": sending a memory handle to rank ", p, " failed: ", std::strerror(errno));
       if (sock::ms_left(deadline) <= 0)
-        fail("rank ", rank_, ": rank ", p, " never opened its fd-exchange socket (MK_BOOTSTRAP_TIMEOUT_MS)");
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        fail("rank ", rank_, ": rank ", p, " never opened its fd-exchange socket, or never took what it was sent "
+             "(MK_BOOTSTRAP_TIMEOUT_MS)");
+      receive_one(2);  // (or a 2 ms pause)
     }
   }
-  // Receive one fd from each peer, stashing early arrivals of later tags.
-  std::vector<int> out(peers.size(), -1);
-  auto missing = [&] {
-    std::vector<int> m;
-    for (size_t i = 0; i < peers.size(); ++i)
-      if (peers[i] != rank_ && out[i] < 0) m.push_back(peers[i]);
-    return m;
-  };
-  auto take = [&](uint64_t t, int r, int fd) {
-    for (size_t i = 0; i < peers.size(); ++i)
-      if (t == tag && peers[i] == r && out[i] < 0) {
-        out[i] = fd;
-        return;
-      }
-    auto& slot = stash_[{t, r}];
-    if (slot > 0) ::close(slot);  // a duplicate: keep the newest
-    slot = fd;
-  };
-  for (size_t i = 0; i < peers.size(); ++i) {
-    auto it = stash_.find({tag, peers[i]});
-    if (it != stash_.end()) {
-      out[i] = it->second;
-      stash_.erase(it);
-    }
-  }
+  // Receive one fd from each peer.
   while (!missing().empty()) {
     int64_t left = sock::ms_left(deadline);
     if (left <= 0) {
@@ -114,30 +169,9 @@ std::vector<int> FdExchange::exchange(int my_fd, const std::vector<int>& peers, 
       for (int r : missing()) s += cat(s.empty() ? "" : ", ", r);
       fail("rank ", rank_, ": timed out waiting for memory handles from ranks [", s, "] (MK_BOOTSTRAP_TIMEOUT_MS)");
     }
-    pollfd pf{fd_, POLLIN, 0};
-    if (::poll(&pf, 1, static_cast<int>(std::min<int64_t>(left, 200))) <= 0) continue;
-    Msg m{};
-    iovec iov{&m, sizeof(m)};
-    alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))] = {};
-    msghdr h{};
-    h.msg_iov = &iov;
-    h.msg_iovlen = 1;
-    h.msg_control = ctrl;
-    h.msg_controllen = sizeof(ctrl);
-    ssize_t n = ::recvmsg(fd_, &h, MSG_CMSG_CLOEXEC);
-    cmsghdr* c = n >= 0 ? CMSG_FIRSTHDR(&h) : nullptr;
-    int fd = -1;
-    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
-    if (n != static_cast<ssize_t>(sizeof(m)) || fd < 0) {
-      if (fd >= 0) ::close(fd);  // not one of ours
-      continue;
-    }
-    if (m.job != job_) {
-      ::close(fd);
-      continue;
-    }
-    take(m.tag, m.rank, fd);
+    receive_one(std::min<int64_t>(left, 200));
   }
+  got.kept = true;
   return out;
 }
 
