@@ -586,6 +586,7 @@ def run(args, comm, rank, world):
     emulated = bool(rpn) and int(rpn) < world
     config = f"{world // int(rpn)}x{rpn} emu (mkernel)" if emulated else f"1x{world}"
     rows, notes = [], {}  # notes: "variant: why" -> the shapes it was not measured at
+    started = datetime.datetime.now(datetime.timezone.utc)
     for shape in shapes(args):
         times, errs, net = run_shape(shape, timed, ctx, gen, args, l2)
         for n, why in errs.items():
@@ -594,8 +595,11 @@ def run(args, comm, rank, world):
         rows.append(fmt_row(config, shape, world, names, times, emulated, net))
         if rank == 0:
             print(rows[-1], flush=True)
+            # The report so far, after every shape: a run cut at its call's bound keeps its rows
+            # (tools/issue_targets.py merges rows per shape over reports).
+            write_report(args, world, names, ctx, checks, rows, notes, emulated, now=started, quiet=True)
     if rank == 0:
-        write_report(args, world, names, ctx, checks, rows, notes, emulated)
+        write_report(args, world, names, ctx, checks, rows, notes, emulated, now=started)
 
 
 def main(args):
@@ -603,8 +607,10 @@ def main(args):
     mkernel.torchrun.main(lambda comm, rank, world: run(args, comm, rank, world), backend="cpu:gloo,cuda:nccl")
 
 
-def write_report(args, world, names, ctx, checks, rows, notes, emulated):
-    now = datetime.datetime.now(datetime.timezone.utc)
+def write_report(args, world, names, ctx, checks, rows, notes, emulated, now=None, quiet=False):
+    """now: the run's start (the file's stamp: each shape's rewrite of the report keeps one file); quiet: a
+    partial report written after a shape, not printed."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
     stamp = now.strftime("%Y%m%dT%H%M%SZ")
     try:
         from torch.cuda import nccl
@@ -664,12 +670,15 @@ def write_report(args, world, names, ctx, checks, rows, notes, emulated):
     text = "\n".join(lines) + "\n" + header(names) + "\n" + "\n".join(rows) + "\n"
     if notes:
         text += "\nNot measured:\n\n" + "\n".join(f"- {n} ({', '.join(at)})" for n, at in notes.items()) + "\n"
-    print("\n" + text, flush=True)
+    if not quiet:
+        print("\n" + text, flush=True)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"torch-ring-attn-{stamp}.md")
-    with open(path, "w") as f:
+    with open(path + ".part", "w") as f:
         f.write(text)
-    print(f"wrote {path}", flush=True)
+    os.replace(path + ".part", path)  # (whole: a call cut at its bound leaves the rows so far, not half a file)
+    if not quiet:
+        print(f"wrote {path}", flush=True)
 
 
 if __name__ == "__main__":

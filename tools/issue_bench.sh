@@ -4,8 +4,13 @@
 #
 #   tools/issue_bench.sh tp [OUT]      TP ops: mkbench ag_gemm gemm_rs gemm_ar on 1x2 and 2x1 (emu),
 #                                      torch_tp_bench.py (vs PyTorch's fused ops, 1x2)         ~60 s
-#   tools/issue_bench.sh ring1x2 [OUT] torch_ring_attn_bench.py, 2 GPUs of one node              ~180 s
-#   tools/issue_bench.sh ring2x1 [OUT] the same as 2 emulated nodes (MK_RANKS_PER_NODE=1)        ~160 s
+#   tools/issue_bench.sh ring1x2 [OUT] torch_ring_attn_bench.py, 2 GPUs of one node, B = 1       ~120 s
+#   tools/issue_bench.sh ring1x2b [OUT] the same, B = 4                                          ~320 s
+#   tools/issue_bench.sh ring2x1 [OUT] the same as 2 emulated nodes (MK_RANKS_PER_NODE=1), B = 1 ~130 s
+#   tools/issue_bench.sh ring2x1b [OUT] the same, B = 4                                          ~370 s
+#                                      (20 timed rounds, MEASURING.md; the report is rewritten after each
+#                                      shape, and tools/issue_targets.py merges the parts' rows per shape)
+#   tools/issue_bench.sh attn [OUT]    attention_bench.py: the one-GPU engine against SDPA      ~60 s
 #   tools/issue_bench.sh misc [OUT]    mkbench net_post and nvlink_count, python_overhead.py (W = 2),
 #                                      ring_trace.py at 2k over emu (3 calls)                     ~70 s
 # Issue [multi-gpu-run], on G = 4 or 8 GPUs, as 2 nodes of G/2 (emu between them) and 1 node of G; RPN
@@ -23,13 +28,13 @@ source tools/gpu_env.sh
 part=${1:-}
 out=${2:-bench/results}
 case "$part" in
-  tp|ring1x2|ring2x1|misc|multi-tests|multi-tp|multi-ring) ;;
-  *) sed -n 2,19p "$0"; exit 2 ;;
+  tp|ring1x2|ring1x2b|ring2x1|ring2x1b|attn|misc|multi-tests|multi-tp|multi-ring) ;;
+  *) sed -n 2,24p "$0"; exit 2 ;;
 esac
 mkdir -p "$out"
 export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" MK_LIBRARY="$PWD/build/lib/libmkernel.so"
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-if [ "${ngpu:-0}" -lt 2 ]; then
+if [ "${ngpu:-0}" -lt 2 ] && [ "$part" != attn ]; then  # (attn: one GPU)
   echo "issue_bench.sh: needs 2 GPUs (have ${ngpu:-0})"
   exit 2
 fi
@@ -54,13 +59,18 @@ case "$part" in
         build/bin/mkbench --out "$out" ag_gemm gemm_rs gemm_ar
     logged 200 torch-tp.log torchrun --standalone --nproc_per_node=2 bench/torch_tp_bench.py --out "$out"
     ;;
-  ring1x2)
-    logged 560 torch-ring-1x2.log torchrun --standalone --nproc_per_node=2 bench/torch_ring_attn_bench.py \
-        --rounds 8 --warmup 2 --out "$out"
+  ring1x2|ring1x2b)
+    b=1; [ "$part" = ring1x2b ] && b=4
+    logged 560 "torch-ring-1x2-b$b.log" torchrun --standalone --nproc_per_node=2 bench/torch_ring_attn_bench.py \
+        --batches "$b" --rounds 20 --warmup 2 --out "$out"
     ;;
-  ring2x1)
-    logged 560 torch-ring-2x1.log env MK_RANKS_PER_NODE=1 torchrun --standalone --nproc_per_node=2 \
-        bench/torch_ring_attn_bench.py --rounds 6 --warmup 2 --out "$out"
+  ring2x1|ring2x1b)
+    b=1; [ "$part" = ring2x1b ] && b=4
+    logged 560 "torch-ring-2x1-b$b.log" env MK_RANKS_PER_NODE=1 torchrun --standalone --nproc_per_node=2 \
+        bench/torch_ring_attn_bench.py --batches "$b" --rounds 20 --warmup 2 --out "$out"
+    ;;
+  attn)
+    logged 300 attention.log python3 bench/attention_bench.py --out "$out"
     ;;
   misc)
     logged 90 mkbench-net-post.log tools/mkrun -n 1 --timeout 85 build/bin/mkbench --out "$out" net_post

@@ -4,7 +4,8 @@
     python3 tools/issue_targets.py [--strict] PATH [PATH ...]
 
 PATH: report files or folders of them (e.g. the OUT of tools/issue_bench.sh). Read, newest of each kind and
-configuration (by the UTC stamp in the name) unless --all:
+configuration (by the UTC stamp in the name) unless --all; ring reports all, merged per shape (the newest row
+of each counts); a row of the issue's grid that no report has is a miss, as is a cell that failed:
   mkbench-*.json          (mkbench ag_gemm gemm_rs gemm_ar; 1x2 and 2x1)  issues [tp-ag-rs], [tp-ar]
   torch-tp-*.md           (bench/torch_tp_bench.py; 1x2)                   the PyTorch fused-op targets
   torch-ring-attn-*.md    (bench/torch_ring_attn_bench.py; 1x2, 2x1)      issue [ring-attn]
@@ -37,9 +38,10 @@ def stamp_of(path):
 
 
 def num(cell):
-    """First number in a cell ('0.343', '1.29x', '0.061 / 0.069' -> 0.061); None if there is none."""
-    m = re.search(r"-?\d+(?:\.\d+)?", cell)
-    return float(m.group(0)) if m else None
+    """The number a measured cell starts with ('0.343', '1.29x', '0.061 / 0.069' -> 0.061); None for a cell
+    that is not a measurement ('-', 'unavailable: ... torch 2.15 ...', 'failed (...)')."""
+    m = re.match(r"\s*(-?\d+(?:\.\d+)?)", cell or "")
+    return float(m.group(1)) if m else None
 
 
 def md_tables(text):
@@ -66,6 +68,11 @@ def nums(*cells):
     vals = [num(c) for c in cells]
     return None if any(v is None for v in vals) else vals
 
+
+TP_M = (1024, 2048, 4096, 8192, 16384)  # issues 5 and 6: M per TP group
+# issue 7's grid (bench/torch_ring_attn_bench.py's defaults): B, Hkv, S_local, causal
+RING_GRID = [(b, h, s, c) for b in (1, 4) for h in (32, 8) for s in (2048, 4096, 8192, 16384, 32768)
+             for c in ("yes", "no")]
 
 TP_TITLES = {"AllGather + GEMM": "AG+GEMM", "GEMM + ReduceScatter": "GEMM+RS", "GEMM + AllReduce": "GEMM+AR"}
 
@@ -111,6 +118,9 @@ def check_mkbench(path, c, ops=None):
                   "an older table without the columns the targets need")
             continue
         where = f"{op} {short} (`{os.path.basename(path)}`)"
+        seen_m = {int(r[0]) for r in t["rows"] if num(str(r[0])) is not None}
+        for m in sorted(set(TP_M) - seen_m):  # the issue's grid: a report without a row misses it
+            c.add(issue, "(benchmark report)", where, False, f"M={m}: no row (a partial run?)")
         for r in t["rows"]:
             m = int(r[0])
             v = nums(r[serial_col], r[overlap_col], r[mk_col], r[eta_col])
@@ -138,36 +148,62 @@ def check_torch_tp(path, c):
             continue
         for r in rows:
             if op == "GEMM+AR":
-                torch_ms = min(num(r["torch symm 1-shot ms"]), num(r["torch symm 2-shot ms"]))
+                measured = [v for v in (num(r["torch symm 1-shot ms"]), num(r["torch symm 2-shot ms"])) if v]
+                torch_ms = min(measured) if measured else None
                 issue, target = "6 [tp-ar]", "not slower than PyTorch's symmetric-memory all-reduce after cuBLAS"
                 ok = lambda x: x >= 1.0
             else:
                 torch_ms = num(r["torch fused ms"])
                 issue, target = "5 [tp-ag-rs]", "faster than PyTorch's fused op at every M"
                 ok = lambda x: x > 1.0
-            ratio = torch_ms / num(r["mkernel ms"])
-            c.add(issue, target, f"{op} {r['config']} (`{os.path.basename(path)}`)", ok(ratio),
-                  f"M={r['M']}: {ratio:.3f}x")
+            where = f"{op} {r['config']} (`{os.path.basename(path)}`)"
+            mk = num(r["mkernel ms"])
+            if not torch_ms or not mk:  # a failed or missing side is no comparison: a miss until measured
+                c.add(issue, target, where, False, f"M={r['M']}: not measured (torch {torch_ms}, mkernel {mk})")
+                continue
+            ratio = torch_ms / mk
+            c.add(issue, target, where, ok(ratio), f"M={r['M']}: {ratio:.3f}x")
 
 
-def check_ring(path, c):
-    issue = "7 [ring-attn]"
+def ring_rows(path):
+    """((config, B, Hkv, S_local, causal), row) of a ring report."""
     for _, rows in md_tables(open(path).read()):
         for r in rows:
-            if "mkernel ms" not in r or "best baseline" not in r:
-                continue
-            m = re.search(r"\(([\d.]+) ms\)", r["best baseline"])
-            best = float(m.group(1)) if m else None
-            mk = num(r["mkernel ms"])
-            cfg = r["config"].split()[0]
-            where = f"ring attention {cfg} (`{os.path.basename(path)}`)"
-            desc = f"B={r['B']} Hkv={r['Hkv']} S_local={r['S_local']} causal={r['causal']}"
-            if best is not None and mk:
-                ratio = best / mk
-                c.add(issue, "never slower than the best baseline", where, ratio >= 1.0, f"{desc}: {ratio:.3f}x")
-            eta = num(r.get("eta mkernel", ""))  # (older reports have no eta column)
-            if int(r["S_local"]) >= 8192 and eta is not None:
-                c.add(issue, "eta >= 0.9 at S_local >= 8k", where, eta >= 0.9, f"{desc}: eta {eta:.2f}")
+            if "mkernel ms" in r and "best baseline" in r:
+                yield (r["config"].split()[0], int(r["B"]), int(r["Hkv"]), int(r["S_local"]), r["causal"]), r
+
+
+def check_ring(paths, c):
+    """Every ring report given (select(): all of them), merged per shape: the newest report's row of each
+    (config, B, Hkv, S_local, causal) counts, so a run split in parts (tools/issue_bench.sh ring1x2, ring1x2b)
+    or cut short and completed later covers the grid."""
+    issue = "7 [ring-attn]"
+    newest = {}
+    for path in sorted(paths, key=stamp_of):
+        for key, r in ring_rows(path):
+            newest[key] = (r, path)
+    for cfg in sorted({k[0] for k in newest}):
+        missing = [g for g in RING_GRID if (cfg,) + g not in newest]
+        for b, h, s, causal in missing:
+            c.add(issue, "(benchmark report)", f"ring attention {cfg}", False,
+                  f"B={b} Hkv={h} S_local={s} causal={causal}: no row (a partial run?)")
+    for key, (r, path) in sorted(newest.items()):
+        cfg = key[0]
+        where = f"ring attention {cfg} (`{os.path.basename(path)}`)"
+        desc = f"B={r['B']} Hkv={r['Hkv']} S_local={r['S_local']} causal={r['causal']}"
+        m = re.search(r"\(([\d.]+) ms\)", r["best baseline"])
+        best = float(m.group(1)) if m else None
+        mk = num(r["mkernel ms"])
+        if best is None or not mk:  # a failed side: a miss until measured
+            c.add(issue, "never slower than the best baseline", where, False,
+                  f"{desc}: not measured (best baseline {r['best baseline']!r}, mkernel {r['mkernel ms']!r})")
+        else:
+            c.add(issue, "never slower than the best baseline", where, best / mk >= 1.0,
+                  f"{desc}: {best / mk:.3f}x")
+        if int(r["S_local"]) >= 8192:
+            eta = num(r.get("eta mkernel", ""))
+            c.add(issue, "eta >= 0.9 at S_local >= 8k", where, eta is not None and eta >= 0.9,
+                  f"{desc}: eta {eta:.2f}" if eta is not None else f"{desc}: eta not measured")
 
 
 def check_attention(path, c):
@@ -176,16 +212,18 @@ def check_attention(path, c):
             if "mkernel ms" not in r or "torch flash ms" not in r or r.get("D") != "128":
                 continue
             v = nums(r["torch flash ms"], r["mkernel ms"])
-            if v is None:
+            desc = f"B={r['B']} S={r['S']} Hkv={r['Hkv']} causal={r['causal']}"
+            where = f"attention, one GPU (`{os.path.basename(path)}`)"
+            target = "one-GPU engine at least as fast as SDPA's flash backend"
+            if v is None or not v[1]:  # a failed side: a miss until measured
+                c.add("7 [ring-attn]", target, where, False, f"{desc}: not measured")
                 continue
             ratio = v[0] / v[1]
-            desc = f"B={r['B']} S={r['S']} Hkv={r['Hkv']} causal={r['causal']}"
-            c.add("7 [ring-attn]", "one-GPU engine at least as fast as SDPA's flash backend",
-                  f"attention, one GPU (`{os.path.basename(path)}`)", ratio >= 1.0, f"{desc}: {ratio:.3f}x")
+            c.add("7 [ring-attn]", target, where, ratio >= 1.0, f"{desc}: {ratio:.3f}x")
 
 
 KINDS = [("mkbench-", ".json", check_mkbench), ("torch-tp-", ".md", check_torch_tp),
-         ("torch-ring-attn-", ".md", check_ring), ("attention-", ".md", check_attention)]
+         ("torch-ring-attn-", ".md", lambda path, c: check_ring([path], c)), ("attention-", ".md", check_attention)]
 
 
 def kind_of(path):
@@ -235,6 +273,9 @@ def select(paths, newest_only):
         return [(f, None) for f in files]
     newest = {}
     for f in files:
+        if kind_of(f)[0] == "torch-ring-attn-":  # every one: check_ring keeps the newest row of each shape
+            newest[("ring", f, None)] = f
+            continue
         keys = ([("mkbench-", config_key(f), op) for op in mkbench_ops(f)] if kind_of(f)[0] == "mkbench-"
                 else [(kind_of(f)[0], config_key(f), None)])
         for key in keys:
@@ -277,11 +318,15 @@ def main(argv=None):
     a = ap.parse_args(argv)
     files = select(a.paths, not a.all)
     c = Checks()
+    ring = [f for f, _ in files if kind_of(f)[0] == "torch-ring-attn-"]
     for f, ops in files:
+        if kind_of(f)[0] == "torch-ring-attn-":
+            continue
         if ops is None:
             kind_of(f)[2](f, c)
         else:
             check_mkbench(f, c, ops)
+    check_ring(ring, c)
     # What the issues need on two GPUs, reported as absent when no report supplied it.
     for op, issue in (("AG+GEMM", "5 [tp-ag-rs]"), ("GEMM+RS", "5 [tp-ag-rs]"), ("GEMM+AR", "6 [tp-ar]")):
         for cfg in ("1x2", "2x1"):
@@ -290,6 +335,11 @@ def main(argv=None):
     for cfg in ("1x2", "2x1"):
         if not any(k[0] == "7 [ring-attn]" and k[2].startswith(f"ring attention {cfg} ") for k in c.items):
             c.need("7 [ring-attn]", "(benchmark report)", f"ring attention {cfg}: no torch-ring-attn report")
+    for op, issue in (("AG+GEMM", "5 [tp-ag-rs]"), ("GEMM+RS", "5 [tp-ag-rs]"), ("GEMM+AR", "6 [tp-ar]")):
+        if not any(k[0] == issue and k[2].startswith(f"{op} 1x2 (") and "PyTorch" in k[1] for k in c.items):
+            c.need(issue, "(benchmark report)", f"{op} 1x2 against PyTorch: no torch-tp report")
+    if not any(k[2].startswith("attention, one GPU") for k in c.items):
+        c.need("7 [ring-attn]", "(benchmark report)", "one-GPU engine against SDPA: no attention report")
     print("Reports read:\n" + "".join(f"- `{f}`" + (f" ({', '.join(sorted(o))})" if o else "") + "\n"
                                         for f, o in files))
     missed = report(c)

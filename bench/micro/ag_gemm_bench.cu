@@ -142,11 +142,14 @@ void bench_ag_gemm(BenchContext& bc) {
     const int me = c.rank();
     // The baselines' all-gather: NCCL inside a node, else mkernel's own
     // (a plan of its own, so the fused plans' calls stay in their order).
-    auto nccl_ag = [&](int i, cudaStream_t st) {
+    // Each call of a round reads its own A shard (100 + 7 i + call, as the GEMM+RS and GEMM+AR benches do):
+    // no call finds its input in L2 from the one before it (session 38: all calls of a round read one).
+    auto A = [&](int i, int cl) { return a.get(100 + 7 * i + cl); };
+    auto nccl_ag = [&](int i, int cl, cudaStream_t st) {
       if (net)
-        base.all_gather(a.get(i + 100), full, st);
+        base.all_gather(A(i, cl), full, st);
       else
-        MKB_NCCL(ncclAllGather(a.get(i + 100), full, size_t(ml) * k, ncclBfloat16, nc, st));
+        MKB_NCCL(ncclAllGather(A(i, cl), full, size_t(ml) * k, ncclBfloat16, nc, st));
     };
     // Every cuBLAS shape once, before any kernel can wait on the network:
     // cuBLAS loads a kernel the first time it meets a shape (whatever
@@ -159,18 +162,18 @@ void bench_ag_gemm(BenchContext& bc) {
     MKB_CUDA(cudaStreamSynchronize(bc.stream));
     std::vector<std::function<void(int)>> calls = {
         [&](int i) { gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream); },  // 0 compute alone
-        [&](int i) { nccl_ag(i, bc.stream); },                                              // 1 NCCL (net: mk) AG alone
-        [&](int i) { plan.all_gather(a.get(i + 100), full, bc.stream); },                   // 2 mk AG alone
+        [&](int i) { nccl_ag(i, 1, bc.stream); },                                           // 1 NCCL (net: mk) AG alone
+        [&](int i) { plan.all_gather(A(i, 2), full, bc.stream); },                          // 2 mk AG alone
         [&](int i) {                                                                        // 3 serial
-          nccl_ag(i, bc.stream);
+          nccl_ag(i, 3, bc.stream);
           gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream);
         },
         [&](int i) {  // 4 two streams: local rows while the gather runs, then the rest
           MKB_CUDA(cudaEventRecord(fork, bc.stream));
           MKB_CUDA(cudaStreamWaitEvent(side, fork));
-          nccl_ag(i, side);
+          nccl_ag(i, 4, side);
           MKB_CUDA(cudaEventRecord(join, side));
-          gemm_bf16_tn(h, int(ml), int(n), int(k), a.get(i + 100), b,
+          gemm_bf16_tn(h, int(ml), int(n), int(k), A(i, 4), b,
                        static_cast<char*>(out) + size_t(me) * ml * n * 2, bc.stream);
           MKB_CUDA(cudaStreamWaitEvent(bc.stream, join));
           for (int r = 0; r < W; ++r)
@@ -178,8 +181,8 @@ void bench_ag_gemm(BenchContext& bc) {
               gemm_bf16_tn(h, int(ml), int(n), int(k), static_cast<char*>(full) + size_t(r) * ml * k * 2, b,
                            static_cast<char*>(out) + size_t(r) * ml * n * 2, bc.stream);
         },
-        [&](int i) { plan.run(a.get(i + 100), b, out, bc.stream); },    // 5 mkernel
-        [&](int i) { plan16.run(a.get(i + 100), b, out, bc.stream); },  // 6 mkernel, more pushing CTAs
+        [&](int i) { plan.run(A(i, 5), b, out, bc.stream); },    // 5 mkernel
+        [&](int i) { plan16.run(A(i, 6), b, out, bc.stream); },  // 6 mkernel, more pushing CTAs
     };
     auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, std::cref(bar));
     // Rows this GPU sends (tp::ag_bytes_per_gpu: NVLink / network).

@@ -96,3 +96,56 @@ def test_every_report_kept_here_reads_without_error():
     for f, ops in it.select([str(RES)], False):
         (it.kind_of(f)[2](f, c) if ops is None else it.check_mkbench(f, c, ops))
     assert any(k[0].startswith("7") for k in c.items)
+
+
+def _rows_where(path, keep):
+    """The report's text with only the table rows `keep(cells)` accepts (headers and separators kept)."""
+    out = []
+    for line in open(path).read().splitlines():
+        cells = [x.strip() for x in line.strip().strip("|").split("|")] if line.startswith("|") else None
+        if cells and cells[0] not in ("config",) and not set(line) <= set("|-: ") and not keep(cells):
+            continue
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def test_a_ring_run_split_in_two_reports_covers_the_grid_and_a_gap_is_a_miss(tmp_path):
+    src = RES / "torch-ring-attn-20261201T101921Z.md"  # 1x2, the whole grid
+    (tmp_path / "torch-ring-attn-20261205T010000Z.md").write_text(_rows_where(src, lambda c: c[1] == "1"))
+    (tmp_path / "torch-ring-attn-20261205T020000Z.md").write_text(_rows_where(src, lambda c: c[1] == "4"))
+    c = it.Checks()
+    files = [f for f, _ in it.select([str(tmp_path)], True)]
+    assert len(files) == 2  # both kept: rows merge per shape
+    it.check_ring(files, c)
+    seen = sum(v[0] for k, v in c.items.items() if "best baseline" in k[1])
+    assert seen == 40
+    assert not any(k[1] == "(benchmark report)" for k in c.items)
+    # The B = 4 half alone: its 20 missing rows are misses, named.
+    c = it.Checks()
+    it.check_ring([str(tmp_path / "torch-ring-attn-20261205T020000Z.md")], c)
+    missed = find(c, "7", "(benchmark report)", "ring attention 1x2")[1]
+    assert len(missed) == 20 and missed[0].startswith("B=1 Hkv=32 S_local=2048 causal=yes: no row")
+
+
+def test_a_failed_cell_is_a_miss_not_a_number(tmp_path):
+    src = RES / "torch-tp-20261201T101627Z.md"
+    text = open(src).read().replace("| 1x2 | 1024 | 0.383 | 0.398 |",
+                                    "| 1x2 | 1024 | 0.383 | unavailable: not in torch 2.15 |", 1)
+    assert "unavailable" in text
+    f = tmp_path / "torch-tp-20261205T000000Z.md"
+    f.write_text(text)
+    c = it.Checks()
+    it.check_torch_tp(str(f), c)
+    missed = find(c, "5", "PyTorch", "AG+GEMM 1x2")[1]
+    assert any(m.startswith("M=1024: not measured") for m in missed), missed
+
+
+def test_an_mkbench_table_without_an_m_of_the_grid_misses_it(tmp_path):
+    d = json.load(open(RES / REPORTS[0]))
+    for t in d["tables"]:
+        t["rows"] = [r for r in t["rows"] if str(r[0]) != "16384"]
+    f = tmp_path / "mkbench-20261205T000000Z-1x2_NVLink.json"
+    f.write_text(json.dumps(d))
+    c = it.Checks()
+    it.check_mkbench(str(f), c)
+    assert "M=16384: no row (a partial run?)" in find(c, "5", "(benchmark report)", "AG+GEMM 1x2")[1]
