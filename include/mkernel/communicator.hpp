@@ -103,12 +103,15 @@ class Communicator {
   const SymmetricBuffer& control_buffer() const { return *control_; }
 
  private:
-  friend class SignalLease;  // return_unused_signals (SignalLease::abandon)
+  friend class SignalLease;  // return_unused_signals (SignalLease::abandon, ::reset), zero_signals (::reset)
   // Gives back a run that no kernel and no peer ever touched (a plan that
   // failed in its collective check, before any call): its words are still
   // 0, so no zeroing and no synchronisation. The same on every rank, like
   // release_signals. Not a run held now: mk::Error, nothing changed.
   void return_unused_signals(int base, int n);
+  // Zeroes a run of this rank's signal words on this communicator's GPU, after
+  // synchronising it (no kernel of this rank adds to them any more). Local.
+  void zero_signals(int base, int n);
   void init(int device, int launcher_local_rank);
 
   std::unique_ptr<Bootstrap> bs_;

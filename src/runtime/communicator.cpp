@@ -15,6 +15,7 @@
 #include "src/runtime/device_health.hpp"
 #include "src/runtime/device_support.hpp"
 #include "src/runtime/signal_pool.hpp"
+#include "src/runtime/step_status.hpp"
 #include "src/runtime/symmetric_heap.hpp"
 
 namespace mk {
@@ -254,15 +255,37 @@ int Communicator::reserve_signals(int n) {
   return base;
 }
 
-void Communicator::release_signals(int base, int n) {
-  const std::string why = signal_pool_->releasable(base, n);
-  if (!why.empty()) fail("release_signals: ", why);
+namespace {
+// The communicator's GPU made current for a scope (the caller's restored):
+// a process may hold communicators on several GPUs, and its thread's
+// current device may be another one's.
+struct OnDevice {
+  int prev = -1;
+  explicit OnDevice(int device) {
+    if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
+    MK_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~OnDevice() {
+    if (prev >= 0) cudaSetDevice(prev);
+  }
+};
+}  // namespace
+
+void Communicator::zero_signals(int base, int n) {
   // Zeroed before they can be handed out again: a later plan's first call
   // waits for counts from 1, and stale counts would let it pass early.
-  // Synchronised first: no kernel of this rank may still add to them.
+  // Synchronised first: no kernel of this rank may still add to them. On
+  // this communicator's GPU, whatever the thread's current one is.
+  OnDevice on(device_);
   MK_CUDA_CHECK(cudaDeviceSynchronize());
   MK_CUDA_CHECK(cudaMemset(ctx_.signals + base, 0, size_t(n) * sizeof(uint64_t)));
   MK_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void Communicator::release_signals(int base, int n) {
+  const std::string why = signal_pool_->releasable(base, n);
+  if (!why.empty()) fail("release_signals: ", why);
+  zero_signals(base, n);
   signal_pool_->release(base, n);
 }
 
@@ -322,25 +345,39 @@ void SignalLease::reset() noexcept {
     runs_.clear();
     return;
   }
+  // Every rank zeroes its words, then every rank learns whether every rank
+  // did before any rank gives them back to its pool: a peer must not write
+  // into them for a later plan before this rank zeroed them, and the pools
+  // must stay alike on every rank (a rank that kept a run while the others
+  // released it handed out other words from then on; session 38's review).
+  // One exchange whenever reuse was decided, so every rank makes as many.
+  constexpr step_status::Tags kTags{"signals-zeroed:", "signals-not-zeroed:"};
+  std::string mine = kTags.ok;
+  try {
+    for (auto it = runs_.rbegin(); it != runs_.rend(); ++it) comm_->zero_signals(it->first, it->second);
+  } catch (const std::exception& e) {
+    mine = step_status::failed(e, kTags);
+  }
+  std::string err;
+  try {
+    err = step_status::step_error(comm_->bootstrap().allgather(mine), comm_->rank(), "releasing a plan's signals",
+                                  "could not zero them", kTags);
+  } catch (const std::exception& e) {
+    err = cat("the exchange after zeroing failed: ", error_reason(e));
+  }
   for (auto it = runs_.rbegin(); it != runs_.rend(); ++it) {
+    if (!err.empty()) {
+      log(LogLevel::Warn, cat("rank ", comm_->rank(), ": signals [", it->first, ", ", it->first + it->second,
+                              ") stay reserved on every rank (not reusable): ", err));
+      continue;
+    }
     try {
-      comm_->release_signals(it->first, it->second);
-    } catch (const std::exception& e) {
-      log(LogLevel::Warn, cat("signals [", it->first, ", ", it->first + it->second,
-                              ") stay reserved (not reusable): ", error_reason(e)));
+      comm_->return_unused_signals(it->first, it->second);
+    } catch (const std::exception& e) {  // (not a run held: nothing to give back)
+      log(LogLevel::Warn, cat("signals [", it->first, ", ", it->first + it->second, "): ", error_reason(e)));
     }
   }
   runs_.clear();
-  // Every rank zeroed its words before any rank may reserve them again and a
-  // peer write into them (plans also check their indices collectively after
-  // reserving; this covers direct users of reserve_signals too). Passed
-  // whenever reuse was decided, whether or not each release worked, so that
-  // every rank passes as many barriers.
-  try {
-    comm_->barrier();
-  } catch (const std::exception& e) {
-    log(LogLevel::Warn, cat("released signals: the barrier after zeroing failed: ", error_reason(e)));
-  }
 }
 
 std::string Communicator::device_failure() const {
