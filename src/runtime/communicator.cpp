@@ -227,7 +227,7 @@ Communicator::~Communicator() {
       teardown_call(cudaStreamDestroy(static_cast<cudaStream_t>(abort_stream_)), "the abort word's stream");
       abort_stream_ = nullptr;
     }
-    heap_.reset();  // unmaps peers' memory; a barrier is not needed at teardown
+    heap_.reset();  // unmaps peers' memory (VMM: no barrier needed; IPC: one, before the frees)
     if (host_block_) teardown_call(cudaFreeHost(host_block_), "the communicator's pinned host block");
     bs_.reset();
   } catch (...) {

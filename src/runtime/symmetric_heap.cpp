@@ -80,6 +80,13 @@ SymmetricHeap::SymmetricHeap(Bootstrap& bs, const Topology& topo, int device, ui
 }
 
 SymmetricHeap::~SymmetricHeap() {
+  // IPC: every rank closes its handles to the others' buffers before any
+  // rank frees its own (ipc_peers_closed_everywhere).
+  if (mode_ == Mode::Ipc && !allocs_.empty()) {
+    for (auto& a : allocs_) close_ipc_peers(*a);
+    if (!ipc_peers_closed_everywhere("the communicator's teardown"))
+      for (auto& a : allocs_) a->buf.local = nullptr;  // left to the process's end
+  }
   for (auto& a : allocs_) {
     try {
       release(*a);
@@ -147,7 +154,11 @@ void SymmetricHeap::vmm_share(Alloc& a) {
     fds[i] = -1;
     if (res != CUDA_SUCCESS && !must) continue;
     MK_CU_CHECK(res);
-    MK_CU_CHECK(d.cuMemAddressReserve(&a.va[r], a.mapped, gran, 0, 0));
+    if (const CUresult rr = d.cuMemAddressReserve(&a.va[r], a.mapped, gran, 0, 0); rr != CUDA_SUCCESS) {
+      a.va[r] = 0;
+      d.cuMemRelease(ph);  // (the imported handle held the peer's memory allocated)
+      MK_CU_CHECK(rr);
+    }
     try {
       map_rw(a.va[r], a.mapped, ph, device_);
     } catch (const Error&) {
@@ -279,11 +290,36 @@ size_t SymmetricHeap::bytes() const {
   return n;
 }
 
+void SymmetricHeap::close_ipc_peers(Alloc& a) {
+  if (!a.ipc) return;
+  for (size_t r = 0; r < a.buf.host_peer.size(); ++r)
+    if (static_cast<int>(r) != topo_.rank && a.buf.host_peer[r]) {
+      teardown_call(cudaIpcCloseMemHandle(a.buf.host_peer[r]), "a peer's mapping of a symmetric buffer");
+      a.buf.host_peer[r] = nullptr;
+    }
+}
+
+// CUDA leaves freeing memory that another process still has open through an
+// IPC handle undefined: after closing its own handles, a rank waits for every
+// rank to have closed theirs before it frees its buffer. False (said in a
+// warning) when the exchange failed (a peer gone or stuck): the caller then
+// leaves its buffer to the process's end instead of freeing it under a peer.
+bool SymmetricHeap::ipc_peers_closed_everywhere(const char* when) noexcept {
+  try {
+    bs_.barrier();
+    return true;
+  } catch (const std::exception& e) {
+    warn_noexcept([&] {
+      return cat("rank ", topo_.rank, ": ", when, ": not every rank confirmed it closed its IPC handles to this "
+                 "rank's symmetric memory (", error_reason(e), "): it stays allocated until the process ends");
+    });
+    return false;
+  }
+}
+
 void SymmetricHeap::release(Alloc& a) {
   if (a.ipc) {
-    for (size_t r = 0; r < a.buf.host_peer.size(); ++r)
-      if (static_cast<int>(r) != topo_.rank && a.buf.host_peer[r])
-        teardown_call(cudaIpcCloseMemHandle(a.buf.host_peer[r]), "a peer's mapping of a symmetric buffer");
+    close_ipc_peers(a);
     if (a.buf.local) teardown_call(cudaFree(a.buf.local), "a symmetric buffer");
   } else {
     const auto& d = drv::api();
@@ -318,6 +354,10 @@ void SymmetricHeap::free(SymmetricBuffer* buf) {
                                                     cat("free_symmetric of a ", (*it)->mapped, "-byte buffer"),
                                                     "could not finish with it (the buffer stays mapped on every rank)");
     if (!err.empty()) fail(err);
+    if ((*it)->ipc) {  // every rank's handles to it closed before any rank frees its own
+      close_ipc_peers(**it);
+      if (!ipc_peers_closed_everywhere("free_symmetric")) (*it)->buf.local = nullptr;
+    }
     release(**it);
     allocs_.erase(it);
     return;

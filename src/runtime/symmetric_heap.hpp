@@ -35,6 +35,8 @@ class SymmetricHeap {
   std::string ipc_create(Alloc& a, size_t bytes);
   void ipc_share(Alloc& a, const std::vector<std::string>& handles);
   void release(Alloc& a);
+  void close_ipc_peers(Alloc& a);                            // IPC: this rank's handles to the peers' buffers
+  bool ipc_peers_closed_everywhere(const char* when) noexcept;  // a barrier; false (warned) when it failed
 
   Bootstrap& bs_;
   const Topology& topo_;
