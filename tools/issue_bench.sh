@@ -5,9 +5,9 @@
 #   tools/issue_bench.sh tp [OUT]      TP ops: mkbench ag_gemm gemm_rs gemm_ar on 1x2 and 2x1 (emu),
 #                                      torch_tp_bench.py (vs PyTorch's fused ops, 1x2)         ~60 s
 #   tools/issue_bench.sh ring1x2 [OUT] torch_ring_attn_bench.py, 2 GPUs of one node, B = 1       ~120 s
-#   tools/issue_bench.sh ring1x2b [OUT] the same, B = 4                                          ~320 s
+#   tools/issue_bench.sh ring1x2b [OUT] the same, B = 4                                          ~360 s
 #   tools/issue_bench.sh ring2x1 [OUT] the same as 2 emulated nodes (MK_RANKS_PER_NODE=1), B = 1 ~130 s
-#   tools/issue_bench.sh ring2x1b [OUT] the same, B = 4                                          ~370 s
+#   tools/issue_bench.sh ring2x1b [OUT] the same, B = 4                                          ~420 s
 #                                      (20 timed rounds, MEASURING.md; the report is rewritten after each
 #                                      shape, and tools/issue_targets.py merges the parts' rows per shape)
 #   tools/issue_bench.sh attn [OUT]    attention_bench.py: the one-GPU engine against SDPA      ~60 s

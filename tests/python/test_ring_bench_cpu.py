@@ -286,3 +286,43 @@ def test_only_selects_variants():
     a = bench.parse_args(["--only", "mkernel, comm mkernel"])
     assert a.only_list == ["mkernel", "comm mkernel"]
     assert bench.parse_args([]).only_list == []
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+@pytest.mark.parametrize("causal", [False, True])
+def test_allgather_overlap_baseline_parts_match_full_attention(world, causal, monkeypatch):
+    # AllGatherMkOverlap's compute (its own K/V first, then the gathered others, merged), on CPU with the
+    # gathered K/V laid out as its mkernel.all_gather calls lay them out; the streams are the GPU's business.
+    monkeypatch.setitem(bench.ATEN, "flash", cpu_flash)
+    attn = bench.attention("flash", expand_kv=True)
+    b, s, h, hkv, d = 2, 6, 4, 2, 16
+    g = torch.Generator().manual_seed(7 * world + causal)
+    q = torch.randn(b, world * s, h, d, generator=g)
+    k, v = (torch.randn(b, world * s, hkv, d, generator=g) for _ in range(2))
+    if causal:
+        shard = lambda t, r: zz.zigzag_shard(t, r, world)  # noqa: E731
+        rows = [zz.zigzag_positions(r, world, s) for r in range(world)]
+    else:
+        shard = lambda t, r: t[:, r * s:(r + 1) * s]  # noqa: E731
+        rows = [torch.arange(r * s, (r + 1) * s) for r in range(world)]
+    sh = [[shard(t, r) for r in range(world)] for t in (q, k, v)]
+    c = s // 2
+    if causal:  # second halves of every rank, then first halves (allgather_slots)
+        kg, vg = (torch.cat([t[:, c:] for t in x] + [t[:, :c] for t in x], 1) for x in sh[1:])
+    else:
+        kg, vg = torch.cat(sh[1], 1), torch.cat(sh[2], 1)
+    for r in range(world):
+        o = object.__new__(bench.AllGatherMkOverlap)  # (its __init__ allocates on the GPU)
+        o.shape, o.attn, o.rank, o.world = bench.Shape(b, hkv, s, causal, h=h, d=d), attn, r, world
+        o.kg, o.vg = kg, vg
+        o.out, o.lse = torch.full((b, s, h, d), float("nan")), torch.full((b, h, s), float("nan"))
+        o.final = torch.empty(b, s, h, d)
+        o.local_part(sh[0][r], sh[1][r], sh[2][r])
+        got = o.remote_part(sh[0][r])
+        torch.testing.assert_close(got.float(), bench.reference_rows(q, k, v, causal, rows[r])[0],
+                                   atol=1e-4, rtol=1e-4)
+
+
+def test_emulated_nodes_take_both_mkernel_transport_baselines():
+    assert bench.baseline_candidates(True) == ("allgather-mk cudnn", "allgather-mk-overlap cudnn")
+    assert "ring flash" in bench.baseline_candidates(False)
