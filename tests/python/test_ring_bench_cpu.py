@@ -194,6 +194,21 @@ def cpu_flash(q, k, v, causal, scale):
     return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
 
 
+def sharded(world, causal, s, hkv, seed, b=2, h=4, d=16):
+    """Random full q, k, v ([b, world * s, heads, d]), each rank's shards as the bench shards them
+    (zigzag when causal), and each rank's global query rows."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(b, world * s, h, d, generator=g)
+    k, v = (torch.randn(b, world * s, hkv, d, generator=g) for _ in range(2))
+    if causal:
+        shard = lambda t, r: zz.zigzag_shard(t, r, world)  # noqa: E731
+        rows = [zz.zigzag_positions(r, world, s) for r in range(world)]
+    else:
+        shard = lambda t, r: t[:, r * s:(r + 1) * s]  # noqa: E731
+        rows = [torch.arange(r * s, (r + 1) * s) for r in range(world)]
+    return q, k, v, [[shard(t, r) for r in range(world)] for t in (q, k, v)], rows
+
+
 @pytest.mark.parametrize("algo", ["ring", "allgather"])
 @pytest.mark.parametrize("world", [1, 2, 3, 4])
 @pytest.mark.parametrize("causal", [False, True])
@@ -203,17 +218,7 @@ def test_baseline_algorithms_match_full_attention(algo, world, causal, hkv, monk
     # that rejects fewer KV heads); inputs sharded as the bench shards them.
     monkeypatch.setitem(bench.ATEN, "flash", cpu_flash)
     attn = bench.attention("flash", expand_kv=True)
-    b, s, h, d = 2, 6, 4, 16
-    g = torch.Generator().manual_seed(world * 10 + hkv)
-    q = torch.randn(b, world * s, h, d, generator=g)
-    k, v = (torch.randn(b, world * s, hkv, d, generator=g) for _ in range(2))
-    if causal:
-        shard = lambda t, r: zz.zigzag_shard(t, r, world)  # noqa: E731
-        rows = [zz.zigzag_positions(r, world, s) for r in range(world)]
-    else:
-        shard = lambda t, r: t[:, r * s:(r + 1) * s]  # noqa: E731
-        rows = [torch.arange(r * s, (r + 1) * s) for r in range(world)]
-    sh = [[shard(t, r) for r in range(world)] for t in (q, k, v)]
+    q, k, v, sh, rows = sharded(world, causal, 6, hkv, world * 10 + hkv)
     outs = (simulate_ring if algo == "ring" else simulate_allgather)(*sh, causal, attn)
     for r in range(world):
         torch.testing.assert_close(outs[r].float(), bench.reference_rows(q, k, v, causal, rows[r])[0],
@@ -296,16 +301,7 @@ def test_allgather_overlap_baseline_parts_match_full_attention(world, causal, mo
     monkeypatch.setitem(bench.ATEN, "flash", cpu_flash)
     attn = bench.attention("flash", expand_kv=True)
     b, s, h, hkv, d = 2, 6, 4, 2, 16
-    g = torch.Generator().manual_seed(7 * world + causal)
-    q = torch.randn(b, world * s, h, d, generator=g)
-    k, v = (torch.randn(b, world * s, hkv, d, generator=g) for _ in range(2))
-    if causal:
-        shard = lambda t, r: zz.zigzag_shard(t, r, world)  # noqa: E731
-        rows = [zz.zigzag_positions(r, world, s) for r in range(world)]
-    else:
-        shard = lambda t, r: t[:, r * s:(r + 1) * s]  # noqa: E731
-        rows = [torch.arange(r * s, (r + 1) * s) for r in range(world)]
-    sh = [[shard(t, r) for r in range(world)] for t in (q, k, v)]
+    q, k, v, sh, rows = sharded(world, causal, s, hkv, 7 * world + causal, b=b, h=h, d=d)
     c = s // 2
     if causal:  # second halves of every rank, then first halves (allgather_slots)
         kg, vg = (torch.cat([t[:, c:] for t in x] + [t[:, :c] for t in x], 1) for x in sh[1:])
