@@ -184,9 +184,15 @@ void Communicator::init(int device, int launcher_local_rank) {
   MK_CUDA_CHECK(cudaHostAlloc(&host_block_, 4096, cudaHostAllocMapped | cudaHostAllocPortable));
   std::memset(host_block_, 0, 4096);
   void* host_dev = nullptr;
-  MK_CUDA_CHECK(cudaHostGetDevicePointer(&host_dev, host_block_, 0));
   cudaStream_t abort_stream = nullptr;
-  MK_CUDA_CHECK(cudaStreamCreateWithFlags(&abort_stream, cudaStreamNonBlocking));
+  try {
+    MK_CUDA_CHECK(cudaHostGetDevicePointer(&host_dev, host_block_, 0));
+    MK_CUDA_CHECK(cudaStreamCreateWithFlags(&abort_stream, cudaStreamNonBlocking));
+  } catch (...) {  // (a throwing constructor runs no destructor: given back here)
+    teardown_call(cudaFreeHost(host_block_), "the communicator's pinned host block");
+    host_block_ = nullptr;
+    throw;
+  }
   abort_stream_ = abort_stream;
 
   ctx_ = DeviceCtx{};
