@@ -97,7 +97,7 @@ class Communicator:
     def _opened(self):
         """After the library made the communicator: what the ops read of it."""
         self._device = self.info()["device"]  # the ops check their tensors and the current device against it
-        self._explicit_plans = []  # weak references to plans made on it (mkernel.AgGemm, ...): close() closes them
+        self._explicit_plans = []  # the plans made on it (mkernel.AgGemm, ...), in order: close() closes them
         _tp_meta.register(self)  # known to the TP custom ops, also in code that only runs under torch.compile
 
     @classmethod
@@ -162,10 +162,8 @@ class Communicator:
             tp = sys.modules.get(__name__ + ".tp")  # loaded only if an op was used
             if tp is not None:
                 tp.close_plans(self)
-            for ref in getattr(self, "_explicit_plans", ()):
-                plan = ref()
-                if plan is not None:
-                    plan.close()
+            for plan in getattr(self, "_explicit_plans", ()):
+                plan.close()  # (closed ones, e.g. the cache's: nothing)
             self._explicit_plans = []
             check(lib.mk_comm_destroy(self._h))
             self._h = None

@@ -49,7 +49,10 @@ class RingAttention(_Plan):
             raise MkernelError(f"mkernel.ring_attention: the plan is for q {(b, s, h, d)}, k/v {(b, s, hkv, d)}; "
                                f"got q {tuple(q.shape)}, k {tuple(k.shape)}")
         _check_call(q, k, v, out, lse)
-        return self._launch(q, k, v, out, lse)
+        _no_autograd(q, k, v, "mkernel.RingAttention.run")
+        res = self._launch(q, k, v, out, lse)
+        bump_version(out, lse)
+        return res
 
     def enable_trace(self, events_per_cta):
         """Diagnostics: record up to events_per_cta device events per CTA of every later run (0: off)."""

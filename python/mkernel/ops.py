@@ -60,10 +60,12 @@ _increment_version = getattr(getattr(torch.autograd, "graph", None), "increment_
 
 
 def bump_version(*tensors):
+    """Tells autograd the tensors (None: skipped) changed; returns the first (a call's output)."""
     if _increment_version is not None:
         for t in tensors:
             if t is not None:
                 _increment_version(t)
+    return tensors[0] if tensors else None
 
 _get_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
 _mk_gemm = getattr(lib, "mk_gemm_bf16", None)

@@ -27,7 +27,6 @@ mkernel.GemmRs) are there for callers that manage their own. bf16 only.
 """
 import ctypes
 import warnings
-import weakref
 
 import torch
 
@@ -81,10 +80,11 @@ class _Plan:
         plan refers to its communicator: one used after the communicator went would use freed memory)."""
         self._h, self._comm, self._device = h, comm, getattr(comm, "_device", None)
         plans = getattr(comm, "_explicit_plans", None)
-        if plans is not None:
-            if len(plans) >= 64 and len(plans) % 64 == 0:  # the cache's closed plans and collected ones go
-                plans[:] = [r for r in plans if getattr(r(), "_h", None)]
-            plans.append(weakref.ref(self))
+        if plans is not None:  # strong references: closing is collective, so every rank must close the plans
+            # it made, in the order it made them, whether or not its Python objects are still alive
+            if len(plans) >= 64 and len(plans) % 64 == 0:  # the closed ones go (the cache's, closed by close_plans)
+                plans[:] = [p for p in plans if p._h]
+            plans.append(self)
 
     def _open(self, t, name):
         """A public run()'s first check: the plan is open and `t` on its communicator's device."""
@@ -117,7 +117,9 @@ class AgGemm(_Plan):
         _check_shape(out, "out", (self.world * m_local, n), a_local.device)
         if gathered is not None:
             _check_shape(gathered, "gathered", (self.world * m_local, k), a_local.device)
-        return self._launch(a_local, b, out, gathered)
+        res = self._launch(a_local, b, out, gathered)
+        bump_version(out, gathered)  # (a given out= changed: autograd is told, as by torch's in-place ops)
+        return res
 
     def _launch(self, a_local, b, out, gathered=None):  # checked by the caller
         check(lib.mk_ag_gemm_run(self._h, a_local.data_ptr(), b.data_ptr(), out.data_ptr(), _ptr(gathered),
@@ -132,7 +134,7 @@ class AgGemm(_Plan):
         if out is None:
             out = a_local.new_empty((self.world * m_local, k))
         _check_shape(out, "out", (self.world * m_local, k), a_local.device)
-        return self._launch_all_gather(a_local, out)
+        return bump_version(self._launch_all_gather(a_local, out))
 
     def _launch_all_gather(self, a_local, out):  # checked by the caller
         check(lib.mk_ag_gemm_all_gather(self._h, a_local.data_ptr(), out.data_ptr(), _stream(a_local.get_device())))
@@ -159,7 +161,7 @@ class GemmRs(_Plan):
         if out is None:
             out = a.new_empty((m // self.world, n))
         _check_shape(out, "out", (m // self.world, n), a.device)
-        return self._launch(a, b, out)
+        return bump_version(self._launch(a, b, out))
 
     def _launch(self, a, b, out):  # checked by the caller
         check(lib.mk_gemm_rs_run(self._h, a.data_ptr(), b.data_ptr(), out.data_ptr(), _stream(a.get_device())))
@@ -173,7 +175,7 @@ class GemmRs(_Plan):
         if out is None:
             out = x.new_empty((m // self.world, n))
         _check_shape(out, "out", (m // self.world, n), x.device)
-        return self._launch_reduce_scatter(x, out)
+        return bump_version(self._launch_reduce_scatter(x, out))
 
     def _launch_reduce_scatter(self, x, out):  # checked by the caller
         check(lib.mk_gemm_rs_reduce_scatter(self._h, x.data_ptr(), out.data_ptr(), _stream(x.get_device())))

@@ -18,7 +18,7 @@ import torch
 from ._lib import check, lib
 from ._ops_c import _need
 from ._tp_meta import all_reduce_shape, gemm_ar_shape, world
-from .ops import _stream
+from .ops import _stream, bump_version
 from .tp import (_COLLECTIVE_N, _Plan, _check_inputs, _check_meta, _check_out_meta, _check_shape, _dispatch, _grad,
                  _hot, _hot_add, _key, _output, _plan, _shape)
 
@@ -45,7 +45,7 @@ class GemmAr(_Plan):
         if out is None:
             out = a.new_empty((m, n))
         _check_shape(out, "out", (m, n), a.device)
-        return self._launch(a, b, out)
+        return bump_version(self._launch(a, b, out))
 
     def _launch(self, a, b, out):  # checked by the caller
         check(lib.mk_gemm_ar_run(self._h, a.data_ptr(), b.data_ptr(), out.data_ptr(), _stream(a.get_device())))
@@ -59,7 +59,7 @@ class GemmAr(_Plan):
         if out is None:
             out = x.new_empty((m, n))
         _check_shape(out, "out", (m, n), x.device)
-        return self._launch_all_reduce(x, out)
+        return bump_version(self._launch_all_reduce(x, out))
 
     def _launch_all_reduce(self, x, out):  # checked by the caller
         check(lib.mk_gemm_ar_all_reduce(self._h, x.data_ptr(), out.data_ptr(), _stream(x.get_device())))

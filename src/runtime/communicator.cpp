@@ -177,23 +177,33 @@ void Communicator::init(int device, int launcher_local_rank) {
   std::string jb = bs_->broadcast(std::string(reinterpret_cast<const char*>(&job), sizeof(job)), 0);
   std::memcpy(&job_, jb.data(), sizeof(job_));
 
-  heap_ = std::make_unique<SymmetricHeap>(*bs_, topo_, device_, job_, knob_str(Knob::MK_SYMM_MODE));
-  const int num_signals = static_cast<int>(knob_int(Knob::MK_SIGNAL_SLOTS));
-  control_ = heap_->alloc(kControlHeader + sizeof(uint64_t) * num_signals);
-
+  // This rank's own resources first, before the collective ones: a step that
+  // fails on this rank alone then leaves no symmetric heap, whose teardown
+  // in IPC mode is a barrier the other ranks would not join. A throwing
+  // constructor runs no destructor: what was made here is given back here.
   MK_CUDA_CHECK(cudaHostAlloc(&host_block_, 4096, cudaHostAllocMapped | cudaHostAllocPortable));
   std::memset(host_block_, 0, 4096);
   void* host_dev = nullptr;
   cudaStream_t abort_stream = nullptr;
+  const auto give_back = [&] {
+    if (abort_stream) teardown_call(cudaStreamDestroy(abort_stream), "the abort word's stream");
+    abort_stream_ = nullptr;
+    teardown_call(cudaFreeHost(host_block_), "the communicator's pinned host block");
+    host_block_ = nullptr;
+  };
+  const int num_signals = static_cast<int>(knob_int(Knob::MK_SIGNAL_SLOTS));
   try {
     MK_CUDA_CHECK(cudaHostGetDevicePointer(&host_dev, host_block_, 0));
     MK_CUDA_CHECK(cudaStreamCreateWithFlags(&abort_stream, cudaStreamNonBlocking));
-  } catch (...) {  // (a throwing constructor runs no destructor: given back here)
-    teardown_call(cudaFreeHost(host_block_), "the communicator's pinned host block");
-    host_block_ = nullptr;
+    abort_stream_ = abort_stream;
+    // Collective: every rank makes the heap and its control region, or fails alike (step_status).
+    heap_ = std::make_unique<SymmetricHeap>(*bs_, topo_, device_, job_, knob_str(Knob::MK_SYMM_MODE));
+    control_ = heap_->alloc(kControlHeader + sizeof(uint64_t) * num_signals);
+  } catch (...) {
+    heap_.reset();
+    give_back();
     throw;
   }
-  abort_stream_ = abort_stream;
 
   ctx_ = DeviceCtx{};
   ctx_.rank = rank;

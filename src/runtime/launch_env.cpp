@@ -129,11 +129,12 @@ std::optional<LaunchInfo> detect_launch(const EnvLookup& env) {
     if (li.world > 1 && !master_port && port_knob == 0)
       fail("torchrun-style launch (RANK/WORLD_SIZE set) without MASTER_PORT or MK_BOOTSTRAP_PORT");
     // TORCHELASTIC_RUN_ID is "none" unless --rdzv-id is given: the store's
-    // address and the restart count tell this job (and restart) apart.
+    // port tells two jobs of one host apart. NOTES: not MASTER_ADDR (with
+    // static rendezvous each node may spell the host differently) nor
+    // TORCHELASTIC_RESTART_COUNT (each node's agent counts its own restarts):
+    // every rank of the job must compute the same key.
     li.job_key = get_str(env, "TORCHELASTIC_RUN_ID");
-    if (li.world > 1)
-      li.job_key += "/" + master_addr + ":" + (master_port ? std::to_string(*master_port) : std::string()) + "/" +
-                    get_str(env, "TORCHELASTIC_RESTART_COUNT");
+    if (li.world > 1 && master_port) li.job_key += "/" + std::to_string(*master_port);
   } else if (env("OMPI_COMM_WORLD_RANK") && env("OMPI_COMM_WORLD_SIZE")) {
     li.launcher = "openmpi";
     li.rank = *get_int(env, "OMPI_COMM_WORLD_RANK", true);

@@ -25,24 +25,23 @@ TEST(LaunchEnv, Torchrun) {
   EXPECT_EQ(li->local_world, 8);
   EXPECT_EQ(li->root_addr, "10.1.2.3");
   EXPECT_EQ(li->root_port, 29501);  // MASTER_PORT belongs to torch's store
-  EXPECT_EQ(li->job_key, "job7/10.1.2.3:29500/");
+  EXPECT_EQ(li->job_key, "job7/29500");
 }
 
-// torchrun's default run id is "none" for every job: the store's address and the restart count keep two
-// jobs (or two restarts) of one world size apart.
+// torchrun's default run id is "none" for every job: the store's port keeps two jobs of one host apart. What
+// differs between the nodes of one job (the spelling of MASTER_ADDR, each agent's own restart count) does not.
 TEST(LaunchEnv, TorchrunJobsWithTheDefaultRunIdDiffer) {
-  auto job = [](const char* port, const char* restart) {
+  auto job = [](const char* addr, const char* port, const char* restart) {
     return detect_launch(env_of({{"RANK", "0"},
                                  {"WORLD_SIZE", "2"},
-                                 {"MASTER_ADDR", "h"},
+                                 {"MASTER_ADDR", addr},
                                  {"MASTER_PORT", port},
                                  {"TORCHELASTIC_RUN_ID", "none"},
                                  {"TORCHELASTIC_RESTART_COUNT", restart}}))
         ->job_key;
   };
-  EXPECT_NE(job("29500", "0"), job("29600", "0"));
-  EXPECT_NE(job("29500", "0"), job("29500", "1"));
-  EXPECT_EQ(job("29500", "0"), job("29500", "0"));
+  EXPECT_NE(job("h", "29500", "0"), job("h", "29600", "0"));
+  EXPECT_EQ(job("h", "29500", "0"), job("10.0.0.1", "29500", "1"));
 }
 
 // A parallel launch mkernel does not read is an error, not N processes each alone as rank 0 of 1.
