@@ -31,12 +31,14 @@ class LaunchOrder {
   // leaves (work enqueued before a failure is covered too).
   class Call {
    public:
-    Call(Call&& o) noexcept : order_(o.order_), stream_(o.stream_) { o.order_ = nullptr; }
+    Call(Call&& o) noexcept : order_(o.order_), stream_(o.stream_), id_(o.id_), captured_(o.captured_) {
+      o.order_ = nullptr;
+    }
     Call(const Call&) = delete;
     Call& operator=(const Call&) = delete;
     Call& operator=(Call&&) = delete;
     ~Call() {
-      if (order_) order_->end(stream_);
+      if (order_) order_->end(*this);
     }
 
    private:
@@ -44,6 +46,10 @@ class LaunchOrder {
     Call(LaunchOrder* order, cudaStream_t stream) : order_(order), stream_(stream) {}
     LaunchOrder* order_;
     cudaStream_t stream_;
+    // What begin() learnt of the stream, which a call cannot change: its
+    // cudaStreamGetId (0: not asked) and whether it is capturing.
+    unsigned long long id_ = 0;
+    bool captured_ = true;
   };
 
   explicit LaunchOrder(const char* who) : who_(who) {}
@@ -58,7 +64,7 @@ class LaunchOrder {
   [[nodiscard]] Call begin(cudaStream_t stream);
 
  private:
-  void end(cudaStream_t stream) noexcept;
+  void end(const Call& call) noexcept;
 
   const char* who_;
   cudaEvent_t event_ = nullptr;  // recorded after the last call outside a capture (eager)
