@@ -18,7 +18,8 @@ from ._lib import MkernelError, check, lib
 from ._ops_c import _need
 from ._attention import _check_lse, _check_out, _fast_io, _no_autograd, _validate
 from .ops import _get_device, _stream, bump_version
-from .tp import _HOT, _Plan, _compiling, _device_check, _key, _plan, lookup
+from ._tp_plans import _Plan, _device_check
+from .tp import _HOT, _compiling, _key, _plan, lookup
 
 __all__ = ["ring_attention", "RingAttention"]
 

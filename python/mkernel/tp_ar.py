@@ -19,7 +19,8 @@ from ._lib import check, lib
 from ._ops_c import _need
 from ._tp_meta import all_reduce_shape, gemm_ar_shape, world
 from .ops import _stream, bump_version
-from .tp import (_COLLECTIVE_N, _Plan, _check_inputs, _check_meta, _check_out_meta, _check_shape, _dispatch, _grad,
+from ._tp_plans import _Plan
+from .tp import (_COLLECTIVE_N, _check_inputs, _check_meta, _check_out_meta, _check_shape, _dispatch, _grad,
                  _hot, _hot_add, _key, _output, _plan, _shape)
 
 __all__ = ["gemm_ar", "all_reduce", "GemmAr"]

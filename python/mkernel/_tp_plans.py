@@ -1,0 +1,83 @@
+"""The base of the plans made by hand (_Plan: mkernel.AgGemm and GemmRs in mkernel/tp.py, GemmAr in tp_ar.py,
+RingAttention in _ring_attention.py) and the tensor checks they share with the ops. A plan is made
+collectively on a communicator and closed collectively, by close() or by the communicator's close()."""
+import ctypes
+import warnings
+
+import torch
+
+from ._lib import MkernelError, check, lib, outside_stacklevel, path
+from .ops import _check_matrix, _get_device
+
+
+def _ptr(t):
+    return t.data_ptr() if t is not None else None
+
+
+class _Plan:
+    _destroy = None  # C symbols
+    _captured = None
+    _warned_old = False  # a library without the _captured symbol was said once
+
+    @property
+    def captured(self):
+        """Whether a launch of this plan was ever captured in a CUDA graph: replaying that graph uses the
+        plan's memory, so the plan must outlive it (the bounded plan cache, MK_PLAN_CACHE_MAX, never
+        closes such a plan). False once closed."""
+        if not getattr(self, "_h", None):
+            return False
+        fn = getattr(lib, self._captured, None)
+        if fn is None:  # the plan was made, so the op is in the library: an older build
+            if not _Plan._warned_old:
+                _Plan._warned_old = True
+                warnings.warn(f"mkernel: {path} has no {self._captured}: the library is older than this package, "
+                              "and plans are taken as never captured in a CUDA graph (MK_PLAN_CACHE_MAX may close "
+                              "one a graph still uses); rebuild it (tools/build.sh)", RuntimeWarning,
+                              stacklevel=outside_stacklevel())
+            return False
+        v = ctypes.c_int()
+        check(fn(self._h, ctypes.byref(v)))
+        return bool(v.value)
+
+    def close(self):
+        """Collective: every rank closes its plan (frees its symmetric memory)."""
+        if getattr(self, "_h", None):
+            check(getattr(lib, self._destroy)(self._h))
+            self._h = None
+
+    def _bind(self, comm, h):
+        """Keeps the plan's handle, and the plan known to `comm`, whose close() closes it first (the C++
+        plan refers to its communicator: one used after the communicator went would use freed memory)."""
+        self._h, self._comm, self._device = h, comm, getattr(comm, "_device", None)
+        plans = getattr(comm, "_explicit_plans", None)
+        if plans is not None:  # strong references: closing is collective, so every rank must close the plans
+            # it made, in the order it made them, whether or not its Python objects are still alive
+            if len(plans) >= 64 and len(plans) % 64 == 0:  # the closed ones go (the cache's, closed by close_plans)
+                plans[:] = [p for p in plans if p._h]
+            plans.append(self)
+
+    def _open(self, t, name):
+        """A public run()'s first check: the plan is open and `t` on its communicator's device."""
+        if not getattr(self, "_h", None):
+            raise MkernelError(f"mkernel.{type(self).__name__}: the plan is closed (close(), or its communicator "
+                               "was closed)")
+        if isinstance(t, torch.Tensor) and t.is_cuda:  # (anything else: the shape check says what is wrong)
+            _device_check(t, name, self._device)
+
+
+def _check_shape(t, name, shape, device=None):
+    _check_matrix(t, name, device, op="mkernel (tensor parallel)")
+    if tuple(t.shape) != tuple(shape) or not t.is_contiguous():
+        raise MkernelError(f"mkernel: {name} must be a contiguous {list(shape)} tensor (got {list(t.shape)}, "
+                           f"strides {t.stride()})")
+    _device_check(t, name)
+
+
+def _device_check(t, name, comm_device=None):
+    """`t` is on the current device, and that is the communicator's (`comm_device`; None: not known)."""
+    cur = _get_device()
+    if t.get_device() != cur or (comm_device is not None and cur != comm_device):
+        raise MkernelError(f"mkernel: {name} is on cuda:{t.get_device()} and the current device is cuda:{cur}"
+                           + (f"; the communicator's is cuda:{comm_device}" if comm_device is not None else "")
+                           + ": run the ops with the communicator's device current (torch.cuda.set_device) and "
+                           "their tensors on it")
