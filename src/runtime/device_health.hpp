@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <optional>
 #include <string>
 
 #include "mkernel/error.hpp"
@@ -46,6 +47,20 @@ inline bool cuda_error_is_fatal(cudaError_t e) {
     default:
       return false;
   }
+}
+
+// Whether `stream` is being captured into a CUDA graph; none when the query
+// itself fails (the legacy stream while another stream captures in global
+// mode: the launch that follows fails and says so). The query's own error is
+// cleared, but not one already pending before it. Static, as teardown_call.
+static inline std::optional<bool> stream_capturing(cudaStream_t stream) noexcept {
+  const bool clean = cudaPeekAtLastError() == cudaSuccess;
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &st) != cudaSuccess) {
+    if (clean) (void)cudaGetLastError();
+    return std::nullopt;
+  }
+  return st != cudaStreamCaptureStatusNone;
 }
 
 // cudaDeviceSynchronize on `device`, keeping the calling thread's current

@@ -7,19 +7,9 @@
 namespace mk {
 
 namespace {
-// Whether `stream` is capturing. A query that fails (the legacy stream while
-// another stream captures in global mode, where the launch itself fails and
-// says so) counts as capturing, so that nothing is recorded or waited on; its
-// error is cleared unless one was pending before (tp::note_capture's rule).
-bool capturing(cudaStream_t stream) noexcept {
-  const bool clean = cudaPeekAtLastError() == cudaSuccess;
-  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &st) != cudaSuccess) {
-    if (clean) (void)cudaGetLastError();
-    return true;
-  }
-  return st != cudaStreamCaptureStatusNone;
-}
+// A query that fails counts as capturing: nothing is recorded or waited on
+// (the launch itself fails and says so).
+bool capturing(cudaStream_t stream) noexcept { return stream_capturing(stream).value_or(true); }
 }  // namespace
 
 LaunchOrder::~LaunchOrder() {

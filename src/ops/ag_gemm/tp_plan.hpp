@@ -172,14 +172,7 @@ inline bool single_rank_plain_now(bool plain, bool plain_captured, cudaStream_t 
 // global mode) counts as not captured, and its own error is cleared (the
 // launch that follows fails and reports it), but not one already pending.
 inline void note_capture(bool& captured, cudaStream_t stream) {
-  if (captured) return;
-  const bool clean = cudaPeekAtLastError() == cudaSuccess;
-  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &st) != cudaSuccess) {
-    if (clean) (void)cudaGetLastError();
-    return;
-  }
-  captured = st != cudaStreamCaptureStatusNone;
+  if (!captured) captured = stream_capturing(stream).value_or(false);
 }
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
