@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "src/runtime/cuda_driver.hpp"
 #include "src/runtime/device_health.hpp"
 #include "src/runtime/device_support.hpp"
+#include "src/runtime/stream_scratch.hpp"
 
 namespace mk::gemm {
 
@@ -110,17 +112,28 @@ bool use_own_tma(GemmParams& p, void* out2) {
   return true;
 }
 
-int num_sms() {
+namespace {
+struct DeviceFacts {
+  int dev = -1, sms = 0, l2 = 0;
+};
+const DeviceFacts& device_facts() {
   int dev = 0;
   MK_CUDA_CHECK(cudaGetDevice(&dev));
-  thread_local int cached_dev = -1, cached_sms = 0;
-  if (dev != cached_dev) {  // every op's launch asks: a GPU that cannot run the kernels gets its error here
+  thread_local DeviceFacts cached;
+  if (dev != cached.dev) {  // every op's launch asks: a GPU that cannot run the kernels gets its error here
     check_device_supported(dev);
-    MK_CUDA_CHECK(cudaDeviceGetAttribute(&cached_sms, cudaDevAttrMultiProcessorCount, dev));
-    cached_dev = dev;
+    DeviceFacts f;
+    MK_CUDA_CHECK(cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, dev));
+    MK_CUDA_CHECK(cudaDeviceGetAttribute(&f.l2, cudaDevAttrL2CacheSize, dev));
+    f.dev = dev;
+    cached = f;
   }
-  return cached_sms;
+  return cached;
 }
+}  // namespace
+
+int num_sms() { return device_facts().sms; }
+int64_t l2_bytes() { return device_facts().l2; }
 
 GemmParams make_params(const Operands& o, int num_compute) {
   if (!o.a || !o.b || !o.out) fail("gemm: a, b and out must be device pointers (got a=", o.a, " b=", o.b, " out=", o.out, ")");
@@ -173,54 +186,6 @@ namespace mk {
 
 namespace {
 
-// Scratch for the standalone GEMM's split tiles, stream-ordered: a memory pool of its own per device (the
-// process's default pool keeps its settings) that keeps what is freed (release threshold: everything), so that
-// calls after the first take their block without the driver. Each call allocates on its stream and frees there
-// after its kernel: calls on different streams never share a block, and no host synchronisation is needed.
-// Pools live as long as the process (a cudaDeviceReset would leave the handle dangling, as it would the
-// kernels' shared-memory opt-in). Its blocks are reused only where stream order or events already allow it,
-// never by the driver adding a dependency on another stream's free (which could serialise, or deadlock against
-// a kernel that waits on the other stream). Null when the pool cannot be made (then no split tiles; not retried).
-cudaMemPool_t split_pool(int device) {
-  static std::mutex mu;
-  static std::vector<cudaMemPool_t> pools;
-  static std::vector<bool> tried;
-  std::lock_guard<std::mutex> lock(mu);
-  if (pools.size() <= size_t(device)) {
-    pools.resize(size_t(device) + 1, nullptr);
-    tried.resize(size_t(device) + 1, false);
-  }
-  if (!tried[device]) {
-    tried[device] = true;
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = device;
-    cudaMemPool_t pool = nullptr;
-    // Relaxed: another thread may be capturing a graph in global mode.
-    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    cudaThreadExchangeStreamCaptureMode(&mode);
-    const bool made = cudaMemPoolCreate(&pool, &props) == cudaSuccess;
-    cudaThreadExchangeStreamCaptureMode(&mode);
-    if (made) {
-      uint64_t keep = UINT64_MAX;
-      int no = 0;
-      if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess ||
-          cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no) != cudaSuccess) {
-        cudaGetLastError();
-        teardown_call(cudaMemPoolDestroy(pool), "a split-tile memory pool");
-        pool = nullptr;
-      }
-      pools[device] = pool;
-    }
-    if (!pool) {
-      cudaGetLastError();
-      log(LogLevel::Info, "gemm: no memory pool for split tiles on device " + std::to_string(device));
-    }
-  }
-  return pools[device];
-}
-
 thread_local int64_t t_last_split = 0;
 
 }  // namespace
@@ -252,44 +217,25 @@ void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
   // compared with epoch 1). Not while the stream is captured into a graph (the graph would own pool memory):
   // unsplit there, as before 2026-12-02, so a captured call's split tiles sum in another order than an eager
   // call's (bits may differ; include/mkernel/gemm.hpp).
-  void* scratch = nullptr;
   t_last_split = 0;
   const gemm::SplitTail sp = gemm::standalone_split(sched::total_tiles(p.sched), p.num_compute, p.k / gemm::kBlockK);
-  if (sp.tiles > 0) {
-    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-    MK_CUDA_CHECK(cudaStreamIsCapturing(stream, &cap));
-    int dev = 0;
-    MK_CUDA_CHECK(cudaGetDevice(&dev));
-    cudaMemPool_t pool = cap == cudaStreamCaptureStatusNone ? split_pool(dev) : nullptr;
-    const size_t slots = size_t(sp.tiles) * size_t(sp.parts - 1);
-    const size_t ws = slots * gemm::kBlockM * gemm::kBlockN * sizeof(float);
-    const size_t ctrl = (2 + slots * gemm::kConsumerWarpgroups) * sizeof(uint64_t);  // counter, epoch, flags
-    if (pool && cudaMallocFromPoolAsync(&scratch, ws + ctrl, pool, stream) == cudaSuccess) {
-      auto* c = reinterpret_cast<uint64_t*>(static_cast<char*>(scratch) + ws);
-      if (cudaMemsetAsync(c, 0, ctrl, stream) != cudaSuccess) {
-        const cudaError_t e = cudaGetLastError();
-        teardown_call(cudaFreeAsync(scratch, stream), "the split tiles' scratch");
-        fail("gemm: zeroing the split tiles' flags failed: ", cudaGetErrorString(e));
-      }
-      p.tile_counter = c;
-      p.load.epoch_counter = c + 1;
-      p.split_flags = c + 2;
-      p.split_ws = static_cast<float*>(scratch);
-      p.split_tiles = static_cast<int32_t>(sp.tiles);
-      p.split_parts = sp.parts;
-      t_last_split = sp.tiles;
-    } else {
-      if (pool) cudaGetLastError();  // no memory: unsplit (clears only the allocation's own error)
-      scratch = nullptr;
-    }
+  const size_t slots = sp.tiles > 0 ? size_t(sp.tiles) * size_t(sp.parts - 1) : 0;
+  const size_t ws = slots * gemm::kBlockM * gemm::kBlockN * sizeof(float);
+  const size_t ctrl = (2 + slots * gemm::kConsumerWarpgroups) * sizeof(uint64_t);  // counter, epoch, flags
+  std::optional<StreamScratch> scratch;
+  if (sp.tiles > 0) scratch.emplace(ws + ctrl, ws, ctrl, stream, "the split tiles' scratch");
+  if (scratch && scratch->get()) {
+    auto* c = reinterpret_cast<uint64_t*>(static_cast<char*>(scratch->get()) + ws);
+    p.tile_counter = c;
+    p.load.epoch_counter = c + 1;
+    p.split_flags = c + 2;
+    p.split_ws = static_cast<float*>(scratch->get());
+    p.split_tiles = static_cast<int32_t>(sp.tiles);
+    p.split_parts = sp.parts;
+    t_last_split = sp.tiles;
   }
-  try {
-    gemm::launch(p, p.num_compute, gemm::TestRoleParams{}, stream);
-  } catch (...) {
-    if (scratch) teardown_call(cudaFreeAsync(scratch, stream), "the split tiles' scratch");
-    throw;
-  }
-  if (scratch) MK_CUDA_CHECK(cudaFreeAsync(scratch, stream));
+  gemm::launch(p, p.num_compute, gemm::TestRoleParams{}, stream);  // on a throw, ~StreamScratch frees
+  if (scratch) scratch->release();
 }
 
 size_t grouped_gemm_workspace_bytes(int num_groups) {

@@ -99,8 +99,9 @@ bool use_own_tma(GemmParams& p, void* out2);
 // allocation) instead of p's A (see GemmParams::tma_a2).
 void set_second_a(GemmParams& p, const void* a2, int64_t row_lo, int64_t rows);
 
-// SMs of the current device.
+// SMs and L2 bytes of the current device.
 int num_sms();
+int64_t l2_bytes();
 
 // The standalone launch's second role (tests: proves the compute role runs
 // on a subset of the grid while other CTAs do other work): CTAs

@@ -1,0 +1,36 @@
+// mkernel: per-call device scratch in stream order, for the stateless ops
+// (the standalone GEMM's split tiles, the one-GPU attention's unit counter),
+// which have no plan to own memory across calls.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+namespace mk {
+
+// `bytes` of device memory on the current device, allocated on `stream` from
+// the library's own memory pool (stream_scratch.cpp: why a pool of its own),
+// with [zero_offset, zero_offset + zero_bytes) zeroed on the stream. Empty
+// (get() == nullptr; the op then runs without it) while the stream is being
+// captured into a graph (the graph would own pool memory), where no pool
+// could be made, or when the pool has no memory left. Freed on the stream
+// after the work queued behind it: by release() (checked: throws mk::Error
+// on failure) or by the destructor (on an error path: reported, not thrown).
+class StreamScratch {
+ public:
+  StreamScratch(size_t bytes, size_t zero_offset, size_t zero_bytes, cudaStream_t stream, const char* what);
+  ~StreamScratch();
+  StreamScratch(const StreamScratch&) = delete;
+  StreamScratch& operator=(const StreamScratch&) = delete;
+
+  void* get() const { return ptr_; }
+  void release();
+
+ private:
+  void* ptr_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  const char* what_ = "";
+};
+
+}  // namespace mk
