@@ -1,14 +1,16 @@
 """mkernel's one-GPU attention engine against torch SDPA (flash and cuDNN
 backends), interleaved call by call in one run (device machine, one GPU):
 
-    python3 bench/attention_bench.py [--quick] [--out bench/results]
+    python3 bench/attention_bench.py [--quick] [--out bench/results] [--mk-env NAME=VALUE[,NAME=VALUE]] ...
 
 Shapes: batch 1 and 4, 32 query heads, 32 (MHA) or 8 (GQA) KV heads, D = 128
 (and D = 64 at one shape), bf16, sequence {2k, 4k, 8k, 16k, 32k} (batch 4: up
 to 8k), causal and not. TFLOP/s = 4 B H S^2 D / t (halved when causal).
 Timing per MEASURING.md: CUDA events around each call, warm-up, median of
 --rounds calls, inputs rotated from a pool larger than L2 (random data), the
-order of the variants rotated every round.
+order of the variants rotated every round. Each --mk-env adds a variant of
+mkernel's op run with those knobs set around its calls (e.g. MK_ATTN_UNITS=static:
+the library's own alternatives, side by side with its defaults).
 Writes attention-<UTC stamp>.md under --out.
 """
 import argparse, datetime, os, statistics, sys  # noqa: E401
@@ -28,7 +30,41 @@ def parse_args():
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--out", default="bench/results")
-    return ap.parse_args()
+    ap.add_argument("--mk-env", action="append", default=[], metavar="NAME=VALUE[,NAME=VALUE]",
+                    help="another mkernel variant, run with these MK_* knobs set (repeatable)")
+    args = ap.parse_args()
+    args.mk_envs = [parse_env(e) for e in args.mk_env]
+    return args
+
+
+def parse_env(text):
+    env = {}
+    for item in text.split(","):
+        name, eq, value = item.partition("=")
+        if not eq or not name.startswith("MK_"):
+            raise SystemExit(f"--mk-env: expected MK_NAME=VALUE[,MK_NAME=VALUE], got {text!r}")
+        env[name] = value
+    return env
+
+
+def env_label(env):
+    return "mkernel " + ",".join(f"{k}={v}" for k, v in env.items())
+
+
+def with_env(env, f):
+    """f run with the knobs in env set (the library reads them per call), restored afterwards."""
+    def run(*a):
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            return f(*a)
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    return run
 
 
 def sdpa(backend):
@@ -68,13 +104,21 @@ def main():
         out = torch.empty(b, s, h, d, device=dev, dtype=torch.bfloat16)
         lse = torch.empty(b, h, s, device=dev)
         fns = {"mkernel": lambda q, k, v: run_mk(q, k, v, causal, out, lse)}
+        for env in args.mk_envs:
+            fns[env_label(env)] = with_env(env, lambda q, k, v: run_mk(q, k, v, causal, out, lse))
         for name, f in variants.items():
             fns[name] = (lambda f: lambda q, k, v: f(q, k, v, causal))(f)
         # Correctness at this shape against the flash backend (bf16 reference).
         q, k, v = data[0]
+        out.fill_(float("nan"))  # poisoned: a variant that leaves rows unwritten shows as NaN
         run_mk(q, k, v, causal, out, lse)
         ref = sdpa(Bk.FLASH_ATTENTION)(q, k, v, causal).transpose(1, 2).float()
         err = ((out.float() - ref).norm() / ref.norm()).item()
+        for env in args.mk_envs:  # each variant's output too (poisoned first)
+            out.fill_(float("nan"))
+            with_env(env, run_mk)(q, k, v, causal, out, lse)
+            e = ((out.float() - ref).norm() / ref.norm()).item()
+            err = err if e <= err else e  # NaN wins
         times = {n: [] for n in fns}
         broken = {}
         names = list(fns)
@@ -123,18 +167,24 @@ def write_report(args, rows):
     commit = provenance()
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"attention-{stamp}.md")
-    names = ["mkernel", "torch flash", "torch cudnn"]
+    names = ["mkernel", "torch flash", "torch cudnn"] + [env_label(e) for e in args.mk_envs]
     with open(path, "w") as fh:
         fh.write(f"# One-GPU attention: mkernel vs torch SDPA ({stamp})\n\n")
-        fh.write(f"`python3 bench/attention_bench.py{' --quick' if args.quick else ''}`; commit {commit}; "
+        flags = (" --quick" if args.quick else "") + "".join(f" --mk-env {e}" for e in args.mk_env)
+        fh.write(f"`python3 bench/attention_bench.py{flags}`; commit {commit}; "
                  f"{torch.cuda.get_device_name()}; torch {torch.__version__}; CUDA {torch.version.cuda}.\n"
                  f"Median of {args.rounds} calls after {args.warmup} warm-up, CUDA events, inputs rotated over "
                  "a pool > 2x L2, random data, variants in an order rotated every round. "
                  "TFLOP/s = 4 B H S^2 D / t (x 0.5 causal). err: relative Frobenius error of mkernel's out "
-                 "against the flash backend.\n\n")
+                 "against the flash backend (the largest over mkernel's variants).\n\n")
+        extra = [env_label(e) for e in args.mk_envs]
+        if extra:
+            fh.write("Variants: 'mkernel' is the library's defaults; 'mkernel K=V' runs with those knobs set; "
+                     "'mk / K=V' is the defaults' speed over that variant's (>1: the defaults faster).\n\n")
         fh.write("| B | S | H | Hkv | D | causal | " + " | ".join(f"{n} ms | {n} TF/s" for n in names) +
-                 " | mk / flash | mk / cudnn | err |\n")
-        fh.write("|" + "---|" * (7 + 2 * len(names) + 2) + "\n")
+                 " | mk / flash | mk / cudnn | " + "".join(f"mk / {n[len('mkernel '):]} | " for n in extra) +
+                 "err |\n")
+        fh.write("|" + "---|" * (6 + 2 * len(names) + 3 + len(extra)) + "\n")
         for r in rows:
             b, s, h, hkv, d, causal = r["shape"]
             cells = []
@@ -143,7 +193,8 @@ def write_report(args, rows):
                 cells += [f"{t:.3f}", f"{r['flops'] / t / 1e9:.0f}"] if t else ["-", "-"]
             ratio = lambda n: f"{r[n] / r['mkernel']:.2f}x" if r.get(n) and r.get("mkernel") else "-"  # noqa: E731
             fh.write(f"| {b} | {s} | {h} | {hkv} | {d} | {int(causal)} | " + " | ".join(cells) +
-                     f" | {ratio('torch flash')} | {ratio('torch cudnn')} | {r['err']:.1e} |\n")
+                     f" | {ratio('torch flash')} | {ratio('torch cudnn')} | " +
+                     "".join(f"{ratio(n)} | " for n in extra) + f"{r['err']:.1e} |\n")
         for r in rows:
             for n, why in r["broken"].items():
                 fh.write(f"\n{n} failed at {r['shape']}: {why}")

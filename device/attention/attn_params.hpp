@@ -117,13 +117,15 @@ struct AttnParams {
   // Work units (batch, head, query tile): claimed from *unit_counter (an
   // atomic counter, 0 at launch: late CTAs, e.g. communication CTAs that
   // finished, take what is left) or, without it, walked by CTA c as c,
-  // c + n, ... head_major: unit u = (b * heads + h) * q_tiles + (q_tiles - 1
-  // - tile), the tiles of a head latest positions first (K/V pushed head by
-  // head arrive in this order, and the CTAs share one head's K/V in L2);
-  // else tile-major, latest (heaviest under a causal mask) first.
-  // default_head_major (attn_walk.hpp) picks for the one-GPU op.
+  // c + n, ... Order: the batch x heads heads (b * heads + h) in groups of
+  // group_heads, group by group; inside a group one query tile of each head
+  // at a time, latest positions (heaviest under a causal mask) first.
+  // group_heads = 1 is head-major (the tiles of a head together: K/V pushed
+  // head by head arrive in this order, and the CTAs share one head's K/V in
+  // L2); >= batch x heads is tile-major. default_group_heads
+  // (attn_walk.hpp) picks for the one-GPU op.
   int32_t num_compute;
-  int32_t head_major;
+  int32_t group_heads;
   uint64_t* unit_counter;
 
   // Signals of segments with sig >= 0, and the value they wait for:

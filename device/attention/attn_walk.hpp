@@ -16,30 +16,49 @@ struct Unit {
   int32_t pos0;  // global position of the first query row
 };
 
-// The one-GPU op's unit order (src/ops/attention/attn_host.cpp). Head-major
-// (all CTAs on one head's query tiles) reads each K/V block from DRAM about
-// once; tile-major (one query tile of every head, latest first) spreads the
-// CTAs over the heads, so a block is read by ~num_compute / (batch x
-// kv_heads) CTAs at once and otherwise comes from DRAM again, but under a
-// causal mask it runs the heaviest tiles first (the CTAs walk units
-// statically: better balance). Measured on H200 (bench/results/
-// attention-order-20261201.md): head-major is 0.98-1.20x for every
-// non-causal shape and 1.00-1.10x for causal MHA, but 0.86-0.96x for causal
-// GQA at B=4 (tile-major kept there).
-MK_HD int32_t default_head_major(int32_t causal, int32_t heads, int32_t kv_heads) {
-  return !causal || kv_heads == heads ? 1 : 0;
+// The one-GPU op's unit order (src/ops/attention/attn_host.cpp), as heads
+// per group (AttnParams::group_heads). Head-major (1: all CTAs on one
+// head's query tiles) reads each K/V block from DRAM about once;
+// tile-major (all heads in one group: one query tile of every head, latest
+// first) spreads the CTAs over the heads, so a block is read by ~num_compute
+// / (batch x kv_heads) CTAs at once and otherwise comes from DRAM again, but
+// under a causal mask it runs the heaviest tiles first. Measured on H200
+// with the units walked statically (bench/results/attention-order-20261201.md):
+// head-major is 0.98-1.20x for every non-causal shape and 1.00-1.10x for
+// causal MHA, but 0.86-0.96x for causal GQA at B=4, because a static walk of
+// head-major's order hands some CTAs more work than others (tile-major kept
+// there). With claimed units (default_claimed) under a causal mask: groups
+// of whole KV heads whose K/V together take at most a quarter of L2
+// (l2_bytes), so the heaviest tiles of a group come first while the group's
+// K/V stays in L2 (bench/results/attention-claim-20261205.md).
+MK_HD int32_t default_group_heads(int32_t causal, int32_t batch, int32_t heads, int32_t kv_heads, int64_t seq_kv,
+                                  int32_t head_dim, int32_t claimed, int64_t l2_bytes) {
+  const int32_t all = batch * heads;
+  if (!causal) return 1;
+  if (!claimed) return kv_heads == heads ? 1 : all;
+  const int64_t kv_head_bytes = seq_kv * head_dim * 2 * 2;  // K and V, bf16
+  int64_t g = kv_head_bytes > 0 ? l2_bytes / 4 / kv_head_bytes : 1;
+  if (g < 1) g = 1;
+  g *= heads / kv_heads;  // query heads of whole KV heads
+  return g < all ? static_cast<int32_t>(g) : all;
 }
+
+// Whether the one-GPU op's CTAs claim units from a counter (MK_ATTN_UNITS=auto):
+// under a causal mask units differ in work (a static walk c, c + n, ...
+// gives CTA c the tiles of one residue of the tile index: at B=4, S=2k, 32
+// heads, head-major, the busiest CTA has 17% more key blocks than the
+// mean); without a mask they are equal and the walk is balanced without
+// the counter's cost.
+MK_HD int32_t default_claimed(int32_t causal) { return causal ? 1 : 0; }
 
 MK_HD Unit unit_of(const AttnParams& p, int32_t u) {
   const int32_t bh_n = p.batch * p.heads;
-  int32_t bh, t;
-  if (p.head_major) {
-    bh = u / p.q_tiles;
-    t = p.q_tiles - 1 - u % p.q_tiles;
-  } else {
-    t = p.q_tiles - 1 - u / bh_n;
-    bh = u % bh_n;
-  }
+  const int32_t gh = p.group_heads < 1 ? 1 : p.group_heads < bh_n ? p.group_heads : bh_n;
+  const int32_t per_group = gh * p.q_tiles;
+  const int32_t g = u / per_group, r = u - g * per_group;
+  const int32_t gs = bh_n - g * gh < gh ? bh_n - g * gh : gh;  // the last group may be smaller
+  const int32_t t = p.q_tiles - 1 - r / gs;
+  const int32_t bh = g * gh + r % gs;
   Unit x;
   x.b = bh / p.heads;
   x.h = bh % p.heads;

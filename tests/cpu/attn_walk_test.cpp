@@ -76,7 +76,7 @@ AttnParams base(int block_n = 128) {
   p.batch = 1;
   p.heads = 1;
   p.kv_heads = 1;
-  p.head_major = 1;
+  p.group_heads = 1;
   return p;
 }
 
@@ -115,17 +115,21 @@ TEST(AttnWalk, RingSegmentsCoverEveryVisiblePairOnce) {
       }
 }
 
-TEST(AttnWalk, BothUnitOrdersCoverEveryTileOnce) {
-  for (int32_t hm : {0, 1}) {
+TEST(AttnWalk, EveryUnitOrderCoversEveryTileOnce) {
+  // 8 heads (2 batches x 4): head-major (1), groups that divide 8 or leave a smaller last group (3, 5),
+  // tile-major (8, and anything larger).
+  for (int32_t gh : {1, 2, 3, 5, 8, 100}) {
+    SCOPED_TRACE("group_heads " + std::to_string(gh));
     AttnParams p = base();
     p.batch = 2;
     p.heads = 4;
     p.kv_heads = 2;
-    p.head_major = hm;
+    p.group_heads = gh;
     p.n_qsegs = 1;
     p.qseg[0] = QSeg{0, 5 * kBlockM - 3, 0, 0};
     p.q_tiles = 5;
-    const int32_t total = p.batch * p.heads * p.q_tiles;
+    const int32_t bh_n = p.batch * p.heads, total = bh_n * p.q_tiles;
+    const int32_t g = gh < bh_n ? gh : bh_n;
     std::vector<int> seen(static_cast<size_t>(total), 0);
     int32_t prev_bh = -1, bh_changes = 0;
     for (int32_t u = 0; u < total; ++u) {
@@ -135,26 +139,56 @@ TEST(AttnWalk, BothUnitOrdersCoverEveryTileOnce) {
       ASSERT_GE(x.h, 0);
       ASSERT_LT(x.h, p.heads);
       EXPECT_EQ(x.hkv, x.h / 2);
-      const int32_t tile = x.s0 / kBlockM, bh = x.b * p.heads + x.h;
+      const int32_t tile = x.s0 / kBlockM;
+      ASSERT_GE(tile, 0);
+      ASSERT_LT(tile, p.q_tiles);
       EXPECT_EQ(x.rows, tile == 4 ? kBlockM - 3 : kBlockM);
+      const int32_t bh = x.b * p.heads + x.h;
       ++seen[static_cast<size_t>(bh * p.q_tiles + tile)];
+      // Group by group; inside a group tile by tile, latest first, the group's heads in order.
+      const int32_t grp = u / (g * p.q_tiles), first = grp * g;
+      const int32_t size = bh_n - first < g ? bh_n - first : g;
+      const int32_t r = u - grp * g * p.q_tiles;
+      EXPECT_EQ(bh, first + r % size) << "unit " << u;
+      EXPECT_EQ(tile, p.q_tiles - 1 - r / size) << "unit " << u;
       if (bh != prev_bh) ++bh_changes;
       prev_bh = bh;
-      if (u == 0) {
-        EXPECT_EQ(tile, 4) << "the latest tile comes first";
-      }
     }
     for (int c : seen) EXPECT_EQ(c, 1);
     // Head-major: each head's tiles are consecutive; tile-major: the head changes at every unit.
-    EXPECT_EQ(bh_changes, hm ? p.batch * p.heads : total) << "head_major " << hm;
+    if (gh == 1) EXPECT_EQ(bh_changes, bh_n);
+    if (gh >= bh_n) EXPECT_EQ(bh_changes, total);
   }
+  // A zero group (parameters not set) walks head-major rather than dividing by zero.
+  AttnParams p = base();
+  p.batch = 1;
+  p.heads = 2;
+  p.kv_heads = 2;
+  p.group_heads = 0;
+  p.n_qsegs = 1;
+  p.qseg[0] = QSeg{0, 2 * kBlockM, 0, 0};
+  p.q_tiles = 2;
+  EXPECT_EQ(unit_of(p, 1).h, 0);
+  EXPECT_EQ(unit_of(p, 2).h, 1);
 }
 
 TEST(AttnWalk, OneGpuUnitOrderRule) {
-  EXPECT_EQ(default_head_major(0, 32, 32), 1);
-  EXPECT_EQ(default_head_major(0, 32, 8), 1);
-  EXPECT_EQ(default_head_major(1, 32, 32), 1);  // causal MHA
-  EXPECT_EQ(default_head_major(1, 32, 8), 0);   // causal GQA: tile-major (heaviest first)
+  const int64_t l2 = 50 << 20;
+  // Without a mask: head-major, claimed or not.
+  for (int claimed : {0, 1}) {
+    EXPECT_EQ(default_group_heads(0, 4, 32, 32, 8192, 128, claimed, l2), 1);
+    EXPECT_EQ(default_group_heads(0, 4, 32, 8, 8192, 128, claimed, l2), 1);
+  }
+  // Causal, walked statically: MHA head-major, GQA tile-major (heaviest first).
+  EXPECT_EQ(default_group_heads(1, 4, 32, 32, 8192, 128, 0, l2), 1);
+  EXPECT_EQ(default_group_heads(1, 4, 32, 8, 8192, 128, 0, l2), 128);
+  // Causal, claimed: whole KV heads whose K/V fit in a quarter of L2 (4 MB each at 8k, D = 128: 3).
+  EXPECT_EQ(default_group_heads(1, 4, 32, 32, 8192, 128, 1, l2), 3);
+  EXPECT_EQ(default_group_heads(1, 4, 32, 8, 8192, 128, 1, l2), 12);   // 3 KV heads x 4 query heads
+  EXPECT_EQ(default_group_heads(1, 1, 32, 32, 32768, 128, 1, l2), 1);  // 16 MB each: one
+  EXPECT_EQ(default_group_heads(1, 1, 32, 8, 2048, 128, 1, l2), 32);   // all of them (1 MB each)
+  EXPECT_EQ(default_claimed(1), 1);
+  EXPECT_EQ(default_claimed(0), 0);
 }
 
 TEST(AttnWalk, OneGpuCausalIsBottomRightAligned) {

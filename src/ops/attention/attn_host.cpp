@@ -1,14 +1,18 @@
 // mkernel: attention host side: validation, 4-D tensor maps, parameters.
 #include "src/ops/attention/attn_host.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
+#include <string>
 
 #include "device/attention/attn_walk.hpp"
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
 #include "src/runtime/cuda_driver.hpp"
+#include "src/runtime/stream_scratch.hpp"
 
 namespace mk::attn {
 
@@ -149,7 +153,7 @@ AttnParams make_params(const AttentionArgs& a, int block_n) {
   p.n_kvsegs = 1;
   p.kvseg[0] = KvSeg{0, 0, 0, static_cast<int32_t>(seq_kv), 0, -1};
   p.num_compute = a.num_ctas ? a.num_ctas : sms;
-  p.head_major = detail::default_head_major(p.causal, p.heads, p.kv_heads);  // attn_walk.hpp: why
+  p.group_heads = 1;  // head-major; attention_fwd and the ring op set their own
   p.timeout_ns = static_cast<uint64_t>(knob_int(Knob::MK_TIMEOUT_MS)) * 1000000ull;
   return p;
 }
@@ -195,8 +199,22 @@ void ring_segments(AttnParams& p, int rank, int world, int32_t s_local, bool cau
 namespace mk {
 
 void attention_fwd(const AttentionArgs& args, cudaStream_t stream) {
-  const attn::AttnParams p = attn::make_params(args);
-  attn::launch(p, p.num_compute, stream);
+  attn::AttnParams p = attn::make_params(args);
+  // Work units claimed from a counter zeroed per call, or walked statically (MK_ATTN_UNITS; attn_walk.hpp
+  // default_claimed: why). Inside a graph capture there is no per-call scratch: static. Then their order
+  // (MK_ATTN_GROUP_HEADS; default_group_heads). The knobs are read before anything is queued.
+  const std::string units = knob_str(Knob::MK_ATTN_UNITS);
+  const int64_t group = knob_int(Knob::MK_ATTN_GROUP_HEADS);
+  std::optional<StreamScratch> counter;
+  if (units == "claimed" || (units == "auto" && attn::detail::default_claimed(p.causal)))
+    counter.emplace(sizeof(uint64_t), 0, sizeof(uint64_t), stream, "attention's unit counter");
+  if (counter && counter->get()) p.unit_counter = static_cast<uint64_t*>(counter->get());
+  p.group_heads = group > 0 ? static_cast<int32_t>(std::min<int64_t>(group, int64_t(p.batch) * p.heads))
+                            : attn::detail::default_group_heads(p.causal, p.batch, p.heads, p.kv_heads,
+                                                                args.seq_kv ? args.seq_kv : args.seq_q, p.head_dim,
+                                                                p.unit_counter != nullptr, gemm::l2_bytes());
+  attn::launch(p, p.num_compute, stream);  // on a throw, ~StreamScratch frees
+  if (counter) counter->release();
 }
 
 }  // namespace mk

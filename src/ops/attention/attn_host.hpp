@@ -27,8 +27,9 @@ void check_shape(const char* op, int64_t batch, int64_t seq_q, int64_t seq_kv, i
                  int64_t head_dim);
 
 // Validates a one-GPU call (mk::Error naming what is wrong) and returns its
-// parameters: one query segment, one key segment, units head-major except
-// causal with GQA (default_head_major), K/V maps in boxes of block_n keys
+// parameters: one query segment, one key segment, units walked statically
+// head-major (attention_fwd then applies MK_ATTN_UNITS / MK_ATTN_GROUP_HEADS;
+// the ring op sets its own), K/V maps in boxes of block_n keys
 // (the kernel's: kBlockNOneGpu for the one-GPU op, block_n_side(head_dim)
 // for the ring op, whose kernel runs a side role).
 AttnParams make_params(const AttentionArgs& a, int block_n = kBlockNOneGpu);

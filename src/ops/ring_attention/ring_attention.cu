@@ -192,7 +192,7 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
   const int32_t r = t.rank, S = static_cast<int32_t>(s_local_);
   attn::ring_segments(p, r, world, S, causal_, kv_order_, batch_, batch_ * kv_heads_);
   p.num_compute = num_ctas_;
-  p.head_major = 1;
+  p.group_heads = 1;  // head-major: the order in which the push delivers K/V
   p.unit_counter = epoch_counter_ + 2;
   p.signals = comm_.device_ctx().signals + sig_arrival_;
   p.epoch_counter = epoch_counter_;

@@ -73,6 +73,56 @@ def test_attention_matches_sdpa_fp32(b, sq, skv, h, hkv, d, causal):
     check(q, k, v, causal, out, lse)
 
 
+@pytest.mark.parametrize("units", ["static", "claimed"])
+@pytest.mark.parametrize("group", [0, 1, 3, 1000])  # the rule, head-major, groups (a smaller last one), tile-major
+@pytest.mark.parametrize("b,sq,skv,h,hkv,d,causal", [(2, 1000, 1000, 4, 4, 128, True), (1, 777, 1290, 8, 2, 128, True),
+                                                     (3, 256, 256, 4, 1, 64, False), (1, 2048, 2048, 32, 8, 128, True)])
+def test_every_unit_distribution_matches_sdpa(monkeypatch, units, group, b, sq, skv, h, hkv, d, causal):
+    """MK_ATTN_UNITS / MK_ATTN_GROUP_HEADS (read per call) only change which CTA computes which tile."""
+    monkeypatch.setenv("MK_ATTN_UNITS", units)
+    monkeypatch.setenv("MK_ATTN_GROUP_HEADS", str(group))
+    g = torch.Generator(device="cuda").manual_seed(b + sq + h + group + (units == "claimed"))
+    q, k, v = rand((b, sq, h, d), g), rand((b, skv, hkv, d), g), rand((b, skv, hkv, d), g)
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full((b, h, sq), float("nan"), device="cuda")
+    mkernel.attention(q, k, v, causal=causal, out=out, lse=lse)
+    check(q, k, v, causal, out, lse)
+
+
+def test_claimed_units_on_two_streams_at_once(monkeypatch):
+    """Each call claims from its own counter (stream-ordered scratch): two calls in flight at once on two
+    streams, each queued behind a GPU sleep so that they overlap, both complete and correct."""
+    monkeypatch.setenv("MK_ATTN_UNITS", "claimed")
+    g = torch.Generator(device="cuda").manual_seed(23)
+    shape, kvs = (2, 1024, 8, 128), (2, 1024, 2, 128)
+    ins = [(rand(shape, g), rand(kvs, g), rand(kvs, g)) for _ in range(2)]
+    outs = [(torch.full(shape, float("nan"), device="cuda", dtype=torch.bfloat16),
+             torch.full((2, 8, 1024), float("nan"), device="cuda")) for _ in range(2)]
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    torch.cuda.synchronize()
+    for rep in range(3):
+        for (q, k, v), (o, lse), st in zip(ins, outs, streams):
+            with torch.cuda.stream(st):
+                torch.cuda._sleep(200_000)
+                mkernel.attention(q, k, v, causal=True, out=o, lse=lse)
+        torch.cuda.synchronize()
+        for (q, k, v), (o, lse) in zip(ins, outs):
+            check(q, k, v, True, o, lse)
+            o.fill_(float("nan"))
+            lse.fill_(float("nan"))
+
+
+def test_bad_unit_knobs_are_refused(monkeypatch):
+    q = torch.zeros((1, 128, 2, 128), device="cuda", dtype=torch.bfloat16)
+    monkeypatch.setenv("MK_ATTN_UNITS", "dynamic")
+    with pytest.raises(RuntimeError, match="MK_ATTN_UNITS"):
+        mkernel.attention(q, q, q, causal=True)
+    monkeypatch.setenv("MK_ATTN_UNITS", "auto")
+    monkeypatch.setenv("MK_ATTN_GROUP_HEADS", "-1")
+    with pytest.raises(RuntimeError, match="MK_ATTN_GROUP_HEADS"):
+        mkernel.attention(q, q, q, causal=True)
+
+
 def test_attention_scale_and_large_logits():
     g = torch.Generator(device="cuda").manual_seed(5)
     q, k, v = rand((1, 512, 2, 128), g) * 8, rand((1, 512, 2, 128), g) * 8, rand((1, 512, 2, 128), g)
