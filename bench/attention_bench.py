@@ -27,6 +27,7 @@ L2_BYTES = 60 << 20
 def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="S = 8k, batch 1 only")
+    ap.add_argument("--causal-only", action="store_true", help="only the causal shapes")
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--out", default="bench/results")
@@ -91,10 +92,10 @@ def main():
             if b * s > 32768:
                 continue
             for hkv in (32, 8):
-                for causal in (False, True):
+                for causal in ((True,) if args.causal_only else (False, True)):
                     shapes.append((b, s, 32, hkv, 128, causal))
     if not args.quick:
-        shapes += [(1, 8192, 32, 32, 64, False), (1, 8192, 32, 32, 64, True)]
+        shapes += [(1, 8192, 32, 32, 64, c) for c in ((True,) if args.causal_only else (False, True))]
     rows = []
     for (b, s, h, hkv, d, causal) in shapes:
         per = (b * s * (h + 2 * hkv) * d) * 2
@@ -170,7 +171,8 @@ def write_report(args, rows):
     names = ["mkernel", "torch flash", "torch cudnn"] + [env_label(e) for e in args.mk_envs]
     with open(path, "w") as fh:
         fh.write(f"# One-GPU attention: mkernel vs torch SDPA ({stamp})\n\n")
-        flags = (" --quick" if args.quick else "") + "".join(f" --mk-env {e}" for e in args.mk_env)
+        flags = ((" --quick" if args.quick else "") + (" --causal-only" if args.causal_only else "") +
+                 "".join(f" --mk-env {e}" for e in args.mk_env))
         fh.write(f"`python3 bench/attention_bench.py{flags}`; commit {commit}; "
                  f"{torch.cuda.get_device_name()}; torch {torch.__version__}; CUDA {torch.version.cuda}.\n"
                  f"Median of {args.rounds} calls after {args.warmup} warm-up, CUDA events, inputs rotated over "

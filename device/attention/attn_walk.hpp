@@ -27,20 +27,31 @@ struct Unit {
 // head-major is 0.98-1.20x for every non-causal shape and 1.00-1.10x for
 // causal MHA, but 0.86-0.96x for causal GQA at B=4, because a static walk of
 // head-major's order hands some CTAs more work than others (tile-major kept
-// there). With claimed units (default_claimed) under a causal mask: groups
-// of whole KV heads whose K/V together take at most a quarter of L2
-// (l2_bytes), so the heaviest tiles of a group come first while the group's
-// K/V stays in L2 (bench/results/attention-claim-20261205.md).
+// there). With claimed units (default_claimed) under a causal mask
+// (bench/results/attention-claim-20261205.md): tile-major where every head's
+// K/V fits in three quarters of L2 (l2_bytes; the CTAs then balance like a
+// longest-first schedule and K/V stays in L2); otherwise groups of whole KV
+// heads whose K/V takes at most a quarter of L2, the largest such group that
+// divides the KV heads over the batch (unless that halves it): a group's
+// heaviest tiles come after the previous group's lightest, so a small last
+// group would end the call with few CTAs busy.
 MK_HD int32_t default_group_heads(int32_t causal, int32_t batch, int32_t heads, int32_t kv_heads, int64_t seq_kv,
                                   int32_t head_dim, int32_t claimed, int64_t l2_bytes) {
   const int32_t all = batch * heads;
   if (!causal) return 1;
   if (!claimed) return kv_heads == heads ? 1 : all;
   const int64_t kv_head_bytes = seq_kv * head_dim * 2 * 2;  // K and V, bf16
-  int64_t g = kv_head_bytes > 0 ? l2_bytes / 4 / kv_head_bytes : 1;
-  if (g < 1) g = 1;
-  g *= heads / kv_heads;  // query heads of whole KV heads
-  return g < all ? static_cast<int32_t>(g) : all;
+  const int64_t kv_all = int64_t(batch) * kv_heads;
+  if (kv_head_bytes <= 0 || kv_all * kv_head_bytes <= l2_bytes / 4 * 3) return all;
+  int64_t gmax = l2_bytes / 4 / kv_head_bytes;
+  if (gmax < 1) gmax = 1;
+  int64_t g = gmax;
+  for (int64_t d = gmax; d >= 1; --d)
+    if (kv_all % d == 0) {
+      if (2 * d >= gmax) g = d;
+      break;
+    }
+  return static_cast<int32_t>(g * (heads / kv_heads));  // query heads of whole KV heads
 }
 
 // Whether the one-GPU op's CTAs claim units from a counter (MK_ATTN_UNITS=auto):

@@ -182,11 +182,17 @@ TEST(AttnWalk, OneGpuUnitOrderRule) {
   // Causal, walked statically: MHA head-major, GQA tile-major (heaviest first).
   EXPECT_EQ(default_group_heads(1, 4, 32, 32, 8192, 128, 0, l2), 1);
   EXPECT_EQ(default_group_heads(1, 4, 32, 8, 8192, 128, 0, l2), 128);
-  // Causal, claimed: whole KV heads whose K/V fit in a quarter of L2 (4 MB each at 8k, D = 128: 3).
-  EXPECT_EQ(default_group_heads(1, 4, 32, 32, 8192, 128, 1, l2), 3);
-  EXPECT_EQ(default_group_heads(1, 4, 32, 8, 8192, 128, 1, l2), 12);   // 3 KV heads x 4 query heads
-  EXPECT_EQ(default_group_heads(1, 1, 32, 32, 32768, 128, 1, l2), 1);  // 16 MB each: one
-  EXPECT_EQ(default_group_heads(1, 1, 32, 8, 2048, 128, 1, l2), 32);   // all of them (1 MB each)
+  // Causal, claimed: tile-major where all K/V fits in 3/4 of L2 (1 MB per KV head at 2k, D = 128).
+  EXPECT_EQ(default_group_heads(1, 1, 32, 32, 2048, 128, 1, l2), 32);  // 32 MB
+  EXPECT_EQ(default_group_heads(1, 1, 32, 8, 8192, 128, 1, l2), 32);   // 32 MB
+  // Otherwise whole KV heads within a quarter of L2 (12.5 MB), the largest group dividing them.
+  EXPECT_EQ(default_group_heads(1, 4, 32, 32, 8192, 128, 1, l2), 2);    // 4 MB each: at most 3; 128 heads: 2
+  EXPECT_EQ(default_group_heads(1, 4, 32, 8, 8192, 128, 1, l2), 8);     // 2 KV heads x 4 query heads
+  EXPECT_EQ(default_group_heads(1, 1, 32, 32, 4096, 128, 1, l2), 4);    // 2 MB each: at most 6; 32: 4
+  EXPECT_EQ(default_group_heads(1, 4, 32, 32, 2048, 128, 1, l2), 8);    // at most 12; 128: 8
+  EXPECT_EQ(default_group_heads(1, 1, 32, 32, 32768, 128, 1, l2), 1);   // 16 MB each: one
+  EXPECT_EQ(default_group_heads(1, 1, 13, 13, 8192, 128, 1, l2), 3);    // 13 is prime: 3 (a last group of 1)
+  EXPECT_EQ(default_group_heads(1, 1, 32, 32, 8192, 64, 1, l2), 4);     // D = 64: 2 MB each
   EXPECT_EQ(default_claimed(1), 1);
   EXPECT_EQ(default_claimed(0), 0);
 }
