@@ -31,9 +31,10 @@ struct Unit {
 // (bench/results/attention-claim-20261205.md): tile-major where every head's
 // K/V fits in three quarters of L2 (l2_bytes; the CTAs then balance like a
 // longest-first schedule and K/V stays in L2); otherwise groups of whole KV
-// heads whose K/V takes at most a quarter of L2, the largest such group that
-// divides the KV heads over the batch (unless that halves it): a group's
-// heaviest tiles come after the previous group's lightest, so a small last
+// heads whose K/V takes at most a quarter of L2 (one KV head if a single one
+// takes more), the largest such group that divides the KV heads over the
+// batch (unless that is under half of the largest): a group's heaviest
+// tiles come after the previous group's lightest, so a small last
 // group would end the call with few CTAs busy.
 MK_HD int32_t default_group_heads(int32_t causal, int32_t batch, int32_t heads, int32_t kv_heads, int64_t seq_kv,
                                   int32_t head_dim, int32_t claimed, int64_t l2_bytes) {

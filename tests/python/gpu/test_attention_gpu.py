@@ -90,8 +90,9 @@ def test_every_unit_distribution_matches_sdpa(monkeypatch, units, group, b, sq, 
 
 
 def test_claimed_units_on_two_streams_at_once(monkeypatch):
-    """Each call claims from its own counter (stream-ordered scratch): two calls in flight at once on two
-    streams, each queued behind a GPU sleep so that they overlap, both complete and correct."""
+    """Each call claims from its own counter (stream-ordered scratch): two calls queued at once on two streams,
+    each behind a GPU sleep (each call's grid fills the SMs, so the kernels overlap at most at their ends; the
+    counters must be distinct blocks, each zeroed), both complete and correct, three times."""
     monkeypatch.setenv("MK_ATTN_UNITS", "claimed")
     g = torch.Generator(device="cuda").manual_seed(23)
     shape, kvs = (2, 1024, 8, 128), (2, 1024, 2, 128)
@@ -110,6 +111,7 @@ def test_claimed_units_on_two_streams_at_once(monkeypatch):
             check(q, k, v, True, o, lse)
             o.fill_(float("nan"))
             lse.fill_(float("nan"))
+        torch.cuda.synchronize()  # the fills (current stream) before the next calls (the side streams)
 
 
 def test_bad_unit_knobs_are_refused(monkeypatch):
