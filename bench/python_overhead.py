@@ -138,7 +138,21 @@ def attention_rows(breakdown=False):
          per_call_us(lambda: mkernel.attention(q, k, v, out=o, lse=lse))),
         ("mk_attention_fwd via the C ABI (ctypes, no checks)",
          per_call_us(lambda: lib.mk_attention_fwd(*ptrs, 1, 128, 128, 1, 1, 64, 0, 0.0, 0, stream))),
+        # Causal calls claim their units from a counter in per-call scratch (pool allocation, memset, free):
+        # the same call with the units walked statically (MK_ATTN_UNITS, read per call) is the difference.
+        ("mk_attention_fwd causal via the C ABI (claimed units: scratch, memset)",
+         per_call_us(lambda: lib.mk_attention_fwd(*ptrs, 1, 128, 128, 1, 1, 64, 1, 0.0, 0, stream))),
     ]
+    saved = os.environ.get("MK_ATTN_UNITS")
+    os.environ["MK_ATTN_UNITS"] = "static"
+    try:
+        rows.append(("mk_attention_fwd causal via the C ABI, MK_ATTN_UNITS=static",
+                     per_call_us(lambda: lib.mk_attention_fwd(*ptrs, 1, 128, 128, 1, 1, 64, 1, 0.0, 0, stream))))
+    finally:
+        if saved is None:
+            del os.environ["MK_ATTN_UNITS"]
+        else:
+            os.environ["MK_ATTN_UNITS"] = saved
     if breakdown:
         import timeit
         from mkernel import _attention as A
