@@ -10,7 +10,9 @@ Timing per MEASURING.md: CUDA events around each call, warm-up, median of
 --rounds calls, inputs rotated from a pool larger than L2 (random data), the
 order of the variants rotated every round. Each --mk-env adds a variant of
 mkernel's op run with those knobs set around its calls (e.g. MK_ATTN_UNITS=static:
-the library's own alternatives, side by side with its defaults).
+the library's own alternatives, side by side with its defaults). --graph adds,
+for each mkernel variant, its calls captured into CUDA graphs (one per pool
+entry, captured with the variant's knobs set) and timed as graph replays.
 Writes attention-<UTC stamp>.md under --out.
 """
 import argparse, datetime, math, os, statistics, sys  # noqa: E401
@@ -31,6 +33,8 @@ def parse_args():
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--graph", action="store_true",
+                    help="also time each mkernel variant as CUDA-graph replays ('<variant> graph')")
     ap.add_argument("--mk-env", action="append", default=[], metavar="NAME=VALUE[,NAME=VALUE]",
                     help="another mkernel variant, run with these MK_* knobs set (repeatable)")
     args = ap.parse_args()
@@ -85,6 +89,27 @@ def run_mk(q, k, v, causal, out, lse):
     mkernel.attention(q, k, v, causal=causal, out=out, lse=lse)
 
 
+def capture_all(causal, out, lse, data):
+    """One CUDA graph of run_mk per pool entry (captured now: the knobs in force are the caller's); returns the
+    replaying function."""
+    graphs = {}
+    for q, k, v in data:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            run_mk(q, k, v, causal, out, lse)
+        graphs[q.data_ptr()] = g
+    return lambda q, k, v: graphs[q.data_ptr()].replay()
+
+
+def graph_label(label):
+    return label + " graph"
+
+
+def short(label):
+    """A variant's ratio column: its knobs (and 'graph'), without the leading 'mkernel '."""
+    return label[len("mkernel "):] if label.startswith("mkernel ") else label
+
+
 def main():
     args = parse_args()
     dev = torch.device("cuda")
@@ -113,6 +138,11 @@ def main():
         fns = {"mkernel": with_env(defaults, lambda q, k, v: run_mk(q, k, v, causal, out, lse))}
         for env in args.mk_envs:
             fns[env_label(env)] = with_env(env, lambda q, k, v: run_mk(q, k, v, causal, out, lse))
+        mk_variants = [("mkernel", defaults)] + [(env_label(env), env) for env in args.mk_envs]
+        if args.graph:
+            with_env(defaults, run_mk)(data[0][0], data[0][1], data[0][2], causal, out, lse)  # warm-up
+            for label, env in mk_variants:
+                fns[graph_label(label)] = with_env(env, capture_all)(causal, out, lse, data)
         for name, f in variants.items():
             fns[name] = (lambda f: lambda q, k, v: f(q, k, v, causal))(f)
         # Correctness at this shape against the flash backend (bf16 reference).
@@ -121,9 +151,11 @@ def main():
         with_env(defaults, run_mk)(q, k, v, causal, out, lse)
         ref = sdpa(Bk.FLASH_ATTENTION)(q, k, v, causal).transpose(1, 2).float()
         err = ((out.float() - ref).norm() / ref.norm()).item()
-        for env in args.mk_envs:  # each variant's output too (poisoned first)
+        checks = [with_env(env, lambda q, k, v: run_mk(q, k, v, causal, out, lse)) for env in args.mk_envs]
+        checks += [fns[graph_label(label)] for label, _ in mk_variants] if args.graph else []
+        for f in checks:  # each variant's output too (poisoned first)
             out.fill_(float("nan"))
-            with_env(env, run_mk)(q, k, v, causal, out, lse)
+            f(q, k, v)
             e = ((out.float() - ref).norm() / ref.norm()).item()
             if math.isnan(e) or (not math.isnan(err) and e > err):  # a NaN (unwritten rows) is never hidden
                 err = e
@@ -175,10 +207,14 @@ def write_report(args, rows):
     commit = provenance()
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"attention-{stamp}.md")
-    names = ["mkernel", "torch flash", "torch cudnn"] + [env_label(e) for e in args.mk_envs]
+    extra = [env_label(e) for e in args.mk_envs]
+    if args.graph:
+        extra += [graph_label(n) for n in ["mkernel"] + extra]
+    names = ["mkernel", "torch flash", "torch cudnn"] + extra
     with open(path, "w") as fh:
         fh.write(f"# One-GPU attention: mkernel vs torch SDPA ({stamp})\n\n")
         flags = ((" --quick" if args.quick else "") + (" --causal-only" if args.causal_only else "") +
+                 (" --graph" if args.graph else "") +
                  "".join(f" --mk-env {e}" for e in args.mk_env))
         fh.write(f"`python3 bench/attention_bench.py{flags}`; commit {commit}; "
                  f"{torch.cuda.get_device_name()}; torch {torch.__version__}; CUDA {torch.version.cuda}.\n"
@@ -186,12 +222,12 @@ def write_report(args, rows):
                  "a pool > 2x L2, random data, variants in an order rotated every round. "
                  "TFLOP/s = 4 B H S^2 D / t (x 0.5 causal). err: relative Frobenius error of mkernel's out "
                  "against the flash backend (the largest over mkernel's variants).\n\n")
-        extra = [env_label(e) for e in args.mk_envs]
         if extra:
             fh.write("Variants: 'mkernel' is the library's defaults; 'mkernel K=V' runs with those knobs set; "
-                     "'mk / K=V' is the defaults' speed over that variant's (>1: the defaults faster).\n\n")
+                     "'... graph': that variant's calls captured into CUDA graphs, timed as replays; "
+                     "'mk / X' is the eager defaults' speed over X's (>1: the eager defaults faster).\n\n")
         fh.write("| B | S | H | Hkv | D | causal | " + " | ".join(f"{n} ms | {n} TF/s" for n in names) +
-                 " | mk / flash | mk / cudnn | " + "".join(f"mk / {n[len('mkernel '):]} | " for n in extra) +
+                 " | mk / flash | mk / cudnn | " + "".join(f"mk / {short(n)} | " for n in extra) +
                  "err |\n")
         fh.write("|" + "---|" * (6 + 2 * len(names) + 3 + len(extra)) + "\n")
         for r in rows:

@@ -12,6 +12,17 @@
 // sees keys j <= i + seq_kv - seq_q (bottom-right aligned, as
 // FlashAttention); a query that sees no key gets out 0 and lse -inf.
 // Runs on the current CUDA device, on `stream`; no host synchronisation.
+//
+// Under a causal mask the CTAs claim their work units from a counter zeroed
+// per call (MK_ATTN_UNITS, include/mkernel/knob_list.inc), kept in the
+// library's own stream-ordered memory pool, or in the caller's `workspace`
+// (at least attention_workspace_bytes(args) bytes, 16-byte aligned; 0 bytes:
+// the call claims nothing). Inside a CUDA-graph capture only a given workspace
+// lets the call claim (the pool's memory cannot belong to a graph); without
+// one it walks its units statically there (the same result, up to 1.2x
+// slower at some causal shapes: bench/results/attention-claim-20261205.md).
+// The call zeroes what it uses of the workspace on `stream`; nothing else may
+// use it until the call is done.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -35,8 +46,13 @@ struct AttentionArgs {
   bool causal = false;
   float scale = 0.f;     // 0 means 1 / sqrt(head_dim)
   int num_ctas = 0;      // CTAs (one per SM); 0 means every SM
+  void* workspace = nullptr;  // optional device memory for the unit counter (above); null: the library's pool
+  size_t workspace_bytes = 0;
 };
 
+// Bytes of workspace a call with these arguments uses (0: it claims nothing;
+// MK_ATTN_UNITS is read now); the pointers need not be set.
+size_t attention_workspace_bytes(const AttentionArgs& args);
 void attention_fwd(const AttentionArgs& args, cudaStream_t stream = nullptr);
 
 }  // namespace mk

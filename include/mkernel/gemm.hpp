@@ -7,10 +7,15 @@
 // 64; a, b, out 16-byte aligned. Runs on the current CUDA device. Where the
 // last wave of 128 x 256 tiles is short (at most half the SMs, k >= 4096),
 // those tiles are computed in halves of k on two SMs, with scratch from a
-// stream-ordered memory pool of the library's own; not inside a CUDA-graph
-// capture, so an eager call and a captured one may differ in the last bits of
-// those tiles (fp32 sums in another order). Calls on different streams may run
-// concurrently.
+// stream-ordered memory pool of the library's own, or in the caller's
+// `workspace` (at least gemm_workspace_bytes(args) bytes, 16-byte aligned; 0
+// bytes: this call splits nothing). Inside a CUDA-graph capture only a given
+// workspace splits (the pool's memory cannot belong to a graph): without one
+// a captured call computes those tiles whole, so it may differ from an eager
+// call in their last bits (fp32 sums in another order); with one, captured and
+// eager calls give the same bits. The call zeroes what it uses of the
+// workspace on `stream`; nothing else may use it until the call is done.
+// Calls on different streams may run concurrently.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -33,8 +38,14 @@ struct GemmArgs {
   int num_compute_ctas = 0;   // CTAs (one per SM) that compute; 0 means every SM
   GemmOrder order = GemmOrder::Swizzled;
   int swizzle = 0;            // Swizzled: row-blocks per group; 0 means the default (8)
+  void* workspace = nullptr;  // optional device memory for split tiles (above); null: the library's pool
+  size_t workspace_bytes = 0;
 };
 
+// Bytes of workspace a call with these m, n, k and num_compute_ctas uses (0: it
+// splits nothing); the pointers need not be set. Bad dimensions throw as the
+// call would.
+size_t gemm_workspace_bytes(const GemmArgs& args);
 void gemm_bf16(const GemmArgs& args, cudaStream_t stream = nullptr);
 
 // Grouped GEMM (one launch, many problems of their own m, e.g. MoE experts):

@@ -72,6 +72,13 @@ int mk_knob_int(const char* name, int64_t* out);
  * include/mkernel/gemm.hpp); num_compute_ctas 0: every SM. */
 int mk_gemm_bf16(const void* a, const void* b, void* out, int64_t m, int64_t n, int64_t k, int64_t ldo,
                  int num_compute_ctas, void* stream);
+/* The same with the caller's workspace for split tiles (gemm.hpp: why, and
+ * that only a given workspace splits inside a CUDA-graph capture; NULL: the
+ * library's pool), of at least *out bytes from mk_gemm_workspace_bytes (0:
+ * the call splits nothing). */
+int mk_gemm_bf16_ws(const void* a, const void* b, void* out, int64_t m, int64_t n, int64_t k, int64_t ldo,
+                    int num_compute_ctas, void* workspace, size_t workspace_bytes, void* stream);
+int mk_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, int num_compute_ctas, size_t* out);
 
 /* Attention forward on one GPU (include/mkernel/attention.hpp): q, out
  * [batch, seq_q, heads, head_dim], k, v [batch, seq_kv, kv_heads, head_dim]
@@ -80,6 +87,15 @@ int mk_gemm_bf16(const void* a, const void* b, void* out, int64_t m, int64_t n, 
 int mk_attention_fwd(const void* q, const void* k, const void* v, void* out, float* lse, int64_t batch,
                      int64_t seq_q, int64_t seq_kv, int64_t heads, int64_t kv_heads, int64_t head_dim, int causal,
                      float scale, int num_ctas, void* stream);
+/* The same with the caller's workspace for the causal unit counter
+ * (attention.hpp: why, and that only a given workspace claims inside a
+ * CUDA-graph capture; NULL: the library's pool), of at least *out bytes from
+ * mk_attention_workspace_bytes (0: the call claims nothing). */
+int mk_attention_fwd_ws(const void* q, const void* k, const void* v, void* out, float* lse, int64_t batch,
+                        int64_t seq_q, int64_t seq_kv, int64_t heads, int64_t kv_heads, int64_t head_dim, int causal,
+                        float scale, int num_ctas, void* workspace, size_t workspace_bytes, void* stream);
+int mk_attention_workspace_bytes(int64_t batch, int64_t seq_q, int64_t seq_kv, int64_t heads, int64_t kv_heads,
+                                 int64_t head_dim, int causal, int num_ctas, size_t* out);
 
 /* Ring attention (include/mkernel/ring_attention.hpp): create and destroy
  * are collective; q, out [batch, s_local, heads, head_dim], k, v [batch,

@@ -21,11 +21,12 @@ from ._lib import MkernelError, UniqueId, CommInfo, SymmInfo, check, lib, path a
 from . import _tp_meta
 
 __all__ = ["MkernelError", "Communicator", "SymmetricBuffer", "get_unique_id", "init", "print_config",
-           "library_path", "gemm", "gemm_ptr", "ag_gemm", "gemm_rs", "all_gather", "reduce_scatter", "gemm_ar",
+           "library_path", "gemm", "gemm_ptr", "gemm_workspace_bytes", "ag_gemm", "gemm_rs", "all_gather",
+           "reduce_scatter", "gemm_ar",
            "all_reduce", "AgGemm", "GemmRs", "GemmAr", "close_plans", "zigzag_shard", "zigzag_unshard",
            "zigzag_positions", "attention", "ring_attention", "RingAttention"]
 
-from ._ops_c import gemm_ptr  # noqa: E402  (pointer-level ops: no torch needed)
+from ._ops_c import gemm_ptr, gemm_workspace_bytes  # noqa: E402  (pointer-level ops: no torch needed)
 
 
 _TORCH_OPS = {"gemm": "ops", "ag_gemm": "tp", "gemm_rs": "tp", "all_gather": "tp", "reduce_scatter": "tp",

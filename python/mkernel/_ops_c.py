@@ -7,8 +7,11 @@ from ._lib import MkernelError, check, lib
 _c = ctypes.c_void_p
 _i64 = ctypes.c_int64
 _int = ctypes.c_int
+_size = ctypes.c_size_t
 _OPS = {  # C symbol -> (argtypes); absent when the library was built without the op (MK_OPS)
     "mk_gemm_bf16": [_c, _c, _c, _i64, _i64, _i64, _i64, _int, _c],
+    "mk_gemm_bf16_ws": [_c, _c, _c, _i64, _i64, _i64, _i64, _int, _c, _size, _c],
+    "mk_gemm_workspace_bytes": [_i64, _i64, _i64, _int, ctypes.POINTER(_size)],
     "mk_ag_gemm_create": [_c, _i64, _i64, _i64, _int, _int, ctypes.POINTER(_c)],
     "mk_ag_gemm_run": [_c, _c, _c, _c, _c, _c],
     "mk_ag_gemm_all_gather": [_c, _c, _c, _c],
@@ -31,6 +34,9 @@ _OPS = {  # C symbol -> (argtypes); absent when the library was built without th
     "mk_ring_attn_trace": [_c, _int],
     "mk_ring_attn_read_trace": [_c, _c, _i64, ctypes.POINTER(_i64)],
     "mk_attention_fwd": [_c, _c, _c, _c, _c, _i64, _i64, _i64, _i64, _i64, _i64, _int, ctypes.c_float, _int, _c],
+    "mk_attention_fwd_ws": [_c, _c, _c, _c, _c, _i64, _i64, _i64, _i64, _i64, _i64, _int, ctypes.c_float, _int, _c,
+                            _size, _c],
+    "mk_attention_workspace_bytes": [_i64, _i64, _i64, _i64, _i64, _i64, _int, _int, ctypes.POINTER(_size)],
 }
 for _name, _args in _OPS.items():
     try:
@@ -48,6 +54,20 @@ def _need(symbol, op):
     return getattr(lib, symbol)
 
 
-def gemm_ptr(a, b, out, m, n, k, ldo=0, num_compute_ctas=0, stream=0):
-    """Pointer-level GEMM (no torch): device addresses as ints, stream a cudaStream_t as int."""
-    check(_need("mk_gemm_bf16", "gemm")(a, b, out, m, n, k, ldo, num_compute_ctas, stream))
+def gemm_ptr(a, b, out, m, n, k, ldo=0, num_compute_ctas=0, stream=0, workspace=0, workspace_bytes=0):
+    """Pointer-level GEMM (no torch): device addresses as ints, stream a cudaStream_t as int; workspace
+    (optional, gemm_workspace_bytes(m, n, k, num_compute_ctas) bytes) as in include/mkernel/gemm.hpp."""
+    check(_need("mk_gemm_bf16_ws", "gemm")(a, b, out, m, n, k, ldo, num_compute_ctas, workspace or None,
+                                           workspace_bytes, stream))
+
+
+def workspace_bytes(symbol, op, *dims):
+    """What mk_gemm_workspace_bytes / mk_attention_workspace_bytes say for these dimensions."""
+    n = _size()
+    check(_need(symbol, op)(*dims, ctypes.byref(n)))
+    return n.value
+
+
+def gemm_workspace_bytes(m, n, k, num_compute_ctas=0):
+    """Bytes of workspace a GEMM of these dimensions uses (0: none; include/mkernel/gemm.hpp)."""
+    return workspace_bytes("mk_gemm_workspace_bytes", "gemm", m, n, k, num_compute_ctas)

@@ -12,7 +12,8 @@ their output, never synchronise the host, and so are CUDA-graph capturable.
 import torch
 
 from ._lib import MkernelError, check, lib
-from ._ops_c import _need, gemm_ptr  # noqa: F401  (gemm_ptr re-exported)
+from ._ops_c import _need, workspace_bytes
+from ._ops_c import gemm_ptr, gemm_workspace_bytes  # noqa: F401  (re-exported)
 
 
 def _check_matrix(t, name, device=None, op="mkernel.gemm"):
@@ -69,6 +70,20 @@ def bump_version(*tensors):
 
 _get_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
 _mk_gemm = getattr(lib, "mk_gemm_bf16", None)
+_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or torch.cuda.is_current_stream_capturing
+
+
+def capture_workspace(symbol, op, dims, device):
+    """Inside a CUDA-graph capture the library's own pool cannot give a call its per-call scratch (the GEMM's
+    split tiles, the causal attention's unit counter: it would belong to the graph), so the call would run
+    without it (unsplit tiles, static units). A tensor from torch's allocator can (in a capture: the graph's
+    pool): returns (pointer, bytes, tensor) with the tensor to hold until the call is queued, or (None, 0,
+    None) when the call needs none."""
+    n = workspace_bytes(symbol, op, *dims)
+    if not n:
+        return None, 0, None
+    t = torch.empty(n, dtype=torch.uint8, device=device)
+    return t.data_ptr(), n, t
 
 
 def _fast_ok(t, dtype, dev):
@@ -107,12 +122,22 @@ def _gemm_into(a, b, out, num_compute_ctas):
         _validate_gemm(a, b, out)  # raises, or passes a one-row a or out whose row stride is unused
         ldo = max(ldo, n)  # (a one-row out: any row stride; 0 would mean n to the library anyway)
     if dev == _get_device():
-        rc = _mk_gemm(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, ldo, num_compute_ctas, _stream(dev))
+        rc = (_gemm_captured(a, b, out, m, n, k, ldo, num_compute_ctas, dev) if _capturing() else
+              _mk_gemm(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, ldo, num_compute_ctas, _stream(dev)))
     else:
         with torch.cuda.device(dev):
-            rc = _mk_gemm(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, ldo, num_compute_ctas, _stream(dev))
+            rc = (_gemm_captured(a, b, out, m, n, k, ldo, num_compute_ctas, dev) if _capturing() else
+                  _mk_gemm(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, ldo, num_compute_ctas, _stream(dev)))
     if rc:
         check(rc)
+
+
+def _gemm_captured(a, b, out, m, n, k, ldo, num_compute_ctas, dev):
+    """A call inside a CUDA-graph capture: split tiles in a workspace from the graph's pool (capture_workspace),
+    so the graph computes what an eager call does, bit for bit."""
+    ptr, nbytes, _keep = capture_workspace("mk_gemm_workspace_bytes", "gemm", (m, n, k, num_compute_ctas), a.device)
+    return _need("mk_gemm_bf16_ws", "gemm")(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, ldo,
+                                             num_compute_ctas, ptr, nbytes, _stream(dev))
 
 
 @torch.library.custom_op("mkernel::gemm", mutates_args=())

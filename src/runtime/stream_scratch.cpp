@@ -69,8 +69,22 @@ cudaMemPool_t scratch_pool(int device) {
 
 StreamScratch::StreamScratch(size_t bytes, size_t zero_offset, size_t zero_bytes, cudaStream_t stream,
                              const char* what)
+    : StreamScratch(bytes, zero_offset, zero_bytes, stream, what, nullptr, 0) {}
+
+StreamScratch::StreamScratch(size_t bytes, size_t zero_offset, size_t zero_bytes, cudaStream_t stream,
+                             const char* what, void* given, size_t given_bytes)
     : stream_(stream), what_(what) {
   if (zero_offset + zero_bytes > bytes) fail("internal: ", what, ": zeroed range past the scratch's end");
+  if (given) {
+    if (given_bytes < bytes)
+      fail("workspace too small for ", what, ": ", given_bytes, " bytes given, ", bytes,
+           " needed (the op's *_workspace_bytes() for these arguments)");
+    if (reinterpret_cast<uintptr_t>(given) % 16)
+      fail("workspace for ", what, " must be 16-byte aligned (got ", given, ")");
+    ptr_ = given;
+    zero(zero_offset, zero_bytes);
+    return;
+  }
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   MK_CUDA_CHECK(cudaStreamIsCapturing(stream, &cap));
   if (cap != cudaStreamCaptureStatusNone) return;
@@ -83,21 +97,27 @@ StreamScratch::StreamScratch(size_t bytes, size_t zero_offset, size_t zero_bytes
     ptr_ = nullptr;
     return;
   }
-  if (zero_bytes && cudaMemsetAsync(static_cast<char*>(ptr_) + zero_offset, 0, zero_bytes, stream) != cudaSuccess) {
-    const cudaError_t e = cudaGetLastError();
-    teardown_call(cudaFreeAsync(ptr_, stream), what);
-    ptr_ = nullptr;
-    fail("zeroing ", what, " failed: ", cudaGetErrorString(e));
-  }
+  owned_ = true;
+  zero(zero_offset, zero_bytes);
+}
+
+void StreamScratch::zero(size_t offset, size_t bytes) {
+  if (!bytes || cudaMemsetAsync(static_cast<char*>(ptr_) + offset, 0, bytes, stream_) == cudaSuccess) return;
+  const cudaError_t e = cudaGetLastError();
+  if (owned_) teardown_call(cudaFreeAsync(ptr_, stream_), what_);
+  ptr_ = nullptr;
+  owned_ = false;
+  fail("zeroing ", what_, " failed: ", cudaGetErrorString(e));
 }
 
 StreamScratch::~StreamScratch() {
-  if (ptr_) teardown_call(cudaFreeAsync(ptr_, stream_), what_);
+  if (ptr_ && owned_) teardown_call(cudaFreeAsync(ptr_, stream_), what_);
 }
 
 void StreamScratch::release() {
-  void* p = ptr_;
+  void* p = owned_ ? ptr_ : nullptr;
   ptr_ = nullptr;
+  owned_ = false;
   if (p) MK_CUDA_CHECK(cudaFreeAsync(p, stream_));
 }
 

@@ -1,6 +1,6 @@
 // mkernel: per-call device scratch in stream order, for the stateless ops
 // (the standalone GEMM's split tiles, the one-GPU attention's unit counter),
-// which have no plan to own memory across calls.
+// which have no plan to own memory across calls, or the caller's workspace.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -20,6 +20,11 @@ namespace mk {
 class StreamScratch {
  public:
   StreamScratch(size_t bytes, size_t zero_offset, size_t zero_bytes, cudaStream_t stream, const char* what);
+  // The caller's workspace instead of the pool, when `given` is not null: used inside graph captures too (the
+  // zeroing is then a memset node of the graph), never freed here. Fails (mk::Error naming `what`, before
+  // anything is queued) when given_bytes < bytes or `given` is not 16-byte aligned.
+  StreamScratch(size_t bytes, size_t zero_offset, size_t zero_bytes, cudaStream_t stream, const char* what,
+                void* given, size_t given_bytes);
   ~StreamScratch();
   StreamScratch(const StreamScratch&) = delete;
   StreamScratch& operator=(const StreamScratch&) = delete;
@@ -28,7 +33,9 @@ class StreamScratch {
   void release();
 
  private:
+  void zero(size_t offset, size_t bytes);
   void* ptr_ = nullptr;
+  bool owned_ = false;  // from the pool (freed here), not the caller's
   cudaStream_t stream_ = nullptr;
   const char* what_ = "";
 };

@@ -156,8 +156,12 @@ TEST(AttnWalk, EveryUnitOrderCoversEveryTileOnce) {
     }
     for (int c : seen) EXPECT_EQ(c, 1);
     // Head-major: each head's tiles are consecutive; tile-major: the head changes at every unit.
-    if (gh == 1) EXPECT_EQ(bh_changes, bh_n);
-    if (gh >= bh_n) EXPECT_EQ(bh_changes, total);
+    if (gh == 1) {
+      EXPECT_EQ(bh_changes, bh_n);
+    }
+    if (gh >= bh_n) {
+      EXPECT_EQ(bh_changes, total);
+    }
   }
   // A zero group (parameters not set) walks head-major rather than dividing by zero.
   AttnParams p = base();

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <vector>
 #include <string>
 
 namespace mkt {
@@ -145,6 +146,16 @@ class Captured {
   cudaGraphExec_t exec_ = nullptr;
   bool ok_ = false;
 };
+
+// 16-bit elements of two device buffers that differ (the bit-for-bit comparisons), read back to the host.
+inline size_t count_diff(const void* x, const void* y, int64_t elems) {
+  std::vector<uint16_t> hx(elems), hy(elems);
+  EXPECT_EQ(cudaMemcpy(hx.data(), x, elems * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(hy.data(), y, elems * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  size_t d = 0;
+  for (int64_t i = 0; i < elems; ++i) d += hx[i] != hy[i];
+  return d;
+}
 
 inline void random_bf16(void* p, size_t n, uint64_t seed) { fill_random<<<264, 256>>>(static_cast<uint16_t*>(p), n, seed); }
 inline void poison(void* p, size_t n) { fill_value<<<264, 256>>>(static_cast<uint16_t*>(p), n, kPoison); }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "mkernel/error.hpp"
@@ -156,6 +157,75 @@ TEST_F(Gemm, ShortLastWaveInPartsOnTwoStreamsAndInAGraph) {
     expect_near(o0.p, ref.as<float>(), m, n, "graph replay");
   }
   EXPECT_GT(shapes_split, 0) << "the one-tile last wave always splits";
+}
+
+// The caller's workspace (GemmArgs::workspace): a captured call splits its short last wave as an eager call does
+// and gives the same bits; the workspace's size query; too small or misaligned workspaces refused.
+TEST_F(Gemm, AWorkspaceSplitsInsideAGraphWithTheEagerBits) {
+  const int sms = mk::gemm::num_sms();
+  const int64_t m = 1024, n = 14336, k = 8192;  // 448 tiles: a short last wave on 132 SMs
+  const int64_t want = mk::gemm::standalone_split((m + 127) / 128 * (n / 256), sms, k / 64).tiles;
+  if (want == 0) GTEST_SKIP() << "this GPU's " << sms << " SMs leave no short last wave at " << m << " x " << n;
+  const mk::GemmArgs dims{.m = m, .n = n, .k = k};
+  const size_t bytes = mk::gemm_workspace_bytes(dims);
+  EXPECT_GE(bytes, size_t(want) * 128 * 256 * 4) << "at least one fp32 tile slot per split tile";
+  EXPECT_EQ(mk::gemm_workspace_bytes(mk::GemmArgs{.m = 128 * int64_t(sms), .n = 256, .k = 8192}), 0u)
+      << "whole waves split nothing";
+  EXPECT_THROW(mk::gemm_workspace_bytes(mk::GemmArgs{.m = m, .n = 100, .k = k}), mk::Error);
+
+  Buf a(m * k * 2), b(n * k * 2), eager(m * n * 2), pooled(m * n * 2), graphed(m * n * 2), ref(m * n * 4),
+      ws(bytes + 16);
+  random_bf16(a.p, m * k, 71);
+  random_bf16(b.p, n * k, 72);
+  poison(eager.p, m * n);
+  poison(pooled.p, m * n);
+  poison(graphed.p, m * n);
+  Stream s;
+  CUDA_OK(cudaDeviceSynchronize());
+  auto call = [&](const Buf& o, void* w, size_t wb) {
+    mk::gemm::set_last_split_tiles(-1);
+    mk::gemm_bf16(mk::GemmArgs{.a = a.p, .b = b.p, .out = o.p, .m = m, .n = n, .k = k, .workspace = w,
+                               .workspace_bytes = wb},
+                  s);
+    return mk::gemm::last_split_tiles();
+  };
+  EXPECT_EQ(call(eager, ws.p, bytes), want);
+  EXPECT_EQ(call(pooled, nullptr, 0), want);
+  int64_t captured = -1;
+  const Captured g(s, [&] { captured = call(graphed, ws.p, bytes); });
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(captured, want) << "a given workspace splits inside a capture";
+  size_t nodes = 0;
+  ASSERT_EQ(cudaGraphGetNodes(g.graph(), nullptr, &nodes), cudaSuccess);
+  EXPECT_EQ(nodes, 2u) << "the workspace's zeroing (a memset node) and the kernel";
+  for (int replay = 0; replay < 2; ++replay) {  // the memset node re-zeroes the flags and counter each replay
+    poison(graphed.p, m * n);
+    CUDA_OK(cudaDeviceSynchronize());
+    ASSERT_EQ(g.launch(s), cudaSuccess);
+    CUDA_OK(cudaStreamSynchronize(s));
+    EXPECT_EQ(count_diff(eager.p, graphed.p, m * n), 0u) << "replay " << replay << ": not the eager call's bits";
+  }
+  EXPECT_EQ(count_diff(eager.p, pooled.p, m * n), 0u) << "the pool's scratch and the workspace differ";
+  reference(a.p, b.p, ref.as<float>(), m, n, k);
+  expect_near(eager.p, ref.as<float>(), m, n, "eager call with a workspace");
+  random_bf16(a.p, m * k, 73);  // fresh inputs through the same graph
+  poison(graphed.p, m * n);
+  CUDA_OK(cudaDeviceSynchronize());
+  ASSERT_EQ(g.launch(s), cudaSuccess);
+  CUDA_OK(cudaStreamSynchronize(s));
+  reference(a.p, b.p, ref.as<float>(), m, n, k);
+  expect_near(graphed.p, ref.as<float>(), m, n, "graph replay on fresh inputs");
+
+  for (const auto& [w, wb, what] : {std::tuple{ws.p, bytes - 1, "too small"},
+                                    std::tuple{static_cast<void*>(ws.as<char>() + 8), bytes, "16-byte aligned"}}) {
+    try {
+      call(eager, w, wb);
+      ADD_FAILURE() << "a workspace that is " << what << " was accepted";
+    } catch (const mk::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  }
+  CUDA_OK(cudaDeviceSynchronize());
 }
 
 TEST_F(Gemm, GroupedWithEmptyGroupsMatchesPerGroupCublas) {

@@ -76,6 +76,22 @@ def test_gemm_rejects_null_and_misaligned_pointers():
         mkernel.gemm_ptr((1 << 20) + 2, 2 << 20, 3 << 20, 64, 64, 64)
 
 
+def test_workspace_size_queries_check_their_arguments_and_follow_the_unit_knob(monkeypatch):
+    from mkernel._ops_c import workspace_bytes
+    with pytest.raises(mkernel.MkernelError, match="n must be a positive multiple of 64"):
+        mkernel.gemm_workspace_bytes(1024, 100, 8192)
+    with pytest.raises(mkernel.MkernelError, match="k must be a positive multiple of 64"):
+        mkernel.gemm_workspace_bytes(1024, 256, 65)
+    dims = (1, 2048, 2048, 8, 8, 128)
+    monkeypatch.delenv("MK_ATTN_UNITS", raising=False)
+    assert workspace_bytes("mk_attention_workspace_bytes", "attention", *dims, 1, 0) == 8  # causal: claimed
+    assert workspace_bytes("mk_attention_workspace_bytes", "attention", *dims, 0, 0) == 0  # no mask: static
+    monkeypatch.setenv("MK_ATTN_UNITS", "static")
+    assert workspace_bytes("mk_attention_workspace_bytes", "attention", *dims, 1, 0) == 0
+    monkeypatch.setenv("MK_ATTN_UNITS", "claimed")
+    assert workspace_bytes("mk_attention_workspace_bytes", "attention", *dims, 0, 0) == 8
+
+
 def test_tensor_parallel_plans_reject_a_null_communicator():
     import ctypes
     from mkernel._lib import lib

@@ -198,16 +198,30 @@ void ring_segments(AttnParams& p, int rank, int world, int32_t s_local, bool cau
 
 namespace mk {
 
+namespace {
+
+// Whether a call claims its units (MK_ATTN_UNITS; attn_walk.hpp default_claimed: why); its counter's bytes.
+bool claims(bool causal) {
+  const std::string units = knob_str(Knob::MK_ATTN_UNITS);
+  return units == "claimed" || (units == "auto" && attn::detail::default_claimed(causal));
+}
+constexpr size_t kCounterBytes = sizeof(uint64_t);
+
+}  // namespace
+
+size_t attention_workspace_bytes(const AttentionArgs& args) { return claims(args.causal) ? kCounterBytes : 0; }
+
 void attention_fwd(const AttentionArgs& args, cudaStream_t stream) {
   attn::AttnParams p = attn::make_params(args);
-  // Work units claimed from a counter zeroed per call, or walked statically (MK_ATTN_UNITS; attn_walk.hpp
-  // default_claimed: why). Inside a graph capture there is no per-call scratch: static. Then their order
+  // Work units claimed from a counter zeroed per call, in the caller's workspace or the library's pool, or walked
+  // statically (inside a graph capture without a workspace: StreamScratch is empty there). Then their order
   // (MK_ATTN_GROUP_HEADS; default_group_heads). The knobs are read before anything is queued.
-  const std::string units = knob_str(Knob::MK_ATTN_UNITS);
+  const bool claim = claims(p.causal);
   const int64_t group = knob_int(Knob::MK_ATTN_GROUP_HEADS);
   std::optional<StreamScratch> counter;
-  if (units == "claimed" || (units == "auto" && attn::detail::default_claimed(p.causal)))
-    counter.emplace(sizeof(uint64_t), 0, sizeof(uint64_t), stream, "attention's unit counter");
+  if (claim)
+    counter.emplace(kCounterBytes, 0, kCounterBytes, stream, "attention's unit counter", args.workspace,
+                    args.workspace_bytes);
   if (counter && counter->get()) p.unit_counter = static_cast<uint64_t*>(counter->get());
   p.group_heads = group > 0 ? static_cast<int32_t>(std::min<int64_t>(group, int64_t(p.batch) * p.heads))
                             : attn::detail::default_group_heads(p.causal, p.batch, p.heads, p.kv_heads,

@@ -188,6 +188,24 @@ namespace {
 
 thread_local int64_t t_last_split = 0;
 
+// The standalone GEMM's split of a short last wave (gemm::standalone_split) and its scratch: the parts' fp32
+// slots (ws bytes), then the tile counter, the epoch and the parts' flags (ctrl bytes, zeroed per call: the flags
+// are compared with epoch 1).
+struct SplitScratch {
+  gemm::SplitTail sp;
+  size_t ws = 0, ctrl = 0;
+  size_t bytes() const { return sp.tiles > 0 ? ws + ctrl : 0; }
+};
+
+SplitScratch split_scratch(int64_t tiles, int num_compute, int64_t k) {
+  SplitScratch s;
+  s.sp = gemm::standalone_split(tiles, num_compute, k / gemm::kBlockK);
+  const size_t slots = s.sp.tiles > 0 ? size_t(s.sp.tiles) * size_t(s.sp.parts - 1) : 0;
+  s.ws = slots * gemm::kBlockM * gemm::kBlockN * sizeof(float);
+  s.ctrl = (2 + slots * gemm::kConsumerWarpgroups) * sizeof(uint64_t);
+  return s;
+}
+
 }  // namespace
 
 namespace gemm {
@@ -212,20 +230,18 @@ void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
   if (args.order == GemmOrder::RowMajor) p.sched.order = sched::TileOrder::RowMajor;
   if (args.swizzle) p.sched.swizzle = args.swizzle;
   gemm::use_tma_store(p);
-  // A short last wave: its tiles in halves of K (GemmParams::split_tiles; gemm::standalone_split), the halves'
-  // fp32 slots, flags and the tile counter in a block of the stream's scratch (zeroed per call: the flags are
-  // compared with epoch 1). Not while the stream is captured into a graph (the graph would own pool memory):
-  // unsplit there, as before 2026-12-02, so a captured call's split tiles sum in another order than an eager
-  // call's (bits may differ; include/mkernel/gemm.hpp).
+  // A short last wave: its tiles in halves of K (GemmParams::split_tiles; gemm::standalone_split), their scratch
+  // (SplitScratch) in the caller's workspace or a block of the library's pool. Without a workspace, not while the
+  // stream is captured into a graph (the graph would own pool memory): unsplit there, so such a captured call's
+  // split tiles sum in another order than an eager call's (bits may differ; include/mkernel/gemm.hpp).
   t_last_split = 0;
-  const gemm::SplitTail sp = gemm::standalone_split(sched::total_tiles(p.sched), p.num_compute, p.k / gemm::kBlockK);
-  const size_t slots = sp.tiles > 0 ? size_t(sp.tiles) * size_t(sp.parts - 1) : 0;
-  const size_t ws = slots * gemm::kBlockM * gemm::kBlockN * sizeof(float);
-  const size_t ctrl = (2 + slots * gemm::kConsumerWarpgroups) * sizeof(uint64_t);  // counter, epoch, flags
+  const SplitScratch ss = split_scratch(sched::total_tiles(p.sched), p.num_compute, p.k);
+  const gemm::SplitTail sp = ss.sp;
   std::optional<StreamScratch> scratch;
-  if (sp.tiles > 0) scratch.emplace(ws + ctrl, ws, ctrl, stream, "the split tiles' scratch");
+  if (sp.tiles > 0)
+    scratch.emplace(ss.bytes(), ss.ws, ss.ctrl, stream, "the GEMM's split tiles", args.workspace, args.workspace_bytes);
   if (scratch && scratch->get()) {
-    auto* c = reinterpret_cast<uint64_t*>(static_cast<char*>(scratch->get()) + ws);
+    auto* c = reinterpret_cast<uint64_t*>(static_cast<char*>(scratch->get()) + ss.ws);
     p.tile_counter = c;
     p.load.epoch_counter = c + 1;
     p.split_flags = c + 2;
@@ -236,6 +252,17 @@ void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
   }
   gemm::launch(p, p.num_compute, gemm::TestRoleParams{}, stream);  // on a throw, ~StreamScratch frees
   if (scratch) scratch->release();
+}
+
+size_t gemm_workspace_bytes(const GemmArgs& args) {
+  if (args.m < 1) fail("gemm: m must be >= 1 (got ", args.m, ")");
+  if (args.n < 64 || args.n % 64) fail("gemm: n must be a positive multiple of 64 (got ", args.n, ")");
+  if (args.k < 64 || args.k % 64) fail("gemm: k must be a positive multiple of 64 (got ", args.k, ")");
+  const int sms = gemm::num_sms();
+  if (args.num_compute_ctas < 0 || args.num_compute_ctas > sms)
+    fail("gemm: num_compute_ctas must be in [0, ", sms, "] (got ", args.num_compute_ctas, ")");
+  const int64_t tiles = ((args.m + gemm::kBlockM - 1) / gemm::kBlockM) * ((args.n + gemm::kBlockN - 1) / gemm::kBlockN);
+  return split_scratch(tiles, args.num_compute_ctas ? args.num_compute_ctas : sms, args.k).bytes();
 }
 
 size_t grouped_gemm_workspace_bytes(int num_groups) {

@@ -159,6 +159,49 @@ def test_repeated_calls_with_fresh_data_and_graph_replay():
         check(q, k, v, True, out, lse)
 
 
+def test_a_captured_causal_call_claims_its_units_and_gives_the_eager_bits(monkeypatch):
+    """Inside a CUDA-graph capture the op hands the library a workspace from the graph's pool for its unit
+    counter (the library's own pool cannot serve a capture), so captured causal calls claim their units as eager
+    ones do; the bits are the eager call's (a unit's sums do not depend on which CTA takes it)."""
+    if getattr(mkernel._attention.lib, "mk_attention_workspace_bytes", None) is None:
+        pytest.skip("library without mk_attention_workspace_bytes")
+    seen = []
+    real = mkernel._attention.capture_workspace
+
+    def spy(*a, **kw):
+        got = real(*a, **kw)
+        seen.append(got[1])
+        return got
+
+    monkeypatch.setattr(mkernel._attention, "capture_workspace", spy)
+    g = torch.Generator(device="cuda").manual_seed(12)
+    q, k, v = rand((2, 2048, 8, 128), g), rand((2, 2048, 2, 128), g), rand((2, 2048, 2, 128), g)
+    eager_out, eager_lse = mkernel.attention(q, k, v, causal=True)
+    out, lse = torch.empty_like(q), torch.empty((2, 8, 2048), device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        mkernel.attention(q, k, v, causal=True, out=out, lse=lse)  # warm-up
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        mkernel.attention(q, k, v, causal=True, out=out, lse=lse)
+    assert seen and seen[-1] >= 8, f"the captured call got no workspace ({seen})"
+    for _ in range(2):
+        out.fill_(float("nan"))
+        lse.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, eager_out) and torch.equal(lse, eager_lse), "graph replay differs from eager"
+    seen.clear()  # torch.compile's CUDA graphs (mode="reduce-overhead") take the same path
+    f = torch.compile(lambda q, k, v: mkernel.attention(q, k, v, causal=True), mode="reduce-overhead")
+    for _ in range(3):
+        co, cl = f(q, k, v)
+        torch.cuda.synchronize()
+        assert torch.equal(co, eager_out) and torch.equal(cl, eager_lse), "compiled graph differs from eager"
+    assert seen and seen[-1] >= 8, f"the compiled graph's call got no workspace ({seen})"
+
+
 def test_torch_compile_traces_the_op():
     g = torch.Generator(device="cuda").manual_seed(3)
     q, k, v = rand((1, 384, 4, 64), g), rand((1, 384, 4, 64), g), rand((1, 384, 4, 64), g)
