@@ -23,6 +23,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -74,10 +75,10 @@ class AgGemm {
   int swizzle() const { return swizzle_; }
   int64_t split_tiles() const { return split_tiles_; }
   int split_parts() const { return split_tiles_ ? split_parts_ : 0; }  // 0: no split tiles
-  // One rank, where MK_TP_SINGLE_RANK picks the plain path for calls outside graph capture (auto, the default,
-  // does; see the knob): run() is the standalone GEMM (on the options' num_ctas, else every SM, with their
-  // swizzle) and the collective a copy; the other options and the CTA counts above are then unused, and such
-  // calls log no trace events.
+  // One rank, where MK_TP_SINGLE_RANK picks the plain path (auto, the default, mostly does; see the knob): run()
+  // is the standalone GEMM (on the options' num_ctas, else every SM, with their swizzle; its split tiles in the
+  // plan's own workspace, in graph captures too) and the collective a copy; the other options and the CTA counts
+  // above are then unused, and such calls log no trace events.
   bool single_rank_plain() const { return plain_; }
   // Whether a launch of this plan was ever captured in a CUDA graph (stream
   // capture): replaying such a graph uses the plan's memory, so the plan must
@@ -86,8 +87,8 @@ class AgGemm {
   // The plan's symmetric gathered buffer (valid until the next call). After
   // run() it lacks this rank's own rows when m_local is a multiple of 128
   // (the GEMM reads them in place), and every row with single_rank_plain(); pass `gathered` to run() for
-  // all rows. Null where the plan has none: one rank, with eager and captured calls both plain (the plan
-  // then allocates none of its fused kernel's buffers).
+  // all rows. Null where the plan has none: one rank on the plain path (the plan then allocates none of its
+  // fused kernel's buffers).
   const void* gathered_buffer() const;
 
   // Diagnostics: log up to events_per_cta device events per CTA of every
@@ -108,7 +109,9 @@ class AgGemm {
   int64_t rows_per_chunk_ = 0;
   int num_ctas_ = 0, num_comm_ = 0, swizzle_ = 8;
   bool join_ = true;  // finished comm CTAs join the compute role
-  bool plain_ = false, plain_captured_ = false;  // single_rank_plain(); the same for calls captured in a graph
+  bool plain_ = false;                           // single_rank_plain()
+  void* plain_ws_ = nullptr;                      // the plain path's workspace for split tiles (gemm.hpp)
+  size_t plain_ws_bytes_ = 0;
   bool captured_ = false;                        // captured()
   int plain_ctas_ = 0, plain_swizzle_ = 0;        // the plain path's GemmArgs (the options' num_ctas, swizzle)
   int64_t split_tiles_ = 0;  // GemmParams::split_tiles, with its workspace and flags
@@ -169,10 +172,10 @@ class GemmRs {
   int num_compute_ctas() const { return num_ctas_; }    // of run()
   int64_t split_tiles() const { return split_tiles_; }  // run(): own tiles computed in parts (0: none)
   int split_parts() const { return split_tiles_ ? split_parts_ : 0; }
-  // One rank, where MK_TP_SINGLE_RANK picks the plain path for calls outside graph capture (auto, the default,
-  // does; see the knob): run() is the standalone GEMM (on the options' num_ctas, else every SM, with their
-  // swizzle) and the collective a copy; the other options and the CTA counts above are then unused, and such
-  // calls log no trace events.
+  // One rank, where MK_TP_SINGLE_RANK picks the plain path (auto, the default, mostly does; see the knob): run()
+  // is the standalone GEMM (on the options' num_ctas, else every SM, with their swizzle; its split tiles in the
+  // plan's own workspace, in graph captures too) and the collective a copy; the other options and the CTA counts
+  // above are then unused, and such calls log no trace events.
   bool single_rank_plain() const { return plain_; }
   // Whether a launch of this plan was ever captured in a CUDA graph (stream
   // capture): replaying such a graph uses the plan's memory, so the plan must
@@ -195,7 +198,9 @@ class GemmRs {
   int num_ctas_ = 0, num_reduce_ = 0, swizzle_ = 1;
   bool async_ = true;  // asynchronous epilogue (not next to a transport that needs an SM)
   bool own_tma_ = true;  // GemmRsOptions::own_tma_store
-  bool plain_ = false, plain_captured_ = false;  // single_rank_plain(); the same for calls captured in a graph
+  bool plain_ = false;                           // single_rank_plain()
+  void* plain_ws_ = nullptr;                      // the plain path's workspace for split tiles (gemm.hpp)
+  size_t plain_ws_bytes_ = 0;
   bool captured_ = false;                        // captured()
   int plain_ctas_ = 0, plain_swizzle_ = 0;        // the plain path's GemmArgs (the options' num_ctas, swizzle)
   std::unique_ptr<tp::RsPlan> rs_;  // signals, staging slots, device counters
@@ -263,10 +268,10 @@ class GemmAr {
   int num_compute_ctas() const { return one_shot_ ? num_os_ctas_ : num_ctas_ - num_gather_; }  // of run()
   int num_reduce_ctas() const { return num_reduce_; }               // all_reduce()'s grid: 16 + this + 1
   int swizzle() const { return swizzle_; }
-  // One rank, where MK_TP_SINGLE_RANK picks the plain path for calls outside graph capture (auto, the default,
-  // does; see the knob): run() is the standalone GEMM (on the options' num_ctas, else every SM, with their
-  // swizzle) and the collective a copy; the other options and the CTA counts above are then unused, and such
-  // calls log no trace events.
+  // One rank, where MK_TP_SINGLE_RANK picks the plain path (auto, the default, mostly does; see the knob): run()
+  // is the standalone GEMM (on the options' num_ctas, else every SM, with their swizzle; its split tiles in the
+  // plan's own workspace, in graph captures too) and the collective a copy; the other options and the CTA counts
+  // above are then unused, and such calls log no trace events.
   bool single_rank_plain() const { return plain_; }
   // Whether a launch of this plan was ever captured in a CUDA graph (stream
   // capture): replaying such a graph uses the plan's memory, so the plan must
@@ -290,7 +295,9 @@ class GemmAr {
   int sig_fin_ = 0;  // signal pool index: final rows ready, per global row-block
   bool async_ = true;
   bool own_tma_ = true;  // GemmArOptions::own_tma_store
-  bool plain_ = false;   // single_rank_plain() (no split tiles: captured calls alike)
+  bool plain_ = false;      // single_rank_plain()
+  void* plain_ws_ = nullptr;  // the plain path's workspace for split tiles (gemm.hpp)
+  size_t plain_ws_bytes_ = 0;
   bool captured_ = false;  // captured()
   int plain_ctas_ = 0, plain_swizzle_ = 0;  // the plain path's GemmArgs (the options' num_ctas, swizzle)
   bool one_shot_ = false;

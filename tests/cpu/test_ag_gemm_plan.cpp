@@ -305,26 +305,26 @@ TEST(AgGemmPlan, StandaloneSplitIsHalvesOfAShortTailWithDeepK) {
   }
 }
 
-// One rank: MK_TP_SINGLE_RANK (auto by default) -> {eager calls plain, captured calls plain}.
+// One rank: MK_TP_SINGLE_RANK (auto by default) -> plain (eager and captured calls alike: the plain path's
+// split tiles take the plan's workspace).
 TEST(AgGemmPlan, SingleRankChoice) {
   Topology one, two;
   two.world = 2;
   auto choice = [&](const Topology& t, int64_t m, int64_t n, int64_t k, bool splits) {
-    const tp::SingleRank r = tp::single_rank(t, m, n, k, 132, splits);
-    return std::make_pair(r.plain, r.plain_captured);
+    return tp::single_rank(t, m, n, k, 132, splits);
   };
   test::EnvGuard mode("MK_TP_SINGLE_RANK", nullptr);  // the default; restored at the end
-  EXPECT_EQ(choice(two, 1024, 14336, 8192, true), std::make_pair(false, false)) << "several ranks: fused";
-  EXPECT_EQ(choice(one, 4096, 14336, 8192, true), std::make_pair(true, true)) << "97% busy";
-  EXPECT_EQ(choice(one, 1024, 14336, 8192, true), std::make_pair(true, false)) << "85%: the standalone splits";
-  EXPECT_EQ(choice(one, 1024, 14336, 2048, true), std::make_pair(false, false)) << "85%, k 2048: it does not";
-  EXPECT_EQ(choice(one, 1024, 14336, 2048, false), std::make_pair(true, true)) << "the plan splits nothing";
+  EXPECT_FALSE(choice(two, 1024, 14336, 8192, true)) << "several ranks: fused";
+  EXPECT_TRUE(choice(one, 4096, 14336, 8192, true)) << "97% busy";
+  EXPECT_TRUE(choice(one, 1024, 14336, 8192, true)) << "85%: the standalone splits";
+  EXPECT_FALSE(choice(one, 1024, 14336, 2048, true)) << "85%, k 2048: it does not";
+  EXPECT_TRUE(choice(one, 1024, 14336, 2048, false)) << "the plan splits nothing";
   // 1664 x 4096: 208 tiles, tail 76 (79% busy): the plan splits in 3, the standalone not at all.
-  EXPECT_EQ(choice(one, 1664, 4096, 8192, true), std::make_pair(false, false));
+  EXPECT_FALSE(choice(one, 1664, 4096, 8192, true));
   setenv("MK_TP_SINGLE_RANK", "plain", 1);
-  EXPECT_EQ(choice(one, 1664, 4096, 8192, true), std::make_pair(true, true));
+  EXPECT_TRUE(choice(one, 1664, 4096, 8192, true));
   setenv("MK_TP_SINGLE_RANK", "fused", 1);
-  EXPECT_EQ(choice(one, 4096, 14336, 8192, true), std::make_pair(false, false));
+  EXPECT_FALSE(choice(one, 4096, 14336, 8192, true));
   setenv("MK_TP_SINGLE_RANK", "fast", 1);
   EXPECT_THROW(choice(one, 4096, 14336, 8192, true), std::exception);
 }

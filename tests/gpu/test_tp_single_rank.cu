@@ -181,8 +181,8 @@ TEST_P(TpSingleRank, ARefusedCudaCallLeavesNoErrorForTheNextRun) {
 INSTANTIATE_TEST_SUITE_P(Modes, TpSingleRank, ::testing::Values("plain", "fused"),
                          [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
-// auto (the default): plain (in a graph capture, not where the unsplit standalone GEMM's last wave would idle
-// over 5% of the SM-waves and the plan splits its tail: AgGemmEagerAndInAGraphOnAShortLastWave).
+// auto (the default): plain, not where the standalone GEMM leaves a short last wave whole (k < 4096) that the plan
+// splits; eager and captured calls alike (AgGemmEagerAndInAGraphOnAShortLastWave).
 TEST(TpSingleRankKnob, AutoByDefaultAndBadValuesAreRejected) {
   if (comm().world() != 1) GTEST_SKIP() << "one rank only (the GPU tier)";
   {
@@ -198,7 +198,7 @@ TEST(TpSingleRankKnob, AutoByDefaultAndBadValuesAreRejected) {
         ragged_short_k(comm(), short_wave, 256, 512);
     EXPECT_TRUE(full.single_rank_plain()) << "whole waves";
     EXPECT_GT(ragged.split_tiles(), 0) << "a last wave of one tile is split";
-    EXPECT_TRUE(ragged.single_rank_plain()) << "eager calls: the standalone GEMM splits it too";
+    EXPECT_TRUE(ragged.single_rank_plain()) << "the standalone GEMM splits it too";
     EXPECT_GT(ragged_short_k.split_tiles(), 0);
     EXPECT_FALSE(ragged_short_k.single_rank_plain()) << "k 512: only the fused kernel splits it";
   }
@@ -266,8 +266,9 @@ TEST(TpSingleRankMemory, PlainPlansAllocateNoFusedBuffers) {
   }
 }
 
-// auto on a shape with a one-tile last wave (the plan splits it): eager calls take the standalone GEMM (which
-// splits it too: k 4096), calls captured into a graph the fused kernel; both against cuBLAS.
+// auto on a shape with a one-tile last wave (the plan splits it, and so does the standalone GEMM at k 4096):
+// eager calls and calls captured into a graph both take the standalone GEMM, split, the graph's in the plan's
+// own workspace; the graph's replay gives the eager call's bits; both against cuBLAS.
 TEST_F(TpSingleRankAuto, AgGemmEagerAndInAGraphOnAShortLastWave) {
   const Mode mode("auto");
   int dev = 0, sms = 0;
@@ -277,7 +278,7 @@ TEST_F(TpSingleRankAuto, AgGemmEagerAndInAGraphOnAShortLastWave) {
   mk::AgGemm plan(comm(), m, n, k);
   ASSERT_GT(plan.split_tiles(), 0);
   ASSERT_TRUE(plan.single_rank_plain());
-  Buf a(m * k * 2), b(n * k * 2), out(m * n * 2), ref(m * n * 4);
+  Buf a(m * k * 2), b(n * k * 2), out(m * n * 2), graphed(m * n * 2), ref(m * n * 4);
   random_bf16(b.p, n * k, 501);
   const Stream s;
   for (int call = 0; call < 2; ++call) {
@@ -292,8 +293,17 @@ TEST_F(TpSingleRankAuto, AgGemmEagerAndInAGraphOnAShortLastWave) {
     expect_near(out.p, ref.as<float>(), m, n, "AgGemm auto eager call " + std::to_string(call));
   }
   mk::gemm::set_last_split_tiles(-1);
+  {
+    const Captured g(s, [&] { plan.run(a.p, b.p, graphed.p, s); });
+    ASSERT_TRUE(g.ok());
+    EXPECT_GT(mk::gemm::last_split_tiles(), 0) << "the captured call ran the standalone GEMM, split";
+    poison(graphed.p, m * n);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(g.launch(s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(count_diff(out.p, graphed.p, m * n), 0u) << "the graph's replay differs from the eager call";
+  }
   replay_checked(s, [&] { plan.run(a.p, b.p, out.p, s); }, a, b, out, m, n, k, 510, 2, "AgGemm auto");
-  EXPECT_EQ(mk::gemm::last_split_tiles(), -1) << "the captured call took the fused kernel, not gemm_bf16";
 }
 
 }  // namespace

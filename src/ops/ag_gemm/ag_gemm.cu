@@ -75,7 +75,6 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
   // This rank's checks, their outcome in the plan check (tp::PlanArgs: a
   // rank failing alone fails every rank at once).
   tp::PlanArgs args(comm, "AgGemm", roles::kMaxNodes);
-  tp::SingleRank one{};
   args.run([&] {
     if (m_local < 1) fail("AgGemm: m_local must be >= 1 (got ", m_local, ")");
     if (n < 64 || n % 64) fail("AgGemm: n must be a positive multiple of 64 (got ", n, ")");
@@ -113,19 +112,20 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
     split_tiles_ = sp.tiles;
     split_parts_ = sp.parts;
     // (Decided before anything is reserved: a bad MK_TP_SINGLE_RANK fails here.)
-    one = tp::single_rank(t, int64_t(t.world) * m_local, n, k, sms, split_tiles_ > 0);
-    plain_ = one.plain;
-    plain_captured_ = one.plain_captured;
+    plain_ = tp::single_rank(t, int64_t(t.world) * m_local, n, k, sms, split_tiles_ > 0);
     plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
     plain_swizzle_ = opt.swizzle;
     const int64_t chunks = int64_t(t.world) * (m_local / rows_per_chunk_);
     sig_entry_ = signals_.take(comm, t.world);
     sig_arrival_ = signals_.take(comm, static_cast<int>(chunks));
   });
-  const bool fused = tp::fused_ever(one);  // else (one rank, every call plain) no fused kernel's buffers
+  const bool fused = !plain_;  // else (one rank, every call plain) no fused kernel's buffers (tp::alloc_plain_ws)
   tp::undo_on_throw([&] {  // this rank's memory first, then the collective (tp::undo_on_throw says why)
     args.run([&] {  // (its failure too travels in the plan check)
       if (fused) tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);
+      if (plain_)
+        tp::alloc_plain_ws(GemmArgs{.m = m_local, .n = n, .k = k, .num_compute_ctas = plain_ctas_}, plain_ws_,
+                           plain_ws_bytes_);
       // Epoch counter + finished-CTA count (device/epoch.cuh) + tile counter +
       // the push's part claims (device/roles/allgather_push.cuh), zero.
       MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 4 * sizeof(uint64_t)));
@@ -157,6 +157,7 @@ void AgGemm::release() noexcept {
   if (epoch_counter_) teardown_call(cudaFree(epoch_counter_), "AgGemm's device counters");
   if (split_ws_) teardown_call(cudaFree(split_ws_), "AgGemm's split-tile scratch");
   if (split_flags_) teardown_call(cudaFree(split_flags_), "AgGemm's split-tile flags");
+  tp::free_plain_ws(plain_ws_, plain_ws_bytes_, "AgGemm's workspace for the standalone GEMM");
   epoch_counter_ = nullptr;
   split_ws_ = nullptr;
   split_flags_ = nullptr;
@@ -177,11 +178,11 @@ LaunchOrder::Call AgGemm::launch(const void* a_local, const void* b, void* out, 
   // returned span records this call's end once the caller enqueued all of it.
   LaunchOrder::Call call = order_.begin(stream);
   // One rank: nothing to gather (tp::single_rank); all_gather() copies.
-  if (tp::single_rank_plain_now(plain_, plain_captured_, stream)) {
+  if (plain_) {
     trace_.clear(stream);  // no events from this call
     if (compute)
       gemm_bf16(GemmArgs{.a = a_local, .b = b, .out = out, .m = m, .n = n_, .k = k_, .num_compute_ctas = plain_ctas_,
-                         .swizzle = plain_swizzle_},
+                         .swizzle = plain_swizzle_, .workspace = plain_ws_, .workspace_bytes = plain_ws_bytes_},
                 stream);
     return call;
   }

@@ -16,6 +16,7 @@
 #include "device/gemm/gemm_params.hpp"
 #include "mkernel/communicator.hpp"
 #include "mkernel/error.hpp"
+#include "mkernel/gemm.hpp"
 #include "mkernel/knobs.hpp"
 #include "mkernel/network.hpp"
 #include "mkernel/topology.hpp"
@@ -126,41 +127,42 @@ void undo_on_throw(Reserve&& reserve, Undo&& undo) {
 // (to measure that machinery alone); auto (the default) = plain, except where
 // the plan splits its tail (`splits`), the standalone GEMM would leave over 5%
 // of its SM-waves idle in its last wave, and it splits nothing there itself
-// (gemm::standalone_split: halves only, k >= 4096; never inside a graph
-// capture, hence two answers: eager and captured calls). On one H200 at W = 1
-// (bench/results/tp-single-rank-20261202.md): the standalone GEMM 0.98-1.01x
-// of cuBLAS where its waves are 97% busy, the fused kernels 0.90-0.97x
-// there; AgGemm m = 1024, n = 14336 (448 tiles on 132 SMs, 85% busy): fused
-// (52 tiles in halves) 0.94x, the standalone GEMM without split tiles 0.88x.
-// 95% lies between the two measured cases. Decided when the plan is made:
-// {eager calls, captured calls}.
-struct SingleRank {
-  bool plain = false, plain_captured = false;
-};
+// (gemm::standalone_split: halves only, k >= 4096). The plain path's split
+// tiles take the plan's own workspace (alloc_plain_ws), so eager calls and
+// calls captured in a graph take the same path and give the same bits. On one
+// H200 at W = 1 (bench/results/tp-single-rank-20261202.md): the standalone
+// GEMM 0.98-1.01x of cuBLAS where its waves are 97% busy, the fused kernels
+// 0.90-0.97x there; AgGemm m = 1024, n = 14336 (448 tiles on 132 SMs, 85%
+// busy): fused (52 tiles in halves) 0.94x, the standalone GEMM without split
+// tiles 0.88x, with them (halves) 0.95x. 95% lies between the two measured
+// cases. Decided when the plan is made.
 inline double grid_busy(int64_t tiles, int sms) {
   const int64_t waves = (tiles + sms - 1) / sms;
   return waves > 0 ? double(tiles) / double(waves * sms) : 1.0;
 }
-inline SingleRank single_rank(const Topology& t, int64_t m, int64_t n, int64_t k, int sms, bool splits) {
-  if (t.world != 1) return {};
+inline bool single_rank(const Topology& t, int64_t m, int64_t n, int64_t k, int sms, bool splits) {
+  if (t.world != 1) return false;
   const std::string mode = knob_str(Knob::MK_TP_SINGLE_RANK);
-  if (mode != "auto") return {mode == "plain", mode == "plain"};
+  if (mode != "auto") return mode == "plain";
   const int64_t tiles = ((m + gemm::kBlockM - 1) / gemm::kBlockM) * ((n + gemm::kBlockN - 1) / gemm::kBlockN);
   const bool unsplit_ok = !splits || grid_busy(tiles, sms) >= 0.95;  // the standalone GEMM needs no split
-  return {unsplit_ok || gemm::standalone_split(tiles, sms, k / gemm::kBlockK).tiles > 0, unsplit_ok};
+  return unsplit_ok || gemm::standalone_split(tiles, sms, k / gemm::kBlockK).tiles > 0;
 }
-// Whether the plan can ever launch its fused kernel: not when both its eager
-// and its captured calls take the plain path, and then it allocates none of
-// the fused kernel's buffers (gathered rows, staging, split-tile parts: each
-// the size of an operand or of the output, e.g. 256 MB for the AG+GEMM's A
-// at m = 16384, k = 8192).
-inline bool fused_ever(const SingleRank& s) { return !(s.plain && s.plain_captured); }
-// Whether this call on `stream` takes the plain path.
-inline bool single_rank_plain_now(bool plain, bool plain_captured, cudaStream_t stream) {
-  if (plain == plain_captured) return plain;
-  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  MK_CUDA_CHECK(cudaStreamIsCapturing(stream, &st));
-  return st == cudaStreamCaptureStatusNone ? plain : plain_captured;
+// A plain plan allocates none of the fused kernel's buffers (gathered rows,
+// staging, split-tile parts: each the size of an operand or of the output,
+// e.g. 256 MB for the AG+GEMM's A at m = 16384, k = 8192), only the
+// standalone GEMM's workspace for its split tiles (gemm_workspace_bytes; at
+// most half the SMs' 128 x 256 fp32 tiles, ~8.5 MB on 132 SMs; none where
+// its waves are whole). A plan's calls are ordered on the device
+// (LaunchOrder), so one workspace serves them all.
+inline void alloc_plain_ws(const GemmArgs& dims, void*& ptr, size_t& bytes) {
+  bytes = gemm_workspace_bytes(dims);
+  if (bytes) MK_CUDA_CHECK(cudaMalloc(&ptr, bytes));
+}
+inline void free_plain_ws(void*& ptr, size_t& bytes, const char* what) noexcept {
+  if (ptr) teardown_call(cudaFree(ptr), what);
+  ptr = nullptr;
+  bytes = 0;
 }
 
 // Marks a plan once one of its launches went into a stream capture: a CUDA

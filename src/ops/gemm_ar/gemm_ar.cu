@@ -109,7 +109,7 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
       fail("GemmAr: num_gather_ctas must be in [1, ", num_ctas_ - 1, "] (got ", num_gather_, ")");
     async_ = tp::rs_async_store("GemmAr", opt.async_store, free_sms > 0);
     own_tma_ = tp::rs_own_tma("GemmAr", opt.own_tma_store);
-    plain_ = tp::single_rank(t, m, n, k_local, sms, false).plain;  // no split tiles: captured calls alike
+    plain_ = tp::single_rank(t, m, n, k_local, sms, false);  // the fused kernel splits no tiles
     plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
     plain_swizzle_ = opt.swizzle;
     if (opt.interleave < -1 || opt.interleave > 1)
@@ -150,6 +150,9 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
         MK_CUDA_CHECK(cudaMalloc(&os_epoch_, 4 * sizeof(uint64_t)));
         MK_CUDA_CHECK(cudaMemset(os_epoch_, 0, 4 * sizeof(uint64_t)));
       }
+      if (plain_)
+        tp::alloc_plain_ws(GemmArgs{.m = m, .n = n, .k = k_local, .num_compute_ctas = plain_ctas_}, plain_ws_,
+                           plain_ws_bytes_);
       tp::rs_alloc_counters(t, *rs_);
       MK_CUDA_CHECK(cudaDeviceSynchronize());  // (an error of the memsets, or one left pending, in the check too)
     });
@@ -168,6 +171,7 @@ GemmAr::~GemmAr() { release(); }
 void GemmAr::release() noexcept {
   if (os_epoch_) teardown_call(cudaFree(os_epoch_), "GemmAr's one-shot counters");
   os_epoch_ = nullptr;
+  tp::free_plain_ws(plain_ws_, plain_ws_bytes_, "GemmAr's workspace for the standalone GEMM");
   if (!tp::free_symmetric_quietly(comm_, os_staging_)) os_signals_.keep();
   if (rs_) tp::rs_free_plan(comm_, *rs_);
   rs_.reset();
@@ -241,7 +245,7 @@ LaunchOrder::Call GemmAr::launch(const void* a, const void* b, const void* x, vo
     trace_.clear(stream);  // no events from this call
     if (compute)
       gemm_bf16(GemmArgs{.a = a, .b = b, .out = out, .m = m_, .n = n_, .k = k_, .num_compute_ctas = plain_ctas_,
-                         .swizzle = plain_swizzle_},
+                         .swizzle = plain_swizzle_, .workspace = plain_ws_, .workspace_bytes = plain_ws_bytes_},
                 stream);
     else if (out != x)
       MK_CUDA_CHECK(cudaMemcpyAsync(out, x, size_t(out_bytes), cudaMemcpyDeviceToDevice, stream));

@@ -60,7 +60,6 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   // This rank's checks, their outcome in the plan check (tp::PlanArgs: a
   // rank failing alone fails every rank at once).
   tp::PlanArgs args(comm, "GemmRs", roles::kMaxRsRanks);
-  tp::SingleRank one{};
   args.run([&] {
     tp::rs_check_shape(t, "GemmRs", m, n, k_local);
     const int sms = gemm::num_sms();
@@ -87,9 +86,7 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     num_ctas_ = opt.num_ctas ? opt.num_ctas : sp.tiles ? avail : tp::balanced_ctas(tiles, avail);
     async_ = tp::rs_async_store("GemmRs", opt.async_store, free_sms > 0);
     own_tma_ = tp::rs_own_tma("GemmRs", opt.own_tma_store);
-    one = tp::single_rank(t, m, n, k_local, sms, sp.tiles > 0);
-    plain_ = one.plain;
-    plain_captured_ = one.plain_captured;
+    plain_ = tp::single_rank(t, m, n, k_local, sms, sp.tiles > 0);
     plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
     plain_swizzle_ = opt.swizzle;
     tp::rs_check_grid("GemmRs", num_ctas_, sms);
@@ -98,7 +95,7 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     split_tiles_ = sp.tiles;
     split_parts_ = sp.parts;
   });
-  const bool fused = tp::fused_ever(one);  // else none of the fused kernel's buffers
+  const bool fused = !plain_;  // else none of the fused kernel's buffers (tp::alloc_plain_ws)
   // Signals, this rank's memory, the plan check, then the collective memory.
   rs_ = std::make_unique<tp::RsPlan>(
       tp::rs_reserve_plan(comm, args, "GemmRs", m, n, k_local, opt.swizzle, 0, nullptr));
@@ -106,6 +103,9 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   tp::undo_on_throw([&] {  // this rank's memory first, then the collective (tp::undo_on_throw says why)
     args.run([&] {  // (its failure too travels in the plan check)
       if (fused) tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);  // split tiles' fp32 parts
+      if (plain_)
+        tp::alloc_plain_ws(GemmArgs{.m = m, .n = n, .k = k_local, .num_compute_ctas = plain_ctas_}, plain_ws_,
+                           plain_ws_bytes_);
       tp::rs_alloc_counters(t, *rs_);
       MK_CUDA_CHECK(cudaDeviceSynchronize());  // (an error of the memsets, or one left pending, in the check too)
     });
@@ -123,6 +123,7 @@ void GemmRs::release() noexcept {
   if (split_ws_) teardown_call(cudaFree(split_ws_), "GemmRs's split-tile scratch");
   if (split_flags_) teardown_call(cudaFree(split_flags_), "GemmRs's split-tile flags");
   split_ws_ = nullptr;
+  tp::free_plain_ws(plain_ws_, plain_ws_bytes_, "GemmRs's workspace for the standalone GEMM");
   split_flags_ = nullptr;
   if (rs_) tp::rs_free_plan(comm_, *rs_);
   rs_.reset();
@@ -143,11 +144,11 @@ LaunchOrder::Call GemmRs::launch(const void* a, const void* b, const void* x, vo
   // A call on another stream waits for the previous one (mkernel/launch_order.hpp); the
   // returned span records this call's end once the caller enqueued all of it.
   LaunchOrder::Call call = order_.begin(stream);
-  if (tp::single_rank_plain_now(plain_, plain_captured_, stream)) {  // one rank: nothing to reduce
+  if (plain_) {  // one rank: nothing to reduce
     trace_.clear(stream);  // no events from this call
     if (compute)
       gemm_bf16(GemmArgs{.a = a, .b = b, .out = out, .m = m_, .n = n_, .k = k_, .num_compute_ctas = plain_ctas_,
-                         .swizzle = plain_swizzle_},
+                         .swizzle = plain_swizzle_, .workspace = plain_ws_, .workspace_bytes = plain_ws_bytes_},
                 stream);
     else
       MK_CUDA_CHECK(cudaMemcpyAsync(out, x, size_t(m_ * n_ * 2), cudaMemcpyDeviceToDevice, stream));

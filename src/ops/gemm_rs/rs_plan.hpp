@@ -149,7 +149,7 @@ inline void rs_alloc_counters(const Topology& t, RsPlan& p) {
 
 // Collective: the staging buffer (rs_staging_bytes) and, across nodes, its
 // registration. staging = false (a plan whose calls never launch the fused
-// kernel, tp::fused_ever; one rank only): none.
+// kernel: a one-rank plan on the plain path, tp::single_rank): none.
 inline void rs_alloc_staging(Communicator& comm, RsPlan& p, int extra_slots, bool staging) {
   const Topology& t = comm.topology();
   if (staging) p.staging = &comm.alloc_symmetric(rs_staging_bytes(t, p, extra_slots));
