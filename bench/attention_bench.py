@@ -139,10 +139,14 @@ def main():
         for env in args.mk_envs:
             fns[env_label(env)] = with_env(env, lambda q, k, v: run_mk(q, k, v, causal, out, lse))
         mk_variants = [("mkernel", defaults)] + [(env_label(env), env) for env in args.mk_envs]
+        broken = {}
         if args.graph:
-            with_env(defaults, run_mk)(data[0][0], data[0][1], data[0][2], causal, out, lse)  # warm-up
             for label, env in mk_variants:
-                fns[graph_label(label)] = with_env(env, capture_all)(causal, out, lse, data)
+                try:
+                    with_env(env, run_mk)(data[0][0], data[0][1], data[0][2], causal, out, lse)  # warm-up
+                    fns[graph_label(label)] = with_env(env, capture_all)(causal, out, lse, data)
+                except (RuntimeError, mkernel.MkernelError) as ex:
+                    broken[graph_label(label)] = "capture: " + str(ex).splitlines()[0][:80]
         for name, f in variants.items():
             fns[name] = (lambda f: lambda q, k, v: f(q, k, v, causal))(f)
         # Correctness at this shape against the flash backend (bf16 reference).
@@ -152,7 +156,7 @@ def main():
         ref = sdpa(Bk.FLASH_ATTENTION)(q, k, v, causal).transpose(1, 2).float()
         err = ((out.float() - ref).norm() / ref.norm()).item()
         checks = [with_env(env, lambda q, k, v: run_mk(q, k, v, causal, out, lse)) for env in args.mk_envs]
-        checks += [fns[graph_label(label)] for label, _ in mk_variants] if args.graph else []
+        checks += [fns[graph_label(label)] for label, _ in mk_variants if graph_label(label) in fns]
         for f in checks:  # each variant's output too (poisoned first)
             out.fill_(float("nan"))
             f(q, k, v)
@@ -160,7 +164,6 @@ def main():
             if math.isnan(e) or (not math.isnan(err) and e > err):  # a NaN (unwritten rows) is never hidden
                 err = e
         times = {n: [] for n in fns}
-        broken = {}
         names = list(fns)
         ncall = 0  # inputs rotate per call: no call finds the previous one's in L2
         for it in range(args.warmup + args.rounds):

@@ -16,13 +16,14 @@
 // Under a causal mask the CTAs claim their work units from a counter zeroed
 // per call (MK_ATTN_UNITS, include/mkernel/knob_list.inc), kept in the
 // library's own stream-ordered memory pool, or in the caller's `workspace`
-// (at least attention_workspace_bytes(args) bytes, 16-byte aligned; 0 bytes:
-// the call claims nothing). Inside a CUDA-graph capture only a given workspace
-// lets the call claim (the pool's memory cannot belong to a graph); without
-// one it walks its units statically there (the same result, up to 1.2x
-// slower at some causal shapes: bench/results/attention-claim-20261205.md).
-// The call zeroes what it uses of the workspace on `stream`; nothing else may
-// use it until the call is done.
+// (16-byte aligned, at least attention_workspace_bytes(args) bytes; a smaller
+// one is refused; when that is 0 the call claims nothing and ignores the
+// workspace). Inside a CUDA-graph capture only a given workspace lets the call
+// claim (the pool's memory cannot belong to a graph); without one it walks its
+// units statically there (the same result, up to 1.2x slower at some causal
+// shapes: bench/results/attention-claim-20261205.md). The call zeroes the
+// counter on `stream`; nothing else may use the workspace until the call is
+// done.
 #pragma once
 
 #include <cuda_runtime_api.h>

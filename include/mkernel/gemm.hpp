@@ -8,14 +8,16 @@
 // last wave of 128 x 256 tiles is short (at most half the SMs, k >= 4096),
 // those tiles are computed in halves of k on two SMs, with scratch from a
 // stream-ordered memory pool of the library's own, or in the caller's
-// `workspace` (at least gemm_workspace_bytes(args) bytes, 16-byte aligned; 0
-// bytes: this call splits nothing). Inside a CUDA-graph capture only a given
-// workspace splits (the pool's memory cannot belong to a graph): without one
-// a captured call computes those tiles whole, so it may differ from an eager
-// call in their last bits (fp32 sums in another order); with one, captured and
-// eager calls give the same bits. The call zeroes what it uses of the
-// workspace on `stream`; nothing else may use it until the call is done.
-// Calls on different streams may run concurrently.
+// `workspace` (16-byte aligned, at least gemm_workspace_bytes(args) bytes,
+// asked on the device that runs the call; a smaller one is refused; when that
+// is 0 the call splits nothing and ignores the workspace). Inside a CUDA-graph
+// capture only a given workspace splits (the pool's memory cannot belong to a
+// graph): without one a captured call computes those tiles whole, so it may
+// differ from an eager split call in their last bits (fp32 sums in another
+// order); with one it splits as an eager call does, with the same bits. The
+// call zeroes the workspace's control words (counters, flags) on `stream`;
+// nothing else may use the workspace until the call is done. Calls on
+// different streams may run concurrently.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -42,9 +44,9 @@ struct GemmArgs {
   size_t workspace_bytes = 0;
 };
 
-// Bytes of workspace a call with these m, n, k and num_compute_ctas uses (0: it
-// splits nothing); the pointers need not be set. Bad dimensions throw as the
-// call would.
+// Bytes of workspace a call with these m, n, k and num_compute_ctas uses on the
+// current device (0: it splits nothing); the pointers need not be set. Bad m,
+// n, k or num_compute_ctas throw; the call checks the rest.
 size_t gemm_workspace_bytes(const GemmArgs& args);
 void gemm_bf16(const GemmArgs& args, cudaStream_t stream = nullptr);
 

@@ -98,9 +98,11 @@ def _captured(q, k, v, out, lse, b, sq, skv, h, hkv, d, causal, scale, dev):
     (ops.capture_workspace), so the graph's calls claim their units as eager calls do."""
     ptr, nbytes, _keep = capture_workspace("mk_attention_workspace_bytes", "attention",
                                            (b, sq, skv, h, hkv, d, int(causal), 0), q.device)
-    return _need("mk_attention_fwd_ws", "attention")(
-        q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), b, sq, skv, h, hkv, d,
-        int(causal), float(scale or 0.0), 0, ptr, nbytes, _stream(dev))
+    args = (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), b, sq, skv, h, hkv, d,
+            int(causal), float(scale or 0.0), 0)
+    if ptr is None:
+        return _need("mk_attention_fwd", "attention")(*args, _stream(dev))
+    return lib.mk_attention_fwd_ws(*args, ptr, nbytes, _stream(dev))
 
 
 @torch.library.custom_op("mkernel::attention", mutates_args=())

@@ -57,8 +57,11 @@ def _need(symbol, op):
 def gemm_ptr(a, b, out, m, n, k, ldo=0, num_compute_ctas=0, stream=0, workspace=0, workspace_bytes=0):
     """Pointer-level GEMM (no torch): device addresses as ints, stream a cudaStream_t as int; workspace
     (optional, gemm_workspace_bytes(m, n, k, num_compute_ctas) bytes) as in include/mkernel/gemm.hpp."""
-    check(_need("mk_gemm_bf16_ws", "gemm")(a, b, out, m, n, k, ldo, num_compute_ctas, workspace or None,
-                                           workspace_bytes, stream))
+    if not workspace:  # (also a library from before workspaces)
+        check(_need("mk_gemm_bf16", "gemm")(a, b, out, m, n, k, ldo, num_compute_ctas, stream))
+        return
+    check(_need("mk_gemm_bf16_ws", "gemm")(a, b, out, m, n, k, ldo, num_compute_ctas, workspace, workspace_bytes,
+                                           stream))
 
 
 def workspace_bytes(symbol, op, *dims):

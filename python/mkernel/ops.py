@@ -78,7 +78,10 @@ def capture_workspace(symbol, op, dims, device):
     split tiles, the causal attention's unit counter: it would belong to the graph), so the call would run
     without it (unsplit tiles, static units). A tensor from torch's allocator can (in a capture: the graph's
     pool): returns (pointer, bytes, tensor) with the tensor to hold until the call is queued, or (None, 0,
-    None) when the call needs none."""
+    None) when the call needs none or the library predates workspaces (then the caller takes the call without
+    one)."""
+    if not hasattr(lib, symbol):
+        return None, 0, None
     n = workspace_bytes(symbol, op, *dims)
     if not n:
         return None, 0, None
@@ -136,8 +139,10 @@ def _gemm_captured(a, b, out, m, n, k, ldo, num_compute_ctas, dev):
     """A call inside a CUDA-graph capture: split tiles in a workspace from the graph's pool (capture_workspace),
     so the graph computes what an eager call does, bit for bit."""
     ptr, nbytes, _keep = capture_workspace("mk_gemm_workspace_bytes", "gemm", (m, n, k, num_compute_ctas), a.device)
-    return _need("mk_gemm_bf16_ws", "gemm")(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, ldo,
-                                             num_compute_ctas, ptr, nbytes, _stream(dev))
+    if ptr is None:
+        return _mk_gemm(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, ldo, num_compute_ctas, _stream(dev))
+    return lib.mk_gemm_bf16_ws(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, ldo, num_compute_ctas, ptr,
+                               nbytes, _stream(dev))
 
 
 @torch.library.custom_op("mkernel::gemm", mutates_args=())

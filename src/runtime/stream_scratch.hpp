@@ -9,14 +9,16 @@
 
 namespace mk {
 
-// `bytes` of device memory on the current device, allocated on `stream` from
-// the library's own memory pool (stream_scratch.cpp: why a pool of its own),
-// with [zero_offset, zero_offset + zero_bytes) zeroed on the stream. Empty
-// (get() == nullptr; the op then runs without it) while the stream is being
-// captured into a graph (the graph would own pool memory), where no pool
-// could be made, or when the pool has no memory left. Freed on the stream
-// after the work queued behind it: by release() (checked: throws mk::Error
-// on failure) or by the destructor (on an error path: reported, not thrown).
+// `bytes` of device memory on the current device, with [zero_offset,
+// zero_offset + zero_bytes) zeroed on `stream`: the caller's workspace when
+// given (second constructor), else allocated on `stream` from the library's
+// own memory pool (stream_scratch.cpp: why a pool of its own). The pool's is
+// empty (get() == nullptr; the op then runs without it) while the stream is
+// being captured into a graph (the graph would own pool memory), where no
+// pool could be made, or when the pool has no memory left, and is freed on the
+// stream after the work queued behind it: by release() (checked: throws
+// mk::Error on failure) or by the destructor (on an error path: reported, not
+// thrown). A caller's workspace is never freed here.
 class StreamScratch {
  public:
   StreamScratch(size_t bytes, size_t zero_offset, size_t zero_bytes, cudaStream_t stream, const char* what);

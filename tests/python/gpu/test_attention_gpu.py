@@ -165,6 +165,7 @@ def test_a_captured_causal_call_claims_its_units_and_gives_the_eager_bits(monkey
     ones do; the bits are the eager call's (a unit's sums do not depend on which CTA takes it)."""
     if getattr(mkernel._attention.lib, "mk_attention_workspace_bytes", None) is None:
         pytest.skip("library without mk_attention_workspace_bytes")
+    monkeypatch.delenv("MK_ATTN_UNITS", raising=False)  # the default: causal calls claim
     seen = []
     real = mkernel._attention.capture_workspace
 
