@@ -159,22 +159,14 @@ def test_repeated_calls_with_fresh_data_and_graph_replay():
         check(q, k, v, True, out, lse)
 
 
-def test_a_captured_causal_call_claims_its_units_and_gives_the_eager_bits(monkeypatch):
+def test_a_captured_causal_call_claims_its_units_and_gives_the_eager_bits(monkeypatch, workspace_spy):
     """Inside a CUDA-graph capture the op hands the library a workspace from the graph's pool for its unit
     counter (the library's own pool cannot serve a capture), so captured causal calls claim their units as eager
     ones do; the bits are the eager call's (a unit's sums do not depend on which CTA takes it)."""
     if getattr(mkernel._attention.lib, "mk_attention_workspace_bytes", None) is None:
         pytest.skip("library without mk_attention_workspace_bytes")
     monkeypatch.delenv("MK_ATTN_UNITS", raising=False)  # the default: causal calls claim
-    seen = []
-    real = mkernel._attention.capture_workspace
-
-    def spy(*a, **kw):
-        got = real(*a, **kw)
-        seen.append(got[1])
-        return got
-
-    monkeypatch.setattr(mkernel._attention, "capture_workspace", spy)
+    seen = workspace_spy(mkernel._attention)
     g = torch.Generator(device="cuda").manual_seed(12)
     q, k, v = rand((2, 2048, 8, 128), g), rand((2, 2048, 2, 128), g), rand((2, 2048, 2, 128), g)
     eager_out, eager_lse = mkernel.attention(q, k, v, causal=True)

@@ -101,7 +101,7 @@ def test_cuda_graph_capture_and_replay_with_new_inputs():
         assert rel(out, ref(a, b)) < 1e-2, f"replay {i}"
 
 
-def test_a_captured_gemm_splits_its_short_last_wave_and_gives_the_eager_bits(monkeypatch):
+def test_a_captured_gemm_splits_its_short_last_wave_and_gives_the_eager_bits(workspace_spy):
     """Inside a CUDA-graph capture the op hands the library a workspace from the graph's pool, so the short last
     wave's tiles are split as in an eager call (not computed whole, in another fp32 order): the same bits."""
     import mkernel.ops
@@ -110,15 +110,7 @@ def test_a_captured_gemm_splits_its_short_last_wave_and_gives_the_eager_bits(mon
     if need == 0:
         pytest.skip("this GPU's SM count leaves no short last wave at this shape")
     assert need >= 128 * 256 * 4
-    seen = []
-    real = mkernel.ops.capture_workspace
-
-    def spy(*args, **kw):
-        got = real(*args, **kw)
-        seen.append(got[1])
-        return got
-
-    monkeypatch.setattr(mkernel.ops, "capture_workspace", spy)
+    seen = workspace_spy(mkernel.ops)
     a = torch.randn(m, k, device="cuda").bfloat16()
     b = torch.randn(n, k, device="cuda").bfloat16()
     eager = mkernel.gemm(a, b)
