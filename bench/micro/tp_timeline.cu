@@ -198,7 +198,7 @@ void tp_timeline_one_rank(BenchContext& bc) {
   std::vector<int64_t> ms = {1024, 8192};
   if (bc.quick) ms = {1024};
   mk::TraceLog log("mkbench");
-  log.enable(sms, kEvents);
+  log.enable(sms, kEvents, false);
   const mk::dev::TraceBuf tb{log.base(), log.cap(), 0};
   auto read_log = [&] { return log.read(); };
   // GEMM+RS / GEMM+AR: n = hidden, k = FFN / 2.

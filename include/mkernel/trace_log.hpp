@@ -25,8 +25,10 @@ class TraceLog {
   TraceLog& operator=(const TraceLog&) = delete;
 
   // Room for events_per_cta events of each of ctas CTAs (0: off; at most
-  // 2^20 per CTA).
-  void enable(int ctas, int events_per_cta);
+  // 2^20 per CTA). Refused once the plan's launches were captured in a CUDA
+  // graph (`captured`): the graph's launches keep writing the buffer this
+  // would free.
+  void enable(int ctas, int events_per_cta, bool captured);
   // Zeroes the log on `stream` (before a traced launch: its events only).
   void clear(void* stream) const;
   // Waits for the device; the events of the last traced launch, in CTA order.

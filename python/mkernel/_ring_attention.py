@@ -41,7 +41,7 @@ class RingAttention(_Plan):
             float(scale), int(num_comm_ctas), int(num_ctas), ctypes.byref(h)))
         self._bind(comm, h)
         self.world = comm.world
-        self.shape = (int(batch), int(s_local), int(heads), int(kv_heads), int(head_dim))
+        self.shape = (int(batch), int(s_local), int(heads), int(kv_heads) or int(heads), int(head_dim))  # 0: heads
 
     def run(self, q, k, v, out=None, lse=None):
         b, s, h, hkv, d = self.shape
@@ -81,9 +81,19 @@ class RingAttention(_Plan):
         return out, lse
 
 
+def _same_positions(q, k):
+    """The ring op's K/V shard covers this rank's positions, as its Q shard does (the one-GPU op allows other
+    key lengths; the library takes k and v as s_local rows long)."""
+    if k.shape[1] != q.shape[1]:
+        raise MkernelError(f"mkernel.ring_attention: k and v hold {k.shape[1]} positions per sequence and q "
+                           f"{q.shape[1]}: each rank's K/V shard must cover the same positions as its Q shard "
+                           f"(s_local rows; causal: zigzag_shard of each)")
+
+
 def _check_call(q, k, v, out, lse):
     """Every check of a call, before any plan is made (making one is collective)."""
     _validate(q, k, v)
+    _same_positions(q, k)
     if not torch.compiler.is_compiling() and q.get_device() != torch.cuda.current_device():
         raise MkernelError(f"mkernel.ring_attention: q is on {q.device}, the current device (the communicator's) is "
                            f"cuda:{torch.cuda.current_device()}")
@@ -94,6 +104,7 @@ def _check_call(q, k, v, out, lse):
 
 
 def _run(q, k, v, key, causal, scale, out=None, lse=None):  # q, k, v, out, lse checked (_check_call)
+    _device_check(q, "q", getattr(lookup(key), "_device", None))  # (both paths: eager and the custom op)
     b, s, h, d = q.shape
     plan = _plan(RingAttention, key, b, s, h, k.shape[2], d, bool(causal), float(scale))
     res = plan._launch(q, k, v, out, lse)
@@ -141,6 +152,7 @@ def _ring_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, comm: 
 def _(q, k, v, comm, causal=False, scale=0.0):
     lookup(comm)  # a key that names no communicator fails at trace time
     _validate(q, k, v, meta=True)  # so do bad shapes
+    _same_positions(q, k)
     return q.new_empty(q.shape), q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
 
 
@@ -154,7 +166,6 @@ def ring_attention(q, k, v, comm, causal=False, scale=None, out=None, lse=None):
     if out is None and lse is None and torch.compiler.is_compiling():
         return torch.ops.mkernel.ring_attention(q, k, v, _key(comm), bool(causal), float(scale or 0.0))
     key = _key(comm)
-    _device_check(q, "q", getattr(comm, "_device", None))
     res = _run(q, k, v, key, causal, float(scale or 0.0), out, lse)
     if out is not None or lse is not None:
         bump_version(out, lse)

@@ -102,27 +102,27 @@ CUtensorMap q_map(const void* q, int64_t batch, int64_t seq, int64_t heads, int6
   return make_map(q, dims, strides, 1, kBlockM, what);
 }
 
-AttnParams make_params(const AttentionArgs& a, int block_n) {
+AttnParams make_params(const AttentionArgs& a, int block_n, const char* op) {
   const int64_t seq_kv = a.seq_kv ? a.seq_kv : a.seq_q;
   const int64_t kv_heads = a.kv_heads ? a.kv_heads : a.heads;
-  check_shape("attention", a.batch, a.seq_q, seq_kv, a.heads, kv_heads, a.head_dim);
+  check_shape(op, a.batch, a.seq_q, seq_kv, a.heads, kv_heads, a.head_dim);
   if (!a.q || !a.k || !a.v || !a.out || !a.lse)
-    fail("attention: q, k, v, out and lse must be device pointers (got q=", a.q, " k=", a.k, " v=", a.v,
+    fail(op, ": q, k, v, out and lse must be device pointers (got q=", a.q, " k=", a.k, " v=", a.v,
          " out=", a.out, " lse=", a.lse, ")");
   if (!aligned16(a.q) || !aligned16(a.k) || !aligned16(a.v) || !aligned16(a.out) || !aligned16(a.lse))
-    fail("attention: q, k, v, out and lse must be 16-byte aligned");
-  if (!(a.scale >= 0.f) || !std::isfinite(a.scale)) fail("attention: scale must be finite and >= 0 (got ", a.scale, ")");
+    fail(op, ": q, k, v, out and lse must be 16-byte aligned");
+  if (!(a.scale >= 0.f) || !std::isfinite(a.scale)) fail(op, ": scale must be finite and >= 0 (got ", a.scale, ")");
   const int64_t qbytes = a.batch * a.seq_q * a.heads * a.head_dim * 2;
   const int64_t kvbytes = a.batch * seq_kv * kv_heads * a.head_dim * 2;
   const int64_t lbytes = a.batch * a.heads * a.seq_q * 4;
   for (const auto& [p, n, name] : {std::tuple{a.q, qbytes, "q"}, std::tuple{a.k, kvbytes, "k"},
                                    std::tuple{a.v, kvbytes, "v"}}) {
-    if (overlap(a.out, qbytes, p, n)) fail("attention: out overlaps ", name, " (it is written while ", name, " is read)");
-    if (overlap(a.lse, lbytes, p, n)) fail("attention: lse overlaps ", name);
+    if (overlap(a.out, qbytes, p, n)) fail(op, ": out overlaps ", name, " (it is written while ", name, " is read)");
+    if (overlap(a.lse, lbytes, p, n)) fail(op, ": lse overlaps ", name);
   }
-  if (overlap(a.out, qbytes, a.lse, lbytes)) fail("attention: out and lse overlap");
+  if (overlap(a.out, qbytes, a.lse, lbytes)) fail(op, ": out and lse overlap");
   const int sms = gemm::num_sms();
-  if (a.num_ctas < 0 || a.num_ctas > sms) fail("attention: num_ctas must be in [0, ", sms, "] (got ", a.num_ctas, ")");
+  if (a.num_ctas < 0 || a.num_ctas > sms) fail(op, ": num_ctas must be in [0, ", sms, "] (got ", a.num_ctas, ")");
 
   AttnParams p{};
   p.q = q_map(a.q, a.batch, a.seq_q, a.heads, a.head_dim, "q");

@@ -21,8 +21,8 @@ namespace mk::attn {
 CUtensorMap make_map(const void* base, const int64_t (&dims)[4], const int64_t (&strides)[3], uint32_t box1,
                      uint32_t box2, const char* what);
 
-// The checks every attention call shares: head_dim, heads / kv_heads, sizes,
-// 16-byte alignment. `op` names the caller in messages.
+// The checks every attention call shares: head_dim, heads / kv_heads, sizes
+// (make_params checks the pointers). `op` names the caller in messages.
 void check_shape(const char* op, int64_t batch, int64_t seq_q, int64_t seq_kv, int64_t heads, int64_t kv_heads,
                  int64_t head_dim);
 
@@ -32,7 +32,7 @@ void check_shape(const char* op, int64_t batch, int64_t seq_q, int64_t seq_kv, i
 // the ring op sets its own), K/V maps in boxes of block_n keys
 // (the kernel's: kBlockNOneGpu for the one-GPU op, block_n_side(head_dim)
 // for the ring op, whose kernel runs a side role).
-AttnParams make_params(const AttentionArgs& a, int block_n = kBlockNOneGpu);
+AttnParams make_params(const AttentionArgs& a, int block_n = kBlockNOneGpu, const char* op = "attention");
 
 // Maps of q (dims {D, heads, S, batch}) and of a K or V in the caller's
 // layout (dims {D, kv_heads, S, batch}).

@@ -352,7 +352,7 @@ LaunchOrder::Call GemmAr::launch(const void* a, const void* b, const void* x, vo
 }
 
 // Indexed by CTA (the grid index less the delivery agents'): room for every grid (at most one CTA per SM).
-void GemmAr::enable_trace(int events_per_cta) { trace_.enable(gemm::num_sms(), events_per_cta); }
+void GemmAr::enable_trace(int events_per_cta) { trace_.enable(gemm::num_sms(), events_per_cta, captured_); }
 std::vector<TraceEvent> GemmAr::read_trace() const { return trace_.read(); }
 
 void GemmAr::run(const void* a, const void* b, void* out, cudaStream_t stream) {

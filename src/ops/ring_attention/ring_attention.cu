@@ -1,10 +1,10 @@
 // mkernel: ring attention (include/mkernel/ring_attention.hpp), one
-// persistent kernel per call: CTAs [0, num_comm) run the K/V push roles
-// (device/roles/kv_push.cuh) and then join the compute; the others run the
-// attention engine from the start, over this rank's own K/V (the caller's
-// tensors) and then every other rank's slot of the gathered buffer, each
-// chunk (batch, KV head) after its arrival signal. Units come from a
-// dynamic counter, so joiners take what is left.
+// persistent kernel per call: every CTA runs the attention engine from the
+// start, over this rank's own K/V (the caller's tensors) and then every other
+// rank's slot of the gathered buffer, each chunk (batch, KV head) after its
+// arrival signal; the K/V push (device/roles/kv_push.cuh) rides on the idle
+// warps of the producer warpgroups of CTAs [0, num_comm) (below). Units come
+// from a dynamic counter.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -145,7 +145,7 @@ void RingAttention::release() noexcept {
   epoch_counter_ = nullptr;
 }
 
-void RingAttention::enable_trace(int events_per_cta) { trace_.enable(num_ctas_, events_per_cta); }
+void RingAttention::enable_trace(int events_per_cta) { trace_.enable(num_ctas_, events_per_cta, captured_); }
 
 std::vector<RingAttention::TraceEvent> RingAttention::read_trace() const { return trace_.read(); }
 
@@ -167,7 +167,7 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
                   .causal = causal_, .scale = scale_, .num_ctas = num_ctas_};
   // Validates pointers, alignment, aliasing; own K/V as map 0; the kernel's key blocks (block_n_side: it
   // runs the K/V push in the engine's producer warpgroup, attn_engine.cuh Regs).
-  attn::AttnParams p = attn::make_params(a, attn::block_n_side(static_cast<int>(head_dim_)));
+  attn::AttnParams p = attn::make_params(a, attn::block_n_side(static_cast<int>(head_dim_)), "RingAttention");
   tp::note_capture(captured_, stream);
   // A call on another stream waits for the previous one (mkernel/launch_order.hpp); its span
   // records this call's end when run() returns or throws.

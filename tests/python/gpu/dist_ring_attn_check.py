@@ -150,6 +150,19 @@ def run(comm, rank, world):
         assert "even" in str(e), str(e)
     else:
         raise AssertionError("an odd causal s_local was accepted")
+    half = kl.shape[1] // 2  # K/V of other positions than q's (the one-GPU op allows it, the ring op does not)
+    kh, vh = kl[:, :half].contiguous(), vl[:, :half].contiguous()
+    bads = [lambda: mkernel.ring_attention(ql, kh, vh, comm)]
+    if world <= 2:  # (as above: torch.compile on 2 ranks at most)
+        bads.append(lambda: torch.compile(lambda q, k, v: mkernel.ring_attention(q, k, v, comm)[0],
+                                          fullgraph=True)(ql, kh, vh))
+    for bad in bads:
+        try:
+            bad()
+        except Exception as e:  # torch.compile wraps the fake implementation's MkernelError
+            assert "same positions" in str(e), str(e)
+        else:
+            raise AssertionError("k and v shorter than q were accepted")
     if rank == 0:
         print("ok ring attention", flush=True)
 
