@@ -86,9 +86,9 @@ class AgGemm {
   bool captured() const { return captured_; }
   // The plan's symmetric gathered buffer (valid until the next call). After
   // run() it lacks this rank's own rows when m_local is a multiple of 128
-  // (the GEMM reads them in place), and every row with single_rank_plain(); pass `gathered` to run() for
-  // all rows. Null where the plan has none: one rank on the plain path (the plan then allocates none of its
-  // fused kernel's buffers).
+  // (the GEMM reads them in place); pass `gathered` to run() for all rows. Null where the plan has none:
+  // one rank on the plain path (single_rank_plain(): the plan then allocates none of its fused kernel's
+  // buffers).
   const void* gathered_buffer() const;
 
   // Diagnostics: log up to events_per_cta device events per CTA of every

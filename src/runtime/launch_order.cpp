@@ -23,8 +23,18 @@ LaunchOrder::Call LaunchOrder::begin(cudaStream_t stream) {
   Call call(this, stream);
   call.captured_ = capturing(stream);
   if (call.captured_) return call;
+  // A failed query or wait disarms the span: recording this stream's (empty) point would let the next call
+  // on a third stream skip the previous call's work, which the event stands for until a call is ordered.
+  struct Disarm {
+    Call& c;
+    bool armed = true;
+    ~Disarm() {
+      if (armed) c.order_ = nullptr;
+    }
+  } disarm{call};
   MK_CUDA_CHECK(cudaStreamGetId(stream, &call.id_));
   if (recorded_ && call.id_ != stream_id_) MK_CUDA_CHECK(cudaStreamWaitEvent(stream, event_, 0));
+  disarm.armed = false;
   return call;
 }
 

@@ -375,6 +375,9 @@ TEST(AgGemmErrors, BadPlansAndInputsAreRejected) {
   EXPECT_NE(msg([&] { plan.run(nullptr, b.p, out.p, nullptr); }).find("a_local must be"), std::string::npos);
   EXPECT_NE(msg([&] { plan.run(a.as<char>() + 2, b.p, out.p, nullptr); }).find("16-byte aligned"), std::string::npos);
   EXPECT_NE(msg([&] { plan.run(a.p, b.p, a.p, nullptr); }).find("overlaps"), std::string::npos);
+  // run()'s gathered rows: written after the GEMM, so never over an input or the output.
+  for (void* g : {out.p, b.p, static_cast<void*>(a.p)})
+    EXPECT_NE(msg([&] { plan.run(a.p, b.p, out.p, nullptr, g); }).find("gathered overlaps"), std::string::npos);
   comm().barrier();
 }
 

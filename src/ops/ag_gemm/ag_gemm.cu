@@ -112,8 +112,8 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
     split_tiles_ = sp.tiles;
     split_parts_ = sp.parts;
     // (Decided before anything is reserved: a bad MK_TP_SINGLE_RANK fails here.)
-    plain_ = tp::single_rank(t, int64_t(t.world) * m_local, n, k, sms, split_tiles_ > 0);
     plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
+    plain_ = tp::single_rank(t, int64_t(t.world) * m_local, n, k, plain_ctas_ ? plain_ctas_ : sms, split_tiles_ > 0);
     plain_swizzle_ = opt.swizzle;
     const int64_t chunks = int64_t(t.world) * (m_local / rows_per_chunk_);
     sig_entry_ = signals_.take(comm, t.world);
@@ -264,6 +264,13 @@ std::vector<TraceEvent> AgGemm::read_trace() const { return trace_.read(); }
 const void* AgGemm::gathered_buffer() const { return gathered_ ? gathered_->local : nullptr; }
 
 void AgGemm::run(const void* a_local, const void* b, void* out, cudaStream_t stream, void* gathered) {
+  if (gathered) {  // written after the GEMM: it must not hold an input or the output (all_gather: the same)
+    const size_t rows = size_t(comm_.world()) * size_t(m_local_);
+    const size_t bytes = rows * size_t(k_) * 2;
+    if (overlap(gathered, bytes, a_local, size_t(m_local_ * k_ * 2)) || overlap(gathered, bytes, b, size_t(n_ * k_ * 2)) ||
+        overlap(gathered, bytes, out, rows * size_t(n_) * 2))
+      fail("AgGemm::run: gathered overlaps a_local, b or out");
+  }
   const LaunchOrder::Call call = launch(a_local, b, out, true, stream);  // its end: after the copies (they read
   if (gathered) copy_gathered(a_local, gathered, stream);                // the plan's buffer)
 }

@@ -140,6 +140,7 @@ inline double grid_busy(int64_t tiles, int sms) {
   const int64_t waves = (tiles + sms - 1) / sms;
   return waves > 0 ? double(tiles) / double(waves * sms) : 1.0;
 }
+// `sms`: the plain path's grid (the options' num_ctas, else every SM).
 inline bool single_rank(const Topology& t, int64_t m, int64_t n, int64_t k, int sms, bool splits) {
   if (t.world != 1) return false;
   const std::string mode = knob_str(Knob::MK_TP_SINGLE_RANK);
@@ -153,8 +154,10 @@ inline bool single_rank(const Topology& t, int64_t m, int64_t n, int64_t k, int 
 // e.g. 256 MB for the AG+GEMM's A at m = 16384, k = 8192), only the
 // standalone GEMM's workspace for its split tiles (gemm_workspace_bytes; at
 // most half the SMs' 128 x 256 fp32 tiles, ~8.5 MB on 132 SMs; none where
-// its waves are whole). A plan's calls are ordered on the device
-// (LaunchOrder), so one workspace serves them all.
+// its waves are whole). One workspace serves all the plan's calls, as its
+// other state does: two launches of a plan never run at once (LaunchOrder
+// orders eager calls; graphs holding the plan must be replayed in order with
+// its other calls, mkernel/launch_order.hpp).
 inline void alloc_plain_ws(const GemmArgs& dims, void*& ptr, size_t& bytes) {
   bytes = gemm_workspace_bytes(dims);
   if (bytes) MK_CUDA_CHECK(cudaMalloc(&ptr, bytes));

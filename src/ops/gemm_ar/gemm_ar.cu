@@ -109,8 +109,8 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
       fail("GemmAr: num_gather_ctas must be in [1, ", num_ctas_ - 1, "] (got ", num_gather_, ")");
     async_ = tp::rs_async_store("GemmAr", opt.async_store, free_sms > 0);
     own_tma_ = tp::rs_own_tma("GemmAr", opt.own_tma_store);
-    plain_ = tp::single_rank(t, m, n, k_local, sms, false);  // the fused kernel splits no tiles
     plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
+    plain_ = tp::single_rank(t, m, n, k_local, plain_ctas_ ? plain_ctas_ : sms, false);  // (fused: no split tiles)
     plain_swizzle_ = opt.swizzle;
     if (opt.interleave < -1 || opt.interleave > 1)
       fail("GemmAr: interleave must be -1, 0 or 1 (got ", opt.interleave, ")");

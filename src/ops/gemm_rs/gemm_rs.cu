@@ -86,8 +86,8 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     num_ctas_ = opt.num_ctas ? opt.num_ctas : sp.tiles ? avail : tp::balanced_ctas(tiles, avail);
     async_ = tp::rs_async_store("GemmRs", opt.async_store, free_sms > 0);
     own_tma_ = tp::rs_own_tma("GemmRs", opt.own_tma_store);
-    plain_ = tp::single_rank(t, m, n, k_local, sms, sp.tiles > 0);
     plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
+    plain_ = tp::single_rank(t, m, n, k_local, plain_ctas_ ? plain_ctas_ : sms, sp.tiles > 0);
     plain_swizzle_ = opt.swizzle;
     tp::rs_check_grid("GemmRs", num_ctas_, sms);
     // reduce_scatter()'s grid is kRsPushCtas + the Reduce CTAs.
