@@ -16,7 +16,7 @@ from ._lib import MkernelError, check
 from ._ops_c import _need
 
 from ._lib import lib
-from .ops import _capturing, _fast_ok, _get_device, _stream, bump_version, capture_workspace
+from .ops import _capturing, _fast_ok, _get_device, _stream, bump_version, capture_workspace, out_grad_refused
 
 _BF16 = torch.bfloat16
 _mk_attention = getattr(lib, "mk_attention_fwd", None)  # None: built without the op (_need says so)
@@ -160,8 +160,10 @@ def _hot(q, k, v, causal, scale, out, lse):
     dev = _get_device()
     if not _fast_io(q, k, v, out, lse, dev, qs):
         return None
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        return None  # (the full path refuses it: _no_autograd)
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad
+                                    or (out is not None and out.requires_grad)
+                                    or (lse is not None and lse.requires_grad)):
+        return None  # (the full path refuses it: _no_autograd, out_grad_refused)
     b, sq, h, d = qs
     out_given, lse_given = out, lse
     if out is None:
@@ -188,6 +190,7 @@ def attention(q, k, v, causal=False, scale=None, out=None, lse=None):
             return hot
     _validate(q, k, v)
     _no_autograd(q, k, v, "mkernel.attention")
+    out_grad_refused("mkernel.attention", out, lse)
     if not torch.compiler.is_compiling():
         if len(_SEEN) >= _SEEN_MAX:  # many distinct shapes (e.g. varying lengths): start over
             _SEEN.clear()

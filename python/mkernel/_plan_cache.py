@@ -15,7 +15,9 @@ def close_oldest(plans, comm_key, limit, before_closing=None, keep=None):
     many it closed, and how many more it would have closed but for keep."""
     if limit <= 0:
         return 0, 0
-    mine = [k for k in plans if k[1] == comm_key]
+    # A snapshot of the keys (list(dict) copies them at once): another thread may add plans of its own
+    # communicator meanwhile, and iterating the dict itself would then fail on this rank alone.
+    mine = [k for k in list(plans) if k[1] == comm_key]
     want = max(0, len(mine) - limit + 1)
     doomed = [k for k in mine if keep is None or not keep(plans[k])][:want]
     if doomed and before_closing is not None:

@@ -17,7 +17,7 @@ import torch
 from ._lib import MkernelError, check, lib
 from ._ops_c import _need
 from ._attention import _check_lse, _check_out, _fast_io, _no_autograd, _validate
-from .ops import _get_device, _stream, bump_version
+from .ops import _get_device, _stream, bump_version, out_grad_refused
 from ._tp_plans import _Plan, _device_check
 from .tp import _HOT, _compiling, _key, _plan, lookup
 
@@ -132,8 +132,10 @@ def _hot(q, k, v, comm, causal, scale, out, lse):
     dev = _get_device()
     if dev != comm_dev or not _fast_io(q, k, v, out, lse, dev, qs):
         return None
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        return None  # (the full path refuses it: _no_autograd)
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad
+                                    or (out is not None and out.requires_grad)
+                                    or (lse is not None and lse.requires_grad)):
+        return None  # (the full path refuses it: _no_autograd, out_grad_refused)
     res = launch(q, k, v, out, lse)
     if out is not None or lse is not None:
         bump_version(out, lse)
@@ -163,6 +165,7 @@ def ring_attention(q, k, v, comm, causal=False, scale=None, out=None, lse=None):
         return hot
     _check_call(q, k, v, out, lse)
     _no_autograd(q, k, v, "mkernel.ring_attention")
+    out_grad_refused("mkernel.ring_attention", out, lse)
     if out is None and lse is None and torch.compiler.is_compiling():
         return torch.ops.mkernel.ring_attention(q, k, v, _key(comm), bool(causal), float(scale or 0.0))
     key = _key(comm)

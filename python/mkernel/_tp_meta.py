@@ -64,8 +64,9 @@ def _entry(key):
     comm = entry[0]() if entry is not None else None
     if comm is None:
         raise MkernelError(f"mkernel: no communicator with key {int(key)} is registered with the tensor-parallel "
-                           "ops: it was garbage-collected, or torch.compile'd code ran before any eager use; call "
-                           "mkernel.tp.register(comm) (after `import mkernel.tp`) once after creating it")
+                           "ops: the communicator it names was garbage-collected (code compiled with it, e.g. by "
+                           "torch.compile, keeps only its key); keep the communicator alive as long as that code "
+                           "runs, or compile again with a live one")
     return comm, entry[1]
 
 

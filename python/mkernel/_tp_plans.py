@@ -71,6 +71,15 @@ def _check_shape(t, name, shape, device=None):
         raise MkernelError(f"mkernel: {name} must be a contiguous {list(shape)} tensor (got {list(t.shape)}, "
                            f"strides {t.stride()})")
     _device_check(t, name)
+    check_aligned(t, name, "mkernel (tensor parallel)")
+
+
+def check_aligned(t, name, op):
+    """The library takes 16-byte aligned operands: said here, before a plan is made (collective), not by the
+    library at launch on this rank alone after the others went ahead."""
+    if t.data_ptr() % 16:
+        raise MkernelError(f"{op}: {name} must start at a 16-byte aligned address (got {t.data_ptr():#x}: a view "
+                           f"at storage offset {t.storage_offset()}); call .clone()")
 
 
 def _device_check(t, name, comm_device=None):

@@ -99,6 +99,15 @@ def _fast_ok(t, dtype, dev):
         return False
 
 
+def out_grad_refused(op, *outs):
+    """Raises where autograd is recording and a given out (None: skipped) requires grad: writing it through
+    the library would bypass autograd (a leaf overwritten silently, a non-leaf keeping a stale grad_fn), which
+    torch's own out= ops refuse too."""
+    if torch.is_grad_enabled() and any(t is not None and getattr(t, "requires_grad", False) for t in outs):
+        raise MkernelError(f"{op}: out= does not support autograd, and the given output requires grad; pass one "
+                           "that does not (or detach it), or call under torch.no_grad()")
+
+
 def _stream(dev):
     return _raw_stream(dev) if _raw_stream else torch.cuda.current_stream(dev).cuda_stream
 
@@ -206,6 +215,7 @@ def gemm(a, b, out=None, num_compute_ctas=0):
         return out
     if grad:  # (first: gemm_out has no autograd formula, traced or not)
         raise MkernelError("mkernel.gemm: out= does not support autograd (inputs require grad); drop out=")
+    out_grad_refused("mkernel.gemm", out)
     if torch.compiler.is_compiling():
         torch.ops.mkernel.gemm_out(a, b, out, num_compute_ctas)
         return out

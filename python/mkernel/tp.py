@@ -35,7 +35,7 @@ from ._ops_c import _need
 from ._plan_cache import close_oldest
 from ._tp_meta import (_COMMS, MAX_RS_RANKS, register, lookup, world, ag_gemm_shapes, gemm_rs_shape,
                        all_gather_shape, reduce_scatter_shape)
-from ._tp_plans import _Plan, _check_shape, _device_check, _ptr
+from ._tp_plans import _Plan, _check_shape, _device_check, _ptr, check_aligned
 from .ops import _check_matrix, _fast_ok, _get_device, _stream, bump_version
 
 __all__ = ["ag_gemm", "gemm_rs", "all_gather", "reduce_scatter", "AgGemm", "GemmRs", "register", "close_plans"]
@@ -137,6 +137,7 @@ _COLLECTIVE_N = 64  # the all-gather's plan is an AgGemm with this (unused) n; t
 PLAN_WARN_COUNT = 64
 _WARNED = set()
 _WARNED_CAPTURED = set()  # communicators told that captured plans hold their cache above MK_PLAN_CACHE_MAX
+_EVICTED = set()  # keys of plans the bound closed (until close_plans)
 
 
 def _plan(cls, key, *shape):
@@ -146,6 +147,11 @@ def _plan(cls, key, *shape):
         # Creating a plan is collective and allocates: never inside a CUDA
         # graph capture (run the op once, with these shapes, before capturing).
         if torch.cuda.is_current_stream_capturing():
+            if pkey in _EVICTED:
+                raise MkernelError(f"mkernel: the {cls.__name__} plan for shape {shape} was closed by the cache "
+                                   f"bound (MK_PLAN_CACHE_MAX={knob_int('MK_PLAN_CACHE_MAX')}) after the warm-up "
+                                   "made it, and plans cannot be made during CUDA-graph capture: raise the bound "
+                                   "above the number of plans the captured code needs (its backward's included)")
             raise MkernelError(f"mkernel: no {cls.__name__} plan for shape {shape} yet, and plans cannot be made "
                                "during CUDA-graph capture; call the op once with these shapes before capturing")
         # MK_PLAN_CACHE_MAX > 0: the communicator's oldest plans are closed first (collective, in the same
@@ -154,7 +160,10 @@ def _plan(cls, key, *shape):
         # ranks capture the same graphs.
         limit = knob_int("MK_PLAN_CACHE_MAX")
         # before_closing first: none may launch a plan whose close failed
+        held = [k for k in list(_PLANS) if k[1] == key] if limit > 0 else []
         _, short = close_oldest(_PLANS, key, limit, lambda: _drop_hot(key), lambda plan: plan.captured)
+        _EVICTED.update(k for k in held if k not in _PLANS)  # (a capture that needs one says why it is gone)
+        _EVICTED.discard(pkey)
         if short and key not in _WARNED_CAPTURED:
             _WARNED_CAPTURED.add(key)
             warnings.warn(f"mkernel: MK_PLAN_CACHE_MAX={limit} is exceeded: {short + limit - 1} of this "
@@ -164,7 +173,7 @@ def _plan(cls, key, *shape):
                           stacklevel=outside_stacklevel())
         p = _PLANS[pkey] = cls(lookup(key), *shape)
         if limit <= 0 and key not in _WARNED:
-            n = sum(1 for k in _PLANS if k[1] == key)
+            n = sum(1 for k in list(_PLANS) if k[1] == key)
             if n >= PLAN_WARN_COUNT:
                 _WARNED.add(key)
                 held = lookup(key).symmetric_bytes() / 2**20
@@ -180,8 +189,8 @@ def _plan(cls, key, *shape):
 
 def _drop_hot(key):
     """Forgets the steady-state entries of communicator `key` (they hold launches of its plans)."""
-    for hk in [k for k in _HOT if k[1] == key]:
-        del _HOT[hk]
+    for hk in [k for k in list(_HOT) if k[1] == key]:  # (snapshots: other threads' communicators add theirs)
+        _HOT.pop(hk, None)
 
 
 def close_plans(comm=None):
@@ -190,7 +199,7 @@ def close_plans(comm=None):
     again. A CUDA graph captured with a plan's launches must not be replayed after its plan was closed
     (a warning names how many closed plans were captured)."""
     _HOT.clear()  # its entries hold launches of these plans
-    keys = [k for k in _PLANS if comm is None or k[1] == comm._uid]
+    keys = [k for k in list(_PLANS) if comm is None or k[1] == comm._uid]
     captured = sum(1 for k in keys if _PLANS[k].captured)
     for key in keys:
         _PLANS.pop(key).close()
@@ -199,6 +208,7 @@ def close_plans(comm=None):
                       "graphs: replaying those graphs now would use freed memory and signal words; destroy "
                       "them, and capture again after the ops made new plans", RuntimeWarning,
                       stacklevel=outside_stacklevel())
+    _EVICTED.difference_update([k for k in list(_EVICTED) if comm is None or k[1] == comm._uid])
     if comm is None:
         _WARNED.clear()
         _WARNED_CAPTURED.clear()
@@ -250,7 +260,7 @@ def _hot(op, comm, out, a, b=None):
     given = out is not None
     if not given:
         out = a.new_empty(out_shape)
-    elif not _fast_ok(out, _BF16, dev) or out.shape != out_shape:
+    elif not _fast_ok(out, _BF16, dev) or out.shape != out_shape or (out.requires_grad and _grad_on()):
         return None
     if b is None:
         launch(a, out)
@@ -272,6 +282,8 @@ def _check_inputs(op, *named):
         if not t.is_contiguous():
             raise MkernelError(f"mkernel.{op}: {name} must be contiguous (got shape {list(t.shape)}, strides "
                                f"{t.stride()}); call .contiguous()")
+        if not torch.compiler.is_compiling():  # (traced tensors have no address)
+            check_aligned(t, name, "mkernel." + op)
         if first is None:
             first = t
 
@@ -634,9 +646,10 @@ def _backward_fits(op, key, rows_grad):
                            "input that does not require grad")
 
 
-def _no_grad_out(op, grad):
+def _no_grad_out(op, grad, out):
     if grad:
         raise MkernelError(f"mkernel.{op}: out= does not support autograd (inputs require grad); drop out=")
+    out_grad_refused("mkernel." + op, out)
 
 
 def _dispatch(op, run, args, grad, out):
@@ -645,7 +658,7 @@ def _dispatch(op, run, args, grad, out):
     library (`run`)."""
     compiling = torch.compiler.is_compiling()
     if out is not None:
-        _no_grad_out(op, grad)
+        _no_grad_out(op, grad, out)
         if not compiling:
             run(*args, out)
             bump_version(out)
@@ -674,8 +687,9 @@ def ag_gemm(a_local, b, comm, out=None, return_gathered=False):
     _backward_fits("ag_gemm", key, grad and a_local.requires_grad)
     compiling = torch.compiler.is_compiling()
     if out is not None:
-        _no_grad_out("ag_gemm", grad)
-        gathered = a_local.new_empty((out.shape[0], a_local.shape[1])) if return_gathered else None
+        _no_grad_out("ag_gemm", grad, out)
+        gathered = (a_local.new_empty((world(key) * a_local.shape[0], a_local.shape[1])) if return_gathered
+                    else None)  # (out is checked by the run)
         if not compiling:
             _ag_gemm_run(a_local, b, key, out, gathered)
             bump_version(out)

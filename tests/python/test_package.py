@@ -196,7 +196,8 @@ def test_tp_registry_maps_keys_to_open_communicators_weakly():
     with pytest.raises(mkernel.MkernelError, match="closed"):
         _tp_meta.register(comm)
     del comm  # the registry holds no reference
-    with pytest.raises(mkernel.MkernelError, match=r"no communicator with key 1000000000 .*mkernel.tp.register"):
+    with pytest.raises(mkernel.MkernelError,
+                       match=r"no communicator with key 1000000000 .*garbage-collected.*keep the communicator alive"):
         _tp_meta.world(key)
     with pytest.raises(mkernel.MkernelError, match="not a mkernel.Communicator"):
         _tp_meta.register(object())
@@ -550,6 +551,35 @@ def test_plan_cache_bound_closes_the_oldest_plans_of_one_communicator():
     assert [k for k in plans if k[1] == 1] == [("GemmRs", 1, (2,)), ("GemmRs", 1, (3,))]
     assert len([k for k in plans if k[1] == 2]) == 4              # the other communicator's plans untouched
     assert close_oldest(plans, 2, 1) == (4, 0) and closed[2:] == ["c2s0", "c2s1", "c2s2", "c2s3"]
+
+
+def test_plan_cache_bound_while_another_thread_adds_plans_of_its_own_communicator():
+    # One host thread per communicator is allowed: the bound's scan of the shared cache must not fail on one
+    # rank because another thread added a plan meanwhile ("dictionary changed size during iteration", before
+    # the scan took a snapshot of the keys). Made deterministic: the communicator key's comparison, which
+    # the scan calls for every cached plan, adds another communicator's plan as a second thread could.
+    from mkernel._plan_cache import close_oldest
+    closed, plans = [], {}
+
+    class Key:
+        def __init__(self):
+            self.added = 0
+
+        def __eq__(self, other):
+            if isinstance(other, Key):
+                return other is self
+            plans[("GemmRs", 2, (self.added,))] = _Plan("other", [])
+            self.added += 1
+            return False
+
+        __hash__ = object.__hash__
+
+    mine = Key()
+    plans[("GemmRs", 2, (-1,))] = _Plan("other", [])
+    for i in range(3):
+        plans[("GemmRs", mine, (i,))] = _Plan(f"mine{i}", closed)
+    assert close_oldest(plans, mine, 2) == (2, 0) and closed == ["mine0", "mine1"]
+    assert mine.added > 0  # the other communicator's plans did arrive during the scan
 
 
 def test_plan_cache_bound_never_closes_a_captured_plan():

@@ -161,6 +161,17 @@ def check_forward(comm, d):
     y.fill_(nan)
     expect(mkernel.reduce_scatter(xs, comm, out=y) is y, "reduce_scatter out= returns out")
     close(y, ref, "reduce_scatter out=")
+    # An out= that requires grad while autograd records is refused on every rank, before anything runs (the
+    # library would write it behind autograd's back); the fast path (these shapes ran) refuses it too.
+    yg = torch.zeros_like(y).requires_grad_()
+    expect_error(lambda: mkernel.reduce_scatter(xs, comm, out=yg), "requires grad", "reduce_scatter out= with grad")
+    expect(yg.abs().sum().item() == 0, "reduce_scatter out= with grad: written")
+    # A misaligned view (a bf16 element past a 16-byte boundary) is refused on every rank before the plan
+    # for its shape is made (the library would refuse it at launch, on one rank, after the others went ahead).
+    rows = d.world * 8  # a shape no plan exists for yet
+    flat = d.rnd(1, rows * 128 + 8).reshape(-1)
+    expect_error(lambda: mkernel.reduce_scatter(flat[1:1 + rows * 128].view(rows, 128), comm), "16-byte aligned",
+                 "reduce_scatter of a misaligned view")
     # The all-reduce alone (against dist.all_reduce in fp32), also in place (include/mkernel/tp.hpp allows it).
     for xa in (xs, d.rnd(2048, 4096)):
         ref_a, scale_a = d.sum(xa), d.sum(xa.abs())
@@ -246,6 +257,17 @@ def check_plan_cache(comm, d):
         after = [key for key in tp._PLANS if key[1] == comm._uid]
         expect(len(after) == 3 and after[:2] == before[1:] and after[2] not in before,
                f"the bounded cache did not close its oldest plan: {before} -> {after}")
+        # A capture that needs a plan the bound closed says so (not "call the op once before capturing").
+        h1 = d.rnd(d.world * 2, k)  # shape 1: made above, closed by the bound since
+        torch.cuda.synchronize()
+        g1 = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(g1):
+                mkernel.gemm_rs(h1, v, comm)
+        except mkernel.MkernelError as e:
+            expect("closed by the cache bound" in str(e), f"capture after the bound closed the plan: {e}")
+        else:
+            raise AssertionError("a capture made a plan, or found one the bound had closed")
         check_plan_cache_captured(comm, d, v)
     finally:
         del os.environ["MK_PLAN_CACHE_MAX"]

@@ -259,6 +259,21 @@ def test_forward_only_op_refuses_inputs_that_need_a_gradient():
     assert torch.equal(out, mkernel.attention(q, k, v)[0])
 
 
+def test_out_or_lse_that_requires_grad_is_refused_while_autograd_records():
+    g = torch.Generator(device="cuda").manual_seed(13)
+    q, k, v = rand((1, 256, 2, 128), g), rand((1, 256, 2, 128), g), rand((1, 256, 2, 128), g)
+    mkernel.attention(q, k, v)  # this shape takes the fast path next: it must refuse too
+    for grad_out in (True, False):
+        out = torch.zeros_like(q).requires_grad_(grad_out)
+        lse = torch.zeros((1, 2, 256), device="cuda").requires_grad_(not grad_out)
+        with pytest.raises(mkernel.MkernelError, match="requires grad"):
+            mkernel.attention(q, k, v, out=out, lse=lse)
+        assert out.abs().sum().item() == 0 and lse.abs().sum().item() == 0, "refused before anything ran"
+    with torch.no_grad():
+        mkernel.attention(q, k, v, out=out, lse=lse)
+    check(q, k, v, False, out.detach(), lse.detach())
+
+
 def test_out_and_lse_tell_autograd_that_they_changed():
     q = torch.randn(1, 128, 4, 64, device="cuda", dtype=torch.bfloat16)
     k, v = torch.randn_like(q), torch.randn_like(q)

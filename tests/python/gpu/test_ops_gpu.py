@@ -187,6 +187,18 @@ def test_gemm_out_tells_autograd_that_out_changed():
         y.backward()
 
 
+def test_gemm_out_that_requires_grad_is_refused_while_autograd_records():
+    # Writing it through the library would bypass autograd (torch's own out= ops refuse it too).
+    a = torch.randn(128, 128, device="cuda").bfloat16()
+    out = torch.zeros(128, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    with pytest.raises(mkernel.MkernelError, match="requires grad"):
+        mkernel.gemm(a, a, out=out)
+    assert out.abs().sum().item() == 0, "refused before anything ran"
+    with torch.no_grad():
+        mkernel.gemm(a, a, out=out)
+    assert rel(out.detach(), ref(a, a)) < 1e-2
+
+
 def test_gemm_out_refuses_autograd_under_torch_compile_too():
     a = torch.randn(128, 128, device="cuda").bfloat16().requires_grad_()
     b = torch.randn(128, 128, device="cuda").bfloat16()
