@@ -113,7 +113,8 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
     split_parts_ = sp.parts;
     // (Decided before anything is reserved: a bad MK_TP_SINGLE_RANK fails here.)
     plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
-    plain_ = tp::single_rank(t, int64_t(t.world) * m_local, n, k, plain_ctas_ ? plain_ctas_ : sms, split_tiles_ > 0);
+    plain_ = tp::single_rank(t, int64_t(t.world) * m_local, n, k, plain_ctas_ ? plain_ctas_ : sms,
+                             split_tiles_ > 0);
     plain_swizzle_ = opt.swizzle;
     const int64_t chunks = int64_t(t.world) * (m_local / rows_per_chunk_);
     sig_entry_ = signals_.take(comm, t.world);
@@ -124,8 +125,8 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
     args.run([&] {  // (its failure too travels in the plan check)
       if (fused) tp::alloc_split(split_tiles_, split_parts_, &split_ws_, &split_flags_);
       if (plain_)
-        tp::alloc_plain_ws(GemmArgs{.m = m_local, .n = n, .k = k, .num_compute_ctas = plain_ctas_}, plain_ws_,
-                           plain_ws_bytes_);
+        tp::alloc_plain_ws(GemmArgs{.m = int64_t(t.world) * m_local, .n = n, .k = k, .num_compute_ctas = plain_ctas_},
+                           plain_ws_, plain_ws_bytes_);  // (run()'s GEMM: every row, world = 1)
       // Epoch counter + finished-CTA count (device/epoch.cuh) + tile counter +
       // the push's part claims (device/roles/allgather_push.cuh), zero.
       MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 4 * sizeof(uint64_t)));
@@ -267,8 +268,8 @@ void AgGemm::run(const void* a_local, const void* b, void* out, cudaStream_t str
   if (gathered) {  // written after the GEMM: it must not hold an input or the output (all_gather: the same)
     const size_t rows = size_t(comm_.world()) * size_t(m_local_);
     const size_t bytes = rows * size_t(k_) * 2;
-    if (overlap(gathered, bytes, a_local, size_t(m_local_ * k_ * 2)) || overlap(gathered, bytes, b, size_t(n_ * k_ * 2)) ||
-        overlap(gathered, bytes, out, rows * size_t(n_) * 2))
+    if (overlap(gathered, bytes, a_local, size_t(m_local_ * k_ * 2)) ||
+        overlap(gathered, bytes, b, size_t(n_ * k_ * 2)) || overlap(gathered, bytes, out, rows * size_t(n_) * 2))
       fail("AgGemm::run: gathered overlaps a_local, b or out");
   }
   const LaunchOrder::Call call = launch(a_local, b, out, true, stream);  // its end: after the copies (they read
