@@ -37,6 +37,10 @@ def _candidates():
 
 
 def _load():
+    env = os.environ.get("MK_LIBRARY")
+    if env and not Path(env).is_file():  # (a typo must not load another copy without a word)
+        raise ImportError(f"mkernel: MK_LIBRARY={env} is not a file; point it at a libmkernel.so, or unset it "
+                          "to use the package's own library")
     tried = []
     for path in _candidates():
         tried.append(str(path))

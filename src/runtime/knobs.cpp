@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 
 #include "mkernel/error.hpp"
 
@@ -131,6 +132,9 @@ std::vector<std::string> validate_knobs(const EnvLookup& env,
                                         const std::vector<std::string>& set_names) {
   for (size_t i = 0; i < knob_specs().size(); ++i) {
     const auto& s = knob_specs()[i];
+    // The tools' own knobs (documented "...; the library ignores it.", knob_list.inc) are the tools'
+    // business: a value the library would refuse must not stop a communicator.
+    if (std::string_view(s.doc).find("the library ignores it") != std::string_view::npos) continue;
     switch (s.type) {
       case KnobType::Int: knob_int(static_cast<Knob>(i), env); break;
       case KnobType::Bool: knob_bool(static_cast<Knob>(i), env); break;

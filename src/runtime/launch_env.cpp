@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <functional>
+#include <optional>
+#include <utility>
 
 #include "mkernel/error.hpp"
 
@@ -71,8 +73,20 @@ std::optional<int> pmi_world(const EnvLookup& env) {
 }
 
 int port_from_job(const std::string& job) {
-  // Stable across ranks of one job, spread over [20000, 40000).
-  return 20000 + static_cast<int>(std::hash<std::string>{}(job) % 20000);
+  // Stable across ranks of one job, spread over [20000, 32768): below Linux's default ephemeral range
+  // (net.ipv4.ip_local_port_range starts at 32768), whose ports any outgoing connection may hold.
+  return 20000 + static_cast<int>(std::hash<std::string>{}(job) % 12768);
+}
+
+// The size another launcher's variables give this job, when it has them (a check of RANK / WORLD_SIZE).
+std::optional<std::pair<const char*, int64_t>> other_launcher_world(const EnvLookup& env) {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"})
+    if (auto v = env(name); v && !v->empty()) {
+      char* end = nullptr;
+      const long long x = std::strtoll(v->c_str(), &end, 10);
+      if (end != v->c_str() && *end == 0) return std::pair{name, static_cast<int64_t>(x)};
+    }
+  return std::nullopt;
 }
 
 void check_ranks(const LaunchInfo& li) {
@@ -88,7 +102,8 @@ void check_ranks(const LaunchInfo& li) {
 }  // namespace
 
 std::string slurm_first_host(const std::string& nodelist) {
-  // Cut at the first top-level comma, then expand the first bracket range.
+  // Cut at the first top-level comma, then take the first value of every bracket range
+  // ("rack[1-2]-gpu[01-04]" -> "rack1-gpu01").
   int depth = 0;
   size_t end = nodelist.size();
   for (size_t i = 0; i < nodelist.size(); ++i) {
@@ -100,15 +115,20 @@ std::string slurm_first_host(const std::string& nodelist) {
       break;
     }
   }
-  std::string first = nodelist.substr(0, end);
-  size_t lb = first.find('[');
-  if (lb == std::string::npos) return first;
-  size_t rb = first.find(']', lb);
-  if (rb == std::string::npos) fail("malformed Slurm nodelist '", nodelist, "'");
-  std::string inner = first.substr(lb + 1, rb - lb - 1);
-  size_t stop = inner.find_first_of(",-");
-  std::string lo = inner.substr(0, stop);
-  return first.substr(0, lb) + lo + first.substr(rb + 1);
+  std::string first = nodelist.substr(0, end), host;
+  for (size_t pos = 0; pos < first.size();) {
+    const size_t lb = first.find('[', pos);
+    if (lb == std::string::npos) {
+      host += first.substr(pos);
+      break;
+    }
+    const size_t rb = first.find(']', lb);
+    if (rb == std::string::npos || rb == lb + 1) fail("malformed Slurm nodelist '", nodelist, "'");
+    const std::string inner = first.substr(lb + 1, rb - lb - 1);
+    host += first.substr(pos, lb - pos) + inner.substr(0, inner.find_first_of(",-"));
+    pos = rb + 1;
+  }
+  return host;
 }
 
 std::optional<LaunchInfo> detect_launch(const EnvLookup& env) {
@@ -122,6 +142,12 @@ std::optional<LaunchInfo> detect_launch(const EnvLookup& env) {
     li.launcher = "torchrun";
     li.rank = *get_int(env, "RANK", true);
     li.world = *get_int(env, "WORLD_SIZE", true);
+    // torchrun under mpirun / srun starts WORLD_SIZE >= the launcher's processes; fewer means RANK and
+    // WORLD_SIZE were left over in the environment, and each process would go on alone.
+    if (auto other = other_launcher_world(env); other && other->second > li.world)
+      fail("RANK/WORLD_SIZE say rank ", li.rank, " of ", li.world, " but ", other->first, "=", other->second,
+           ": RANK and WORLD_SIZE are left over from another launch (unset them), or set them for every "
+           "process of this one");
     li.local_rank = get_int(env, "LOCAL_RANK", false).value_or(-1);
     li.local_world = get_int(env, "LOCAL_WORLD_SIZE", false).value_or(-1);
     if (li.world > 1 && master_addr.empty() && addr_knob.empty())
@@ -153,6 +179,12 @@ std::optional<LaunchInfo> detect_launch(const EnvLookup& env) {
     li.launcher = "slurm";
     li.rank = *get_int(env, "SLURM_PROCID", true);
     li.world = *get_int(env, "SLURM_NTASKS", true);
+    // A batch script's own process (sbatch --ntasks=N, no srun) sees the job's task count but is one
+    // process: it would wait for N - 1 ranks that never start. srun sets the step's variables.
+    if (li.world > 1 && !env("SLURM_STEP_ID") && !env("SLURM_STEP_NUM_TASKS") && !env("SLURM_STEP_NODELIST"))
+      fail("SLURM_NTASKS=", li.world, " but this process was not started by srun (no SLURM_STEP_ID / "
+           "SLURM_STEP_NUM_TASKS): run it with srun (one process per task), or as one rank with "
+           "SLURM_NTASKS unset");
     li.local_rank = get_int(env, "SLURM_LOCALID", false).value_or(-1);
     li.local_world = slurm_tasks_per_node(env).value_or(-1);
     if (li.local_world > li.world) li.local_world = li.world;

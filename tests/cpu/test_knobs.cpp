@@ -53,6 +53,8 @@ TEST(Knobs, ValidateReportsBadValuesAndUnknownNames) {
   ASSERT_EQ(unknown.size(), 1u);
   EXPECT_EQ(unknown[0], "MK_TIMOUT_MS");
   EXPECT_EQ(expect_error([] { validate_knobs(env_of({{"MK_LOG", "loud"}}), {}); }, {"MK_LOG", "loud"}), "");
+  // The tools' own knobs are not the library's to refuse (MK_BUILD_JOBS=auto stopped every communicator).
+  EXPECT_NO_THROW(validate_knobs(env_of({{"MK_BUILD_JOBS", "auto"}, {"MK_GPU_TEST_STEP_S", "-1"}}), {}));
 }
 
 TEST(Knobs, PrintConfigListsEveryKnobWithItsValue) {

@@ -167,7 +167,75 @@ TEST(LaunchEnv, SlurmHostlists) {
   EXPECT_EQ(slurm_first_host("a[1-4]"), "a1");
   EXPECT_EQ(slurm_first_host("rack[3,5-7]-gpu"), "rack3-gpu");
   EXPECT_EQ(slurm_first_host("x[01-02],y[5]"), "x01");
+  EXPECT_EQ(slurm_first_host("rack[1-2]-gpu[01-04]"), "rack1-gpu01");  // every bracket range
+  EXPECT_EQ(slurm_first_host("r[7]-n[3,5]-ib"), "r7-n3-ib");
+  EXPECT_EQ(expect_error([] { slurm_first_host("a[]"); }, {"malformed"}), "");
   EXPECT_EQ(expect_error([] { slurm_first_host("a[1-4"); }, {"malformed"}), "");
+}
+
+// RANK / WORLD_SIZE left in the environment from another launch, under mpirun or srun: an error naming both,
+// not every process going on alone as rank 0 of 1.
+TEST(LaunchEnv, LeftOverTorchrunVariablesUnderAnotherLauncherAreAnError) {
+  EXPECT_EQ(expect_error(
+                [] {
+                  detect_launch(env_of({{"RANK", "0"},
+                                        {"WORLD_SIZE", "1"},
+                                        {"OMPI_COMM_WORLD_RANK", "2"},
+                                        {"OMPI_COMM_WORLD_SIZE", "4"}}));
+                },
+                {"OMPI_COMM_WORLD_SIZE=4", "left over"}),
+            "");
+  EXPECT_EQ(expect_error(
+                [] {
+                  detect_launch(env_of({{"RANK", "0"},
+                                        {"WORLD_SIZE", "1"},
+                                        {"SLURM_PROCID", "1"},
+                                        {"SLURM_NTASKS", "2"},
+                                        {"SLURM_STEP_NUM_TASKS", "2"}}));
+                },
+                {"SLURM_STEP_NUM_TASKS=2", "left over"}),
+            "");
+  // torchrun started by srun on 2 nodes, 4 processes each: WORLD_SIZE 8 >= the step's 2 tasks.
+  auto li = detect_launch(env_of({{"RANK", "5"},
+                                  {"WORLD_SIZE", "8"},
+                                  {"MASTER_ADDR", "h"},
+                                  {"MASTER_PORT", "29500"},
+                                  {"SLURM_PROCID", "1"},
+                                  {"SLURM_NTASKS", "2"},
+                                  {"SLURM_STEP_NUM_TASKS", "2"}}));
+  ASSERT_TRUE(li);
+  EXPECT_EQ(li->launcher, "torchrun");
+  EXPECT_EQ(li->world, 8);
+}
+
+// A batch script's own process (sbatch --ntasks=8, no srun) is one process, not rank 0 of 8.
+TEST(LaunchEnv, SlurmWithoutSrunIsAnError) {
+  EXPECT_EQ(expect_error(
+                [] {
+                  detect_launch(env_of({{"SLURM_PROCID", "0"},
+                                        {"SLURM_NTASKS", "8"},
+                                        {"SLURM_JOB_ID", "77"},
+                                        {"SLURM_JOB_NODELIST", "n[1-2]"}}));
+                },
+                {"SLURM_NTASKS=8", "not started by srun"}),
+            "");
+  auto one = detect_launch(env_of(
+      {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_JOB_ID", "77"}, {"SLURM_JOB_NODELIST", "n1"}}));
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->world, 1);
+}
+
+// Derived ports stay below Linux's ephemeral range (32768 on), where outgoing connections take theirs.
+TEST(LaunchEnv, DerivedPortsStayBelowTheEphemeralRange) {
+  for (int job = 0; job < 2000; ++job) {
+    auto li = detect_launch(env_of({{"OMPI_COMM_WORLD_RANK", "0"},
+                                    {"OMPI_COMM_WORLD_SIZE", "2"},
+                                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                                    {"OMPI_MCA_ess_base_jobid", std::to_string(job)}}));
+    ASSERT_TRUE(li);
+    ASSERT_GE(li->root_port, 20000) << job;
+    ASSERT_LT(li->root_port, 32768) << job;
+  }
 }
 
 TEST(LaunchEnv, TorchrunTakesPrecedence) {

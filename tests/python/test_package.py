@@ -58,6 +58,16 @@ def test_import_does_not_pull_in_torch():
     assert out.stdout.strip() == "False"
 
 
+def test_mk_library_that_is_not_a_file_is_an_import_error():
+    # A typo in MK_LIBRARY must not load the package's other copy without a word.
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, MK_LIBRARY="/nonexistent/libmkernel.so")
+    r = subprocess.run([sys.executable, "-c", "import mkernel"], capture_output=True, text=True, env=env)
+    assert r.returncode != 0 and "MK_LIBRARY=/nonexistent/libmkernel.so is not a file" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("m,n,k,pattern", [
     (64, 100, 64, "n must be a positive multiple of 64"),
     (64, 64, 96, "k must be a positive multiple of 64"),
