@@ -28,6 +28,7 @@ cuBLAS and Triton while an op waits on the network block nothing (until
 2026-12-03 they blocked emu's proxy and these parts were skipped there)."""
 import os
 import re
+import time
 import warnings
 
 import torch
@@ -603,6 +604,21 @@ def check_plans_close_with_their_communicator(d):
     c2.close()
     expect_error(lambda: p.run(x, w), "plan is closed", "an explicit plan after its communicator closed")
     expect_error(lambda: mkernel.ag_gemm(x, w, c2), "closed", "an op on a closed communicator")
+    # init() whose rank 0 cannot make the unique id: every rank raises its error at once (the others waited
+    # in the id's broadcast for the process group's timeout).
+    old = os.environ.get("MK_BOOTSTRAP_TIMEOUT_MS")
+    if d.rank == 0:
+        os.environ["MK_BOOTSTRAP_TIMEOUT_MS"] = "soon"
+    try:
+        t0 = time.monotonic()
+        expect_error(lambda: mkernel.init(), "rank 0 could not make the unique id.*MK_BOOTSTRAP_TIMEOUT_MS",
+                     "init with a bad knob on rank 0")
+        expect(time.monotonic() - t0 < 30, "init's error took the process group's timeout to arrive")
+    finally:
+        if old is None:
+            os.environ.pop("MK_BOOTSTRAP_TIMEOUT_MS", None)
+        else:
+            os.environ["MK_BOOTSTRAP_TIMEOUT_MS"] = old
 
 
 def run(comm, rank, world):
