@@ -67,6 +67,7 @@ class Bootstrap {
   int fd_ = -1;
   uint64_t seq_ = 0;
   int64_t timeout_ms_ = 0;
+  bool root_refused_ = false;  // hello(): the root answered with an error (its message names the cause)
   std::shared_ptr<BootstrapRoot> root_;  // set when this process hosts the root
 };
 

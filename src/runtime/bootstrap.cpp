@@ -433,9 +433,14 @@ void Bootstrap::connect_and_hello(const std::string& host, int port, uint64_t ma
   auto dl = sock::deadline_in_ms(timeout_ms_ + kClientGraceMs);
   try {
     hello(magic, dl);
-  } catch (...) {
+  } catch (const std::exception& e) {
     sock::close_fd(fd_);  // the root sees this rank leave at once
-    throw;
+    if (root_refused_) throw;
+    // The socket's own error names nobody: say who, where and in which phase (e.g. another program, not
+    // rank 0's root, listening on the derived port: it accepts and never answers).
+    fail("rank ", rank_, " of ", world_, ": rendezvous with the bootstrap root at ", host, ":", port,
+         " failed after connecting: ", error_reason(e), " (is the program listening there rank 0's root? "
+         "MK_BOOTSTRAP_PORT / MK_BOOTSTRAP_ADDR choose it)");
   }
 }
 
@@ -448,6 +453,7 @@ void Bootstrap::hello(uint64_t magic, sock::Deadline dl) {
   std::string body(h.len, '\0');
   if (h.len) sock::recv_all(fd_, body.data(), h.len, dl);
   if (h.type == kError) {
+    root_refused_ = true;
     sock::close_fd(fd_);
     finish_root();  // let the root tell every other rank before this process can exit
     fail("rank ", rank_, ": ", body);

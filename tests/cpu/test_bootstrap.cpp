@@ -391,6 +391,26 @@ TEST(BootstrapFailure, RankZeroThatCannotReachItsOwnRootFailsWithinTheBound) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
 }
 
+// Another program listening on the root's port (e.g. another job's store on a derived port): it accepts and
+// never answers. The rank's error names itself, the address, the port and the phase, not just "socket
+// receive timed out".
+TEST(BootstrapFailure, AForeignListenerOnTheRootPortIsNamed) {
+  int port = 0;
+  int foreign = sock::tcp_listen(0, &port);  // accepts into its backlog, never answers
+  auto t0 = std::chrono::steady_clock::now();
+  auto res = run_ranks(2, {0}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "300", 1);
+    set_env_launch(r, 2, port);  // (MK_BOOTSTRAP_PORT)
+    return expect_error_in([&] { Bootstrap b(*detect_launch()); },
+                           {"rank 1 of 2", "rendezvous with the bootstrap root at 127.0.0.1:" + std::to_string(port),
+                            "failed after connecting"},
+                           out);
+  }, std::chrono::milliseconds(15000));
+  sock::close_fd(foreign);
+  expect_all(res, {0});
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+}
+
 // A job whose ranks make a second bootstrap from the same launch variables, one rank leaving the first late:
 // the others' second connections must reach rank 0's new root, not the first root (which still serves the
 // late rank) answering "already joined".
