@@ -420,6 +420,12 @@ Bootstrap::Bootstrap(const LaunchInfo& li) : rank_(li.rank), world_(li.world) {
     if (root_) {
       root_->stop();
       root_.reset();
+      // Say why when the address is not this host's (a MASTER_ADDR typo, or rank 0 placed on another node
+      // than the one the address names): the connection error alone blames a root that is running.
+      if (!sock::is_local_ipv4(li.root_addr))
+        fail("rank 0 hosts the bootstrap root, but its address ", li.root_addr, " (MK_BOOTSTRAP_ADDR, else "
+             "MASTER_ADDR, else the first Slurm node) is not an address of this host, and connecting there "
+             "failed; set it to rank 0's host");
     }
     throw;
   }

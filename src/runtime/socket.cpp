@@ -69,6 +69,22 @@ uint32_t resolve_ipv4(const std::string& host) {
   return out;
 }
 
+bool is_local_ipv4(const std::string& host) noexcept {
+  try {
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = resolve_ipv4(host);
+    sa.sin_port = 0;
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return true;  // cannot tell: say nothing
+    const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0 || errno != EADDRNOTAVAIL;
+    ::close(fd);
+    return ok;
+  } catch (...) {
+    return false;
+  }
+}
+
 std::string ipv4_to_string(uint32_t addr_net) {
   char buf[INET_ADDRSTRLEN] = {};
   in_addr a{};

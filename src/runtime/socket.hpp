@@ -23,6 +23,9 @@ int tcp_connect(const std::string& host, int port, Deadline deadline);
 // Resolves a host name or dotted quad to an IPv4 address (network order).
 uint32_t resolve_ipv4(const std::string& host);
 std::string ipv4_to_string(uint32_t addr_net);
+// Whether `host` resolves to an address of this host (a socket can be bound to it); false when it does not
+// resolve either.
+bool is_local_ipv4(const std::string& host) noexcept;
 // First non-loopback IPv4 address of an up interface, or 127.0.0.1.
 std::string first_ipv4();
 
