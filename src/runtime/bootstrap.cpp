@@ -360,7 +360,13 @@ UniqueId UniqueId::from_hex(const std::string& hex) {
 UniqueId get_unique_id() {
   int64_t timeout = knob_int(Knob::MK_BOOTSTRAP_TIMEOUT_MS);
   std::string addr = knob_str(Knob::MK_BOOTSTRAP_ADDR);
-  if (addr.empty()) addr = sock::first_ipv4();
+  // The address the other ranks reach this host by: the one on the route to MASTER_ADDR where a launcher
+  // set it (the ranks' own rendezvous host), else the first usable interface's.
+  if (addr.empty()) {
+    const std::string master = process_env()("MASTER_ADDR").value_or("");
+    if (!master.empty()) addr = sock::route_source_ipv4(master);
+    if (addr.empty() || addr.rfind("127.", 0) == 0) addr = sock::first_ipv4();
+  }
   int port = 0;
   const int want = static_cast<int>(knob_int(Knob::MK_BOOTSTRAP_PORT));
   int fd = -1;

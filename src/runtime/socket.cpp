@@ -94,17 +94,47 @@ std::string ipv4_to_string(uint32_t addr_net) {
 }
 
 std::string first_ipv4() {
+  // Skips what other hosts cannot reach: link-local addresses (169.254/16) and the bridges and virtual links
+  // of containers and VMs (docker*, br-*, veth*, virbr*, as NCCL's default NCCL_SOCKET_IFNAME skips docker);
+  // one of those only if nothing else is up.
   ifaddrs* ifs = nullptr;
-  std::string out = "127.0.0.1";
+  std::string out = "127.0.0.1", fallback;
   if (getifaddrs(&ifs) != 0) return out;
   for (ifaddrs* i = ifs; i; i = i->ifa_next) {
     if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
     if (!(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK)) continue;
-    out = ipv4_to_string(reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
-    break;
+    const uint32_t a = ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
+    const std::string name = i->ifa_name ? i->ifa_name : "", addr = ipv4_to_string(htonl(a));
+    const bool virt = (a >> 16) == 0xA9FE || name.rfind("docker", 0) == 0 || name.rfind("br-", 0) == 0 ||
+                      name.rfind("veth", 0) == 0 || name.rfind("virbr", 0) == 0;
+    if (!virt) {
+      out = addr;
+      fallback.clear();
+      break;
+    }
+    if (fallback.empty()) fallback = addr;
   }
   freeifaddrs(ifs);
-  return out;
+  return fallback.empty() ? out : fallback;
+}
+
+std::string route_source_ipv4(const std::string& peer) noexcept {
+  try {
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = resolve_ipv4(peer);
+    sa.sin_port = htons(9);  // any port: a UDP connect only picks the route, nothing is sent
+    int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return "";
+    sockaddr_in me{};
+    socklen_t len = sizeof(me);
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0 &&
+                    ::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len) == 0;
+    ::close(fd);
+    return ok && me.sin_addr.s_addr != 0 ? ipv4_to_string(me.sin_addr.s_addr) : "";
+  } catch (...) {
+    return "";
+  }
 }
 
 int tcp_connect(const std::string& host, int port, Deadline deadline) {

@@ -26,8 +26,11 @@ std::string ipv4_to_string(uint32_t addr_net);
 // Whether `host` resolves to an address of this host (a socket can be bound to it); false when it does not
 // resolve either.
 bool is_local_ipv4(const std::string& host) noexcept;
-// First non-loopback IPv4 address of an up interface, or 127.0.0.1.
+// First non-loopback IPv4 address of an up interface, not link-local nor a container / VM bridge unless
+// nothing else is up; else 127.0.0.1.
 std::string first_ipv4();
+// This host's address on the route to `peer` ("" when it does not resolve or has no route).
+std::string route_source_ipv4(const std::string& peer) noexcept;
 
 // Bounded full send/recv. recv_all returns false on orderly EOF before any byte.
 void send_all(int fd, const void* data, size_t len, Deadline deadline);

@@ -184,6 +184,16 @@ void expect_all(const std::vector<Proc>& res, const std::set<int>& absent = {}) 
 
 }  // namespace
 
+// The addresses a unique id may carry: the route's source towards a peer, the first usable interface.
+TEST(Socket, LocalAddressChoice) {
+  EXPECT_EQ(sock::route_source_ipv4("127.0.0.1"), "127.0.0.1");
+  const std::string first = sock::first_ipv4();
+  EXPECT_NE(first.rfind("169.254.", 0), 0u) << "a link-local address: " << first;
+  EXPECT_TRUE(sock::is_local_ipv4(first)) << first;
+  EXPECT_TRUE(sock::is_local_ipv4("127.0.0.1"));
+  EXPECT_FALSE(sock::is_local_ipv4("192.0.2.1"));  // TEST-NET-1: never this host
+}
+
 TEST(UniqueId, HexRoundTripAndBadInput) {
   UniqueId id;
   for (size_t i = 0; i < sizeof(id.bytes); ++i) id.bytes[i] = static_cast<uint8_t>(i * 37);
