@@ -31,7 +31,7 @@ import os
 for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
     os.environ.setdefault(_k, _v)
 
-import argparse, datetime, sys  # noqa: E401,E402
+import argparse, datetime, gc, sys  # noqa: E401,E402
 from dataclasses import dataclass, field  # noqa: E402
 
 import torch  # noqa: E402
@@ -526,58 +526,87 @@ def input_pool(shape, gen, l2_bytes):
 
 def run_shape(shape, builders, ctx, gen, args, l2_bytes):
     """Times every runnable variant at one shape. Returns (name -> ms, name -> why not measured now,
-    network bytes: (nodes, min over ranks, max over ranks) of one more mkernel call, or None)."""
-    pool, fns, errs = input_pool(shape, gen, l2_bytes), {}, {}
+    network bytes: (nodes, min over ranks, max over ranks) of one more mkernel call, or None). A variant that
+    fails (out of memory, say) to build or in its first call is left out with a reason starting
+    'failed'; the inputs failing fail every variant. Every rank decides alike (agree() after each step that
+    can fail on one rank only). A timed call that raises ends the run. Frees nothing collective: run() calls
+    release() after every shape."""
+    fns, errs, net, err = {}, {}, None, None
+    try:
+        pool = input_pool(shape, gen, l2_bytes)
+    except Exception as e:  # noqa: BLE001 - the shape's row says failed
+        pool, err = None, short(e)
+    if not agree(err is None):
+        return {}, {n: f"failed: inputs: {err or 'on another rank'}" for n in builders}, None
     for name, build in builders.items():
         why = why_not(name, shape, ctx)
         if why:
             errs[name] = why
             continue
-        err = None
-        try:  # built and called once untimed: a variant that fails here (e.g. out of memory) is left out
+        fn, err = None, None
+        try:  # built, then called once untimed; each step agreed on (a plan's creation is collective)
             fence()
             fn = build(shape, ctx)
-            fn(pool[0])
-            torch.cuda.synchronize()
         except Exception as e:  # noqa: BLE001 - recorded in the table's notes
+            fn, err = None, short(e)
+        if agree(err is None):
+            try:
+                fn(pool[0])
+                torch.cuda.synchronize()
+            except Exception as e:  # noqa: BLE001
+                fn, err = None, short(e)
+            if agree(err is None):
+                fns[name] = fn
+                continue
+        fn = None
+        errs[name] = f"failed: {err or 'on another rank'}"
+        gc.collect()  # what the failed variant held, before the next one builds
+        torch.cuda.empty_cache()
+    fence()
+    # A timed call that raises ends the run (torchrun stops the other rank): a rank that failed inside a
+    # collective cannot be agreed with, and the report keeps the shapes before this one.
+    times = measure(fns, pool, args.rounds, args.warmup, args.lead_cycles) if fns else {}
+    if "mkernel" in times and ctx.comm is not None:
+        # The network bytes of one more mkernel call, as this rank's host proxy counts them (every rank
+        # drained and past a barrier, agree(), before and after: a peer that finished got all this rank put).
+        fence()
+        before, err = ctx.comm.network_bytes_put(), None
+        try:
+            fns["mkernel"](pool[0])
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - no byte count
             err = short(e)
         if agree(err is None):
-            fns[name] = fn
-        else:
-            errs[name] = err or "failed on another rank"
-    fence()
-    times = measure(fns, pool, args.rounds, args.warmup, args.lead_cycles) if fns else {}
-    net = None
-    if "mkernel" in fns and ctx.comm is not None:
-        # The network bytes of one more mkernel call, as this rank's host proxy counts them (every rank
-        # drained and past a barrier before and after: a peer that finished got all this rank put).
-        fence()
-        before = ctx.comm.network_bytes_put()
-        fns["mkernel"](pool[0])
-        fence()
-        got = float(ctx.comm.network_bytes_put() - before)
-        net = (ctx.comm.info()["num_nodes"], -max_over_ranks([-got])[0], max_over_ranks([got])[0])
-    del pool, fns
-    fence()
-    if "mkernel" in sys.modules and ctx.comm is not None:
-        # Collective; frees this shape's plans (ring attention, the all-gather of "comm mkernel") and
-        # their symmetric buffers: kept for every shape they filled the GPU by the last shapes (the
-        # B=4 runs of 2026-11-30 lost mkernel there to a plan-creation timeout).
-        sys.modules["mkernel"].close_plans(ctx.comm)
-        torch.cuda.empty_cache()
+            got = float(ctx.comm.network_bytes_put() - before)
+            net = (ctx.comm.info()["num_nodes"], -max_over_ranks([-got])[0], max_over_ranks([got])[0])
     return times, errs, net
 
 
-def fmt_row(config, shape, world, names, t, emulated=False, net=None):
+def release(ctx):
+    """Collective, after every shape (measured or failed): frees its plans (ring attention, the all-gather of
+    "comm mkernel") and their symmetric buffers -- kept for every shape they filled the GPU by the last
+    shapes (the B=4 runs of 2026-11-30 lost mkernel there to a plan-creation timeout) -- and the memory
+    torch caches."""
+    gc.collect()
+    fence()
+    if "mkernel" in sys.modules and ctx.comm is not None:
+        sys.modules["mkernel"].close_plans(ctx.comm)
+    torch.cuda.empty_cache()
+
+
+def fmt_row(config, shape, world, names, t, emulated=False, net=None, failed=(), topo=None):
     """One table row: ms and TFLOP/s of the baselines and mkernel, ms of the halves timed alone
-    (ring_eta), the best baseline, mkernel's speedup over it, T_lb and eta (MEASURING.md)."""
+    (ring_eta), the best baseline, mkernel's speedup over it, T_lb and eta (MEASURING.md), and the MB one
+    GPU sends per mkernel call over NVLink (the formula, topo = (nodes, GPUs per node)) and the network.
+    failed: variants whose cells say 'failed' (not measured: '-')."""
     tf = lambda ms: attn_flops(shape, world) / (ms * 1e-3) / 1e12  # noqa: E731
     cells = []
     for n in names:
+        miss = "failed" if n in failed else "-"
         if n in ring_eta.ALONE:
-            cells.append(f"{t[n]:.3f}" if n in t else "-")
+            cells.append(f"{t[n]:.3f}" if n in t else miss)
         else:
-            cells += [f"{t[n]:.3f}", f"{tf(t[n]):.0f}"] if n in t else ["-", "-"]
+            cells += [f"{t[n]:.3f}", f"{tf(t[n]):.0f}"] if n in t else [miss, miss]
     base = {n: t[n] for n in baseline_candidates(emulated) if n in t}
     best = min(base, key=base.get) if base else None
     mk = [n for n in names if n not in BASELINES and n not in ring_eta.ALONE]
@@ -586,6 +615,9 @@ def fmt_row(config, shape, world, names, t, emulated=False, net=None):
     lb, comp, comm = ring_eta.lower_bound(t, emulated)
     cells.append(f"{lb:.3f} ({comp[0] if comp[1] >= comm[1] else comm[0]})" if lb else "-")
     cells += [f"{lb / t[n]:.2f}" if lb and n in t else "-" for n in mk]
+    # NVLink MB one GPU sends per call: RingAttention::nvlink_bytes_sent's formula (no Python accessor).
+    shard = shape.b * shape.hkv * 2 * shape.s * shape.d * 2
+    cells.append(f"{shard * (topo[1] - 1) * topo[0] / 1e6:.1f}" if topo else "-")
     # Network MB one GPU sends per call: the formula (each K/V shard crosses once per other node,
     # RingAttention::network_bytes_sent) and what the proxies counted (run_shape: min-max over ranks).
     if net:
@@ -605,7 +637,7 @@ def header(names):
         cols += [f"{n} ms"] if n in ring_eta.ALONE else [f"{n} ms", f"{n} TFLOP/s"]
     cols += ["best baseline"] + [f"{n} vs best baseline (x)" for n in mk]
     cols += ["T_lb ms (bound by)"] + [f"eta {n}" for n in mk]
-    cols += ["network MB per GPU per mkernel call (formula / measured)"]
+    cols += ["NVLink MB per GPU per mkernel call (formula)", "network MB per GPU per mkernel call (formula / measured)"]
     return "| " + " | ".join(cols) + " |\n" + "|---" * len(cols) + "|"
 
 
@@ -646,14 +678,17 @@ def run(args, comm, rank, world):
     rpn = os.environ.get("MK_RANKS_PER_NODE")  # emulated nodes apply to mkernel only
     emulated = bool(rpn) and int(rpn) < world
     config = f"{world // int(rpn)}x{rpn} emu (mkernel)" if emulated else f"1x{world}"
+    topo = (comm.info()["num_nodes"], comm.info()["local_size"])  # (the NVLink column's formula)
     rows, notes = [], {}  # notes: "variant: why" -> the shapes it was not measured at
     started = datetime.datetime.now(datetime.timezone.utc)
     for shape in shapes(args):
-        times, errs, net = run_shape(shape, timed, ctx, gen, args, l2)
+        times, errs, net = run_shape(shape, timed, ctx, gen, args, l2)  # (agreed failures inside)
+        release(ctx)  # collective, failed or not: the next shape starts with this one's memory given back
         for n, why in errs.items():
             notes.setdefault(f"{n}: {why}", []).append(f"B={shape.b} Hkv={shape.hkv} S_local={shape.s} "
                                                        f"{'causal' if shape.causal else 'full'}")
-        rows.append(fmt_row(config, shape, world, names, times, emulated, net))
+        failed = {n for n, why in errs.items() if why.startswith("failed")}
+        rows.append(fmt_row(config, shape, world, names, times, emulated, net, failed=failed, topo=topo))
         if rank == 0:
             print(rows[-1], flush=True)
             # The report so far, after every shape: a run cut at its call's bound keeps its rows
@@ -678,7 +713,8 @@ def write_report(args, world, names, ctx, checks, rows, notes, emulated, now=Non
         nccl_version = ".".join(map(str, nccl.version()))
     except Exception:  # noqa: BLE001 - header detail only
         nccl_version = "unknown"
-    keys = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "MK_RANKS_PER_NODE")
+    keys = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "MK_RANKS_PER_NODE",
+            "MK_EMU_GBPS")  # (the emulated link's rate: tools/issue_targets.py's floor; None: the default)
     env = ", ".join(f"{k}={os.environ.get(k)}" for k in keys)
     commit = provenance()
     cmd = " ".join([f"torchrun --standalone --nproc_per_node={world} bench/torch_ring_attn_bench.py"] + sys.argv[1:])
@@ -723,7 +759,13 @@ def write_report(args, world, names, ctx, checks, rows, notes, emulated, now=Non
              "dist.all_gather_into_tensor of the K+V bytes; comm mkernel: one mkernel.all_gather of them",
              "- network MB per GPU per mkernel call: the formula B x Hkv x 2 x S_local x D x 2 B x (nodes - 1) "
              "(each K/V shard crosses the network once per other node) / the bytes this rank's host proxy took "
-             "during one more call (min-max over ranks; mkernel.Communicator.network_bytes_put)",
+             "during one more call (min-max over ranks; mkernel.Communicator.network_bytes_put); NVLink MB per "
+             "GPU per mkernel call: the formula B x Hkv x 2 x S_local x D x 2 B x (GPUs per node - 1) x nodes "
+             "(its own K/V shard and those from other nodes, to each node peer: RingAttention::nvlink_bytes_sent, "
+             "computed here: Python has no accessor for it)",
+             "- a variant that fails to build or in its first call (out of memory, say) has cells saying 'failed' "
+             "(why: under 'Not measured'); every rank agrees on it, the shape's memory is given back, and the run "
+             "goes on; a timed call that fails ends the run (the rows before it stay)",
              "- T_lb = max(fastest compute alone, fastest comm alone); eta = T_lb / T_mkernel (MEASURING.md)"
              + ("; emulated nodes: comm nccl crosses NVLink, not the emulated network, so only comm mkernel "
                 "bounds the network" if emulated else ""),

@@ -20,7 +20,9 @@ Widths hidden 8192, FFN 28672 (Llama-3-70B-like), bf16, W = world size, per M:
       PyTorch has no fused matmul + all-reduce op)
     mkernel: mkernel.gemm_ar (out= preallocated)
 Timing per the project's MEASURING.md (shared/); the report header spells it out.
-Rank 0 writes torch-tp-<UTC stamp>.md under --out. NVLink multicast stays off.
+Rank 0 writes torch-tp-<UTC stamp>.md under --out, rewritten after every shape: a shape that fails (a
+check, an exception) leaves the rows before it, its own row as 'failed' and why, and the run exits non-zero.
+NVLink multicast stays off.
 """
 import os
 
@@ -232,6 +234,13 @@ def fmt_row(config, op, m, t, notes):
     return "| " + " | ".join([config, str(m), f"{s:.3f}", *cols, kcol, x(s, best), x(best, k), x(s, k)]) + " |"
 
 
+def failed_row(config, op, m):
+    """The row of a shape whose run failed (a wrong output, an exception): every measured cell 'failed'
+    (tools/issue_targets.py counts it as a miss), the reason below the table."""
+    n = len(header(op).split("\n")[0].strip("|").split("|"))
+    return "| " + " | ".join([config, str(m)] + ["failed"] * (n - 2)) + " |"
+
+
 def header(op):
     if op == "GEMM+AR":
         cols = ["torch symm 1-shot ms", "torch symm 2-shot ms", "mkernel ms", "best torch symm vs serial (x)",
@@ -257,7 +266,9 @@ def main(args):
         l2 = getattr(torch.cuda.get_device_properties(), "L2_cache_size", 60 << 20)
         rpn = os.environ.get("MK_RANKS_PER_NODE")  # emulated nodes apply to mkernel only
         config = f"1x{world}" if not rpn or int(rpn) >= world else f"{world // int(rpn)}x{rpn} emu (mkernel)"
-        sections = []
+        sections, failed = [], []
+        section = lambda op, rows: f"## {op}\n\n{header(op)}\n" + "\n".join(rows)  # noqa: E731
+        started = datetime.datetime.now(datetime.timezone.utc)  # the report's stamp: one file, rewritten per shape
         for op in ops_wanted:
             # name -> why not measured (kept for the later M's: a failed symm_mem op may leave peers out of step)
             notes = {p: f"unavailable: {why}" for p in PEERS[op]} if ops is None else {}
@@ -265,7 +276,16 @@ def main(args):
                 notes["mkernel"] = "libmkernel without gemm_ar"
             rows = []
             for m in ms:
-                times, errs = run_shape(op, m, comm, world, ops, notes, group_name, gen, args, l2)
+                try:
+                    times, errs = run_shape(op, m, comm, world, ops, notes, group_name, gen, args, l2)
+                except Exception as e:
+                    # A failed check (every rank raises it: check() compares maxima over ranks) or another
+                    # failure: the report keeps the rows so far, this shape's failed row and why; the run fails.
+                    rows.append(failed_row(config, op, m))
+                    failed.append(f"{op} M={m}: {short(e, 600)}")
+                    if rank == 0:
+                        write_report(args, world, sections + [section(op, rows)], failed, now=started)
+                    raise
                 for p, err in errs.items():
                     notes[p] = f"unavailable: {err} (at M={m})"
                     if rank == 0:
@@ -273,15 +293,19 @@ def main(args):
                 rows.append(fmt_row(config, op, m, times, notes))
                 if rank == 0:
                     print(rows[-1], flush=True)
-            sections.append(f"## {op}\n\n{header(op)}\n" + "\n".join(rows))
+                    # The report so far, after every shape: a failure later keeps these rows.
+                    write_report(args, world, sections + [section(op, rows)], failed, now=started, quiet=True)
+            sections.append(section(op, rows))
         if rank == 0:
-            write_report(args, world, sections)
+            write_report(args, world, sections, failed, now=started)
 
     mkernel.torchrun.main(run, backend="cpu:gloo,cuda:nccl")
 
 
-def write_report(args, world, sections):
-    now = datetime.datetime.now(datetime.timezone.utc)
+def write_report(args, world, sections, failed=(), now=None, quiet=False):
+    """now: the run's start (the file's stamp: every rewrite after a shape replaces one file); quiet: the
+    partial report written after a shape, not printed; failed: 'op M=m: why' of a shape that failed."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
     stamp = now.strftime("%Y%m%dT%H%M%SZ")
     try:
         from torch.cuda import nccl
@@ -318,12 +342,18 @@ def write_report(args, world, sections):
              "max|ref| + 0.01, relative Frobenius < 1e-2), outputs poisoned with NaN first, PyTorch's variants "
              "after a host sync + barrier", ""]
     text = "\n".join(lines) + "\n" + "\n\n".join(sections) + "\n"
-    print("\n" + text, flush=True)
+    if failed:
+        text += ("\nFailed (the run stopped there, exit status non-zero):\n\n"
+                 + "\n".join(f"- {f}" for f in failed) + "\n")
+    if not quiet:
+        print("\n" + text, flush=True)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"torch-tp-{stamp}.md")
-    with open(path, "w") as f:
+    with open(path + ".part", "w") as f:
         f.write(text)
-    print(f"wrote {path}", flush=True)
+    os.replace(path + ".part", path)  # whole: a run cut while writing leaves the previous version, not half a file
+    if not quiet:
+        print(f"wrote {path}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """CPU tests of bench/torch_ring_attn_bench.py's pure pieces (the script itself needs torchrun and GPUs):
 argument parsing and shapes, flop counts, the aten result unpacking, the log-sum-exp merge against a
 full softmax, and both baselines' algorithms simulated on CPU for several world sizes (the ring's
-zigzag step rules, the all-gather's slot layout and prefixes) against full-sequence attention.
-Skipped, saying so, without torch."""
+zigzag step rules, the all-gather's slot layout and prefixes) against full-sequence attention; the report's
+NVLink column, and what a variant or shape that fails (out of memory) leaves, agreed over ranks, with the GPU
+calls and the process group stood in for on the CPU. Skipped, saying so, without torch."""
 import importlib.util
 import pathlib
 
@@ -273,11 +274,12 @@ def test_lower_bound_and_emulated_comm():
     t = dict(net_bound, **{"ring flash": 4.0, "allgather-mk cudnn": 6.0})
     row = bench.fmt_row("2x1 emu", bench.Shape(1, 8, 8192, False), 2, names, t, emulated=True)
     cells = [c.strip() for c in row.strip("|").split("|")]
-    # ..., best baseline, mkernel vs best, T_lb (bound by), eta mkernel, network MB (no count given: -).
-    # Emulated nodes: only the baseline on the op's transport can be the best (NCCL's ring crosses NVLink).
-    assert cells[-5:] == ["allgather-mk cudnn (6.000 ms)", "1.09", "5.000 (comm mkernel)", "0.91", "-"]
+    # ..., best baseline, mkernel vs best, T_lb (bound by), eta mkernel, NVLink MB (no topology given: -),
+    # network MB (no count given: -). Emulated nodes: only the baseline on the op's transport can be the best
+    # (NCCL's ring crosses NVLink).
+    assert cells[-6:] == ["allgather-mk cudnn (6.000 ms)", "1.09", "5.000 (comm mkernel)", "0.91", "-", "-"]
     one_node = [c.strip() for c in bench.fmt_row("1x2", bench.Shape(1, 8, 8192, False), 2, names, t).strip("|").split("|")]
-    assert one_node[-5] == "ring flash (4.000 ms)"
+    assert one_node[-6] == "ring flash (4.000 ms)"
     hdr = bench.header(names).split("\n")[0]
     assert len([c for c in hdr.strip("|").split("|")]) == len(cells)
     # The network column: the formula (B Hkv 2 S D 2 B per other node) / the proxies' min-max count.
@@ -322,3 +324,90 @@ def test_allgather_overlap_baseline_parts_match_full_attention(world, causal, mo
 def test_emulated_nodes_take_both_mkernel_transport_baselines():
     assert bench.baseline_candidates(True) == ("allgather-mk cudnn", "allgather-mk-overlap cudnn")
     assert "ring flash" in bench.baseline_candidates(False)
+
+
+def test_nvlink_column_and_failed_cells():
+    names = ["ring flash", "mkernel"] + list(eta.COMPUTE) + list(eta.COMM)
+    shape = bench.Shape(1, 32, 2048, True)
+    t = {"ring flash": 1.0, "compute flash": 0.5, "comm nccl": 0.2}
+    cells = lambda row: [c.strip() for c in row.strip("|").split("|")]  # noqa: E731
+    # RingAttention::nvlink_bytes_sent: B Hkv 2 S D 2 B x (GPUs per node - 1) x nodes: 33.6 MB on 1x2, 0 on 2x1.
+    assert cells(bench.fmt_row("1x2", shape, 2, names, t, topo=(1, 2)))[-2] == "33.6"
+    assert cells(bench.fmt_row("2x1 emu", shape, 2, names, t, True, topo=(2, 1)))[-2] == "0.0"
+    hdr = [c.strip() for c in bench.header(names).split("\n")[0].strip("|").split("|")]
+    assert hdr[-2:] == ["NVLink MB per GPU per mkernel call (formula)",
+                        "network MB per GPU per mkernel call (formula / measured)"]
+    # A variant that failed says so (tools/issue_targets.py: a miss); one not run at this shape: '-'.
+    row = dict(zip(hdr, cells(bench.fmt_row("1x2", shape, 2, names, t, failed={"mkernel", "comm mkernel"}))))
+    assert (row["mkernel ms"], row["mkernel TFLOP/s"], row["comm mkernel ms"]) == ("failed", "failed", "failed")
+    assert (row["compute cudnn ms"], row["eta mkernel"]) == ("-", "-")
+
+
+class _Event:
+    """A CUDA event on the CPU: every timed call takes 1 ms."""
+
+    def __init__(self, **_):
+        pass
+
+    def record(self):
+        pass
+
+    def elapsed_time(self, other):
+        return 1.0
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """The timing loop and the agreement over ranks on the CPU, one rank: the GPU calls and the barriers do
+    nothing, max_over_ranks is this rank's values (tests replace it to play a second rank)."""
+    import sys
+    dt = sys.modules["dist_timing"]
+    for name, fn in (("synchronize", lambda: None), ("_sleep", lambda n: None), ("empty_cache", lambda: None),
+                     ("Event", _Event)):
+        monkeypatch.setattr(dt.torch.cuda, name, fn)
+    monkeypatch.setattr(dt.dist, "barrier", lambda: None)
+    monkeypatch.setattr(dt, "max_over_ranks", lambda v: list(v))
+    monkeypatch.setattr(bench, "max_over_ranks", lambda v: list(v))
+    return dt
+
+
+def _oom(*_):
+    raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+
+
+def test_a_timed_call_that_fails_ends_the_measurement(no_gpu):
+    # (A rank that failed inside a collective cannot be agreed with: the run ends, torchrun stops the other.)
+    def call(_):
+        _oom()
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        no_gpu.measure({"c": call}, [None], rounds=2, warmup=0, lead_cycles=0)
+
+
+def test_run_shape_records_failed_variants_and_inputs(no_gpu, monkeypatch):
+    monkeypatch.setattr(bench, "input_pool", lambda shape, gen, l2: [("q", "k", "v")] * 2)
+    peer = {}  # the other rank's outcome of the next step agreed on
+
+    def agree(flag):
+        return flag and not peer.pop("fails", False)
+    monkeypatch.setattr(bench, "agree", agree)
+
+    def peer_fails_build(shape, ctx):
+        peer["fails"] = True
+        return lambda qkv: None
+    builders = {"ok": lambda shape, ctx: (lambda qkv: None), "oom at build": _oom,
+                "oom at first call": lambda shape, ctx: _oom, "peer oom": peer_fails_build,
+                "mkernel": lambda shape, ctx: (lambda qkv: None)}
+    args = bench.parse_args(["--rounds", "3", "--warmup", "1"])
+    ctx, shape = bench.Ctx(0, 2), bench.Shape(4, 32, 32768, False)
+    times, errs, net = bench.run_shape(shape, builders, ctx, None, args, 0)
+    assert times == {"ok": 1.0, "mkernel": 1.0} and net is None  # (no communicator: no byte count)
+    assert errs["oom at build"].startswith("failed: OutOfMemoryError: CUDA out of memory")
+    assert errs["oom at first call"].startswith("failed: OutOfMemoryError")
+    assert errs["peer oom"] == "failed: on another rank"
+    # The inputs themselves do not fit: every variant failed at this shape, nothing built.
+    monkeypatch.setattr(bench, "input_pool", _oom)
+    times, errs, net = bench.run_shape(shape, builders, ctx, None, args, 0)
+    assert times == {} and set(errs) == set(builders)
+    assert all(e.startswith("failed: inputs: OutOfMemoryError") for e in errs.values())
+
+

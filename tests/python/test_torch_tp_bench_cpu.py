@@ -1,0 +1,65 @@
+"""CPU test of bench/torch_tp_bench.py's report (the script itself needs torchrun and GPUs): written after every
+shape, so that a shape that fails -- a failed check, an exception -- leaves the rows measured before it, its own
+row as 'failed' (a miss for tools/issue_targets.py) and why, and the run still fails. Skipped, saying so,
+without torch or libmkernel.so (the bench imports mkernel)."""
+import importlib.util
+import pathlib
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (the benchmark is torch code)")
+pytest.importorskip("mkernel._lib", reason="libmkernel.so not found (the benchmark imports mkernel)")
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+bench = _load("torch_tp_bench", ROOT / "bench" / "torch_tp_bench.py")  # main() is not run
+it = _load("issue_targets", ROOT / "tools" / "issue_targets.py")
+
+
+def test_a_failed_check_keeps_the_rows_before_it_and_fails_the_run(tmp_path, monkeypatch):
+    args = types.SimpleNamespace(quick=False, ops="ag,rs", out=str(tmp_path), rounds=1, warmup=0, lead_cycles=0)
+    reports = []  # the report's text at each write
+
+    def run_shape(op, m, *a):
+        if op == "GEMM+RS" and m == 4096:  # check() raises this on every rank
+            raise RuntimeError("GEMM+RS M=4096: outputs disagree with serial (worst rank shown): mkernel: ...")
+        return {"serial": 1.0, "torch fused": 1.1, "mkernel": 0.9}, {}
+
+    def write_report(*a, **k):
+        write(*a, **k)
+        reports.append(next(tmp_path.glob("torch-tp-*.md")).read_text())
+    write = bench.write_report
+    for obj, name, value in (
+            (bench, "run_shape", run_shape), (bench, "write_report", write_report),
+            (bench, "load_symm_mem", lambda: (object(), None)), (bench, "agree", lambda flag: flag),
+            (bench, "provenance", lambda: "test"), (bench, "sh", lambda *a: None),
+            (bench.torch.cuda, "get_device_properties", lambda: types.SimpleNamespace(L2_cache_size=1)),
+            (bench.torch.cuda, "get_device_name", lambda: "GPU"),
+            (bench.torch, "Generator", lambda device=None: types.SimpleNamespace(manual_seed=lambda s: None)),
+            (bench.dist, "group", types.SimpleNamespace(WORLD=types.SimpleNamespace(group_name="0"))),
+            (bench.mkernel.torchrun, "main", lambda run, backend: run(types.SimpleNamespace(world=2), 0, 2))):
+        monkeypatch.setattr(obj, name, value)
+    monkeypatch.delenv("MK_RANKS_PER_NODE", raising=False)
+    with pytest.raises(RuntimeError, match="outputs disagree"):
+        bench.main(args)
+    assert len(list(tmp_path.glob("torch-tp-*"))) == 1  # one file, rewritten (no .part left)
+    assert len(reports) == 5 + 2 + 1  # after each shape, and once more with the failure
+    assert "| 1x2 | 1024 | 1.000 | 1.100 | 0.900 |" in reports[0]
+    text = reports[-1]
+    assert "| 1x2 | 4096 | failed | failed | failed | failed | failed | failed |" in text
+    assert "- GEMM+RS M=4096: RuntimeError: GEMM+RS M=4096: outputs disagree" in text
+    # tools/issue_targets.py: the failed row and the M's never run are misses; the rows before it count.
+    c = it.Checks()
+    it.check_torch_tp(str(next(tmp_path.glob("torch-tp-*.md"))), c)
+    seen, missed = next(v for k, v in c.items.items() if k[2].startswith("GEMM+RS 1x2"))
+    assert seen == 5 and [m.split(":")[0] for m in missed] == ["M=4096", "M=8192", "M=16384"]
+    assert next(v for k, v in c.items.items() if k[2].startswith("AG+GEMM 1x2")) == [5, []]
