@@ -1,6 +1,8 @@
 /* mkernel: C ABI for bindings (Python ctypes, other languages).
  * Every function returns 0 on success and non-zero on failure; then
- * mk_last_error() returns this thread's message. Handles are opaque. */
+ * mk_last_error() returns this thread's message. Handles are opaque.
+ * Destroy a communicator's plans and symmetric buffers before it: they refer
+ * to it, and no handle may be used after its destroy call. */
 #ifndef MKERNEL_MKERNEL_H_
 #define MKERNEL_MKERNEL_H_
 

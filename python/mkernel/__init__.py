@@ -112,9 +112,17 @@ class Communicator:
         self._opened()
         return self
 
+    @property
+    def _open_h(self):
+        """The handle; a clear error once close() ran (the library would say only that it is NULL)."""
+        h = getattr(self, "_h", None)
+        if not h:
+            raise MkernelError("mkernel: this communicator is closed")
+        return h
+
     def info(self) -> dict:
         ci = CommInfo()
-        check(lib.mk_comm_info(self._h, ctypes.byref(ci)))
+        check(lib.mk_comm_info(self._open_h, ctypes.byref(ci)))
         return {name: getattr(ci, name) for name, _ in CommInfo._fields_}
 
     @property
@@ -126,17 +134,17 @@ class Communicator:
         return self.info()["world"]
 
     def barrier(self):
-        check(lib.mk_comm_barrier(self._h))
+        check(lib.mk_comm_barrier(self._open_h))
 
     def check(self):
         """Raises MkernelError if a device wait of this rank failed or an abort was raised."""
-        check(lib.mk_comm_check(self._h))
+        check(lib.mk_comm_check(self._open_h))
 
     def network_bytes_put(self) -> int:
         """Payload bytes of the puts this rank's host proxy has taken so far (0 on one node); exact for a
         call once every rank synchronised it and passed a barrier."""
         n = ctypes.c_uint64()
-        check(lib.mk_comm_network_bytes_put(self._h, ctypes.byref(n)))
+        check(lib.mk_comm_network_bytes_put(self._open_h, ctypes.byref(n)))
         return n.value
 
     def symmetric_bytes(self) -> int:
@@ -144,7 +152,7 @@ class Communicator:
         and the signal region, as mapped. MK_SYMM_MAX_BYTES bounds it; mkernel.close_plans(comm) gives the
         plans' back."""
         n = ctypes.c_uint64()
-        check(lib.mk_comm_symmetric_bytes(self._h, ctypes.byref(n)))
+        check(lib.mk_comm_symmetric_bytes(self._open_h, ctypes.byref(n)))
         return n.value
 
     def alloc_symmetric(self, nbytes: int) -> SymmetricBuffer:
@@ -152,7 +160,7 @@ class Communicator:
         if not 0 < int(nbytes) < 2 ** 63:  # (ctypes would wrap a negative size to ~2^64)
             raise MkernelError(f"mkernel: alloc_symmetric of {int(nbytes)} bytes: the size must be positive")
         h = ctypes.c_void_p()
-        check(lib.mk_symm_alloc(self._h, int(nbytes), ctypes.byref(h)))
+        check(lib.mk_symm_alloc(self._open_h, int(nbytes), ctypes.byref(h)))
         return SymmetricBuffer(self, h)
 
     def close(self):

@@ -37,7 +37,8 @@ def reported(comm, rank=None):
 
 def main(run, backend="gloo"):
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    if os.environ.get("MK_SHARE_GPUS", "0") == "1":  # testing only (the knob): local rank mod GPUs
+    # testing only (the knob, a Bool: the library's spellings): local rank mod GPUs
+    if os.environ.get("MK_SHARE_GPUS", "0").strip().lower() in ("1", "true", "yes", "on"):
         local %= max(1, torch.cuda.device_count())
     torch.cuda.set_device(local)
     dist.init_process_group(backend)

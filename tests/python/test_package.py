@@ -58,6 +58,15 @@ def test_import_does_not_pull_in_torch():
     assert out.stdout.strip() == "False"
 
 
+def test_a_closed_communicator_says_so():
+    comm = mkernel.Communicator.__new__(mkernel.Communicator)
+    comm._h = None  # as close() leaves it
+    for call in (comm.barrier, comm.check, comm.info, comm.network_bytes_put, comm.symmetric_bytes,
+                 lambda: comm.alloc_symmetric(64)):
+        with pytest.raises(mkernel.MkernelError, match="this communicator is closed"):
+            call()
+
+
 def test_mk_library_that_is_not_a_file_is_an_import_error():
     # A typo in MK_LIBRARY must not load the package's other copy without a word.
     import os
