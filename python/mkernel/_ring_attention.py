@@ -46,6 +46,7 @@ class RingAttention(_Plan):
     def run(self, q, k, v, out=None, lse=None):
         b, s, h, hkv, d = self.shape
         self._open(q, "q")
+        out_grad_refused("mkernel.RingAttention.run", out, lse)
         if tuple(q.shape) != (b, s, h, d) or tuple(k.shape) != (b, s, hkv, d):
             raise MkernelError(f"mkernel.ring_attention: the plan is for q {(b, s, h, d)}, k/v {(b, s, hkv, d)}; "
                                f"got q {tuple(q.shape)}, k {tuple(k.shape)}")

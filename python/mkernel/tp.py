@@ -36,7 +36,7 @@ from ._plan_cache import close_oldest
 from ._tp_meta import (_COMMS, MAX_RS_RANKS, register, lookup, world, ag_gemm_shapes, gemm_rs_shape,
                        all_gather_shape, reduce_scatter_shape)
 from ._tp_plans import _Plan, _check_shape, _device_check, _ptr, check_aligned
-from .ops import _check_matrix, _fast_ok, _get_device, _stream, bump_version
+from .ops import _check_matrix, _fast_ok, _get_device, _stream, bump_version, out_grad_refused
 
 __all__ = ["ag_gemm", "gemm_rs", "all_gather", "reduce_scatter", "AgGemm", "GemmRs", "register", "close_plans"]
 
@@ -56,6 +56,7 @@ class AgGemm(_Plan):
     def run(self, a_local, b, out=None, gathered=None):
         m_local, n, k = self.shape
         self._open(a_local, "a_local")
+        out_grad_refused("mkernel.AgGemm.run", out, gathered)
         _check_shape(a_local, "a_local", (m_local, k))
         _check_shape(b, "b", (n, k), a_local.device)
         if out is None:
@@ -76,6 +77,7 @@ class AgGemm(_Plan):
         """out [world * m_local, k] = allgather(a_local) (the plan's n is not used)."""
         m_local, _, k = self.shape
         self._open(a_local, "a_local")
+        out_grad_refused("mkernel.AgGemm.all_gather", out)
         _check_shape(a_local, "a_local", (m_local, k))
         if out is None:
             out = a_local.new_empty((self.world * m_local, k))
@@ -102,6 +104,7 @@ class GemmRs(_Plan):
     def run(self, a, b, out=None):
         m, n, k = self.shape
         self._open(a, "a")
+        out_grad_refused("mkernel.GemmRs.run", out)
         _check_shape(a, "a", (m, k))
         _check_shape(b, "b", (n, k), a.device)
         if out is None:
@@ -117,6 +120,7 @@ class GemmRs(_Plan):
         """out [m / world, n] = this rank's rows of sum over ranks of x [m, n] (the plan's k_local is not used)."""
         m, n, _ = self.shape
         self._open(x, "x")
+        out_grad_refused("mkernel.GemmRs.reduce_scatter", out)
         _check_shape(x, "x", (m, n))
         if out is None:
             out = x.new_empty((m // self.world, n))

@@ -18,7 +18,7 @@ import torch
 from ._lib import check, lib
 from ._ops_c import _need
 from ._tp_meta import all_reduce_shape, gemm_ar_shape, world
-from .ops import _stream, bump_version
+from .ops import _stream, bump_version, out_grad_refused
 from ._tp_plans import _Plan
 from .tp import (_COLLECTIVE_N, _check_inputs, _check_meta, _check_out_meta, _check_shape, _dispatch, _grad,
                  _hot, _hot_add, _key, _output, _plan, _shape)
@@ -41,6 +41,7 @@ class GemmAr(_Plan):
     def run(self, a, b, out=None):
         m, n, k = self.shape
         self._open(a, "a")
+        out_grad_refused("mkernel.GemmAr.run", out)
         _check_shape(a, "a", (m, k))
         _check_shape(b, "b", (n, k), a.device)
         if out is None:
@@ -56,6 +57,7 @@ class GemmAr(_Plan):
         """out [m, n] = sum over ranks of x [m, n] (the plan's k_local is not used)."""
         m, n, _ = self.shape
         self._open(x, "x")
+        out_grad_refused("mkernel.GemmAr.all_reduce", out)
         _check_shape(x, "x", (m, n))
         if out is None:
             out = x.new_empty((m, n))
