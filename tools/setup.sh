@@ -62,6 +62,8 @@ fi
 
 # pytest for the Python package tests; venv for the fresh-install test.
 python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
+# pyflakes for tools/check_python_names.sh (names used but never defined, found before a line runs).
+python3 -m pyflakes --version >/dev/null 2>&1 || python3 -m pip install -q 'pyflakes==3.2.0'
 python3 -c 'import venv, ensurepip' 2>/dev/null || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv; }
 
 # NCCL headers/libraries for the benchmark baselines (CUDA images ship them).

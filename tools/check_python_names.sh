@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Names a Python file uses that nothing defines (a missing import, a typo) fail only when that line runs:
+# on a GPU, in an error path, in a benchmark a scarce device session runs. pyflakes finds them statically;
+# this fails on those findings only (not on unused imports and the like). tools/setup.sh installs pyflakes.
+set -uo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+if ! python3 -m pyflakes --version >/dev/null 2>&1; then
+  echo "pyflakes is not installed (tools/setup.sh installs it)"; exit 1
+fi
+out="$(python3 -m pyflakes "$root/python/mkernel" "$root/bench" "$root/tools" "$root/tests/python" 2>&1 |
+       grep -E "undefined name|undefined local|referenced before assignment|syntax error|invalid syntax")"
+if [ -n "$out" ]; then
+  echo "$out"
+  echo "check_python_names: the names above are used but never defined"
+  exit 1
+fi
+echo "check_python_names: no undefined names in python/mkernel, bench, tools, tests/python"
