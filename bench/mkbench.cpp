@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <set>
 
 #include "bench/bench.hpp"
@@ -96,22 +97,23 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::unique_ptr<mk::Communicator> comm;
+  std::optional<mkb::Report> report;
   try {
     comm = mk::Communicator::from_env();
     if (out.empty()) out = mk::knob_str(mk::Knob::MK_BENCH_OUT);
     // One rank: the TP benchmarks' diagnosis tables time the fused kernels' machinery without communication
     // (unless the caller set MK_TP_SINGLE_RANK); gemm_rs's table times the plain path beside it.
     if (comm->world() == 1) setenv("MK_TP_SINGLE_RANK", "fused", 0);
-    mkb::Report report(comm.get(), argc, argv);
+    report.emplace(comm.get(), argc, argv);
     cudaStream_t stream;
     MK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    mkb::BenchContext bc{comm.get(), &report, opts, stream, quick};
+    mkb::BenchContext bc{comm.get(), &*report, opts, stream, quick};
     for (auto& b : mkb::benches()) {
       if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), b.name) == wanted.end()) continue;
       b.run(bc);
       comm->barrier();
     }
-    std::string path = report.write(out);
+    std::string path = report->write(out);
     if (comm->rank() == 0) std::cout << "\nresults written to " << path << " (and .json)\n";
     cudaStreamDestroy(stream);
     return 0;
@@ -119,6 +121,17 @@ int main(int argc, char** argv) {
     std::cerr << ex.what() << "\n";
     // A kernel that gave up on a wait left a record of who waited for what.
     if (comm && !comm->device_failure().empty()) std::cerr << "device: " << comm->device_failure() << "\n";
+    // The tables finished before the failure are kept (rank 0 writes, no collective): a scarce device call's
+    // numbers are not lost with the table that failed; the report says the run failed, and why.
+    if (report) {
+      try {
+        report->set_meta("failed", ex.what());
+        const std::string path = report->write(out);
+        if (!path.empty()) std::cerr << "partial results (the run failed) written to " << path << " (and .json)\n";
+      } catch (const std::exception& w) {
+        std::cerr << "mkbench: the partial report could not be written: " << w.what() << "\n";
+      }
+    }
     return 1;
   }
 }

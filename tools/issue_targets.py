@@ -174,6 +174,10 @@ def check_mkbench(path, c, ops=None):
     short = cfg.split()[0]  # "1x2 NVLink" -> "1x2"
     emulated = "emulated" in cfg or " emu" in cfg
     gbps = emu_gbps(json.dumps(d))
+    if d["meta"].get("failed"):  # mkbench wrote the tables it had finished, then failed (bench/mkbench.cpp)
+        for issue in ("5 [tp-ag-rs]", "6 [tp-ar]"):
+            c.add(issue, "(benchmark report)", f"{short} (`{os.path.basename(path)}`)", False,
+                  f"the run failed: {d['meta']['failed'][:300]} (the tables after it are missing here)")
     for t in d["tables"]:
         op = tp_op(t["title"])
         if op is None or (ops is not None and op not in ops):

@@ -186,6 +186,20 @@ def _mk_report(tmp_path, src, name, *edits):
     return d, f
 
 
+def test_a_failed_mkbench_run_is_a_miss_on_both_tp_issues(tmp_path):
+    # mkbench writes the tables it finished when a later one fails, with meta "failed" (bench/mkbench.cpp).
+    d, f = _mk_report(tmp_path, REPORTS[0], "mkbench-20261205T000000Z-1x2_NVLink.json")
+    d["meta"]["failed"] = "gemm_ar: rank 0 role Compute timed out after 5000 ms waiting on signal 12"
+    d["tables"] = [t for t in d["tables"] if "AllReduce" not in t["title"]]
+    f.write_text(json.dumps(d))
+    it.load_json.cache_clear()
+    c = it.Checks()
+    it.check_mkbench(str(f), c)
+    for issue in ("5", "6"):
+        _, missed = find(c, issue, "(benchmark report)", "1x2 (")
+        assert missed and missed[0].startswith("the run failed: gemm_ar: rank 0 role Compute timed out"), missed
+
+
 def test_thresholds_are_judged_on_unrounded_values(tmp_path):
     # AG+GEMM 1x2 M=4096: eta 1.336 / 1.4926 = 0.8951, printed 0.90 (the old check read the printed cell).
     # GEMM+AR 1x2 M=8192: speedup 3.109 / 2.914 = 1.0669x of the ideal (2.616 + 0.487) / 2.616 = 1.1862x: 0.8995,
