@@ -28,6 +28,7 @@ class Communicator {
   // From the launcher's environment (torchrun/mkrun, OpenMPI, Slurm).
   // device < 0: LOCAL_RANK-style local rank modulo the visible GPUs.
   explicit Communicator(const LaunchInfo& launch, int device = -1);
+  // The same; without a launcher, a single rank (device < 0: the current CUDA device).
   static std::unique_ptr<Communicator> from_env(int device = -1);
   ~Communicator();
   Communicator(const Communicator&) = delete;

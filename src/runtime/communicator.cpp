@@ -93,7 +93,7 @@ std::unique_ptr<Communicator> Communicator::from_env(int device) {
     single.launcher = "single";
     single.rank = 0;
     single.world = 1;
-    single.local_rank = 0;
+    single.local_rank = -1;  // no launcher: the current device (init), as a single process set it, not GPU 0
     single.local_world = 1;
     return std::make_unique<Communicator>(single, device);
   }
@@ -181,6 +181,8 @@ void Communicator::init(int device, int launcher_local_rank) {
   // fails on this rank alone then leaves no symmetric heap, whose teardown
   // in IPC mode is a barrier the other ranks would not join. A throwing
   // constructor runs no destructor: what was made here is given back here.
+  // (knobs read before anything is allocated: a throw here leaves nothing to give back)
+  const int num_signals = static_cast<int>(knob_int(Knob::MK_SIGNAL_SLOTS));
   MK_CUDA_CHECK(cudaHostAlloc(&host_block_, 4096, cudaHostAllocMapped | cudaHostAllocPortable));
   std::memset(host_block_, 0, 4096);
   void* host_dev = nullptr;
@@ -191,7 +193,6 @@ void Communicator::init(int device, int launcher_local_rank) {
     teardown_call(cudaFreeHost(host_block_), "the communicator's pinned host block");
     host_block_ = nullptr;
   };
-  const int num_signals = static_cast<int>(knob_int(Knob::MK_SIGNAL_SLOTS));
   try {
     MK_CUDA_CHECK(cudaHostGetDevicePointer(&host_dev, host_block_, 0));
     MK_CUDA_CHECK(cudaStreamCreateWithFlags(&abort_stream, cudaStreamNonBlocking));

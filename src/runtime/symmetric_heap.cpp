@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 
 #include "mkernel/error.hpp"
@@ -98,7 +99,8 @@ SymmetricHeap::~SymmetricHeap() {
 // MK_SYMM_MAX_BYTES: this rank's symmetric memory, with `mapped` more, within it.
 void SymmetricHeap::check_budget(size_t mapped) const {
   const int64_t cap = knob_int(Knob::MK_SYMM_MAX_BYTES);
-  if (cap > 0 && bytes() + mapped > static_cast<size_t>(cap))
+  // (compared without the sum, which a size near 2^64 wraps below any cap)
+  if (cap > 0 && (bytes() > static_cast<size_t>(cap) || mapped > static_cast<size_t>(cap) - bytes()))
     fail("MK_SYMM_MAX_BYTES = ", cap, " would be exceeded (", bytes(), " bytes held, ", mapped, " more asked)");
 }
 
@@ -107,6 +109,7 @@ void SymmetricHeap::vmm_create(Alloc& a, size_t bytes) {
   const auto& d = drv::api();
   CUmemAllocationProp prop = vmm_prop(device_);
   MK_CU_CHECK(d.cuMemGetAllocationGranularity(&a.gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  if (bytes > SIZE_MAX - a.gran) fail("alloc_symmetric of ", bytes, " bytes: larger than any device memory");
   a.mapped = (bytes + a.gran - 1) / a.gran * a.gran;
   check_budget(a.mapped);
   MK_CU_CHECK(d.cuMemCreate(&a.handle, a.mapped, &prop, 0));
@@ -176,6 +179,7 @@ void SymmetricHeap::vmm_share(Alloc& a) {
 // Allocates this rank's buffer; returns its IPC handle's bytes.
 std::string SymmetricHeap::ipc_create(Alloc& a, size_t bytes) {
   a.ipc = true;
+  if (bytes > SIZE_MAX - 4096) fail("alloc_symmetric of ", bytes, " bytes: larger than any device memory");
   a.mapped = (bytes + 4095) / 4096 * 4096;
   check_budget(a.mapped);
   void* p = nullptr;
@@ -350,9 +354,13 @@ void SymmetricHeap::free(SymmetricBuffer* buf) {
     // progress, say) fails this call on every rank alike, and the buffer
     // stays mapped everywhere (free it again later): a rank that threw alone
     // left its peers in an exchange its next collective call then answered.
-    const std::string err = step_status::step_error(bs_.allgather(sync_answer(e)), topo_.rank,
+    // Tagged: a peer in another collective's status step (alloc's, a network registration's plain "ok:")
+    // is out of step, not a success.
+    constexpr step_status::Tags kFreeTags{"free-ok:", "free-failed:"};
+    const std::string err = step_status::step_error(bs_.allgather(sync_answer(e, kFreeTags)), topo_.rank,
                                                     cat("free_symmetric of a ", (*it)->mapped, "-byte buffer"),
-                                                    "could not finish with it (the buffer stays mapped on every rank)");
+                                                    "could not finish with it (the buffer stays mapped on every rank)",
+                                                    kFreeTags);
     if (!err.empty()) fail(err);
     if ((*it)->ipc) {  // every rank's handles to it closed before any rank frees its own
       close_ipc_peers(**it);
