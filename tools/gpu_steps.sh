@@ -9,7 +9,9 @@ step_s=${MK_GPU_TEST_STEP_S:-240}
 run() {
   echo "=== $*"
   local t0=$SECONDS
-  timeout "$step_s" "$@"; local rc=$?
+  # --foreground: the step stays in the call's process group, so a lent machine that stops the call at its
+  # limit stops the step too (in a group of its own it ran on into the next call); -k: KILL 5 s after TERM.
+  timeout --foreground -k 5 "$step_s" "$@"; local rc=$?
   local took="[$((SECONDS - t0)) s]"
   if [ $rc -eq 77 ]; then echo "=== SKIPPED ($rc): $* $took"; elif [ $rc -ne 0 ]; then echo "=== FAILED ($rc): $* $took"; fail=1
   else echo "=== PASSED: $* $took"; fi
@@ -19,7 +21,7 @@ run() {
 logged() {
   local s=$1 log=$2 t0=$SECONDS
   shift 2
-  timeout -k 5 "$s" "$@" > "$out/$log" 2>&1
+  timeout --foreground -k 5 "$s" "$@" > "$out/$log" 2>&1  # (--foreground: as run's)
   local r=$?
   echo "=== rc=$r in $((SECONDS - t0)) s: $* (log: $out/$log)"
   [ $r -eq 0 ] || fail=1

@@ -19,9 +19,17 @@ for p in $parts; do
   esac
 done
 want() { [[ "$parts" == *" $1 "* ]]; }
+named() { [[ " ${args_given:-} " == *" $1 "* ]]; }
+args_given="$*"  # parts named on the command line: a missing prerequisite of one is a failure, not a skip
+# skip_or_fail PART WHY: a part left out for want of its carried files: skipped when it came with the default
+# list, a failure when it was asked for by name (a green call where it never ran would be read as a pass).
+skip_or_fail() {
+  if named "$1"; then echo "=== FAILED: $1 asked for but not run: $2"; fail=1
+  else echo "=== SKIPPED: $2"; fi
+}
 source tools/gpu_env.sh
 source tools/gpu_steps.sh  # run: one bounded step (MK_GPU_TEST_STEP_S each)
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+ngpu=$(timeout 20 nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 share=; [ "${ngpu:-0}" -eq 1 ] && share="MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000"
 if want compiled; then
 run build/bin/mk_gpu_tests
@@ -131,7 +139,7 @@ fi  # python
 # (tools/carry_rdma.sh).
 if want fabric; then
 if [ -d .carry/rdma ]; then export LD_LIBRARY_PATH="$PWD/.carry/rdma${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
-if ldconfig -p 2>/dev/null | grep -q libfabric.so.1 || [ -f .carry/rdma/libfabric.so.1 ]; then
+if grep -q libfabric.so.1 <(ldconfig -p 2>/dev/null) || [ -f .carry/rdma/libfabric.so.1 ]; then
   run tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 MK_NET=fabric "MK_FI_PROVIDER=tcp;ofi_rxm" $share \
       build/bin/mk_dist_tests --gtest_filter='Net*:AgGemm*:GemmRs*:GemmAr*'
   run tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 MK_NET=fabric "MK_FI_PROVIDER=tcp;ofi_rxm" \
@@ -140,7 +148,7 @@ if ldconfig -p 2>/dev/null | grep -q libfabric.so.1 || [ -f .carry/rdma/libfabri
       $share CUDA_DEVICE_MAX_CONNECTIONS=1 MK_TIMEOUT_MS=5000 MK_NET_TIMEOUT_MS=5000 build/bin/mk_dist_tests \
       --gtest_filter='AgGemmTest.HundredBackToBackCallsWithChangingInputs:GemmRsTest.HundredBackToBackCallsWithChangingInputs'
 else
-  echo "=== SKIPPED: fabric on GPUs (no libfabric.so.1 here; carry it in .carry/rdma)"
+  skip_or_fail fabric "fabric on GPUs (no libfabric.so.1 here; carry it in .carry/rdma: tools/carry_rdma.sh)"
 fi
 fi  # fabric
 # The network over verbs with no RDMA NIC: softverbs (tests/cpu/softverbs/, the
@@ -170,7 +178,7 @@ if [ -f build/softverbs/libibverbs.so.1 ]; then
   run tools/mkrun -n 2 --timeout 120 env $sv SOFTVERBS_NO_PEERMEM=1 MK_RANKS_PER_NODE=1 MK_NET=verbs $share \
       build/bin/mk_dist_tests --gtest_filter='Net*:AgGemmTest.MatchesReferenceAcrossShapes'
 else
-  echo "=== SKIPPED: verbs on GPUs (no build/softverbs/libibverbs.so.1: carry build/softverbs)"
+  skip_or_fail verbs "verbs on GPUs (no build/softverbs/libibverbs.so.1: carry build/softverbs)"
 fi
 fi  # verbs
 exit $fail

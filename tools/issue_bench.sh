@@ -33,7 +33,7 @@ case "$part" in
 esac
 mkdir -p "$out"
 export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" MK_LIBRARY="$PWD/build/lib/libmkernel.so"
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+ngpu=$(timeout 20 nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [ "${ngpu:-0}" -lt 2 ] && [ "$part" != attn ]; then  # (attn: one GPU)
   echo "issue_bench.sh: needs 2 GPUs (have ${ngpu:-0})"
   exit 2

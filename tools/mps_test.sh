@@ -23,7 +23,7 @@ source tools/gpu_env.sh
 if ! command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
   echo "=== SKIPPED: no nvidia-cuda-mps-control here"; exit 77
 fi
-if ! nvidia-smi -L >/dev/null 2>&1; then echo "=== SKIPPED: no GPU here"; exit 77; fi
+if ! timeout 20 nvidia-smi -L >/dev/null 2>&1; then echo "=== SKIPPED: no GPU here"; exit 77; fi
 source tools/gpu_steps.sh  # run: one bounded step (MK_GPU_TEST_STEP_S each)
 source tools/mps_daemon.sh  # mps_start, mps_stop: a private daemon
 trap mps_stop EXIT

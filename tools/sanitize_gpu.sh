@@ -30,7 +30,7 @@ parts=" ${*:-gpu attn dist emu} "
 mkdir -p "$out"
 source tools/gpu_env.sh
 command -v compute-sanitizer > /dev/null || { echo "sanitize_gpu.sh: compute-sanitizer not found"; exit 2; }
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+ngpu=$(timeout 20 nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 [ "${ngpu:-0}" -ge 1 ] || { echo "sanitize_gpu.sh: no GPU"; exit 77; }
 share=; [ "${ngpu:-0}" -eq 1 ] && share="MK_SHARE_GPUS=1"
 export MK_TIMEOUT_MS=600000 MK_NET_TIMEOUT_MS=600000

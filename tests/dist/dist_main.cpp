@@ -19,6 +19,11 @@ int main(int argc, char** argv) {
   // or every topology on a one-GPU machine).
   const char* share = std::getenv("MK_SHARE_GPUS");
   if (share && std::atoi(share) == 1) need = 1;
+  // No GPU or no driver (a CPU machine, CI): skipped; any other failure to start CUDA is a failure.
+  if (e != cudaSuccess && e != cudaErrorNoDevice && e != cudaErrorInsufficientDriver) {
+    std::printf("FAILED: CUDA could not start: %s\n", cudaGetErrorString(e));
+    return 1;
+  }
   if (e != cudaSuccess || n < need) {
     std::printf("SKIPPED: the dist test tier needs %d GPUs on this host and it has %d (%s)\n", need,
                 e == cudaSuccess ? n : 0, e == cudaSuccess ? "ok" : cudaGetErrorString(e));

@@ -29,6 +29,12 @@ static int run_child_scenario(const char* name) {
 int main(int argc, char** argv) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
+  // No GPU or no driver (a CPU machine, CI): skipped. Any other failure to start CUDA is a broken GPU or driver
+  // on a GPU machine: a failure, not a skip that a device session would count as passed.
+  if (e != cudaSuccess && e != cudaErrorNoDevice && e != cudaErrorInsufficientDriver) {
+    std::printf("FAILED: CUDA could not start: %s\n", cudaGetErrorString(e));
+    return 1;
+  }
   if (e != cudaSuccess || n == 0) {
     std::printf("SKIPPED: the GPU test tier needs a CUDA GPU and this machine has none (%s)\n",
                 e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
