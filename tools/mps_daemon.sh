@@ -2,7 +2,8 @@
 # directories under a fresh /tmp directory, so only the caller's processes
 # connect to it; no GPU setting changes). mps_start starts it (non-zero if it
 # did not start; the directories are removed then); mps_stop quits it and
-# removes the directories (copy $CUDA_MPS_LOG_DIRECTORY first to keep its log);
+# removes the directories, or keeps them when the quit failed (copy
+# $CUDA_MPS_LOG_DIRECTORY first to keep its log);
 # processes started after it run without MPS.
 mps_start() {
   MK_MPS_DIR=$(mktemp -d /tmp/mk_mps.XXXXXX)
@@ -16,9 +17,13 @@ mps_start() {
 }
 mps_stop() {
   [ -n "${MK_MPS_DIR:-}" ] || return 0
-  echo quit | timeout 10 nvidia-cuda-mps-control >/dev/null 2>&1
-  sleep 1
-  rm -rf "$MK_MPS_DIR"
+  if echo quit | timeout 10 nvidia-cuda-mps-control >/dev/null 2>&1; then
+    sleep 1
+    rm -rf "$MK_MPS_DIR"
+  else  # the daemon (or a server still holding the GPU) stays reachable through its pipe directory: kept
+    echo "=== mps_stop: quit failed; the daemon's directory $MK_MPS_DIR is kept (CUDA_MPS_PIPE_DIRECTORY=" \
+         "$CUDA_MPS_PIPE_DIRECTORY nvidia-cuda-mps-control reaches it; its log is under $CUDA_MPS_LOG_DIRECTORY)"
+  fi
   MK_MPS_DIR=
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY  # later processes run without MPS
 }
