@@ -142,9 +142,10 @@ std::optional<LaunchInfo> detect_launch(const EnvLookup& env) {
     li.launcher = "torchrun";
     li.rank = *get_int(env, "RANK", true);
     li.world = *get_int(env, "WORLD_SIZE", true);
-    // torchrun under mpirun / srun starts WORLD_SIZE >= the launcher's processes; fewer means RANK and
+    // torchrun under mpirun / srun starts WORLD_SIZE >= the launcher's processes; fewer, without torchrun's
+    // agent (TORCHELASTIC_RUN_ID: it may run a job of its own per task, e.g. --standalone), means RANK and
     // WORLD_SIZE were left over in the environment, and each process would go on alone.
-    if (auto other = other_launcher_world(env); other && other->second > li.world)
+    if (auto other = other_launcher_world(env); other && other->second > li.world && !env("TORCHELASTIC_RUN_ID"))
       fail("RANK/WORLD_SIZE say rank ", li.rank, " of ", li.world, " but ", other->first, "=", other->second,
            ": RANK and WORLD_SIZE are left over from another launch (unset them), or set them for every "
            "process of this one");

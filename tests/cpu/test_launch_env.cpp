@@ -195,6 +195,16 @@ TEST(LaunchEnv, LeftOverTorchrunVariablesUnderAnotherLauncherAreAnError) {
                 },
                 {"SLURM_STEP_NUM_TASKS=2", "left over"}),
             "");
+  // torchrun --standalone in each task of a 4-task srun step: a job of its own per task (its agent sets
+  // TORCHELASTIC_RUN_ID), not left-over variables.
+  auto own = detect_launch(env_of({{"RANK", "0"},
+                                   {"WORLD_SIZE", "1"},
+                                   {"TORCHELASTIC_RUN_ID", "a1b2"},
+                                   {"SLURM_PROCID", "3"},
+                                   {"SLURM_NTASKS", "4"},
+                                   {"SLURM_STEP_NUM_TASKS", "4"}}));
+  ASSERT_TRUE(own);
+  EXPECT_EQ(own->world, 1);
   // torchrun started by srun on 2 nodes, 4 processes each: WORLD_SIZE 8 >= the step's 2 tasks.
   auto li = detect_launch(env_of({{"RANK", "5"},
                                   {"WORLD_SIZE", "8"},
