@@ -118,7 +118,9 @@ int mk_symm_free(mk_comm_t comm, mk_symm_t buf) {
 }
 
 int mk_print_config(char* buf, size_t len) {
-  if (!buf || len == 0) return null_arg("buf");
+  if (!buf) return null_arg("buf");
+  if (len == 0)
+    return mk::capi::guarded([] { mk::fail("mk_print_config: len is 0 (no room even for the terminating NUL)"); });
   return guarded([&] {
     std::string s = mk::print_config();
     std::strncpy(buf, s.c_str(), len - 1);

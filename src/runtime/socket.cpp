@@ -58,6 +58,12 @@ int tcp_listen(int port, int* bound_port) {
 uint32_t resolve_ipv4(const std::string& host) {
   in_addr a{};
   if (inet_pton(AF_INET, host.c_str(), &a) == 1) return a.s_addr;
+  in6_addr a6{};
+  const bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
+  const std::string bare = bracketed ? host.substr(1, host.size() - 2) : host;
+  if (inet_pton(AF_INET6, bare.c_str(), &a6) == 1)
+    fail("bootstrap host '", host, "' is an IPv6 address; the bootstrap is IPv4 only: set MK_BOOTSTRAP_ADDR (or "
+         "MASTER_ADDR) to an IPv4 address or a host name with one");
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;

@@ -192,6 +192,14 @@ TEST(Socket, LocalAddressChoice) {
   EXPECT_TRUE(sock::is_local_ipv4(first)) << first;
   EXPECT_TRUE(sock::is_local_ipv4("127.0.0.1"));
   EXPECT_FALSE(sock::is_local_ipv4("192.0.2.1"));  // TEST-NET-1: never this host
+  for (const char* v6 : {"::1", "[fe80::1]", "2001:db8::7"}) {  // said at once, not a failed name lookup
+    try {
+      sock::resolve_ipv4(v6);
+      ADD_FAILURE() << v6 << " resolved";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("IPv4 only"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(UniqueId, HexRoundTripAndBadInput) {

@@ -24,6 +24,9 @@ TEST(CApi, NullArgumentsAreErrorsWithMessages) {
   EXPECT_NE(mk_symm_alloc(nullptr, 16, nullptr), 0);
   EXPECT_NE(mk_comm_barrier(nullptr), 0);
   EXPECT_NE(mk_print_config(nullptr, 0), 0);
+  char one[1];
+  EXPECT_NE(mk_print_config(one, 0), 0);  // a buffer with no room: said so, not "NULL"
+  EXPECT_NE(std::string(mk_last_error()).find("len is 0"), std::string::npos) << mk_last_error();
 }
 
 TEST(CApi, BadRankIsRejectedBeforeAnythingRuns) {
