@@ -135,12 +135,26 @@ const DeviceFacts& device_facts() {
 int num_sms() { return device_facts().sms; }
 int64_t l2_bytes() { return device_facts().l2; }
 
+namespace {
+// The rules a call and its workspace query (gemm_workspace_bytes) share. n and k:
+void check_n_k(int64_t n, int64_t k) {
+  if (n < 64 || n % 64) fail("gemm: n must be a positive multiple of 64 (got ", n, ")");
+  if (k < 64 || k % 64) fail("gemm: k must be a positive multiple of 64 (got ", k, ")");
+}
+// The compute CTAs (asks the device: after the checks that need none); returns the SM count.
+int check_ctas(int num_compute) {
+  const int sms = num_sms();
+  if (num_compute < 0 || num_compute > sms)
+    fail("gemm: num_compute_ctas must be in [0, ", sms, "] (got ", num_compute, ")");
+  return sms;
+}
+}  // namespace
+
 GemmParams make_params(const Operands& o, int num_compute) {
   if (!o.a || !o.b || !o.out) fail("gemm: a, b and out must be device pointers (got a=", o.a, " b=", o.b, " out=", o.out, ")");
   if (o.m < 1 && o.num_groups == 0) fail("gemm: m must be >= 1 (got ", o.m, ")");
   if (o.m < 0) fail("gemm: m must be >= 0 (got ", o.m, ")");
-  if (o.n < 64 || o.n % 64) fail("gemm: n must be a positive multiple of 64 (got ", o.n, ")");
-  if (o.k < 64 || o.k % 64) fail("gemm: k must be a positive multiple of 64 (got ", o.k, ")");
+  check_n_k(o.n, o.k);
   const int64_t ldo = o.ldo ? o.ldo : o.n;
   if (ldo < o.n || ldo % 2) fail("gemm: ldo must be even and >= n (got ldo=", ldo, ", n=", o.n, ")");
   if (!aligned16(o.a) || !aligned16(o.b) || !aligned16(o.out))
@@ -148,9 +162,7 @@ GemmParams make_params(const Operands& o, int num_compute) {
   const int64_t groups = o.num_groups > 0 ? o.num_groups : 1;
   if (o.m >= (int64_t(1) << 31) || o.n * groups >= (int64_t(1) << 31) || o.k >= (int64_t(1) << 31))
     fail("gemm: dimensions must stay below 2^31 rows (m=", o.m, ", n x groups=", o.n * groups, ", k=", o.k, ")");
-  const int sms = num_sms();
-  if (num_compute < 0 || num_compute > sms)
-    fail("gemm: num_compute_ctas must be in [0, ", sms, "] (got ", num_compute, ")");
+  const int sms = check_ctas(num_compute);
 
   GemmParams p{};
   // A with no rows (grouped launch whose groups are all empty) still needs a
@@ -256,11 +268,8 @@ void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
 
 size_t gemm_workspace_bytes(const GemmArgs& args) {
   if (args.m < 1) fail("gemm: m must be >= 1 (got ", args.m, ")");
-  if (args.n < 64 || args.n % 64) fail("gemm: n must be a positive multiple of 64 (got ", args.n, ")");
-  if (args.k < 64 || args.k % 64) fail("gemm: k must be a positive multiple of 64 (got ", args.k, ")");
-  const int sms = gemm::num_sms();
-  if (args.num_compute_ctas < 0 || args.num_compute_ctas > sms)
-    fail("gemm: num_compute_ctas must be in [0, ", sms, "] (got ", args.num_compute_ctas, ")");
+  gemm::check_n_k(args.n, args.k);
+  const int sms = gemm::check_ctas(args.num_compute_ctas);
   const int64_t tiles = ((args.m + gemm::kBlockM - 1) / gemm::kBlockM) * ((args.n + gemm::kBlockN - 1) / gemm::kBlockN);
   return split_scratch(tiles, args.num_compute_ctas ? args.num_compute_ctas : sms, args.k).bytes();
 }
