@@ -85,24 +85,22 @@ def _run(q, k, v, out, lse, causal, scale):
     b, sq, h, d = q.shape
     dev = q.get_device()
     with torch.cuda.device(dev):
-        if _capturing():
-            rc = _captured(q, k, v, out, lse, b, sq, k.shape[1], h, k.shape[2], d, causal, scale, dev)
-        else:
-            rc = fn(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), b, sq, k.shape[1], h,
-                    k.shape[2], d, int(causal), float(scale or 0.0), 0, _stream(dev))
+        rc = _launch(fn, q, k, v, out, lse, b, sq, k.shape[1], h, k.shape[2], d, causal, scale, dev)
     check(rc)
 
 
-def _captured(q, k, v, out, lse, b, sq, skv, h, hkv, d, causal, scale, dev):
-    """A call inside a CUDA-graph capture: the causal unit counter in a workspace from the graph's pool
-    (ops.capture_workspace), so the graph's calls claim their units as eager calls do."""
-    ptr, nbytes, _keep = capture_workspace("mk_attention_workspace_bytes", "attention",
-                                           (b, sq, skv, h, hkv, d, int(causal), 0), q.device)
+def _launch(fn, q, k, v, out, lse, b, sq, skv, h, hkv, d, causal, scale, dev):
+    """The library call through fn (mk_attention_fwd; its return code). Inside a CUDA-graph capture, the causal
+    unit counter in a workspace from the graph's pool (ops.capture_workspace), so the graph's calls claim their
+    units as eager calls do."""
     args = (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), b, sq, skv, h, hkv, d,
             int(causal), float(scale or 0.0), 0)
-    if ptr is None:
-        return _need("mk_attention_fwd", "attention")(*args, _stream(dev))
-    return lib.mk_attention_fwd_ws(*args, ptr, nbytes, _stream(dev))
+    if _capturing():
+        ptr, nbytes, _keep = capture_workspace("mk_attention_workspace_bytes", "attention",
+                                               (b, sq, skv, h, hkv, d, int(causal), 0), q.device)
+        if ptr is not None:
+            return lib.mk_attention_fwd_ws(*args, ptr, nbytes, _stream(dev))
+    return fn(*args, _stream(dev))
 
 
 @torch.library.custom_op("mkernel::attention", mutates_args=())
@@ -170,11 +168,7 @@ def _hot(q, k, v, causal, scale, out, lse):
         out = torch.empty_like(q)
     if lse is None:
         lse = torch.empty((b, h, sq), dtype=torch.float32, device=q.device)
-    if _capturing():
-        rc = _captured(q, k, v, out, lse, b, sq, ks[1], h, ks[2], d, causal, scale, dev)
-    else:
-        rc = _mk_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), b, sq, ks[1],
-                           h, ks[2], d, int(causal), float(scale or 0.0), 0, _stream(dev))
+    rc = _launch(_mk_attention, q, k, v, out, lse, b, sq, ks[1], h, ks[2], d, causal, scale, dev)
     if rc:
         check(rc)
     if out_given is not None or lse_given is not None:

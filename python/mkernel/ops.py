@@ -134,24 +134,24 @@ def _gemm_into(a, b, out, num_compute_ctas):
         _validate_gemm(a, b, out)  # raises, or passes a one-row a or out whose row stride is unused
         ldo = max(ldo, n)  # (a one-row out: any row stride; 0 would mean n to the library anyway)
     if dev == _get_device():
-        rc = (_gemm_captured(a, b, out, m, n, k, ldo, num_compute_ctas, dev) if _capturing() else
-              _mk_gemm(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, ldo, num_compute_ctas, _stream(dev)))
+        rc = _launch_gemm(a, b, out, m, n, k, ldo, num_compute_ctas, dev)
     else:
         with torch.cuda.device(dev):
-            rc = (_gemm_captured(a, b, out, m, n, k, ldo, num_compute_ctas, dev) if _capturing() else
-                  _mk_gemm(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, ldo, num_compute_ctas, _stream(dev)))
+            rc = _launch_gemm(a, b, out, m, n, k, ldo, num_compute_ctas, dev)
     if rc:
         check(rc)
 
 
-def _gemm_captured(a, b, out, m, n, k, ldo, num_compute_ctas, dev):
-    """A call inside a CUDA-graph capture: split tiles in a workspace from the graph's pool (capture_workspace),
-    so the graph computes what an eager call does, bit for bit."""
-    ptr, nbytes, _keep = capture_workspace("mk_gemm_workspace_bytes", "gemm", (m, n, k, num_compute_ctas), a.device)
-    if ptr is None:
-        return _mk_gemm(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, ldo, num_compute_ctas, _stream(dev))
-    return lib.mk_gemm_bf16_ws(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, ldo, num_compute_ctas, ptr,
-                               nbytes, _stream(dev))
+def _launch_gemm(a, b, out, m, n, k, ldo, num_compute_ctas, dev):
+    """The library call (its return code). Inside a CUDA-graph capture, split tiles in a workspace from the
+    graph's pool (capture_workspace), so the graph computes what an eager call does, bit for bit."""
+    args = (a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, ldo, num_compute_ctas)
+    if _capturing():
+        ptr, nbytes, _keep = capture_workspace("mk_gemm_workspace_bytes", "gemm", (m, n, k, num_compute_ctas),
+                                               a.device)
+        if ptr is not None:
+            return lib.mk_gemm_bf16_ws(*args, ptr, nbytes, _stream(dev))
+    return _mk_gemm(*args, _stream(dev))
 
 
 @torch.library.custom_op("mkernel::gemm", mutates_args=())
