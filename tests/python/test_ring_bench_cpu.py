@@ -4,21 +4,12 @@ full softmax, and both baselines' algorithms simulated on CPU for several world 
 zigzag step rules, the all-gather's slot layout and prefixes) against full-sequence attention; the report's
 NVLink column, and what a variant or shape that fails (out of memory) leaves, agreed over ranks, with the GPU
 calls and the process group stood in for on the CPU. Skipped, saying so, without torch."""
-import importlib.util
-import pathlib
 
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed (the benchmark's helpers are torch code)")
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from srcload import ROOT, load as _load  # noqa: E402  (tests/python: pytest puts it on the path)
 
 
 bench = _load("torch_ring_attn_bench", ROOT / "bench" / "torch_ring_attn_bench.py")  # main() is not run

@@ -2,8 +2,6 @@
 shape, so that a shape that fails -- a failed check, an exception -- leaves the rows measured before it, its own
 row as 'failed' (a miss for tools/issue_targets.py) and why, and the run still fails. Skipped, saying so,
 without torch or libmkernel.so (the bench imports mkernel)."""
-import importlib.util
-import pathlib
 import types
 
 import pytest
@@ -11,14 +9,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not installed (the benchmark is torch code)")
 pytest.importorskip("mkernel._lib", reason="libmkernel.so not found (the benchmark imports mkernel)")
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from srcload import ROOT, load as _load  # noqa: E402  (tests/python: pytest puts it on the path)
 
 
 bench = _load("torch_tp_bench", ROOT / "bench" / "torch_tp_bench.py")  # main() is not run
