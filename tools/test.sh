@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
-tools/build.sh
+test_python=$(tools/setup_test_python.sh)
+tools/build.sh -DMK_TEST_PYTHON="$test_python"
 source tools/gpu_env.sh
 if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
   echo "[test] no GPU on this machine: the gpu and dist tiers will report 'Skipped' (exit 77);"
