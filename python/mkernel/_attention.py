@@ -16,7 +16,8 @@ from ._lib import MkernelError, check
 from ._ops_c import _need
 
 from ._lib import lib
-from .ops import _capturing, _fast_ok, _get_device, _stream, bump_version, capture_workspace, out_grad_refused
+from .ops import (_capturing, _fast_ok, _get_device, _stream, bump_version, capture_workspace, modes_on,
+                  out_grad_refused, traced)
 
 _BF16 = torch.bfloat16
 _mk_attention = getattr(lib, "mk_attention_fwd", None)  # None: built without the op (_need says so)
@@ -143,8 +144,19 @@ def _fast_io(q, k, v, out, lse, dev, qs=None):
     return lse is None or (_fast_ok(lse, torch.float32, dev) and lse.shape == (qs[0], qs[2], qs[1]))
 
 
+def into(res, out, lse):
+    """A traced call's (out, lse) from the custom op's results `res`: copied into a given out / lse (the op has
+    no out= variant; a tracer records the copy), else the op's own."""
+    o, l = res
+    if out is not None:
+        out.copy_(o)
+    if lse is not None:
+        lse.copy_(l)
+    return (o if out is None else out), (l if lse is None else lse)
+
+
 def _hot(q, k, v, causal, scale, out, lse):
-    if torch.compiler.is_compiling():  # first: torch.compile traces none of what follows
+    if modes_on():  # first (torch.compile traces none of what follows); subclasses: _fast_ok
         return None
     try:
         qs, ks = q.shape, k.shape
@@ -190,8 +202,8 @@ def attention(q, k, v, causal=False, scale=None, out=None, lse=None):
             _SEEN.clear()
             _LAST[0] = None
         _SEEN.add((q.shape, k.shape, v.shape))
-    if out is None and lse is None and torch.compiler.is_compiling():
-        return torch.ops.mkernel.attention(q, k, v, causal, float(scale or 0.0))
+    if traced("mkernel.attention", q, k, v, out, lse):
+        return into(torch.ops.mkernel.attention(q, k, v, causal, float(scale or 0.0)), out, lse)
     out_given, lse_given = out, lse
     if out is None:
         out = torch.empty_like(q)

@@ -16,8 +16,8 @@ import torch
 
 from ._lib import MkernelError, check, lib
 from ._ops_c import _need
-from ._attention import _check_lse, _check_out, _fast_io, _no_autograd, _validate
-from .ops import _get_device, _stream, bump_version, out_grad_refused
+from ._attention import _check_lse, _check_out, _fast_io, _no_autograd, _validate, into
+from .ops import _get_device, _stream, bump_version, modes_on, out_grad_refused, traced
 from ._tp_plans import _Plan, _device_check
 from .tp import _HOT, _compiling, _key, _plan, lookup
 
@@ -95,7 +95,7 @@ def _check_call(q, k, v, out, lse):
     """Every check of a call, before any plan is made (making one is collective)."""
     _validate(q, k, v)
     _same_positions(q, k)
-    if not torch.compiler.is_compiling() and q.get_device() != torch.cuda.current_device():
+    if not traced("mkernel.ring_attention", q, k, v, out, lse) and q.get_device() != torch.cuda.current_device():
         raise MkernelError(f"mkernel.ring_attention: q is on {q.device}, the current device (the communicator's) is "
                            f"cuda:{torch.cuda.current_device()}")
     if out is not None:
@@ -120,7 +120,7 @@ def _run(q, k, v, key, causal, scale, out=None, lse=None):  # q, k, v, out, lse 
 # check of dtype, device and layout and the cached plan's launch; anything
 # else (None) takes the full path.
 def _hot(q, k, v, comm, causal, scale, out, lse):
-    if _compiling():  # first: torch.compile traces none of what follows
+    if modes_on():  # first (torch.compile traces none of what follows); subclasses: _fast_ok
         return None
     try:
         qs = q.shape
@@ -167,8 +167,8 @@ def ring_attention(q, k, v, comm, causal=False, scale=None, out=None, lse=None):
     _check_call(q, k, v, out, lse)
     _no_autograd(q, k, v, "mkernel.ring_attention")
     out_grad_refused("mkernel.ring_attention", out, lse)
-    if out is None and lse is None and torch.compiler.is_compiling():
-        return torch.ops.mkernel.ring_attention(q, k, v, _key(comm), bool(causal), float(scale or 0.0))
+    if traced("mkernel.ring_attention", q, k, v, out, lse):
+        return into(torch.ops.mkernel.ring_attention(q, k, v, _key(comm), bool(causal), float(scale or 0.0)), out, lse)
     key = _key(comm)
     res = _run(q, k, v, key, causal, float(scale or 0.0), out, lse)
     if out is not None or lse is not None:

@@ -7,7 +7,7 @@ import warnings
 import torch
 
 from ._lib import MkernelError, check, lib, outside_stacklevel, path
-from .ops import _check_matrix, _get_device
+from .ops import _check_matrix, _get_device, aligned16
 
 
 def _ptr(t):
@@ -77,9 +77,10 @@ def _check_shape(t, name, shape, device=None):
 def check_aligned(t, name, op):
     """The library takes 16-byte aligned operands: said here, before a plan is made (collective), not by the
     library at launch on this rank alone after the others went ahead."""
-    if t.data_ptr() % 16:
-        raise MkernelError(f"{op}: {name} must start at a 16-byte aligned address (got {t.data_ptr():#x}: a view "
-                           f"at storage offset {t.storage_offset()}); call .clone()")
+    if not aligned16(t):
+        at = f"{t.data_ptr():#x}: " if type(t) in (torch.Tensor, torch.nn.Parameter) and t.is_cuda else ""
+        raise MkernelError(f"{op}: {name} must start at a 16-byte aligned address (got {at}a view at storage "
+                           f"offset {t.storage_offset()}); call .clone()")
 
 
 def _device_check(t, name, comm_device=None):

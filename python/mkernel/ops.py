@@ -6,8 +6,12 @@
 Each op is registered as a torch custom op (torch.library, namespace
 "mkernel") with a fake implementation, so torch.compile traces it, and an
 autograd formula; eager calls that autograd need not record skip the
-dispatcher (it costs microseconds per call) and go straight to the C ABI. Ops launch on torch.cuda.current_stream(), allocate nothing but
-their output, never synchronise the host, and so are CUDA-graph capturable.
+dispatcher (it costs microseconds per call) and go straight to the C ABI,
+unless torch is tracing or transforming (traced(): torch.compile, a dispatcher
+mode such as FakeTensorMode or make_fx, a torch.func transform, a tensor
+subclass); forward-mode AD is refused. Ops launch on
+torch.cuda.current_stream(), allocate nothing but their output, never
+synchronise the host, and so are CUDA-graph capturable.
 """
 import torch
 
@@ -89,14 +93,65 @@ def capture_workspace(symbol, op, dims, device):
     return t.data_ptr(), n, t
 
 
+# Where a call must take the dispatcher (torch.ops.mkernel.*) rather than go straight to the library: there
+# the library would be handed tensors without memory or values of their own (FakeTensor, meta, a transform's
+# wrappers), or the mode that records ops (make_fx, FlopCounterMode) would not see the call. The custom ops
+# then do the right thing: the fake implementation, the mode's recording, or torch's own error (vmap and
+# forward AD have no rule for them) instead of a silently wrong result.
+_is_compiling = torch.compiler.is_compiling
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None) or (lambda: 0)
+_transforms = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter_stack", None) or (lambda: None)
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_T, _P = _PLAIN
+import torch.autograd.forward_ad as _fwad  # noqa: E402  (_current_level: -1 outside fwAD.dual_level)
+
+
+def modes_on():
+    """torch.compile tracing, a TorchDispatchMode (FakeTensorMode, make_fx, FlopCounterMode, ...), a
+    torch.func transform (vmap, grad, jvp) or an open forward-AD level (fwAD.dual_level). ~0.25 us."""
+    # (torch.compile first: it traces none of what follows)
+    return _is_compiling() or _dispatch_modes() > 0 or _transforms() is not None or _fwad._current_level >= 0
+
+
+def traced(op, *tensors):
+    """modes_on(), or a tensor subclass among `tensors` (FakeTensor, DTensor, ...: nn.Parameter counts as a
+    plain tensor; None and anything not a tensor are skipped, the checks say what is wrong with those).
+    Raises for an input with a forward-AD tangent (fwAD.make_dual, torch.func.jvp): the custom ops have no
+    forward-mode formula, and torch would drop the tangent silently (the output would carry none)."""
+    if modes_on():
+        if not _is_compiling() and _fwad._current_level >= 0:
+            for t in tensors:
+                if isinstance(t, torch.Tensor) and _fwad.unpack_dual(t).tangent is not None:
+                    raise MkernelError(f"{op}: forward-mode AD (torch.autograd.forward_ad, torch.func.jvp) is not "
+                                       "supported: an input's tangent would be dropped; use reverse mode "
+                                       "(backward, torch.func.grad / vjp)")
+        return True
+    return any(isinstance(t, torch.Tensor) and type(t) is not _T and type(t) is not _P for t in tensors)
+
+
 def _fast_ok(t, dtype, dev):
-    """The steady-state fast paths' per-tensor check (tp, attention, ring attention): a contiguous
-    `dtype` tensor on CUDA device `dev` (>= 0; get_device() is -1 for a CPU tensor). False sends the call to
-    the full checks. Three attribute reads (each ~0.1 us: bench/python_overhead.py --breakdown)."""
+    """The steady-state fast paths' per-tensor check (tp, attention, ring attention): a contiguous plain
+    (not a subclass: traced()) `dtype` tensor on CUDA device `dev` (>= 0; get_device() is -1 for a CPU
+    tensor). False sends the call to the full checks. A few attribute reads (each ~0.1 us:
+    bench/python_overhead.py --breakdown); the caller checks modes_on() first."""
     try:
-        return t.dtype is dtype and t.get_device() == dev and t.is_contiguous()
+        return ((type(t) is _T or type(t) is _P) and t.dtype is dtype and t.get_device() == dev
+                and t.is_contiguous())
     except (AttributeError, TypeError):  # not a tensor
         return False
+
+
+def aligned16(t):
+    """Whether `t` starts at a 16-byte aligned address. A tensor without memory (FakeTensor, meta) has no
+    address: its byte offset into its storage is judged instead (storages start aligned); a torch.func
+    transform's wrapper has neither (True: the library checks the call it gets)."""
+    try:
+        if (t.device.type != "meta" and (type(t) is _T or type(t) is _P)
+                and _transforms() is None):
+            return t.data_ptr() % 16 == 0
+        return t.storage_offset() * t.element_size() % 16 == 0
+    except RuntimeError:  # "doesn't have storage"
+        return True
 
 
 def out_grad_refused(op, *outs):
@@ -198,15 +253,18 @@ def gemm(a, b, out=None, num_compute_ctas=0):
 
     num_compute_ctas: SMs the GEMM may use (0: all). Errors raise MkernelError.
     """
-    # Through the dispatcher when tracing (torch.compile) or when autograd
-    # must record the op; otherwise straight to the library.
+    # Through the dispatcher when tracing (torch.compile, dispatcher modes, tensor subclasses: traced()) or
+    # when autograd must record the op; otherwise straight to the library.
     try:
         grad = (a.requires_grad or b.requires_grad) and torch.is_grad_enabled()
     except AttributeError:  # not tensors
         _validate_gemm(a, b, out)
         raise
     if out is None:
-        if grad or torch.compiler.is_compiling():
+        if traced("mkernel.gemm", a, b):
+            _validate_gemm(a, b, None)  # (the fake implementation checks nothing: said at trace time)
+            return torch.ops.mkernel.gemm(a, b, num_compute_ctas)
+        if grad:
             return torch.ops.mkernel.gemm(a, b, num_compute_ctas)
         if not (a.dtype is _BF16 and a.is_cuda and a.dim() == 2 and b.dim() == 2):
             _validate_gemm(a, b, None)
@@ -216,7 +274,8 @@ def gemm(a, b, out=None, num_compute_ctas=0):
     if grad:  # (first: gemm_out has no autograd formula, traced or not)
         raise MkernelError("mkernel.gemm: out= does not support autograd (inputs require grad); drop out=")
     out_grad_refused("mkernel.gemm", out)
-    if torch.compiler.is_compiling():
+    if traced("mkernel.gemm", a, b, out):
+        _validate_gemm(a, b, out)
         torch.ops.mkernel.gemm_out(a, b, out, num_compute_ctas)
         return out
     _gemm_into(a, b, out, num_compute_ctas)

@@ -36,7 +36,7 @@ from ._plan_cache import close_oldest
 from ._tp_meta import (_COMMS, MAX_RS_RANKS, register, lookup, world, ag_gemm_shapes, gemm_rs_shape,
                        all_gather_shape, reduce_scatter_shape)
 from ._tp_plans import _Plan, _check_shape, _device_check, _ptr, check_aligned
-from .ops import _check_matrix, _fast_ok, _get_device, _stream, bump_version, out_grad_refused
+from .ops import _check_matrix, _fast_ok, _get_device, _stream, bump_version, modes_on, out_grad_refused, traced
 
 __all__ = ["ag_gemm", "gemm_rs", "all_gather", "reduce_scatter", "AgGemm", "GemmRs", "register", "close_plans"]
 
@@ -245,7 +245,7 @@ def _hot_add(op, key, a, b, launch, out_shape):
 
 def _hot(op, comm, out, a, b=None):
     """The output of a steady-state call of `op` (launched), or None (take the full path)."""
-    if _compiling():  # first: torch.compile traces none of what follows
+    if modes_on():  # first (torch.compile traces none of what follows); subclasses: _fast_ok
         return None
     try:
         launch, out_shape = _HOT[(op, comm._uid, a.shape, None if b is None else b.shape)]
@@ -633,8 +633,9 @@ _reduce_scatter_op.register_autograd(_reduce_scatter_backward, setup_context=_ke
 
 
 # ---- public functions ----------------------------------------------------------------------------
-# Through the dispatcher when tracing (torch.compile) or when autograd must
-# record the op; otherwise straight to the library.
+# Through the dispatcher when tracing (torch.compile, dispatcher modes, tensor
+# subclasses: ops.traced()) or when autograd must record the op; otherwise
+# straight to the library.
 
 def _grad(a, b=None):
     return torch.is_grad_enabled() and (a.requires_grad or (b is not None and b.requires_grad))
@@ -658,9 +659,10 @@ def _no_grad_out(op, grad, out):
 
 def _dispatch(op, run, args, grad, out):
     """One call of a tensor-parallel op: through the dispatcher (torch.ops.mkernel.<op>, or
-    <op>_out with out=) when compiling or when autograd must record it, else straight to the
+    <op>_out with out=) when tracing (traced(): torch.compile, a dispatcher mode, a tensor subclass) or when
+    autograd must record it, else straight to the
     library (`run`)."""
-    compiling = torch.compiler.is_compiling()
+    compiling = traced("mkernel." + op, *args[:-1], out)  # (the last argument is the communicator's key)
     if out is not None:
         _no_grad_out(op, grad, out)
         if not compiling:
@@ -689,7 +691,7 @@ def ag_gemm(a_local, b, comm, out=None, return_gathered=False):
     key = _key(comm)
     grad = _grad(a_local, b)
     _backward_fits("ag_gemm", key, grad and a_local.requires_grad)
-    compiling = torch.compiler.is_compiling()
+    compiling = traced("mkernel.ag_gemm", a_local, b, out)
     if out is not None:
         _no_grad_out("ag_gemm", grad, out)
         gathered = (a_local.new_empty((world(key) * a_local.shape[0], a_local.shape[1])) if return_gathered

@@ -205,3 +205,30 @@ def test_gemm_out_refuses_autograd_under_torch_compile_too():
     out = torch.empty(128, 128, device="cuda", dtype=torch.bfloat16)
     with pytest.raises(Exception, match="out= does not support autograd"):
         torch.compile(lambda a, b: mkernel.gemm(a, b, out=out), fullgraph=True)(a, b)
+
+
+def test_traced_real_tensors_record_the_op_and_run_it():
+    # make_fx on real tensors (a TorchDispatchMode): the call goes through torch.ops.mkernel.gemm, so the graph
+    # records it, and the graph's replay gives the eager bits. vmap: torch's per-sample fallback runs the op.
+    from torch.fx.experimental.proxy_tensor import make_fx
+    g = torch.Generator(device="cuda").manual_seed(7)
+    a = torch.rand(3, 256, 512, device="cuda", generator=g).sub_(0.5).bfloat16()
+    b = torch.rand(320, 512, device="cuda", generator=g).sub_(0.5).bfloat16()
+    eager = mkernel.gemm(a[0], b)
+    gm = make_fx(lambda x, w: mkernel.gemm(x, w))(a[0], b)
+    assert "mkernel.gemm" in gm.code, gm.code
+    assert torch.equal(gm(a[0], b), eager)
+    batched = torch.vmap(lambda x: mkernel.gemm(x, b))(a)
+    for i in range(3):
+        assert torch.equal(batched[i], mkernel.gemm(a[i], b))
+
+
+def test_forward_ad_is_refused_on_real_tensors():
+    import torch.autograd.forward_ad as fwAD
+    a = torch.randn(128, 128, device="cuda").bfloat16()
+    b = torch.randn(128, 128, device="cuda").bfloat16()
+    with fwAD.dual_level():
+        with pytest.raises(mkernel.MkernelError, match="forward-mode AD"):
+            mkernel.gemm(fwAD.make_dual(a, torch.randn_like(a)), b)
+    with pytest.raises(mkernel.MkernelError, match="forward-mode AD"):
+        torch.func.jvp(lambda x: mkernel.gemm(x, b), (a,), (torch.randn_like(a),))

@@ -1,0 +1,195 @@
+"""CPU tests (torch, no GPU): the public ops take the dispatcher, never the library, wherever torch is
+tracing or transforming -- a TorchDispatchMode (FakeTensorMode, make_fx), a torch.func transform, a
+forward-AD level, a tensor subclass -- so fake tensors reach the fake implementations, make_fx records
+torch.ops.mkernel.*, and a forward-mode tangent is refused instead of dropped (mkernel/ops.py: traced()).
+
+Every library-facing function is replaced by one that fails the test: a call that reaches the library
+under a mode (as before this was fixed, where it launched on fake tensors' pointers) fails here."""
+import warnings
+
+import pytest
+
+import mkernel
+
+torch = pytest.importorskip("torch")
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
+import torch.autograd.forward_ad as fwAD  # noqa: E402
+
+import mkernel.tp  # noqa: E402,F401  (registers the tensor-parallel custom ops)
+import mkernel.tp_ar  # noqa: E402,F401
+import mkernel._attention  # noqa: E402,F401
+import mkernel._ring_attention  # noqa: E402,F401
+from mkernel import ops, tp, tp_ar, _attention, _ring_attention  # noqa: E402
+
+from test_package import FakeComm  # noqa: E402
+
+# (module, name) of every function through which a public op reaches the library
+_LIBRARY_PATHS = [(ops, "_gemm_into"), (tp, "_ag_gemm_run"), (tp, "_gemm_rs_run"), (tp, "_all_gather_run"),
+                  (tp, "_reduce_scatter_run"), (tp_ar, "_gemm_ar_run"), (tp_ar, "_all_reduce_run"),
+                  (_attention, "_run"), (_ring_attention, "_run")]
+
+
+@pytest.fixture
+def no_library(monkeypatch):
+    """The library's entry points fail the test (a call under a mode must not reach them)."""
+    for mod, name in _LIBRARY_PATHS:
+        assert hasattr(mod, name), f"{mod.__name__}.{name} is gone: update _LIBRARY_PATHS"
+
+        def reached(*a, _n=f"{mod.__name__}.{name}", **k):
+            raise AssertionError(f"{_n} reached: the library was called under a dispatcher mode")
+        monkeypatch.setattr(mod, name, reached)
+
+
+_M, _N, _K = 512, 256, 384
+
+
+def _mats():
+    bf = dict(device="cuda", dtype=torch.bfloat16)
+    return torch.empty(_M, _K, **bf), torch.empty(_N, _K, **bf), torch.empty(_M, _N, **bf)
+
+
+def _qkv():
+    bf = dict(device="cuda", dtype=torch.bfloat16)
+    return (torch.empty(1, 256, 8, 128, **bf), torch.empty(1, 256, 2, 128, **bf), torch.empty(1, 256, 2, 128, **bf))
+
+
+# op -> (call(comm, out), output shape(s)); out: None, or the tensors to write into
+_CALLS = {
+    "gemm": (lambda c, o: mkernel.gemm(*_mats()[:2], out=o), (_M, _N)),
+    "ag_gemm": (lambda c, o: mkernel.ag_gemm(_mats()[0][:256], _mats()[1], c, out=o), (_M, _N)),
+    "gemm_rs": (lambda c, o: mkernel.gemm_rs(*_mats()[:2], c, out=o), (_M // 2, _N)),
+    "gemm_ar": (lambda c, o: mkernel.gemm_ar(*_mats()[:2], c, out=o), (_M, _N)),
+    "all_gather": (lambda c, o: mkernel.all_gather(_mats()[2][:256], c, out=o), (_M, _N)),
+    "reduce_scatter": (lambda c, o: mkernel.reduce_scatter(_mats()[2], c, out=o), (_M // 2, _N)),
+    "all_reduce": (lambda c, o: mkernel.all_reduce(_mats()[2], c, out=o), (_M, _N)),
+}
+
+
+def _fresh(shape):
+    return torch.empty(*shape, device="cuda", dtype=torch.bfloat16)
+
+
+@pytest.mark.parametrize("with_out", [False, True])
+@pytest.mark.parametrize("op", sorted(_CALLS))
+def test_fake_tensor_mode_calls_take_the_fake_implementations(no_library, op, with_out):
+    call, shape = _CALLS[op]
+    comm = FakeComm(world=2)
+    with FakeTensorMode():
+        out = _fresh(shape) if with_out else None
+        res = call(comm, out)
+        assert type(res).__name__ == "FakeTensor" and tuple(res.shape) == shape
+        if with_out:
+            assert res is out
+
+
+@pytest.mark.parametrize("op", ["attention", "ring_attention"])
+@pytest.mark.parametrize("with_out", [False, True])
+def test_fake_tensor_mode_attention_calls_take_the_fake_implementations(no_library, op, with_out):
+    comm = FakeComm(world=2)
+    extra = (comm,) if op == "ring_attention" else ()
+    with FakeTensorMode():
+        q, k, v = _qkv()
+        kw = {}
+        if with_out:
+            kw = dict(out=torch.empty_like(q), lse=torch.empty(1, 8, 256, device="cuda", dtype=torch.float32))
+        out, lse = getattr(mkernel, op)(q, k, v, *extra, causal=True, **kw)
+        assert tuple(out.shape) == tuple(q.shape) and tuple(lse.shape) == (1, 8, 256)
+        if with_out:
+            assert out is kw["out"] and lse is kw["lse"]
+
+
+def test_make_fx_records_the_custom_ops(no_library):
+    comm = FakeComm(world=2)
+
+    def f(a, b, x, q, k, v):
+        y = mkernel.gemm_ar(a, b, comm) + mkernel.gemm(a, b)
+        z = mkernel.all_reduce(x, comm, out=torch.empty_like(x))
+        o, _ = mkernel.attention(q, k, v, causal=True)
+        r, _ = mkernel.ring_attention(q, k, v, comm)
+        return y, z, o, r
+
+    with FakeTensorMode():
+        args = (*_mats(), *_qkv())
+    code = make_fx(f, tracing_mode="fake")(*args).code
+    for op in ("mkernel.gemm_ar.default", "mkernel.gemm.default", "mkernel.all_reduce_out.default",
+               "mkernel.attention.default", "mkernel.ring_attention.default"):
+        assert op in code, code
+
+
+def test_forward_ad_tangents_are_refused_not_dropped(no_library):
+    # torch itself drops a dual input's tangent at these custom ops (no forward formula): refused instead.
+    comm = FakeComm(world=2)
+    with FakeTensorMode():
+        a, b, x = _mats()
+        with fwAD.dual_level():
+            d = fwAD.make_dual(a, torch.randn_like(a))
+            for call in (lambda: mkernel.gemm(d, b), lambda: mkernel.gemm_ar(d, b, comm),
+                         lambda: mkernel.gemm_rs(a, fwAD.make_dual(b, torch.randn_like(b)), comm)):
+                with pytest.raises(mkernel.MkernelError, match="forward-mode AD .* not supported"):
+                    call()
+            # inside the level, inputs without a tangent still run (through the dispatcher)
+            assert tuple(mkernel.gemm_ar(a, b, comm).shape) == (_M, _N)
+        with pytest.raises(mkernel.MkernelError, match="forward-mode AD .* not supported"):
+            torch.func.jvp(lambda t: mkernel.all_reduce(t, comm), (x,), (torch.randn_like(x),))
+
+
+def test_modes_on_and_traced_see_each_kind_of_tracing():
+    plain = torch.zeros(2, 2)
+    assert not ops.modes_on() and not ops.traced("op", plain, None, [1])
+    assert not ops.traced("op", torch.nn.Parameter(plain))  # a weight is a plain tensor
+    with FakeTensorMode() as mode:
+        assert ops.modes_on()
+        fake = mode.from_tensor(plain)
+    assert not ops.modes_on() and ops.traced("op", plain, fake)  # a subclass, outside its mode
+    assert not ops._fast_ok(fake, fake.dtype, -1)  # the fast paths' check refuses it too
+    seen = []
+
+    def probe(t):
+        seen.append(ops.modes_on())
+        return t.sum()
+    make_fx(probe)(plain)
+    torch.vmap(probe)(plain)
+    torch.func.grad(probe)(plain)
+    with fwAD.dual_level():
+        seen.append(ops.modes_on())
+    assert seen == [True, True, True, True]
+    assert not ops.modes_on()
+
+
+def test_fast_paths_step_aside_under_a_mode(monkeypatch):
+    # A steady-state entry for these shapes exists (as after an eager call); under FakeTensorMode the fast
+    # path must not launch it: the call goes to the fake implementation.
+    comm = FakeComm(world=2)
+    comm._device = 0
+    launched = []
+    monkeypatch.setattr(tp, "_get_device", lambda: 0)
+    with FakeTensorMode():
+        a, b, _ = _mats()
+        tp._HOT[("gemm_ar", comm._uid, a.shape, b.shape)] = (lambda *t: launched.append(t), (_M, _N))
+        try:
+            out = mkernel.gemm_ar(a, b, comm)
+        finally:
+            tp._HOT.pop(("gemm_ar", comm._uid, a.shape, b.shape), None)
+    assert not launched and tuple(out.shape) == (_M, _N)
+
+
+def test_fake_tensors_alignment_is_judged_without_their_address(no_library):
+    comm = FakeComm(world=2)
+    with FakeTensorMode():
+        flat = torch.empty(_M * _K + 64, device="cuda", dtype=torch.bfloat16)
+        b = torch.empty(_N, _K, device="cuda", dtype=torch.bfloat16)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # FakeTensor.data_ptr() warns (deprecated, "will error")
+            with pytest.raises(mkernel.MkernelError, match="16-byte aligned address .*storage offset 1"):
+                mkernel.gemm_ar(flat[1:1 + _M * _K].view(_M, _K), b, comm)
+            assert tuple(mkernel.gemm_ar(flat[8:8 + _M * _K].view(_M, _K), b, comm).shape) == (_M, _N)
+
+
+def test_gemm_under_a_mode_checks_its_arguments_at_trace_time(no_library):
+    with FakeTensorMode():
+        a, b, _ = _mats()
+        with pytest.raises(mkernel.MkernelError, match=r"b must be \[n, 384\]"):
+            mkernel.gemm(a, b[:, :256].contiguous())
+        with pytest.raises(mkernel.MkernelError, match=r"out must be \[512, 256\]"):
+            mkernel.gemm(a, b, out=_fresh((256, 256)))
