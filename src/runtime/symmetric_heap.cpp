@@ -20,6 +20,7 @@ struct SymmetricHeap::Alloc {
   CUmemGenericAllocationHandle handle = 0;
   std::vector<CUdeviceptr> va;  // VMM: every mapping we made, by global rank
   size_t gran = 0;               // VMM: the mappings' alignment
+  int export_fd = -1;            // VMM: this rank's handle as an fd, until sent to the host's ranks
   bool ipc = false;
 };
 
@@ -116,6 +117,10 @@ void SymmetricHeap::vmm_create(Alloc& a, size_t bytes) {
   a.va.assign(topo_.world, 0);
   MK_CU_CHECK(d.cuMemAddressReserve(&a.va[topo_.rank], a.mapped, a.gran, 0, 0));
   map_rw(a.va[topo_.rank], a.mapped, a.handle, device_);
+  // The export for the host's other ranks, here in the step whose failure every rank learns of (alloc's first
+  // exchange): one rank failing it later, alone, left the others waiting for its fd until the bootstrap bound.
+  if (topo_.host_ranks.size() > 1)
+    MK_CU_CHECK(d.cuMemExportToShareableHandle(&a.export_fd, a.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
 }
 
 // Maps the buffers of every rank on this host: node peers (NVLink peers)
@@ -128,16 +133,9 @@ void SymmetricHeap::vmm_share(Alloc& a) {
   const auto& host = topo_.host_ranks;
   if (host.size() == 1) return;
 
-  int my_fd = -1;
-  MK_CU_CHECK(d.cuMemExportToShareableHandle(&my_fd, a.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-  std::vector<int> fds;
-  try {
-    fds = fdx_->exchange(my_fd, host, a.buf.region.id);
-  } catch (...) {
-    ::close(my_fd);
-    throw;
-  }
-  ::close(my_fd);
+  std::vector<int> fds = fdx_->exchange(a.export_fd, host, a.buf.region.id);  // (exported in vmm_create)
+  ::close(a.export_fd);
+  a.export_fd = -1;
   // Every received fd is closed exactly once, also when a mapping throws.
   struct CloseAll {
     std::vector<int>& v;
@@ -281,6 +279,10 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
   got = bs_.allgather(mine);
   err = step_error(got, topo_.rank, call, "could not map its host's buffers");
   if (!err.empty()) {
+    if (a->ipc) {  // (every rank is here, with the same error) peers may have opened this rank's handle: as free
+      close_ipc_peers(*a);
+      if (!ipc_peers_closed_everywhere("alloc_symmetric, failing")) a->buf.local = nullptr;
+    }
     release(*a);
     fail(err);
   }
@@ -333,6 +335,7 @@ void SymmetricHeap::release(Alloc& a) {
         d.cuMemAddressFree(v, a.mapped);
       }
     if (a.handle) d.cuMemRelease(a.handle);
+    if (a.export_fd >= 0) ::close(a.export_fd);
   }
   a = Alloc{};
 }
