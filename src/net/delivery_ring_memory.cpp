@@ -21,7 +21,7 @@ DeliveryRingMemory::DeliveryRingMemory(int cuda_device, uint32_t slots) {
 }
 
 void DeliveryRingMemory::allocate(int cuda_device, uint32_t slots) {
-  MK_CUDA_CHECK(cudaSetDevice(cuda_device));
+  const DeviceScope on(cuda_device);  // (the caller's current device restored)
   const size_t host_bytes = size_t(slots) * sizeof(DeliverySlot) + size_t(slots) * 8 + 64;
   MK_CUDA_CHECK(cudaHostAlloc(&host_, host_bytes, cudaHostAllocMapped | cudaHostAllocPortable));
   std::memset(host_, 0, host_bytes);

@@ -236,7 +236,7 @@ Communicator::~Communicator() {
       const std::string dead = fatal_device_error();
       if (!dead.empty()) bs_->abort(cat("rank ", rank(), "'s device failed (", dead, ")"));
     }
-    if (device_ >= 0) cudaSetDevice(device_);
+    const DeviceScope on(device_, std::nothrow);  // (the caller's current device restored at the end)
     net_.reset();  // proxies stop and deregister before memory goes away
     if (abort_stream_) {  // a pending write of the device abort word lands before the memory goes
       const cudaError_t waited = cudaStreamSynchronize(static_cast<cudaStream_t>(abort_stream_));
@@ -272,28 +272,12 @@ int Communicator::reserve_signals(int n) {
   return base;
 }
 
-namespace {
-// The communicator's GPU made current for a scope (the caller's restored):
-// a process may hold communicators on several GPUs, and its thread's
-// current device may be another one's.
-struct OnDevice {
-  int prev = -1;
-  explicit OnDevice(int device) {
-    if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
-    MK_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~OnDevice() {
-    if (prev >= 0) cudaSetDevice(prev);
-  }
-};
-}  // namespace
-
 void Communicator::zero_signals(int base, int n) {
   // Zeroed before they can be handed out again: a later plan's first call
   // waits for counts from 1, and stale counts would let it pass early.
   // Synchronised first: no kernel of this rank may still add to them. On
   // this communicator's GPU, whatever the thread's current one is.
-  OnDevice on(device_);
+  DeviceScope on(device_);  // (the caller's current device restored)
   MK_CUDA_CHECK(cudaDeviceSynchronize());
   MK_CUDA_CHECK(cudaMemset(ctx_.signals + base, 0, size_t(n) * sizeof(uint64_t)));
   MK_CUDA_CHECK(cudaDeviceSynchronize());

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <new>
 #include <optional>
 #include <string>
 
@@ -62,6 +63,31 @@ static inline std::optional<bool> stream_capturing(cudaStream_t stream) noexcept
   }
   return st != cudaStreamCaptureStatusNone;
 }
+
+// Makes `device` current for a scope and gives the calling thread its own back
+// after (a process may hold communicators on several GPUs, setup and teardown
+// may run on any thread, and a caller's current device is the caller's).
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (cudaGetDevice(&prev_) != cudaSuccess) prev_ = -1;
+    if (prev_ != device) MK_CUDA_CHECK(cudaSetDevice(device));
+  }
+  // Teardown's: a failure to switch is left to the calls that follow (they say it), nothing thrown.
+  DeviceScope(int device, std::nothrow_t) noexcept {
+    if (cudaGetDevice(&prev_) != cudaSuccess) prev_ = -1;
+    if (device >= 0 && prev_ != device && cudaSetDevice(device) != cudaSuccess) cudaGetLastError();
+  }
+  ~DeviceScope() {
+    int now = -1;
+    if (prev_ >= 0 && (cudaGetDevice(&now) != cudaSuccess || now != prev_)) cudaSetDevice(prev_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int prev_ = -1;
+};
 
 // cudaDeviceSynchronize on `device`, keeping the calling thread's current
 // device; its result. A non-fatal error is also cleared from the runtime's

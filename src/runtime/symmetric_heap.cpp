@@ -223,7 +223,7 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
       fail("alloc_symmetric: ranks asked for different sizes (rank 0: ", sizes[0].substr(sizeof(kTag) - 1),
            " bytes, rank ", r, ": ", sizes[r].substr(sizeof(kTag) - 1),
            " bytes); symmetric allocations must be equal on every rank");
-  MK_CUDA_CHECK(cudaSetDevice(device_));
+  const DeviceScope on(device_);  // (the caller's current device restored)
   auto a = std::make_unique<Alloc>();
   a->buf.bytes = bytes;
   a->buf.local_rank = topo_.local_rank;

@@ -374,6 +374,26 @@ TEST(GemmArErrors, BadPlansAreRejected) {
   comm().barrier();
 }
 
+// A plan made while rank 0's thread has another GPU current: every rank
+// refuses it at once, naming rank 0 and both devices (the plan would hold its
+// memory on one GPU and launch on another's pointers), and the same plan made
+// right after, with the device current, computes.
+TEST(GemmArErrors, APlanMadeWithAnotherDeviceCurrentIsRefusedOnEveryRank) {
+  int count = 0;
+  MK_CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (!tp_ranks() || count < 2) GTEST_SKIP() << "needs 2 ranks and a second visible GPU (" << count << " visible)";
+  const int mine = comm().device(), other = (mine + 1) % count;
+  const int64_t m = comm().world() * 128, n = 128, k = 128;
+  if (comm().rank() == 0) MK_CUDA_CHECK(cudaSetDevice(other));
+  const std::string e = error_of([&] { GemmAr p(comm(), m, n, k); });
+  MK_CUDA_CHECK(cudaSetDevice(mine));
+  const std::string want = "rank 0 could not make its plan: GemmAr: the calling thread's current CUDA device is " +
+                           std::to_string(other) + ", the communicator's is ";
+  EXPECT_NE(e.find(want), std::string::npos) << "want \"" << want << "\", got \"" << e << "\"";
+  GemmAr plan(comm(), m, n, k);
+  comm().barrier();
+}
+
 // MK_SYMM_MAX_BYTES set for one scope (every rank, or the ranks given).
 struct SymmBudget {
   explicit SymmBudget(size_t bytes, bool here = true) {

@@ -41,6 +41,7 @@
 #include "src/net/delivery_ring_memory.hpp"
 #include "src/net/emu/emu_ring.hpp"
 #include "src/net/transport.hpp"
+#include "src/runtime/device_health.hpp"
 #include "src/runtime/step_status.hpp"
 
 namespace mk::net {
@@ -65,7 +66,7 @@ class EmuTransport final : public Transport {
     name_ = cat("emu (emulated NIC: ", bytes_per_ns, " GB/s, ", latency_ns / 1000, " us; delivered by ", agents,
                 agents == 1 ? " agent CTA" : " agent CTAs", " a kernel",
                 chunk_bytes ? cat(", early chunks from ", chunk_bytes >> 10, " KB") : std::string(), ")");
-    MK_CUDA_CHECK(cudaSetDevice(cfg.cuda_device));
+    const DeviceScope on(cfg.cuda_device);  // (the caller's current device restored)
     mem_ = std::make_unique<DeliveryRingMemory>(cfg.cuda_device, kRingSlots);
     ring_ = mem_->ring();
     pacer_ = std::make_unique<EmuRing>(ring_, bytes_per_ns, latency_ns, chunk_bytes, agents);

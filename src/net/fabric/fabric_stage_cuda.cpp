@@ -34,21 +34,6 @@ StagePlan plan_staging(const WriteReq& w, bool src_staged, bool peer_dst_staged,
 
 namespace {
 
-// Makes `dev` current for a scope (setup and close may run on any thread).
-class DeviceScope {
- public:
-  explicit DeviceScope(int dev) {
-    if (cudaGetDevice(&old_) != cudaSuccess) old_ = -1;
-    MK_CUDA_CHECK(cudaSetDevice(dev));
-  }
-  ~DeviceScope() {
-    if (old_ >= 0) cudaSetDevice(old_);
-  }
-
- private:
-  int old_ = -1;
-};
-
 class CudaStageOps final : public StageOps {
  public:
   explicit CudaStageOps(int dev) : dev_(dev) {

@@ -15,6 +15,7 @@
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
 #include "src/runtime/cuda_driver.hpp"
+#include "src/runtime/device_health.hpp"
 
 namespace mk::net::verbs {
 
@@ -80,13 +81,13 @@ ibv_mr* register_memory(const IbvApi& a, ibv_pd* pd, const std::string& dev_name
     const uint64_t hi = (base + r.bytes + page - 1) & ~static_cast<uint64_t>(page - 1);
     if (a.reg_dmabuf_mr) {
       try {
-        int prev = -1;
-        cudaGetDevice(&prev);
-        if (r.cuda_device >= 0) cudaSetDevice(r.cuda_device);
         int fd = -1;
-        CUresult cr = drv::api().cuMemGetHandleForAddressRange(
-            &fd, static_cast<CUdeviceptr>(lo), hi - lo, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
-        if (prev >= 0) cudaSetDevice(prev);
+        CUresult cr;
+        {
+          const DeviceScope on(r.cuda_device, std::nothrow);
+          cr = drv::api().cuMemGetHandleForAddressRange(&fd, static_cast<CUdeviceptr>(lo), hi - lo,
+                                                        CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+        }
         if (cr != CUDA_SUCCESS) {
           why = cat("cuMemGetHandleForAddressRange: CUresult ", static_cast<int>(cr));
         } else {

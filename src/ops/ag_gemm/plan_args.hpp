@@ -9,6 +9,8 @@
 // function (plan_args_error), CPU-tested (tests/cpu/test_ag_gemm_plan.cpp).
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <exception>
 #include <initializer_list>
 #include <string>
@@ -48,6 +50,15 @@ class PlanArgs {
     const Topology& t = comm.topology();
     check_topology(t, op, max_nodes);
     if (t.num_nodes > 1) (void)comm.network();
+    // The plan's memory goes to the current device and its calls launch there: the communicator's, or the
+    // plan would hold memory on one GPU and launch on another's pointers.
+    run([&] {
+      int cur = -1;
+      MK_CUDA_CHECK(cudaGetDevice(&cur));
+      if (cur != comm.device())
+        fail(op, ": the calling thread's current CUDA device is ", cur, ", the communicator's is ", comm.device(),
+             ": make it current (cudaSetDevice / torch.cuda.set_device) before making or running a plan");
+    });
   }
 
   // Runs f, this rank's checks and the steps that depend on them (local
