@@ -197,23 +197,22 @@ def attention(q, k, v, causal=False, scale=None, out=None, lse=None):
     _validate(q, k, v)
     _no_autograd(q, k, v, "mkernel.attention")
     out_grad_refused("mkernel.attention", out, lse)
-    if not torch.compiler.is_compiling():
-        if len(_SEEN) >= _SEEN_MAX:  # many distinct shapes (e.g. varying lengths): start over
-            _SEEN.clear()
-            _LAST[0] = None
-        _SEEN.add((q.shape, k.shape, v.shape))
-    if traced("mkernel.attention", q, k, v, out, lse):
+    lse_shape = (q.shape[0], q.shape[2], q.shape[1])
+    if out is not None:
+        _check_out(out, q, "mkernel.attention")
+    if lse is not None:
+        _check_lse(lse, lse_shape, q.device, "mkernel.attention")
+    if traced("mkernel.attention", q, k, v, out, lse):  # (before _SEEN: symbolic shapes do not hash)
         return into(torch.ops.mkernel.attention(q, k, v, causal, float(scale or 0.0)), out, lse)
+    if len(_SEEN) >= _SEEN_MAX:  # many distinct shapes (e.g. varying lengths): start over
+        _SEEN.clear()
+        _LAST[0] = None
+    _SEEN.add((q.shape, k.shape, v.shape))
     out_given, lse_given = out, lse
     if out is None:
         out = torch.empty_like(q)
-    else:
-        _check_out(out, q, "mkernel.attention")
-    lse_shape = (q.shape[0], q.shape[2], q.shape[1])
     if lse is None:
         lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
-    else:
-        _check_lse(lse, lse_shape, q.device, "mkernel.attention")
     _run(q, k, v, out, lse, causal, scale)
     if out_given is not None or lse_given is not None:
         bump_version(out_given, lse_given)

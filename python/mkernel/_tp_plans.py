@@ -7,7 +7,7 @@ import warnings
 import torch
 
 from ._lib import MkernelError, check, lib, outside_stacklevel, path
-from .ops import _check_matrix, _get_device, aligned16
+from .ops import _check_matrix, _get_device, aligned16, has_address
 
 
 def _ptr(t):
@@ -78,7 +78,7 @@ def check_aligned(t, name, op):
     """The library takes 16-byte aligned operands: said here, before a plan is made (collective), not by the
     library at launch on this rank alone after the others went ahead."""
     if not aligned16(t):
-        at = f"{t.data_ptr():#x}: " if type(t) in (torch.Tensor, torch.nn.Parameter) and t.is_cuda else ""
+        at = f"{t.data_ptr():#x}: " if has_address(t) else ""
         raise MkernelError(f"{op}: {name} must start at a 16-byte aligned address (got {at}a view at storage "
                            f"offset {t.storage_offset()}); call .clone()")
 

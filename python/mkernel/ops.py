@@ -124,9 +124,12 @@ def traced(op, *tensors):
                 if isinstance(t, torch.Tensor) and _fwad.unpack_dual(t).tangent is not None:
                     raise MkernelError(f"{op}: forward-mode AD (torch.autograd.forward_ad, torch.func.jvp) is not "
                                        "supported: an input's tangent would be dropped; use reverse mode "
-                                       "(backward, torch.func.grad / vjp)")
+                                       "(.backward() or torch.autograd.grad)")
         return True
-    return any(isinstance(t, torch.Tensor) and type(t) is not _T and type(t) is not _P for t in tensors)
+    for t in tensors:  # (a loop: any() over a generator costs twice as much)
+        if t is not None and type(t) is not _T and type(t) is not _P and isinstance(t, torch.Tensor):
+            return True
+    return False
 
 
 def _fast_ok(t, dtype, dev):
@@ -141,13 +144,18 @@ def _fast_ok(t, dtype, dev):
         return False
 
 
+def has_address(t):
+    """Whether data_ptr() means something for `t`: not meta, not a subclass (FakeTensor, ...), not a torch.func
+    transform's wrapper."""
+    return t.device.type != "meta" and (type(t) is _T or type(t) is _P) and _transforms() is None
+
+
 def aligned16(t):
-    """Whether `t` starts at a 16-byte aligned address. A tensor without memory (FakeTensor, meta) has no
-    address: its byte offset into its storage is judged instead (storages start aligned); a torch.func
-    transform's wrapper has neither (True: the library checks the call it gets)."""
+    """Whether `t` starts at a 16-byte aligned address. A tensor without one (has_address) is judged by its
+    byte offset into its storage instead (storages start aligned); one without a storage either (some
+    wrappers) passes (the library checks the call it gets)."""
     try:
-        if (t.device.type != "meta" and (type(t) is _T or type(t) is _P)
-                and _transforms() is None):
+        if has_address(t):
             return t.data_ptr() % 16 == 0
         return t.storage_offset() * t.element_size() % 16 == 0
     except RuntimeError:  # "doesn't have storage"

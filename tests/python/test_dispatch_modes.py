@@ -5,6 +5,7 @@ torch.ops.mkernel.*, and a forward-mode tangent is refused instead of dropped (m
 
 Every library-facing function is replaced by one that fails the test: a call that reaches the library
 under a mode (as before this was fixed, where it launched on fake tensors' pointers) fails here."""
+import sys
 import warnings
 
 import pytest
@@ -14,6 +15,7 @@ import mkernel
 torch = pytest.importorskip("torch")
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 import torch.autograd.forward_ad as fwAD  # noqa: E402
 
 import mkernel.tp  # noqa: E402,F401  (registers the tensor-parallel custom ops)
@@ -70,17 +72,26 @@ def _fresh(shape):
     return torch.empty(*shape, device="cuda", dtype=torch.bfloat16)
 
 
+@pytest.mark.parametrize("where", ["in the mode", "fake inputs outside it"])
 @pytest.mark.parametrize("with_out", [False, True])
 @pytest.mark.parametrize("op", sorted(_CALLS))
-def test_fake_tensor_mode_calls_take_the_fake_implementations(no_library, op, with_out):
+def test_fake_tensor_mode_calls_take_the_fake_implementations(no_library, monkeypatch, op, with_out, where):
+    # Outside the mode the inputs are a tensor subclass (traced()'s second rule); _mats() makes them in it.
     call, shape = _CALLS[op]
     comm = FakeComm(world=2)
-    with FakeTensorMode():
+    mode = FakeTensorMode()
+    with mode:
+        mats = _mats()
         out = _fresh(shape) if with_out else None
+    if where == "in the mode":
+        with mode:
+            res = call(comm, out)
+    else:
+        monkeypatch.setattr(sys.modules[__name__], "_mats", lambda: mats)
         res = call(comm, out)
-        assert type(res).__name__ == "FakeTensor" and tuple(res.shape) == shape
-        if with_out:
-            assert res is out
+    assert type(res).__name__ == "FakeTensor" and tuple(res.shape) == shape
+    if with_out:
+        assert res is out
 
 
 @pytest.mark.parametrize("op", ["attention", "ring_attention"])
@@ -155,6 +166,104 @@ def test_modes_on_and_traced_see_each_kind_of_tracing():
         seen.append(ops.modes_on())
     assert seen == [True, True, True, True]
     assert not ops.modes_on()
+
+
+class _Passthrough(TorchDispatchMode):
+    """A mode that records nothing and changes nothing: only that one is active."""
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("op", ["gemm_ar", "ring_attention", "attention"])
+def test_each_fast_path_checks_for_modes_first(monkeypatch, op):
+    # Plain CPU tensors, and a device of -1 everywhere (a CPU tensor's get_device()), so that the fast path's
+    # tensor checks all pass: outside any mode the cached launch runs (shown first), while under a
+    # do-nothing TorchDispatchMode or vmap it must not (the call goes on to the full path, which refuses CPU
+    # tensors here).
+    comm = FakeComm(world=2)
+    comm._device = -1
+    launched = []
+    if op == "gemm_ar":
+        a, b = torch.zeros(_M, _K, dtype=torch.bfloat16), torch.zeros(_N, _K, dtype=torch.bfloat16)
+        monkeypatch.setattr(tp, "_get_device", lambda: -1)
+        monkeypatch.setitem(tp._HOT, ("gemm_ar", comm._uid, a.shape, b.shape),
+                            (lambda *t: launched.append(t), (_M, _N)))
+        args, call = (a, b), (lambda x, y: mkernel.gemm_ar(x, y, comm))
+    else:
+        q, k, v = (torch.zeros(1, 256, h, 128, dtype=torch.bfloat16) for h in (8, 2, 2))
+        args = (q, k, v)
+        if op == "ring_attention":
+            monkeypatch.setattr(_ring_attention, "_get_device", lambda: -1)
+            monkeypatch.setitem(tp._HOT, ("ring_attention", comm._uid, q.shape, k.shape, v.shape, False, 0.0),
+                                lambda *t: launched.append(t) or (q, q))
+            call = (lambda x, y, z: mkernel.ring_attention(x, y, z, comm))
+        else:
+            monkeypatch.setattr(_attention, "_get_device", lambda: -1)
+            monkeypatch.setattr(_attention, "_launch", lambda *t: launched.append(t) or 0)
+            _attention._SEEN.add((q.shape, k.shape, v.shape))
+            call = mkernel.attention
+    call(*args)
+    assert len(launched) == 1, "the test's setup does not reach the fast path's launch"
+    with _Passthrough():
+        with pytest.raises(mkernel.MkernelError, match="CUDA device"):
+            call(*args)
+    with pytest.raises(mkernel.MkernelError, match="CUDA device"):
+        torch.vmap(lambda *t: call(*(x[0] for x in t)))(*(x.unsqueeze(0) for x in args))
+    assert len(launched) == 1
+
+
+def test_traced_out_and_lse_are_written_and_checked(no_library):
+    # Traced with out= / lse=, attention runs its op and copies into them (the graph has the copies); a given
+    # out or lse is checked as in an eager call.
+    with FakeTensorMode():
+        q, k, v = _qkv()
+        out, lse = torch.empty_like(q), torch.empty(1, 8, 256, device="cuda", dtype=torch.float32)
+
+    def f(q, k, v, out, lse):
+        return mkernel.attention(q, k, v, out=out, lse=lse)
+    code = make_fx(f, tracing_mode="fake")(q, k, v, out, lse).code
+    assert "mkernel.attention.default" in code and code.count("aten.copy_.default") == 2, code
+    with FakeTensorMode():
+        q, k, v = _qkv()
+        for kw, pattern in ((dict(out=torch.empty_like(q, dtype=torch.float32)), "out must be a contiguous bf16"),
+                            (dict(out=torch.empty(4, 256, 8, 128, device="cuda", dtype=torch.bfloat16)),
+                             "out must be"),
+                            (dict(lse=torch.empty(1, 8, 256, device="cuda", dtype=torch.float16)), "lse must be")):
+            with pytest.raises(mkernel.MkernelError, match=pattern):
+                mkernel.attention(q, k, v, **kw)
+
+
+def test_symbolic_shapes_trace(no_library):
+    # Dynamic shapes (make_fx's symbolic tracing, torch.export's dynamic dims): the sizes are SymInts, which do
+    # not hash, so nothing may key a cache on them while traced.
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+
+    def sym(*shape):
+        ctx = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * len(shape))
+        f = mode.from_tensor(torch.empty(*shape, dtype=torch.bfloat16), symbolic_context=ctx)
+        with mode:
+            return f.to("cuda")
+    q, k = sym(1, 256, 8, 128), sym(1, 256, 2, 128)
+    a, b = sym(256, 384), sym(256, 384)
+    assert isinstance(q.shape[1], torch.SymInt)
+    comm = FakeComm(world=2)
+    with mode:
+        assert mkernel.attention(q, k, k)[0].shape == q.shape
+        assert mkernel.ring_attention(q, k, k, comm)[0].shape == q.shape
+        assert mkernel.gemm_ar(a, b, comm).shape[1] == b.shape[0]
+        assert mkernel.ag_gemm(a, b, comm, return_gathered=True)[1].shape[1] == a.shape[1]
+
+
+def test_alignment_under_a_transform_is_judged_without_an_address(no_library):
+    # Inside torch.func.grad a tensor is a wrapper of the plain type whose data_ptr() raises: a misaligned one
+    # is still refused with the library's message (judged by its storage offset), not a RuntimeError.
+    comm = FakeComm(world=2)
+    with FakeTensorMode():
+        flat = torch.empty(_M * _K + 64, device="cuda", dtype=torch.bfloat16)
+        b = torch.empty(_N, _K, device="cuda", dtype=torch.bfloat16)
+        with pytest.raises(mkernel.MkernelError, match="16-byte aligned address .*storage offset 1"):
+            torch.func.grad(lambda x: mkernel.gemm_ar(x, b, comm).float().sum())(flat[1:1 + _M * _K].view(_M, _K))
 
 
 def test_fast_paths_step_aside_under_a_mode(monkeypatch):
