@@ -48,6 +48,23 @@ std::vector<std::string> validate_knobs(const EnvLookup& env,
 // Names of MK_* variables set in the process environment.
 std::vector<std::string> mk_variables_in_environment();
 
+// The knobs every rank must set alike, because they decide collective steps:
+// the topology (MK_RANKS_PER_NODE, MK_SHARE_GPUS), the symmetric heap and its
+// signal pool (MK_SYMM_MODE, MK_SIGNAL_SLOTS, MK_SIGNAL_REUSE: whether a
+// plan's end exchanges), which cached plans Python closes (MK_PLAN_CACHE_MAX),
+// the transport, its connections and the persistent grids' free SMs (MK_NET,
+// MK_NET_FREE_SMS, MK_EMU_AGENTS, MK_IB_QPS_PER_PEER, MK_FI_PROVIDER,
+// MK_FABRIC_STAGE). Communicator's constructor compares them across ranks in
+// its first exchange, before anything is allocated.
+const std::vector<Knob>& collective_knobs();
+// This rank's values of collective_knobs(), parsed ("1" and "true" agree), a
+// "NAME=value" line each; mk::Error for a malformed one.
+std::string collective_knob_values(const EnvLookup& env = process_env());
+// "" when every rank's collective_knob_values() (by rank) agree; else the
+// error every rank throws, naming the first knob that differs and two ranks'
+// values.
+std::string collective_knob_mismatch(const std::vector<std::string>& by_rank);
+
 // A table of every knob: name, type, default, current value, doc.
 std::string print_config(const EnvLookup& env = process_env());
 

@@ -152,6 +152,61 @@ std::vector<std::string> validate_knobs(const EnvLookup& env,
   return unknown;
 }
 
+const std::vector<Knob>& collective_knobs() {
+  static const std::vector<Knob> k = {Knob::MK_RANKS_PER_NODE, Knob::MK_SHARE_GPUS,   Knob::MK_SYMM_MODE,
+                                      Knob::MK_SIGNAL_SLOTS,   Knob::MK_SIGNAL_REUSE, Knob::MK_PLAN_CACHE_MAX,
+                                      Knob::MK_NET,            Knob::MK_NET_FREE_SMS, Knob::MK_EMU_AGENTS,
+                                      Knob::MK_IB_QPS_PER_PEER, Knob::MK_FI_PROVIDER, Knob::MK_FABRIC_STAGE};
+  return k;
+}
+
+std::string collective_knob_values(const EnvLookup& env) {
+  std::string out;
+  for (const Knob k : collective_knobs()) {
+    const KnobSpec& s = knob_spec(k);
+    std::string v;
+    switch (s.type) {
+      case KnobType::Int: v = std::to_string(knob_int(k, env)); break;
+      case KnobType::Bool: v = knob_bool(k, env) ? "1" : "0"; break;
+      case KnobType::String:
+      case KnobType::Choice: v = knob_str(k, env); break;
+    }
+    out += cat(s.name, "=", v, "\n");
+  }
+  return out;
+}
+
+std::string collective_knob_mismatch(const std::vector<std::string>& by_rank) {
+  auto lines = [](const std::string& text) {
+    std::vector<std::string> v;
+    std::istringstream is(text);
+    for (std::string l; std::getline(is, l);) v.push_back(l);
+    return v;
+  };
+  auto names = [] {
+    std::string n;
+    for (const Knob k : collective_knobs()) n += cat(n.empty() ? "" : ", ", knob_spec(k).name);
+    return n;
+  };
+  if (by_rank.empty()) return "";
+  const std::vector<std::string> first = lines(by_rank[0]);
+  for (size_t r = 1; r < by_rank.size(); ++r) {
+    const std::vector<std::string> mine = lines(by_rank[r]);
+    for (size_t i = 0; i < std::max(first.size(), mine.size()); ++i) {
+      const std::string a = i < first.size() ? first[i] : "", b = i < mine.size() ? mine[i] : "";
+      if (a == b) continue;
+      const size_t ea = a.find('='), eb = b.find('=');
+      if (ea == std::string::npos || eb == std::string::npos || a.compare(0, ea, b, 0, eb) != 0)
+        return cat("ranks 0 and ", r, " compare different knobs (", a.empty() ? "none" : a, " / ",
+                   b.empty() ? "none" : b, "): they run different mkernel builds; use one build on every rank");
+      return cat(a.substr(0, ea), " differs between ranks: rank 0 has '", a.substr(ea + 1), "', rank ", r, " has '",
+                 b.substr(eb + 1), "'; the knobs that decide collective steps (", names(),
+                 ") must be set alike on every rank (in every rank's environment, or in none)");
+    }
+  }
+  return "";
+}
+
 std::vector<std::string> mk_variables_in_environment() {
   std::vector<std::string> out;
   for (char** e = environ; e && *e; ++e) {

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
 #include "tests/cpu/env_map.hpp"
 
@@ -75,4 +76,45 @@ TEST(Knobs, LogLinesNameTheLibraryOnceAndEndTheLine) {
             "mkernel GemmAr runs on the legacy default stream\n");
   EXPECT_EQ(mk::log_line("mkernels: x"), "mkernel: mkernels: x\n");
   EXPECT_EQ(mk::log_line(""), "mkernel: \n");
+}
+
+// The knobs that decide collective steps are compared across ranks in the
+// communicator's first exchange (Communicator's constructor): the values are
+// parsed, so spellings of one value agree, and the error names the knob and
+// two ranks' values.
+TEST(Knobs, CollectiveKnobsAgreeByValueNotSpelling) {
+  const std::string base = collective_knob_values(env_of({}));
+  EXPECT_NE(base.find("MK_RANKS_PER_NODE=0\n"), std::string::npos) << base;
+  EXPECT_NE(base.find("MK_SIGNAL_REUSE=1\n"), std::string::npos) << base;
+  EXPECT_NE(base.find("MK_NET=auto\n"), std::string::npos) << base;
+  const std::string spelled = collective_knob_values(env_of({{"MK_SIGNAL_REUSE", "true"}, {"MK_NET", "AUTO"},
+                                                             {"MK_RANKS_PER_NODE", ""}}));
+  EXPECT_EQ(spelled, base);
+  EXPECT_EQ(collective_knob_mismatch({base, spelled, base}), "");
+  EXPECT_EQ(collective_knob_mismatch({}), "");
+  // A knob that does not decide a collective step (MK_TIMEOUT_MS, MK_LOG) may differ.
+  EXPECT_EQ(collective_knob_values(env_of({{"MK_TIMEOUT_MS", "250"}, {"MK_LOG", "debug"}})), base);
+}
+
+TEST(Knobs, CollectiveKnobsThatDifferNameTheKnobAndTheRanks) {
+  const std::string base = collective_knob_values(env_of({}));
+  const std::string split = collective_knob_values(env_of({{"MK_RANKS_PER_NODE", "4"}}));
+  const std::string m = collective_knob_mismatch({base, base, split, base});
+  EXPECT_NE(m.find("MK_RANKS_PER_NODE differs between ranks: rank 0 has '0', rank 2 has '4'"), std::string::npos) << m;
+  EXPECT_NE(m.find("must be set alike on every rank"), std::string::npos) << m;
+  const std::string reuse = collective_knob_values(env_of({{"MK_SIGNAL_REUSE", "off"}}));
+  EXPECT_NE(collective_knob_mismatch({base, reuse}).find("MK_SIGNAL_REUSE differs between ranks: rank 0 has '1', "
+                                                         "rank 1 has '0'"),
+            std::string::npos);
+  // Another build's list (a knob more or fewer): said as such.
+  const std::string other = base + "MK_SOMETHING_NEW=1\n";
+  EXPECT_NE(collective_knob_mismatch({base, other}).find("different mkernel builds"), std::string::npos);
+  EXPECT_THROW(collective_knob_values(env_of({{"MK_NET", "carrier-pigeon"}})), Error);
+}
+
+TEST(Knobs, CollectiveKnobsAreLibraryKnobs) {
+  for (const Knob k : collective_knobs()) {
+    const std::string doc = knob_spec(k).doc;
+    EXPECT_EQ(doc.find("the library ignores it"), std::string::npos) << knob_spec(k).name;
+  }
 }
