@@ -114,6 +114,9 @@ class Communicator {
   // synchronising it (no kernel of this rank adds to them any more). Local.
   void zero_signals(int base, int n);
   void init(int device, int launcher_local_rank);
+  // init(); on a throw, leaves the bootstrap with Bootstrap::abort, so that
+  // ranks waiting in a step for this one fail at once, with its reason.
+  void init_or_abort(int device, int launcher_local_rank);
 
   std::unique_ptr<Bootstrap> bs_;
   Topology topo_;

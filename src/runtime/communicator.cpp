@@ -77,13 +77,28 @@ void warn_unknown_knobs() {
 Communicator::Communicator(int rank, int world, const UniqueId& id, int device) {
   warn_unknown_knobs();
   bs_ = std::make_unique<Bootstrap>(rank, world, id);
-  init(device, -1);
+  init_or_abort(device, -1);
 }
 
 Communicator::Communicator(const LaunchInfo& launch, int device) {
   warn_unknown_knobs();
   bs_ = std::make_unique<Bootstrap>(launch);
-  init(device, launch.local_rank);
+  init_or_abort(device, launch.local_rank);
+}
+
+void Communicator::init_or_abort(int device, int launcher_local_rank) {
+  try {
+    init(device, launcher_local_rank);
+  } catch (const std::exception& e) {
+    // A rank that fails alone (its own device, memory or a local step) would otherwise leave with an empty
+    // goodbye: the others, waiting for it in the step's exchange, would hear only that it left. Where every
+    // rank fails alike (a collective step's error), each has its own message already; the abort changes nothing.
+    try {
+      bs_->abort(cat("its communicator could not be made: ", error_reason(e)));
+    } catch (...) {
+    }
+    throw;
+  }
 }
 
 std::unique_ptr<Communicator> Communicator::from_env(int device) {
