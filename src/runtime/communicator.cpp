@@ -117,6 +117,12 @@ std::unique_ptr<Communicator> Communicator::from_env(int device) {
 
 void Communicator::init(int device, int launcher_local_rank) {
   const int rank = bs_->rank(), world = bs_->world();
+  // The first exchange: the knobs that decide collective steps, compared on every rank, which fails alike where
+  // they differ (a knob set on one node only would split the topology or the transport). Before any CUDA call,
+  // so a CPU test sees it too (cpu.communicator_knob_mismatch).
+  if (world > 1)
+    if (const std::string bad = collective_knob_mismatch(bs_->allgather(collective_knob_values())); !bad.empty())
+      fail(bad);
   // Eager module loading unless the user chose (takes effect only if CUDA is
   // not initialised yet): a proxy that calls CUDA (fabric staging, EFA's
   // signal adds) waits for a kernel load, and a load for the running kernels
@@ -145,20 +151,16 @@ void Communicator::init(int device, int launcher_local_rank) {
   me.pid = getpid();
   me.device = device_;
   me.cc = compute_capability(device_);
-  // With this rank's values of the knobs that decide collective steps: every rank compares them here, in the
-  // first exchange, and fails alike (a knob set on one node only would split the topology or the transport).
-  auto all = bs_->allgather(std::string(reinterpret_cast<const char*>(&me), sizeof(me)) + collective_knob_values());
+  auto all = bs_->allgather(std::string(reinterpret_cast<const char*>(&me), sizeof(me)));
   std::vector<PeerInfo> infos(world);
-  std::vector<std::string> hosts(world), knob_values(world);
+  std::vector<std::string> hosts(world);
   for (int r = 0; r < world; ++r) {
-    if (all[r].size() < sizeof(PeerInfo))
+    if (all[r].size() != sizeof(PeerInfo))
       fail("rank ", r, " sent ", all[r].size(), " bytes where its device description takes ", sizeof(PeerInfo),
            ": it runs another mkernel build; use one build on every rank");
     std::memcpy(&infos[r], all[r].data(), sizeof(PeerInfo));
     hosts[r] = infos[r].host;
-    knob_values[r] = all[r].substr(sizeof(PeerInfo));
   }
-  if (const std::string bad = collective_knob_mismatch(knob_values); !bad.empty()) fail(bad);
   // Every rank names every GPU the kernels cannot run on, before anything is
   // allocated (one rank failing alone would leave the others to time out).
   for (int r = 0; r < world; ++r) {

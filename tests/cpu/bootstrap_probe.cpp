@@ -3,6 +3,10 @@
 //   --expect-nodes N   the topology must have N nodes (MK_RANKS_PER_NODE)
 //   --die-rank R       rank R exits abruptly after joining; the others must
 //                      get an error that names it
+//   --set-on-rank R NAME=VALUE --expect-error S
+//                      rank R sets NAME=VALUE, then every rank makes an
+//                      mk::Communicator, which must fail with a message
+//                      containing S on every rank (collective knobs)
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -11,12 +15,16 @@
 #include "mkernel/mkernel.hpp"
 
 int main(int argc, char** argv) {
-  int expect_nodes = -1, die_rank = -1;
+  int expect_nodes = -1, die_rank = -1, set_rank = -1;
+  std::string set_var, expect_error;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--expect-nodes") && i + 1 < argc) expect_nodes = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--die-rank") && i + 1 < argc) die_rank = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--set-on-rank") && i + 2 < argc) set_rank = std::atoi(argv[++i]), set_var = argv[++i];
+    else if (!std::strcmp(argv[i], "--expect-error") && i + 1 < argc) expect_error = argv[++i];
     else {
-      std::cerr << "usage: " << argv[0] << " [--expect-nodes N] [--die-rank R]\n";
+      std::cerr << "usage: " << argv[0]
+                << " [--expect-nodes N] [--die-rank R] [--set-on-rank R NAME=VALUE --expect-error S]\n";
       return 2;
     }
   }
@@ -24,6 +32,24 @@ int main(int argc, char** argv) {
     auto li = mk::detect_launch();
     if (!li) {
       std::cerr << "bootstrap_probe: no launcher environment (run under tools/mkrun)\n";
+      return 1;
+    }
+    if (!expect_error.empty()) {
+      const size_t eq = set_var.find('=');
+      if (li->rank == set_rank && eq != std::string::npos)
+        setenv(set_var.substr(0, eq).c_str(), set_var.substr(eq + 1).c_str(), 1);
+      try {
+        mk::Communicator c(*li);
+      } catch (const mk::Error& e) {
+        const std::string msg = e.what();
+        if (msg.find(expect_error) != std::string::npos) {
+          std::cout << "rank " << li->rank << ": got the expected error: " << msg << "\n";
+          return 0;
+        }
+        std::cerr << "rank " << li->rank << ": wrong error: " << msg << "\n";
+        return 1;
+      }
+      std::cerr << "rank " << li->rank << ": the communicator was made; expected \"" << expect_error << "\"\n";
       return 1;
     }
     mk::Bootstrap b(*li);
