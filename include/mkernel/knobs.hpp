@@ -52,10 +52,13 @@ std::vector<std::string> mk_variables_in_environment();
 // the topology (MK_RANKS_PER_NODE, MK_SHARE_GPUS), the symmetric heap and its
 // signal pool (MK_SYMM_MODE, MK_SIGNAL_SLOTS, MK_SIGNAL_REUSE: whether a
 // plan's end exchanges), which cached plans Python closes (MK_PLAN_CACHE_MAX),
-// the transport, its connections and the persistent grids' free SMs (MK_NET,
-// MK_NET_FREE_SMS, MK_EMU_AGENTS, MK_IB_QPS_PER_PEER, MK_FI_PROVIDER,
-// MK_FABRIC_STAGE). Communicator's constructor compares them across ranks in
-// its first exchange, before anything is allocated.
+// the transport, its connections and agents (MK_NET, MK_NET_THREADS: one
+// connection step per thread, MK_EMU_AGENTS, MK_IB_QPS_PER_PEER,
+// MK_FI_PROVIDER, MK_FABRIC_STAGE; MK_NET_FREE_SMS may differ: the largest
+// applies). Communicator's constructor compares them across ranks in its
+// first exchange, before anything is allocated. Compared once: MK_SIGNAL_REUSE
+// (read as a plan ends) and MK_PLAN_CACHE_MAX (read by Python as it makes a
+// plan) changed afterwards must change on every rank alike.
 const std::vector<Knob>& collective_knobs();
 // This rank's values of collective_knobs(), parsed ("1" and "true" agree), a
 // "NAME=value" line each; mk::Error for a malformed one.

@@ -19,7 +19,7 @@ std::string family(const std::string& name) { return name.substr(0, name.find_fi
 }  // namespace
 
 Network::Network(Communicator& comm) : comm_(comm) {
-  MK_CUDA_CHECK(cudaSetDevice(comm.device()));  // queues and streams belong to the rank's GPU
+  const DeviceScope on(comm.device());  // queues and streams belong to the rank's GPU (the caller's device given back)
   const Topology& t = comm.topology();
   for (int r = 0; r < t.world; ++r) {
     if (t.same_node(r, t.rank)) continue;

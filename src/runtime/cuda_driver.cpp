@@ -47,6 +47,8 @@ const Api& api() {
       load(a.cuStreamBatchMemOp, "cuStreamBatchMemOp");
       load(a.cuModuleGetLoadingMode, "cuModuleGetLoadingMode");
       load(a.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled");
+      load(a.cuCtxGetCurrent, "cuCtxGetCurrent");
+      load(a.cuCtxSetCurrent, "cuCtxSetCurrent");
     } catch (const Error& e) {
       error = e.what();
     }

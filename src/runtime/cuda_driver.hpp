@@ -27,6 +27,8 @@ struct Api {
   decltype(&::cuStreamBatchMemOp) cuStreamBatchMemOp;
   decltype(&::cuModuleGetLoadingMode) cuModuleGetLoadingMode;
   decltype(&::cuTensorMapEncodeTiled) cuTensorMapEncodeTiled;
+  decltype(&::cuCtxGetCurrent) cuCtxGetCurrent;
+  decltype(&::cuCtxSetCurrent) cuCtxSetCurrent;
 };
 
 // Loads on first use; throws mk::Error if the driver is missing.

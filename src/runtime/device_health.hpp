@@ -13,6 +13,7 @@
 
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
+#include "src/runtime/cuda_driver.hpp"
 #include "src/runtime/step_status.hpp"
 
 namespace mk {
@@ -64,29 +65,43 @@ static inline std::optional<bool> stream_capturing(cudaStream_t stream) noexcept
   return st != cudaStreamCaptureStatusNone;
 }
 
-// Makes `device` current for a scope and gives the calling thread its own back
-// after (a process may hold communicators on several GPUs, setup and teardown
-// may run on any thread, and a caller's current device is the caller's).
+// Makes `device` current for a scope and gives the calling thread its own
+// context back after (a process may hold communicators on several GPUs,
+// setup and teardown may run on any thread, and a caller's current device is
+// the caller's). Saved and restored as the driver's current context, not as a
+// device number: a thread that had none gets none back, instead of GPU 0's
+// primary context made for it (memory on another rank's GPU; refused in
+// exclusive-process mode).
 class DeviceScope {
  public:
   explicit DeviceScope(int device) {
-    if (cudaGetDevice(&prev_) != cudaSuccess) prev_ = -1;
-    if (prev_ != device) MK_CUDA_CHECK(cudaSetDevice(device));
+    save();
+    MK_CUDA_CHECK(cudaSetDevice(device));
   }
   // Teardown's: a failure to switch is left to the calls that follow (they say it), nothing thrown.
   DeviceScope(int device, std::nothrow_t) noexcept {
-    if (cudaGetDevice(&prev_) != cudaSuccess) prev_ = -1;
-    if (device >= 0 && prev_ != device && cudaSetDevice(device) != cudaSuccess) cudaGetLastError();
+    save();
+    if (device >= 0 && cudaSetDevice(device) != cudaSuccess) cudaGetLastError();
   }
   ~DeviceScope() {
-    int now = -1;
-    if (prev_ >= 0 && (cudaGetDevice(&now) != cudaSuccess || now != prev_)) cudaSetDevice(prev_);
+    if (!api_) return;
+    CUcontext now = nullptr;
+    if (api_->cuCtxGetCurrent(&now) == CUDA_SUCCESS && now == prev_) return;
+    if (api_->cuCtxSetCurrent(prev_) != CUDA_SUCCESS) cudaGetLastError();
   }
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;
 
  private:
-  int prev_ = -1;
+  void save() noexcept {
+    try {
+      const drv::Api& a = drv::api();
+      if (a.cuCtxGetCurrent(&prev_) == CUDA_SUCCESS) api_ = &a;
+    } catch (...) {  // no driver: nothing to give back (and nothing below will work either)
+    }
+  }
+  const drv::Api* api_ = nullptr;  // set when prev_ was read
+  CUcontext prev_ = nullptr;
 };
 
 // cudaDeviceSynchronize on `device`, keeping the calling thread's current

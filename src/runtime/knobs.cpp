@@ -155,7 +155,7 @@ std::vector<std::string> validate_knobs(const EnvLookup& env,
 const std::vector<Knob>& collective_knobs() {
   static const std::vector<Knob> k = {Knob::MK_RANKS_PER_NODE, Knob::MK_SHARE_GPUS,   Knob::MK_SYMM_MODE,
                                       Knob::MK_SIGNAL_SLOTS,   Knob::MK_SIGNAL_REUSE, Knob::MK_PLAN_CACHE_MAX,
-                                      Knob::MK_NET,            Knob::MK_NET_FREE_SMS, Knob::MK_EMU_AGENTS,
+                                      Knob::MK_NET,            Knob::MK_NET_THREADS,  Knob::MK_EMU_AGENTS,
                                       Knob::MK_IB_QPS_PER_PEER, Knob::MK_FI_PROVIDER, Knob::MK_FABRIC_STAGE};
   return k;
 }
@@ -167,11 +167,13 @@ std::string collective_knob_values(const EnvLookup& env) {
     std::string v;
     switch (s.type) {
       case KnobType::Int: v = std::to_string(knob_int(k, env)); break;
-      case KnobType::Bool: v = knob_bool(k, env) ? "1" : "0"; break;
+      case KnobType::Bool: v.assign(1, knob_bool(k, env) ? '1' : '0'); break;
       case KnobType::String:
       case KnobType::Choice: v = knob_str(k, env); break;
     }
-    out += cat(s.name, "=", v, "\n");
+    out += cat(s.name, "=");
+    for (const char c : v) out += c == '\n' ? std::string("\\n") : std::string(1, c);  // one line each
+    out += '\n';
   }
   return out;
 }

@@ -22,6 +22,10 @@ struct SymmetricHeap::Alloc {
   size_t gran = 0;               // VMM: the mappings' alignment
   int export_fd = -1;            // VMM: this rank's handle as an fd, until sent to the host's ranks
   bool ipc = false;
+  // (release() closes it; this, where an exchange threw before any release: a peer gone mid-alloc)
+  ~Alloc() {
+    if (export_fd >= 0) ::close(export_fd);
+  }
 };
 
 namespace {
@@ -119,8 +123,11 @@ void SymmetricHeap::vmm_create(Alloc& a, size_t bytes) {
   map_rw(a.va[topo_.rank], a.mapped, a.handle, device_);
   // The export for the host's other ranks, here in the step whose failure every rank learns of (alloc's first
   // exchange): one rank failing it later, alone, left the others waiting for its fd until the bootstrap bound.
-  if (topo_.host_ranks.size() > 1)
-    MK_CU_CHECK(d.cuMemExportToShareableHandle(&a.export_fd, a.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+  if (topo_.host_ranks.size() > 1) {
+    int fd = -1;
+    MK_CU_CHECK(d.cuMemExportToShareableHandle(&fd, a.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    a.export_fd = fd;
+  }
 }
 
 // Maps the buffers of every rank on this host: node peers (NVLink peers)

@@ -110,6 +110,10 @@ TEST(Knobs, CollectiveKnobsThatDifferNameTheKnobAndTheRanks) {
   const std::string other = base + "MK_SOMETHING_NEW=1\n";
   EXPECT_NE(collective_knob_mismatch({base, other}).find("different mkernel builds"), std::string::npos);
   EXPECT_THROW(collective_knob_values(env_of({{"MK_NET", "carrier-pigeon"}})), Error);
+  // A value with a newline stays on its knob's line (escaped), so the lists still line up.
+  const std::string nl = collective_knob_values(env_of({{"MK_FI_PROVIDER", "tcp\nMK_NET=verbs"}}));
+  EXPECT_NE(nl.find("MK_FI_PROVIDER=tcp\\nMK_NET=verbs\n"), std::string::npos) << nl;
+  EXPECT_NE(collective_knob_mismatch({base, nl}).find("MK_FI_PROVIDER differs between ranks"), std::string::npos);
 }
 
 TEST(Knobs, CollectiveKnobsAreLibraryKnobs) {

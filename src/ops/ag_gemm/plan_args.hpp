@@ -49,9 +49,10 @@ class PlanArgs {
   PlanArgs(Communicator& comm, const char* op, int max_nodes) : comm_(comm), op_(op) {
     const Topology& t = comm.topology();
     check_topology(t, op, max_nodes);
-    if (t.num_nodes > 1) (void)comm.network();
     // The plan's memory goes to the current device and its calls launch there: the communicator's, or the
-    // plan would hold memory on one GPU and launch on another's pointers.
+    // plan would hold memory on one GPU and launch on another's pointers. (Checked before the network is made,
+    // whose setup runs on the communicator's device; run() keeps the error for the exchange, and every rank
+    // still makes the network below.)
     run([&] {
       int cur = -1;
       MK_CUDA_CHECK(cudaGetDevice(&cur));
@@ -59,6 +60,7 @@ class PlanArgs {
         fail(op, ": the calling thread's current CUDA device is ", cur, ", the communicator's is ", comm.device(),
              ": make it current (cudaSetDevice / torch.cuda.set_device) before making or running a plan");
     });
+    if (t.num_nodes > 1) (void)comm.network();
   }
 
   // Runs f, this rank's checks and the steps that depend on them (local
