@@ -51,19 +51,9 @@ if ! cmake_ok; then
   cmake_ok || { echo "[setup] error: CMake >= 3.24 not available" >&2; exit 1; }
 fi
 
-# cuobjdump + nvdisasm for tools/check_uniform_loop.py (a CPU test reads the
-# ring kernel's SASS), where the CUDA toolkit lacks them: NVIDIA's wheels
-# (pinned; ~5 MB; any 13.x reads this nvcc's sm_90a code).
-if ! { [ -x /usr/local/cuda/bin/cuobjdump ] && [ -x /usr/local/cuda/bin/nvdisasm ]; } &&
-   ! python3 -c 'import nvidia, os, sys; sys.exit(not any(os.path.exists(os.path.join(r, "cu13/bin/nvdisasm")) for r in nvidia.__path__))' 2>/dev/null; then
-  log "installing cuobjdump and nvdisasm (PyPI: nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm)"
-  python3 -m pip install -q 'nvidia-cuda-cuobjdump==13.2.51' 'nvidia-cuda-nvdisasm==13.2.51'
-fi
-
-# pytest for the Python package tests; venv for the fresh-install test.
-python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
-# pyflakes for tools/check_python_names.sh (names used but never defined, found before a line runs).
-python3 -m pyflakes --version >/dev/null 2>&1 || python3 -m pip install -q 'pyflakes==3.2.0'
+# The tests' Python packages (pytest, pyflakes, cuobjdump + nvdisasm wheels, torch) go into a venv,
+# .venv-test (tools/setup_test_python.sh, run by tools/test.sh): never into the system's Python, which
+# Debian and Ubuntu mark externally managed (PEP 668). Here only venv itself.
 python3 -c 'import venv, ensurepip' 2>/dev/null || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv; }
 
 # NCCL headers/libraries for the benchmark baselines (CUDA images ship them).

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The Python the tests run (tools/test.sh calls this after tools/setup.sh):
 # .venv-test beside the repository, a venv that sees the system's packages
-# (pytest, pyflakes, and torch where the system has one), plus the pinned
-# torch from PyPI where no torch imports there. With torch, the CPU tests of
+# (torch where the system has one), with what the tests need and the system
+# lacks installed into it (pytest, pyflakes, NVIDIA's cuobjdump / nvdisasm
+# wheels where the CUDA toolkit has none), plus the pinned torch from PyPI
+# where no torch imports there. Nothing goes into the system's Python (PEP 668). With torch, the CPU tests of
 # the torch ops run here too: argument checks before any collective, the
 # fake implementations and shapes torch.compile traces, autograd wiring,
 # dispatcher modes (FakeTensorMode, make_fx), the benchmark helpers. Without
@@ -22,6 +24,15 @@ if [ ! -x "$venv/bin/python3" ] || ! "$venv/bin/python3" -c 'import sys' 2>/dev/
 fi
 py="$PWD/$venv/bin/python3"
 "$py" -c 'import pytest' 2>/dev/null || "$py" -m pip install -q pytest >&2
+# pyflakes for tools/check_python_names.sh (names used but never defined, found before a line runs).
+"$py" -m pyflakes --version >/dev/null 2>&1 || "$py" -m pip install -q 'pyflakes==3.2.0' >&2
+# cuobjdump + nvdisasm for tools/check_uniform_loop.py (a CPU test reads the ring kernel's SASS), where the
+# CUDA toolkit lacks them: NVIDIA's wheels (pinned; ~5 MB; any 13.x reads this nvcc's sm_90a code).
+if ! { [ -x /usr/local/cuda/bin/cuobjdump ] && [ -x /usr/local/cuda/bin/nvdisasm ]; } &&
+   ! "$py" -c 'import nvidia, os, sys; sys.exit(not any(os.path.exists(os.path.join(r, "cu13/bin/nvdisasm")) for r in nvidia.__path__))' 2>/dev/null; then
+  log "installing cuobjdump and nvdisasm (PyPI: nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm)"
+  "$py" -m pip install -q 'nvidia-cuda-cuobjdump==13.2.51' 'nvidia-cuda-nvdisasm==13.2.51' >&2
+fi
 if v=$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null); then
   log "torch $v found"
 elif [ "${MK_TEST_TORCH:-1}" = "0" ]; then
