@@ -33,11 +33,14 @@ def timed(fn):
     return (time.perf_counter() - t0) * 1e3
 
 
-def run(comm, rank, world):
+def parse_args(argv=None):  # (before torchrun's set-up: --help and a bad argument need no GPU)
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--reps", type=int, default=7)
-    args = ap.parse_args()
+    return ap.parse_args(argv)
+
+
+def run(comm, rank, world, args):
     n, k = 8192, 1024
     w = torch.randn(n, k, device="cuda").bfloat16()
     ops = {
@@ -78,4 +81,5 @@ def run(comm, rank, world):
 
 
 if __name__ == "__main__":
-    mkernel.torchrun.main(run)
+    _args = parse_args()
+    mkernel.torchrun.main(lambda comm, rank, world: run(comm, rank, world, _args))

@@ -1,0 +1,28 @@
+"""CPU (torch, no GPU): every benchmark script with a command line starts and prints its --help, so an import
+that fails or an argument parser that breaks is found here, not in a scarce device session (the benches run
+only there). dist_timing.py and ring_eta.py are helper modules without a command line."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+SCRIPTS = ["attention_bench.py", "plan_cost.py", "python_overhead.py", "ring_engine_1gpu.py",
+           "torch_ring_attn_bench.py", "torch_tp_bench.py", "tp_engine_1gpu.py"]
+
+
+def test_every_bench_script_is_listed_or_a_helper():
+    helpers = {"dist_timing.py", "ring_eta.py"}
+    found = {f for f in os.listdir(os.path.join(ROOT, "bench")) if f.endswith(".py")}
+    assert found == set(SCRIPTS) | helpers, "a bench script was added or removed: list it in SCRIPTS or helpers"
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_bench_script_help(script):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", script), "--help"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "usage:" in r.stdout, (r.returncode, r.stdout[-500:], r.stderr[-2000:])
