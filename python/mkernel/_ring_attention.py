@@ -95,7 +95,8 @@ def _check_call(q, k, v, out, lse):
     """Every check of a call, before any plan is made (making one is collective)."""
     _validate(q, k, v)
     _same_positions(q, k)
-    if not traced("mkernel.ring_attention", q, k, v, out, lse) and q.get_device() != torch.cuda.current_device():
+    if (not traced("mkernel.ring_attention", q, k, v, out, lse)
+            and q.get_device() != torch.cuda.current_device()):
         raise MkernelError(f"mkernel.ring_attention: q is on {q.device}, the current device (the communicator's) is "
                            f"cuda:{torch.cuda.current_device()}")
     if out is not None:
@@ -168,7 +169,8 @@ def ring_attention(q, k, v, comm, causal=False, scale=None, out=None, lse=None):
     _no_autograd(q, k, v, "mkernel.ring_attention")
     out_grad_refused("mkernel.ring_attention", out, lse)
     if traced("mkernel.ring_attention", q, k, v, out, lse):
-        return into(torch.ops.mkernel.ring_attention(q, k, v, _key(comm), bool(causal), float(scale or 0.0)), out, lse)
+        res = torch.ops.mkernel.ring_attention(q, k, v, _key(comm), bool(causal), float(scale or 0.0))
+        return into(res, out, lse)
     key = _key(comm)
     res = _run(q, k, v, key, causal, float(scale or 0.0), out, lse)
     if out is not None or lse is not None:
