@@ -91,12 +91,14 @@ def _same_positions(q, k):
                            f"(s_local rows; causal: zigzag_shard of each)")
 
 
-def _check_call(q, k, v, out, lse):
-    """Every check of a call, before any plan is made (making one is collective)."""
+def _check_call(q, k, v, out, lse, is_traced=None):
+    """Every check of a call, before any plan is made (making one is collective). is_traced: the caller's
+    traced() of this call, where it has it (None: taken here)."""
     _validate(q, k, v)
     _same_positions(q, k)
-    if (not traced("mkernel.ring_attention", q, k, v, out, lse)
-            and q.get_device() != torch.cuda.current_device()):
+    if is_traced is None:
+        is_traced = traced("mkernel.ring_attention", q, k, v, out, lse)
+    if not is_traced and q.get_device() != torch.cuda.current_device():
         raise MkernelError(f"mkernel.ring_attention: q is on {q.device}, the current device (the communicator's) is "
                            f"cuda:{torch.cuda.current_device()}")
     if out is not None:
@@ -165,10 +167,11 @@ def ring_attention(q, k, v, comm, causal=False, scale=None, out=None, lse=None):
     hot = _hot(q, k, v, comm, causal, scale, out, lse)
     if hot is not None:
         return hot
-    _check_call(q, k, v, out, lse)
+    is_traced = traced("mkernel.ring_attention", q, k, v, out, lse)
+    _check_call(q, k, v, out, lse, is_traced)
     _no_autograd(q, k, v, "mkernel.ring_attention")
     out_grad_refused("mkernel.ring_attention", out, lse)
-    if traced("mkernel.ring_attention", q, k, v, out, lse):
+    if is_traced:
         res = torch.ops.mkernel.ring_attention(q, k, v, _key(comm), bool(causal), float(scale or 0.0))
         return into(res, out, lse)
     key = _key(comm)
