@@ -49,7 +49,5 @@ done
 # The ring kernel's K loop on the uniform datapath, as the one-GPU kernel's
 # (what the push's code in the producer warpgroup can silently cost).
 # (The tests' Python, where cuobjdump / nvdisasm may come from NVIDIA's wheels: tools/setup_test_python.sh.)
-py="${MK_TEST_PYTHON:-}"
-[ -z "$py" ] && [ -x .venv-test/bin/python3 ] && py=.venv-test/bin/python3
-"${py:-python3}" tools/check_uniform_loop.py "$obj/ring_attention.cu.o" "$obj/attention.cu.o" || fail=1
+"$(tools/test_python.sh)" tools/check_uniform_loop.py "$obj/ring_attention.cu.o" "$obj/attention.cu.o" || fail=1
 exit $fail

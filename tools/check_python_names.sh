@@ -4,9 +4,7 @@
 # this fails on those findings only (not on unused imports and the like). tools/setup_test_python.sh installs pyflakes.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-py="${MK_TEST_PYTHON:-}"  # (ctest passes .venv-test's; by hand: that one where it exists)
-[ -z "$py" ] && [ -x "$root/.venv-test/bin/python3" ] && py="$root/.venv-test/bin/python3"
-py="${py:-python3}"
+py="$("$root/tools/test_python.sh")"
 if ! "$py" -m pyflakes --version >/dev/null 2>&1; then
   echo "pyflakes is not installed for $py (tools/setup_test_python.sh installs it into .venv-test)"; exit 1
 fi
