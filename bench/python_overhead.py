@@ -170,6 +170,14 @@ def attention_rows(breakdown=False):
     return rows
 
 
+def _ops_attr(name, *args):
+    """A call of mkernel.ops.<name>(*args) where the package has it (an older package, timed beside this one,
+    may not: then a no-op, and the row reads ~0)."""
+    from mkernel import ops
+    fn = getattr(ops, name, None)
+    return (lambda: fn(*args)) if fn else (lambda: None)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench/results")
@@ -206,6 +214,10 @@ def main():
             "raw stream": lambda: torch._C._cuda_getCurrentRawStream(0),
             "torch.compiler.is_compiling()": lambda: torch.compiler.is_compiling(),
             "torch.is_grad_enabled()": lambda: torch.is_grad_enabled(),
+            "capture query (torch._C._cuda_isCurrentStreamCapturing)": _ops_attr("_capturing"),
+            "ops.modes_on()": _ops_attr("modes_on"),
+            "ops.traced(op, a, b, out)": _ops_attr("traced", "mkernel.gemm", a, b, out),
+            "ops.out_grad_refused(op, out)": _ops_attr("out_grad_refused", "mkernel.gemm", out),
             "ctypes no-op (mk_abi_version)": lambda: lib.mk_abi_version(),
             "ctypes mk_gemm_bf16 (launch)": lambda: lib.mk_gemm_bf16(pa, pb, po, 64, 64, 64, 0, CTAS, stream),
             "ctypes mk_gemm_bf16 (launch, GIL held: PyDLL)": lambda: py_gemm(pa, pb, po, 64, 64, 64, 0, CTAS, stream),
