@@ -1,0 +1,65 @@
+"""tools/mkrun on the CPU: a failed rank stops the others, --timeout names the ranks still running, a rank that
+ignores SIGTERM is killed, and a rank that outlives SIGKILL is named and left behind rather than waited for."""
+import subprocess
+import sys
+import time
+
+from srcload import ROOT, load
+
+MKRUN = ROOT / "tools" / "mkrun"
+
+
+def run(*args, timeout=60):
+    t0 = time.time()
+    r = subprocess.run([sys.executable, str(MKRUN), *args], capture_output=True, text=True, timeout=timeout)
+    return r, time.time() - t0
+
+
+def test_a_failed_rank_stops_the_others_and_is_named():
+    r, took = run("-n", "3", "--", sys.executable, "-c",
+                  "import os, sys, time; sys.exit(5) if os.environ['RANK'] == '2' else time.sleep(60)")
+    assert r.returncode == 5, r.stderr
+    assert "rank 2 exited with code 5; stopping the other ranks" in r.stderr
+    assert took < 30
+
+
+def test_timeout_names_the_running_ranks_and_kills_one_ignoring_sigterm():
+    code = ("import os, signal, sys, time\n"
+            "if os.environ['RANK'] == '1': signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "sys.exit(0) if os.environ['RANK'] == '0' else time.sleep(60)\n")
+    r, took = run("-n", "2", "--timeout", "2", "--", sys.executable, "-c", code)
+    assert r.returncode == 124, r.stderr
+    assert "timed out after 2 s; ranks still running: [1]; stopping them" in r.stderr
+    assert 2 <= took < 30  # 2 s, then 3 s of grace before SIGKILL
+
+
+def test_every_rank_skipped_is_a_skip():
+    r, _ = run("-n", "2", "--", sys.executable, "-c", "import sys; sys.exit(77)")
+    assert r.returncode == 77, r.stderr
+
+
+class _Unkillable:
+    """A process SIGKILL does not end (uninterruptible sleep): poll() stays None, wait() times out."""
+    pid = 999999999  # no such process group: killpg raises ProcessLookupError, which stop() ignores
+
+    def __init__(self):
+        self.waited = []
+
+    def poll(self):
+        return None
+
+    def wait(self, timeout=None):
+        self.waited.append(timeout)
+        if timeout is None:
+            raise AssertionError("stop() waited without a bound")
+        raise subprocess.TimeoutExpired("rank", timeout)
+
+
+def test_stop_names_a_rank_that_outlives_sigkill_and_returns(capsys):
+    mkrun = load("mkrun_under_test", MKRUN)
+    p = _Unkillable()
+    t0 = time.time()
+    mkrun.stop([p], grace=0.1, reap=0.2)
+    assert time.time() - t0 < 5
+    assert p.waited and all(t is not None and t <= 0.2 for t in p.waited)
+    assert "rank 0 (pid 999999999) did not exit 0.2 s after SIGKILL" in capsys.readouterr().err
