@@ -6,10 +6,12 @@ q [batch, seq_q, heads, head_dim], k and v [batch, seq_kv, kv_heads, head_dim],
 bf16, contiguous (FlashAttention's layout); head_dim 64 or 128; kv_heads
 divides heads (grouped-query attention). Returns out (bf16, q's shape) and
 lse [batch, heads, seq_q] (fp32, natural log). causal is bottom-right aligned
-(query i sees keys j <= i + seq_kv - seq_q). scale defaults to
-1/sqrt(head_dim). Registered as the torch custom op mkernel::attention with a
+(query i sees keys j <= i + seq_kv - seq_q); causal a bool. scale: None for
+1/sqrt(head_dim), else a finite number > 0. Registered as the torch custom op mkernel::attention with a
 fake implementation (torch.compile traces it); no autograd (forward only).
 """
+import numbers
+
 import torch
 
 from ._lib import MkernelError, check
@@ -60,6 +62,35 @@ def _validate(q, k, v, meta=False):
         raise MkernelError(f"mkernel.attention: kv_heads ({k.shape[2]}) must divide heads ({h})")
 
 
+_INF = float("inf")
+
+
+def causal_arg(causal, op):
+    """causal as the library takes it: a bool, as torch's is_causal (0.5 or "False" would be read silently as
+    one or the other; the custom op's schema refuses them too)."""
+    if causal is True or causal is False:
+        return causal
+    raise MkernelError(f"{op}: causal must be a bool (got {type(causal).__name__} {causal!r})")
+
+
+def scale_arg(scale, op):
+    """scale as the library takes it: None -> 0.0 (the library's 1/sqrt(head_dim)); else a finite real > 0.
+    0 would read as the default (torch's scale=0 means uniform weights) and the kernel's softmax takes a
+    positive scale."""
+    if scale is None:
+        return 0.0
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not 0.0 < float(scale) < _INF:
+        raise MkernelError(f"{op}: scale must be a finite number > 0, or None for 1/sqrt(head_dim) (got "
+                           f"{type(scale).__name__} {scale!r})")
+    return float(scale)
+
+
+def plain_args(causal, scale):
+    """The fast paths' check of causal and scale: as causal_arg / scale_arg would pass them, without their
+    conversions (False sends the call to the full path, which says what is wrong)."""
+    return (causal is True or causal is False) and (scale is None or (type(scale) is float and 0.0 < scale < _INF))
+
+
 def _no_autograd(q, k, v, op):
     """The op is forward only: with autograd recording and an input that requires grad, its output would
     silently carry no gradient to the layers before it (no backward exists), so the call is refused."""
@@ -95,7 +126,7 @@ def _launch(fn, q, k, v, out, lse, b, sq, skv, h, hkv, d, causal, scale, dev):
     unit counter in a workspace from the graph's pool (ops.capture_workspace), so the graph's calls claim their
     units as eager calls do."""
     args = (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), b, sq, skv, h, hkv, d,
-            int(causal), float(scale or 0.0), 0)
+            int(causal), scale, 0)  # (causal a bool, scale the library's float: causal_arg, scale_arg)
     if _capturing():
         ptr, nbytes, _keep = capture_workspace("mk_attention_workspace_bytes", "attention",
                                                (b, sq, skv, h, hkv, d, int(causal), 0), q.device)
@@ -156,7 +187,7 @@ def into(res, out, lse):
 
 
 def _hot(q, k, v, causal, scale, out, lse):
-    if modes_on():  # first (torch.compile traces none of what follows); subclasses: _fast_ok
+    if modes_on() or not plain_args(causal, scale):  # (first: torch.compile traces none of what follows)
         return None
     try:
         qs, ks = q.shape, k.shape
@@ -180,7 +211,7 @@ def _hot(q, k, v, causal, scale, out, lse):
         out = torch.empty_like(q)
     if lse is None:
         lse = torch.empty((b, h, sq), dtype=torch.float32, device=q.device)
-    rc = _launch(_mk_attention, q, k, v, out, lse, b, sq, ks[1], h, ks[2], d, causal, scale, dev)
+    rc = _launch(_mk_attention, q, k, v, out, lse, b, sq, ks[1], h, ks[2], d, causal, scale or 0.0, dev)
     if rc:
         check(rc)
     if out_given is not None or lse_given is not None:
@@ -195,6 +226,7 @@ def attention(q, k, v, causal=False, scale=None, out=None, lse=None):
         if hot is not None:
             return hot
     _validate(q, k, v)
+    causal, scale = causal_arg(causal, "mkernel.attention"), scale_arg(scale, "mkernel.attention")
     _no_autograd(q, k, v, "mkernel.attention")
     out_grad_refused("mkernel.attention", out, lse)
     lse_shape = (q.shape[0], q.shape[2], q.shape[1])
@@ -203,7 +235,7 @@ def attention(q, k, v, causal=False, scale=None, out=None, lse=None):
     if lse is not None:
         _check_lse(lse, lse_shape, q.device, "mkernel.attention")
     if traced("mkernel.attention", q, k, v, out, lse):  # (before _SEEN: symbolic shapes do not hash)
-        return into(torch.ops.mkernel.attention(q, k, v, causal, float(scale or 0.0)), out, lse)
+        return into(torch.ops.mkernel.attention(q, k, v, causal, scale), out, lse)
     if len(_SEEN) >= _SEEN_MAX:  # many distinct shapes (e.g. varying lengths): start over
         _SEEN.clear()
         _LAST[0] = None

@@ -4,7 +4,8 @@
 
 Per rank: q [batch, s_local, heads, head_dim], k and v [batch, s_local, kv_heads, head_dim] (bf16,
 contiguous); returns out (bf16, q's shape) and lse [batch, heads, s_local] (fp32) for this rank's
-queries over the whole sequence. Causal calls take zigzag shards (mkernel.zigzag_shard). One
+queries over the whole sequence. Causal calls (causal a bool) take zigzag shards (mkernel.zigzag_shard: s_local
+even); scale None for 1/sqrt(head_dim), else a finite number > 0; out / lse share no memory with q, k, v. One
 persistent kernel per call; plans are cached per (communicator, shape, causal, scale) and made
 collectively on first use (every rank calls with the same shapes). Forward only (no autograd).
 Registered as the torch custom op mkernel::ring_attention (the communicator as its registry key)
@@ -16,9 +17,10 @@ import torch
 
 from ._lib import MkernelError, check, lib
 from ._ops_c import _need
-from ._attention import _check_lse, _check_out, _fast_io, _no_autograd, _validate, into
+from ._attention import (_check_lse, _check_out, _fast_io, _no_autograd, _validate, causal_arg, into, plain_args,
+                         scale_arg)
 from .ops import _get_device, _stream, bump_version, modes_on, out_grad_refused, traced
-from ._tp_plans import _Plan, _device_check
+from ._tp_plans import _Plan, _device_check, check_aligned, check_apart
 from .tp import _HOT, _compiling, _key, _plan, lookup
 
 __all__ = ["ring_attention", "RingAttention"]
@@ -37,11 +39,13 @@ class RingAttention(_Plan):
                  num_ctas=0):
         h = ctypes.c_void_p()
         check(_need("mk_ring_attn_create", "ring_attention")(
-            comm._h, int(batch), int(s_local), int(heads), int(kv_heads), int(head_dim), int(bool(causal)),
-            float(scale), int(num_comm_ctas), int(num_ctas), ctypes.byref(h)))
+            comm._h, int(batch), int(s_local), int(heads), int(kv_heads), int(head_dim),
+            int(causal_arg(causal, "mkernel.RingAttention")), float(scale), int(num_comm_ctas), int(num_ctas),
+            ctypes.byref(h)))
         self._bind(comm, h)
         self.world = comm.world
         self.shape = (int(batch), int(s_local), int(heads), int(kv_heads) or int(heads), int(head_dim))  # 0: heads
+        self.causal = bool(causal)
 
     def run(self, q, k, v, out=None, lse=None):
         b, s, h, hkv, d = self.shape
@@ -50,7 +54,7 @@ class RingAttention(_Plan):
         if tuple(q.shape) != (b, s, h, d) or tuple(k.shape) != (b, s, hkv, d):
             raise MkernelError(f"mkernel.ring_attention: the plan is for q {(b, s, h, d)}, k/v {(b, s, hkv, d)}; "
                                f"got q {tuple(q.shape)}, k {tuple(k.shape)}")
-        _check_call(q, k, v, out, lse)
+        _check_call(q, k, v, out, lse, self.causal)
         _no_autograd(q, k, v, "mkernel.RingAttention.run")
         res = self._launch(q, k, v, out, lse)
         bump_version(out, lse)
@@ -91,20 +95,36 @@ def _same_positions(q, k):
                            f"(s_local rows; causal: zigzag_shard of each)")
 
 
-def _check_call(q, k, v, out, lse, is_traced=None):
-    """Every check of a call, before any plan is made (making one is collective). is_traced: the caller's
+def _zigzag_even(q, causal):
+    if causal and q.shape[1] % 2:
+        raise MkernelError(f"mkernel.ring_attention: causal calls take zigzag shards (two chunks per rank): s_local "
+                           f"must be even (got q {tuple(q.shape)})")
+
+
+def _check_call(q, k, v, out, lse, causal, is_traced=None):
+    """Every check of a call, before any plan is made (making one is collective) or the plan's launch refuses
+    it on this rank alone: shapes, devices, alignment, out / lse apart from q, k, v. is_traced: the caller's
     traced() of this call, where it has it (None: taken here)."""
+    op = "mkernel.ring_attention"
     _validate(q, k, v)
     _same_positions(q, k)
+    _zigzag_even(q, causal)
     if is_traced is None:
-        is_traced = traced("mkernel.ring_attention", q, k, v, out, lse)
+        is_traced = traced(op, q, k, v, out, lse)
     if not is_traced and q.get_device() != torch.cuda.current_device():
-        raise MkernelError(f"mkernel.ring_attention: q is on {q.device}, the current device (the communicator's) is "
+        raise MkernelError(f"{op}: q is on {q.device}, the current device (the communicator's) is "
                            f"cuda:{torch.cuda.current_device()}")
     if out is not None:
-        _check_out(out, q, "mkernel.ring_attention")
+        _check_out(out, q, op)
     if lse is not None:
-        _check_lse(lse, (q.shape[0], q.shape[2], q.shape[1]), q.device, "mkernel.ring_attention")
+        _check_lse(lse, (q.shape[0], q.shape[2], q.shape[1]), q.device, op)
+    if not is_traced:
+        for name, t in (("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse)):
+            if t is not None:
+                check_aligned(t, name, op)
+        inputs = (("q", q), ("k", k), ("v", v))
+        check_apart(op, "out", out, *inputs)
+        check_apart(op, "lse", lse, *inputs, ("out", out))
 
 
 def _run(q, k, v, key, causal, scale, out=None, lse=None):  # q, k, v, out, lse checked (_check_call)
@@ -123,11 +143,11 @@ def _run(q, k, v, key, causal, scale, out=None, lse=None):  # q, k, v, out, lse 
 # check of dtype, device and layout and the cached plan's launch; anything
 # else (None) takes the full path.
 def _hot(q, k, v, comm, causal, scale, out, lse):
-    if modes_on():  # first (torch.compile traces none of what follows); subclasses: _fast_ok
+    if modes_on() or not plain_args(causal, scale):  # (first: torch.compile traces none of what follows)
         return None
     try:
         qs = q.shape
-        launch = _HOT[("ring_attention", comm._uid, qs, k.shape, v.shape, bool(causal), float(scale or 0.0))]
+        launch = _HOT[("ring_attention", comm._uid, qs, k.shape, v.shape, causal, scale or 0.0)]
         if not comm._h:
             return None
         comm_dev = comm._device
@@ -150,7 +170,7 @@ def _hot(q, k, v, comm, causal, scale, out, lse):
 def _ring_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, comm: int, causal: bool = False,
                        scale: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # any layout from torch.compile's code
-    _check_call(q, k, v, None, None)
+    _check_call(q, k, v, None, None, causal)
     return _run(q, k, v, comm, causal, scale)
 
 
@@ -159,6 +179,7 @@ def _(q, k, v, comm, causal=False, scale=0.0):
     lookup(comm)  # a key that names no communicator fails at trace time
     _validate(q, k, v, meta=True)  # so do bad shapes
     _same_positions(q, k)
+    _zigzag_even(q, causal)
     return q.new_empty(q.shape), q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
 
 
@@ -167,15 +188,16 @@ def ring_attention(q, k, v, comm, causal=False, scale=None, out=None, lse=None):
     hot = _hot(q, k, v, comm, causal, scale, out, lse)
     if hot is not None:
         return hot
-    is_traced = traced("mkernel.ring_attention", q, k, v, out, lse)
-    _check_call(q, k, v, out, lse, is_traced)
-    _no_autograd(q, k, v, "mkernel.ring_attention")
-    out_grad_refused("mkernel.ring_attention", out, lse)
+    op = "mkernel.ring_attention"
+    causal, scale = causal_arg(causal, op), scale_arg(scale, op)
+    is_traced = traced(op, q, k, v, out, lse)
+    _check_call(q, k, v, out, lse, causal, is_traced)
+    _no_autograd(q, k, v, op)
+    out_grad_refused(op, out, lse)
     if is_traced:
-        res = torch.ops.mkernel.ring_attention(q, k, v, _key(comm), bool(causal), float(scale or 0.0))
-        return into(res, out, lse)
+        return into(torch.ops.mkernel.ring_attention(q, k, v, _key(comm), causal, scale), out, lse)
     key = _key(comm)
-    res = _run(q, k, v, key, causal, float(scale or 0.0), out, lse)
+    res = _run(q, k, v, key, causal, scale, out, lse)
     if out is not None or lse is not None:
         bump_version(out, lse)
     return res

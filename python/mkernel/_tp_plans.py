@@ -83,6 +83,26 @@ def check_aligned(t, name, op):
                            f"offset {t.storage_offset()}); call .clone()")
 
 
+def check_apart(op, out_name, out, *named, same_ok=False):
+    """out's bytes share none with any (name, tensor) of `named` (None: skipped): the library writes out while
+    it reads them, and refuses an overlap at launch on this rank alone, after a new shape's plan was made
+    (collective). same_ok: out may be the very same memory as an input of its size (an in-place all_reduce).
+    Contiguous tensors with addresses only (the callers checked them; traced ones are skipped)."""
+    if out is None or not has_address(out):
+        return
+    lo = out.data_ptr()
+    hi = lo + out.numel() * out.element_size()
+    for name, t in named:
+        if t is None or not has_address(t):
+            continue
+        t_lo = t.data_ptr()
+        t_hi = t_lo + t.numel() * t.element_size()
+        if lo < t_hi and t_lo < hi and not (same_ok and lo == t_lo and hi == t_hi):
+            raise MkernelError(f"{op}: {out_name} overlaps {name} in memory ({out_name} is written while {name} "
+                               "is read" + ("; in place, the very same tensor, is allowed" if same_ok else "")
+                               + "); pass a separate tensor")
+
+
 def _device_check(t, name, comm_device=None):
     """`t` is on the current device, and that is the communicator's (`comm_device`; None: not known)."""
     cur = _get_device()

@@ -13,6 +13,8 @@ subclass); forward-mode AD is refused. Ops launch on
 torch.cuda.current_stream(), allocate nothing but their output, never
 synchronise the host, and so are CUDA-graph capturable.
 """
+import operator
+
 import torch
 
 from ._lib import MkernelError, check, lib
@@ -49,6 +51,9 @@ def _validate_gemm(a, b, out):
                            "(torch.nn.Linear weight layout)")
     if out is not None and tuple(out.shape) != (m, n):
         raise MkernelError(f"mkernel.gemm: out must be [{m}, {n}] (got {list(out.shape)})")
+    if n < 64 or n % 64 or k < 64 or k % 64:
+        raise MkernelError(f"mkernel.gemm: n and k must be positive multiples of 64 (got n={n}, k={k}: a "
+                           f"{list(a.shape)}, b {list(b.shape)})")
     if (m > 1 and a.stride(0) != k) or b.stride(0) != k:  # (one row: its row stride is never used)
         raise MkernelError("mkernel.gemm: a and b must be contiguous (row stride == k); call .contiguous()")
     if out is not None and m > 1 and out.stride(0) < n:
@@ -162,6 +167,32 @@ def aligned16(t):
         return True
 
 
+def inputs_grad_refused(op, *inputs):
+    """Raises where autograd is recording and an input (None: skipped) requires grad, for a call with no backward
+    (the explicit plans' methods, forward-only ops): its output would silently carry no gradient back."""
+    if torch.is_grad_enabled() and any(t is not None and getattr(t, "requires_grad", False) for t in inputs):
+        raise MkernelError(f"{op}: no backward here, but an input requires grad and autograd is recording: call it "
+                           "under torch.no_grad() / torch.inference_mode(), on detached inputs, or through the op "
+                           "function (mkernel.gemm_rs, ...), which has a backward")
+
+
+_INT31 = 1 << 31
+
+
+def ctas_arg(n, name="num_compute_ctas", op="mkernel.gemm"):
+    """An SM count as the library takes it (a C int >= 0; 0: all). ctypes would wrap 2**32 to 0 silently and
+    refuse a float with a bare ArgumentError; the library checks the upper bound (the device's SMs)."""
+    try:
+        v = operator.index(n) if not isinstance(n, bool) else None
+    except TypeError:
+        v = None
+    if v is None:
+        raise MkernelError(f"{op}: {name} must be an int (got {type(n).__name__} {n!r})")
+    if not 0 <= v < _INT31:
+        raise MkernelError(f"{op}: {name} must be >= 0 (0: every SM) and a C int (got {v})")
+    return v
+
+
 def out_grad_refused(op, *outs):
     """Raises where autograd is recording and a given out (None: skipped) requires grad: writing it through
     the library would bypass autograd (a leaf overwritten silently, a non-leaf keeping a stale grad_fn), which
@@ -188,14 +219,19 @@ def _gemm_into(a, b, out, num_compute_ctas):
         ok = False
     if not ok:
         _validate_gemm(a, b, out)
+    if num_compute_ctas and not (type(num_compute_ctas) is int and 0 < num_compute_ctas < _INT31):
+        num_compute_ctas = ctas_arg(num_compute_ctas)
     m, k = a.shape
     n = b.shape[0]
     dev = a.get_device()
     ldo, one = out.stride()
     if (b.shape[1] != k or out.shape != (m, n) or a.stride() != (k, 1) or b.stride() != (k, 1) or one != 1
-            or ldo < n or b.get_device() != dev or out.get_device() != dev):
+            or ldo < n or m < 2 or b.get_device() != dev or out.get_device() != dev):
         _validate_gemm(a, b, out)  # raises, or passes a one-row a or out whose row stride is unused
-        ldo = max(ldo, n)  # (a one-row out: any row stride; 0 would mean n to the library anyway)
+        if m < 2:  # (one row: its stride is never used, and the library wants an even one; no row: no work)
+            if not m:
+                return
+            ldo = n
     if dev == _get_device():
         rc = _launch_gemm(a, b, out, m, n, k, ldo, num_compute_ctas, dev)
     else:
@@ -271,9 +307,10 @@ def gemm(a, b, out=None, num_compute_ctas=0):
     if out is None:
         if traced("mkernel.gemm", a, b):
             _validate_gemm(a, b, None)  # (the fake implementation checks nothing: said at trace time)
-            return torch.ops.mkernel.gemm(a, b, num_compute_ctas)
+            return torch.ops.mkernel.gemm(a, b, ctas_arg(num_compute_ctas))
         if grad:
-            return torch.ops.mkernel.gemm(a, b, num_compute_ctas)
+            _validate_gemm(a, b, None)  # (the custom op would index shapes before any check)
+            return torch.ops.mkernel.gemm(a, b, ctas_arg(num_compute_ctas))
         if not (a.dtype is _BF16 and a.is_cuda and a.dim() == 2 and b.dim() == 2):
             _validate_gemm(a, b, None)
         out = a.new_empty((a.shape[0], b.shape[0]))
@@ -284,7 +321,7 @@ def gemm(a, b, out=None, num_compute_ctas=0):
     out_grad_refused("mkernel.gemm", out)
     if traced("mkernel.gemm", a, b, out):
         _validate_gemm(a, b, out)
-        torch.ops.mkernel.gemm_out(a, b, out, num_compute_ctas)
+        torch.ops.mkernel.gemm_out(a, b, out, ctas_arg(num_compute_ctas))
         return out
     _gemm_into(a, b, out, num_compute_ctas)
     bump_version(out)

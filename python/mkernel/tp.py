@@ -35,8 +35,9 @@ from ._ops_c import _need
 from ._plan_cache import close_oldest
 from ._tp_meta import (_COMMS, MAX_RS_RANKS, register, lookup, world, ag_gemm_shapes, gemm_rs_shape,
                        all_gather_shape, reduce_scatter_shape)
-from ._tp_plans import _Plan, _check_shape, _device_check, _ptr, check_aligned
-from .ops import _check_matrix, _fast_ok, _get_device, _stream, bump_version, modes_on, out_grad_refused, traced
+from ._tp_plans import _Plan, _check_shape, _device_check, _ptr, check_aligned, check_apart
+from .ops import (_check_matrix, _fast_ok, _get_device, _stream, bump_version, inputs_grad_refused, modes_on,
+                  out_grad_refused, traced)
 
 __all__ = ["ag_gemm", "gemm_rs", "all_gather", "reduce_scatter", "AgGemm", "GemmRs", "register", "close_plans"]
 
@@ -57,6 +58,7 @@ class AgGemm(_Plan):
         m_local, n, k = self.shape
         self._open(a_local, "a_local")
         out_grad_refused("mkernel.AgGemm.run", out, gathered)
+        inputs_grad_refused("mkernel.AgGemm.run", a_local, b)
         _check_shape(a_local, "a_local", (m_local, k))
         _check_shape(b, "b", (n, k), a_local.device)
         if out is None:
@@ -78,6 +80,7 @@ class AgGemm(_Plan):
         m_local, _, k = self.shape
         self._open(a_local, "a_local")
         out_grad_refused("mkernel.AgGemm.all_gather", out)
+        inputs_grad_refused("mkernel.AgGemm.all_gather", a_local)
         _check_shape(a_local, "a_local", (m_local, k))
         if out is None:
             out = a_local.new_empty((self.world * m_local, k))
@@ -105,6 +108,7 @@ class GemmRs(_Plan):
         m, n, k = self.shape
         self._open(a, "a")
         out_grad_refused("mkernel.GemmRs.run", out)
+        inputs_grad_refused("mkernel.GemmRs.run", a, b)
         _check_shape(a, "a", (m, k))
         _check_shape(b, "b", (n, k), a.device)
         if out is None:
@@ -121,6 +125,7 @@ class GemmRs(_Plan):
         m, n, _ = self.shape
         self._open(x, "x")
         out_grad_refused("mkernel.GemmRs.reduce_scatter", out)
+        inputs_grad_refused("mkernel.GemmRs.reduce_scatter", x)
         _check_shape(x, "x", (m, n))
         if out is None:
             out = x.new_empty((m // self.world, n))
@@ -334,20 +339,23 @@ def _shape(rule, *args):
     return shape
 
 
-def _output(out, shape, like, key):
-    """The call's output (made, or the given `out` checked) after the inputs' device check."""
+def _output(out, shape, like, key, op, *inputs, same_ok=False):
+    """The call's output (made, or the given `out` checked: shape, device, alignment, and apart from the
+    (name, tensor) `inputs`; same_ok: check_apart's) after the inputs' device check."""
     _device_check(like, "the inputs", getattr(lookup(key), "_device", None))
     if out is None:
         return like.new_empty(shape)
     _check_shape(out, "out", shape, like.device)
+    check_apart("mkernel." + op, "out", out, *inputs, same_ok=same_ok)
     return out
 
 
 def _ag_gemm_run(a_local, b, key, out=None, gathered=None, want_gathered=False):
     out_shape, gathered_shape = _shape(ag_gemm_shapes, a_local.shape, b.shape, world(key))
-    out = _output(out, out_shape, a_local, key)
+    out = _output(out, out_shape, a_local, key, "ag_gemm", ("a_local", a_local), ("b", b))
     if gathered is not None:
         _check_shape(gathered, "gathered", gathered_shape, a_local.device)
+        check_apart("mkernel.ag_gemm", "gathered", gathered, ("a_local", a_local), ("b", b), ("out", out))
     elif want_gathered:
         gathered = a_local.new_empty(gathered_shape)
     plan = _plan(AgGemm, key, a_local.shape[0], b.shape[0], a_local.shape[1])
@@ -358,7 +366,7 @@ def _ag_gemm_run(a_local, b, key, out=None, gathered=None, want_gathered=False):
 
 
 def _gemm_rs_run(a, b, key, out=None):
-    out = _output(out, _shape(gemm_rs_shape, a.shape, b.shape, world(key)), a, key)
+    out = _output(out, _shape(gemm_rs_shape, a.shape, b.shape, world(key)), a, key, "gemm_rs", ("a", a), ("b", b))
     plan = _plan(GemmRs, key, a.shape[0], b.shape[0], a.shape[1])
     plan._launch(a, b, out)
     _hot_add("gemm_rs", key, a, b, plan._launch, out.shape)
@@ -366,7 +374,8 @@ def _gemm_rs_run(a, b, key, out=None):
 
 
 def _all_gather_run(a_local, key, out=None):
-    out = _output(out, _shape(all_gather_shape, a_local.shape, world(key)), a_local, key)
+    out = _output(out, _shape(all_gather_shape, a_local.shape, world(key)), a_local, key, "all_gather",
+                  ("a_local", a_local))
     plan = _plan(AgGemm, key, a_local.shape[0], _COLLECTIVE_N, a_local.shape[1])
     plan._launch_all_gather(a_local, out)
     _hot_add("all_gather", key, a_local, None, plan._launch_all_gather, out.shape)
@@ -374,7 +383,7 @@ def _all_gather_run(a_local, key, out=None):
 
 
 def _reduce_scatter_run(x, key, out=None):
-    out = _output(out, _shape(reduce_scatter_shape, x.shape, world(key)), x, key)
+    out = _output(out, _shape(reduce_scatter_shape, x.shape, world(key)), x, key, "reduce_scatter", ("x", x))
     plan = _plan(GemmRs, key, x.shape[0], x.shape[1], _COLLECTIVE_N)
     plan._launch_reduce_scatter(x, out)
     _hot_add("reduce_scatter", key, x, None, plan._launch_reduce_scatter, out.shape)

@@ -18,7 +18,7 @@ import torch
 from ._lib import check, lib
 from ._ops_c import _need
 from ._tp_meta import all_reduce_shape, gemm_ar_shape, world
-from .ops import _stream, bump_version, out_grad_refused
+from .ops import _stream, bump_version, inputs_grad_refused, out_grad_refused
 from ._tp_plans import _Plan
 from .tp import (_COLLECTIVE_N, _check_inputs, _check_meta, _check_out_meta, _check_shape, _dispatch, _grad,
                  _hot, _hot_add, _key, _output, _plan, _shape)
@@ -42,6 +42,7 @@ class GemmAr(_Plan):
         m, n, k = self.shape
         self._open(a, "a")
         out_grad_refused("mkernel.GemmAr.run", out)
+        inputs_grad_refused("mkernel.GemmAr.run", a, b)
         _check_shape(a, "a", (m, k))
         _check_shape(b, "b", (n, k), a.device)
         if out is None:
@@ -58,6 +59,7 @@ class GemmAr(_Plan):
         m, n, _ = self.shape
         self._open(x, "x")
         out_grad_refused("mkernel.GemmAr.all_reduce", out)
+        inputs_grad_refused("mkernel.GemmAr.all_reduce", x)
         _check_shape(x, "x", (m, n))
         if out is None:
             out = x.new_empty((m, n))
@@ -72,7 +74,7 @@ class GemmAr(_Plan):
 # ---- checks and library calls (eager; the custom ops' implementations): as tp.py's --------------
 
 def _gemm_ar_run(a, b, key, out=None):
-    out = _output(out, _shape(gemm_ar_shape, a.shape, b.shape, world(key)), a, key)
+    out = _output(out, _shape(gemm_ar_shape, a.shape, b.shape, world(key)), a, key, "gemm_ar", ("a", a), ("b", b))
     plan = _plan(GemmAr, key, a.shape[0], b.shape[0], a.shape[1])
     plan._launch(a, b, out)
     _hot_add("gemm_ar", key, a, b, plan._launch, out.shape)
@@ -80,7 +82,7 @@ def _gemm_ar_run(a, b, key, out=None):
 
 
 def _all_reduce_run(x, key, out=None):
-    out = _output(out, _shape(all_reduce_shape, x.shape, world(key)), x, key)
+    out = _output(out, _shape(all_reduce_shape, x.shape, world(key)), x, key, "all_reduce", ("x", x), same_ok=True)
     plan = _plan(GemmAr, key, x.shape[0], x.shape[1], _COLLECTIVE_N)
     plan._launch_all_reduce(x, out)
     _hot_add("all_reduce", key, x, None, plan._launch_all_reduce, out.shape)

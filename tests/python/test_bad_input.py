@@ -1,0 +1,306 @@
+"""Bad input to the public ops is refused with a clear MkernelError before the library, and for the collective
+ops before a plan is made (collective: one rank's refusal there would leave the others waiting): attention's and
+ring attention's causal / scale, ring attention's alignment, odd causal shards and out / lse overlapping the inputs,
+the tensor-parallel ops' out / gathered overlapping their inputs, the explicit plans' methods with inputs that
+require grad, and gemm's num_compute_ctas, n / k rules, empty and one-row calls.
+
+No GPU: CPU tensors stand in for CUDA ones (the `cuda_cpu` fixture makes `is_cuda` true and the current device
+-1, a CPU tensor's get_device()), so their addresses are real; every library call and plan creation is replaced by
+a stub that records it or raises `Reached`."""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import mkernel  # noqa: E402
+from mkernel import _attention, _ring_attention, _tp_plans, ops, tp, tp_ar  # noqa: E402
+from test_package import FakeComm  # noqa: E402
+
+BF16 = torch.bfloat16
+
+
+class Reached(Exception):
+    """A stub for the library or a plan's creation was called: the bad input got past the checks."""
+
+
+@pytest.fixture
+def cuda_cpu(monkeypatch):
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    for mod in (ops, _attention, _ring_attention, _tp_plans, tp):
+        if hasattr(mod, "_get_device"):
+            monkeypatch.setattr(mod, "_get_device", lambda: -1)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: -1)
+
+    def plan(cls, key, *shape):
+        raise Reached(f"{cls.__name__}{shape} was made")
+
+    for mod in (tp, tp_ar, _ring_attention):
+        monkeypatch.setattr(mod, "_plan", plan)
+    comm = FakeComm(world=2)
+    comm._device = -1
+    return comm
+
+
+def _empty(*shape, dtype=BF16):
+    return torch.empty(*shape, dtype=dtype)
+
+
+def _misaligned(*shape):
+    """A contiguous bf16 tensor 2 bytes past a 16-byte boundary."""
+    n = _numel(shape)
+    flat = torch.empty(n + 8, dtype=BF16)
+    off = (-flat.data_ptr() % 16) // 2 + 1
+    return flat[off:off + n].view(*shape)
+
+
+# ---- attention and ring attention: causal and scale ------------------------------------------------------------
+
+BAD_CAUSAL = [0.5, "False", None, 1, torch.tensor(True)]
+BAD_SCALE = [0.0, -1.0, float("nan"), float("inf"), "0.1", True, torch.tensor(0.1)]
+
+
+@pytest.mark.parametrize("causal", BAD_CAUSAL, ids=repr)
+def test_attention_refuses_a_causal_that_is_not_a_bool(cuda_cpu, monkeypatch, causal):
+    monkeypatch.setattr(_attention, "_launch", lambda *a: (_ for _ in ()).throw(Reached("launched")))
+    q, k, v = _empty(1, 128, 2, 64), _empty(1, 128, 2, 64), _empty(1, 128, 2, 64)
+    with pytest.raises(mkernel.MkernelError, match="mkernel.attention: causal must be a bool"):
+        mkernel.attention(q, k, v, causal=causal)
+    with pytest.raises(mkernel.MkernelError, match="mkernel.ring_attention: causal must be a bool"):
+        mkernel.ring_attention(q, k, v, cuda_cpu, causal=causal)
+
+
+@pytest.mark.parametrize("scale", BAD_SCALE, ids=repr)
+def test_attention_refuses_a_scale_that_is_not_a_positive_finite_number(cuda_cpu, monkeypatch, scale):
+    monkeypatch.setattr(_attention, "_launch", lambda *a: (_ for _ in ()).throw(Reached("launched")))
+    q, k, v = _empty(1, 128, 2, 64), _empty(1, 128, 2, 64), _empty(1, 128, 2, 64)
+    with pytest.raises(mkernel.MkernelError, match=r"mkernel.attention: scale must be a finite number > 0, or None"):
+        mkernel.attention(q, k, v, scale=scale)
+    with pytest.raises(mkernel.MkernelError, match=r"mkernel.ring_attention: scale must be a finite number > 0"):
+        mkernel.ring_attention(q, k, v, cuda_cpu, scale=scale)
+
+
+def test_attention_fast_path_sends_bad_flags_to_the_checks(cuda_cpu, monkeypatch):
+    # After a good call, the same shapes take the fast path: a bad scale or causal must still be refused there
+    # (scale=0 used to reach the library as its default, 1/sqrt(head_dim)), and good ones reach the library as
+    # it takes them (None: 0.0).
+    calls = []
+    monkeypatch.setattr(_attention, "_launch", lambda fn, *a: calls.append(a[-3:-1]) or 0)
+    monkeypatch.setattr(_attention, "_mk_attention", object())
+    monkeypatch.setattr(_attention, "_SEEN", set())
+    monkeypatch.setattr(_attention, "_LAST", [None])
+    q, k, v = _empty(1, 128, 2, 64), _empty(1, 128, 2, 64), _empty(1, 128, 2, 64)
+    mkernel.attention(q, k, v, scale=0.25)
+    assert _attention._hot(q, k, v, False, 0.5, None, None) is not None, "the fast path was not taken"
+    for bad in ({"scale": 0.0}, {"scale": -0.5}, {"causal": 1}):
+        with pytest.raises(mkernel.MkernelError, match="must be"):
+            mkernel.attention(q, k, v, **bad)
+    mkernel.attention(q, k, v, causal=True)
+    import numpy as np
+    mkernel.attention(q, k, v, scale=np.float32(0.5))
+    assert calls == [(False, 0.25), (False, 0.5), (True, 0.0), (False, 0.5)]
+
+
+# ---- ring attention: before its plan ---------------------------------------------------------------------------
+
+def _ring(comm, q, k=None, v=None, **kw):
+    return mkernel.ring_attention(q, q if k is None else k, q if v is None else v, comm, **kw)
+
+
+def test_ring_attention_checks_alignment_and_overlaps_before_its_plan(cuda_cpu):
+    comm = cuda_cpu
+    q, k, v = _empty(1, 128, 2, 64), _empty(1, 128, 2, 64), _empty(1, 128, 2, 64)
+    lse = _empty(1, 2, 128, dtype=torch.float32)
+    with pytest.raises(mkernel.MkernelError, match="ring_attention: q must start at a 16-byte aligned address"):
+        mkernel.ring_attention(_misaligned(1, 128, 2, 64), k, v, comm)
+    with pytest.raises(mkernel.MkernelError, match="ring_attention: v must start at a 16-byte aligned"):
+        mkernel.ring_attention(q, k, _misaligned(1, 128, 2, 64), comm)
+    with pytest.raises(mkernel.MkernelError, match="ring_attention: out overlaps q"):
+        mkernel.ring_attention(q, k, v, comm, out=q, lse=lse)
+    with pytest.raises(mkernel.MkernelError, match="ring_attention: out overlaps v"):
+        mkernel.ring_attention(q, k, v, comm, out=v)
+    lse_in_k = k.view(-1)[:2 * 2 * 128].view(torch.float32).view(1, 2, 128)
+    with pytest.raises(mkernel.MkernelError, match="ring_attention: lse overlaps k"):
+        mkernel.ring_attention(q, k, v, comm, lse=lse_in_k)
+    out = _empty(1, 128, 2, 64)
+    lse_in_out = out.view(-1)[:2 * 2 * 128].view(torch.float32).view(1, 2, 128)
+    with pytest.raises(mkernel.MkernelError, match="ring_attention: lse overlaps out"):
+        mkernel.ring_attention(q, k, v, comm, out=out, lse=lse_in_out)
+    with pytest.raises(mkernel.MkernelError, match="s_local must be even"):
+        _ring(comm, _empty(1, 127, 2, 64), causal=True)
+    with pytest.raises(Reached):  # the same calls, well formed, get as far as the plan
+        mkernel.ring_attention(q, k, v, comm, out=out, lse=lse, causal=True, scale=0.125)
+    with pytest.raises(Reached):
+        _ring(comm, _empty(1, 127, 2, 64))  # (odd s_local: fine without the zigzag)
+
+
+def test_ring_attention_fake_refuses_an_odd_causal_shard():
+    comm = FakeComm()
+    key = mkernel._tp_meta.register(comm)
+    q = torch.empty(1, 127, 2, 64, dtype=BF16, device="meta")
+    with pytest.raises(mkernel.MkernelError, match="s_local must be even"):
+        torch.ops.mkernel.ring_attention(q, q, q, key, True, 0.0)
+    assert torch.ops.mkernel.ring_attention(q, q, q, key, False, 0.0)[0].shape == q.shape
+
+
+# ---- tensor-parallel ops: out / gathered apart from the inputs, before the plan -----------------------------------
+
+M, N, K = 512, 256, 384
+
+
+def _pair(first, second, shared=8):
+    """Two contiguous bf16 tensors of these shapes in one buffer, the second starting `shared` elements before
+    the first ends (16-byte aligned both: only the overlap is wrong)."""
+    n1, n2 = _numel(first), _numel(second)
+    base = torch.empty(n1 + n2, dtype=BF16)
+    return base[:n1].view(*first), base[n1 - shared:n1 - shared + n2].view(*second)
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def test_tp_ops_refuse_an_out_overlapping_their_inputs_before_the_plan(cuda_cpu):
+    comm = cuda_cpu
+    a, b, x = _empty(M, K), _empty(N, K), _empty(M, N)
+    big = _empty(2 * M, N)
+    b_o, out_b = _pair((N, K), (M, N))
+    a_o, out_a = _pair((M // 2, K), (M, N))
+    x_o, out_x = _pair((M, N), (M, N))
+    cases = [
+        # NCCL-style in place: the input is this rank's block of out
+        (lambda: mkernel.all_gather(big[:M], comm, out=big), "all_gather: out overlaps a_local"),
+        (lambda: mkernel.reduce_scatter(x, comm, out=x[:M // 2]), "reduce_scatter: out overlaps x"),
+        (lambda: mkernel.gemm_rs(a, b, comm, out=a.view(-1)[:M // 2 * N].view(M // 2, N)), "gemm_rs: out overlaps a"),
+        (lambda: mkernel.gemm_ar(_empty(M, K), b_o, comm, out=out_b), "gemm_ar: out overlaps b"),
+        (lambda: mkernel.ag_gemm(a_o, b, comm, out=out_a), "ag_gemm: out overlaps a_local"),
+        (lambda: mkernel.all_reduce(x_o, comm, out=out_x), "all_reduce: out overlaps x .*in place, the very same"),
+    ]
+    for call, pattern in cases:
+        with pytest.raises(mkernel.MkernelError, match=pattern):
+            call()
+    with pytest.raises(Reached):  # in place, the very same tensor: all_reduce only (its library call allows it)
+        mkernel.all_reduce(x, comm, out=x)
+    with pytest.raises(Reached):  # well formed
+        mkernel.gemm_rs(a, b, comm, out=_empty(M // 2, N))
+
+
+def test_ag_gemm_refuses_a_gathered_overlapping_its_inputs_or_out(cuda_cpu):
+    a_local, b = _empty(M // 2, K), _empty(N, K)
+    key = tp._key(cuda_cpu)
+    out, gathered = _pair((M, N), (M, K))
+    with pytest.raises(mkernel.MkernelError, match="ag_gemm: gathered overlaps out"):
+        tp._ag_gemm_run(a_local, b, key, out=out, gathered=gathered)
+    b2, gathered = _pair((N, K), (M, K))
+    with pytest.raises(mkernel.MkernelError, match="ag_gemm: gathered overlaps b"):
+        tp._ag_gemm_run(a_local, b2, key, out=_empty(M, N), gathered=gathered)
+    with pytest.raises(Reached):
+        tp._ag_gemm_run(a_local, b, key, out=_empty(M, N), gathered=_empty(M, K))
+
+
+# ---- explicit plans: no backward -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cls,method,shape,args", [
+    ("AgGemm", "run", (M // 2, N, K), [(M // 2, K), (N, K)]),
+    ("AgGemm", "all_gather", (M // 2, N, K), [(M // 2, K)]),
+    ("GemmRs", "run", (M, N, K), [(M, K), (N, K)]),
+    ("GemmRs", "reduce_scatter", (M, N, K), [(M, N)]),
+    ("GemmAr", "run", (M, N, K), [(M, K), (N, K)]),
+    ("GemmAr", "all_reduce", (M, N, K), [(M, N)]),
+])
+def test_explicit_plans_refuse_inputs_that_require_grad(cuda_cpu, cls, method, shape, args):
+    klass = getattr(mkernel, cls)
+    p = klass.__new__(klass)
+    p._h, p._device, p.world, p.shape = 1, -1, 2, shape
+    launches = []
+    for name in ("_launch", "_launch_all_gather", "_launch_reduce_scatter", "_launch_all_reduce"):
+        setattr(p, name, lambda *t: launches.append(t) or t[-1])
+    try:
+        tensors = [_empty(*s) for s in args]
+        tensors[0].requires_grad_()
+        with pytest.raises(mkernel.MkernelError, match=f"mkernel.{cls}.{method}: no backward here"):
+            getattr(p, method)(*tensors)
+        assert not launches
+        with torch.no_grad():
+            getattr(p, method)(*tensors)
+        assert len(launches) == 1
+    finally:
+        p._h = None  # (no library handle to destroy)
+
+
+# ---- gemm ------------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def gemm_calls(cuda_cpu, monkeypatch):
+    calls = []
+    monkeypatch.setattr(ops, "_launch_gemm", lambda a, b, out, m, n, k, ldo, ctas, dev: calls.append(
+        (m, n, k, ldo, ctas)) or 0)
+    monkeypatch.setattr(ops, "_mk_gemm", object())
+    return calls
+
+
+@pytest.mark.parametrize("ctas,pattern", [(2 ** 32, "must be >= 0 .* and a C int"), (-1, "must be >= 0"),
+                                          (2.0, "must be an int"), (True, "must be an int"), ("8", "must be an int")])
+def test_gemm_refuses_a_bad_num_compute_ctas(gemm_calls, ctas, pattern):
+    a, b, out = _empty(128, 64), _empty(64, 64), _empty(128, 64)
+    with pytest.raises(mkernel.MkernelError, match=f"mkernel.gemm: num_compute_ctas {pattern}"):
+        mkernel.gemm(a, b, out=out, num_compute_ctas=ctas)
+    with pytest.raises(mkernel.MkernelError, match=f"mkernel.gemm: num_compute_ctas {pattern}"):
+        mkernel.gemm(a, b, num_compute_ctas=ctas)
+    assert not gemm_calls
+    import numpy as np
+    mkernel.gemm(a, b, out=out, num_compute_ctas=np.int64(8))
+    assert gemm_calls == [(128, 64, 64, 64, 8)]
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [((128, 0), (64, 0)), ((128, 64), (100, 64)), ((128, 96), (64, 96))])
+def test_gemm_names_the_n_and_k_rule_where_python_checks(gemm_calls, a_shape, b_shape):
+    # Traced (the fake implementation checks nothing: said at trace time) and with autograd (the custom op would
+    # index shapes first); k = 0 eagerly too (it used to read "must be contiguous"). Other eager calls: the
+    # library's own message ("gemm: n must be a positive multiple of 64").
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    rule = "mkernel.gemm: n and k must be positive multiples of 64"
+    with FakeTensorMode():
+        fa, fb = (torch.empty(*s, dtype=BF16, device="cuda") for s in (a_shape, b_shape))
+        with pytest.raises(mkernel.MkernelError, match=rule):
+            mkernel.gemm(fa, fb)
+    with pytest.raises(mkernel.MkernelError, match=rule):
+        mkernel.gemm(_empty(*a_shape).requires_grad_(), _empty(*b_shape))
+    if a_shape[1] == 0:
+        with pytest.raises(mkernel.MkernelError, match=rule):
+            mkernel.gemm(_empty(*a_shape), _empty(*b_shape))
+    assert not gemm_calls
+
+
+def test_gemm_with_no_rows_returns_an_empty_result_without_a_launch(gemm_calls):
+    out = mkernel.gemm(_empty(0, 64), _empty(128, 64))
+    assert out.shape == (0, 128) and out.dtype == BF16
+    mkernel.gemm(_empty(0, 64), _empty(128, 64), out=_empty(0, 128))
+    assert not gemm_calls
+
+
+def test_gemm_one_row_out_of_any_stride_reaches_the_library_with_an_even_one(gemm_calls):
+    out = _empty(2, 193)[:1, :64]  # one row, row stride 193 (odd: the library would refuse it)
+    mkernel.gemm(_empty(1, 64), _empty(64, 64), out=out)
+    assert gemm_calls == [(1, 64, 64, 64, 0)]
+
+
+def test_gemm_autograd_path_checks_before_the_custom_op(cuda_cpu):
+    a = torch.tensor(1.0, dtype=BF16, requires_grad=True)
+    with pytest.raises(mkernel.MkernelError, match="mkernel.gemm: a must be 2-D"):
+        mkernel.gemm(a, _empty(64, 64))
+
+
+def test_check_apart_compares_byte_ranges():
+    x = torch.empty(64, dtype=BF16)
+    ok = torch.empty(64, dtype=BF16)
+    _tp_plans.check_apart("op", "out", ok, ("x", x))
+    _tp_plans.check_apart("op", "out", x[32:], ("x", x[:32]))  # adjacent, not overlapping
+    with pytest.raises(mkernel.MkernelError, match="op: out overlaps x in memory"):
+        _tp_plans.check_apart("op", "out", x[31:], ("x", x[:32]))
+    _tp_plans.check_apart("op", "out", x, ("x", x), same_ok=True)
+    with pytest.raises(mkernel.MkernelError, match="in place, the very same tensor, is allowed"):
+        _tp_plans.check_apart("op", "out", x[:32], ("x", x), same_ok=True)
+    _tp_plans.check_apart("op", "out", None, ("x", x))
+    _tp_plans.check_apart("op", "out", x, ("x", None))
