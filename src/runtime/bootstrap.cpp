@@ -119,6 +119,15 @@ class BootstrapRoot {
     done_ = true;
   }
 
+  // Ranks that joined and have not closed their bootstrap (no goodbye yet).
+  std::vector<int> ranks_open() const {
+    std::vector<int> m;
+    for (const auto& c : conns_)
+      if (c.rank >= 0 && !c.bye) m.push_back(c.rank);
+    std::sort(m.begin(), m.end());
+    return m;
+  }
+
   std::vector<int> ranks_without_hello() const {
     std::vector<int> m;
     for (int r = 0; r < world_; ++r)
@@ -130,7 +139,10 @@ class BootstrapRoot {
     Conn& c = conns_[ci];
     if (h.type == kHello) {
       std::string why;
-      if (h.job != job_) why = "it belongs to another job (bootstrap id / job mismatch)";
+      if (h.job != job_)
+        why = cat("it belongs to another job: its bootstrap id, launch variables or world size differ (it says rank ",
+                  h.rank, " of ", h.world, world_ > 0 ? cat("; this job's ranks say world ", world_) : std::string(),
+                  ")");
       else if (world_ > 0 && h.world != world_)
         why = cat("its world size ", h.world, " differs from ", world_, " given by other ranks");
       else if (h.world < 1 || h.rank < 0 || h.rank >= h.world)
@@ -140,6 +152,13 @@ class BootstrapRoot {
       if (!why.empty()) {
         send_to(c, frame(kError, -1, world_, 0, job_, cat("bootstrap root rejected a rank: ", why)));
         sock::close_fd(c.fd);
+        // Another job's process (a stale one on the port) is only turned away; a rank of this job with another
+        // world size, or a second process claiming a rank, means the job cannot start: the ranks that joined
+        // hear it now, not as a join timeout naming a rank that did connect.
+        if (h.job == job_ && world_ > 0)
+          fail_all(cat("bootstrap root rejected a rank: ", why, "; the job cannot start"));
+        else if (turned_away_.size() < 512)  // (named if the job then times out waiting: that may be the rank)
+          turned_away_ += cat(turned_away_.empty() ? "" : "; ", why);
         return;
       }
       if (world_ == 0) {
@@ -276,8 +295,9 @@ class BootstrapRoot {
           done_ = true;  // connections but no valid hello at all; nobody to tell
         } else {
           fail_all(cat("bootstrap: timed out after ", timeout_ms_, " ms waiting for ranks ",
-                       ranks_to_string(ranks_without_hello()), " of ", world_,
-                       " to join (MK_BOOTSTRAP_TIMEOUT_MS)"));
+                       ranks_to_string(ranks_without_hello()), " of ", world_, " to join (MK_BOOTSTRAP_TIMEOUT_MS)",
+                       turned_away_.empty() ? std::string()
+                                            : cat("; the root turned away a process meanwhile: ", turned_away_)));
         }
       } else if (started_ && first_arrival_ms_ && now - first_arrival_ms_ > timeout_ms_) {
         std::vector<int> missing;
@@ -287,8 +307,24 @@ class BootstrapRoot {
                      " ms waiting for ranks ", ranks_to_string(missing), " (MK_BOOTSTRAP_TIMEOUT_MS)"));
       } else if (started_ && byes_ == world_) {
         done_ = true;
-      } else if (int64_t oc = owner_closed_at_ms_.load(); oc && now - oc > timeout_ms_) {
-        done_ = true;  // the hosting rank left and the others did not follow in time
+      } else if (const int64_t oc = owner_closed_at_ms_.load(); oc) {
+        // The hosting process's last communicator closed: its close waits here (bounded) until every rank
+        // has closed too, so that none is cut off mid-reply. Said when that takes long, and when it ends
+        // without them.
+        if (now - oc > timeout_ms_) {
+          if (started_)
+            log(LogLevel::Warn,
+                cat("bootstrap root: ranks ", ranks_to_string(ranks_open()), " had not closed their communicators ",
+                    timeout_ms_, " ms after this process's (the root's host, rank 0's) closed; it stops waiting for ",
+                    "them (MK_BOOTSTRAP_TIMEOUT_MS)"));
+          done_ = true;
+        } else if (started_ && !slow_close_said_ && now - oc > std::min<int64_t>(kSlowCloseMs, timeout_ms_ / 4)) {
+          slow_close_said_ = true;
+          log(LogLevel::Warn,
+              cat("bootstrap root: this process (rank 0's) closed its communicator and waits for ranks ",
+                  ranks_to_string(ranks_open()), " to close theirs (it hosts the bootstrap root they joined; at most ",
+                  "MK_BOOTSTRAP_TIMEOUT_MS = ", timeout_ms_, " ms)"));
+        }
       }
     }
     for (auto& c : conns_) sock::close_fd(c.fd);
@@ -311,6 +347,9 @@ class BootstrapRoot {
   int byes_ = 0;
   uint64_t round_ = 0;
   int64_t first_arrival_ms_ = 0;
+  bool slow_close_said_ = false;
+  std::string turned_away_;  // why hellos of another job were refused
+  static constexpr int64_t kSlowCloseMs = 5000;  // (or a quarter of the bound, if less)
 };
 
 namespace {
@@ -438,7 +477,11 @@ Bootstrap::Bootstrap(const LaunchInfo& li) : rank_(li.rank), world_(li.world) {
 }
 
 void Bootstrap::connect_and_hello(const std::string& host, int port, uint64_t magic) {
-  fd_ = sock::tcp_connect(host, port, sock::deadline_in_ms(timeout_ms_));
+  try {
+    fd_ = sock::tcp_connect(host, port, sock::deadline_in_ms(timeout_ms_));
+  } catch (const Error& e) {  // (the socket's error names no rank: several ranks' logs read alike)
+    fail("rank ", rank_, " of ", world_, ": ", error_reason(e));
+  }
   // From the connection on (connecting may have taken up to the bound while
   // the root was not up yet): the root's own error, naming missing ranks
   // within timeout_ms_ of the first connection, comes before this one.

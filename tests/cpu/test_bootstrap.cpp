@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -283,7 +284,8 @@ TEST(BootstrapFailure, MissingRootIsReported) {
   auto res = run_ranks(W, {0}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
     setenv("MK_BOOTSTRAP_TIMEOUT_MS", "1000", 1);
     set_env_launch(r, W, port);
-    return expect_error_in([&] { Bootstrap b(*detect_launch()); }, {"could not connect to bootstrap root", "127.0.0.1"},
+    return expect_error_in([&] { Bootstrap b(*detect_launch()); },
+                           {"rank " + std::to_string(r) + " of 3: could not connect to bootstrap root", "127.0.0.1"},
                            out);
   });
   expect_all(res, {0});
@@ -451,6 +453,8 @@ TEST(BootstrapWorldAgain, ASecondBootstrapFromTheSameLaunchJoinsTheNewRoot) {
 }
 
 TEST(BootstrapFailure, WrongWorldSizeIsRejected) {
+  // Another world size makes another job id: the root turns that process away saying what it claimed, and the
+  // job's timeout names the turned-away process beside the rank it waited for.
   const int port = free_port();
   auto res = run_ranks(2, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
     setenv("MK_BOOTSTRAP_TIMEOUT_MS", "1000", 1);
@@ -458,9 +462,50 @@ TEST(BootstrapFailure, WrongWorldSizeIsRejected) {
     LaunchInfo li = *detect_launch();
     if (r == 1) {
       li.world = 3;  // disagrees with rank 0
-      return expect_error_in([&] { Bootstrap b(li); }, {"rejected"}, out);
+      return expect_error_in([&] { Bootstrap b(li); }, {"rejected", "it says rank 1 of 3"}, out);
     }
-    return expect_error_in([&] { Bootstrap b(li); }, {"ranks [1] of 2"}, out);
+    return expect_error_in([&] { Bootstrap b(li); },
+                           {"ranks [1] of 2", "turned away a process meanwhile", "it says rank 1 of 3"}, out);
+  });
+  expect_all(res);
+}
+
+// Rank 0's process hosts the root, so its close waits (bounded) for the other ranks to close: it says so
+// while it waits, and names the ranks it stops waiting for.
+TEST(BootstrapClose, TheRootsHostSaysWhoItWaitsForAtClose) {
+  const int W = 2;
+  const int port = free_port();
+  auto res = run_ranks(W, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "2000", 1);
+    set_env_launch(r, W, port);
+    if (r == 1) {
+      Bootstrap b(*detect_launch());
+      if (check_collectives(b, out)) return 1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // closes after the root's host stopped waiting
+      return 0;
+    }
+    char path[] = "/tmp/mk_boot_close_XXXXXX";
+    const int fd = mkstemp(path);
+    if (fd < 0) return out = "mkstemp failed", 1;
+    unlink(path);
+    const int saved = dup(STDERR_FILENO);
+    dup2(fd, STDERR_FILENO);
+    double close_s = 0;
+    {
+      Bootstrap b(*detect_launch());
+      if (check_collectives(b, out)) return 1;
+      const auto t0 = std::chrono::steady_clock::now();
+      b.close();
+      close_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    dup2(saved, STDERR_FILENO);
+    std::string log(8192, '\0');
+    log.resize(static_cast<size_t>(std::max<ssize_t>(0, pread(fd, log.data(), log.size(), 0))));
+    close(fd);
+    if (close_s < 1.5 || close_s > 4.0) return out = "close took " + std::to_string(close_s) + " s; log: " + log, 1;
+    for (const char* needle : {"waits for ranks [1] to close theirs", "ranks [1] had not closed their communicators"})
+      if (log.find(needle) == std::string::npos) return out = std::string("missing '") + needle + "' in: " + log, 1;
+    return 0;
   });
   expect_all(res);
 }
