@@ -27,8 +27,13 @@ add_test(NAME cpu.fabric_dead_peer_3
   COMMAND ${MK_MKRUN} -n 3 --timeout 60 env MK_NET_TIMEOUT_MS=2000 $<TARGET_FILE:mk_fabric_probe> --provider tcp+ofi_rxm --kill-rank 1)
 add_test(NAME cpu.fabric_unreachable_peer
   COMMAND ${MK_MKRUN} -n 2 --timeout 60 env MK_NET_TIMEOUT_MS=2000 $<TARGET_FILE:mk_fabric_probe> --provider tcp+ofi_rxm --unreachable-rank 1)
+# A rank whose connect fails before its hellos: every rank fails at once naming it (not, after MK_NET_TIMEOUT_MS,
+# calling it unreachable).
+add_test(NAME cpu.fabric_connect_fails_on_one_rank
+  COMMAND ${MK_MKRUN} -n 3 --timeout 60 env MK_NET_TIMEOUT_MS=30000 $<TARGET_FILE:mk_fabric_probe> --provider tcp+ofi_rxm
+          --bad-peer-rank 1 --expect-error "fabric connect: rank 1 could not add its peers' addresses: fabric: rank 1: connect: bad peer rank 1")
 set_tests_properties(cpu.fabric_dead_peer_2 cpu.fabric_dead_peer_3 cpu.fabric_unreachable_peer
-  PROPERTIES LABELS cpu TIMEOUT 90)
+  cpu.fabric_connect_fails_on_one_rank PROPERTIES LABELS cpu TIMEOUT 90)
 
 # Variants: rxm's emulated atomics for Add (tcp;ofi_rxm then grants no WAW
 # ordering, so signals take the deferred path), and a peer that is alive but

@@ -22,6 +22,9 @@
 //                        poll must throw (request age > MK_NET_TIMEOUT_MS)
 //   --unreachable-rank R rank R publishes the address of a closed endpoint;
 //                        the others' connect must fail naming rank R, bounded
+//   --bad-peer-rank R    rank R lists itself as a peer, so its connect fails
+//                        before its hellos (with --expect-error: every rank
+//                        must fail at once naming it, not time out on it)
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -186,7 +189,7 @@ int stream_until_error(Job& j, int victim, int64_t timeout_ms) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int rounds = 16, kill_rank = -1, unreachable_rank = -1;
+  int rounds = 16, kill_rank = -1, unreachable_rank = -1, bad_peer_rank = -1;
   bool stall = false, verbs = false;
   std::string expect_error;  // connect or a registration must fail on every rank with this in its message
   mk::net::fabric::FabricOptions opt;
@@ -204,13 +207,14 @@ int main(int argc, char** argv) {
       opt.provider = p;
     } else if (a == "--kill-rank" && i + 1 < argc) kill_rank = std::atoi(argv[++i]);
     else if (a == "--unreachable-rank" && i + 1 < argc) unreachable_rank = std::atoi(argv[++i]);
+    else if (a == "--bad-peer-rank" && i + 1 < argc) bad_peer_rank = std::atoi(argv[++i]);
     else if (a == "--expect-error" && i + 1 < argc) expect_error = argv[++i];
     else if (a == "--transport" && i + 1 < argc && (argv[i + 1] == std::string("verbs") ||
                                                     argv[i + 1] == std::string("fabric")))
       verbs = argv[++i] == std::string("verbs");
     else {
       std::cerr << "usage: " << argv[0]
-                << " [--rounds N] [--deferred] [--no-atomics] [--provider P] [--prefer-atomics] [--transport fabric|verbs] [--expect-error S] [--kill-rank R | --stall-rank R | --unreachable-rank R]\n";
+                << " [--rounds N] [--deferred] [--no-atomics] [--provider P] [--prefer-atomics] [--transport fabric|verbs] [--expect-error S] [--kill-rank R | --stall-rank R | --unreachable-rank R | --bad-peer-rank R]\n";
       return 2;
     }
   }
@@ -237,6 +241,7 @@ int main(int argc, char** argv) {
     std::vector<int> peers;
     for (int p = 0; p < world; ++p)
       if (p != rank) peers.push_back(p);
+    if (rank == bad_peer_rank) peers.push_back(rank);
 
     if (unreachable_rank >= 0) {
       if (rank == unreachable_rank) {
@@ -247,6 +252,7 @@ int main(int argc, char** argv) {
         dead->close();
         t->close();
         bs.allgather(name);
+        bs.allgather("ok:");  // connect's outcome exchange (step_status): the address was added
         bs.barrier();
         return 0;
       }

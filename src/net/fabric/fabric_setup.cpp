@@ -254,19 +254,32 @@ std::string FabricTransport::peer_addr_str(const std::string& name) const {
 void FabricTransport::connect(Bootstrap& bs, const std::vector<int>& peers) {
   if (closed_) fail("fabric: connect after close");
   auto names = bs.allgather(local_name());
-  std::lock_guard<std::mutex> lk(mu_);
-  for (int p : peers) {
-    if (p < 0 || p >= cfg_.world || p == cfg_.rank)
-      fail("fabric: rank ", cfg_.rank, ": connect: bad peer rank ", p, " (world ", cfg_.world, ")");
-    if (addr_[p] != FI_ADDR_NOTAVAIL) continue;
-    fi_addr_t a = FI_ADDR_NOTAVAIL;
-    int rc = fi_av_insert(av_, names[p].data(), 1, &a, 0, nullptr);
-    if (rc != 1)
-      fail("fabric: rank ", cfg_.rank, ": fi_av_insert of rank ", p, "'s address failed: ",
-           rc < 0 ? fi_api().err(rc) : "not inserted");
-    addr_[p] = a;
-    peers_.push_back(p);
+  // The peers' addresses, then an exchange of every rank's outcome (step_status): a rank failing here never
+  // sends its hellos, and its peers would wait out MK_NET_TIMEOUT_MS and call it unreachable.
+  std::string outcome = step_status::kOk;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    try {
+      for (int p : peers) {
+        if (p < 0 || p >= cfg_.world || p == cfg_.rank)
+          fail("fabric: rank ", cfg_.rank, ": connect: bad peer rank ", p, " (world ", cfg_.world, ")");
+        if (addr_[p] != FI_ADDR_NOTAVAIL) continue;
+        fi_addr_t a = FI_ADDR_NOTAVAIL;
+        int rc = fi_av_insert(av_, names[p].data(), 1, &a, 0, nullptr);
+        if (rc != 1)
+          fail("fabric: rank ", cfg_.rank, ": fi_av_insert of rank ", p, "'s address failed: ",
+               rc < 0 ? fi_api().err(rc) : "not inserted");
+        addr_[p] = a;
+        peers_.push_back(p);
+      }
+    } catch (const std::exception& e) {
+      outcome = step_status::failed(e);
+    }
   }
+  const std::string err =
+      step_status::step_error(bs.allgather(outcome), cfg_.rank, "fabric connect", "could not add its peers' addresses");
+  if (!err.empty()) fail(err);
+  std::lock_guard<std::mutex> lk(mu_);
   // Hello round: RDM providers connect lazily, so a bad or dead peer would
   // otherwise surface only at the first write. Every rank sends one message
   // to each peer and waits (bounded) for its send completions and for a
