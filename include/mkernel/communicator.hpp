@@ -73,7 +73,8 @@ class Communicator {
   // Throws mk::Error for a failed CUDA call, adding the device-side failure
   // record (who waited for what) when there is one.
   void check(int cuda_error, const char* what) const;
-  // The device-side failure record as text, or "" when there is none.
+  // The device-side failure record as text, then the network proxy's first
+  // error (the peer and operation it failed on), or "" when there is neither.
   std::string device_failure() const;
   // Synchronises this rank's GPU (the calling thread's current device is
   // kept). "" when it can still be used; else the fatal CUDA error (a kernel

@@ -74,6 +74,8 @@ class Network {
   const std::vector<int>& rail_peers() const { return rail_peers_; }
   // Throws mk::Error with the proxy's first error, if any.
   void check() const;
+  // The proxy's first error (names the peer, queue and operation), or "".
+  std::string error() const;
   // Payload bytes of the puts this rank's proxy has taken from its command
   // queues since the network was created (counted as the proxy takes each
   // command, so it can lag the kernels: GEMM+RS and GEMM+AR end without a

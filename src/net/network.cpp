@@ -290,9 +290,11 @@ void Network::warn_legacy(const char* op) const {
 }
 
 void Network::check() const {
-  std::string e = proxy_->error();
+  std::string e = error();
   if (!e.empty()) throw Error(e);
 }
+
+std::string Network::error() const { return proxy_ ? proxy_->error() : std::string(); }
 
 uint64_t Network::bytes_put() const {
   uint64_t n = 0;

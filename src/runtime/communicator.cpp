@@ -413,6 +413,11 @@ std::string Communicator::device_failure() const {
   std::string s = format_diag(copy);
   uint32_t ab = *static_cast<const volatile uint32_t*>(host_block_);
   if (s.empty() && ab) s = cat("abort raised by rank ", ab - 1);
+  // The proxy's error names the peer, queue and operation that failed, which the device record cannot (its
+  // own abort, or a kernel's wait for a network queue): without it the caller read only "abort raised by
+  // rank <self>", the cause being in a log line.
+  const std::string net = net_ ? net_->error() : std::string();
+  if (!net.empty()) s += cat(s.empty() ? "" : "; ", "rank ", rank(), "'s network proxy: ", net);
   return s;
 }
 
