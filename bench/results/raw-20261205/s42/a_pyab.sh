@@ -2,11 +2,11 @@
 # "Python host cost"). bench/python_overhead.py --breakdown under torchrun (1 rank), three rounds, each
 # alternating the Python package of 84f47de (before session 40), 13215aa (before session 41) and this commit,
 # all on this commit's library. The older packages: `git archive <commit> python/mkernel` into .carry/pkgs/<commit>.
-# Carries build/bin build/lib .carry/pkgs.
+# Carries build/bin build/lib .carry/pkgs. MK_AB_ROUNDS (default 3) sets the rounds.
 mkdir -p $OUT/a
 source tools/gpu_env.sh
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv > $OUT/a/smi.txt 2>&1
-for round in 1 2 3; do
+for round in $(seq 1 ${MK_AB_ROUNDS:-3}); do
   for v in 84f47de 13215aa head; do
     pp=.carry/pkgs/$v; [ $v = head ] && pp=python
     PYTHONPATH=$pp MK_LIBRARY=build/lib/libmkernel.so timeout 60 torchrun --standalone --nproc_per_node=1 \
