@@ -222,7 +222,8 @@ void Network::deregister_buffer(int id) {
   // registration fail on their side. Waiting for them held a failed rank in
   // a plan's destructor up to the bootstrap bound (60 s: a peer stuck in its
   // own sync never came; bench/results/teardown-after-failure-20261204.md).
-  const cudaError_t e = synchronize_device(comm_.device());
+  const cudaError_t e =
+      synchronize_device(comm_.device(), cat("rank ", comm_.rank(), ": deregistering network region ", id));
   if (e == cudaErrorCudartUnloading) MK_CUDA_CHECK(e);  // the process is exiting: its peers may be gone
   if (cuda_error_is_fatal(e)) {
     log(LogLevel::Warn, cat("rank ", comm_.rank(), ": network region ", id, " deregistered without waiting for the ",

@@ -302,9 +302,10 @@ void Communicator::zero_signals(int base, int n) {
   // Synchronised first: no kernel of this rank may still add to them. On
   // this communicator's GPU, whatever the thread's current one is.
   DeviceScope on(device_);  // (the caller's current device restored)
-  MK_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::string what = cat("rank ", rank(), ": zeroing signals [", base, ", ", base + n, ") of an ended plan");
+  MK_CUDA_CHECK(reported_device_sync(what));
   MK_CUDA_CHECK(cudaMemset(ctx_.signals + base, 0, size_t(n) * sizeof(uint64_t)));
-  MK_CUDA_CHECK(cudaDeviceSynchronize());
+  MK_CUDA_CHECK(reported_device_sync(what));
 }
 
 void Communicator::release_signals(int base, int n) {
@@ -423,7 +424,7 @@ std::string Communicator::device_failure() const {
 
 std::string Communicator::fatal_device_error() const {
   if (device_ < 0) return "";
-  const cudaError_t e = synchronize_device(device_);
+  const cudaError_t e = synchronize_device(device_, cat("rank ", rank(), ": the communicator's teardown check"));
   return cuda_error_is_fatal(e) ? cuda_error_string(e) : std::string();
 }
 

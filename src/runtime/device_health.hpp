@@ -14,6 +14,7 @@
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
 #include "src/runtime/cuda_driver.hpp"
+#include "src/runtime/reported_wait.hpp"
 #include "src/runtime/step_status.hpp"
 
 namespace mk {
@@ -107,12 +108,20 @@ class DeviceScope {
 // cudaDeviceSynchronize on `device`, keeping the calling thread's current
 // device; its result. A non-fatal error is also cleared from the runtime's
 // last error (a fatal one cannot be). Static, as teardown_call: each binary
-// clears the runtime that made the call.
-static inline cudaError_t synchronize_device(int device) {
+// clears the runtime that made the call. A long wait is reported, naming
+// `what` (reported_wait.hpp).
+static inline cudaError_t synchronize_device(int device, const std::string& what) {
   int prev = -1;
   const bool have_prev = cudaGetDevice(&prev) == cudaSuccess;
   cudaError_t e = cudaSetDevice(device);
-  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) {
+    try {
+      const int64_t ms = device_wait_report_ms();
+      run_reported(what, device_work_awaited(device), ms, ms, [&] { e = cudaDeviceSynchronize(); });
+    } catch (const std::exception&) {  // (the report's strings: no memory) the synchronisation, unreported
+      e = cudaDeviceSynchronize();
+    }
+  }
   if (have_prev && prev != device) cudaSetDevice(prev);
   if (e != cudaSuccess && !cuda_error_is_fatal(e)) cudaGetLastError();
   return e;

@@ -279,7 +279,7 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
     a->buf.region.bytes = a->mapped;
     // Symmetric memory starts zeroed: signal pools rely on it.
     MK_CUDA_CHECK(cudaMemset(a->buf.local, 0, a->mapped));
-    MK_CUDA_CHECK(cudaDeviceSynchronize());
+    MK_CUDA_CHECK(reported_device_sync(cat("rank ", bs_.rank(), ": alloc_symmetric (zeroing the new buffer)")));
   } catch (const std::exception& e) {
     mine = failed(e);
   }
@@ -353,7 +353,7 @@ void SymmetricHeap::free(SymmetricBuffer* buf) {
     // This rank's GPU (not the caller's current device) is done with it. A
     // failed device (a fatal error) passes no barrier: the buffer stays
     // mapped until the process ends (Communicator::fatal_device_error).
-    const cudaError_t e = synchronize_device(device_);
+    const cudaError_t e = synchronize_device(device_, cat("rank ", bs_.rank(), ": free_symmetric"));
     if (cuda_error_is_fatal(e))
       fail("free_symmetric: this rank's device failed (", cuda_error_string(e), "): the buffer is not freed, and the ",
            "other ranks are not waited for");

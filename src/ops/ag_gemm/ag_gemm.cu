@@ -26,6 +26,7 @@
 #include "src/ops/ag_gemm/plan_args.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
+#include "src/runtime/reported_wait.hpp"
 
 namespace mk {
 
@@ -131,7 +132,7 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
       // the push's part claims (device/roles/allgather_push.cuh), zero.
       MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 4 * sizeof(uint64_t)));
       MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 4 * sizeof(uint64_t)));
-      MK_CUDA_CHECK(cudaDeviceSynchronize());  // (an error of the memsets, or one left pending, in the check too)
+      MK_CUDA_CHECK(reported_device_sync(cat("rank ", comm.rank(), ": AgGemm plan setup")));  // (an error of the memsets, or one left pending, in the check too)
     });
     // Every rank must make the same plan, with the same signal slots (ranks
     // write into each other's pools by index). Checked once, here.
@@ -147,7 +148,7 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
     }
     // The legacy-stream memset must be done before a launch on any stream
     // (non-blocking streams do not wait for it): plan creation is setup time.
-    MK_CUDA_CHECK(cudaDeviceSynchronize());
+    MK_CUDA_CHECK(reported_device_sync(cat("rank ", comm.rank(), ": AgGemm plan setup")));
   }, [&] { release(); });
 }
 

@@ -16,6 +16,7 @@
 #include "src/ops/ag_gemm/plan_args.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
+#include "src/runtime/reported_wait.hpp"
 
 namespace mk::tp {
 
@@ -175,7 +176,7 @@ inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_
   undo_on_throw([&] {
     args.run([&] {
       rs_alloc_counters(comm.topology(), p);
-      MK_CUDA_CHECK(cudaDeviceSynchronize());  // (an error of the memsets, or one left pending, in the check too)
+      MK_CUDA_CHECK(reported_device_sync(cat("rank ", comm.rank(), ": ", op, " plan setup")));  // (an error of the memsets, or one left pending, in the check too)
     });
     args.exchange(p.signals, p.check, "m x n x k_local");
     rs_alloc_staging(comm, p, extra_slots, staging);
