@@ -303,9 +303,9 @@ void Communicator::zero_signals(int base, int n) {
   // this communicator's GPU, whatever the thread's current one is.
   DeviceScope on(device_);  // (the caller's current device restored)
   const std::string what = cat("rank ", rank(), ": zeroing signals [", base, ", ", base + n, ") of an ended plan");
-  MK_CUDA_CHECK(reported_device_sync(what));
+  MK_DEVICE_SYNC(what);
   MK_CUDA_CHECK(cudaMemset(ctx_.signals + base, 0, size_t(n) * sizeof(uint64_t)));
-  MK_CUDA_CHECK(reported_device_sync(what));
+  MK_DEVICE_SYNC(what);
 }
 
 void Communicator::release_signals(int base, int n) {

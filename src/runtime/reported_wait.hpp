@@ -47,3 +47,11 @@ static inline cudaError_t reported_device_sync(const std::string& what) {
 }
 
 }  // namespace mk
+
+// MK_CUDA_CHECK of reported_device_sync(what): a failure reads "cudaDeviceSynchronize() failed: <error>", as the
+// plain call's did.
+#define MK_DEVICE_SYNC(what)                                                                          \
+  do {                                                                                                \
+    const int mk_sync_err_ = static_cast<int>(::mk::reported_device_sync(what));                      \
+    if (mk_sync_err_ != 0) ::mk::cuda_check_failed(mk_sync_err_, "cudaDeviceSynchronize()", __FILE__, __LINE__); \
+  } while (0)

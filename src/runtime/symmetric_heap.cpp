@@ -279,7 +279,7 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
     a->buf.region.bytes = a->mapped;
     // Symmetric memory starts zeroed: signal pools rely on it.
     MK_CUDA_CHECK(cudaMemset(a->buf.local, 0, a->mapped));
-    MK_CUDA_CHECK(reported_device_sync(cat("rank ", bs_.rank(), ": alloc_symmetric (zeroing the new buffer)")));
+    MK_DEVICE_SYNC(cat("rank ", bs_.rank(), ": alloc_symmetric (zeroing the new buffer)"));
   } catch (const std::exception& e) {
     mine = failed(e);
   }

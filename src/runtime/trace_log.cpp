@@ -40,7 +40,7 @@ std::vector<TraceEvent> TraceLog::read() const {
   if (!buf_) return out;
   const size_t per = 1 + 2 * size_t(cap_);
   std::vector<uint64_t> h(words());
-  MK_CUDA_CHECK(reported_device_sync("reading a plan's device trace"));
+  MK_DEVICE_SYNC("reading a plan's device trace");
   MK_CUDA_CHECK(cudaMemcpy(h.data(), buf_, h.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
   for (int c = 0; c < ctas_; ++c) {
     const uint64_t* mine = h.data() + size_t(c) * per;

@@ -237,6 +237,7 @@ def gemm_calls(cuda_cpu, monkeypatch):
     monkeypatch.setattr(ops, "_launch_gemm", lambda a, b, out, m, n, k, ldo, ctas, dev: calls.append(
         (m, n, k, ldo, ctas)) or 0)
     monkeypatch.setattr(ops, "_mk_gemm", object())
+    monkeypatch.setattr(ops, "_GEMM_WS", {})  # (a cached "no workspace" would call _mk_gemm directly)
     return calls
 
 
@@ -304,3 +305,21 @@ def test_check_apart_compares_byte_ranges():
         _tp_plans.check_apart("op", "out", x[:32], ("x", x), same_ok=True)
     _tp_plans.check_apart("op", "out", None, ("x", x))
     _tp_plans.check_apart("op", "out", x, ("x", None))
+
+
+@pytest.mark.parametrize("ws_bytes", [0, 4096])
+def test_gemm_queries_the_capture_state_only_where_a_workspace_is_needed(cuda_cpu, monkeypatch, ws_bytes):
+    # Host cost: the capture query (~0.3 us) is made only for dimensions whose call takes per-call scratch (the
+    # library's answer, cached per dimensions and device); the others go straight to the library.
+    queries, launched, asked = [], [], []
+    monkeypatch.setattr(ops, "_GEMM_WS", {})
+    monkeypatch.setattr(ops, "_capturing", lambda: queries.append(1) or False)
+    monkeypatch.setattr(ops, "_mk_gemm", lambda *a: launched.append(a[3:8]) or 0)
+    monkeypatch.setattr(ops, "_stream", lambda dev: 0)
+    monkeypatch.setattr(ops, "workspace_bytes", lambda symbol, op, *dims: asked.append(dims) or ws_bytes)
+    a, b, out = _empty(128, 64), _empty(64, 64), _empty(128, 64)
+    for _ in range(3):
+        mkernel.gemm(a, b, out=out, num_compute_ctas=8)
+    assert launched == [(128, 64, 64, 64, 8)] * 3
+    assert asked == [(128, 64, 64, 8)], "the library's answer is asked once per dimensions"
+    assert len(queries) == (3 if ws_bytes else 0)

@@ -132,7 +132,8 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
       // the push's part claims (device/roles/allgather_push.cuh), zero.
       MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 4 * sizeof(uint64_t)));
       MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 4 * sizeof(uint64_t)));
-      MK_CUDA_CHECK(reported_device_sync(cat("rank ", comm.rank(), ": AgGemm plan setup")));  // (an error of the memsets, or one left pending, in the check too)
+      // (an error of the memsets, or one left pending, in the check too)
+      MK_DEVICE_SYNC(cat("rank ", comm.rank(), ": AgGemm plan setup"));
     });
     // Every rank must make the same plan, with the same signal slots (ranks
     // write into each other's pools by index). Checked once, here.
@@ -148,7 +149,7 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
     }
     // The legacy-stream memset must be done before a launch on any stream
     // (non-blocking streams do not wait for it): plan creation is setup time.
-    MK_CUDA_CHECK(reported_device_sync(cat("rank ", comm.rank(), ": AgGemm plan setup")));
+    MK_DEVICE_SYNC(cat("rank ", comm.rank(), ": AgGemm plan setup"));
   }, [&] { release(); });
 }
 

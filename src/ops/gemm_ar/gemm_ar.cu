@@ -155,7 +155,8 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
         tp::alloc_plain_ws(GemmArgs{.m = m, .n = n, .k = k_local, .num_compute_ctas = plain_ctas_}, plain_ws_,
                            plain_ws_bytes_);
       tp::rs_alloc_counters(t, *rs_);
-      MK_CUDA_CHECK(reported_device_sync(cat("rank ", comm.rank(), ": GemmAr plan setup")));  // (an error of the memsets, or one left pending, in the check too)
+      // (an error of the memsets, or one left pending, in the check too)
+      MK_DEVICE_SYNC(cat("rank ", comm.rank(), ": GemmAr plan setup"));
     });
     // Ranks write into each other's words by index: the one-shot part's are compared too.
     args.exchange({&rs_->signals, &os_signals_}, rs_->check + os_check, "m x n x k_local");
@@ -163,7 +164,7 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     if (one_shot_)  // one whole partial result per node peer
       os_staging_ = &comm.alloc_symmetric(size_t(t.local_size - 1) * size_t(os_tiles) * gemm::kBlockM *
                                           gemm::kBlockN * 2);
-    MK_CUDA_CHECK(reported_device_sync(cat("rank ", comm.rank(), ": GemmAr plan setup")));  // the plan's memsets before any stream's launch
+    MK_DEVICE_SYNC(cat("rank ", comm.rank(), ": GemmAr plan setup"));  // the plan's memsets before any stream's launch
   }, [&] { release(); });
 }
 

@@ -108,13 +108,14 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
         tp::alloc_plain_ws(GemmArgs{.m = m, .n = n, .k = k_local, .num_compute_ctas = plain_ctas_}, plain_ws_,
                            plain_ws_bytes_);
       tp::rs_alloc_counters(t, *rs_);
-      MK_CUDA_CHECK(reported_device_sync(cat("rank ", comm.rank(), ": GemmRs plan setup")));  // (an error of the memsets, or one left pending, in the check too)
+      // (an error of the memsets, or one left pending, in the check too)
+      MK_DEVICE_SYNC(cat("rank ", comm.rank(), ": GemmRs plan setup"));
     });
     args.exchange(rs_->signals, rs_->check, "m x n x k_local");
     tp::rs_alloc_staging(comm, *rs_, 0, fused);
     // The legacy-stream memset must be done before a launch on any stream
     // (non-blocking streams do not wait for it): plan creation is setup time.
-    MK_CUDA_CHECK(reported_device_sync(cat("rank ", comm.rank(), ": GemmRs plan setup")));
+    MK_DEVICE_SYNC(cat("rank ", comm.rank(), ": GemmRs plan setup"));
   }, [&] { release(); });
 }
 

@@ -176,7 +176,8 @@ inline RsPlan rs_make_plan(Communicator& comm, const char* op, int64_t m, int64_
   undo_on_throw([&] {
     args.run([&] {
       rs_alloc_counters(comm.topology(), p);
-      MK_CUDA_CHECK(reported_device_sync(cat("rank ", comm.rank(), ": ", op, " plan setup")));  // (an error of the memsets, or one left pending, in the check too)
+      // (an error of the memsets, or one left pending, in the check too)
+      MK_DEVICE_SYNC(cat("rank ", comm.rank(), ": ", op, " plan setup"));
     });
     args.exchange(p.signals, p.check, "m x n x k_local");
     rs_alloc_staging(comm, p, extra_slots, staging);

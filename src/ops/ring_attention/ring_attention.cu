@@ -121,7 +121,8 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
     args.run([&] {  // (its failure too travels in the plan check)
       MK_CUDA_CHECK(cudaMalloc(&epoch_counter_, 4 * sizeof(uint64_t)));
       MK_CUDA_CHECK(cudaMemset(epoch_counter_, 0, 4 * sizeof(uint64_t)));
-      MK_CUDA_CHECK(reported_device_sync(cat("rank ", comm.rank(), ": RingAttention plan setup")));  // (an error of the memsets, or one left pending, in the check too)
+      // (an error of the memsets, or one left pending, in the check too)
+      MK_DEVICE_SYNC(cat("rank ", comm.rank(), ": RingAttention plan setup"));
     });
     args.exchange(signals_, cat(batch, "x", s_local, "x", heads, "x", kv_heads_, "x", head_dim,
                                 causal ? " causal" : " full", " scale ", opt.scale, " (signals ", sig_entry_, ", ",
@@ -134,7 +135,8 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
       net_region_ = net.register_buffer(*gathered_);
       netctx_ = net.device_ctx_ptr();
     }
-    MK_CUDA_CHECK(reported_device_sync(cat("rank ", comm.rank(), ": RingAttention plan setup")));  // the legacy-stream memset before any launch (setup time)
+    // the legacy-stream memset before any launch (setup time)
+    MK_DEVICE_SYNC(cat("rank ", comm.rank(), ": RingAttention plan setup"));
   }, [&] { release(); });
 }
 
