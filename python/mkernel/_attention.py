@@ -10,6 +10,7 @@ lse [batch, heads, seq_q] (fp32, natural log). causal is bottom-right aligned
 1/sqrt(head_dim), else a finite number > 0. Registered as the torch custom op mkernel::attention with a
 fake implementation (torch.compile traces it); no autograd (forward only).
 """
+import ctypes
 import numbers
 
 import torch
@@ -65,30 +66,49 @@ def _validate(q, k, v, meta=False):
 _INF = float("inf")
 
 
+def _type_name(x):
+    t = type(x)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
 def causal_arg(causal, op):
-    """causal as the library takes it: a bool, as torch's is_causal (0.5 or "False" would be read silently as
-    one or the other; the custom op's schema refuses them too)."""
+    """causal as the library takes it: a Python bool, as torch's is_causal (0.5 or "False" would be read
+    silently as one or the other; the custom op's schema refuses them too)."""
     if causal is True or causal is False:
         return causal
-    raise MkernelError(f"{op}: causal must be a bool (got {type(causal).__name__} {causal!r})")
+    raise MkernelError(f"{op}: causal must be a Python bool (got {_type_name(causal)} {causal!r})")
+
+
+def _f32_ok(v):
+    """0 < v < inf as the library's float32 reads it (1e-46 would round to 0, the library's default; 1e39 to
+    inf)."""
+    return 0.0 < ctypes.c_float(v).value < _INF
 
 
 def scale_arg(scale, op):
-    """scale as the library takes it: None -> 0.0 (the library's 1/sqrt(head_dim)); else a finite real > 0.
-    0 would read as the default (torch's scale=0 means uniform weights) and the kernel's softmax takes a
-    positive scale."""
+    """scale as the library takes it: None -> 0.0 (the library's 1/sqrt(head_dim)); else a finite real > 0 in
+    float32 (a Python or numpy number, or a 0-d real tensor, as torch's SDPA takes). 0 would read as the
+    default (torch's scale=0 means uniform weights) and the kernel's softmax takes a positive scale."""
     if scale is None:
         return 0.0
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not 0.0 < float(scale) < _INF:
-        raise MkernelError(f"{op}: scale must be a finite number > 0, or None for 1/sqrt(head_dim) (got "
-                           f"{type(scale).__name__} {scale!r})")
-    return float(scale)
+    v = None
+    if isinstance(scale, torch.Tensor):
+        if scale.dim() == 0 and not scale.is_complex() and scale.dtype is not torch.bool:
+            v = float(scale)  # (a tensor on a GPU: a copy to the host, as any float() of it)
+    elif isinstance(scale, numbers.Real) and not isinstance(scale, bool):
+        v = float(scale)
+    if v is None or not _f32_ok(v):
+        raise MkernelError(f"{op}: scale must be a finite number > 0 (in float32), or None for 1/sqrt(head_dim) "
+                           f"(got {_type_name(scale)} {scale!r})")
+    return v
 
 
 def plain_args(causal, scale):
-    """The fast paths' check of causal and scale: as causal_arg / scale_arg would pass them, without their
-    conversions (False sends the call to the full path, which says what is wrong)."""
-    return (causal is True or causal is False) and (scale is None or (type(scale) is float and 0.0 < scale < _INF))
+    """The fast paths' check of causal and scale: as causal_arg / scale_arg would pass them, for a Python (or
+    numpy float64) scale in float32's normal range; anything else (False) takes the full path, which converts
+    it or says what is wrong."""
+    return (causal is True or causal is False) and (scale is None or (isinstance(scale, float)
+                                                                      and 1.2e-38 < scale < 3.4e38))
 
 
 def _no_autograd(q, k, v, op):
@@ -211,7 +231,8 @@ def _hot(q, k, v, causal, scale, out, lse):
         out = torch.empty_like(q)
     if lse is None:
         lse = torch.empty((b, h, sq), dtype=torch.float32, device=q.device)
-    rc = _launch(_mk_attention, q, k, v, out, lse, b, sq, ks[1], h, ks[2], d, causal, scale or 0.0, dev)
+    rc = _launch(_mk_attention, q, k, v, out, lse, b, sq, ks[1], h, ks[2], d, causal,
+                 0.0 if scale is None else float(scale), dev)
     if rc:
         check(rc)
     if out_given is not None or lse_given is not None:

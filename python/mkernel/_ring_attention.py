@@ -102,9 +102,11 @@ def _zigzag_even(q, causal):
 
 
 def _check_call(q, k, v, out, lse, causal, is_traced=None):
-    """Every check of a call, before any plan is made (making one is collective) or the plan's launch refuses
-    it on this rank alone: shapes, devices, alignment, out / lse apart from q, k, v. is_traced: the caller's
-    traced() of this call, where it has it (None: taken here)."""
+    """The full path's checks of a call, before any plan is made (making one is collective): shapes, devices,
+    alignment, out / lse apart from q, k, v. A steady-state call (_hot) checks only dtype, device, layout and
+    shapes; the library refuses a misaligned or overlapping one at launch, on that rank alone (its peers then
+    wait until MK_TIMEOUT_MS, as for any per-call error). is_traced: the caller's traced() of this call, where it
+    has it (None: taken here)."""
     op = "mkernel.ring_attention"
     _validate(q, k, v)
     _same_positions(q, k)
@@ -147,7 +149,7 @@ def _hot(q, k, v, comm, causal, scale, out, lse):
         return None
     try:
         qs = q.shape
-        launch = _HOT[("ring_attention", comm._uid, qs, k.shape, v.shape, causal, scale or 0.0)]
+        launch = _HOT[("ring_attention", comm._uid, qs, k.shape, v.shape, causal, 0.0 if scale is None else scale)]
         if not comm._h:
             return None
         comm_dev = comm._device

@@ -223,19 +223,21 @@ def _gemm_into(a, b, out, num_compute_ctas):
         ok = False
     if not ok:
         _validate_gemm(a, b, out)
-    if num_compute_ctas and not (type(num_compute_ctas) is int and 0 < num_compute_ctas < _INT31):
+    if type(num_compute_ctas) is not int or not 0 <= num_compute_ctas < _INT31:  # (ctypes would wrap or refuse)
         num_compute_ctas = ctas_arg(num_compute_ctas)
     m, k = a.shape
     n = b.shape[0]
     dev = a.get_device()
     ldo, one = out.stride()
     if (b.shape[1] != k or out.shape != (m, n) or a.stride() != (k, 1) or b.stride() != (k, 1) or one != 1
-            or ldo < n or m < 2 or b.get_device() != dev or out.get_device() != dev):
+            or ldo < n or b.get_device() != dev or out.get_device() != dev):
         _validate_gemm(a, b, out)  # raises, or passes a one-row a or out whose row stride is unused
-        if m < 2:  # (one row: its stride is never used, and the library wants an even one; no row: no work)
-            if not m:
-                return
-            ldo = n
+        ldo = max(ldo, n)
+    if m < 2:  # one row: its stride is never used (the library wants an even one); no row: no work
+        if not m:
+            _validate_gemm(a, b, out)  # (the rules still hold: e.g. k a multiple of 64)
+            return
+        ldo = n
     if dev == _get_device():
         ws = _GEMM_WS.get((m, n, k, num_compute_ctas, dev))  # (inline: the steady state's call costs a lookup)
         if ws is False:  # needs no workspace: never the capture query

@@ -83,6 +83,8 @@ class BootstrapRoot {
   }
   ~BootstrapRoot() { join(); }
   void owner_closed() { owner_closed_at_ms_.store(now_ms()); }
+  // The last user of the root in its process closed and now waits for the root (Bootstrap::finish_root).
+  void host_waits() { host_waits_at_ms_.store(now_ms()); }
   // Ends the root within one poll period (process exit).
   void stop() { stop_.store(true); }
   void join() {
@@ -308,22 +310,23 @@ class BootstrapRoot {
       } else if (started_ && byes_ == world_) {
         done_ = true;
       } else if (const int64_t oc = owner_closed_at_ms_.load(); oc) {
-        // The hosting process's last communicator closed: its close waits here (bounded) until every rank
-        // has closed too, so that none is cut off mid-reply. Said when that takes long, and when it ends
-        // without them.
+        // A user of the root in its process closed. When the last one did (host_waits), its close waits here
+        // (bounded) until every rank has closed too, so that none is cut off mid-reply: said when that takes
+        // long, and when it ends without them.
+        const int64_t hw = host_waits_at_ms_.load();
         if (now - oc > timeout_ms_) {
-          if (started_)
+          if (started_ && hw)
             log(LogLevel::Warn,
                 cat("bootstrap root: ranks ", ranks_to_string(ranks_open()), " had not closed their communicators ",
-                    timeout_ms_, " ms after this process's (the root's host, rank 0's) closed; it stops waiting for ",
-                    "them (MK_BOOTSTRAP_TIMEOUT_MS)"));
+                    timeout_ms_, " ms after the process hosting the bootstrap root closed its own; it stops waiting ",
+                    "for them (MK_BOOTSTRAP_TIMEOUT_MS)"));
           done_ = true;
-        } else if (started_ && !slow_close_said_ && now - oc > std::min<int64_t>(kSlowCloseMs, timeout_ms_ / 4)) {
+        } else if (started_ && hw && !slow_close_said_ && now - hw > std::min<int64_t>(kSlowCloseMs, timeout_ms_ / 4)) {
           slow_close_said_ = true;
           log(LogLevel::Warn,
-              cat("bootstrap root: this process (rank 0's) closed its communicator and waits for ranks ",
-                  ranks_to_string(ranks_open()), " to close theirs (it hosts the bootstrap root they joined; at most ",
-                  "MK_BOOTSTRAP_TIMEOUT_MS = ", timeout_ms_, " ms)"));
+              cat("bootstrap root: the process hosting the bootstrap root closed its communicator and waits for ",
+                  "ranks ", ranks_to_string(ranks_open()), " to close theirs (at most MK_BOOTSTRAP_TIMEOUT_MS = ",
+                  timeout_ms_, " ms)"));
         }
       }
     }
@@ -337,6 +340,7 @@ class BootstrapRoot {
   std::thread thread_;
   std::mutex join_mu_;
   std::atomic<int64_t> owner_closed_at_ms_{0};
+  std::atomic<int64_t> host_waits_at_ms_{0};
   std::atomic<bool> stop_{false};
   std::vector<Conn> conns_;
   std::vector<int> rank_conn_;
@@ -605,6 +609,7 @@ void Bootstrap::leave(uint32_t type, const std::string& why) {
 void Bootstrap::finish_root() {
   if (!root_) return;
   root_->owner_closed();
+  root_->host_waits();
   root_->join();
   std::lock_guard<std::mutex> g(registry().mu);
   for (auto it = registry().roots.begin(); it != registry().roots.end(); ++it)

@@ -252,7 +252,7 @@ int main(int argc, char** argv) {
         dead->close();
         t->close();
         bs.allgather(name);
-        bs.allgather("ok:");  // connect's outcome exchange (step_status): the address was added
+        bs.allgather("fabric-connect-ok:");  // connect's outcome exchange (step_status): the address was added
         bs.barrier();
         return 0;
       }

@@ -503,9 +503,25 @@ TEST(BootstrapClose, TheRootsHostSaysWhoItWaitsForAtClose) {
     log.resize(static_cast<size_t>(std::max<ssize_t>(0, pread(fd, log.data(), log.size(), 0))));
     close(fd);
     if (close_s < 1.5 || close_s > 4.0) return out = "close took " + std::to_string(close_s) + " s; log: " + log, 1;
-    for (const char* needle : {"waits for ranks [1] to close theirs", "ranks [1] had not closed their communicators"})
+    for (const char* needle : {"process hosting the bootstrap root closed its communicator and waits for ranks [1] "
+                               "to close theirs",
+                               "ranks [1] had not closed their communicators"})
       if (log.find(needle) == std::string::npos) return out = std::string("missing '") + needle + "' in: " + log, 1;
     return 0;
+  });
+  expect_all(res);
+}
+
+// Two processes of one job claiming one rank: the job cannot start, and every rank hears it at once (not as a
+// join timeout).
+TEST(BootstrapFailure, ADuplicateRankFailsTheJobAtOnce) {
+  const int W = 3;
+  const int port = free_port();
+  auto res = run_ranks(W, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "8000", 1);
+    set_env_launch(r == 2 ? 1 : r, W, port);  // ranks 1 and 2 both say rank 1
+    return expect_error_within(4.0, [&] { Bootstrap b(*detect_launch()); },
+                               {"rank 1 already joined (two processes claim the same rank)"}, out);
   });
   expect_all(res);
 }

@@ -65,7 +65,7 @@ TEST(ReportedWait, ALongWaitIsReportedWhileItLasts) {
   EXPECT_NE(log.find("still waiting after 0.2 s"), std::string::npos) << log;
   const size_t reports = count(log, "still waiting after");
   EXPECT_GE(reports, 3u) << log;
-  EXPECT_LE(reports, 4u) << log;  // (none once the wait returned)
+  EXPECT_LE(reports, 5u) << log;  // (none once the wait returned; slack for a loaded machine)
 }
 
 TEST(ReportedWait, AShortWaitSaysNothing) {

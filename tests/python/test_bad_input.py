@@ -54,17 +54,17 @@ def _misaligned(*shape):
 
 # ---- attention and ring attention: causal and scale ------------------------------------------------------------
 
-BAD_CAUSAL = [0.5, "False", None, 1, torch.tensor(True)]
-BAD_SCALE = [0.0, -1.0, float("nan"), float("inf"), "0.1", True, torch.tensor(0.1)]
+BAD_CAUSAL = [0.5, "False", None, 1, torch.tensor(True), __import__("numpy").bool_(True)]
+BAD_SCALE = [0.0, -1.0, float("nan"), float("inf"), 1e39, "0.1", True, torch.tensor([0.1]), torch.tensor(True)]
 
 
 @pytest.mark.parametrize("causal", BAD_CAUSAL, ids=repr)
 def test_attention_refuses_a_causal_that_is_not_a_bool(cuda_cpu, monkeypatch, causal):
     monkeypatch.setattr(_attention, "_launch", lambda *a: (_ for _ in ()).throw(Reached("launched")))
     q, k, v = _empty(1, 128, 2, 64), _empty(1, 128, 2, 64), _empty(1, 128, 2, 64)
-    with pytest.raises(mkernel.MkernelError, match="mkernel.attention: causal must be a bool"):
+    with pytest.raises(mkernel.MkernelError, match="mkernel.attention: causal must be a Python bool"):
         mkernel.attention(q, k, v, causal=causal)
-    with pytest.raises(mkernel.MkernelError, match="mkernel.ring_attention: causal must be a bool"):
+    with pytest.raises(mkernel.MkernelError, match="mkernel.ring_attention: causal must be a Python bool"):
         mkernel.ring_attention(q, k, v, cuda_cpu, causal=causal)
 
 
@@ -72,7 +72,7 @@ def test_attention_refuses_a_causal_that_is_not_a_bool(cuda_cpu, monkeypatch, ca
 def test_attention_refuses_a_scale_that_is_not_a_positive_finite_number(cuda_cpu, monkeypatch, scale):
     monkeypatch.setattr(_attention, "_launch", lambda *a: (_ for _ in ()).throw(Reached("launched")))
     q, k, v = _empty(1, 128, 2, 64), _empty(1, 128, 2, 64), _empty(1, 128, 2, 64)
-    with pytest.raises(mkernel.MkernelError, match=r"mkernel.attention: scale must be a finite number > 0, or None"):
+    with pytest.raises(mkernel.MkernelError, match=r"mkernel.attention: scale must be a finite number > 0 \(in float32\), or None"):
         mkernel.attention(q, k, v, scale=scale)
     with pytest.raises(mkernel.MkernelError, match=r"mkernel.ring_attention: scale must be a finite number > 0"):
         mkernel.ring_attention(q, k, v, cuda_cpu, scale=scale)
@@ -96,7 +96,12 @@ def test_attention_fast_path_sends_bad_flags_to_the_checks(cuda_cpu, monkeypatch
     mkernel.attention(q, k, v, causal=True)
     import numpy as np
     mkernel.attention(q, k, v, scale=np.float32(0.5))
-    assert calls == [(False, 0.25), (False, 0.5), (True, 0.0), (False, 0.5)]
+    assert _attention._hot(q, k, v, False, np.float64(0.125), None, None) is not None, "numpy float64: fast path"
+    mkernel.attention(q, k, v, scale=torch.tensor(0.25))  # a 0-d tensor, as torch's SDPA takes
+    with pytest.raises(mkernel.MkernelError, match="in float32"):
+        mkernel.attention(q, k, v, scale=1e-46)  # float32 rounds it to 0: the library's default
+    assert calls == [(False, 0.25), (False, 0.5), (True, 0.0), (False, 0.5), (False, 0.125), (False, 0.25)]
+    assert all(type(c[1]) is float for c in calls)
 
 
 # ---- ring attention: before its plan ---------------------------------------------------------------------------
@@ -285,6 +290,20 @@ def test_gemm_one_row_out_of_any_stride_reaches_the_library_with_an_even_one(gem
     out = _empty(2, 193)[:1, :64]  # one row, row stride 193 (odd: the library would refuse it)
     mkernel.gemm(_empty(1, 64), _empty(64, 64), out=out)
     assert gemm_calls == [(1, 64, 64, 64, 0)]
+
+
+def test_gemm_one_row_calls_take_the_fast_path(gemm_calls, monkeypatch):
+    # (decode: m = 1 in the steady state; the full checks cost ~3 us there)
+    checked = []
+    monkeypatch.setattr(ops, "_validate_gemm", lambda *a: checked.append(1))
+    mkernel.gemm(_empty(1, 64), _empty(64, 64), out=_empty(1, 64))
+    assert not checked and gemm_calls == [(1, 64, 64, 64, 0)]
+
+
+@pytest.mark.parametrize("ctas", [0.0, None])
+def test_gemm_refuses_a_falsy_num_compute_ctas_that_is_not_an_int(gemm_calls, ctas):
+    with pytest.raises(mkernel.MkernelError, match="num_compute_ctas must be an int"):
+        mkernel.gemm(_empty(128, 64), _empty(64, 64), out=_empty(128, 64), num_compute_ctas=ctas)
 
 
 def test_gemm_autograd_path_checks_before_the_custom_op(cuda_cpu):

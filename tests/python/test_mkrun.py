@@ -30,7 +30,7 @@ def test_timeout_names_the_running_ranks_and_kills_one_ignoring_sigterm():
     r, took = run("-n", "2", "--timeout", "2", "--", sys.executable, "-c", code)
     assert r.returncode == 124, r.stderr
     assert "timed out after 2 s; ranks still running: [1]; stopping them" in r.stderr
-    assert 2 <= took < 30  # 2 s, then 3 s of grace before SIGKILL
+    assert 4.5 <= took < 30, took  # 2 s, then the 3 s of grace SIGTERM got before SIGKILL ended the rank
 
 
 def test_every_rank_skipped_is_a_skip():

@@ -256,7 +256,10 @@ void FabricTransport::connect(Bootstrap& bs, const std::vector<int>& peers) {
   auto names = bs.allgather(local_name());
   // The peers' addresses, then an exchange of every rank's outcome (step_status): a rank failing here never
   // sends its hellos, and its peers would wait out MK_NET_TIMEOUT_MS and call it unreachable.
-  std::string outcome = step_status::kOk;
+  // (its own tags: a rank at another collective step here, e.g. a registration's "ok:<keys>", reads as out of
+  // step, not as connected)
+  const step_status::Tags tags{"fabric-connect-ok:", "fabric-connect-failed:"};
+  std::string outcome = tags.ok;
   {
     std::lock_guard<std::mutex> lk(mu_);
     try {
@@ -273,11 +276,12 @@ void FabricTransport::connect(Bootstrap& bs, const std::vector<int>& peers) {
         peers_.push_back(p);
       }
     } catch (const std::exception& e) {
-      outcome = step_status::failed(e);
+      outcome = step_status::failed(e, tags);
     }
   }
   const std::string err =
-      step_status::step_error(bs.allgather(outcome), cfg_.rank, "fabric connect", "could not add its peers' addresses");
+      step_status::step_error(bs.allgather(outcome), cfg_.rank, "fabric connect", "could not add its peers' addresses",
+                              tags);
   if (!err.empty()) fail(err);
   std::lock_guard<std::mutex> lk(mu_);
   // Hello round: RDM providers connect lazily, so a bad or dead peer would
