@@ -1,7 +1,7 @@
 # call D (session 42): after calls A-C. mk_gpu_tests (its TpSingleRank.ARefusedCudaCallLeavesNoErrorForTheNextRun
 # failed in call B: the refused device sync's message named reported_device_sync; MK_DEVICE_SYNC keeps
 # "cudaDeviceSynchronize() failed"), the torch ops' GPU tests (gemm's new fast path: the cached workspace need
-# skips the capture query), then python_overhead.py alternating 84f47de's package and this one, two rounds.
+# skips the capture query), then python_overhead.py alternating 84f47de's package and this one, MK_AB_ROUNDS rounds (default 2).
 # Carries build/bin build/lib .carry/pkgs.
 mkdir -p $OUT/d
 source tools/gpu_env.sh
@@ -10,7 +10,7 @@ timeout --foreground 120 build/bin/mk_gpu_tests > $OUT/d/mk_gpu_tests.log 2>&1; 
 grep -h "PASSED\|FAILED" $OUT/d/mk_gpu_tests.log | head -8
 PYTHONPATH=python MK_LIBRARY=build/lib/libmkernel.so timeout --foreground 150 python3 -m pytest -q -rs -p no:cacheprovider \
   tests/python/gpu/test_ops_gpu.py > $OUT/d/pytest_ops.log 2>&1; echo "pytest test_ops_gpu rc=$?"; tail -2 $OUT/d/pytest_ops.log
-for round in 1 2; do
+for round in $(seq 1 ${MK_AB_ROUNDS:-2}); do
   for v in 84f47de head; do
     pp=.carry/pkgs/$v; [ $v = head ] && pp=python
     PYTHONPATH=$pp MK_LIBRARY=build/lib/libmkernel.so timeout 60 torchrun --standalone --nproc_per_node=1 \
