@@ -42,9 +42,12 @@ class Bootstrap {
   int world() const { return world_; }
 
   // Every rank contributes a blob (sizes may differ); all get all, by rank.
-  std::vector<std::string> allgather(const std::string& mine);
-  void barrier();
-  std::string broadcast(const std::string& data, int root);
+  // `step` (optional) names the caller's step in this rank's error when the
+  // collective fails ("rank 1 (in alloc_symmetric): ... waiting for ranks
+  // [2]"): ranks at different steps then say which each was in.
+  std::vector<std::string> allgather(const std::string& mine, const char* step = nullptr);
+  void barrier(const char* step = nullptr);
+  std::string broadcast(const std::string& data, int root, const char* step = nullptr);
   // Leaves the job (also done by the destructor). Peers that still wait get
   // an error naming this rank only if they wait on it.
   void close();

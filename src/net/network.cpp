@@ -38,7 +38,7 @@ Network::Network(Communicator& comm) : comm_(comm) {
     transports.push_back(net::make_transport(tc));
     if (i == 0) {
       name_ = transports[0]->name();
-      auto names = comm.bootstrap().allgather(family(name_));
+      auto names = comm.bootstrap().allgather(family(name_), "the network's transport names");
       for (int r = 0; r < t.world; ++r)
         if (names[r] != names[t.rank])
           fail("ranks chose different network transports (rank ", t.rank, ": ", names[t.rank], ", rank ", r, ": ",
@@ -132,7 +132,7 @@ Network::Network(Communicator& comm) : comm_(comm) {
                                           ctx_.agent, proxy_calls_cuda_);
   // The same on every rank (the largest): plans size their grids from it,
   // and ranks on GPUs with and without MPS must still make the same plan.
-  for (const std::string& v : comm.bootstrap().allgather(std::to_string(ctx_.free_sms)))
+  for (const std::string& v : comm.bootstrap().allgather(std::to_string(ctx_.free_sms), "the network's free SMs"))
     ctx_.free_sms = std::max(ctx_.free_sms, std::stoi(v));
   const std::string queues = net::work_queue_warning(family(name_), proxy_calls_cuda_, mps != 0,
                                                      process_env()("CUDA_DEVICE_MAX_CONNECTIONS"));
@@ -143,7 +143,7 @@ Network::Network(Communicator& comm) : comm_(comm) {
                             ")"));
   MK_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ctx_dev_), sizeof(net::NetCtx)));
   sync_device_ctx();
-  comm.bootstrap().barrier();
+  comm.bootstrap().barrier("the network's set-up");
   log(LogLevel::Info, cat("rank ", t.rank, ": network ", name_, ", ", peers_.size(), " peers, ", threads, " proxy thread(s)"));
 }
 
@@ -239,7 +239,8 @@ void Network::deregister_buffer(int id) {
     // Tagged apart from the other steps' answers (step_status::Tags): a rank
     // in another exchange at this point reads them as out of step.
     constexpr step_status::Tags kTags{"deregister-ok:", "deregister-failed:"};
-    const std::string err = step_status::step_error(comm_.bootstrap().allgather(sync_answer(e, kTags)), comm_.rank(),
+    const std::string err = step_status::step_error(comm_.bootstrap().allgather(sync_answer(e, kTags), "deregister_buffer"),
+                                                    comm_.rank(),
                                                     cat("deregister_buffer of network region ", id),
                                                     "could not finish with it (the region stays registered on every "
                                                     "rank)", kTags);

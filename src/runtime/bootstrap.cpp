@@ -520,9 +520,11 @@ void Bootstrap::hello(uint64_t magic, sock::Deadline dl) {
   if (h.type != kWelcome) fail("bootstrap: unexpected reply ", h.type, " to hello");
 }
 
-std::vector<std::string> Bootstrap::allgather(const std::string& mine) {
+std::vector<std::string> Bootstrap::allgather(const std::string& mine, const char* step) {
   if (world_ == 1) return {mine};
-  if (fd_ < 0) fail("rank ", rank_, ": bootstrap used after close()");
+  // "rank R" or "rank R (in <step>)": who, and where it was, in every error below.
+  const std::string me = step ? cat("rank ", rank_, " (in ", step, ")") : cat("rank ", rank_);
+  if (fd_ < 0) fail(me, ": bootstrap used after close()");
   auto dl = sock::deadline_in_ms(timeout_ms_ + kClientGraceMs);
   // The root names late or dead ranks itself (kError) within timeout_ms_; a
   // socket timeout here means the root itself did not answer: say so, and
@@ -533,9 +535,9 @@ std::vector<std::string> Bootstrap::allgather(const std::string& mine) {
     } catch (const Error& e) {
       const std::string why = error_reason(e);
       if (sock::ms_left(dl) > 0)  // not the deadline: the connection failed (reset, closed mid-message)
-        fail("rank ", rank_, ": bootstrap collective #", seq_, ": lost the connection to the root (in rank 0's process: ",
-             why, "); rank 0 died?");
-      fail("rank ", rank_, ": bootstrap collective #", seq_, ": the root (in rank 0's process) did not answer within ",
+        fail(me, ": bootstrap collective #", seq_, ": lost the connection to the root (in rank 0's process: ", why,
+             "); rank 0 died?");
+      fail(me, ": bootstrap collective #", seq_, ": the root (in rank 0's process) did not answer within ",
            timeout_ms_ + kClientGraceMs, " ms (", why, "): rank 0 stopped, hung or unreachable (MK_BOOTSTRAP_TIMEOUT_MS)");
     }
   };
@@ -543,13 +545,13 @@ std::vector<std::string> Bootstrap::allgather(const std::string& mine) {
   from_root([&] { sock::send_all(fd_, f.data(), f.size(), dl); });
   FrameHeader h;
   if (!from_root([&] { return sock::recv_all(fd_, &h, sizeof(h), dl); }))
-    fail("rank ", rank_, ": bootstrap root went away (rank 0 died?)");
+    fail(me, ": bootstrap root went away (rank 0 died?)");
   if (h.len > kMaxPayload) fail("bootstrap: corrupt frame");
   std::string body(h.len, '\0');
   if (h.len) from_root([&] { return sock::recv_all(fd_, body.data(), h.len, dl); });
   if (h.type == kError) {
     finish_root();
-    fail("rank ", rank_, ": ", body);
+    fail(me, ": ", body);
   }
   if (h.type != kResult || h.seq != seq_) fail("bootstrap: unexpected frame ", h.type, " seq ", h.seq);
   ++seq_;
@@ -567,11 +569,11 @@ std::vector<std::string> Bootstrap::allgather(const std::string& mine) {
   return out;
 }
 
-void Bootstrap::barrier() { allgather(std::string()); }
+void Bootstrap::barrier(const char* step) { allgather(std::string(), step); }
 
-std::string Bootstrap::broadcast(const std::string& data, int root) {
+std::string Bootstrap::broadcast(const std::string& data, int root, const char* step) {
   if (root < 0 || root >= world_) fail("broadcast root ", root, " is outside [0, ", world_, ")");
-  return allgather(rank_ == root ? data : std::string())[root];
+  return allgather(rank_ == root ? data : std::string(), step)[root];
 }
 
 void Bootstrap::close() { leave(kBye, ""); }

@@ -121,7 +121,7 @@ void Communicator::init(int device, int launcher_local_rank) {
   // they differ (a knob set on one node only would split the topology or the transport). Before any CUDA call,
   // so a CPU test sees it too (cpu.communicator_knob_mismatch).
   if (world > 1)
-    if (const std::string bad = collective_knob_mismatch(bs_->allgather(collective_knob_values())); !bad.empty())
+    if (const std::string bad = collective_knob_mismatch(bs_->allgather(collective_knob_values(), "the collective knobs' exchange")); !bad.empty())
       fail(bad);
   // Eager module loading unless the user chose (takes effect only if CUDA is
   // not initialised yet): a proxy that calls CUDA (fabric staging, EFA's
@@ -151,7 +151,7 @@ void Communicator::init(int device, int launcher_local_rank) {
   me.pid = getpid();
   me.device = device_;
   me.cc = compute_capability(device_);
-  auto all = bs_->allgather(std::string(reinterpret_cast<const char*>(&me), sizeof(me)));
+  auto all = bs_->allgather(std::string(reinterpret_cast<const char*>(&me), sizeof(me)), "the devices' exchange");
   std::vector<PeerInfo> infos(world);
   std::vector<std::string> hosts(world);
   for (int r = 0; r < world; ++r) {
@@ -198,7 +198,7 @@ void Communicator::init(int device, int launcher_local_rank) {
 
   uint64_t job = 0;
   if (rank == 0) job = std::random_device{}() ^ (static_cast<uint64_t>(getpid()) << 32);
-  std::string jb = bs_->broadcast(std::string(reinterpret_cast<const char*>(&job), sizeof(job)), 0);
+  std::string jb = bs_->broadcast(std::string(reinterpret_cast<const char*>(&job), sizeof(job)), 0, "the job id");
   std::memcpy(&job_, jb.data(), sizeof(job_));
 
   // This rank's own resources first, before the collective ones: a step that
@@ -386,7 +386,8 @@ void SignalLease::reset() noexcept {
   }
   std::string err;
   try {
-    err = step_status::step_error(comm_->bootstrap().allgather(mine), comm_->rank(), "releasing a plan's signals",
+    err = step_status::step_error(comm_->bootstrap().allgather(mine, "releasing a plan's signals"), comm_->rank(),
+                                  "releasing a plan's signals",
                                   "could not zero them", kTags);
   } catch (const std::exception& e) {
     err = cat("the exchange after zeroing failed: ", error_reason(e));

@@ -76,7 +76,7 @@ SymmetricHeap::SymmetricHeap(Bootstrap& bs, const Topology& topo, int device, ui
     fail("MK_SYMM_MODE=vmm but device ", device, " does not export VMM memory as file descriptors");
   // Every rank must use the same mode; agree on the weakest.
   std::string mine = (mode_knob == "ipc" || !vmm_ok) ? "ipc" : "vmm";
-  auto all = bs_.allgather(mine);
+  auto all = bs_.allgather(mine, "the symmetric heap's mode");
   mode_ = Mode::Vmm;
   for (auto& m : all)
     if (m == "ipc") mode_ = Mode::Ipc;
@@ -220,7 +220,7 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
   // Tagged: a rank whose collective call at this point is another one
   // (the ranks' calls out of step) is named as such, not as a size.
   static constexpr char kTag[] = "alloc_symmetric:";
-  auto sizes = bs_.allgather(kTag + std::to_string(bytes));
+  auto sizes = bs_.allgather(kTag + std::to_string(bytes), "alloc_symmetric: sizes");
   for (int r = 0; r < topo_.world; ++r)
     if (sizes[r].rfind(kTag, 0) != 0)
       fail("alloc_symmetric: rank ", r, " made another collective call at this point (rank ", topo_.rank,
@@ -254,7 +254,7 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
     release(*a);  // (a failed cudaMalloc's error was cleared where it threw: MK_CUDA_CHECK)
     mine = failed(e);
   }
-  std::vector<std::string> got = bs_.allgather(mine);
+  std::vector<std::string> got = bs_.allgather(mine, "alloc_symmetric: allocation");
   std::string err = step_error(got, topo_.rank, call, "could not allocate its part");
   if (!err.empty()) {
     release(*a);
@@ -283,7 +283,7 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
   } catch (const std::exception& e) {
     mine = failed(e);
   }
-  got = bs_.allgather(mine);
+  got = bs_.allgather(mine, "alloc_symmetric: mapping");
   err = step_error(got, topo_.rank, call, "could not map its host's buffers");
   if (!err.empty()) {
     if (a->ipc) {  // (every rank is here, with the same error) peers may have opened this rank's handle: as free
@@ -319,7 +319,7 @@ void SymmetricHeap::close_ipc_peers(Alloc& a) {
 // leaves its buffer to the process's end instead of freeing it under a peer.
 bool SymmetricHeap::ipc_peers_closed_everywhere(const char* when) noexcept {
   try {
-    bs_.barrier();
+    bs_.barrier("closing IPC peer mappings");
     return true;
   } catch (const std::exception& e) {
     warn_noexcept([&] {
@@ -367,7 +367,7 @@ void SymmetricHeap::free(SymmetricBuffer* buf) {
     // Tagged: a peer in another collective's status step (alloc's, a network registration's plain "ok:")
     // is out of step, not a success.
     constexpr step_status::Tags kFreeTags{"free-ok:", "free-failed:"};
-    const std::string err = step_status::step_error(bs_.allgather(sync_answer(e, kFreeTags)), topo_.rank,
+    const std::string err = step_status::step_error(bs_.allgather(sync_answer(e, kFreeTags), "free_symmetric"), topo_.rank,
                                                     cat("free_symmetric of a ", (*it)->mapped, "-byte buffer"),
                                                     "could not finish with it (the buffer stays mapped on every rank)",
                                                     kFreeTags);

@@ -300,7 +300,9 @@ TEST(BootstrapFailure, DeadRankIsNamed) {
     set_env_launch(r, W, port);
     Bootstrap b(*detect_launch());
     if (r == 1) _exit(0);  // dies without closing
-    return expect_error_in([&] { b.allgather("x"); }, {"rank 1 disconnected"}, out);
+    // (with the step it names: "rank R (in <step>): ...")
+    return expect_error_in([&] { b.allgather("x", "the test's exchange"); },
+                           {"rank " + std::to_string(r) + " (in the test's exchange): ", "rank 1 disconnected"}, out);
   });
   expect_all(res);
 }

@@ -84,8 +84,8 @@ class EmuTransport final : public Transport {
   void connect(Bootstrap& bs, const std::vector<int>& peers) override {
     char pci[32] = {};
     MK_CUDA_CHECK(cudaDeviceGetPCIBusId(pci, sizeof(pci), cfg_.cuda_device));
-    auto hosts = bs.allgather(local_host_id());
-    auto pcis = bs.allgather(pci);
+    auto hosts = bs.allgather(local_host_id(), "emu connect: hosts");
+    auto pcis = bs.allgather(pci, "emu connect: devices");
     for (int p : peers) {
       if (p < 0 || p >= bs.world()) fail("emu: peer rank ", p, " is outside [0, ", bs.world(), ")");
       if (hosts[p] != hosts[bs.rank()])
@@ -134,7 +134,8 @@ class EmuTransport final : public Transport {
     } catch (const std::exception& e) {
       mine = step_status::failed(e);
     }
-    const std::string err = step_status::step_error(bs.allgather(mine), cfg_.rank, cat("emu: register_region ", r.id),
+    const std::string err = step_status::step_error(bs.allgather(mine, "emu: register_region"), cfg_.rank,
+                                                    cat("emu: register_region ", r.id),
                                                     "could not register it");
     if (!err.empty()) fail(err);
     regions_[r.id] = reg;

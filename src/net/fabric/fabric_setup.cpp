@@ -253,7 +253,7 @@ std::string FabricTransport::peer_addr_str(const std::string& name) const {
 
 void FabricTransport::connect(Bootstrap& bs, const std::vector<int>& peers) {
   if (closed_) fail("fabric: connect after close");
-  auto names = bs.allgather(local_name());
+  auto names = bs.allgather(local_name(), "fabric connect: addresses");
   // The peers' addresses, then an exchange of every rank's outcome (step_status): a rank failing here never
   // sends its hellos, and its peers would wait out MK_NET_TIMEOUT_MS and call it unreachable.
   // (its own tags: a rank at another collective step here, e.g. a registration's "ok:<keys>", reads as out of
@@ -280,7 +280,7 @@ void FabricTransport::connect(Bootstrap& bs, const std::vector<int>& peers) {
     }
   }
   const std::string err =
-      step_status::step_error(bs.allgather(outcome), cfg_.rank, "fabric connect", "could not add its peers' addresses",
+      step_status::step_error(bs.allgather(outcome, "fabric connect"), cfg_.rank, "fabric connect", "could not add its peers' addresses",
                               tags);
   if (!err.empty()) fail(err);
   std::lock_guard<std::mutex> lk(mu_);
@@ -345,7 +345,7 @@ void FabricTransport::register_region(Bootstrap& bs, const Region& r) {
   } catch (const std::exception& e) {
     mine = step_status::failed(e);
   }
-  std::vector<std::string> all = bs.allgather(mine);
+  std::vector<std::string> all = bs.allgather(mine, "fabric: register_region");
   std::string err = step_status::step_error(all, cfg_.rank, cat("fabric: register_region ", r.id),
                                             "could not register it");
   if (err.empty()) {

@@ -77,7 +77,7 @@ class QpTransport : public Transport {
       mine.rank = bs.rank();
       mine.error = error_reason(e);
     }
-    const std::vector<std::string> all = bs.allgather(encode(mine));
+    const std::vector<std::string> all = bs.allgather(encode(mine), "verbs connect: queue pairs");
     std::vector<ConnectInfo> infos;
     for (int r = 0; r < bs.world(); ++r) {
       infos.push_back(decode_connect(all[r], r));
@@ -88,7 +88,7 @@ class QpTransport : public Transport {
   // Connect, round 2: every rank learns whether every rank finished (`err`
   // empty) before anyone writes.
   static void agree_connected(Bootstrap& bs, const std::string& err) {
-    const std::vector<std::string> done = bs.allgather(err);
+    const std::vector<std::string> done = bs.allgather(err, "verbs connect");
     for (int r = 0; r < bs.world(); ++r)
       if (!done[r].empty()) fail("verbs: connect failed on rank ", r, ": ", done[r]);
   }

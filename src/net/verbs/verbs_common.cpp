@@ -138,7 +138,7 @@ ibv_mr* register_and_exchange(const IbvApi& a, ibv_pd* pd, const std::string& de
     mine.id = r.id;
     mine.error = error_reason(e);
   }
-  const std::vector<std::string> all = bs.allgather(encode(mine));
+  const std::vector<std::string> all = bs.allgather(encode(mine), "verbs: register_region");
   std::vector<RegionInfo> infos;
   std::string err;
   for (int p = 0; p < bs.world() && err.empty(); ++p) {

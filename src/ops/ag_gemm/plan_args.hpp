@@ -99,7 +99,8 @@ class PlanArgs {
     };
     const Topology& t = comm_.topology();
     std::vector<std::string> all =
-        comm_.bootstrap().allgather(error_.empty() ? std::string(kPlanTags.ok) + signature : error_);
+        comm_.bootstrap().allgather(error_.empty() ? std::string(kPlanTags.ok) + signature : error_,
+                                    cat(op_, "'s plan check").c_str());
     const std::string err = plan_args_error(all, t.rank, op_);
     if (!err.empty()) {
       abandon();
