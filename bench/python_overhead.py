@@ -183,6 +183,7 @@ def main():
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--breakdown", action="store_true", help="also time the pieces of a call")
     args = ap.parse_args()
+    from mkernel._lib import lib
     a = torch.randn(64, 64, device="cuda").bfloat16()
     b = torch.randn(64, 64, device="cuda").bfloat16()
     out = torch.empty(64, 64, device="cuda", dtype=torch.bfloat16)
@@ -193,7 +194,11 @@ def main():
         ("mkernel.gemm(a, b)  (allocates out)", per_call_us(lambda: mkernel.gemm(a, b, num_compute_ctas=CTAS))),
         ("torch.ops.mkernel.gemm_out  (dispatcher, as torch.compile calls it)",
          per_call_us(lambda: torch.ops.mkernel.gemm_out(a, b, out, CTAS))),
-        ("mkernel.gemm_ptr  (C ABI via ctypes, no checks)",
+        # (the library's entry point through ctypes, as the plans' rows below; mkernel.gemm_ptr checks its
+        # arguments' types and ranges since 2026-12-05, session 42: it is a row of its own)
+        ("mk_gemm_bf16  (C ABI via ctypes, no checks)",
+         per_call_us(lambda: lib.mk_gemm_bf16(pa, pb, po, 64, 64, 64, 0, CTAS, stream))),
+        ("mkernel.gemm_ptr  (C ABI via ctypes, arguments checked)",
          per_call_us(lambda: mkernel.gemm_ptr(pa, pb, po, 64, 64, 64, 0, CTAS, stream))),
         ("torch.matmul(a, b.t(), out=out)  (reference: a torch op)", per_call_us(lambda: torch.matmul(a, b.t(), out=out))),
     ]
@@ -205,7 +210,6 @@ def main():
             rows.append((f"tensor-parallel rows failed: {type(e).__name__}: {str(e).splitlines()[0][:160]}", float("nan")))
     if args.breakdown:
         import timeit
-        from mkernel._lib import lib
         pieces = {
             "a.dtype": lambda: a.dtype, "a.is_cuda": lambda: a.is_cuda, "a.shape": lambda: a.shape,
             "a.stride()": lambda: a.stride(), "a.get_device()": lambda: a.get_device(),

@@ -17,7 +17,7 @@ errors raise MkernelError.
 import ctypes
 import sys
 
-from ._lib import MkernelError, UniqueId, CommInfo, SymmInfo, check, lib, path as library_path
+from ._lib import MkernelError, UniqueId, CommInfo, SymmInfo, c_int_arg, check, lib, path as library_path
 from . import _tp_meta
 
 __all__ = ["MkernelError", "Communicator", "SymmetricBuffer", "get_unique_id", "init", "print_config",
@@ -88,12 +88,26 @@ class Communicator:
     def __init__(self, rank: int, world: int, unique_id: bytes, device: int = -1):
         if not isinstance(unique_id, (bytes, bytearray)) or len(unique_id) != 128:
             raise MkernelError("mkernel: unique_id must be the 128 bytes from get_unique_id()")
+        op = "mkernel.Communicator"
+        rank, world = c_int_arg(rank, "rank", op), c_int_arg(world, "world", op, 1)
+        device = c_int_arg(device, "device", op)
         uid = UniqueId()
         ctypes.memmove(uid.internal, bytes(unique_id), 128)
         h = ctypes.c_void_p()
-        check(lib.mk_comm_init(ctypes.byref(h), int(rank), int(world), ctypes.byref(uid), int(device)))
-        self._h, self._uid = h, _tp_meta.new_key(world)
-        self._opened()
+        check(lib.mk_comm_init(ctypes.byref(h), rank, world, ctypes.byref(uid), device))
+        self._h = h
+        self._adopt()
+
+    def _adopt(self):
+        """After the library made the communicator (self._h): its registry key and what the ops read of it. A
+        failure here destroys the handle (it would leak, and its peers' later steps would wait for it)."""
+        try:
+            self._uid = _tp_meta.new_key(self.world)
+            self._opened()
+        except BaseException:
+            h, self._h = self._h, None
+            lib.mk_comm_destroy(h)
+            raise
 
     def _opened(self):
         """After the library made the communicator: what the ops read of it."""
@@ -106,10 +120,9 @@ class Communicator:
         """From torchrun / tools/mkrun / OpenMPI / Slurm variables (a single rank without any)."""
         self = cls.__new__(cls)
         h = ctypes.c_void_p()
-        check(lib.mk_comm_init_env(ctypes.byref(h), int(device)))
+        check(lib.mk_comm_init_env(ctypes.byref(h), c_int_arg(device, "device", "mkernel.Communicator.from_env")))
         self._h = h
-        self._uid = _tp_meta.new_key(self.world)
-        self._opened()
+        self._adopt()
         return self
 
     @property
@@ -157,10 +170,13 @@ class Communicator:
 
     def alloc_symmetric(self, nbytes: int) -> SymmetricBuffer:
         """Collective: equal-size device buffers on every rank, peers mapped inside the node."""
-        if not 0 < int(nbytes) < 2 ** 63:  # (ctypes would wrap a negative size to ~2^64)
-            raise MkernelError(f"mkernel: alloc_symmetric of {int(nbytes)} bytes: the size must be positive")
+        n = c_int_arg(nbytes, "nbytes", "mkernel.alloc_symmetric", -(1 << 127), 1 << 127)
+        # Every size goes through the library's size exchange, so a bad one on one rank fails every rank at once
+        # (raised here, it left the others waiting there until the bootstrap bound): a negative one as 0 (ctypes
+        # would wrap it to ~2^64), one past size_t as its largest.
+        n = min(max(n, 0), (1 << 64) - 1)
         h = ctypes.c_void_p()
-        check(lib.mk_symm_alloc(self._open_h, int(nbytes), ctypes.byref(h)))
+        check(lib.mk_symm_alloc(self._open_h, n, ctypes.byref(h)))
         return SymmetricBuffer(self, h)
 
     def close(self):

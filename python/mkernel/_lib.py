@@ -4,6 +4,7 @@ mkernel's Python layer does not compile against Python or torch: it binds the
 C ABI with ctypes, so one build serves any Python >= 3.10 and any torch.
 """
 import ctypes
+import operator
 import os
 import sys
 from pathlib import Path
@@ -68,6 +69,15 @@ class SymmInfo(ctypes.Structure):
 
 lib, path = _load()
 
+# The ABI version first (before the other symbols are bound): a library of another ABI that renamed or dropped
+# one is said to be of another ABI, not "older than this package".
+_abi = getattr(lib, "mk_abi_version", None)
+if _abi is not None:
+    _abi.argtypes, _abi.restype = [], ctypes.c_int
+    if _abi() != ABI_VERSION:
+        raise ImportError(f"mkernel: {path} has C ABI {_abi()}, this package expects {ABI_VERSION}; rebuild it "
+                          "(tools/build.sh) or point MK_LIBRARY at a build of the same source")
+
 _c = ctypes.c_void_p
 _SIGNATURES = {
     "mk_abi_version": ([], ctypes.c_int),
@@ -98,6 +108,20 @@ for _name, (_args, _ret) in _SIGNATURES.items():
 
 if lib.mk_abi_version() != ABI_VERSION:
     raise ImportError(f"mkernel: {path} has C ABI {lib.mk_abi_version()}, this package expects {ABI_VERSION}")
+
+
+def c_int_arg(v, name, op, lo=-(1 << 31), hi=(1 << 31) - 1):
+    """`v` as a C int argument in [lo, hi]: ctypes would wrap 2**32 to 0 and take 0.5 as 0 without a word, and
+    refuse a float with a bare ArgumentError."""
+    try:
+        i = operator.index(v) if not isinstance(v, bool) else None
+    except TypeError:
+        i = None
+    if i is None:
+        raise MkernelError(f"{op}: {name} must be an int (got {type(v).__name__} {v!r})")
+    if not lo <= i <= hi:
+        raise MkernelError(f"{op}: {name} must be in [{lo}, {hi}] (got {i})")
+    return i
 
 
 def check(rc):

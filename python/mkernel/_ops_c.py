@@ -2,7 +2,7 @@
 entry points, and the check that the library was built with an op."""
 import ctypes
 
-from ._lib import MkernelError, check, lib
+from ._lib import MkernelError, c_int_arg, check, lib
 
 _c = ctypes.c_void_p
 _i64 = ctypes.c_int64
@@ -54,9 +54,21 @@ def _need(symbol, op):
     return getattr(lib, symbol)
 
 
+_U64 = (0, (1 << 64) - 1)
+_I64 = (-(1 << 63), (1 << 63) - 1)
+
+
 def gemm_ptr(a, b, out, m, n, k, ldo=0, num_compute_ctas=0, stream=0, workspace=0, workspace_bytes=0):
     """Pointer-level GEMM (no torch): device addresses as ints, stream a cudaStream_t as int; workspace
-    (optional, gemm_workspace_bytes(m, n, k, num_compute_ctas) bytes) as in include/mkernel/gemm.hpp."""
+    (optional, gemm_workspace_bytes(m, n, k, num_compute_ctas) bytes) as in include/mkernel/gemm.hpp. Every
+    argument must be an int in its C type's range (ctypes would take a str or bytes as a host address, wrap
+    2**64 + 64 to 64, and refuse a float with a bare ArgumentError)."""
+    op = "mkernel.gemm_ptr"
+    a, b, out, stream, workspace, workspace_bytes = (
+        c_int_arg(v, name, op, *_U64) for v, name in ((a, "a"), (b, "b"), (out, "out"), (stream, "stream"),
+                                                     (workspace, "workspace"), (workspace_bytes, "workspace_bytes")))
+    m, n, k, ldo = (c_int_arg(v, name, op, *_I64) for v, name in ((m, "m"), (n, "n"), (k, "k"), (ldo, "ldo")))
+    num_compute_ctas = c_int_arg(num_compute_ctas, "num_compute_ctas", op, 0)
     if not workspace:  # (also a library from before workspaces)
         check(_need("mk_gemm_bf16", "gemm")(a, b, out, m, n, k, ldo, num_compute_ctas, stream))
         return

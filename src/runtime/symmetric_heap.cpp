@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -216,7 +217,6 @@ void SymmetricHeap::ipc_share(Alloc& a, const std::vector<std::string>& handles)
 }
 
 SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
-  if (bytes == 0) fail("alloc_symmetric: size must be > 0");
   // Tagged: a rank whose collective call at this point is another one
   // (the ranks' calls out of step) is named as such, not as a size.
   static constexpr char kTag[] = "alloc_symmetric:";
@@ -230,6 +230,8 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
       fail("alloc_symmetric: ranks asked for different sizes (rank 0: ", sizes[0].substr(sizeof(kTag) - 1),
            " bytes, rank ", r, ": ", sizes[r].substr(sizeof(kTag) - 1),
            " bytes); symmetric allocations must be equal on every rank");
+  // (after the exchange: a rank asking for 0 alone fails with the others, named, not alone while they wait)
+  if (bytes == 0) fail("alloc_symmetric: size must be > 0");
   const DeviceScope on(device_);  // (the caller's current device restored)
   auto a = std::make_unique<Alloc>();
   a->buf.bytes = bytes;
@@ -348,8 +350,17 @@ void SymmetricHeap::release(Alloc& a) {
 }
 
 void SymmetricHeap::free(SymmetricBuffer* buf) {
-  for (auto it = allocs_.begin(); it != allocs_.end(); ++it) {
-    if (&(*it)->buf != buf) continue;
+  const auto it = std::find_if(allocs_.begin(), allocs_.end(), [&](const auto& a) { return &a->buf == buf; });
+  // Tagged: a peer in another collective's status step (alloc's, a network registration's plain "ok:") is out
+  // of step, not a success. An ok answer carries the buffer's allocation number (the same on every rank: every
+  // rank numbers its allocations in the same collective order), so ranks freeing different buffers (another
+  // order) fail alike instead of each releasing another.
+  constexpr step_status::Tags kFreeTags{"free-ok:", "free-failed:"};
+  std::string answer;
+  if (it == allocs_.end()) {
+    // Still through the exchange: the other ranks, freeing theirs, would wait in it until the bootstrap bound.
+    answer = cat(kFreeTags.failed, "its buffer was not allocated by this communicator");
+  } else {
     // This rank's GPU (not the caller's current device) is done with it. A
     // failed device (a fatal error) passes no barrier: the buffer stays
     // mapped until the process ends (Communicator::fatal_device_error).
@@ -364,23 +375,26 @@ void SymmetricHeap::free(SymmetricBuffer* buf) {
     // progress, say) fails this call on every rank alike, and the buffer
     // stays mapped everywhere (free it again later): a rank that threw alone
     // left its peers in an exchange its next collective call then answered.
-    // Tagged: a peer in another collective's status step (alloc's, a network registration's plain "ok:")
-    // is out of step, not a success.
-    constexpr step_status::Tags kFreeTags{"free-ok:", "free-failed:"};
-    const std::string err = step_status::step_error(bs_.allgather(sync_answer(e, kFreeTags), "free_symmetric"), topo_.rank,
-                                                    cat("free_symmetric of a ", (*it)->mapped, "-byte buffer"),
-                                                    "could not finish with it (the buffer stays mapped on every rank)",
-                                                    kFreeTags);
-    if (!err.empty()) fail(err);
-    if ((*it)->ipc) {  // every rank's handles to it closed before any rank frees its own
-      close_ipc_peers(**it);
-      if (!ipc_peers_closed_everywhere("free_symmetric")) (*it)->buf.local = nullptr;
-    }
-    release(**it);
-    allocs_.erase(it);
-    return;
+    answer = sync_answer(e, kFreeTags);
+    if (e == cudaSuccess) answer += std::to_string((*it)->buf.region.id);
   }
-  fail("free_symmetric: buffer was not allocated by this communicator");
+  const std::vector<std::string> got = bs_.allgather(answer, "free_symmetric");
+  const std::string err = step_status::step_error(
+      got, topo_.rank,
+      it == allocs_.end() ? std::string("free_symmetric") : cat("free_symmetric of a ", (*it)->mapped, "-byte buffer"),
+      "could not finish with it (the buffer stays mapped on every rank)", kFreeTags);
+  if (!err.empty()) fail(err);
+  const std::vector<std::string> ids = step_status::payloads(got, kFreeTags);
+  for (int r = 1; r < topo_.world; ++r)
+    if (ids[r] != ids[0])
+      fail("free_symmetric: the ranks freed different buffers (rank 0 its allocation #", ids[0], ", rank ", r,
+           " its #", ids[r], "); free symmetric buffers in the same order on every rank. None was freed");
+  if ((*it)->ipc) {  // every rank's handles to it closed before any rank frees its own
+    close_ipc_peers(**it);
+    if (!ipc_peers_closed_everywhere("free_symmetric")) (*it)->buf.local = nullptr;
+  }
+  release(**it);
+  allocs_.erase(it);
 }
 
 }  // namespace mk

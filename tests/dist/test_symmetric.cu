@@ -201,6 +201,51 @@ TEST(Dist, SymmetricFreeFailingOnOneRankFailsOnEveryRank) {
   comm().free_symmetric(next);
 }
 
+// A zero size on one rank fails on every rank at once, through the size exchange (it failed on that rank alone,
+// before the exchange, and the others waited in it until the bootstrap bound).
+TEST(Dist, AZeroSymmetricSizeOnOneRankFailsOnEveryRank) {
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    comm().alloc_symmetric(comm().rank() == 0 ? 0 : 1024);
+    FAIL() << "a zero size on rank 0 was accepted on rank " << comm().rank();
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("different sizes (rank 0: 0 bytes"), std::string::npos) << m;
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+  SymmetricBuffer& ok = comm().alloc_symmetric(4096);  // in step
+  comm().free_symmetric(ok);
+}
+
+// Ranks freeing different buffers (another order) fail alike and free none: before, each released its own, and
+// a rank's IPC buffer could be freed while its peers still mapped it. A buffer this communicator did not make
+// fails every rank too (that rank left the others in the exchange). The ranks stay in step.
+TEST(Dist, SymmetricFreesOfDifferentBuffersFailOnEveryRank) {
+  SymmetricBuffer& a = comm().alloc_symmetric(4096);
+  SymmetricBuffer& b = comm().alloc_symmetric(4096);
+  const int last = comm().world() - 1;
+  try {
+    comm().free_symmetric(comm().rank() == last ? b : a);
+    FAIL() << "rank " << comm().rank() << ": freeing different buffers passed";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("the ranks freed different buffers"), std::string::npos) << m;
+  }
+  SymmetricBuffer foreign{};
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    comm().free_symmetric(comm().rank() == last ? foreign : a);
+    FAIL() << "rank " << comm().rank() << ": a foreign buffer's free passed";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("rank " + std::to_string(last) + " could not finish with it"), std::string::npos) << m;
+    EXPECT_NE(m.find("not allocated by this communicator"), std::string::npos) << m;
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+  comm().free_symmetric(a);  // both still held, on every rank
+  comm().free_symmetric(b);
+}
+
 TEST(Dist, PingPong100kRoundsAcrossGpusLosesNothing) {
   if (!node_peers()) GTEST_SKIP() << "one rank per node: cross-node signals take the network path";
   const int idx = comm().reserve_signals(2);

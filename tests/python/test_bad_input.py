@@ -7,6 +7,8 @@ require grad, and gemm's num_compute_ctas, n / k rules, empty and one-row calls.
 No GPU: CPU tensors stand in for CUDA ones (the `cuda_cpu` fixture makes `is_cuda` true and the current device
 -1, a CPU tensor's get_device()), so their addresses are real; every library call and plan creation is replaced by
 a stub that records it or raises `Reached`."""
+import ctypes
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -72,7 +74,8 @@ def test_attention_refuses_a_causal_that_is_not_a_bool(cuda_cpu, monkeypatch, ca
 def test_attention_refuses_a_scale_that_is_not_a_positive_finite_number(cuda_cpu, monkeypatch, scale):
     monkeypatch.setattr(_attention, "_launch", lambda *a: (_ for _ in ()).throw(Reached("launched")))
     q, k, v = _empty(1, 128, 2, 64), _empty(1, 128, 2, 64), _empty(1, 128, 2, 64)
-    with pytest.raises(mkernel.MkernelError, match=r"mkernel.attention: scale must be a finite number > 0 \(in float32\), or None"):
+    with pytest.raises(mkernel.MkernelError,
+                       match=r"mkernel.attention: scale must be a finite number > 0 \(in float32\), or None"):
         mkernel.attention(q, k, v, scale=scale)
     with pytest.raises(mkernel.MkernelError, match=r"mkernel.ring_attention: scale must be a finite number > 0"):
         mkernel.ring_attention(q, k, v, cuda_cpu, scale=scale)
@@ -342,3 +345,66 @@ def test_gemm_queries_the_capture_state_only_where_a_workspace_is_needed(cuda_cp
     assert launched == [(128, 64, 64, 64, 8)] * 3
     assert asked == [(128, 64, 64, 8)], "the library's answer is asked once per dimensions"
     assert len(queries) == (3 if ws_bytes else 0)
+
+
+# ---- the communicator and the pointer-level API: C ints checked, handles not leaked -----------------------------
+
+@pytest.mark.parametrize("kw,pattern", [({"rank": 2 ** 32}, r"rank must be in \[-2147483648, 2147483647\]"),
+                                        ({"rank": 0.5}, "rank must be an int"),
+                                        ({"world": 2 ** 32 + 1}, "world must be in"),
+                                        ({"world": 0}, r"world must be in \[1, "),
+                                        ({"device": "0"}, "device must be an int")])
+def test_communicator_checks_its_ints_before_the_library(monkeypatch, kw, pattern):
+    called = []
+    monkeypatch.setattr(mkernel.lib, "mk_comm_init", lambda *a: called.append(a) or 0)
+    args = {"rank": 0, "world": 2, "unique_id": b"\0" * 128, "device": 0}
+    args.update(kw)
+    with pytest.raises(mkernel.MkernelError, match="mkernel.Communicator: " + pattern):
+        mkernel.Communicator(**args)
+    assert not called, "2**32 reached ctypes, which wraps it to 0 (rank 0 joined as rank 0 of another job)"
+
+
+def test_communicator_destroys_its_handle_when_adopting_it_fails(monkeypatch):
+    destroyed = []
+
+    def init(h, rank, world, uid, device):
+        h._obj.value = 1234
+        return 0
+    monkeypatch.setattr(mkernel.lib, "mk_comm_init", init)
+    monkeypatch.setattr(mkernel.lib, "mk_comm_destroy", lambda h: destroyed.append(h) or 0)
+    monkeypatch.setattr(mkernel.Communicator, "world", property(lambda self: 2))
+    monkeypatch.setattr(mkernel._tp_meta, "new_key", lambda w: (_ for _ in ()).throw(mkernel.MkernelError("no key")))
+    with pytest.raises(mkernel.MkernelError, match="no key"):
+        mkernel.Communicator(0, 2, b"\0" * 128, 0)
+    assert len(destroyed) == 1 and destroyed[0].value == 1234
+
+
+@pytest.mark.parametrize("nbytes,sent", [(-5, 0), (0, 0), (2 ** 70, 2 ** 64 - 1), (4096, 4096)])
+def test_alloc_symmetric_sends_every_size_to_the_library_exchange(monkeypatch, nbytes, sent):
+    # (a bad size on one rank must fail every rank in the library's size exchange, not this rank alone)
+    seen = []
+    monkeypatch.setattr(mkernel.lib, "mk_symm_alloc", lambda h, n, out: seen.append(n) or 1)
+    monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: alloc_symmetric: refused by the stub")
+    comm = mkernel.Communicator.__new__(mkernel.Communicator)
+    comm._h = ctypes.c_void_p(1)
+    with pytest.raises(mkernel.MkernelError, match="refused by the stub"):
+        comm.alloc_symmetric(nbytes)
+    assert seen == [sent]
+    with pytest.raises(mkernel.MkernelError, match="nbytes must be an int"):
+        comm.alloc_symmetric(1.5)
+
+
+@pytest.mark.parametrize("args,pattern", [(("not a pointer", 16, 32, 64, 64, 64), "a must be an int"),
+                                          ((b"bytes", 16, 32, 64, 64, 64), "a must be an int"),
+                                          ((16, 32, 48, 2 ** 64 + 64, 64, 64), r"m must be in"),
+                                          ((16, 32, 48, 64, 64.0, 64), "n must be an int"),
+                                          ((-16, 32, 48, 64, 64, 64), r"a must be in \[0, ")])
+def test_gemm_ptr_checks_its_arguments_before_ctypes(monkeypatch, args, pattern):
+    called = []
+    from mkernel import _ops_c
+    monkeypatch.setattr(_ops_c, "_need", lambda symbol, op: lambda *a: called.append(a) or 0)
+    with pytest.raises(mkernel.MkernelError, match="mkernel.gemm_ptr: " + pattern):
+        mkernel.gemm_ptr(*args)
+    assert not called
+    mkernel.gemm_ptr(16, 32, 48, 64, 64, 64, num_compute_ctas=8)
+    assert called == [(16, 32, 48, 64, 64, 64, 0, 8, 0)]
