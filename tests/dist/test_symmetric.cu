@@ -203,7 +203,7 @@ TEST(Dist, SymmetricFreeFailingOnOneRankFailsOnEveryRank) {
 
 // A zero size on one rank fails on every rank at once, through the size exchange (it failed on that rank alone,
 // before the exchange, and the others waited in it until the bootstrap bound).
-TEST(Dist, AZeroSymmetricSizeOnOneRankFailsOnEveryRank) {
+TEST(Dist, SymmetricZeroSizeOnOneRankFailsOnEveryRank) {
   const auto t0 = std::chrono::steady_clock::now();
   try {
     comm().alloc_symmetric(comm().rank() == 0 ? 0 : 1024);
