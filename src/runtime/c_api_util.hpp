@@ -17,21 +17,37 @@ namespace mk::capi {
 
 std::string& last_error();  // this thread's message (c_api.cpp)
 
+// Sets this thread's message; out of memory for it, a fixed one (nothing may escape an extern "C" function).
+inline void set_last_error(const char* msg) noexcept {
+  try {
+    last_error() = msg;
+  } catch (...) {
+    try {
+      last_error().clear();
+    } catch (...) {
+    }
+  }
+}
+
 template <typename F>
 int guarded(F&& f) {
   try {
     f();
     return 0;
   } catch (const std::exception& e) {
-    last_error() = e.what();
+    set_last_error(e.what());
   } catch (...) {
-    last_error() = "mkernel: unknown error";
+    set_last_error("mkernel: unknown error");
   }
   return 1;
 }
 
 inline int null_arg(const char* what) {
-  last_error() = std::string("mkernel: ") + what + " is NULL";
+  try {
+    last_error() = std::string("mkernel: ") + what + " is NULL";
+  } catch (...) {
+    set_last_error("mkernel: an argument is NULL");
+  }
   return 1;
 }
 
