@@ -106,9 +106,6 @@ for _name, (_args, _ret) in _SIGNATURES.items():
     _fn.argtypes = _args
     _fn.restype = _ret
 
-if lib.mk_abi_version() != ABI_VERSION:
-    raise ImportError(f"mkernel: {path} has C ABI {lib.mk_abi_version()}, this package expects {ABI_VERSION}")
-
 
 def c_int_arg(v, name, op, lo=-(1 << 31), hi=(1 << 31) - 1):
     """`v` as a C int argument in [lo, hi]: ctypes would wrap 2**32 to 0 and take 0.5 as 0 without a word, and

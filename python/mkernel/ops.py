@@ -13,11 +13,9 @@ subclass); forward-mode AD is refused. Ops launch on
 torch.cuda.current_stream(), allocate nothing but their output, never
 synchronise the host, and so are CUDA-graph capturable.
 """
-import operator
-
 import torch
 
-from ._lib import MkernelError, check, lib
+from ._lib import MkernelError, c_int_arg, check, lib
 from ._ops_c import _need, workspace_bytes
 from ._ops_c import gemm_ptr, gemm_workspace_bytes  # noqa: F401  (re-exported)
 
@@ -180,17 +178,9 @@ _INT31 = 1 << 31
 
 
 def ctas_arg(n, name="num_compute_ctas", op="mkernel.gemm"):
-    """An SM count as the library takes it (a C int >= 0; 0: all). ctypes would wrap 2**32 to 0 silently and
-    refuse a float with a bare ArgumentError; the library checks the upper bound (the device's SMs)."""
-    try:
-        v = operator.index(n) if not isinstance(n, bool) else None
-    except TypeError:
-        v = None
-    if v is None:
-        raise MkernelError(f"{op}: {name} must be an int (got {type(n).__name__} {n!r})")
-    if not 0 <= v < _INT31:
-        raise MkernelError(f"{op}: {name} must be >= 0 (0: every SM) and a C int (got {v})")
-    return v
+    """An SM count as the library takes it: a C int >= 0 (0: all; the library checks the upper bound, the
+    device's SMs)."""
+    return c_int_arg(n, name, op, 0)
 
 
 def out_grad_refused(op, *outs):

@@ -249,7 +249,7 @@ def gemm_calls(cuda_cpu, monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("ctas,pattern", [(2 ** 32, "must be >= 0 .* and a C int"), (-1, "must be >= 0"),
+@pytest.mark.parametrize("ctas,pattern", [(2 ** 32, r"must be in \[0, 2147483647\]"), (-1, r"must be in \[0, "),
                                           (2.0, "must be an int"), (True, "must be an int"), ("8", "must be an int")])
 def test_gemm_refuses_a_bad_num_compute_ctas(gemm_calls, ctas, pattern):
     a, b, out = _empty(128, 64), _empty(64, 64), _empty(128, 64)
