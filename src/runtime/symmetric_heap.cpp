@@ -232,12 +232,15 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
            " bytes); symmetric allocations must be equal on every rank");
   // (after the exchange: a rank asking for 0 alone fails with the others, named, not alone while they wait)
   if (bytes == 0) fail("alloc_symmetric: size must be > 0");
+  // Numbered before anything here can throw on one rank alone: the number tags the fd exchange and identifies
+  // the buffer in free()'s exchange, so it must advance on every rank alike.
+  const auto id = next_id_++;
   const DeviceScope on(device_);  // (the caller's current device restored)
   auto a = std::make_unique<Alloc>();
   a->buf.bytes = bytes;
   a->buf.local_rank = topo_.local_rank;
   a->buf.local_size = topo_.local_size;
-  a->buf.region.id = next_id_++;
+  a->buf.region.id = id;
   a->buf.region.device = device_;
   // This rank's memory first; then every rank learns whether every rank got
   // its own, before anything is shared: an allocation that fails on one rank

@@ -347,8 +347,8 @@ TEST(PlanArgs, OneRanksFailureIsEveryRanksErrorNamingIt) {
                                         mk::step_status::failed(mk::Error("mkernel: AgGemm: k must be ..."), kPlanTags)};
   EXPECT_NE(plan_args_error(two, 1, "AgGemm").find("rank 0 could not make its plan"), std::string::npos)
       << "the first rank that failed is named";
-  // Another collective step's answers at this point: out of step, both ways (a free_symmetric's "ok:" here,
-  // and the plan's answer read by that step).
+  // Another collective step's answers at this point: out of step, both ways (another step's plain "ok:" here,
+  // e.g. a network registration's, and the plan's answer read by that step).
   EXPECT_NE(plan_args_error({plan, "3"}, 0, "AgGemm").find("out of step"), std::string::npos);
   EXPECT_NE(plan_args_error({plan, "ok:"}, 0, "AgGemm").find("out of step"), std::string::npos);
   EXPECT_NE(mk::step_status::step_error({"ok:", plan}, 0, "free_symmetric", "could not").find("out of step"),
