@@ -19,8 +19,8 @@ from ._lib import MkernelError, check
 from ._ops_c import _need
 
 from ._lib import lib
-from .ops import (_capturing, _fast_ok, _get_device, _stream, bump_version, capture_workspace, modes_on,
-                  out_grad_refused, traced)
+from .ops import (_capturing, _fast_ok, _get_device, _stream, bump_version, capture_workspace, inputs_grad_refused,
+                  modes_on, out_grad_refused, traced)
 
 _BF16 = torch.bfloat16
 _mk_attention = getattr(lib, "mk_attention_fwd", None)  # None: built without the op (_need says so)
@@ -114,10 +114,7 @@ def plain_args(causal, scale):
 def _no_autograd(q, k, v, op):
     """The op is forward only: with autograd recording and an input that requires grad, its output would
     silently carry no gradient to the layers before it (no backward exists), so the call is refused."""
-    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v)):
-        raise MkernelError(f"{op}: forward only (no backward), but q, k or v requires grad and autograd is "
-                           "recording: call it under torch.no_grad() / torch.inference_mode(), or on detached "
-                           "inputs")
+    inputs_grad_refused(op, q, k, v, what="forward only (no backward), but q, k or v requires grad", instead="")
 
 
 def _check_out(out, q, op):

@@ -165,13 +165,13 @@ def aligned16(t):
         return True
 
 
-def inputs_grad_refused(op, *inputs):
+def inputs_grad_refused(op, *inputs, what="no backward here, but an input requires grad",
+                        instead=", or through the op function (mkernel.gemm_rs, ...), which has a backward"):
     """Raises where autograd is recording and an input (None: skipped) requires grad, for a call with no backward
     (the explicit plans' methods, forward-only ops): its output would silently carry no gradient back."""
     if torch.is_grad_enabled() and any(t is not None and getattr(t, "requires_grad", False) for t in inputs):
-        raise MkernelError(f"{op}: no backward here, but an input requires grad and autograd is recording: call it "
-                           "under torch.no_grad() / torch.inference_mode(), on detached inputs, or through the op "
-                           "function (mkernel.gemm_rs, ...), which has a backward")
+        raise MkernelError(f"{op}: {what} and autograd is recording: call it under torch.no_grad() / "
+                           f"torch.inference_mode(), or on detached inputs{instead}")
 
 
 _INT31 = 1 << 31

@@ -486,24 +486,19 @@ TEST(BootstrapClose, TheRootsHostSaysWhoItWaitsForAtClose) {
       std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // closes after the root's host stopped waiting
       return 0;
     }
-    char path[] = "/tmp/mk_boot_close_XXXXXX";
-    const int fd = mkstemp(path);
-    if (fd < 0) return out = "mkstemp failed", 1;
-    unlink(path);
-    const int saved = dup(STDERR_FILENO);
-    dup2(fd, STDERR_FILENO);
+    testing::internal::CaptureStderr();  // (mk::log writes to the descriptor: gtest redirects it)
     double close_s = 0;
     {
       Bootstrap b(*detect_launch());
-      if (check_collectives(b, out)) return 1;
+      if (check_collectives(b, out)) {
+        (void)testing::internal::GetCapturedStderr();
+        return 1;
+      }
       const auto t0 = std::chrono::steady_clock::now();
       b.close();
       close_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
-    dup2(saved, STDERR_FILENO);
-    std::string log(8192, '\0');
-    log.resize(static_cast<size_t>(std::max<ssize_t>(0, pread(fd, log.data(), log.size(), 0))));
-    close(fd);
+    const std::string log = testing::internal::GetCapturedStderr();
     if (close_s < 1.5 || close_s > 4.0) return out = "close took " + std::to_string(close_s) + " s; log: " + log, 1;
     for (const char* needle : {"process hosting the bootstrap root closed its communicator and waits for ranks [1] "
                                "to close theirs",

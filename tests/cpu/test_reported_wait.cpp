@@ -3,9 +3,9 @@
 // and what it waits for; a short wait says nothing; the wait's exception
 // passes through.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -15,30 +15,16 @@
 
 namespace {
 
-// stderr (where mk::log writes) during f, as text.
+// stderr (where mk::log writes, with write(2)) during f, as text: gtest's capture redirects the descriptor.
 std::string stderr_of(const std::function<void()>& f) {
-  char path[] = "/tmp/mk_reported_wait_XXXXXX";
-  const int fd = mkstemp(path);
-  if (fd < 0) return "mkstemp failed";
-  unlink(path);
-  fflush(stderr);
-  const int saved = dup(STDERR_FILENO);
-  dup2(fd, STDERR_FILENO);
+  testing::internal::CaptureStderr();
   try {
     f();
   } catch (...) {
-    dup2(saved, STDERR_FILENO);
-    close(saved);
-    close(fd);
+    (void)testing::internal::GetCapturedStderr();
     throw;
   }
-  dup2(saved, STDERR_FILENO);
-  close(saved);
-  std::string out(16384, '\0');
-  const ssize_t n = pread(fd, out.data(), out.size(), 0);
-  close(fd);
-  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  return out;
+  return testing::internal::GetCapturedStderr();
 }
 
 void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
