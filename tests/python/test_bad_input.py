@@ -398,7 +398,11 @@ def test_alloc_symmetric_sends_every_size_to_the_library_exchange(monkeypatch, n
                                           ((b"bytes", 16, 32, 64, 64, 64), "a must be an int"),
                                           ((16, 32, 48, 2 ** 64 + 64, 64, 64), r"m must be in"),
                                           ((16, 32, 48, 64, 64.0, 64), "n must be an int"),
-                                          ((-16, 32, 48, 64, 64, 64), r"a must be in \[0, ")])
+                                          ((-16, 32, 48, 64, 64, 64), r"a must be in \[0, "),
+                                          ((16, 2 ** 64, 48, 64, 64, 64), r"b must be in \[0, "),
+                                          ((16, 32, True, 64, 64, 64), "out must be an int"),
+                                          ((16, 32, 48, 64, 64, 64, 0, 2 ** 31), "num_compute_ctas must be in"),
+                                          ((16, 32, 48, 64, 64, 64, 0, -1), "num_compute_ctas must be in")])
 def test_gemm_ptr_checks_its_arguments_before_ctypes(monkeypatch, args, pattern):
     called = []
     from mkernel import _ops_c
@@ -408,3 +412,16 @@ def test_gemm_ptr_checks_its_arguments_before_ctypes(monkeypatch, args, pattern)
     assert not called
     mkernel.gemm_ptr(16, 32, 48, 64, 64, 64, num_compute_ctas=8)
     assert called == [(16, 32, 48, 64, 64, 64, 0, 8, 0)]
+
+
+def test_gemm_ptr_passes_what_its_fast_check_sends_to_the_detailed_one(monkeypatch):
+    # (numpy ints and a negative dimension leave the one-expression check; the detailed one takes them, and the
+    # library names the bad dimension)
+    np = pytest.importorskip("numpy")
+    called = []
+    from mkernel import _ops_c
+    monkeypatch.setattr(_ops_c, "_need", lambda symbol, op: lambda *a: called.append(a) or 0)
+    mkernel.gemm_ptr(np.int64(16), 32, 48, 64, np.uint64(64), 64, stream=2 ** 64 - 1)
+    mkernel.gemm_ptr(16, 32, 48, -1, 64, 64)
+    assert called == [(16, 32, 48, 64, 64, 64, 0, 0, 2 ** 64 - 1), (16, 32, 48, -1, 64, 64, 0, 0, 0)]
+    assert all(type(v) is int for call in called for v in call)
