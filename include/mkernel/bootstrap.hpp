@@ -42,9 +42,12 @@ class Bootstrap {
   int world() const { return world_; }
 
   // Every rank contributes a blob (sizes may differ); all get all, by rank.
-  // `step` (optional) names the caller's step in this rank's error when the
-  // collective fails ("rank 1 (in alloc_symmetric): ... waiting for ranks
-  // [2]"): ranks at different steps then say which each was in.
+  // `step` (optional; null: an unnamed collective) names the caller's step in
+  // this rank's error when the collective fails ("rank 1 (in
+  // alloc_symmetric: sizes): ... waiting for ranks [2]"), and goes to the
+  // root, which names it in its own messages and fails every rank when two
+  // ranks' collective #N name different steps ("ranks called different
+  // collectives"): the same step must have the same name on every rank.
   std::vector<std::string> allgather(const std::string& mine, const char* step = nullptr);
   void barrier(const char* step = nullptr);
   std::string broadcast(const std::string& data, int root, const char* step = nullptr);

@@ -91,7 +91,7 @@ class Communicator {
   // needs no SM), the device word, which the waits read at every check; they
   // read the host word only as a fallback (device/signals.cuh, abort_word).
   void raise_abort();
-  void barrier() { bs_->barrier(); }
+  void barrier() { bs_->barrier("Communicator::barrier"); }
 
   // The network layer (transport + host proxy), created collectively on the
   // first call by every rank. See mkernel/network.hpp.

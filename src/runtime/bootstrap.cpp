@@ -21,7 +21,11 @@ namespace mk {
 
 namespace {
 
-constexpr uint32_t kFrameMagic = 0x4d4b4254;  // "MKBT"
+// "MKB2": a gather's body starts with its step's name since session 43. A process of another build connecting
+// with "MKBT" (before) is turned away with a reason that the join timeout names (parse_frames), not read as
+// wrong data.
+constexpr uint32_t kFrameMagic = 0x4d4b4232;
+constexpr uint32_t kFrameMagicV1 = 0x4d4b4254;
 constexpr int64_t kClientGraceMs = 5000;       // clients outwait the root's own timeout
 
 enum FrameType : uint32_t { kHello = 1, kWelcome, kGather, kResult, kError, kBye, kAbort };
@@ -64,6 +68,19 @@ std::string ranks_to_string(const std::vector<int>& r) {
   std::string s = "[";
   for (size_t i = 0; i < r.size(); ++i) s += (i ? ", " : "") + std::to_string(r[i]);
   return s + "]";
+}
+
+// A gather's body: the caller's step name (what the root names and compares across the ranks), then its data.
+std::string gather_body(const char* step, const std::string& mine) {
+  const std::string s = step ? std::string(step).substr(0, 0xffff) : std::string();
+  const uint16_t n = static_cast<uint16_t>(s.size());
+  std::string out(reinterpret_cast<const char*>(&n), sizeof(n));
+  return out + s + mine;
+}
+
+// "'<step>'", or what an unnamed one is called.
+std::string step_name(const std::string& step) {
+  return step.empty() ? std::string("an unnamed collective") : cat("'", step, "'");
 }
 
 uint64_t random_u64() {
@@ -193,23 +210,43 @@ class BootstrapRoot {
       c.bye = true;
       ++byes_;
       if (std::any_of(contrib_.begin(), contrib_.end(), [](auto& x) { return x.has_value(); }))
-        fail_all(cat("bootstrap collective #", round_, ": rank ", c.rank,
+        fail_all(cat("bootstrap collective #", round_, " (", step_name(round_step_), "): rank ", c.rank,
                      " closed its bootstrap while others wait for it"));
       return;
     }
     if (h.type == kGather) {
+      uint16_t n = 0;
+      if (body.size() < sizeof(n) || (std::memcpy(&n, body.data(), sizeof(n)), body.size() < sizeof(n) + n)) {
+        fail_all(cat("bootstrap: rank ", c.rank, " sent a corrupt collective frame"));
+        return;
+      }
+      const std::string step = body.substr(sizeof(n), n);
       if (!started_ || h.seq != round_) {
-        fail_all(cat("bootstrap: rank ", c.rank, " is at collective #", h.seq, " but the job is at #",
-                     round_, " (ranks called different sequences of collectives)"));
+        fail_all(cat("bootstrap: rank ", c.rank, " is at collective #", h.seq, " (", step_name(step),
+                     ") but the job is at #", round_, " (ranks called different sequences of collectives)"));
         return;
       }
       for (auto& cc : conns_)
         if (cc.bye && cc.rank >= 0) {
-          fail_all(cat("bootstrap collective #", round_, ": rank ", cc.rank, " has already closed its bootstrap"));
+          fail_all(cat("bootstrap collective #", round_, " (", step_name(step), "): rank ", cc.rank,
+                       " has already closed its bootstrap"));
           return;
         }
-      if (!first_arrival_ms_) first_arrival_ms_ = now_ms();
-      contrib_[c.rank] = body;
+      // Every rank's collective #N must be the same step: ranks that took different paths (one freeing a buffer
+      // while another makes a plan) would otherwise exchange each other's data and fail, if at all, on
+      // whatever the data happened to say.
+      if (first_arrival_ms_ && step != round_step_) {
+        fail_all(cat("bootstrap collective #", round_, ": ranks called different collectives: rank ",
+                     round_step_rank_, " is in ", step_name(round_step_), ", rank ", c.rank, " in ", step_name(step),
+                     " (ranks called different sequences of collectives)"));
+        return;
+      }
+      if (!first_arrival_ms_) {
+        first_arrival_ms_ = now_ms();
+        round_step_ = step;
+        round_step_rank_ = c.rank;
+      }
+      contrib_[c.rank] = body.substr(sizeof(n) + n);
       for (auto& x : contrib_)
         if (!x) return;
       std::string out;
@@ -257,6 +294,12 @@ class BootstrapRoot {
       if (h.magic != kFrameMagic || h.len > kMaxPayload) {
         sock::close_fd(c.fd);
         c.buf.clear();
+        if (c.rank < 0 && turned_away_.size() < 512)  // (a rank that joined and then sends garbage: said at EOF)
+          turned_away_ += cat(turned_away_.empty() ? "" : "; ",
+                              h.magic == kFrameMagicV1 ? "a process of an older mkernel build (another bootstrap "
+                                                         "protocol) tried to join"
+                                                       : "a connection that does not speak mkernel's bootstrap "
+                                                         "protocol was closed");
         return;
       }
       if (c.buf.size() < sizeof(h) + h.len) break;
@@ -305,8 +348,8 @@ class BootstrapRoot {
         std::vector<int> missing;
         for (int r = 0; r < world_; ++r)
           if (!contrib_[r]) missing.push_back(r);
-        fail_all(cat("bootstrap collective #", round_, ": timed out after ", timeout_ms_,
-                     " ms waiting for ranks ", ranks_to_string(missing), " (MK_BOOTSTRAP_TIMEOUT_MS)"));
+        fail_all(cat("bootstrap collective #", round_, " (", step_name(round_step_), "): timed out after ",
+                     timeout_ms_, " ms waiting for ranks ", ranks_to_string(missing), " (MK_BOOTSTRAP_TIMEOUT_MS)"));
       } else if (started_ && byes_ == world_) {
         done_ = true;
       } else if (const int64_t oc = owner_closed_at_ms_.load(); oc) {
@@ -351,6 +394,8 @@ class BootstrapRoot {
   int byes_ = 0;
   uint64_t round_ = 0;
   int64_t first_arrival_ms_ = 0;
+  std::string round_step_;  // the step the round's first arrival named, and its rank
+  int round_step_rank_ = -1;
   bool slow_close_said_ = false;
   std::string turned_away_;  // why hellos of another job were refused
   static constexpr int64_t kSlowCloseMs = 5000;  // (or a quarter of the bound, if less)
@@ -541,7 +586,7 @@ std::vector<std::string> Bootstrap::allgather(const std::string& mine, const cha
            timeout_ms_ + kClientGraceMs, " ms (", why, "): rank 0 stopped, hung or unreachable (MK_BOOTSTRAP_TIMEOUT_MS)");
     }
   };
-  std::string f = frame(kGather, rank_, world_, seq_, 0, mine);
+  std::string f = frame(kGather, rank_, world_, seq_, 0, gather_body(step, mine));
   from_root([&] { sock::send_all(fd_, f.data(), f.size(), dl); });
   FrameHeader h;
   if (!from_root([&] { return sock::recv_all(fd_, &h, sizeof(h), dl); }))

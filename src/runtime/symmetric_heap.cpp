@@ -83,7 +83,7 @@ SymmetricHeap::SymmetricHeap(Bootstrap& bs, const Topology& topo, int device, ui
     if (m == "ipc") mode_ = Mode::Ipc;
   if (mode_ == Mode::Vmm && topo_.host_ranks.size() > 1)
     fdx_ = std::make_unique<FdExchange>(job, topo_.rank, knob_int(Knob::MK_BOOTSTRAP_TIMEOUT_MS));
-  bs_.barrier();  // every fd-exchange socket is bound before anyone sends
+  bs_.barrier("the symmetric heap's set-up");  // every fd-exchange socket is bound before anyone sends
 }
 
 SymmetricHeap::~SymmetricHeap() {

@@ -251,8 +251,10 @@ int main(int argc, char** argv) {
         std::string name = ft->local_name();
         dead->close();
         t->close();
-        bs.allgather(name);
-        bs.allgather("fabric-connect-ok:");  // connect's outcome exchange (step_status): the address was added
+        // (connect's two exchanges under connect's own step names: the root checks that every rank's collective
+        // #N is the same step)
+        bs.allgather(name, "fabric connect: addresses");
+        bs.allgather("fabric-connect-ok:", "fabric connect");  // its outcome exchange (step_status): address added
         bs.barrier();
         return 0;
       }

@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <set>
 #include <thread>
@@ -317,9 +319,45 @@ TEST(BootstrapFailure, LateRankInACollectiveIsNamed) {
     b.barrier();
     if (r == 2) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-      return expect_error_in([&] { b.barrier(); }, {"mkernel:"}, out);  // the job already failed
+      return expect_error_in([&] { b.barrier("the late step"); }, {"mkernel:"}, out);  // the job already failed
     }
-    return expect_error_in([&] { b.barrier(); }, {"collective #1", "timed out", "ranks [2]"}, out);
+    // (the root's message names the step, as the waiting ranks called it)
+    return expect_error_in([&] { b.barrier("the late step"); },
+                           {"collective #1 ('the late step'): timed out", "ranks [2]"}, out);
+  });
+  expect_all(res);
+}
+
+// Ranks whose collective #N is not the same step (one freeing a buffer while another makes a plan) fail at once,
+// every one of them, with both steps named: before, they exchanged each other's data.
+TEST(BootstrapFailure, RanksInDifferentStepsFailAtOnceNamingBoth) {
+  const int W = 3;
+  const int port = free_port();
+  auto res = run_ranks(W, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "20000", 1);
+    set_env_launch(r, W, port);
+    Bootstrap b(*detect_launch());
+    b.allgather("same", "a first exchange");
+    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the others arrive first
+    return expect_error_within(3.0, [&] { b.allgather("x", r == 1 ? "free_symmetric" : "AgGemm's plan check"); },
+                               {"collective #1: ranks called different collectives: rank ", "'AgGemm's plan check'",
+                                "'free_symmetric'"}, out);  // (whichever came first is named first)
+  });
+  expect_all(res);
+}
+
+// An unnamed collective (Bootstrap::barrier() without a step) against a named one is a difference too.
+TEST(BootstrapFailure, AnUnnamedCollectiveAgainstANamedOneFails) {
+  const int W = 2;
+  const int port = free_port();
+  auto res = run_ranks(W, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "20000", 1);
+    set_env_launch(r, W, port);
+    Bootstrap b(*detect_launch());
+    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    return expect_error_within(3.0, [&] { r == 0 ? b.barrier() : b.barrier("the network's set-up"); },
+                               {"ranks called different collectives", "an unnamed collective",
+                                "'the network's set-up'"}, out);
   });
   expect_all(res);
 }
@@ -468,6 +506,33 @@ TEST(BootstrapFailure, WrongWorldSizeIsRejected) {
     }
     return expect_error_in([&] { Bootstrap b(li); },
                            {"ranks [1] of 2", "turned away a process meanwhile", "it says rank 1 of 3"}, out);
+  });
+  expect_all(res);
+}
+
+// A process of an older build (bootstrap frames "MKBT", before the step names rode along) is turned away,
+// not read as wrong data: the join timeout names it beside the rank the job waited for.
+TEST(BootstrapFailure, AnOlderBuildsProcessIsNamedInTheJoinTimeout) {
+  const int port = free_port();
+  auto res = run_ranks(2, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "1000", 1);
+    set_env_launch(r, 2, port);
+    if (r == 1) {  // an old build's hello: its magic, then rank 1 of 2
+      const int fd = mk::sock::tcp_connect("127.0.0.1", port, mk::sock::deadline_in_ms(5000));
+      const uint32_t head[4] = {0x4d4b4254u, 1u, 1u, 2u};
+      char frame[40] = {};
+      std::memcpy(frame, head, sizeof(head));
+      mk::sock::send_all(fd, frame, sizeof(frame), mk::sock::deadline_in_ms(1000));
+      char c;
+      pollfd p{fd, POLLIN, 0};
+      ::poll(&p, 1, 3000);  // the root closes it
+      const bool closed = (p.revents & (POLLIN | POLLHUP)) && ::recv(fd, &c, 1, 0) <= 0;
+      ::close(fd);
+      return closed ? 0 : (out = "the root did not close an old build's connection", 1);
+    }
+    return expect_error_in([&] { Bootstrap b(*detect_launch()); },
+                           {"ranks [1] of 2", "turned away a process meanwhile",
+                            "a process of an older mkernel build (another bootstrap protocol) tried to join"}, out);
   });
   expect_all(res);
 }
