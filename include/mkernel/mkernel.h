@@ -1,8 +1,11 @@
 /* mkernel: C ABI for bindings (Python ctypes, other languages).
  * Every function returns 0 on success and non-zero on failure; then
  * mk_last_error() returns this thread's message. Handles are opaque.
- * Destroy a communicator's plans and symmetric buffers before it: they refer
- * to it, and no handle may be used after its destroy call. */
+ * mk_comm_destroy refuses (non-zero; the communicator stays open) while a
+ * plan made on it is open: destroy the plans first. It frees the symmetric
+ * buffers still allocated on it: such a buffer's handle then takes only
+ * mk_symm_free, which deletes the handle without reading its comm argument
+ * (mk_symm_info fails). No handle may be used after its own destroy call. */
 #ifndef MKERNEL_MKERNEL_H_
 #define MKERNEL_MKERNEL_H_
 

@@ -11,6 +11,7 @@ static_assert(MK_MAX_LOCAL_RANKS == mk::kMaxLocalRanks);
 
 struct mk_symm_s {
   mk::SymmetricBuffer* buf;
+  std::shared_ptr<std::atomic<bool>> comm_alive;  // its communicator's mk_comm_s::alive
 };
 
 std::string& mk::capi::last_error() {
@@ -56,7 +57,17 @@ int mk_comm_init_env(mk_comm_t* out, int device) {
 }
 
 int mk_comm_destroy(mk_comm_t comm) {
-  return guarded([&] { delete comm; });
+  if (!comm) return 0;
+  if (const int n = comm->open_plans.load(); n > 0)
+    return guarded([&] {
+      mk::fail("mk_comm_destroy: ", n, n == 1 ? " plan made on this communicator is" : " plans made on this "
+               "communicator are", " still open: destroy them first (a plan uses its communicator until its own "
+               "destroy call); the communicator stays open");
+    });
+  return guarded([&] {
+    comm->alive->store(false);  // (its buffers' handles: freed with it)
+    delete comm;
+  });
 }
 
 int mk_comm_info(mk_comm_t comm, mk_comm_info_t* out) {
@@ -93,6 +104,7 @@ int mk_symm_alloc(mk_comm_t comm, size_t bytes, mk_symm_t* out) {
   return guarded([&] {
     auto s = std::make_unique<mk_symm_s>();
     s->buf = &comm->comm->alloc_symmetric(bytes);
+    s->comm_alive = comm->alive;
     *out = s.release();
   });
 }
@@ -100,6 +112,9 @@ int mk_symm_alloc(mk_comm_t comm, size_t bytes, mk_symm_t* out) {
 int mk_symm_info(mk_symm_t buf, mk_symm_info_t* out) {
   if (!buf || !out) return null_arg("buf or out");
   return guarded([&] {
+    if (!buf->comm_alive->load())
+      mk::fail("mk_symm_info: this buffer's communicator was destroyed, and the buffer with it (mk_symm_free "
+               "only deletes its handle now)");
     *out = mk_symm_info_t{};
     out->local = buf->buf->local;
     out->bytes = buf->buf->bytes;
@@ -110,6 +125,10 @@ int mk_symm_info(mk_symm_t buf, mk_symm_info_t* out) {
 }
 
 int mk_symm_free(mk_comm_t comm, mk_symm_t buf) {
+  if (buf && !buf->comm_alive->load()) {  // (`comm` is not read: the destroyed one's handle dangles)
+    delete buf;
+    return 0;
+  }
   if (!comm || !buf) return null_arg("comm or buf");
   return guarded([&] {
     comm->comm->free_symmetric(*buf->buf);

@@ -2,15 +2,20 @@
 // a non-zero return code and this thread's mk_last_error() message.
 #pragma once
 
+#include <atomic>
 #include <exception>
 #include <memory>
 #include <string>
 
 #include "mkernel/communicator.hpp"
 
-// The opaque communicator handle of include/mkernel/mkernel.h.
+// The opaque communicator handle of include/mkernel/mkernel.h. It counts the plan handles made on it
+// (mk_comm_destroy refuses while one is open: the plan would use a destroyed communicator), and shares a flag
+// with its symmetric buffers' handles, false once it is destroyed (which frees those buffers).
 struct mk_comm_s {
   std::unique_ptr<mk::Communicator> comm;
+  std::atomic<int> open_plans{0};
+  std::shared_ptr<std::atomic<bool>> alive = std::make_shared<std::atomic<bool>>(true);
 };
 
 namespace mk::capi {
@@ -51,15 +56,28 @@ inline int null_arg(const char* what) {
   return 1;
 }
 
-// Creates an op plan handle (a struct holding std::unique_ptr<Plan> plan)
-// over a communicator: Plan(*comm, args...).
+// Creates an op plan handle (a struct holding std::unique_ptr<Plan> plan and
+// mk_comm_s* owner) over a communicator: Plan(*comm, args...), counted on it.
 template <typename Handle, typename Plan, typename... Args>
 int create_plan(mk_comm_s* comm, Handle** out, const Args&... args) {
   if (!comm || !out) return null_arg("comm or out");
   return guarded([&] {
     auto h = std::make_unique<Handle>();
     h->plan = std::make_unique<Plan>(*comm->comm, args...);
+    h->owner = comm;
+    ++comm->open_plans;
     *out = h.release();
+  });
+}
+
+// Destroys a plan handle (NULL: nothing), then uncounts it on its communicator.
+template <typename Handle>
+int destroy_plan(Handle* plan) {
+  if (!plan) return 0;
+  return guarded([&] {
+    mk_comm_s* owner = plan->owner;
+    delete plan;
+    if (owner) --owner->open_plans;
   });
 }
 

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 
 #include "mkernel/mkernel.h"
+#include "src/runtime/c_api_util.hpp"
 
 TEST(CApi, VersionAndConfig) {
   EXPECT_EQ(mk_abi_version(), MK_ABI_VERSION);
@@ -47,4 +49,26 @@ TEST(CApi, ForeignIdIsRejected) {
   mk_comm_t comm = nullptr;
   EXPECT_NE(mk_comm_init(&comm, 0, 2, &id, -1), 0);
   EXPECT_NE(std::string(mk_last_error()).find("unique id"), std::string::npos) << mk_last_error();
+}
+
+// A communicator handle counts the plan handles made on it and refuses to be destroyed while one is open (the
+// plan would use it afterwards). Here without a GPU: a handle with no communicator inside, a stand-in plan.
+TEST(CApi, ACommunicatorWithAnOpenPlanRefusesToBeDestroyed) {
+  struct StandInPlan {
+    std::unique_ptr<int> plan;
+    mk_comm_s* owner = nullptr;
+  };
+  auto* comm = new mk_comm_s;
+  auto* plan = new StandInPlan{std::make_unique<int>(1), comm};
+  ++comm->open_plans;  // (what mk::capi::create_plan does once the plan exists)
+  EXPECT_NE(mk_comm_destroy(comm), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("mk_comm_destroy: 1 plan made on this communicator is still open"),
+            std::string::npos) << mk_last_error();
+  EXPECT_EQ(mk::capi::destroy_plan(plan), 0);
+  EXPECT_EQ(comm->open_plans.load(), 0);
+  EXPECT_EQ(mk::capi::destroy_plan(static_cast<StandInPlan*>(nullptr)), 0);
+  const auto alive = comm->alive;  // (what its buffers' handles hold)
+  EXPECT_EQ(mk_comm_destroy(comm), 0) << mk_last_error();
+  EXPECT_FALSE(alive->load());
+  EXPECT_EQ(mk_comm_destroy(nullptr), 0);
 }

@@ -5,6 +5,7 @@
 
 struct mk_ag_gemm_s {
   std::unique_ptr<mk::AgGemm> plan;
+  mk_comm_s* owner = nullptr;  // (counted on it: mk::capi::create_plan)
 };
 
 using mk::capi::guarded;
@@ -30,8 +31,6 @@ int mk_ag_gemm_all_gather(mk_ag_gemm_t plan, const void* a_local, void* gathered
 
 int mk_ag_gemm_captured(mk_ag_gemm_t plan, int* out) { return mk::capi::plan_captured(plan, out); }
 
-int mk_ag_gemm_destroy(mk_ag_gemm_t plan) {
-  return guarded([&] { delete plan; });
-}
+int mk_ag_gemm_destroy(mk_ag_gemm_t plan) { return mk::capi::destroy_plan(plan); }
 
 }  // extern "C"

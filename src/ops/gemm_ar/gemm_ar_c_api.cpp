@@ -5,6 +5,7 @@
 
 struct mk_gemm_ar_s {
   std::unique_ptr<mk::GemmAr> plan;
+  mk_comm_s* owner = nullptr;  // (counted on it: mk::capi::create_plan)
 };
 
 using mk::capi::guarded;
@@ -32,8 +33,6 @@ int mk_gemm_ar_all_reduce(mk_gemm_ar_t plan, const void* x, void* out, void* str
 
 int mk_gemm_ar_captured(mk_gemm_ar_t plan, int* out) { return mk::capi::plan_captured(plan, out); }
 
-int mk_gemm_ar_destroy(mk_gemm_ar_t plan) {
-  return guarded([&] { delete plan; });
-}
+int mk_gemm_ar_destroy(mk_gemm_ar_t plan) { return mk::capi::destroy_plan(plan); }
 
 }  // extern "C"

@@ -5,6 +5,7 @@
 
 struct mk_gemm_rs_s {
   std::unique_ptr<mk::GemmRs> plan;
+  mk_comm_s* owner = nullptr;  // (counted on it: mk::capi::create_plan)
 };
 
 using mk::capi::guarded;
@@ -30,8 +31,6 @@ int mk_gemm_rs_reduce_scatter(mk_gemm_rs_t plan, const void* x, void* out, void*
 
 int mk_gemm_rs_captured(mk_gemm_rs_t plan, int* out) { return mk::capi::plan_captured(plan, out); }
 
-int mk_gemm_rs_destroy(mk_gemm_rs_t plan) {
-  return guarded([&] { delete plan; });
-}
+int mk_gemm_rs_destroy(mk_gemm_rs_t plan) { return mk::capi::destroy_plan(plan); }
 
 }  // extern "C"

@@ -5,6 +5,7 @@
 
 struct mk_ring_attn_s {
   std::unique_ptr<mk::RingAttention> plan;
+  mk_comm_s* owner = nullptr;  // (counted on it: mk::capi::create_plan)
 };
 
 using mk::capi::guarded;
@@ -52,9 +53,6 @@ int mk_ring_attn_read_trace(mk_ring_attn_t plan, uint64_t* events, int64_t capac
 
 int mk_ring_attn_captured(mk_ring_attn_t plan, int* out) { return mk::capi::plan_captured(plan, out); }
 
-int mk_ring_attn_destroy(mk_ring_attn_t plan) {
-  if (!plan) return 0;
-  return guarded([&] { delete plan; });
-}
+int mk_ring_attn_destroy(mk_ring_attn_t plan) { return mk::capi::destroy_plan(plan); }
 
 }  // extern "C"

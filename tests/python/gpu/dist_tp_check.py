@@ -593,6 +593,7 @@ def check_plans_close_with_their_communicator(d):
     and then refuse to run; the op calls tell autograd that out= changed. On a second communicator (collective)."""
     c2 = mkernel.init()
     p = mkernel.AgGemm(c2, 64, 128, 128)
+    buf = c2.alloc_symmetric(4096)  # (freed by close(); its free() afterwards deletes only the handle)
     x, w = d.rnd(64, 128), d.rnd(128, 128)
     y = p.run(x, w)
     close(y, d.cat(x) @ w.float().cpu().t(), "explicit plan on a second communicator")
@@ -603,6 +604,8 @@ def check_plans_close_with_their_communicator(d):
     torch.cuda.synchronize()
     c2.close()
     expect_error(lambda: p.run(x, w), "plan is closed", "an explicit plan after its communicator closed")
+    buf.free()
+    expect(buf._h is None, "a symmetric buffer's free() after its communicator closed kept its handle")
     expect_error(lambda: mkernel.ag_gemm(x, w, c2), "closed", "an op on a closed communicator")
     # init() whose rank 0 cannot make the unique id: every rank raises its error at once (the others waited
     # in the id's broadcast for the process group's timeout).
