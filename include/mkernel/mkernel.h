@@ -2,7 +2,9 @@
  * Every function returns 0 on success and non-zero on failure; then
  * mk_last_error() returns this thread's message. Handles are opaque.
  * mk_comm_destroy refuses (non-zero; the communicator stays open) while a
- * plan made on it is open: destroy the plans first. It frees the symmetric
+ * plan made on it is open: destroy the plans first, on every rank (the
+ * refusal is this rank's alone: ranks that go on wait in the teardown up to
+ * MK_BOOTSTRAP_TIMEOUT_MS for this one). It frees the symmetric
  * buffers still allocated on it: such a buffer's handle then takes only
  * mk_symm_free, which deletes the handle without reading its comm argument
  * (mk_symm_info fails). No handle may be used after its own destroy call. */

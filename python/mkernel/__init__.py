@@ -76,7 +76,7 @@ class SymmetricBuffer:
         """Collective."""
         if self._h:
             if not getattr(self._comm, "_h", None):  # (its communicator freed it when it closed)
-                lib.mk_symm_free(None, self._h)  # (deletes the handle alone: the library knows it was freed)
+                check(lib.mk_symm_free(None, self._h))  # (deletes the handle alone: the library knows it was freed)
                 self._h = None
                 return
             check(lib.mk_symm_free(self._comm._h, self._h))

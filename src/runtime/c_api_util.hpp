@@ -61,13 +61,15 @@ inline int null_arg(const char* what) {
 template <typename Handle, typename Plan, typename... Args>
 int create_plan(mk_comm_s* comm, Handle** out, const Args&... args) {
   if (!comm || !out) return null_arg("comm or out");
-  return guarded([&] {
+  ++comm->open_plans;  // (counted while it is made too: a destroy meanwhile is refused)
+  const int rc = guarded([&] {
     auto h = std::make_unique<Handle>();
     h->plan = std::make_unique<Plan>(*comm->comm, args...);
     h->owner = comm;
-    ++comm->open_plans;
     *out = h.release();
   });
+  if (rc) --comm->open_plans;
+  return rc;
 }
 
 // Destroys a plan handle (NULL: nothing), then uncounts it on its communicator.

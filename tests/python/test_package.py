@@ -67,6 +67,19 @@ def test_a_closed_communicator_says_so():
             call()
 
 
+def test_a_buffer_freed_after_its_communicator_closed_gives_its_handle_back(monkeypatch):
+    # (the communicator's close freed the buffer; the library deletes the handle without reading a comm)
+    calls = []
+    monkeypatch.setattr(mkernel.lib, "mk_symm_free", lambda comm, h: calls.append((comm, h)) or 0)
+    comm = mkernel.Communicator.__new__(mkernel.Communicator)
+    comm._h = None  # closed
+    buf = mkernel.SymmetricBuffer.__new__(mkernel.SymmetricBuffer)
+    buf._comm, buf._h = comm, 1234
+    buf.free()
+    buf.free()  # (once only)
+    assert calls == [(None, 1234)] and buf._h is None
+
+
 def test_mk_library_that_is_not_a_file_is_an_import_error():
     # A typo in MK_LIBRARY must not load the package's other copy without a word.
     import os
