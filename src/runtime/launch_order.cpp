@@ -20,7 +20,12 @@ LaunchOrder::~LaunchOrder() {
 // ~1-2 us of host time more with this than without: session 38's
 // python-overhead report); end() reuses what begin() learnt.
 LaunchOrder::Call LaunchOrder::begin(cudaStream_t stream) {
+  if (busy_.exchange(true, std::memory_order_acq_rel))
+    fail("a plan's call began while another of its calls, on another host thread, was still enqueuing its work "
+         "(the plan of ", who_, "): a plan takes one host thread at a time (its calls share its buffers, signal "
+         "words and launch order); use a plan per thread, or a lock around its calls");
   Call call(this, stream);
+  call.busy_ = &busy_;
   call.captured_ = capturing(stream);
   if (call.captured_) return call;
   // A failed query or wait disarms the span: recording this stream's (empty) point would let the next call
