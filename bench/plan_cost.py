@@ -14,12 +14,17 @@ import argparse
 import datetime
 import os
 import statistics
+import sys
 import time
 
 import torch
 import torch.distributed as dist
 
-import mkernel
+try:
+    import mkernel
+except ModuleNotFoundError:  # in-tree without `pip install .`: the package beside this folder (tools/build.sh's library)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import mkernel
 import mkernel.torchrun
 from mkernel import tp
 

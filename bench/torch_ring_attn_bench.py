@@ -40,6 +40,9 @@ import torch.distributed as dist  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dist_timing import agree, fence, max_over_ranks, measure, provenance, sh, short  # noqa: E402,F401
 import ring_eta  # noqa: E402
+import importlib.util  # noqa: E402
+if importlib.util.find_spec("mkernel") is None:  # in-tree without `pip install .`: the package beside this folder
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))  # (imported late)
 
 HEADS, HEAD_DIM = 32, 128
 CHECK_S, CHECK_TOL = 1024, 2e-2  # end-to-end check: S_local, max |err| / max |ref|

@@ -12,10 +12,17 @@ computes), and the output projection follows. The full sequence is put back
 with mkernel.zigzag_unshard and compared with the same block computed on one
 GPU in fp32.
 """
+import os
+import sys
+
 import torch
 import torch.distributed as dist
 
-import mkernel
+try:
+    import mkernel
+except ModuleNotFoundError:  # in-tree without `pip install .`: the package beside this folder (tools/build.sh's library)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import mkernel
 import mkernel.torchrun
 
 

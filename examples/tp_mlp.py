@@ -11,10 +11,17 @@ are torch custom ops with autograd, so backward() runs the mirrored
 collectives (the gradient of a GEMM+ReduceScatter is an AllGather+GEMM and
 back), and an SGD step updates each rank's weight shards.
 """
+import os
+import sys
+
 import torch
 import torch.nn.functional as F
 
-import mkernel
+try:
+    import mkernel
+except ModuleNotFoundError:  # in-tree without `pip install .`: the package beside this folder (tools/build.sh's library)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import mkernel
 import mkernel.torchrun
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what mkernel's build needs and is missing (idempotent; apt-get on
-# Debian/Ubuntu, pip for a newer CMake if the system one is too old).
+# Debian/Ubuntu; CMake from PyPI into .venv-cmake if the system one is too old).
 # Sourced or run by tools/test.sh and tools/bench.sh.
 set -euo pipefail
 
@@ -44,10 +44,23 @@ cmake_ok() {
   v=$(cmake --version 2>/dev/null | head -1 | awk '{print $3}')
   [ -n "$v" ] && [ "$(printf '%s\n3.24\n' "$v" | sort -V | head -1)" = "3.24" ]
 }
+# Where apt's is older (Ubuntu 22.04: 3.22), CMake from PyPI into a venv of this tree, .venv-cmake, never into
+# the system's Python (which may have no pip, or refuse: PEP 668); .cmake-bin holds only its cmake and ctest, and
+# tools/build.sh and tools/test.sh put that folder first on PATH (the venv's python stays off it).
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+[ -x "$root/.cmake-bin/cmake" ] && export PATH="$root/.cmake-bin:$PATH"
 if ! cmake_ok; then
-  log "system CMake is older than 3.24; installing CMake from PyPI"
-  python3 -m pip install -q --user 'cmake>=3.24,<4'
-  export PATH="$HOME/.local/bin:$PATH"
+  log "system CMake is older than 3.24; installing CMake from PyPI into .venv-cmake"
+  python3 -c 'import ensurepip' 2>/dev/null || {
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-venv
+  }
+  python3 -m venv "$root/.venv-cmake"
+  "$root/.venv-cmake/bin/python3" -m pip install -q 'cmake>=3.24,<4'
+  mkdir -p "$root/.cmake-bin"
+  ln -sf ../.venv-cmake/bin/cmake "$root/.cmake-bin/cmake"
+  ln -sf ../.venv-cmake/bin/ctest "$root/.cmake-bin/ctest"
+  export PATH="$root/.cmake-bin:$PATH"
   cmake_ok || { echo "[setup] error: CMake >= 3.24 not available" >&2; exit 1; }
 fi
 

@@ -1,6 +1,7 @@
 /* mkernel: C ABI for bindings (Python ctypes, other languages).
- * Every function returns 0 on success and non-zero on failure; then
- * mk_last_error() returns this thread's message. Handles are opaque.
+ * Every function but mk_abi_version and mk_last_error returns 0 on success
+ * and non-zero on failure; then mk_last_error() returns this thread's
+ * message. Handles are opaque.
  * mk_comm_destroy refuses (non-zero; the communicator stays open) while a
  * plan made on it is open: destroy the plans first, on every rank (the
  * refusal is this rank's alone: ranks that go on wait in the teardown up to
@@ -43,7 +44,8 @@ int mk_abi_version(void);
 const char* mk_last_error(void);
 
 int mk_get_unique_id(mk_unique_id_t* out);
-/* device < 0: keep the current device (init) / local rank mod GPUs (init_env). */
+/* device < 0: keep the current device (init; init_env without a launcher) /
+ * local rank mod GPUs (init_env under a launcher). */
 int mk_comm_init(mk_comm_t* out, int rank, int world, const mk_unique_id_t* id, int device);
 int mk_comm_init_env(mk_comm_t* out, int device);
 int mk_comm_destroy(mk_comm_t comm);
@@ -107,7 +109,8 @@ int mk_attention_workspace_bytes(int64_t batch, int64_t seq_q, int64_t seq_kv, i
 /* Ring attention (include/mkernel/ring_attention.hpp): create and destroy
  * are collective; q, out [batch, s_local, heads, head_dim], k, v [batch,
  * s_local, kv_heads, head_dim] bf16, lse [batch, heads, s_local] fp32; causal
- * plans take zigzag shards. 0 for scale / CTA counts picks the default. */
+ * plans take zigzag shards. 0 for scale / CTA counts picks the default;
+ * kv_heads 0 means heads. */
 typedef struct mk_ring_attn_s* mk_ring_attn_t;
 int mk_ring_attn_create(mk_comm_t comm, int64_t batch, int64_t s_local, int64_t heads, int64_t kv_heads,
                         int64_t head_dim, int causal, float scale, int num_comm_ctas, int num_ctas,

@@ -31,17 +31,21 @@ TRACE_KINDS = {1: "cta_start", 2: "cta_end", 3: "wait_begin", 4: "wait_end", 5: 
 
 
 class RingAttention(_Plan):
-    """out, lse = attention of this rank's queries over every rank's keys; one persistent kernel."""
+    """out, lse = attention of this rank's queries over every rank's keys; one persistent kernel. kv_heads 0 means
+    heads; scale None (or 0, as the op functions pass it) means 1/sqrt(head_dim), else a finite number > 0 in
+    float32; num_comm_ctas / num_ctas 0: the library's choice. No backward: run() refuses inputs that require grad
+    while autograd records (mkernel.ring_attention has none either)."""
     _destroy = "mk_ring_attn_destroy"
     _captured = "mk_ring_attn_captured"
 
-    def __init__(self, comm, batch, s_local, heads, kv_heads, head_dim, causal, scale=0.0, num_comm_ctas=0,
+    def __init__(self, comm, batch, s_local, heads, kv_heads, head_dim, causal, scale=None, num_comm_ctas=0,
                  num_ctas=0):
+        op = "mkernel.RingAttention"
+        sc = 0.0 if scale is None or (type(scale) in (int, float) and scale == 0) else scale_arg(scale, op)
         h = ctypes.c_void_p()
         check(_need("mk_ring_attn_create", "ring_attention")(
             comm._h, int(batch), int(s_local), int(heads), int(kv_heads), int(head_dim),
-            int(causal_arg(causal, "mkernel.RingAttention")), float(scale), int(num_comm_ctas), int(num_ctas),
-            ctypes.byref(h)))
+            int(causal_arg(causal, op)), sc, int(num_comm_ctas), int(num_ctas), ctypes.byref(h)))
         self._bind(comm, h)
         self.world = comm.world
         self.shape = (int(batch), int(s_local), int(heads), int(kv_heads) or int(heads), int(head_dim))  # 0: heads

@@ -23,7 +23,10 @@ calls in the same order (as with any collective; backward passes too, so
 every rank must use the outputs the same way). Steady-state calls allocate
 only their output, never synchronise the host, run on the current stream
 and can be captured in CUDA graphs. The explicit plans (mkernel.AgGemm,
-mkernel.GemmRs) are there for callers that manage their own. bf16 only.
+mkernel.GemmRs, mkernel.GemmAr) are there for callers that manage their own;
+they have no backward, so their methods refuse inputs that require grad while
+autograd records. A plan takes one host thread at a time: a call overlapping
+another thread's call of it raises. bf16 only.
 """
 import ctypes
 import warnings
