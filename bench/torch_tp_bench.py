@@ -39,7 +39,9 @@ from dist_timing import agree, fence, max_over_ranks, measure, provenance, sh, s
 
 try:
     import mkernel  # noqa: E402
-except ModuleNotFoundError:  # in-tree without `pip install .`: the package beside this folder (tools/build.sh's library)
+except ModuleNotFoundError as e:  # in-tree without `pip install .`: the package beside this folder
+    if e.name != "mkernel":  # (an installed package missing a part of its own: say so)
+        raise
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
     import mkernel  # noqa: E402
 import mkernel.torchrun  # noqa: E402

@@ -19,7 +19,9 @@ import torch.nn.functional as F
 
 try:
     import mkernel
-except ModuleNotFoundError:  # in-tree without `pip install .`: the package beside this folder (tools/build.sh's library)
+except ModuleNotFoundError as e:  # in-tree without `pip install .`: the package beside this folder
+    if e.name != "mkernel":  # (an installed package missing a part of its own: say so)
+        raise
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
     import mkernel
 import mkernel.torchrun

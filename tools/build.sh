@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"
-[ -x .cmake-bin/cmake ] && export PATH="$PWD/.cmake-bin:$PATH"  # (tools/setup.sh: CMake from PyPI where apt's is old)
+.cmake-bin/cmake --version >/dev/null 2>&1 && export PATH="$PWD/.cmake-bin:$PATH"  # (setup.sh: PyPI's CMake)
 jobs=${MK_BUILD_JOBS:-0}
 [ "$jobs" -gt 0 ] || jobs=$(nproc)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"

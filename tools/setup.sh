@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what mkernel's build needs and is missing (idempotent; apt-get on
 # Debian/Ubuntu; CMake from PyPI into .venv-cmake if the system one is too old).
-# Sourced or run by tools/test.sh and tools/bench.sh.
+# Run by tools/test.sh and tools/bench.sh (its PATH changes stay here: tools/build.sh and
+# tools/test.sh put .cmake-bin on PATH themselves).
 set -euo pipefail
 
 log() { echo "[setup] $*"; }
@@ -47,22 +48,24 @@ cmake_ok() {
 # Where apt's is older (Ubuntu 22.04: 3.22), CMake from PyPI into a venv of this tree, .venv-cmake, never into
 # the system's Python (which may have no pip, or refuse: PEP 668); .cmake-bin holds only its cmake and ctest, and
 # tools/build.sh and tools/test.sh put that folder first on PATH (the venv's python stays off it).
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-[ -x "$root/.cmake-bin/cmake" ] && export PATH="$root/.cmake-bin:$PATH"
+_mk_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# (one that runs: a tree moved with its .venv-cmake has scripts naming the old path; then made again below)
+"$_mk_root/.cmake-bin/cmake" --version >/dev/null 2>&1 && export PATH="$_mk_root/.cmake-bin:$PATH"
 if ! cmake_ok; then
   log "system CMake is older than 3.24; installing CMake from PyPI into .venv-cmake"
   python3 -c 'import ensurepip' 2>/dev/null || {
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-venv
   }
-  python3 -m venv "$root/.venv-cmake"
-  "$root/.venv-cmake/bin/python3" -m pip install -q 'cmake>=3.24,<4'
-  mkdir -p "$root/.cmake-bin"
-  ln -sf ../.venv-cmake/bin/cmake "$root/.cmake-bin/cmake"
-  ln -sf ../.venv-cmake/bin/ctest "$root/.cmake-bin/ctest"
-  export PATH="$root/.cmake-bin:$PATH"
+  python3 -m venv --clear "$_mk_root/.venv-cmake"
+  "$_mk_root/.venv-cmake/bin/python3" -m pip install -q 'cmake>=3.24,<4'
+  mkdir -p "$_mk_root/.cmake-bin"
+  ln -sf ../.venv-cmake/bin/cmake "$_mk_root/.cmake-bin/cmake"
+  ln -sf ../.venv-cmake/bin/ctest "$_mk_root/.cmake-bin/ctest"
+  export PATH="$_mk_root/.cmake-bin:$PATH"
   cmake_ok || { echo "[setup] error: CMake >= 3.24 not available" >&2; exit 1; }
 fi
+unset _mk_root
 
 # The tests' Python packages (pytest, pyflakes, cuobjdump + nvdisasm wheels, torch) go into a venv,
 # .venv-test (tools/setup_test_python.sh, run by tools/test.sh): never into the system's Python, which

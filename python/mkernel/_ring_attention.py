@@ -32,8 +32,8 @@ TRACE_KINDS = {1: "cta_start", 2: "cta_end", 3: "wait_begin", 4: "wait_end", 5: 
 
 class RingAttention(_Plan):
     """out, lse = attention of this rank's queries over every rank's keys; one persistent kernel. kv_heads 0 means
-    heads; scale None (or 0, as the op functions pass it) means 1/sqrt(head_dim), else a finite number > 0 in
-    float32; num_comm_ctas / num_ctas 0: the library's choice. No backward: run() refuses inputs that require grad
+    heads; scale None means 1/sqrt(head_dim), else a finite number > 0 in float32 (0 is refused, as by the op:
+    torch's scale=0 means uniform weights); num_comm_ctas / num_ctas 0: the library's choice. No backward: run() refuses inputs that require grad
     while autograd records (mkernel.ring_attention has none either)."""
     _destroy = "mk_ring_attn_destroy"
     _captured = "mk_ring_attn_captured"
@@ -41,7 +41,7 @@ class RingAttention(_Plan):
     def __init__(self, comm, batch, s_local, heads, kv_heads, head_dim, causal, scale=None, num_comm_ctas=0,
                  num_ctas=0):
         op = "mkernel.RingAttention"
-        sc = 0.0 if scale is None or (type(scale) in (int, float) and scale == 0) else scale_arg(scale, op)
+        sc = scale_arg(scale, op)  # (None -> 0.0, the library's default)
         h = ctypes.c_void_p()
         check(_need("mk_ring_attn_create", "ring_attention")(
             comm._h, int(batch), int(s_local), int(heads), int(kv_heads), int(head_dim),
@@ -136,7 +136,7 @@ def _check_call(q, k, v, out, lse, causal, is_traced=None):
 def _run(q, k, v, key, causal, scale, out=None, lse=None):  # q, k, v, out, lse checked (_check_call)
     _device_check(q, "q", getattr(lookup(key), "_device", None))  # (both paths: eager and the custom op)
     b, s, h, d = q.shape
-    plan = _plan(RingAttention, key, b, s, h, k.shape[2], d, bool(causal), float(scale))
+    plan = _plan(RingAttention, key, b, s, h, k.shape[2], d, bool(causal), float(scale) or None)  # (0.0: None)
     res = plan._launch(q, k, v, out, lse)
     if not _compiling():
         _HOT[("ring_attention", key, q.shape, k.shape, v.shape, bool(causal), float(scale))] = plan._launch

@@ -543,8 +543,8 @@ void Bootstrap::connect_and_hello(const std::string& host, int port, uint64_t ma
     // The socket's own error names nobody: say who, where and in which phase (e.g. another program, not
     // rank 0's root, listening on the derived port: it accepts and never answers).
     fail("rank ", rank_, " of ", world_, ": rendezvous with the bootstrap root at ", host, ":", port,
-         " failed after connecting: ", error_reason(e), " (is the program listening there rank 0's root? "
-         "MK_BOOTSTRAP_PORT / MK_BOOTSTRAP_ADDR choose it)");
+         " failed after connecting: ", error_reason(e), " (is the program listening there rank 0's root, of this "
+         "mkernel build? MK_BOOTSTRAP_PORT / MK_BOOTSTRAP_ADDR choose it)");
   }
 }
 

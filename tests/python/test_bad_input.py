@@ -427,9 +427,9 @@ def test_gemm_ptr_passes_what_its_fast_check_sends_to_the_detailed_one(monkeypat
     assert all(type(v) is int for call in called for v in call)
 
 
-@pytest.mark.parametrize("scale,sent", [(None, 0.0), (0.0, 0.0), (0, 0.0), (0.125, 0.125), (__import__("numpy").float32(0.5), 0.5)])
+@pytest.mark.parametrize("scale,sent", [(None, 0.0), (0.125, 0.125), (__import__("numpy").float32(0.5), 0.5)])
 def test_ring_attention_plan_takes_scale_as_the_op_does(monkeypatch, scale, sent):
-    # (None or 0: 1/sqrt(head_dim), 0 being what the op functions pass; else scale_arg's rule)
+    # (None: 1/sqrt(head_dim), sent as 0.0; else scale_arg's rule)
     seen = []
     monkeypatch.setattr(_ring_attention, "_need", lambda symbol, op: lambda *a: seen.append(a[7]) or 1)
     monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: refused by the stub")
@@ -438,7 +438,7 @@ def test_ring_attention_plan_takes_scale_as_the_op_does(monkeypatch, scale, sent
     assert seen == [sent] and type(seen[0]) is float
 
 
-@pytest.mark.parametrize("scale", [-1.0, float("nan"), float("inf"), "0.1", True, 1e300])
+@pytest.mark.parametrize("scale", [0, 0.0, -1.0, float("nan"), float("inf"), "0.1", True, 1e300])
 def test_ring_attention_plan_refuses_a_bad_scale_before_the_library(monkeypatch, scale):
     monkeypatch.setattr(_ring_attention, "_need", lambda symbol, op: lambda *a: pytest.fail("reached the library"))
     with pytest.raises(mkernel.MkernelError, match="mkernel.RingAttention: scale must be a finite number > 0"):

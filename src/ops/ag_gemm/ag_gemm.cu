@@ -176,10 +176,10 @@ LaunchOrder::Call AgGemm::launch(const void* a_local, const void* b, void* out, 
     if (overlap(out, m * n_ * 2, a_local, m_local_ * k_ * 2) || overlap(out, m * n_ * 2, b, n_ * k_ * 2))
       fail("AgGemm: out overlaps a_local or b");
   }
-  tp::note_capture(captured_, stream);
   // A call on another stream waits for the previous one (mkernel/launch_order.hpp); the
   // returned span records this call's end once the caller enqueued all of it.
   LaunchOrder::Call call = order_.begin(stream);
+  tp::note_capture(captured_, stream);  // (after begin(): a call refused there changes nothing)
   // One rank: nothing to gather (tp::single_rank); all_gather() copies.
   if (plain_) {
     trace_.clear(stream);  // no events from this call

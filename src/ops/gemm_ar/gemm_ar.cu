@@ -239,10 +239,10 @@ LaunchOrder::Call GemmAr::launch(const void* a, const void* b, const void* x, vo
     if (out != x && overlap(out, out_bytes, x, out_bytes))
       fail("GemmAr::all_reduce: out overlaps x (in place, out == x, is allowed)");
   }
-  tp::note_capture(captured_, stream);
   // A call on another stream waits for the previous one (mkernel/launch_order.hpp); the
   // returned span records this call's end once the caller enqueued all of it.
   LaunchOrder::Call call = order_.begin(stream);
+  tp::note_capture(captured_, stream);  // (after begin(): a call refused there changes nothing)
   if (plain_) {  // one rank: nothing to reduce (tp::single_rank)
     trace_.clear(stream);  // no events from this call
     if (compute)

@@ -142,10 +142,10 @@ LaunchOrder::Call GemmRs::launch(const void* a, const void* b, const void* x, vo
     if (!aligned16(x)) fail("GemmRs::reduce_scatter: x must be a 16-byte aligned device pointer (got ", x, ")");
     if (overlap(out, rows * n_ * 2, x, m_ * n_ * 2)) fail("GemmRs::reduce_scatter: out overlaps x");
   }
-  tp::note_capture(captured_, stream);
   // A call on another stream waits for the previous one (mkernel/launch_order.hpp); the
   // returned span records this call's end once the caller enqueued all of it.
   LaunchOrder::Call call = order_.begin(stream);
+  tp::note_capture(captured_, stream);  // (after begin(): a call refused there changes nothing)
   if (plain_) {  // one rank: nothing to reduce
     trace_.clear(stream);  // no events from this call
     if (compute)

@@ -171,10 +171,10 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
   // Validates pointers, alignment, aliasing; own K/V as map 0; the kernel's key blocks (block_n_side: it
   // runs the K/V push in the engine's producer warpgroup, attn_engine.cuh Regs).
   attn::AttnParams p = attn::make_params(a, attn::block_n_side(static_cast<int>(head_dim_)), "RingAttention");
-  tp::note_capture(captured_, stream);
   // A call on another stream waits for the previous one (mkernel/launch_order.hpp); its span
   // records this call's end when run() returns or throws.
   LaunchOrder::Call call = order_.begin(stream);
+  tp::note_capture(captured_, stream);  // (after begin(): a call refused there changes nothing)
   // The other ranks' K/V: slot s of the gathered buffer, [batch][kv_heads][K, V][s_local][D]:
   // dims {D, s_local, kv_heads, world * batch}, V one s_local x D block after K.
   const int64_t d = head_dim_;
