@@ -60,9 +60,9 @@ int mk_comm_destroy(mk_comm_t comm) {
   if (!comm) return 0;
   if (const int n = comm->open_plans.load(); n > 0)
     return guarded([&] {
-      mk::fail("mk_comm_destroy: ", n, n == 1 ? " plan made on this communicator is" : " plans made on this "
-               "communicator are", " still open: destroy them first (a plan uses its communicator until its own "
-               "destroy call); the communicator stays open");
+      mk::fail("mk_comm_destroy: ", n, n == 1 ? " plan made on this communicator is still open: destroy it"
+                                                : " plans made on this communicator are still open: destroy them",
+               " first (a plan uses its communicator until its own destroy call); the communicator stays open");
     });
   return guarded([&] {
     comm->alive->store(false);  // (its buffers' handles: freed with it)
