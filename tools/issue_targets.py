@@ -19,6 +19,10 @@ alone, comm alone) (MEASURING.md). On emulated nodes comm alone is mkernel's own
 link: there T_comm is the smaller of it and the link floor, network bytes per GPU / MK_EMU_GBPS (the rate the report
 records, else the knob's default). eta above 1 (the fused op beat both halves timed alone) meets the target and
 is listed as a floor that is not tight. The floor each row used is listed at the end.
+A ring row's best baseline is recomputed from its columns: on emulated nodes only the allgather-mk baselines
+(their K/V cross the emulated network; bench/torch_ring_attn_bench.py's baseline_candidates) count. Every report
+read must record at least 20 timed rounds (MEASURING.md; a miss otherwise), and the list of reports gives each
+one's commit and rounds: a report of another commit than the tree under test measured that code.
 Exit status: 0; with --strict, 1 when a target was missed or a report the issues need is absent.
 The targets are the issues' texts (`issues show 5` / 6 / 7); a report only supplies the numbers.
 """
@@ -189,7 +193,7 @@ def check_mkbench(path, c, ops=None):
             overlap_col = next(i for i, n in enumerate(cols) if "overlap" in n and n.endswith("ms"))
             mk_col, compute_col = cols.index("mkernel ms"), cols.index("cuBLAS alone ms")
             # comm alone: the collective alone (NCCL / mk) and, for RS and AR, mk's variant alone (mkbench's t_comm)
-            comm_cols = [i for i, n in enumerate(cols) if " alone" in n and i != compute_col]
+            comm_cols = [i for i, n in enumerate(cols) if " alone" in n and " ms" in n and i != compute_col]
             net_col = next((i for i, n in enumerate(cols) if n.startswith("MB ") and "network" in n), None)
             ideal_col = cols.index("ideal speedup (T_gemm + T_comm) / max") if op == "GEMM+AR" else None
             if not comm_cols:
@@ -272,6 +276,22 @@ def ring_rows(path):
                 yield (r["config"].split()[0], int(r["B"]), int(r["Hkv"]), int(r["S_local"]), r["causal"]), r
 
 
+# bench/torch_ring_attn_bench.py's BASELINES; on emulated nodes only those whose K/V cross the emulated network
+# can be the best one (its baseline_candidates): NCCL's ring and all-gather cross NVLink there.
+RING_BASELINES = ("ring flash", "ring cudnn", "allgather flash", "allgather cudnn", "allgather-mk cudnn",
+                  "allgather-mk-overlap cudnn")
+
+
+def ring_best(r):
+    """The best baseline's ms of a ring row, recomputed from its columns (not the report's "best baseline" cell:
+    a report from before the emulated-node rule named an NVLink baseline there); None when no candidate was
+    measured (on emulated nodes: a report without the allgather-mk columns has no valid baseline)."""
+    emulated = " emu" in r["config"]
+    times = [num(r.get(f"{n} ms")) for n in RING_BASELINES if not emulated or n.startswith("allgather-mk")]
+    times = [t for t in times if t]
+    return min(times) if times else None
+
+
 def ring_bound(r, gbps):
     """(compute alone ms, comm alone ms, which comm) of a ring row, or None: the fastest of the halves timed
     alone (comm: on emulated nodes only mkernel's, ring_eta.comm_candidates, or the link floor when smaller,
@@ -306,10 +326,14 @@ def check_ring(paths, c):
         cfg = key[0]
         where = f"ring attention {cfg} (`{os.path.basename(path)}`)"
         desc = f"B={r['B']} Hkv={r['Hkv']} S_local={r['S_local']} causal={r['causal']}"
-        m = re.search(r"\(([\d.]+) ms\)", r["best baseline"])
-        best = float(m.group(1)) if m else None
+        best = ring_best(r)
         mk = num(r["mkernel ms"])
-        if best is None or not mk:  # a failed side: a miss until measured
+        if best is None and " emu" in r["config"] and mk:
+            c.add(issue, "never slower than the best baseline", where, False,
+                  f"{desc}: no valid baseline (on emulated nodes only the allgather-mk baselines, whose K/V cross "
+                  f"the emulated network, can be the best one; this report has none; it named "
+                  f"{r['best baseline']!r})")
+        elif best is None or not mk:  # a failed side: a miss until measured
             c.add(issue, "never slower than the best baseline", where, False,
                   f"{desc}: not measured (best baseline {r['best baseline']!r}, mkernel {r['mkernel ms']!r})")
         else:
@@ -446,6 +470,40 @@ def report(c, out=None):
     return missed_any
 
 
+MIN_ROUNDS = 20  # MEASURING.md: the median of at least 20 timed calls
+
+
+def provenance(path):
+    """(timed rounds, commit) a report records: mkbench's --iters (default 20) and meta commit; the Python
+    benches' "timing: N rounds" / "Median of N calls" and "commit X (tracked files modified)". None where a
+    report does not say."""
+    if path.endswith(".json"):
+        meta = load_json(path).get("meta", {})
+        m = re.search(r"--iters[ =](\d+)", meta.get("command", ""))
+        return (int(m.group(1)) if m else 20), (f"commit {meta['commit']}" if meta.get("commit") else None)
+    text = open(path).read()
+    m = re.search(r"timing: (\d+) rounds", text) or re.search(r"Median of (\d+) calls", text)
+    cm = re.search(r"(commit [0-9a-f]{7,40}(?:-dirty)?(?: \(tracked files modified\))?)", text)
+    return (int(m.group(1)) if m else None), (cm.group(1) if cm else None)
+
+
+def check_protocol(files, c):
+    """Every report read: at least MIN_ROUNDS timed rounds (a report that does not say is a miss too), under
+    each issue it feeds."""
+    for f, ops in files:
+        kind = kind_of(f)[0]
+        if kind in ("torch-ring-attn-", "attention-"):
+            issues = ["7 [ring-attn]"]
+        else:
+            opset = ops if ops is not None else (mkbench_ops(f) if kind == "mkbench-" else {"AG+GEMM", "GEMM+AR"})
+            issues = sorted({"6 [tp-ar]" if op == "GEMM+AR" else "5 [tp-ag-rs]" for op in opset})
+        rounds, _ = provenance(f)
+        for issue in issues:
+            c.add(issue, f"at least {MIN_ROUNDS} timed rounds (MEASURING.md)", f"`{os.path.basename(f)}`",
+                  rounds is not None and rounds >= MIN_ROUNDS,
+                  f"{rounds} rounds" if rounds is not None else "the report does not say how many rounds")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("paths", nargs="+")
@@ -463,6 +521,7 @@ def main(argv=None):
         else:
             check_mkbench(f, c, ops)
     check_ring(ring, c)
+    check_protocol(files, c)
     # What the issues need on two GPUs, reported as absent when no report supplied it.
     for op, issue in (("AG+GEMM", "5 [tp-ag-rs]"), ("GEMM+RS", "5 [tp-ag-rs]"), ("GEMM+AR", "6 [tp-ar]")):
         for cfg in ("1x2", "2x1"):
@@ -476,8 +535,11 @@ def main(argv=None):
             c.need(issue, "(benchmark report)", f"{op} 1x2 against PyTorch: no torch-tp report")
     if not any(k[2].startswith("attention, one GPU") for k in c.items):
         c.need("7 [ring-attn]", "(benchmark report)", "one-GPU engine against SDPA: no attention report")
-    print("Reports read:\n" + "".join(f"- `{f}`" + (f" ({', '.join(sorted(o))})" if o else "") + "\n"
-                                        for f, o in files))
+    # Each report's commit and rounds beside it: one from another commit than the tree under test, or with
+    # modified files, is a number of that code, not of this one.
+    print("Reports read (commit; timed rounds):\n" + "".join(
+        f"- `{f}`" + (f" ({', '.join(sorted(o))})" if o else "") + " - {1}, {0} rounds\n".format(
+            *(x if x is not None else "not recorded" for x in provenance(f))) for f, o in files))
     missed = report(c)
     return 1 if (missed and a.strict) else 0
 

@@ -347,3 +347,53 @@ def test_ring_parts_fetched_into_separate_folders_merge(tmp_path, capsys):
     c = it.Checks()
     it.check_ring([f for f, _ in it.select(dirs, True)], c)
     assert sum(v[0] for k, v in c.items.items() if "best baseline" in k[1]) == 80
+
+
+def test_on_emulated_nodes_only_allgather_mk_baselines_can_be_the_best(tmp_path):
+    # The 2x1 report of 2026-12-01 named NCCL baselines (over NVLink) best; it has no allgather-mk columns, so
+    # no row has a valid baseline. A report with the column is judged against it, whatever its cell names.
+    src = RES / "torch-ring-attn-20261201T102203Z.md"
+    c = it.Checks()
+    it.check_ring([str(src)], c)
+    missed = find(c, "7", "best baseline", "ring attention 2x1")[1]
+    assert len(missed) == 40 and all("no valid baseline" in m for m in missed)
+    # The same rows with an allgather-mk column: 1.5x mkernel's time, 0.5x at one shape.
+    mks, out, header = {}, [], None
+    for line in open(src).read().splitlines():
+        if line.startswith("|"):
+            cs = [x.strip() for x in line.strip().strip("|").split("|")]
+            if header is None:
+                header = cs
+                cs = cs[:-1] + ["allgather-mk cudnn ms", cs[-1]]
+            elif set(line) <= set("|-: "):
+                cs = cs + ["---"]
+            else:
+                r = dict(zip(header, cs))
+                key = (r["B"], r["Hkv"], r["S_local"], r["causal"])
+                mks[key] = float(r["mkernel ms"])
+                cs = cs[:-1] + [f"{mks[key] * (0.5 if key == ('1', '8', '2048', 'no') else 1.5):.4f}", cs[-1]]
+            line = "| " + " | ".join(cs) + " |"
+        else:
+            header = None
+        out.append(line)
+    f = tmp_path / "torch-ring-attn-20261205T000000Z.md"
+    f.write_text("\n".join(out) + "\n")
+    c = it.Checks()
+    it.check_ring([str(f)], c)
+    missed = find(c, "7", "best baseline", "ring attention 2x1")[1]
+    mk = mks[("1", "8", "2048", "no")]
+    assert len(mks) == 40 and len(missed) == 1 and missed[0].startswith("B=1 Hkv=8 S_local=2048 causal=no: 0.5")
+    assert f"mkernel {mk:.3f} ms" in missed[0], missed
+
+
+def test_reports_with_fewer_than_20_rounds_are_misses_and_provenance_is_listed(capsys):
+    # The ring reports of 2026-12-01 ran 8 (1x2) and 6 (2x1) rounds; mkbench and torch-tp 20.
+    assert it.provenance(str(RES / "torch-ring-attn-20261201T101921Z.md")) == (8, "commit 794f025")
+    assert it.provenance(str(RES / "mkbench-20261201T101520Z-1x2_NVLink.json")) == (20, "commit 794f02543ced")
+    assert it.provenance(str(RES / "attention-20261205T023307Z.md")) == (20, "commit 7557ab9 (tracked files modified)")
+    it.main([str(RES / f) for f in REPORTS])
+    text = capsys.readouterr().out
+    assert "| at least 20 timed rounds (MEASURING.md) | `torch-ring-attn-20261201T101921Z.md` | 1 | 1: 8 rounds |" in text
+    assert "| at least 20 timed rounds (MEASURING.md) | `torch-ring-attn-20261201T102203Z.md` | 1 | 1: 6 rounds |" in text
+    assert "| at least 20 timed rounds (MEASURING.md) | `mkbench-20261201T101520Z-1x2_NVLink.json` | 1 | none (met) |" in text
+    assert "mkbench-20261201T101520Z-1x2_NVLink.json` (AG+GEMM, GEMM+AR, GEMM+RS) - commit 794f02543ced, 20 rounds" in text
