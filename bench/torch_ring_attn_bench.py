@@ -436,9 +436,10 @@ def mk_variants(args):
 
         def fn(qkv):
             q, k, v = qkv
-            if "out" not in state:
-                state["out"] = torch.empty_like(q)
-                state["lse"] = torch.empty(q.shape[0], q.shape[2], q.shape[1], device=q.device)
+            if "out" not in state:  # (poisoned: a row the kernel leaves unwritten fails check(), not a
+                # correct result left behind in the allocator's reused memory by the variant checked before)
+                state["out"] = torch.full_like(q, float("nan"))
+                state["lse"] = torch.full((q.shape[0], q.shape[2], q.shape[1]), float("nan"), device=q.device)
             return mkernel.ring_attention(q, k, v, ctx.comm, causal=shape.causal, out=state["out"],
                                           lse=state["lse"])[0]
         return fn
