@@ -1,7 +1,7 @@
 """Helpers shared by the torchrun benchmarks (bench/torch_tp_bench.py,
 bench/torch_ring_attn_bench.py): agreement and maxima over ranks, the timing
 loop of MEASURING.md (CUDA events, a host sync + barrier + GPU sleep before
-each call, variants rotated per round, median per rank then max over ranks),
+each call, variants rotated per round, each call's time the max over ranks, then the median),
 and small report helpers. Needs torch.distributed initialised (gloo for the
 CPU all-reduces)."""
 import statistics
@@ -34,7 +34,9 @@ def fence():
 
 
 def measure(fns, inputs, rounds, warmup, lead_cycles):
-    """fns: name -> fn(input). One call of each per round; returns name -> ms (median per rank, max over ranks)."""
+    """fns: name -> fn(input). One call of each per round; returns name -> ms: each timed call's time is the
+    slowest rank's (the ranks start each call together, after a barrier: the slowest sets the step time), then
+    the median over the rounds (MEASURING.md)."""
     names, n_in, k = list(fns), len(inputs), 0
     events = {n: [] for n in names}
     for r in range(warmup + rounds):
@@ -52,8 +54,8 @@ def measure(fns, inputs, rounds, warmup, lead_cycles):
             if r >= warmup:
                 events[n].append((s, e))
     torch.cuda.synchronize()
-    med = [statistics.median(s.elapsed_time(e) for s, e in events[n]) for n in names]
-    return dict(zip(names, max_over_ranks(med)))
+    per_call = max_over_ranks([s.elapsed_time(e) for n in names for s, e in events[n]])  # (one exchange)
+    return {n: statistics.median(per_call[i * rounds:(i + 1) * rounds]) for i, n in enumerate(names)}
 
 
 def provenance():

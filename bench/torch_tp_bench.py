@@ -332,8 +332,8 @@ def write_report(args, world, sections, failed=(), now=None, quiet=False):
              f"- world {world}; bf16; hidden {HIDDEN}, FFN {FFN}; env: {env}",
              f"- timing: {args.rounds} rounds after {args.warmup} warm-up rounds, one call of each variant per round, "
              f"order rotated per round; before each call a host sync + barrier, then a GPU sleep of "
-             f"{args.lead_cycles} cycles (host launch cost off the clock); CUDA events around the call; median per "
-             "rank, then max over ranks; "
+             f"{args.lead_cycles} cycles (host launch cost off the clock); CUDA events around the call; each call's "
+             "time the max over ranks, then the median; "
              "activations rotate through copies that together exceed 2x L2",
              "- (x) columns are speedups: serial/torch fused, torch fused/mkernel, serial/mkernel (>1: faster); "
              "for GEMM+AR the fastest of the two torch symm variants stands for torch fused",

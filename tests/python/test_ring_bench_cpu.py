@@ -402,3 +402,34 @@ def test_run_shape_records_failed_variants_and_inputs(no_gpu, monkeypatch):
     assert all(e.startswith("failed: inputs: OutOfMemoryError") for e in errs.values())
 
 
+
+
+def test_measure_takes_each_calls_slowest_rank_then_the_median(no_gpu, monkeypatch):
+    # Two ranks, three rounds of one variant: rank times [1, 5, 2] and [4, 1, 3] -> per call max [4, 5, 3],
+    # median 4 (a median per rank, then the max, would say max(2, 3) = 3).
+    other = [4.0, 1.0, 3.0]
+    mine = iter([1.0, 5.0, 2.0])
+
+    class Ev:
+        def __init__(self, **_):
+            self.t = None
+
+        def record(self):
+            pass
+
+        def elapsed_time(self, _end):
+            return self.t
+    made = []
+
+    def event(**kw):
+        e = Ev(**kw)
+        made.append(e)
+        return e
+    monkeypatch.setattr(no_gpu.torch.cuda, "Event", event)
+    # (the other rank's side of the exchange: its per-call times, or, given one median, its median)
+    monkeypatch.setattr(no_gpu, "max_over_ranks", lambda v: [max(a, b) for a, b in zip(v, other)]
+                        if len(v) == len(other) else [max(v[0], sorted(other)[1])])
+
+    def call(_):
+        made[-2].t = next(mine)  # (the start event of this call carries its time)
+    assert no_gpu.measure({"c": call}, [None], rounds=3, warmup=0, lead_cycles=0) == {"c": 4.0}
