@@ -61,15 +61,33 @@ double max_over_ranks(mk::Bootstrap* bs, double v) {
 }
 
 namespace {
+// Each timed call's time as the slowest rank's (the calls start together, after the caller's barrier: the
+// slowest rank sets the step time, MEASURING.md), in one exchange.
+std::vector<double> slowest_rank(mk::Bootstrap* bs, const std::vector<double>& ms) {
+  if (!bs || bs->world() == 1) return ms;
+  const auto all = bs->allgather(std::string(reinterpret_cast<const char*>(ms.data()), ms.size() * sizeof(double)),
+                                 "mkbench: per-call times");
+  std::vector<double> out = ms;
+  for (const auto& s : all) {
+    if (s.size() != ms.size() * sizeof(double)) mk::fail("mkbench: ranks timed different numbers of calls");
+    for (size_t i = 0; i < ms.size(); ++i) {
+      double x;
+      std::memcpy(&x, s.data() + i * sizeof(double), sizeof(x));
+      out[i] = std::max(out[i], x);
+    }
+  }
+  return out;
+}
+
 Stats summarize(mk::Bootstrap* bs, std::vector<double> ms) {
   Stats s;
   s.iters = static_cast<int>(ms.size());
+  s.median_ms = median(slowest_rank(bs, ms));
   const double med = median(ms);
   std::sort(ms.begin(), ms.end());
   s.min_ms = ms.front();
   const size_t hi = std::min(ms.size() - 1, ms.size() * 9 / 10), lo = ms.size() / 10;
   s.spread = med > 0 ? (ms[hi] - ms[lo]) / med : 0;
-  s.median_ms = max_over_ranks(bs, med);
   return s;
 }
 }  // namespace

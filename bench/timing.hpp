@@ -21,7 +21,7 @@ struct TimingOpts {
 };
 
 struct Stats {
-  double median_ms = 0;  // max over ranks of each rank's median
+  double median_ms = 0;  // median over the calls of each call's slowest rank
   double min_ms = 0;     // this rank's fastest call
   double spread = 0;     // (p90 - p10) / median on this rank
   int iters = 0;

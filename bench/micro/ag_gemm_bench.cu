@@ -199,7 +199,7 @@ void bench_ag_gemm(BenchContext& bc) {
     ag_diagnosis(bc, h, bar, {1024, 4096}, n, "AG+GEMM diagnosis");
   t.note =
       "Calls interleaved (one of each per round), each after an untimed 1-element NCCL all-reduce that lines the "
-      "ranks up (no call absorbs the other rank's lag from the call before), medians, max over ranks. eta = max(cuBLAS alone, fastest AG "
+      "ranks up (no call absorbs the other rank's lag from the call before), each call's slowest rank, then the median. eta = max(cuBLAS alone, fastest AG "
       "alone) / mkernel. 2-stream overlap: NCCL all-gather on a side stream while cuBLAS computes the local rows, "
       "then the remote rows. mk AG alone = the plan's all-gather (push kernel + a copy out of the symmetric "
       "buffer). Across nodes (2x1 emulated) the AG baselines are mkernel's standalone all-gather on the same "

@@ -11,7 +11,7 @@ void bench_signal_latency(BenchContext& bc) {
   Table t{"signal round-trip latency (NVLink, 1 thread per GPU)",
           {"rounds/call", "median call ms", "round trip us", "one way us", "spread"},
           {},
-          "Target: one way < 3 us over NVLink. One way = round trip / 2; median over calls, max over ranks; "
+          "Target: one way < 3 us over NVLink. One way = round trip / 2; each call's slowest rank, median over calls; "
           "every call uses a fresh epoch (no reset, no stale value can satisfy a wait)."};
   if (!node_pair_or_skip(bc, t)) return;
   const mk::DeviceCtx& ctx = c.device_ctx();
