@@ -24,6 +24,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import mkernel  # noqa: E402
 
 L2_BYTES = 60 << 20
+
+
+def _driver():
+    """The NVIDIA driver's version (nvidia-smi), or "unknown"."""
+    import subprocess
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=20)
+        return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
 # Issue [ring-attn]: relative error < 1e-2 on O. A row above it (or NaN) is a wrong output: warned here, and a
 # miss in tools/issue_targets.py, whatever its speed.
 ERR_BOUND = 1e-2
@@ -231,7 +242,8 @@ def write_report(args, rows):
                  (" --graph" if args.graph else "") +
                  "".join(f" --mk-env {e}" for e in args.mk_env))
         fh.write(f"`python3 bench/attention_bench.py{flags}`; commit {commit}; "
-                 f"{torch.cuda.get_device_name()}; torch {torch.__version__}; CUDA {torch.version.cuda}.\n"
+                 f"{torch.cuda.get_device_name()}, driver {_driver()}; torch {torch.__version__}; "
+                 f"CUDA {torch.version.cuda}; cuDNN {torch.backends.cudnn.version()}.\n"
                  f"Median of {args.rounds} calls after {args.warmup} warm-up, CUDA events, inputs rotated over "
                  "a pool > 2x L2, random data, variants in an order rotated every round. "
                  "TFLOP/s = 4 B H S^2 D / t (x 0.5 causal). err: relative Frobenius error of mkernel's out "

@@ -1,6 +1,7 @@
 #include "bench/report.hpp"
 
 #include <cuda_runtime_api.h>
+#include <nccl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -102,6 +103,15 @@ Report::Report(mk::Communicator* comm, int argc, char** argv) {
   meta_["driver"] = driver_version();
   meta_["cuda_driver_api"] = std::to_string(drv / 1000) + "." + std::to_string(drv % 1000 / 10);
   meta_["cuda_runtime"] = std::to_string(rt / 1000) + "." + std::to_string(rt % 1000 / 10);
+  int nccl = 0;
+  if (ncclGetVersion(&nccl) == ncclSuccess)
+    meta_["nccl"] = std::to_string(nccl / 10000) + "." + std::to_string(nccl / 100 % 100) + "." +
+                    std::to_string(nccl % 100);
+  // The emulated NIC's rate where the transport is emu (the judge's link floor: tools/issue_targets.py reads
+  // "emulated NIC: N GB/s"), and the transport asked for.
+  meta_["network"] = "MK_NET=" + mk::knob_str(mk::Knob::MK_NET) + "; emulated NIC: " +
+                     std::to_string(mk::knob_int(mk::Knob::MK_EMU_GBPS)) +
+                     " GB/s (MK_EMU_GBPS; where the transport is emu)";
   if (comm) {
     meta_["world"] = std::to_string(comm->world());
     meta_["config"] = config_name(comm->topology());
