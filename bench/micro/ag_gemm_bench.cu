@@ -12,6 +12,7 @@
 #include "bench/baselines/cublas_util.hpp"
 #include "bench/baselines/nccl_util.hpp"
 #include "bench/bench.hpp"
+#include "bench/micro/tp_bench.hpp"
 #include "bench/micro/tp_row.hpp"
 #include "mkernel/gemm.hpp"
 #include "mkernel/tp.hpp"
@@ -91,8 +92,9 @@ void bench_ag_gemm(BenchContext& bc) {
   const auto& topo = c.topology();
   Table t{"AllGather + GEMM, bf16, hidden 8192, FFN 28672 / W per rank",
           {"M", "cuBLAS alone ms", "AG alone ms (NCCL / mk)", "serial ms", "2-stream overlap ms", "mkernel ms",
-           "mkernel vs best baseline", "eta", "mkernel, 16 comm CTAs ms", "MB sent per GPU (NVLink / network; measured network)",
-           "roles comm/compute"},
+           "mkernel vs best baseline", "eta", "mkernel, 16 comm CTAs ms",
+           "MB sent per GPU (NVLink / network; measured network)", "roles comm/compute",
+           "check vs serial (max |d| / rms)"},
           {},
           ""};
   if (W < 2) {  // one rank: the plan's machinery without communication, at the 1x2 per-rank shape
@@ -160,6 +162,24 @@ void bench_ag_gemm(BenchContext& bc) {
     gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream);
     gemm_bf16_tn(h, int(ml), int(n), int(k), a.get(0), b, out, bc.stream);
     MKB_CUDA(cudaStreamSynchronize(bc.stream));
+    // Both plans' outputs (poisoned first: 0xffff is a bf16 NaN) against serial's on the same inputs, before the
+    // timing, as the GEMM+RS and GEMM+AR benches check theirs (check_vs: a miss fails every rank).
+    double err = 0;
+    {
+      DevBuf ref(size_t(m) * n * 2), got(size_t(m) * n * 2);
+      if (net)
+        base.all_gather(a.get(0), full, bc.stream);
+      else
+        MKB_NCCL(ncclAllGather(a.get(0), full, size_t(ml) * k, ncclBfloat16, nc, bc.stream));
+      gemm_bf16_tn(h, int(m), int(n), int(k), full, b, ref.p, bc.stream);
+      const std::string at = " at M=" + std::to_string(m);
+      for (mk::AgGemm* p : {&plan, &plan16}) {
+        MKB_CUDA(cudaMemsetAsync(got.p, 0xff, size_t(m) * n * 2, bc.stream));
+        p->run(a.get(0), b, got.p, bc.stream);
+        err = std::max(err, check_vs(c.bootstrap(), "ag_gemm", (p == &plan ? "mkernel" : "mkernel, 16 comm CTAs") + at,
+                                     got.p, ref.p, m, n, bc.stream));
+      }
+    }
     std::vector<std::function<void(int)>> calls = {
         [&](int i) { gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream); },  // 0 compute alone
         [&](int i) { nccl_ag(i, 1, bc.stream); },                                           // 1 NCCL (net: mk) AG alone
@@ -190,6 +210,7 @@ void bench_ag_gemm(BenchContext& bc) {
                                           mk::tp::ag_bytes_per_gpu(topo.num_nodes, topo.local_size, ml, k),
                                           measured_network_bytes(c, bc.stream, calls[5]));
     row.push_back(std::to_string(plan.num_comm_ctas()) + "/" + std::to_string(plan.num_compute_ctas()));
+    row.push_back("checked (" + fmt(err, 4) + ")");
     t.rows.push_back(row);
     cudaFree(b);
     cudaFree(full);
@@ -199,8 +220,10 @@ void bench_ag_gemm(BenchContext& bc) {
     ag_diagnosis(bc, h, bar, {1024, 4096}, n, "AG+GEMM diagnosis");
   t.note =
       "Calls interleaved (one of each per round), each after an untimed 1-element NCCL all-reduce that lines the "
-      "ranks up (no call absorbs the other rank's lag from the call before), each call's slowest rank, then the median. eta = max(cuBLAS alone, fastest AG "
-      "alone) / mkernel. 2-stream overlap: NCCL all-gather on a side stream while cuBLAS computes the local rows, "
+      "ranks up (no call absorbs the other rank's lag from the call before), each call's slowest rank, then the "
+      "median. Before the timing both plans' outputs (poisoned first) are checked against serial's on the same "
+      "inputs, every element within 0.02 |ref| + 0.02 rms(ref) (else the run fails). eta = max(cuBLAS alone, "
+      "fastest AG alone) / mkernel. 2-stream overlap: NCCL all-gather on a side stream while cuBLAS computes the local rows, "
       "then the remote rows. mk AG alone = the plan's all-gather (push kernel + a copy out of the symmetric "
       "buffer). Across nodes (2x1 emulated) the AG baselines are mkernel's standalone all-gather on the same "
       "transport, not NCCL (which would use NVLink between the emulated nodes): 'AG alone' shows it twice. "
