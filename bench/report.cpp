@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -121,7 +122,17 @@ Report::Report(mk::Communicator* comm, int argc, char** argv) {
   }
 }
 
-void Report::add(const Table& t) {
+void Report::add(const Table& t0) {
+  // The configuration on every line of every table (MEASURING.md), as a last column (readers find the others
+  // by name, and the first stays each row's key).
+  Table t = t0;
+  if (!t.rows.empty() && std::find(t.columns.begin(), t.columns.end(), "config") == t.columns.end()) {
+    t.columns.push_back("config");
+    for (auto& r : t.rows) {
+      if (r.size() < t0.columns.size()) r.resize(t0.columns.size());
+      r.push_back(meta_.at("config"));
+    }
+  }
   tables_.push_back(t);
   if (rank_ != 0) return;
   // Print as we go so that a later failure keeps earlier tables.
