@@ -94,7 +94,7 @@ void bench_ag_gemm(BenchContext& bc) {
           {"M", "cuBLAS alone ms", "AG alone ms (NCCL / mk)", "serial ms", "2-stream overlap ms", "mkernel ms",
            "mkernel vs best baseline", "eta", "mkernel, 16 comm CTAs ms",
            "MB sent per GPU (NVLink / network; measured network)", "roles comm/compute",
-           "check vs serial (max |d| / rms)"},
+           "check vs serial (max |d| / rms)", "TFLOP/s per GPU (serial / overlap / mkernel)"},
           {},
           ""};
   if (W < 2) {  // one rank: the plan's machinery without communication, at the 1x2 per-rank shape
@@ -211,6 +211,7 @@ void bench_ag_gemm(BenchContext& bc) {
                                           measured_network_bytes(c, bc.stream, calls[5]));
     row.push_back(std::to_string(plan.num_comm_ctas()) + "/" + std::to_string(plan.num_compute_ctas()));
     row.push_back("checked (" + fmt(err, 4) + ")");
+    row.push_back(tflops_cell(m, n, k, st));  // (each GPU: all m rows by its n columns)
     t.rows.push_back(row);
     cudaFree(b);
     cudaFree(full);

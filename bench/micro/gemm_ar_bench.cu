@@ -50,7 +50,7 @@ void bench_gemm_ar(BenchContext& bc) {
            "mkernel ms", "mkernel vs best baseline", "eta", "mk AR alone, 32 reduce CTAs ms",
            "MB per GPU (NVLink / network; measured network)", "ideal speedup (T_gemm + T_comm) / max", "mkernel speedup over serial",
            "achieved / ideal", "targets", "CTAs (run: gather + compute; AR alone: 17 + reduce)",
-           "check vs serial (max |d| / rms)"},
+           "check vs serial (max |d| / rms)", "TFLOP/s per GPU (serial / overlap / mkernel)"},
           {},
           ""};
   if (W < 2 || (topo.num_nodes > 1 && topo.local_size > 1)) {
@@ -180,6 +180,7 @@ void bench_gemm_ar(BenchContext& bc) {
                   " + " + std::to_string(plan.num_compute_ctas()) + "; " +
                   std::to_string(plan.num_reduce_ctas()) + " (" + std::to_string(plan32.num_reduce_ctas()) + ")");
     row.push_back("checked (" + fmt(err, 4) + "), same bits on every rank");
+    row.push_back(tflops_cell(m, n, k, st));  // (each GPU: m x n over its k)
     t.rows.push_back(row);
   }
   if (bc.quick) {

@@ -180,7 +180,8 @@ void bench_gemm_rs(BenchContext& bc) {
           {"M", "cuBLAS alone ms", "RS alone ms (NCCL / mk)", "serial ms", "2-stream chunked overlap ms",
            "mkernel ms", "mkernel vs best baseline", "eta", "mk RS alone, 32 reduce CTAs ms",
            "MB sent per GPU (NVLink / network; measured network)",
-           "CTAs (run: compute; RS alone: 16 + reduce)", "check vs serial (max |d| / rms)"},
+           "CTAs (run: compute; RS alone: 16 + reduce)", "check vs serial (max |d| / rms)",
+           "TFLOP/s per GPU (serial / overlap / mkernel)"},
           {},
           ""};
   if (W < 2 || (topo.num_nodes > 1 && topo.local_size > 1)) {
@@ -297,6 +298,7 @@ void bench_gemm_rs(BenchContext& bc) {
                                       : "") +
                   "; 16 + " + std::to_string(plan.num_reduce_ctas()));
     row.push_back("checked (" + fmt(err, 4) + ")");
+    row.push_back(tflops_cell(m, n, k, st));  // (each GPU: m x n over its k)
     t.rows.push_back(row);
   }
   if (bc.quick) {

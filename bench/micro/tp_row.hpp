@@ -51,4 +51,12 @@ inline std::vector<std::string> tp_row(int64_t m, const std::vector<Stats>& st, 
               (net_measured >= 0 ? " (measured " + fmt(net_measured / 1e6, 1) + ")" : "")};
 }
 
+// TFLOP/s per GPU of serial / overlap / mkernel (st[3], st[4], st[5]) for one GPU's GEMM of m x n x k
+// (MEASURING.md: time and TFLOP/s per GPU of each).
+inline std::string tflops_cell(int64_t m, int64_t n, int64_t k, const std::vector<Stats>& st) {
+  const double flop = 2.0 * double(m) * double(n) * double(k);
+  auto tf = [&](double ms) { return fmt(flop / (ms * 1e9), 0); };
+  return tf(st[3].median_ms) + " / " + tf(st[4].median_ms) + " / " + tf(st[5].median_ms);
+}
+
 }  // namespace mkb
