@@ -398,3 +398,15 @@ def test_reports_with_fewer_than_20_rounds_are_misses_and_provenance_is_listed(c
     assert "| at least 20 timed rounds (MEASURING.md) | `torch-ring-attn-20261201T102203Z.md` | 1 | 1: 6 rounds |" in text
     assert "| at least 20 timed rounds (MEASURING.md) | `mkbench-20261201T101520Z-1x2_NVLink.json` | 1 | none (met) |" in text
     assert "mkbench-20261201T101520Z-1x2_NVLink.json` (AG+GEMM, GEMM+AR, GEMM+RS) - commit 794f02543ced, 20 rounds" in text
+
+
+def test_a_ring_report_whose_rows_were_all_superseded_is_not_judged_for_its_rounds(tmp_path, capsys):
+    # An 8-round report, and the same rows later at 20 rounds: only the report that supplies rows is judged.
+    old = RES / "torch-ring-attn-20261201T101921Z.md"
+    shutil.copy(old, tmp_path / old.name)
+    (tmp_path / "torch-ring-attn-20261205T000000Z.md").write_text(
+        open(old).read().replace("timing: 8 rounds", "timing: 20 rounds"))
+    it.main([str(tmp_path)])
+    text = capsys.readouterr().out
+    assert "| at least 20 timed rounds (MEASURING.md) | `torch-ring-attn-20261205T000000Z.md` | 1 | none (met) |" in text
+    assert "`torch-ring-attn-20261201T101921Z.md` | 1 | 1: 8 rounds" not in text
