@@ -19,7 +19,8 @@ alone, comm alone) (MEASURING.md). On emulated nodes comm alone is mkernel's own
 link: there T_comm is the smaller of it and the link floor, network bytes per GPU / MK_EMU_GBPS (the rate the report
 records, else the knob's default). eta above 1 (the fused op beat both halves timed alone) meets the target and
 is listed as a floor that is not tight. The floor each row used is listed at the end.
-A ring row's best baseline is recomputed from its columns: on emulated nodes only the allgather-mk baselines
+Across nodes, each row's network bytes per GPU measured by the proxy must equal the op's formula (to the
+reports' 0.1 MB). A ring row's best baseline is recomputed from its columns: on emulated nodes only the allgather-mk baselines
 (their K/V cross the emulated network; bench/torch_ring_attn_bench.py's baseline_candidates) count. Every report
 read must record at least 20 timed rounds (MEASURING.md; a miss otherwise), and the list of reports gives each
 one's commit and rounds: a report of another commit than the tree under test measured that code.
@@ -219,6 +220,11 @@ def check_mkbench(path, c, ops=None):
             c.add(issue, "never slower than the best baseline (serial, 2-stream overlap)", where, ratio >= 1.0,
                   f"M={m}: {ratio:.4f}x (best baseline {best:.3f} ms / mkernel {mk:.3f} ms)")
             net = all_nums(r[net_col]) if net_col is not None else []  # "NVLink / network (measured ...)"
+            if len(net) > 2:  # across nodes: the proxy's measured network bytes against the op's formula
+                # (the cells print MB to one decimal: equal within that rounding)
+                c.add(issue, "network bytes per GPU measured = the op's formula", where,
+                      abs(net[2] - net[1]) <= 0.05 + 1e-9,
+                      f"M={m}: measured {net[2]:.1f} MB, formula {net[1]:.1f} MB")
             t_comm, which = comm_alone(min(comm), net[1] if len(net) > 1 else None, gbps, emulated)
             judge_eta(c, issue, where, f"M={m}", t_gemm, t_comm, which, mk,
                       "eta >= 0.90 at M >= 4096" if m >= 4096 else None)
@@ -344,6 +350,10 @@ def check_ring(paths, c):
         else:
             c.add(issue, "never slower than the best baseline", where, best / mk >= 1.0,
                   f"{desc}: {best / mk:.4f}x (best baseline {best:.3f} ms / mkernel {mk:.3f} ms)")
+        net = all_nums(r.get("network MB per GPU per mkernel call (formula / measured)"))
+        if " emu" in r["config"] and len(net) >= 2:  # across nodes: the proxy's count against the formula
+            c.add(issue, "network bytes per GPU measured = the op's formula", where,
+                  abs(net[1] - net[0]) <= 0.05 + 1e-9, f"{desc}: measured {net[1]:.1f} MB, formula {net[0]:.1f} MB")
         target = "eta >= 0.9 at S_local >= 8k" if int(r["S_local"]) >= 8192 else None
         bound = ring_bound(r, gbps)
         if bound is None or not mk:

@@ -410,3 +410,23 @@ def test_a_ring_report_whose_rows_were_all_superseded_is_not_judged_for_its_roun
     text = capsys.readouterr().out
     assert "| at least 20 timed rounds (MEASURING.md) | `torch-ring-attn-20261205T000000Z.md` | 1 | none (met) |" in text
     assert "`torch-ring-attn-20261201T101921Z.md` | 1 | 1: 8 rounds" not in text
+
+
+def test_measured_network_bytes_are_judged_against_the_formula(tmp_path):
+    # 2x1 (2026-12-01): every row's measured network MB equals the formula; one edited row does not.
+    c = checks([RES / REPORTS[1]])
+    seen, missed = find(c, "5", "network bytes", "AG+GEMM 2x1")
+    assert seen == 5 and missed == []
+    assert find(c, "6", "network bytes", "GEMM+AR 2x1")[1] == []
+    _, f = _mk_report(tmp_path, REPORTS[1], "mkbench-20261205T000000Z-2x1_emulated_nodes.json",
+                      ("GEMM+RS", 4096, {"MB sent per GPU (NVLink / network; measured network)":
+                                                   "0.0 / 33.6 (measured 40.2)"}))
+    c = it.Checks()
+    it.check_mkbench(str(f), c)
+    assert find(c, "5", "network bytes", "GEMM+RS 2x1")[1] == ["M=4096: measured 40.2 MB, formula 33.6 MB"]
+    # one node: nothing crosses a network, nothing to judge
+    assert not any("network bytes" in k[1] for k in checks([RES / REPORTS[0]]).items)
+    # ring attention on 2x1 emu (2026-12-01): the 40 rows' measured bytes equal the formula
+    c = it.Checks()
+    it.check_ring([str(RES / "torch-ring-attn-20261201T102203Z.md")], c)
+    assert find(c, "7", "network bytes", "ring attention 2x1") == [40, []]
