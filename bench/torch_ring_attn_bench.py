@@ -740,8 +740,8 @@ def write_report(args, world, names, ctx, checks, rows, notes, emulated, now=Non
              f"- timing: {args.rounds} rounds after {args.warmup} warm-up rounds, one call of each variant per round, "
              f"order rotated per round; before each call a host sync + barrier, then a GPU sleep of "
              f"{args.lead_cycles} cycles (host launch cost off the clock); CUDA events around the call on the "
-             "compute stream; each call's time the max over ranks, then the median; inputs rotate through pre-generated random "
-             "sets (together > 2x L2, at least 2)",
+             "compute stream; each call's time the max over ranks, then the median; inputs rotate through "
+             "pre-generated random sets (together > 2x L2, at least 2)",
              "- TFLOP/s per GPU = 4 B H S_local S_global D / time, halved for causal",
              "- ring flash / ring cudnn: W-1 steps of K,V to the next rank (dist.batch_isend_irecv from a side "
              "stream) overlapped with the step's attention (torch.ops.aten._scaled_dot_product_flash_attention / "

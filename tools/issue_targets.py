@@ -20,8 +20,9 @@ link: there T_comm is the smaller of it and the link floor, network bytes per GP
 records, else the knob's default). eta above 1 (the fused op beat both halves timed alone) meets the target and
 is listed as a floor that is not tight. The floor each row used is listed at the end.
 Across nodes, each row's network bytes per GPU measured by the proxy must equal the op's formula (to the
-reports' 0.1 MB). A ring row's best baseline is recomputed from its columns: on emulated nodes only the allgather-mk baselines
-(their K/V cross the emulated network; bench/torch_ring_attn_bench.py's baseline_candidates) count. Every report
+reports' 0.1 MB). A ring row's best baseline is recomputed from its columns: on emulated nodes only the
+allgather-mk baselines (their K/V cross the emulated network; bench/torch_ring_attn_bench.py's
+baseline_candidates) count. Every report
 read must record at least 20 timed rounds (MEASURING.md; a miss otherwise), and the list of reports gives each
 one's commit and rounds: a report of another commit than the tree under test measured that code.
 Exit status: 0; with --strict, 1 when a target was missed or a report the issues need is absent.

@@ -241,7 +241,8 @@ void bench_gemm_ar(BenchContext& bc) {
   }
   t.note =
       "Calls interleaved (one of each per round), each after an untimed 1-element NCCL all-reduce that lines the "
-      "ranks up (no call absorbs the other rank's lag from the call before), each call's slowest rank, then the median; a, b and the AR "
+      "ranks up (no call absorbs the other rank's lag from the call before), each call's slowest rank, then the "
+      "median; a, b and the AR "
       "input rotate through >= 256 MiB, a different copy per call. cuBLAS alone = this rank's full [M x 8192] partial "
       "GEMM. AR alone = all-reduce of an [M x 8192] bf16 input: NCCL / the plan's all_reduce (two-shot: the reduce-scatter's "
       "push and reduce items, then the gather). serial = cuBLAS, then NCCL all-reduce. 2-stream chunked overlap = the M "

@@ -348,7 +348,8 @@ void bench_gemm_rs(BenchContext& bc) {
   }
   t.note =
       "Calls interleaved (one of each per round), each after an untimed 1-element NCCL all-reduce that lines the "
-      "ranks up (no call absorbs the other rank's lag from the call before), each call's slowest rank, then the median; a, b and the "
+      "ranks up (no call absorbs the other rank's lag from the call before), each call's slowest rank, then the "
+      "median; a, b and the "
       "RS input rotate through >= 256 MiB, a different copy per call. cuBLAS alone = this rank's full [M x 8192] "
       "partial GEMM. RS alone = reduce-scatter of an [M x 8192] bf16 input: NCCL / the plan's reduce_scatter. "
       "serial = cuBLAS, then NCCL reduce-scatter. 2-stream chunked overlap = each owner's M/W rows cut into 4 "

@@ -33,8 +33,8 @@ TRACE_KINDS = {1: "cta_start", 2: "cta_end", 3: "wait_begin", 4: "wait_end", 5: 
 class RingAttention(_Plan):
     """out, lse = attention of this rank's queries over every rank's keys; one persistent kernel. kv_heads 0 means
     heads; scale None means 1/sqrt(head_dim), else a finite number > 0 in float32 (0 is refused, as by the op:
-    torch's scale=0 means uniform weights); num_comm_ctas / num_ctas 0: the library's choice. No backward: run() refuses inputs that require grad
-    while autograd records (mkernel.ring_attention has none either)."""
+    torch's scale=0 means uniform weights); num_comm_ctas / num_ctas 0: the library's choice. No backward: run()
+    refuses inputs that require grad while autograd records (mkernel.ring_attention has none either)."""
     _destroy = "mk_ring_attn_destroy"
     _captured = "mk_ring_attn_captured"
 

@@ -239,11 +239,10 @@ void Network::deregister_buffer(int id) {
     // Tagged apart from the other steps' answers (step_status::Tags): a rank
     // in another exchange at this point reads them as out of step.
     constexpr step_status::Tags kTags{"deregister-ok:", "deregister-failed:"};
-    const std::string err = step_status::step_error(comm_.bootstrap().allgather(sync_answer(e, kTags), "deregister_buffer"),
-                                                    comm_.rank(),
-                                                    cat("deregister_buffer of network region ", id),
-                                                    "could not finish with it (the region stays registered on every "
-                                                    "rank)", kTags);
+    const std::string err = step_status::step_error(
+        comm_.bootstrap().allgather(sync_answer(e, kTags), "deregister_buffer"), comm_.rank(),
+        cat("deregister_buffer of network region ", id),
+        "could not finish with it (the region stays registered on every rank)", kTags);
     if (!err.empty()) fail(err);
   }
   // From here on nothing throws: every rank has let the region go (the

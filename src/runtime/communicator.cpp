@@ -121,7 +121,9 @@ void Communicator::init(int device, int launcher_local_rank) {
   // they differ (a knob set on one node only would split the topology or the transport). Before any CUDA call,
   // so a CPU test sees it too (cpu.communicator_knob_mismatch).
   if (world > 1)
-    if (const std::string bad = collective_knob_mismatch(bs_->allgather(collective_knob_values(), "the collective knobs' exchange")); !bad.empty())
+    if (const std::string bad =
+            collective_knob_mismatch(bs_->allgather(collective_knob_values(), "the collective knobs' exchange"));
+        !bad.empty())
       fail(bad);
   // Eager module loading unless the user chose (takes effect only if CUDA is
   // not initialised yet): a proxy that calls CUDA (fabric staging, EFA's
@@ -386,8 +388,8 @@ void SignalLease::reset() noexcept {
   }
   std::string err;
   try {
-    err = step_status::step_error(comm_->bootstrap().allgather(mine, "releasing a plan's signals"), comm_->rank(),
-                                  "releasing a plan's signals",
+    constexpr const char* kStep = "releasing a plan's signals";
+    err = step_status::step_error(comm_->bootstrap().allgather(mine, kStep), comm_->rank(), kStep,
                                   "could not zero them", kTags);
   } catch (const std::exception& e) {
     err = cat("the exchange after zeroing failed: ", error_reason(e));

@@ -280,8 +280,8 @@ void FabricTransport::connect(Bootstrap& bs, const std::vector<int>& peers) {
     }
   }
   const std::string err =
-      step_status::step_error(bs.allgather(outcome, "fabric connect"), cfg_.rank, "fabric connect", "could not add its peers' addresses",
-                              tags);
+      step_status::step_error(bs.allgather(outcome, "fabric connect"), cfg_.rank, "fabric connect",
+                              "could not add its peers' addresses", tags);
   if (!err.empty()) fail(err);
   std::lock_guard<std::mutex> lk(mu_);
   // Hello round: RDM providers connect lazily, so a bad or dead peer would
