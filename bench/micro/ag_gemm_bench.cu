@@ -8,6 +8,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "bench/baselines/cublas_util.hpp"
 #include "bench/baselines/nccl_util.hpp"
@@ -19,6 +23,18 @@
 #include "src/ops/ag_gemm/tp_plan.hpp"
 
 namespace mkb {
+
+// out rows of w owners from a gathered chunk: batch d computes `rows` rows of a + d * rows * k (the chunk's
+// [w][rows x k], contiguous) times b^T into c + d * c_owner_rows * n (owner d's rows of out, at the chunk's
+// offset); gemm_bf16_tn's row-major trick, b shared (stride 0).
+void gemm_bf16_tn_gathered(cublasHandle_t h, int w, int rows, int n, int k, const void* a, const void* b, void* c,
+                           int64_t c_owner_rows, cudaStream_t s) {
+  const float alpha = 1.f, beta = 0.f;
+  MKB_CUBLAS(cublasSetStream(h, s));
+  MKB_CUBLAS(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &alpha, b, CUDA_R_16BF, k, 0, a,
+                                        CUDA_R_16BF, k, int64_t(rows) * k, &beta, c, CUDA_R_16BF, n,
+                                        c_owner_rows * n, w, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
 
 // Diagnosis: the fused kernel's tile walk and pushing CTAs, and the GEMM
 // alone (cuBLAS; the engine on every SM and on the fused plan's compute
@@ -94,7 +110,8 @@ void bench_ag_gemm(BenchContext& bc) {
           {"M", "cuBLAS alone ms", "AG alone ms (NCCL / mk)", "serial ms", "2-stream overlap ms", "mkernel ms",
            "mkernel vs best baseline", "eta", "mkernel, 16 comm CTAs ms",
            "MB sent per GPU (NVLink / network; measured network)", "roles comm/compute",
-           "check vs serial (max |d| / rms)", "TFLOP/s per GPU (serial / overlap / mkernel)"},
+           "check vs serial (max |d| / rms)", "TFLOP/s per GPU (serial / overlap / mkernel)",
+           "2-stream overlap ms by variant"},
           {},
           ""};
   if (W < 2) {  // one rank: the plan's machinery without communication, at the 1x2 per-rank shape
@@ -126,6 +143,11 @@ void bench_ag_gemm(BenchContext& bc) {
   cudaEvent_t fork, join;
   MKB_CUDA(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
   MKB_CUDA(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+  cudaEvent_t gathered_ev[kMaxChunks], used_ev[kMaxChunks];  // the chunked overlap's
+  for (int j = 0; j < kMaxChunks; ++j) {
+    MKB_CUDA(cudaEventCreateWithFlags(&gathered_ev[j], cudaEventDisableTiming));
+    MKB_CUDA(cudaEventCreateWithFlags(&used_ev[j], cudaEventDisableTiming));
+  }
 
   const int64_t n = 28672 / W, k = 8192;
   std::vector<int64_t> ms = {1024, 2048, 4096, 8192, 16384};
@@ -133,6 +155,18 @@ void bench_ag_gemm(BenchContext& bc) {
   for (int64_t m : ms) {
     const int64_t ml = m / W;
     mk::AgGemm plan(c, ml, n, k), plan16(c, ml, n, k, {16, 0}), base(c, ml, n, k);
+    // The chunked two-stream overlap (issue [tp-ag-rs]'s "two-stream chunked overlap"): S row chunks of every
+    // rank's shard, S swept (chunks of a multiple of 128 rows); the side stream all-gathers chunk j into a double
+    // buffer ([W][C x k]) while the compute stream multiplies chunk j - 1 (all W owners' rows in one batched GEMM
+    // into their rows of out). Across nodes each S's chunk all-gather is a plan of its own on the transport.
+    const std::vector<int> counts = overlap_chunk_counts(ml, 128);
+    std::vector<std::unique_ptr<mk::AgGemm>> base_chunk(kMaxChunks + 1);
+    if (net)
+      for (int s : counts) base_chunk[s] = std::make_unique<mk::AgGemm>(c, ml / s, n, k);
+    const int64_t C_max = ml / counts.front();
+    DevBuf gch0(size_t(W) * C_max * k * 2), gch1(size_t(W) * C_max * k * 2);
+    void* gch[2] = {gch0.p, gch1.p};
+    MKB_CUDA(cudaMemsetAsync(gch0.p, 0, size_t(W) * C_max * k * 2, bc.stream));  // (the preload's input)
     Rotating a(size_t(ml) * k * 2);
     for (int i = 0; i < a.copies(); ++i) fill_random_bf16(a.get(i), size_t(ml) * k, 400 + i + 13 * c.rank(), bc.stream);
     void *b = nullptr, *full = nullptr, *out = nullptr;
@@ -144,9 +178,9 @@ void bench_ag_gemm(BenchContext& bc) {
     const int me = c.rank();
     // The baselines' all-gather: NCCL inside a node, else mkernel's own
     // (a plan of its own, so the fused plans' calls stay in their order).
-    // Each call of a round reads its own A shard (100 + 7 i + call, as the GEMM+RS and GEMM+AR benches do):
+    // Each call of a round reads its own A shard (100 + 10 i + call, as the GEMM+RS and GEMM+AR benches do):
     // no call finds its input in L2 from the one before it (session 38: all calls of a round read one).
-    auto A = [&](int i, int cl) { return a.get(100 + 7 * i + cl); };
+    auto A = [&](int i, int cl) { return a.get(100 + 10 * i + cl); };
     auto nccl_ag = [&](int i, int cl, cudaStream_t st) {
       if (net)
         base.all_gather(A(i, cl), full, st);
@@ -161,7 +195,26 @@ void bench_ag_gemm(BenchContext& bc) {
     // bench/results/mkbench-20261130T1218Z-2x1-ag-hang-proxy-in-copy-call.log).
     gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream);
     gemm_bf16_tn(h, int(ml), int(n), int(k), a.get(0), b, out, bc.stream);
+    for (int s : counts) gemm_bf16_tn_gathered(h, W, int(ml / s), int(n), int(k), gch[0], b, out, ml, bc.stream);
     MKB_CUDA(cudaStreamSynchronize(bc.stream));
+    auto chunked = [&](int S, const void* A_local, void* o) {
+      const int64_t C = ml / S;
+      MKB_CUDA(cudaEventRecord(fork, bc.stream));  // (after the stream's earlier work: the last call read gch)
+      MKB_CUDA(cudaStreamWaitEvent(side, fork));
+      for (int j = 0; j < S; ++j) {
+        if (j >= 2) MKB_CUDA(cudaStreamWaitEvent(side, used_ev[j - 2]));  // gch[j % 2] read by chunk j - 2
+        const void* src = static_cast<const char*>(A_local) + size_t(j) * C * k * 2;
+        if (net)
+          base_chunk[S]->all_gather(src, gch[j % 2], side);
+        else
+          MKB_NCCL(ncclAllGather(src, gch[j % 2], size_t(C) * k, ncclBfloat16, nc, side));
+        MKB_CUDA(cudaEventRecord(gathered_ev[j], side));
+        MKB_CUDA(cudaStreamWaitEvent(bc.stream, gathered_ev[j]));
+        gemm_bf16_tn_gathered(h, W, int(C), int(n), int(k), gch[j % 2], b,
+                              static_cast<char*>(o) + size_t(j) * C * n * 2, ml, bc.stream);
+        MKB_CUDA(cudaEventRecord(used_ev[j], bc.stream));
+      }
+    };
     // Both plans' outputs (poisoned first: 0xffff is a bf16 NaN) against serial's on the same inputs, before the
     // timing, as the GEMM+RS and GEMM+AR benches check theirs (check_vs: a miss fails every rank).
     double err = 0;
@@ -178,6 +231,12 @@ void bench_ag_gemm(BenchContext& bc) {
         p->run(a.get(0), b, got.p, bc.stream);
         err = std::max(err, check_vs(c.bootstrap(), "ag_gemm", (p == &plan ? "mkernel" : "mkernel, 16 comm CTAs") + at,
                                      got.p, ref.p, m, n, bc.stream));
+      }
+      for (int s : counts) {  // the chunked overlap too, every S (its error is the baseline's: not in err)
+        MKB_CUDA(cudaMemsetAsync(got.p, 0xff, size_t(m) * n * 2, bc.stream));
+        chunked(s, a.get(0), got.p);
+        check_vs(c.bootstrap(), "ag_gemm", "2-stream chunked overlap, S=" + std::to_string(s) + at, got.p, ref.p, m,
+                 n, bc.stream);
       }
     }
     std::vector<std::function<void(int)>> calls = {
@@ -204,14 +263,22 @@ void bench_ag_gemm(BenchContext& bc) {
         [&](int i) { plan.run(A(i, 5), b, out, bc.stream); },    // 5 mkernel
         [&](int i) { plan16.run(A(i, 6), b, out, bc.stream); },  // 6 mkernel, more pushing CTAs
     };
+    std::vector<std::pair<std::string, size_t>> variants = {{"local rows first", 4}};
+    for (int s : counts) {  // 7.. the chunked overlap at each chunk count
+      variants.push_back({"S=" + std::to_string(s), calls.size()});
+      calls.push_back([&, s, cl = int(calls.size())](int i) { chunked(s, A(i, cl), out); });
+    }
     auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, std::cref(bar));
+    const OverlapSweep sweep = best_overlap(st, variants);
     // Rows this GPU sends (tp::ag_bytes_per_gpu: NVLink / network).
     std::vector<std::string> row = tp_row(m, st, std::min(st[1].median_ms, st[2].median_ms),
                                           mk::tp::ag_bytes_per_gpu(topo.num_nodes, topo.local_size, ml, k),
                                           measured_network_bytes(c, bc.stream, calls[5]));
+    row[4] = sweep.cell;
     row.push_back(std::to_string(plan.num_comm_ctas()) + "/" + std::to_string(plan.num_compute_ctas()));
     row.push_back("checked (" + fmt(err, 4) + ")");
     row.push_back(tflops_cell(m, n, k, st));  // (each GPU: all m rows by its n columns)
+    row.push_back(sweep.sweep);
     t.rows.push_back(row);
     cudaFree(b);
     cudaFree(full);
@@ -222,11 +289,14 @@ void bench_ag_gemm(BenchContext& bc) {
   t.note =
       "Calls interleaved (one of each per round), each after an untimed 1-element NCCL all-reduce that lines the "
       "ranks up (no call absorbs the other rank's lag from the call before), each call's slowest rank, then the "
-      "median. Before the timing both plans' outputs (poisoned first) are checked against serial's on the same "
-      "inputs, every element within 0.02 |ref| + 0.02 rms(ref) (else the run fails). eta = max(cuBLAS alone, "
-      "fastest AG alone) / mkernel. 2-stream overlap: NCCL all-gather on a side stream while cuBLAS computes the "
-      "local rows, "
-      "then the remote rows. mk AG alone = the plan's all-gather (push kernel + a copy out of the symmetric "
+      "median. Before the timing both plans' and every chunked overlap's outputs (poisoned first) are checked "
+      "against serial's on the same inputs, every element within 0.02 |ref| + 0.02 rms(ref) (else the run fails). "
+      "eta = max(cuBLAS alone, fastest AG alone) / mkernel. 2-stream overlap: the fastest of these, each timed in "
+      "the same rounds (the last column has them all): local rows first (NCCL all-gather on a side stream while "
+      "cuBLAS computes the local rows, then the remote rows), and a chunked pipeline of S chunks, S in {2, 4, 8} "
+      "(chunks of a multiple of 128 rows of each shard: the side stream all-gathers chunk j of every shard into a "
+      "double buffer while the compute stream multiplies chunk j - 1 of every rank in one batched GEMM). "
+      "mk AG alone = the plan's all-gather (push kernel + a copy out of the symmetric "
       "buffer). Across nodes (2x1 emulated) the AG baselines are mkernel's standalone all-gather on the same "
       "transport, not NCCL (which would use NVLink between the emulated nodes): 'AG alone' shows it twice. "
       "PyTorch's fused_all_gather_matmul is measured by bench/torch_tp_bench.py. MB sent per GPU (N nodes x L "
@@ -241,6 +311,10 @@ void bench_ag_gemm(BenchContext& bc) {
   cudaStreamDestroy(side);
   cudaEventDestroy(fork);
   cudaEventDestroy(join);
+  for (int j = 0; j < kMaxChunks; ++j) {
+    cudaEventDestroy(gathered_ev[j]);
+    cudaEventDestroy(used_ev[j]);
+  }
 }
 
 }  // namespace mkb

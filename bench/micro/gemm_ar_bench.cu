@@ -50,7 +50,8 @@ void bench_gemm_ar(BenchContext& bc) {
            "mkernel ms", "mkernel vs best baseline", "eta", "mk AR alone, 32 reduce CTAs ms",
            "MB per GPU (NVLink / network; measured network)", "ideal speedup (T_gemm + T_comm) / max", "mkernel speedup over serial",
            "achieved / ideal", "targets", "CTAs (run: gather + compute; AR alone: 17 + reduce)",
-           "check vs serial (max |d| / rms)", "TFLOP/s per GPU (serial / overlap / mkernel)"},
+           "check vs serial (max |d| / rms)", "TFLOP/s per GPU (serial / overlap / mkernel)",
+           "2-stream overlap ms by chunk count S"},
           {},
           ""};
   if (W < 2 || (topo.num_nodes > 1 && topo.local_size > 1)) {
@@ -72,25 +73,26 @@ void bench_gemm_ar(BenchContext& bc) {
   const int64_t n = 8192, k = 28672 / W;
   std::vector<int64_t> ms = {1024, 2048, 4096, 8192, 16384};
   if (bc.quick) ms = {4096};
-  bool overlap_checked = false;
   for (int64_t m : ms) {
-    // S chunks of C rows each, C / W a multiple of 128 (the chunk plan's rule across nodes).
-    const int S = static_cast<int>(std::min<int64_t>(kMaxChunks, m / (128 * W)));
-    const int64_t C = m / S;
+    // The overlap's chunk counts S: C = M / S rows each, C / W a multiple of 128 (the chunk plan's rule across
+    // nodes).
+    const std::vector<int> counts = overlap_chunk_counts(m, 128 * W);
     const size_t out_bytes = size_t(m) * n * 2;
     mk::GemmAr plan(c, m, n, k), plan32(c, m, n, k, mk::GemmArOptions{.num_reduce_ctas = 32});
     // The baselines' all-reduce across nodes: plans of their own (the fused
-    // plans' calls stay in their order), for all rows and for one chunk.
-    std::optional<mk::GemmAr> base, base_chunk;
+    // plans' calls stay in their order), for all rows and for one chunk of
+    // each chunk count (chunk > 0: its rows).
+    std::optional<mk::GemmAr> base;
+    std::vector<std::unique_ptr<mk::GemmAr>> base_chunk(kMaxChunks + 1);
     if (net) {
       base.emplace(c, m, n, k);
-      base_chunk.emplace(c, C, n, k);
+      for (int s : counts) base_chunk[s] = std::make_unique<mk::GemmAr>(c, m / s, n, k);
     }
-    auto ar = [&](const void* in, void* o, bool chunk, cudaStream_t st) {
+    auto ar = [&](const void* in, void* o, int64_t chunk, int s, cudaStream_t st) {
       if (net)
-        (chunk ? *base_chunk : *base).all_reduce(in, o, st);
+        (chunk ? *base_chunk[s] : *base).all_reduce(in, o, st);
       else
-        MKB_NCCL(ncclAllReduce(in, o, size_t(chunk ? C : m) * n, ncclBfloat16, ncclSum, env.nc, st));
+        MKB_NCCL(ncclAllReduce(in, o, size_t(chunk ? chunk : m) * n, ncclBfloat16, ncclSum, env.nc, st));
     };
     Rotating a(size_t(m) * k * 2), b(size_t(n) * k * 2), x(out_bytes);
     fill_rotating(a, size_t(m) * k, 700, c.rank(), bc.stream);
@@ -101,24 +103,25 @@ void bench_gemm_ar(BenchContext& bc) {
     // (a module load waits for running kernels, the emu proxy's copy behind
     // it: the 2x1 hang of 2026-11-30, see ag_gemm_bench.cu).
     gemm_bf16_tn(h, int(m), int(n), int(k), a.get(0), b.get(0), partial.p, bc.stream);
-    gemm_bf16_tn(h, int(C), int(n), int(k), a.get(0), b.get(0), partial.p, bc.stream);
+    for (int s : counts) gemm_bf16_tn(h, int(m / s), int(n), int(k), a.get(0), b.get(0), partial.p, bc.stream);
     MKB_CUDA(cudaStreamSynchronize(bc.stream));
 
     auto serial = [&](const void* A, const void* B, void* o) {
       gemm_bf16_tn(h, int(m), int(n), int(k), A, B, partial.p, bc.stream);
-      ar(partial.p, o, false, bc.stream);
+      ar(partial.p, o, 0, 0, bc.stream);
     };
-    // Chunk j: rows [j C, (j + 1) C) of a times b^T into the same rows of
+    // S chunks of C = M / S rows. Chunk j: rows [j C, (j + 1) C) of a times b^T into the same rows of
     // partial, then on the side stream their all-reduce into the same rows
     // of out while chunk j + 1 computes; the side stream joins at the end.
-    auto overlap = [&](const void* A, const void* B, void* o) {
+    auto overlap = [&](int S, const void* A, const void* B, void* o) {
+      const int64_t C = m / S;
       for (int j = 0; j < S; ++j) {
         const size_t row0 = size_t(j) * C;
         char* p = static_cast<char*>(partial.p) + row0 * n * 2;
         gemm_bf16_tn(h, int(C), int(n), int(k), static_cast<const char*>(A) + row0 * k * 2, B, p, bc.stream);
         MKB_CUDA(cudaEventRecord(env.computed[j], bc.stream));
         MKB_CUDA(cudaStreamWaitEvent(env.side, env.computed[j]));
-        ar(p, static_cast<char*>(o) + row0 * n * 2, true, env.side);
+        ar(p, static_cast<char*>(o) + row0 * n * 2, C, S, env.side);
         MKB_CUDA(cudaEventRecord(env.reduced[j], env.side));
       }
       MKB_CUDA(cudaStreamWaitEvent(bc.stream, env.reduced[S - 1]));
@@ -130,11 +133,11 @@ void bench_gemm_ar(BenchContext& bc) {
     const std::string at = " at M=" + std::to_string(m);
     MKB_CUDA(cudaMemsetAsync(ref.p, 0xff, out_bytes, bc.stream));
     serial(a.get(0), b.get(0), ref.p);
-    if (!overlap_checked) {
+    for (int s : counts) {  // every chunk count at every M
       MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
-      overlap(a.get(0), b.get(0), got.p);
-      check_vs(c.bootstrap(), "gemm_ar", "2-stream chunked overlap" + at, got.p, ref.p, m, n, bc.stream);
-      overlap_checked = true;
+      overlap(s, a.get(0), b.get(0), got.p);
+      check_vs(c.bootstrap(), "gemm_ar", "2-stream chunked overlap, S=" + std::to_string(s) + at, got.p, ref.p, m, n,
+               bc.stream);
     }
     MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
     plan.run(a.get(0), b.get(0), got.p, bc.stream);
@@ -149,20 +152,23 @@ void bench_gemm_ar(BenchContext& bc) {
                                  bc.stream, true));
 
     // Call cl of round i takes the next copy of each rotating input (copy
-    // 100 + 7 i + cl), so no call finds its inputs in L2 from the one before.
-    auto A = [&](int i, int cl) { return a.get(100 + 7 * i + cl); };
-    auto B = [&](int i, int cl) { return b.get(100 + 7 * i + cl); };
-    auto X = [&](int i, int cl) { return x.get(100 + 7 * i + cl); };
+    // 100 + 10 i + cl), so no call finds its inputs in L2 from the one before.
+    auto A = [&](int i, int cl) { return a.get(100 + 10 * i + cl); };
+    auto B = [&](int i, int cl) { return b.get(100 + 10 * i + cl); };
+    auto X = [&](int i, int cl) { return x.get(100 + 10 * i + cl); };
     std::vector<std::function<void(int)>> calls = {
         [&](int i) { gemm_bf16_tn(h, int(m), int(n), int(k), A(i, 0), B(i, 0), partial.p, bc.stream); },  // 0
-        [&](int i) { ar(X(i, 1), out.p, false, bc.stream); },              // 1 NCCL (net: mk) AR alone
+        [&](int i) { ar(X(i, 1), out.p, 0, 0, bc.stream); },               // 1 NCCL (net: mk) AR alone
         [&](int i) { plan.all_reduce(X(i, 2), out.p, bc.stream); },        // 2 mk AR alone
         [&](int i) { serial(A(i, 3), B(i, 3), out.p); },                   // 3 serial
-        [&](int i) { overlap(A(i, 4), B(i, 4), out.p); },                  // 4 2-stream chunked overlap
+        [&](int i) { overlap(counts[0], A(i, 4), B(i, 4), out.p); },       // 4 2-stream chunked overlap
         [&](int i) { plan.run(A(i, 5), B(i, 5), out.p, bc.stream); },      // 5 mkernel
         [&](int i) { plan32.all_reduce(X(i, 6), out.p, bc.stream); },      // 6 mk AR alone, 32 reduce CTAs
     };
+    for (size_t v = 1; v < counts.size(); ++v)  // 7.. the overlap at the other chunk counts
+      calls.push_back([&, v](int i) { overlap(counts[v], A(i, 6 + int(v)), B(i, 6 + int(v)), out.p); });
     auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, env.barrier());
+    const OverlapSweep sweep = best_overlap(st, chunk_variants(counts, 7));
     const double t_gemm = st[0].median_ms, t_comm = std::min({st[1].median_ms, st[2].median_ms, st[6].median_ms});
     const double t_mk = st[5].median_ms, vs_best = std::min(st[3].median_ms, st[4].median_ms) / t_mk;
     const double eta = std::max(t_gemm, t_comm) / t_mk;
@@ -172,6 +178,7 @@ void bench_gemm_ar(BenchContext& bc) {
     // Two-shot bytes (tp::ar_bytes_per_gpu): the reduce-scatter's, then the final rows' all-gather.
     const mk::tp::LinkBytes sent = mk::tp::ar_bytes_per_gpu(topo.num_nodes, topo.local_size, m, n);
     std::vector<std::string> row = tp_row(m, st, t_comm, sent, measured_network_bytes(c, bc.stream, calls[5]));
+    row[4] = sweep.cell;
     row.push_back(fmt(ideal, 2) + "x");
     row.push_back(fmt(speedup, 2) + "x");
     row.push_back(fmt(speedup / ideal, 2));
@@ -181,6 +188,7 @@ void bench_gemm_ar(BenchContext& bc) {
                   std::to_string(plan.num_reduce_ctas()) + " (" + std::to_string(plan32.num_reduce_ctas()) + ")");
     row.push_back("checked (" + fmt(err, 4) + "), same bits on every rank");
     row.push_back(tflops_cell(m, n, k, st));  // (each GPU: m x n over its k)
+    row.push_back(sweep.sweep);
     t.rows.push_back(row);
   }
   if (bc.quick) {
@@ -246,8 +254,10 @@ void bench_gemm_ar(BenchContext& bc) {
       "input rotate through >= 256 MiB, a different copy per call. cuBLAS alone = this rank's full [M x 8192] partial "
       "GEMM. AR alone = all-reduce of an [M x 8192] bf16 input: NCCL / the plan's all_reduce (two-shot: the reduce-scatter's "
       "push and reduce items, then the gather). serial = cuBLAS, then NCCL all-reduce. 2-stream chunked overlap = the M "
-      "rows cut into min(4, M / (128 W)) chunks; per chunk one cuBLAS call into its rows of an [M x 8192] buffer, "
-      "whose NCCL all-reduce runs on a side stream while the next chunk computes. mkernel vs best baseline = "
+      "rows cut into S chunks; per chunk one cuBLAS call into its rows of an [M x 8192] buffer, "
+      "whose NCCL all-reduce runs on a side stream while the next chunk computes; S swept over {2, 4, 8} (chunks "
+      "of a multiple of 128 W rows), each S timed in the same rounds, the fastest quoted with its S (every S's "
+      "median in the last column). mkernel vs best baseline = "
       "min(serial, overlap) / mkernel. T_gemm = cuBLAS alone, T_comm = the fastest AR alone (of the three columns), "
       "eta = max(T_gemm, T_comm) / mkernel. ideal speedup = (T_gemm + T_ser) / max(T_gemm, T_ser), T_ser = the "
       "all-reduce serial runs (the first AR alone) (what perfect overlap would give over a serial run of its two "
@@ -263,7 +273,8 @@ void bench_gemm_ar(BenchContext& bc) {
       "all_reduce()'s Reduce CTAs, its grid less 17 (the 32-CTA plan's in parentheses). check: outside timing, both mkernel plans' run() "
       "and the plan's all_reduce() of serial's partial vs serial's output, on the same inputs, every element within "
       "0.02 |ref| + 0.02 rms(ref), and the same bits on every rank (else the run fails); the chunked overlap is checked "
-      "the same way on the first M. Across nodes (2x1 emulated) the AR baselines are mkernel's standalone all-reduce "
+      "the same way, every S at every M. Across nodes (2x1 emulated) the AR baselines are mkernel's standalone "
+      "all-reduce "
       "on the same transport, not NCCL (which would use NVLink between the emulated nodes): 'AR alone' shows it twice, "
       "and serial = cuBLAS then that all-reduce. PyTorch's matmul + symmetric-memory all-reduce (1x2) is measured by "
       "bench/torch_tp_bench.py.";

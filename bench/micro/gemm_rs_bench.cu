@@ -29,8 +29,6 @@ namespace mkb {
 
 namespace {
 
-constexpr int kChunks = kMaxChunks;  // S: chunks per owner's rows in the 2-stream overlap
-
 // gemm_bf16_tn's row-major trick (C = A B^T is column-major C^T = B A^T:
 // gemm(T, N) with b first), batched over the w owners: batch d computes
 // `rows` rows of a starting at a + d * owner_rows rows (a points at the
@@ -181,7 +179,7 @@ void bench_gemm_rs(BenchContext& bc) {
            "mkernel ms", "mkernel vs best baseline", "eta", "mk RS alone, 32 reduce CTAs ms",
            "MB sent per GPU (NVLink / network; measured network)",
            "CTAs (run: compute; RS alone: 16 + reduce)", "check vs serial (max |d| / rms)",
-           "TFLOP/s per GPU (serial / overlap / mkernel)"},
+           "TFLOP/s per GPU (serial / overlap / mkernel)", "2-stream overlap ms by chunk count S"},
           {},
           ""};
   if (W < 2 || (topo.num_nodes > 1 && topo.local_size > 1)) {
@@ -212,59 +210,73 @@ void bench_gemm_rs(BenchContext& bc) {
   const int64_t n = 8192, k = 28672 / W;
   std::vector<int64_t> ms = {1024, 2048, 4096, 8192, 16384};
   if (bc.quick) ms = {4096};
-  bool overlap_checked = false;
   for (int64_t m : ms) {
-    const int64_t R = m / W, C = R / kChunks;  // rows per owner, rows per chunk
+    const int64_t R = m / W;  // rows per owner
+    // The overlap's chunk counts S: R / S rows per chunk, a multiple of 128 (the chunk plan's rule across nodes).
+    const std::vector<int> counts = overlap_chunk_counts(R, 128);
     const size_t out_bytes = size_t(R) * n * 2;
-    mk::GemmRs plan(c, m, n, k), plan32(c, m, n, k, {32, 0}), base(c, m, n, k), base_chunk(c, W * C, n, k);
+    mk::GemmRs plan(c, m, n, k), plan32(c, m, n, k, {32, 0}), base(c, m, n, k);
     // The baselines' reduce-scatter: NCCL inside a node, else mkernel's own
-    // (plans of their own: the fused plans' calls stay in their order).
-    auto rs = [&](const void* in, void* o, bool chunk, cudaStream_t st) {
+    // (plans of their own: the fused plans' calls stay in their order), for
+    // all rows and for one chunk of each chunk count (chunk > 0: its rows
+    // per owner).
+    std::vector<std::unique_ptr<mk::GemmRs>> base_chunk(kMaxChunks + 1);
+    if (net)
+      for (int s : counts) base_chunk[s] = std::make_unique<mk::GemmRs>(c, W * (R / s), n, k);
+    auto rs = [&](const void* in, void* o, int64_t chunk, int s, cudaStream_t st) {
       if (net)
-        (chunk ? base_chunk : base).reduce_scatter(in, o, st);
+        (chunk ? *base_chunk[s] : base).reduce_scatter(in, o, st);
       else
-        MKB_NCCL(ncclReduceScatter(in, o, size_t(chunk ? C : R) * n, ncclBfloat16, ncclSum, nc, st));
+        MKB_NCCL(ncclReduceScatter(in, o, size_t(chunk ? chunk : R) * n, ncclBfloat16, ncclSum, nc, st));
     };
     Rotating a(size_t(m) * k * 2), b(size_t(n) * k * 2), x(size_t(m) * n * 2);
     fill_rotating(a, size_t(m) * k, 700, c.rank(), bc.stream);
     fill_rotating(b, size_t(n) * k, 800, c.rank(), bc.stream);
     fill_rotating(x, size_t(m) * n, 900, c.rank(), bc.stream);
     DevBuf partial(size_t(m) * n * 2), out(out_bytes), ref(out_bytes), got(out_bytes);
-    DevBuf chunk0(size_t(W) * C * n * 2), chunk1(size_t(W) * C * n * 2);
+    const int64_t C_max = R / counts.front();  // the largest chunk (the fewest chunks)
+    DevBuf chunk0(size_t(W) * C_max * n * 2), chunk1(size_t(W) * C_max * n * 2);
     void* chunk[2] = {chunk0.p, chunk1.p};
 
     auto serial = [&](const void* A, const void* B, void* o) {
       gemm_bf16_tn(h, int(m), int(n), int(k), A, B, partial.p, bc.stream);
-      rs(partial.p, o, false, bc.stream);
+      rs(partial.p, o, 0, 0, bc.stream);
     };
-    // Chunk j: rows [d R + j C, d R + (j + 1) C) of every owner d in one
-    // batched GEMM into chunk[j % 2] ([W][C x n]), then on the side stream
+    // S chunks of C = R / S rows per owner. Chunk j: rows [d R + j C,
+    // d R + (j + 1) C) of every owner d in one batched GEMM into
+    // chunk[j % 2] ([W][C x n]), then on the side stream
     // its reduce-scatter into out rows [j C, (j + 1) C) while chunk j + 1
     // computes. chunk[j % 2] is rewritten only after chunk j - 2's
     // reduce-scatter read it; the side stream joins back at the end.
-    auto overlap = [&](const void* A, const void* B, void* o) {
-      for (int j = 0; j < kChunks; ++j) {
+    auto overlap = [&](int S, const void* A, const void* B, void* o) {
+      const int64_t C = R / S;
+      for (int j = 0; j < S; ++j) {
         if (j >= 2) MKB_CUDA(cudaStreamWaitEvent(bc.stream, reduced[j - 2]));
         gemm_bf16_tn_owners(h, W, int(C), int(n), int(k), R, static_cast<const char*>(A) + size_t(j) * C * k * 2, B,
                             chunk[j % 2], bc.stream);
         MKB_CUDA(cudaEventRecord(computed[j], bc.stream));
         MKB_CUDA(cudaStreamWaitEvent(side, computed[j]));
-        rs(chunk[j % 2], static_cast<char*>(o) + size_t(j) * C * n * 2, true, side);
+        rs(chunk[j % 2], static_cast<char*>(o) + size_t(j) * C * n * 2, C, S, side);
         MKB_CUDA(cudaEventRecord(reduced[j], side));
       }
-      MKB_CUDA(cudaStreamWaitEvent(bc.stream, reduced[kChunks - 1]));
+      MKB_CUDA(cudaStreamWaitEvent(bc.stream, reduced[S - 1]));
     };
 
     // Checks (outside timing): outputs poisoned (bf16 NaN) first, then
     // compared with the serial baseline on the same inputs.
     const std::string at = " at M=" + std::to_string(m);
+    // Every batched cuBLAS shape once before any kernel can wait on the network (a module load waits for running
+    // kernels, the emu proxy's copy behind it: the 2x1 hang of 2026-11-30, see ag_gemm_bench.cu).
+    for (int s : counts)
+      gemm_bf16_tn_owners(h, W, int(R / s), int(n), int(k), R, a.get(0), b.get(0), chunk0.p, bc.stream);
+    MKB_CUDA(cudaStreamSynchronize(bc.stream));
     MKB_CUDA(cudaMemsetAsync(ref.p, 0xff, out_bytes, bc.stream));
     serial(a.get(0), b.get(0), ref.p);
-    if (!overlap_checked) {
+    for (int s : counts) {  // every chunk count at every M
       MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
-      overlap(a.get(0), b.get(0), got.p);
-      check_vs(c.bootstrap(), "gemm_rs", "2-stream chunked overlap" + at, got.p, ref.p, R, n, bc.stream);
-      overlap_checked = true;
+      overlap(s, a.get(0), b.get(0), got.p);
+      check_vs(c.bootstrap(), "gemm_rs", "2-stream chunked overlap, S=" + std::to_string(s) + at, got.p, ref.p, R, n,
+               bc.stream);
     }
     MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
     plan.run(a.get(0), b.get(0), got.p, bc.stream);
@@ -275,23 +287,27 @@ void bench_gemm_rs(BenchContext& bc) {
                    check_vs(c.bootstrap(), "gemm_rs", "mkernel (second plan)" + at, got.p, ref.p, R, n, bc.stream));
 
     // Call cl of round i takes the next copy of each rotating input (copy
-    // 100 + 7 i + cl), so no call finds its inputs in L2 from the one before.
-    auto A = [&](int i, int cl) { return a.get(100 + 7 * i + cl); };
-    auto B = [&](int i, int cl) { return b.get(100 + 7 * i + cl); };
-    auto X = [&](int i, int cl) { return x.get(100 + 7 * i + cl); };
+    // 100 + 10 i + cl), so no call finds its inputs in L2 from the one before.
+    auto A = [&](int i, int cl) { return a.get(100 + 10 * i + cl); };
+    auto B = [&](int i, int cl) { return b.get(100 + 10 * i + cl); };
+    auto X = [&](int i, int cl) { return x.get(100 + 10 * i + cl); };
     std::vector<std::function<void(int)>> calls = {
         [&](int i) { gemm_bf16_tn(h, int(m), int(n), int(k), A(i, 0), B(i, 0), partial.p, bc.stream); },  // 0
-        [&](int i) { rs(X(i, 1), out.p, false, bc.stream); },  // 1 NCCL (net: mk) RS alone
+        [&](int i) { rs(X(i, 1), out.p, 0, 0, bc.stream); },  // 1 NCCL (net: mk) RS alone
         [&](int i) { plan.reduce_scatter(X(i, 2), out.p, bc.stream); },  // 2 mk RS alone
         [&](int i) { serial(A(i, 3), B(i, 3), out.p); },                 // 3 serial
-        [&](int i) { overlap(A(i, 4), B(i, 4), out.p); },                // 4 2-stream chunked overlap
+        [&](int i) { overlap(counts[0], A(i, 4), B(i, 4), out.p); },     // 4 2-stream chunked overlap
         [&](int i) { plan.run(A(i, 5), B(i, 5), out.p, bc.stream); },    // 5 mkernel
         [&](int i) { plan32.reduce_scatter(X(i, 6), out.p, bc.stream); },  // 6 mk RS alone, 32 reduce CTAs
     };
+    for (size_t v = 1; v < counts.size(); ++v)  // 7.. the overlap at the other chunk counts
+      calls.push_back([&, v](int i) { overlap(counts[v], A(i, 6 + int(v)), B(i, 6 + int(v)), out.p); });
     auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, base_env.barrier());
+    const OverlapSweep sweep = best_overlap(st, chunk_variants(counts, 7));
     std::vector<std::string> row = tp_row(m, st, std::min({st[1].median_ms, st[2].median_ms, st[6].median_ms}),
                                           mk::tp::rs_bytes_per_gpu(topo.num_nodes, topo.local_size, m, n),
                                           measured_network_bytes(c, bc.stream, calls[5]));
+    row[4] = sweep.cell;
     row.push_back(std::to_string(plan.num_compute_ctas()) +
                   (plan.split_tiles() ? " (" + std::to_string(plan.split_tiles()) + " own tiles in " +
                                             std::to_string(plan.split_parts()) + " parts)"
@@ -299,6 +315,7 @@ void bench_gemm_rs(BenchContext& bc) {
                   "; 16 + " + std::to_string(plan.num_reduce_ctas()));
     row.push_back("checked (" + fmt(err, 4) + ")");
     row.push_back(tflops_cell(m, n, k, st));  // (each GPU: m x n over its k)
+    row.push_back(sweep.sweep);
     t.rows.push_back(row);
   }
   if (bc.quick) {
@@ -352,9 +369,11 @@ void bench_gemm_rs(BenchContext& bc) {
       "median; a, b and the "
       "RS input rotate through >= 256 MiB, a different copy per call. cuBLAS alone = this rank's full [M x 8192] "
       "partial GEMM. RS alone = reduce-scatter of an [M x 8192] bf16 input: NCCL / the plan's reduce_scatter. "
-      "serial = cuBLAS, then NCCL reduce-scatter. 2-stream chunked overlap = each owner's M/W rows cut into 4 "
-      "chunks; per chunk one strided-batched cuBLAS call over the W owners into a double-buffered [W][M/(4W) x "
-      "8192] buffer, whose NCCL reduce-scatter runs on a side stream while the next chunk computes. mkernel vs best "
+      "serial = cuBLAS, then NCCL reduce-scatter. 2-stream chunked overlap = each owner's M/W rows cut into S "
+      "chunks; per chunk one strided-batched cuBLAS call over the W owners into a double-buffered [W][M/(S W) x "
+      "8192] buffer, whose NCCL reduce-scatter runs on a side stream while the next chunk computes; S swept over "
+      "{2, 4, 8} (chunks of a multiple of 128 rows per owner), each S timed in the same rounds, the fastest quoted "
+      "with its S (every S's median in the last column). mkernel vs best "
       "baseline = min(serial, overlap) / mkernel. eta = max(cuBLAS alone, fastest RS alone) / mkernel. MB sent per "
       "GPU (N nodes x L GPUs, mkernel's bf16 partial rows): NVLink (L-1)/L x M x 8192 x 2 B, network (N-1)/(N L) x "
       "M x 8192 x 2 B (tp::rs_bytes_per_gpu: reduced inside the node first). Across nodes the network figure is "
@@ -362,7 +381,8 @@ void bench_gemm_rs(BenchContext& bc) {
       "which should equal it. CTAs: run() computes on every SM (no Reduce CTAs: each owner adds the other ranks' "
       "tiles in its epilogue); the standalone reduce-scatter runs on 16 + 16 (or 32) CTAs, each taking push and reduce items in one order. check: outside "
       "timing, both mkernel plans' output vs serial's, on the same inputs, every element within 0.02 |ref| + 0.02 "
-      "rms(ref) (else the run fails); the chunked overlap is checked the same way on the first M. Across nodes (2x1 "
+      "rms(ref) (else the run fails); the chunked overlap is checked the same way, every S at every M. "
+      "Across nodes (2x1 "
       "emulated) the RS baselines are mkernel's standalone reduce-scatter on the same transport, not NCCL (which "
       "would use NVLink between the emulated nodes): 'RS alone' shows it twice. PyTorch's "
       "fused_matmul_reduce_scatter is measured by bench/torch_tp_bench.py.";

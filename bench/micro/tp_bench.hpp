@@ -16,10 +16,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/baselines/cublas_util.hpp"
 #include "bench/baselines/nccl_util.hpp"
+#include "bench/report.hpp"
 #include "bench/timing.hpp"
 #include "tests/test_env.hpp"
 
@@ -90,7 +92,44 @@ inline double check_vs(mk::Bootstrap& bs, const char* op, const std::string& wha
   return max_over_ranks(&bs, max_abs / rms);
 }
 
-constexpr int kMaxChunks = 4;  // chunks of the two-stream overlap baselines
+constexpr int kMaxChunks = 8;  // chunks of the two-stream overlap baselines, at most
+
+// The chunk counts S the two-stream overlap baselines sweep: S in {2, 4, 8} that cut `rows` into chunks of a
+// multiple of `unit` rows each (the table quotes the fastest: a user would tune S, so the baseline is tuned too).
+inline std::vector<int> overlap_chunk_counts(int64_t rows, int64_t unit) {
+  std::vector<int> s;
+  for (int c : {2, 4, 8})
+    if (c <= kMaxChunks && rows % (int64_t(c) * unit) == 0) s.push_back(c);
+  if (s.empty()) mk::fail("mkbench: no chunk count of the two-stream overlap divides ", rows, " rows into ", unit,
+                          "-row units (the caller's skip rule should have caught this)");
+  return s;
+}
+
+// The two-stream overlap baselines' variants: (label, index into st) each. Moves the fastest into st[4] (what the
+// overlap column, 'vs best baseline', eta and the targets read) and returns the overlap cell's text
+// ("1.234 (S=4)") and the sweep's ("S=2: 1.250 / S=4: 1.234").
+struct OverlapSweep {
+  std::string cell, sweep;
+};
+inline OverlapSweep best_overlap(std::vector<Stats>& st, const std::vector<std::pair<std::string, size_t>>& variants) {
+  size_t best = 0;
+  OverlapSweep o;
+  for (size_t i = 0; i < variants.size(); ++i) {
+    if (st[variants[i].second].median_ms < st[variants[best].second].median_ms) best = i;
+    o.sweep += (i ? " / " : "") + variants[i].first + ": " + fmt(st[variants[i].second].median_ms);
+  }
+  st[4] = st[variants[best].second];
+  o.cell = fmt(st[4].median_ms) + " (" + variants[best].first + ")";
+  return o;
+}
+
+// The variants of a chunk-count sweep timed as call 4 (counts[0]) and calls first, first + 1, ... (the rest).
+inline std::vector<std::pair<std::string, size_t>> chunk_variants(const std::vector<int>& counts, size_t first) {
+  std::vector<std::pair<std::string, size_t>> v;
+  for (size_t i = 0; i < counts.size(); ++i)
+    v.push_back({"S=" + std::to_string(counts[i]), i == 0 ? size_t(4) : first + i - 1});
+  return v;
+}
 
 // The baselines' handles for one benchmark. Every timed call starts after an
 // untimed device barrier (`barrier()`: NCCL over NVLink, also between

@@ -430,3 +430,27 @@ def test_measured_network_bytes_are_judged_against_the_formula(tmp_path):
     c = it.Checks()
     it.check_ring([str(RES / "torch-ring-attn-20261201T102203Z.md")], c)
     assert find(c, "7", "network bytes", "ring attention 2x1") == [40, []]
+
+
+def test_the_swept_overlap_cell_reads_as_its_time(tmp_path):
+    # mkbench's RS/AR overlap baselines sweep the chunk count S: the overlap cell reads "0.343 (S=4)" and a last
+    # column lists every S. The judge reads the time and ignores the new column: the same verdicts as the plain
+    # cells (the 1x2 report of 2026-12-01 with its overlap cells rewritten that way).
+    d = json.load(open(RES / REPORTS[0]))
+    for t in d["tables"]:
+        if "2-stream chunked overlap ms" in t["columns"]:
+            i = t["columns"].index("2-stream chunked overlap ms")
+            t["columns"].append("2-stream overlap ms by chunk count S")
+            for r in t["rows"]:
+                r.append(f"S=2: 9.999 / S=4: {r[i]}")
+                r[i] = f"{r[i]} (S=4)"
+    f = tmp_path / "mkbench-20261205T000000Z-1x2_NVLink.json"
+    f.write_text(json.dumps(d))
+    it.load_json.cache_clear()
+    swept, plain = it.Checks(), it.Checks()
+    it.check_mkbench(str(f), swept)
+    it.check_mkbench(str(RES / REPORTS[0]), plain)
+    names = (f.name, REPORTS[0])
+    strip = lambda c, n: {(k[0], k[1], k[2].replace(n, "")): v for k, v in c.items.items()}  # noqa: E731
+    assert strip(swept, names[0]) == strip(plain, names[1]) and len(swept.items) >= 6
+    assert find(swept, "6", "eta >=", "GEMM+AR 1x2")[1][0].startswith("M=4096: eta 0.8635")
