@@ -156,10 +156,11 @@ void bench_ag_gemm(BenchContext& bc) {
     const int64_t ml = m / W;
     mk::AgGemm plan(c, ml, n, k), plan16(c, ml, n, k, {16, 0}), base(c, ml, n, k);
     // The chunked two-stream overlap (issue [tp-ag-rs]'s "two-stream chunked overlap"): S row chunks of every
-    // rank's shard, S swept (chunks of a multiple of 128 rows); the side stream all-gathers chunk j into a double
-    // buffer ([W][C x k]) while the compute stream multiplies chunk j - 1 (all W owners' rows in one batched GEMM
-    // into their rows of out). Across nodes each S's chunk all-gather is a plan of its own on the transport.
-    const std::vector<int> counts = overlap_chunk_counts(ml, 128);
+    // rank's shard, S swept (overlap_chunk_counts: chunks of 128 rows where it can); the side stream all-gathers
+    // chunk j into a double buffer ([W][C x k]) while the compute stream multiplies chunk j - 1 (all W owners'
+    // rows in one batched GEMM into their rows of out). Across nodes each S's chunk all-gather is a plan of its
+    // own on the transport.
+    const std::vector<int> counts = overlap_chunk_counts(ml, 1);
     std::vector<std::unique_ptr<mk::AgGemm>> base_chunk(kMaxChunks + 1);
     if (net)
       for (int s : counts) base_chunk[s] = std::make_unique<mk::AgGemm>(c, ml / s, n, k);
@@ -294,7 +295,8 @@ void bench_ag_gemm(BenchContext& bc) {
       "eta = max(cuBLAS alone, fastest AG alone) / mkernel. 2-stream overlap: the fastest of these, each timed in "
       "the same rounds (the last column has them all): local rows first (NCCL all-gather on a side stream while "
       "cuBLAS computes the local rows, then the remote rows), and a chunked pipeline of S chunks, S in {2, 4, 8} "
-      "(chunks of a multiple of 128 rows of each shard: the side stream all-gathers chunk j of every shard into a "
+      "(chunks of a multiple of 128 rows of each shard where M allows: the side stream all-gathers chunk j of "
+      "every shard into a "
       "double buffer while the compute stream multiplies chunk j - 1 of every rank in one batched GEMM). "
       "mk AG alone = the plan's all-gather (push kernel + a copy out of the symmetric "
       "buffer). Across nodes (2x1 emulated) the AG baselines are mkernel's standalone all-gather on the same "

@@ -74,9 +74,9 @@ void bench_gemm_ar(BenchContext& bc) {
   std::vector<int64_t> ms = {1024, 2048, 4096, 8192, 16384};
   if (bc.quick) ms = {4096};
   for (int64_t m : ms) {
-    // The overlap's chunk counts S: C = M / S rows each, C / W a multiple of 128 (the chunk plan's rule across
-    // nodes).
-    const std::vector<int> counts = overlap_chunk_counts(m, 128 * W);
+    // The overlap's chunk counts S: C = M / S rows each, a multiple of W (a chunk's all-reduce plan shares its rows
+    // over the W ranks), of 128 W where M allows (overlap_chunk_counts).
+    const std::vector<int> counts = overlap_chunk_counts(m, W);
     const size_t out_bytes = size_t(m) * n * 2;
     mk::GemmAr plan(c, m, n, k), plan32(c, m, n, k, mk::GemmArOptions{.num_reduce_ctas = 32});
     // The baselines' all-reduce across nodes: plans of their own (the fused
@@ -256,7 +256,8 @@ void bench_gemm_ar(BenchContext& bc) {
       "push and reduce items, then the gather). serial = cuBLAS, then NCCL all-reduce. 2-stream chunked overlap = the M "
       "rows cut into S chunks; per chunk one cuBLAS call into its rows of an [M x 8192] buffer, "
       "whose NCCL all-reduce runs on a side stream while the next chunk computes; S swept over {2, 4, 8} (chunks "
-      "of a multiple of 128 W rows), each S timed in the same rounds, the fastest quoted with its S (every S's "
+      "of a multiple of 128 W rows where M allows, else of W), each S timed in the same rounds, the fastest "
+      "quoted with its S (every S's "
       "median in the last column). mkernel vs best baseline = "
       "min(serial, overlap) / mkernel. T_gemm = cuBLAS alone, T_comm = the fastest AR alone (of the three columns), "
       "eta = max(T_gemm, T_comm) / mkernel. ideal speedup = (T_gemm + T_ser) / max(T_gemm, T_ser), T_ser = the "

@@ -212,8 +212,9 @@ void bench_gemm_rs(BenchContext& bc) {
   if (bc.quick) ms = {4096};
   for (int64_t m : ms) {
     const int64_t R = m / W;  // rows per owner
-    // The overlap's chunk counts S: R / S rows per chunk, a multiple of 128 (the chunk plan's rule across nodes).
-    const std::vector<int> counts = overlap_chunk_counts(R, 128);
+    // The overlap's chunk counts S: R / S rows per owner in a chunk (overlap_chunk_counts: multiples of 128 where
+    // it can).
+    const std::vector<int> counts = overlap_chunk_counts(R, 1);
     const size_t out_bytes = size_t(R) * n * 2;
     mk::GemmRs plan(c, m, n, k), plan32(c, m, n, k, {32, 0}), base(c, m, n, k);
     // The baselines' reduce-scatter: NCCL inside a node, else mkernel's own
@@ -372,7 +373,8 @@ void bench_gemm_rs(BenchContext& bc) {
       "serial = cuBLAS, then NCCL reduce-scatter. 2-stream chunked overlap = each owner's M/W rows cut into S "
       "chunks; per chunk one strided-batched cuBLAS call over the W owners into a double-buffered [W][M/(S W) x "
       "8192] buffer, whose NCCL reduce-scatter runs on a side stream while the next chunk computes; S swept over "
-      "{2, 4, 8} (chunks of a multiple of 128 rows per owner), each S timed in the same rounds, the fastest quoted "
+      "{2, 4, 8} (chunks of a multiple of 128 rows per owner where M allows), each S timed in the same rounds, "
+      "the fastest quoted "
       "with its S (every S's median in the last column). mkernel vs best "
       "baseline = min(serial, overlap) / mkernel. eta = max(cuBLAS alone, fastest RS alone) / mkernel. MB sent per "
       "GPU (N nodes x L GPUs, mkernel's bf16 partial rows): NVLink (L-1)/L x M x 8192 x 2 B, network (N-1)/(N L) x "
