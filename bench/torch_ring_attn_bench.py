@@ -40,6 +40,8 @@ import torch.distributed as dist  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dist_timing import agree, fence, max_over_ranks, measure, provenance, sh, short  # noqa: E402,F401
 import ring_eta  # noqa: E402
+import attn_ref  # noqa: E402
+from attn_ref import reference_rows  # noqa: E402,F401  (the fp32 reference: probe, check and the tests use it)
 import importlib.util  # noqa: E402
 if importlib.util.find_spec("mkernel") is None:  # in-tree without `pip install .`: the package beside this folder
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))  # (imported late)
@@ -78,6 +80,7 @@ class Ctx:
     comm: object = None  # the mkernel communicator (for mk_variants)
     gqa: dict = field(default_factory=dict)    # (backend, hkv) -> "native" | "expand" | None (unusable)
     notes: dict = field(default_factory=dict)  # (backend, hkv) or (name, hkv, causal) -> why not measured
+    checked: dict = field(default_factory=dict)  # Shape -> mkernel's output at it vs fp32 (sampled_check)
 
 
 def parse_args(argv=None):
@@ -206,19 +209,6 @@ def allgather_prefix(rank, world, j):
     """Slots [lo, hi) of the causal gathered K/V holding exactly the chunks before local chunk j
     (j = 0: global chunk rank; j = 1: global chunk 2*world-1-rank)."""
     return (world, world + rank) if j == 0 else (rank + 1, 2 * world)
-
-
-def reference_rows(q, k, v, causal, rows):
-    """fp32 attention of a full sequence (B, S, heads, D) for the query rows `rows` (global positions):
-    (out (B, R, H, D), lse (B, H, R)); keys at positions > a row's are masked out when causal."""
-    h, d, s = q.shape[2], q.shape[3], k.shape[1]
-    qf = q[:, rows].float().transpose(1, 2)
-    kf, vf = (t.float().repeat_interleave(h // t.shape[2], dim=2).transpose(1, 2) for t in (k, v))
-    scores = (qf @ kf.transpose(-1, -2)) * d ** -0.5
-    if causal:
-        scores.masked_fill_(rows.to(scores.device)[:, None] < torch.arange(s, device=scores.device)[None, :],
-                            float("-inf"))
-    return (torch.softmax(scores, dim=-1) @ vf).transpose(1, 2), torch.logsumexp(scores, dim=-1)
 
 
 def rel_err(got, ref):
@@ -442,6 +432,12 @@ def mk_variants(args):
                 state["lse"] = torch.full((q.shape[0], q.shape[2], q.shape[1]), float("nan"), device=q.device)
             return mkernel.ring_attention(q, k, v, ctx.comm, causal=shape.causal, out=state["out"],
                                           lse=state["lse"])[0]
+
+        def poison():  # NaN into out and lse: a row the next call leaves unwritten shows in the checks
+            for t in ("out", "lse"):
+                if t in state:
+                    state[t].fill_(float("nan"))
+        fn.lse, fn.poison = (lambda: state.get("lse")), poison  # (the checks read the LSE too)
         return fn
     return {"mkernel": build}
 
@@ -492,15 +488,19 @@ def check(builders, hkv, causal, ctx):
     else:
         local = tuple(t[:, rank * s:(rank + 1) * s].contiguous() for t in full)
         rows = torch.arange(rank * s, (rank + 1) * s, device=dev)
-    ref = reference_rows(*full, causal, rows)[0]
-    errs = {}
+    ref, ref_lse = reference_rows(*full, causal, rows)
+    errs, issue_errs = {}, {}  # issue_errs: name -> (O rel Frobenius, LSE) of the variants that give their LSE
     for name, build in builders.items():
         if why_not(name, shape, ctx):
             continue
-        err, got = None, None
+        err, got, lse = None, None, None
         try:
             fence()
-            got = build(shape, ctx)(local).float()
+            fn = build(shape, ctx)
+            if hasattr(fn, "poison"):
+                fn.poison()
+            got = fn(local).float()
+            lse = fn.lse() if hasattr(fn, "lse") else None
             torch.cuda.synchronize()
         except Exception as e:  # noqa: BLE001 - recorded as unavailable
             err = short(e)
@@ -510,14 +510,64 @@ def check(builders, hkv, causal, ctx):
                 print(f"check Hkv={hkv} causal={causal}: {name} left out: {ctx.notes[name, hkv, causal]}", flush=True)
             continue
         errs[name] = max_over_ranks([rel_err(got, ref) if torch.isfinite(got).all() else float("inf")])[0]
+        if lse is not None:  # the issue's measures (a NaN, an unwritten row, reads as inf: max over ranks)
+            eo, el = (nan_inf(x) for x in (attn_ref.out_error(got, ref), attn_ref.lse_error(lse, ref_lse)))
+            issue_errs[name] = tuple(max_over_ranks([eo, el]))
     if rank == 0:
         print(f"check B=1 S_local={s} Hkv={hkv} causal={causal}: max|err|/max|ref| "
-              + ", ".join(f"{n} {e:.2e}" for n, e in errs.items()), flush=True)
+              + ", ".join(f"{n} {e:.2e}" for n, e in errs.items())
+              + "".join(f"; {n}: O {eo:.2e}, LSE {el:.2e}" for n, (eo, el) in issue_errs.items()), flush=True)
     bad = {n: e for n, e in errs.items() if not e <= CHECK_TOL}
+    bad.update({f"{n} (O {eo:.3g}, LSE {el:.3g}: the issue's bounds {attn_ref.OUT_BOUND:g}, "
+                f"{attn_ref.LSE_BOUND:g})": eo for n, (eo, el) in issue_errs.items() if not attn_ref.within(eo, el)})
+    for n, (eo, el) in issue_errs.items():
+        errs[f"{n} O rel Frobenius"], errs[f"{n} LSE"] = eo, el
     if bad:
         raise RuntimeError(f"check Hkv={hkv} causal={causal}: wrong results (max|err|/max|ref| > {CHECK_TOL}): "
                            + ", ".join(f"{n} {e:.3g}" for n, e in bad.items()))
     return errs
+
+
+def nan_inf(x):
+    """inf for a NaN (an error measure over ranks: max() of a NaN is not defined)."""
+    return float("inf") if x != x else x
+
+
+SAMPLED_ROWS = 256  # query rows per rank of sampled_check
+CHECK_COL = f"mkernel vs fp32 ({SAMPLED_ROWS} rows per rank: O rel Frobenius / LSE)"  # (tools/issue_targets.py)
+
+
+def sampled_check(shape, fn, qkv, ctx):
+    """mkernel's output at a timed shape against the fp32 reference (attn_ref) on SAMPLED_ROWS random query rows
+    of this rank's shard, over every key of the whole sequence (the K/V shards all-gathered over the ranks,
+    unsharded): fn's out and lse poisoned, one call on qkv. Returns (O relative Frobenius error, LSE error), max
+    over ranks, or why it was not checked (every rank agrees)."""
+    from mkernel.zigzag import zigzag_positions, zigzag_unshard
+    q, k, v = qkv
+    world, rank, s, err = ctx.world, ctx.rank, shape.s, None
+    try:
+        fence()
+        fn.poison()
+        out, lse = fn(qkv), fn.lse()
+        ks, vs = [torch.empty_like(k) for _ in range(world)], [torch.empty_like(v) for _ in range(world)]
+        dist.all_gather(ks, k.contiguous())
+        dist.all_gather(vs, v.contiguous())
+        if shape.causal:
+            kf, vf, pos = zigzag_unshard(ks), zigzag_unshard(vs), zigzag_positions(rank, world, s, device=q.device)
+        else:
+            kf, vf, pos = torch.cat(ks, 1), torch.cat(vs, 1), torch.arange(rank * s, (rank + 1) * s, device=q.device)
+        del ks, vs
+        g = torch.Generator().manual_seed(97 + rank)
+        idx = torch.randperm(s, generator=g)[:SAMPLED_ROWS].sort().values.to(q.device)
+        ro, rl = attn_ref.reference_for(q[:, idx], kf, vf, shape.causal, pos[idx])
+        eo = nan_inf(attn_ref.out_error(out[:, idx], ro))
+        el = nan_inf(attn_ref.lse_error(lse[:, :, idx], rl))
+        del kf, vf
+    except Exception as e:  # noqa: BLE001 - the row says so (a miss in tools/issue_targets.py)
+        err = short(e)
+    if not agree(err is None):
+        return f"not checked: {err or 'failed on another rank'}"
+    return tuple(max_over_ranks([eo, el]))
 
 
 def input_pool(shape, gen, l2_bytes):
@@ -583,6 +633,8 @@ def run_shape(shape, builders, ctx, gen, args, l2_bytes):
         if agree(err is None):
             got = float(ctx.comm.network_bytes_put() - before)
             net = (ctx.comm.info()["num_nodes"], -max_over_ranks([-got])[0], max_over_ranks([got])[0])
+    if "mkernel" in times and hasattr(fns["mkernel"], "poison"):  # its output at this shape, against fp32
+        ctx.checked[shape] = sampled_check(shape, fns["mkernel"], pool[0], ctx)
     return times, errs, net
 
 
@@ -598,10 +650,11 @@ def release(ctx):
     torch.cuda.empty_cache()
 
 
-def fmt_row(config, shape, world, names, t, emulated=False, net=None, failed=(), topo=None):
+def fmt_row(config, shape, world, names, t, emulated=False, net=None, failed=(), topo=None, check=None):
     """One table row: ms and TFLOP/s of the baselines and mkernel, ms of the halves timed alone
-    (ring_eta), the best baseline, mkernel's speedup over it, T_lb and eta (MEASURING.md), and the MB one
-    GPU sends per mkernel call over NVLink (the formula, topo = (nodes, GPUs per node)) and the network.
+    (ring_eta), the best baseline, mkernel's speedup over it, T_lb and eta (MEASURING.md), the MB one
+    GPU sends per mkernel call over NVLink (the formula, topo = (nodes, GPUs per node)) and the network, and
+    mkernel's output at this shape against fp32 (check: sampled_check's result; None: not run, '-').
     failed: variants whose cells say 'failed' (not measured: '-')."""
     tf = lambda ms: attn_flops(shape, world) / (ms * 1e-3) / 1e12  # noqa: E731
     cells = []
@@ -630,6 +683,7 @@ def fmt_row(config, shape, world, names, t, emulated=False, net=None, failed=(),
         cells.append(f"{formula:.1f} / {lo / 1e6:.1f}" + (f"-{hi / 1e6:.1f}" if hi != lo else ""))
     else:
         cells.append("-")
+    cells.append(f"{check[0]:.1e} / {check[1]:.1e}" if isinstance(check, tuple) else check or "-")
     head = [config, str(shape.b), str(shape.hkv), str(shape.s), "yes" if shape.causal else "no"]
     return "| " + " | ".join(head + cells) + " |"
 
@@ -641,7 +695,8 @@ def header(names):
         cols += [f"{n} ms"] if n in ring_eta.ALONE else [f"{n} ms", f"{n} TFLOP/s"]
     cols += ["best baseline"] + [f"{n} vs best baseline (x)" for n in mk]
     cols += ["T_lb ms (bound by)"] + [f"eta {n}" for n in mk]
-    cols += ["NVLink MB per GPU per mkernel call (formula)", "network MB per GPU per mkernel call (formula / measured)"]
+    cols += ["NVLink MB per GPU per mkernel call (formula)", "network MB per GPU per mkernel call (formula / measured)",
+             CHECK_COL]
     return "| " + " | ".join(cols) + " |\n" + "|---" * len(cols) + "|"
 
 
@@ -692,7 +747,8 @@ def run(args, comm, rank, world):
             notes.setdefault(f"{n}: {why}", []).append(f"B={shape.b} Hkv={shape.hkv} S_local={shape.s} "
                                                        f"{'causal' if shape.causal else 'full'}")
         failed = {n for n, why in errs.items() if why.startswith("failed")}
-        rows.append(fmt_row(config, shape, world, names, times, emulated, net, failed=failed, topo=topo))
+        rows.append(fmt_row(config, shape, world, names, times, emulated, net, failed=failed, topo=topo,
+                            check=ctx.checked.get(shape)))
         if rank == 0:
             print(rows[-1], flush=True)
             # The report so far, after every shape: a run cut at its call's bound keeps its rows
@@ -775,7 +831,14 @@ def write_report(args, world, names, ctx, checks, rows, notes, emulated, now=Non
                 "bounds the network" if emulated else ""),
              f"- GQA: {gqa}",
              f"- check (B=1, S_local={CHECK_S}, vs an fp32 single-GPU reference of the full sequence, max|err|/"
-             f"max|ref|, max over ranks, must be <= {CHECK_TOL}): {chk}", ""]
+             f"max|ref|, max over ranks, must be <= {CHECK_TOL}; mkernel's also by the issue's measures, O's "
+             f"relative Frobenius error < {attn_ref.OUT_BOUND:g} and LSE's max |d| / max(|ref|, 1) < "
+             f"{attn_ref.LSE_BOUND:g}, else the run fails): {chk}",
+             f"- {CHECK_COL}: at every timed shape, after the timing, mkernel's out and lse (poisoned first) from "
+             f"one more call against the fp32 reference (bench/attn_ref.py) on {SAMPLED_ROWS} random query rows "
+             "of each rank's shard over every key of the whole sequence, max over ranks; the issue's bounds "
+             f"{attn_ref.OUT_BOUND:g} / {attn_ref.LSE_BOUND:g} (tools/issue_targets.py: a row above them, or not "
+             "checked, is a wrong output)", ""]
     text = "\n".join(lines) + "\n" + header(names) + "\n" + "\n".join(rows) + "\n"
     if notes:
         text += "\nNot measured:\n\n" + "\n".join(f"- {n} ({', '.join(at)})" for n, at in notes.items()) + "\n"

@@ -454,3 +454,62 @@ def test_the_swept_overlap_cell_reads_as_its_time(tmp_path):
     strip = lambda c, n: {(k[0], k[1], k[2].replace(n, "")): v for k, v in c.items.items()}  # noqa: E731
     assert strip(swept, names[0]) == strip(plain, names[1]) and len(swept.items) >= 6
     assert find(swept, "6", "eta >=", "GEMM+AR 1x2")[1][0].startswith("M=4096: eta 0.8635")
+
+
+def _add_column(text, name, cell):
+    """A report's text with a column `name` appended to its tables, `cell(row dict)` in each row."""
+    out, header = [], None
+    for line in text.splitlines():
+        if line.startswith("|"):
+            cs = [x.strip() for x in line.strip().strip("|").split("|")]
+            if header is None:
+                header, cs = cs, cs + [name]
+            elif set(line) <= set("|-: "):
+                cs = cs + ["---"]
+            else:
+                cs = cs + [cell(dict(zip(header, cs)))]
+            line = "| " + " | ".join(cs) + " |"
+        else:
+            header = None
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def test_a_ring_row_whose_output_check_fails_is_a_wrong_output(tmp_path):
+    # Since session 44 the ring bench checks mkernel's output at every timed shape against fp32 (256 sampled rows,
+    # O / LSE): a row above the issue's bounds (1e-2 / 1e-3) or not checked is a miss whatever its speed; rows
+    # within them are judged on speed as before; reports without the column as before.
+    src = open(RES / "torch-ring-attn-20261201T101921Z.md").read()
+    bad = {("1", "32", "8192", "yes"): "3.0e-03 / 2.0e-03", ("1", "8", "2048", "no"): "not checked: OutOfMemoryError",
+           ("4", "8", "4096", "yes"): "2.0e-02 / 1.0e-05"}
+    text = _add_column(src, "mkernel vs fp32 (256 rows per rank: O rel Frobenius / LSE)",
+                       lambda r: bad.get((r["B"], r["Hkv"], r["S_local"], r["causal"]), "3.1e-03 / 2.0e-05"))
+    f = tmp_path / "torch-ring-attn-20261205T000000Z.md"
+    f.write_text(text)
+    c, old = it.Checks(), it.Checks()
+    it.check_ring([str(f)], c)
+    it.check_ring([str(RES / "torch-ring-attn-20261201T101921Z.md")], old)
+    missed = find(c, "7", "best baseline", "ring attention 1x2")[1]
+    wrong = sorted(m for m in missed if "wrong output" in m)
+    assert [m.split(":")[0] for m in wrong] == [
+        "B=1 Hkv=32 S_local=8192 causal=yes", "B=1 Hkv=8 S_local=2048 causal=no", "B=4 Hkv=8 S_local=4096 causal=yes"]
+    assert "(mkernel vs fp32, O / LSE: '3.0e-03 / 2.0e-03'; bounds 0.01 / 0.001)" in wrong[0]
+    # Every other row: the same verdict as without the column.
+    others = [m for m in missed if "wrong output" not in m]
+    old_missed = find(old, "7", "best baseline", "ring attention 1x2")[1]
+    assert others == [m for m in old_missed if not any(m.startswith("B={} Hkv={} S_local={} causal={}:".format(*k))
+                                                       for k in bad)]
+
+
+def test_an_attention_row_with_a_wrong_lse_is_a_miss(tmp_path):
+    # Since session 44 attention_bench.py checks out and lse against fp32: 'lse err' above 1e-3 (or nan) is a miss.
+    src = open(RES / "attention-20261201T071538Z.md").read()
+    lse = {("1", "4096", "8", "0"): "2.0e-03", ("1", "8192", "8", "1"): "nan"}
+    text = _add_column(src, "lse err", lambda r: lse.get((r["B"], r["S"], r["Hkv"], r["causal"]), "1.0e-05"))
+    f = tmp_path / "attention-20261205T000000Z.md"
+    f.write_text(text)
+    c = it.Checks()
+    it.check_attention(str(f), c)
+    wrong = [m for m in find(c, "7", "flash", "attention, one GPU")[1] if "LSE" in m]
+    assert wrong == ["B=1 S=4096 Hkv=8 causal=0: wrong LSE (lse err '2.0e-03', bound 0.001)",
+                     "B=1 S=8192 Hkv=8 causal=1: wrong LSE (lse err 'nan', bound 0.001)"], wrong

@@ -268,16 +268,22 @@ def test_lower_bound_and_emulated_comm():
     # ..., best baseline, mkernel vs best, T_lb (bound by), eta mkernel, NVLink MB (no topology given: -),
     # network MB (no count given: -). Emulated nodes: only the baseline on the op's transport can be the best
     # (NCCL's ring crosses NVLink).
-    assert cells[-6:] == ["allgather-mk cudnn (6.000 ms)", "1.09", "5.000 (comm mkernel)", "0.91", "-", "-"]
+    # mkernel's check vs fp32 at the shape (none given: -).
+    assert cells[-7:] == ["allgather-mk cudnn (6.000 ms)", "1.09", "5.000 (comm mkernel)", "0.91", "-", "-", "-"]
     one_node = [c.strip() for c in bench.fmt_row("1x2", bench.Shape(1, 8, 8192, False), 2, names, t).strip("|").split("|")]
-    assert one_node[-6] == "ring flash (4.000 ms)"
+    assert one_node[-7] == "ring flash (4.000 ms)"
     hdr = bench.header(names).split("\n")[0]
     assert len([c for c in hdr.strip("|").split("|")]) == len(cells)
     # The network column: the formula (B Hkv 2 S D 2 B per other node) / the proxies' min-max count.
     same = bench.fmt_row("2x1 emu", bench.Shape(1, 8, 8192, False), 2, names, t, True, (2, 33554432.0, 33554432.0))
-    assert same.strip("|").split("|")[-1].strip() == "33.6 / 33.6"
+    assert same.strip("|").split("|")[-2].strip() == "33.6 / 33.6"
     spread = bench.fmt_row("2x1 emu", bench.Shape(1, 8, 8192, False), 2, names, t, True, (2, 3.3e7, 3.4e7))
-    assert spread.strip("|").split("|")[-1].strip() == "33.6 / 33.0-34.0"
+    assert spread.strip("|").split("|")[-2].strip() == "33.6 / 33.0-34.0"
+    # The check's cell: O / LSE errors, or why it was not checked.
+    checked = bench.fmt_row("1x2", bench.Shape(1, 8, 8192, False), 2, names, t, check=(3.1e-3, 2e-5))
+    assert checked.strip("|").split("|")[-1].strip() == "3.1e-03 / 2.0e-05"
+    assert bench.fmt_row("1x2", bench.Shape(1, 8, 8192, False), 2, names, t,
+                         check="not checked: OutOfMemoryError").strip("|").split("|")[-1].strip().startswith("not")
 
 
 def test_only_selects_variants():
@@ -323,11 +329,11 @@ def test_nvlink_column_and_failed_cells():
     t = {"ring flash": 1.0, "compute flash": 0.5, "comm nccl": 0.2}
     cells = lambda row: [c.strip() for c in row.strip("|").split("|")]  # noqa: E731
     # RingAttention::nvlink_bytes_sent: B Hkv 2 S D 2 B x (GPUs per node - 1) x nodes: 33.6 MB on 1x2, 0 on 2x1.
-    assert cells(bench.fmt_row("1x2", shape, 2, names, t, topo=(1, 2)))[-2] == "33.6"
-    assert cells(bench.fmt_row("2x1 emu", shape, 2, names, t, True, topo=(2, 1)))[-2] == "0.0"
+    assert cells(bench.fmt_row("1x2", shape, 2, names, t, topo=(1, 2)))[-3] == "33.6"
+    assert cells(bench.fmt_row("2x1 emu", shape, 2, names, t, True, topo=(2, 1)))[-3] == "0.0"
     hdr = [c.strip() for c in bench.header(names).split("\n")[0].strip("|").split("|")]
-    assert hdr[-2:] == ["NVLink MB per GPU per mkernel call (formula)",
-                        "network MB per GPU per mkernel call (formula / measured)"]
+    assert hdr[-3:] == ["NVLink MB per GPU per mkernel call (formula)",
+                        "network MB per GPU per mkernel call (formula / measured)", bench.CHECK_COL]
     # A variant that failed says so (tools/issue_targets.py: a miss); one not run at this shape: '-'.
     row = dict(zip(hdr, cells(bench.fmt_row("1x2", shape, 2, names, t, failed={"mkernel", "comm mkernel"}))))
     assert (row["mkernel ms"], row["mkernel TFLOP/s"], row["comm mkernel ms"]) == ("failed", "failed", "failed")
@@ -433,3 +439,86 @@ def test_measure_takes_each_calls_slowest_rank_then_the_median(no_gpu, monkeypat
     def call(_):
         made[-2].t = next(mine)  # (the start event of this call carries its time)
     assert no_gpu.measure({"c": call}, [None], rounds=3, warmup=0, lead_cycles=0) == {"c": 4.0}
+
+
+ref = _load("attn_ref", ROOT / "bench" / "attn_ref.py")
+
+
+def _attention_f64(q, k, v, causal, rows):
+    """Plain float64 attention (whole scores at once) for rows `rows`: what attn_ref must equal."""
+    h, d, s = q.shape[2], q.shape[3], k.shape[1]
+    qf = q[:, rows].double().transpose(1, 2)
+    kf, vf = (t.double().repeat_interleave(h // t.shape[2], dim=2).transpose(1, 2) for t in (k, v))
+    sc = (qf @ kf.transpose(-1, -2)) / d ** 0.5
+    if causal:
+        sc = sc.masked_fill(rows[:, None] < torch.arange(s)[None, :], float("-inf"))
+    return (torch.softmax(sc, -1) @ vf).transpose(1, 2), torch.logsumexp(sc, -1)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("budget", [1 << 30, 4 * 24, 4 * 24 * 3])  # one block; one row and head; 3 rows, 1 head
+def test_the_fp32_reference_in_blocks_is_exact_attention(causal, budget):
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(2, 24, 8, 16, generator=g).bfloat16()
+    k, v = (torch.randn(2, 24, 2, 16, generator=g).bfloat16() for _ in range(2))  # GQA: 4 query heads per KV head
+    rows = torch.tensor([0, 1, 7, 8, 23, 12])
+    out, lse = ref.reference_rows(q, k, v, causal, rows, budget=budget)
+    want_out, want_lse = _attention_f64(q, k, v, causal, rows)
+    assert out.dtype == lse.dtype == torch.float32 and out.shape == (2, 6, 8, 16) and lse.shape == (2, 8, 6)
+    torch.testing.assert_close(out.double(), want_out, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(lse.double(), want_lse, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="do not fit together"):
+        ref.reference_for(q[:, rows], k[:, :, :1].expand(2, 24, 3, 16), v, causal, rows)
+
+
+def test_the_issue_error_measures():
+    r = torch.tensor([[1.0, -2.0], [0.5, 4.0]])
+    assert ref.out_error(r, r) == 0.0
+    assert ref.out_error(r * 1.01, r) == pytest.approx(0.01, rel=1e-5)
+    assert ref.lse_error(torch.tensor([0.0005, 10.02]), torch.tensor([0.0, 10.0])) == pytest.approx(0.002, rel=1e-3)
+    nan = torch.tensor([float("nan"), 1.0])
+    assert ref.out_error(nan, torch.ones(2)) != ref.out_error(nan, torch.ones(2))  # NaN
+    assert ref.lse_error(nan, torch.ones(2)) != ref.lse_error(nan, torch.ones(2))
+    assert ref.within(9e-3, 9e-4) and not ref.within(1.1e-2, 0) and not ref.within(0, 2e-3)
+    assert not ref.within(float("nan"), 0) and not ref.within(0, float("nan")) and ref.within(5e-3)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sampled_check_of_a_timed_shape(no_gpu, monkeypatch, causal):
+    # One rank (world 1) on the CPU: the all-gather of K/V copies; a variant whose out and lse are the reference's
+    # passes, one off by 2% in out or with an lse off by 1e-2 fails its measure, one that leaves rows unwritten
+    # reads as inf, and one that raises is "not checked".
+    pytest.importorskip("mkernel.zigzag")
+    monkeypatch.setattr(bench.dist, "all_gather", lambda outs, t: outs[0].copy_(t))
+    monkeypatch.setattr(bench, "agree", lambda flag: flag)
+    shape = bench.Shape(2, 2, 40, causal, h=4, d=16)
+    g = torch.Generator().manual_seed(11)
+    q = torch.randn(2, 40, 4, 16, generator=g).bfloat16()
+    k, v = (torch.randn(2, 40, 2, 16, generator=g).bfloat16() for _ in range(2))
+    if causal:
+        q, k, v = (zz.zigzag_shard(t, 0, 1) for t in (q, k, v))  # (world 1: the identity)
+    want_out, want_lse = ref.reference_rows(q, k, v, causal, torch.arange(40))
+
+    def variant(scale_out=1.0, lse_off=0.0, unwritten=False):
+        state = {}
+
+        def fn(qkv):
+            state["out"] = want_out.clone() * scale_out
+            state["lse"] = want_lse.clone() + lse_off
+            if unwritten:
+                state["out"][:, 3] = float("nan")
+            return state["out"]
+        fn.lse, fn.poison = (lambda: state["lse"]), (lambda: state.clear())
+        return fn
+    ctx = bench.Ctx(0, 1)
+    monkeypatch.setattr(bench, "SAMPLED_ROWS", 40)  # every row (the unwritten one among them)
+    eo, el = bench.sampled_check(shape, variant(), (q, k, v), ctx)
+    assert eo < 1e-6 and el < 1e-6
+    assert bench.sampled_check(shape, variant(scale_out=1.02), (q, k, v), ctx)[0] == pytest.approx(0.02, rel=1e-3)
+    assert bench.sampled_check(shape, variant(lse_off=1e-2), (q, k, v), ctx)[1] > 1e-3
+    assert bench.sampled_check(shape, variant(unwritten=True), (q, k, v), ctx)[0] == float("inf")
+
+    def raises(qkv):
+        _oom()
+    raises.lse, raises.poison = (lambda: None), (lambda: None)
+    assert bench.sampled_check(shape, raises, (q, k, v), ctx).startswith("not checked: OutOfMemoryError")
