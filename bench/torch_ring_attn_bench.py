@@ -437,7 +437,7 @@ def mk_variants(args):
             for t in ("out", "lse"):
                 if t in state:
                     state[t].fill_(float("nan"))
-        fn.lse, fn.poison = (lambda: state.get("lse")), poison  # (the checks read the LSE too)
+        fn.last_lse, fn.poison_outputs = (lambda: state.get("lse")), poison  # (the checks read the LSE too)
         return fn
     return {"mkernel": build}
 
@@ -497,10 +497,10 @@ def check(builders, hkv, causal, ctx):
         try:
             fence()
             fn = build(shape, ctx)
-            if hasattr(fn, "poison"):
-                fn.poison()
+            if hasattr(fn, "poison_outputs"):
+                fn.poison_outputs()
             got = fn(local).float()
-            lse = fn.lse() if hasattr(fn, "lse") else None
+            lse = fn.last_lse() if hasattr(fn, "last_lse") else None
             torch.cuda.synchronize()
         except Exception as e:  # noqa: BLE001 - recorded as unavailable
             err = short(e)
@@ -547,8 +547,8 @@ def sampled_check(shape, fn, qkv, ctx):
     world, rank, s, err = ctx.world, ctx.rank, shape.s, None
     try:
         fence()
-        fn.poison()
-        out, lse = fn(qkv), fn.lse()
+        fn.poison_outputs()
+        out, lse = fn(qkv), fn.last_lse()
         ks, vs = [torch.empty_like(k) for _ in range(world)], [torch.empty_like(v) for _ in range(world)]
         dist.all_gather(ks, k.contiguous())
         dist.all_gather(vs, v.contiguous())
@@ -633,7 +633,7 @@ def run_shape(shape, builders, ctx, gen, args, l2_bytes):
         if agree(err is None):
             got = float(ctx.comm.network_bytes_put() - before)
             net = (ctx.comm.info()["num_nodes"], -max_over_ranks([-got])[0], max_over_ranks([got])[0])
-    if "mkernel" in times and hasattr(fns["mkernel"], "poison"):  # its output at this shape, against fp32
+    if "mkernel" in times and hasattr(fns["mkernel"], "poison_outputs"):  # its output at this shape, against fp32
         ctx.checked[shape] = sampled_check(shape, fns["mkernel"], pool[0], ctx)
     return times, errs, net
 

@@ -513,3 +513,14 @@ def test_an_attention_row_with_a_wrong_lse_is_a_miss(tmp_path):
     wrong = [m for m in find(c, "7", "flash", "attention, one GPU")[1] if "LSE" in m]
     assert wrong == ["B=1 S=4096 Hkv=8 causal=0: wrong LSE (lse err '2.0e-03', bound 0.001)",
                      "B=1 S=8192 Hkv=8 causal=1: wrong LSE (lse err 'nan', bound 0.001)"], wrong
+
+
+def test_a_one_rank_ring_report_is_not_judged(tmp_path):
+    # torchrun --nproc_per_node=1 bench/torch_ring_attn_bench.py (a smoke run on one GPU): config 1x1, not one of
+    # the (1x2, 2x1 emu): no rows judged, no "no row" misses for its grid.
+    src = open(RES / "torch-ring-attn-20261201T101921Z.md").read()
+    f = tmp_path / "torch-ring-attn-20261205T000000Z.md"
+    f.write_text(src.replace("| 1x2 |", "| 1x1 |"))
+    c = it.Checks()
+    it.check_ring([str(f)], c)
+    assert not any("1x1" in k[2] for k in c.items), list(c.items)

@@ -508,7 +508,7 @@ def test_sampled_check_of_a_timed_shape(no_gpu, monkeypatch, causal):
             if unwritten:
                 state["out"][:, 3] = float("nan")
             return state["out"]
-        fn.lse, fn.poison = (lambda: state["lse"]), (lambda: state.clear())
+        fn.last_lse, fn.poison_outputs = (lambda: state["lse"]), (lambda: state.clear())
         return fn
     ctx = bench.Ctx(0, 1)
     monkeypatch.setattr(bench, "SAMPLED_ROWS", 40)  # every row (the unwritten one among them)
@@ -520,5 +520,5 @@ def test_sampled_check_of_a_timed_shape(no_gpu, monkeypatch, causal):
 
     def raises(qkv):
         _oom()
-    raises.lse, raises.poison = (lambda: None), (lambda: None)
+    raises.last_lse, raises.poison_outputs = (lambda: None), (lambda: None)
     assert bench.sampled_check(shape, raises, (q, k, v), ctx).startswith("not checked: OutOfMemoryError")
