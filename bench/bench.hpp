@@ -19,6 +19,9 @@ struct BenchContext {
   TimingOpts opts;
   cudaStream_t stream;
   bool quick;  // fewer shapes (smoke runs)
+  // Ranks share a GPU (MK_SHARE_GPUS, ranks_share_a_gpu): a correctness run. The TP benchmarks' baselines use
+  // mkernel's own collectives and a host barrier (NCCL refuses such ranks); the report's config says so.
+  bool shared_gpu = false;
 };
 
 struct BenchDef {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "bench/baselines/nccl_util.hpp"
 #include "bench/bench.hpp"
 
 namespace {
@@ -105,9 +106,15 @@ int main(int argc, char** argv) {
     // (unless the caller set MK_TP_SINGLE_RANK); gemm_rs's table times the plain path beside it.
     if (comm->world() == 1) setenv("MK_TP_SINGLE_RANK", "fused", 0);
     report.emplace(comm.get(), argc, argv);
+    const bool shared = mkb::ranks_share_a_gpu(*comm);  // (collective)
+    if (shared) {  // a correctness run: no table of it is a measurement (tools/issue_targets.py leaves it out)
+      report->set_meta("config", report->config() + " shared-GPU");
+      report->set_meta("shared_gpus", "yes: ranks time-slice one GPU (MK_SHARE_GPUS), a correctness run; the "
+                                      "times are not measurements, and the TP baselines use mkernel's collectives");
+    }
     cudaStream_t stream;
     MK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    mkb::BenchContext bc{comm.get(), &*report, opts, stream, quick};
+    mkb::BenchContext bc{comm.get(), &*report, opts, stream, quick, shared};
     for (auto& b : mkb::benches()) {
       if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), b.name) == wanted.end()) continue;
       b.run(bc);

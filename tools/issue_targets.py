@@ -178,6 +178,8 @@ class Checks:
 def check_mkbench(path, c, ops=None):
     """ops: the TP tables to check (select(): the newest report holding each); None: every one."""
     d = load_json(path)
+    if d["meta"].get("shared_gpus"):  # ranks time-sliced one GPU (a correctness run): its times are no measurements
+        return
     cfg = d["meta"].get("config", "?")
     short = cfg.split()[0]  # "1x2 NVLink" -> "1x2"
     emulated = "emulated" in cfg or " emu" in cfg
@@ -452,8 +454,10 @@ def select(paths, newest_only):
             files += [os.path.join(p, f) for f in sorted(os.listdir(p))]
         else:
             files.append(p)
-    # One rank (config 1x1: mkbench's diagnosis tables) is no configuration of the issues' targets.
-    files = [f for f in files if kind_of(f) and not (kind_of(f)[0] == "mkbench-" and config_key(f).startswith("1x1"))]
+    # One rank (config 1x1: mkbench's diagnosis tables) is no configuration of the issues' targets, and ranks that
+    # shared a GPU (config "... shared-GPU": a correctness run) measured nothing.
+    files = [f for f in files if kind_of(f) and not (kind_of(f)[0] == "mkbench-" and (
+        config_key(f).startswith("1x1") or "shared-GPU" in config_key(f)))]
     if not newest_only:
         return [(f, None) for f in files]
     newest = {}

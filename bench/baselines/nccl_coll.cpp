@@ -21,8 +21,8 @@ void bench_nccl(BenchContext& bc) {
           {},
           "Sizes are each rank's input (AR, RS) or output share (AG). busbw = algbw x 2(W-1)/W (AR) or (W-1)/W "
           "(AG, RS), NCCL's convention. Reference here: AR busbw ~205 GB/s at 16 MiB, ~301 at 256 MiB."};
-  if (W < 2) {
-    t.note = "skipped: needs >= 2 ranks";
+  if (W < 2 || bc.shared_gpu) {
+    t.note = W < 2 ? "skipped: needs >= 2 ranks" : "skipped: the ranks share a GPU (NCCL refuses that)";
     bc.report->add(t);
     return;
   }

@@ -130,12 +130,16 @@ void bench_ag_gemm(BenchContext& bc) {
   }
   // Across nodes the baselines use mkernel's own standalone all-gather on
   // the same transport (NCCL between emulated nodes would take NVLink).
-  const bool net = topo.num_nodes > 1;
-  ncclComm_t nc = net ? nullptr : make_nccl_comm(c);
+  // Ranks sharing a GPU (a correctness run: NCCL refuses them) take mkernel's
+  // all-gather too, and a host barrier.
+  const bool own = topo.num_nodes > 1 || bc.shared_gpu;
+  ncclComm_t nc = own ? nullptr : make_nccl_comm(c);
   // Every timed call starts after an untimed device barrier (NCCL over
   // NVLink also between emulated nodes: it only lines the ranks up).
-  ncclComm_t bar_nc = make_nccl_comm(c);
-  const NcclBarrier bar(bar_nc, bc.stream);
+  ncclComm_t bar_nc = make_nccl_comm_unless_shared(c, bc.shared_gpu);
+  const std::unique_ptr<NcclBarrier> bar_own = bc.shared_gpu ? std::make_unique<NcclBarrier>(&c.bootstrap(), bc.stream)
+                                                             : std::make_unique<NcclBarrier>(bar_nc, bc.stream);
+  const NcclBarrier& bar = *bar_own;
   cublasHandle_t h;
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) mk::fail("cublasCreate failed");
   cudaStream_t side;
@@ -162,7 +166,7 @@ void bench_ag_gemm(BenchContext& bc) {
     // own on the transport.
     const std::vector<int> counts = overlap_chunk_counts(ml, 1);
     std::vector<std::unique_ptr<mk::AgGemm>> base_chunk(kMaxChunks + 1);
-    if (net)
+    if (own)
       for (int s : counts) base_chunk[s] = std::make_unique<mk::AgGemm>(c, ml / s, n, k);
     const int64_t C_max = ml / counts.front();
     DevBuf gch0(size_t(W) * C_max * k * 2), gch1(size_t(W) * C_max * k * 2);
@@ -183,7 +187,7 @@ void bench_ag_gemm(BenchContext& bc) {
     // no call finds its input in L2 from the one before it (session 38: all calls of a round read one).
     auto A = [&](int i, int cl) { return a.get(100 + 10 * i + cl); };
     auto nccl_ag = [&](int i, int cl, cudaStream_t st) {
-      if (net)
+      if (own)
         base.all_gather(A(i, cl), full, st);
       else
         MKB_NCCL(ncclAllGather(A(i, cl), full, size_t(ml) * k, ncclBfloat16, nc, st));
@@ -205,7 +209,7 @@ void bench_ag_gemm(BenchContext& bc) {
       for (int j = 0; j < S; ++j) {
         if (j >= 2) MKB_CUDA(cudaStreamWaitEvent(side, used_ev[j - 2]));  // gch[j % 2] read by chunk j - 2
         const void* src = static_cast<const char*>(A_local) + size_t(j) * C * k * 2;
-        if (net)
+        if (own)
           base_chunk[S]->all_gather(src, gch[j % 2], side);
         else
           MKB_NCCL(ncclAllGather(src, gch[j % 2], size_t(C) * k, ncclBfloat16, nc, side));
@@ -221,7 +225,7 @@ void bench_ag_gemm(BenchContext& bc) {
     double err = 0;
     {
       DevBuf ref(size_t(m) * n * 2), got(size_t(m) * n * 2);
-      if (net)
+      if (own)
         base.all_gather(a.get(0), full, bc.stream);
       else
         MKB_NCCL(ncclAllGather(a.get(0), full, size_t(ml) * k, ncclBfloat16, nc, bc.stream));
@@ -242,7 +246,7 @@ void bench_ag_gemm(BenchContext& bc) {
     }
     std::vector<std::function<void(int)>> calls = {
         [&](int i) { gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream); },  // 0 compute alone
-        [&](int i) { nccl_ag(i, 1, bc.stream); },                                           // 1 NCCL (net: mk) AG alone
+        [&](int i) { nccl_ag(i, 1, bc.stream); },                                           // 1 NCCL (own: mk) AG alone
         [&](int i) { plan.all_gather(A(i, 2), full, bc.stream); },                          // 2 mk AG alone
         [&](int i) {                                                                        // 3 serial
           nccl_ag(i, 3, bc.stream);
@@ -309,7 +313,7 @@ void bench_ag_gemm(BenchContext& bc) {
   bc.report->add(t);
   cublasDestroy(h);
   if (nc) ncclCommDestroy(nc);
-  ncclCommDestroy(bar_nc);
+  if (bar_nc) ncclCommDestroy(bar_nc);
   cudaStreamDestroy(side);
   cudaEventDestroy(fork);
   cudaEventDestroy(join);

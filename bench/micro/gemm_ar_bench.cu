@@ -67,7 +67,8 @@ void bench_gemm_ar(BenchContext& bc) {
     bc.report->add(t);
     return;
   }
-  const TpBaselines env(c, net, bc.stream);
+  const TpBaselines env(c, net, bc.stream, bc.shared_gpu);
+  const bool own = env.own;  // the baselines' collective: mkernel's (across nodes, or ranks sharing a GPU)
   cublasHandle_t h = env.h;
 
   const int64_t n = 8192, k = 28672 / W;
@@ -84,12 +85,12 @@ void bench_gemm_ar(BenchContext& bc) {
     // each chunk count (chunk > 0: its rows).
     std::optional<mk::GemmAr> base;
     std::vector<std::unique_ptr<mk::GemmAr>> base_chunk(kMaxChunks + 1);
-    if (net) {
+    if (own) {
       base.emplace(c, m, n, k);
       for (int s : counts) base_chunk[s] = std::make_unique<mk::GemmAr>(c, m / s, n, k);
     }
     auto ar = [&](const void* in, void* o, int64_t chunk, int s, cudaStream_t st) {
-      if (net)
+      if (own)
         (chunk ? *base_chunk[s] : *base).all_reduce(in, o, st);
       else
         MKB_NCCL(ncclAllReduce(in, o, size_t(chunk ? chunk : m) * n, ncclBfloat16, ncclSum, env.nc, st));
@@ -158,7 +159,7 @@ void bench_gemm_ar(BenchContext& bc) {
     auto X = [&](int i, int cl) { return x.get(100 + 10 * i + cl); };
     std::vector<std::function<void(int)>> calls = {
         [&](int i) { gemm_bf16_tn(h, int(m), int(n), int(k), A(i, 0), B(i, 0), partial.p, bc.stream); },  // 0
-        [&](int i) { ar(X(i, 1), out.p, 0, 0, bc.stream); },               // 1 NCCL (net: mk) AR alone
+        [&](int i) { ar(X(i, 1), out.p, 0, 0, bc.stream); },               // 1 NCCL (own: mk) AR alone
         [&](int i) { plan.all_reduce(X(i, 2), out.p, bc.stream); },        // 2 mk AR alone
         [&](int i) { serial(A(i, 3), B(i, 3), out.p); },                   // 3 serial
         [&](int i) { overlap(counts[0], A(i, 4), B(i, 4), out.p); },       // 4 2-stream chunked overlap

@@ -201,7 +201,8 @@ void bench_gemm_rs(BenchContext& bc) {
     bc.report->add(t);
     return;
   }
-  const TpBaselines base_env(c, net, bc.stream);
+  const TpBaselines base_env(c, net, bc.stream, bc.shared_gpu);
+  const bool own = base_env.own;  // the baselines' collective: mkernel's (across nodes, or ranks sharing a GPU)
   const ncclComm_t nc = base_env.nc;
   cublasHandle_t h = base_env.h;
   cudaStream_t side = base_env.side;
@@ -222,10 +223,10 @@ void bench_gemm_rs(BenchContext& bc) {
     // all rows and for one chunk of each chunk count (chunk > 0: its rows
     // per owner).
     std::vector<std::unique_ptr<mk::GemmRs>> base_chunk(kMaxChunks + 1);
-    if (net)
+    if (own)
       for (int s : counts) base_chunk[s] = std::make_unique<mk::GemmRs>(c, W * (R / s), n, k);
     auto rs = [&](const void* in, void* o, int64_t chunk, int s, cudaStream_t st) {
-      if (net)
+      if (own)
         (chunk ? *base_chunk[s] : base).reduce_scatter(in, o, st);
       else
         MKB_NCCL(ncclReduceScatter(in, o, size_t(chunk ? chunk : R) * n, ncclBfloat16, ncclSum, nc, st));
@@ -294,7 +295,7 @@ void bench_gemm_rs(BenchContext& bc) {
     auto X = [&](int i, int cl) { return x.get(100 + 10 * i + cl); };
     std::vector<std::function<void(int)>> calls = {
         [&](int i) { gemm_bf16_tn(h, int(m), int(n), int(k), A(i, 0), B(i, 0), partial.p, bc.stream); },  // 0
-        [&](int i) { rs(X(i, 1), out.p, 0, 0, bc.stream); },  // 1 NCCL (net: mk) RS alone
+        [&](int i) { rs(X(i, 1), out.p, 0, 0, bc.stream); },  // 1 NCCL (own: mk) RS alone
         [&](int i) { plan.reduce_scatter(X(i, 2), out.p, bc.stream); },  // 2 mk RS alone
         [&](int i) { serial(A(i, 3), B(i, 3), out.p); },                 // 3 serial
         [&](int i) { overlap(counts[0], A(i, 4), B(i, 4), out.p); },     // 4 2-stream chunked overlap

@@ -141,17 +141,21 @@ inline std::vector<std::pair<std::string, size_t>> chunk_variants(const std::vec
 // baselines' collective inside a node, null across nodes (the baselines use
 // mkernel's own collective on the same transport there: NCCL between
 // emulated nodes would take NVLink). Collective: every rank makes one.
+// Ranks sharing a GPU (`shared`: NCCL refuses them) take mkernel's own
+// collective and a host barrier, as if across nodes (`own` says which).
 struct TpBaselines {
   ncclComm_t nc = nullptr, bar_nc = nullptr;
   std::unique_ptr<NcclBarrier> bar;
   cublasHandle_t h = nullptr;
   cudaStream_t side = nullptr;
   cudaEvent_t computed[kMaxChunks] = {}, reduced[kMaxChunks] = {};
+  bool own = false;  // the baselines' collective is mkernel's (across nodes, or ranks sharing a GPU)
 
-  TpBaselines(mk::Communicator& c, bool net, cudaStream_t stream) {
-    nc = net ? nullptr : make_nccl_comm(c);
-    bar_nc = make_nccl_comm(c);
-    bar = std::make_unique<NcclBarrier>(bar_nc, stream);
+  TpBaselines(mk::Communicator& c, bool net, cudaStream_t stream, bool shared = false) : own(net || shared) {
+    nc = own ? nullptr : make_nccl_comm(c);
+    bar_nc = make_nccl_comm_unless_shared(c, shared);
+    bar = shared ? std::make_unique<NcclBarrier>(&c.bootstrap(), stream)
+                 : std::make_unique<NcclBarrier>(bar_nc, stream);
     MKB_CUBLAS(cublasCreate(&h));
     MKB_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
     for (int j = 0; j < kMaxChunks; ++j) {
@@ -163,7 +167,7 @@ struct TpBaselines {
     cublasDestroy(h);
     if (nc) ncclCommDestroy(nc);
     bar.reset();
-    ncclCommDestroy(bar_nc);
+    if (bar_nc) ncclCommDestroy(bar_nc);
     cudaStreamDestroy(side);
     for (int j = 0; j < kMaxChunks; ++j) {
       cudaEventDestroy(computed[j]);

@@ -524,3 +524,20 @@ def test_a_one_rank_ring_report_is_not_judged(tmp_path):
     c = it.Checks()
     it.check_ring([str(f)], c)
     assert not any("1x1" in k[2] for k in c.items), list(c.items)
+
+
+def test_a_shared_gpu_mkbench_report_is_not_judged(tmp_path):
+    # mkbench with ranks sharing one GPU (MK_SHARE_GPUS; the baselines on mkernel's collectives, a host barrier): a
+    # correctness run whose times are no measurements. It neither hides the newest real report nor is judged.
+    for f in REPORTS[:1]:
+        shutil.copy(RES / f, tmp_path / f)
+    d = json.load(open(RES / REPORTS[0]))
+    d["meta"] = dict(d["meta"], config="1x2 NVLink shared-GPU", shared_gpus="yes: a correctness run")
+    shared = tmp_path / "mkbench-20261205T000000Z-1x2_NVLink_shared-GPU.json"
+    shared.write_text(json.dumps(d))
+    it.load_json.cache_clear()
+    picked = [pathlib.Path(p).name for p, _ in it.select([str(tmp_path)], True)]
+    assert picked == [REPORTS[0]], picked
+    c = it.Checks()
+    it.check_mkbench(str(shared), c)
+    assert not c.items
