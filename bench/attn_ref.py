@@ -1,48 +1,24 @@
-"""The fp32 attention reference the attention benchmarks check mkernel against, and the issue's two error
-measures (issue [ring-attn]: against attention in fp32 on the full, unsharded sequence; relative error < 1e-2 on
-O, < 1e-3 on LSE).
+"""The attention reference the attention benchmarks check mkernel against (at least fp32: computed in fp64), and the
+issue's two error measures (issue [ring-attn]: against attention in fp32 on the full, unsharded sequence; relative
+error < 1e-2 on O, < 1e-3 on LSE).
 
-The reference is an exact softmax in fp32, computed in blocks of query heads and query rows so that one block's
-scores stay under a byte budget: SDPA's math backend in fp32 would hold all B H S^2 scores at once (137 GB at
-S = 32k, H = 32). Plain torch, so it runs on the CPU too (tests/python/test_ring_bench_cpu.py)."""
+The reference is an exact softmax computed in fp64 (so no TF32 setting of the caller's can lower it; on an H100
+or H200 fp64 matmuls run at about fp32's non-tensor-core rate) and returned in fp32, in blocks of query heads and
+query rows so that one block's scores stay under a byte budget: SDPA's math backend in fp32 would hold all
+B H S^2 scores at once (137 GB at S = 32k, H = 32). Plain torch, so it runs on the CPU too
+(tests/python/test_ring_bench_cpu.py)."""
 import torch
 
 OUT_BOUND = 1e-2  # relative Frobenius error of O
 LSE_BOUND = 1e-3  # max |lse - ref| / max(|ref|, 1)
-BUDGET = 1 << 30  # bytes of fp32 scores per block
-
-
-class _Ieee:
-    """fp32 matmuls at full precision inside (no TF32, whatever the caller set), restored after."""
-
-    def __enter__(self):
-        m = torch.backends.cuda.matmul
-        self.new_api = hasattr(m, "fp32_precision")
-        self.saved = m.fp32_precision if self.new_api else m.allow_tf32
-        if self.new_api:
-            m.fp32_precision = "ieee"
-        else:
-            m.allow_tf32 = False
-
-    def __exit__(self, *_):
-        m = torch.backends.cuda.matmul
-        if self.new_api:
-            m.fp32_precision = self.saved
-        else:
-            m.allow_tf32 = self.saved
+BUDGET = 1 << 30  # bytes of (fp64) scores per block
 
 
 def reference_for(q_rows, k, v, causal, positions, budget=BUDGET):
-    """fp32 attention of the query rows q_rows (B, R, H, D), at global positions `positions` (R,), over the keys of
-    a whole sequence k, v (B, S, Hkv, D); query head h reads KV head h // (H / Hkv) (GQA); when causal, keys after
-    a row's position are masked out. Scale 1 / sqrt(D). Returns (out (B, R, H, D), lse (B, H, R)), fp32, lse the
-    natural log-sum-exp of the scaled scores (mkernel's and SDPA's convention)."""
-    with _Ieee():
-        return _reference_for(q_rows, k, v, causal, positions, budget)
-
-
-def _reference_for(q_rows, k, v, causal, positions, budget):
-    """reference_for's work (TF32 off)."""
+    """Attention (computed in fp64) of the query rows q_rows (B, R, H, D), at global positions `positions` (R,),
+    over the keys of a whole sequence k, v (B, S, Hkv, D); query head h reads KV head h // (H / Hkv) (GQA); when
+    causal, keys after a row's position are masked out. Scale 1 / sqrt(D). Returns (out (B, R, H, D),
+    lse (B, H, R)), fp32, lse the natural log-sum-exp of the scaled scores (mkernel's and SDPA's convention)."""
     b, r, h, d = q_rows.shape
     s, hkv = k.shape[1], k.shape[2]
     if h % hkv or v.shape != k.shape or k.shape[0] != b or k.shape[3] != d or positions.numel() != r:
@@ -52,27 +28,27 @@ def _reference_for(q_rows, k, v, causal, positions, budget):
     pos, keys = positions.to(dev), torch.arange(s, device=dev)
     out = torch.empty(b, r, h, d, device=dev, dtype=torch.float32)
     lse = torch.empty(b, h, r, device=dev, dtype=torch.float32)
-    rows_blk = max(1, min(r, budget // (4 * s)))
-    heads_blk = max(1, min(g, budget // (4 * s * rows_blk)))  # query heads of one KV head per block
+    rows_blk = max(1, min(r, budget // (8 * s)))
+    heads_blk = max(1, min(g, budget // (8 * s * rows_blk)))  # query heads of one KV head per block
     for bi in range(b):
         for kh in range(hkv):
-            kf, vf = k[bi, :, kh].float(), v[bi, :, kh].float()  # (S, D)
+            kf, vf = k[bi, :, kh].double(), v[bi, :, kh].double()  # (S, D)
             for h0 in range(kh * g, (kh + 1) * g, heads_blk):
                 h1 = min(h0 + heads_blk, (kh + 1) * g)
                 for r0 in range(0, r, rows_blk):
                     r1 = min(r0 + rows_blk, r)
-                    sc = (q_rows[bi, r0:r1, h0:h1].float().transpose(0, 1) @ kf.T) * d ** -0.5  # (heads, rows, S)
+                    sc = (q_rows[bi, r0:r1, h0:h1].double().transpose(0, 1) @ kf.T) * d ** -0.5  # (heads, rows, S)
                     if causal:
                         sc.masked_fill_(pos[r0:r1, None] < keys[None, :], float("-inf"))
                     m = torch.logsumexp(sc, dim=-1)  # (heads, rows)
-                    out[bi, r0:r1, h0:h1] = (torch.exp(sc - m[..., None]) @ vf).transpose(0, 1)
-                    lse[bi, h0:h1, r0:r1] = m
+                    out[bi, r0:r1, h0:h1] = (torch.exp(sc - m[..., None]) @ vf).transpose(0, 1).float()
+                    lse[bi, h0:h1, r0:r1] = m.float()
     return out, lse
 
 
 def reference_rows(q, k, v, causal, rows, budget=BUDGET):
-    """fp32 attention of a whole sequence q, k, v (B, S, heads, D) for its query rows `rows` (global positions):
-    (out (B, R, H, D), lse (B, H, R)); reference_for on q's rows."""
+    """Attention (computed in fp64) of a whole sequence q, k, v (B, S, heads, D) for its query rows `rows` (global
+    positions): (out (B, R, H, D), lse (B, H, R)); reference_for on q's rows."""
     return reference_for(q[:, rows.to(q.device)], k, v, causal, rows, budget)
 
 

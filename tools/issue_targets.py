@@ -348,7 +348,8 @@ def check_ring(paths, c):
         # reports have no such column): above the issue's bounds, or not checked, the speed is a wrong output's.
         chk = next((v for k, v in r.items() if k.startswith("mkernel vs fp32")), None)
         errs = all_nums(chk) if chk is not None else None
-        if errs is not None and mk and not (len(errs) >= 2 and errs[0] <= ATTN_ERR and errs[1] <= RING_LSE_ERR):
+        wrong = errs is not None and mk and not (len(errs) >= 2 and errs[0] <= ATTN_ERR and errs[1] <= RING_LSE_ERR)
+        if wrong:
             c.add(issue, "never slower than the best baseline", where, False,
                   f"{desc}: wrong output (mkernel vs fp32, O / LSE: {chk!r}; bounds {ATTN_ERR:g} / {RING_LSE_ERR:g})")
         elif best is None and " emu" in r["config"] and mk:
@@ -368,7 +369,10 @@ def check_ring(paths, c):
                   abs(net[1] - net[0]) <= 0.05 + 1e-9, f"{desc}: measured {net[1]:.1f} MB, formula {net[0]:.1f} MB")
         target = "eta >= 0.9 at S_local >= 8k" if int(r["S_local"]) >= 8192 else None
         bound = ring_bound(r, gbps)
-        if bound is None or not mk:
+        if wrong:  # a wrong output's eta is no overlap efficiency
+            if target:
+                c.add(issue, target, where, False, f"{desc}: wrong output (mkernel vs fp32: {chk!r})")
+        elif bound is None or not mk:
             if target:
                 c.add(issue, target, where, False, f"{desc}: eta not measured")
         else:

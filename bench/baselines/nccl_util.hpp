@@ -40,10 +40,11 @@ inline ncclComm_t make_nccl_comm(mk::Communicator& c) {
 inline bool ranks_share_a_gpu(mk::Communicator& c) {
   if (c.world() < 2) return false;
   int dev = 0;
-  char bus[64] = {};
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetPCIBusId(bus, sizeof(bus), dev) != cudaSuccess)
-    mk::fail("mkbench: the PCI bus id of this rank's GPU could not be read");
-  const auto all = c.bootstrap().allgather(std::string(bus), "mkbench: the ranks' GPUs");
+  cudaDeviceProp p{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess)
+    mk::fail("mkbench: the UUID of this rank's GPU could not be read");
+  // The GPU's UUID (unique across hosts: two hosts' GPUs at the same PCI bus id are different GPUs).
+  const auto all = c.bootstrap().allgather(std::string(p.uuid.bytes, sizeof(p.uuid.bytes)), "mkbench: the ranks' GPUs");
   return std::set<std::string>(all.begin(), all.end()).size() < all.size();
 }
 

@@ -281,7 +281,7 @@ def test_lower_bound_and_emulated_comm():
     assert spread.strip("|").split("|")[-2].strip() == "33.6 / 33.0-34.0"
     # The check's cell: O / LSE errors, or why it was not checked.
     checked = bench.fmt_row("1x2", bench.Shape(1, 8, 8192, False), 2, names, t, check=(3.1e-3, 2e-5))
-    assert checked.strip("|").split("|")[-1].strip() == "3.1e-03 / 2.0e-05"
+    assert checked.strip("|").split("|")[-1].strip() == "3.10e-03 / 2.00e-05"
     assert bench.fmt_row("1x2", bench.Shape(1, 8, 8192, False), 2, names, t,
                          check="not checked: OutOfMemoryError").strip("|").split("|")[-1].strip().startswith("not")
 
@@ -456,7 +456,7 @@ def _attention_f64(q, k, v, causal, rows):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("budget", [1 << 30, 4 * 24, 4 * 24 * 3])  # one block; one row and head; 3 rows, 1 head
+@pytest.mark.parametrize("budget", [1 << 30, 8 * 24, 8 * 24 * 3])  # one block; one row and head; 3 rows, 1 head
 def test_the_fp32_reference_in_blocks_is_exact_attention(causal, budget):
     g = torch.Generator().manual_seed(5)
     q = torch.randn(2, 24, 8, 16, generator=g).bfloat16()
@@ -521,4 +521,23 @@ def test_sampled_check_of_a_timed_shape(no_gpu, monkeypatch, causal):
     def raises(qkv):
         _oom()
     raises.last_lse, raises.poison_outputs = (lambda: None), (lambda: None)
-    assert bench.sampled_check(shape, raises, (q, k, v), ctx).startswith("not checked: OutOfMemoryError")
+    assert bench.sampled_check(shape, raises, (q, k, v), ctx).startswith("not checked (the call): OutOfMemoryError")
+
+
+def test_sampled_check_agrees_before_the_gathers(no_gpu, monkeypatch):
+    # A rank that fails its call (out of memory, say) must not leave the other rank waiting in NCCL's all-gather:
+    # the ranks agree after the call, before any gather, and neither gathers then.
+    pytest.importorskip("mkernel.zigzag")
+    gathers, agreed = [], []
+    monkeypatch.setattr(bench.dist, "all_gather", lambda outs, t: gathers.append(t))
+    peer_fails = iter([True])  # the other rank fails the first step agreed on
+
+    def agree(flag):
+        agreed.append(flag)
+        return flag and not next(peer_fails, False)
+    monkeypatch.setattr(bench, "agree", agree)
+    q = torch.zeros(1, 8, 2, 16)
+    fn = lambda qkv: qkv[0]  # noqa: E731
+    fn.last_lse, fn.poison_outputs = (lambda: torch.zeros(1, 2, 8)), (lambda: None)
+    got = bench.sampled_check(bench.Shape(1, 2, 8, False, h=2, d=16), fn, (q, q, q), bench.Ctx(0, 2))
+    assert got == "not checked (the call): failed on another rank" and gathers == [] and agreed == [True]
