@@ -62,16 +62,17 @@ inline const std::vector<BenchDef>& benches() {
       {"peer_copy", "SM-driven peer copy bandwidth vs number of SMs, against the copy engine", bench_peer_copy},
       {"gemm_cublas", "cuBLAS bf16 GEMM baseline on the MEASURING.md shapes", bench_gemm_cublas},
 #ifdef MKB_HAVE_AG_GEMM
-      {"ag_gemm", "AllGather+GEMM fused vs serial NCCL+cuBLAS, 2-stream overlap, parts alone (one node)", bench_ag_gemm},
+      {"ag_gemm", "AllGather+GEMM fused vs serial NCCL+cuBLAS, 2-stream overlaps, parts alone (any layout)",
+       bench_ag_gemm},
 #endif
 #ifdef MKB_HAVE_GEMM_RS
       {"gemm_rs",
-       "GEMM+ReduceScatter fused vs serial cuBLAS+NCCL, chunked 2-stream overlap, parts alone (one node); one rank: "
+       "GEMM+ReduceScatter fused vs serial cuBLAS+NCCL, chunked 2-stream overlap, parts alone (any layout); one rank: "
        "the TP plans against their GEMM alone, and their kernels' stages from the event log",
        bench_gemm_rs},
 #endif
 #ifdef MKB_HAVE_GEMM_AR
-      {"gemm_ar", "GEMM+AllReduce fused vs serial cuBLAS+NCCL, chunked 2-stream overlap, parts alone (1xL or Nx1)",
+      {"gemm_ar", "GEMM+AllReduce fused vs serial cuBLAS+NCCL, chunked 2-stream overlap, parts alone (any layout)",
        bench_gemm_ar},
 #endif
 #ifdef MKB_HAVE_GEMM

@@ -182,15 +182,12 @@ void bench_gemm_rs(BenchContext& bc) {
            "TFLOP/s per GPU (serial / overlap / mkernel)", "2-stream overlap ms by chunk count S"},
           {},
           ""};
-  if (W < 2 || (topo.num_nodes > 1 && topo.local_size > 1)) {
-    t.note = W < 2 ? "skipped: needs >= 2 ranks (one rank: the diagnosis table instead)"
-                   : "skipped: needs >= 2 ranks, on one node or one per node";
+  if (W < 2) {  // (any layout of two or more: 1xL, Nx1 and the hierarchical NxL)
+    t.note = "skipped: needs >= 2 ranks (one rank: the diagnosis table instead)";
     bc.report->add(t);
-    if (W < 2) {
-      const TpBaselines one(c, false, bc.stream);
-      rs_diagnosis_one_rank(bc, one);
-      tp_timeline_one_rank(bc);
-    }
+    const TpBaselines one(c, false, bc.stream);
+    rs_diagnosis_one_rank(bc, one);
+    tp_timeline_one_rank(bc);
     return;
   }
   // Across nodes the baselines use mkernel's own standalone reduce-scatter on
