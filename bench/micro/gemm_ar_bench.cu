@@ -204,13 +204,14 @@ void bench_gemm_ar(BenchContext& bc) {
       DevBuf partial(size_t(m) * n * 2), out(size_t(m) * n * 2);
       // Variants: the heuristic, then one knob each (swizzles that divide a share's row-blocks).
       std::vector<std::pair<std::string, mk::GemmArOptions>> vs = {{"", {}}};
-      if (!net) {
+      if (!net && W == 2) {  // (one-shot: one node of two ranks only)
         vs.push_back({", one-shot", mk::GemmArOptions{.one_shot = 1}});
         vs.push_back({", two-shot", mk::GemmArOptions{.one_shot = 0}});
       }
       vs.push_back({", two-shot", mk::GemmArOptions{.num_gather_ctas = 2, .one_shot = 0}});
+      const int64_t share_blocks = (m / W + 127) / 128;  // row-blocks of a share (a partial one counts)
       for (int sw : {2, 4, 8})
-        if ((m / (128 * W)) % sw == 0)
+        if (share_blocks % sw == 0)
           vs.push_back({", two-shot", mk::GemmArOptions{.swizzle = sw, .one_shot = 0}});
       vs.push_back({", two-shot, plain stores (async_store 0)", mk::GemmArOptions{.async_store = 0, .one_shot = 0}});
       vs.push_back({", two-shot, not interleaved (own share last)", mk::GemmArOptions{.one_shot = 0, .interleave = 0}});
