@@ -4,18 +4,22 @@
 # as 1x2 (NVLink) and 2x1 (MK_RANKS_PER_NODE=1), abort propagation, 2x2 as
 # 4 ranks on 2 GPUs. On a one-GPU machine the ranks share it (MK_SHARE_GPUS,
 # correctness only): the dist tier's op tests and the torchrun checks.
-#   tools/gpu_test.sh [compiled] [python] [fabric] [verbs]
+#   tools/gpu_test.sh [compiled] [python] [fabric] [verbs] [bench]
 # runs those parts only (default: all): the C++ test binaries, the Python and
 # torchrun checks, the network over libfabric, the network over verbs (on
-# softverbs: carry build/softverbs). On one GPU all of it takes over 600 s, a
-# lent machine's limit for one command: split it over two there.
+# softverbs: carry build/softverbs), the TP benchmarks' own checks (mkbench
+# --quick: every baseline and mkernel output against serial; on one GPU the
+# ranks share it, mkbench's shared-GPU mode; reports into a temporary folder).
+# On one GPU all of it takes over 600 s, a lent machine's limit for one
+# command: split it over two there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-parts=" ${*:-compiled python fabric verbs} "
+parts=" ${*:-compiled python fabric verbs bench} "
 for p in $parts; do
   case $p in
-    compiled | python | fabric | verbs) ;;
-    *) echo "usage: tools/gpu_test.sh [compiled] [python] [fabric] [verbs] (default: all); not a part: $p" >&2; exit 2 ;;
+    compiled | python | fabric | verbs | bench) ;;
+    *) echo "usage: tools/gpu_test.sh [compiled] [python] [fabric] [verbs] [bench] (default: all); not a part: $p" >&2
+       exit 2 ;;
   esac
 done
 want() { [[ "$parts" == *" $1 "* ]]; }
@@ -74,6 +78,29 @@ if [ "${ngpu:-0}" -eq 1 ]; then
       build/bin/mk_dist_tests --gtest_filter='-Dist.PingPong*'
 fi
 fi  # compiled
+# The TP benchmarks' own checks, not their times: mkbench --quick (M = 4096) checks both fused plans and every
+# overlap baseline (each chunk count) against serial before it times, and across nodes compares the proxies'
+# network bytes with each op's formula. On 2+ GPUs as 1x2 (NCCL baselines) and 2x1 emu; on one GPU with the
+# ranks sharing it (mkbench's shared-GPU mode: mkernel's collectives as baselines, a host barrier) as 1x2, 2x1
+# and 2x2. Reports go to a temporary folder (they are no measurements).
+if want bench; then
+  if [ -x build/bin/mkbench ]; then
+    bench_out=$(mktemp -d /tmp/mk_gpu_test_bench.XXXXXX)
+    tp_benches="--quick --iters 3 --warmup 1 ag_gemm gemm_rs gemm_ar"
+    if [ "${ngpu:-0}" -ge 2 ]; then
+      run tools/mkrun -n 2 --timeout 200 env MK_BENCH_OUT="$bench_out" build/bin/mkbench $tp_benches
+      run tools/mkrun -n 2 --timeout 200 env MK_RANKS_PER_NODE=1 MK_BENCH_OUT="$bench_out" build/bin/mkbench $tp_benches
+    elif [ "${ngpu:-0}" -eq 1 ]; then
+      for layout in 2:2 2:1 4:2; do  # ranks:ranks per node (1x2, 2x1 emu, 2x2 emu)
+        run tools/mkrun -n "${layout%:*}" --timeout 200 env MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 \
+            MK_RANKS_PER_NODE="${layout#*:}" MK_BENCH_OUT="$bench_out" build/bin/mkbench $tp_benches
+      done
+    fi
+    rm -rf "$bench_out"
+  else
+    skip_or_fail bench "the TP benchmarks' checks (no build/bin/mkbench: carry build/bin)"
+  fi
+fi  # bench
 if want python; then
 # The torch ops from Python (the in-tree package against this build's library).
 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" python3 -m pytest -q -rs -p no:cacheprovider tests/python/gpu
