@@ -5,6 +5,8 @@ zigzag step rules, the all-gather's slot layout and prefixes) against full-seque
 NVLink column, and what a variant or shape that fails (out of memory) leaves, agreed over ranks, with the GPU
 calls and the process group stood in for on the CPU. Skipped, saying so, without torch."""
 
+import sys
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed (the benchmark's helpers are torch code)")
@@ -13,6 +15,7 @@ from srcload import ROOT, load as _load  # noqa: E402  (tests/python: pytest put
 
 
 bench = _load("torch_ring_attn_bench", ROOT / "bench" / "torch_ring_attn_bench.py")  # main() is not run
+rb = sys.modules["ring_baselines"]  # (the baselines, as the bench imported them: one module, patched in one place)
 zz = _load("mkernel_zigzag_for_bench_test", ROOT / "python" / "mkernel" / "zigzag.py")
 
 
@@ -47,15 +50,15 @@ def test_split_out_lse_accepts_both_aten_layouts_and_rejects_others():
     b, s, h, d = 2, 5, 3, 4
     out = torch.randn(b, h, s, d)
     for lse in (torch.randn(b, h, s), torch.randn(b, h, s, 1), torch.randn(b, h, s + 3)):  # flash, cuDNN, padded
-        o, l = bench.split_out_lse((out, lse, None), b, s, h, d)
+        o, l = rb.split_out_lse((out, lse, None), b, s, h, d)
         assert o.shape == (b, s, h, d) and torch.equal(o, out.transpose(1, 2))
         assert l.shape == (b, h, s) and torch.equal(l, lse.reshape(b, h, -1)[..., :s])
     with pytest.raises(RuntimeError, match="attention output is"):
-        bench.split_out_lse((out.transpose(1, 2), torch.randn(b, h, s)), b, s, h, d)
+        rb.split_out_lse((out.transpose(1, 2), torch.randn(b, h, s)), b, s, h, d)
     with pytest.raises(RuntimeError, match="logsumexp is"):
-        bench.split_out_lse((out, torch.randn(b, h, s, dtype=torch.float64)), b, s, h, d)
+        rb.split_out_lse((out, torch.randn(b, h, s, dtype=torch.float64)), b, s, h, d)
     with pytest.raises(RuntimeError, match="logsumexp is"):
-        bench.split_out_lse((out, torch.randn(b, s, h)), b, s, h, d)
+        rb.split_out_lse((out, torch.randn(b, s, h)), b, s, h, d)
 
 
 def block_attention(q, k, v, causal):
@@ -90,7 +93,7 @@ def test_merge_equals_one_softmax_over_all_keys():
         if out is None:
             out, lse = o.clone(), l.clone()
         else:
-            bench.merge_(out, lse, o.to(torch.bfloat16) if lo == 6 else o, l)  # a bf16 block, as SDPA returns
+            rb.merge_(out, lse, o.to(torch.bfloat16) if lo == 6 else o, l)  # a bf16 block, as SDPA returns
     torch.testing.assert_close(lse, ref_lse, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(out, ref_out, atol=2e-2, rtol=0)  # the bf16 block's rounding
     assert out.dtype == torch.float32
@@ -100,7 +103,7 @@ def test_merge_into_row_views_leaves_the_other_rows():
     g = torch.Generator().manual_seed(3)
     out, lse = torch.randn(1, 8, 2, 4, generator=g), torch.randn(1, 2, 8, generator=g)
     before_out, before_lse = out.clone(), lse.clone()
-    bench.merge_(bench.part(out, "second"), bench.part(lse, "second", dim=2),
+    rb.merge_(rb.part(out, "second"), rb.part(lse, "second", dim=2),
                  torch.randn(1, 4, 2, 4, generator=g), torch.randn(1, 2, 4, generator=g))
     assert torch.equal(out[:, :4], before_out[:, :4]) and torch.equal(lse[..., :4], before_lse[..., :4])
     assert not torch.equal(out[:, 4:], before_out[:, 4:]) and not torch.equal(lse[..., 4:], before_lse[..., 4:])
@@ -116,10 +119,10 @@ def test_ring_steps_cover_every_visible_key_once():
                 seen = torch.zeros(2 * c, 2 * world * c, dtype=torch.int32)
                 q_pos = zz.zigzag_positions(rank, world, 2 * c)
                 for step in range(world):
-                    src, qp, kvp, is_causal = bench.ring_step(rank, world, step, causal)
+                    src, qp, kvp, is_causal = rb.ring_step(rank, world, step, causal)
                     assert src == (rank - step) % world
-                    qi = bench.part(torch.arange(2 * c).view(1, -1), qp)[0]
-                    kj = bench.part(zz.zigzag_positions(src, world, 2 * c).view(1, -1), kvp)[0]
+                    qi = rb.part(torch.arange(2 * c).view(1, -1), qp)[0]
+                    kj = rb.part(zz.zigzag_positions(src, world, 2 * c).view(1, -1), kvp)[0]
                     assert not is_causal or (src == rank and len(qi) == len(kj))
                     for a, i in enumerate(qi.tolist()):
                         for bb, j in enumerate(kj.tolist()):
@@ -136,12 +139,12 @@ def simulate_ring(q_sh, k_sh, v_sh, causal, attn):
     for rank in range(world):
         out = lse = None
         for step in range(world):
-            src, qp, kvp, is_causal = bench.ring_step(rank, world, step, causal)
-            o, l = attn(bench.part(q_sh[rank], qp), bench.part(k_sh[src], kvp), bench.part(v_sh[src], kvp), is_causal)
+            src, qp, kvp, is_causal = rb.ring_step(rank, world, step, causal)
+            o, l = attn(rb.part(q_sh[rank], qp), rb.part(k_sh[src], kvp), rb.part(v_sh[src], kvp), is_causal)
             if step == 0:
                 out, lse = o.float().clone(), l.clone()
             else:
-                bench.merge_(bench.part(out, qp), bench.part(lse, qp, dim=2), o, l)
+                rb.merge_(rb.part(out, qp), rb.part(lse, qp, dim=2), o, l)
         outs.append(out)
     return outs
 
@@ -162,10 +165,10 @@ def simulate_allgather(q_sh, k_sh, v_sh, causal, attn):
         for j in range(2):
             sl = slice(j * c, (j + 1) * c)
             o, l = attn(q_sh[rank][:, sl], k_sh[rank][:, sl], v_sh[rank][:, sl], True)
-            lo, hi = bench.allgather_prefix(rank, world, j)
+            lo, hi = rb.allgather_prefix(rank, world, j)
             if lo < hi:
                 o, l = o.float().clone(), l.clone()
-                bench.merge_(o, l, *attn(q_sh[rank][:, sl], kg[:, lo * c:hi * c], vg[:, lo * c:hi * c], False))
+                rb.merge_(o, l, *attn(q_sh[rank][:, sl], kg[:, lo * c:hi * c], vg[:, lo * c:hi * c], False))
             rows.append(o)
         outs.append(torch.cat(rows, 1))
     return outs
@@ -173,11 +176,11 @@ def simulate_allgather(q_sh, k_sh, v_sh, causal, attn):
 
 def test_allgather_slots_and_prefixes():
     for world in (1, 2, 3, 4):
-        slots = bench.allgather_slots(world)
+        slots = rb.allgather_slots(world)
         assert sorted(slots) == list(range(2 * world))
         for rank in range(world):
             for j, chunk in enumerate((rank, 2 * world - 1 - rank)):
-                lo, hi = bench.allgather_prefix(rank, world, j)
+                lo, hi = rb.allgather_prefix(rank, world, j)
                 assert sorted(slots[lo:hi]) == list(range(chunk)), (world, rank, j)
 
 
@@ -208,8 +211,8 @@ def sharded(world, causal, s, hkv, seed, b=2, h=4, d=16):
 def test_baseline_algorithms_match_full_attention(algo, world, causal, hkv, monkeypatch):
     # The bench's attention() wrapper over a CPU SDPA kernel, with GQA K/V expanded (as for a backend
     # that rejects fewer KV heads); inputs sharded as the bench shards them.
-    monkeypatch.setitem(bench.ATEN, "flash", cpu_flash)
-    attn = bench.attention("flash", expand_kv=True)
+    monkeypatch.setitem(rb.ATEN, "flash", cpu_flash)
+    attn = rb.attention("flash", expand_kv=True)
     q, k, v, sh, rows = sharded(world, causal, 6, hkv, world * 10 + hkv)
     outs = (simulate_ring if algo == "ring" else simulate_allgather)(*sh, causal, attn)
     for r in range(world):
@@ -297,8 +300,8 @@ def test_only_selects_variants():
 def test_allgather_overlap_baseline_parts_match_full_attention(world, causal, monkeypatch):
     # AllGatherMkOverlap's compute (its own K/V first, then the gathered others, merged), on CPU with the
     # gathered K/V laid out as its mkernel.all_gather calls lay them out; the streams are the GPU's business.
-    monkeypatch.setitem(bench.ATEN, "flash", cpu_flash)
-    attn = bench.attention("flash", expand_kv=True)
+    monkeypatch.setitem(rb.ATEN, "flash", cpu_flash)
+    attn = rb.attention("flash", expand_kv=True)
     b, s, h, hkv, d = 2, 6, 4, 2, 16
     q, k, v, sh, rows = sharded(world, causal, s, hkv, 7 * world + causal, b=b, h=h, d=d)
     c = s // 2
@@ -307,7 +310,7 @@ def test_allgather_overlap_baseline_parts_match_full_attention(world, causal, mo
     else:
         kg, vg = torch.cat(sh[1], 1), torch.cat(sh[2], 1)
     for r in range(world):
-        o = object.__new__(bench.AllGatherMkOverlap)  # (its __init__ allocates on the GPU)
+        o = object.__new__(rb.AllGatherMkOverlap)  # (its __init__ allocates on the GPU)
         o.shape, o.attn, o.rank, o.world = bench.Shape(b, hkv, s, causal, h=h, d=d), attn, r, world
         o.kg, o.vg = kg, vg
         o.out, o.lse = torch.full((b, s, h, d), float("nan")), torch.full((b, h, s), float("nan"))
