@@ -85,9 +85,10 @@ fi  # compiled
 # and 2x2. Reports go to a temporary folder (they are no measurements).
 if want bench; then
   if [ -x build/bin/mkbench ]; then
-    bench_out=$(mktemp -d /tmp/mk_gpu_test_bench.XXXXXX)
     tp_benches="--quick --iters 3 --warmup 1 ag_gemm gemm_rs gemm_ar"
-    if [ "${ngpu:-0}" -ge 2 ]; then
+    if ! bench_out=$(mktemp -d /tmp/mk_gpu_test_bench.XXXXXX); then
+      echo "=== FAILED: bench: no temporary folder for the reports (mktemp -d)"; fail=1
+    elif [ "${ngpu:-0}" -ge 2 ]; then
       run tools/mkrun -n 2 --timeout 200 env MK_BENCH_OUT="$bench_out" build/bin/mkbench $tp_benches
       run tools/mkrun -n 2 --timeout 200 env MK_RANKS_PER_NODE=1 MK_BENCH_OUT="$bench_out" build/bin/mkbench $tp_benches
     elif [ "${ngpu:-0}" -eq 1 ]; then
@@ -95,8 +96,10 @@ if want bench; then
         run tools/mkrun -n "${layout%:*}" --timeout 200 env MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 \
             MK_RANKS_PER_NODE="${layout#*:}" MK_BENCH_OUT="$bench_out" build/bin/mkbench $tp_benches
       done
+    else
+      skip_or_fail bench "the TP benchmarks' checks (no GPU: nvidia-smi lists ${ngpu:-0})"
     fi
-    rm -rf "$bench_out"
+    [ -n "${bench_out:-}" ] && rm -rf "$bench_out"
   else
     skip_or_fail bench "the TP benchmarks' checks (no build/bin/mkbench: carry build/bin)"
   fi

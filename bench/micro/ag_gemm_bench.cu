@@ -186,11 +186,26 @@ void bench_ag_gemm(BenchContext& bc) {
     // Each call of a round reads its own A shard (100 + 10 i + call, as the GEMM+RS and GEMM+AR benches do):
     // no call finds its input in L2 from the one before it (session 38: all calls of a round read one).
     auto A = [&](int i, int cl) { return a.get(100 + 10 * i + cl); };
-    auto nccl_ag = [&](int i, int cl, cudaStream_t st) {
+    auto gather_full = [&](const void* src, cudaStream_t st) {  // the baselines' all-gather of a shard into full
       if (own)
-        base.all_gather(A(i, cl), full, st);
+        base.all_gather(src, full, st);
       else
-        MKB_NCCL(ncclAllGather(A(i, cl), full, size_t(ml) * k, ncclBfloat16, nc, st));
+        MKB_NCCL(ncclAllGather(src, full, size_t(ml) * k, ncclBfloat16, nc, st));
+    };
+    auto nccl_ag = [&](int i, int cl, cudaStream_t st) { gather_full(A(i, cl), st); };
+    // Two streams, local rows first: this rank's rows while the gather runs on the side stream, then the rest.
+    auto local_first = [&](const void* A_local, void* o) {
+      MKB_CUDA(cudaEventRecord(fork, bc.stream));
+      MKB_CUDA(cudaStreamWaitEvent(side, fork));
+      gather_full(A_local, side);
+      MKB_CUDA(cudaEventRecord(join, side));
+      gemm_bf16_tn(h, int(ml), int(n), int(k), A_local, b, static_cast<char*>(o) + size_t(me) * ml * n * 2,
+                   bc.stream);
+      MKB_CUDA(cudaStreamWaitEvent(bc.stream, join));
+      for (int r = 0; r < W; ++r)
+        if (r != me)
+          gemm_bf16_tn(h, int(ml), int(n), int(k), static_cast<char*>(full) + size_t(r) * ml * k * 2, b,
+                       static_cast<char*>(o) + size_t(r) * ml * n * 2, bc.stream);
     };
     // Every cuBLAS shape once, before any kernel can wait on the network:
     // cuBLAS loads a kernel the first time it meets a shape (whatever
@@ -225,10 +240,7 @@ void bench_ag_gemm(BenchContext& bc) {
     double err = 0;
     {
       DevBuf ref(size_t(m) * n * 2), got(size_t(m) * n * 2);
-      if (own)
-        base.all_gather(a.get(0), full, bc.stream);
-      else
-        MKB_NCCL(ncclAllGather(a.get(0), full, size_t(ml) * k, ncclBfloat16, nc, bc.stream));
+      gather_full(a.get(0), bc.stream);
       gemm_bf16_tn(h, int(m), int(n), int(k), full, b, ref.p, bc.stream);
       const std::string at = " at M=" + std::to_string(m);
       for (mk::AgGemm* p : {&plan, &plan16}) {
@@ -237,7 +249,11 @@ void bench_ag_gemm(BenchContext& bc) {
         err = std::max(err, check_vs(c.bootstrap(), "ag_gemm", (p == &plan ? "mkernel" : "mkernel, 16 comm CTAs") + at,
                                      got.p, ref.p, m, n, bc.stream));
       }
-      for (int s : counts) {  // the chunked overlap too, every S (its error is the baseline's: not in err)
+      // The overlaps too (their errors are the baselines': not in err): local rows first, the chunked one at every S.
+      MKB_CUDA(cudaMemsetAsync(got.p, 0xff, size_t(m) * n * 2, bc.stream));
+      local_first(a.get(0), got.p);
+      check_vs(c.bootstrap(), "ag_gemm", "2-stream overlap, local rows first" + at, got.p, ref.p, m, n, bc.stream);
+      for (int s : counts) {
         MKB_CUDA(cudaMemsetAsync(got.p, 0xff, size_t(m) * n * 2, bc.stream));
         chunked(s, a.get(0), got.p);
         check_vs(c.bootstrap(), "ag_gemm", "2-stream chunked overlap, S=" + std::to_string(s) + at, got.p, ref.p, m,
@@ -252,19 +268,7 @@ void bench_ag_gemm(BenchContext& bc) {
           nccl_ag(i, 3, bc.stream);
           gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream);
         },
-        [&](int i) {  // 4 two streams: local rows while the gather runs, then the rest
-          MKB_CUDA(cudaEventRecord(fork, bc.stream));
-          MKB_CUDA(cudaStreamWaitEvent(side, fork));
-          nccl_ag(i, 4, side);
-          MKB_CUDA(cudaEventRecord(join, side));
-          gemm_bf16_tn(h, int(ml), int(n), int(k), A(i, 4), b,
-                       static_cast<char*>(out) + size_t(me) * ml * n * 2, bc.stream);
-          MKB_CUDA(cudaStreamWaitEvent(bc.stream, join));
-          for (int r = 0; r < W; ++r)
-            if (r != me)
-              gemm_bf16_tn(h, int(ml), int(n), int(k), static_cast<char*>(full) + size_t(r) * ml * k * 2, b,
-                           static_cast<char*>(out) + size_t(r) * ml * n * 2, bc.stream);
-        },
+        [&](int i) { local_first(A(i, 4), out); },  // 4 two streams: local rows while the gather runs, then the rest
         [&](int i) { plan.run(A(i, 5), b, out, bc.stream); },    // 5 mkernel
         [&](int i) { plan16.run(A(i, 6), b, out, bc.stream); },  // 6 mkernel, more pushing CTAs
     };
@@ -294,7 +298,7 @@ void bench_ag_gemm(BenchContext& bc) {
   t.note =
       "Calls interleaved (one of each per round), each after an untimed 1-element NCCL all-reduce that lines the "
       "ranks up (no call absorbs the other rank's lag from the call before), each call's slowest rank, then the "
-      "median. Before the timing both plans' and every chunked overlap's outputs (poisoned first) are checked "
+      "median. Before the timing both plans' and every overlap's outputs (poisoned first) are checked "
       "against serial's on the same inputs, every element within 0.02 |ref| + 0.02 rms(ref) (else the run fails). "
       "eta = max(cuBLAS alone, fastest AG alone) / mkernel. 2-stream overlap: the fastest of these, each timed in "
       "the same rounds (the last column has them all): local rows first (NCCL all-gather on a side stream while "
@@ -310,6 +314,7 @@ void bench_ag_gemm(BenchContext& bc) {
       "network (N-1) x M/W x 8192 x 2 B (own rows once per other node; tp::ag_bytes_per_gpu)."
       " Across nodes the network figure is followed by the bytes the host proxy took during one more "
       "mkernel call (measured: mk::Network::bytes_put), which should equal it.";
+  if (bc.shared_gpu) t.note = kSharedGpuNote + t.note;
   bc.report->add(t);
   cublasDestroy(h);
   if (nc) ncclCommDestroy(nc);

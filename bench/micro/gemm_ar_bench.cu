@@ -183,7 +183,7 @@ void bench_gemm_ar(BenchContext& bc) {
     row.push_back(fmt(ideal, 2) + "x");
     row.push_back(fmt(speedup, 2) + "x");
     row.push_back(fmt(speedup / ideal, 2));
-    row.push_back(targets(m, vs_best, eta, speedup / ideal));
+    row.push_back(bc.shared_gpu ? "- (shared GPU)" : targets(m, vs_best, eta, speedup / ideal));
     row.push_back(std::string(plan.one_shot() ? "one-shot " : "two-shot ") + std::to_string(plan.num_gather_ctas()) +
                   " + " + std::to_string(plan.num_compute_ctas()) + "; " +
                   std::to_string(plan.num_reduce_ctas()) + " (" + std::to_string(plan32.num_reduce_ctas()) + ")");
@@ -281,6 +281,7 @@ void bench_gemm_ar(BenchContext& bc) {
       "on the same transport, not NCCL (which would use NVLink between the emulated nodes): 'AR alone' shows it twice, "
       "and serial = cuBLAS then that all-reduce. PyTorch's matmul + symmetric-memory all-reduce (1x2) is measured by "
       "bench/torch_tp_bench.py.";
+  if (bc.shared_gpu) t.note = kSharedGpuNote + t.note;
   bc.report->add(t);
 }
 

@@ -386,6 +386,7 @@ void bench_gemm_rs(BenchContext& bc) {
       "emulated) the RS baselines are mkernel's standalone reduce-scatter on the same transport, not NCCL (which "
       "would use NVLink between the emulated nodes): 'RS alone' shows it twice. PyTorch's "
       "fused_matmul_reduce_scatter is measured by bench/torch_tp_bench.py.";
+  if (bc.shared_gpu) t.note = kSharedGpuNote + t.note;
   bc.report->add(t);
 }
 
