@@ -25,6 +25,12 @@ __global__ void fill_bf16_kernel(__nv_bfloat16* p, size_t n, uint64_t seed) {
   }
 }
 
+__global__ void spin_kernel(long long cycles) {  // TimingOpts::lead_cycles
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
+
 __global__ void fill_bytes_kernel(uint64_t* p, size_t n_words, uint64_t seed) {
   for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n_words; i += size_t(gridDim.x) * blockDim.x)
     p[i] = mix(seed * 0x9e3779b97f4a7c15ull + i) | 1ull;  // never zero
@@ -107,6 +113,10 @@ std::vector<Stats> time_interleaved(mk::Bootstrap* bs, cudaStream_t stream, cons
   for (int i = 0; i < opts.iters; ++i)
     for (size_t c = 0; c < n; ++c) {
       if (before) before(i);
+      if (opts.lead_cycles > 0) {
+        spin_kernel<<<1, 1, 0, stream>>>(opts.lead_cycles);
+        MKB_CUDA(cudaGetLastError());
+      }
       MKB_CUDA(cudaEventRecord(ev[2 * (i * n + c)], stream));
       calls[c](i);
       MKB_CUDA(cudaEventRecord(ev[2 * (i * n + c) + 1], stream));

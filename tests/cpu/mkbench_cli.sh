@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# mkbench's command line (no GPU needed: options are read before any device call): each bad option or value
+# exits 2 with a message naming it, before anything runs; --help lists every option.
+#   tests/cpu/mkbench_cli.sh path/to/mkbench
+set -uo pipefail
+bin=$1
+fail=0
+expect_refused() {  # args... : exit 2 and a message naming the first argument
+  local out rc
+  out=$("$bin" "$@" 2>&1); rc=$?
+  if [ "$rc" -ne 2 ] || [[ "$out" != *"$1"* ]]; then
+    echo "FAILED: mkbench $* exited $rc (want 2, naming $1): $out"; fail=1
+  fi
+}
+expect_refused --lead-cycles -3
+expect_refused --lead-cycles x1
+expect_refused --lead-cycles 20000000000
+expect_refused --lead-cycles
+expect_refused --iters 0
+expect_refused --warmup abc
+expect_refused --no-such-option
+expect_refused no_such_benchmark
+help=$("$bin" --help 2>&1) || { echo "FAILED: mkbench --help exited non-zero"; fail=1; }
+for opt in --out --iters --warmup --lead-cycles --quick --list; do
+  [[ "$help" == *"$opt"* ]] || { echo "FAILED: mkbench --help does not list $opt"; fail=1; }
+done
+[ "$fail" -eq 0 ] && echo "mkbench_cli: ok"
+exit $fail
