@@ -82,7 +82,7 @@ fi  # compiled
 # overlap baseline (each chunk count) against serial before it times, and across nodes compares the proxies'
 # network bytes with each op's formula. On 2+ GPUs as 1x2 (NCCL baselines) and 2x1 emu; on one GPU with the
 # ranks sharing it (mkbench's shared-GPU mode: mkernel's collectives as baselines, a host barrier) as 1x2, 2x1
-# and 2x2. Reports go to a temporary folder (they are no measurements).
+# 2x2 and 1x4. Reports go to a temporary folder (they are no measurements).
 if want bench; then
   if [ -x build/bin/mkbench ]; then
     tp_benches="--quick --iters 3 --warmup 1 ag_gemm gemm_rs gemm_ar"
@@ -92,7 +92,7 @@ if want bench; then
       run tools/mkrun -n 2 --timeout 200 env MK_BENCH_OUT="$bench_out" build/bin/mkbench $tp_benches
       run tools/mkrun -n 2 --timeout 200 env MK_RANKS_PER_NODE=1 MK_BENCH_OUT="$bench_out" build/bin/mkbench $tp_benches
     elif [ "${ngpu:-0}" -eq 1 ]; then
-      for layout in 2:2 2:1 4:2; do  # ranks:ranks per node (1x2, 2x1 emu, 2x2 emu)
+      for layout in 2:2 2:1 4:2 4:4; do  # ranks:ranks per node (1x2, 2x1 emu, 2x2 emu, 1x4)
         run tools/mkrun -n "${layout%:*}" --timeout 200 env MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 \
             MK_RANKS_PER_NODE="${layout#*:}" MK_BENCH_OUT="$bench_out" build/bin/mkbench $tp_benches
       done
