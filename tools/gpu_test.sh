@@ -81,7 +81,7 @@ fi  # compiled
 # The TP benchmarks' own checks, not their times: mkbench --quick (M = 4096) checks both fused plans and every
 # overlap baseline (each chunk count) against serial before it times, and across nodes compares the proxies'
 # network bytes with each op's formula. On 2+ GPUs as 1x2 (NCCL baselines) and 2x1 emu; on one GPU with the
-# ranks sharing it (mkbench's shared-GPU mode: mkernel's collectives as baselines, a host barrier) as 1x2, 2x1
+# ranks sharing it (mkbench's shared-GPU mode: mkernel's collectives as baselines, a host barrier) as 1x2, 2x1,
 # 2x2 and 1x4. Reports go to a temporary folder (they are no measurements).
 if want bench; then
   if [ -x build/bin/mkbench ]; then
