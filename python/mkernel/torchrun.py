@@ -39,7 +39,13 @@ def main(run, backend="gloo"):
     local = int(os.environ.get("LOCAL_RANK", "0"))
     # testing only (the knob, a Bool: the library's spellings): local rank mod GPUs
     if os.environ.get("MK_SHARE_GPUS", "0").strip().lower() in ("1", "true", "yes", "on"):
-        local %= max(1, torch.cuda.device_count())
+        gpus = max(1, torch.cuda.device_count())
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        if "nccl" in backend and local_world > gpus:  # said before anything starts, not as NCCL's invalid usage
+            raise SystemExit(f"mkernel.torchrun: {local_world} local ranks would share {gpus} GPU(s) "
+                             f"(MK_SHARE_GPUS=1), and the torch.distributed backend {backend!r} uses NCCL, which "
+                             "refuses two ranks on one GPU: run one rank per GPU, or without NCCL")
+        local %= gpus
     torch.cuda.set_device(local)
     dist.init_process_group(backend)
     rank, world = dist.get_rank(), dist.get_world_size()

@@ -44,3 +44,25 @@ def test_nothing_happens_when_the_body_succeeds(capsys):
     with mkernel.torchrun.reported(FakeComm("a record that must not print")):
         pass
     assert capsys.readouterr().out == ""
+
+
+def test_nccl_with_ranks_sharing_a_gpu_is_refused_before_anything_starts(monkeypatch):
+    # torchrun with MK_SHARE_GPUS=1 and more local ranks than GPUs: a backend with NCCL (the benchmarks' baselines)
+    # would fail at its first collective with NCCL's "Duplicate GPU detected"; main says why before it starts.
+    started = []
+    monkeypatch.setenv("MK_SHARE_GPUS", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(mkernel.torchrun.torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(mkernel.torchrun.torch.cuda, "set_device", lambda d: started.append(("device", d)))
+    def init_pg(b):
+        started.append(("init", b))
+        raise RuntimeError("stop here")  # (what follows needs a process group)
+    monkeypatch.setattr(mkernel.torchrun.dist, "init_process_group", init_pg)
+    with pytest.raises(SystemExit, match="2 local ranks would share 1 GPU.*uses NCCL"):
+        mkernel.torchrun.main(lambda *a: None, backend="cpu:gloo,cuda:nccl")
+    assert started == []
+    # gloo (the default, what the checks use) shares the GPU: the rank takes GPU 0 and goes on.
+    with pytest.raises(RuntimeError, match="stop here"):
+        mkernel.torchrun.main(lambda *a: None)
+    assert started == [("device", 0), ("init", "gloo")]
