@@ -26,7 +26,7 @@ void usage() {
                "  --out DIR         results directory (default: MK_BENCH_OUT)\n"
                "  --iters N         timed calls per measurement (default 20; median reported)\n"
                "  --warmup N        untimed calls first (default 5)\n"
-               "  --lead-cycles N   a GPU spin of N cycles before each timed call, after its barrier (default 0:\n"
+               "  --lead-cycles N   a GPU spin of N cycles before each call of the interleaved tables (default 0:\n"
                "                    back to back; 2000000 is the Python benches' default lead)\n"
                "  --quick           fewer shapes (smoke run)\n\n"
                "benchmarks (default: all):\n";
@@ -80,8 +80,8 @@ int main(int argc, char** argv) {
       const char* v = next();
       char* end = nullptr;
       const long long x = std::strtoll(v, &end, 10);
-      if (!*v || *end || x < 0 || x > 10000000000LL) {
-        std::cerr << "mkbench: --lead-cycles needs an integer in [0, 1e10], got '" << v << "'\n";
+      if (!*v || *end || x < 0 || x > 1000000000LL) {  // (1e9 cycles: ~0.5 s a call; more drifts the ranks apart)
+        std::cerr << "mkbench: --lead-cycles needs an integer in [0, 1e9], got '" << v << "'\n";
         return 2;
       }
       opts.lead_cycles = x;
@@ -118,9 +118,9 @@ int main(int argc, char** argv) {
     if (comm->world() == 1) setenv("MK_TP_SINGLE_RANK", "fused", 0);
     report.emplace(comm.get(), argc, argv);
     report->set_meta("timing", opts.lead_cycles > 0
-                                   ? "each timed call after a device barrier and a GPU spin of " +
+                                   ? "each interleaved call after its table's barrier and a GPU spin of " +
                                          std::to_string(opts.lead_cycles) + " cycles (--lead-cycles)"
-                                   : "each timed call right after a device barrier (back to back)");
+                                   : "each interleaved call right after its table's barrier (back to back)");
     const bool shared = mkb::ranks_share_a_gpu(*comm);  // (collective)
     if (shared) {  // a correctness run: no table of it is a measurement (tools/issue_targets.py leaves it out)
       report->set_meta("config", report->config() + " shared-GPU");

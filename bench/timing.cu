@@ -102,9 +102,15 @@ std::vector<Stats> time_interleaved(mk::Bootstrap* bs, cudaStream_t stream, cons
                                     const std::vector<std::function<void(int)>>& calls,
                                     const std::function<void(int)>& before) {
   const size_t n = calls.size();
+  auto lead = [&] {  // TimingOpts::lead_cycles (in the warm-up too: its first launch loads the kernel)
+    if (opts.lead_cycles <= 0) return;
+    spin_kernel<<<1, 1, 0, stream>>>(opts.lead_cycles);
+    MKB_CUDA(cudaGetLastError());
+  };
   for (int i = 0; i < opts.warmup; ++i)
     for (const auto& call : calls) {
       if (before) before(-1 - i);
+      lead();
       call(-1 - i);
     }
   MKB_CUDA(cudaStreamSynchronize(stream));
@@ -113,10 +119,7 @@ std::vector<Stats> time_interleaved(mk::Bootstrap* bs, cudaStream_t stream, cons
   for (int i = 0; i < opts.iters; ++i)
     for (size_t c = 0; c < n; ++c) {
       if (before) before(i);
-      if (opts.lead_cycles > 0) {
-        spin_kernel<<<1, 1, 0, stream>>>(opts.lead_cycles);
-        MKB_CUDA(cudaGetLastError());
-      }
+      lead();
       MKB_CUDA(cudaEventRecord(ev[2 * (i * n + c)], stream));
       calls[c](i);
       MKB_CUDA(cudaEventRecord(ev[2 * (i * n + c) + 1], stream));

@@ -18,9 +18,10 @@ namespace mkb {
 struct TimingOpts {
   int warmup = 5;
   int iters = 20;
-  // > 0: before each call (after the caller's barrier) one GPU thread spins this many cycles on the stream, so the
-  // host's launches of the call are queued before its start event (bench/dist_timing.py's --lead-cycles: the
-  // Python benches' protocol, for comparing the two harnesses); 0: calls back to back after the barrier.
+  // > 0: before each call of time_interleaved (after the caller's barrier, warm-up included) one GPU thread spins
+  // this many cycles on the stream, so the host's launches of the call are queued before its start event (the
+  // Python benches' GPU spin, bench/dist_timing.py's --lead-cycles; their host sync, host barrier and rotated
+  // call order are not copied); 0: calls back to back after the barrier.
   long long lead_cycles = 0;
 };
 

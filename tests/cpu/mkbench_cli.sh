@@ -14,7 +14,7 @@ expect_refused() {  # args... : exit 2 and a message naming the first argument
 }
 expect_refused --lead-cycles -3
 expect_refused --lead-cycles x1
-expect_refused --lead-cycles 20000000000
+expect_refused --lead-cycles 2000000000
 expect_refused --lead-cycles
 expect_refused --iters 0
 expect_refused --warmup abc
