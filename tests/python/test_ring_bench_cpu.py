@@ -544,3 +544,35 @@ def test_sampled_check_agrees_before_the_gathers(no_gpu, monkeypatch):
     fn.last_lse, fn.poison_outputs = (lambda: torch.zeros(1, 2, 8)), (lambda: None)
     got = bench.sampled_check(bench.Shape(1, 2, 8, False, h=2, d=16), fn, (q, q, q), bench.Ctx(0, 2))
     assert got == "not checked (the call): failed on another rank" and gathers == [] and agreed == [True]
+
+
+@pytest.mark.parametrize("world", [2, 3])
+@pytest.mark.parametrize("causal", [False, True])
+def test_sampled_check_maps_each_ranks_rows_to_their_global_positions(no_gpu, monkeypatch, world, causal):
+    # Several ranks, one at a time on the CPU: every rank's K/V shards come back from the (stood-in) all-gather in
+    # rank order, as NCCL gives them; a rank whose out and lse are the whole sequence's reference at its rows (zigzag
+    # when causal) passes, and one that holds another rank's rows fails: the check reads the right global positions.
+    pytest.importorskip("mkernel.zigzag")
+    monkeypatch.setattr(bench, "agree", lambda flag: flag)
+    monkeypatch.setattr(bench, "SAMPLED_ROWS", 12)
+    s = 8
+    q, k, v, sh, rows = sharded(world, causal, s, 2, 40 + world, b=1, h=4, d=16)
+    full_out, full_lse = ref.reference_rows(q, k, v, causal, torch.arange(world * s))
+
+    def gather(outs, t):
+        src = sh[1] if any(torch.equal(t, x) for x in sh[1]) else sh[2]
+        for j, x in enumerate(src):
+            outs[j].copy_(x)
+    monkeypatch.setattr(bench.dist, "all_gather", gather)
+
+    def variant(r):  # the reference's rows of rank r, as mkernel would return them on its rank
+        fn = lambda qkv: full_out[:, rows[r]].clone()  # noqa: E731
+        fn.last_lse, fn.poison_outputs = (lambda: full_lse[:, :, rows[r]].clone()), (lambda: None)
+        return fn
+    shape = bench.Shape(1, 2, s, causal, h=4, d=16)
+    for r in range(world):
+        qkv = (sh[0][r], sh[1][r], sh[2][r])
+        eo, el = bench.sampled_check(shape, variant(r), qkv, bench.Ctx(r, world))
+        assert eo < 1e-6 and el < 1e-6, (r, eo, el)
+        wrong = bench.sampled_check(shape, variant((r + 1) % world), qkv, bench.Ctx(r, world))
+        assert wrong[0] > 0.1, (r, wrong)
