@@ -151,22 +151,34 @@ def test_an_mkbench_table_without_an_m_of_the_grid_misses_it(tmp_path):
     assert "M=16384: no row (a partial run?)" in find(c, "5", "(benchmark report)", "AG+GEMM 1x2")[1]
 
 
-def _edit_rows(text, match, cells):
-    """A report's text with `cells` (column name -> new text) set in the table rows `match(row dict)` accepts."""
+def _rewrite_tables(text, header_cells, row_cells):
+    """A report's text with every markdown table line rewritten: the header's cells by header_cells(cells), each
+    separator by the header's count of '---', each row's by row_cells(header, cells); other lines as they are."""
     out, header = [], None
     for line in text.splitlines():
         if line.startswith("|"):
             cs = [x.strip() for x in line.strip().strip("|").split("|")]
             if header is None:
-                header = cs
-            elif not set(line) <= set("|-: ") and match(dict(zip(header, cs))):
-                for k, v in cells.items():
-                    cs[header.index(k)] = v
-                line = "| " + " | ".join(cs) + " |"
+                header, cs = cs, header_cells(cs)
+            elif set(line) <= set("|-: "):
+                cs = ["---"] * len(header_cells(header))
+            else:
+                cs = row_cells(header, cs)
+            line = "| " + " | ".join(cs) + " |"
         else:
             header = None
         out.append(line)
     return "\n".join(out) + "\n"
+
+
+def _edit_rows(text, match, cells):
+    """A report's text with `cells` (column name -> new text) set in the table rows `match(row dict)` accepts."""
+    def row(header, cs):
+        if match(dict(zip(header, cs))):
+            for k, v in cells.items():
+                cs[header.index(k)] = v
+        return cs
+    return _rewrite_tables(text, lambda h: h, row)
 
 
 def _mk_edit(d, op, m, cells):
@@ -458,21 +470,7 @@ def test_the_swept_overlap_cell_reads_as_its_time(tmp_path):
 
 def _add_column(text, name, cell):
     """A report's text with a column `name` appended to its tables, `cell(row dict)` in each row."""
-    out, header = [], None
-    for line in text.splitlines():
-        if line.startswith("|"):
-            cs = [x.strip() for x in line.strip().strip("|").split("|")]
-            if header is None:
-                header, cs = cs, cs + [name]
-            elif set(line) <= set("|-: "):
-                cs = cs + ["---"]
-            else:
-                cs = cs + [cell(dict(zip(header, cs)))]
-            line = "| " + " | ".join(cs) + " |"
-        else:
-            header = None
-        out.append(line)
-    return "\n".join(out) + "\n"
+    return _rewrite_tables(text, lambda h: h + [name], lambda h, cs: cs + [cell(dict(zip(h, cs)))])
 
 
 def test_a_ring_row_whose_output_check_fails_is_a_wrong_output(tmp_path):
