@@ -4,11 +4,21 @@ loop of MEASURING.md (CUDA events, a host sync + barrier + GPU sleep before
 each call, variants rotated per round, each call's time the max over ranks, then the median),
 and small report helpers. Needs torch.distributed initialised (gloo for the
 CPU all-reduces)."""
+import importlib.util
+import os
 import statistics
 import subprocess
+import sys
 
 import torch
 import torch.distributed as dist
+
+
+def use_in_tree_package():
+    """Makes `import mkernel` work in-tree without `pip install .`: where no mkernel package is installed, the one
+    beside this folder (python/) goes on the path. An installed package wins."""
+    if importlib.util.find_spec("mkernel") is None:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
 
 def max_over_ranks(values):  # CPU tensors: over gloo

@@ -20,15 +20,13 @@ import time
 import torch
 import torch.distributed as dist
 
-try:
-    import mkernel
-except ModuleNotFoundError as e:  # in-tree without `pip install .`: the package beside this folder
-    if e.name != "mkernel":  # (an installed package missing a part of its own: say so)
-        raise
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-    import mkernel
-import mkernel.torchrun
-from mkernel import tp
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dist_timing import use_in_tree_package  # noqa: E402
+
+use_in_tree_package()
+import mkernel  # noqa: E402
+import mkernel.torchrun  # noqa: E402
+from mkernel import tp  # noqa: E402
 
 
 def timed(fn):

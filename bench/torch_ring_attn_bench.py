@@ -40,12 +40,11 @@ import torch.distributed as dist  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dist_timing import agree, fence, max_over_ranks, measure, provenance, sh, short  # noqa: E402,F401
+from dist_timing import use_in_tree_package  # noqa: E402
 import ring_eta  # noqa: E402
 import attn_ref  # noqa: E402
 from attn_ref import reference_rows  # noqa: E402,F401  (the fp32 reference: probe, check and the tests use it)
-import importlib.util  # noqa: E402
-if importlib.util.find_spec("mkernel") is None:  # in-tree without `pip install .`: the package beside this folder
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))  # (imported late)
+use_in_tree_package()  # (mkernel is imported late, in the functions that need it)
 
 HEADS, HEAD_DIM = 32, 128
 CHECK_S, CHECK_TOL = 1024, 2e-2  # end-to-end check: S_local, max |err| / max |ref|

@@ -36,14 +36,10 @@ import torch.distributed as dist  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dist_timing import agree, fence, max_over_ranks, measure, provenance, sh, short  # noqa: E402,F401
+from dist_timing import use_in_tree_package  # noqa: E402
 
-try:
-    import mkernel  # noqa: E402
-except ModuleNotFoundError as e:  # in-tree without `pip install .`: the package beside this folder
-    if e.name != "mkernel":  # (an installed package missing a part of its own: say so)
-        raise
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-    import mkernel  # noqa: E402
+use_in_tree_package()
+import mkernel  # noqa: E402
 import mkernel.torchrun  # noqa: E402
 
 HIDDEN, FFN = 8192, 28672
