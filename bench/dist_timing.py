@@ -13,6 +13,8 @@ import sys
 import torch
 import torch.distributed as dist
 
+from gpu_clocks import SAMPLER  # (bench/, beside this file, is on the path wherever this module is)
+
 
 def use_in_tree_package():
     """Makes `import mkernel` work in-tree without `pip install .`: where no mkernel package is installed, the one
@@ -50,6 +52,9 @@ def measure(fns, inputs, rounds, warmup, lead_cycles):
     names, n_in, k = list(fns), len(inputs), 0
     events = {n: [] for n in names}
     for r in range(warmup + rounds):
+        if r == warmup:
+            torch.cuda.synchronize()
+            SAMPLER.start()  # the timed rounds' clocks (bench/gpu_clocks.py: the reports' clock line)
         for n in names[r % len(names):] + names[:r % len(names)]:  # no variant always goes first
             x = inputs[k % n_in]
             k += 1
@@ -64,6 +69,7 @@ def measure(fns, inputs, rounds, warmup, lead_cycles):
             if r >= warmup:
                 events[n].append((s, e))
     torch.cuda.synchronize()
+    SAMPLER.stop()
     per_call = max_over_ranks([s.elapsed_time(e) for n in names for s, e in events[n]])  # (one exchange)
     return {n: statistics.median(per_call[i * rounds:(i + 1) * rounds]) for i, n in enumerate(names)}
 

@@ -12,6 +12,7 @@
 
 #include "bench/baselines/nccl_util.hpp"
 #include "bench/bench.hpp"
+#include "bench/gpu_clocks.hpp"
 
 namespace {
 
@@ -28,6 +29,8 @@ void usage() {
                "  --warmup N        untimed calls first (default 5)\n"
                "  --lead-cycles N   a GPU spin of N cycles before each call of the interleaved tables (default 0:\n"
                "                    back to back; 2000000 is the Python benches' default lead)\n"
+               "  --fixed-order     the interleaved tables run their calls in one order every round (default:\n"
+               "                    rotated per round, as the Python benches, so no call always follows the same one)\n"
                "  --quick           fewer shapes (smoke run)\n\n"
                "benchmarks (default: all):\n";
   for (auto& b : mkb::benches()) std::cout << "  " << b.name << "  " << b.doc << "\n";
@@ -85,6 +88,8 @@ int main(int argc, char** argv) {
         return 2;
       }
       opts.lead_cycles = x;
+    } else if (a == "--fixed-order") {
+      opts.rotate = false;
     } else if (a == "--quick") {
       quick = true;
     } else if (!a.empty() && a[0] == '-') {
@@ -117,10 +122,13 @@ int main(int argc, char** argv) {
     // (unless the caller set MK_TP_SINGLE_RANK); gemm_rs's table times the plain path beside it.
     if (comm->world() == 1) setenv("MK_TP_SINGLE_RANK", "fused", 0);
     report.emplace(comm.get(), argc, argv);
-    report->set_meta("timing", opts.lead_cycles > 0
-                                   ? "each interleaved call after its table's barrier and a GPU spin of " +
-                                         std::to_string(opts.lead_cycles) + " cycles (--lead-cycles)"
-                                   : "each interleaved call right after its table's barrier (back to back)");
+    report->set_meta("timing", std::string(opts.rotate ? "call order rotated per round; "
+                                                       : "one call order every round (--fixed-order); ") +
+                                   (opts.lead_cycles > 0
+                                        ? "each interleaved call after its table's barrier and a GPU spin of " +
+                                              std::to_string(opts.lead_cycles) + " cycles (--lead-cycles)"
+                                        : "each interleaved call right after its table's barrier (back to back)"));
+    report->set_meta("gpu_clocks", mkb::ClockSampler::instance().status());
     const bool shared = mkb::ranks_share_a_gpu(*comm);  // (collective)
     if (shared) {  // a correctness run: no table of it is a measurement (tools/issue_targets.py leaves it out)
       report->set_meta("config", report->config() + " shared-GPU");

@@ -1,5 +1,7 @@
 #include "bench/report.hpp"
 
+#include "bench/gpu_clocks.hpp"
+
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <sys/stat.h>
@@ -126,6 +128,10 @@ void Report::add(const Table& t0) {
   // The configuration on every line of every table (MEASURING.md), as a last column (readers find the others
   // by name, and the first stays each row's key).
   Table t = t0;
+  // The GPU's clocks during the timed calls since the previous table (bench/gpu_clocks.hpp; every rank forgets its
+  // samples here, rank 0's are printed).
+  const std::string clocks = ClockSampler::instance().take_summary();
+  if (!clocks.empty()) t.note += (t.note.empty() ? "" : " ") + clocks;
   if (!t.rows.empty() && std::find(t.columns.begin(), t.columns.end(), "config") == t.columns.end()) {
     t.columns.push_back("config");
     for (auto& r : t.rows) {

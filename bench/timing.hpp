@@ -20,9 +20,15 @@ struct TimingOpts {
   int iters = 20;
   // > 0: before each call of time_interleaved (after the caller's barrier, warm-up included) one GPU thread spins
   // this many cycles on the stream, so the host's launches of the call are queued before its start event (the
-  // Python benches' GPU spin, bench/dist_timing.py's --lead-cycles; their host sync, host barrier and rotated
-  // call order are not copied); 0: calls back to back after the barrier.
+  // Python benches' GPU spin, bench/dist_timing.py's --lead-cycles; their host sync and host barrier are not
+  // copied); 0: calls back to back after the barrier.
   long long lead_cycles = 0;
+  // time_interleaved's order in each round: true (the default, as the Python benches): round r starts at call
+  // r mod n, so every call follows every other equally often; false: 0..n-1 every round. A call's time depends on
+  // the call before it through the GPU's power cap: an 8192^3 GEMM took 1.61 ms after another GEMM and 1.40 ms
+  // after a 16-CTA one on one H100 (bench/results/session45-gpu-20261205.md); a fixed order gives the calls that
+  // follow a light one (a collective alone) a boost the others never get.
+  bool rotate = true;
 };
 
 struct Stats {
@@ -39,7 +45,8 @@ Stats time_calls(mk::Bootstrap* bs, cudaStream_t stream, const TimingOpts& opts,
                  const std::function<void(int)>& call, const std::function<void(int)>& before = nullptr);
 
 // Times several calls under the same conditions (clocks, temperature): each
-// iteration runs every call once, in order; one Stats per call.
+// round runs every call once (in an order rotated per round unless
+// opts.rotate is off); one Stats per call.
 std::vector<Stats> time_interleaved(mk::Bootstrap* bs, cudaStream_t stream, const TimingOpts& opts,
                                     const std::vector<std::function<void(int)>>& calls,
                                     const std::function<void(int)>& before = nullptr);

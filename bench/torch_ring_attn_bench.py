@@ -41,6 +41,7 @@ import torch.distributed as dist  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dist_timing import agree, fence, max_over_ranks, measure, provenance, sh, short  # noqa: E402,F401
 from dist_timing import use_in_tree_package  # noqa: E402
+from gpu_clocks import SAMPLER  # noqa: E402
 import ring_eta  # noqa: E402
 import attn_ref  # noqa: E402
 from attn_ref import reference_rows  # noqa: E402,F401  (the fp32 reference: probe, check and the tests use it)
@@ -533,6 +534,7 @@ def write_report(args, world, names, ctx, checks, rows, notes, emulated, now=Non
              f"{args.lead_cycles} cycles (host launch cost off the clock); CUDA events around the call on the "
              "compute stream; each call's time the max over ranks, then the median; inputs rotate through "
              "pre-generated random sets (together > 2x L2, at least 2)",
+             f"- GPU clocks: {SAMPLER.summary()}",
              "- TFLOP/s per GPU = 4 B H S_local S_global D / time, halved for causal",
              "- ring flash / ring cudnn: W-1 steps of K,V to the next rank (dist.batch_isend_irecv from a side "
              "stream) overlapped with the step's attention (torch.ops.aten._scaled_dot_product_flash_attention / "

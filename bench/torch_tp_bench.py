@@ -37,6 +37,7 @@ import torch.distributed as dist  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dist_timing import agree, fence, max_over_ranks, measure, provenance, sh, short  # noqa: E402,F401
 from dist_timing import use_in_tree_package  # noqa: E402
+from gpu_clocks import SAMPLER  # noqa: E402
 
 use_in_tree_package()
 import mkernel  # noqa: E402
@@ -331,6 +332,7 @@ def write_report(args, world, sections, failed=(), now=None, quiet=False):
              f"{args.lead_cycles} cycles (host launch cost off the clock); CUDA events around the call; each call's "
              "time the max over ranks, then the median; "
              "activations rotate through copies that together exceed 2x L2",
+             f"- GPU clocks: {SAMPLER.summary()}",
              "- (x) columns are speedups: serial/torch fused, torch fused/mkernel, serial/mkernel (>1: faster); "
              "for GEMM+AR the fastest of the two torch symm variants stands for torch fused",
              "- torch fused = torch.ops.symm_mem.fused_all_gather_matmul (B = w^T view, gather_dim 0, return_A "

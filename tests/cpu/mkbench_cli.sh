@@ -20,8 +20,13 @@ expect_refused --iters 0
 expect_refused --warmup abc
 expect_refused --no-such-option
 expect_refused no_such_benchmark
+# --fixed-order is an option (no value): the argument after it is read as a benchmark
+out=$("$bin" --fixed-order no_such_benchmark2 2>&1); rc=$?
+if [ "$rc" -ne 2 ] || [[ "$out" != *"unknown benchmark 'no_such_benchmark2'"* ]]; then
+  echo "FAILED: mkbench --fixed-order no_such_benchmark2 exited $rc (want 2, naming the benchmark): $out"; fail=1
+fi
 help=$("$bin" --help 2>&1) || { echo "FAILED: mkbench --help exited non-zero"; fail=1; }
-for opt in --out --iters --warmup --lead-cycles --quick --list; do
+for opt in --out --iters --warmup --lead-cycles --fixed-order --quick --list; do
   [[ "$help" == *"$opt"* ]] || { echo "FAILED: mkbench --help does not list $opt"; fail=1; }
 done
 [ "$fail" -eq 0 ] && echo "mkbench_cli: ok"

@@ -1,7 +1,7 @@
 """CPU (torch, no GPU): every benchmark script with a command line starts and prints its --help, so an import
 that fails or an argument parser that breaks is found here, not in a scarce device session (the benches run
-only there). dist_timing.py, ring_eta.py, ring_baselines.py and attn_ref.py are helper modules without a command
-line."""
+only there). dist_timing.py, ring_eta.py, ring_baselines.py, attn_ref.py and gpu_clocks.py are helper modules
+without a command line."""
 import os
 import subprocess
 import sys
@@ -16,7 +16,7 @@ SCRIPTS = ["attention_bench.py", "plan_cost.py", "python_overhead.py", "ring_eng
 
 
 def test_every_bench_script_is_listed_or_a_helper():
-    helpers = {"dist_timing.py", "ring_eta.py", "ring_baselines.py", "attn_ref.py"}
+    helpers = {"dist_timing.py", "ring_eta.py", "ring_baselines.py", "attn_ref.py", "gpu_clocks.py"}
     found = {f for f in os.listdir(os.path.join(ROOT, "bench")) if f.endswith(".py")}
     assert found == set(SCRIPTS) | helpers, "a bench script was added or removed: list it in SCRIPTS or helpers"
 
