@@ -51,25 +51,27 @@ def measure(fns, inputs, rounds, warmup, lead_cycles):
     the median over the rounds (MEASURING.md)."""
     names, n_in, k = list(fns), len(inputs), 0
     events = {n: [] for n in names}
-    for r in range(warmup + rounds):
-        if r == warmup:
-            torch.cuda.synchronize()
-            SAMPLER.start()  # the timed rounds' clocks (bench/gpu_clocks.py: the reports' clock line)
-        for n in names[r % len(names):] + names[:r % len(names)]:  # no variant always goes first
-            x = inputs[k % n_in]
-            k += 1
-            torch.cuda.synchronize()
-            dist.barrier()
-            if lead_cycles > 0:
-                torch.cuda._sleep(lead_cycles)
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fns[n](x)
-            e.record()
-            if r >= warmup:
-                events[n].append((s, e))
-    torch.cuda.synchronize()
-    SAMPLER.stop()
+    try:
+        for r in range(warmup + rounds):
+            if r == warmup:
+                torch.cuda.synchronize()
+                SAMPLER.start()  # the timed rounds' clocks (bench/gpu_clocks.py: the reports' clock line)
+            for n in names[r % len(names):] + names[:r % len(names)]:  # no variant always goes first
+                x = inputs[k % n_in]
+                k += 1
+                torch.cuda.synchronize()
+                dist.barrier()
+                if lead_cycles > 0:
+                    torch.cuda._sleep(lead_cycles)
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                fns[n](x)
+                e.record()
+                if r >= warmup:
+                    events[n].append((s, e))
+        torch.cuda.synchronize()
+    finally:
+        SAMPLER.stop()  # (a call that raised too: no thread left sampling into the next shape)
     per_call = max_over_ranks([s.elapsed_time(e) for n in names for s, e in events[n]])  # (one exchange)
     return {n: statistics.median(per_call[i * rounds:(i + 1) * rounds]) for i, n in enumerate(names)}
 

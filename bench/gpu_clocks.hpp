@@ -2,7 +2,9 @@
 // host thread, summarized under each table. Why: a call's time depends on the GPU's power state, not only on the
 // call. On one H100 (bench/results/session45-gpu-20261205.md) back-to-back GEMMs ran at the power cap, at a
 // median SM clock of ~1410 MHz, and the same GEMMs after a 1 ms GPU spin ran at ~1965 MHz and 5-19% faster. A
-// report that records the clocks says which regime its numbers come from.
+// report that records the clocks says which regime its numbers come from. Its samples span the whole timed
+// rounds (the barriers and any lead spin too), so with --lead-cycles its median is above the clock the calls
+// themselves ran at.
 //
 // NVML is opened at run time (dlopen of the driver's libnvidia-ml.so.1), not linked: the build machines have no
 // driver and the CUDA toolkit here ships no nvml.h, so the few entry points used are declared below with NVML's
@@ -10,6 +12,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
@@ -21,8 +24,7 @@ namespace mkb {
 
 struct ClockSample {
   unsigned sm_mhz = 0;
-  unsigned power_mw = 0;             // NVML's power reading (the driver's average), milliwatts
-  unsigned long long reasons = 0;    // NVML's clock-event (throttle) reason bits
+  unsigned long long reasons = 0;  // NVML's clock-event (throttle) reason bits
 };
 
 // NVML's clock-event reason bits (nvmlClocksEventReason*, formerly nvmlClocksThrottleReason*).
@@ -32,10 +34,13 @@ constexpr unsigned long long kReasonSwThermal = 0x20;     // SwThermalSlowdown
 constexpr unsigned long long kReasonHwThermal = 0x40;     // HwThermalSlowdown
 constexpr unsigned long long kReasonHwPowerBrake = 0x80;  // HwPowerBrakeSlowdown
 
-// One line for a table's note: the samples' SM clock (median, p10-p90), power (median, of the enforced limit)
-// and the share of samples held back by the power cap, by thermal slowdown and by the hardware's slowdowns.
-// Pure (no NVML, no CUDA): the CPU tests check it (tests/cpu/test_gpu_clocks.cpp). Empty without samples.
-inline std::string summarize_clocks(std::vector<ClockSample> s, unsigned limit_mw, int period_ms) {
+// One line for a table's note: the samples' SM clock (median, p10-p90, nearest rank), the average power over
+// the sampled windows (from NVML's energy counter: its power reading is a 1 s average, longer than many
+// tables; 0: unknown) against the enforced limit (0: unknown), and the share of samples the power cap, thermal
+// slowdown and the hardware's slowdowns held back (a sample can count in more than one). Pure (no NVML, no
+// CUDA): the CPU tests check it (tests/cpu/test_gpu_clocks.cpp). Empty without samples.
+inline std::string summarize_clocks(std::vector<ClockSample> s, unsigned avg_power_mw, unsigned limit_mw,
+                                    int period_ms) {
   if (s.empty()) return "";
   const size_t n = s.size();
   auto pct = [&](unsigned long long bits) {
@@ -45,21 +50,18 @@ inline std::string summarize_clocks(std::vector<ClockSample> s, unsigned limit_m
   };
   const int cap = pct(kReasonPowerCap), thermal = pct(kReasonSwThermal | kReasonHwThermal),
             hw = pct(kReasonHwSlowdown | kReasonHwPowerBrake);
-  auto quantile = [&](auto key, double q) {  // nearest rank
-    std::vector<unsigned> v;
-    for (const auto& x : s) v.push_back(key(x));
-    std::sort(v.begin(), v.end());
-    return v[std::min(n - 1, size_t(q * double(n - 1) + 0.5))];
-  };
-  auto clk = [](const ClockSample& x) { return x.sm_mhz; };
-  auto pw = [](const ClockSample& x) { return x.power_mw; };
-  char b[400];
+  std::vector<unsigned> v;
+  for (const auto& x : s) v.push_back(x.sm_mhz);
+  std::sort(v.begin(), v.end());
+  auto q = [&](double f) { return v[std::min(n - 1, size_t(f * double(n - 1) + 0.5))]; };
+  std::string power = avg_power_mw ? ", average power " + std::to_string(avg_power_mw / 1000) + " W" : "";
+  if (avg_power_mw && limit_mw) power += " of a " + std::to_string(limit_mw / 1000) + " W limit";
+  char b[512];
   std::snprintf(b, sizeof(b),
-                "GPU during the timed calls (rank 0's, %zu NVML samples every %d ms): SM clock median %u MHz "
-                "(p10-p90 %u-%u), power median %u W%s; held at the power cap in %d%% of the samples, by thermal "
-                "slowdown in %d%%, by hardware slowdown in %d%%.",
-                n, period_ms, quantile(clk, 0.5), quantile(clk, 0.1), quantile(clk, 0.9), quantile(pw, 0.5) / 1000,
-                limit_mw ? (" of a " + std::to_string(limit_mw / 1000) + " W limit").c_str() : "", cap, thermal, hw);
+                "GPU while the timed rounds ran (rank 0's; barriers and any lead spins included; %zu NVML samples "
+                "every %d ms): SM clock median %u MHz (p10-p90 %u-%u)%s; the power cap held the clock in %d%% of the "
+                "samples, thermal slowdown in %d%%, hardware slowdown in %d%%.",
+                n, period_ms, q(0.5), q(0.1), q(0.9), power.c_str(), cap, thermal, hw);
   return b;
 }
 
@@ -69,7 +71,9 @@ class ClockSampler {
   static ClockSampler& instance();
   // How the clocks are read, or why they are not ("not sampled: ..."), for the report's meta.
   std::string status();
-  void start();  // around the timed calls (time_interleaved): samples accumulate until take_summary()
+  // Around the timed rounds (ClockWindow; time_interleaved): samples and the energy counter's reading
+  // accumulate until take_summary(). One thread at a time starts and stops.
+  void start();
   void stop();
   std::string take_summary();  // summarize_clocks of the samples since the last take, then forgets them
 
@@ -85,10 +89,23 @@ class ClockSampler {
   bool tried_ = false;
   std::string why_not_;
   unsigned limit_mw_ = 0;
-  std::mutex mu_;
+  std::mutex ctl_;  // start() / stop()
+  std::mutex mu_;   // the sampler thread's results
   std::vector<ClockSample> samples_;
+  unsigned long long energy_mj_ = 0, window_us_ = 0;  // the windows since the last take (under mu_)
+  unsigned long long start_mj_ = 0;                   // the energy counter at start() (0: none)
+  std::chrono::steady_clock::time_point start_t_;
   std::thread thread_;
-  bool running_ = false;  // under mu_
+  bool running_ = false;  // under mu_: the sampler thread goes on
+};
+
+// Samples while in scope: ClockSampler::start() here, stop() on leaving, a throw included (a failed call must not
+// leave the thread sampling into the next table).
+struct ClockWindow {
+  ClockWindow() { ClockSampler::instance().start(); }
+  ~ClockWindow() { ClockSampler::instance().stop(); }
+  ClockWindow(const ClockWindow&) = delete;
+  ClockWindow& operator=(const ClockWindow&) = delete;
 };
 
 }  // namespace mkb

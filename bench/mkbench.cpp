@@ -29,8 +29,8 @@ void usage() {
                "  --warmup N        untimed calls first (default 5)\n"
                "  --lead-cycles N   a GPU spin of N cycles before each call of the interleaved tables (default 0:\n"
                "                    back to back; 2000000 is the Python benches' default lead)\n"
-               "  --fixed-order     the interleaved tables run their calls in one order every round (default:\n"
-               "                    rotated per round, as the Python benches, so no call always follows the same one)\n"
+               "  --fixed-order     the interleaved tables run their calls in one order every round (default: a\n"
+               "                    balanced order per round, so every call follows every other equally often)\n"
                "  --quick           fewer shapes (smoke run)\n\n"
                "benchmarks (default: all):\n";
   for (auto& b : mkb::benches()) std::cout << "  " << b.name << "  " << b.doc << "\n";
@@ -122,7 +122,8 @@ int main(int argc, char** argv) {
     // (unless the caller set MK_TP_SINGLE_RANK); gemm_rs's table times the plain path beside it.
     if (comm->world() == 1) setenv("MK_TP_SINGLE_RANK", "fused", 0);
     report.emplace(comm.get(), argc, argv);
-    report->set_meta("timing", std::string(opts.rotate ? "call order rotated per round; "
+    report->set_meta("timing", std::string(opts.rotate ? "call order balanced over the rounds (each call after "
+                                                         "each other equally often); "
                                                        : "one call order every round (--fixed-order); ") +
                                    (opts.lead_cycles > 0
                                         ? "each interleaved call after its table's barrier and a GPU spin of " +

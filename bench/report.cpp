@@ -124,14 +124,16 @@ Report::Report(mk::Communicator* comm, int argc, char** argv) {
   }
 }
 
+std::string take_clock_line() { return ClockSampler::instance().take_summary(); }
+
 void Report::add(const Table& t0) {
   // The configuration on every line of every table (MEASURING.md), as a last column (readers find the others
   // by name, and the first stays each row's key).
   Table t = t0;
   // The GPU's clocks during the timed calls since the previous table (bench/gpu_clocks.hpp; every rank forgets its
   // samples here, rank 0's are printed).
-  const std::string clocks = ClockSampler::instance().take_summary();
-  if (!clocks.empty()) t.note += (t.note.empty() ? "" : " ") + clocks;
+  const std::string clocks = t.clocks ? *t.clocks : take_clock_line();
+  if (!clocks.empty() && !t.rows.empty()) t.note += (t.note.empty() ? "" : " ") + clocks;  // (a skipped table: none)
   if (!t.rows.empty() && std::find(t.columns.begin(), t.columns.end(), "config") == t.columns.end()) {
     t.columns.push_back("config");
     for (auto& r : t.rows) {

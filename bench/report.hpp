@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,13 @@ struct Table {
   std::vector<std::string> columns;
   std::vector<std::vector<std::string>> rows;
   std::string note;  // how to read it, floors, targets
+  // The GPU-clock line (bench/gpu_clocks.hpp): Report::add takes the samples since the previous table unless it
+  // was taken when the rows were done (a table added after another table's timing: take_clock_line()).
+  std::optional<std::string> clocks = std::nullopt;
 };
+
+// The clock line of the timed rounds since the previous table or take, for Table::clocks.
+std::string take_clock_line();
 
 class Report {
  public:

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 namespace mkb {
 
@@ -109,22 +110,19 @@ std::vector<Stats> time_interleaved(mk::Bootstrap* bs, cudaStream_t stream, cons
     spin_kernel<<<1, 1, 0, stream>>>(opts.lead_cycles);
     MKB_CUDA(cudaGetLastError());
   };
-  // Round r (the warm-up rounds counted first: the first runs in the caller's order) runs call (j + r) mod n as
-  // its j-th (TimingOpts::rotate).
-  auto at = [&](int round, size_t j) { return opts.rotate ? (j + size_t(round)) % n : j; };
+  // Round r (the warm-up rounds counted first) runs its calls in call_order(n, r) (TimingOpts::rotate).
   for (int i = 0; i < opts.warmup; ++i)
-    for (size_t j = 0; j < n; ++j) {
+    for (size_t c : call_order(n, i, opts.rotate)) {
       if (before) before(-1 - i);
       lead();
-      calls[at(i, j)](-1 - i);
+      calls[c](-1 - i);
     }
   MKB_CUDA(cudaStreamSynchronize(stream));
   std::vector<cudaEvent_t> ev(2 * opts.iters * n);
   for (auto& e : ev) MKB_CUDA(cudaEventCreate(&e));
-  ClockSampler::instance().start();  // the timed rounds' clocks, for the table's note (Report::add)
+  std::optional<ClockWindow> clocks(std::in_place);  // the timed rounds' clocks, for the table's note (Report::add)
   for (int i = 0; i < opts.iters; ++i)
-    for (size_t j = 0; j < n; ++j) {
-      const size_t c = at(opts.warmup + i, j);
+    for (size_t c : call_order(n, opts.warmup + i, opts.rotate)) {
       if (before) before(i);
       lead();
       MKB_CUDA(cudaEventRecord(ev[2 * (i * n + c)], stream));
@@ -132,7 +130,7 @@ std::vector<Stats> time_interleaved(mk::Bootstrap* bs, cudaStream_t stream, cons
       MKB_CUDA(cudaEventRecord(ev[2 * (i * n + c) + 1], stream));
     }
   MKB_CUDA(cudaStreamSynchronize(stream));
-  ClockSampler::instance().stop();
+  clocks.reset();
   std::vector<Stats> out;
   for (size_t c = 0; c < n; ++c) {
     std::vector<double> ms(opts.iters);

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -23,13 +24,26 @@ struct TimingOpts {
   // Python benches' GPU spin, bench/dist_timing.py's --lead-cycles; their host sync and host barrier are not
   // copied); 0: calls back to back after the barrier.
   long long lead_cycles = 0;
-  // time_interleaved's order in each round: true (the default, as the Python benches): round r starts at call
-  // r mod n, so every call follows every other equally often; false: 0..n-1 every round. A call's time depends on
-  // the call before it through the GPU's power cap: an 8192^3 GEMM took 1.61 ms after another GEMM and 1.40 ms
-  // after a 16-CTA one on one H100 (bench/results/session45-gpu-20261205.md); a fixed order gives the calls that
-  // follow a light one (a collective alone) a boost the others never get.
+  // time_interleaved's order in each round: true (the default): call_order's balanced orders, so that within
+  // n rounds (2n for odd n) every call directly follows every other equally often; false: 0..n-1 every round.
+  // A call's time depends on the power the calls before it drew: on one H100 an 8192^3 GEMM took 1.50-1.61 ms
+  // among GEMMs and 1.39-1.40 ms among lighter calls (bench/results/session45-gpu-20261205.md); a fixed order
+  // gives the call after a light one (a collective alone) a rest the others never get.
   bool rotate = true;
 };
+
+// Round `round`'s order of n calls: with `rotate`, row `round` of a Williams design (the sequence 0, 1, n-1, 2,
+// n-2, ... shifted by the round, reversed in every other block of n rounds when n is odd), the same on every rank;
+// without, 0..n-1. Host-only (tests/cpu/test_gpu_clocks.cpp checks the balance).
+inline std::vector<size_t> call_order(size_t n, int round, bool rotate) {
+  std::vector<size_t> o(n);
+  for (size_t j = 0; j < n; ++j) {
+    const size_t base = j == 0 ? 0 : (j % 2 ? (j + 1) / 2 : n - j / 2);
+    o[j] = rotate ? (base + size_t(round)) % n : j;
+  }
+  if (rotate && n % 2 && (size_t(round) / n) % 2) std::reverse(o.begin(), o.end());
+  return o;
+}
 
 struct Stats {
   double median_ms = 0;  // median over the calls of each call's slowest rank
@@ -45,8 +59,7 @@ Stats time_calls(mk::Bootstrap* bs, cudaStream_t stream, const TimingOpts& opts,
                  const std::function<void(int)>& call, const std::function<void(int)>& before = nullptr);
 
 // Times several calls under the same conditions (clocks, temperature): each
-// round runs every call once (in an order rotated per round unless
-// opts.rotate is off); one Stats per call.
+// round runs every call once (in call_order's order); one Stats per call.
 std::vector<Stats> time_interleaved(mk::Bootstrap* bs, cudaStream_t stream, const TimingOpts& opts,
                                     const std::vector<std::function<void(int)>>& calls,
                                     const std::function<void(int)>& before = nullptr);

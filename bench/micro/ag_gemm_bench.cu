@@ -293,6 +293,7 @@ void bench_ag_gemm(BenchContext& bc) {
     cudaFree(full);
     cudaFree(out);
   }
+  t.clocks = take_clock_line();  // (before the diagnosis's timing: its table is added first)
   if (bc.quick)  // (across nodes too: its one cuBLAS shape runs before any fused call)
     ag_diagnosis(bc, h, bar, {1024, 4096}, n, "AG+GEMM diagnosis");
   t.note =

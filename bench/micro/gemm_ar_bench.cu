@@ -192,6 +192,7 @@ void bench_gemm_ar(BenchContext& bc) {
     row.push_back(sweep.sweep);
     t.rows.push_back(row);
   }
+  t.clocks = take_clock_line();  // (before the diagnosis's timing: its table is added first)
   if (bc.quick) {
     // Diagnosis (--quick): the fused kernel's Gather CTAs and stores at a
     // small and a large M, against the GEMM alone (cuBLAS; mkernel's engine

@@ -68,8 +68,8 @@ void bench_gemm(BenchContext& bc) {
            "row-major / cuBLAS", "swizzle 16 / cuBLAS"},
           {},
           "Target: mkernel >= 90% of cuBLAS at every M >= 2048. mkernel: default tile order; the last two "
-          "columns are other orders. Calls interleaved (cuBLAS, mkernel, ... each round) so clocks and "
-          "temperature are shared. Tiles 128x256x64, 4 stages, all SMs computing. Inputs rotate through "
+          "columns are other orders. Calls interleaved (one of each per round, in a balanced order) so "
+          "clocks and temperature are shared. Tiles 128x256x64, 4 stages, all SMs computing. Inputs rotate through "
           ">= 256 MiB (no L2 reuse across calls); random bf16 in [-1, 1)."};
   std::vector<Shape> shapes = {{"square", 8192, 8192, 8192}};
   std::vector<int> ms = {1024, 2048, 4096, 8192, 16384};

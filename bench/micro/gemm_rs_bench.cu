@@ -317,6 +317,7 @@ void bench_gemm_rs(BenchContext& bc) {
     row.push_back(sweep.sweep);
     t.rows.push_back(row);
   }
+  t.clocks = take_clock_line();  // (before the diagnosis's timing: its table is added first)
   if (bc.quick) {
     // Diagnosis (--quick): the fused kernel's tile walk (swizzle groups
     // inside a share) at a small and a large M, against the GEMM alone.

@@ -1,39 +1,62 @@
-// mkbench's clock line under each table (bench/gpu_clocks.hpp): the summary of NVML samples, without NVML.
+// mkbench's timing helpers that need no GPU: the clock line under each table (bench/gpu_clocks.hpp) and the
+// balanced call order of time_interleaved (bench/timing.hpp call_order).
 #include <gtest/gtest.h>
 
+#include <map>
+#include <utility>
+
 #include "bench/gpu_clocks.hpp"
+#include "bench/timing.hpp"
 
 namespace {
 
 using mkb::ClockSample;
 
-TEST(GpuClocks, NoSamplesNoLine) { EXPECT_EQ(mkb::summarize_clocks({}, 700000, 10), ""); }
+TEST(GpuClocks, NoSamplesNoLine) { EXPECT_EQ(mkb::summarize_clocks({}, 650000, 700000, 10), ""); }
 
 TEST(GpuClocks, MedianSpreadPowerAndTheShareOfEachSlowdown) {
   std::vector<ClockSample> s;
-  // 10 samples: clocks 1000..1900 MHz (given out of order), power 600..690 W; the power cap on 4 of them, thermal
-  // slowdown (software and hardware bits) on 2, the hardware power brake on 1, idle (0x1, not counted) on 3.
+  // 10 samples: clocks 1000..1900 MHz (given out of order); the power cap on 4 of them, thermal slowdown
+  // (software and hardware bits) on 2, the hardware power brake on 1, idle (0x1, not counted) on 3.
   const unsigned long long reasons[10] = {0x4, 0x4 | 0x20, 0x4, 0x4, 0x40, 0x80, 0x1, 0x1, 0x1, 0};
-  for (int i = 0; i < 10; ++i) {
-    const int j = (i * 7) % 10;  // a permutation of 0..9
-    s.push_back(ClockSample{unsigned(1000 + 100 * j), unsigned(600000 + 10000 * j), reasons[i]});
-  }
-  const std::string line = mkb::summarize_clocks(s, 700000, 10);
+  for (int i = 0; i < 10; ++i) s.push_back(ClockSample{unsigned(1000 + 100 * ((i * 7) % 10)), reasons[i]});
+  const std::string line = mkb::summarize_clocks(s, 650400, 700000, 10);
   EXPECT_NE(line.find("10 NVML samples every 10 ms"), std::string::npos) << line;
   // nearest-rank quantiles of 1000..1900: median index 4.5 -> 5 (1500), p10 index 0.9 -> 1 (1100), p90 8.1 -> 8
-  EXPECT_NE(line.find("SM clock median 1500 MHz (p10-p90 1100-1800)"), std::string::npos) << line;
-  EXPECT_NE(line.find("power median 650 W of a 700 W limit"), std::string::npos) << line;
-  EXPECT_NE(line.find("power cap in 40% of the samples"), std::string::npos) << line;
+  EXPECT_NE(line.find("SM clock median 1500 MHz (p10-p90 1100-1800), average power 650 W of a 700 W limit;"),
+            std::string::npos) << line;
+  EXPECT_NE(line.find("power cap held the clock in 40% of the samples"), std::string::npos) << line;
   EXPECT_NE(line.find("thermal slowdown in 20%"), std::string::npos) << line;
   EXPECT_NE(line.find("hardware slowdown in 10%"), std::string::npos) << line;
 }
 
-TEST(GpuClocks, AnUnknownLimitIsLeftOut) {
-  const std::string line = mkb::summarize_clocks({ClockSample{1980, 300000, 0}}, 0, 10);
-  EXPECT_NE(line.find("SM clock median 1980 MHz (p10-p90 1980-1980), power median 300 W;"), std::string::npos)
-      << line;
+TEST(GpuClocks, AnUnknownPowerOrLimitIsLeftOut) {
+  std::string line = mkb::summarize_clocks({ClockSample{1980, 0}}, 0, 700000, 10);
+  EXPECT_NE(line.find("SM clock median 1980 MHz (p10-p90 1980-1980); the power cap"), std::string::npos) << line;
+  EXPECT_EQ(line.find(" W"), std::string::npos) << line;
+  line = mkb::summarize_clocks({ClockSample{1980, 0}}, 300000, 0, 10);
+  EXPECT_NE(line.find("(p10-p90 1980-1980), average power 300 W;"), std::string::npos) << line;
   EXPECT_EQ(line.find("limit"), std::string::npos) << line;
-  EXPECT_NE(line.find("power cap in 0%"), std::string::npos) << line;
+}
+
+// Over n rounds (2n for odd n) every call directly follows every other call equally often (once, twice for odd
+// n), each round holds every call once, and --fixed-order keeps 0..n-1.
+TEST(CallOrder, BalancedOverTheRoundsAndFixedWithoutRotation) {
+  for (size_t n = 1; n <= 12; ++n) {
+    const int rounds = int(n % 2 ? 2 * n : n);
+    std::map<std::pair<size_t, size_t>, int> after;
+    for (int r = 0; r < rounds; ++r) {
+      const std::vector<size_t> o = mkb::call_order(n, r, true);
+      std::vector<int> seen(n, 0);
+      for (size_t c : o) ++seen.at(c);
+      for (size_t c = 0; c < n; ++c) EXPECT_EQ(seen[c], 1) << "n " << n << " round " << r;
+      for (size_t j = 1; j < n; ++j) ++after[{o[j - 1], o[j]}];
+      const std::vector<size_t> f = mkb::call_order(n, r, false);
+      for (size_t j = 0; j < n; ++j) EXPECT_EQ(f[j], j);
+    }
+    EXPECT_EQ(after.size(), n * (n - 1)) << "n " << n;  // every ordered pair of different calls
+    for (const auto& [pair, count] : after) EXPECT_EQ(count, n % 2 ? 2 : 1) << "n " << n;
+  }
 }
 
 }  // namespace

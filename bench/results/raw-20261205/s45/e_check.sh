@@ -1,0 +1,18 @@
+# call E (session 45): the commits after call D on a GPU: `tools/gpu_test.sh bench` (the TP benches with the call
+# order rotated per round, ranks sharing the GPU as 1x2, 2x1, 2x2, 1x4; every row checked against serial), the
+# ring bench at world 1 --quick (its report's new "GPU clocks" line from bench/gpu_clocks.py, through
+# dist_timing.measure), and mkbench --quick gemm_rs on one rank (the NVML line under each table, rotated
+# order). Carries build/bin build/lib.
+mkdir -p $OUT/e
+start=$(date +%s)
+timeout --foreground 300 tools/gpu_test.sh bench > $OUT/e/gpu_test_bench.log 2>&1
+echo "gpu_test.sh bench rc=$? in $(( $(date +%s) - start )) s"; grep -h "^=== \(PASSED\|FAILED\|SKIPPED\)" $OUT/e/gpu_test_bench.log | cut -c1-120
+source tools/gpu_env.sh
+export PYTHONPATH=python MK_LIBRARY=build/lib/libmkernel.so
+timeout --foreground 150 torchrun --standalone --nproc_per_node=1 bench/torch_ring_attn_bench.py --quick --rounds 5 \
+  --warmup 1 --out $OUT/e/res > $OUT/e/ring.log 2>&1
+echo "ring world 1 rc=$?"; grep -h "GPU clocks" $OUT/e/res/torch-ring-attn-*.md | cut -c1-330
+MK_BENCH_OUT=$OUT/e/res timeout --foreground 100 build/bin/mkbench --quick gemm_rs > $OUT/e/rs.log 2>&1
+echo "mkbench gemm_rs rc=$?"; grep -h "timing\|gpu_clocks" $OUT/e/res/mkbench-*.md | cut -c1-200
+grep -h "GPU during" $OUT/e/rs.log | sed 's/.*GPU during/GPU during/' | cut -c1-300
+tar czf $OUT/e-out.tgz -C $OUT e; rm -rf $OUT/e
