@@ -15,7 +15,7 @@ timeout --foreground 150 torchrun --standalone --nproc_per_node=1 bench/torch_ri
 echo "ring world 1 rc=$?"; grep -h "GPU clocks" $OUT/e/res/torch-ring-attn-*.md | cut -c1-330
 MK_BENCH_OUT=$OUT/e/res timeout --foreground 100 build/bin/mkbench --quick gemm_rs > $OUT/e/rs.log 2>&1
 echo "mkbench gemm_rs rc=$?"; grep -h "timing\|gpu_clocks" $OUT/e/res/mkbench-*.md | cut -c1-200
-grep -h "GPU during" $OUT/e/rs.log | sed 's/.*GPU during/GPU during/' | cut -c1-300
+grep -h "GPU while" $OUT/e/rs.log | sed "s/.*GPU while/GPU while/" | cut -c1-300
 for o in balanced fixed; do
   flag=; [ $o = fixed ] && flag=--fixed-order
   MK_BENCH_OUT=$OUT/e/res_$o timeout --foreground 120 build/bin/mkbench $flag gemm > $OUT/e/gemm_$o.log 2>&1
