@@ -17,7 +17,6 @@ struct ClockSampler::Nvml {
   int (*shutdown)() = nullptr;                               // nvmlShutdown
   int (*by_pci)(const char*, Dev*) = nullptr;                // nvmlDeviceGetHandleByPciBusId_v2
   int (*clock)(Dev, int, unsigned*) = nullptr;               // nvmlDeviceGetClockInfo (NVML_CLOCK_SM = 1)
-  int (*energy)(Dev, unsigned long long*) = nullptr;         // nvmlDeviceGetTotalEnergyConsumption (mJ)
   int (*limit)(Dev, unsigned*) = nullptr;                    // nvmlDeviceGetEnforcedPowerLimit (mW)
   int (*reasons)(Dev, unsigned long long*) = nullptr;        // nvmlDeviceGetCurrentClocks{Event,Throttle}Reasons
 };
@@ -54,7 +53,7 @@ bool ClockSampler::open() {
   };
   const bool ok = sym(n->init, "nvmlInit_v2") && sym(n->shutdown, "nvmlShutdown") &&
                   sym(n->by_pci, "nvmlDeviceGetHandleByPciBusId_v2") && sym(n->clock, "nvmlDeviceGetClockInfo") &&
-                  sym(n->energy, "nvmlDeviceGetTotalEnergyConsumption") && sym(n->limit, "nvmlDeviceGetEnforcedPowerLimit") &&
+                  sym(n->limit, "nvmlDeviceGetEnforcedPowerLimit") &&
                   sym(n->reasons, "nvmlDeviceGetCurrentClocksEventReasons",
                       "nvmlDeviceGetCurrentClocksThrottleReasons");
   char bus[32] = {0};
@@ -81,8 +80,7 @@ bool ClockSampler::open() {
 std::string ClockSampler::status() {
   if (!open()) return why_not_;
   return "NVML every " + std::to_string(kPeriodMs) + " ms on a host thread while the timed rounds run (rank 0's GPU "
-         "in the tables' notes): SM clock and clock-event reasons, average power from the energy counter; enforced "
-         "power limit " +
+         "in the tables' notes): SM clock and clock-event reasons; enforced power limit " +
          std::to_string(limit_mw_ / 1000) + " W";
 }
 
@@ -90,9 +88,6 @@ void ClockSampler::start() {
   if (!open()) return;
   std::lock_guard<std::mutex> c(ctl_);
   if (thread_.joinable()) return;
-  unsigned long long mj = 0;
-  start_mj_ = nvml_->energy(nvml_->dev, &mj) == 0 ? mj : 0;
-  start_t_ = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> g(mu_);
     running_ = true;
@@ -119,26 +114,15 @@ void ClockSampler::stop() {
     running_ = false;
   }
   thread_.join();
-  unsigned long long mj = 0;
-  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start_t_);
-  std::lock_guard<std::mutex> g(mu_);
-  if (start_mj_ && nvml_->energy(nvml_->dev, &mj) == 0 && mj >= start_mj_) {  // (no reading: the line has no power)
-    energy_mj_ += mj - start_mj_;
-    window_us_ += static_cast<unsigned long long>(us.count());
-  }
 }
 
 std::string ClockSampler::take_summary() {
   std::vector<ClockSample> s;
-  unsigned long long mj = 0, us = 0;
   {
     std::lock_guard<std::mutex> g(mu_);
     s.swap(samples_);
-    std::swap(mj, energy_mj_);
-    std::swap(us, window_us_);
   }
-  const unsigned avg_mw = us ? static_cast<unsigned>(mj * 1000000ull / us) : 0;  // mJ / us * 1e6 = mW
-  return summarize_clocks(std::move(s), avg_mw, limit_mw_, kPeriodMs);
+  return summarize_clocks(std::move(s), kPeriodMs);
 }
 
 }  // namespace mkb

@@ -1,8 +1,8 @@
-// mkbench: the GPU's SM clock, power and clock-event reasons while timed calls run, read through NVML on a
-// host thread, summarized under each table. Why: a call's time depends on the GPU's power state, not only on the
-// call. On one H100 (bench/results/session45-gpu-20261205.md) back-to-back GEMMs ran at the power cap, at a
-// median SM clock of ~1410 MHz, and the same GEMMs after a 1 ms GPU spin ran at ~1965 MHz and 5-19% faster. A
-// report that records the clocks says which regime its numbers come from. Its samples span the whole timed
+// mkbench: the GPU's SM clock and clock-event reasons while timed calls run, read through NVML on a host thread,
+// summarized under each table. Why: a call's time depends on the GPU's power state, not only on the call. On one
+// H100 (bench/results/session45-gpu-20261205.md) back-to-back GEMMs ran at the power cap, at a median SM clock
+// of ~1400 MHz, and the same GEMMs after a 1 ms GPU spin before each took 0-19% less time. A report that records
+// the clocks says which regime its numbers come from. Its samples span the whole timed
 // rounds (the barriers and any lead spin too), so with --lead-cycles its median is above the clock the calls
 // themselves ran at.
 //
@@ -12,7 +12,6 @@
 #pragma once
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
@@ -34,13 +33,13 @@ constexpr unsigned long long kReasonSwThermal = 0x20;     // SwThermalSlowdown
 constexpr unsigned long long kReasonHwThermal = 0x40;     // HwThermalSlowdown
 constexpr unsigned long long kReasonHwPowerBrake = 0x80;  // HwPowerBrakeSlowdown
 
-// One line for a table's note: the samples' SM clock (median, p10-p90, nearest rank), the average power over
-// the sampled windows (from NVML's energy counter: its power reading is a 1 s average, longer than many
-// tables; 0: unknown) against the enforced limit (0: unknown), and the share of samples the power cap, thermal
-// slowdown and the hardware's slowdowns held back (a sample can count in more than one). Pure (no NVML, no
-// CUDA): the CPU tests check it (tests/cpu/test_gpu_clocks.cpp). Empty without samples.
-inline std::string summarize_clocks(std::vector<ClockSample> s, unsigned avg_power_mw, unsigned limit_mw,
-                                    int period_ms) {
+// One line for a table's note: the samples' SM clock (median, p10-p90, nearest rank) and the share of samples
+// the power cap, thermal slowdown and the hardware's slowdowns held back (a sample can count in more than one).
+// No power figure: NVML's power reading is a 1 s average, longer than many tables, and its energy counter, read
+// around each table's rounds, gave averages above the 700 W limit on one H100 (call E of
+// bench/results/session45-gpu-20261205.md: the counter lags the windows). Pure (no NVML, no CUDA): the CPU tests
+// check it (tests/cpu/test_gpu_clocks.cpp). Empty without samples.
+inline std::string summarize_clocks(std::vector<ClockSample> s, int period_ms) {
   if (s.empty()) return "";
   const size_t n = s.size();
   auto pct = [&](unsigned long long bits) {
@@ -54,14 +53,12 @@ inline std::string summarize_clocks(std::vector<ClockSample> s, unsigned avg_pow
   for (const auto& x : s) v.push_back(x.sm_mhz);
   std::sort(v.begin(), v.end());
   auto q = [&](double f) { return v[std::min(n - 1, size_t(f * double(n - 1) + 0.5))]; };
-  std::string power = avg_power_mw ? ", average power " + std::to_string(avg_power_mw / 1000) + " W" : "";
-  if (avg_power_mw && limit_mw) power += " of a " + std::to_string(limit_mw / 1000) + " W limit";
   char b[512];
   std::snprintf(b, sizeof(b),
                 "GPU while the timed rounds ran (rank 0's; barriers and any lead spins included; %zu NVML samples "
-                "every %d ms): SM clock median %u MHz (p10-p90 %u-%u)%s; the power cap held the clock in %d%% of the "
+                "every %d ms): SM clock median %u MHz (p10-p90 %u-%u); the power cap held the clock in %d%% of the "
                 "samples, thermal slowdown in %d%%, hardware slowdown in %d%%.",
-                n, period_ms, q(0.5), q(0.1), q(0.9), power.c_str(), cap, thermal, hw);
+                n, period_ms, q(0.5), q(0.1), q(0.9), cap, thermal, hw);
   return b;
 }
 
@@ -71,8 +68,8 @@ class ClockSampler {
   static ClockSampler& instance();
   // How the clocks are read, or why they are not ("not sampled: ..."), for the report's meta.
   std::string status();
-  // Around the timed rounds (ClockWindow; time_interleaved): samples and the energy counter's reading
-  // accumulate until take_summary(). One thread at a time starts and stops.
+  // Around the timed rounds (ClockWindow; time_interleaved): samples accumulate until take_summary(). One
+  // thread at a time starts and stops.
   void start();
   void stop();
   std::string take_summary();  // summarize_clocks of the samples since the last take, then forgets them
@@ -92,9 +89,6 @@ class ClockSampler {
   std::mutex ctl_;  // start() / stop()
   std::mutex mu_;   // the sampler thread's results
   std::vector<ClockSample> samples_;
-  unsigned long long energy_mj_ = 0, window_us_ = 0;  // the windows since the last take (under mu_)
-  unsigned long long start_mj_ = 0;                   // the energy counter at start() (0: none)
-  std::chrono::steady_clock::time_point start_t_;
   std::thread thread_;
   bool running_ = false;  // under mu_: the sampler thread goes on
 };

@@ -1,8 +1,8 @@
-"""The GPU's SM clock, power and clock-event reasons while the torchrun benchmarks' timed calls run, read through
+"""The GPU's SM clock and clock-event reasons while the torchrun benchmarks' timed calls run, read through
 NVML (ctypes on the driver's libnvidia-ml.so.1) on a host thread: the Python side of mkbench's bench/gpu_clocks.hpp,
 with the same summary line (over the whole run's timed rounds, not per table). Why: a call's time depends on the
 GPU's power state. On one H100 back-to-back GEMMs ran
-at the power cap (~1400 MHz) and the same GEMMs after a GPU spin ran at ~1965 MHz, 5-19% faster
+at the power cap (~1400 MHz) and the same GEMMs after a GPU spin took 0-19% less time
 (bench/results/session45-gpu-20261205.md). These benches sync the host, meet at a barrier and spin before every
 call, so their GPU rests between calls; mkbench runs its calls back to back. The reports' clock line says which
 regime a number comes from; its samples span the barriers and the spins too, so its median is above the clock the
@@ -15,11 +15,11 @@ PERIOD_MS = 10
 POWER_CAP, HW_SLOWDOWN, SW_THERMAL, HW_THERMAL, HW_POWER_BRAKE = 0x4, 0x8, 0x20, 0x40, 0x80
 
 
-def summarize(samples, avg_power_mw, limit_mw, period_ms=PERIOD_MS):
+def summarize(samples, period_ms=PERIOD_MS):
     """samples: (sm_mhz, reasons) tuples. The same line as mkbench's summarize_clocks ('' without samples):
-    median and p10-p90 SM clock (nearest rank), the average power over the sampled windows from NVML's energy
-    counter (0: unknown) against the limit (0: unknown), the share of samples the power cap, thermal slowdown and
-    the hardware's slowdowns held back (a sample can count in more than one)."""
+    median and p10-p90 SM clock (nearest rank) and the share of samples the power cap, thermal slowdown and the
+    hardware's slowdowns held back (a sample can count in more than one); no power figure (bench/gpu_clocks.hpp
+    says why)."""
     n = len(samples)
     if not n:
         return ""
@@ -31,24 +31,20 @@ def summarize(samples, avg_power_mw, limit_mw, period_ms=PERIOD_MS):
     def pct(bits):
         return int(100.0 * sum(1 for s in samples if s[1] & bits) / n + 0.5)
 
-    power = f", average power {avg_power_mw // 1000} W" if avg_power_mw else ""
-    if avg_power_mw and limit_mw:
-        power += f" of a {limit_mw // 1000} W limit"
     return (f"GPU while the timed rounds ran (rank 0's; barriers and any lead spins included; {n} NVML samples "
-            f"every {period_ms} ms): SM clock median {q(0.5)} MHz (p10-p90 {q(0.1)}-{q(0.9)}){power}; the power "
-            f"cap held the clock in {pct(POWER_CAP)}% of the samples, thermal slowdown in "
-            f"{pct(SW_THERMAL | HW_THERMAL)}%, hardware slowdown in {pct(HW_SLOWDOWN | HW_POWER_BRAKE)}%.")
+            f"every {period_ms} ms): SM clock median {q(0.5)} MHz (p10-p90 {q(0.1)}-{q(0.9)}); the power cap held "
+            f"the clock in {pct(POWER_CAP)}% of the samples, thermal slowdown in {pct(SW_THERMAL | HW_THERMAL)}%, "
+            f"hardware slowdown in {pct(HW_SLOWDOWN | HW_POWER_BRAKE)}%.")
 
 
 class ClockSampler:
-    """Samples the current CUDA device every PERIOD_MS while started; the samples and the energy counter's
-    readings accumulate over the run (the reports' line covers every timed round of the run)."""
+    """Samples the current CUDA device every PERIOD_MS while started; the samples accumulate over the run (the
+    reports' line covers every timed round of the run)."""
 
     def __init__(self):
         self._lib = self._dev = None
         self._tried, self.why_not, self.limit_mw = False, "", 0
         self.samples, self._stop, self._thread = [], None, None
-        self.energy_mj, self.window_s, self._start = 0, 0.0, None
 
     def _open(self):
         if self._tried:
@@ -84,17 +80,11 @@ class ClockSampler:
         if not self._open():
             return self.why_not
         return (f"NVML every {PERIOD_MS} ms on a host thread while the timed rounds run (rank 0's GPU): SM clock and "
-                f"clock-event reasons, average power from the energy counter; enforced power limit "
-                f"{self.limit_mw // 1000} W")
-
-    def _energy(self):
-        mj = ctypes.c_ulonglong()
-        return mj.value if self._lib.nvmlDeviceGetTotalEnergyConsumption(self._dev, ctypes.byref(mj)) == 0 else None
+                f"clock-event reasons; enforced power limit {self.limit_mw // 1000} W")
 
     def start(self):
         if self._thread is not None or not self._open():
             return
-        self._start = (self._energy(), time.monotonic())
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -105,10 +95,6 @@ class ClockSampler:
         self._stop.set()
         self._thread.join()
         self._thread = None
-        mj, (mj0, t0) = self._energy(), self._start
-        if mj is not None and mj0 is not None and mj >= mj0:  # (no reading: the line has no power)
-            self.energy_mj += mj - mj0
-            self.window_s += time.monotonic() - t0
 
     def _run(self):
         lib, dev = self._lib, self._dev
@@ -121,8 +107,7 @@ class ClockSampler:
 
     def summary(self):
         """The line for every sample so far, or why there are none."""
-        avg_mw = int(self.energy_mj / self.window_s) if self.window_s > 0 else 0  # mJ / s = mW
-        return summarize(list(self.samples), avg_mw, self.limit_mw) or self.status()
+        return summarize(list(self.samples)) or self.status()
 
 
 SAMPLER = ClockSampler()
