@@ -1,7 +1,7 @@
 """Helpers shared by the torchrun benchmarks (bench/torch_tp_bench.py,
 bench/torch_ring_attn_bench.py): agreement and maxima over ranks, the timing
 loop of MEASURING.md (CUDA events, a host sync + barrier + GPU sleep before
-each call, variants rotated per round, each call's time the max over ranks, then the median),
+each call, or back to back after a barrier on the stream; variants rotated per round, each call's time the max over ranks, then the median),
 and small report helpers. Needs torch.distributed initialised (gloo for the
 CPU all-reduces)."""
 import importlib.util
@@ -45,10 +45,13 @@ def fence():
     dist.barrier()
 
 
-def measure(fns, inputs, rounds, warmup, lead_cycles):
+def measure(fns, inputs, rounds, warmup, lead_cycles, device_barrier=None):
     """fns: name -> fn(input). One call of each per round; returns name -> ms: each timed call's time is the
     slowest rank's (the ranks start each call together, after a barrier: the slowest sets the step time), then
-    the median over the rounds (MEASURING.md)."""
+    the median over the rounds (MEASURING.md). device_barrier: None, each call after a host sync and a host
+    barrier (the GPU rests between calls); else a callable that queues a barrier on the stream (a 1-element NCCL
+    all-reduce), taken before each call instead, with no host sync inside the rounds: the calls then run back to
+    back as mkbench's do, in the power-capped regime of sustained work (bench/gpu_clocks.py)."""
     names, n_in, k = list(fns), len(inputs), 0
     events = {n: [] for n in names}
     try:
@@ -59,8 +62,11 @@ def measure(fns, inputs, rounds, warmup, lead_cycles):
             for n in names[r % len(names):] + names[:r % len(names)]:  # no variant always goes first
                 x = inputs[k % n_in]
                 k += 1
-                torch.cuda.synchronize()
-                dist.barrier()
+                if device_barrier is None:
+                    torch.cuda.synchronize()
+                    dist.barrier()
+                else:
+                    device_barrier()
                 if lead_cycles > 0:
                     torch.cuda._sleep(lead_cycles)
                 s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

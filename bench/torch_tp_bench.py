@@ -58,9 +58,19 @@ def parse_args():
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--lead-cycles", type=int, default=2_000_000,
-                    help="GPU sleep before each timed call (~1 ms; keeps host launch cost off the clock; 0: none)")
-    return ap.parse_args()
+    ap.add_argument("--lead-cycles", type=int, default=None,
+                    help="GPU sleep before each timed call (default ~1 ms, 2000000 cycles: keeps host launch cost "
+                    "off the clock; with --back-to-back 0; 0: none)")
+    ap.add_argument("--back-to-back", action="store_true",
+                    help="time each call after a barrier queued on the stream (a 1-element NCCL all-reduce) "
+                    "instead of a host sync + host barrier, without the GPU sleep: the calls run back to back, "
+                    "as mkbench's, at the power cap of sustained work rather than from a rested GPU")
+    args = ap.parse_args()
+    if args.lead_cycles is None:
+        args.lead_cycles = 0 if args.back_to_back else 2_000_000
+    if args.lead_cycles < 0 or args.rounds < 1 or args.warmup < 0:
+        ap.error("--lead-cycles and --warmup must be >= 0, --rounds >= 1")
+    return args
 
 
 def load_symm_mem():
@@ -220,7 +230,9 @@ def run_shape(op, m, comm, world, ops, notes, group_name, gen, args, l2_bytes):
     fence()
     check(op, m, outs)
     del outs, x
-    times = measure(fns, copies(*in_shape), args.rounds, args.warmup, args.lead_cycles)
+    flag = torch.zeros(1, device=dev)  # the device barrier's all-reduce (--back-to-back)
+    times = measure(fns, copies(*in_shape), args.rounds, args.warmup, args.lead_cycles,
+                    device_barrier=(lambda: dist.all_reduce(flag)) if args.back_to_back else None)
     torch.cuda.synchronize()
     dist.barrier()
     mkernel.close_plans(comm)  # collective; frees this shape's symmetric buffers
@@ -328,8 +340,12 @@ def write_report(args, world, sections, failed=(), now=None, quiet=False):
              f"- commit {commit}",
              f"- world {world}; bf16; hidden {HIDDEN}, FFN {FFN}; env: {env}",
              f"- timing: {args.rounds} rounds after {args.warmup} warm-up rounds, one call of each variant per round, "
-             f"order rotated per round; before each call a host sync + barrier, then a GPU sleep of "
-             f"{args.lead_cycles} cycles (host launch cost off the clock); CUDA events around the call; each call's "
+             f"order rotated per round; before each call "
+             + ("a barrier queued on the stream (1-element NCCL all-reduce), no host sync (--back-to-back: the "
+                "calls run back to back, as mkbench's)" if args.back_to_back
+                else "a host sync + barrier (the GPU rests between calls)")
+             + f", then a GPU sleep of {args.lead_cycles} cycles (host launch cost off the clock); CUDA events "
+             "around the call; each call's "
              "time the max over ranks, then the median; "
              "activations rotate through copies that together exceed 2x L2",
              f"- GPU clocks: {SAMPLER.summary()}",

@@ -444,6 +444,24 @@ def test_measure_takes_each_calls_slowest_rank_then_the_median(no_gpu, monkeypat
     assert no_gpu.measure({"c": call}, [None], rounds=3, warmup=0, lead_cycles=0) == {"c": 4.0}
 
 
+def test_measure_back_to_back_queues_a_device_barrier_and_never_syncs_inside_the_rounds(no_gpu, monkeypatch):
+    # torch_tp_bench.py --back-to-back: a barrier on the stream before every call (warm-up included), no host sync
+    # and no host barrier between calls: one sync after warm-up (the sampler's start) and one at the end.
+    log = []
+    monkeypatch.setattr(no_gpu.torch.cuda, "synchronize", lambda: log.append("sync"))
+    monkeypatch.setattr(no_gpu.dist, "barrier", lambda: log.append("host barrier"))
+    t = no_gpu.measure({"a": lambda _: log.append("a"), "b": lambda _: log.append("b")}, [None], rounds=2, warmup=1,
+                       lead_cycles=0, device_barrier=lambda: log.append("device barrier"))
+    assert t == {"a": 1.0, "b": 1.0}
+    assert "host barrier" not in log and log.count("sync") == 2 and log[-1] == "sync"
+    at = [j for j, x in enumerate(log) if x in ("a", "b")]
+    assert len(at) == 6 and all(log[j - 1] == "device barrier" for j in at)  # 3 rounds of 2 calls
+    # The default: a host sync and a host barrier before every call.
+    log.clear()
+    no_gpu.measure({"a": lambda _: log.append("a")}, [None], rounds=2, warmup=0, lead_cycles=0)
+    assert log == ["sync", "sync", "host barrier", "a", "sync", "host barrier", "a", "sync"]
+
+
 ref = _load("attn_ref", ROOT / "bench" / "attn_ref.py")
 
 

@@ -17,7 +17,8 @@ it = _load("issue_targets", ROOT / "tools" / "issue_targets.py")
 
 
 def test_a_failed_check_keeps_the_rows_before_it_and_fails_the_run(tmp_path, monkeypatch):
-    args = types.SimpleNamespace(quick=False, ops="ag,rs", out=str(tmp_path), rounds=1, warmup=0, lead_cycles=0)
+    args = types.SimpleNamespace(quick=False, ops="ag,rs", out=str(tmp_path), rounds=1, warmup=0, lead_cycles=0,
+                                back_to_back=False)
     reports = []  # the report's text at each write
 
     def run_shape(op, m, *a):
