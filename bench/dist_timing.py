@@ -83,21 +83,31 @@ def measure(fns, inputs, rounds, warmup, lead_cycles, device_barrier=None):
 
 
 def provenance():
-    """The tree's commit (noting modified tracked files) and the mkernel library that ran: its path and the
-    start of its SHA-256 (a library built elsewhere and carried in may not match the tree's commit)."""
+    """The commit measured and the mkernel library that ran: the library's own build commit (mk_build_commit)
+    where it has one, else this tree's (noting modified tracked files); the tree's git too where it differs (a
+    tree copied to another machine may carry a stale .git); the library's path and the start of its SHA-256."""
     import hashlib
     import os
-    commit = sh("git", "rev-parse", "--short", "HEAD") or "unknown"
+    tree = sh("git", "rev-parse", "--short=12", "HEAD") or "unknown"
     if sh("git", "status", "--porcelain", "--untracked-files=no"):
-        commit += " (tracked files modified)"
+        tree += " (tracked files modified)"
     try:
+        import ctypes
         import mkernel
+        from mkernel._lib import lib as _lib
+        built = getattr(_lib, "mk_build_commit", None)
+        if built is not None:
+            built.restype, built.argtypes = ctypes.c_char_p, []
+            built = built().decode()
         lib = mkernel.library_path
         with open(lib, "rb") as fh:
-            commit += f", library {lib} (sha256 {hashlib.sha256(fh.read()).hexdigest()[:12]})"
+            digest = hashlib.sha256(fh.read()).hexdigest()[:12]
     except (ImportError, AttributeError, OSError):
-        commit += f", library {os.environ.get('MK_LIBRARY', 'unknown')}"
-    return commit
+        return f"commit {tree}, library {os.environ.get('MK_LIBRARY', 'unknown')}"
+    if not built or built == "unknown":
+        return f"commit {tree}, library {lib} (sha256 {digest})"
+    where = "" if tree.split()[0] == built.split("-")[0] else f"; this tree's git: {tree}"
+    return f"commit {built} (the library's build{where}), library {lib} (sha256 {digest})"
 
 
 def sh(*cmd):

@@ -15,7 +15,7 @@
 #include <iostream>
 #include <sstream>
 
-// bench/git_commit.cmake generates it at build time.
+// cmake/git_commit.cmake generates it at build time.
 const char* mk_git_commit();
 
 namespace mkb {

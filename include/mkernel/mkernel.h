@@ -42,6 +42,9 @@ typedef struct {
 
 int mk_abi_version(void);
 const char* mk_last_error(void);
+/* The commit the library was built from (12 hex digits; "-dirty" when tracked files had uncommitted changes;
+ * "unknown" when built outside git). Static storage, never NULL. Reports name it beside their own tree's. */
+const char* mk_build_commit(void);
 
 int mk_get_unique_id(mk_unique_id_t* out);
 /* device < 0: keep the current device (init; init_env without a launcher) /

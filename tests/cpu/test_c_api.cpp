@@ -2,6 +2,7 @@
 // messages, the unique id, and validation that fails before any CUDA call.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -17,6 +18,17 @@ TEST(CApi, VersionAndConfig) {
   char tiny[8];
   ASSERT_EQ(mk_print_config(tiny, sizeof(tiny)), 0);  // truncated, still terminated
   EXPECT_EQ(std::string(tiny).size(), 7u);
+}
+
+// The build's commit (cmake/git_commit.cmake): 12 hex digits, "-dirty" after them when tracked files had
+// changes, or "unknown" outside git.
+TEST(CApi, BuildCommitNamesTheTreeTheLibraryWasBuiltFrom) {
+  const char* c = mk_build_commit();
+  ASSERT_NE(c, nullptr);
+  const std::string s = c;
+  if (s == "unknown") GTEST_SKIP() << "built outside a git checkout";
+  ASSERT_TRUE(s.size() == 12 || (s.size() == 18 && s.substr(12) == "-dirty")) << s;
+  for (size_t i = 0; i < 12; ++i) EXPECT_TRUE(std::isxdigit(static_cast<unsigned char>(s[i]))) << s;
 }
 
 TEST(CApi, NullArgumentsAreErrorsWithMessages) {
