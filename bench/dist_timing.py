@@ -1,8 +1,9 @@
 """Helpers shared by the torchrun benchmarks (bench/torch_tp_bench.py,
 bench/torch_ring_attn_bench.py): agreement and maxima over ranks, the timing
 loop of MEASURING.md (CUDA events, a host sync + barrier + GPU sleep before
-each call, or back to back after a barrier on the stream; variants rotated per round, each call's time the max over ranks, then the median),
-and small report helpers. Needs torch.distributed initialised (gloo for the
+each call, or back to back after a barrier on the stream; variants rotated per
+round, each call's time the max over ranks, then the median), and small report
+helpers. Needs torch.distributed initialised (gloo for the
 CPU all-reduces)."""
 import importlib.util
 import os
@@ -83,9 +84,11 @@ def measure(fns, inputs, rounds, warmup, lead_cycles, device_barrier=None):
 
 
 def provenance():
-    """The commit measured and the mkernel library that ran: the library's own build commit (mk_build_commit)
-    where it has one, else this tree's (noting modified tracked files); the tree's git too where it differs (a
-    tree copied to another machine may carry a stale .git); the library's path and the start of its SHA-256."""
+    """What was measured, for a report's "commit ..." line (callers write the word): the mkernel library's own
+    build commit (mk_build_commit) where it has one, else this tree's git commit (noting modified tracked files);
+    this tree's git beside the build's where the two differ or the tree has changes the build lacks (a tree
+    copied to another machine may carry a stale .git; an edited bench script is not in the library's build); the
+    library's path and the start of its SHA-256."""
     import hashlib
     import os
     tree = sh("git", "rev-parse", "--short=12", "HEAD") or "unknown"
@@ -103,11 +106,11 @@ def provenance():
         with open(lib, "rb") as fh:
             digest = hashlib.sha256(fh.read()).hexdigest()[:12]
     except (ImportError, AttributeError, OSError):
-        return f"commit {tree}, library {os.environ.get('MK_LIBRARY', 'unknown')}"
+        return f"{tree}, library {os.environ.get('MK_LIBRARY', 'unknown')}"
     if not built or built == "unknown":
-        return f"commit {tree}, library {lib} (sha256 {digest})"
-    where = "" if tree.split()[0] == built.split("-")[0] else f"; this tree's git: {tree}"
-    return f"commit {built} (the library's build{where}), library {lib} (sha256 {digest})"
+        return f"{tree}, library {lib} (sha256 {digest})"
+    same = tree.split()[0] == built.split("-")[0] and ("modified" in tree) == built.endswith("-dirty")
+    return f"{built} (the library's build{'' if same else '; this tree: ' + tree}), library {lib} (sha256 {digest})"
 
 
 def sh(*cmd):

@@ -3,8 +3,9 @@ NVML (ctypes on the driver's libnvidia-ml.so.1) on a host thread: the Python sid
 with the same summary line (over the whole run's timed rounds, not per table). Why: a call's time depends on the
 GPU's power state. On one H100 back-to-back GEMMs ran
 at the power cap (~1400 MHz) and the same GEMMs after a GPU spin took 0-19% less time
-(bench/results/session45-gpu-20261205.md). These benches sync the host, meet at a barrier and spin before every
-call, so their GPU rests between calls; mkbench runs its calls back to back. The reports' clock line says which
+(bench/results/session45-gpu-20261205.md). By default these benches sync the host, meet at a barrier and spin
+before every call, so their GPU rests between calls; mkbench runs its calls back to back (as torch_tp_bench.py
+--back-to-back does). The reports' clock line says which
 regime a number comes from; its samples span the barriers and the spins too, so its median is above the clock the
 calls themselves ran at. Without NVML the line says why there is none."""
 import ctypes

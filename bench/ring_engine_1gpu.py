@@ -91,7 +91,7 @@ def write_report(args, rows):
     names = ["one-GPU op", "ring op, 1 rank", "torch cudnn"]
     with open(path, "w") as fh:
         fh.write(f"# The ring kernel's engine on one GPU ({stamp})\n\n`python3 bench/ring_engine_1gpu.py"
-                 f"{' --quick' if args.quick else ''}`; {provenance()}; {torch.cuda.get_device_name()}.\n"
+                 f"{' --quick' if args.quick else ''}`; commit {provenance()}; {torch.cuda.get_device_name()}.\n"
                  f"Median of {args.rounds} calls after {args.warmup} warm-up, CUDA events, inputs rotated over a "
                  "pool > 2x L2, variants in an order rotated every round. TFLOP/s = 4 B H S^2 D / t (x 0.5 "
                  "causal). check: the ring op's out / lse against the one-GPU op's, max |d| / max |ref|.\n\n")

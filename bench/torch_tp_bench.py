@@ -231,8 +231,19 @@ def run_shape(op, m, comm, world, ops, notes, group_name, gen, args, l2_bytes):
     check(op, m, outs)
     del outs, x
     flag = torch.zeros(1, device=dev)  # the device barrier's all-reduce (--back-to-back)
-    times = measure(fns, copies(*in_shape), args.rounds, args.warmup, args.lead_cycles,
-                    device_barrier=(lambda: dist.all_reduce(flag)) if args.back_to_back else None)
+    barrier = (lambda: dist.all_reduce(flag)) if args.back_to_back else None
+    times = measure(fns, copies(*in_shape), args.rounds, args.warmup, args.lead_cycles, device_barrier=barrier)
+    if barrier is not None:  # the timed sequencing checked too: one more round on one input, back to back
+        x = rnd(*in_shape)
+        for t in outs_poisoned:
+            t.fill_(nan)
+        outs = {}
+        for name, fn in fns.items():
+            barrier()
+            outs[name] = fn(x).clone()
+        torch.cuda.synchronize()
+        check(op, m, outs)
+        del outs, x
     torch.cuda.synchronize()
     dist.barrier()
     mkernel.close_plans(comm)  # collective; frees this shape's symmetric buffers
@@ -342,10 +353,12 @@ def write_report(args, world, sections, failed=(), now=None, quiet=False):
              f"- timing: {args.rounds} rounds after {args.warmup} warm-up rounds, one call of each variant per round, "
              f"order rotated per round; before each call "
              + ("a barrier queued on the stream (1-element NCCL all-reduce), no host sync (--back-to-back: the "
-                "calls run back to back, as mkbench's)" if args.back_to_back
-                else "a host sync + barrier (the GPU rests between calls)")
-             + f", then a GPU sleep of {args.lead_cycles} cycles (host launch cost off the clock); CUDA events "
-             "around the call; each call's "
+                "calls run back to back, as mkbench's; the host's launches stay off the clock only while the host "
+                "runs ahead of the GPU, not for the first timed call, which follows the warm-up's sync)"
+                if args.back_to_back else "a host sync + barrier (the GPU rests between calls)")
+             + (f", then a GPU sleep of {args.lead_cycles} cycles (host launch cost off the clock)"
+                if args.lead_cycles > 0 else ", no GPU sleep")
+             + "; CUDA events around the call; each call's "
              "time the max over ranks, then the median; "
              "activations rotate through copies that together exceed 2x L2",
              f"- GPU clocks: {SAMPLER.summary()}",
@@ -360,7 +373,9 @@ def write_report(args, world, sections, failed=(), now=None, quiet=False):
              "multicast; PyTorch has no fused matmul + all-reduce); mkernel = mkernel.gemm_ar",
              f"- ops: {args.ops}; every variant's output checked against serial once per M (max|err| <= 0.02 "
              "max|ref| + 0.01, relative Frobenius < 1e-2), outputs poisoned with NaN first, PyTorch's variants "
-             "after a host sync + barrier", ""]
+             "after a host sync + barrier"
+             + ("; with --back-to-back again after the timing, every variant on one input in one back-to-back "
+                "round (the timed sequencing)" if args.back_to_back else ""), ""]
     text = "\n".join(lines) + "\n" + "\n\n".join(sections) + "\n"
     if failed:
         text += ("\nFailed (the run stopped there, exit status non-zero):\n\n"
