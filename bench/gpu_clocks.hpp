@@ -38,7 +38,7 @@ constexpr unsigned long long kReasonHwPowerBrake = 0x80;  // HwPowerBrakeSlowdow
 // No power figure: NVML's power reading is a 1 s average, longer than many tables, and its energy counter, read
 // around each table's rounds, gave averages above the 700 W limit on one H100 (call E of
 // bench/results/session45-gpu-20261205.md: the counter lags the windows). Pure (no NVML, no CUDA): the CPU tests
-// check it (tests/cpu/test_gpu_clocks.cpp). Empty without samples.
+// check it (tests/cpu/test_bench_timing.cpp). Empty without samples.
 inline std::string summarize_clocks(std::vector<ClockSample> s, int period_ms) {
   if (s.empty()) return "";
   const size_t n = s.size();

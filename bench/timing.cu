@@ -91,7 +91,8 @@ std::vector<double> slowest_rank(mk::Bootstrap* bs, const std::vector<double>& m
 Stats summarize(mk::Bootstrap* bs, std::vector<double> ms) {
   Stats s;
   s.iters = static_cast<int>(ms.size());
-  s.median_ms = median(slowest_rank(bs, ms));
+  s.per_round = slowest_rank(bs, ms);
+  s.median_ms = median(s.per_round);
   const double med = median(ms);
   std::sort(ms.begin(), ms.end());
   s.min_ms = ms.front();

@@ -34,7 +34,7 @@ struct TimingOpts {
 
 // Round `round`'s order of n calls: with `rotate`, row `round` of a Williams design (the sequence 0, 1, n-1, 2,
 // n-2, ... shifted by the round, reversed in every other block of n rounds when n is odd), the same on every rank;
-// without, 0..n-1. Host-only (tests/cpu/test_gpu_clocks.cpp checks the balance).
+// without, 0..n-1. Host-only (tests/cpu/test_bench_timing.cpp checks the balance).
 inline std::vector<size_t> call_order(size_t n, int round, bool rotate) {
   std::vector<size_t> o(n);
   for (size_t j = 0; j < n; ++j) {
@@ -50,7 +50,25 @@ struct Stats {
   double min_ms = 0;     // this rank's fastest call
   double spread = 0;     // (p90 - p10) / median on this rank
   int iters = 0;
+  std::vector<double> per_round;  // each timed call's slowest rank's ms, in round order (time_interleaved)
 };
+
+// The ratio num / den of two calls timed in the same rounds, round by round: its p10, median and p90 (nearest
+// rank). A ratio of medians moves with the GPU's clock from run to run (one H100 at the power cap: up to 7%
+// within one row, bench/results/session45-gpu-20261205.md call E); the two calls of one round share most of the
+// clock's drift, so this spread says whether a ratio near 1 is a tie. {0, 0, 0} without paired rounds.
+struct RatioRange {
+  double p10 = 0, median = 0, p90 = 0;
+};
+inline RatioRange paired_ratio(const Stats& num, const Stats& den) {
+  std::vector<double> r;
+  for (size_t i = 0; i < num.per_round.size() && i < den.per_round.size(); ++i)
+    if (den.per_round[i] > 0) r.push_back(num.per_round[i] / den.per_round[i]);
+  if (r.empty()) return {};
+  std::sort(r.begin(), r.end());
+  auto q = [&](double f) { return r[std::min(r.size() - 1, size_t(f * double(r.size() - 1) + 0.5))]; };
+  return {q(0.1), q(0.5), q(0.9)};
+}
 
 // Times `call(i)` on `stream`: `warmup` untimed calls, then `iters` calls
 // each between two events. `before(i)` runs on the host before each timed

@@ -111,7 +111,8 @@ void bench_ag_gemm(BenchContext& bc) {
            "mkernel vs best baseline", "eta", "mkernel, 16 comm CTAs ms",
            "MB sent per GPU (NVLink / network; measured network)", "roles comm/compute",
            "check vs serial (max |d| / rms)", "TFLOP/s per GPU (serial / overlap / mkernel)",
-           "2-stream overlap ms by variant"},
+           "2-stream overlap ms by variant",
+           "mkernel vs best baseline per round (p10 / median / p90)"},
           {},
           ""};
   if (W < 2) {  // one rank: the plan's machinery without communication, at the 1x2 per-rank shape
@@ -288,6 +289,7 @@ void bench_ag_gemm(BenchContext& bc) {
     row.push_back("checked (" + fmt(err, 4) + ")");
     row.push_back(tflops_cell(m, n, k, st));  // (each GPU: all m rows by its n columns)
     row.push_back(sweep.sweep);
+    row.push_back(paired_vs_best_cell(st));
     t.rows.push_back(row);
     cudaFree(b);
     cudaFree(full);
@@ -315,6 +317,7 @@ void bench_ag_gemm(BenchContext& bc) {
       "network (N-1) x M/W x 8192 x 2 B (own rows once per other node; tp::ag_bytes_per_gpu)."
       " Across nodes the network figure is followed by the bytes the host proxy took during one more "
       "mkernel call (measured: mk::Network::bytes_put), which should equal it.";
+  t.note += kPairedNote;
   if (bc.shared_gpu) t.note = kSharedGpuNote + t.note;
   bc.report->add(t);
   cublasDestroy(h);

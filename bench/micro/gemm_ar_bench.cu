@@ -51,7 +51,8 @@ void bench_gemm_ar(BenchContext& bc) {
            "MB per GPU (NVLink / network; measured network)", "ideal speedup (T_gemm + T_comm) / max", "mkernel speedup over serial",
            "achieved / ideal", "targets", "CTAs (run: gather + compute; AR alone: 17 + reduce)",
            "check vs serial (max |d| / rms)", "TFLOP/s per GPU (serial / overlap / mkernel)",
-           "2-stream overlap ms by chunk count S"},
+           "2-stream overlap ms by chunk count S",
+           "mkernel vs best baseline per round (p10 / median / p90)"},
           {},
           ""};
   if (W < 2) {  // (any layout of two or more: 1xL, Nx1 and the hierarchical NxL)
@@ -190,6 +191,7 @@ void bench_gemm_ar(BenchContext& bc) {
     row.push_back("checked (" + fmt(err, 4) + "), same bits on every rank");
     row.push_back(tflops_cell(m, n, k, st));  // (each GPU: m x n over its k)
     row.push_back(sweep.sweep);
+    row.push_back(paired_vs_best_cell(st));
     t.rows.push_back(row);
   }
   t.clocks = take_clock_line();  // (before the diagnosis's timing: its table is added first)
@@ -282,6 +284,7 @@ void bench_gemm_ar(BenchContext& bc) {
       "on the same transport, not NCCL (which would use NVLink between the emulated nodes): 'AR alone' shows it twice, "
       "and serial = cuBLAS then that all-reduce. PyTorch's matmul + symmetric-memory all-reduce (1x2) is measured by "
       "bench/torch_tp_bench.py.";
+  t.note += kPairedNote;
   if (bc.shared_gpu) t.note = kSharedGpuNote + t.note;
   bc.report->add(t);
 }

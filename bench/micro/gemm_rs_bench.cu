@@ -179,7 +179,8 @@ void bench_gemm_rs(BenchContext& bc) {
            "mkernel ms", "mkernel vs best baseline", "eta", "mk RS alone, 32 reduce CTAs ms",
            "MB sent per GPU (NVLink / network; measured network)",
            "CTAs (run: compute; RS alone: 16 + reduce)", "check vs serial (max |d| / rms)",
-           "TFLOP/s per GPU (serial / overlap / mkernel)", "2-stream overlap ms by chunk count S"},
+           "TFLOP/s per GPU (serial / overlap / mkernel)", "2-stream overlap ms by chunk count S",
+           "mkernel vs best baseline per round (p10 / median / p90)"},
           {},
           ""};
   if (W < 2) {  // (any layout of two or more: 1xL, Nx1 and the hierarchical NxL)
@@ -315,6 +316,7 @@ void bench_gemm_rs(BenchContext& bc) {
     row.push_back("checked (" + fmt(err, 4) + ")");
     row.push_back(tflops_cell(m, n, k, st));  // (each GPU: m x n over its k)
     row.push_back(sweep.sweep);
+    row.push_back(paired_vs_best_cell(st));
     t.rows.push_back(row);
   }
   t.clocks = take_clock_line();  // (before the diagnosis's timing: its table is added first)
@@ -387,6 +389,7 @@ void bench_gemm_rs(BenchContext& bc) {
       "emulated) the RS baselines are mkernel's standalone reduce-scatter on the same transport, not NCCL (which "
       "would use NVLink between the emulated nodes): 'RS alone' shows it twice. PyTorch's "
       "fused_matmul_reduce_scatter is measured by bench/torch_tp_bench.py.";
+  t.note += kPairedNote;
   if (bc.shared_gpu) t.note = kSharedGpuNote + t.note;
   bc.report->add(t);
 }

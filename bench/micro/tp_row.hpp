@@ -51,6 +51,18 @@ inline std::vector<std::string> tp_row(int64_t m, const std::vector<Stats>& st, 
               (net_measured >= 0 ? " (measured " + fmt(net_measured / 1e6, 1) + ")" : "")};
 }
 
+// The last column of the TP tables: mkernel against the best baseline (serial or the quoted overlap, by median,
+// as "mkernel vs best baseline"), round by round: "p10 / median / p90" of best_i / mkernel_i (paired_ratio).
+inline constexpr const char* kPairedNote =
+    " Last column: the best baseline's time over mkernel's, round by round (both calls of a round share the GPU's "
+    "clock): p10 / median / p90. Where it straddles 1, the two are within the run's spread.";
+inline std::string paired_vs_best_cell(const std::vector<Stats>& st) {
+  const Stats& best = st[3].median_ms <= st[4].median_ms ? st[3] : st[4];
+  const RatioRange r = paired_ratio(best, st[5]);
+  if (r.median <= 0) return "-";
+  return fmt(r.p10, 3) + " / " + fmt(r.median, 3) + " / " + fmt(r.p90, 3);
+}
+
 // TFLOP/s per GPU of serial / overlap / mkernel (st[3], st[4], st[5]) for one GPU's GEMM of m x n x k
 // (MEASURING.md: time and TFLOP/s per GPU of each).
 inline std::string tflops_cell(int64_t m, int64_t n, int64_t k, const std::vector<Stats>& st) {

@@ -1,5 +1,5 @@
 """CPU: the torchrun benches' clock line (bench/gpu_clocks.py) says what mkbench's says for the same samples
-(tests/cpu/test_gpu_clocks.cpp has the same cases), and without NVML it says why there is none."""
+(tests/cpu/test_bench_timing.cpp has the same cases), and without NVML it says why there is none."""
 import os
 import sys
 

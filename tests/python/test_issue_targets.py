@@ -468,6 +468,25 @@ def test_the_swept_overlap_cell_reads_as_its_time(tmp_path):
     assert find(swept, "6", "eta >=", "GEMM+AR 1x2")[1][0].startswith("M=4096: eta 0.8635")
 
 
+def test_the_per_round_range_is_said_beside_a_miss(tmp_path):
+    # mkbench's TP tables end with best / mkernel round by round (p10 / median / p90). The verdict stays the ratio
+    # of medians; a miss whose p90 reaches 1 is said to be within the run's spread, and a met target is unchanged.
+    d = json.load(open(RES / REPORTS[0]))
+    for t in d["tables"]:
+        if "mkernel ms" in t["columns"] and "serial ms" in t["columns"]:
+            t["columns"].append("mkernel vs best baseline per round (p10 / median / p90)")
+            for r in t["rows"]:
+                r.append("0.975 / 0.992 / 1.004")
+    f = tmp_path / "mkbench-20261205T000000Z-1x2_NVLink.json"
+    f.write_text(json.dumps(d))
+    it.load_json.cache_clear()
+    c = it.Checks()
+    it.check_mkbench(str(f), c)
+    seen, missed = find(c, "5", "best baseline", "AG+GEMM 1x2")
+    assert seen == 5 and missed == ["M=1024: 0.9913x (best baseline 0.343 ms / mkernel 0.346 ms; per round "
+                                    "p10/median/p90 0.975/0.992/1.004, within the run's spread)"]
+
+
 def _add_column(text, name, cell):
     """A report's text with a column `name` appended to its tables, `cell(row dict)` in each row."""
     return _rewrite_tables(text, lambda h: h + [name], lambda h, cs: cs + [cell(dict(zip(h, cs)))])

@@ -1,5 +1,5 @@
-// mkbench's timing helpers that need no GPU: the clock line under each table (bench/gpu_clocks.hpp) and the
-// balanced call order of time_interleaved (bench/timing.hpp call_order).
+// mkbench's timing helpers that need no GPU: the clock line under each table (bench/gpu_clocks.hpp), the
+// balanced call order of time_interleaved and the round-by-round ratio of two calls (bench/timing.hpp).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -53,6 +53,27 @@ TEST(CallOrder, BalancedOverTheRoundsAndFixedWithoutRotation) {
     EXPECT_EQ(after.size(), n * (n - 1)) << "n " << n;  // every ordered pair of different calls
     for (const auto& [pair, count] : after) EXPECT_EQ(count, n % 2 ? 2 : 1) << "n " << n;
   }
+}
+
+// best_i / mkernel_i over the rounds: nearest-rank p10, median and p90; rounds beyond the shorter list and a
+// zero denominator are left out; no paired rounds: all 0.
+TEST(PairedRatio, QuantilesOfTheRoundByRoundRatio) {
+  mkb::Stats best, mk;
+  for (int i = 0; i < 11; ++i) {
+    best.per_round.push_back(1.0 + 0.01 * ((i * 3) % 11));  // ratios 1.00 .. 1.10, shuffled
+    mk.per_round.push_back(1.0);
+  }
+  best.per_round.push_back(5.0);  // a round mkernel lacks: not paired
+  mkb::RatioRange r = mkb::paired_ratio(best, mk);
+  EXPECT_NEAR(r.p10, 1.01, 1e-12);    // index 1.0 of 11
+  EXPECT_NEAR(r.median, 1.05, 1e-12);  // index 5
+  EXPECT_NEAR(r.p90, 1.09, 1e-12);    // index 9
+  mk.per_round[3] = 0;  // a zero time: left out
+  r = mkb::paired_ratio(best, mk);
+  EXPECT_GT(r.median, 0);
+  r = mkb::paired_ratio(best, mkb::Stats{});
+  EXPECT_EQ(r.median, 0);
+  EXPECT_EQ(r.p10, 0);
 }
 
 }  // namespace
