@@ -46,13 +46,15 @@ def fence():
     dist.barrier()
 
 
-def measure(fns, inputs, rounds, warmup, lead_cycles, device_barrier=None):
+def measure(fns, inputs, rounds, warmup, lead_cycles, device_barrier=None, per_round=None):
     """fns: name -> fn(input). One call of each per round; returns name -> ms: each timed call's time is the
     slowest rank's (the ranks start each call together, after a barrier: the slowest sets the step time), then
     the median over the rounds (MEASURING.md). device_barrier: None, each call after a host sync and a host
     barrier (the GPU rests between calls); else a callable that queues a barrier on the stream (a 1-element NCCL
     all-reduce), taken before each call instead, with no host sync inside the rounds: the calls then run back to
-    back as mkbench's do, in the power-capped regime of sustained work (bench/gpu_clocks.py)."""
+    back as mkbench's do, in the power-capped regime of sustained work (bench/gpu_clocks.py). per_round: a dict
+    to fill with name -> each timed call's ms (its slowest rank's), in round order (round-by-round ratios:
+    paired_ratio)."""
     names, n_in, k = list(fns), len(inputs), 0
     events = {n: [] for n in names}
     try:
@@ -80,7 +82,20 @@ def measure(fns, inputs, rounds, warmup, lead_cycles, device_barrier=None):
     finally:
         SAMPLER.stop()  # (a call that raised too: no thread left sampling into the next shape)
     per_call = max_over_ranks([s.elapsed_time(e) for n in names for s, e in events[n]])  # (one exchange)
+    if per_round is not None:
+        per_round.update({n: per_call[i * rounds:(i + 1) * rounds] for i, n in enumerate(names)})
     return {n: statistics.median(per_call[i * rounds:(i + 1) * rounds]) for i, n in enumerate(names)}
+
+
+def paired_ratio(num, den):
+    """(p10, median, p90) over the rounds of num[i] / den[i], two calls' per-round times from one measure()
+    (nearest rank, as mkbench's paired_ratio); None without paired rounds. Both calls of a round share the
+    GPU's clock, so the spread says whether a ratio of medians near 1 is a tie."""
+    r = sorted(a / b for a, b in zip(num or [], den or []) if b > 0)
+    if not r:
+        return None
+    q = lambda f: r[min(len(r) - 1, int(f * (len(r) - 1) + 0.5))]  # noqa: E731
+    return q(0.1), q(0.5), q(0.9)
 
 
 def provenance():

@@ -35,7 +35,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dist_timing import agree, fence, max_over_ranks, measure, provenance, sh, short  # noqa: E402,F401
+from dist_timing import agree, fence, max_over_ranks, measure, paired_ratio, provenance, sh, short  # noqa: E402,F401,E501
 from dist_timing import use_in_tree_package  # noqa: E402
 from gpu_clocks import SAMPLER  # noqa: E402
 
@@ -232,7 +232,9 @@ def run_shape(op, m, comm, world, ops, notes, group_name, gen, args, l2_bytes):
     del outs, x
     flag = torch.zeros(1, device=dev)  # the device barrier's all-reduce (--back-to-back)
     barrier = (lambda: dist.all_reduce(flag)) if args.back_to_back else None
-    times = measure(fns, copies(*in_shape), args.rounds, args.warmup, args.lead_cycles, device_barrier=barrier)
+    rounds = {}  # name -> per-round ms (the last column: mkernel against the fastest PyTorch variant, per round)
+    times = measure(fns, copies(*in_shape), args.rounds, args.warmup, args.lead_cycles, device_barrier=barrier,
+                    per_round=rounds)
     if barrier is not None:  # the timed sequencing checked too: one more round on one input, back to back
         x = rnd(*in_shape)
         for t in outs_poisoned:
@@ -247,17 +249,23 @@ def run_shape(op, m, comm, world, ops, notes, group_name, gen, args, l2_bytes):
     torch.cuda.synchronize()
     dist.barrier()
     mkernel.close_plans(comm)  # collective; frees this shape's symmetric buffers
-    return times, errs
+    return times, errs, rounds
 
 
-def fmt_row(config, op, m, t, notes):
+def fmt_row(config, op, m, t, notes, rounds=None):
+    """rounds: name -> per-round ms (measure's per_round): the last cell, the fastest PyTorch variant's time over
+    mkernel's round by round, p10 / median / p90 ('-' without both)."""
     s, k = t["serial"], t.get("mkernel")
     peer = [t.get(p) for p in PEERS[op]]
     best = min((v for v in peer if v), default=None)  # the fastest PyTorch variant
     x = lambda a, b: f"{a / b:.2f}" if a and b else "-"  # noqa: E731
     cols = [f"{v:.3f}" if v else notes.get(p, "-") for p, v in zip(PEERS[op], peer)]
     kcol = f"{k:.3f}" if k else notes.get("mkernel", "-")
-    return "| " + " | ".join([config, str(m), f"{s:.3f}", *cols, kcol, x(s, best), x(best, k), x(s, k)]) + " |"
+    fastest = next((p for p, v in zip(PEERS[op], peer) if v and v == best), None)
+    r = paired_ratio((rounds or {}).get(fastest), (rounds or {}).get("mkernel")) if fastest and k else None
+    paired = " / ".join(f"{v:.3f}" for v in r) if r else "-"
+    return "| " + " | ".join([config, str(m), f"{s:.3f}", *cols, kcol, x(s, best), x(best, k), x(s, k),
+                              paired]) + " |"
 
 
 def failed_row(config, op, m):
@@ -273,7 +281,8 @@ def header(op):
                 "mkernel vs best torch symm (x)"]
     else:
         cols = ["torch fused ms", "mkernel ms", "torch fused vs serial (x)", "mkernel vs torch fused (x)"]
-    cols = ["config", "M", "serial ms", *cols, "mkernel vs serial (x)"]
+    cols = ["config", "M", "serial ms", *cols, "mkernel vs serial (x)",
+            "mkernel vs fastest torch per round (p10 / median / p90)"]
     return "| " + " | ".join(cols) + " |\n" + "|---" * len(cols) + "|"
 
 
@@ -303,7 +312,7 @@ def main(args):
             rows = []
             for m in ms:
                 try:
-                    times, errs = run_shape(op, m, comm, world, ops, notes, group_name, gen, args, l2)
+                    times, errs, rounds = run_shape(op, m, comm, world, ops, notes, group_name, gen, args, l2)
                 except Exception as e:
                     # A failed check (every rank raises it: check() compares maxima over ranks) or another
                     # failure: the report keeps the rows so far, this shape's failed row and why; the run fails.
@@ -316,7 +325,7 @@ def main(args):
                     notes[p] = f"unavailable: {err} (at M={m})"
                     if rank == 0:
                         print(f"{op} M={m}: {p} failed: {err}", flush=True)
-                rows.append(fmt_row(config, op, m, times, notes))
+                rows.append(fmt_row(config, op, m, times, notes, rounds))
                 if rank == 0:
                     print(rows[-1], flush=True)
                     # The report so far, after every shape: a failure later keeps these rows.
@@ -362,6 +371,8 @@ def write_report(args, world, sections, failed=(), now=None, quiet=False):
              "time the max over ranks, then the median; "
              "activations rotate through copies that together exceed 2x L2",
              f"- GPU clocks: {SAMPLER.summary()}",
+             "- last column: the fastest PyTorch variant's time over mkernel's round by round (both calls of a round "
+             "share the GPU's clock), p10 / median / p90: where it straddles 1, the two are within the run's spread",
              "- (x) columns are speedups: serial/torch fused, torch fused/mkernel, serial/mkernel (>1: faster); "
              "for GEMM+AR the fastest of the two torch symm variants stands for torch fused",
              "- torch fused = torch.ops.symm_mem.fused_all_gather_matmul (B = w^T view, gather_dim 0, return_A "

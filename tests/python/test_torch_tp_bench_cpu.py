@@ -24,7 +24,8 @@ def test_a_failed_check_keeps_the_rows_before_it_and_fails_the_run(tmp_path, mon
     def run_shape(op, m, *a):
         if op == "GEMM+RS" and m == 4096:  # check() raises this on every rank
             raise RuntimeError("GEMM+RS M=4096: outputs disagree with serial (worst rank shown): mkernel: ...")
-        return {"serial": 1.0, "torch fused": 1.1, "mkernel": 0.9}, {}
+        return ({"serial": 1.0, "torch fused": 1.1, "mkernel": 0.9}, {},
+                {"torch fused": [1.1, 1.0, 1.2], "mkernel": [1.0, 1.0, 1.0]})
 
     def write_report(*a, **k):
         write(*a, **k)
@@ -46,8 +47,9 @@ def test_a_failed_check_keeps_the_rows_before_it_and_fails_the_run(tmp_path, mon
     assert len(list(tmp_path.glob("torch-tp-*"))) == 1  # one file, rewritten (no .part left)
     assert len(reports) == 5 + 2 + 1  # after each shape, and once more with the failure
     assert "| 1x2 | 1024 | 1.000 | 1.100 | 0.900 |" in reports[0]
+    assert "| 1.000 / 1.100 / 1.200 |" in reports[0]  # torch fused / mkernel per round: p10 / median / p90
     text = reports[-1]
-    assert "| 1x2 | 4096 | failed | failed | failed | failed | failed | failed |" in text
+    assert "| 1x2 | 4096 | failed | failed | failed | failed | failed | failed | failed |" in text
     assert "- GEMM+RS M=4096: RuntimeError: GEMM+RS M=4096: outputs disagree" in text
     # tools/issue_targets.py: the failed row and the M's never run are misses; the rows before it count.
     c = it.Checks()
@@ -55,3 +57,17 @@ def test_a_failed_check_keeps_the_rows_before_it_and_fails_the_run(tmp_path, mon
     seen, missed = next(v for k, v in c.items.items() if k[2].startswith("GEMM+RS 1x2"))
     assert seen == 5 and [m.split(":")[0] for m in missed] == ["M=4096", "M=8192", "M=16384"]
     assert next(v for k, v in c.items.items() if k[2].startswith("AG+GEMM 1x2")) == [5, []]
+
+
+def test_a_miss_says_its_per_round_range(tmp_path):
+    # A row where mkernel is 1% slower than PyTorch's fused op by medians, but as fast in a tenth of the rounds:
+    # still a miss (the issue's ratio of medians), said to be within the run's spread.
+    row = bench.fmt_row("1x2", "AG+GEMM", 1024, {"serial": 1.0, "torch fused": 0.99, "mkernel": 1.0}, {},
+                        {"torch fused": [0.97, 0.99, 1.01], "mkernel": [1.0, 1.0, 1.0]})
+    f = tmp_path / "torch-tp-20261205T000000Z.md"
+    f.write_text("# t\n\n## AG+GEMM\n\n" + bench.header("AG+GEMM") + "\n" + row + "\n")
+    c = it.Checks()
+    it.check_torch_tp(str(f), c)
+    seen, missed = next(v for k, v in c.items.items() if k[2].startswith("AG+GEMM 1x2"))
+    assert missed[0] == ("M=1024: 0.9900x (torch 0.990 ms / mkernel 1.000 ms; per round p10/median/p90 "
+                         "0.970/0.990/1.010, within the run's spread)")
