@@ -40,6 +40,7 @@ import torch.distributed as dist  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dist_timing import agree, fence, max_over_ranks, measure, provenance, sh, short  # noqa: E402,F401
+from dist_timing import paired_ratio  # noqa: E402
 from dist_timing import use_in_tree_package  # noqa: E402
 from gpu_clocks import SAMPLER  # noqa: E402
 import ring_eta  # noqa: E402
@@ -82,6 +83,7 @@ class Ctx:
     gqa: dict = field(default_factory=dict)    # (backend, hkv) -> "native" | "expand" | None (unusable)
     notes: dict = field(default_factory=dict)  # (backend, hkv) or (name, hkv, causal) -> why not measured
     checked: dict = field(default_factory=dict)  # Shape -> mkernel's output at it vs fp32 (sampled_check)
+    rounds: dict = field(default_factory=dict)  # Shape -> name -> per-round ms (measure's per_round)
 
 
 def parse_args(argv=None):
@@ -354,7 +356,9 @@ def run_shape(shape, builders, ctx, gen, args, l2_bytes):
     fence()
     # A timed call that raises ends the run (torchrun stops the other rank): a rank that failed inside a
     # collective cannot be agreed with, and the report keeps the shapes before this one.
-    times = measure(fns, pool, args.rounds, args.warmup, args.lead_cycles) if fns else {}
+    per_round = {}
+    times = measure(fns, pool, args.rounds, args.warmup, args.lead_cycles, per_round=per_round) if fns else {}
+    ctx.rounds[shape] = per_round
     if "mkernel" in times and ctx.comm is not None:
         # The network bytes of one more mkernel call, as this rank's host proxy counts them (every rank
         # drained and past a barrier, agree(), before and after: a peer that finished got all this rank put).
@@ -385,11 +389,13 @@ def release(ctx):
     torch.cuda.empty_cache()
 
 
-def fmt_row(config, shape, world, names, t, emulated=False, net=None, failed=(), topo=None, check=None):
+def fmt_row(config, shape, world, names, t, emulated=False, net=None, failed=(), topo=None, check=None,
+            rounds=None):
     """One table row: ms and TFLOP/s of the baselines and mkernel, ms of the halves timed alone
     (ring_eta), the best baseline, mkernel's speedup over it, T_lb and eta (MEASURING.md), the MB one
     GPU sends per mkernel call over NVLink (the formula, topo = (nodes, GPUs per node)) and the network, and
-    mkernel's output at this shape against fp32 (check: sampled_check's result; None: not run, '-').
+    mkernel's output at this shape against fp32 (check: sampled_check's result; None: not run, '-'); rounds:
+    name -> per-round ms (measure's per_round), for the best baseline's time over mkernel's round by round.
     failed: variants whose cells say 'failed' (not measured: '-')."""
     tf = lambda ms: attn_flops(shape, world) / (ms * 1e-3) / 1e12  # noqa: E731
     cells = []
@@ -404,6 +410,8 @@ def fmt_row(config, shape, world, names, t, emulated=False, net=None, failed=(),
     mk = [n for n in names if n not in BASELINES and n not in ring_eta.ALONE]
     cells.append(f"{best} ({base[best]:.3f} ms)" if best else "-")
     cells += [f"{base[best] / t[n]:.2f}" if best and n in t else "-" for n in mk]
+    r = paired_ratio((rounds or {}).get(best), (rounds or {}).get("mkernel")) if best else None
+    cells.append(" / ".join(f"{v:.3f}" for v in r) if r else "-")
     lb, comp, comm = ring_eta.lower_bound(t, emulated)
     cells.append(f"{lb:.3f} ({comp[0] if comp[1] >= comm[1] else comm[0]})" if lb else "-")
     cells += [f"{lb / t[n]:.2f}" if lb and n in t else "-" for n in mk]
@@ -430,6 +438,7 @@ def header(names):
     for n in names:
         cols += [f"{n} ms"] if n in ring_eta.ALONE else [f"{n} ms", f"{n} TFLOP/s"]
     cols += ["best baseline"] + [f"{n} vs best baseline (x)" for n in mk]
+    cols += ["mkernel vs best baseline per round (p10 / median / p90)"]
     cols += ["T_lb ms (bound by)"] + [f"eta {n}" for n in mk]
     cols += ["NVLink MB per GPU per mkernel call (formula)", "network MB per GPU per mkernel call (formula / measured)",
              CHECK_COL]
@@ -484,7 +493,7 @@ def run(args, comm, rank, world):
                                                        f"{'causal' if shape.causal else 'full'}")
         failed = {n for n, why in errs.items() if why.startswith("failed")}
         rows.append(fmt_row(config, shape, world, names, times, emulated, net, failed=failed, topo=topo,
-                            check=ctx.checked.get(shape)))
+                            check=ctx.checked.get(shape), rounds=ctx.rounds.get(shape)))
         if rank == 0:
             print(rows[-1], flush=True)
             # The report so far, after every shape: a run cut at its call's bound keeps its rows
@@ -566,6 +575,9 @@ def write_report(args, world, names, ctx, checks, rows, notes, emulated, now=Non
              "- T_lb = max(fastest compute alone, fastest comm alone); eta = T_lb / T_mkernel (MEASURING.md)"
              + ("; emulated nodes: comm nccl crosses NVLink, not the emulated network, so only comm mkernel "
                 "bounds the network" if emulated else ""),
+             "- mkernel vs best baseline per round: the best baseline's time over mkernel's round by round (both "
+             "calls of a round share the GPU's clock), p10 / median / p90: where it straddles 1, the two are within "
+             "the run's spread",
              f"- GQA: {gqa}",
              f"- check (B=1, S_local={CHECK_S}, vs an fp32 single-GPU reference of the full sequence, max|err|/"
              f"max|ref|, max over ranks, must be <= {CHECK_TOL}; mkernel's also by the issue's measures, O's "

@@ -492,6 +492,23 @@ def _add_column(text, name, cell):
     return _rewrite_tables(text, lambda h: h + [name], lambda h, cs: cs + [cell(dict(zip(h, cs)))])
 
 
+def test_a_ring_miss_says_its_per_round_range_when_the_report_named_the_same_best(tmp_path):
+    # The ring bench's per-round column (best baseline / mkernel round by round) reads beside a verdict only where
+    # the report's best baseline is the judge's: on 1x2 it is (the 2026-12-01 report, its rows given the column).
+    src = open(RES / "torch-ring-attn-20261201T101921Z.md").read()
+    text = _add_column(src, "mkernel vs best baseline per round (p10 / median / p90)",
+                       lambda r: "0.950 / 0.986 / 1.010")
+    f = tmp_path / "torch-ring-attn-20261205T000000Z.md"
+    f.write_text(text)
+    c = it.Checks()
+    it.check_ring([str(f)], c)
+    missed = find(c, "7", "best baseline", "ring attention 1x2")[1]
+    row = next(m for m in missed if m.startswith("B=1 Hkv=8 S_local=16384 causal=no"))
+    assert row.endswith("(best baseline 13.237 ms / mkernel 13.419 ms; per round p10/median/p90 "
+                        "0.950/0.986/1.010, within the run's spread)"), row
+    assert len(missed) == 7  # the same misses as without the column
+
+
 def test_a_ring_row_whose_output_check_fails_is_a_wrong_output(tmp_path):
     # Since session 44 the ring bench checks mkernel's output at every timed shape against fp32 (256 sampled rows,
     # O / LSE): a row above the bounds (1e-2 / 1e-3) or not checked is a miss whatever its speed; rows

@@ -268,13 +268,18 @@ def test_lower_bound_and_emulated_comm():
     t = dict(net_bound, **{"ring flash": 4.0, "allgather-mk cudnn": 6.0})
     row = bench.fmt_row("2x1 emu", bench.Shape(1, 8, 8192, False), 2, names, t, emulated=True)
     cells = [c.strip() for c in row.strip("|").split("|")]
-    # ..., best baseline, mkernel vs best, T_lb (bound by), eta mkernel, NVLink MB (no topology given: -),
-    # network MB (no count given: -). Emulated nodes: only the baseline on the op's transport can be the best
-    # (NCCL's ring crosses NVLink).
+    # ..., best baseline, mkernel vs best, per round (no rounds given: -), T_lb (bound by), eta mkernel, NVLink MB
+    # (no topology given: -), network MB (no count given: -). Emulated nodes: only the baseline on the op's
+    # transport can be the best (NCCL's ring crosses NVLink).
     # mkernel's check vs fp32 at the shape (none given: -).
-    assert cells[-7:] == ["allgather-mk cudnn (6.000 ms)", "1.09", "5.000 (comm mkernel)", "0.91", "-", "-", "-"]
+    assert cells[-8:] == ["allgather-mk cudnn (6.000 ms)", "1.09", "-", "5.000 (comm mkernel)", "0.91", "-", "-",
+                          "-"]
     one_node = [c.strip() for c in bench.fmt_row("1x2", bench.Shape(1, 8, 8192, False), 2, names, t).strip("|").split("|")]
-    assert one_node[-7] == "ring flash (4.000 ms)"
+    assert one_node[-8] == "ring flash (4.000 ms)"
+    # The best baseline's time over mkernel's round by round: p10 / median / p90 (the best by medians: ring flash).
+    paired = bench.fmt_row("1x2", bench.Shape(1, 8, 8192, False), 2, names, t,
+                           rounds={"ring flash": [4.0, 4.4, 3.6], "mkernel": [4.0, 4.0, 4.0]})
+    assert [c.strip() for c in paired.strip("|").split("|")][-6] == "0.900 / 1.000 / 1.100"
     hdr = bench.header(names).split("\n")[0]
     assert len([c for c in hdr.strip("|").split("|")]) == len(cells)
     # The network column: the formula (B Hkv 2 S D 2 B per other node) / the proxies' min-max count.
