@@ -60,6 +60,7 @@ bool ClockSampler::open() {
   int dev = 0;
   if (!ok) {
     why_not_ = "not sampled: this NVML lacks an entry point mkbench reads";
+    n->shutdown = nullptr;  // (never initialized)
   } else if (n->init() != 0) {
     why_not_ = "not sampled: nvmlInit failed";
     n->shutdown = nullptr;
