@@ -130,6 +130,9 @@ int main(int argc, char** argv) {
                                               std::to_string(opts.lead_cycles) + " cycles (--lead-cycles)"
                                         : "each interleaved call right after its table's barrier (back to back)"));
     report->set_meta("gpu_clocks", mkb::ClockSampler::instance().status());
+    // A rested GPU (--lead-cycles) is another regime than back to back (bench/gpu_clocks.hpp): its own config,
+    // so that tools/issue_targets.py judges it beside, not instead of, the back-to-back report.
+    if (opts.lead_cycles > 0) report->set_meta("config", report->config() + " rested");
     const bool shared = mkb::ranks_share_a_gpu(*comm);  // (collective)
     if (shared) {  // a correctness run: no table of it is a measurement (tools/issue_targets.py leaves it out)
       report->set_meta("config", report->config() + " shared-GPU");

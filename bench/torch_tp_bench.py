@@ -302,6 +302,8 @@ def main(args):
         l2 = getattr(torch.cuda.get_device_properties(), "L2_cache_size", 60 << 20)
         rpn = os.environ.get("MK_RANKS_PER_NODE")  # emulated nodes apply to mkernel only
         config = f"1x{world}" if not rpn or int(rpn) >= world else f"{world // int(rpn)}x{rpn} emu (mkernel)"
+        if args.back_to_back:  # another regime (tools/issue_targets.py judges it beside the default's rows)
+            config += " back-to-back"
         sections, failed = [], []
         section = lambda op, rows: f"## {op}\n\n{header(op)}\n" + "\n".join(rows)  # noqa: E731
         started = datetime.datetime.now(datetime.timezone.utc)  # the report's stamp: one file, rewritten per shape

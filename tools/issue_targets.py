@@ -25,6 +25,10 @@ allgather-mk baselines (their K/V cross the emulated network; bench/torch_ring_a
 baseline_candidates) count. Every report
 read must record at least 20 timed rounds (MEASURING.md; a miss otherwise), and the list of reports gives each
 one's commit and rounds: a report of another commit than the tree under test measured that code.
+Each harness's other power regime (mkbench --lead-cycles: config "... rested"; torch_tp_bench.py --back-to-back:
+"1x2 back-to-back") is its own configuration, judged beside the default's rows, never instead of them. Where a
+report gives the best baseline's time over mkernel's round by round, a miss says whether it is within the run's
+spread (p90 >= 1); the verdict stays the ratio of medians.
 Exit status: 0; with --strict, 1 when a target was missed or a report the issues need is absent.
 The targets are the issues' texts (`issues show 5` / 6 / 7); a report only supplies the numbers.
 """
@@ -181,7 +185,7 @@ def check_mkbench(path, c, ops=None):
     if d["meta"].get("shared_gpus"):  # ranks time-sliced one GPU (a correctness run): its times are no measurements
         return
     cfg = d["meta"].get("config", "?")
-    short = cfg.split()[0]  # "1x2 NVLink" -> "1x2"
+    short = cfg.split()[0] + (" rested" if " rested" in cfg else "")  # "1x2 NVLink" -> "1x2" (--lead-cycles: rested)
     emulated = "emulated" in cfg or " emu" in cfg
     gbps = emu_gbps(json.dumps(d))
     if d["meta"].get("failed"):  # mkbench wrote the tables it had finished, then failed (bench/mkbench.cpp)
@@ -462,11 +466,11 @@ def config_key(path):
             return load_json(path)["meta"].get("config", "")
         except (OSError, ValueError, KeyError):
             return ""
-    if b.startswith("torch-ring-attn-"):
+    if b.startswith("torch-ring-attn-") or b.startswith("torch-tp-"):  # (torch-tp: "1x2" or "1x2 back-to-back")
         for _, rows in md_tables(open(path).read()):
             for r in rows:
                 if "config" in r:
-                    return r["config"].split()[0]
+                    return r["config"].split()[0] + (" back-to-back" if "back-to-back" in r["config"] else "")
     return ""
 
 

@@ -86,6 +86,33 @@ def test_newest_report_of_each_kind_and_config(tmp_path):
     assert len(it.select([str(tmp_path)], False)) == len(REPORTS) + 3  # every report but the 1x1 one
 
 
+def test_another_regime_is_judged_beside_the_default_not_instead(tmp_path):
+    # mkbench --lead-cycles (config "... rested") and torch_tp_bench.py --back-to-back (config "1x2 back-to-back")
+    # time another power regime (bench/gpu_clocks.hpp): a newer such report keeps the default one, and its rows
+    # are judged under their own name.
+    for f in REPORTS:
+        shutil.copy(RES / f, tmp_path / f)
+    old = json.load(open(RES / REPORTS[0]))
+    rested = dict(old, meta=dict(old["meta"], config="1x2 NVLink rested"))
+    (tmp_path / "mkbench-20261206T000000Z-1x2_NVLink_rested.json").write_text(json.dumps(rested))
+    tp = "torch-tp-20261201T101627Z.md"
+    (tmp_path / "torch-tp-20261206T000000Z.md").write_text(
+        open(RES / tp).read().replace("| 1x2 | ", "| 1x2 back-to-back | "))
+    picked = {pathlib.Path(p).name for p, _ in it.select([str(tmp_path)], True)}
+    assert {REPORTS[0], "mkbench-20261206T000000Z-1x2_NVLink_rested.json", tp,
+            "torch-tp-20261206T000000Z.md"} <= picked
+    c = it.Checks()
+    for f, ops in it.select([str(tmp_path)], True):
+        if it.kind_of(f)[0] == "mkbench-":
+            it.check_mkbench(f, c, ops)
+        elif it.kind_of(f)[0] == "torch-tp-":
+            it.check_torch_tp(f, c)
+    assert find(c, "5", "best baseline", "AG+GEMM 1x2 (")[0] == 5
+    assert find(c, "5", "best baseline", "AG+GEMM 1x2 rested (")[0] == 5
+    assert find(c, "5", "PyTorch", "AG+GEMM 1x2 (")[0] == 5
+    assert find(c, "5", "PyTorch", "AG+GEMM 1x2 back-to-back (")[0] == 5
+
+
 def test_a_heading_right_after_a_table_belongs_to_the_next_one():
     text = "## AG+GEMM\n|a|b|\n|---|---|\n|1|2|\n## GEMM+RS\n|a|b|\n|---|---|\n|3|4|\n"
     assert it.md_tables(text) == [("AG+GEMM", [{"a": "1", "b": "2"}]), ("GEMM+RS", [{"a": "3", "b": "4"}])]
