@@ -184,7 +184,7 @@ def check_mkbench(path, c, ops=None):
     d = load_json(path)
     if d["meta"].get("shared_gpus"):  # ranks time-sliced one GPU (a correctness run): its times are no measurements
         return
-    cfg = d["meta"].get("config", "?")
+    cfg = mkbench_config(d)
     short = cfg.split()[0] + (" rested" if " rested" in cfg else "")  # "1x2 NVLink" -> "1x2" (--lead-cycles: rested)
     emulated = "emulated" in cfg or " emu" in cfg
     gbps = emu_gbps(json.dumps(d))
@@ -264,7 +264,9 @@ def check_mkbench(path, c, ops=None):
 
 
 def check_torch_tp(path, c):
-    for heading, rows in md_tables(open(path).read()):
+    text = open(path).read()
+    b2b = torch_tp_back_to_back(text)
+    for heading, rows in md_tables(text):
         op = heading.split()[0] if heading else ""
         if op not in ("AG+GEMM", "GEMM+RS", "GEMM+AR"):
             continue
@@ -281,7 +283,9 @@ def check_torch_tp(path, c):
                 torch_ms = min(measured) if measured else None
             else:
                 torch_ms = num(r.get("torch fused ms"))
-            where = f"{op} {r.get('config', '?')} (`{os.path.basename(path)}`)"
+            cfg = r.get("config", "?")
+            cfg += " back-to-back" if b2b and "back-to-back" not in cfg else ""
+            where = f"{op} {cfg} (`{os.path.basename(path)}`)"
             if num(r.get("M")) is not None:
                 seen.setdefault(where, set()).add(int(num(r["M"])))
             mk = num(r.get("mkernel ms"))
@@ -458,19 +462,35 @@ def kind_of(path):
     return None
 
 
+def mkbench_config(d):
+    """An mkbench report's config, " rested" added for a --lead-cycles run written before mkbench said so in its
+    config (its timing meta names the flag)."""
+    cfg = d["meta"].get("config", "?")
+    if "(--lead-cycles)" in d["meta"].get("timing", "") and " rested" not in cfg:
+        cfg += " rested"
+    return cfg
+
+
+def torch_tp_back_to_back(text):
+    """A torch-tp report timed with --back-to-back (its timing line says so, also before its rows did)."""
+    return any(line.startswith("- timing:") and "--back-to-back" in line for line in text.splitlines())
+
+
 def config_key(path):
     """What a newer report of the same kind replaces: mkbench by its config, the ring bench by its layout."""
     b = os.path.basename(path)
     if b.startswith("mkbench-"):
         try:
-            return load_json(path)["meta"].get("config", "")
+            return mkbench_config(load_json(path))
         except (OSError, ValueError, KeyError):
             return ""
     if b.startswith("torch-ring-attn-") or b.startswith("torch-tp-"):  # (torch-tp: "1x2" or "1x2 back-to-back")
-        for _, rows in md_tables(open(path).read()):
+        text = open(path).read()
+        b2b = b.startswith("torch-tp-") and torch_tp_back_to_back(text)
+        for _, rows in md_tables(text):
             for r in rows:
                 if "config" in r:
-                    return r["config"].split()[0] + (" back-to-back" if "back-to-back" in r["config"] else "")
+                    return r["config"].split()[0] + (" back-to-back" if b2b or "back-to-back" in r["config"] else "")
     return ""
 
 
@@ -491,9 +511,9 @@ def select(paths, newest_only):
             files += [os.path.join(p, f) for f in sorted(os.listdir(p))]
         else:
             files.append(p)
-    # One rank (config 1x1: mkbench's diagnosis tables) is no configuration of the issues' targets, and ranks that
-    # shared a GPU (config "... shared-GPU": a correctness run) measured nothing.
-    files = [f for f in files if kind_of(f) and not (kind_of(f)[0] == "mkbench-" and (
+    # One rank (config 1x1: mkbench's diagnosis tables, torch-tp smoke runs) is no configuration of the issues'
+    # targets, and ranks that shared a GPU (config "... shared-GPU": a correctness run) measured nothing.
+    files = [f for f in files if kind_of(f) and not (kind_of(f)[0] in ("mkbench-", "torch-tp-") and (
         config_key(f).startswith("1x1") or "shared-GPU" in config_key(f)))]
     if not newest_only:
         return [(f, None) for f in files]

@@ -113,6 +113,31 @@ def test_another_regime_is_judged_beside_the_default_not_instead(tmp_path):
     assert find(c, "5", "PyTorch", "AG+GEMM 1x2 back-to-back (")[0] == 5
 
 
+def test_an_untagged_regime_report_and_a_one_rank_torch_tp_run_do_not_replace_the_default(tmp_path):
+    # Reports of the other regime written before their config said so (mkbench's timing meta names
+    # --lead-cycles; torch_tp_bench's timing line names --back-to-back) are still judged apart; a torch-tp run at
+    # one rank (a smoke run) is not judged at all.
+    for f in REPORTS:
+        shutil.copy(RES / f, tmp_path / f)
+    old = json.load(open(RES / REPORTS[0]))
+    lead = dict(old, meta=dict(old["meta"], timing="each interleaved call after its table's barrier and a GPU spin "
+                                                    "of 2000000 cycles (--lead-cycles)"))
+    (tmp_path / "mkbench-20261206T000000Z-1x2_NVLink.json").write_text(json.dumps(lead))
+    tp = "torch-tp-20261201T101627Z.md"
+    text = open(RES / tp).read()
+    (tmp_path / "torch-tp-20261206T000000Z.md").write_text(
+        text.replace("- timing: ", "- timing: (--back-to-back: the calls run back to back) ", 1))
+    (tmp_path / "torch-tp-20261207T000000Z.md").write_text(text.replace("| 1x2 | ", "| 1x1 | "))
+    picked = {pathlib.Path(p).name for p, _ in it.select([str(tmp_path)], True)}
+    assert {REPORTS[0], tp, "mkbench-20261206T000000Z-1x2_NVLink.json", "torch-tp-20261206T000000Z.md"} <= picked
+    assert "torch-tp-20261207T000000Z.md" not in picked
+    c = it.Checks()
+    it.check_mkbench(str(tmp_path / "mkbench-20261206T000000Z-1x2_NVLink.json"), c)
+    it.check_torch_tp(str(tmp_path / "torch-tp-20261206T000000Z.md"), c)
+    assert find(c, "5", "best baseline", "AG+GEMM 1x2 rested (")[0] == 5
+    assert find(c, "5", "PyTorch", "AG+GEMM 1x2 back-to-back (")[0] == 5
+
+
 def test_a_heading_right_after_a_table_belongs_to_the_next_one():
     text = "## AG+GEMM\n|a|b|\n|---|---|\n|1|2|\n## GEMM+RS\n|a|b|\n|---|---|\n|3|4|\n"
     assert it.md_tables(text) == [("AG+GEMM", [{"a": "1", "b": "2"}]), ("GEMM+RS", [{"a": "3", "b": "4"}])]
@@ -534,6 +559,12 @@ def test_a_ring_miss_says_its_per_round_range_when_the_report_named_the_same_bes
     assert row.endswith("(best baseline 13.237 ms / mkernel 13.419 ms; per round p10/median/p90 "
                         "0.950/0.986/1.010, within the run's spread)"), row
     assert len(missed) == 7  # the same misses as without the column
+    # A report whose named best baseline is not the judge's (an emulated-node report from before the rule named an
+    # NVLink baseline): the column is not quoted for it.
+    r = {"best baseline": "ring cudnn (0.293 ms)", "mkernel vs best baseline per round (p10 / median / p90)":
+         "0.950 / 0.986 / 1.010"}
+    assert it.paired_spread(r, False, 0.301) == ""
+    assert it.paired_spread(r, False, 0.293).endswith("within the run's spread")
 
 
 def test_a_ring_row_whose_output_check_fails_is_a_wrong_output(tmp_path):
