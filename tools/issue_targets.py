@@ -227,14 +227,7 @@ def check_mkbench(path, c, ops=None):
                 continue
             serial, best, mk, t_gemm = v[0], min(v[0], v[1]), v[2], v[3]
             ratio = best / mk
-            # The verdict is the ratio of medians (the issue's); the round-by-round range beside it says whether
-            # a miss is within the run's spread (p90 >= 1: in at least a tenth of the rounds mkernel was as fast).
-            paired = all_nums(r[paired_col]) if paired_col is not None else []
-            spread = ""
-            if len(paired) == 3:
-                spread = f"; per round p10/median/p90 {paired[0]:.3f}/{paired[1]:.3f}/{paired[2]:.3f}"
-                if ratio < 1.0 and paired[2] >= 1.0:
-                    spread += ", within the run's spread"
+            spread = spread_note(r[paired_col] if paired_col is not None else "", ratio >= 1.0)
             c.add(issue, "never slower than the best baseline (serial, 2-stream overlap)", where, ratio >= 1.0,
                   f"M={m}: {ratio:.4f}x (best baseline {best:.3f} ms / mkernel {mk:.3f} ms{spread})")
             net = all_nums(r[net_col]) if net_col is not None else []  # "NVLink / network (measured ...)"
@@ -293,12 +286,7 @@ def check_torch_tp(path, c):
                 c.add(issue, target, where, False, f"M={r.get('M')}: not measured (torch {torch_ms}, mkernel {mk})")
                 continue
             ratio = torch_ms / mk
-            paired = all_nums(r.get("mkernel vs fastest torch per round (p10 / median / p90)", ""))
-            spread = ""
-            if len(paired) == 3:  # as for mkbench's tables: the verdict stays the ratio of medians
-                spread = f"; per round p10/median/p90 {paired[0]:.3f}/{paired[1]:.3f}/{paired[2]:.3f}"
-                if not ok(ratio) and paired[2] >= 1.0:
-                    spread += ", within the run's spread"
+            spread = spread_note(r.get("mkernel vs fastest torch per round (p10 / median / p90)", ""), ok(ratio))
             c.add(issue, target, where, ok(ratio), f"M={r['M']}: {ratio:.4f}x (torch {torch_ms:.3f} ms / mkernel "
                                                    f"{mk:.3f} ms{spread})")
         for where, ms in seen.items():  # the issue's grid: an M without a row is a miss
@@ -345,16 +333,24 @@ def ring_bound(r, gbps):
     return min(comp), t_comm, which
 
 
-def paired_spread(r, met, best_ms):
-    """The ring row's round-by-round range beside its verdict ('' without the column, or where the report's best
-    baseline is not the judge's: an older report naming an NVLink baseline on emulated nodes); as for the TP
-    tables, a miss whose p90 reaches 1 is within the run's spread."""
-    paired = all_nums(r.get("mkernel vs best baseline per round (p10 / median / p90)", ""))
-    named = re.findall(r"\((\d+(?:\.\d+)?) ms\)", r.get("best baseline", ""))  # "allgather cudnn (13.237 ms)"
-    if len(paired) != 3 or not named or abs(float(named[-1]) - best_ms) > 5e-4:
+def spread_note(cell, met):
+    """What a verdict's detail adds from a report's round-by-round cell ("p10 / median / p90" of the best baseline's
+    time over mkernel's; '' without one). The verdict stays the ratio of medians (the issue's); a miss whose p90
+    reaches 1 (in at least a tenth of the rounds mkernel was as fast) is within the run's spread."""
+    paired = all_nums(cell)
+    if len(paired) != 3:
         return ""
-    spread = f"; per round p10/median/p90 {paired[0]:.3f}/{paired[1]:.3f}/{paired[2]:.3f}"
-    return spread + (", within the run's spread" if not met and paired[2] >= 1.0 else "")
+    note = f"; per round p10/median/p90 {paired[0]:.3f}/{paired[1]:.3f}/{paired[2]:.3f}"
+    return note + (", within the run's spread" if not met and paired[2] >= 1.0 else "")
+
+
+def paired_spread(r, met, best_ms):
+    """spread_note of a ring row, '' where the report's best baseline is not the judge's (an older report naming
+    an NVLink baseline on emulated nodes)."""
+    named = re.findall(r"\((\d+(?:\.\d+)?) ms\)", r.get("best baseline", ""))  # "allgather cudnn (13.237 ms)"
+    if not named or abs(float(named[-1]) - best_ms) > 5e-4:
+        return ""
+    return spread_note(r.get("mkernel vs best baseline per round (p10 / median / p90)", ""), met)
 
 
 def check_ring(paths, c):
