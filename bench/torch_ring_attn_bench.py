@@ -411,7 +411,7 @@ def fmt_row(config, shape, world, names, t, emulated=False, net=None, failed=(),
     cells.append(f"{best} ({base[best]:.3f} ms)" if best else "-")
     cells += [f"{base[best] / t[n]:.2f}" if best and n in t else "-" for n in mk]
     r = paired_ratio((rounds or {}).get(best), (rounds or {}).get("mkernel")) if best else None
-    cells.append(" / ".join(f"{v:.3f}" for v in r) if r else "-")
+    cells.append(" / ".join(f"{v:.4f}" for v in r) if r else "-")
     lb, comp, comm = ring_eta.lower_bound(t, emulated)
     cells.append(f"{lb:.3f} ({comp[0] if comp[1] >= comm[1] else comm[0]})" if lb else "-")
     cells += [f"{lb / t[n]:.2f}" if lb and n in t else "-" for n in mk]

@@ -264,7 +264,7 @@ def fmt_row(config, op, m, t, notes, rounds=None):
     kcol = f"{k:.3f}" if k else notes.get("mkernel", "-")
     fastest = next((p for p, v in zip(PEERS[op], peer) if v and v == best), None)
     r = paired_ratio((rounds or {}).get(fastest), (rounds or {}).get("mkernel")) if fastest and k else None
-    paired = " / ".join(f"{v:.3f}" for v in r) if r else "-"
+    paired = " / ".join(f"{v:.4f}" for v in r) if r else "-"
     return "| " + " | ".join([config, str(m), f"{s:.3f}", *cols, kcol, x(s, best), x(best, k), x(s, k),
                               paired]) + " |"
 

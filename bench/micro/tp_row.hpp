@@ -60,7 +60,7 @@ inline std::string paired_vs_best_cell(const std::vector<Stats>& st) {
   const Stats& best = st[3].median_ms <= st[4].median_ms ? st[3] : st[4];
   const RatioRange r = paired_ratio(best, st[5]);
   if (r.median <= 0) return "-";
-  return fmt(r.p10, 3) + " / " + fmt(r.median, 3) + " / " + fmt(r.p90, 3);
+  return fmt(r.p10, 4) + " / " + fmt(r.median, 4) + " / " + fmt(r.p90, 4);
 }
 
 // TFLOP/s per GPU of serial / overlap / mkernel (st[3], st[4], st[5]) for one GPU's GEMM of m x n x k

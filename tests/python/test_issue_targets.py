@@ -536,7 +536,7 @@ def test_the_per_round_range_is_said_beside_a_miss(tmp_path):
     it.check_mkbench(str(f), c)
     seen, missed = find(c, "5", "best baseline", "AG+GEMM 1x2")
     assert seen == 5 and missed == ["M=1024: 0.9913x (best baseline 0.343 ms / mkernel 0.346 ms; per round "
-                                    "p10/median/p90 0.975/0.992/1.004, within the run's spread)"]
+                                    "p10/median/p90 0.9750/0.9920/1.0040, within the run's spread)"]
 
 
 def _add_column(text, name, cell):
@@ -557,7 +557,7 @@ def test_a_ring_miss_says_its_per_round_range_when_the_report_named_the_same_bes
     missed = find(c, "7", "best baseline", "ring attention 1x2")[1]
     row = next(m for m in missed if m.startswith("B=1 Hkv=8 S_local=16384 causal=no"))
     assert row.endswith("(best baseline 13.237 ms / mkernel 13.419 ms; per round p10/median/p90 "
-                        "0.950/0.986/1.010, within the run's spread)"), row
+                        "0.9500/0.9860/1.0100, within the run's spread)"), row
     assert len(missed) == 7  # the same misses as without the column
     # A report whose named best baseline is not the judge's (an emulated-node report from before the rule named an
     # NVLink baseline): the column is not quoted for it.
@@ -635,3 +635,15 @@ def test_a_shared_gpu_mkbench_report_is_not_judged(tmp_path):
     c = it.Checks()
     it.check_mkbench(str(shared), c)
     assert not c.items
+
+
+def test_a_p90_rounded_to_one_is_not_within_the_spread():
+    # A p90 of 0.9996 printed with 3 decimals read "1.000" and was taken as reaching 1 (session 45's cells): the
+    # cells now have 4 decimals, and a 3-decimal "1.000" (older reports) is not taken as reaching 1.
+    miss = it.spread_note("0.9900 / 0.9950 / 0.9996", False)
+    assert miss == "; per round p10/median/p90 0.9900/0.9950/0.9996", miss
+    assert "within" not in it.spread_note("0.990 / 0.995 / 1.000", False)
+    assert it.spread_note("0.9900 / 0.9950 / 1.0000", False).endswith(", within the run's spread")
+    assert it.spread_note("0.990 / 0.995 / 1.001", False).endswith(", within the run's spread")
+    assert "within" not in it.spread_note("0.9900 / 1.0050 / 1.0200", True)  # a met target needs no note
+    assert it.spread_note("-", False) == "" and it.spread_note("", False) == ""

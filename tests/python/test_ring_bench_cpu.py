@@ -279,7 +279,7 @@ def test_lower_bound_and_emulated_comm():
     # The best baseline's time over mkernel's round by round: p10 / median / p90 (the best by medians: ring flash).
     paired = bench.fmt_row("1x2", bench.Shape(1, 8, 8192, False), 2, names, t,
                            rounds={"ring flash": [4.0, 4.4, 3.6], "mkernel": [4.0, 4.0, 4.0]})
-    assert [c.strip() for c in paired.strip("|").split("|")][-6] == "0.900 / 1.000 / 1.100"
+    assert [c.strip() for c in paired.strip("|").split("|")][-6] == "0.9000 / 1.0000 / 1.1000"
     hdr = bench.header(names).split("\n")[0]
     assert len([c for c in hdr.strip("|").split("|")]) == len(cells)
     # The network column: the formula (B Hkv 2 S D 2 B per other node) / the proxies' min-max count.

@@ -47,7 +47,7 @@ def test_a_failed_check_keeps_the_rows_before_it_and_fails_the_run(tmp_path, mon
     assert len(list(tmp_path.glob("torch-tp-*"))) == 1  # one file, rewritten (no .part left)
     assert len(reports) == 5 + 2 + 1  # after each shape, and once more with the failure
     assert "| 1x2 | 1024 | 1.000 | 1.100 | 0.900 |" in reports[0]
-    assert "| 1.000 / 1.100 / 1.200 |" in reports[0]  # torch fused / mkernel per round: p10 / median / p90
+    assert "| 1.0000 / 1.1000 / 1.2000 |" in reports[0]  # torch fused / mkernel per round: p10 / median / p90
     text = reports[-1]
     assert "| 1x2 | 4096 | failed | failed | failed | failed | failed | failed | failed |" in text
     assert "- GEMM+RS M=4096: RuntimeError: GEMM+RS M=4096: outputs disagree" in text
@@ -70,4 +70,4 @@ def test_a_miss_says_its_per_round_range(tmp_path):
     it.check_torch_tp(str(f), c)
     seen, missed = next(v for k, v in c.items.items() if k[2].startswith("AG+GEMM 1x2"))
     assert missed[0] == ("M=1024: 0.9900x (torch 0.990 ms / mkernel 1.000 ms; per round p10/median/p90 "
-                         "0.970/0.990/1.010, within the run's spread)")
+                         "0.9700/0.9900/1.0100, within the run's spread)")
