@@ -187,7 +187,7 @@ fi  # fabric
 # QPs (Add signals as atomics into GPU memory), then over EFA SRD
 # (SOFTVERBS_EFA=1: signals applied by the kernels' delivery agents), then
 # with GPU memory registered by DMA-BUF only. Written in sessions 37-38
-# without a GPU: not yet run.
+# without a GPU; first passed on one H200 in session 38 (bench/results/raw-20261205/s38/b/).
 if want verbs; then
 if [ -f build/softverbs/libibverbs.so.1 ]; then
   # (a copy may have made the link a file: libefa.so.1 must be the same library, not a second one)

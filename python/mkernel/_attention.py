@@ -14,6 +14,7 @@ import ctypes
 import numbers
 
 import torch
+from . import _torch_req  # noqa: F401  (torch >= 2.4: a clear ImportError before the custom ops' decorators)
 
 from ._lib import MkernelError, check
 from ._ops_c import _need

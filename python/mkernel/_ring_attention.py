@@ -14,6 +14,7 @@ with a fake implementation, so torch.compile traces it; eager calls go straight 
 import ctypes
 
 import torch
+from . import _torch_req  # noqa: F401  (torch >= 2.4: a clear ImportError before the custom ops' decorators)
 
 from ._lib import MkernelError, check, lib
 from ._ops_c import _need

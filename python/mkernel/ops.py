@@ -14,6 +14,7 @@ torch.cuda.current_stream(), allocate nothing but their output, never
 synchronise the host, and so are CUDA-graph capturable.
 """
 import torch
+from . import _torch_req  # noqa: F401  (torch >= 2.4: a clear ImportError before the custom ops' decorators)
 
 from ._lib import MkernelError, c_int_arg, check, lib
 from ._ops_c import _need, workspace_bytes

@@ -32,6 +32,7 @@ import ctypes
 import warnings
 
 import torch
+from . import _torch_req  # noqa: F401  (torch >= 2.4: a clear ImportError before the custom ops' decorators)
 
 from ._lib import MkernelError, check, knob_int, lib, outside_stacklevel
 from ._ops_c import _need

@@ -14,6 +14,7 @@ mkernel.all_reduce, mkernel.GemmAr do) registers its custom ops; mkernel.tp does
 import ctypes
 
 import torch
+from . import _torch_req  # noqa: F401  (torch >= 2.4: a clear ImportError before the custom ops' decorators)
 
 from ._lib import check, lib
 from ._ops_c import _need

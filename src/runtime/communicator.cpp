@@ -165,11 +165,14 @@ void Communicator::init(int device, int launcher_local_rank) {
   }
   // Every rank names every GPU the kernels cannot run on, before anything is
   // allocated (one rank failing alone would leave the others to time out).
+  std::string unsupported;
   for (int r = 0; r < world; ++r) {
     const std::string why = unsupported_gpu_reason(infos[r].cc / 10, infos[r].cc % 10);
     if (!why.empty())
-      fail("rank ", r, " (host ", infos[r].host, ", GPU ", infos[r].device, " at ", infos[r].pci, ") has ", why);
+      unsupported += cat(unsupported.empty() ? "" : "; ", "rank ", r, " (host ", infos[r].host, ", GPU ",
+                         infos[r].device, " at ", infos[r].pci, ") has ", why);
   }
+  if (!unsupported.empty()) fail(unsupported);
   const bool share_gpus = knob_bool(Knob::MK_SHARE_GPUS);
   for (int a = 0; a < world && !share_gpus; ++a)
     for (int b = a + 1; b < world; ++b)

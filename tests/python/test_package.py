@@ -18,6 +18,18 @@ def test_imports_and_finds_the_library():
         assert "site-packages" in mkernel.__file__ and "site-packages" in mkernel.library_path
 
 
+def test_an_old_torch_gets_a_clear_import_error():
+    # torch.library.custom_op came with torch 2.4: an older one would fail in the op modules' decorators with an
+    # AttributeError; the op modules check first (mkernel/_torch_req.py). The check alone, on stand-in modules.
+    import types
+    pytest.importorskip("torch", reason="needs torch (the op modules import it)")
+    from mkernel._torch_req import require_custom_op
+    old = types.SimpleNamespace(__version__="2.3.1", library=types.SimpleNamespace())
+    with pytest.raises(ImportError, match=r"torch >= 2.4 .*this torch is 2\.3\.1"):
+        require_custom_op(old)
+    require_custom_op(types.SimpleNamespace(__version__="2.4.0", library=types.SimpleNamespace(custom_op=None)))
+
+
 def test_print_config_lists_the_knobs():
     cfg = mkernel.print_config()
     for knob in ("MK_TIMEOUT_MS", "MK_RANKS_PER_NODE", "MK_NET"):
