@@ -80,6 +80,7 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
     if (m_local < 1) fail("AgGemm: m_local must be >= 1 (got ", m_local, ")");
     if (n < 64 || n % 64) fail("AgGemm: n must be a positive multiple of 64 (got ", n, ")");
     if (k < 64 || k % 64) fail("AgGemm: k must be a positive multiple of 64 (got ", k, ")");
+    tp::check_dims_int32("AgGemm", m_local, n, k, t.world);
     const int sms = gemm::num_sms();
     const int free_sms = tp::network_free_sms(comm, "AgGemm", opt.num_ctas, sms);
     // Finished comm CTAs join the compute role (the dynamic tile queue).

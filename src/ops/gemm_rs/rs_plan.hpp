@@ -87,6 +87,7 @@ inline void rs_check_shape(const Topology& t, const char* op, int64_t m, int64_t
   if (m < t.world || m % t.world)
     fail(op, ": m (", m, ") must split into ", t.world, " equal row blocks (a multiple of the ", t.world,
          " ranks, at least one row each)");
+  check_dims_int32(op, m, n, k_local);
   check_topology(t, op, roles::kMaxRsRanks);
   if (t.world > roles::kMaxRsRanks) fail(op, ": at most ", roles::kMaxRsRanks, " ranks (got ", t.world, ")");
 }
