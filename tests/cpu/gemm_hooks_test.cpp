@@ -91,4 +91,25 @@ TEST(GemmHooks, SplitLastTakesOnlyTheOwnersFinalTilesAtTheEnd) {
             std::string::npos);
 }
 
+// GEMM+AR's final-row signals are indexed by the schedule's row-blocks: with ragged shares (m = 1000 over 2 ranks:
+// 4 row-blocks of 512 padded rows a share, 8 in all) there are more of them than m / 128 (7); the pool must hold
+// them all.
+TEST(GemmHooks, FinalRowSignalsMustFitEveryRowBlockOfTheSchedule) {
+  auto fin = [](int64_t pool) {
+    return [pool](gemm::GemmParams& p) {
+      p.split_tiles = p.split_parts = p.split_last = 0;
+      p.split_ws = nullptr;
+      p.split_flags = nullptr;
+      p.m = 1000;
+      p.epi.fin_publish = 1;
+      p.epi.fin_sig = 16;
+      p.has_ctx = 1;
+      p.ctx.num_signals = static_cast<int32_t>(pool);
+    };
+  };
+  EXPECT_EQ(error_of(fin(16 + 8)), "");
+  EXPECT_NE(error_of(fin(16 + 7)).find("needs fin_sig + its 8 row-blocks inside the signal pool"), std::string::npos)
+      << error_of(fin(16 + 7));
+}
+
 }  // namespace

@@ -5,6 +5,7 @@
 // own that call the same engine from their Compute role.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <mutex>
 #include <vector>
 
@@ -175,8 +176,12 @@ void validate_hooks(const GemmParams& p) {
     if (e.own_final < 0 || !e.own_out || e.own_ldo != p.n || !p.has_ctx || !l.epoch_counter)
       fail(w, "needs own_final, own_out with own_ldo == n (got ", e.own_ldo, ", n ", p.n,
            "), the communicator and load.epoch_counter");
-    if (e.fin_sig < 0 || e.fin_sig + int64_t(p.m) / kBlockM > p.ctx.num_signals)
-      fail(w, "needs fin_sig + row-blocks inside the signal pool (fin_sig ", e.fin_sig, ")");
+    // The schedule's row-blocks (ragged shares: share_blocks x W of them, more than m / 128) index the words.
+    if (p.sched.order == sched::TileOrder::Grouped) fail(w, "takes no grouped order (its row-blocks index the words)");
+    const int64_t row_blocks = std::max<int64_t>(p.sched.m_blocks, (int64_t(p.m) + kBlockM - 1) / kBlockM);
+    if (e.fin_sig < 0 || e.fin_sig + row_blocks > p.ctx.num_signals)
+      fail(w, "needs fin_sig + its ", row_blocks, " row-blocks inside the signal pool (fin_sig ", e.fin_sig, ", pool ",
+           p.ctx.num_signals, ")");
     if (e.fin_net_n < 0 || e.fin_net_n > kMaxDests || (e.fin_net_n && (!e.fin_rb_count || !p.netctx)))
       fail(w, "to ", e.fin_net_n, " other nodes needs 0..", kMaxDests, " of them, fin_rb_count and netctx");
   }
