@@ -134,6 +134,11 @@ class Communicator:
             raise MkernelError("mkernel: this communicator is closed")
         return h
 
+    @property
+    def closed(self) -> bool:
+        """True once close() ran (every call but close() then raises MkernelError)."""
+        return not getattr(self, "_h", None)
+
     def info(self) -> dict:
         ci = CommInfo()
         check(lib.mk_comm_info(self._open_h, ctypes.byref(ci)))

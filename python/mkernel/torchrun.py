@@ -28,10 +28,11 @@ def reported(comm, rank=None):
     try:
         yield
     except Exception:
-        try:
-            comm.check()
-        except MkernelError as e:
-            print(f"rank {comm.rank if rank is None else rank}: device: {e}", flush=True)
+        if not getattr(comm, "closed", False):  # (a closed one has no record: the body's exception alone goes on)
+            try:
+                comm.check()
+            except MkernelError as e:
+                print(f"rank {comm.rank if rank is None else rank}: device: {e}", flush=True)
         raise
 
 
@@ -46,6 +47,9 @@ def main(run, backend="gloo"):
                              f"(MK_SHARE_GPUS=1), and the torch.distributed backend {backend!r} uses NCCL, which "
                              "refuses two ranks on one GPU: run one rank per GPU, or without NCCL")
         local %= gpus
+    # Kernels loaded on first use block the network proxy's copies while a kernel waits (README, "Kernels loaded
+    # on first use"): eager loading, as tools/mkrun sets it, unless the caller chose; only before CUDA starts.
+    os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
     torch.cuda.set_device(local)
     dist.init_process_group(backend)
     rank, world = dist.get_rank(), dist.get_world_size()

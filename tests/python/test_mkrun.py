@@ -38,6 +38,16 @@ def test_every_rank_skipped_is_a_skip():
     assert r.returncode == 77, r.stderr
 
 
+def test_bad_timeout_or_port_is_refused_before_any_rank_starts(tmp_path):
+    marker = tmp_path / "started"
+    code = f"open({str(marker)!r}, 'a').write('x')"
+    for args, why in ((("--timeout", "-1"), "--timeout must be >= 0"), (("--timeout", "nan"), "--timeout must be"),
+                      (("--port", "70000"), "--port must be a TCP port"), (("--port", "-5"), "--port must be")):
+        r, _ = run("-n", "2", *args, "--", sys.executable, "-c", code)
+        assert r.returncode == 2 and why in r.stderr, (args, r.stderr)
+    assert not marker.exists()
+
+
 class _Unkillable:
     """A process SIGKILL does not end (uninterruptible sleep): poll() stays None, wait() times out."""
     pid = 999999999  # no such process group: killpg raises ProcessLookupError, which stop() ignores

@@ -66,3 +66,35 @@ def test_nccl_with_ranks_sharing_a_gpu_is_refused_before_anything_starts(monkeyp
     with pytest.raises(RuntimeError, match="stop here"):
         mkernel.torchrun.main(lambda *a: None)
     assert started == [("device", 0), ("init", "gloo")]
+
+
+def test_a_closed_communicator_leaves_the_bodys_exception_alone(capsys):
+    # Its check() would raise "this communicator is closed" inside the handler and replace the body's exception.
+    comm = mkernel.Communicator.__new__(mkernel.Communicator)  # as after close(): no handle
+    assert comm.closed
+    with pytest.raises(mkernel.MkernelError, match="closed"):
+        comm.check()
+    with pytest.raises(AssertionError, match="the body's"):
+        with mkernel.torchrun.reported(comm):
+            raise AssertionError("the body's")
+    assert capsys.readouterr().out == ""
+
+
+def test_main_asks_for_eager_module_loading_unless_the_caller_chose(monkeypatch):
+    # Kernels loaded on first use block the proxy's copies while a kernel waits: main sets CUDA_MODULE_LOADING=EAGER
+    # before it starts CUDA (set_device), as tools/mkrun does; a value the caller set stays.
+    seen = []
+    monkeypatch.delenv("MK_SHARE_GPUS", raising=False)
+    monkeypatch.setattr(mkernel.torchrun.torch.cuda, "set_device",
+                        lambda d: seen.append(mkernel.torchrun.os.environ.get("CUDA_MODULE_LOADING")))
+    def stop(b):
+        raise RuntimeError("stop here")
+    monkeypatch.setattr(mkernel.torchrun.dist, "init_process_group", stop)
+    for given, want in ((None, "EAGER"), ("LAZY", "LAZY")):
+        if given is None:
+            monkeypatch.delenv("CUDA_MODULE_LOADING", raising=False)
+        else:
+            monkeypatch.setenv("CUDA_MODULE_LOADING", given)
+        with pytest.raises(RuntimeError, match="stop here"):
+            mkernel.torchrun.main(lambda *a: None)
+        assert seen[-1] == want
