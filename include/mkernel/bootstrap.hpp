@@ -74,6 +74,7 @@ class Bootstrap {
   uint64_t seq_ = 0;
   int64_t timeout_ms_ = 0;
   bool root_refused_ = false;  // hello(): the root answered with an error (its message names the cause)
+  std::string root_host_ = "rank 0's process";  // where the root runs, for messages (an id's: its maker's)
   std::shared_ptr<BootstrapRoot> root_;  // set when this process hosts the root
 };
 

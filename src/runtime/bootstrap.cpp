@@ -48,6 +48,10 @@ struct IdLayout {  // how UniqueId::bytes is used
   uint32_t addr;   // IPv4, network order
   uint16_t port;
   uint16_t version;
+  // The root's MK_BOOTSTRAP_TIMEOUT_MS (0 in ids of builds before 2026-12-05, session 46): a rank waits for the
+  // root at least that long, so that a rank with a shorter bound of its own does not give up (and blame the
+  // root) while the root still waits for a late rank.
+  uint32_t root_timeout_ms;
 };
 static_assert(sizeof(IdLayout) <= sizeof(UniqueId::bytes));
 
@@ -474,6 +478,7 @@ UniqueId get_unique_id() {
   l.addr = sock::resolve_ipv4(addr);
   l.port = static_cast<uint16_t>(port);
   l.version = 1;
+  l.root_timeout_ms = static_cast<uint32_t>(timeout);  // (the knob's range: at most 86400000)
   UniqueId id;
   std::memcpy(id.bytes, &l, sizeof(l));
   std::lock_guard<std::mutex> g(registry().mu);
@@ -487,6 +492,8 @@ Bootstrap::Bootstrap(int rank, int world, const UniqueId& id) : rank_(rank), wor
   IdLayout l{};
   std::memcpy(&l, id.bytes, sizeof(l));
   if (l.version != 1 || l.port == 0) fail("unique id is not one made by mk::get_unique_id()");
+  timeout_ms_ = std::max<int64_t>(timeout_ms_, l.root_timeout_ms);
+  root_host_ = "the process that called get_unique_id()";
   {
     std::lock_guard<std::mutex> g(registry().mu);
     auto it = registry().roots.find(l.magic);
@@ -543,8 +550,10 @@ void Bootstrap::connect_and_hello(const std::string& host, int port, uint64_t ma
     // The socket's own error names nobody: say who, where and in which phase (e.g. another program, not
     // rank 0's root, listening on the derived port: it accepts and never answers).
     fail("rank ", rank_, " of ", world_, ": rendezvous with the bootstrap root at ", host, ":", port,
-         " failed after connecting: ", error_reason(e), " (is the program listening there rank 0's root, of this "
-         "mkernel build? MK_BOOTSTRAP_PORT / MK_BOOTSTRAP_ADDR choose it)");
+         " failed after connecting: ", error_reason(e), " within ", timeout_ms_ + kClientGraceMs,
+         " ms: is a rank late, or does the root (in ", root_host_, ") wait longer for the ranks to join "
+         "(MK_BOOTSTRAP_TIMEOUT_MS differs between processes)? Else the program listening there is not that root, "
+         "of this mkernel build (MK_BOOTSTRAP_PORT / MK_BOOTSTRAP_ADDR choose it)");
   }
 }
 
@@ -580,17 +589,18 @@ std::vector<std::string> Bootstrap::allgather(const std::string& mine, const cha
     } catch (const Error& e) {
       const std::string why = error_reason(e);
       if (sock::ms_left(dl) > 0)  // not the deadline: the connection failed (reset, closed mid-message)
-        fail(me, ": bootstrap collective #", seq_, ": lost the connection to the root (in rank 0's process: ", why,
-             "); rank 0 died?");
-      fail(me, ": bootstrap collective #", seq_, ": the root (in rank 0's process) did not answer within ",
-           timeout_ms_ + kClientGraceMs, " ms (", why, "): rank 0 stopped, hung or unreachable (MK_BOOTSTRAP_TIMEOUT_MS)");
+        fail(me, ": bootstrap collective #", seq_, ": lost the connection to the root (in ", root_host_, ": ", why,
+             "); that process died?");
+      fail(me, ": bootstrap collective #", seq_, ": the root (in ", root_host_, ") did not answer within ",
+           timeout_ms_ + kClientGraceMs, " ms (", why, "): that process stopped, hung or is unreachable "
+           "(MK_BOOTSTRAP_TIMEOUT_MS)");
     }
   };
   std::string f = frame(kGather, rank_, world_, seq_, 0, gather_body(step, mine));
   from_root([&] { sock::send_all(fd_, f.data(), f.size(), dl); });
   FrameHeader h;
   if (!from_root([&] { return sock::recv_all(fd_, &h, sizeof(h), dl); }))
-    fail(me, ": bootstrap root went away (rank 0 died?)");
+    fail(me, ": bootstrap root went away (", root_host_, " died?)");
   if (h.len > kMaxPayload) fail("bootstrap: corrupt frame");
   std::string body(h.len, '\0');
   if (h.len) from_root([&] { return sock::recv_all(fd_, body.data(), h.len, dl); });

@@ -268,6 +268,27 @@ TEST(BootstrapFailure, MissingRankIsNamedWithinTheBound) {
   EXPECT_LT(secs, 6.0) << "the error must come soon after MK_BOOTSTRAP_TIMEOUT_MS (1.5 s)";
 }
 
+// A rank whose own MK_BOOTSTRAP_TIMEOUT_MS is shorter than the root's waits as long as the root does (the id
+// carries the root's bound): a rank late to join, still within the root's bound, does not make it give up and
+// blame the root (before: rank 1 failed after its own 0.2 s + 5 s of grace, and rank 0 then with it).
+TEST(BootstrapWorldAgain, ARankWithAShorterBoundWaitsAsLongAsTheIdsRoot) {
+  const int W = 3;
+  auto res = run_ranks(W, {}, true, [&](int r, const std::string& shared, const Publish& publish, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", r == 1 ? "200" : "9000", 1);
+    UniqueId id;
+    if (r == 0) {
+      id = get_unique_id();
+      publish(id.to_hex());
+    } else {
+      id = UniqueId::from_hex(shared);
+    }
+    if (r == 2) std::this_thread::sleep_for(std::chrono::milliseconds(6000));  // past rank 1's 0.2 s + 5 s
+    Bootstrap b(r, W, id);
+    return check_collectives(b, out);
+  }, std::chrono::milliseconds(30000));
+  expect_all(res);
+}
+
 TEST(BootstrapFailure, SeveralMissingRanksOnTheLauncherPath) {
   const int W = 6;
   const int port = free_port();
