@@ -72,6 +72,8 @@ std::optional<int> pmi_world(const EnvLookup& env) {
   return std::nullopt;
 }
 
+constexpr int64_t kEphemeralPortStart = 32768;  // Linux's default net.ipv4.ip_local_port_range starts here
+
 int port_from_job(const std::string& job) {
   // Stable across ranks of one job, spread over [20000, 32768): below Linux's default ephemeral range
   // (net.ipv4.ip_local_port_range starts at 32768), whose ports any outgoing connection may hold.
@@ -208,10 +210,15 @@ std::optional<LaunchInfo> detect_launch(const EnvLookup& env) {
   li.root_addr = !addr_knob.empty() ? addr_knob : !master_addr.empty() ? master_addr : "127.0.0.1";
   if (port_knob != 0) {
     li.root_port = static_cast<int>(port_knob);
+  } else if (master_port && (*master_port < 1 || *master_port > 65535)) {
+    fail("MASTER_PORT=", *master_port, " is not a TCP port (1..65535)");
+  } else if (master_port && *master_port + 1 < kEphemeralPortStart) {
+    li.root_port = *master_port + 1;  // torchrun's TCPStore already listens on MASTER_PORT
   } else if (master_port) {
-    // torchrun's TCPStore already listens on MASTER_PORT.
-    if (*master_port >= 65535) fail("MASTER_PORT=", *master_port, " leaves no room for MASTER_PORT+1");
-    li.root_port = *master_port + 1;
+    // A store port in the ephemeral range (torchrun --standalone picks a free one there): MASTER_PORT+1 may be
+    // held by an outgoing connection of this host (the store clients' own), so the port comes from the job, below
+    // that range, as the Slurm / OpenMPI ports do.
+    li.root_port = port_from_job(li.job_key.empty() ? cat(master_addr, ":", *master_port) : li.job_key);
   } else if (!li.job_key.empty() && li.job_key != ".") {
     li.root_port = port_from_job(li.job_key);
   } else if (li.world == 1) {

@@ -64,6 +64,28 @@ TEST(LaunchEnv, KnobsOverrideMasterAddrAndPort) {
   EXPECT_EQ(li->root_port, 4000);
 }
 
+// MASTER_PORT+1 where the store's port is below Linux's ephemeral range; from it on (torchrun --standalone picks a
+// free port there) MASTER_PORT+1 may be held by an outgoing connection of the host, so the port is derived from
+// the job below that range, the same on every rank of the job.
+TEST(LaunchEnv, TorchrunStorePortInTheEphemeralRangeDerivesTheBootstrapPort) {
+  auto port = [](const char* rank, const char* master_port, const char* run_id) {
+    auto li = detect_launch(env_of({{"RANK", rank},
+                                    {"WORLD_SIZE", "2"},
+                                    {"MASTER_ADDR", "127.0.0.1"},
+                                    {"MASTER_PORT", master_port},
+                                    {"TORCHELASTIC_RUN_ID", run_id}}));
+    return li ? li->root_port : -1;
+  };
+  EXPECT_EQ(port("0", "32766", "none"), 32767);
+  for (const char* mp : {"32767", "45123", "65535"}) {
+    const int p = port("0", mp, "none");
+    EXPECT_GE(p, 20000) << mp;
+    EXPECT_LT(p, 32768) << mp;
+    EXPECT_EQ(port("1", mp, "none"), p) << mp;  // every rank alike
+  }
+  EXPECT_NE(port("0", "45123", "none"), port("0", "45124", "none"));  // two stores' jobs apart (this pair)
+}
+
 TEST(LaunchEnv, TorchrunWithoutMasterIsAnError) {
   EXPECT_EQ(expect_error([] { detect_launch(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}})); },
                          {"MASTER_ADDR"}),
@@ -284,8 +306,8 @@ TEST(LaunchEnv, MalformedValuesAreErrors) {
             "");
   EXPECT_EQ(expect_error(
                 [] {
-                  detect_launch(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "65535"}}));
+                  detect_launch(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}));
                 },
-                {"MASTER_PORT=65535"}),
+                {"MASTER_PORT=70000 is not a TCP port"}),
             "");
 }
