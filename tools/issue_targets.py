@@ -336,16 +336,13 @@ def ring_bound(r, gbps):
 def spread_note(cell, met):
     """What a verdict's detail adds from a report's round-by-round cell ("p10 / median / p90" of the best baseline's
     time over mkernel's; '' without one). The verdict stays the ratio of medians (the issue's); a miss whose p90
-    reaches 1 (in at least a tenth of the rounds mkernel was as fast) is within the run's spread. The cells have 4
-    decimals since session 46; a p90 printed as 1 with fewer (0.9996 read "1.000") is not taken as reaching 1."""
+    is above 1 (in at least a tenth of the rounds mkernel was faster) is within the run's spread. A p90 printed as 1
+    is not taken as above 1 (it may be a rounded 0.9996: the cells have 4 decimals since session 46, 3 before)."""
     paired = all_nums(cell)
     if len(paired) != 3:
         return ""
     note = f"; per round p10/median/p90 {paired[0]:.4f}/{paired[1]:.4f}/{paired[2]:.4f}"
-    p90_text = cell.split("/")[-1].strip()
-    decimals = len(p90_text.split(".")[1]) if "." in p90_text else 0
-    reaches = paired[2] > 1.0 or (paired[2] == 1.0 and decimals >= 4)
-    return note + (", within the run's spread" if not met and reaches else "")
+    return note + (", within the run's spread" if not met and paired[2] > 1.0 else "")
 
 
 def paired_spread(r, met, best_ms):

@@ -75,6 +75,7 @@ class Bootstrap {
   int64_t timeout_ms_ = 0;
   bool root_refused_ = false;  // hello(): the root answered with an error (its message names the cause)
   std::string root_host_ = "rank 0's process";  // where the root runs, for messages (an id's: its maker's)
+  bool id_path_ = false;                         // joined by a unique id (which carries the root's bound)
   std::shared_ptr<BootstrapRoot> root_;  // set when this process hosts the root
 };
 

@@ -37,6 +37,10 @@ def reported(comm, rank=None):
 
 
 def main(run, backend="gloo"):
+    # Kernels loaded on first use block the network proxy's copies while a kernel waits (README, "Kernels loaded
+    # on first use"): eager loading, as tools/mkrun sets it, unless the caller chose; it counts only before CUDA
+    # starts (torch.cuda.device_count below may start it where NVML is missing).
+    os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
     local = int(os.environ.get("LOCAL_RANK", "0"))
     # testing only (the knob, a Bool: the library's spellings): local rank mod GPUs
     if os.environ.get("MK_SHARE_GPUS", "0").strip().lower() in ("1", "true", "yes", "on"):
@@ -47,9 +51,6 @@ def main(run, backend="gloo"):
                              f"(MK_SHARE_GPUS=1), and the torch.distributed backend {backend!r} uses NCCL, which "
                              "refuses two ranks on one GPU: run one rank per GPU, or without NCCL")
         local %= gpus
-    # Kernels loaded on first use block the network proxy's copies while a kernel waits (README, "Kernels loaded
-    # on first use"): eager loading, as tools/mkrun sets it, unless the caller chose; only before CUDA starts.
-    os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
     torch.cuda.set_device(local)
     dist.init_process_group(backend)
     rank, world = dist.get_rank(), dist.get_world_size()

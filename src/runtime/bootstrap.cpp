@@ -494,6 +494,7 @@ Bootstrap::Bootstrap(int rank, int world, const UniqueId& id) : rank_(rank), wor
   if (l.version != 1 || l.port == 0) fail("unique id is not one made by mk::get_unique_id()");
   timeout_ms_ = std::max<int64_t>(timeout_ms_, l.root_timeout_ms);
   root_host_ = "the process that called get_unique_id()";
+  id_path_ = true;
   {
     std::lock_guard<std::mutex> g(registry().mu);
     auto it = registry().roots.find(l.magic);
@@ -550,10 +551,12 @@ void Bootstrap::connect_and_hello(const std::string& host, int port, uint64_t ma
     // The socket's own error names nobody: say who, where and in which phase (e.g. another program, not
     // rank 0's root, listening on the derived port: it accepts and never answers).
     fail("rank ", rank_, " of ", world_, ": rendezvous with the bootstrap root at ", host, ":", port,
-         " failed after connecting: ", error_reason(e), " within ", timeout_ms_ + kClientGraceMs,
-         " ms: is a rank late, or does the root (in ", root_host_, ") wait longer for the ranks to join "
-         "(MK_BOOTSTRAP_TIMEOUT_MS differs between processes)? Else the program listening there is not that root, "
-         "of this mkernel build (MK_BOOTSTRAP_PORT / MK_BOOTSTRAP_ADDR choose it)");
+         " failed after connecting: ", error_reason(e), " within ", timeout_ms_ + kClientGraceMs, " ms: ",
+         id_path_ ? cat("the root (in ", root_host_, ") names late ranks within its own bound, which this rank "
+                        "outwaits, so the program listening there is not that root of this mkernel build, or it hung")
+                  : cat("is a rank late, or does the root (in ", root_host_, ") wait longer for the ranks to join "
+                        "(MK_BOOTSTRAP_TIMEOUT_MS differs between processes)? Else the program listening there is "
+                        "not that root of this mkernel build (MK_BOOTSTRAP_PORT / MK_BOOTSTRAP_ADDR choose it)"));
   }
 }
 

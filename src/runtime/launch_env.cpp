@@ -75,9 +75,10 @@ std::optional<int> pmi_world(const EnvLookup& env) {
 constexpr int64_t kEphemeralPortStart = 32768;  // Linux's default net.ipv4.ip_local_port_range starts here
 
 int port_from_job(const std::string& job) {
-  // Stable across ranks of one job, spread over [20000, 32768): below Linux's default ephemeral range
-  // (net.ipv4.ip_local_port_range starts at 32768), whose ports any outgoing connection may hold.
-  return 20000 + static_cast<int>(std::hash<std::string>{}(job) % 12768);
+  // Stable across ranks of one job, spread over [20000, 32767): below Linux's default ephemeral range
+  // (net.ipv4.ip_local_port_range starts at 32768), whose ports any outgoing connection may hold, and never 32767,
+  // a torchrun store's port from which this port is derived (MASTER_PORT+1 would be 32768).
+  return 20000 + static_cast<int>(std::hash<std::string>{}(job) % 12767);
 }
 
 // The size another launcher's variables give this job, when it has them (a check of RANK / WORLD_SIZE).

@@ -91,25 +91,30 @@ TEST(GemmHooks, SplitLastTakesOnlyTheOwnersFinalTilesAtTheEnd) {
             std::string::npos);
 }
 
-// GEMM+AR's final-row signals are indexed by the schedule's row-blocks: with ragged shares (m = 1000 over 2 ranks:
-// 4 row-blocks of 512 padded rows a share, 8 in all) there are more of them than m / 128 (7); the pool must hold
-// them all.
+// GEMM+AR's final-row signals are indexed by the schedule's row-blocks: with ragged shares (m = 600 over 2 ranks:
+// 300 rows a share, 3 row-blocks of 384 padded rows each, 6 in all) there are more of them than m / 128 rounded
+// down (4) or up (5); the pool must hold all 6.
 TEST(GemmHooks, FinalRowSignalsMustFitEveryRowBlockOfTheSchedule) {
   auto fin = [](int64_t pool) {
     return [pool](gemm::GemmParams& p) {
       p.split_tiles = p.split_parts = p.split_last = 0;
       p.split_ws = nullptr;
       p.split_flags = nullptr;
-      p.m = 1000;
+      p.m = 600;
+      p.sched.m_blocks = 6;
+      p.sched.share_blocks = 3;
+      p.epi.rows_per_dest = 384;
       p.epi.fin_publish = 1;
       p.epi.fin_sig = 16;
       p.has_ctx = 1;
       p.ctx.num_signals = static_cast<int32_t>(pool);
     };
   };
-  EXPECT_EQ(error_of(fin(16 + 8)), "");
-  EXPECT_NE(error_of(fin(16 + 7)).find("needs fin_sig + its 8 row-blocks inside the signal pool"), std::string::npos)
-      << error_of(fin(16 + 7));
+  EXPECT_EQ(error_of(fin(16 + 6)), "");
+  for (int64_t short_pool : {16 + 5, 16 + 4})
+    EXPECT_NE(error_of(fin(short_pool)).find("needs fin_sig + its 6 row-blocks inside the signal pool"),
+              std::string::npos)
+        << error_of(fin(short_pool));
 }
 
 }  // namespace

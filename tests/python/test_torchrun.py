@@ -84,6 +84,7 @@ def test_main_asks_for_eager_module_loading_unless_the_caller_chose(monkeypatch)
     # Kernels loaded on first use block the proxy's copies while a kernel waits: main sets CUDA_MODULE_LOADING=EAGER
     # before it starts CUDA (set_device), as tools/mkrun does; a value the caller set stays.
     seen = []
+    monkeypatch.setenv("CUDA_MODULE_LOADING", "as before")  # (records the variable's state, so the test restores it)
     monkeypatch.delenv("MK_SHARE_GPUS", raising=False)
     monkeypatch.setattr(mkernel.torchrun.torch.cuda, "set_device",
                         lambda d: seen.append(mkernel.torchrun.os.environ.get("CUDA_MODULE_LOADING")))
