@@ -20,8 +20,8 @@ from ._lib import MkernelError, check
 from ._ops_c import _need
 
 from ._lib import lib
-from .ops import (_capturing, _fast_ok, _get_device, _stream, bump_version, capture_workspace, inputs_grad_refused,
-                  modes_on, out_grad_refused, traced)
+from .ops import (_capturing, _fast_ok, _get_device, _stream, bump_version, capture_workspace, dense16,
+                  inputs_grad_refused, modes_on, out_grad_refused, traced)
 
 _BF16 = torch.bfloat16
 _mk_attention = getattr(lib, "mk_attention_fwd", None)  # None: built without the op (_need says so)
@@ -156,8 +156,9 @@ def _launch(fn, q, k, v, out, lse, b, sq, skv, h, hkv, d, causal, scale, dev):
 @torch.library.custom_op("mkernel::attention", mutates_args=())
 def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                   scale: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
-    # torch.compile's generated code may pass any layout: .contiguous() is free when it already is.
-    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    # torch.compile's generated code may pass any layout and start: dense16 is free when it already is dense and
+    # 16-byte aligned.
+    q, k, v = dense16(q), dense16(k), dense16(v)
     _validate(q, k, v)
     out = torch.empty_like(q)
     lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)

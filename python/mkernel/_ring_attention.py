@@ -20,8 +20,8 @@ from ._lib import MkernelError, check, lib
 from ._ops_c import _need
 from ._attention import (_check_lse, _check_out, _fast_io, _no_autograd, _validate, causal_arg, into, plain_args,
                          scale_arg)
-from .ops import _get_device, _stream, bump_version, modes_on, out_grad_refused, traced
-from ._tp_plans import _Plan, _device_check, check_aligned, check_apart
+from .ops import _get_device, _stream, bump_version, dense16, modes_on, out_grad_refused, traced
+from ._tp_plans import _Plan, _device_check, check_aligned, check_apart, plan_ints
 from .tp import _HOT, _compiling, _key, _plan, lookup
 
 __all__ = ["ring_attention", "RingAttention"]
@@ -43,13 +43,16 @@ class RingAttention(_Plan):
                  num_ctas=0):
         op = "mkernel.RingAttention"
         sc = scale_arg(scale, op)  # (None -> 0.0, the library's default)
+        batch, s_local, heads, kv_heads, head_dim, num_comm_ctas, num_ctas = plan_ints(
+            op, dict(batch=batch, s_local=s_local, heads=heads, kv_heads=kv_heads, head_dim=head_dim),
+            dict(num_comm_ctas=num_comm_ctas, num_ctas=num_ctas))
         h = ctypes.c_void_p()
         check(_need("mk_ring_attn_create", "ring_attention")(
-            comm._h, int(batch), int(s_local), int(heads), int(kv_heads), int(head_dim),
-            int(causal_arg(causal, op)), sc, int(num_comm_ctas), int(num_ctas), ctypes.byref(h)))
+            comm._h, batch, s_local, heads, kv_heads, head_dim, int(causal_arg(causal, op)), sc, num_comm_ctas,
+            num_ctas, ctypes.byref(h)))
         self._bind(comm, h)
         self.world = comm.world
-        self.shape = (int(batch), int(s_local), int(heads), int(kv_heads) or int(heads), int(head_dim))  # 0: heads
+        self.shape = (batch, s_local, heads, kv_heads or heads, head_dim)  # 0: heads
         self.causal = bool(causal)
 
     def run(self, q, k, v, out=None, lse=None):
@@ -176,7 +179,7 @@ def _hot(q, k, v, comm, causal, scale, out, lse):
 @torch.library.custom_op("mkernel::ring_attention", mutates_args=())
 def _ring_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, comm: int, causal: bool = False,
                        scale: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
-    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # any layout from torch.compile's code
+    q, k, v = dense16(q), dense16(k), dense16(v)  # any layout and start from torch.compile's code
     _check_call(q, k, v, None, None, causal)
     return _run(q, k, v, comm, causal, scale)
 

@@ -6,7 +6,7 @@ import warnings
 
 import torch
 
-from ._lib import MkernelError, check, lib, outside_stacklevel, path
+from ._lib import MkernelError, c_int_arg, check, lib, outside_stacklevel, path
 from .ops import _check_matrix, _get_device, aligned16, has_address
 
 
@@ -111,3 +111,11 @@ def _device_check(t, name, comm_device=None):
                            + (f"; the communicator's is cuda:{comm_device}" if comm_device is not None else "")
                            + ": run the ops with the communicator's device current (torch.cuda.set_device) and "
                            "their tensors on it")
+
+
+def plan_ints(op, dims, ctas):
+    """A plan constructor's arguments as the library takes them, refused before the call where ctypes would wrap or
+    truncate them without a word (2**32 + 4 CTAs arriving as 4, m_local = 0.5 as 0): `dims` (name -> value) as
+    int64 >= 0, `ctas` (name -> value) as C ints >= 0 (0: the default). The library checks the rest (m >= 1, ...)."""
+    return ([c_int_arg(v, name, op, 0, (1 << 63) - 1) for name, v in dims.items()]
+            + [c_int_arg(v, name, op, 0) for name, v in ctas.items()])

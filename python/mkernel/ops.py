@@ -166,6 +166,16 @@ def aligned16(t):
         return True
 
 
+def dense16(t):
+    """`t` row-major and starting 16-byte aligned, as the library takes it: `t` itself when it is, else a copy.
+    For the custom ops' bodies, which torch.compile's code and autograd's backward call with what they have (a
+    gradient may be contiguous but start at an odd offset into its storage: a slice of a cat's gradient); the
+    public functions refuse such inputs instead of copying what the caller did not ask for."""
+    if t.is_contiguous() and aligned16(t):
+        return t
+    return t.clone(memory_format=torch.contiguous_format)
+
+
 def inputs_grad_refused(op, *inputs, what="no backward here, but an input requires grad",
                         instead=", or through the op function (mkernel.gemm_rs, ...), which has a backward"):
     """Raises where autograd is recording and an input (None: skipped) requires grad, for a call with no backward

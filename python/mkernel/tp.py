@@ -39,9 +39,9 @@ from ._ops_c import _need
 from ._plan_cache import close_oldest
 from ._tp_meta import (_COMMS, MAX_RS_RANKS, register, lookup, world, ag_gemm_shapes, gemm_rs_shape,
                        all_gather_shape, reduce_scatter_shape)
-from ._tp_plans import _Plan, _check_shape, _device_check, _ptr, check_aligned, check_apart
-from .ops import (_check_matrix, _fast_ok, _get_device, _stream, bump_version, inputs_grad_refused, modes_on,
-                  out_grad_refused, traced)
+from ._tp_plans import _Plan, _check_shape, _device_check, _ptr, check_aligned, check_apart, plan_ints
+from .ops import (_check_matrix, _fast_ok, _get_device, _stream, bump_version, dense16, inputs_grad_refused,
+                  modes_on, out_grad_refused, traced)
 
 __all__ = ["ag_gemm", "gemm_rs", "all_gather", "reduce_scatter", "AgGemm", "GemmRs", "register", "close_plans"]
 
@@ -52,11 +52,12 @@ class AgGemm(_Plan):
     _captured = "mk_ag_gemm_captured"
 
     def __init__(self, comm, m_local, n, k, num_comm_ctas=0, num_ctas=0):
+        m_local, n, k, num_comm_ctas, num_ctas = plan_ints("mkernel.AgGemm", dict(m_local=m_local, n=n, k=k),
+                                                           dict(num_comm_ctas=num_comm_ctas, num_ctas=num_ctas))
         h = ctypes.c_void_p()
-        check(_need("mk_ag_gemm_create", "ag_gemm")(comm._h, int(m_local), int(n), int(k), int(num_comm_ctas),
-                                                     int(num_ctas), ctypes.byref(h)))
+        check(_need("mk_ag_gemm_create", "ag_gemm")(comm._h, m_local, n, k, num_comm_ctas, num_ctas, ctypes.byref(h)))
         self._bind(comm, h)
-        self.world, self.shape = comm.world, (int(m_local), int(n), int(k))
+        self.world, self.shape = comm.world, (m_local, n, k)
 
     def run(self, a_local, b, out=None, gathered=None):
         m_local, n, k = self.shape
@@ -102,11 +103,12 @@ class GemmRs(_Plan):
     _captured = "mk_gemm_rs_captured"
 
     def __init__(self, comm, m, n, k_local, num_reduce_ctas=0, num_ctas=0):
+        m, n, k_local, num_reduce_ctas, num_ctas = plan_ints("mkernel.GemmRs", dict(m=m, n=n, k_local=k_local),
+                                                             dict(num_reduce_ctas=num_reduce_ctas, num_ctas=num_ctas))
         h = ctypes.c_void_p()
-        check(_need("mk_gemm_rs_create", "gemm_rs")(comm._h, int(m), int(n), int(k_local), int(num_reduce_ctas),
-                                                     int(num_ctas), ctypes.byref(h)))
+        check(_need("mk_gemm_rs_create", "gemm_rs")(comm._h, m, n, k_local, num_reduce_ctas, num_ctas, ctypes.byref(h)))
         self._bind(comm, h)
-        self.world, self.shape = comm.world, (int(m), int(n), int(k_local))
+        self.world, self.shape = comm.world, (m, n, k_local)
 
     def run(self, a, b, out=None):
         m, n, k = self.shape
@@ -395,9 +397,10 @@ def _reduce_scatter_run(x, key, out=None):
 
 
 # ---- custom ops ----------------------------------------------------------------------------------
-# The implementations take inputs of any row-major layout (.contiguous() is
-# free when they already are): torch.compile's generated code may hand them
-# other strides than the eager code it replaces. The public functions below
+# The implementations take inputs of any row-major layout and start (dense16:
+# free when they already are dense and 16-byte aligned): torch.compile's
+# generated code may hand them other strides than the eager code it replaces,
+# and autograd a gradient that starts at an odd offset. The public functions below
 # still refuse non-contiguous inputs (a copy the caller did not ask for).
 # Schemas (torch.ops.mkernel.*), comm being the registry key:
 #   ag_gemm(Tensor a_local, Tensor b, SymInt comm) -> Tensor
@@ -410,7 +413,7 @@ def _reduce_scatter_run(x, key, out=None):
 
 @torch.library.custom_op("mkernel::ag_gemm", mutates_args=())
 def _ag_gemm_op(a_local: torch.Tensor, b: torch.Tensor, comm: int) -> torch.Tensor:
-    a_local, b = a_local.contiguous(), b.contiguous()
+    a_local, b = dense16(a_local), dense16(b)
     _check_inputs("ag_gemm", ("a_local", a_local), ("b", b))
     return _ag_gemm_run(a_local, b, comm)[0]
 
@@ -423,7 +426,7 @@ def _(a_local, b, comm):
 
 @torch.library.custom_op("mkernel::ag_gemm_gathered", mutates_args=())
 def _ag_gemm_gathered_op(a_local: torch.Tensor, b: torch.Tensor, comm: int) -> tuple[torch.Tensor, torch.Tensor]:
-    a_local, b = a_local.contiguous(), b.contiguous()
+    a_local, b = dense16(a_local), dense16(b)
     _check_inputs("ag_gemm", ("a_local", a_local), ("b", b))
     return _ag_gemm_run(a_local, b, comm, want_gathered=True)
 
@@ -437,7 +440,7 @@ def _(a_local, b, comm):
 
 @torch.library.custom_op("mkernel::gemm_rs", mutates_args=())
 def _gemm_rs_op(a: torch.Tensor, b: torch.Tensor, comm: int) -> torch.Tensor:
-    a, b = a.contiguous(), b.contiguous()
+    a, b = dense16(a), dense16(b)
     _check_inputs("gemm_rs", ("a", a), ("b", b))
     return _gemm_rs_run(a, b, comm)
 
@@ -450,7 +453,7 @@ def _(a, b, comm):
 
 @torch.library.custom_op("mkernel::all_gather", mutates_args=())
 def _all_gather_op(a_local: torch.Tensor, comm: int) -> torch.Tensor:
-    a_local = a_local.contiguous()
+    a_local = dense16(a_local)
     _check_inputs("all_gather", ("a_local", a_local))
     return _all_gather_run(a_local, comm)
 
@@ -463,7 +466,7 @@ def _(a_local, comm):
 
 @torch.library.custom_op("mkernel::reduce_scatter", mutates_args=())
 def _reduce_scatter_op(x: torch.Tensor, comm: int) -> torch.Tensor:
-    x = x.contiguous()
+    x = dense16(x)
     _check_inputs("reduce_scatter", ("x", x))
     return _reduce_scatter_run(x, comm)
 
@@ -478,7 +481,7 @@ def _(x, comm):
 
 @torch.library.custom_op("mkernel::ag_gemm_out", mutates_args=("out",))
 def _ag_gemm_out_op(a_local: torch.Tensor, b: torch.Tensor, comm: int, out: torch.Tensor) -> None:
-    a_local, b = a_local.contiguous(), b.contiguous()
+    a_local, b = dense16(a_local), dense16(b)
     _check_inputs("ag_gemm", ("a_local", a_local), ("b", b))
     _ag_gemm_run(a_local, b, comm, out)
 
@@ -492,7 +495,7 @@ def _(a_local, b, comm, out):
 @torch.library.custom_op("mkernel::ag_gemm_gathered_out", mutates_args=("out", "gathered"))
 def _ag_gemm_gathered_out_op(a_local: torch.Tensor, b: torch.Tensor, comm: int, out: torch.Tensor,
                              gathered: torch.Tensor) -> None:
-    a_local, b = a_local.contiguous(), b.contiguous()
+    a_local, b = dense16(a_local), dense16(b)
     _check_inputs("ag_gemm", ("a_local", a_local), ("b", b))
     _ag_gemm_run(a_local, b, comm, out, gathered)
 
@@ -507,7 +510,7 @@ def _(a_local, b, comm, out, gathered):
 
 @torch.library.custom_op("mkernel::gemm_rs_out", mutates_args=("out",))
 def _gemm_rs_out_op(a: torch.Tensor, b: torch.Tensor, comm: int, out: torch.Tensor) -> None:
-    a, b = a.contiguous(), b.contiguous()
+    a, b = dense16(a), dense16(b)
     _check_inputs("gemm_rs", ("a", a), ("b", b))
     _gemm_rs_run(a, b, comm, out)
 
@@ -520,7 +523,7 @@ def _(a, b, comm, out):
 
 @torch.library.custom_op("mkernel::all_gather_out", mutates_args=("out",))
 def _all_gather_out_op(a_local: torch.Tensor, comm: int, out: torch.Tensor) -> None:
-    a_local = a_local.contiguous()
+    a_local = dense16(a_local)
     _check_inputs("all_gather", ("a_local", a_local))
     _all_gather_run(a_local, comm, out)
 
@@ -533,7 +536,7 @@ def _(a_local, comm, out):
 
 @torch.library.custom_op("mkernel::reduce_scatter_out", mutates_args=("out",))
 def _reduce_scatter_out_op(x: torch.Tensor, comm: int, out: torch.Tensor) -> None:
-    x = x.contiguous()
+    x = dense16(x)
     _check_inputs("reduce_scatter", ("x", x))
     _reduce_scatter_run(x, comm, out)
 

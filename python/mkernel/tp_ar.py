@@ -19,8 +19,8 @@ from . import _torch_req  # noqa: F401  (torch >= 2.4: a clear ImportError befor
 from ._lib import check, lib
 from ._ops_c import _need
 from ._tp_meta import all_reduce_shape, gemm_ar_shape, world
-from .ops import _stream, bump_version, inputs_grad_refused, out_grad_refused
-from ._tp_plans import _Plan
+from .ops import _stream, bump_version, dense16, inputs_grad_refused, out_grad_refused
+from ._tp_plans import _Plan, plan_ints
 from .tp import (_COLLECTIVE_N, _check_inputs, _check_meta, _check_out_meta, _check_shape, _dispatch, _grad,
                  _hot, _hot_add, _key, _output, _plan, _shape)
 
@@ -33,11 +33,12 @@ class GemmAr(_Plan):
     _captured = "mk_gemm_ar_captured"
 
     def __init__(self, comm, m, n, k_local, num_gather_ctas=0, num_ctas=0):
+        m, n, k_local, num_gather_ctas, num_ctas = plan_ints("mkernel.GemmAr", dict(m=m, n=n, k_local=k_local),
+                                                             dict(num_gather_ctas=num_gather_ctas, num_ctas=num_ctas))
         h = ctypes.c_void_p()
-        check(_need("mk_gemm_ar_create", "gemm_ar")(comm._h, int(m), int(n), int(k_local), int(num_gather_ctas),
-                                                     int(num_ctas), ctypes.byref(h)))
+        check(_need("mk_gemm_ar_create", "gemm_ar")(comm._h, m, n, k_local, num_gather_ctas, num_ctas, ctypes.byref(h)))
         self._bind(comm, h)
-        self.world, self.shape = comm.world, (int(m), int(n), int(k_local))
+        self.world, self.shape = comm.world, (m, n, k_local)
 
     def run(self, a, b, out=None):
         m, n, k = self.shape
@@ -98,7 +99,7 @@ def _all_reduce_run(x, key, out=None):
 
 @torch.library.custom_op("mkernel::gemm_ar", mutates_args=())
 def _gemm_ar_op(a: torch.Tensor, b: torch.Tensor, comm: int) -> torch.Tensor:
-    a, b = a.contiguous(), b.contiguous()
+    a, b = dense16(a), dense16(b)
     _check_inputs("gemm_ar", ("a", a), ("b", b))
     return _gemm_ar_run(a, b, comm)
 
@@ -111,7 +112,7 @@ def _(a, b, comm):
 
 @torch.library.custom_op("mkernel::all_reduce", mutates_args=())
 def _all_reduce_op(x: torch.Tensor, comm: int) -> torch.Tensor:
-    x = x.contiguous()
+    x = dense16(x)
     _check_inputs("all_reduce", ("x", x))
     return _all_reduce_run(x, comm)
 
@@ -126,7 +127,7 @@ def _(x, comm):
 
 @torch.library.custom_op("mkernel::gemm_ar_out", mutates_args=("out",))
 def _gemm_ar_out_op(a: torch.Tensor, b: torch.Tensor, comm: int, out: torch.Tensor) -> None:
-    a, b = a.contiguous(), b.contiguous()
+    a, b = dense16(a), dense16(b)
     _check_inputs("gemm_ar", ("a", a), ("b", b))
     _gemm_ar_run(a, b, comm, out)
 
@@ -139,7 +140,7 @@ def _(a, b, comm, out):
 
 @torch.library.custom_op("mkernel::all_reduce_out", mutates_args=("out",))
 def _all_reduce_out_op(x: torch.Tensor, comm: int, out: torch.Tensor) -> None:
-    x = x.contiguous()
+    x = dense16(x)
     _check_inputs("all_reduce", ("x", x))
     _all_reduce_run(x, comm, out)
 

@@ -443,3 +443,36 @@ def test_ring_attention_plan_refuses_a_bad_scale_before_the_library(monkeypatch,
     monkeypatch.setattr(_ring_attention, "_need", lambda symbol, op: lambda *a: pytest.fail("reached the library"))
     with pytest.raises(mkernel.MkernelError, match="mkernel.RingAttention: scale must be a finite number > 0"):
         mkernel.RingAttention(FakeComm(world=2), 1, 128, 8, 8, 128, True, scale=scale)
+
+
+_PLANS = {"AgGemm": (tp, ("m_local", "n", "k"), ("num_comm_ctas", "num_ctas")),
+          "GemmRs": (tp, ("m", "n", "k_local"), ("num_reduce_ctas", "num_ctas")),
+          "GemmAr": (tp_ar, ("m", "n", "k_local"), ("num_gather_ctas", "num_ctas"))}
+
+
+@pytest.mark.parametrize("plan", sorted(_PLANS))
+def test_plan_constructors_refuse_what_ctypes_would_wrap_or_truncate(monkeypatch, plan):
+    # ctypes took 2**32 + 4 CTAs as 4, m_local = 0.5 as 0 and 2**64 + 128 rows as 128 without a word (the plan then
+    # refused every run() with a confusing shape error): each argument is checked before the library call.
+    mod, dims, ctas = _PLANS[plan]
+    sent = []
+    monkeypatch.setattr(mod, "_need", lambda symbol, op: lambda *a: sent.append(a[1:-1]) or 1)
+    monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: refused by the stub")
+    cls = getattr(mkernel, plan)
+    good = dict(zip(dims, (4096, 8192, 1024)))
+    for name, bad in [(dims[0], 2 ** 64 + 128), (dims[1], 0.5), (dims[2], -64), (dims[0], True),
+                      (ctas[0], 2 ** 32 + 4), (ctas[1], -1), (ctas[1], 1.0)]:
+        with pytest.raises(mkernel.MkernelError, match=f"mkernel.{plan}: {name} must be"):
+            cls(FakeComm(world=2), **{**good, name: bad})
+    assert sent == []
+    with pytest.raises(mkernel.MkernelError, match="refused by the stub"):  # good ones reach it as ints
+        cls(FakeComm(world=2), **good, **{ctas[0]: __import__("numpy").int64(3)})
+    assert sent == [(4096, 8192, 1024, 3, 0)] and all(type(v) is int for v in sent[0])
+
+
+def test_ring_attention_plan_refuses_what_ctypes_would_wrap(monkeypatch):
+    monkeypatch.setattr(_ring_attention, "_need", lambda symbol, op: lambda *a: pytest.fail("reached the library"))
+    for kw in (dict(batch=2 ** 64 + 1), dict(head_dim=128.0), dict(num_comm_ctas=2 ** 32 + 2), dict(num_ctas=-3)):
+        args = {**dict(batch=1, s_local=128, heads=8, kv_heads=8, head_dim=128, causal=True), **kw}
+        with pytest.raises(mkernel.MkernelError, match=f"mkernel.RingAttention: {next(iter(kw))} must be"):
+            mkernel.RingAttention(FakeComm(world=2), **args)
