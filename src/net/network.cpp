@@ -142,8 +142,14 @@ Network::Network(Communicator& comm) : comm_(comm) {
                             ctx_.agent ? cat(" transport's ", ctx_.agent, " delivery agent CTA(s)") : std::string(" transport's kernels"), " (MK_NET_FREE_SMS", mps ? "; the GPU is shared through MPS" : "",
                             ")"));
   MK_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ctx_dev_), sizeof(net::NetCtx)));
-  sync_device_ctx();
-  comm.bootstrap().barrier("the network's set-up");
+  try {
+    sync_device_ctx();
+    comm.bootstrap().barrier("the network's set-up");
+  } catch (...) {  // (a throwing constructor runs no destructor: the device context would leak)
+    teardown_call(cudaFree(ctx_dev_), "the network's device context");
+    ctx_dev_ = nullptr;
+    throw;
+  }
   log(LogLevel::Info, cat("rank ", t.rank, ": network ", name_, ", ", peers_.size(), " peers, ", threads, " proxy thread(s)"));
 }
 

@@ -77,7 +77,14 @@ Proxy::Proxy(ProxyConfig cfg, std::vector<std::unique_ptr<Transport>> transports
     for (auto& q : queues_) release(q);  // queues allocated before the failure
     throw;
   }
-  for (size_t i = 0; i < queues_.size(); ++i) queues_[i].thread = std::thread([this, i] { run(static_cast<int>(i)); });
+  try {
+    for (size_t i = 0; i < queues_.size(); ++i)
+      queues_[i].thread = std::thread([this, i] { run(static_cast<int>(i)); });
+  } catch (...) {  // (a thread that could not start, EAGAIN: the started ones joined, not left to std::terminate)
+    stop();
+    for (auto& q : queues_) release(q);
+    throw;
+  }
 }
 
 Proxy::~Proxy() {
@@ -102,8 +109,8 @@ void Proxy::allocate(Queue& q, int id) {
     d.done = reinterpret_cast<uint64_t*>(static_cast<char*>(host) + ring_bytes + 128);
     void* dev = nullptr;
     MK_CUDA_CHECK(cudaMalloc(&dev, 256));
+    d.head = static_cast<uint64_t*>(dev);  // (before the memset: release() frees it if that fails)
     MK_CUDA_CHECK(cudaMemset(dev, 0, 256));
-    d.head = static_cast<uint64_t*>(dev);
     d.tail_cache = reinterpret_cast<uint64_t*>(static_cast<char*>(dev) + 128);
   } else {
     void* host = nullptr;
@@ -182,6 +189,8 @@ void Proxy::run(int qi) {
   std::deque<WriteReq> pending;  // accepted commands the transport had no room for
   uint64_t tail = 0, done = 0;
   int64_t idle_since_us = -1;  // start of the current idle stretch (-1: busy)
+  int64_t done_moved_us = 0;   // when `done` last advanced: the bound counts from it or the command's start,
+                               // whichever is later (a queue that drains at the link's rate is not stuck)
   Completion comps[kPollBatch];
   const int64_t timeout_us = cfg_.timeout_ms * 1000;
   auto is_peer = [&](uint32_t p) { return std::find(cfg_.peers.begin(), cfg_.peers.end(), static_cast<int>(p)) != cfg_.peers.end(); };
@@ -295,17 +304,19 @@ void Proxy::run(int qi) {
         const uint64_t old_done = done;
         while (done < tail && finished[done & mask]) finished[done++ & mask] = 0;
         if (done != old_done) {
+          done_moved_us = now_us();
           __atomic_store_n(q.done, done, __ATOMIC_RELEASE);
           Q.completed_prefix.store(done, std::memory_order_relaxed);
         }
         // 5. Bound every operation.
         if (done < tail) {
           const uint32_t slot = static_cast<uint32_t>(done & mask);
-          const int64_t age = now_us() - started_us[slot];
+          const int64_t age = now_us() - std::max(started_us[slot], done_moved_us);
           if (age > timeout_us)
             mk::fail("rank ", cfg_.rank, " proxy queue ", qi, ": ", op_name(cmd_of[slot].op), " #", done, " to peer ",
                      cmd_of[slot].peer, " (", cmd_of[slot].bytes, " bytes) not complete after ", age / 1000,
-                     " ms (MK_NET_TIMEOUT_MS); peer dead or network stuck [queue: consumed ", tail, ", done ", done,
+                     " ms (MK_NET_TIMEOUT_MS; since it started or the queue last completed one); peer dead or "
+                     "network stuck [queue: consumed ", tail, ", done ", done,
                      ", waiting for room in ", t.name(), ": ", pending.size(), "]", t.in_flight());
         }
       }
@@ -320,7 +331,13 @@ void Proxy::run(int qi) {
       }
     }
   } catch (const std::exception& e) {
-    record_error(e.what());
+    // The proxy's own errors name the rank and queue; a transport's (post, poll) gets them here, with the queue's
+    // state (its message alone, e.g. "emu: write to unregistered region 5", names neither).
+    const std::string why = error_reason(e);
+    record_error(why.find(" proxy queue ") != std::string::npos
+                     ? std::string(e.what())
+                     : cat("mkernel: rank ", cfg_.rank, " proxy queue ", qi, " (", Q.transport ? Q.transport->name() : "?",
+                           "; consumed ", tail, ", done ", done, ", ", pending.size(), " waiting for room): ", why));
   }
 }
 

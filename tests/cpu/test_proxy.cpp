@@ -329,6 +329,27 @@ TEST(ProxyFailure, TransportErrorIsRecordedOnce) {
   r.set([](FakeState& st) { st.throw_on_poll = true; });
   std::string e = r.wait_error(std::chrono::milliseconds(3000));
   EXPECT_NE(e.find("peer 3 closed"), std::string::npos) << e;
+  // The transport's own message names no rank or queue: the proxy adds them, with the queue's state.
+  EXPECT_NE(e.find("rank 0 proxy queue 0 (fake; consumed 0, done 0, 0 waiting for room): "), std::string::npos) << e;
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(r.errors.load(), 1);
+}
+
+// A queue that completes its operations one after another at the link's rate is not stuck, however long its
+// last operation waited behind the others: the bound counts from the command's start or the queue's last
+// completion, whichever is later (before: from the start, so the 4th of 8 puts completing every 100 ms failed a
+// 300 ms bound). One that stops completing still fails within the bound.
+TEST(ProxyFailure, AQueueDrainingAtTheLinksRateIsNotStuck) {
+  Rig r(/*timeout_ms=*/300);
+  r.set([](FakeState& st) { st.never_complete = true; });
+  for (int i = 0; i < 8; ++i) r.push(put(3, uint64_t(i) << 20, 1 << 20));
+  for (uint64_t c = 0; c < 8; ++c) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    r.set([c](FakeState& st) { st.to_complete.push_back(c); });
+  }
+  EXPECT_TRUE(r.wait_done(8, std::chrono::milliseconds(2000))) << r.proxy->error();
+  EXPECT_EQ(r.proxy->error(), "");
+  r.push(put(3, 0, 8));  // never completed: the bound still holds
+  const std::string e = r.wait_error(std::chrono::milliseconds(3000));
+  EXPECT_NE(e.find("PUT #8 to peer 3"), std::string::npos) << e;
 }
