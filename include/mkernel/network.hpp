@@ -30,7 +30,11 @@ class Network {
   Network& operator=(const Network&) = delete;
 
   // Collective: makes `buf` reachable by network puts; returns its region id
-  // (the same on every rank). Region 0 is the signal region.
+  // (the same on every rank). Region 0 is the signal region. This rank's
+  // proxy threads pause while it runs, its exchange with the other ranks
+  // included: call it while no kernel waits on this network (the plans
+  // synchronise the device first), or such a kernel waits until its peers
+  // arrive, up to MK_TIMEOUT_MS.
   int register_buffer(const SymmetricBuffer& buf);
   // Collective, before the buffer is freed, once nothing uses the region: a
   // device synchronisation, an exchange of its outcome, then every rank
@@ -93,6 +97,7 @@ class Network {
   net::NetCtx* ctx_dev_ = nullptr;
   void sync_device_ctx();
   void warn_legacy(const char* op) const;
+  void drain_proxy(int id);  // deregister_buffer: the proxy completes what the kernels pushed (bounded)
   int next_region_ = 0;
   std::vector<uint8_t> live_;  // by region id: 1 while registered (register_buffer to deregister_buffer)
   bool proxy_calls_cuda_ = false;

@@ -3,7 +3,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
+#include <thread>
 
 #include "mkernel/communicator.hpp"
 #include "mkernel/error.hpp"
@@ -231,6 +233,7 @@ void Network::deregister_buffer(int id) {
   const cudaError_t e =
       synchronize_device(comm_.device(), cat("rank ", comm_.rank(), ": deregistering network region ", id));
   if (e == cudaErrorCudartUnloading) MK_CUDA_CHECK(e);  // the process is exiting: its peers may be gone
+  if (e == cudaSuccess) drain_proxy(id);
   if (cuda_error_is_fatal(e)) {
     log(LogLevel::Warn, cat("rank ", comm_.rank(), ": network region ", id, " deregistered without waiting for the ",
                             "other ranks: this rank's device failed (", cuda_error_string(e), ")"));
@@ -279,6 +282,35 @@ void Network::deregister_buffer(int id) {
       if (!cuda_error_is_fatal(e)) sync_device_ctx();  // (a failed device takes no copy)
     } catch (const std::exception& x) {
       warn("updating the device's copy of the network context", error_reason(x));
+    }
+  }
+}
+
+// The kernels are done (the device synchronised), but the proxy may not have completed what they pushed: a put
+// whose signal its peer already saw can still have its completion unreaped, or a command nobody waits for can
+// still wait for room, and the transport's contract (deregister_region) is that nothing is in flight. Waits,
+// bounded by MK_NET_TIMEOUT_MS and a second, until every queue has completed what was pushed into it, or the
+// proxy failed (its error then reaches the communicator); past the bound a warning names the queue.
+void Network::drain_proxy(int id) {
+  const int64_t bound_ms = knob_int(Knob::MK_NET_TIMEOUT_MS) + 1000;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(bound_ms);
+  for (int q = 0; q < proxy_->num_queues(); ++q) {
+    uint64_t pushed = 0;
+    try {
+      pushed = proxy_->pushed(q);
+    } catch (const std::exception& x) {
+      log(LogLevel::Warn, cat("rank ", comm_.rank(), ": deregistering network region ", id, ": the proxy queue ", q,
+                              "'s head could not be read (", error_reason(x), "); not waiting for it"));
+      continue;
+    }
+    while (proxy_->completed(q) < pushed && proxy_->error().empty()) {
+      if (std::chrono::steady_clock::now() > end) {
+        log(LogLevel::Warn, cat("rank ", comm_.rank(), ": deregistering network region ", id, ": proxy queue ", q,
+                                " completed ", proxy_->completed(q), " of the ", pushed, " commands pushed into it ",
+                                "within ", bound_ms, " ms (MK_NET_TIMEOUT_MS + 1 s); deregistering anyway"));
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
 }

@@ -148,6 +148,14 @@ void Proxy::with_transports(const std::function<void(Transport&)>& f) {
   }
 }
 
+uint64_t Proxy::pushed(int q) const {
+  const CmdQueue& d = queues_[q].desc;
+  if (cfg_.cuda_device < 0) return __atomic_load_n(d.head, __ATOMIC_ACQUIRE);
+  uint64_t head = 0;
+  MK_CUDA_CHECK(cudaMemcpy(&head, d.head, sizeof(head), cudaMemcpyDeviceToHost));
+  return head;
+}
+
 std::string Proxy::error() const {
   std::lock_guard<std::mutex> g(err_mu_);
   return error_;

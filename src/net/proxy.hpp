@@ -50,6 +50,9 @@ class Proxy {
   // Counters for tests and benchmarks.
   uint64_t consumed(int q) const { return queues_[q].consumed.load(); }
   uint64_t completed(int q) const { return queues_[q].completed_prefix.load(); }
+  // Commands producers have claimed in queue q (the ring's head: a device word read by a copy where the
+  // producers are kernels; call it once they are done, e.g. after a device synchronisation).
+  uint64_t pushed(int q) const;
   // Payload bytes of the PUT / PUT_INLINE commands queue q has taken (what
   // this rank sent over the network through it; signals and barriers carry
   // none): the measured side of the ops' bytes-per-link formulas.

@@ -270,6 +270,23 @@ TEST(Proxy, InlinePutsHandTheirBytesToTheTransport) {
   EXPECT_EQ(r.proxy->put_bytes(0), 12u + 8u);
 }
 
+// pushed(q): the commands producers claimed (the ring's head), what Network::deregister_buffer waits for the
+// proxy to complete before a transport lets a region go (nothing may be in flight then).
+TEST(Proxy, PushedCountsTheClaimedCommandsThatCompletedCatchesUpWith) {
+  Rig r;
+  r.set([](FakeState& st) { st.never_complete = true; });
+  EXPECT_EQ(r.proxy->pushed(0), 0u);
+  for (int i = 0; i < 5; ++i) r.push(put(3, uint64_t(i) << 12, 4096));
+  EXPECT_EQ(r.proxy->pushed(0), 5u);
+  EXPECT_FALSE(r.wait_done(1, std::chrono::milliseconds(100)));
+  EXPECT_EQ(r.proxy->completed(0), 0u);
+  r.set([](FakeState& st) {
+    for (uint64_t c = 0; c < 5; ++c) st.to_complete.push_back(c);
+  });
+  EXPECT_TRUE(r.wait_done(5));
+  EXPECT_EQ(r.proxy->completed(0), r.proxy->pushed(0));
+}
+
 TEST(ProxyFailure, MalformedCommandsAreReported) {
   {
     Rig r;
