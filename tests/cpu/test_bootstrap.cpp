@@ -49,6 +49,14 @@ std::string read_fd_until(int fd, std::chrono::milliseconds limit) {
   return s;
 }
 
+// The job's id: made and published by rank 0 (run_ranks with rank0_publishes), received by the others.
+UniqueId rank0_id(int r, const std::string& shared, const Publish& publish) {
+  if (r != 0) return UniqueId::from_hex(shared);
+  const UniqueId id = get_unique_id();
+  publish(id.to_hex());
+  return id;
+}
+
 // Forks one process per present rank. Rank 0 starts first and may publish a
 // string (the unique id) that the others receive. Each process reports an
 // exit code and a message; a process still alive after `limit` is killed and
@@ -221,13 +229,7 @@ class BootstrapWorld : public ::testing::TestWithParam<int> {};
 TEST_P(BootstrapWorld, UniqueIdPath) {
   const int W = GetParam();
   auto res = run_ranks(W, {}, true, [&](int r, const std::string& shared, const Publish& publish, std::string& out) {
-    UniqueId id;
-    if (r == 0) {
-      id = get_unique_id();
-      publish(id.to_hex());
-    } else {
-      id = UniqueId::from_hex(shared);
-    }
+    const UniqueId id = rank0_id(r, shared, publish);
     Bootstrap b(r, W, id);
     return check_collectives(b, out);
   });
@@ -254,13 +256,7 @@ TEST(BootstrapFailure, MissingRankIsNamedWithinTheBound) {
   auto t0 = std::chrono::steady_clock::now();
   auto res = run_ranks(W, {2}, true, [&](int r, const std::string& shared, const Publish& publish, std::string& out) {
     setenv("MK_BOOTSTRAP_TIMEOUT_MS", "1500", 1);
-    UniqueId id;
-    if (r == 0) {
-      id = get_unique_id();
-      publish(id.to_hex());
-    } else {
-      id = UniqueId::from_hex(shared);
-    }
+    const UniqueId id = rank0_id(r, shared, publish);
     return expect_error_in([&] { Bootstrap b(r, W, id); }, {"timed out", "ranks [2] of 4"}, out);
   });
   auto secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -275,13 +271,7 @@ TEST(BootstrapWorldAgain, ARankWithAShorterBoundWaitsAsLongAsTheIdsRoot) {
   const int W = 3;
   auto res = run_ranks(W, {}, true, [&](int r, const std::string& shared, const Publish& publish, std::string& out) {
     setenv("MK_BOOTSTRAP_TIMEOUT_MS", r == 1 ? "200" : "9000", 1);
-    UniqueId id;
-    if (r == 0) {
-      id = get_unique_id();
-      publish(id.to_hex());
-    } else {
-      id = UniqueId::from_hex(shared);
-    }
+    const UniqueId id = rank0_id(r, shared, publish);
     if (r == 2) std::this_thread::sleep_for(std::chrono::milliseconds(6000));  // past rank 1's 0.2 s + 5 s
     Bootstrap b(r, W, id);
     return check_collectives(b, out);
