@@ -1,7 +1,8 @@
 # call C (session 46): `tools/gpu_test.sh python` at the session's Python changes (the op modules' torch >= 2.4
 # check on import, mkernel/_torch_req.py; every torch test imports through it; torchrun.main's eager module
 # loading and reported() on a closed communicator) and the library changes of call B (torchrun --standalone:
-# Communicator.from_env takes a derived bootstrap port where the store's is 32768 or above).
+# Communicator.from_env takes a derived bootstrap port where the store's is 32768 or above; the custom ops'
+# dense16 copies; the plan constructors' argument checks).
 # Carries build/bin build/lib.
 mkdir -p $OUT/c
 source tools/gpu_env.sh; source tools/gpu_steps.sh
