@@ -571,5 +571,5 @@ TEST(FabricStaging, StuckStagingCopyIsReportedWithItsLikelyCause) {
   }
   EXPECT_NE(err.find("its GPU -> host staging copy unfinished"), std::string::npos) << err;
   EXPECT_NE(err.find("hardware work queue"), std::string::npos) << err;
-  EXPECT_NE(err.find("not complete after"), std::string::npos) << err;
+  EXPECT_NE(err.find("not complete, and no write to rank 1 completed, for "), std::string::npos) << err;
 }

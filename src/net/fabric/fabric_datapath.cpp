@@ -403,6 +403,7 @@ void FabricTransport::on_completion(Op* op) {
       return;
     case OpKind::Data: {
       Req& q = reqs_[op->index];
+      peer_progress_[static_cast<size_t>(q.w.peer)] = std::chrono::steady_clock::now();
       q.ops_pending--;
       if (q.signal_waits_data) {  // deferred: the data is now at the peer
         q.signal_waits_data = false;
@@ -421,6 +422,7 @@ void FabricTransport::on_completion(Op* op) {
     }
     case OpKind::Signal: {
       Req& q = reqs_[op->index];
+      peer_progress_[static_cast<size_t>(q.w.peer)] = std::chrono::steady_clock::now();
       q.ops_pending--;
       if (q.ops_pending == 0 && !q.signal_unposted) finish(op->index);
       return;
@@ -516,16 +518,19 @@ void FabricTransport::check_ages() {
   // The oldest request over the bound is the one named: slots come from a
   // LIFO free list, so the first in slot order may be one queued behind it
   // (a later request to a live peer, waiting behind one to a dead peer).
+  // Each request's clock starts at its post or at its peer's last completed operation, whichever is later.
+  auto since = [&](const Req& q) { return std::max(q.t0, peer_progress_[static_cast<size_t>(q.w.peer)]); };
   const Req* oldest = nullptr;
   for (const Req& q : reqs_)
-    if (q.in_use && now - q.t0 > limit && (!oldest || q.t0 < oldest->t0)) oldest = &q;
+    if (q.in_use && now - since(q) > limit && (!oldest || q.t0 < oldest->t0)) oldest = &q;
   if (oldest) {
     const Req& q = *oldest;
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - q.t0).count();
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - since(q)).count();
     fail("fabric: rank ", cfg_.rank, ": write to rank ", q.w.peer, " (cookie ", q.w.cookie, ", ", q.w.bytes,
          " bytes", q.w.sig_op != SigOp::None ? ", with signal" : "",
-         q.copying ? ", its GPU -> host staging copy unfinished" : "", ") not complete after ", ms,
-         " ms (MK_NET_TIMEOUT_MS=", timeout_ms_, "): rank ", q.w.peer, " dead, unreachable or not polling",
+         q.copying ? ", its GPU -> host staging copy unfinished" : "", ") not complete, and no write to rank ",
+         q.w.peer, " completed, for ", ms, " ms (MK_NET_TIMEOUT_MS=", timeout_ms_, "): rank ", q.w.peer,
+         " dead, unreachable or not polling",
          !q.copying             ? std::string()
          : stage_->calls_cuda() ? cat("; or the staging copy waits on this GPU: ", work_queue_cause())
                                 : cat("; or the staging copy waits for a delivery agent", stage_->describe()));

@@ -1,5 +1,7 @@
 // mkernel fabric backend: provider selection, endpoint setup, address and
 // region exchange, teardown. The data path is in fabric_datapath.cpp.
+#include <cuda_runtime_api.h>
+
 #include <cstring>
 #include <set>
 #include <thread>
@@ -43,6 +45,17 @@ std::string available_providers(const FiApi& fi) {
   std::string out;
   for (auto& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
   return out.empty() ? "none" : out;
+}
+
+// Whether GPU `dev` orders GPUDirect RDMA writes for its own kernels (cudaDevAttrGPUDirectRDMAWritesOrdering >=
+// owner); false when the query fails (its error cleared: the library's runtime keeps none).
+bool gpu_orders_rdma_writes(int dev) {
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrGPUDirectRDMAWritesOrdering, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return v >= cudaGPUDirectRDMAWritesOrderingOwner;
 }
 
 }  // namespace
@@ -130,6 +143,16 @@ void FabricTransport::open_fabric() {
   prov_name_ = info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name : prov;
   mr_mode_ = info_->domain_attr->mr_mode;
   hmem_ = (info_->caps & FI_HMEM) != 0;
+  // With FI_HMEM the NIC writes data and then its signal straight into GPU memory, and a kernel polls the signal:
+  // only a GPU that orders GPUDirect RDMA writes for its own kernels (>= owner) sees the data first. No receiving
+  // proxy sees these one-sided writes, so none can flush them (as verbs on EFA does: efa_srd.cpp rdma_flush_for):
+  // on any other GPU the regions are staged through host memory, whose copies order data before the signal.
+  if (hmem_ && cfg_.cuda_device >= 0 && !gpu_orders_rdma_writes(cfg_.cuda_device)) {
+    hmem_ = false;
+    log(LogLevel::Info, cat("fabric: rank ", cfg_.rank, ": GPU ", cfg_.cuda_device, " does not order GPUDirect ",
+                            "RDMA writes for its own kernels (cudaDevAttrGPUDirectRDMAWritesOrdering below owner): ",
+                            "its regions are staged through host memory although ", prov_name_, " has FI_HMEM"));
+  }
   max_msg_ = info_->ep_attr->max_msg_size;
   uint64_t order = info_->tx_attr->msg_order;
   ordered_ = !opt_.force_deferred_signals && (order & FI_ORDER_WAW);
@@ -201,6 +224,7 @@ void FabricTransport::open_fabric() {
   recv_ops_.resize(kNumRecv);
   hello_ops_.resize(cfg_.world);
   hello_from_.assign(cfg_.world, 0);
+  peer_progress_.assign(cfg_.world, std::chrono::steady_clock::time_point{});
   addr_.assign(cfg_.world, FI_ADDR_NOTAVAIL);
   scratch_mr_ = reg(scratch_.data(), scratch_.size() * sizeof(CtlMsg),
                     FI_SEND | FI_RECV | FI_WRITE | FI_READ, nullptr, &scratch_desc_);
@@ -229,8 +253,13 @@ struct fid_mr* FabricTransport::reg(void* base, size_t bytes, uint64_t access, c
     fail("fabric: rank ", cfg_.rank, ": fi_mr_regattr of ", bytes, " bytes at ", base,
          dev && dev->device ? " (GPU memory)" : "", " failed: ", fi_api().err(rc));
   if (mr_mode_ & FI_MR_ENDPOINT) {
-    check(fi_mr_bind(mr, &ep_->fid, 0), "fi_mr_bind");
-    check(fi_mr_enable(mr), "fi_mr_enable");
+    try {
+      check(fi_mr_bind(mr, &ep_->fid, 0), "fi_mr_bind");
+      check(fi_mr_enable(mr), "fi_mr_enable");
+    } catch (...) {  // (the registration is nobody's yet: closed here, not left over memory the caller frees)
+      fi_close(&mr->fid);
+      throw;
+    }
   }
   *desc = fi_mr_desc(mr);
   return mr;

@@ -266,6 +266,10 @@ class FabricTransport final : public Transport {
   std::vector<char> hello_from_;  // per rank
   std::deque<Completion> ready_;
   std::chrono::steady_clock::time_point last_age_check_;
+  // Per peer: when a write to it last completed an operation (data or signal). check_ages bounds a request from
+  // its post or that time, whichever is later: a busy link that completes steadily is not a dead peer (a
+  // request queued behind a thousand 16 MiB puts on 10 GbE waits ~14 s), one that completes nothing is.
+  std::vector<std::chrono::steady_clock::time_point> peer_progress_;
   std::chrono::steady_clock::time_point refused_since_;  // first refused post since the last one taken ({}: none)
   int scratch_recv_base_ = 0, scratch_hello_base_ = 0;
 };
