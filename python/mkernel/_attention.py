@@ -65,6 +65,7 @@ def _validate(q, k, v, meta=False):
 
 
 _INF = float("inf")
+_LOG2E = 1.4426950408889634  # the kernels scale scores by scale log2(e) (base-2 softmax)
 
 
 def _type_name(x):
@@ -82,8 +83,10 @@ def causal_arg(causal, op):
 
 def _f32_ok(v):
     """0 < v < inf as the library's float32 reads it (1e-46 would round to 0, the library's default; 1e39 to
-    inf)."""
-    return 0.0 < ctypes.c_float(v).value < _INF
+    inf), and v log2(e) finite too: the kernels' softmax works in base 2 (3e38 would make it inf, every output
+    NaN)."""
+    f = ctypes.c_float(v).value
+    return 0.0 < f < _INF and ctypes.c_float(f * _LOG2E).value < _INF
 
 
 def scale_arg(scale, op):

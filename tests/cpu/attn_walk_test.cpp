@@ -280,8 +280,11 @@ TEST(AttnValidation, BadCallsNameTheProblem) {
       {"must be device pointers", [](mk::AttentionArgs& a) { a.lse = nullptr; }},
       {"16-byte aligned", [](mk::AttentionArgs& a) { a.k = static_cast<const char*>(a.k) + 4; }},
       {"scale must be finite", [](mk::AttentionArgs& a) { a.scale = -1.f; }},
+      {"scale log2(e) finite", [](mk::AttentionArgs& a) { a.scale = 3e38f; }},  // (base 2: it overflowed to inf)
       {"out overlaps q", [](mk::AttentionArgs& a) { a.out = const_cast<void*>(a.q); }},
   };
+  EXPECT_TRUE(mk::attn::scale_ok(0.f) && mk::attn::scale_ok(0.125f) && mk::attn::scale_ok(2e38f));
+  EXPECT_FALSE(mk::attn::scale_ok(2.4e38f) || mk::attn::scale_ok(-0.f - 1e-30f) || mk::attn::scale_ok(NAN));
   for (const Case& c : cases) {
     mk::AttentionArgs a = good_args();
     c.bad(a);

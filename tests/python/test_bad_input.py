@@ -57,7 +57,8 @@ def _misaligned(*shape):
 # ---- attention and ring attention: causal and scale ------------------------------------------------------------
 
 BAD_CAUSAL = [0.5, "False", None, 1, torch.tensor(True), __import__("numpy").bool_(True)]
-BAD_SCALE = [0.0, -1.0, float("nan"), float("inf"), 1e39, "0.1", True, torch.tensor([0.1]), torch.tensor(True)]
+BAD_SCALE = [0.0, -1.0, float("nan"), float("inf"), 1e39, 3e38, "0.1", True, torch.tensor([0.1]), torch.tensor(True)]
+# (3e38: finite in float32, but the kernels' base-2 softmax scale, scale log2(e), is not)
 
 
 @pytest.mark.parametrize("causal", BAD_CAUSAL, ids=repr)
@@ -438,7 +439,7 @@ def test_ring_attention_plan_takes_scale_as_the_op_does(monkeypatch, scale, sent
     assert seen == [sent] and type(seen[0]) is float
 
 
-@pytest.mark.parametrize("scale", [0, 0.0, -1.0, float("nan"), float("inf"), "0.1", True, 1e300])
+@pytest.mark.parametrize("scale", [0, 0.0, -1.0, float("nan"), float("inf"), "0.1", True, 1e300, 3e38])
 def test_ring_attention_plan_refuses_a_bad_scale_before_the_library(monkeypatch, scale):
     monkeypatch.setattr(_ring_attention, "_need", lambda symbol, op: lambda *a: pytest.fail("reached the library"))
     with pytest.raises(mkernel.MkernelError, match="mkernel.RingAttention: scale must be a finite number > 0"):

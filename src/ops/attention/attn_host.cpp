@@ -111,7 +111,7 @@ AttnParams make_params(const AttentionArgs& a, int block_n, const char* op) {
          " out=", a.out, " lse=", a.lse, ")");
   if (!aligned16(a.q) || !aligned16(a.k) || !aligned16(a.v) || !aligned16(a.out) || !aligned16(a.lse))
     fail(op, ": q, k, v, out and lse must be 16-byte aligned");
-  if (!(a.scale >= 0.f) || !std::isfinite(a.scale)) fail(op, ": scale must be finite and >= 0 (got ", a.scale, ")");
+  if (!scale_ok(a.scale)) fail(op, ": scale must be finite and >= 0, and scale log2(e) finite (got ", a.scale, ")");
   const int64_t qbytes = a.batch * a.seq_q * a.heads * a.head_dim * 2;
   const int64_t kvbytes = a.batch * seq_kv * kv_heads * a.head_dim * 2;
   const int64_t lbytes = a.batch * a.heads * a.seq_q * 4;

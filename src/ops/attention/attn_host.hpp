@@ -6,6 +6,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -20,6 +21,12 @@ namespace mk::attn {
 // driver call).
 CUtensorMap make_map(const void* base, const int64_t (&dims)[4], const int64_t (&strides)[3], uint32_t box1,
                      uint32_t box2, const char* what);
+
+// A softmax scale the kernels take: finite and >= 0 (0: 1/sqrt(head_dim)), and scale log2(e) finite too (the
+// kernels work in base 2: 3e38 overflowed there, every output NaN).
+inline bool scale_ok(float scale) {
+  return scale >= 0.f && std::isfinite(scale) && std::isfinite(scale * 1.4426950408889634f);
+}
 
 // The checks every attention call shares: head_dim, heads / kv_heads, sizes
 // (make_params checks the pointers). `op` names the caller in messages.

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <vector>
 
@@ -95,7 +96,8 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
       fail("RingAttention: causal plans use the zigzag layout (two chunks per rank): s_local must be even (got ",
            s_local, ")");
     if (2 * world > attn::kMaxKvSegs) fail("RingAttention: at most ", attn::kMaxKvSegs / 2, " ranks (got ", world, ")");
-    if (!(opt.scale >= 0.f) || !std::isfinite(opt.scale)) fail("RingAttention: scale must be finite and >= 0");
+    if (!attn::scale_ok(opt.scale))
+      fail("RingAttention: scale must be finite and >= 0, and scale log2(e) finite (got ", opt.scale, ")");
     const int sms = gemm::num_sms();
     const int free_sms = tp::network_free_sms(comm, "RingAttention", opt.num_ctas, sms);
     num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - free_sms;
@@ -125,7 +127,8 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
       MK_DEVICE_SYNC(cat("rank ", comm.rank(), ": RingAttention plan setup"));
     });
     args.exchange(signals_, cat(batch, "x", s_local, "x", heads, "x", kv_heads_, "x", head_dim,
-                                causal ? " causal" : " full", " scale ", opt.scale, " (signals ", sig_entry_, ", ",
+                                causal ? " causal" : " full", " scale ", opt.scale, " (bits ",
+                                std::bit_cast<uint32_t>(opt.scale), ")", " (signals ", sig_entry_, ", ",
                                 sig_arrival_, ")"),
                   "batch x s_local x heads x kv_heads x head_dim");
     // One rank reads only its own K/V (map 0): no gathered buffer (K and V's size).
