@@ -292,6 +292,7 @@ void Network::deregister_buffer(int id) {
 // bounded by MK_NET_TIMEOUT_MS and a second, until every queue has completed what was pushed into it, or the
 // proxy failed (its error then reaches the communicator); past the bound a warning names the queue.
 void Network::drain_proxy(int id) {
+  const DeviceScope on(comm_.device(), std::nothrow);  // (the queues' head words are this GPU's memory)
   const int64_t bound_ms = knob_int(Knob::MK_NET_TIMEOUT_MS) + 1000;
   const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(bound_ms);
   for (int q = 0; q < proxy_->num_queues(); ++q) {

@@ -133,7 +133,17 @@ FabricTransport::~FabricTransport() { close(); }
 void FabricTransport::open_fabric() {
   const FiApi& fi = fi_api();
   std::string prov = opt_.provider ? *opt_.provider : knob_str(Knob::MK_FI_PROVIDER);
-  bool want_hmem = cfg_.cuda_device >= 0;
+  // With FI_HMEM the NIC writes data and then its signal straight into GPU memory, and a kernel polls the signal:
+  // only a GPU that orders GPUDirect RDMA writes for its own kernels (>= owner) sees the data first. No receiving
+  // proxy sees these one-sided writes, so none can flush them (as verbs on EFA does: efa_srd.cpp rdma_flush_for):
+  // on any other GPU the regions are staged through host memory, whose copies order data before the signal, and
+  // the provider is picked for staging (FI_HMEM not asked for: its variant favours atomics over write ordering).
+  const bool gpu_ordered = cfg_.cuda_device >= 0 && gpu_orders_rdma_writes(cfg_.cuda_device);
+  if (cfg_.cuda_device >= 0 && !gpu_ordered)
+    log(LogLevel::Info, cat("fabric: rank ", cfg_.rank, ": GPU ", cfg_.cuda_device, " does not order GPUDirect ",
+                            "RDMA writes for its own kernels (cudaDevAttrGPUDirectRDMAWritesOrdering below owner): ",
+                            "its regions are staged through host memory, FI_HMEM or not"));
+  bool want_hmem = gpu_ordered;
   if (prov.empty()) {
     info_ = pick_info("efa", want_hmem, /*quiet_enodata=*/true);
     if (!info_) info_ = pick_info("tcp;ofi_rxm", want_hmem, false);
@@ -142,17 +152,8 @@ void FabricTransport::open_fabric() {
   }
   prov_name_ = info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name : prov;
   mr_mode_ = info_->domain_attr->mr_mode;
-  hmem_ = (info_->caps & FI_HMEM) != 0;
-  // With FI_HMEM the NIC writes data and then its signal straight into GPU memory, and a kernel polls the signal:
-  // only a GPU that orders GPUDirect RDMA writes for its own kernels (>= owner) sees the data first. No receiving
-  // proxy sees these one-sided writes, so none can flush them (as verbs on EFA does: efa_srd.cpp rdma_flush_for):
-  // on any other GPU the regions are staged through host memory, whose copies order data before the signal.
-  if (hmem_ && cfg_.cuda_device >= 0 && !gpu_orders_rdma_writes(cfg_.cuda_device)) {
-    hmem_ = false;
-    log(LogLevel::Info, cat("fabric: rank ", cfg_.rank, ": GPU ", cfg_.cuda_device, " does not order GPUDirect ",
-                            "RDMA writes for its own kernels (cudaDevAttrGPUDirectRDMAWritesOrdering below owner): ",
-                            "its regions are staged through host memory although ", prov_name_, " has FI_HMEM"));
-  }
+  // (a provider that grants FI_HMEM unasked is not used for GPU memory on a GPU that does not order its writes)
+  hmem_ = (info_->caps & FI_HMEM) != 0 && (cfg_.cuda_device < 0 || gpu_ordered);
   max_msg_ = info_->ep_attr->max_msg_size;
   uint64_t order = info_->tx_attr->msg_order;
   ordered_ = !opt_.force_deferred_signals && (order & FI_ORDER_WAW);
