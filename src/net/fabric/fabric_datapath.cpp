@@ -400,6 +400,7 @@ void FabricTransport::on_completion(Op* op) {
       return;
     case OpKind::Hello:
       hellos_sent_done_++;
+      hello_sent_[static_cast<size_t>(op->index)] = 1;
       return;
     case OpKind::Data: {
       Req& q = reqs_[op->index];

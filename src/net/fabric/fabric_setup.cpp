@@ -225,6 +225,7 @@ void FabricTransport::open_fabric() {
   recv_ops_.resize(kNumRecv);
   hello_ops_.resize(cfg_.world);
   hello_from_.assign(cfg_.world, 0);
+  hello_sent_.assign(cfg_.world, 0);
   peer_progress_.assign(cfg_.world, std::chrono::steady_clock::time_point{});
   addr_.assign(cfg_.world, FI_ADDR_NOTAVAIL);
   scratch_mr_ = reg(scratch_.data(), scratch_.size() * sizeof(CtlMsg),
@@ -345,14 +346,18 @@ void FabricTransport::connect(Bootstrap& bs, const std::vector<int>& peers) {
     if (all) break;
     progress();
     if (std::chrono::steady_clock::now() > deadline) {
-      std::string missing;
-      for (int p : peers_)
-        if (!hello_from_[p]) {
-          missing += cat(missing.empty() ? "" : ", ", "rank ", p, " (", peer_addr_str(names[p]), ")");
-        }
-      fail("fabric: rank ", cfg_.rank, ": connect: no answer from ",
-           missing.empty() ? std::string("peers (sends incomplete)") : missing, " within ", timeout_ms_,
-           " ms (MK_NET_TIMEOUT_MS); peer unreachable or not running");
+      std::string missing, unsent;
+      for (int p : peers_) {
+        const std::string who = cat("rank ", p, " (", peer_addr_str(names[p]), ")");
+        if (!hello_from_[p]) missing += cat(missing.empty() ? "" : ", ", who);
+        if (!hello_sent_[p]) unsent += cat(unsent.empty() ? "" : ", ", who);
+      }
+      // (an asymmetric path: a peer's hello came, ours to it never completed: that peer is named too)
+      fail("fabric: rank ", cfg_.rank, ": connect: ",
+           missing.empty() ? std::string() : cat("no answer from ", missing),
+           !missing.empty() && !unsent.empty() ? "; " : "",
+           unsent.empty() ? std::string() : cat("this rank's hello to ", unsent, " not delivered"), " within ",
+           timeout_ms_, " ms (MK_NET_TIMEOUT_MS); peer unreachable or not running");
     }
     std::this_thread::yield();
   }

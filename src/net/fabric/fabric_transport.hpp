@@ -263,6 +263,7 @@ class FabricTransport final : public Transport {
   std::vector<int> unposted_recvs_;
   std::vector<Op> hello_ops_;
   int hellos_sent_done_ = 0;
+  std::vector<char> hello_sent_;  // per rank: our hello's send completed (named in the connect timeout if not)
   std::vector<char> hello_from_;  // per rank
   std::deque<Completion> ready_;
   std::chrono::steady_clock::time_point last_age_check_;
