@@ -86,6 +86,9 @@ struct fi_info* FabricTransport::pick_info(const std::string& prov, bool want_hm
                       : std::vector<std::pair<int, int>>{{1, 1}, {0, 1}, {1, 0}, {0, 0}};
     for (auto [atomic, ordered] : variants) {
       if (atomic && opt_.disable_atomics) continue;
+      // A GPU signal region registered directly needs the provider's atomics (register_local refuses it
+      // otherwise): without them, the staged variants below serve a GPU job instead.
+      if (hmem && !atomic && cfg_.cuda_device >= 0) continue;
       struct fi_info* hints = fi.allocinfo();
       if (!hints) fail("fabric: fi_dupinfo(NULL) failed (out of memory)");
       hints->ep_attr->type = FI_EP_RDM;
