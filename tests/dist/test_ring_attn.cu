@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -103,6 +104,20 @@ TEST(RingAttnDist, CallsOnTwoStreamsAreOrdered) {
     for (size_t i = 0; i < want.size(); ++i) differ += want[i] != got[i];
   }
   EXPECT_EQ(differ, 0) << "elements differing from the same calls on one stream";
+  comm().barrier();
+}
+
+// The plan check compares the softmax scale's exact bits: two floats that print alike at 6 digits (0.1234567
+// and the next float up both read 0.123457) passed it, and each rank then scaled its scores differently.
+TEST(RingAttnDist, ScalesThatPrintAlikeButDifferAreRefused) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  RingAttentionOptions o;
+  o.scale = 0.1234567f;
+  if (comm().rank() == 1) o.scale = std::nextafter(o.scale, 1.f);
+  const std::string m = error_of([&] { RingAttention p(comm(), 1, 256, 4, 2, 128, false, o); });
+  EXPECT_NE(m.find("every rank must use the same shape"), std::string::npos) << m;
+  o.scale = 0.1234567f;  // alike on every rank: the plan is made
+  EXPECT_EQ(error_of([&] { RingAttention p(comm(), 1, 256, 4, 2, 128, false, o); }), "");
   comm().barrier();
 }
 
