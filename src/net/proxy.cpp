@@ -344,7 +344,8 @@ void Proxy::run(int qi) {
     const std::string why = error_reason(e);
     record_error(why.find(" proxy queue ") != std::string::npos
                      ? std::string(e.what())
-                     : cat("mkernel: rank ", cfg_.rank, " proxy queue ", qi, " (", Q.transport ? Q.transport->name() : "?",
+                     : cat("mkernel: rank ", cfg_.rank, " proxy queue ", qi, " (",
+                           Q.transport ? Q.transport->name() : std::string("?"),
                            "; consumed ", tail, ", done ", done, ", ", pending.size(), " waiting for room): ", why));
   }
 }

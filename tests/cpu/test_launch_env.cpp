@@ -306,7 +306,8 @@ TEST(LaunchEnv, MalformedValuesAreErrors) {
             "");
   EXPECT_EQ(expect_error(
                 [] {
-                  detect_launch(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}));
+                  detect_launch(
+                      env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}));
                 },
                 {"MASTER_PORT=70000 is not a TCP port"}),
             "");
