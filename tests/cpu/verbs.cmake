@@ -50,7 +50,14 @@ add_test(NAME cpu.verbs_register_fails_on_one_rank_3
 add_test(NAME cpu.verbs_connect_fails_on_one_rank_3
   COMMAND ${MK_MKRUN} -n 3 --timeout 60 env SOFTVERBS_FAIL=create_qp:2 SOFTVERBS_FAIL_RANK=2
           $<TARGET_FILE:mk_fabric_probe> --transport verbs --expect-error "connect failed on rank 2")
+# Queue pairs whose completions cannot all fit the device's largest completion queue (a device offering 1000
+# entries; 8 QPs x 128 in flight + 16 need 1040): refused at connect with the numbers, on every rank (before, the
+# queue was capped silently and could overflow under a burst).
+add_test(NAME cpu.verbs_cq_too_small_2
+  COMMAND ${MK_MKRUN} -n 2 --timeout 60 env SOFTVERBS_MAX_CQE=1000 MK_IB_QPS_PER_PEER=8
+          $<TARGET_FILE:mk_fabric_probe> --transport verbs --expect-error "offers completion queues of at most 1000")
 set_tests_properties(cpu.verbs_register_fails_on_one_rank_3 cpu.verbs_connect_fails_on_one_rank_3
+  cpu.verbs_cq_too_small_2
   PROPERTIES LABELS cpu TIMEOUT 90 ENVIRONMENT_MODIFICATION "${MK_SOFTVERBS_ENV}")
 # The command ring and host proxy over verbs (MK_NET=verbs through make_transport).
 foreach(_n 2 3 4)

@@ -177,7 +177,8 @@ void SrdTransport::create_qps(const std::vector<int>& peers) {
   recv_depth_ = static_cast<int>(std::min<uint32_t>(efa_.max_rq_wr, 2u * bc.max_inflight));
   // Sends (all signalled) + receives, each at most its queue depth.
   const int64_t want = static_cast<int64_t>(nq) * (bc.max_inflight + recv_depth_) + 16;
-  const int cqe = static_cast<int>(std::min<int64_t>(want, dev_attr_.max_cqe));
+  check_queue_shape(nq, want, cat(bc.max_inflight, " sends in flight + ", recv_depth_, " receives"));
+  const int cqe = static_cast<int>(want);
   cq_ = a_.create_cq(dev_.ctx, cqe, nullptr, nullptr, 0);
   if (!cq_) fail("verbs: ibv_create_cq(", cqe, ") failed on ", dev_.name, ": ", errno_str(errno));
 

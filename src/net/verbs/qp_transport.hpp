@@ -58,6 +58,18 @@ class QpTransport : public Transport {
  protected:
   QpTransport(const TransportConfig& cfg, const OpenedDevice& dev) : cfg_(cfg), a_(ibv()), dev_(dev) {}
 
+  // The queue pairs' shape fits what the code and the device take: a work request's id carries the flat QP index
+  // in 16 bits (make_wr_id), and the one completion queue must hold every completion that can be outstanding
+  // (a CQ capped below that overflows under a burst the proxy does not poll in time). `want_cqe`: that count.
+  void check_queue_shape(int nq, int64_t want_cqe, const std::string& per_qp) const {
+    if (nq > 0xffff)
+      fail("verbs: ", nq, " queue pairs (peers x MK_IB_QPS_PER_PEER) exceed the 65535 a work request's id can ",
+           "name; lower MK_IB_QPS_PER_PEER");
+    if (want_cqe > dev_attr_.max_cqe)
+      fail("verbs: ", dev_.name, " offers completion queues of at most ", dev_attr_.max_cqe, " entries; ", nq,
+           " queue pairs x (", per_qp, ") + 16 need ", want_cqe, ": lower MK_IB_QPS_PER_PEER or MK_IB_MAX_INFLIGHT");
+  }
+
   // Connect, round 1: checks `peers`, lets `build` create the QPs and fill
   // this rank's ConnectInfo, and exchanges it. A rank whose build threw sends
   // its error instead, so that every rank fails naming it rather than waiting.
@@ -71,7 +83,7 @@ class QpTransport : public Transport {
     mine.rank = bs.rank();
     try {
       build(mine);
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // (any: std::random_device, bad_alloc; the peers must hear it too)
       mine = {};
       mine.ok = false;
       mine.rank = bs.rank();

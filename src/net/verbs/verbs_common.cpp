@@ -138,21 +138,29 @@ ibv_mr* register_and_exchange(const IbvApi& a, ibv_pd* pd, const std::string& de
     mine.id = r.id;
     mine.error = error_reason(e);
   }
-  const std::vector<std::string> all = bs.allgather(encode(mine), "verbs: register_region");
+  auto drop_mr = [&] {  // this rank's registration goes with a failed exchange
+    if (!mr) return;
+    owned.erase(std::remove(owned.begin(), owned.end(), mr), owned.end());
+    a.dereg_mr(mr);
+    mr = nullptr;
+  };
   std::vector<RegionInfo> infos;
   std::string err;
-  for (int p = 0; p < bs.world() && err.empty(); ++p) {
-    infos.push_back(decode_region(all[p], p));
-    if (!infos.back().ok) err = cat("verbs: register_region failed on rank ", p, ": ", infos.back().error);
-    else if (infos.back().id != r.id)
-      err = cat("verbs: register_region: rank ", p, " registered region ", infos.back().id,
-                " while this rank registered ", r.id, " (same order on every rank)");
+  try {  // (the exchange timing out or a peer's blob malformed: nothing of the region may stay registered)
+    const std::vector<std::string> all = bs.allgather(encode(mine), "verbs: register_region");
+    for (int p = 0; p < bs.world() && err.empty(); ++p) {
+      infos.push_back(decode_region(all[p], p));
+      if (!infos.back().ok) err = cat("verbs: register_region failed on rank ", p, ": ", infos.back().error);
+      else if (infos.back().id != r.id)
+        err = cat("verbs: register_region: rank ", p, " registered region ", infos.back().id,
+                  " while this rank registered ", r.id, " (same order on every rank)");
+    }
+  } catch (...) {
+    drop_mr();
+    throw;
   }
   if (!err.empty()) {  // on every rank alike: this rank's registration goes too
-    if (mr) {
-      owned.erase(std::remove(owned.begin(), owned.end(), mr), owned.end());
-      a.dereg_mr(mr);
-    }
+    drop_mr();
     fail(err);
   }
   regions.set_local(r.id, {mine.addr, mine.bytes, mr ? mr->lkey : 0, true});

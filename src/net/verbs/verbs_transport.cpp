@@ -145,7 +145,8 @@ void VerbsTransport::create_qps(const std::vector<int>& peers) {
 
   // NOTES: only signalled WRs produce CQEs, at most one per WR in flight.
   const int64_t want_cqe = static_cast<int64_t>(nq) * bc.max_inflight + 16;
-  const int cqe = static_cast<int>(std::min<int64_t>(want_cqe, dev_attr_.max_cqe));
+  check_queue_shape(nq, want_cqe, cat(bc.max_inflight, " in flight: MK_IB_MAX_INFLIGHT"));
+  const int cqe = static_cast<int>(want_cqe);
   cq_ = a_.create_cq(dev_.ctx, cqe, nullptr, nullptr, 0);
   if (!cq_) fail("verbs: ibv_create_cq(", cqe, ") failed on ", dev_.name, ": ", errno_str(errno));
 

@@ -27,7 +27,8 @@
 //   timeout) x (retry_cnt + 1), as a NIC's transport retries would.
 // - A CQ that would overflow makes ibv_poll_cq fail.
 // - SOFTVERBS_MAX_MSG_SZ: a smaller largest message (port and EFA limits), so
-//   that tests see large writes split into several WRs.
+//   that tests see large writes split into several WRs; SOFTVERBS_MAX_CQE: a
+//   smaller largest completion queue (default 2^22).
 // - GPU memory (softverbs_gpu.cpp), registered by address or by DMA-BUF
 //   (ibv_reg_dmabuf_mr: the fd, its size and the offset/iova pairing are
 //   checked, the memory is then taken at iova; SOFTVERBS_NO_PEERMEM=1 refuses
@@ -506,6 +507,14 @@ uint64_t key_of(const ibv_gid& gid) {
   uint64_t k;
   std::memcpy(&k, gid.raw + 8, 8);
   return k;
+}
+
+int max_cqe() {
+  static const int v = [] {
+    const char* m = std::getenv("SOFTVERBS_MAX_CQE");
+    return m ? static_cast<int>(std::strtol(m, nullptr, 10)) : 1 << 22;
+  }();
+  return v;
 }
 
 uint32_t max_msg_sz() {

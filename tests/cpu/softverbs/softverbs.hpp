@@ -121,6 +121,7 @@ void start_nic();
 void wake_nic();
 uint64_t key_of(const ibv_gid& gid);
 uint32_t max_msg_sz();
+int max_cqe();  // SOFTVERBS_MAX_CQE
 bool efa_mode();  // SOFTVERBS_EFA=1: the device answers efadv (EFA SRD), else it is a RoCE device
 // Fault injection: SOFTVERBS_FAIL=<call>:<n> with SOFTVERBS_FAIL_RANK=<r> makes
 // the n-th call of `call` (reg_mr, create_qp) fail (ENOMEM) in the process

@@ -55,7 +55,7 @@ int ibv_query_device(ibv_context*, ibv_device_attr* a) {
   a->max_qp_wr = kMaxQpWr;
   a->max_sge = 1;
   a->max_cq = 1 << 12;
-  a->max_cqe = 1 << 22;
+  a->max_cqe = max_cqe();
   a->max_mr = 1 << 16;
   a->max_pd = 1 << 10;
   a->max_qp_rd_atom = 16;
