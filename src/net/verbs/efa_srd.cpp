@@ -16,7 +16,7 @@
 //   a buffer right after its completion was handled in poll(). A sender can
 //   outrun reposting (its send completes when the peer NIC took the
 //   receive, not when the peer's proxy reposted it): the QP's RNR retry
-//   (rnr_retry = 7, when the device has EFADV_DEVICE_ATTR_CAPS_RNR_RETRY)
+//   (rnr_retry = 7: the device must have EFADV_DEVICE_ATTR_CAPS_RNR_RETRY)
 //   turns that into a delay, never a lost signal.
 // - Signals into GPU memory are applied after cuFlushGPUDirectRDMAWrites
 //   (unless the GPU orders GPUDirect RDMA writes itself: rdma_flush_for),
@@ -108,6 +108,11 @@ class SrdTransport final : public QpTransport {
       if (!(efa_.device_caps & kEfaCapsRdmaWrite))
         fail("verbs: EFA device ", dev_.name, " has no RDMA write (EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE); "
              "this backend needs it, use MK_NET=fabric");
+      // Without RNR retry a sender that outruns the receiver's reposting (its proxy busy, or paused in a
+      // registration) fails with RNR_RETRY_EXC_ERR: a signal lost, not delayed (the header's "Receives").
+      if (!(efa_.device_caps & EFADV_DEVICE_ATTR_CAPS_RNR_RETRY))
+        fail("verbs: EFA device ", dev_.name, " has no RNR retry (EFADV_DEVICE_ATTR_CAPS_RNR_RETRY): a signal "
+             "could be lost when its receiver is slow to repost; this backend needs it, use MK_NET=fabric");
       if (efa_.inline_buf_size < sizeof(SrdRecord))
         fail("verbs: EFA device ", dev_.name, " inlines ", efa_.inline_buf_size, " bytes, signal records need ",
              sizeof(SrdRecord));

@@ -56,12 +56,31 @@ bool gid_is_roce_v2(const IbvApi& a, ibv_context* ctx, const std::string& dev, i
   return s.find("v2") != std::string::npos;
 }
 
+// Whether GPU `dev` orders GPUDirect RDMA writes for its own kernels (cudaDevAttrGPUDirectRDMAWritesOrdering >=
+// owner); false when the query fails (its error cleared: the library's runtime keeps none).
+bool gpu_orders_rdma_writes(int dev) {
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrGPUDirectRDMAWritesOrdering, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return v >= cudaGPUDirectRDMAWritesOrderingOwner;
+}
+
 class VerbsTransport final : public QpTransport {
  public:
   // Takes ownership of `dev` (closed by close(), also when this throws).
   VerbsTransport(const TransportConfig& cfg, OpenedDevice dev) : QpTransport(cfg, dev) {
     try {
       if (a_.query_device(dev_.ctx, &dev_attr_) != 0) fail("verbs: ibv_query_device failed on ", dev_.name);
+      // Add signals are remote fetch-adds: a NIC without atomics (or with non-host-endian ones, which mlx5
+      // reports as none: an add of 1 would land as 2^56) cannot carry them.
+      const int rd_atom = std::min(dev_attr_.max_qp_rd_atom, dev_attr_.max_qp_init_rd_atom);
+      if (dev_attr_.atomic_cap == IBV_ATOMIC_NONE || rd_atom < 1)
+        fail("verbs: ", dev_.name, " offers no usable remote atomics (atomic_cap ",
+             static_cast<int>(dev_attr_.atomic_cap), ", max_qp_rd_atom ", dev_attr_.max_qp_rd_atom,
+             ", max_qp_init_rd_atom ", dev_attr_.max_qp_init_rd_atom,
+             "), which RC's Add signals need; choose another device (MK_IB_DEVICE) or MK_NET=fabric");
       pd_ = a_.alloc_pd(dev_.ctx);
       if (!pd_) fail("verbs: ibv_alloc_pd failed on ", dev_.name, ": ", errno_str(errno));
       pick_address();
@@ -265,7 +284,19 @@ void VerbsTransport::connect(Bootstrap& bs, const std::vector<int>& peers) {
 
 void VerbsTransport::register_region(Bootstrap& bs, const Region& r) {
   if (!batcher_) fail("verbs: register_region before connect()");
-  if (ibv_mr* mr = register_and_exchange(a_, pd_, dev_.name, bs, r, kAccess, regions_, mrs_)) mr_of_[r.id] = mr;
+  // On RC the NIC writes data and then its signal straight into GPU memory, where a kernel polls the signal: no
+  // proxy sees the one-sided writes to flush them (EFA's path does: efa_srd.cpp rdma_flush_for), so the GPU must
+  // order them for its kernels itself. (softverbs, the tests' stand-in, writes GPU memory by CUDA copies in order.)
+  // (in the exchange's preparation: a rank failing it fails every rank alike)
+  const bool softverbs = dev_.name.rfind("softverbs", 0) == 0;
+  auto ordered = [&] {
+    if (r.id == kSignalRegion && r.device && !softverbs && !gpu_orders_rdma_writes(r.cuda_device))
+      fail("verbs: GPU ", r.cuda_device, " does not order GPUDirect RDMA writes for its own kernels ",
+           "(cudaDevAttrGPUDirectRDMAWritesOrdering below owner): a signal could overtake its data on RC; use ",
+           "MK_NET=fabric, which stages GPU memory through the host there");
+  };
+  if (ibv_mr* mr = register_and_exchange(a_, pd_, dev_.name, bs, r, kAccess, regions_, mrs_, ordered))
+    mr_of_[r.id] = mr;
 }
 
 void VerbsTransport::flush(int q) {
