@@ -30,4 +30,13 @@ void check_device_supported(int device) {
   }
 }
 
+bool gpu_orders_rdma_writes(int device) {
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrGPUDirectRDMAWritesOrdering, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return v >= cudaGPUDirectRDMAWritesOrderingOwner;
+}
+
 }  // namespace mk

@@ -22,4 +22,10 @@ int compute_capability(int device);
 // as gemm::num_sms does per thread and device).
 void check_device_supported(int device);
 
+// Whether `device` orders GPUDirect RDMA writes for its own kernels (cudaDevAttrGPUDirectRDMAWritesOrdering >=
+// owner: a kernel that sees a NIC's later write sees its earlier ones); false when the query fails (its error
+// cleared: the library's runtime keeps none). The transports whose NIC writes data and signal straight into GPU
+// memory rely on it (verbs RC, fabric with FI_HMEM; EFA flushes instead where it must).
+bool gpu_orders_rdma_writes(int device);
+
 }  // namespace mk

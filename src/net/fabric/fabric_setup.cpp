@@ -13,6 +13,7 @@
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
 #include "src/net/fabric/fabric_transport.hpp"
+#include "src/runtime/device_support.hpp"
 #include "src/runtime/step_status.hpp"
 
 namespace mk::net::fabric {
@@ -45,17 +46,6 @@ std::string available_providers(const FiApi& fi) {
   std::string out;
   for (auto& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
   return out.empty() ? "none" : out;
-}
-
-// Whether GPU `dev` orders GPUDirect RDMA writes for its own kernels (cudaDevAttrGPUDirectRDMAWritesOrdering >=
-// owner); false when the query fails (its error cleared: the library's runtime keeps none).
-bool gpu_orders_rdma_writes(int dev) {
-  int v = 0;
-  if (cudaDeviceGetAttribute(&v, cudaDevAttrGPUDirectRDMAWritesOrdering, dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return v >= cudaGPUDirectRDMAWritesOrderingOwner;
 }
 
 }  // namespace

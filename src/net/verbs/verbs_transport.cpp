@@ -31,6 +31,7 @@
 #include "src/net/verbs/ibv_loader.hpp"
 #include "src/net/verbs/wr_batcher.hpp"
 #include "src/runtime/cuda_driver.hpp"
+#include "src/runtime/device_support.hpp"
 
 namespace mk::net {
 
@@ -54,17 +55,6 @@ bool gid_is_roce_v2(const IbvApi& a, ibv_context* ctx, const std::string& dev, i
   std::string s;
   std::getline(f, s);
   return s.find("v2") != std::string::npos;
-}
-
-// Whether GPU `dev` orders GPUDirect RDMA writes for its own kernels (cudaDevAttrGPUDirectRDMAWritesOrdering >=
-// owner); false when the query fails (its error cleared: the library's runtime keeps none).
-bool gpu_orders_rdma_writes(int dev) {
-  int v = 0;
-  if (cudaDeviceGetAttribute(&v, cudaDevAttrGPUDirectRDMAWritesOrdering, dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return v >= cudaGPUDirectRDMAWritesOrderingOwner;
 }
 
 class VerbsTransport final : public QpTransport {
