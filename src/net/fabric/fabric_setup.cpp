@@ -1,7 +1,5 @@
 // mkernel fabric backend: provider selection, endpoint setup, address and
 // region exchange, teardown. The data path is in fabric_datapath.cpp.
-#include <cuda_runtime_api.h>
-
 #include <cstring>
 #include <set>
 #include <thread>

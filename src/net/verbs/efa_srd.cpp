@@ -191,7 +191,6 @@ void SrdTransport::create_qps(const std::vector<int>& peers) {
   recv_mr_ = a_.reg_mr(pd_, recv_buf_.data(), recv_buf_.size(), IBV_ACCESS_LOCAL_WRITE);
   if (!recv_mr_) fail("verbs: ibv_reg_mr of the SRD receive buffers failed: ", errno_str(errno));
 
-  const bool rnr = efa_.device_caps & EFADV_DEVICE_ATTR_CAPS_RNR_RETRY;
   for (int q = 0; q < nq; ++q) {
     const int peer = peers[q / bc.qps_per_peer];
     // NOTES: SRD needs efadv_create_qp_ex (exported by libefa, dlsym'ed);
@@ -231,7 +230,7 @@ void SrdTransport::create_qps(const std::vector<int>& peers) {
     at.qp_state = IBV_QPS_RTS;
     at.sq_psn = 0;
     at.rnr_retry = 7;  // 7 = retry without limit
-    rc = a_.modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN | (rnr ? IBV_QP_RNR_RETRY : 0));
+    rc = a_.modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_RNR_RETRY);  // (the device has it: checked)
     if (rc) fail("verbs: SRD QP to RTS failed (rank ", peer, "): ", errno_str(rc));
     for (int s = 0; s < recv_depth_; ++s) post_recv(q, s);
   }
