@@ -13,8 +13,9 @@
 //                        then runs fi_atomic Add with deferred signals)
 //   --provider P         provider, '+' standing for ';' (e.g. tcp+ofi_rxm)
 //   --transport T        fabric (default) or verbs (the rounds and --kill-rank)
-//   --expect-error S     connect or a registration must fail, on every rank, with
-//                        an mk::Error containing S (fault injection: verbs.cmake)
+//   --expect-error S     opening the transport, connect or a registration must
+//                        fail, on every rank, with an mk::Error containing S
+//                        (fault injection, a device lacking something: verbs.cmake)
 //   --kill-rank R        rank R dies (std::_Exit) while the others stream
 //                        4 MiB writes to it; they must get an mk::Error naming
 //                        rank R within MK_NET_TIMEOUT_MS + slack
@@ -30,6 +31,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -237,7 +239,24 @@ int main(int argc, char** argv) {
     auto topo = mk::compute_topology(bs.allgather(mk::local_host_id()), rank, 0);
     mk::net::TransportConfig cfg{rank, world, -1, &topo};
     int64_t timeout_ms = mk::knob_int(mk::Knob::MK_NET_TIMEOUT_MS);
-    auto t = verbs ? mk::net::make_verbs(cfg) : mk::net::fabric::make_fabric_with(cfg, opt);
+    // An error of a failed step, with --expect-error: every rank must come out of it with the same error (the
+    // barrier shows none is left waiting in it), saying "mkernel: " once, first (an embedded rank's error without
+    // its own prefix).
+    auto expected = [&](const mk::Error& e) {
+      const std::string msg = e.what();
+      const bool ok = msg.find(expect_error) != std::string::npos && msg.find("mkernel: ", 1) == std::string::npos;
+      bs.barrier();
+      (ok ? std::cout : std::cerr) << "rank " << rank << ": " << (ok ? "the expected error: " : "another error: ") << msg
+                                   << "\n";
+      return ok ? 0 : 1;
+    };
+    std::unique_ptr<mk::net::Transport> t;
+    try {
+      t = verbs ? mk::net::make_verbs(cfg) : mk::net::fabric::make_fabric_with(cfg, opt);
+    } catch (const mk::Error& e) {
+      if (expect_error.empty()) throw;
+      return expected(e);
+    }
     std::vector<int> peers;
     for (int p = 0; p < world; ++p)
       if (p != rank) peers.push_back(p);
@@ -282,16 +301,7 @@ int main(int argc, char** argv) {
       t->register_region(bs, mk::net::Region{1, j.data.data(), j.data.size(), false, -1});
     } catch (const mk::Error& e) {
       if (expect_error.empty()) throw;
-      // Every rank must come out of the failed step with the same error (the
-      // barrier shows none is left waiting in it).
-      const std::string msg = e.what();
-      // ... and says "mkernel: " once, first (an embedded rank's error
-      // without its own prefix).
-      const bool ok = msg.find(expect_error) != std::string::npos && msg.find("mkernel: ", 1) == std::string::npos;
-      bs.barrier();
-      (ok ? std::cout : std::cerr) << "rank " << rank << ": " << (ok ? "the expected error: " : "another error: ") << msg
-                                   << "\n";
-      return ok ? 0 : 1;
+      return expected(e);
     }
     if (!expect_error.empty()) {
       std::cerr << "rank " << rank << ": connect and registration passed; expected an error with \"" << expect_error

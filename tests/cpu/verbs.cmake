@@ -56,8 +56,12 @@ add_test(NAME cpu.verbs_connect_fails_on_one_rank_3
 add_test(NAME cpu.verbs_cq_too_small_2
   COMMAND ${MK_MKRUN} -n 2 --timeout 60 env SOFTVERBS_MAX_CQE=1000 MK_IB_QPS_PER_PEER=8
           $<TARGET_FILE:mk_fabric_probe> --transport verbs --expect-error "offers completion queues of at most 1000")
+# A NIC without remote atomics (RC's Add signals are fetch-adds): refused when the transport opens, naming them.
+add_test(NAME cpu.verbs_no_atomics_2
+  COMMAND ${MK_MKRUN} -n 2 --timeout 60 env SOFTVERBS_LACKS=atomics
+          $<TARGET_FILE:mk_fabric_probe> --transport verbs --expect-error "offers no usable remote atomics")
 set_tests_properties(cpu.verbs_register_fails_on_one_rank_3 cpu.verbs_connect_fails_on_one_rank_3
-  cpu.verbs_cq_too_small_2
+  cpu.verbs_cq_too_small_2 cpu.verbs_no_atomics_2
   PROPERTIES LABELS cpu TIMEOUT 90 ENVIRONMENT_MODIFICATION "${MK_SOFTVERBS_ENV}")
 # The command ring and host proxy over verbs (MK_NET=verbs through make_transport).
 foreach(_n 2 3 4)
@@ -82,13 +86,18 @@ add_test(NAME cpu.verbs_efa_dead_peer_3
 add_test(NAME cpu.verbs_efa_connect_fails_on_one_rank_3
   COMMAND ${MK_MKRUN} -n 3 --timeout 60 env SOFTVERBS_EFA=1 SOFTVERBS_FAIL=create_qp:3 SOFTVERBS_FAIL_RANK=0
           $<TARGET_FILE:mk_fabric_probe> --transport verbs --expect-error "connect failed on rank 0")
+# An EFA device without RNR retry (a sender outrunning the receiver's reposting would lose a signal): refused.
+add_test(NAME cpu.verbs_efa_no_rnr_retry_2
+  COMMAND ${MK_MKRUN} -n 2 --timeout 60 env SOFTVERBS_EFA=1 SOFTVERBS_LACKS=rnr_retry
+          $<TARGET_FILE:mk_fabric_probe> --transport verbs --expect-error "has no RNR retry")
 foreach(_n 3 4)
   add_test(NAME cpu.net_proxy_verbs_efa_${_n}
     COMMAND ${MK_MKRUN} -n ${_n} --timeout 120 env SOFTVERBS_EFA=1 MK_NET=verbs MK_NET_TIMEOUT_MS=10000
             $<TARGET_FILE:mk_net_probe>)
 endforeach()
 set_tests_properties(cpu.verbs_efa_rounds_2 cpu.verbs_efa_rounds_3 cpu.verbs_efa_rounds_4 cpu.verbs_efa_rounds_split_3
-  cpu.verbs_efa_dead_peer_3 cpu.verbs_efa_connect_fails_on_one_rank_3 cpu.net_proxy_verbs_efa_3
+  cpu.verbs_efa_dead_peer_3 cpu.verbs_efa_connect_fails_on_one_rank_3 cpu.verbs_efa_no_rnr_retry_2
+  cpu.net_proxy_verbs_efa_3
   cpu.net_proxy_verbs_efa_4
   PROPERTIES LABELS cpu TIMEOUT 180 ENVIRONMENT_MODIFICATION "${MK_SOFTVERBS_ENV}")
 else()

@@ -28,7 +28,10 @@
 // - A CQ that would overflow makes ibv_poll_cq fail.
 // - SOFTVERBS_MAX_MSG_SZ: a smaller largest message (port and EFA limits), so
 //   that tests see large writes split into several WRs; SOFTVERBS_MAX_CQE: a
-//   smaller largest completion queue (default 2^22).
+//   smaller largest completion queue (default 2^22); SOFTVERBS_LACKS=<caps>
+//   (a comma list: `atomics`, `rnr_retry`), with SOFTVERBS_LACKS_RANK=<r> in
+//   the process whose RANK is r only: a device without them, for the
+//   transport's refusals (a device that has no atomics gets no atomic WR).
 // - GPU memory (softverbs_gpu.cpp), registered by address or by DMA-BUF
 //   (ibv_reg_dmabuf_mr: the fd, its size and the offset/iova pairing are
 //   checked, the memory is then taken at iova; SOFTVERBS_NO_PEERMEM=1 refuses
@@ -421,7 +424,7 @@ int sv_post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     else if ((wr->send_flags & IBV_SEND_INLINE) &&
              (wr->opcode != IBV_WR_RDMA_WRITE || wr->sg_list[0].length > q.max_inline))
       err = EINVAL;
-    else if (wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD && wr->sg_list[0].length != 8)
+    else if (wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD && (wr->sg_list[0].length != 8 || lacks("atomics")))
       err = EINVAL;
     else if (wr->sg_list[0].length > max_msg_sz())
       err = EINVAL;  // a NIC completes it with a length error; no caller may post one
@@ -531,6 +534,15 @@ bool efa_mode() {
     return e && std::strcmp(e, "1") == 0;
   }();
   return v;
+}
+
+bool lacks(const char* cap) {
+  const char* list = std::getenv("SOFTVERBS_LACKS");
+  const char* rank = std::getenv("SOFTVERBS_LACKS_RANK");
+  const char* me = std::getenv("RANK");
+  if (!list || (rank && (!me || std::strcmp(rank, me) != 0))) return false;
+  const std::string s = std::string(",") + list + ",";
+  return s.find(std::string(",") + cap + ",") != std::string::npos;
 }
 
 bool injected_failure(const char* call) {

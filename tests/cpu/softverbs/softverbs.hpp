@@ -123,6 +123,9 @@ uint64_t key_of(const ibv_gid& gid);
 uint32_t max_msg_sz();
 int max_cqe();  // SOFTVERBS_MAX_CQE
 bool efa_mode();  // SOFTVERBS_EFA=1: the device answers efadv (EFA SRD), else it is a RoCE device
+// SOFTVERBS_LACKS=<cap>[,<cap>] (atomics, rnr_retry), in the process whose RANK is SOFTVERBS_LACKS_RANK when set:
+// the device reports it does not have them.
+bool lacks(const char* cap);
 // Fault injection: SOFTVERBS_FAIL=<call>:<n> with SOFTVERBS_FAIL_RANK=<r> makes
 // the n-th call of `call` (reg_mr, create_qp) fail (ENOMEM) in the process
 // whose RANK is r, as a NIC out of resources would.

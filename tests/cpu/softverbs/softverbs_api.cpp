@@ -60,7 +60,7 @@ int ibv_query_device(ibv_context*, ibv_device_attr* a) {
   a->max_pd = 1 << 10;
   a->max_qp_rd_atom = 16;
   a->max_qp_init_rd_atom = 16;
-  a->atomic_cap = IBV_ATOMIC_HCA;
+  a->atomic_cap = lacks("atomics") ? IBV_ATOMIC_NONE : IBV_ATOMIC_HCA;
   a->phys_port_cnt = 1;
   return 0;
 }

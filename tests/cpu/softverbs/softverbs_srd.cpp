@@ -203,7 +203,7 @@ int efadv_query_device(ibv_context*, efadv_device_attr* a, uint32_t inlen) {
   a->max_sq_sge = 2;
   a->max_rq_sge = 1;
   a->inline_buf_size = kInlineBuf;
-  a->device_caps = kCapsRdmaWrite | EFADV_DEVICE_ATTR_CAPS_RNR_RETRY;
+  a->device_caps = kCapsRdmaWrite | (lacks("rnr_retry") ? 0u : uint32_t{EFADV_DEVICE_ATTR_CAPS_RNR_RETRY});
   a->max_rdma_size = max_rdma_size();
   return 0;
 }
