@@ -207,6 +207,14 @@ if [ -f build/softverbs/libibverbs.so.1 ]; then
   # naming cuMemGetHandleForAddressRange means this GPU or driver exports no DMA-BUF.
   run tools/mkrun -n 2 --timeout 120 env $sv SOFTVERBS_NO_PEERMEM=1 MK_RANKS_PER_NODE=1 MK_NET=verbs $share \
       build/bin/mk_dist_tests --gtest_filter='Net*:AgGemmTest.MatchesReferenceAcrossShapes'
+  # A slow wire (every WR leaves 300 ms after its post): deregistering a region waits until the proxy completed
+  # every command the kernels pushed (else the late WR meets a gone registration: a protection error).
+  run tools/mkrun -n 2 --timeout 120 env $sv SOFTVERBS_WIRE_DELAY_MS=300 MK_RANKS_PER_NODE=1 MK_NET=verbs $share \
+      build/bin/mk_dist_tests --gtest_filter='Net.DeregisteringWaitsForEveryPushedCommand'
+  # A node whose NIC lacks remote atomics (rank 1's): every rank's network() fails at once naming rank 1 and why,
+  # none left waiting in the set-up's exchanges until the bootstrap bound.
+  step_s=60 run tools/mkrun -n 2 --timeout 50 env $sv SOFTVERBS_LACKS=atomics SOFTVERBS_LACKS_RANK=1 \
+      MK_RANKS_PER_NODE=1 MK_NET=verbs $share build/bin/mk_dist_tests --net-open-refused-scenario
 else
   skip_or_fail verbs "verbs on GPUs (no build/softverbs/libibverbs.so.1: carry build/softverbs)"
 fi

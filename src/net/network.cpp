@@ -37,10 +37,23 @@ Network::Network(Communicator& comm) : comm_(comm) {
   tc.topo = &comm.topology();
   std::vector<std::unique_ptr<net::Transport>> transports;
   for (int i = 0; i < threads; ++i) {
-    transports.push_back(net::make_transport(tc));
+    // Opening a transport can fail on some ranks only (a node whose NIC lacks what the transport needs, no
+    // device, a library missing there): every rank learns it in the exchange of the transports' names and
+    // fails naming the rank and why, rather than waiting for it in connect until the bootstrap bound.
+    std::string mine;
+    try {
+      transports.push_back(net::make_transport(tc));
+      mine = step_status::kOk + family(transports.back()->name());
+    } catch (const std::exception& x) {
+      mine = step_status::failed(x);
+    }
+    auto got = comm.bootstrap().allgather(mine, "the network's transport names");
+    const std::string err =
+        step_status::step_error(got, t.rank, "creating the network", "could not open its transport");
+    if (!err.empty()) fail(err);
     if (i == 0) {
       name_ = transports[0]->name();
-      auto names = comm.bootstrap().allgather(family(name_), "the network's transport names");
+      const auto names = step_status::payloads(std::move(got));
       for (int r = 0; r < t.world; ++r)
         if (names[r] != names[t.rank])
           fail("ranks chose different network transports (rank ", t.rank, ": ", names[t.rank], ", rank ", r, ": ",

@@ -9,6 +9,7 @@
 
 int run_abort_scenario();            // test_symmetric.cu
 int run_failed_teardown_scenario();  // test_teardown.cu
+int run_net_open_refused_scenario();  // net_open_scenario.cpp
 
 int main(int argc, char** argv) {
   int n = 0;
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--abort-scenario")) return run_abort_scenario();
     if (!std::strcmp(argv[i], "--failed-teardown-scenario")) return run_failed_teardown_scenario();
+    if (!std::strcmp(argv[i], "--net-open-refused-scenario")) return run_net_open_refused_scenario();
   }
   ::testing::InitGoogleTest(&argc, argv);
   int rc = RUN_ALL_TESTS();

@@ -6,13 +6,15 @@
 // on its signals, every byte is checked; repeated launches use fresh
 // epochs; FLUSH and BARRIER behave; large puts split into chunks over two
 // delivery agents land before their signals; data no kernel waited for is
-// dropped, not written later, when its region is deregistered (fabric).
+// dropped, not written later, when its region is deregistered (fabric);
+// deregistering waits until the proxy completed what the kernels pushed.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <thread>
@@ -240,6 +242,20 @@ __global__ void lone_put_kernel(DeviceCtx ctx, net::NetCtx nc, int region, int p
     const uint64_t s = net::put(nc, ctx, 0, peer, region, 0, 0, bytes, net::SigOp::Set, sig, value);
     net::flush(nc, ctx, 0, s);
     net::quiet(nc, ctx, 0);
+  });
+}
+
+// `n` puts of `half / n` bytes each, no signal, from [0, half) of the region
+// to the peer's [half, 2 * half), spread over the queues; nothing waits for
+// them (the drain test below): the kernel ends once they are pushed.
+__global__ void unwaited_puts_kernel(DeviceCtx ctx, net::NetCtx nc, int region, int peer, uint64_t half, int n,
+                                     uint32_t* finished) {
+  extern __shared__ uint8_t smem[];
+  net::with_agent(nc, ctx, finished, smem, [&](int, int) {
+    if (threadIdx.x != 0) return;
+    const uint64_t bytes = half / n;
+    for (int i = 0; i < n; ++i)
+      net::put(nc, ctx, i % nc.num_queues, peer, region, half + i * bytes, i * bytes, bytes);
   });
 }
 
@@ -502,6 +518,45 @@ TEST(Net, DeregisteringDropsDataNoKernelWaitedFor) {
         << "bytes reached the deregistered region";
     EXPECT_EQ(sig_value, 0u) << "the dropped put's signal was applied";
   }
+  cudaStreamDestroy(s);
+  comm().barrier();
+  comm().free_symmetric(buf);
+}
+
+// Deregistering a region waits until the proxy has completed every command
+// the kernels pushed (Network::deregister_buffer: a transport lets a
+// registration go only with nothing in flight). Each rank's kernel pushes
+// puts nobody waits for and ends; both ranks deregister at once. Over verbs
+// with a slow wire (softverbs' SOFTVERBS_WIRE_DELAY_MS, tools/gpu_test.sh)
+// the WRs are still unsent then: before session 46's drain the memory
+// registration went first, and the late WR failed with a protection error.
+TEST(Net, DeregisteringWaitsForEveryPushedCommand) {
+  if (!two_nodes()) GTEST_SKIP() << "needs 2 nodes (MK_RANKS_PER_NODE=1)";
+  Network& net = comm().network();
+  ASSERT_EQ(net.rail_peers().size(), 1u);
+  const int peer = net.rail_peers()[0];
+  const uint64_t half = 1 << 20;
+  SymmetricBuffer& buf = comm().alloc_symmetric(2 * half);
+  CK(cudaMemset(buf.local, 0x3C, 2 * half));
+  CK(cudaDeviceSynchronize());
+  const int region = net.register_buffer(buf);
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const net::NetCtx& nc = net.device_ctx();
+  unwaited_puts_kernel<<<net::with_agent_blocks(nc, 1), 32, net::agent_smem_bytes(nc), s>>>(
+      comm().device_ctx(), nc, region, peer, half, 16, agent_finished());
+  const cudaError_t e = cudaStreamSynchronize(s);
+  net.check();
+  CK(e);
+  net.deregister_buffer(region);  // collective
+  net::Proxy& proxy = net.proxy();
+  for (int q = 0; q < proxy.num_queues(); ++q)
+    EXPECT_GE(proxy.completed(q), proxy.pushed(q)) << "queue " << q << ": commands still in flight after the "
+                                                      "region was deregistered";
+  // A WR that left after its registration went fails (softverbs: a protection error), which the proxy records.
+  const char* delay = std::getenv("SOFTVERBS_WIRE_DELAY_MS");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100 + (delay ? 2 * std::atoi(delay) : 0)));
+  EXPECT_EQ(net.error(), "");
   cudaStreamDestroy(s);
   comm().barrier();
   comm().free_symmetric(buf);

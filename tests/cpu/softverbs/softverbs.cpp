@@ -28,7 +28,8 @@
 // - A CQ that would overflow makes ibv_poll_cq fail.
 // - SOFTVERBS_MAX_MSG_SZ: a smaller largest message (port and EFA limits), so
 //   that tests see large writes split into several WRs; SOFTVERBS_MAX_CQE: a
-//   smaller largest completion queue (default 2^22); SOFTVERBS_LACKS=<caps>
+//   smaller largest completion queue (default 2^22); SOFTVERBS_WIRE_DELAY_MS:
+//   every WR leaves this long after its post; SOFTVERBS_LACKS=<caps>
 //   (a comma list: `atomics`, `rnr_retry`), with SOFTVERBS_LACKS_RANK=<r> in
 //   the process whose RANK is r only: a device without them, for the
 //   transport's refusals (a device that has no atomics gets no atomic WR).
@@ -452,6 +453,7 @@ int sv_post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
       w.rkey = wr->wr.rdma.rkey;
     }
     if (w.inline_data) w.inl.assign(reinterpret_cast<const char*>(w.laddr), w.len);
+    w.not_before = Clock::now() + wire_delay();
     if (q.state == IBV_QPS_ERR) {
       push_cqe(q, w, IBV_WC_WR_FLUSH_ERR);  // (a WR completed in error completes signalled or not)
       continue;
@@ -532,6 +534,14 @@ bool efa_mode() {
   static const bool v = [] {
     const char* e = std::getenv("SOFTVERBS_EFA");
     return e && std::strcmp(e, "1") == 0;
+  }();
+  return v;
+}
+
+Clock::duration wire_delay() {
+  static const Clock::duration v = [] {
+    const char* m = std::getenv("SOFTVERBS_WIRE_DELAY_MS");
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::milliseconds(m ? std::strtol(m, nullptr, 10) : 0));
   }();
   return v;
 }

@@ -67,7 +67,7 @@ struct SendWr {
   uint64_t peer_key = 0;  // the target process
   uint32_t dest_qpn = 0, qkey = 0;
   std::string inl;  // inline payload, copied at post
-  Clock::time_point not_before{};  // SRD: resent after a receiver-not-ready answer
+  Clock::time_point not_before{};  // its post + SOFTVERBS_WIRE_DELAY_MS; SRD: resent after a receiver-not-ready answer
 };
 
 struct RecvWr {
@@ -122,6 +122,10 @@ void wake_nic();
 uint64_t key_of(const ibv_gid& gid);
 uint32_t max_msg_sz();
 int max_cqe();  // SOFTVERBS_MAX_CQE
+// SOFTVERBS_WIRE_DELAY_MS: every WR leaves the NIC this long after its post (a slow or busy link), so that its
+// completion comes late: tests of who waits for outstanding work (a registration let go with a WR in flight
+// fails it with a protection error, as a NIC's would).
+Clock::duration wire_delay();
 bool efa_mode();  // SOFTVERBS_EFA=1: the device answers efadv (EFA SRD), else it is a RoCE device
 // SOFTVERBS_LACKS=<cap>[,<cap>] (atomics, rnr_retry), in the process whose RANK is SOFTVERBS_LACKS_RANK when set:
 // the device reports it does not have them.

@@ -124,7 +124,11 @@ int sv_wr_complete(ibv_qp_ex* x) {
   }
   if (err) return err;
   static thread_local std::mt19937 rng(std::random_device{}());
-  for (SendWr& w : b) w.index = q.posted++;
+  const Clock::time_point leave = Clock::now() + wire_delay();
+  for (SendWr& w : b) {
+    w.index = q.posted++;
+    w.not_before = leave;
+  }
   std::shuffle(b.begin(), b.end(), rng);  // SRD keeps no order
   for (SendWr& w : b) q.unsent.push_back(std::move(w));
   wake_nic();
