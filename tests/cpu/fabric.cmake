@@ -44,3 +44,10 @@ set_tests_properties(cpu.fabric_rounds_atomics_deferred_2 PROPERTIES LABELS cpu 
 add_test(NAME cpu.fabric_stalled_peer_3
   COMMAND ${MK_MKRUN} -n 3 --timeout 60 env MK_NET_TIMEOUT_MS=2000 $<TARGET_FILE:mk_fabric_probe> --provider tcp+ofi_rxm --stall-rank 1)
 set_tests_properties(cpu.fabric_stalled_peer_3 PROPERTIES LABELS cpu TIMEOUT 90)
+# A peer that completes writes slowly but steadily (it polls every 125 ms): writes queued behind others wait
+# ~3 s, past the 1 s bound, and must not be taken for a dead peer (the bound counts from the peer's last completed
+# operation when that is later than the post; before session 46 this failed after 1 s).
+add_test(NAME cpu.fabric_slow_peer_2
+  COMMAND ${MK_MKRUN} -n 2 --timeout 60 env MK_NET_TIMEOUT_MS=1000 $<TARGET_FILE:mk_fabric_probe> --provider tcp+ofi_rxm
+          --slow-rank 1)
+set_tests_properties(cpu.fabric_slow_peer_2 PROPERTIES LABELS cpu TIMEOUT 90)

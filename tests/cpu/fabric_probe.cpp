@@ -23,9 +23,13 @@
 //                        poll must throw (request age > MK_NET_TIMEOUT_MS)
 //   --unreachable-rank R rank R publishes the address of a closed endpoint;
 //                        the others' connect must fail naming rank R, bounded
+//   --slow-rank R        rank R polls once every MK_NET_TIMEOUT_MS / 8 while the
+//                        others stream to it: writes wait past the bound, yet
+//                        no error may come (the link completes steadily)
 //   --bad-peer-rank R    rank R lists itself as a peer, so its connect fails
 //                        before its hellos (with --expect-error: every rank
 //                        must fail at once naming it, not time out on it)
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -188,10 +192,82 @@ int stream_until_error(Job& j, int victim, int64_t timeout_ms) {
   }
 }
 
+// --slow-rank: rank `slow` completes writes slowly but steadily (it polls its completion queue once every eighth of
+// MK_NET_TIMEOUT_MS, and the provider progresses only when polled) for three bounds; the others keep 16 writes
+// of 4 MiB in flight to it. A write then waits longer than the bound behind the ones ahead of it, yet no error may
+// come: the bound counts from the later of its post and the peer's last completed operation (a busy link is not a
+// dead peer). Then every rank drains, the streamers post a last Set, and the slow rank waits for it.
+int stream_to_slow_rank(Job& j, int slow, int64_t timeout_ms) {
+  Completion c[32];
+  const double phase_s = 3.0 * timeout_ms / 1000.0;
+  auto t0 = Clock::now();
+  if (j.rank == slow) {
+    while (since(t0) < phase_s) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms / 8));
+      j.drain(c, 32);
+    }
+    for (int s = 0; s < j.world; ++s)
+      while (s != slow && j.load(s) != 1) {
+        j.drain(c, 32);
+        CHECK(since(t0) < kSpinLimitS, "rank ", s, "'s last write never came");
+      }
+    j.bs.barrier();
+    std::cout << "rank " << j.rank << ": polled slowly for " << phase_s << " s, then took every streamer's last "
+              << "write\n";
+    return 0;
+  }
+  WriteReq w{slow, 1, size_t(j.world + slow) * kSlot, size_t(j.rank) * kSlot, 4 << 20, SigOp::Add,
+             8ull * (kAddWordBase + j.rank), 1, 0};
+  std::vector<Clock::time_point> posted_at;
+  double longest = 0, gap = 0;  // the longest write; the longest stretch without a completion
+  Clock::time_point last = Clock::now();
+  auto reap = [&] {
+    const int n = j.t.poll(c, 32);
+    if (n > 0) gap = std::max(gap, since(last)), last = Clock::now();
+    for (int i = 0; i < n; ++i) {
+      CHECK(c[i].status == 0, "write ", c[i].cookie, " failed with status ", c[i].status);
+      if (c[i].cookie < posted_at.size()) longest = std::max(longest, since(posted_at[c[i].cookie]));
+    }
+    j.completed += n;
+  };
+  try {
+    while (since(t0) < phase_s) {
+      if (j.posted - j.completed < 16 && j.t.post(w)) {
+        posted_at.push_back(Clock::now());
+        j.posted++, w.cookie++;
+      }
+      reap();
+    }
+    while (j.completed < j.posted) {
+      reap();
+      CHECK(since(t0) < kSpinLimitS, j.posted - j.completed, " writes to rank ", slow, " never completed");
+    }
+    j.post(WriteReq{slow, 1, size_t(j.world + slow) * kSlot, size_t(j.rank) * kSlot, 8, SigOp::Set, 8ull * j.rank, 1,
+                    uint64_t(1) << 62});
+    while (j.completed < j.posted) {
+      j.drain(c, 32);
+      CHECK(since(t0) < kSpinLimitS, "the last write to rank ", slow, " never completed");
+    }
+  } catch (const mk::Error& e) {
+    std::cerr << "rank " << j.rank << ": a write to the slow but live rank " << slow << " failed (the longest "
+              << "completed one took " << longest << " s): " << e.what() << "\n";
+    return 1;
+  }
+  j.bs.barrier();
+  // The run shows the case only if some write waited past the bound (else it proves nothing either way).
+  const bool shown = longest * 1000.0 > timeout_ms;
+  (shown ? std::cout : std::cerr) << "rank " << j.rank << ": " << j.posted << " writes to the slow rank completed, "
+                                  << "the longest in " << longest << " s against a bound of " << timeout_ms
+                                  << " ms (the longest stretch without a completion: " << gap << " s)"
+                                  << (shown ? "" : ": none waited past the bound, the case was not shown")
+                                  << "\n";
+  return shown ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int rounds = 16, kill_rank = -1, unreachable_rank = -1, bad_peer_rank = -1;
+  int rounds = 16, kill_rank = -1, unreachable_rank = -1, bad_peer_rank = -1, slow_rank = -1;
   bool stall = false, verbs = false;
   std::string expect_error;  // connect or a registration must fail on every rank with this in its message
   mk::net::fabric::FabricOptions opt;
@@ -210,20 +286,21 @@ int main(int argc, char** argv) {
     } else if (a == "--kill-rank" && i + 1 < argc) kill_rank = std::atoi(argv[++i]);
     else if (a == "--unreachable-rank" && i + 1 < argc) unreachable_rank = std::atoi(argv[++i]);
     else if (a == "--bad-peer-rank" && i + 1 < argc) bad_peer_rank = std::atoi(argv[++i]);
+    else if (a == "--slow-rank" && i + 1 < argc) slow_rank = std::atoi(argv[++i]);
     else if (a == "--expect-error" && i + 1 < argc) expect_error = argv[++i];
     else if (a == "--transport" && i + 1 < argc && (argv[i + 1] == std::string("verbs") ||
                                                     argv[i + 1] == std::string("fabric")))
       verbs = argv[++i] == std::string("verbs");
     else {
       std::cerr << "usage: " << argv[0]
-                << " [--rounds N] [--deferred] [--no-atomics] [--provider P] [--prefer-atomics] [--transport fabric|verbs] [--expect-error S] [--kill-rank R | --stall-rank R | --unreachable-rank R | --bad-peer-rank R]\n";
+                << " [--rounds N] [--deferred] [--no-atomics] [--provider P] [--prefer-atomics] [--transport fabric|verbs] [--expect-error S] [--kill-rank R | --stall-rank R | --unreachable-rank R | --bad-peer-rank R | --slow-rank R]\n";
       return 2;
     }
   }
   // A stalled verbs peer is not an error (its NIC answers without it), and an
   // unreachable address is fabric's.
-  if (verbs && (stall || unreachable_rank >= 0)) {
-    std::cerr << "fabric_probe: --stall-rank and --unreachable-rank are fabric-only\n";
+  if (verbs && (stall || unreachable_rank >= 0 || slow_rank >= 0)) {
+    std::cerr << "fabric_probe: --stall-rank, --unreachable-rank and --slow-rank are fabric-only\n";
     return 2;
   }
   int rank = -1;
@@ -329,6 +406,13 @@ int main(int argc, char** argv) {
         }
       }
       return stream_until_error(j, kill_rank, timeout_ms);
+    }
+    if (slow_rank >= 0) {
+      if (slow_rank >= world) {
+        std::cerr << "fabric_probe: --slow-rank " << slow_rank << " is not a rank of " << world << "\n";
+        return 2;
+      }
+      return stream_to_slow_rank(j, slow_rank, timeout_ms);
     }
 
     uint64_t seed = 0;
