@@ -30,6 +30,9 @@ class Communicator {
   explicit Communicator(const LaunchInfo& launch, int device = -1);
   // The same; without a launcher, a single rank (device < 0: the current CUDA device).
   static std::unique_ptr<Communicator> from_env(int device = -1);
+  // Collective. Destroy every plan made on it first (AgGemm, GemmRs, GemmAr, RingAttention: they hold a reference
+  // to it and release their buffers and signal words through it); nothing checks this in C++ (the C ABI's
+  // mk_comm_destroy refuses while a plan handle is open, Python's close() closes its plans first).
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;

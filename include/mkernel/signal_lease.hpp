@@ -12,9 +12,10 @@ class Communicator;
 
 // The signal words a plan holds: take() reserves (Communicator::reserve_signals)
 // and remembers; destruction or reset() gives them all back (release_signals,
-// reverse order, then one barrier) unless they are kept: MK_SIGNAL_REUSE=0, an
-// exception unwinding, or this rank's device failed (no barrier then:
-// Communicator::fatal_device_error); keep() keeps them, and abandon() gives
+// reverse order, then one barrier) unless they are kept: MK_SIGNAL_REUSE=0, or
+// this rank's device failed (no barrier then: Communicator::fatal_device_error);
+// a rank destroying it while an exception unwinds keeps them, and says so in the
+// barrier's exchange, so every rank keeps them; keep() keeps them, and abandon() gives
 // them back unused (a plan failing in its collective check). Move-only.
 // Destroy it where every rank destroys its own, in the same order, after
 // every kernel that used the words ended on every rank: plans hold it as a

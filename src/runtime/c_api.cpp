@@ -58,8 +58,12 @@ int mk_comm_init_env(mk_comm_t* out, int device) {
 
 int mk_comm_destroy(mk_comm_t comm) {
   if (!comm) return 0;
-  if (const int n = comm->open_plans.load(); n > 0)
+  // Closed to new plans in the same step that finds none open (a plan being made on another thread counts as
+  // open: refused; one begun after this step is refused by create_plan while the communicator still exists).
+  int n = 0;
+  if (!comm->open_plans.compare_exchange_strong(n, mk_comm_s::kClosing))
     return guarded([&] {
+      if (n < 0) mk::fail("mk_comm_destroy: another thread is destroying this communicator already");
       mk::fail("mk_comm_destroy: ", n, n == 1 ? " plan made on this communicator is still open: destroy it"
                                                 : " plans made on this communicator are still open: destroy them",
                " first (a plan uses its communicator until its own destroy call); the communicator stays open");

@@ -8,12 +8,14 @@
 #include <string>
 
 #include "mkernel/communicator.hpp"
+#include "mkernel/error.hpp"
 
 // The opaque communicator handle of include/mkernel/mkernel.h. It counts the plan handles made on it
 // (mk_comm_destroy refuses while one is open: the plan would use a destroyed communicator), and shares a flag
 // with its symmetric buffers' handles, false once it is destroyed (which frees those buffers).
 struct mk_comm_s {
   std::unique_ptr<mk::Communicator> comm;
+  static constexpr int kClosing = -(1 << 30);  // open_plans once mk_comm_destroy has begun
   std::atomic<int> open_plans{0};
   std::shared_ptr<std::atomic<bool>> alive = std::make_shared<std::atomic<bool>>(true);
 };
@@ -61,7 +63,13 @@ inline int null_arg(const char* what) {
 template <typename Handle, typename Plan, typename... Args>
 int create_plan(mk_comm_s* comm, Handle** out, const Args&... args) {
   if (!comm || !out) return null_arg("comm or out");
-  ++comm->open_plans;  // (counted while it is made too: a destroy meanwhile is refused)
+  // Counted while it is made too: a destroy meanwhile is refused. One that began first (the count closed:
+  // mk_comm_destroy) refuses this; a call on a communicator another thread already destroyed is the caller's
+  // error, as for any call.
+  if (comm->open_plans.fetch_add(1) < 0) {
+    --comm->open_plans;
+    return guarded([] { mk::fail("the communicator is being destroyed (mk_comm_destroy on another thread)"); });
+  }
   const int rc = guarded([&] {
     auto h = std::make_unique<Handle>();
     h->plan = std::make_unique<Plan>(*comm->comm, args...);

@@ -257,14 +257,26 @@ void Communicator::init(int device, int launcher_local_rank) {
 
 Communicator::~Communicator() {
   try {
+    // This rank's kernels end before their memory goes (a VMM unmap does not
+    // wait for them; their waits are bounded). A synchronisation refused
+    // without the device failing (a stream capture in global mode on another
+    // thread) confirms nothing: the symmetric memory then stays mapped until
+    // the process ends.
+    const cudaError_t synced =
+        device_ >= 0 ? synchronize_device(device_, cat("rank ", rank(), ": destroying the communicator"))
+                     : cudaSuccess;
+    const bool kernels_done =
+        synced == cudaSuccess || cuda_error_is_fatal(synced) || synced == cudaErrorCudartUnloading;
+    if (!kernels_done)
+      log(LogLevel::Warn, cat("rank ", rank(), ": destroying the communicator: its device synchronisation failed (",
+                              cuda_error_string(synced), "): its symmetric memory stays mapped until the process ",
+                              "ends"));
     // A failed device first tells the other ranks (their bootstrap steps fail
     // at once, naming this rank) and stops this rank's bootstrap root, if it
     // hosts it, from waiting up to MK_BOOTSTRAP_TIMEOUT_MS for ranks stuck in
     // their own waits to leave.
-    if (bs_) {
-      const std::string dead = fatal_device_error();
-      if (!dead.empty()) bs_->abort(cat("rank ", rank(), "'s device failed (", dead, ")"));
-    }
+    if (bs_ && cuda_error_is_fatal(synced))
+      bs_->abort(cat("rank ", rank(), "'s device failed (", cuda_error_string(synced), ")"));
     const DeviceScope on(device_, std::nothrow);  // (the caller's current device restored at the end)
     net_.reset();  // proxies stop and deregister before memory goes away
     if (abort_stream_) {  // a pending write of the device abort word lands before the memory goes
@@ -273,7 +285,10 @@ Communicator::~Communicator() {
       teardown_call(cudaStreamDestroy(static_cast<cudaStream_t>(abort_stream_)), "the abort word's stream");
       abort_stream_ = nullptr;
     }
-    heap_.reset();  // unmaps peers' memory (VMM: no barrier needed; IPC: one, before the frees)
+    if (kernels_done)
+      heap_.reset();  // unmaps peers' memory (VMM: no barrier needed; IPC: one, before the frees)
+    else
+      (void)heap_.release();  // (left to the process's end, kernels may still use it)
     if (host_block_) teardown_call(cudaFreeHost(host_block_), "the communicator's pinned host block");
     bs_.reset();
   } catch (...) {
@@ -348,21 +363,18 @@ int SignalLease::take(Communicator& comm, int n) {
 void SignalLease::reset() noexcept {
   if (runs_.empty()) return;
   // Kept (reserved for the communicator's life, as before 2026-12-04) with
-  // MK_SIGNAL_REUSE=0, and while an exception unwinds (a plan failing on one
-  // rank: the other ranks' pools must not go apart from this one's by a
-  // release only this rank made). Reuse needs every signal a plan's calls
-  // send to be awaited within its call, across nodes too (a late network
-  // signal would land in a reused word): bench/results/cross-node-signals-audit-20261204.md.
+  // MK_SIGNAL_REUSE=0 (a collective knob: alike on every rank). Reuse needs
+  // every signal a plan's calls send to be awaited within its call, across
+  // nodes too (a late network signal would land in a reused word):
+  // bench/results/cross-node-signals-audit-20261204.md.
   // Kept too when this rank's device failed (a fatal error): zeroing them
   // cannot work, and the barrier below would wait for ranks that may be
   // stuck in their own waits (Communicator::fatal_device_error).
-  bool reuse = std::uncaught_exceptions() == 0;
-  if (reuse) {
-    try {
-      reuse = knob_bool(Knob::MK_SIGNAL_REUSE);
-    } catch (const std::exception&) {
-      reuse = false;
-    }
+  bool reuse = true;
+  try {
+    reuse = knob_bool(Knob::MK_SIGNAL_REUSE);
+  } catch (const std::exception&) {
+    reuse = false;
   }
   if (reuse) {
     const std::string dead = comm_->fatal_device_error();
@@ -382,25 +394,37 @@ void SignalLease::reset() noexcept {
   // must stay alike on every rank (a rank that kept a run while the others
   // released it handed out other words from then on; session 38's review).
   // One exchange whenever reuse was decided, so every rank makes as many.
+  // A rank destroying the lease while an exception unwinds (a plan going out
+  // of scope on one rank's error path) keeps its words, so every rank keeps
+  // them: it says so in the same exchange. Before session 47 it skipped the
+  // exchange, alone, and the ranks' collective calls went out of step (its
+  // peers' next collective met its next one; the plan's free_symmetric
+  // before this is collective either way).
   constexpr step_status::Tags kTags{"signals-zeroed:", "signals-not-zeroed:"};
   std::string mine = kTags.ok;
-  try {
-    for (auto it = runs_.rbegin(); it != runs_.rend(); ++it) comm_->zero_signals(it->first, it->second);
-  } catch (const std::exception& e) {
-    mine = step_status::failed(e, kTags);
+  const bool unwinding = std::uncaught_exceptions() > 0;
+  if (unwinding) {
+    mine = cat(kTags.failed, "it released them while an exception unwound (they stay reserved on every rank)");
+  } else {
+    try {
+      for (auto it = runs_.rbegin(); it != runs_.rend(); ++it) comm_->zero_signals(it->first, it->second);
+    } catch (const std::exception& e) {
+      mine = step_status::failed(e, kTags);
+    }
   }
   std::string err;
   try {
     constexpr const char* kStep = "releasing a plan's signals";
     err = step_status::step_error(comm_->bootstrap().allgather(mine, kStep), comm_->rank(), kStep,
-                                  "could not zero them", kTags);
+                                  "did not zero them", kTags);
   } catch (const std::exception& e) {
     err = cat("the exchange after zeroing failed: ", error_reason(e));
   }
   for (auto it = runs_.rbegin(); it != runs_.rend(); ++it) {
-    if (!err.empty()) {
-      log(LogLevel::Warn, cat("rank ", comm_->rank(), ": signals [", it->first, ", ", it->first + it->second,
-                              ") stay reserved on every rank (not reusable): ", err));
+    if (!err.empty()) {  // (said as info on a rank whose own error is on its way: a plan failing on every rank)
+      log(unwinding ? LogLevel::Info : LogLevel::Warn,
+          cat("rank ", comm_->rank(), ": signals [", it->first, ", ", it->first + it->second,
+              ") stay reserved on every rank (not reusable): ", err));
       continue;
     }
     try {

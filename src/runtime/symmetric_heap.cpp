@@ -23,7 +23,7 @@ struct SymmetricHeap::Alloc {
   size_t gran = 0;               // VMM: the mappings' alignment
   int export_fd = -1;            // VMM: this rank's handle as an fd, until sent to the host's ranks
   bool ipc = false;
-  // (release() closes it; this, where an exchange threw before any release: a peer gone mid-alloc)
+  // (release() closes it; this is a second guard)
   ~Alloc() {
     if (export_fd >= 0) ::close(export_fd);
   }
@@ -171,6 +171,7 @@ void SymmetricHeap::vmm_share(Alloc& a) {
     try {
       map_rw(a.va[r], a.mapped, ph, device_);
     } catch (const Error&) {
+      d.cuMemUnmap(a.va[r], a.mapped);  // (mapped when only the access failed: else an error, ignored)
       d.cuMemAddressFree(a.va[r], a.mapped);
       a.va[r] = 0;
       d.cuMemRelease(ph);
@@ -249,6 +250,21 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
   // on every rank: tp::undo_on_throw).
   using step_status::failed, step_status::kOk, step_status::step_error;
   const std::string call = cat("alloc_symmetric of ", bytes, " bytes");
+  // An exchange that throws (a peer gone, or past the bootstrap bound) lets this rank's part go: VMM memory in
+  // full (a peer's mapping of it keeps the memory alive), IPC memory but its own buffer, which a peer may have
+  // opened from the handle it sent (freed under it, undefined): that stays allocated until the process ends.
+  auto exchange = [&](const std::string& answer, const char* step) {
+    try {
+      return bs_.allgather(answer, step);
+    } catch (...) {
+      if (a->ipc) {
+        close_ipc_peers(*a);
+        a->buf.local = nullptr;
+      }
+      release(*a);
+      throw;
+    }
+  };
   std::string mine = kOk;
   try {
     if (mode_ == Mode::Vmm)
@@ -259,7 +275,7 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
     release(*a);  // (a failed cudaMalloc's error was cleared where it threw: MK_CUDA_CHECK)
     mine = failed(e);
   }
-  std::vector<std::string> got = bs_.allgather(mine, "alloc_symmetric: allocation");
+  std::vector<std::string> got = exchange(mine, "alloc_symmetric: allocation");
   std::string err = step_error(got, topo_.rank, call, "could not allocate its part");
   if (!err.empty()) {
     release(*a);
@@ -288,7 +304,7 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
   } catch (const std::exception& e) {
     mine = failed(e);
   }
-  got = bs_.allgather(mine, "alloc_symmetric: mapping");
+  got = exchange(mine, "alloc_symmetric: mapping");
   err = step_error(got, topo_.rank, call, "could not map its host's buffers");
   if (!err.empty()) {
     if (a->ipc) {  // (every rank is here, with the same error) peers may have opened this rank's handle: as free

@@ -84,3 +84,27 @@ TEST(CApi, ACommunicatorWithAnOpenPlanRefusesToBeDestroyed) {
   EXPECT_FALSE(alive->load());
   EXPECT_EQ(mk_comm_destroy(nullptr), 0);
 }
+
+// A communicator whose destroy has begun (its count closed, as mk_comm_destroy does in the step that finds no plan
+// open) refuses a plan made on another thread meanwhile, and a second destroy; the count is left as it was.
+TEST(CApi, APlanBegunWhileItsCommunicatorIsDestroyedIsRefused) {
+  struct Plan {
+    explicit Plan(mk::Communicator&) {}
+    bool captured() const { return false; }
+  };
+  struct Handle {
+    std::unique_ptr<Plan> plan;
+    mk_comm_s* owner = nullptr;
+  };
+  mk_comm_s comm;
+  comm.open_plans = mk_comm_s::kClosing;
+  Handle* out = nullptr;
+  EXPECT_NE((mk::capi::create_plan<Handle, Plan>(&comm, &out)), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("the communicator is being destroyed"), std::string::npos)
+      << mk_last_error();
+  EXPECT_EQ(out, nullptr);
+  EXPECT_EQ(comm.open_plans.load(), mk_comm_s::kClosing);
+  EXPECT_NE(mk_comm_destroy(&comm), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("another thread is destroying"), std::string::npos) << mk_last_error();
+  comm.open_plans = 0;  // (a stack object: not for mk_comm_destroy's delete)
+}

@@ -16,11 +16,14 @@
 #include <cstdlib>
 #include <memory>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "device/peer_copy.cuh"
 #include "device/pingpong.cuh"
 #include "mkernel/mkernel.hpp"
+#include "mkernel/signal_lease.hpp"
 #include "tests/test_comm.hpp"
 
 using namespace mk;
@@ -244,6 +247,29 @@ TEST(Dist, SymmetricFreesOfDifferentBuffersFailOnEveryRank) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
   comm().free_symmetric(a);  // both still held, on every rank
   comm().free_symmetric(b);
+}
+
+// A plan's signal words released on one rank while an exception unwinds (its
+// error path) and normally on the others: every rank keeps them, in one
+// exchange every rank makes, and the ranks' next collective calls pair up.
+// Before session 47 the unwinding rank skipped the exchange alone: its next
+// collective met its peers' lease exchange ("out of step"), and the pools
+// could go apart.
+TEST(Dist, SignalsReleasedWhileOneRankUnwindsStayInStep) {
+  Communicator& c = comm();
+  int first = -1;
+  try {
+    SignalLease lease;
+    first = lease.take(c, 3);
+    if (c.rank() == 0) throw std::runtime_error("rank 0's error path");
+  } catch (const std::runtime_error&) {
+  }
+  c.barrier();  // (out of step before the fix)
+  SignalLease next;
+  const int after = next.take(c, 3);
+  const auto got = c.bootstrap().allgather(std::to_string(first) + "," + std::to_string(after), "lease check");
+  for (int r = 0; r < c.world(); ++r) EXPECT_EQ(got[r], got[0]) << "rank " << r << "'s pool went apart from rank 0's";
+  EXPECT_NE(after, first) << "the words released while rank 0 unwound were handed out again";
 }
 
 TEST(Dist, PingPong100kRoundsAcrossGpusLosesNothing) {
