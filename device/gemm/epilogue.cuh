@@ -58,8 +58,10 @@ __device__ __forceinline__ void own_accumulate(const GemmParams& p, const sched:
   const int64_t rb = e.own_per_tile ? dest_tile_id(p, t, d) : row_block_id(p.sched, t);
   if (threadIdx.x == 128) {
     const uint64_t expect = (*reinterpret_cast<volatile const uint64_t*>(p.load.epoch_counter) + 1) * e.own_expect;
-    for (int s = 0; s < e.own_nsrc; ++s) wait_signal(p, e.own_signals + s * e.own_sig_stride + rb, expect, s);
-    for (int s = 0; s < nnet; ++s) wait_signal(p, e.own_net_signals + s * e.own_sig_stride + rb, expect, s);
+    for (int s = 0; s < e.own_nsrc; ++s)
+      wait_signal(p, e.own_signals + s * e.own_sig_stride + rb, expect, e.own_src_rank[s]);
+    for (int s = 0; s < nnet; ++s)
+      wait_signal(p, e.own_net_signals + s * e.own_sig_stride + rb, expect, e.own_net_src_rank[s]);
   }
   dev::sm90::named_sync(1, 128 * kConsumerWarpgroups);  // the wait (acquire) before every thread's loads
   {

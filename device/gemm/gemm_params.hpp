@@ -201,6 +201,10 @@ struct EpilogueHook {
   const uint64_t* own_net_signals = nullptr;
   int64_t own_sig_stride = 0;
   uint64_t own_expect = 0;
+  // For reports only: the global rank that signals NVLink source s and network source s (a wait past its bound
+  // names it; the source indices are compact: rs::compact).
+  int32_t own_src_rank[kMaxDests] = {};
+  int32_t own_net_src_rank[kMaxDests] = {};
   void* own_out = nullptr;
   int64_t own_ldo = 0;
   // GEMM+AllReduce (fin_publish = 1): once the final rows of a tile are in

@@ -46,6 +46,7 @@
 #pragma once
 
 #include "device/bulk_copy.cuh"
+#include "device/gemm/sm90.cuh"
 #include "device/net/net.cuh"
 #include "device/roles/claims.hpp"
 #include "device/roles/rs_layout.hpp"
@@ -204,14 +205,18 @@ __device__ __forceinline__ void rs_reduce_item(const DeviceCtx& ctx, const Reduc
       if (i > nloc) p = mine + (int64_t(nloc) * g.num_nodes + (i - 1 - nloc)) * slot_bytes + b * block_bytes;
       src_tab[i] = reinterpret_cast<const uint4*>(p);
     }
+  // (a report names the rank that signals: node peer / node of compact index c, rs::compact's inverse)
+  auto uncompact = [](int c, int self) { return c < self ? c : c + 1; };
   if (t < nloc) {
     const int32_t sig = g.sig_local + static_cast<int32_t>(t * total_blocks + gb);
+    const int from = g.rank_at[g.node * g.local_size + uncompact(t, g.local_rank)];
     dev::wait_ge<dev::Scope::Sys, kRsReport>(ctx, ctx.signals + sig, epoch * g.adds_per_block,
-                                             dev::WaitSite{role, t, sig});
+                                             dev::WaitSite{role, from, sig});
   } else if (t < nloc + nnet) {
     const int32_t sig = g.sig_net + static_cast<int32_t>((t - nloc) * total_blocks + gb);
+    const int from = g.rank_at[uncompact(t - nloc, g.node) * g.local_size + g.local_rank];  // the rail peer
     dev::wait_ge<dev::Scope::Sys, kRsReport>(ctx, ctx.signals + sig, epoch * g.adds_per_block,
-                                             dev::WaitSite{role, t - nloc, sig});
+                                             dev::WaitSite{role, from, sig});
   } else if (t == nloc + nnet && !final_share) {  // our send slot and d's receive slot are free
     dev::wait_ge<dev::Scope::Sys, kRsReport>(ctx, ctx.signals + g.sig_entry + d, epoch,
                                              dev::WaitSite{role, d, g.sig_entry + d});
@@ -249,14 +254,11 @@ __device__ __forceinline__ void rs_reduce_item(const DeviceCtx& ctx, const Reduc
           acc[2 * k + 1] += __uint_as_float(words[k] & 0xFFFF0000u);
         }
       }
+      // Rounded to nearest even by the hardware, as the fused epilogue's (a NaN stays a NaN: the rounding by
+      // integer adds made CUDA's canonical NaN, 0x7FFFFFFF, a signed zero).
       uint32_t ow[4];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        uint32_t lo = __float_as_uint(acc[2 * k]), hi = __float_as_uint(acc[2 * k + 1]);
-        lo = (lo + 0x7FFFu + ((lo >> 16) & 1u)) >> 16;  // round to nearest even
-        hi = (hi + 0x7FFFu + ((hi >> 16) & 1u)) >> 16;
-        ow[k] = lo | (hi << 16);
-      }
+      for (int k = 0; k < 4; ++k) ow[k] = dev::sm90::pack_bf16x2(acc[2 * k], acc[2 * k + 1]);
       reinterpret_cast<uint4*>(dst)[v] = make_uint4(ow[0], ow[1], ow[2], ow[3]);
     }
   }

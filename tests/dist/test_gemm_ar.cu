@@ -160,6 +160,48 @@ TEST_F(GemmArTest, StandaloneAllReduce) {
   comm().barrier();
 }
 
+// NaN and infinities through the standalone all-reduce's reduction (as
+// torch and NCCL give them): a NaN stays a NaN, +Inf + -Inf is a NaN, an
+// infinity stays one, in rows of the first and the last rank's shares.
+// Before session 47 its rounding to bf16 by integer adds made CUDA's
+// canonical NaN a signed zero (the fused run() rounded in hardware).
+TEST_F(GemmArTest, AllReduceKeepsNanAndInfinities) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  const int me = comm().rank(), world = comm().world();
+  const int64_t m = rows_for_world(256), n = 256;
+  GemmAr plan(comm(), m, n, 64);
+  constexpr uint16_t kNan = 0x7FC0, kInf = 0x7F80, kNegInf = 0xFF80, kOne = 0x3F80;
+  std::vector<uint16_t> x(static_cast<size_t>(m * n), 0);
+  for (const int64_t row : {int64_t{0}, m - 1}) {
+    uint16_t* r = x.data() + row * n;
+    r[0] = me == 0 ? kNan : kOne;                      // NaN + 1s: NaN
+    r[1] = me == 0 ? kInf : me == 1 ? kNegInf : kOne;  // +Inf + -Inf: NaN
+    r[2] = kInf;                                       // Inf + Inf: Inf
+    r[3] = kOne;                                       // world
+  }
+  Buf xb(m * n * 2), out(m * n * 2);
+  CK(cudaMemcpy(xb.p, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
+  poison(out.p, m * n);
+  CK(cudaDeviceSynchronize());
+  plan.all_reduce(xb.p, out.p, nullptr);
+  CK(cudaDeviceSynchronize());
+  std::vector<uint16_t> got(x.size());
+  CK(cudaMemcpy(got.data(), out.p, got.size() * 2, cudaMemcpyDeviceToHost));
+  auto is_nan = [](uint16_t v) { return (v & 0x7F80) == 0x7F80 && (v & 0x7F) != 0; };
+  for (const int64_t row : {int64_t{0}, m - 1}) {
+    const uint16_t* r = got.data() + row * n;
+    EXPECT_TRUE(is_nan(r[0])) << "row " << row << ": NaN + 1s gave 0x" << std::hex << r[0];
+    EXPECT_TRUE(is_nan(r[1])) << "row " << row << ": +Inf + -Inf gave 0x" << std::hex << r[1];
+    EXPECT_EQ(r[2], kInf) << "row " << row << ": Inf + Inf";
+    float sum = 0;
+    const uint32_t bits = uint32_t{r[3]} << 16;
+    std::memcpy(&sum, &bits, 4);
+    EXPECT_EQ(sum, static_cast<float>(world)) << "row " << row << ": a sum of ones";
+    EXPECT_EQ(r[4], 0) << "row " << row << ": a sum of zeros";
+  }
+  comm().barrier();
+}
+
 // 100 calls on one plan and one stream, run() and all_reduce() in turn,
 // inputs refreshed on the stream, outputs copied aside, the ranks 20 ms
 // apart at the start, one synchronisation at the end: the epochs and the

@@ -206,6 +206,8 @@ gemm::GemmParams one_shot_params(const Topology& t, const DeviceCtx& ctx, const 
   gp.epi.own_signals = ctx.signals + sig_bcast;
   gp.epi.own_sig_stride = tiles;
   gp.epi.own_expect = 1;
+  for (int c = 0; c < t.local_size - 1; ++c)  // (reports: compact source c's rank)
+    gp.epi.own_src_rank[c] = t.rank_at(t.node, c < t.local_rank ? c : c + 1);
   gp.epi.own_per_tile = 1;
   gp.epi.own_out = out;
   gp.epi.own_ldo = n;

@@ -259,6 +259,10 @@ inline gemm::GemmParams rs_gemm_params(const RsPlan& pl, const Topology& t, cons
   gp.epi.own_net_signals = ctx.signals + pl.sig_net;
   gp.epi.own_sig_stride = total_blocks;
   gp.epi.own_expect = static_cast<uint64_t>((pl.n + gemm::kBlockN - 1) / gemm::kBlockN);
+  for (int c = 0; c < lay.local_sources(); ++c)  // (reports: compact source c's rank; over the network the rail peer)
+    gp.epi.own_src_rank[c] = t.rank_at(t.node, c < t.local_rank ? c : c + 1);
+  for (int c = 0; c < lay.net_sources(); ++c)
+    gp.epi.own_net_src_rank[c] = t.rank_at(c < t.node ? c : c + 1, t.local_rank);
   gp.epi.own_out = out;
   gp.epi.own_ldo = pl.n;
   gp.load.start_signals = ctx.signals + pl.sig_entry;  // every owner entered this call
