@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -124,6 +125,43 @@ TEST(EmuRing, PacingPublishesNoWriteBeforeItsEmulatedTime) {
   EXPECT_EQ(er.published(), 3u);
   er.progress(110000 + lat, cookies, 8);
   EXPECT_EQ(er.published(), 4u);
+}
+
+// Link time is kept in fractions of a ns: at 2 bytes/ns, 3-byte writes take
+// 1.5 ns each (they took 1 before session 47, the fraction dropped per write,
+// so a stream of small writes beat the rate: 16 bytes at 50 GB/s took none).
+TEST(EmuRing, SmallWritesPaceAtTheRate) {
+  HostRing h(8);
+  EmuRing er(h.ring, 2.0, 0);
+  EmuWrite w = write_for(0);
+  w.bytes = 3;
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(er.post(w, 0));  // ends at 1.5, 3, 4.5, 6 ns
+  uint64_t cookies[8];
+  er.progress(5, cookies, 8);
+  EXPECT_EQ(er.published(), 3u) << "the fourth write is out at 6 ns";
+  er.progress(6, cookies, 8);
+  EXPECT_EQ(er.published(), 4u);
+}
+
+// Rings sharing a link (a GPU's proxy threads, MK_NET_THREADS) share its
+// rate: two 10000-byte writes posted at once on two rings at 1 byte/ns go
+// out at 10 and 20 us, not both at 10 (each queue paced a link of its own
+// before session 47).
+TEST(EmuRing, RingsOnOneLinkShareItsRate) {
+  HostRing ha(8), hb(8);
+  auto link = std::make_shared<mk::net::EmuLink>();
+  EmuRing a(ha.ring, 1.0, 0, 0, 1, link), b(hb.ring, 1.0, 0, 0, 1, link);
+  EmuWrite w = write_for(0);
+  w.bytes = 10000;
+  ASSERT_TRUE(a.post(w, 0));
+  ASSERT_TRUE(b.post(w, 0));
+  uint64_t cookies[8];
+  a.progress(10000, cookies, 8);
+  b.progress(10000, cookies, 8);
+  EXPECT_EQ(a.published(), 1u);
+  EXPECT_EQ(b.published(), 0u) << "the second ring's write went out beside the first's on the same link";
+  b.progress(20000, cookies, 8);
+  EXPECT_EQ(b.published(), 1u);
 }
 
 TEST(EmuRing, InlineBytesTravelInTheSlot) {

@@ -32,6 +32,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "device/net/delivery.hpp"
@@ -55,6 +56,17 @@ int64_t now_ns() {
 
 constexpr uint32_t kRingSlots = 1024;  // writes published and not yet done, at most
 
+// The emulated NIC's link of GPU `device` in this process: one, whatever the
+// number of proxy threads (MK_NET_THREADS), so MK_EMU_GBPS is the GPU's rate.
+std::shared_ptr<EmuLink> link_of_gpu(int device) {
+  static std::mutex mu;
+  static std::map<int, std::weak_ptr<EmuLink>> links;
+  std::lock_guard<std::mutex> g(mu);
+  std::shared_ptr<EmuLink> l = links[device].lock();
+  if (!l) links[device] = l = std::make_shared<EmuLink>();
+  return l;
+}
+
 class EmuTransport final : public Transport {
  public:
   explicit EmuTransport(const TransportConfig& cfg) : cfg_(cfg) {
@@ -69,7 +81,8 @@ class EmuTransport final : public Transport {
     const DeviceScope on(cfg.cuda_device);  // (the caller's current device restored)
     mem_ = std::make_unique<DeliveryRingMemory>(cfg.cuda_device, kRingSlots);
     ring_ = mem_->ring();
-    pacer_ = std::make_unique<EmuRing>(ring_, bytes_per_ns, latency_ns, chunk_bytes, agents);
+    pacer_ = std::make_unique<EmuRing>(ring_, bytes_per_ns, latency_ns, chunk_bytes, agents,
+                                       link_of_gpu(cfg.cuda_device));
   }
   ~EmuTransport() override { close(); }
 
@@ -81,11 +94,9 @@ class EmuTransport final : public Transport {
   // The oldest write not done: published or still waiting for its time.
   std::string in_flight() const override { return pacer_ ? pacer_->describe(now_ns()) : std::string(); }
 
-  void connect(Bootstrap& bs, const std::vector<int>& peers) override {
-    char pci[32] = {};
-    MK_CUDA_CHECK(cudaDeviceGetPCIBusId(pci, sizeof(pci), cfg_.cuda_device));
-    auto hosts = bs.allgather(local_host_id(), "emu connect: hosts");
-    auto pcis = bs.allgather(pci, "emu connect: devices");
+  // connect's checks of this rank's peers: one host, peer access enabled where this process sees the GPU.
+  void connect_peers(Bootstrap& bs, const std::vector<int>& peers, const std::vector<std::string>& hosts,
+                     const std::vector<std::string>& pcis) {
     for (int p : peers) {
       if (p < 0 || p >= bs.world()) fail("emu: peer rank ", p, " is outside [0, ", bs.world(), ")");
       if (hosts[p] != hosts[bs.rank()])
@@ -109,6 +120,29 @@ class EmuTransport final : public Transport {
       if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled)
         fail("emu: cannot enable peer access to rank ", p, "'s GPU ", pcis[p], ": ", cuda_error_string(e));
     }
+  }
+
+  // Collective: every rank's outcome is exchanged (step_status), as the other backends' connect, so a rank that
+  // cannot reach a peer (peer access refused) fails every rank at once, named, instead of leaving them to wait in
+  // the next exchange until the bootstrap bound.
+  void connect(Bootstrap& bs, const std::vector<int>& peers) override {
+    std::string mine = step_status::kOk;
+    char pci[32] = {};
+    try {
+      MK_CUDA_CHECK(cudaDeviceGetPCIBusId(pci, sizeof(pci), cfg_.cuda_device));
+    } catch (const std::exception& e) {
+      mine = step_status::failed(e);
+    }
+    auto hosts = bs.allgather(local_host_id(), "emu connect: hosts");
+    auto pcis = bs.allgather(pci, "emu connect: devices");
+    try {
+      if (mine == step_status::kOk) connect_peers(bs, peers, hosts, pcis);
+    } catch (const std::exception& e) {
+      mine = step_status::failed(e);
+    }
+    const std::string err =
+        step_status::step_error(bs.allgather(mine, "emu connect"), cfg_.rank, "emu connect", "could not connect");
+    if (!err.empty()) fail(err);
     peers_ = peers;
   }
 
