@@ -80,6 +80,9 @@ class Network {
   void check() const;
   // The proxy's first error (names the peer, queue and operation), or "".
   std::string error() const;
+  // What the proxy's queues still have in flight (net::Proxy::state), "" when nothing: for the report of a
+  // device wait that timed out before the proxy's own bound (MK_TIMEOUT_MS < MK_NET_TIMEOUT_MS by default).
+  std::string in_flight();
   // Payload bytes of the puts this rank's proxy has taken from its command
   // queues since the network was created (counted as the proxy takes each
   // command, so it can lag the kernels: GEMM+RS and GEMM+AR end without a

@@ -349,6 +349,14 @@ void Network::check() const {
 
 std::string Network::error() const { return proxy_ ? proxy_->error() : std::string(); }
 
+std::string Network::in_flight() {
+  try {
+    return proxy_ ? proxy_->state() : std::string();
+  } catch (const std::exception& e) {  // (a transport's report could not be made: said, not thrown over the error)
+    return cat("(not read: ", error_reason(e), ")");
+  }
+}
+
 uint64_t Network::bytes_put() const {
   uint64_t n = 0;
   for (int q = 0; q < proxy_->num_queues(); ++q) n += proxy_->put_bytes(q);

@@ -156,6 +156,23 @@ uint64_t Proxy::pushed(int q) const {
   return head;
 }
 
+std::string Proxy::state(int64_t lock_ms) {
+  std::string s;
+  for (size_t i = 0; i < queues_.size(); ++i) {
+    Queue& q = queues_[i];
+    const uint64_t taken = q.consumed.load(), done = q.completed_prefix.load();
+    std::unique_lock<std::mutex> lk(q.mu, std::defer_lock);
+    const int64_t end = now_us() + lock_ms * 1000;
+    while (!lk.try_lock() && now_us() < end) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const std::string inflight = !lk.owns_lock() ? std::string("; its thread holds the transport (not read)")
+                                 : q.transport   ? q.transport->in_flight()
+                                                 : std::string();
+    if (taken == done && inflight.empty()) continue;
+    s += cat(s.empty() ? "" : "; ", "queue ", i, ": ", done, " of the ", taken, " commands it took complete", inflight);
+  }
+  return s;
+}
+
 std::string Proxy::error() const {
   std::lock_guard<std::mutex> g(err_mu_);
   return error_;

@@ -46,6 +46,10 @@ class Proxy {
   // register a region collectively while the proxy runs).
   void with_transports(const std::function<void(Transport&)>& f);
   std::string error() const;
+  // For an error report: each queue whose commands are not all complete, with what its transport still has in
+  // flight (Transport::in_flight), "" when nothing is. A queue whose thread holds its transport for longer than
+  // `lock_ms` is named as such, not read. Not on a proxy thread.
+  std::string state(int64_t lock_ms = 100);
   void stop();
   // Counters for tests and benchmarks.
   uint64_t consumed(int q) const { return queues_[q].consumed.load(); }

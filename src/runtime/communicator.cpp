@@ -449,6 +449,13 @@ std::string Communicator::device_failure() const {
   // rank <self>", the cause being in a log line.
   const std::string net = net_ ? net_->error() : std::string();
   if (!net.empty()) s += cat(s.empty() ? "" : "; ", "rank ", rank(), "'s network proxy: ", net);
+  // A device wait that timed out before the proxy's own bound (MK_TIMEOUT_MS is below MK_NET_TIMEOUT_MS by
+  // default) finds no proxy error yet: what the queues still hold (a write no delivery agent claimed: no kernel
+  // runs one, or MK_NET_FREE_SMS left its CTAs no room) is often the cause.
+  if (net.empty() && !s.empty() && net_) {
+    const std::string held = net_->in_flight();
+    if (!held.empty()) s += cat("; rank ", rank(), "'s network, in flight: ", held);
+  }
   return s;
 }
 

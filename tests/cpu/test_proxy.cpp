@@ -29,6 +29,7 @@ struct FakeState {
   int64_t hold = -1;  // this cookie's completion is held back (the others complete as posted)
   bool fail_completion = false;
   bool throw_on_poll = false;
+  std::string in_flight;  // what in_flight() says
 };
 
 class FakeTransport : public Transport {
@@ -59,6 +60,10 @@ class FakeTransport : public Transport {
     return n;
   }
   void close() override {}
+  std::string in_flight() const override {
+    std::lock_guard<std::mutex> g(s_->mu);
+    return s_->in_flight;
+  }
 
  private:
   std::shared_ptr<FakeState> s_;
@@ -285,6 +290,29 @@ TEST(Proxy, PushedCountsTheClaimedCommandsThatCompletedCatchesUpWith) {
   });
   EXPECT_TRUE(r.wait_done(5));
   EXPECT_EQ(r.proxy->completed(0), r.proxy->pushed(0));
+}
+
+// What a device wait's timeout report adds (Network::in_flight, from
+// Communicator::device_failure): each queue with commands not complete, and
+// what its transport still holds; nothing once all is done.
+TEST(Proxy, StateNamesTheQueuesWithWorkInFlight) {
+  Rig r;
+  r.set([](FakeState& st) {
+    st.never_complete = true;
+    st.in_flight = "; fake: write 0 waits for its peer";
+  });
+  EXPECT_EQ(r.proxy->state(), "queue 0: 0 of the 0 commands it took complete; fake: write 0 waits for its peer")
+      << "a transport that says it holds something is named, whatever the counts";
+  for (int i = 0; i < 2; ++i) r.push(put(3, uint64_t(i) << 12, 4096));
+  const auto end = Clock::now() + std::chrono::seconds(5);
+  while (r.proxy->consumed(0) < 2 && Clock::now() < end) std::this_thread::yield();
+  EXPECT_EQ(r.proxy->state(), "queue 0: 0 of the 2 commands it took complete; fake: write 0 waits for its peer");
+  r.set([](FakeState& st) {
+    st.to_complete = {0, 1};
+    st.in_flight.clear();
+  });
+  ASSERT_TRUE(r.wait_done(2));
+  EXPECT_EQ(r.proxy->state(), "");
 }
 
 TEST(ProxyFailure, MalformedCommandsAreReported) {
