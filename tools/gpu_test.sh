@@ -55,6 +55,10 @@ step_s=60 run tools/mkrun -n 2 --timeout 50 env MK_RANKS_PER_NODE=1 $share build
 # ranks share the GPU when there is one).
 run tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 MK_EMU_AGENTS=3 $share build/bin/mk_dist_tests \
     --gtest_filter='Net.*:AgGemm*:GemmRs*:GemmAr*:GemmPeer*:RingAttn*'
+# Two proxy threads a rank (MK_NET_THREADS=2: the kernels' puts spread over two queues, whose emulated NIC is one
+# link of the GPU's) across 2 nodes.
+run tools/mkrun -n 2 --timeout 150 env MK_RANKS_PER_NODE=1 MK_NET_THREADS=2 $share build/bin/mk_dist_tests \
+    --gtest_filter='Net.Puts*:Net.Small*:Net.Deregistering*:GemmRs*'
 # The infrastructure tests that finish when ranks time-slice a GPU (the
 # round-trip-bound ones, ping-pong and acked small puts, take minutes then
 # and stay with the tiers above): topology, symmetric memory, network puts.
