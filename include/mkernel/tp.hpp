@@ -84,9 +84,10 @@ class AgGemm {
   // capture): replaying such a graph uses the plan's memory, so the plan must
   // outlive the graph. Python's bounded plan cache never closes such a plan.
   bool captured() const { return captured_; }
-  // The plan's symmetric gathered buffer (valid until the next call). After
-  // run() it lacks this rank's own rows when m_local is a multiple of 128
-  // (the GEMM reads them in place); pass `gathered` to run() for all rows. Null where the plan has none:
+  // The plan's symmetric gathered buffer (valid until the next call). It lacks this rank's own rows after
+  // run() when m_local is a multiple of 128 (the GEMM reads them in place), and after all_gather() on one node
+  // (every m_local: the copy skips them); pass `gathered` for all rows. Not an argument of this plan's calls
+  // (refused: its peers write into it). Null where the plan has none:
   // one rank on the plain path (single_rank_plain(): the plan then allocates none of its fused kernel's
   // buffers).
   const void* gathered_buffer() const;
@@ -136,7 +137,8 @@ class AgGemm {
 // row-block signal; own rows last, each tile summed with the other ranks'
 // tiles (arrived meanwhile) before its final bf16 store into out.
 struct GemmRsOptions {
-  int num_reduce_ctas = 0;  // reduce_scatter()'s grid is 16 + this many CTAs (run() has none); 0: 16
+  int num_reduce_ctas = 0;  // reduce_scatter()'s grid is 16 + this many CTAs (run() has none); 0: 16, or as many
+                            // as the SMs leave (none: reduce_scatter() refuses, run() is not concerned)
   int num_ctas = 0;         // run()'s grid; 0: every SM
   int swizzle = 0;          // run()'s row-blocks per group of the tile walk, dividing m / (world x 128); 0: the heuristic
   int async_store = -1;     // run(): other ranks' tiles leave through bulk copies (1) or plain stores (0); -1: 1
@@ -167,7 +169,7 @@ class GemmRs {
   // The reduce-scatter alone: out = this rank's rows of sum_ranks x ([m x n] bf16).
   void reduce_scatter(const void* x, void* out, cudaStream_t stream);
 
-  int num_reduce_ctas() const { return num_reduce_; }  // reduce_scatter()'s grid: 16 + this
+  int num_reduce_ctas() const { return num_reduce_; }  // reduce_scatter()'s grid: 16 + this (0: no room for it)
   int swizzle() const { return swizzle_; }
   int num_compute_ctas() const { return num_ctas_; }    // of run()
   int64_t split_tiles() const { return split_tiles_; }  // run(): own tiles computed in parts (0: none)
@@ -228,12 +230,13 @@ struct GemmArOptions {
   int num_ctas = 0;         // run()'s whole grid; 0: every SM (less MK_NET_FREE_SMS next to emu/fabric)
   int swizzle = 0;          // row-blocks per group of the walk, dividing m / (world x 128); 0: the heuristic
   int async_store = -1;     // as GemmRsOptions::async_store
-  int num_reduce_ctas = 0;  // all_reduce()'s grid is 16 + this + 1 CTAs; 0: 16
+  int num_reduce_ctas = 0;  // all_reduce()'s grid is 16 + this + 1 CTAs; 0: as GemmRsOptions::num_reduce_ctas
   // run(): -1 picks by the measured crossover (tp::ar_one_shot_fits); 1
   // one-shot: one node of two ranks only, each pushes every partial tile
   // to the other and sums every tile itself (no Gather CTAs; the plan
   // holds the peer's whole partial result); 0 two-shot (owners, then the
-  // gather).
+  // gather). num_gather_ctas, async_store, interleave and own_tma_store are
+  // two-shot's: a one-shot run() checks them and leaves them unused.
   int one_shot = -1;
   // run(), two-shot: 1 interleaves the shares' row-block groups (owners
   // finish rows all along); 0 walks every other share first and the own
@@ -266,7 +269,7 @@ class GemmAr {
   bool one_shot() const { return one_shot_; }                       // run()'s variant
   int num_gather_ctas() const { return one_shot_ ? 0 : num_gather_; }
   int num_compute_ctas() const { return one_shot_ ? num_os_ctas_ : num_ctas_ - num_gather_; }  // of run()
-  int num_reduce_ctas() const { return num_reduce_; }               // all_reduce()'s grid: 16 + this + 1
+  int num_reduce_ctas() const { return num_reduce_; }               // all_reduce()'s grid: 16 + this + 1 (0: none)
   int swizzle() const { return swizzle_; }
   // One rank, where MK_TP_SINGLE_RANK picks the plain path (auto, the default, mostly does; see the knob): run()
   // is the standalone GEMM (on the options' num_ctas, else every SM, with their swizzle; its split tiles in the

@@ -278,7 +278,12 @@ TEST(AttnValidation, BadCallsNameTheProblem) {
       {"must be < 2^30", [](mk::AttentionArgs& a) { a.heads = int64_t(1) << 31, a.kv_heads = 1; }},
       {"sizes too large", [](mk::AttentionArgs& a) { a.seq_q = int64_t(1) << 31; }},
       {"must be device pointers", [](mk::AttentionArgs& a) { a.lse = nullptr; }},
-      {"16-byte aligned", [](mk::AttentionArgs& a) { a.k = static_cast<const char*>(a.k) + 4; }},
+      {"16-byte aligned (k is at", [](mk::AttentionArgs& a) { a.k = static_cast<const char*>(a.k) + 4; }},
+      {"work units must be < 2^30", [](mk::AttentionArgs& a) { a.batch = int64_t(1) << 29, a.seq_q = 1 << 20; }},
+      {"the workspace overlaps q",
+       [](mk::AttentionArgs& a) { a.workspace = const_cast<void*>(a.q), a.workspace_bytes = 8; }},
+      {"the workspace overlaps out", [](mk::AttentionArgs& a) { a.workspace = a.out, a.workspace_bytes = 8; }},
+      {"the workspace overlaps lse", [](mk::AttentionArgs& a) { a.workspace = a.lse, a.workspace_bytes = 8; }},
       {"scale must be finite", [](mk::AttentionArgs& a) { a.scale = -1.f; }},
       {"scale log2(e) finite", [](mk::AttentionArgs& a) { a.scale = 3e38f; }},  // (base 2: it overflowed to inf)
       {"out overlaps q", [](mk::AttentionArgs& a) { a.out = const_cast<void*>(a.q); }},

@@ -378,6 +378,45 @@ TEST(AgGemmErrors, BadPlansAndInputsAreRejected) {
   // run()'s gathered rows: written after the GEMM, so never over an input or the output.
   for (void* g : {out.p, b.p, static_cast<void*>(a.p)})
     EXPECT_NE(msg([&] { plan.run(a.p, b.p, out.p, nullptr, g); }).find("gathered overlaps"), std::string::npos);
+  // Nor any of them in the plan's own gathered buffer, which the peers write into during the call (session 47).
+  if (void* own = const_cast<void*>(plan.gathered_buffer())) {
+    EXPECT_NE(msg([&] { plan.run(a.p, b.p, own, nullptr); }).find("the plan's own gathered buffer"), std::string::npos);
+    EXPECT_NE(msg([&] { plan.run(own, b.p, out.p, nullptr); }).find("the plan's own gathered buffer"),
+              std::string::npos);
+    EXPECT_NE(msg([&] { plan.run(a.p, b.p, out.p, nullptr, own); }).find("the plan's own gathered buffer"),
+              std::string::npos);
+    EXPECT_NE(msg([&] { plan.all_gather(a.p, own, nullptr); }).find("the plan's own gathered buffer"),
+              std::string::npos);
+  }
+  // A call from a thread whose current device is another GPU (its launch would land there): refused, named.
+  int devices = 0;
+  CK(cudaGetDeviceCount(&devices));
+  if (devices > 1) {
+    const int other = (comm().device() + 1) % devices;
+    CK(cudaSetDevice(other));
+    m = msg([&] { plan.run(a.p, b.p, out.p, nullptr); });
+    CK(cudaSetDevice(comm().device()));
+    EXPECT_NE(m.find("current CUDA device is " + std::to_string(other)), std::string::npos) << m;
+  }
+  comm().barrier();
+}
+
+// A grid too small for the comm CTAs' default (7 at n = 8192, tp::comm_ctas_heuristic) takes every CTA but one
+// (before session 47 a plan with num_ctas = 4 and no num_comm_ctas failed, naming a count the caller never gave).
+TEST_F(AgGemmTest, ASmallGridFitsTheDefaultCommCtas) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  const int me = comm().rank();
+  const int64_t m_local = 256, n = 8192, k = 128, m = comm().world() * m_local;
+  AgGemm plan(comm(), m_local, n, k, {.num_ctas = 4});
+  EXPECT_EQ(plan.num_comm_ctas(), 3);
+  Buf a(m_local * k * 2), b(n * k * 2), out(m * n * 2);
+  random_bf16(a.p, m_local * k, seed_a(me, 4100));
+  random_bf16(b.p, n * k, 96 + me);
+  poison(out.p, m * n);
+  CK(cudaDeviceSynchronize());
+  plan.run(a.p, b.p, out.p, nullptr);
+  CK(cudaDeviceSynchronize());
+  check_call(out.p, nullptr, m_local, n, k, b.p, 4100, "grid of 4");
   comm().barrier();
 }
 

@@ -88,14 +88,18 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
     // the grid leaves it its SMs whether or not they join.
     join_ = opt.join;
     num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - free_sms;
-    if (num_ctas_ < 2 || num_ctas_ > sms) fail("AgGemm: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
+    if (num_ctas_ < 2 || num_ctas_ > sms)
+      fail("AgGemm: num_ctas must be in [2, ", sms, "] (got ", num_ctas_,
+           opt.num_ctas ? "" : cat(": the default, every SM but the ", free_sms, " left to the network's kernels"),
+           ")");
     rows_per_chunk_ = tp::chunk_rows(m_local);
     if (opt.swizzle < 0 || opt.swizzle > 16) fail("AgGemm: swizzle must be in [0, 16] (got ", opt.swizzle, ")");
     if (opt.max_split_parts < 0 || opt.max_split_parts == 1 || opt.max_split_parts > gemm::kMaxSplitParts)
       fail("AgGemm: max_split_parts must be 0 (the limit, ", gemm::kMaxSplitParts, ") or in [2, ",
            gemm::kMaxSplitParts, "] (got ", opt.max_split_parts, ")");
     swizzle_ = opt.swizzle ? opt.swizzle : tp::ag_swizzle(m_local, gemm::kBlockM);
-    num_comm_ = opt.num_comm_ctas ? opt.num_comm_ctas : tp::comm_ctas_heuristic(n);
+    // (the default fitted to the grid: at most every CTA but one; an explicit count is checked)
+    num_comm_ = opt.num_comm_ctas ? opt.num_comm_ctas : std::min(tp::comm_ctas_heuristic(n), num_ctas_ - 1);
     if (num_comm_ < 1 || num_comm_ >= num_ctas_)
       fail("AgGemm: num_comm_ctas must be in [1, ", num_ctas_ - 1, "] (got ", num_comm_, ")");
     // Compute CTAs at the end of the walk: the comm CTAs count if they join
@@ -168,6 +172,7 @@ void AgGemm::release() noexcept {
 }
 
 LaunchOrder::Call AgGemm::launch(const void* a_local, const void* b, void* out, bool compute, cudaStream_t stream) {
+  tp::check_current_device(comm_, "AgGemm");
   const Topology& t = comm_.topology();
   const int64_t m = int64_t(t.world) * m_local_;
   if (!a_local || !aligned16(a_local)) fail("AgGemm: a_local must be a 16-byte aligned device pointer (got ", a_local, ")");
@@ -176,6 +181,13 @@ LaunchOrder::Call AgGemm::launch(const void* a_local, const void* b, void* out, 
       fail("AgGemm: b and out must be 16-byte aligned device pointers (got b=", b, " out=", out, ")");
     if (overlap(out, m * n_ * 2, a_local, m_local_ * k_ * 2) || overlap(out, m * n_ * 2, b, n_ * k_ * 2))
       fail("AgGemm: out overlaps a_local or b");
+  }
+  if (gathered_) {  // the plan's own buffer (gathered_buffer()): peers write into it during the call
+    const int64_t gb = m * k_ * 2;
+    if (overlap(gathered_->local, gb, a_local, m_local_ * k_ * 2) ||
+        (compute && (overlap(gathered_->local, gb, b, n_ * k_ * 2) || overlap(gathered_->local, gb, out, m * n_ * 2))))
+      fail("AgGemm: a_local, b or out lies in the plan's own gathered buffer (gathered_buffer(): the peers write "
+           "into it during the call)");
   }
   // A call on another stream waits for the previous one (mkernel/launch_order.hpp); the
   // returned span records this call's end once the caller enqueued all of it.
@@ -274,6 +286,9 @@ void AgGemm::run(const void* a_local, const void* b, void* out, cudaStream_t str
     if (overlap(gathered, bytes, a_local, size_t(m_local_ * k_ * 2)) ||
         overlap(gathered, bytes, b, size_t(n_ * k_ * 2)) || overlap(gathered, bytes, out, rows * size_t(n_) * 2))
       fail("AgGemm::run: gathered overlaps a_local, b or out");
+    if (gathered_ && overlap(gathered, bytes, gathered_->local, bytes))
+      fail("AgGemm::run: gathered overlaps the plan's own gathered buffer (gathered_buffer(): the call copies out "
+           "of it)");
   }
   const LaunchOrder::Call call = launch(a_local, b, out, true, stream);  // its end: after the copies (they read
   if (gathered) copy_gathered(a_local, gathered, stream);                // the plan's buffer)
@@ -296,6 +311,9 @@ void AgGemm::all_gather(const void* a_local, void* gathered, cudaStream_t stream
   if (!gathered) fail("AgGemm::all_gather: gathered is null");
   const size_t block = size_t(m_local_ * k_ * 2);
   if (overlap(gathered, block * comm_.world(), a_local, block)) fail("AgGemm::all_gather: gathered overlaps a_local");
+  if (gathered_ && overlap(gathered, block * comm_.world(), gathered_->local, block * comm_.world()))
+    fail("AgGemm::all_gather: gathered overlaps the plan's own gathered buffer (gathered_buffer(): the call copies "
+         "out of it)");
   const LaunchOrder::Call call = launch(a_local, nullptr, nullptr, false, stream);  // its end: after the copies
   copy_all_gathered(a_local, gathered, stream);                                    // (they read the plan's buffer)
 }

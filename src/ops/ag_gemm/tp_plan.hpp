@@ -189,6 +189,20 @@ inline void note_capture(bool& captured, cudaStream_t stream) {
   if (!captured) captured = stream_capturing(stream).value_or(false);
 }
 
+// A plan's call launches on the calling thread's current device, which must be the plan's (its communicator's):
+// its counters, signals and buffers live there (another device's launch faults on them or runs on the wrong GPU,
+// and its peers wait for it). Checked first in every plan call (~tens of ns).
+inline void check_current_device(const Communicator& comm, const char* op) {
+  int cur = -1;
+  if (const cudaError_t e = cudaGetDevice(&cur); e != cudaSuccess) {
+    cudaGetLastError();
+    fail(op, ": cudaGetDevice failed (", cudaGetErrorString(e), ")");
+  }
+  if (cur != comm.device())
+    fail(op, ": the calling thread's current CUDA device is ", cur, ", this plan's (its communicator's) is ",
+         comm.device(), ": make it current (cudaSetDevice / torch.cuda.set_device) before the call");
+}
+
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // Whether [a, a + an) and [b, b + bn) share a byte (null never does).

@@ -91,9 +91,12 @@ void check_shape(const char* op, int64_t batch, int64_t seq_q, int64_t seq_kv, i
   if (heads % kv_heads) fail(op, ": kv_heads (", kv_heads, ") must divide heads (", heads, ")");
   constexpr int64_t kMax = int64_t(1) << 30;
   if (batch >= kMax || heads >= kMax) fail(op, ": batch (", batch, ") and heads (", heads, ") must be < 2^30");
-  const int64_t units = batch * heads * ((seq_q + kBlockM - 1) / kBlockM);
-  if (seq_q >= kMax || seq_kv >= kMax || units >= kMax)
-    fail(op, ": sizes too large (seq_q ", seq_q, ", seq_kv ", seq_kv, ", work units ", units, ")");
+  if (seq_q >= kMax || seq_kv >= kMax) fail(op, ": sizes too large (seq_q ", seq_q, ", seq_kv ", seq_kv, ")");
+  // (in steps, each product below 2^63: batch x heads < 2^60, then x ceil(seq_q / 128) < 2^53)
+  const int64_t bh = batch * heads, units = bh < kMax ? bh * ((seq_q + kBlockM - 1) / kBlockM) : kMax;
+  if (units >= kMax)
+    fail(op, ": sizes too large (batch ", batch, " x heads ", heads, " x ceil(seq_q / ", kBlockM,
+         ") work units must be < 2^30)");
 }
 
 CUtensorMap q_map(const void* q, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, const char* what) {
@@ -109,8 +112,10 @@ AttnParams make_params(const AttentionArgs& a, int block_n, const char* op) {
   if (!a.q || !a.k || !a.v || !a.out || !a.lse)
     fail(op, ": q, k, v, out and lse must be device pointers (got q=", a.q, " k=", a.k, " v=", a.v,
          " out=", a.out, " lse=", a.lse, ")");
-  if (!aligned16(a.q) || !aligned16(a.k) || !aligned16(a.v) || !aligned16(a.out) || !aligned16(a.lse))
-    fail(op, ": q, k, v, out and lse must be 16-byte aligned");
+  for (const auto& [p, name] : {std::pair{a.q, "q"}, std::pair{a.k, "k"}, std::pair{a.v, "v"},
+                                 std::pair<const void*, const char*>{a.out, "out"},
+                                 std::pair<const void*, const char*>{a.lse, "lse"}})
+    if (!aligned16(p)) fail(op, ": q, k, v, out and lse must be 16-byte aligned (", name, " is at ", p, ")");
   if (!scale_ok(a.scale)) fail(op, ": scale must be finite and >= 0, and scale log2(e) finite (got ", a.scale, ")");
   const int64_t qbytes = a.batch * a.seq_q * a.heads * a.head_dim * 2;
   const int64_t kvbytes = a.batch * seq_kv * kv_heads * a.head_dim * 2;
@@ -121,6 +126,15 @@ AttnParams make_params(const AttentionArgs& a, int block_n, const char* op) {
     if (overlap(a.lse, lbytes, p, n)) fail(op, ": lse overlaps ", name);
   }
   if (overlap(a.out, qbytes, a.lse, lbytes)) fail(op, ": out and lse overlap");
+  // The caller's workspace (the unit counter: zeroed, then claimed from while the kernel runs) apart from all of
+  // them (a workspace in q zeroed its first values; in out or lse the kernel wrote over the live counter).
+  if (a.workspace)
+    for (const auto& [p, n, name] : {std::tuple{a.q, qbytes, "q"}, std::tuple{a.k, kvbytes, "k"},
+                                     std::tuple{a.v, kvbytes, "v"}, std::tuple<const void*, int64_t, const char*>{
+                                                                        a.out, qbytes, "out"},
+                                     std::tuple<const void*, int64_t, const char*>{a.lse, lbytes, "lse"}})
+      if (overlap(a.workspace, static_cast<int64_t>(a.workspace_bytes), p, n))
+        fail(op, ": the workspace overlaps ", name, " (it holds the call's work counter while the kernel runs)");
   const int sms = gemm::num_sms();
   if (a.num_ctas < 0 || a.num_ctas > sms) fail(op, ": num_ctas must be in [0, ", sms, "] (got ", a.num_ctas, ")");
 

@@ -96,7 +96,7 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     const int sms = gemm::num_sms();
     const int free_sms = tp::network_free_sms(comm, "GemmAr", opt.num_ctas, sms);
     num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - free_sms;
-    tp::rs_check_grid("GemmAr", num_ctas_, sms);
+    tp::rs_check_grid("GemmAr", num_ctas_, sms, opt.num_ctas == 0, free_sms);
     // Default split: at least tp::ar_gather_ctas Gather CTAs, and the SMs the
     // GEMM's last wave would leave idle anyway (tp::balanced_ctas): 8 Gather
     // CTAs cost 1x2 M = 1024 a third wave (0.66 ms against 0.41 with 3).
@@ -230,6 +230,7 @@ gemm::GemmParams one_shot_params(const Topology& t, const DeviceCtx& ctx, const 
 }  // namespace
 
 LaunchOrder::Call GemmAr::launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream) {
+  tp::check_current_device(comm_, "GemmAr");
   const Topology& t = comm_.topology();
   const bool compute = x == nullptr;
   const int64_t out_bytes = m_ * n_ * 2;
@@ -240,6 +241,7 @@ LaunchOrder::Call GemmAr::launch(const void* a, const void* b, const void* x, vo
     if (!aligned16(x)) fail("GemmAr::all_reduce: x must be a 16-byte aligned device pointer (got ", x, ")");
     if (out != x && overlap(out, out_bytes, x, out_bytes))
       fail("GemmAr::all_reduce: out overlaps x (in place, out == x, is allowed)");
+    if (!plain_) tp::rs_check_reduce_room("GemmAr::all_reduce", num_reduce_, 1);
   }
   // A call on another stream waits for the previous one (mkernel/launch_order.hpp); the
   // returned span records this call's end once the caller enqueued all of it.

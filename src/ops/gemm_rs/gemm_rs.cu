@@ -90,7 +90,7 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
     plain_ = tp::single_rank(t, m, n, k_local, plain_ctas_ ? plain_ctas_ : sms, sp.tiles > 0);
     plain_swizzle_ = opt.swizzle;
-    tp::rs_check_grid("GemmRs", num_ctas_, sms);
+    tp::rs_check_grid("GemmRs", num_ctas_, sms, opt.num_ctas == 0, free_sms);
     // reduce_scatter()'s grid is kRsPushCtas + the Reduce CTAs.
     num_reduce_ = tp::rs_reduce_ctas("GemmRs", opt.num_reduce_ctas, sms, free_sms, 0);
     split_tiles_ = sp.tiles;
@@ -132,6 +132,7 @@ void GemmRs::release() noexcept {
 }
 
 LaunchOrder::Call GemmRs::launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream) {
+  tp::check_current_device(comm_, "GemmRs");
   const Topology& t = comm_.topology();
   const int64_t rows = m_ / t.world;
   const bool compute = x == nullptr;
@@ -141,6 +142,7 @@ LaunchOrder::Call GemmRs::launch(const void* a, const void* b, const void* x, vo
     if (!out || !aligned16(out)) fail("GemmRs: out must be a 16-byte aligned device pointer (got ", out, ")");
     if (!aligned16(x)) fail("GemmRs::reduce_scatter: x must be a 16-byte aligned device pointer (got ", x, ")");
     if (overlap(out, rows * n_ * 2, x, m_ * n_ * 2)) fail("GemmRs::reduce_scatter: out overlaps x");
+    if (!plain_) tp::rs_check_reduce_room("GemmRs::reduce_scatter", num_reduce_, 0);
   }
   // A call on another stream waits for the previous one (mkernel/launch_order.hpp); the
   // returned span records this call's end once the caller enqueued all of it.

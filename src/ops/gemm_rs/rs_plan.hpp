@@ -32,8 +32,10 @@ constexpr int kRsDefaultReduceCtas = 16;
 // epilogue (on unless the transport runs kernels on this GPU) and the
 // standalone Reduce CTAs (`extra` more CTAs beside those, all
 // leaving such a transport its SMs: tp::network_free_sms).
-inline void rs_check_grid(const char* op, int num_ctas, int sms) {
-  if (num_ctas < 2 || num_ctas > sms) fail(op, ": num_ctas must be in [2, ", sms, "] (got ", num_ctas, ")");
+inline void rs_check_grid(const char* op, int num_ctas, int sms, bool by_default = false, int free_sms = 0) {
+  if (num_ctas < 2 || num_ctas > sms)
+    fail(op, ": num_ctas must be in [2, ", sms, "] (got ", num_ctas,
+         by_default ? cat(": the default, every SM but the ", free_sms, " left to the network's kernels") : "", ")");
 }
 inline bool rs_async_store(const char* op, int opt, bool net_kernels) {
   if (opt < -1 || opt > 1 || (opt == 1 && net_kernels))
@@ -45,11 +47,22 @@ inline bool rs_own_tma(const char* op, int opt) {
   if (opt < -1 || opt > 1) fail(op, ": own_tma_store must be -1, 0 or 1 (got ", opt, ")");
   return opt != 0;
 }
+// The default (opt 0) is fitted to the SMs there are: kRsDefaultReduceCtas or fewer, and 0 where even one does
+// not fit (the standalone collective then refuses at its call: rs_check_reduce_room; run() is not concerned).
+// An explicit count that does not fit fails here.
 inline int rs_reduce_ctas(const char* op, int opt, int sms, int free_sms, int extra) {
-  const int n = opt ? opt : kRsDefaultReduceCtas;
   const int max_reduce = sms - free_sms - kRsPushCtas - extra;
-  if (n < 1 || n > max_reduce) fail(op, ": num_reduce_ctas must be in [1, ", max_reduce, "] (got ", n, ")");
-  return n;
+  if (opt == 0) return std::max(0, std::min(kRsDefaultReduceCtas, max_reduce));
+  if (opt < 1 || opt > max_reduce)
+    fail(op, ": num_reduce_ctas must be in [1, ", max_reduce, "] (got ", opt, "; ", sms, " SMs, ", free_sms,
+         " left to the network's kernels, ", kRsPushCtas + extra, " taken by the collective's other CTAs)");
+  return opt;
+}
+// A standalone collective's call on a plan whose default left it no Reduce CTA (rs_reduce_ctas).
+inline void rs_check_reduce_room(const char* call, int num_reduce, int extra) {
+  if (num_reduce == 0)
+    fail(call, ": its grid needs ", kRsPushCtas + 1 + extra, " CTAs beside the SMs left to the network's kernels ",
+         "(MK_NET_FREE_SMS), more than this GPU offers (", gemm::num_sms(), " SMs; under MPS, the client's share)");
 }
 
 // run()'s pointers: out (out_bytes) 16-byte aligned and apart from a and b.

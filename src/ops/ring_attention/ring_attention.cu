@@ -101,12 +101,15 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
     const int sms = gemm::num_sms();
     const int free_sms = tp::network_free_sms(comm, "RingAttention", opt.num_ctas, sms);
     num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - free_sms;
-    num_comm_ = opt.num_comm_ctas ? opt.num_comm_ctas : attn::ring_comm_ctas(t);
     const int min_comm = t.num_nodes > 1 ? 2 : 1;
-    if (num_ctas_ < 2 || num_ctas_ > sms) fail("RingAttention: num_ctas must be in [2, ", sms, "] (got ", opt.num_ctas, ")");
-    num_comm_ = std::min(num_comm_, num_ctas_);
+    if (num_ctas_ < 2 || num_ctas_ > sms)
+      fail("RingAttention: num_ctas must be in [2, ", sms, "] (got ", num_ctas_,
+           opt.num_ctas ? "" : cat(": the default, every SM but the ", free_sms, " left to the network's kernels"),
+           ")");
+    const int asked = opt.num_comm_ctas ? opt.num_comm_ctas : attn::ring_comm_ctas(t);
+    num_comm_ = std::min(asked, num_ctas_);  // (clamped to the grid, as documented)
     if (num_comm_ < min_comm)
-      fail("RingAttention: num_comm_ctas must be in [", min_comm, ", ", num_ctas_, "] (got ", num_comm_, ")");
+      fail("RingAttention: num_comm_ctas must be at least ", min_comm, " (got ", asked, ")");
     chunks = batch * kv_heads_;
     if (world * chunks >= (int64_t(1) << 30))
       fail("RingAttention: world x batch x kv_heads (", world * chunks, ") needs too many arrival signals");
@@ -166,6 +169,7 @@ int64_t RingAttention::network_bytes_sent() const {
 }
 
 void RingAttention::run(const void* q, const void* k, const void* v, void* out, float* lse, cudaStream_t stream) {
+  tp::check_current_device(comm_, "RingAttention");
   const Topology& t = comm_.topology();
   const int world = t.world;
   AttentionArgs a{.q = q, .k = k, .v = v, .out = out, .lse = lse, .batch = batch_, .seq_q = s_local_,
