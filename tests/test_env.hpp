@@ -2,11 +2,18 @@
 // is read when a plan is made, MK_TP_SINGLE_RANK) and restores it after; null value: unset for the scope.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <optional>
 #include <string>
 
 namespace mk::test {
+
+// Whether an NVIDIA kernel driver is loaded here: a CUDA runtime that then reports an insufficient driver means a
+// driver older than this build's CUDA needs (a failure of a GPU machine), where no driver at all is a CPU
+// machine's (a skip).
+inline bool nvidia_driver_loaded() { return access("/proc/driver/nvidia/version", F_OK) == 0; }
 
 class EnvGuard {
  public:

@@ -9,8 +9,8 @@
 # saying so, on a machine without a GPU, or when a benchmark fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/setup.sh
-tools/build.sh
+MK_SETUP_TESTS=0 tools/setup.sh  # (no GoogleTest: the benchmark builds no test tier)
+tools/build.sh -DMK_BUILD_TESTS=OFF
 source tools/gpu_env.sh
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [ "${ngpu:-0}" -eq 0 ]; then

@@ -3,6 +3,7 @@
 # Debian/Ubuntu; CMake from PyPI into .venv-cmake if the system one is too old).
 # Run by tools/test.sh and tools/bench.sh (its PATH changes stay here: tools/build.sh and
 # tools/test.sh put .cmake-bin on PATH themselves).
+#   MK_SETUP_TESTS=0   leave GoogleTest out (tools/bench.sh: it builds no test tier)
 set -euo pipefail
 
 log() { echo "[setup] $*"; }
@@ -28,7 +29,8 @@ command -v g++ >/dev/null 2>&1 || need+=(g++)
 command -v ninja >/dev/null 2>&1 || need+=(ninja-build)
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
 command -v python3 >/dev/null 2>&1 || need+=(python3 python3-pip)
-[ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
+# GoogleTest for the test tiers only (tools/bench.sh sets MK_SETUP_TESTS=0: it builds none).
+[ "${MK_SETUP_TESTS:-1}" = 0 ] || [ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
 # RDMA headers: the verbs and libfabric backends compile against them (the
 # libraries themselves are dlopen'ed at run time, so none is linked).
 [ -f /usr/include/infiniband/verbs.h ] || need+=(libibverbs-dev)
@@ -39,11 +41,11 @@ if [ "${#need[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
 
-# CMake >= 3.24 (CUDA architecture "90a").
+# CMake >= 3.25 (CUDA architecture "90a": 3.24.0's check of architecture names could refuse it).
 cmake_ok() {
   local v
   v=$(cmake --version 2>/dev/null | head -1 | awk '{print $3}')
-  [ -n "$v" ] && [ "$(printf '%s\n3.24\n' "$v" | sort -V | head -1)" = "3.24" ]
+  [ -n "$v" ] && [ "$(printf '%s\n3.25\n' "$v" | sort -V | head -1)" = "3.25" ]
 }
 # Where apt's is older (Ubuntu 22.04: 3.22), CMake from PyPI into a venv of this tree, .venv-cmake, never into
 # the system's Python (which may have no pip, or refuse: PEP 668); .cmake-bin holds only its cmake and ctest, and
@@ -52,18 +54,18 @@ _mk_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # (one that runs: a tree moved with its .venv-cmake has scripts naming the old path; then made again below)
 "$_mk_root/.cmake-bin/cmake" --version >/dev/null 2>&1 && export PATH="$_mk_root/.cmake-bin:$PATH"
 if ! cmake_ok; then
-  log "system CMake is older than 3.24; installing CMake from PyPI into .venv-cmake"
+  log "system CMake is older than 3.25; installing CMake from PyPI into .venv-cmake"
   python3 -c 'import ensurepip' 2>/dev/null || {
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-venv
   }
   python3 -m venv --clear "$_mk_root/.venv-cmake"
-  "$_mk_root/.venv-cmake/bin/python3" -m pip install -q 'cmake>=3.24,<4'
+  "$_mk_root/.venv-cmake/bin/python3" -m pip install -q 'cmake>=3.25,<4'
   mkdir -p "$_mk_root/.cmake-bin"
   ln -sf ../.venv-cmake/bin/cmake "$_mk_root/.cmake-bin/cmake"
   ln -sf ../.venv-cmake/bin/ctest "$_mk_root/.cmake-bin/ctest"
   export PATH="$_mk_root/.cmake-bin:$PATH"
-  cmake_ok || { echo "[setup] error: CMake >= 3.24 not available" >&2; exit 1; }
+  cmake_ok || { echo "[setup] error: CMake >= 3.25 not available" >&2; exit 1; }
 fi
 unset _mk_root
 

@@ -15,7 +15,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { echo "[setup-test-python] $*" >&2; }
 torch_pin="torch==2.11.0"   # the GPU machine's version (CUDA 13.0 wheels on PyPI)
-numpy_pin="numpy==2.4.6"    # (torch warns at import without it; the benches' helpers use it through torch)
+# (torch warns at import without numpy; the benches' helpers use it through torch). 2.4 needs Python >= 3.11, 2.2
+# is the last for 3.10 (pyproject: >= 3.10).
+numpy_pin="numpy==2.4.6; python_version >= '3.11'"
+numpy_pin_310="numpy==2.2.6; python_version < '3.11'"
 venv=.venv-test
 case "${MK_TEST_TORCH:-1}" in 0|1) ;; *) log "error: MK_TEST_TORCH must be 0 or 1 (got '$MK_TEST_TORCH')"; exit 1;; esac
 if [ ! -x "$venv/bin/python3" ] || ! "$venv/bin/python3" -c 'import sys' 2>/dev/null; then
@@ -40,7 +43,7 @@ elif [ "${MK_TEST_TORCH:-1}" = "0" ]; then
   log "MK_TEST_TORCH=0: no torch; the Python tests that need it will skip"
 else
   log "installing $torch_pin into $venv (PyPI; MK_TEST_TORCH=0 skips this)"
-  if ! "$py" -m pip install -q "$torch_pin" "$numpy_pin" >&2; then
+  if ! "$py" -m pip install -q "$torch_pin" "$numpy_pin" "$numpy_pin_310" >&2; then
     log "error: pip could not install $torch_pin into $venv; rerun with MK_TEST_TORCH=0 to test without torch"
     exit 1
   fi

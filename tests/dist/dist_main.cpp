@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tests/test_env.hpp"
+
 int run_abort_scenario();            // test_symmetric.cu
 int run_failed_teardown_scenario();  // test_teardown.cu
 int run_net_open_refused_scenario();  // net_open_scenario.cpp
@@ -21,8 +23,11 @@ int main(int argc, char** argv) {
   const char* share = std::getenv("MK_SHARE_GPUS");
   if (share && std::atoi(share) == 1) need = 1;
   // No GPU or no driver (a CPU machine, CI): skipped; any other failure to start CUDA is a failure.
-  if (e != cudaSuccess && e != cudaErrorNoDevice && e != cudaErrorInsufficientDriver) {
-    std::printf("FAILED: CUDA could not start: %s\n", cudaGetErrorString(e));
+  if (e != cudaSuccess && e != cudaErrorNoDevice &&
+      (e != cudaErrorInsufficientDriver || mk::test::nvidia_driver_loaded())) {
+    std::printf("FAILED: CUDA could not start: %s%s\n", cudaGetErrorString(e),
+                e == cudaErrorInsufficientDriver ? " (an NVIDIA driver is loaded, older than this build's CUDA needs)"
+                                                 : "");
     return 1;
   }
   if (e != cudaSuccess || n < need) {

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tests/test_env.hpp"
+
 int run_signals_child_scenario(const char* name);  // test_signals.cu
 #ifdef MK_TEST_HAVE_GEMM
 int run_gemm_child_scenario(const char* name);  // test_gemm_hooks.cu
@@ -31,8 +33,11 @@ int main(int argc, char** argv) {
   cudaError_t e = cudaGetDeviceCount(&n);
   // No GPU or no driver (a CPU machine, CI): skipped. Any other failure to start CUDA is a broken GPU or driver
   // on a GPU machine: a failure, not a skip that a device session would count as passed.
-  if (e != cudaSuccess && e != cudaErrorNoDevice && e != cudaErrorInsufficientDriver) {
-    std::printf("FAILED: CUDA could not start: %s\n", cudaGetErrorString(e));
+  if (e != cudaSuccess && e != cudaErrorNoDevice &&
+      (e != cudaErrorInsufficientDriver || mk::test::nvidia_driver_loaded())) {
+    std::printf("FAILED: CUDA could not start: %s%s\n", cudaGetErrorString(e),
+                e == cudaErrorInsufficientDriver ? " (an NVIDIA driver is loaded, older than this build's CUDA needs)"
+                                                 : "");
     return 1;
   }
   if (e != cudaSuccess || n == 0) {
