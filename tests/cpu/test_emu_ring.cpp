@@ -141,6 +141,15 @@ TEST(EmuRing, SmallWritesPaceAtTheRate) {
   EXPECT_EQ(er.published(), 3u) << "the fourth write is out at 6 ns";
   er.progress(6, cookies, 8);
   EXPECT_EQ(er.published(), 4u);
+  // The same 60 days after boot (the clock's ns as a double step by 1 there: the link keeps its own origin).
+  const int64_t t0 = int64_t(60) * 86400 * 1000000000;
+  HostRing h2(8);
+  EmuRing late(h2.ring, 2.0, 0);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(late.post(w, t0));
+  late.progress(t0 + 5, cookies, 8);
+  EXPECT_EQ(late.published(), 3u) << "the fourth write is out 6 ns after t0";
+  late.progress(t0 + 6, cookies, 8);
+  EXPECT_EQ(late.published(), 4u);
 }
 
 // Rings sharing a link (a GPU's proxy threads, MK_NET_THREADS) share its

@@ -393,10 +393,14 @@ TEST(AgGemmErrors, BadPlansAndInputsAreRejected) {
   CK(cudaGetDeviceCount(&devices));
   if (devices > 1) {
     const int other = (comm().device() + 1) % devices;
-    CK(cudaSetDevice(other));
-    m = msg([&] { plan.run(a.p, b.p, out.p, nullptr); });
-    CK(cudaSetDevice(comm().device()));
-    EXPECT_NE(m.find("current CUDA device is " + std::to_string(other)), std::string::npos) << m;
+    if (cudaSetDevice(other) == cudaSuccess) {  // (not in exclusive-process mode with a peer on it: skipped then)
+      m = msg([&] { plan.run(a.p, b.p, out.p, nullptr); });
+      CK(cudaSetDevice(comm().device()));
+      EXPECT_NE(m.find("current CUDA device is " + std::to_string(other)), std::string::npos) << m;
+    } else {
+      cudaGetLastError();
+      CK(cudaSetDevice(comm().device()));
+    }
   }
   comm().barrier();
 }

@@ -126,14 +126,16 @@ AttnParams make_params(const AttentionArgs& a, int block_n, const char* op) {
     if (overlap(a.lse, lbytes, p, n)) fail(op, ": lse overlaps ", name);
   }
   if (overlap(a.out, qbytes, a.lse, lbytes)) fail(op, ": out and lse overlap");
-  // The caller's workspace (the unit counter: zeroed, then claimed from while the kernel runs) apart from all of
-  // them (a workspace in q zeroed its first values; in out or lse the kernel wrote over the live counter).
-  if (a.workspace)
+  // The caller's workspace's first 8 bytes (the unit counter a causal call zeroes, then claims from while the
+  // kernel runs; attention_workspace_bytes) apart from all of them (a workspace in q zeroed its first values; in
+  // out or lse the kernel wrote over the live counter).
+  const int64_t ws_used = static_cast<int64_t>(std::min<size_t>(a.workspace_bytes, sizeof(uint64_t)));
+  if (a.workspace && ws_used > 0)
     for (const auto& [p, n, name] : {std::tuple{a.q, qbytes, "q"}, std::tuple{a.k, kvbytes, "k"},
                                      std::tuple{a.v, kvbytes, "v"}, std::tuple<const void*, int64_t, const char*>{
                                                                         a.out, qbytes, "out"},
                                      std::tuple<const void*, int64_t, const char*>{a.lse, lbytes, "lse"}})
-      if (overlap(a.workspace, static_cast<int64_t>(a.workspace_bytes), p, n))
+      if (overlap(a.workspace, ws_used, p, n))
         fail(op, ": the workspace overlaps ", name, " (it holds the call's work counter while the kernel runs)");
   const int sms = gemm::num_sms();
   if (a.num_ctas < 0 || a.num_ctas > sms) fail(op, ": num_ctas must be in [0, ", sms, "] (got ", a.num_ctas, ")");

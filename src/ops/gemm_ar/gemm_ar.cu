@@ -126,7 +126,9 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     // topology only; the plan check below compares the variant too).
     one_shot_ = opt.one_shot == 1 || (opt.one_shot == -1 && tp::ar_one_shot_fits(t.num_nodes, t.world, m, n));
     swizzle = opt.swizzle ? opt.swizzle : tp::ar_swizzle(t.num_nodes, tp::rs_share_blocks(m, t.world));
-    variant = cat(one_shot_ ? ", one-shot" : ", two-shot", interleave_ ? ", interleaved" : "");
+    variant = cat(one_shot_ ? ", one-shot" : ", two-shot", interleave_ ? ", interleaved" : "",
+                  num_reduce_ || plain_ ? "" : ", no room for all_reduce()");  // (alike on every rank: else one
+    // rank refused all_reduce() while its peers waited for it until MK_TIMEOUT_MS)
   });
   // Signals, this rank's memory, the plan check, then the collective memory.
   rs_ = std::make_unique<tp::RsPlan>(

@@ -99,7 +99,8 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   const bool fused = !plain_;  // else none of the fused kernel's buffers (tp::alloc_plain_ws)
   // Signals, this rank's memory, the plan check, then the collective memory.
   rs_ = std::make_unique<tp::RsPlan>(
-      tp::rs_reserve_plan(comm, args, "GemmRs", m, n, k_local, opt.swizzle, 0, nullptr));
+      tp::rs_reserve_plan(comm, args, "GemmRs", m, n, k_local, opt.swizzle, 0, nullptr,
+                          num_reduce_ || plain_ ? "" : ", no room for reduce_scatter()"));  // (alike on every rank)
   swizzle_ = rs_->swizzle;
   tp::undo_on_throw([&] {  // this rank's memory first, then the collective (tp::undo_on_throw says why)
     args.run([&] {  // (its failure too travels in the plan check)

@@ -48,7 +48,8 @@ inline bool rs_own_tma(const char* op, int opt) {
   return opt != 0;
 }
 // The default (opt 0) is fitted to the SMs there are: kRsDefaultReduceCtas or fewer, and 0 where even one does
-// not fit (the standalone collective then refuses at its call: rs_check_reduce_room; run() is not concerned).
+// not fit (the standalone collective then refuses at its call: rs_check_reduce_room; run() is not concerned; the
+// plans put "no room" in their plan check, so that it is alike on every rank).
 // An explicit count that does not fit fails here.
 inline int rs_reduce_ctas(const char* op, int opt, int sms, int free_sms, int extra) {
   const int max_reduce = sms - free_sms - kRsPushCtas - extra;
