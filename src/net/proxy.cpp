@@ -167,7 +167,7 @@ std::string Proxy::state(int64_t lock_ms) {
     const std::string inflight = !lk.owns_lock() ? std::string("; its thread holds the transport (not read)")
                                  : q.transport   ? q.transport->in_flight()
                                                  : std::string();
-    if (taken == done && inflight.empty()) continue;
+    if (taken == done && (inflight.empty() || !lk.owns_lock())) continue;  // (nothing taken is incomplete)
     s += cat(s.empty() ? "" : "; ", "queue ", i, ": ", done, " of the ", taken, " commands it took complete", inflight);
   }
   return s;
