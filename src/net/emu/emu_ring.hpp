@@ -80,11 +80,8 @@ class EmuLink {
   // Reserves the link for a transfer taking `ns` that may begin at `now`.
   Start reserve(int64_t now, double ns) {
     int64_t base = base_.load(std::memory_order_relaxed);
-    if (base == kUnset && !base_.compare_exchange_strong(base, now, std::memory_order_relaxed)) {
-      // (another thread set it first: `base` now holds its value)
-    } else if (base == kUnset) {
-      base = now;
-    }
+    // (set once; a thread that loses the race reads the winner's value into `base`)
+    if (base == kUnset && base_.compare_exchange_strong(base, now, std::memory_order_relaxed)) base = now;
     const double rel = static_cast<double>(now - base);
     double free = free_.load(std::memory_order_relaxed), start = 0;
     do {

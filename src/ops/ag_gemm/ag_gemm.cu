@@ -88,10 +88,7 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
     // the grid leaves it its SMs whether or not they join.
     join_ = opt.join;
     num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - free_sms;
-    if (num_ctas_ < 2 || num_ctas_ > sms)
-      fail("AgGemm: num_ctas must be in [2, ", sms, "] (got ", num_ctas_,
-           opt.num_ctas ? "" : cat(": the default, every SM but the ", free_sms, " left to the network's kernels"),
-           ")");
+    tp::check_grid("AgGemm", num_ctas_, sms, opt.num_ctas, free_sms);
     rows_per_chunk_ = tp::chunk_rows(m_local);
     if (opt.swizzle < 0 || opt.swizzle > 16) fail("AgGemm: swizzle must be in [0, 16] (got ", opt.swizzle, ")");
     if (opt.max_split_parts < 0 || opt.max_split_parts == 1 || opt.max_split_parts > gemm::kMaxSplitParts)

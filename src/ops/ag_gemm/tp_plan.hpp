@@ -205,6 +205,15 @@ inline void check_current_device(const Communicator& comm, const char* op) {
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// A plan's whole grid: 2..sms CTAs; `opt_ctas` 0 when the grid is the default (every SM but `free_sms`, left to
+// the network's kernels: tp::network_free_sms), which the message then says.
+inline void check_grid(const char* op, int num_ctas, int sms, int opt_ctas, int free_sms) {
+  if (num_ctas < 2 || num_ctas > sms)
+    fail(op, ": num_ctas must be in [2, ", sms, "] (got ", num_ctas,
+         opt_ctas ? std::string() : cat(": the default, every SM but the ", free_sms, " left to the network's kernels"),
+         ")");
+}
+
 // Whether [a, a + an) and [b, b + bn) share a byte (null never does).
 inline bool overlap(const void* a, size_t an, const void* b, size_t bn) {
   const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);

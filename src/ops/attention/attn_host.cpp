@@ -112,14 +112,19 @@ AttnParams make_params(const AttentionArgs& a, int block_n, const char* op) {
   if (!a.q || !a.k || !a.v || !a.out || !a.lse)
     fail(op, ": q, k, v, out and lse must be device pointers (got q=", a.q, " k=", a.k, " v=", a.v,
          " out=", a.out, " lse=", a.lse, ")");
-  for (const auto& [p, name] : {std::pair{a.q, "q"}, std::pair{a.k, "k"}, std::pair{a.v, "v"},
-                                 std::pair<const void*, const char*>{a.out, "out"},
-                                 std::pair<const void*, const char*>{a.lse, "lse"}})
-    if (!aligned16(p)) fail(op, ": q, k, v, out and lse must be 16-byte aligned (", name, " is at ", p, ")");
-  if (!scale_ok(a.scale)) fail(op, ": scale must be finite and >= 0, and scale log2(e) finite (got ", a.scale, ")");
   const int64_t qbytes = a.batch * a.seq_q * a.heads * a.head_dim * 2;
   const int64_t kvbytes = a.batch * seq_kv * kv_heads * a.head_dim * 2;
   const int64_t lbytes = a.batch * a.heads * a.seq_q * 4;
+  struct Tensor {
+    const void* p;
+    int64_t bytes;
+    const char* name;
+  };
+  const Tensor tensors[] = {{a.q, qbytes, "q"}, {a.k, kvbytes, "k"}, {a.v, kvbytes, "v"}, {a.out, qbytes, "out"},
+                            {a.lse, lbytes, "lse"}};
+  for (const Tensor& t : tensors)
+    if (!aligned16(t.p)) fail(op, ": q, k, v, out and lse must be 16-byte aligned (", t.name, " is at ", t.p, ")");
+  if (!scale_ok(a.scale)) fail(op, ": scale must be finite and >= 0, and scale log2(e) finite (got ", a.scale, ")");
   for (const auto& [p, n, name] : {std::tuple{a.q, qbytes, "q"}, std::tuple{a.k, kvbytes, "k"},
                                    std::tuple{a.v, kvbytes, "v"}}) {
     if (overlap(a.out, qbytes, p, n)) fail(op, ": out overlaps ", name, " (it is written while ", name, " is read)");
@@ -131,12 +136,9 @@ AttnParams make_params(const AttentionArgs& a, int block_n, const char* op) {
   // out or lse the kernel wrote over the live counter).
   const int64_t ws_used = static_cast<int64_t>(std::min<size_t>(a.workspace_bytes, sizeof(uint64_t)));
   if (a.workspace && ws_used > 0)
-    for (const auto& [p, n, name] : {std::tuple{a.q, qbytes, "q"}, std::tuple{a.k, kvbytes, "k"},
-                                     std::tuple{a.v, kvbytes, "v"}, std::tuple<const void*, int64_t, const char*>{
-                                                                        a.out, qbytes, "out"},
-                                     std::tuple<const void*, int64_t, const char*>{a.lse, lbytes, "lse"}})
-      if (overlap(a.workspace, ws_used, p, n))
-        fail(op, ": the workspace overlaps ", name, " (it holds the call's work counter while the kernel runs)");
+    for (const Tensor& t : tensors)
+      if (overlap(a.workspace, ws_used, t.p, t.bytes))
+        fail(op, ": the workspace overlaps ", t.name, " (it holds the call's work counter while the kernel runs)");
   const int sms = gemm::num_sms();
   if (a.num_ctas < 0 || a.num_ctas > sms) fail(op, ": num_ctas must be in [0, ", sms, "] (got ", a.num_ctas, ")");
 

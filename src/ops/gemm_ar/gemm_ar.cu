@@ -96,7 +96,7 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     const int sms = gemm::num_sms();
     const int free_sms = tp::network_free_sms(comm, "GemmAr", opt.num_ctas, sms);
     num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - free_sms;
-    tp::rs_check_grid("GemmAr", num_ctas_, sms, opt.num_ctas == 0, free_sms);
+    tp::check_grid("GemmAr", num_ctas_, sms, opt.num_ctas, free_sms);
     // Default split: at least tp::ar_gather_ctas Gather CTAs, and the SMs the
     // GEMM's last wave would leave idle anyway (tp::balanced_ctas): 8 Gather
     // CTAs cost 1x2 M = 1024 a third wave (0.66 ms against 0.41 with 3).

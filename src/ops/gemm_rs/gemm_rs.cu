@@ -90,7 +90,7 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     plain_ctas_ = opt.num_ctas;  // the plain path: every SM unless the grid was set
     plain_ = tp::single_rank(t, m, n, k_local, plain_ctas_ ? plain_ctas_ : sms, sp.tiles > 0);
     plain_swizzle_ = opt.swizzle;
-    tp::rs_check_grid("GemmRs", num_ctas_, sms, opt.num_ctas == 0, free_sms);
+    tp::check_grid("GemmRs", num_ctas_, sms, opt.num_ctas, free_sms);
     // reduce_scatter()'s grid is kRsPushCtas + the Reduce CTAs.
     num_reduce_ = tp::rs_reduce_ctas("GemmRs", opt.num_reduce_ctas, sms, free_sms, 0);
     split_tiles_ = sp.tiles;

@@ -28,15 +28,10 @@ namespace mk::tp {
 constexpr int kRsPushCtas = 16;
 constexpr int kRsDefaultReduceCtas = 16;
 
-// The plans' shared option checks: the whole grid, the asynchronous
+// The plans' shared option checks (the whole grid: tp::check_grid): the asynchronous
 // epilogue (on unless the transport runs kernels on this GPU) and the
 // standalone Reduce CTAs (`extra` more CTAs beside those, all
 // leaving such a transport its SMs: tp::network_free_sms).
-inline void rs_check_grid(const char* op, int num_ctas, int sms, bool by_default = false, int free_sms = 0) {
-  if (num_ctas < 2 || num_ctas > sms)
-    fail(op, ": num_ctas must be in [2, ", sms, "] (got ", num_ctas,
-         by_default ? cat(": the default, every SM but the ", free_sms, " left to the network's kernels") : "", ")");
-}
 inline bool rs_async_store(const char* op, int opt, bool net_kernels) {
   if (opt < -1 || opt > 1 || (opt == 1 && net_kernels))
     fail(op, ": async_store must be -1, 0 or 1 (1 not next to a transport that runs kernels on this GPU; got ", opt,

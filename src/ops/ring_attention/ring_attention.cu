@@ -102,10 +102,7 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
     const int free_sms = tp::network_free_sms(comm, "RingAttention", opt.num_ctas, sms);
     num_ctas_ = opt.num_ctas ? opt.num_ctas : sms - free_sms;
     const int min_comm = t.num_nodes > 1 ? 2 : 1;
-    if (num_ctas_ < 2 || num_ctas_ > sms)
-      fail("RingAttention: num_ctas must be in [2, ", sms, "] (got ", num_ctas_,
-           opt.num_ctas ? "" : cat(": the default, every SM but the ", free_sms, " left to the network's kernels"),
-           ")");
+    tp::check_grid("RingAttention", num_ctas_, sms, opt.num_ctas, free_sms);
     const int asked = opt.num_comm_ctas ? opt.num_comm_ctas : attn::ring_comm_ctas(t);
     num_comm_ = std::min(asked, num_ctas_);  // (clamped to the grid, as documented)
     if (num_comm_ < min_comm)
