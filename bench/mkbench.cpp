@@ -106,6 +106,15 @@ int main(int argc, char** argv) {
     }
   }
 
+  // The results directory first: a path that cannot be written is refused before anything runs, not after the
+  // run's numbers exist.
+  try {
+    if (out.empty()) out = mk::knob_str(mk::Knob::MK_BENCH_OUT);
+    mkb::prepare_out_dir(out);
+  } catch (const std::exception& ex) {
+    std::cerr << ex.what() << "\n";
+    return 2;
+  }
   int ngpu = 0;
   cudaError_t e = cudaGetDeviceCount(&ngpu);
   if (e != cudaSuccess || ngpu == 0) {
@@ -117,7 +126,6 @@ int main(int argc, char** argv) {
   std::optional<mkb::Report> report;
   try {
     comm = mk::Communicator::from_env();
-    if (out.empty()) out = mk::knob_str(mk::Knob::MK_BENCH_OUT);
     // One rank: the TP benchmarks' diagnosis tables time the fused kernels' machinery without communication
     // (unless the caller set MK_TP_SINGLE_RANK); gemm_rs's table times the plain path beside it.
     if (comm->world() == 1) setenv("MK_TP_SINGLE_RANK", "fused", 0);

@@ -8,12 +8,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <chrono>
 #include <ctime>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <stdexcept>
 
 // cmake/git_commit.cmake generates it at build time.
 const char* mk_git_commit();
@@ -55,15 +59,29 @@ std::string driver_version() {
   return "unknown";
 }
 
+// Makes dir and its parents; throws naming the part that could not be made (an existing directory is fine).
 void mkdirs(const std::string& dir) {
-  std::string cur(!dir.empty() && dir[0] == '/' ? 1 : 0, '/');
+  if (dir.empty()) throw std::runtime_error("mkbench: the results directory is empty (set --out or MK_BENCH_OUT)");
+  std::string cur(dir[0] == '/' ? 1 : 0, '/');
   std::istringstream is(dir);
   std::string part;
   while (std::getline(is, part, '/')) {
     if (part.empty()) continue;
     cur.append(part).append("/");
-    mkdir(cur.c_str(), 0755);
+    if (mkdir(cur.c_str(), 0755) == 0 || errno == EEXIST) continue;
+    throw std::runtime_error("mkbench: cannot make the results directory " + cur + ": " + std::strerror(errno));
   }
+  struct stat st{};
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw std::runtime_error("mkbench: the results path " + dir + " is not a directory");
+}
+
+// Writes text to path; throws naming the path when any byte could not be written.
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (f) f << text;
+  if (f) f.close();
+  if (!f) throw std::runtime_error("mkbench: cannot write " + path + ": " + std::strerror(errno));
 }
 
 }  // namespace
@@ -218,9 +236,18 @@ std::string Report::write(const std::string& dir) const {
   for (auto& c : cfg)
     if (c == ' ') c = '_';
   std::string base = dir + "/mkbench-" + utc_now("%Y%m%dT%H%M%SZ") + "-" + cfg;
-  std::ofstream(base + ".md") << markdown();
-  std::ofstream(base + ".json") << json();
+  write_file(base + ".md", markdown());
+  write_file(base + ".json", json());
   return base + ".md";
+}
+
+void prepare_out_dir(const std::string& dir) {
+  mkdirs(dir);
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  const std::string probe = dir + "/.mkbench-probe-" + host + "-" + std::to_string(getpid());
+  write_file(probe, "probe\n");
+  std::remove(probe.c_str());
 }
 
 }  // namespace mkb

@@ -33,7 +33,8 @@ class Report {
   std::string config() const { return meta_.at("config"); }
   std::string markdown() const;
   std::string json() const;
-  // Rank 0 writes <dir>/mkbench-<utc time>-<config>.{md,json}; returns the md path.
+  // Rank 0 writes <dir>/mkbench-<utc time>-<config>.{md,json}; returns the md path; throws when a file could not
+  // be written.
   std::string write(const std::string& dir) const;
 
  private:
@@ -41,6 +42,10 @@ class Report {
   std::map<std::string, std::string> meta_;
   std::vector<Table> tables_;
 };
+
+// Makes the results directory and checks that a file can be written there (every rank, before any benchmark
+// runs, so a run's numbers are not lost to a path that cannot be written); throws naming the path.
+void prepare_out_dir(const std::string& dir);
 
 std::string fmt(double v, int precision = 3);
 // Names the run's configuration: "1x2 NVLink", "2x1 emulated nodes", ...

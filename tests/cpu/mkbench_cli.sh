@@ -25,6 +25,17 @@ out=$("$bin" --fixed-order no_such_benchmark2 2>&1); rc=$?
 if [ "$rc" -ne 2 ] || [[ "$out" != *"unknown benchmark 'no_such_benchmark2'"* ]]; then
   echo "FAILED: mkbench --fixed-order no_such_benchmark2 exited $rc (want 2, naming the benchmark): $out"; fail=1
 fi
+# a results directory that cannot be made or written is refused before anything runs (exit 2, naming it)
+for bad in /proc/self/mkbench-no-such-dir /dev/null; do
+  out=$("$bin" --out "$bad" --quick 2>&1); rc=$?
+  if [ "$rc" -ne 2 ] || [[ "$out" != *"$bad"* ]]; then
+    echo "FAILED: mkbench --out $bad exited $rc (want 2, naming the path): $out"; fail=1
+  fi
+done
+out=$(MK_BENCH_OUT=/proc/self/mkbench-env-dir "$bin" --quick 2>&1); rc=$?
+if [ "$rc" -ne 2 ] || [[ "$out" != *"/proc/self/mkbench-env-dir"* ]]; then
+  echo "FAILED: MK_BENCH_OUT=/proc/self/mkbench-env-dir mkbench exited $rc (want 2, naming the path): $out"; fail=1
+fi
 help=$("$bin" --help 2>&1) || { echo "FAILED: mkbench --help exited non-zero"; fail=1; }
 for opt in --out --iters --warmup --lead-cycles --fixed-order --quick --list; do
   [[ "$help" == *"$opt"* ]] || { echo "FAILED: mkbench --help does not list $opt"; fail=1; }
