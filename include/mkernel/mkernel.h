@@ -75,6 +75,8 @@ int mk_print_config(char* buf, size_t len);
  * knob of another type is an error. For bindings that read a knob the library
  * declares. */
 int mk_knob_int(const char* name, int64_t* out);
+/* The value of the bool knob `name` as 0 or 1, under mk_knob_int's rules. */
+int mk_knob_bool(const char* name, int* out);
 
 /* Ops. Present when libmkernel.so was built with the op (MK_OPS); bindings
  * look the symbol up and say so when it is missing. `stream` is a

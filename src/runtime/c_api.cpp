@@ -22,6 +22,22 @@ std::string& mk::capi::last_error() {
 using mk::capi::guarded;
 using mk::capi::null_arg;
 
+namespace {
+
+// The knob a binding names, of the type its call reads; throws naming the call and the knob otherwise.
+mk::Knob knob_named(const char* call, const char* name, mk::KnobType type, const char* what) {
+  const auto& specs = mk::knob_specs();
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (std::strcmp(specs[i].name, name) == 0) {
+      if (specs[i].type != type)
+        mk::fail(call, ": ", name, " is not ", what, " knob (mkernel.print_config() gives its type)");
+      return static_cast<mk::Knob>(i);
+    }
+  mk::fail(call, ": no knob named ", name, " (mkernel.print_config() lists them)");
+}
+
+}  // namespace
+
 extern "C" {
 
 int mk_abi_version(void) { return MK_ABI_VERSION; }
@@ -153,17 +169,12 @@ int mk_print_config(char* buf, size_t len) {
 
 int mk_knob_int(const char* name, int64_t* out) {
   if (!name || !out) return null_arg("name or out");
-  return guarded([&] {
-    const auto& specs = mk::knob_specs();
-    for (size_t i = 0; i < specs.size(); ++i)
-      if (std::strcmp(specs[i].name, name) == 0) {
-        if (specs[i].type != mk::KnobType::Int)
-          mk::fail("mk_knob_int: ", name, " is not an integer knob (mkernel.print_config() gives its type)");
-        *out = mk::knob_int(static_cast<mk::Knob>(i));
-        return;
-      }
-    mk::fail("mk_knob_int: no knob named ", name, " (mkernel.print_config() lists them)");
-  });
+  return guarded([&] { *out = mk::knob_int(knob_named("mk_knob_int", name, mk::KnobType::Int, "an integer")); });
+}
+
+int mk_knob_bool(const char* name, int* out) {
+  if (!name || !out) return null_arg("name or out");
+  return guarded([&] { *out = mk::knob_bool(knob_named("mk_knob_bool", name, mk::KnobType::Bool, "a bool")) ? 1 : 0; });
 }
 
 }  // extern "C"

@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,29 @@ TEST(CApi, BuildCommitNamesTheTreeTheLibraryWasBuiltFrom) {
   if (s == "unknown") GTEST_SKIP() << "built outside a git checkout";
   ASSERT_TRUE(s.size() == 12 || (s.size() == 18 && s.substr(12) == "-dirty")) << s;
   for (size_t i = 0; i < 12; ++i) EXPECT_TRUE(std::isxdigit(static_cast<unsigned char>(s[i]))) << s;
+}
+
+// Bindings read the library's own knobs through the ABI, with its parser (a bool knob: 1/0/true/false/...).
+TEST(CApi, KnobReadersUseTheLibrarysParserAndRefuseOtherTypes) {
+  int b = -1;
+  unsetenv("MK_SHARE_GPUS");
+  ASSERT_EQ(mk_knob_bool("MK_SHARE_GPUS", &b), 0) << mk_last_error();
+  EXPECT_EQ(b, 0);  // the declared default
+  setenv("MK_SHARE_GPUS", "true", 1);
+  ASSERT_EQ(mk_knob_bool("MK_SHARE_GPUS", &b), 0) << mk_last_error();
+  EXPECT_EQ(b, 1);
+  setenv("MK_SHARE_GPUS", "2", 1);
+  EXPECT_NE(mk_knob_bool("MK_SHARE_GPUS", &b), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("MK_SHARE_GPUS"), std::string::npos) << mk_last_error();
+  unsetenv("MK_SHARE_GPUS");
+  EXPECT_NE(mk_knob_bool("MK_TIMEOUT_MS", &b), 0);  // an integer knob
+  EXPECT_NE(std::string(mk_last_error()).find("not a bool"), std::string::npos) << mk_last_error();
+  int64_t v = 0;
+  EXPECT_NE(mk_knob_int("MK_SHARE_GPUS", &v), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("not an integer"), std::string::npos) << mk_last_error();
+  EXPECT_NE(mk_knob_bool("MK_NO_SUCH_KNOB", &b), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("no knob named MK_NO_SUCH_KNOB"), std::string::npos);
+  EXPECT_NE(mk_knob_bool(nullptr, &b), 0);
 }
 
 TEST(CApi, NullArgumentsAreErrorsWithMessages) {
