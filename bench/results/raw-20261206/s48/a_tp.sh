@@ -13,10 +13,11 @@ echo "compiled rc=$?"
 grep -h '^=== [PFS]' $OUT/a/compiled.log | cut -c1-200
 grep -h "FAILED\|Failure\|timed out\|HUNG" $OUT/a/compiled.log | cut -c1-300 | head -20
 {
-  step_s=90 run env PYTHONPATH="${MK_PY_DIR:-$PWD/python}" MK_LIBRARY="$PWD/build/lib/libmkernel.so" python3 -m pytest -q -rs \
+  py=${MK_PY_DIR:-$PWD/python}
+  step_s=90 run env PYTHONPATH="$py" MK_LIBRARY="$PWD/build/lib/libmkernel.so" python3 -m pytest -q -rs \
       -p no:cacheprovider tests/python/gpu
   for script in tests/python/gpu/dist_tp_check.py tests/python/gpu/dist_ring_attn_check.py; do
-    step_s=90 run env PYTHONPATH="${MK_PY_DIR:-$PWD/python}" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_SHARE_GPUS=1 \
+    step_s=90 run env PYTHONPATH="$py" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_SHARE_GPUS=1 \
         MK_TIMEOUT_MS=60000 torchrun --standalone --nproc_per_node=2 "$script"
   done
 } > $OUT/a/python.log 2>&1
