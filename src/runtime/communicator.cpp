@@ -74,14 +74,14 @@ void warn_unknown_knobs() {
 
 }  // namespace
 
+// The knobs are checked in init, after the bootstrap (which reads only its own): a bad value on one rank then
+// reaches the others through init_or_abort's abort at once, not as a rank missing at the bootstrap's bound.
 Communicator::Communicator(int rank, int world, const UniqueId& id, int device) {
-  warn_unknown_knobs();
   bs_ = std::make_unique<Bootstrap>(rank, world, id);
   init_or_abort(device, -1);
 }
 
 Communicator::Communicator(const LaunchInfo& launch, int device) {
-  warn_unknown_knobs();
   bs_ = std::make_unique<Bootstrap>(launch);
   init_or_abort(device, launch.local_rank);
 }
@@ -117,6 +117,7 @@ std::unique_ptr<Communicator> Communicator::from_env(int device) {
 
 void Communicator::init(int device, int launcher_local_rank) {
   const int rank = bs_->rank(), world = bs_->world();
+  warn_unknown_knobs();  // throws on a malformed value, naming the variable
   // The first exchange: the knobs that decide collective steps, compared on every rank, which fails alike where
   // they differ (a knob set on one node only would split the topology or the transport). Before any CUDA call,
   // so a CPU test sees it too (cpu.communicator_knob_mismatch).

@@ -239,7 +239,12 @@ LogLevel log_level() {
     try {
       auto v = knob_str(Knob::MK_LOG);
       return v == "debug" ? LogLevel::Debug : v == "info" ? LogLevel::Info : LogLevel::Warn;
-    } catch (const Error&) {
+    } catch (const Error& e) {
+      // The log itself cannot throw: a malformed MK_LOG is said once (straight to stderr: log() would recurse into
+      // this initialisation) and the default level is used.
+      const std::string line = cat("mkernel: warning: ", e.what(), "; logging at the default level (warn)\n");
+      std::fflush(stderr);
+      [[maybe_unused]] const ssize_t n = ::write(2, line.data(), line.size());
       return LogLevel::Warn;
     }
   }();

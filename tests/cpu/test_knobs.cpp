@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
 #include "tests/cpu/env_map.hpp"
@@ -76,6 +78,20 @@ TEST(Knobs, LogLinesNameTheLibraryOnceAndEndTheLine) {
             "mkernel GemmAr runs on the legacy default stream\n");
   EXPECT_EQ(mk::log_line("mkernels: x"), "mkernel: mkernels: x\n");
   EXPECT_EQ(mk::log_line(""), "mkernel: \n");
+}
+
+// A malformed MK_LOG cannot make the log throw, but it is said once, naming the variable and its value (it was
+// dropped without a word). In a fresh process (the level is read once per process).
+TEST(Knobs, AMalformedLogLevelIsSaid) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("MK_LOG", "loud", 1);
+        mk::log(mk::LogLevel::Warn, "a warning");
+        mk::log(mk::LogLevel::Info, "not shown");
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "MK_LOG.*loud.*default level.*\n.*a warning");
 }
 
 // The knobs that decide collective steps are compared across ranks in the
