@@ -395,8 +395,14 @@ TEST(AgGemmErrors, BadPlansAndInputsAreRejected) {
     const int other = (comm().device() + 1) % devices;
     if (cudaSetDevice(other) == cudaSuccess) {  // (not in exclusive-process mode with a peer on it: skipped then)
       m = msg([&] { plan.run(a.p, b.p, out.p, nullptr); });
+      // The trace's buffer too (it was allocated on, and sized for, the current device: session 48).
+      const std::string t = msg([&] { plan.enable_trace(16); });
+      const std::string r = msg([&] { (void)plan.read_trace(); });
       CK(cudaSetDevice(comm().device()));
       EXPECT_NE(m.find("current CUDA device is " + std::to_string(other)), std::string::npos) << m;
+      EXPECT_NE(t.find("AgGemm::enable_trace: the calling thread's current CUDA device is " + std::to_string(other)),
+                std::string::npos) << t;
+      EXPECT_NE(r.find("AgGemm::read_trace: the calling thread's current CUDA device is"), std::string::npos) << r;
     } else {
       cudaGetLastError();
       CK(cudaSetDevice(comm().device()));

@@ -271,8 +271,15 @@ LaunchOrder::Call AgGemm::launch(const void* a_local, const void* b, void* out, 
 }
 
 // Indexed by CTA (the grid index less the delivery agents'): room for every grid (at most one CTA per SM).
-void AgGemm::enable_trace(int events_per_cta) { trace_.enable(gemm::num_sms(), events_per_cta, captured_); }
-std::vector<TraceEvent> AgGemm::read_trace() const { return trace_.read(); }
+// The trace's buffer lives on, and is sized for, the plan's device, which must be current (as for run()).
+void AgGemm::enable_trace(int events_per_cta) {
+  tp::check_current_device(comm_, "AgGemm::enable_trace");
+  trace_.enable(gemm::num_sms(), events_per_cta, captured_);
+}
+std::vector<TraceEvent> AgGemm::read_trace() const {
+  tp::check_current_device(comm_, "AgGemm::read_trace");  // it synchronises the current device
+  return trace_.read();
+}
 
 const void* AgGemm::gathered_buffer() const { return gathered_ ? gathered_->local : nullptr; }
 

@@ -196,8 +196,15 @@ LaunchOrder::Call GemmRs::launch(const void* a, const void* b, const void* x, vo
 }
 
 // Indexed by CTA (the grid index less the delivery agents'): room for every grid (at most one CTA per SM).
-void GemmRs::enable_trace(int events_per_cta) { trace_.enable(gemm::num_sms(), events_per_cta, captured_); }
-std::vector<TraceEvent> GemmRs::read_trace() const { return trace_.read(); }
+// The trace's buffer lives on, and is sized for, the plan's device, which must be current (as for run()).
+void GemmRs::enable_trace(int events_per_cta) {
+  tp::check_current_device(comm_, "GemmRs::enable_trace");
+  trace_.enable(gemm::num_sms(), events_per_cta, captured_);
+}
+std::vector<TraceEvent> GemmRs::read_trace() const {
+  tp::check_current_device(comm_, "GemmRs::read_trace");  // it synchronises the current device
+  return trace_.read();
+}
 
 void GemmRs::run(const void* a, const void* b, void* out, cudaStream_t stream) {
   const LaunchOrder::Call call = launch(a, b, nullptr, out, stream);

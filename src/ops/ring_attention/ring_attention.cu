@@ -151,9 +151,16 @@ void RingAttention::release() noexcept {
   epoch_counter_ = nullptr;
 }
 
-void RingAttention::enable_trace(int events_per_cta) { trace_.enable(num_ctas_, events_per_cta, captured_); }
+// The trace's buffer lives on, and is sized for, the plan's device, which must be current (as for run()).
+void RingAttention::enable_trace(int events_per_cta) {
+  tp::check_current_device(comm_, "RingAttention::enable_trace");
+  trace_.enable(num_ctas_, events_per_cta, captured_);
+}
 
-std::vector<RingAttention::TraceEvent> RingAttention::read_trace() const { return trace_.read(); }
+std::vector<RingAttention::TraceEvent> RingAttention::read_trace() const {
+  tp::check_current_device(comm_, "RingAttention::read_trace");  // it synchronises the current device
+  return trace_.read();
+}
 
 int64_t RingAttention::nvlink_bytes_sent() const {
   const Topology& t = comm_.topology();
