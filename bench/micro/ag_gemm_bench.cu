@@ -239,17 +239,23 @@ void bench_ag_gemm(BenchContext& bc) {
     // Both plans' outputs (poisoned first: 0xffff is a bf16 NaN) against serial's on the same inputs, before the
     // timing, as the GEMM+RS and GEMM+AR benches check theirs (check_vs: a miss fails every rank).
     double err = 0;
-    {
-      DevBuf ref(size_t(m) * n * 2), got(size_t(m) * n * 2);
+    DevBuf ref(size_t(m) * n * 2), got(size_t(m) * n * 2);
+    const std::string at = " at M=" + std::to_string(m);
+    // Both plans against serial on input a.get(0); `when` names the check (before the timing, or after it on fresh
+    // data: a call that reused an earlier call's state would pass the first and fail the second).
+    auto check_plans = [&](const std::string& when) {
       gather_full(a.get(0), bc.stream);
       gemm_bf16_tn(h, int(m), int(n), int(k), full, b, ref.p, bc.stream);
-      const std::string at = " at M=" + std::to_string(m);
       for (mk::AgGemm* p : {&plan, &plan16}) {
         MKB_CUDA(cudaMemsetAsync(got.p, 0xff, size_t(m) * n * 2, bc.stream));
         p->run(a.get(0), b, got.p, bc.stream);
-        err = std::max(err, check_vs(c.bootstrap(), "ag_gemm", (p == &plan ? "mkernel" : "mkernel, 16 comm CTAs") + at,
-                                     got.p, ref.p, m, n, bc.stream));
+        err = std::max(err, check_vs(c.bootstrap(), "ag_gemm",
+                                     (p == &plan ? "mkernel" : "mkernel, 16 comm CTAs") + at + when, got.p, ref.p,
+                                     m, n, bc.stream));
       }
+    };
+    check_plans("");
+    {
       // The overlaps too (their errors are the baselines': not in err): local rows first, the chunked one at every S.
       MKB_CUDA(cudaMemsetAsync(got.p, 0xff, size_t(m) * n * 2, bc.stream));
       local_first(a.get(0), got.p);
@@ -279,6 +285,8 @@ void bench_ag_gemm(BenchContext& bc) {
       calls.push_back([&, s, cl = int(calls.size())](int i) { chunked(s, A(i, cl), out); });
     }
     auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, std::cref(bar));
+    fill_random_bf16(a.get(0), size_t(ml) * k, 900 + 13 * c.rank(), bc.stream);  // data no call has seen
+    check_plans(", after the timing");
     const OverlapSweep sweep = best_overlap(st, variants);
     // Rows this GPU sends (tp::ag_bytes_per_gpu: NVLink / network).
     std::vector<std::string> row = tp_row(m, st, std::min(st[1].median_ms, st[2].median_ms),
@@ -302,7 +310,8 @@ void bench_ag_gemm(BenchContext& bc) {
       "Calls interleaved (one of each per round), each after an untimed 1-element NCCL all-reduce that lines the "
       "ranks up (no call absorbs the other rank's lag from the call before), each call's slowest rank, then the "
       "median. Before the timing both plans' and every overlap's outputs (poisoned first) are checked "
-      "against serial's on the same inputs, every element within 0.02 |ref| + 0.02 rms(ref) (else the run fails). "
+      "against serial's on the same inputs, every element within 0.02 |ref| + 0.02 rms(ref) (else the run fails); "
+      "after it both plans are checked again on fresh random data. "
       "eta = max(cuBLAS alone, fastest AG alone) / mkernel. 2-stream overlap: the fastest of these, each timed in "
       "the same rounds (the last column has them all): local rows first (NCCL all-gather on a side stream while "
       "cuBLAS computes the local rows, then the remote rows), and a chunked pipeline of S chunks, S in {2, 4, 8} "

@@ -141,17 +141,23 @@ void bench_gemm_ar(BenchContext& bc) {
       check_vs(c.bootstrap(), "gemm_ar", "2-stream chunked overlap, S=" + std::to_string(s) + at, got.p, ref.p, m, n,
                bc.stream);
     }
-    MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
-    plan.run(a.get(0), b.get(0), got.p, bc.stream);
-    double err = check_vs(c.bootstrap(), "gemm_ar", "mkernel" + at, got.p, ref.p, m, n, bc.stream, true);
-    MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
-    plan32.run(a.get(0), b.get(0), got.p, bc.stream);
-    err = std::max(err, check_vs(c.bootstrap(), "gemm_ar", "mkernel (second plan)" + at, got.p, ref.p, m, n,
-                                 bc.stream, true));
-    MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
-    plan.all_reduce(partial.p, got.p, bc.stream);  // partial: serial's GEMM of a.get(0), b.get(0)
-    err = std::max(err, check_vs(c.bootstrap(), "gemm_ar", "mk all_reduce alone" + at, got.p, ref.p, m, n,
-                                 bc.stream, true));
+    // Both plans' run() and the plan's all_reduce() against serial on copy 0 of the inputs (ref holds serial's
+    // output, partial its GEMM); `when` names the check (before the timing, or after it on fresh data: a call that
+    // reused an earlier call's state would pass the first and fail the second).
+    double err = 0;
+    auto check_plans = [&](const std::string& when) {
+      for (mk::GemmAr* p : {&plan, &plan32}) {
+        MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
+        p->run(a.get(0), b.get(0), got.p, bc.stream);
+        err = std::max(err, check_vs(c.bootstrap(), "gemm_ar", (p == &plan ? "mkernel" : "mkernel (second plan)") +
+                                                                   at + when, got.p, ref.p, m, n, bc.stream, true));
+      }
+      MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
+      plan.all_reduce(partial.p, got.p, bc.stream);  // partial: serial's GEMM of a.get(0), b.get(0)
+      err = std::max(err, check_vs(c.bootstrap(), "gemm_ar", "mk all_reduce alone" + at + when, got.p, ref.p, m, n,
+                                   bc.stream, true));
+    };
+    check_plans("");
 
     // Call cl of round i takes the next copy of each rotating input (copy
     // 100 + 10 i + cl), so no call finds its inputs in L2 from the one before.
@@ -170,6 +176,10 @@ void bench_gemm_ar(BenchContext& bc) {
     for (size_t v = 1; v < counts.size(); ++v)  // 7.. the overlap at the other chunk counts
       calls.push_back([&, v](int i) { overlap(counts[v], A(i, 6 + int(v)), B(i, 6 + int(v)), out.p); });
     auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, env.barrier());
+    fill_random_bf16(a.get(0), size_t(m) * k, 1900 + c.rank(), bc.stream);  // data no call has seen
+    MKB_CUDA(cudaMemsetAsync(ref.p, 0xff, out_bytes, bc.stream));
+    serial(a.get(0), b.get(0), ref.p);
+    check_plans(", after the timing");
     const OverlapSweep sweep = best_overlap(st, chunk_variants(counts, 7));
     const double t_gemm = st[0].median_ms, t_comm = std::min({st[1].median_ms, st[2].median_ms, st[6].median_ms});
     const double t_mk = st[5].median_ms, vs_best = std::min(st[3].median_ms, st[4].median_ms) / t_mk;
@@ -278,7 +288,8 @@ void bench_gemm_ar(BenchContext& bc) {
       "CTAs: run()'s Gather + compute CTAs; "
       "all_reduce()'s Reduce CTAs, its grid less 17 (the 32-CTA plan's in parentheses). check: outside timing, both mkernel plans' run() "
       "and the plan's all_reduce() of serial's partial vs serial's output, on the same inputs, every element within "
-      "0.02 |ref| + 0.02 rms(ref), and the same bits on every rank (else the run fails); the chunked overlap is checked "
+      "0.02 |ref| + 0.02 rms(ref), and the same bits on every rank (else the run fails), again after the timing on "
+      "fresh random data; the chunked overlap is checked "
       "the same way, every S at every M. Across nodes (2x1 emulated) the AR baselines are mkernel's standalone "
       "all-reduce "
       "on the same transport, not NCCL (which would use NVLink between the emulated nodes): 'AR alone' shows it twice, "

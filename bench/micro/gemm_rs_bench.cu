@@ -278,13 +278,18 @@ void bench_gemm_rs(BenchContext& bc) {
       check_vs(c.bootstrap(), "gemm_rs", "2-stream chunked overlap, S=" + std::to_string(s) + at, got.p, ref.p, R, n,
                bc.stream);
     }
-    MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
-    plan.run(a.get(0), b.get(0), got.p, bc.stream);
-    double err = check_vs(c.bootstrap(), "gemm_rs", "mkernel" + at, got.p, ref.p, R, n, bc.stream);
-    MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
-    plan32.run(a.get(0), b.get(0), got.p, bc.stream);
-    err = std::max(err,
-                   check_vs(c.bootstrap(), "gemm_rs", "mkernel (second plan)" + at, got.p, ref.p, R, n, bc.stream));
+    // Both plans against serial on copy 0 of the inputs; `when` names the check (before the timing, or after it on
+    // fresh data: a call that reused an earlier call's state would pass the first and fail the second).
+    double err = 0;
+    auto check_plans = [&](const std::string& when) {
+      for (mk::GemmRs* p : {&plan, &plan32}) {
+        MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
+        p->run(a.get(0), b.get(0), got.p, bc.stream);
+        err = std::max(err, check_vs(c.bootstrap(), "gemm_rs", (p == &plan ? "mkernel" : "mkernel (second plan)") +
+                                                                   at + when, got.p, ref.p, R, n, bc.stream));
+      }
+    };
+    check_plans("");
 
     // Call cl of round i takes the next copy of each rotating input (copy
     // 100 + 10 i + cl), so no call finds its inputs in L2 from the one before.
@@ -303,6 +308,10 @@ void bench_gemm_rs(BenchContext& bc) {
     for (size_t v = 1; v < counts.size(); ++v)  // 7.. the overlap at the other chunk counts
       calls.push_back([&, v](int i) { overlap(counts[v], A(i, 6 + int(v)), B(i, 6 + int(v)), out.p); });
     auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, base_env.barrier());
+    fill_random_bf16(a.get(0), size_t(m) * k, 900 + c.rank(), bc.stream);  // data no call has seen
+    MKB_CUDA(cudaMemsetAsync(ref.p, 0xff, out_bytes, bc.stream));
+    serial(a.get(0), b.get(0), ref.p);
+    check_plans(", after the timing");
     const OverlapSweep sweep = best_overlap(st, chunk_variants(counts, 7));
     std::vector<std::string> row = tp_row(m, st, std::min({st[1].median_ms, st[2].median_ms, st[6].median_ms}),
                                           mk::tp::rs_bytes_per_gpu(topo.num_nodes, topo.local_size, m, n),
@@ -384,7 +393,8 @@ void bench_gemm_rs(BenchContext& bc) {
       "which should equal it. CTAs: run() computes on every SM (no Reduce CTAs: each owner adds the other ranks' "
       "tiles in its epilogue); the standalone reduce-scatter runs on 16 + 16 (or 32) CTAs, each taking push and reduce items in one order. check: outside "
       "timing, both mkernel plans' output vs serial's, on the same inputs, every element within 0.02 |ref| + 0.02 "
-      "rms(ref) (else the run fails); the chunked overlap is checked the same way, every S at every M. "
+      "rms(ref) (else the run fails), again after the timing on fresh random data; the chunked overlap is checked "
+      "the same way, every S at every M. "
       "Across nodes (2x1 "
       "emulated) the RS baselines are mkernel's standalone reduce-scatter on the same transport, not NCCL (which "
       "would use NVLink between the emulated nodes): 'RS alone' shows it twice. PyTorch's "
