@@ -129,6 +129,12 @@ void bench_ag_gemm(BenchContext& bc) {
     ncclCommDestroy(one);
     return;
   }
+  // The shapes need n = 28672 / W a multiple of 64 and every M / W a multiple of 128 (as the RS and AR tables).
+  if (28672 % (64 * W) || 1024 % (128 * W)) {
+    t.note = "skipped: needs 28672 / W a multiple of 64 and M / W a multiple of 128 (W = 2, 4 or 8)";
+    bc.report->add(t);
+    return;
+  }
   // Across nodes the baselines use mkernel's own standalone all-gather on
   // the same transport (NCCL between emulated nodes would take NVLink).
   // Ranks sharing a GPU (a correctness run: NCCL refuses them) take mkernel's
