@@ -249,8 +249,11 @@ void bench_ag_gemm(BenchContext& bc) {
     const std::string at = " at M=" + std::to_string(m);
     // Both plans against serial on input a.get(0); `when` names the check (before the timing, or after it on fresh
     // data: a call that reused an earlier call's state would pass the first and fail the second).
+    // The reference: a gather independent of mkernel's (ref_collective.hpp: NCCL, or the host where ranks share a
+    // GPU), then serial's GEMM.
+    RefCollective refc(c, nc ? nc : bar_nc);
     auto check_plans = [&](const std::string& when) {
-      gather_full(a.get(0), bc.stream);
+      refc.all_gather(a.get(0), full, size_t(ml) * k, bc.stream);
       gemm_bf16_tn(h, int(m), int(n), int(k), full, b, ref.p, bc.stream);
       for (mk::AgGemm* p : {&plan, &plan16}) {
         MKB_CUDA(cudaMemsetAsync(got.p, 0xff, size_t(m) * n * 2, bc.stream));
@@ -262,6 +265,10 @@ void bench_ag_gemm(BenchContext& bc) {
     };
     check_plans("");
     {
+      MKB_CUDA(cudaMemsetAsync(got.p, 0xff, size_t(m) * n * 2, bc.stream));
+      gather_full(a.get(0), bc.stream);  // the serial baseline itself (its gather may be mkernel's)
+      gemm_bf16_tn(h, int(m), int(n), int(k), full, b, got.p, bc.stream);
+      check_vs(c.bootstrap(), "ag_gemm", "serial" + at, got.p, ref.p, m, n, bc.stream);
       // The overlaps too (their errors are the baselines': not in err): local rows first, the chunked one at every S.
       MKB_CUDA(cudaMemsetAsync(got.p, 0xff, size_t(m) * n * 2, bc.stream));
       local_first(a.get(0), got.p);
@@ -315,8 +322,9 @@ void bench_ag_gemm(BenchContext& bc) {
   t.note =
       "Calls interleaved (one of each per round), each after an untimed 1-element NCCL all-reduce that lines the "
       "ranks up (no call absorbs the other rank's lag from the call before), each call's slowest rank, then the "
-      "median. Before the timing both plans' and every overlap's outputs (poisoned first) are checked "
-      "against serial's on the same inputs, every element within 0.02 |ref| + 0.02 rms(ref) (else the run fails); "
+      "median. Before the timing serial's, both plans' and every overlap's outputs (poisoned first) are checked "
+      "against a reference on the same inputs (a gather independent of mkernel's: NCCL, or the host where ranks "
+      "share a GPU; then serial's GEMM), every element within 0.02 |ref| + 0.02 rms(ref) (else the run fails); "
       "after it both plans are checked again on fresh random data. "
       "eta = max(cuBLAS alone, fastest AG alone) / mkernel. 2-stream overlap: the fastest of these, each timed in "
       "the same rounds (the last column has them all): local rows first (NCCL all-gather on a side stream while "

@@ -108,6 +108,12 @@ void bench_gemm_ar(BenchContext& bc) {
     for (int s : counts) gemm_bf16_tn(h, int(m / s), int(n), int(k), a.get(0), b.get(0), partial.p, bc.stream);
     MKB_CUDA(cudaStreamSynchronize(bc.stream));
 
+    // The checks' reference: serial's GEMM, then a collective independent of mkernel's (ref_collective.hpp).
+    RefCollective refc(c, env.ref_nc());
+    auto reference = [&](const void* A, const void* B, void* o) {
+      gemm_bf16_tn(h, int(m), int(n), int(k), A, B, partial.p, bc.stream);
+      refc.all_reduce(partial.p, o, size_t(m) * n, bc.stream);
+    };
     auto serial = [&](const void* A, const void* B, void* o) {
       gemm_bf16_tn(h, int(m), int(n), int(k), A, B, partial.p, bc.stream);
       ar(partial.p, o, 0, 0, bc.stream);
@@ -129,12 +135,15 @@ void bench_gemm_ar(BenchContext& bc) {
       MKB_CUDA(cudaStreamWaitEvent(bc.stream, env.reduced[S - 1]));
     };
 
-    // Checks (outside timing): outputs poisoned (bf16 NaN) first, then
-    // compared with the serial baseline on the same inputs; mkernel's output
-    // must also hold the same bits on every rank.
+    // Checks (outside timing): outputs poisoned (bf16 NaN) first, then compared with the reference on the same
+    // inputs (serial's GEMM and a collective independent of mkernel's: NCCL, or the host where ranks share a GPU);
+    // mkernel's output must also hold the same bits on every rank.
     const std::string at = " at M=" + std::to_string(m);
     MKB_CUDA(cudaMemsetAsync(ref.p, 0xff, out_bytes, bc.stream));
-    serial(a.get(0), b.get(0), ref.p);
+    reference(a.get(0), b.get(0), ref.p);
+    MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
+    serial(a.get(0), b.get(0), got.p);  // the serial baseline itself (its collective may be mkernel's)
+    check_vs(c.bootstrap(), "gemm_ar", "serial" + at, got.p, ref.p, m, n, bc.stream);
     for (int s : counts) {  // every chunk count at every M
       MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
       overlap(s, a.get(0), b.get(0), got.p);
@@ -178,7 +187,7 @@ void bench_gemm_ar(BenchContext& bc) {
     auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, env.barrier());
     fill_random_bf16(a.get(0), size_t(m) * k, 1900 + c.rank(), bc.stream);  // data no call has seen
     MKB_CUDA(cudaMemsetAsync(ref.p, 0xff, out_bytes, bc.stream));
-    serial(a.get(0), b.get(0), ref.p);
+    reference(a.get(0), b.get(0), ref.p);
     check_plans(", after the timing");
     const OverlapSweep sweep = best_overlap(st, chunk_variants(counts, 7));
     const double t_gemm = st[0].median_ms, t_comm = std::min({st[1].median_ms, st[2].median_ms, st[6].median_ms});
@@ -286,8 +295,10 @@ void bench_gemm_ar(BenchContext& bc) {
       "figure is followed by the bytes the host proxy took during one more mkernel call (measured: "
       "mk::Network::bytes_put), which should equal it. "
       "CTAs: run()'s Gather + compute CTAs; "
-      "all_reduce()'s Reduce CTAs, its grid less 17 (the 32-CTA plan's in parentheses). check: outside timing, both mkernel plans' run() "
-      "and the plan's all_reduce() of serial's partial vs serial's output, on the same inputs, every element within "
+      "all_reduce()'s Reduce CTAs, its grid less 17 (the 32-CTA plan's in parentheses). check: outside timing, "
+      "serial's output, both mkernel plans' run() and the plan's all_reduce() of serial's partial vs a reference "
+      "(serial's GEMM, then NCCL's all-reduce, or the host's where ranks share a GPU: never mkernel's own), on the "
+      "same inputs, every element within "
       "0.02 |ref| + 0.02 rms(ref), and the same bits on every rank (else the run fails), again after the timing on "
       "fresh random data; the chunked overlap is checked "
       "the same way, every S at every M. Across nodes (2x1 emulated) the AR baselines are mkernel's standalone "

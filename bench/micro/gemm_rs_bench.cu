@@ -238,6 +238,12 @@ void bench_gemm_rs(BenchContext& bc) {
     DevBuf chunk0(size_t(W) * C_max * n * 2), chunk1(size_t(W) * C_max * n * 2);
     void* chunk[2] = {chunk0.p, chunk1.p};
 
+    // The checks' reference: serial's GEMM, then a collective independent of mkernel's (ref_collective.hpp).
+    RefCollective refc(c, base_env.ref_nc());
+    auto reference = [&](const void* A, const void* B, void* o) {
+      gemm_bf16_tn(h, int(m), int(n), int(k), A, B, partial.p, bc.stream);
+      refc.reduce_scatter(partial.p, o, size_t(R) * n, bc.stream);
+    };
     auto serial = [&](const void* A, const void* B, void* o) {
       gemm_bf16_tn(h, int(m), int(n), int(k), A, B, partial.p, bc.stream);
       rs(partial.p, o, 0, 0, bc.stream);
@@ -262,8 +268,8 @@ void bench_gemm_rs(BenchContext& bc) {
       MKB_CUDA(cudaStreamWaitEvent(bc.stream, reduced[S - 1]));
     };
 
-    // Checks (outside timing): outputs poisoned (bf16 NaN) first, then
-    // compared with the serial baseline on the same inputs.
+    // Checks (outside timing): outputs poisoned (bf16 NaN) first, then compared with the reference on the same
+    // inputs (serial's GEMM and a collective independent of mkernel's: NCCL, or the host where ranks share a GPU).
     const std::string at = " at M=" + std::to_string(m);
     // Every batched cuBLAS shape once before any kernel can wait on the network (a module load waits for running
     // kernels, the emu proxy's copy behind it: the 2x1 hang of 2026-11-30, see ag_gemm_bench.cu).
@@ -271,7 +277,10 @@ void bench_gemm_rs(BenchContext& bc) {
       gemm_bf16_tn_owners(h, W, int(R / s), int(n), int(k), R, a.get(0), b.get(0), chunk0.p, bc.stream);
     MKB_CUDA(cudaStreamSynchronize(bc.stream));
     MKB_CUDA(cudaMemsetAsync(ref.p, 0xff, out_bytes, bc.stream));
-    serial(a.get(0), b.get(0), ref.p);
+    reference(a.get(0), b.get(0), ref.p);
+    MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
+    serial(a.get(0), b.get(0), got.p);  // the serial baseline itself (its collective may be mkernel's)
+    check_vs(c.bootstrap(), "gemm_rs", "serial" + at, got.p, ref.p, R, n, bc.stream);
     for (int s : counts) {  // every chunk count at every M
       MKB_CUDA(cudaMemsetAsync(got.p, 0xff, out_bytes, bc.stream));
       overlap(s, a.get(0), b.get(0), got.p);
@@ -310,7 +319,7 @@ void bench_gemm_rs(BenchContext& bc) {
     auto st = time_interleaved(&c.bootstrap(), bc.stream, bc.opts, calls, base_env.barrier());
     fill_random_bf16(a.get(0), size_t(m) * k, 900 + c.rank(), bc.stream);  // data no call has seen
     MKB_CUDA(cudaMemsetAsync(ref.p, 0xff, out_bytes, bc.stream));
-    serial(a.get(0), b.get(0), ref.p);
+    reference(a.get(0), b.get(0), ref.p);
     check_plans(", after the timing");
     const OverlapSweep sweep = best_overlap(st, chunk_variants(counts, 7));
     std::vector<std::string> row = tp_row(m, st, std::min({st[1].median_ms, st[2].median_ms, st[6].median_ms}),
@@ -391,9 +400,10 @@ void bench_gemm_rs(BenchContext& bc) {
       "M x 8192 x 2 B (tp::rs_bytes_per_gpu: reduced inside the node first). Across nodes the network figure is "
       "followed by the bytes the host proxy took during one more mkernel call (measured: mk::Network::bytes_put), "
       "which should equal it. CTAs: run() computes on every SM (no Reduce CTAs: each owner adds the other ranks' "
-      "tiles in its epilogue); the standalone reduce-scatter runs on 16 + 16 (or 32) CTAs, each taking push and reduce items in one order. check: outside "
-      "timing, both mkernel plans' output vs serial's, on the same inputs, every element within 0.02 |ref| + 0.02 "
-      "rms(ref) (else the run fails), again after the timing on fresh random data; the chunked overlap is checked "
+      "tiles in its epilogue); the standalone reduce-scatter runs on 16 + 16 (or 32) CTAs, each taking push and "
+      "reduce items in one order. check: outside timing, serial's and both mkernel plans' output vs a reference "
+      "(serial's GEMM, then NCCL's reduce-scatter, or the host's where ranks share a GPU: never mkernel's own), on "
+      "the same inputs, every element within 0.02 |ref| + 0.02 rms(ref) (else the run fails), again after the timing on fresh random data; the chunked overlap is checked "
       "the same way, every S at every M. "
       "Across nodes (2x1 "
       "emulated) the RS baselines are mkernel's standalone reduce-scatter on the same transport, not NCCL (which "

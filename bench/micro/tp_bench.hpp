@@ -23,6 +23,7 @@
 #include "bench/baselines/nccl_util.hpp"
 #include "bench/report.hpp"
 #include "bench/micro/overlap_sweep.hpp"
+#include "bench/micro/ref_collective.hpp"
 #include "bench/timing.hpp"
 #include "tests/test_env.hpp"
 
@@ -116,6 +117,8 @@ struct TpBaselines {
   cudaStream_t side = nullptr;
   cudaEvent_t computed[kMaxChunks] = {}, reduced[kMaxChunks] = {};
   bool own = false;  // the baselines' collective is mkernel's (across nodes, or ranks sharing a GPU)
+  // The checks' reference collective (bench/micro/ref_collective.hpp): NCCL wherever the ranks have it, else the host.
+  ncclComm_t ref_nc() const { return nc ? nc : bar_nc; }
 
   TpBaselines(mk::Communicator& c, bool net, cudaStream_t stream, bool shared = false) : own(net || shared) {
     nc = own ? nullptr : make_nccl_comm(c);
