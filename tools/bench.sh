@@ -5,17 +5,72 @@
 # .venv-test), the attention benchmarks against torch SDPA
 # in their --quick form: the one-GPU engine (bench/attention_bench.py) and,
 # on 2 or more GPUs, ring attention (bench/torch_ring_attn_bench.py, 2
-# ranks); run those scripts directly for their full sweeps. Exits non-zero,
-# saying so, on a machine without a GPU, or when a benchmark fails.
+# ranks); run those scripts directly for their full sweeps. Exits 2, saying
+# so, on a machine without a GPU, before setting anything up or building
+# (nvidia-smi -L, bounded, narrowed to CUDA_VISIBLE_DEVICES where it is set);
+# non-zero, saying so, when a benchmark fails. The GPUs counted are those
+# CUDA_VISIBLE_DEVICES leaves visible; mkbench's TP benchmarks need 2, 4 or
+# 8 ranks and a node takes at most 8: with another count, the run uses the
+# first 8, 4 or 2 of them and says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+nogpu() {
+  echo "bench.sh: no GPU: $*. mkernel's benchmarks need NVIDIA Hopper GPUs (sm_90a); nothing was set up," \
+       "built or measured." >&2
+  exit 2
+}
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  nogpu "nvidia-smi (the NVIDIA driver's tool) is not installed"
+fi
+smi_rc=0
+smi=$(timeout -k 5 20 nvidia-smi -L 2>&1) || smi_rc=$?
+if [ "$smi_rc" -eq 124 ] || [ "$smi_rc" -eq 137 ]; then
+  echo "bench.sh: nvidia-smi -L did not answer within 20 s (a hung GPU driver?); nothing was measured." >&2
+  exit 2
+fi
+ngpu_all=$(printf '%s\n' "$smi" | grep -c '^GPU [0-9]' || true)
+if [ "$ngpu_all" -eq 0 ]; then
+  nogpu "nvidia-smi -L lists none (exit $smi_rc: $(printf '%s\n' "$smi" | head -1))"
+fi
+# The GPUs CUDA will show: every one, or CUDA_VISIBLE_DEVICES's entries (indices, or GPU-/MIG- UUID prefixes) up
+# to the first that names no GPU (CUDA ignores the rest).
+visible=()
+if [ "${CUDA_VISIBLE_DEVICES+set}" = set ]; then
+  IFS=',' read -ra entries <<< "$CUDA_VISIBLE_DEVICES"
+  for e in ${entries[@]+"${entries[@]}"}; do
+    e=${e//[[:space:]]/}
+    if [[ $e =~ ^[0-9]+$ ]]; then
+      [ "$e" -lt "$ngpu_all" ] || break
+    elif [[ $e == GPU-* || $e == MIG-* ]]; then
+      printf '%s\n' "$smi" | grep -qF "(UUID: $e" || break
+    else
+      break
+    fi
+    visible+=("$e")
+  done
+  if [ "${#visible[@]}" -eq 0 ]; then
+    nogpu "CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES' leaves none of this machine's $ngpu_all visible"
+  fi
+else
+  for ((i = 0; i < ngpu_all; i++)); do visible+=("$i"); done
+fi
+ngpu=${#visible[@]}
+for k in 8 4 2 1; do
+  if [ "$ngpu" -ge "$k" ]; then use=$k; break; fi
+done
+if [ "$use" -ne "$ngpu" ]; then
+  export CUDA_VISIBLE_DEVICES
+  CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${visible[*]:0:$use}")
+  echo "bench.sh: $ngpu GPUs visible; running on $use of them (CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES):" \
+       "mkbench's TP benchmarks need 2, 4 or 8 ranks, and a node takes at most 8 (choose others with" \
+       "CUDA_VISIBLE_DEVICES)"
+  ngpu=$use
+fi
+
 MK_SETUP_TESTS=0 tools/setup.sh  # (no GoogleTest: the benchmark builds no test tier)
 tools/build.sh -DMK_BUILD_TESTS=OFF
 source tools/gpu_env.sh
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-if [ "${ngpu:-0}" -eq 0 ]; then
-  exec build/bin/mkbench "$@"   # prints that there is no GPU and exits non-zero
-fi
 rc=0
 tools/mkrun -n "$ngpu" --timeout 3000 build/bin/mkbench "$@" || rc=$?
 export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" MK_LIBRARY="$PWD/build/lib/libmkernel.so"
@@ -26,10 +81,10 @@ if ! python3 -c 'import torch' 2>/dev/null && [ -x .venv-test/bin/python3 ] &&
   py=.venv-test/bin/python3
 fi
 if "$py" -c 'import torch' 2>/dev/null; then
-  timeout 900 "$py" bench/attention_bench.py --quick || rc=$?
+  timeout -k 30 900 "$py" bench/attention_bench.py --quick || rc=$?
   if [ "$ngpu" -ge 2 ]; then
-    timeout 900 "$py" -m torch.distributed.run --standalone --nproc_per_node=2 bench/torch_ring_attn_bench.py --quick \
-      || rc=$?
+    timeout -k 30 900 "$py" -m torch.distributed.run --standalone --nproc_per_node=2 \
+      bench/torch_ring_attn_bench.py --quick || rc=$?
   else
     echo "bench.sh: ring attention benchmark skipped (needs 2 GPUs; have $ngpu)"
   fi

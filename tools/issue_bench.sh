@@ -20,22 +20,24 @@
 #   tools/issue_bench.sh multi-ring [OUT] [RPN]   torch_ring_attn_bench.py --quick
 #   (written 2026-12-01 when no machine of more than 2 GPUs was lent: not run yet)
 #
-# Results (markdown + JSON, logs) go to OUT (default bench/results). Needs 2 GPUs (multi-*: 4 or 8),
+# Results (markdown + JSON, logs) go to OUT; without it (or given as ''), a fresh folder per call,
+# bench/results/issue-<UTC stamp>-<part>/, which the script names first and last (bench/results holds every
+# older run, whose reports tools/issue_targets.py would judge beside this one's). Needs 2 GPUs (multi-*: 4 or 8),
 # torch and torchrun.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 source tools/gpu_env.sh
 part=${1:-}
-out=${2:-bench/results}
+out=${2:-}
 case "$part" in
   tp|ring1x2|ring1x2b|ring2x1|ring2x1b|attn|misc|multi-tests|multi-tp|multi-ring) ;;
-  *) sed -n 2,24p "$0"; exit 2 ;;
+  *) sed -n 2,26p "$0"; exit 2 ;;
 esac
-mkdir -p "$out"
 export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" MK_LIBRARY="$PWD/build/lib/libmkernel.so"
-ngpu=$(timeout 20 nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-if [ "${ngpu:-0}" -lt 2 ] && [ "$part" != attn ]; then  # (attn: one GPU)
-  echo "issue_bench.sh: needs 2 GPUs (have ${ngpu:-0})"
+ngpu=$(timeout -k 5 20 nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+need=2; [ "$part" = attn ] && need=1  # (attn: one GPU)
+if [ "${ngpu:-0}" -lt "$need" ]; then
+  echo "issue_bench.sh $part: needs $need GPU(s) (have ${ngpu:-0})"
   exit 2
 fi
 if [ "${part#multi-}" != "$part" ] && [ "${ngpu:-0}" -ne 4 ] && [ "${ngpu:-0}" -ne 8 ]; then
@@ -51,6 +53,14 @@ for rpn in $layouts; do
   fi
 done
 name_of() { echo "$(( ngpu / $1 ))x$1"; }
+if [ -z "$out" ]; then
+  out=bench/results/issue-$(date -u +%Y%m%dT%H%M%SZ)-$part
+elif [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
+  echo "issue_bench.sh: note: $out already holds files; tools/issue_targets.py judges this run's reports beside" \
+       "the older ones there (the newest of each kind and configuration; ring rows merged per shape)"
+fi
+mkdir -p "$out" || exit 2
+echo "issue_bench.sh $part: results go to $out"
 source tools/gpu_steps.sh  # logged SECONDS LOG command...: bounded, output to OUT/LOG, says how it ended
 case "$part" in
   tp)
@@ -110,8 +120,8 @@ case "$part" in
     done
     ;;
 esac
-# The issues' targets against the reports in OUT: this part's, and whatever else OUT holds (with the default
-# bench/results, older runs too: give each session's parts an OUT of their own, then run tools/issue_targets.py
-# over all of them together for the whole picture).
+# The issues' targets against the reports in OUT: this part's, and whatever else OUT holds (a fresh folder by
+# default; run tools/issue_targets.py over every part's folder together for the whole picture).
 python3 tools/issue_targets.py "$out" > "$out/targets-$part.md" 2>&1 && cat "$out/targets-$part.md"
+echo "issue_bench.sh $part: results in $out"
 exit $fail

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """The open issues' benchmark targets, checked against benchmark reports.
 
-    python3 tools/issue_targets.py [--strict] PATH [PATH ...]
+    python3 tools/issue_targets.py [--strict] [--all] [--commit REV|any] PATH [PATH ...]
 
 PATH: report files or folders of them (e.g. the OUT of tools/issue_bench.sh). Read, newest of each kind and
-configuration (by the UTC stamp in the name) unless --all; ring reports all, merged per shape (the newest row
-of each counts; give every folder of a run split over calls); a row of the issue's grid that no report has is a
-miss (TP: M 1024-16384; ring and one-GPU attention: the benches' default grids), as is a cell that failed and an
-attention row whose output error err is above 1e-2 or NaN:
+configuration (by the UTC time stamped in the name) unless --all; ring reports all, merged per shape (the newest
+row of each counts; give every folder of a run split over calls); a row of the issue's grid that no report has is
+a miss (TP: M 1024-16384; ring and one-GPU attention: the benches' default grids), as is a cell that failed and an
+attention row whose output error err is above 1e-2 or NaN. An mkbench run that failed (meta "failed") is the
+newest report of every TP op it was asked for: an op it has no table of is a miss ("the run failed"), never an
+older report's table:
   mkbench-*.json          (mkbench ag_gemm gemm_rs gemm_ar; 1x2 and 2x1)  issues [tp-ag-rs], [tp-ar]
   torch-tp-*.md           (bench/torch_tp_bench.py; 1x2)                   the PyTorch fused-op targets
   torch-ring-attn-*.md    (bench/torch_ring_attn_bench.py; 1x2, 2x1)      issue [ring-attn]
@@ -24,7 +26,10 @@ reports' 0.1 MB). A ring row's best baseline is recomputed from its columns: on 
 allgather-mk baselines (their K/V cross the emulated network; bench/torch_ring_attn_bench.py's
 baseline_candidates) count. Every report
 read must record at least 20 timed rounds (MEASURING.md; a miss otherwise), and the list of reports gives each
-one's commit and rounds: a report of another commit than the tree under test measured that code.
+one's commit and rounds: a report of another commit than the tree under test (--commit, default git HEAD; where
+git cannot say, the newest report's) measured that code: a miss, with a warning above the tables, as are reports
+of several commits judged together (a warning) and ring rows merged from reports of several commits (a miss);
+--commit any: the tree's commit is not judged.
 Each harness's other power regime (mkbench --lead-cycles: config "... rested"; torch_tp_bench.py --back-to-back:
 "1x2 back-to-back") is its own configuration, judged beside the default's rows, never instead of them. Where a
 report gives the best baseline's time over mkernel's round by round, a miss says whether it is within the run's
@@ -33,10 +38,12 @@ Exit status: 0; with --strict, 1 when a target was missed or a report the issues
 The targets are the issues' texts (`issues show 5` / 6 / 7); a report only supplies the numbers.
 """
 import argparse
+import datetime
 import functools
 import json
 import os
 import re
+import subprocess
 import sys
 
 STAMP = re.compile(r"(\d{8}T\d{4,6}Z)")
@@ -52,6 +59,18 @@ def load_json(path):
 def stamp_of(path):
     m = STAMP.search(os.path.basename(path))
     return m.group(1) if m else ""
+
+
+def stamp_key(path):
+    """The UTC time of a report's stamp, for ordering: a name's stamp has seconds or not (20261201T1015Z is
+    10:15:00, older than 20261201T101542Z, which the strings order the other way); none or a bad one: oldest."""
+    s = stamp_of(path)
+    for fmt in ("%Y%m%dT%H%M%SZ", "%Y%m%dT%H%MZ"):
+        try:
+            return datetime.datetime.strptime(s, fmt)
+        except ValueError:
+            pass
+    return datetime.datetime.min
 
 
 def num(cell):
@@ -189,9 +208,13 @@ def check_mkbench(path, c, ops=None):
     emulated = "emulated" in cfg or " emu" in cfg
     gbps = emu_gbps(json.dumps(d))
     if d["meta"].get("failed"):  # mkbench wrote the tables it had finished, then failed (bench/mkbench.cpp)
-        for issue in ("5 [tp-ag-rs]", "6 [tp-ar]"):
-            c.add(issue, "(benchmark report)", f"{short} (`{os.path.basename(path)}`)", False,
-                  f"the run failed: {d['meta']['failed'][:300]} (the tables after it are missing here)")
+        # Each TP op the run was to measure and has no table of: the run's failure is its newest word (select()
+        # keys a failed report under all of them: an older report's table does not stand in for it).
+        have = {tp_op(t["title"]) for t in d["tables"]}
+        for op in sorted((ops if ops is not None else mkbench_run_ops(d)) - have):
+            c.add("6 [tp-ar]" if op == "GEMM+AR" else "5 [tp-ag-rs]", "(benchmark report)",
+                  f"{op} {short} (`{os.path.basename(path)}`)", False,
+                  f"the run failed: {d['meta']['failed'][:300]} (no {op} table: the run did not finish it)")
     for t in d["tables"]:
         op = tp_op(t["title"])
         if op is None or (ops is not None and op not in ops):
@@ -360,13 +383,22 @@ def check_ring(paths, c):
     or cut short and completed later covers the grid."""
     issue = "7 [ring-attn]"
     newest = {}
-    for path in sorted(paths, key=stamp_of):
+    for path in sorted(paths, key=stamp_key):
         gbps = emu_gbps(open(path).read())
         for key, r in ring_rows(path):
             if key[0] != "1x1":  # one rank (a smoke run): not a configuration of the targets, as for mkbench
                 newest[key] = (r, path, gbps)
     c.ring_used.update(p for _, p, _ in newest.values())
     for cfg in sorted({k[0] for k in newest}):
+        # The rows merged from several reports: of one commit, or the grid mixes the numbers of different code.
+        used = sorted({p for k, (_, p, _) in newest.items() if k[0] == cfg}, key=stamp_key)
+        if len(used) > 1:
+            groups = commit_groups(used)
+            rows = {p: sum(1 for k, v in newest.items() if k[0] == cfg and v[1] == p) for p in used}
+            c.add(issue, "the rows merged from several reports are of one commit", f"ring attention {cfg}",
+                  len(groups) == 1, f"rows of {len(groups)} commits: " + "; ".join(
+                      f"{g or 'no commit recorded'}: " + ", ".join(f"`{os.path.basename(p)}` ({rows[p]} rows)"
+                                                                   for p in ps) for g, ps in groups))
         missing = [g for g in RING_GRID if (cfg,) + g not in newest]
         for b, h, s, causal in missing:
             c.add(issue, "(benchmark report)", f"ring attention {cfg}", False,
@@ -491,10 +523,36 @@ def config_key(path):
     return ""
 
 
+TP_BENCHES = {"ag_gemm": "AG+GEMM", "gemm_rs": "GEMM+RS", "gemm_ar": "GEMM+AR"}  # mkbench's names of the TP ops
+MKBENCH_VALUE_OPTS = ("--out", "--iters", "--warmup", "--lead-cycles")  # its options that take a value
+
+
+def mkbench_run_ops(d):
+    """The TP ops an mkbench run was asked to measure: the TP benchmarks its command names; every one where it
+    names no benchmark (mkbench then runs them all) or the report records no command."""
+    cmd = d["meta"].get("command")
+    if not cmd:
+        return set(TP_BENCHES.values())
+    args, names, i = cmd.split()[1:], [], 0
+    while i < len(args):
+        if args[i] in MKBENCH_VALUE_OPTS:
+            i += 2
+            continue
+        if not args[i].startswith("-"):
+            names.append(args[i])
+        i += 1
+    return {TP_BENCHES[n] for n in names if n in TP_BENCHES} if names else set(TP_BENCHES.values())
+
+
 def mkbench_ops(path):
+    """The TP ops an mkbench report answers for (select()'s keys): those it has a table of; for a run that failed
+    (meta "failed": it wrote the tables it had finished), also every other TP op it was asked to measure, so
+    that it is the newest report on those and an older report's table does not hide the failure."""
     try:
-        return {op for op in (tp_op(t["title"]) for t in load_json(path)["tables"]) if op}
-    except (OSError, ValueError, KeyError):
+        d = load_json(path)
+        ops = {op for op in (tp_op(t["title"]) for t in d["tables"]) if op}
+        return ops | mkbench_run_ops(d) if d["meta"].get("failed") else ops
+    except (OSError, ValueError, KeyError, AttributeError):
         return set()
 
 
@@ -522,7 +580,7 @@ def select(paths, newest_only):
         keys = ([("mkbench-", config_key(f), op) for op in mkbench_ops(f)] if kind_of(f)[0] == "mkbench-"
                 else [(kind_of(f)[0], config_key(f), None)])
         for key in keys:
-            if key not in newest or stamp_of(f) > stamp_of(newest[key]):
+            if key not in newest or stamp_key(f) > stamp_key(newest[key]):
                 newest[key] = f
     picked = {}
     for (kind, _, op), f in newest.items():
@@ -575,9 +633,8 @@ def provenance(path):
     return (int(m.group(1)) if m else None), (cm.group(1) if cm else None)
 
 
-def check_protocol(files, c):
-    """Every report read: at least MIN_ROUNDS timed rounds (a report that does not say is a miss too), under
-    each issue it feeds."""
+def judged(files, c):
+    """(report, [issues it feeds]) of every report judged (a ring report only where it supplies a row)."""
     for f, ops in files:
         kind = kind_of(f)[0]
         if kind == "torch-ring-attn-" and f not in c.ring_used:  # every row superseded by a newer report's
@@ -587,6 +644,13 @@ def check_protocol(files, c):
         else:
             opset = ops if ops is not None else (mkbench_ops(f) if kind == "mkbench-" else {"AG+GEMM", "GEMM+AR"})
             issues = sorted({"6 [tp-ar]" if op == "GEMM+AR" else "5 [tp-ag-rs]" for op in opset})
+        yield f, issues
+
+
+def check_protocol(files, c):
+    """Every report read: at least MIN_ROUNDS timed rounds (a report that does not say is a miss too), under
+    each issue it feeds."""
+    for f, issues in judged(files, c):
         rounds, _ = provenance(f)
         for issue in issues:
             c.add(issue, f"at least {MIN_ROUNDS} timed rounds (MEASURING.md)", f"`{os.path.basename(f)}`",
@@ -594,11 +658,101 @@ def check_protocol(files, c):
                   f"{rounds} rounds" if rounds is not None else "the report does not say how many rounds")
 
 
+COMMIT = re.compile(r"commit ([0-9a-f]{7,40})(-dirty)?( \(tracked files modified\))?")
+
+
+def commit_of(path):
+    """(hex, with uncommitted changes) of the commit a report says it measured (mkbench: "abc...-dirty"; the
+    Python benches: "abc... (tracked files modified)"); None where it does not say."""
+    m = COMMIT.match(provenance(path)[1] or "")
+    return (m.group(1), bool(m.group(2) or m.group(3))) if m else None
+
+
+def same_commit(a, b):
+    """Two hex ids of one commit (the reports write 7 or 12 digits)."""
+    return a.startswith(b) or b.startswith(a)
+
+
+def commit_groups(paths):
+    """[(commit hex, [reports])] of the given reports, one entry per commit (7 and 12 digits of one commit
+    together); reports that record no commit under None."""
+    groups = []
+    for p in paths:
+        cm = commit_of(p)
+        g = next((g for g in groups if (g[0] is None) == (cm is None) and (cm is None or same_commit(g[0], cm[0]))),
+                 None)
+        if g is None:
+            groups.append((cm[0] if cm else None, [p]))
+        else:
+            g[1].append(p)
+    return groups
+
+
+def tree_commit():
+    """This tree's commit (git rev-parse --short=12 HEAD, as mkbench's reports write it); None where git cannot
+    say (a copy of the tree without its .git)."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    try:
+        r = subprocess.run(["git", "-C", root, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                           timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    out = r.stdout.strip()
+    return out if r.returncode == 0 and re.fullmatch(r"[0-9a-f]{7,40}", out) else None
+
+
+def commit_label(path):
+    cm = commit_of(path)
+    return "no commit recorded" if cm is None else cm[0] + ("-dirty" if cm[1] else "")
+
+
+def check_commits(files, c, head):
+    """Every report judged measured the tree under test: commit head (git HEAD or --commit; None: git cannot
+    say, and the newest report's commit stands in). A report of another commit, or that records none, is a miss
+    under each issue it feeds. Returns the warnings to print above the tables (also for head "any": not judged)."""
+    reports = list(judged(files, c))
+    warn = []
+    groups = commit_groups([f for f, _ in reports])
+    if len(groups) > 1:
+        warn.append(f"WARNING: the reports judged come from {len(groups)} commits, their numbers are of different "
+                    "code: " + "; ".join(f"{g or 'no commit recorded'}: " + ", ".join(
+                        f"`{os.path.basename(p)}`" for p in ps) for g, ps in groups))
+    if head == "any":
+        return warn
+    whence = "git HEAD"
+    if head is None:
+        dated = sorted((f for f, _ in reports if commit_of(f)), key=stamp_key)
+        head = commit_of(dated[-1])[0] if dated else "unknown"
+        whence = "the newest report's; git cannot say this tree's HEAD"
+        warn.append(f"WARNING: this tree's commit is unknown (git rev-parse HEAD failed): the reports are checked "
+                    f"against the newest one's commit, {head}")
+    target = f"measured the tree under test (commit {head}, {whence})"
+    other = []
+    for f, issues in reports:
+        cm = commit_of(f)
+        ok = cm is not None and same_commit(cm[0], head)
+        if not ok:
+            other.append(f)
+        for issue in issues:
+            c.add(issue, target, f"`{os.path.basename(f)}`", ok, f"measured {commit_label(f)}")
+    if other:
+        warn.append(f"WARNING: {len(other)} of the {len(reports)} reports judged did not measure the tree under "
+                    f"test (commit {head}, {whence}); each is a miss: " + ", ".join(
+                        f"`{os.path.basename(f)}` ({commit_label(f)})" for f in other))
+    dirty = [f for f, _ in reports if f not in other and commit_of(f) and commit_of(f)[1]]
+    if dirty:
+        warn.append(f"note: measured {head} with uncommitted changes, which the reports do not record: " + ", ".join(
+            f"`{os.path.basename(f)}`" for f in dirty))
+    return warn
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("paths", nargs="+")
     ap.add_argument("--all", action="store_true", help="every report found, not only the newest of each kind")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed or unreported")
+    ap.add_argument("--commit", help="the commit the reports must have measured (default: this tree's git HEAD; "
+                    "'any': not judged, a mix of commits is still said)")
     a = ap.parse_args(argv)
     files = select(a.paths, not a.all)
     c = Checks()
@@ -612,6 +766,7 @@ def main(argv=None):
             check_mkbench(f, c, ops)
     check_ring(ring, c)
     check_protocol(files, c)
+    warnings = check_commits(files, c, a.commit or tree_commit())
     # What the issues need on two GPUs, reported as absent when no report supplied it.
     for op, issue in (("AG+GEMM", "5 [tp-ag-rs]"), ("GEMM+RS", "5 [tp-ag-rs]"), ("GEMM+AR", "6 [tp-ar]")):
         for cfg in ("1x2", "2x1"):
@@ -630,6 +785,8 @@ def main(argv=None):
     print("Reports read (commit; timed rounds):\n" + "".join(
         f"- `{f}`" + (f" ({', '.join(sorted(o))})" if o else "") + " - {1}, {0} rounds\n".format(
             *(x if x is not None else "not recorded" for x in provenance(f))) for f, o in files))
+    if warnings:
+        print("\n".join(warnings) + "\n")
     missed = report(c)
     return 1 if (missed and a.strict) else 0
 

@@ -259,9 +259,11 @@ def test_a_failed_mkbench_run_is_a_miss_on_both_tp_issues(tmp_path):
     it.load_json.cache_clear()
     c = it.Checks()
     it.check_mkbench(str(f), c)
-    for issue in ("5", "6"):
-        _, missed = find(c, issue, "(benchmark report)", "1x2 (")
-        assert missed and missed[0].startswith("the run failed: gemm_ar: rank 0 role Compute timed out"), missed
+    # The op whose table is absent: the run's failure is its miss. The tables it finished are judged as they are.
+    _, missed = find(c, "6", "(benchmark report)", "GEMM+AR 1x2 (")
+    assert missed and missed[0].startswith("the run failed: gemm_ar: rank 0 role Compute timed out"), missed
+    assert not any(k[0].startswith("5") and k[1] == "(benchmark report)" for k in c.items)
+    assert find(c, "5", "best baseline", "AG+GEMM 1x2 (")[0] == 5
 
 
 def test_thresholds_are_judged_on_unrounded_values(tmp_path):
@@ -648,3 +650,130 @@ def test_a_p90_rounded_to_one_is_not_within_the_spread():
     assert it.spread_note("0.990 / 0.995 / 1.001", False).endswith(", within the run's spread")
     assert "within" not in it.spread_note("0.9900 / 1.0050 / 1.0200", True)  # a met target needs no note
     assert it.spread_note("-", False) == "" and it.spread_note("", False) == ""
+
+
+def _section(text, issue):
+    """The lines of the report's table of one issue ("## Issue 5 ..." up to the next heading)."""
+    part = text.split(f"## Issue {issue} ", 1)[1]
+    return part.split("\n## ", 1)[0].splitlines()
+
+
+def _failed_mkbench(src, command=None, keep=()):
+    """src's report as a run that failed: meta "failed", only the TP tables of the ops in keep."""
+    d = json.load(open(src))
+    d["meta"]["failed"] = "ag_gemm: rank 1 role Comm timed out after 5000 ms waiting on signal 3"
+    if command is not None:
+        d["meta"]["command"] = command
+    d["tables"] = [t for t in d["tables"] if it.tp_op(t["title"]) in keep]
+    return json.dumps(d)
+
+
+def test_a_newer_failed_mkbench_run_is_not_hidden_by_an_older_full_one(tmp_path, capsys):
+    # A run that failed in ag_gemm wrote a report without any TP table; the older full report of the same
+    # configuration in the folder must not supply "met" verdicts in its place.
+    for f in REPORTS:
+        shutil.copy(RES / f, tmp_path / f)
+    failed = "mkbench-20261205T000000Z-1x2_NVLink.json"
+    (tmp_path / failed).write_text(_failed_mkbench(RES / REPORTS[0]))
+    it.load_json.cache_clear()
+    assert it.main([str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert REPORTS[0] not in text.split("## Issue")[0]  # not read
+    for issue, ops in (("5", ("AG+GEMM", "GEMM+RS")), ("6", ("GEMM+AR",))):
+        lines = _section(text, issue)
+        for op in ops:
+            hit = [x for x in lines if x.startswith(f"| (benchmark report) | {op} 1x2 (`{failed}`) | 1 | 1: the run "
+                                                    "failed: ag_gemm: rank 1 role Comm timed out")]
+            assert hit, (op, lines)
+        assert not any(REPORTS[0] in x for x in lines)
+    # The 2x1 report (not superseded) is still judged.
+    assert "AG+GEMM 2x1 (`mkbench-20261201T101542Z-2x1_emulated_nodes.json`)" in text
+
+
+def test_a_failed_run_answers_for_the_ops_it_was_asked_for_only(tmp_path):
+    shutil.copy(RES / REPORTS[0], tmp_path / REPORTS[0])
+    # Asked for all three, failed after AG+GEMM: newest for all three; RS and AR are misses, AG+GEMM judged.
+    part = tmp_path / "mkbench-20261205T000000Z-1x2_NVLink.json"
+    part.write_text(_failed_mkbench(RES / REPORTS[0], keep=("AG+GEMM",)))
+    # A later run of nvlink_count only (issue_bench.sh misc) that failed: no TP op, hides nothing.
+    (tmp_path / "mkbench-20261206T000000Z-1x2_NVLink.json").write_text(
+        _failed_mkbench(RES / REPORTS[0], "build/bin/mkbench --out x --iters 20 nvlink_count"))
+    # A later run of gemm_ar alone (its command's option values are not benchmark names) that failed.
+    ar = tmp_path / "mkbench-20261207T000000Z-1x2_NVLink.json"
+    ar.write_text(_failed_mkbench(RES / REPORTS[0], "build/bin/mkbench --out gemm_rs --lead-cycles 5 gemm_ar"))
+    it.load_json.cache_clear()
+    picked = {pathlib.Path(p).name: ops for p, ops in it.select([str(tmp_path)], True)}
+    assert picked == {part.name: {"AG+GEMM", "GEMM+RS"}, ar.name: {"GEMM+AR"}}
+    c = it.Checks()
+    for f, ops in it.select([str(tmp_path)], True):
+        it.check_mkbench(f, c, ops)
+    assert find(c, "5", "best baseline", "AG+GEMM 1x2 (")[0] == 5
+    assert find(c, "5", "(benchmark report)", "GEMM+RS 1x2 (")[1][0].startswith("the run failed: ")
+    assert find(c, "6", "(benchmark report)", "GEMM+AR 1x2 (")[1][0].startswith("the run failed: ")
+    assert not any(k[0].startswith("5") and k[1] == "(benchmark report)" and "AG+GEMM" in k[2] for k in c.items)
+
+
+def test_reports_of_another_commit_than_the_tree_are_misses_and_a_mix_is_said(tmp_path, capsys, monkeypatch):
+    for f in REPORTS:
+        shutil.copy(RES / f, tmp_path / f)
+    target = "measured the tree under test (commit 794f02543ced, git HEAD)"
+    it.main([str(tmp_path), "--commit", "794f02543ced"])
+    text = capsys.readouterr().out
+    # 794f025 (torch-tp, ring) is 794f02543ced; the attention report measured 1971708 with modified files.
+    assert f"| {target} | `{REPORTS[0]}` | 1 | none (met) |" in _section(text, "5")
+    assert f"| {target} | `torch-tp-20261201T101627Z.md` | 1 | none (met) |" in _section(text, "6")
+    assert f"| {target} | `attention-20261201T071538Z.md` | 1 | 1: measured 1971708-dirty |" in _section(text, "7")
+    head = text.split("## Issue")[0]
+    assert "WARNING: the reports judged come from 2 commits" in head
+    assert "WARNING: 1 of the 6 reports judged did not measure the tree under test" in head
+    # --commit any: the tree's commit is not judged; the mix is still said.
+    it.main([str(tmp_path), "--commit", "any"])
+    text = capsys.readouterr().out
+    assert "measured the tree under test" not in text and "WARNING: the reports judged come from 2 commits" in text
+    # Without --commit: this tree's git HEAD (reports of 2026-12-01 did not measure it).
+    assert it.main([str(tmp_path / REPORTS[0]), "--strict"]) == 1
+    head = it.tree_commit()
+    assert head and len(head) == 12
+    text = capsys.readouterr().out
+    assert (f"| measured the tree under test (commit {head}, git HEAD) | `{REPORTS[0]}` | 1 | "
+            "1: measured 794f02543ced |") in text
+    # Where git cannot say (a copy without .git): the newest report's commit stands in, and that is said.
+    monkeypatch.setattr(it, "tree_commit", lambda: None)
+    it.main([str(tmp_path)])
+    text = capsys.readouterr().out
+    assert "this tree's commit is unknown" in text
+    # (the newest report: torch-ring-attn-20261201T102203Z.md, commit 794f025)
+    assert "| measured the tree under test (commit 794f025, the newest report's; git cannot say this tree's " \
+           "HEAD) | `attention-20261201T071538Z.md` | 1 | 1: measured 1971708-dirty |" in text
+
+
+def test_ring_rows_merged_from_reports_of_two_commits_are_a_miss(tmp_path):
+    src = RES / "torch-ring-attn-20261201T101921Z.md"  # 1x2, commit 794f025
+    a, b = tmp_path / "torch-ring-attn-20261205T010000Z.md", tmp_path / "torch-ring-attn-20261205T020000Z.md"
+    a.write_text(_rows_where(src, lambda c: c[1] == "1"))
+    b.write_text(_rows_where(src, lambda c: c[1] == "4"))
+    target = "the rows merged from several reports are of one commit"
+    c = it.Checks()
+    it.check_ring([str(a), str(b)], c)
+    assert find(c, "7", target, "ring attention 1x2") == [1, []]
+    b.write_text(_rows_where(src, lambda c: c[1] == "4").replace("commit 794f025", "commit 0123abc"))
+    c = it.Checks()
+    it.check_ring([str(a), str(b)], c)
+    missed = find(c, "7", target, "ring attention 1x2")[1]
+    assert missed == [f"rows of 2 commits: 794f025: `{a.name}` (20 rows); 0123abc: `{b.name}` (20 rows)"]
+
+
+def test_stamps_order_by_time_not_by_text(tmp_path):
+    # 20261205T1015Z is 10:15:00, older than 20261205T101542Z; as text "1015Z" sorts after "101542Z".
+    older, newer = "mkbench-20261205T1015Z-1x2_NVLink.json", "mkbench-20261205T101542Z-1x2_NVLink.json"
+    for n in (older, newer):
+        shutil.copy(RES / REPORTS[0], tmp_path / n)
+    assert [pathlib.Path(p).name for p, _ in it.select([str(tmp_path)], True)] == [newer]
+    ring = RES / "torch-ring-attn-20261201T101921Z.md"
+    ro, rn = tmp_path / "torch-ring-attn-20261205T1015Z.md", tmp_path / "torch-ring-attn-20261205T101542Z.md"
+    shutil.copy(ring, ro)
+    shutil.copy(ring, rn)
+    c = it.Checks()
+    it.check_ring([str(rn), str(ro)], c)
+    assert c.ring_used == {str(rn)}
+    assert it.stamp_key(newer) > it.stamp_key(older) > it.stamp_key("mkbench-x.json")

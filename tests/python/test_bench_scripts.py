@@ -1,0 +1,194 @@
+"""CPU tests of tools/bench.sh's GPU probe and tools/issue_bench.sh's output folder. Each runs a copy of the
+script in a scratch tree whose tools/setup.sh, tools/build.sh, tools/mkrun (and for issue_bench.sh, the
+benchmarks it starts) are stand-ins that record that they ran, with a stand-in nvidia-smi first on PATH: no
+setup, build or GPU work happens, and the real tree is not touched."""
+import os
+import pathlib
+import re
+import shutil
+import stat
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _exe(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/usr/bin/env bash\n" + text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def _tree(tmp_path, script):
+    """A scratch repository root holding a copy of tools/<script> and stand-ins for what it calls."""
+    root = tmp_path / "repo"
+    (root / "tools").mkdir(parents=True)
+    shutil.copy(ROOT / "tools" / script, root / "tools" / script)
+    for name in ("setup.sh", "build.sh"):  # record that they ran, and change nothing else
+        _exe(root / "tools" / name, f'echo "{name} $*" >> "$(dirname "$0")/../ran.log"\n')
+    (root / "tools" / "gpu_env.sh").write_text(":\n")
+    # mkrun: its arguments and the GPUs CUDA would show the ranks
+    _exe(root / "tools" / "mkrun", 'echo "mkrun $* CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-unset}" '
+                                   '>> "$(dirname "$0")/../ran.log"\n')
+    return root
+
+
+def _smi(tmp_path, text, rc=0):
+    """A bin folder with a stand-in nvidia-smi (its -L output and exit status) and a python3 without torch."""
+    b = tmp_path / "bin"
+    _exe(b / "nvidia-smi", f"cat <<'EOF'\n{text}\nEOF\nexit {rc}\n")
+    _exe(b / "python3", "exit 1\n")  # (bench.sh: "no torch", the attention benchmarks skipped)
+    return b
+
+
+def _gpus(n):
+    return "\n".join(f"GPU {i}: NVIDIA H200 (UUID: GPU-{i:04d}aaaa-0000)" for i in range(n))
+
+
+def _run(root, path, env=None, args=()):
+    e = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    e.update(env or {})
+    e["PATH"] = path
+    r = subprocess.run(["bash", str(root / "tools" / "bench.sh"), *args], env=e, capture_output=True, text=True,
+                       timeout=120)
+    log = root / "ran.log"
+    return r.returncode, r.stdout + r.stderr, (log.read_text() if log.exists() else "")
+
+
+def _path_without(tmp_path, names, first):
+    """PATH with `first` in front and none of `names` on it: the folders that hold one of them are replaced by a
+    folder of links to everything else they hold."""
+    dirs = [first]
+    for i, d in enumerate(os.environ.get("PATH", "").split(os.pathsep)):
+        if not d or not os.path.isdir(d):
+            continue
+        if not any(os.path.exists(os.path.join(d, n)) for n in names):
+            dirs.append(d)
+            continue
+        farm = tmp_path / f"path{i}"
+        farm.mkdir()
+        for f in os.listdir(d):
+            if f not in names:
+                (farm / f).symlink_to(os.path.join(d, f))
+        dirs.append(str(farm))
+    return os.pathsep.join(str(d) for d in dirs)
+
+
+def test_bench_sh_without_nvidia_smi_says_no_gpu_and_exits_2_before_setup(tmp_path):
+    root = _tree(tmp_path, "bench.sh")
+    b = tmp_path / "bin"
+    _exe(b / "python3", "exit 1\n")
+    rc, out, ran = _run(root, _path_without(tmp_path, ("nvidia-smi", "nvcc"), b))
+    assert rc == 2, out
+    assert "no GPU" in out and "nvidia-smi" in out
+    assert ran == ""  # neither setup nor build ran
+    assert not (root / "build").exists()
+
+
+def test_bench_sh_with_a_driver_that_answers_no_gpu_exits_2_before_setup(tmp_path):
+    root = _tree(tmp_path, "bench.sh")
+    smi = _smi(tmp_path, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", rc=9)
+    rc, out, ran = _run(root, f"{smi}{os.pathsep}{os.environ['PATH']}")
+    assert rc == 2 and "no GPU" in out and "couldn't communicate" in out, out
+    assert ran == ""
+
+
+def test_bench_sh_counts_the_gpus_cuda_visible_devices_leaves(tmp_path):
+    root = _tree(tmp_path, "bench.sh")
+    path = f"{_smi(tmp_path, _gpus(4))}{os.pathsep}{os.environ['PATH']}"
+    # None visible: no GPU, before setup.
+    rc, out, ran = _run(root, path, {"CUDA_VISIBLE_DEVICES": ""})
+    assert rc == 2 and "no GPU" in out and "CUDA_VISIBLE_DEVICES" in out and ran == "", out
+    # Two of four: two ranks, on those two.
+    rc, out, ran = _run(root, path, {"CUDA_VISIBLE_DEVICES": "3,1"}, ["--quick"])
+    assert rc == 0, out
+    assert ran.splitlines() == ["setup.sh ", "build.sh -DMK_BUILD_TESTS=OFF",
+                                "mkrun -n 2 --timeout 3000 build/bin/mkbench --quick CUDA_VISIBLE_DEVICES=3,1"]
+    # CUDA stops at the first entry that names no GPU (7 of 4), as it reads the list: one GPU (the variable is
+    # passed on as it is: CUDA reads it the same way in the ranks).
+    (root / "ran.log").unlink()
+    rc, out, ran = _run(root, path, {"CUDA_VISIBLE_DEVICES": "2,7,1"})
+    assert rc == 0 and "mkrun -n 1 " in ran, (out, ran)
+    # A GPU UUID (prefix) counts as the GPU it names; one that names none ends the list.
+    (root / "ran.log").unlink()
+    rc, out, ran = _run(root, path, {"CUDA_VISIBLE_DEVICES": "GPU-0001aaaa,GPU-ffff,0"})
+    assert rc == 0 and "mkrun -n 1 " in ran, (out, ran)
+    # Three named: the first two, said.
+    (root / "ran.log").unlink()
+    rc, out, ran = _run(root, path, {"CUDA_VISIBLE_DEVICES": "3,0,2"})
+    assert rc == 0 and ran.rstrip().endswith("mkrun -n 2 --timeout 3000 build/bin/mkbench CUDA_VISIBLE_DEVICES=3,0")
+    assert "bench.sh: 3 GPUs visible; running on 2 of them (CUDA_VISIBLE_DEVICES=3,0)" in out
+
+
+@pytest.mark.parametrize("n,use", [(1, 1), (2, 2), (3, 2), (4, 4), (6, 4), (8, 8), (12, 8)])
+def test_bench_sh_runs_on_2_4_or_8_gpus_and_says_so_for_other_counts(tmp_path, n, use):
+    root = _tree(tmp_path, "bench.sh")
+    rc, out, ran = _run(root, f"{_smi(tmp_path, _gpus(n))}{os.pathsep}{os.environ['PATH']}")
+    assert rc == 0, out
+    mkrun = [x for x in ran.splitlines() if x.startswith("mkrun")]
+    assert len(mkrun) == 1 and mkrun[0].startswith(f"mkrun -n {use} "), ran
+    if use == n:
+        assert mkrun[0].endswith("CUDA_VISIBLE_DEVICES=unset") and "GPUs visible; running on" not in out
+    else:
+        want = ",".join(str(i) for i in range(use))
+        assert mkrun[0].endswith(f"CUDA_VISIBLE_DEVICES={want}")
+        assert f"bench.sh: {n} GPUs visible; running on {use} of them" in out
+
+
+def test_bench_sh_bounds_every_timeout_with_a_kill():
+    text = (ROOT / "tools" / "bench.sh").read_text()
+    calls = re.findall(r"(?<![-\w])timeout\s+[^\s|;&]+", "\n".join(x for x in text.splitlines()
+                                                           if not x.lstrip().startswith("#")))
+    assert calls and all(c.split()[1] == "-k" for c in calls), calls
+    assert "timeout -k 5 20 nvidia-smi -L" in text
+
+
+def _issue_bench(tmp_path, args, ngpu=1):
+    """tools/issue_bench.sh ARGS in a scratch tree: python3 records its arguments, and attention_bench.py's
+    stand-in writes a report into its --out."""
+    root = _tree(tmp_path, "issue_bench.sh")
+    shutil.copy(ROOT / "tools" / "gpu_steps.sh", root / "tools" / "gpu_steps.sh")
+    b = _smi(tmp_path, _gpus(ngpu))
+    _exe(b / "python3", 'echo "python3 $*" >> ran.log\n'
+                        'if [ "$1" = bench/attention_bench.py ]; then\n'
+                        '  echo "| B |" > "$3/attention-20261206T000000Z.md"\n'
+                        'fi\n'
+                        'if [ "$1" = tools/issue_targets.py ]; then echo "targets of $2"; fi\n')
+    e = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    e["PATH"] = f"{b}{os.pathsep}{os.environ['PATH']}"
+    r = subprocess.run(["bash", str(root / "tools" / "issue_bench.sh"), *args], env=e, capture_output=True,
+                       text=True, timeout=120, cwd=tmp_path)
+    log = root / "ran.log"
+    return root, r.returncode, r.stdout + r.stderr, (log.read_text() if log.exists() else "")
+
+
+def test_issue_bench_writes_each_call_into_a_fresh_folder_of_its_own(tmp_path):
+    root, rc, out, ran = _issue_bench(tmp_path, ["attn"])
+    assert rc == 0, out
+    m = re.search(r"issue_bench.sh attn: results go to (bench/results/issue-\d{8}T\d{6}Z-attn)\n", out)
+    assert m, out
+    d = m.group(1)
+    assert f"issue_bench.sh attn: results in {d}" in out
+    assert sorted(os.listdir(root / d)) == ["attention-20261206T000000Z.md", "attention.log", "targets-attn.md"]
+    assert ran.splitlines() == [f"python3 bench/attention_bench.py --out {d}", f"python3 tools/issue_targets.py {d}"]
+    assert (root / d / "targets-attn.md").read_text() == f"targets of {d}\n"
+
+
+def test_issue_bench_keeps_an_out_given_and_says_when_it_holds_older_files(tmp_path):
+    given = tmp_path / "mine"
+    given.mkdir()
+    (given / "attention-20261130T000000Z.md").write_text("| B |\n")
+    root, rc, out, ran = _issue_bench(tmp_path, ["attn", str(given)])
+    assert rc == 0, out
+    assert f"results go to {given}\n" in out and "already holds files" in out
+    assert f"python3 tools/issue_targets.py {given}" in ran and (given / "targets-attn.md").exists()
+    assert not (root / "bench").exists()
+
+
+def test_issue_bench_without_the_gpus_it_needs_makes_no_folder(tmp_path):
+    root, rc, out, ran = _issue_bench(tmp_path, ["tp"], ngpu=1)
+    assert rc == 2 and "needs 2 GPU(s) (have 1)" in out, out
+    assert ran == "" and not (root / "bench").exists()
+    root2, rc, out, ran = _issue_bench(tmp_path / "b", ["attn"], ngpu=0)
+    assert rc == 2 and "needs 1 GPU(s) (have 0)" in out, out
