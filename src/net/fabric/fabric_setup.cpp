@@ -1,5 +1,8 @@
 // mkernel fabric backend: provider selection, endpoint setup, address and
 // region exchange, teardown. The data path is in fabric_datapath.cpp.
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
 #include <cstring>
 #include <set>
 #include <thread>
@@ -11,6 +14,7 @@
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
 #include "src/net/fabric/fabric_transport.hpp"
+#include "src/net/nic_affinity.hpp"
 #include "src/runtime/device_support.hpp"
 #include "src/runtime/step_status.hpp"
 
@@ -108,6 +112,45 @@ struct fi_info* FabricTransport::pick_info(const std::string& prov, bool want_hm
        " (set MK_FI_PROVIDER)");
 }
 
+// info_ lists one entry per NIC (domain) the provider offers, its preferred first. Where entries name two or more
+// PCI NICs (efa on a host of several), the rank takes the one nearest its GPU (nic_affinity.hpp): every rank on
+// the provider's first NIC would share one NIC's bandwidth. Entries without a PCI place keep the provider's order.
+void FabricTransport::take_nearest_nic() {
+  const FiApi& fi = fi_api();
+  std::vector<NicCandidate> cands;
+  std::vector<const fi_info*> entry;
+  for (const fi_info* i = info_; i; i = i->next) {
+    const fi_bus_attr* bus = i->nic ? i->nic->bus_attr : nullptr;
+    if (!bus || bus->bus_type != FI_BUS_PCI || !i->domain_attr || !i->domain_attr->name) continue;
+    const std::string name = i->domain_attr->name;
+    bool dup = false;
+    for (const auto& c : cands) dup = dup || c.name == name;
+    if (dup) continue;
+    const fi_pci_attr& pci = bus->attr.pci;
+    char id[32];
+    std::snprintf(id, sizeof(id), "%04x:%02x:%02x.%x", pci.domain_id, pci.bus_id, pci.device_id, pci.function_id);
+    cands.push_back({name, pci_device_path(id)});
+    entry.push_back(i);
+  }
+  if (cands.size() < 2) return;
+  std::string gpu_path;
+  if (cfg_.cuda_device >= 0) {
+    char bus[32] = {};
+    if (cudaDeviceGetPCIBusId(bus, sizeof(bus), cfg_.cuda_device) == cudaSuccess)
+      gpu_path = pci_device_path(bus);
+    else
+      cudaGetLastError();
+  }
+  const int local = host_index(cfg_);
+  const size_t pick = choose_nic(cands, gpu_path, local);
+  log(LogLevel::Info, cat("fabric: rank ", cfg_.rank, ": ", nic_choice_line(cands, pick, gpu_path, local)));
+  if (entry[pick] == info_) return;
+  fi_info* one = fi.dupinfo(entry[pick]);
+  if (!one) fail("fabric: fi_dupinfo failed (out of memory)");
+  fi.freeinfo(info_);
+  info_ = one;
+}
+
 FabricTransport::FabricTransport(const TransportConfig& cfg, const FabricOptions& opt)
     : cfg_(cfg), opt_(opt) {
   timeout_ms_ = knob_int(Knob::MK_NET_TIMEOUT_MS);
@@ -141,6 +184,7 @@ void FabricTransport::open_fabric() {
   } else {
     info_ = pick_info(prov, want_hmem, false);
   }
+  take_nearest_nic();
   prov_name_ = info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name : prov;
   mr_mode_ = info_->domain_attr->mr_mode;
   // (a provider that grants FI_HMEM unasked is not used for GPU memory on a GPU that does not order its writes)

@@ -183,6 +183,7 @@ class FabricTransport final : public Transport {
 
   // setup (fabric_setup.cpp)
   void open_fabric();
+  void take_nearest_nic();  // info_ narrowed to the NIC nearest the GPU (fabric_setup.cpp)
   struct fi_info* pick_info(const std::string& prov, bool want_hmem, bool quiet_enodata);
   struct fid_mr* reg(void* base, size_t bytes, uint64_t access, const Region* dev, void** desc);
   // register_region's own part (checks, shadow, registration; the entry in

@@ -4,6 +4,7 @@
 
 #include "mkernel/bootstrap.hpp"
 #include "src/net/verbs/endpoint.hpp"
+#include "src/net/nic_affinity.hpp"
 
 #include <cuda_runtime_api.h>
 #include <unistd.h>
@@ -21,7 +22,9 @@ namespace mk::net::verbs {
 
 std::string errno_str(int e) { return cat(std::strerror(e), " (errno ", e, ")"); }
 
-OpenedDevice open_device(const IbvApi& a, const std::string& want) {
+OpenedDevice open_device(const IbvApi& a, const std::string& want, const std::string& gpu_pci_path,
+                         int local_rank) {
+  const std::vector<std::string> names = nic_name_list(want);
   int n = 0;
   ibv_device** list = a.get_device_list(&n);
   if (!list || n == 0) {
@@ -29,33 +32,46 @@ OpenedDevice open_device(const IbvApi& a, const std::string& want) {
     fail("verbs: no RDMA device found (libibverbs lists none); use MK_NET=fabric or emu");
   }
   std::string seen;
-  OpenedDevice out;
-  for (int i = 0; i < n && !out.ctx; ++i) {
+  std::vector<std::string> present;
+  std::vector<OpenedDevice> open;  // every wanted device with an active port
+  for (int i = 0; i < n; ++i) {
     const std::string name = a.get_device_name(list[i]);
     seen += (seen.empty() ? "" : ", ") + name;
-    if (!want.empty() && name != want) continue;
+    present.push_back(name);
+    if (!names.empty() && std::find(names.begin(), names.end(), name) == names.end()) continue;
     ibv_context* ctx = a.open_device(list[i]);
     if (!ctx) continue;
+    OpenedDevice d;
     ibv_device_attr da{};
     if (a.query_device(ctx, &da) == 0) {
       for (int p = 1; p <= da.phys_port_cnt; ++p) {
         ibv_port_attr pa{};
         if (a.query_port(ctx, static_cast<uint8_t>(p), &pa) == 0 && pa.state == IBV_PORT_ACTIVE) {
-          out = {ctx, name, p, pa};
+          d = {ctx, name, p, pa};
           break;
         }
       }
     }
-    if (!out.ctx) a.close_device(ctx);
+    if (d.ctx)
+      open.push_back(d);
+    else
+      a.close_device(ctx);
   }
   a.free_device_list(list);
-  if (!out.ctx) {
-    if (!want.empty() && seen.find(want) == std::string::npos)
-      fail("verbs: no RDMA device named '", want, "' (MK_IB_DEVICE); present: ", seen);
-    fail("verbs: no RDMA device with an active port", want.empty() ? "" : cat(" named ", want),
+  if (open.empty()) {
+    for (const auto& w : names)
+      if (std::find(present.begin(), present.end(), w) == present.end())
+        fail("verbs: no RDMA device named '", w, "' (MK_IB_DEVICE); present: ", seen);
+    fail("verbs: no RDMA device with an active port", names.empty() ? "" : cat(" named ", want),
          " (present: ", seen, ")");
   }
-  return out;
+  std::vector<NicCandidate> cands;
+  for (const auto& d : open) cands.push_back({d.name, ib_device_pci_path(d.name)});
+  const size_t pick = choose_nic(cands, gpu_pci_path, local_rank);
+  for (size_t i = 0; i < open.size(); ++i)
+    if (i != pick) a.close_device(open[i].ctx);
+  if (open.size() > 1) log(LogLevel::Info, cat("verbs: ", nic_choice_line(cands, pick, gpu_pci_path, local_rank)));
+  return open[pick];
 }
 
 bool is_efa_device(const IbvApi& a, const OpenedDevice& dev) {

@@ -16,15 +16,18 @@ namespace mk::net::verbs {
 
 std::string errno_str(int e);
 
-// Opens MK_IB_DEVICE, or the first device with an active port.
+// An opened RDMA device and its first active port.
 struct OpenedDevice {
   ibv_context* ctx = nullptr;
   std::string name;
   int port = 1;
   ibv_port_attr port_attr{};
 };
-// Throws mk::Error ("verbs: no RDMA device ...") when there is none.
-OpenedDevice open_device(const IbvApi& a, const std::string& want);
+// Opens the device this rank uses: among those with an active port (only the names in `want`, MK_IB_DEVICE's
+// comma list, where it is not empty), the nearest to the GPU at `gpu_pci_path` (sysfs, "" unknown), ties shared
+// out by `local_rank` (nic_affinity.hpp). Throws mk::Error ("verbs: no RDMA device ...") when there is none.
+OpenedDevice open_device(const IbvApi& a, const std::string& want, const std::string& gpu_pci_path = "",
+                         int local_rank = 0);
 
 // True when `dev` is an EFA device (efadv answers, or its name says so).
 bool is_efa_device(const IbvApi& a, const OpenedDevice& dev);

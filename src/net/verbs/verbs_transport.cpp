@@ -24,6 +24,8 @@
 
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
+#include "mkernel/topology.hpp"
+#include "src/net/nic_affinity.hpp"
 #include "src/net/transport.hpp"
 #include "src/net/verbs/endpoint.hpp"
 #include "src/net/verbs/qp_transport.hpp"
@@ -374,7 +376,16 @@ void VerbsTransport::close() {
 // EFA devices take the SRD path (efa_srd.cpp); everything else RC.
 std::unique_ptr<Transport> make_verbs(const TransportConfig& cfg) {
   const verbs::IbvApi& a = verbs::ibv();
-  verbs::OpenedDevice dev = verbs::open_device(a, knob_str(Knob::MK_IB_DEVICE));
+  // The NIC nearest this rank's GPU (nic_affinity.hpp); without a GPU (CPU tests) the ranks of a node spread.
+  std::string gpu_path;
+  if (cfg.cuda_device >= 0) {
+    char bus[32] = {};
+    if (cudaDeviceGetPCIBusId(bus, sizeof(bus), cfg.cuda_device) == cudaSuccess)
+      gpu_path = pci_device_path(bus);
+    else
+      cudaGetLastError();
+  }
+  verbs::OpenedDevice dev = verbs::open_device(a, knob_str(Knob::MK_IB_DEVICE), gpu_path, host_index(cfg));
   bool efa = false;
   try {
     efa = verbs::is_efa_device(a, dev);
