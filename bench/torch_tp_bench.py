@@ -29,7 +29,7 @@ import os
 for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
     os.environ.setdefault(_k, _v)
 
-import argparse, datetime, sys, warnings  # noqa: E401,E402
+import argparse, datetime, socket, sys, warnings  # noqa: E401,E402
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -72,6 +72,23 @@ def parse_args():
     if args.lead_cycles < 0 or args.rounds < 1 or args.warmup < 0:
         ap.error("--lead-cycles and --warmup must be >= 0, --rounds >= 1")
     return args
+
+
+def config_label(info, hosts):
+    """The report's config column and whether mkernel's nodes are emulated: its communicator's nodes x ranks per
+    node (comm.info(): `info`), 1xW on one node, with " emu (mkernel)" where it sees more nodes than the job has
+    `hosts` (MK_RANKS_PER_NODE: torch's baselines stay on one node's NVLink). (The label read MK_RANKS_PER_NODE
+    itself: its declared default, 0, divided by zero, and a real run across nodes without it read as 1xW.)"""
+    nodes, local = info["num_nodes"], info["local_size"]
+    emulated = nodes > hosts
+    return (f"{nodes}x{local} emu (mkernel)" if emulated else f"{nodes}x{local}"), emulated
+
+
+def num_hosts():
+    """How many hosts the job's ranks run on (collective: every rank calls it)."""
+    names = [None] * dist.get_world_size()
+    dist.all_gather_object(names, socket.gethostname())
+    return len(set(names))
 
 
 def load_symm_mem():
@@ -300,8 +317,7 @@ def main(args):
         group_name = str(dist.group.WORLD.group_name)
         gen = torch.Generator(device="cuda").manual_seed(1234 + rank)  # different data on every rank
         l2 = getattr(torch.cuda.get_device_properties(), "L2_cache_size", 60 << 20)
-        rpn = os.environ.get("MK_RANKS_PER_NODE")  # emulated nodes apply to mkernel only
-        config = f"1x{world}" if not rpn or int(rpn) >= world else f"{world // int(rpn)}x{rpn} emu (mkernel)"
+        config, _ = config_label(comm.info(), num_hosts())  # (emulated nodes apply to mkernel only)
         if args.back_to_back:  # another regime (tools/issue_targets.py judges it beside the default's rows)
             config += " back-to-back"
         sections, failed = [], []

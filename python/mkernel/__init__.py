@@ -15,6 +15,7 @@ Importing needs no GPU and no torch (ops import torch on first use). Library
 errors raise MkernelError.
 """
 import ctypes
+import math
 import sys
 
 from ._lib import MkernelError, UniqueId, CommInfo, SymmInfo, c_int_arg, check, lib, path as library_path
@@ -176,10 +177,12 @@ class Communicator:
 
     def alloc_symmetric(self, nbytes: int) -> SymmetricBuffer:
         """Collective: equal-size device buffers on every rank, peers mapped inside the node."""
-        n = c_int_arg(nbytes, "nbytes", "mkernel.alloc_symmetric", -(1 << 127), 1 << 127)
-        # Every size goes through the library's size exchange, so a bad one on one rank fails every rank at once
-        # (raised here, it left the others waiting there until the bootstrap bound): a negative one as 0 (ctypes
-        # would wrap it to ~2^64), one past size_t as its largest.
+        # Every int size goes through the library's size exchange, so a bad one on one rank fails every rank at
+        # once (raised here, it left the others waiting there until the bootstrap bound): a negative one as 0
+        # (ctypes would wrap it to ~2^64; the library refuses 0 after the exchange), one past size_t as its
+        # largest (larger than any device memory). What is not an int (1.5, "4096") has no size to send: ctypes
+        # would truncate or refuse it, so it is refused here, on this rank.
+        n = c_int_arg(nbytes, "nbytes", "mkernel.alloc_symmetric", -math.inf, math.inf)
         n = min(max(n, 0), (1 << 64) - 1)
         h = ctypes.c_void_p()
         check(lib.mk_symm_alloc(self._open_h, n, ctypes.byref(h)))

@@ -44,8 +44,11 @@ def _check(t, name, dev=None, meta=False):
         raise MkernelError(f"mkernel.attention: {name} must be contiguous; call .contiguous()")
 
 
-def _validate(q, k, v, meta=False):
-    """Every rule of a call's q, k, v (meta: a fake call's, without the device checks)."""
+def _validate(q, k, v, meta=False, sizes=True):
+    """Every rule of a call's q, k, v (meta: a fake call's, without the device checks). sizes=False (ring
+    attention's real call): the size rules that its plan constructor checks on every rank at once (head_dim,
+    dimensions >= 1, kv_heads dividing heads) are left to it, so that one rank's bad size (an empty shard) fails
+    every rank, naming it, instead of this rank alone while the others wait for it in the plan check."""
     _check(q, "q", meta=meta)
     _check(k, "k", q.device, meta)
     _check(v, "v", q.device, meta)
@@ -55,6 +58,10 @@ def _validate(q, k, v, meta=False):
     if k.shape[0] != b or k.shape[3] != d:
         raise MkernelError(f"mkernel.attention: k is {tuple(k.shape)}; it must be [{b}, seq_kv, kv_heads, {d}] "
                            f"for q {tuple(q.shape)}")
+    if not sizes:
+        if k.shape[2] == 0:  # (the plan takes kv_heads 0 as heads)
+            raise MkernelError(f"mkernel.attention: empty tensors (k {tuple(k.shape)}): kv_heads must be >= 1")
+        return
     if d not in (64, 128):
         raise MkernelError(f"mkernel.attention: head_dim must be 64 or 128 (got {d})")
     if 0 in q.shape or 0 in k.shape:
@@ -107,12 +114,19 @@ def scale_arg(scale, op):
     return v
 
 
+# The fast paths' bounds on a float scale, within _f32_ok's: above float32's smallest normal number, and below its
+# largest over log2(e) (with a margin for float32's rounding), so that scale log2(e) stays finite in float32.
+# (The upper bound was float32's largest, 3.4e38: 3e38 took the fast path, which the full path refuses.)
+_FAST_SCALE = (1.2e-38, 3.4028234663852886e38 / _LOG2E * 0.999)
+assert _f32_ok(_FAST_SCALE[0]) and _f32_ok(_FAST_SCALE[1])
+
+
 def plain_args(causal, scale):
     """The fast paths' check of causal and scale: as causal_arg / scale_arg would pass them, for a Python (or
-    numpy float64) scale in float32's normal range; anything else (False) takes the full path, which converts
-    it or says what is wrong."""
+    numpy float64) scale in float32's normal range that _f32_ok takes (_FAST_SCALE); anything else (False) takes
+    the full path, which converts it or says what is wrong."""
     return (causal is True or causal is False) and (scale is None or (isinstance(scale, float)
-                                                                      and 1.2e-38 < scale < 3.4e38))
+                                                                      and _FAST_SCALE[0] < scale < _FAST_SCALE[1]))
 
 
 def _no_autograd(q, k, v, op):

@@ -46,7 +46,14 @@ def _load():
     for path in _candidates():
         tried.append(str(path))
         if path.is_file():
-            return ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL), str(path)
+            try:
+                return ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL), str(path)
+            except OSError as e:  # (not a shared library, another architecture, a missing dependency)
+                if env and path == Path(env):
+                    raise ImportError(f"mkernel: MK_LIBRARY={env} could not be loaded ({e}); point MK_LIBRARY at a "
+                                      "libmkernel.so, or unset it to use the package's own library") from e
+                raise ImportError(f"mkernel: {path} could not be loaded ({e}); rebuild it (tools/build.sh, or "
+                                  "`pip install .`), or set MK_LIBRARY to a libmkernel.so") from e
     raise ImportError(
         "mkernel: libmkernel.so not found (tried: " + ", ".join(tried) + "); run `pip install .` or "
         "tools/build.sh in the repository, or set MK_LIBRARY to the library's path")
@@ -97,6 +104,7 @@ _SIGNATURES = {
     "mk_symm_free": ([_c, _c], ctypes.c_int),
     "mk_print_config": ([ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int),
     "mk_knob_int": ([ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64)], ctypes.c_int),
+    "mk_knob_bool": ([ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)], ctypes.c_int),
 }
 for _name, (_args, _ret) in _SIGNATURES.items():
     _fn = getattr(lib, _name, None)
@@ -135,3 +143,10 @@ def knob_int(name):
     v = ctypes.c_int64()
     check(lib.mk_knob_int(name.encode(), ctypes.byref(v)))
     return v.value
+
+
+def knob_bool(name):
+    """The bool knob `name` as the library reads it (its spellings; a bad value is an MkernelError naming it)."""
+    v = ctypes.c_int()
+    check(lib.mk_knob_bool(name.encode(), ctypes.byref(v)))
+    return bool(v.value)

@@ -91,5 +91,9 @@ def workspace_bytes(symbol, op, *dims):
 
 
 def gemm_workspace_bytes(m, n, k, num_compute_ctas=0):
-    """Bytes of workspace a GEMM of these dimensions uses (0: none; include/mkernel/gemm.hpp)."""
-    return workspace_bytes("mk_gemm_workspace_bytes", "gemm", m, n, k, num_compute_ctas)
+    """Bytes of workspace a GEMM of these dimensions uses (0: none; include/mkernel/gemm.hpp). The arguments
+    are checked as gemm_ptr's (ctypes would wrap 2**64 + 128 to 128 and refuse a float with a bare ArgumentError)."""
+    op = "mkernel.gemm_workspace_bytes"
+    m, n, k = (c_int_arg(v, name, op, *_I64) for v, name in ((m, "m"), (n, "n"), (k, "k")))
+    return workspace_bytes("mk_gemm_workspace_bytes", "gemm", m, n, k,
+                           c_int_arg(num_compute_ctas, "num_compute_ctas", op, 0))

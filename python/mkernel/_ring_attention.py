@@ -16,11 +16,12 @@ import ctypes
 import torch
 from . import _torch_req  # noqa: F401  (torch >= 2.4: a clear ImportError before the custom ops' decorators)
 
-from ._lib import MkernelError, check, lib
+from ._lib import MkernelError, c_int_arg, check, lib
 from ._ops_c import _need
 from ._attention import (_check_lse, _check_out, _fast_io, _no_autograd, _validate, causal_arg, into, plain_args,
                          scale_arg)
 from .ops import _get_device, _stream, bump_version, dense16, modes_on, out_grad_refused, traced
+from ._tp_meta import comm_handle
 from ._tp_plans import _Plan, _device_check, check_aligned, check_apart, plan_ints
 from .tp import _HOT, _compiling, _key, _plan, lookup
 
@@ -42,13 +43,14 @@ class RingAttention(_Plan):
     def __init__(self, comm, batch, s_local, heads, kv_heads, head_dim, causal, scale=None, num_comm_ctas=0,
                  num_ctas=0):
         op = "mkernel.RingAttention"
+        ch = comm_handle(comm, op)
         sc = scale_arg(scale, op)  # (None -> 0.0, the library's default)
         batch, s_local, heads, kv_heads, head_dim, num_comm_ctas, num_ctas = plan_ints(
             op, dict(batch=batch, s_local=s_local, heads=heads, kv_heads=kv_heads, head_dim=head_dim),
             dict(num_comm_ctas=num_comm_ctas, num_ctas=num_ctas))
         h = ctypes.c_void_p()
         check(_need("mk_ring_attn_create", "ring_attention")(
-            comm._h, batch, s_local, heads, kv_heads, head_dim, int(causal_arg(causal, op)), sc, num_comm_ctas,
+            ch, batch, s_local, heads, kv_heads, head_dim, int(causal_arg(causal, op)), sc, num_comm_ctas,
             num_ctas, ctypes.byref(h)))
         self._bind(comm, h)
         self.world = comm.world
@@ -62,26 +64,30 @@ class RingAttention(_Plan):
         if tuple(q.shape) != (b, s, h, d) or tuple(k.shape) != (b, s, hkv, d):
             raise MkernelError(f"mkernel.ring_attention: the plan is for q {(b, s, h, d)}, k/v {(b, s, hkv, d)}; "
                                f"got q {tuple(q.shape)}, k {tuple(k.shape)}")
-        _check_call(q, k, v, out, lse, self.causal)
+        _check_call(q, k, v, out, lse, self._device)
         _no_autograd(q, k, v, "mkernel.RingAttention.run")
         res = self._launch(q, k, v, out, lse)
         bump_version(out, lse)
         return res
 
     def enable_trace(self, events_per_cta):
-        """Diagnostics: record up to events_per_cta device events per CTA of every later run (0: off)."""
-        check(lib.mk_ring_attn_trace(self._h, int(events_per_cta)))
-        self._trace_cap = int(events_per_cta)
+        """Diagnostics: record up to events_per_cta device events per CTA of every later run (0: off; at most
+        2**20, an int)."""
+        h = self._handle()
+        cap = c_int_arg(events_per_cta, "events_per_cta", "mkernel.RingAttention.enable_trace", 0, 1 << 20)
+        check(lib.mk_ring_attn_trace(h, cap))
+        self._trace_cap = cap
 
     def read_trace(self):
         """The last run's device events (waits for the device): a list of (cta, kind, arg, t_ns); kind as in
         device/trace.hpp (TRACE_KINDS)."""
+        h = self._handle()
         # At most events_per_cta per CTA, and a plan has at most one CTA per SM: one call reads them all.
         sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
         cap = getattr(self, "_trace_cap", 0) * sms
         buf = (ctypes.c_uint64 * (4 * max(cap, 1)))()
         n = ctypes.c_int64(0)
-        check(lib.mk_ring_attn_read_trace(self._h, buf, cap, ctypes.byref(n)))
+        check(lib.mk_ring_attn_read_trace(h, buf, cap, ctypes.byref(n)))
         return [tuple(buf[4 * i:4 * i + 4]) for i in range(min(n.value, cap))]
 
     def _launch(self, q, k, v, out, lse):  # checked by the caller
@@ -109,21 +115,22 @@ def _zigzag_even(q, causal):
                            f"must be even (got q {tuple(q.shape)})")
 
 
-def _check_call(q, k, v, out, lse, causal, is_traced=None):
-    """The full path's checks of a call, before any plan is made (making one is collective): shapes, devices,
-    alignment, out / lse apart from q, k, v. A steady-state call (_hot) checks only dtype, device, layout and
-    shapes; the library refuses a misaligned or overlapping one at launch, on that rank alone (its peers then
-    wait until MK_TIMEOUT_MS, as for any per-call error). is_traced: the caller's traced() of this call, where it
-    has it (None: taken here)."""
+def _check_call(q, k, v, out, lse, comm_device, is_traced=None):
+    """The full path's checks of a call, before any plan is made (making one is collective): what the plan
+    cannot see (q, k and v against each other; q's device, the current one and the communicator's, comm_device,
+    None where not known; alignment; out / lse apart from q, k, v). A steady-state call (_hot) checks only dtype,
+    device, layout and shapes; the library refuses a misaligned or overlapping one at launch, on that rank alone
+    (its peers then wait until MK_TIMEOUT_MS, as for any per-call error). is_traced: the caller's traced() of
+    this call, where it has it (None: taken here)."""
     op = "mkernel.ring_attention"
-    _validate(q, k, v)
-    _same_positions(q, k)
-    _zigzag_even(q, causal)
+    # The sizes the plan constructor checks on every rank (head_dim, empty shards, kv_heads dividing heads, a
+    # causal s_local even) are left to it: one rank's bad size fails every rank at once, naming it.
+    _validate(q, k, v, sizes=False)
+    _same_positions(q, k)  # (the plan takes one s_local: it cannot see this)
     if is_traced is None:
         is_traced = traced(op, q, k, v, out, lse)
-    if not is_traced and q.get_device() != torch.cuda.current_device():
-        raise MkernelError(f"{op}: q is on {q.device}, the current device (the communicator's) is "
-                           f"cuda:{torch.cuda.current_device()}")
+    if not is_traced:
+        _device_check(q, "q", comm_device, op)
     if out is not None:
         _check_out(out, q, op)
     if lse is not None:
@@ -180,7 +187,7 @@ def _hot(q, k, v, comm, causal, scale, out, lse):
 def _ring_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, comm: int, causal: bool = False,
                        scale: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     q, k, v = dense16(q), dense16(k), dense16(v)  # any layout and start from torch.compile's code
-    _check_call(q, k, v, None, None, causal)
+    _check_call(q, k, v, None, None, getattr(lookup(comm), "_device", None))
     return _run(q, k, v, comm, causal, scale)
 
 
@@ -201,7 +208,7 @@ def ring_attention(q, k, v, comm, causal=False, scale=None, out=None, lse=None):
     op = "mkernel.ring_attention"
     causal, scale = causal_arg(causal, op), scale_arg(scale, op)
     is_traced = traced(op, q, k, v, out, lse)
-    _check_call(q, k, v, out, lse, causal, is_traced)
+    _check_call(q, k, v, out, lse, getattr(comm, "_device", None), is_traced)
     _no_autograd(q, k, v, op)
     out_grad_refused(op, out, lse)
     if is_traced:

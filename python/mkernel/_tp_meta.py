@@ -10,10 +10,14 @@ shapes while torch.compile traces, without a call into the library. A communicat
 registered when it is created (and again by register(), e.g. after the
 registry dropped a closed one); torch.compile'd code only looks keys up.
 
-The shape rules give each op's output shape and reject what the library
-would reject (and what the backward formulas need) with a clear message
-before anything runs: a plan for a new shape is made collectively, so one
-rank's bad tensor must fail on that rank before it starts a collective alone.
+The shape rules give each op's output shape. What the library cannot see
+(b's columns against a's) they refuse everywhere. The size rules that the
+library's plan constructor checks too (rows, multiples of 64, the split into
+row blocks) they refuse in the fake implementations (tracing makes no plan),
+but not in the eager path (sizes=False), which makes the plan next: that
+check is collective, so a rank's bad size (say an uneven split left it no
+rows) fails every rank at once, naming the rank; refused here, on that rank
+alone, it left its peers waiting in the plan check for the bootstrap bound.
 """
 import itertools
 import weakref
@@ -44,14 +48,22 @@ def new_key(world: int) -> int:
     return next(_KEY_COUNT) * KEY_WORLD_SPAN + world
 
 
+def comm_handle(comm, op) -> object:
+    """The library handle of `comm`, an open mkernel.Communicator (else MkernelError naming `op`): what the plans
+    made by hand pass to the library, which would say only that it is NULL (or Python that it has no _h)."""
+    h = getattr(comm, "_h", None)
+    if not h:
+        raise MkernelError(f"{op}: the communicator is closed (or is not a mkernel.Communicator)")
+    return h
+
+
 def register(comm) -> int:
     """Makes `comm` known to the tensor-parallel custom ops; returns its key.
 
     Communicators register themselves when created; eager calls of the ops
     register theirs again if needed.
     """
-    if not getattr(comm, "_h", None):
-        raise MkernelError("mkernel: the communicator is closed (or not a mkernel.Communicator)")
+    comm_handle(comm, "mkernel")
     key = comm._uid
     entry = _COMMS.get(key)
     if entry is None or entry[0]() is not comm:
@@ -83,77 +95,79 @@ def world(key) -> int:
     return _entry(key)[1]
 
 
-def _mult64(op, what, v):
-    if v < 64 or v % 64:
+def _mult64(op, what, v, sizes=True):
+    if sizes and (v < 64 or v % 64):
         raise MkernelError(f"mkernel.{op}: {what} must be a positive multiple of 64 (got {v})")
 
 
-def _rows_split(op, what, m, world):
-    if m < world or m % world:
+def _rows_split(op, what, m, world, sizes=True):
+    if sizes and (m < world or m % world):
         raise MkernelError(f"mkernel.{op}: {what} ({m}) must split into {world} equal row blocks (a multiple of "
                            f"the {world} ranks, at least one row each)")
-    if world > MAX_RS_RANKS:
+    if world > MAX_RS_RANKS:  # (the same on every rank)
         raise MkernelError(f"mkernel.{op}: at most {MAX_RS_RANKS} ranks (got {world})")
 
 
 def _pair(op, a_name, a_shape, b_shape):
     m, k = a_shape
     n, kb = b_shape
-    if kb != k:
+    if kb != k:  # (the library takes one k: it cannot see this)
         raise MkernelError(f"mkernel.{op}: {a_name} is [{m}, {k}] but b is [{n}, {kb}]; b must be [n, {k}] "
                            "(torch.nn.Linear weight layout)")
     return m, n, k
 
 
-def ag_gemm_shapes(a_shape, b_shape, world):
+# sizes=False (the eager path): the size rules are left to the plan constructor, which checks them on every rank
+# (the module docstring says why); the shapes are what the plan then gets.
+
+def ag_gemm_shapes(a_shape, b_shape, world, sizes=True):
     """(out, gathered) shapes of ag_gemm: a_local [m_local, k], b [n, k]."""
     m_local, n, k = _pair("ag_gemm", "a_local", a_shape, b_shape)
-    if m_local < 1:
+    if sizes and m_local < 1:
         raise MkernelError(f"mkernel.ag_gemm: a_local must have at least one row (got {m_local})")
-    _mult64("ag_gemm", "n (rows of b)", n)
-    _mult64("ag_gemm", "k (columns of a_local and b)", k)
+    _mult64("ag_gemm", "n (rows of b)", n, sizes)
+    _mult64("ag_gemm", "k (columns of a_local and b)", k, sizes)
     return (world * m_local, n), (world * m_local, k)
 
 
-def gemm_rs_shape(a_shape, b_shape, world):
+def gemm_rs_shape(a_shape, b_shape, world, sizes=True):
     """Output shape of gemm_rs: a [m, k_local], b [n, k_local] -> [m / world, n]."""
     m, n, k = _pair("gemm_rs", "a", a_shape, b_shape)
-    _mult64("gemm_rs", "n (rows of b)", n)
-    _mult64("gemm_rs", "k_local (columns of a and b)", k)
-    _rows_split("gemm_rs", "m (rows of a)", m, world)
+    _mult64("gemm_rs", "n (rows of b)", n, sizes)
+    _mult64("gemm_rs", "k_local (columns of a and b)", k, sizes)
+    _rows_split("gemm_rs", "m (rows of a)", m, world, sizes)
     return (m // world, n)
 
 
-def all_gather_shape(a_shape, world):
+def all_gather_shape(a_shape, world, sizes=True):
     """Output shape of all_gather: a_local [m_local, k] -> [world * m_local, k]."""
     m_local, k = a_shape
-    if m_local < 1:
+    if sizes and m_local < 1:
         raise MkernelError(f"mkernel.all_gather: a_local must have at least one row (got {m_local})")
-    _mult64("all_gather", "k (columns of a_local)", k)
+    _mult64("all_gather", "k (columns of a_local)", k, sizes)
     return (world * m_local, k)
 
 
-def reduce_scatter_shape(x_shape, world):
+def reduce_scatter_shape(x_shape, world, sizes=True):
     """Output shape of reduce_scatter: x [m, n] -> [m / world, n]."""
     m, n = x_shape
-    _mult64("reduce_scatter", "n (columns of x)", n)
-    _rows_split("reduce_scatter", "m (rows of x)", m, world)
+    _mult64("reduce_scatter", "n (columns of x)", n, sizes)
+    _rows_split("reduce_scatter", "m (rows of x)", m, world, sizes)
     return (m // world, n)
 
 
-def gemm_ar_shape(a_shape, b_shape, world):
+def gemm_ar_shape(a_shape, b_shape, world, sizes=True):
     """Output shape of gemm_ar: a [m, k_local], b [n, k_local] -> [m, n] (on every rank)."""
     m, n, k = _pair("gemm_ar", "a", a_shape, b_shape)
-    _mult64("gemm_ar", "n (rows of b)", n)
-    _mult64("gemm_ar", "k_local (columns of a and b)", k)
-    _rows_split("gemm_ar", "m (rows of a)", m, world)
+    _mult64("gemm_ar", "n (rows of b)", n, sizes)
+    _mult64("gemm_ar", "k_local (columns of a and b)", k, sizes)
+    _rows_split("gemm_ar", "m (rows of a)", m, world, sizes)
     return (m, n)
 
 
-def all_reduce_shape(x_shape, world):
+def all_reduce_shape(x_shape, world, sizes=True):
     """Output shape of all_reduce: x [m, n] -> [m, n] (on every rank)."""
     m, n = x_shape
-    _mult64("all_reduce", "n (columns of x)", n)
-    _rows_split("all_reduce", "m (rows of x)", m, world)
+    _mult64("all_reduce", "n (columns of x)", n, sizes)
+    _rows_split("all_reduce", "m (rows of x)", m, world, sizes)
     return (m, n)
-

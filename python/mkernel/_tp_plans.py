@@ -56,11 +56,17 @@ class _Plan:
                 plans[:] = [p for p in plans if p._h]
             plans.append(self)
 
-    def _open(self, t, name):
-        """A public run()'s first check: the plan is open and `t` on its communicator's device."""
-        if not getattr(self, "_h", None):
+    def _handle(self):
+        """The plan's handle; a clear error once it was closed (the library would say only that it is NULL)."""
+        h = getattr(self, "_h", None)
+        if not h:
             raise MkernelError(f"mkernel.{type(self).__name__}: the plan is closed (close(), or its communicator "
                                "was closed)")
+        return h
+
+    def _open(self, t, name):
+        """A public run()'s first check: the plan is open and `t` on its communicator's device."""
+        self._handle()
         if isinstance(t, torch.Tensor) and t.is_cuda:  # (anything else: the shape check says what is wrong)
             _device_check(t, name, self._device)
 
@@ -103,11 +109,11 @@ def check_apart(op, out_name, out, *named, same_ok=False):
                                + "); pass a separate tensor")
 
 
-def _device_check(t, name, comm_device=None):
+def _device_check(t, name, comm_device=None, op="mkernel"):
     """`t` is on the current device, and that is the communicator's (`comm_device`; None: not known)."""
     cur = _get_device()
     if t.get_device() != cur or (comm_device is not None and cur != comm_device):
-        raise MkernelError(f"mkernel: {name} is on cuda:{t.get_device()} and the current device is cuda:{cur}"
+        raise MkernelError(f"{op}: {name} is on cuda:{t.get_device()} and the current device is cuda:{cur}"
                            + (f"; the communicator's is cuda:{comm_device}" if comm_device is not None else "")
                            + ": run the ops with the communicator's device current (torch.cuda.set_device) and "
                            "their tensors on it")
@@ -116,6 +122,9 @@ def _device_check(t, name, comm_device=None):
 def plan_ints(op, dims, ctas):
     """A plan constructor's arguments as the library takes them, refused before the call where ctypes would wrap or
     truncate them without a word (2**32 + 4 CTAs arriving as 4, m_local = 0.5 as 0): `dims` (name -> value) as
-    int64 >= 0, `ctas` (name -> value) as C ints >= 0 (0: the default). The library checks the rest (m >= 1, ...)."""
-    return ([c_int_arg(v, name, op, 0, (1 << 63) - 1) for name, v in dims.items()]
-            + [c_int_arg(v, name, op, 0) for name, v in ctas.items()])
+    int64s, `ctas` (name -> value) as C ints (0: the default). Their values (m_local >= 1, n a multiple of 64, CTA
+    counts in range, ...) are the library's to check: its plan constructor checks them on every rank at once, so a
+    rank's bad value (an uneven split that left it no rows) fails every rank, naming it; refused here, on that
+    rank alone, it left the others waiting for it in the plan check until the bootstrap bound."""
+    return ([c_int_arg(v, name, op, -(1 << 63), (1 << 63) - 1) for name, v in dims.items()]
+            + [c_int_arg(v, name, op) for name, v in ctas.items()])

@@ -10,8 +10,13 @@ dispatcher (it costs microseconds per call) and go straight to the C ABI,
 unless torch is tracing or transforming (traced(): torch.compile, a dispatcher
 mode such as FakeTensorMode or make_fx, a torch.func transform, a tensor
 subclass); forward-mode AD is refused. Ops launch on
-torch.cuda.current_stream(), allocate nothing but their output, never
-synchronise the host, and so are CUDA-graph capturable.
+torch.cuda.current_stream(), never synchronise the host, and are CUDA-graph
+capturable. Through torch's allocator an eager call allocates only its output
+(per-call scratch, where a call needs it, comes from the library's own pool);
+inside a CUDA-graph capture a call that needs scratch (the GEMM's split
+tiles, causal attention's unit counter) takes it from the graph's memory pool
+too (capture_workspace). The tensor-parallel ops' first call with a shape also
+makes its plan (mkernel/tp.py), which holds device memory until it is closed.
 """
 import torch
 from . import _torch_req  # noqa: F401  (torch >= 2.4: a clear ImportError before the custom ops' decorators)

@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 from . import MkernelError, init
+from ._lib import knob_bool
 
 
 @contextlib.contextmanager
@@ -42,8 +43,8 @@ def main(run, backend="gloo"):
     # starts (torch.cuda.device_count below may start it where NVML is missing).
     os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    # testing only (the knob, a Bool: the library's spellings): local rank mod GPUs
-    if os.environ.get("MK_SHARE_GPUS", "0").strip().lower() in ("1", "true", "yes", "on"):
+    # testing only: local rank mod GPUs (the knob read by the library's parser: a bad value raises, naming it)
+    if knob_bool("MK_SHARE_GPUS"):
         gpus = max(1, torch.cuda.device_count())
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         if "nccl" in backend and local_world > gpus:  # said before anything starts, not as NCCL's invalid usage

@@ -37,7 +37,7 @@ from . import _torch_req  # noqa: F401  (torch >= 2.4: a clear ImportError befor
 from ._lib import MkernelError, check, knob_int, lib, outside_stacklevel
 from ._ops_c import _need
 from ._plan_cache import close_oldest
-from ._tp_meta import (_COMMS, MAX_RS_RANKS, register, lookup, world, ag_gemm_shapes, gemm_rs_shape,
+from ._tp_meta import (_COMMS, MAX_RS_RANKS, comm_handle, register, lookup, world, ag_gemm_shapes, gemm_rs_shape,
                        all_gather_shape, reduce_scatter_shape)
 from ._tp_plans import _Plan, _check_shape, _device_check, _ptr, check_aligned, check_apart, plan_ints
 from .ops import (_check_matrix, _fast_ok, _get_device, _stream, bump_version, dense16, inputs_grad_refused,
@@ -52,10 +52,11 @@ class AgGemm(_Plan):
     _captured = "mk_ag_gemm_captured"
 
     def __init__(self, comm, m_local, n, k, num_comm_ctas=0, num_ctas=0):
+        ch = comm_handle(comm, "mkernel.AgGemm")
         m_local, n, k, num_comm_ctas, num_ctas = plan_ints("mkernel.AgGemm", dict(m_local=m_local, n=n, k=k),
                                                            dict(num_comm_ctas=num_comm_ctas, num_ctas=num_ctas))
         h = ctypes.c_void_p()
-        check(_need("mk_ag_gemm_create", "ag_gemm")(comm._h, m_local, n, k, num_comm_ctas, num_ctas, ctypes.byref(h)))
+        check(_need("mk_ag_gemm_create", "ag_gemm")(ch, m_local, n, k, num_comm_ctas, num_ctas, ctypes.byref(h)))
         self._bind(comm, h)
         self.world, self.shape = comm.world, (m_local, n, k)
 
@@ -103,10 +104,11 @@ class GemmRs(_Plan):
     _captured = "mk_gemm_rs_captured"
 
     def __init__(self, comm, m, n, k_local, num_reduce_ctas=0, num_ctas=0):
+        ch = comm_handle(comm, "mkernel.GemmRs")
         m, n, k_local, num_reduce_ctas, num_ctas = plan_ints("mkernel.GemmRs", dict(m=m, n=n, k_local=k_local),
                                                              dict(num_reduce_ctas=num_reduce_ctas, num_ctas=num_ctas))
         h = ctypes.c_void_p()
-        check(_need("mk_gemm_rs_create", "gemm_rs")(comm._h, m, n, k_local, num_reduce_ctas, num_ctas, ctypes.byref(h)))
+        check(_need("mk_gemm_rs_create", "gemm_rs")(ch, m, n, k_local, num_reduce_ctas, num_ctas, ctypes.byref(h)))
         self._bind(comm, h)
         self.world, self.shape = comm.world, (m, n, k_local)
 
@@ -328,11 +330,15 @@ def _key(comm):
 
 
 # Shape rules (with the world size) and the check of a given out come before
-# the plan lookup: a plan for a new shape is made collectively, and one rank's
-# bad tensor must not start that alone. Inputs were checked by the caller
-# (_check_inputs), so the plans are called without their own checks; a
-# shape rule's result is cached per shapes (steady-state calls: ~1 dict
-# lookup instead of the rules; python_overhead.py measures the call).
+# the plan lookup. The rules' size checks are left to the plan (sizes=False):
+# its constructor checks them on every rank at once, so a rank's bad size
+# (no rows, say) fails every rank, naming it, where a refusal here left the
+# others waiting for it in the plan check (mkernel/_tp_meta.py). What the
+# library cannot see (dtype, device, layout, alignment, b against a, out) is
+# refused here. Inputs were checked by the caller (_check_inputs), so the
+# plans are called without their own checks; a shape rule's result is
+# cached per shapes (steady-state calls: ~1 dict lookup instead of the
+# rules; python_overhead.py measures the call).
 
 _SHAPES = {}
 
@@ -341,7 +347,7 @@ def _shape(rule, *args):
     key = (rule, *args)
     shape = _SHAPES.get(key)
     if shape is None:
-        shape = _SHAPES[key] = rule(*args)
+        shape = _SHAPES[key] = rule(*args, sizes=False)
     return shape
 
 

@@ -18,7 +18,7 @@ from . import _torch_req  # noqa: F401  (torch >= 2.4: a clear ImportError befor
 
 from ._lib import check, lib
 from ._ops_c import _need
-from ._tp_meta import all_reduce_shape, gemm_ar_shape, world
+from ._tp_meta import all_reduce_shape, comm_handle, gemm_ar_shape, world
 from .ops import _stream, bump_version, dense16, inputs_grad_refused, out_grad_refused
 from ._tp_plans import _Plan, plan_ints
 from .tp import (_COLLECTIVE_N, _check_inputs, _check_meta, _check_out_meta, _check_shape, _dispatch, _grad,
@@ -33,10 +33,11 @@ class GemmAr(_Plan):
     _captured = "mk_gemm_ar_captured"
 
     def __init__(self, comm, m, n, k_local, num_gather_ctas=0, num_ctas=0):
+        ch = comm_handle(comm, "mkernel.GemmAr")
         m, n, k_local, num_gather_ctas, num_ctas = plan_ints("mkernel.GemmAr", dict(m=m, n=n, k_local=k_local),
                                                              dict(num_gather_ctas=num_gather_ctas, num_ctas=num_ctas))
         h = ctypes.c_void_p()
-        check(_need("mk_gemm_ar_create", "gemm_ar")(comm._h, m, n, k_local, num_gather_ctas, num_ctas, ctypes.byref(h)))
+        check(_need("mk_gemm_ar_create", "gemm_ar")(ch, m, n, k_local, num_gather_ctas, num_ctas, ctypes.byref(h)))
         self._bind(comm, h)
         self.world, self.shape = comm.world, (m, n, k_local)
 

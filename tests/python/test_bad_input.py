@@ -8,6 +8,7 @@ No GPU: CPU tensors stand in for CUDA ones (the `cuda_cpu` fixture makes `is_cud
 -1, a CPU tensor's get_device()), so their addresses are real; every library call and plan creation is replaced by
 a stub that records it or raises `Reached`."""
 import ctypes
+import re
 
 import pytest
 
@@ -108,6 +109,23 @@ def test_attention_fast_path_sends_bad_flags_to_the_checks(cuda_cpu, monkeypatch
     assert all(type(c[1]) is float for c in calls)
 
 
+@pytest.mark.parametrize("scale", [3e38, 2.4e38, 3.3e38])
+def test_attention_fast_path_takes_no_scale_the_full_path_refuses(cuda_cpu, monkeypatch, scale):
+    # The fast path's bound was float32's largest (3.4e38), the full path's (_f32_ok) that over log2(e) (~2.36e38):
+    # a scale between went to the kernel, whose base-2 softmax scale came out inf (every output NaN).
+    calls = []
+    monkeypatch.setattr(_attention, "_launch", lambda fn, *a: calls.append(a[-3:-1]) or 0)
+    monkeypatch.setattr(_attention, "_mk_attention", object())
+    monkeypatch.setattr(_attention, "_SEEN", set())
+    monkeypatch.setattr(_attention, "_LAST", [None])
+    q = _empty(1, 128, 2, 64)
+    mkernel.attention(q, q, q, scale=2.3e38)  # (below the bound: both paths take it)
+    assert _attention._hot(q, q, q, False, 2.3e38, None, None) is not None, "the fast path was not taken"
+    with pytest.raises(mkernel.MkernelError, match="scale must be a finite number > 0"):
+        mkernel.attention(q, q, q, scale=scale)
+    assert calls == [(False, 2.3e38)] * 2
+
+
 # ---- ring attention: before its plan ---------------------------------------------------------------------------
 
 def _ring(comm, q, k=None, v=None, **kw):
@@ -133,12 +151,29 @@ def test_ring_attention_checks_alignment_and_overlaps_before_its_plan(cuda_cpu):
     lse_in_out = out.view(-1)[:2 * 2 * 128].view(torch.float32).view(1, 2, 128)
     with pytest.raises(mkernel.MkernelError, match="ring_attention: lse overlaps out"):
         mkernel.ring_attention(q, k, v, comm, out=out, lse=lse_in_out)
-    with pytest.raises(mkernel.MkernelError, match="s_local must be even"):
-        _ring(comm, _empty(1, 127, 2, 64), causal=True)
     with pytest.raises(Reached):  # the same calls, well formed, get as far as the plan
         mkernel.ring_attention(q, k, v, comm, out=out, lse=lse, causal=True, scale=0.125)
     with pytest.raises(Reached):
         _ring(comm, _empty(1, 127, 2, 64))  # (odd s_local: fine without the zigzag)
+
+
+@pytest.mark.parametrize("shape,causal", [((1, 127, 2, 64), True), ((1, 0, 2, 64), False), ((1, 0, 2, 64), True),
+                                          ((0, 128, 2, 64), False), ((1, 128, 2, 96), False)])
+def test_ring_attention_leaves_the_sizes_its_plan_checks_on_every_rank_to_the_plan(cuda_cpu, shape, causal):
+    # An odd causal shard, an empty one (an uneven split of the sequence), head_dim 96: the plan constructor refuses
+    # them on every rank at once, naming the rank; refused here, on one rank, they left the others waiting in the
+    # plan check until the bootstrap bound. (The fake implementation, which makes no plan, still refuses them.)
+    with pytest.raises(Reached):
+        _ring(cuda_cpu, _empty(*shape), causal=causal)
+    with pytest.raises(mkernel.MkernelError, match="s_local must be even|empty tensors|head_dim must be 64 or 128"):
+        torch.ops.mkernel.ring_attention(*(torch.empty(*shape, dtype=BF16, device="meta"),) * 3,
+                                         mkernel._tp_meta.register(cuda_cpu), causal, 0.0)
+
+
+def test_ring_attention_refuses_kv_heads_0_which_its_plan_would_read_as_heads(cuda_cpu):
+    q = _empty(1, 128, 2, 64)
+    with pytest.raises(mkernel.MkernelError, match="kv_heads must be >= 1"):
+        mkernel.ring_attention(q, _empty(1, 128, 0, 64), _empty(1, 128, 0, 64), cuda_cpu)
 
 
 def test_ring_attention_fake_refuses_an_odd_causal_shard():
@@ -206,6 +241,36 @@ def test_ag_gemm_refuses_a_gathered_overlapping_its_inputs_or_out(cuda_cpu):
         tp._ag_gemm_run(a_local, b2, key, out=_empty(M, N), gathered=gathered)
     with pytest.raises(Reached):
         tp._ag_gemm_run(a_local, b, key, out=_empty(M, N), gathered=_empty(M, K))
+
+
+@pytest.mark.parametrize("call,plan", [
+    (lambda c: mkernel.ag_gemm(_empty(0, K), _empty(N, K), c), "AgGemm(0, 256, 384)"),  # a rank with no rows
+    (lambda c: mkernel.ag_gemm(_empty(0, K), _empty(N, K), c, return_gathered=True), "AgGemm(0, 256, 384)"),
+    (lambda c: mkernel.ag_gemm(_empty(M // 2, K), _empty(100, K), c), "AgGemm(256, 100, 384)"),
+    (lambda c: mkernel.all_gather(_empty(0, K), c), "AgGemm(0, 64, 384)"),
+    (lambda c: mkernel.all_gather(_empty(M // 2, 96), c), "AgGemm(256, 64, 96)"),
+    (lambda c: mkernel.gemm_rs(_empty(385, K), _empty(N, K), c), "GemmRs(385, 256, 384)"),
+    (lambda c: mkernel.gemm_rs(_empty(M, 96), _empty(N, 96), c), "GemmRs(512, 256, 96)"),
+    (lambda c: mkernel.reduce_scatter(_empty(1, N), c), "GemmRs(1, 256, 64)"),
+    (lambda c: mkernel.gemm_ar(_empty(0, K), _empty(N, K), c), "GemmAr(0, 256, 384)"),
+    (lambda c: mkernel.all_reduce(_empty(M, 100), c), "GemmAr(512, 100, 64)"),
+])
+def test_tp_ops_leave_the_sizes_their_plans_check_on_every_rank_to_the_plan(cuda_cpu, call, plan):
+    # README: "when one rank's arguments are bad (say an uneven split left it no rows) ... every rank fails at once
+    # with the same error naming the rank". The plan constructor checks rows, multiples of 64 and the split into row
+    # blocks on every rank; refused here, on that rank alone, the others waited for it in the plan check until the
+    # bootstrap bound and reported a missing rank. The fake implementations (no plan) still refuse them.
+    pytest.importorskip("mkernel.tp_ar")
+    with pytest.raises(Reached, match=re.escape(plan)):
+        call(cuda_cpu)
+
+
+def test_tp_ops_still_refuse_what_their_plans_cannot_see(cuda_cpu):
+    # b's columns against a's, a given out's shape: the plan takes one k and no out
+    with pytest.raises(mkernel.MkernelError, match=r"ag_gemm: a_local is \[0, 384\] but b is \[256, 320\]"):
+        mkernel.ag_gemm(_empty(0, K), _empty(N, 320), cuda_cpu)
+    with pytest.raises(mkernel.MkernelError, match=r"must be a contiguous \[0, 256\] tensor"):
+        mkernel.ag_gemm(_empty(0, K), _empty(N, K), cuda_cpu, out=_empty(2, N))
 
 
 # ---- explicit plans: no backward -------------------------------------------------------------------------------
@@ -380,9 +445,11 @@ def test_communicator_destroys_its_handle_when_adopting_it_fails(monkeypatch):
     assert len(destroyed) == 1 and destroyed[0].value == 1234
 
 
-@pytest.mark.parametrize("nbytes,sent", [(-5, 0), (0, 0), (2 ** 70, 2 ** 64 - 1), (4096, 4096)])
+@pytest.mark.parametrize("nbytes,sent", [(-5, 0), (0, 0), (2 ** 70, 2 ** 64 - 1), (2 ** 200, 2 ** 64 - 1),
+                                         (-(2 ** 200), 0), (4096, 4096)])
 def test_alloc_symmetric_sends_every_size_to_the_library_exchange(monkeypatch, nbytes, sent):
-    # (a bad size on one rank must fail every rank in the library's size exchange, not this rank alone)
+    # (a bad size on one rank must fail every rank in the library's size exchange, not this rank alone; every
+    # int is a size, 2**200 too, which was refused here; what is not an int has none to send, and is refused here)
     seen = []
     monkeypatch.setattr(mkernel.lib, "mk_symm_alloc", lambda h, n, out: seen.append(n) or 1)
     monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: alloc_symmetric: refused by the stub")
@@ -391,8 +458,10 @@ def test_alloc_symmetric_sends_every_size_to_the_library_exchange(monkeypatch, n
     with pytest.raises(mkernel.MkernelError, match="refused by the stub"):
         comm.alloc_symmetric(nbytes)
     assert seen == [sent]
-    with pytest.raises(mkernel.MkernelError, match="nbytes must be an int"):
-        comm.alloc_symmetric(1.5)
+    for not_int in (1.5, "4096", True):
+        with pytest.raises(mkernel.MkernelError, match="mkernel.alloc_symmetric: nbytes must be an int"):
+            comm.alloc_symmetric(not_int)
+    assert seen == [sent]
 
 
 @pytest.mark.parametrize("args,pattern", [(("not a pointer", 16, 32, 64, 64, 64), "a must be an int"),
@@ -413,6 +482,25 @@ def test_gemm_ptr_checks_its_arguments_before_ctypes(monkeypatch, args, pattern)
     assert not called
     mkernel.gemm_ptr(16, 32, 48, 64, 64, 64, num_compute_ctas=8)
     assert called == [(16, 32, 48, 64, 64, 64, 0, 8, 0)]
+
+
+@pytest.mark.parametrize("args,pattern", [((1024.0, 256, 8192), "m must be an int"),
+                                          ((1024, 2 ** 64 + 128, 8192), r"n must be in \[-9223372036854775808, "),
+                                          ((1024, 256, "8192"), "k must be an int"),
+                                          ((1024, 256, 8192, 2 ** 32 + 8), r"num_compute_ctas must be in \[0, "),
+                                          ((1024, 256, 8192, -1), r"num_compute_ctas must be in \[0, "),
+                                          ((1024, 256, 8192, 8.0), "num_compute_ctas must be an int")])
+def test_gemm_workspace_bytes_checks_its_arguments_before_ctypes(monkeypatch, args, pattern):
+    # (a float reached ctypes as a bare ArgumentError, and 2**64 + 128 arrived as 128 without a word)
+    called = []
+    from mkernel import _ops_c
+    monkeypatch.setattr(_ops_c, "_need", lambda symbol, op: lambda *a: called.append(a[:-1]) or 0)
+    with pytest.raises(mkernel.MkernelError, match="mkernel.gemm_workspace_bytes: " + pattern):
+        mkernel.gemm_workspace_bytes(*args)
+    assert not called
+    np = pytest.importorskip("numpy")
+    assert mkernel.gemm_workspace_bytes(np.int64(1024), 256, 8192, num_compute_ctas=8) == 0
+    assert called == [(1024, 256, 8192, 8)] and all(type(v) is int for v in called[0])
 
 
 def test_gemm_ptr_passes_what_its_fast_check_sends_to_the_detailed_one(monkeypatch):
@@ -454,15 +542,16 @@ _PLANS = {"AgGemm": (tp, ("m_local", "n", "k"), ("num_comm_ctas", "num_ctas")),
 @pytest.mark.parametrize("plan", sorted(_PLANS))
 def test_plan_constructors_refuse_what_ctypes_would_wrap_or_truncate(monkeypatch, plan):
     # ctypes took 2**32 + 4 CTAs as 4, m_local = 0.5 as 0 and 2**64 + 128 rows as 128 without a word (the plan then
-    # refused every run() with a confusing shape error): each argument is checked before the library call.
+    # refused every run() with a confusing shape error): each argument is checked before the library call, as an
+    # int of its C type (int64 dimensions, int CTA counts).
     mod, dims, ctas = _PLANS[plan]
     sent = []
     monkeypatch.setattr(mod, "_need", lambda symbol, op: lambda *a: sent.append(a[1:-1]) or 1)
     monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: refused by the stub")
     cls = getattr(mkernel, plan)
     good = dict(zip(dims, (4096, 8192, 1024)))
-    for name, bad in [(dims[0], 2 ** 64 + 128), (dims[1], 0.5), (dims[2], -64), (dims[0], True),
-                      (ctas[0], 2 ** 32 + 4), (ctas[1], -1), (ctas[1], 1.0)]:
+    for name, bad in [(dims[0], 2 ** 64 + 128), (dims[1], 0.5), (dims[2], -(2 ** 63) - 1), (dims[0], True),
+                      (ctas[0], 2 ** 32 + 4), (ctas[1], -(2 ** 31) - 1), (ctas[1], 1.0)]:
         with pytest.raises(mkernel.MkernelError, match=f"mkernel.{plan}: {name} must be"):
             cls(FakeComm(world=2), **{**good, name: bad})
     assert sent == []
@@ -471,9 +560,105 @@ def test_plan_constructors_refuse_what_ctypes_would_wrap_or_truncate(monkeypatch
     assert sent == [(4096, 8192, 1024, 3, 0)] and all(type(v) is int for v in sent[0])
 
 
+@pytest.mark.parametrize("plan", sorted(_PLANS))
+def test_plan_constructors_leave_the_values_the_library_checks_on_every_rank_to_it(monkeypatch, plan):
+    # A rank with no rows (an uneven split), a negative size or CTA count: the plan constructor checks these on every
+    # rank at once and names the rank; refused here, on one rank, the others waited for it in the plan check until
+    # the bootstrap bound (MK_BOOTSTRAP_TIMEOUT_MS) and then reported a missing rank.
+    mod, dims, ctas = _PLANS[plan]
+    sent = []
+    monkeypatch.setattr(mod, "_need", lambda symbol, op: lambda *a: sent.append(a[1:-1]) or 1)
+    monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: refused by the stub")
+    good = dict(zip(dims, (4096, 8192, 1024)))
+    cases = [(dims[0], 0), (dims[1], 100), (dims[2], -64), (ctas[0], -1), (ctas[1], -(2 ** 31))]
+    for name, value in cases:
+        with pytest.raises(mkernel.MkernelError, match="refused by the stub"):
+            getattr(mkernel, plan)(FakeComm(world=2), **{**good, name: value})
+    assert len(sent) == len(cases)
+    for (name, value), args in zip(cases, sent):
+        assert args[(dims + ctas).index(name)] == value
+
+
 def test_ring_attention_plan_refuses_what_ctypes_would_wrap(monkeypatch):
     monkeypatch.setattr(_ring_attention, "_need", lambda symbol, op: lambda *a: pytest.fail("reached the library"))
-    for kw in (dict(batch=2 ** 64 + 1), dict(head_dim=128.0), dict(num_comm_ctas=2 ** 32 + 2), dict(num_ctas=-3)):
+    for kw in (dict(batch=2 ** 64 + 1), dict(head_dim=128.0), dict(num_comm_ctas=2 ** 32 + 2),
+               dict(num_ctas=-(2 ** 31) - 1)):
         args = {**dict(batch=1, s_local=128, heads=8, kv_heads=8, head_dim=128, causal=True), **kw}
         with pytest.raises(mkernel.MkernelError, match=f"mkernel.RingAttention: {next(iter(kw))} must be"):
             mkernel.RingAttention(FakeComm(world=2), **args)
+
+
+def test_ring_attention_plan_leaves_the_values_the_library_checks_on_every_rank_to_it(monkeypatch):
+    # (as the tensor-parallel plans': an empty or odd causal shard on one rank fails every rank in the plan check)
+    sent = []
+    monkeypatch.setattr(_ring_attention, "_need", lambda symbol, op: lambda *a: sent.append(a[1:6] + a[8:10]) or 1)
+    monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: refused by the stub")
+    base = dict(batch=1, s_local=128, heads=8, kv_heads=8, head_dim=128, causal=True)
+    cases = (dict(s_local=0), dict(s_local=127), dict(batch=-1), dict(kv_heads=-2), dict(head_dim=96),
+             dict(num_ctas=-3), dict(num_comm_ctas=-1))
+    for kw in cases:
+        with pytest.raises(mkernel.MkernelError, match="refused by the stub"):
+            mkernel.RingAttention(FakeComm(world=2), **{**base, **kw})
+    names = ("batch", "s_local", "heads", "kv_heads", "head_dim", "num_comm_ctas", "num_ctas")
+    assert len(sent) == len(cases)
+    for kw, args in zip(cases, sent):
+        (name, value), = kw.items()
+        assert args[names.index(name)] == value
+
+
+# ---- plans made by hand: a closed communicator, a closed plan --------------------------------------------------
+
+_HAND_MADE = [("AgGemm", tp, (4096, 8192, 1024)), ("GemmRs", tp, (4096, 8192, 1024)),
+              ("GemmAr", tp_ar, (4096, 8192, 1024)), ("RingAttention", _ring_attention, (1, 128, 8, 8, 128, True))]
+
+
+@pytest.mark.parametrize("plan,mod,args", _HAND_MADE, ids=[p[0] for p in _HAND_MADE])
+def test_hand_made_plans_refuse_a_closed_communicator_or_another_object(monkeypatch, plan, mod, args):
+    # comm._h went to the library unchecked: a closed communicator gave "comm or out is NULL", another object an
+    # AttributeError
+    monkeypatch.setattr(mod, "_need", lambda symbol, op: lambda *a: pytest.fail("reached the library"))
+    closed = mkernel.Communicator.__new__(mkernel.Communicator)
+    closed._h = None  # as close() leaves it
+    for comm in (closed, object(), None):
+        with pytest.raises(mkernel.MkernelError,
+                           match=f"mkernel.{plan}: the communicator is closed \\(or is not a mkernel.Communicator\\)"):
+            getattr(mkernel, plan)(comm, *args)
+
+
+def _closed_ring_plan():
+    p = mkernel.RingAttention.__new__(mkernel.RingAttention)
+    p._h = None  # as close() leaves it
+    return p
+
+
+def test_ring_attention_trace_checks_events_per_cta_and_a_closed_plan(monkeypatch):
+    # events_per_cta went through int() (2.7 -> 2, "8" -> 8, 2**32 + 8 -> wrapped by ctypes), and a closed plan
+    # reached the library as NULL ("plan is NULL")
+    calls = []
+    monkeypatch.setattr(mkernel.lib, "mk_ring_attn_trace", lambda h, n: calls.append((h, n)) or 0, raising=False)
+    p = mkernel.RingAttention.__new__(mkernel.RingAttention)
+    p._h = 1234
+    for bad, pattern in [(2.7, "must be an int"), ("8", "must be an int"), (True, "must be an int"),
+                         (2 ** 32 + 8, r"must be in \[0, 1048576\]"), (-1, r"must be in \[0, 1048576\]"),
+                         ((1 << 20) + 1, r"must be in \[0, 1048576\]")]:
+        with pytest.raises(mkernel.MkernelError, match="mkernel.RingAttention.enable_trace: events_per_cta " + pattern):
+            p.enable_trace(bad)
+    assert calls == []
+    p.enable_trace(__import__("numpy").int32(1 << 20))
+    p.enable_trace(0)
+    assert calls == [(1234, 1 << 20), (1234, 0)] and p._trace_cap == 0
+    for call in (lambda: _closed_ring_plan().enable_trace(16), lambda: _closed_ring_plan().read_trace()):
+        with pytest.raises(mkernel.MkernelError, match="mkernel.RingAttention: the plan is closed"):
+            call()
+    assert len(calls) == 2
+
+
+def test_ring_attention_device_error_names_the_current_device_and_the_communicators(cuda_cpu, monkeypatch):
+    # It called the current device "the communicator's" without reading the communicator (here cuda:1).
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(_tp_plans, "_get_device", lambda: 0)
+    cuda_cpu._device = 1
+    q = _empty(1, 128, 2, 64)  # (a CPU tensor: get_device() -1)
+    with pytest.raises(mkernel.MkernelError, match=r"mkernel.ring_attention: q is on cuda:-1 and the current device "
+                                                   r"is cuda:0; the communicator's is cuda:1"):
+        _ring(cuda_cpu, q)

@@ -102,6 +102,18 @@ def test_mk_library_that_is_not_a_file_is_an_import_error():
     assert r.returncode != 0 and "MK_LIBRARY=/nonexistent/libmkernel.so is not a file" in r.stderr, r.stderr
 
 
+def test_mk_library_that_is_not_a_shared_library_is_an_import_error_naming_it(tmp_path):
+    # ctypes.CDLL's bare OSError ("invalid ELF header") did not say that MK_LIBRARY chose the file.
+    import subprocess
+    import sys
+    bad = tmp_path / "libmkernel.so"
+    bad.write_text("not a shared library\n")
+    env = dict(os.environ, MK_LIBRARY=str(bad))
+    r = subprocess.run([sys.executable, "-c", "import mkernel"], capture_output=True, text=True, env=env)
+    assert r.returncode != 0 and "ImportError" in r.stderr, r.stderr
+    assert f"ImportError: mkernel: MK_LIBRARY={bad} could not be loaded" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("m,n,k,pattern", [
     (64, 100, 64, "n must be a positive multiple of 64"),
     (64, 64, 96, "k must be a positive multiple of 64"),

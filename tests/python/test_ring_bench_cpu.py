@@ -618,3 +618,11 @@ def test_sampled_check_maps_each_ranks_rows_to_their_global_positions(no_gpu, mo
         assert eo < 1e-6 and el < 1e-6, (r, eo, el)
         wrong = bench.sampled_check(shape, variant((r + 1) % world), qkv, bench.Ctx(r, world))
         assert wrong[0] > 0.1, (r, wrong)
+
+
+@pytest.mark.parametrize("nodes,local,hosts,label", [(1, 2, 1, "1x2"), (2, 1, 1, "2x1 emu (mkernel)"),
+                                                     (2, 4, 2, "2x4"), (4, 2, 2, "4x2 emu (mkernel)")])
+def test_the_config_label_comes_from_the_communicator(nodes, local, hosts, label):
+    # (it read MK_RANKS_PER_NODE itself: 0, the declared default, divided by zero; a real run across nodes
+    # without it was labelled 1xW; emulated nodes are those past the job's hosts)
+    assert bench.config_label({"num_nodes": nodes, "local_size": local}, hosts) == (label, "emu" in label)

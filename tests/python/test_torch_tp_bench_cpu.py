@@ -39,9 +39,11 @@ def test_a_failed_check_keeps_the_rows_before_it_and_fails_the_run(tmp_path, mon
             (bench.torch.cuda, "get_device_name", lambda: "GPU"),
             (bench.torch, "Generator", lambda device=None: types.SimpleNamespace(manual_seed=lambda s: None)),
             (bench.dist, "group", types.SimpleNamespace(WORLD=types.SimpleNamespace(group_name="0"))),
-            (bench.mkernel.torchrun, "main", lambda run, backend: run(types.SimpleNamespace(world=2), 0, 2))):
+            (bench, "num_hosts", lambda: 1),
+            (bench.mkernel.torchrun, "main", lambda run, backend: run(types.SimpleNamespace(
+                world=2, info=lambda: {"num_nodes": 1, "local_size": 2}), 0, 2))):
         monkeypatch.setattr(obj, name, value)
-    monkeypatch.delenv("MK_RANKS_PER_NODE", raising=False)
+    monkeypatch.setenv("MK_RANKS_PER_NODE", "0")  # (its declared default: the label divided by it, read itself)
     with pytest.raises(RuntimeError, match="outputs disagree"):
         bench.main(args)
     assert len(list(tmp_path.glob("torch-tp-*"))) == 1  # one file, rewritten (no .part left)
@@ -71,3 +73,12 @@ def test_a_miss_says_its_per_round_range(tmp_path):
     seen, missed = next(v for k, v in c.items.items() if k[2].startswith("AG+GEMM 1x2"))
     assert missed[0] == ("M=1024: 0.9900x (torch 0.990 ms / mkernel 1.000 ms; per round p10/median/p90 "
                          "0.9700/0.9900/1.0100, within the run's spread)")
+
+
+@pytest.mark.parametrize("nodes,local,hosts,label", [(1, 2, 1, "1x2"), (2, 1, 1, "2x1 emu (mkernel)"),
+                                                     (2, 4, 2, "2x4"), (4, 2, 2, "4x2 emu (mkernel)")])
+def test_the_config_label_comes_from_the_communicator(nodes, local, hosts, label):
+    # The label read MK_RANKS_PER_NODE itself: "0" (its declared default) divided by zero, and a real run across
+    # two nodes without it was labelled 1xW. Now: mkernel's nodes x ranks per node (comm.info()), emulated where
+    # they outnumber the job's hosts.
+    assert bench.config_label({"num_nodes": nodes, "local_size": local}, hosts) == (label, "emu" in label)

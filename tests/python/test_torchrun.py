@@ -99,3 +99,33 @@ def test_main_asks_for_eager_module_loading_unless_the_caller_chose(monkeypatch)
         with pytest.raises(RuntimeError, match="stop here"):
             mkernel.torchrun.main(lambda *a: None)
         assert seen[-1] == want
+
+
+@pytest.mark.parametrize("value", ["2", "maybe", "yes please"])
+def test_a_bad_mk_share_gpus_is_refused_by_the_librarys_parser_before_the_gpu_is_chosen(monkeypatch, value):
+    # main read MK_SHARE_GPUS itself (anything but 1/true/yes/on was false, without a word); the library's bool
+    # parser refuses a bad value, naming the variable, before torch.cuda.set_device.
+    started = []
+    monkeypatch.setenv("MK_SHARE_GPUS", value)
+    monkeypatch.setattr(mkernel.torchrun.torch.cuda, "set_device", lambda d: started.append(d))
+    with pytest.raises(mkernel.MkernelError, match=f"MK_SHARE_GPUS='{value}' is not a boolean"):
+        mkernel.torchrun.main(lambda *a: None)
+    assert started == []
+
+
+@pytest.mark.parametrize("value,shared", [("on", True), ("TRUE", True), ("0", False), ("off", False), (None, False)])
+def test_mk_share_gpus_takes_the_librarys_spellings(monkeypatch, value, shared):
+    seen = []
+    if value is None:
+        monkeypatch.delenv("MK_SHARE_GPUS", raising=False)
+    else:
+        monkeypatch.setenv("MK_SHARE_GPUS", value)
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    monkeypatch.setattr(mkernel.torchrun.torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(mkernel.torchrun.torch.cuda, "set_device", lambda d: seen.append(d))
+    def stop(b):
+        raise RuntimeError("stop")
+    monkeypatch.setattr(mkernel.torchrun.dist, "init_process_group", stop)
+    with pytest.raises(RuntimeError, match="stop"):
+        mkernel.torchrun.main(lambda *a: None)
+    assert seen == [1 if shared else 3]

@@ -329,8 +329,8 @@ def check_plan_cache_captured(comm, d, v):
 
 
 def check_errors(comm, d):
-    # Every rank fails alike before any collective: the all_gather at the end
-    # would time out if one of these had started a plan on one side only.
+    # Every rank fails alike, in Python or in the plan's collective check: the all_gather at the end would time
+    # out if one of these had started a plan on one side only.
     x, w = d.rnd(256, 512), d.rnd(320, 512)
     h, v = d.rnd(512, 384), d.rnd(256, 384)
     expect_error(lambda: mkernel.ag_gemm(x.float(), w, comm), "bfloat16", "float input")
@@ -365,6 +365,14 @@ def check_errors(comm, d):
                                             out=torch.empty(512, 256, device="cuda", dtype=torch.bfloat16)),
                  "autograd", "all_reduce out= with autograd")
     expect_error(lambda: mkernel.all_gather(x, object()), "not a mkernel.Communicator", "not a communicator")
+    # A size bad on one rank only (an uneven split left rank 1 no rows): the plan's check, collective, fails every
+    # rank at once naming rank 1 (session 48; refused in Python on rank 1 alone, it left the others waiting in the
+    # plan check for the bootstrap bound, 60 s).
+    rows = 0 if d.rank == 1 else 256
+    t0 = time.monotonic()
+    expect_error(lambda: mkernel.ag_gemm(d.rnd(256, 512)[:rows].contiguous(), w, comm), "rank 1",
+                 "a_local with no rows on rank 1 alone")
+    expect(time.monotonic() - t0 < 10, f"a bad size on rank 1 alone took {time.monotonic() - t0:.1f} s to fail")
     expect(mkernel.tp.register(comm) == comm._uid, "register returns the communicator's key")
     expect(torch.equal(mkernel.all_gather(x, comm).float().cpu(), d.cat(x)), "all_gather after the errors")
     # Repeated shapes take a fast path (mkernel/tp.py _hot): the same errors after steady-state calls.
