@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,16 @@ TEST(RingAttnDist, ScalesThatPrintAlikeButDifferAreRefused) {
   EXPECT_NE(m.find("every rank must use the same shape"), std::string::npos) << m;
   o.scale = 0.1234567f;  // alike on every rank: the plan is made
   EXPECT_EQ(error_of([&] { RingAttention p(comm(), 1, 256, 4, 2, 128, false, o); }), "");
+  comm().barrier();
+}
+
+// An s_local so large that s_local x world overflows int64 is refused by the size check (the product was taken
+// before it: undefined behaviour; session 48).
+TEST(RingAttnDist, AHugeShardIsRefusedWithoutOverflow) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  const int64_t huge = std::numeric_limits<int64_t>::max() / 2 + 1;
+  const std::string m = error_of([&] { RingAttention p(comm(), 1, huge, 4, 2, 128, false); });
+  EXPECT_NE(m.find("sizes too large"), std::string::npos) << m;
   comm().barrier();
 }
 
