@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <map>
 
 #include "mkernel/error.hpp"
+#include "mkernel/knobs.hpp"
 
 namespace mk {
 
@@ -86,11 +88,22 @@ std::string Topology::describe() const {
 
 std::string local_host_id() {
   char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  std::string boot;
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::getline(f, boot);
-  return std::string(host) + "/" + boot;
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  // The kernel's boot id tells hosts of one name apart (containers keep the host's); the machine id where /proc
+  // hides it. Without either, two hosts of one name would be taken for one (wrong nodes, or a false "both use GPU"
+  // refusal): said once, so such a result can be traced.
+  for (const char* path : {"/proc/sys/kernel/random/boot_id", "/etc/machine-id"}) {
+    std::string id;
+    std::ifstream f(path);
+    if (std::getline(f, id) && !id.empty()) return std::string(host) + "/" + id;
+  }
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) {
+    log(LogLevel::Warn, cat("warning: neither /proc/sys/kernel/random/boot_id nor /etc/machine-id is readable: this "
+                            "host is told apart from others by its name alone ('", host, "'); hosts of one name "
+                            "would be taken for one"));
+  }
+  return std::string(host) + "/";
 }
 
 }  // namespace mk
