@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "mkernel/error.hpp"
+#include "mkernel/knobs.hpp"
 #include "src/runtime/device_health.hpp"
 #include "src/runtime/reported_wait.hpp"
 
@@ -42,13 +43,20 @@ std::vector<TraceEvent> TraceLog::read() const {
   std::vector<uint64_t> h(words());
   MK_DEVICE_SYNC("reading a plan's device trace");
   MK_CUDA_CHECK(cudaMemcpy(h.data(), buf_, h.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+  uint64_t dropped = 0;
+  int full = 0;
   for (int c = 0; c < ctas_; ++c) {
     const uint64_t* mine = h.data() + size_t(c) * per;
     const uint64_t n = std::min<uint64_t>(mine[0], uint64_t(cap_));
+    if (mine[0] > n) dropped += mine[0] - n, ++full;
     for (uint64_t i = 0; i < n; ++i)
       out.push_back(TraceEvent{c, static_cast<uint32_t>(mine[2 + 2 * i] >> 32),
                                static_cast<uint32_t>(mine[2 + 2 * i] & 0xffffffffu), mine[1 + 2 * i]});
   }
+  // The device counts every event and keeps the first events_per_cta of each CTA: a cut trace is said.
+  if (dropped)
+    log(LogLevel::Warn, cat(who_, "::read_trace: ", dropped, " events past events_per_cta (", cap_, ") were dropped on ",
+                            full, " of ", ctas_, " CTAs (the first ", cap_, " of each are kept); enable_trace with more"));
   return out;
 }
 
