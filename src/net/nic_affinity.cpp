@@ -89,7 +89,8 @@ std::string nic_choice_line(const std::vector<NicCandidate>& candidates, size_t 
   std::string line = cat("NIC ", candidates[chosen].name, " of ", candidates.size(), " (");
   for (size_t i = 0; i < candidates.size(); ++i) {
     const int h = pci_hops(candidates[i].pci_path, gpu_pci_path);
-    line += cat(i ? ", " : "", candidates[i].name, h >= 0 ? cat(": ", h, " PCIe hops") : std::string(": place unknown"));
+    line += cat(i ? ", " : "", candidates[i].name,
+                h >= 0 ? cat(": ", h, " PCIe hops") : std::string(": place unknown"));
   }
   return line + cat(") for local rank ", local_rank, ", GPU ", gpu_pci_path.empty() ? "place unknown" : gpu_pci_path);
 }

@@ -55,8 +55,9 @@ std::vector<TraceEvent> TraceLog::read() const {
   }
   // The device counts every event and keeps the first events_per_cta of each CTA: a cut trace is said.
   if (dropped)
-    log(LogLevel::Warn, cat(who_, "::read_trace: ", dropped, " events past events_per_cta (", cap_, ") were dropped on ",
-                            full, " of ", ctas_, " CTAs (the first ", cap_, " of each are kept); enable_trace with more"));
+    log(LogLevel::Warn, cat(who_, "::read_trace: ", dropped, " events past events_per_cta (", cap_,
+                            ") were dropped on ", full, " of ", ctas_, " CTAs (the first ", cap_,
+                            " of each are kept); enable_trace with more"));
   return out;
 }
 
