@@ -91,10 +91,11 @@ void fill_random_bf16(void* dst, size_t count, uint64_t seed, cudaStream_t s);
 void fill_random_bytes(void* dst, size_t bytes, uint64_t seed, cudaStream_t s);
 
 // `copies` device buffers of `bytes` each, enough that cycling through them
-// defeats the 60 MB L2.
+// defeats the 60 MB L2: min_total bytes in all (at least 2 copies, at most
+// max_copies; 8 left a 4 MiB shard at W = 4 cycling through 32 MiB).
 class Rotating {
  public:
-  Rotating(size_t bytes, size_t min_total = size_t(256) << 20, int max_copies = 8);
+  Rotating(size_t bytes, size_t min_total = size_t(256) << 20, int max_copies = 128);
   ~Rotating();
   void* get(int i) const { return bufs_[static_cast<size_t>(i) % bufs_.size()]; }
   int copies() const { return static_cast<int>(bufs_.size()); }
