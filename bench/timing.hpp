@@ -47,8 +47,8 @@ inline std::vector<size_t> call_order(size_t n, int round, bool rotate) {
 
 struct Stats {
   double median_ms = 0;  // median over the calls of each call's slowest rank
-  double min_ms = 0;     // this rank's fastest call
-  double spread = 0;     // (p90 - p10) / median on this rank
+  double min_ms = 0;     // the fastest call (each call's slowest rank)
+  double spread = 0;     // (p90 - p10) / median of each call's slowest rank
   int iters = 0;
   std::vector<double> per_round;  // each timed call's slowest rank's ms, in round order (time_interleaved)
 };
