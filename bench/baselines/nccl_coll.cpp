@@ -19,7 +19,9 @@ void bench_nccl(BenchContext& bc) {
               " collectives, bf16",
           {"collective", "MiB per rank", "ms", "algbw GB/s", "busbw GB/s"},
           {},
-          "Sizes are each rank's input (AR, RS) or output share (AG). busbw = algbw x 2(W-1)/W (AR) or (W-1)/W "
+          "MiB per rank = one share: AR's input (and output), AG's input (its output is W shares), RS's output "
+          "(its input is W shares). Each timed call follows an untimed 1-element all-reduce that lines the ranks up "
+          "(no call absorbs another rank's lag). busbw = algbw x 2(W-1)/W (AR) or (W-1)/W "
           "(AG, RS), NCCL's convention. Reference here: AR busbw ~205 GB/s at 16 MiB, ~301 at 256 MiB."};
   if (W < 2 || bc.shared_gpu) {
     t.note = W < 2 ? "skipped: needs >= 2 ranks" : "skipped: the ranks share a GPU (NCCL refuses that)";
@@ -27,6 +29,7 @@ void bench_nccl(BenchContext& bc) {
     return;
   }
   ncclComm_t nc = make_nccl_comm(c);
+  auto bar = std::make_unique<NcclBarrier>(nc, bc.stream);  // (reset before the communicator is destroyed)
   std::vector<size_t> mibs = {1, 16, 64, 256};
   if (bc.quick) mibs = {16};
   for (const char* coll : {"all_reduce", "all_gather", "reduce_scatter"}) {
@@ -45,7 +48,7 @@ void bench_nccl(BenchContext& bc) {
         if (ar) MKB_NCCL(ncclAllReduce(src, out, elems, ncclBfloat16, ncclSum, nc, bc.stream));
         else if (ag) MKB_NCCL(ncclAllGather(src, out, elems, ncclBfloat16, nc, bc.stream));
         else MKB_NCCL(ncclReduceScatter(src, out, elems, ncclBfloat16, ncclSum, nc, bc.stream));
-      });
+      }, std::cref(*bar));
       // algbw over the per-rank size for AR, over the full W*share for AG/RS.
       double algbw = (ar ? share : share * W) / (st.median_ms * 1e6);
       double busbw = algbw * (ar ? 2.0 * (W - 1) / W : double(W - 1) / W);
@@ -53,6 +56,7 @@ void bench_nccl(BenchContext& bc) {
       cudaFree(out);
     }
   }
+  bar.reset();
   ncclCommDestroy(nc);
   bc.report->add(t);
 }
