@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 
 #include "bench/baselines/nccl_util.hpp"
 #include "bench/bench.hpp"
