@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mkernel  # noqa: E402
 import attn_ref  # noqa: E402  (the fp32 reference and the issue's error measures)
+from dist_timing import call_order  # noqa: E402  (the balanced call order of mkbench's tables)
 
 L2_BYTES = 60 << 20
 
@@ -185,9 +186,10 @@ def main():
         names = list(fns)
         ncall = 0  # inputs rotate per call: no call finds the previous one's in L2
         for it in range(args.warmup + args.rounds):
-            # No variant always goes first or after the same one: under the power cap a call after a
-            # lower-power kernel (SDPA's flash backend) runs at higher clocks (2026-12-01, S=32k).
-            for n in names[it % len(names):] + names[:it % len(names)]:
+            # No variant always goes first or after the same one (a balanced order, dist_timing.call_order):
+            # under the power cap a call after a lower-power kernel (SDPA's flash backend) runs at higher clocks
+            # (2026-12-01, S=32k).
+            for n in (names[i] for i in call_order(len(names), it)):
                 f = fns[n]
                 if n in broken:
                     continue

@@ -2,7 +2,7 @@
 bench/torch_ring_attn_bench.py): agreement and maxima over ranks, the timing
 loop of MEASURING.md (CUDA events, a host sync + barrier + GPU sleep before
 each call, or back to back after a barrier on the stream; variants rotated per
-round, each call's time the max over ranks, then the median), and small report
+round in a balanced order, each call's time the max over ranks, then the median), and small report
 helpers. Needs torch.distributed initialised (gloo for the
 CPU all-reduces)."""
 import importlib.util
@@ -22,6 +22,18 @@ def use_in_tree_package():
     beside this folder (python/) goes on the path. An installed package wins."""
     if importlib.util.find_spec("mkernel") is None:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+
+
+def call_order(n, r):
+    """Round r's order of n calls, as mkbench's call_order (bench/timing.hpp): row r of a Williams design (0, 1,
+    n-1, 2, n-2, ... shifted by r, reversed in every other block of n rounds when n is odd), so that within n rounds
+    (2n for odd n) every call directly follows every other equally often. A cyclic shift gave each call the same
+    predecessor every round, and under the power cap a call after a light one runs at higher clocks."""
+    base = [0] + [(j + 1) // 2 if j % 2 else n - j // 2 for j in range(1, n)]
+    o = [(b + r) % n for b in base]
+    if n % 2 and (r // n) % 2:
+        o.reverse()
+    return o
 
 
 def max_over_ranks(values):  # CPU tensors: over gloo
@@ -62,7 +74,7 @@ def measure(fns, inputs, rounds, warmup, lead_cycles, device_barrier=None, per_r
             if r == warmup:
                 torch.cuda.synchronize()
                 SAMPLER.start()  # the timed rounds' clocks (bench/gpu_clocks.py: the reports' clock line)
-            for n in names[r % len(names):] + names[:r % len(names)]:  # no variant always goes first
+            for n in (names[i] for i in call_order(len(names), r)):  # balanced: no call always after another
                 x = inputs[k % n_in]
                 k += 1
                 if device_barrier is None:

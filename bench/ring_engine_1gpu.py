@@ -19,12 +19,13 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from attention_bench import L2_BYTES, mkernel, sdpa  # noqa: E402  (the same SDPA call and layout)
+from dist_timing import call_order  # noqa: E402
 
 
 def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--rounds", type=int, default=12)
+    ap.add_argument("--rounds", type=int, default=20)  # (MEASURING.md's median of 20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--out", default="bench/results")
     return ap.parse_args()
@@ -63,7 +64,7 @@ def main():
         times = {n: [] for n in fns}
         names = list(fns)
         for it in range(args.warmup + args.rounds):
-            for n in names[it % len(names):] + names[:it % len(names)]:
+            for n in (names[i] for i in call_order(len(names), it)):  # balanced (dist_timing.call_order)
                 q, k, v = data[it % pool]
                 e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 e0.record()

@@ -27,3 +27,26 @@ def test_bench_script_help(script):
     r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", script), "--help"], env=env,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "usage:" in r.stdout, (r.returncode, r.stdout[-500:], r.stderr[-2000:])
+
+
+def test_the_python_benches_call_order_is_mkbenchs_balanced_one():
+    """dist_timing.call_order (the Python benches' round order) is a Williams design like bench/timing.hpp's:
+    within n rounds (2n for odd n) every call directly follows every other equally often (a cyclic shift, the
+    order before session 48, gave each call the same predecessor every round)."""
+    bench = os.path.join(ROOT, "bench")
+    sys.path.insert(0, bench)
+    try:
+        import importlib
+        dt = importlib.import_module("dist_timing")
+    finally:
+        sys.path.remove(bench)
+    for n in range(2, 12):
+        rounds = n if n % 2 == 0 else 2 * n
+        follows = {}
+        for r in range(rounds):
+            o = dt.call_order(n, r)
+            assert sorted(o) == list(range(n)), (n, r, o)
+            for a, b in zip(o, o[1:]):
+                follows[(a, b)] = follows.get((a, b), 0) + 1
+        counts = set(follows.values())
+        assert len(follows) == n * (n - 1) and len(counts) == 1, (n, follows)
