@@ -7,6 +7,7 @@ helpers. Needs torch.distributed initialised (gloo for the
 CPU all-reduces)."""
 import importlib.util
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -34,6 +35,23 @@ def call_order(n, r):
     if n % 2 and (r // n) % 2:
         o.reverse()
     return o
+
+
+def config_label(info, hosts):
+    """The report's config column and whether mkernel's nodes are emulated: its communicator's nodes x ranks per
+    node (comm.info(): `info`), 1xW on one node, with " emu (mkernel)" where it sees more nodes than the job has
+    `hosts` (MK_RANKS_PER_NODE: torch's baselines stay on one node's NVLink). (The label read MK_RANKS_PER_NODE
+    itself: its declared default, 0, divided by zero, and a real run across nodes without it read as 1xW.)"""
+    nodes, local = info["num_nodes"], info["local_size"]
+    emulated = nodes > hosts
+    return (f"{nodes}x{local} emu (mkernel)" if emulated else f"{nodes}x{local}"), emulated
+
+
+def num_hosts():
+    """How many hosts the job's ranks run on (collective: every rank calls it)."""
+    names = [None] * dist.get_world_size()
+    dist.all_gather_object(names, socket.gethostname())
+    return len(set(names))
 
 
 def max_over_ranks(values):  # CPU tensors: over gloo

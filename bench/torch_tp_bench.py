@@ -29,14 +29,14 @@ import os
 for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
     os.environ.setdefault(_k, _v)
 
-import argparse, datetime, socket, sys, warnings  # noqa: E401,E402
+import argparse, datetime, sys, warnings  # noqa: E401,E402
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dist_timing import agree, fence, max_over_ranks, measure, provenance, sh, short  # noqa: E402,F401
-from dist_timing import paired_ratio  # noqa: E402
+from dist_timing import config_label, num_hosts, paired_ratio  # noqa: E402
 from dist_timing import use_in_tree_package  # noqa: E402
 from gpu_clocks import SAMPLER  # noqa: E402
 
@@ -72,23 +72,6 @@ def parse_args():
     if args.lead_cycles < 0 or args.rounds < 1 or args.warmup < 0:
         ap.error("--lead-cycles and --warmup must be >= 0, --rounds >= 1")
     return args
-
-
-def config_label(info, hosts):
-    """The report's config column and whether mkernel's nodes are emulated: its communicator's nodes x ranks per
-    node (comm.info(): `info`), 1xW on one node, with " emu (mkernel)" where it sees more nodes than the job has
-    `hosts` (MK_RANKS_PER_NODE: torch's baselines stay on one node's NVLink). (The label read MK_RANKS_PER_NODE
-    itself: its declared default, 0, divided by zero, and a real run across nodes without it read as 1xW.)"""
-    nodes, local = info["num_nodes"], info["local_size"]
-    emulated = nodes > hosts
-    return (f"{nodes}x{local} emu (mkernel)" if emulated else f"{nodes}x{local}"), emulated
-
-
-def num_hosts():
-    """How many hosts the job's ranks run on (collective: every rank calls it)."""
-    names = [None] * dist.get_world_size()
-    dist.all_gather_object(names, socket.gethostname())
-    return len(set(names))
 
 
 def load_symm_mem():

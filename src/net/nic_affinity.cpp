@@ -1,6 +1,7 @@
 // mkernel: which NIC a rank's transport opens (nic_affinity.hpp).
 #include "src/net/nic_affinity.hpp"
 
+#include <cuda_runtime_api.h>
 #include <limits.h>
 #include <stdlib.h>
 
@@ -37,6 +38,16 @@ std::string pci_device_path(const std::string& bus_id, const std::string& sysfs_
   if (id.size() == 16 && id.compare(0, 4, "0000") == 0) id = id.substr(4);  // CUDA: "00000000:1b:00.0"
   if (id.empty()) return "";
   return resolved(sysfs_root + "/bus/pci/devices/" + id);
+}
+
+std::string gpu_pci_path(int cuda_device) {
+  if (cuda_device < 0) return "";
+  char bus[32] = {};
+  if (cudaDeviceGetPCIBusId(bus, sizeof(bus), cuda_device) != cudaSuccess) {
+    cudaGetLastError();  // (not left set for the next call)
+    return "";
+  }
+  return pci_device_path(bus);
 }
 
 std::string ib_device_pci_path(const std::string& name, const std::string& sysfs_root) {

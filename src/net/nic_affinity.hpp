@@ -23,6 +23,9 @@ struct NicCandidate {
 // <sysfs_root>/bus/pci/devices; "" when it is not there.
 std::string pci_device_path(const std::string& bus_id, const std::string& sysfs_root = "/sys");
 
+// The sysfs path of CUDA device `cuda_device`'s PCI function; "" for -1 (a CPU test) or where it is unknown.
+std::string gpu_pci_path(int cuda_device);
+
 // The resolved sysfs path of an RDMA device's PCI function (<sysfs_root>/class/infiniband/<name>/device); "".
 std::string ib_device_pci_path(const std::string& name, const std::string& sysfs_root = "/sys");
 

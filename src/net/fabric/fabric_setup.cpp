@@ -1,7 +1,5 @@
 // mkernel fabric backend: provider selection, endpoint setup, address and
 // region exchange, teardown. The data path is in fabric_datapath.cpp.
-#include <cuda_runtime_api.h>
-
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -133,14 +131,7 @@ void FabricTransport::take_nearest_nic() {
     entry.push_back(i);
   }
   if (cands.size() < 2) return;
-  std::string gpu_path;
-  if (cfg_.cuda_device >= 0) {
-    char bus[32] = {};
-    if (cudaDeviceGetPCIBusId(bus, sizeof(bus), cfg_.cuda_device) == cudaSuccess)
-      gpu_path = pci_device_path(bus);
-    else
-      cudaGetLastError();
-  }
+  const std::string gpu_path = gpu_pci_path(cfg_.cuda_device);
   const int local = host_index(cfg_);
   const size_t pick = choose_nic(cands, gpu_path, local);
   log(LogLevel::Info, cat("fabric: rank ", cfg_.rank, ": ", nic_choice_line(cands, pick, gpu_path, local)));

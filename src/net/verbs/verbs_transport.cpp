@@ -377,15 +377,8 @@ void VerbsTransport::close() {
 std::unique_ptr<Transport> make_verbs(const TransportConfig& cfg) {
   const verbs::IbvApi& a = verbs::ibv();
   // The NIC nearest this rank's GPU (nic_affinity.hpp); without a GPU (CPU tests) the ranks of a node spread.
-  std::string gpu_path;
-  if (cfg.cuda_device >= 0) {
-    char bus[32] = {};
-    if (cudaDeviceGetPCIBusId(bus, sizeof(bus), cfg.cuda_device) == cudaSuccess)
-      gpu_path = pci_device_path(bus);
-    else
-      cudaGetLastError();
-  }
-  verbs::OpenedDevice dev = verbs::open_device(a, knob_str(Knob::MK_IB_DEVICE), gpu_path, host_index(cfg));
+  verbs::OpenedDevice dev =
+      verbs::open_device(a, knob_str(Knob::MK_IB_DEVICE), gpu_pci_path(cfg.cuda_device), host_index(cfg));
   bool efa = false;
   try {
     efa = verbs::is_efa_device(a, dev);
