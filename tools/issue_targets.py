@@ -27,8 +27,9 @@ allgather-mk baselines (their K/V cross the emulated network; bench/torch_ring_a
 baseline_candidates) count. Every report
 read must record at least 20 timed rounds (MEASURING.md; a miss otherwise), and the list of reports gives each
 one's commit and rounds: a report of another commit than the tree under test (--commit, default git HEAD; where
-git cannot say, the newest report's) measured that code: a miss, with a warning above the tables, as are reports
-of several commits judged together (a warning) and ring rows merged from reports of several commits (a miss);
+git cannot say, the newest report's) measured that code, unless no code a benchmark depends on changed between
+the two (tools/git_commits.py; results, documents and tests may): a miss, with a warning above the tables, as are
+reports of several commits judged together (a warning) and ring rows merged from reports of several commits (a miss);
 --commit any: the tree's commit is not judged.
 Each harness's other power regime (mkbench --lead-cycles: config "... rested"; torch_tp_bench.py --back-to-back:
 "1x2 back-to-back") is its own configuration, judged beside the default's rows, never instead of them. Where a
@@ -43,8 +44,10 @@ import functools
 import json
 import os
 import re
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import git_commits  # noqa: E402  (tools/git_commits.py)
 
 STAMP = re.compile(r"(\d{8}T\d{4,6}Z)")
 
@@ -688,28 +691,17 @@ def commit_groups(paths):
     return groups
 
 
-def tree_commit():
-    """This tree's commit (git rev-parse --short=12 HEAD, as mkbench's reports write it); None where git cannot
-    say (a copy of the tree without its .git)."""
-    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-    try:
-        r = subprocess.run(["git", "-C", root, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                           timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    out = r.stdout.strip()
-    return out if r.returncode == 0 and re.fullmatch(r"[0-9a-f]{7,40}", out) else None
-
-
 def commit_label(path):
     cm = commit_of(path)
     return "no commit recorded" if cm is None else cm[0] + ("-dirty" if cm[1] else "")
 
 
-def check_commits(files, c, head):
-    """Every report judged measured the tree under test: commit head (git HEAD or --commit; None: git cannot
-    say, and the newest report's commit stands in). A report of another commit, or that records none, is a miss
-    under each issue it feeds. Returns the warnings to print above the tables (also for head "any": not judged)."""
+def check_commits(files, c, head, whence="git HEAD"):
+    """Every report judged measured the tree under test: commit head (git HEAD or --commit, `whence` says which;
+    None: git cannot say, and the newest report's commit stands in), or a commit whose code is head's
+    (git_commits.code_unchanged: a report is committed after the commit it measured). A report of other code, or
+    that records no commit, is a miss under each issue it feeds. Returns the warnings to print above the tables
+    (also for head "any": not judged)."""
     reports = list(judged(files, c))
     warn = []
     groups = commit_groups([f for f, _ in reports])
@@ -719,7 +711,6 @@ def check_commits(files, c, head):
                         f"`{os.path.basename(p)}`" for p in ps) for g, ps in groups))
     if head == "any":
         return warn
-    whence = "git HEAD"
     if head is None:
         dated = sorted((f for f, _ in reports if commit_of(f)), key=stamp_key)
         head = commit_of(dated[-1])[0] if dated else "unknown"
@@ -727,10 +718,13 @@ def check_commits(files, c, head):
         warn.append(f"WARNING: this tree's commit is unknown (git rev-parse HEAD failed): the reports are checked "
                     f"against the newest one's commit, {head}")
     target = f"measured the tree under test (commit {head}, {whence})"
-    other = []
+    other, same_code = [], []
     for f, issues in reports:
         cm = commit_of(f)
         ok = cm is not None and same_commit(cm[0], head)
+        if cm is not None and not ok and git_commits.code_unchanged(cm[0], head):
+            ok = True
+            same_code.append(f)
         if not ok:
             other.append(f)
         for issue in issues:
@@ -739,6 +733,9 @@ def check_commits(files, c, head):
         warn.append(f"WARNING: {len(other)} of the {len(reports)} reports judged did not measure the tree under "
                     f"test (commit {head}, {whence}); each is a miss: " + ", ".join(
                         f"`{os.path.basename(f)}` ({commit_label(f)})" for f in other))
+    if same_code:
+        warn.append(f"note: measured earlier commits with the code of {head} (git diff of the code they measure: "
+                    "none): " + ", ".join(f"`{os.path.basename(f)}` ({commit_label(f)})" for f in same_code))
     dirty = [f for f, _ in reports if f not in other and commit_of(f) and commit_of(f)[1]]
     if dirty:
         warn.append(f"note: measured {head} with uncommitted changes, which the reports do not record: " + ", ".join(
@@ -766,7 +763,13 @@ def main(argv=None):
             check_mkbench(f, c, ops)
     check_ring(ring, c)
     check_protocol(files, c)
-    warnings = check_commits(files, c, a.commit or tree_commit())
+    if a.commit in (None, "any"):
+        head, whence = (a.commit or git_commits.resolve()), "git HEAD"
+    else:
+        head, whence = git_commits.resolve(a.commit), f"--commit {a.commit}"
+        if head is None:
+            ap.error(f"--commit {a.commit}: git knows no such commit here")
+    warnings = check_commits(files, c, head, whence)
     # What the issues need on two GPUs, reported as absent when no report supplied it.
     for op, issue in (("AG+GEMM", "5 [tp-ag-rs]"), ("GEMM+RS", "5 [tp-ag-rs]"), ("GEMM+AR", "6 [tp-ar]")):
         for cfg in ("1x2", "2x1"):

@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -33,10 +34,11 @@ class RefCollective {
       MKB_NCCL(ncclAllGather(src, dst, count, ncclBfloat16, nc_, st));
       return;
     }
-    const auto all = host_gather(src, count, st);
-    for (int r = 0; r < c_.world(); ++r)
-      MKB_CUDA(cudaMemcpy(static_cast<char*>(dst) + size_t(r) * count * 2, all[r].data(), count * 2,
-                          cudaMemcpyHostToDevice));
+    host_chunks(src, 1, count, st, [&](size_t c0, size_t len, const std::vector<std::string>& all) {
+      for (int r = 0; r < c_.world(); ++r)
+        upload(static_cast<uint16_t*>(dst) + size_t(r) * count + c0,
+               reinterpret_cast<const uint16_t*>(all[r].data()), len, st);
+    });
   }
 
   // dst [count] = the sum over ranks of rows [rank count, (rank + 1) count) of every rank's src [world x count].
@@ -45,7 +47,7 @@ class RefCollective {
       MKB_NCCL(ncclReduceScatter(src, dst, count, ncclBfloat16, ncclSum, nc_, st));
       return;
     }
-    host_sum(src, dst, size_t(c_.world()) * count, size_t(c_.rank()) * count, count, st);
+    host_sum(src, dst, c_.world(), c_.rank(), count, st);
   }
 
   // dst [count] = the sum over ranks of src [count].
@@ -54,7 +56,7 @@ class RefCollective {
       MKB_NCCL(ncclAllReduce(src, dst, count, ncclBfloat16, ncclSum, nc_, st));
       return;
     }
-    host_sum(src, dst, count, 0, count, st);
+    host_sum(src, dst, 1, 0, count, st);
   }
 
  private:
@@ -71,28 +73,47 @@ class RefCollective {
     return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
   }
 
-  // Every rank's src [count] bf16, through the bootstrap (bounded by its timeout).
-  std::vector<std::string> host_gather(const void* src, size_t count, cudaStream_t st) {
-    if (size_t(c_.world()) * count * 2 > (size_t(512) << 20))
-      mk::fail("mkbench: the host reference collective takes at most 512 MiB over all ranks (", c_.world(), " x ",
-               count * 2, " B asked)");
+  // Host to device on `st`, finished before the host buffer goes (a pageable cudaMemcpy runs on the legacy
+  // stream, which the benches' non-blocking stream does not wait for).
+  static void upload(void* dst, const void* src, size_t elems, cudaStream_t st) {
+    MKB_CUDA(cudaMemcpyAsync(dst, src, elems * 2, cudaMemcpyHostToDevice, st));
     MKB_CUDA(cudaStreamSynchronize(st));
-    std::string mine(count * 2, '\0');
-    MKB_CUDA(cudaMemcpy(mine.data(), src, count * 2, cudaMemcpyDeviceToHost));
-    return c_.bootstrap().allgather(mine, "the benchmark check's host reference collective");
   }
 
-  // dst [len] = the fp32 sum over ranks of src[first, first + len) (src [total] bf16 on every rank).
-  void host_sum(const void* src, void* dst, size_t total, size_t first, size_t len, cudaStream_t st) {
-    const auto all = host_gather(src, total, st);
-    std::vector<float> acc(len, 0.f);
-    for (const auto& s : all) {
-      const auto* p = reinterpret_cast<const uint16_t*>(s.data()) + first;
-      for (size_t i = 0; i < len; ++i) acc[i] += to_f(p[i]);
+  // src holds `blocks` blocks of `count` bf16 on every rank. In chunks [c0, c0 + len) of a block (at most 64 MiB
+  // gathered per step, whatever the sizes): every rank's chunk of each block, through the bootstrap (bounded by its
+  // timeout), to `use(c0, len, all)`, all[r] = rank r's chunks of blocks 0..blocks-1 back to back.
+  template <class Use>
+  void host_chunks(const void* src, int blocks, size_t count, cudaStream_t st, Use&& use) {
+    const size_t per_elem = size_t(c_.world()) * size_t(blocks) * 2;
+    const size_t step = std::max<size_t>(1, (size_t(64) << 20) / per_elem);
+    MKB_CUDA(cudaStreamSynchronize(st));  // src written on st
+    std::string mine;
+    for (size_t c0 = 0; c0 < count; c0 += step) {
+      const size_t len = std::min(step, count - c0);
+      mine.resize(size_t(blocks) * len * 2);
+      for (int b = 0; b < blocks; ++b)
+        MKB_CUDA(cudaMemcpy(mine.data() + size_t(b) * len * 2,
+                            static_cast<const uint16_t*>(src) + size_t(b) * count + c0, len * 2,
+                            cudaMemcpyDeviceToHost));
+      use(c0, len, c_.bootstrap().allgather(mine, "the benchmark check's host reference collective"));
     }
-    std::vector<uint16_t> out(len);
-    for (size_t i = 0; i < len; ++i) out[i] = to_bf16(acc[i]);
-    MKB_CUDA(cudaMemcpy(dst, out.data(), len * 2, cudaMemcpyHostToDevice));
+  }
+
+  // dst [count] = the fp32 sum over ranks of block `mine` of src ([blocks x count] bf16 on every rank).
+  void host_sum(const void* src, void* dst, int blocks, int mine, size_t count, cudaStream_t st) {
+    std::vector<float> acc;
+    std::vector<uint16_t> out;
+    host_chunks(src, blocks, count, st, [&](size_t c0, size_t len, const std::vector<std::string>& all) {
+      acc.assign(len, 0.f);
+      for (const auto& s : all) {
+        const auto* p = reinterpret_cast<const uint16_t*>(s.data()) + size_t(mine) * len;
+        for (size_t i = 0; i < len; ++i) acc[i] += to_f(p[i]);
+      }
+      out.resize(len);
+      for (size_t i = 0; i < len; ++i) out[i] = to_bf16(acc[i]);
+      upload(static_cast<uint16_t*>(dst) + c0, out.data(), len, st);
+    });
   }
 
   mk::Communicator& c_;

@@ -5,7 +5,11 @@ import importlib.util
 import io
 import json
 import pathlib
+import os
 import shutil
+import subprocess
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RES = ROOT / "bench" / "results"
@@ -716,7 +720,7 @@ def test_a_failed_run_answers_for_the_ops_it_was_asked_for_only(tmp_path):
 def test_reports_of_another_commit_than_the_tree_are_misses_and_a_mix_is_said(tmp_path, capsys, monkeypatch):
     for f in REPORTS:
         shutil.copy(RES / f, tmp_path / f)
-    target = "measured the tree under test (commit 794f02543ced, git HEAD)"
+    target = "measured the tree under test (commit 794f02543ced, --commit 794f02543ced)"
     it.main([str(tmp_path), "--commit", "794f02543ced"])
     text = capsys.readouterr().out
     # 794f025 (torch-tp, ring) is 794f02543ced; the attention report measured 1971708 with modified files.
@@ -732,13 +736,13 @@ def test_reports_of_another_commit_than_the_tree_are_misses_and_a_mix_is_said(tm
     assert "measured the tree under test" not in text and "WARNING: the reports judged come from 2 commits" in text
     # Without --commit: this tree's git HEAD (reports of 2026-12-01 did not measure it).
     assert it.main([str(tmp_path / REPORTS[0]), "--strict"]) == 1
-    head = it.tree_commit()
+    head = it.git_commits.resolve()
     assert head and len(head) == 12
     text = capsys.readouterr().out
     assert (f"| measured the tree under test (commit {head}, git HEAD) | `{REPORTS[0]}` | 1 | "
             "1: measured 794f02543ced |") in text
     # Where git cannot say (a copy without .git): the newest report's commit stands in, and that is said.
-    monkeypatch.setattr(it, "tree_commit", lambda: None)
+    monkeypatch.setattr(it.git_commits, "resolve", lambda rev="HEAD": None)
     it.main([str(tmp_path)])
     text = capsys.readouterr().out
     assert "this tree's commit is unknown" in text
@@ -777,3 +781,57 @@ def test_stamps_order_by_time_not_by_text(tmp_path):
     it.check_ring([str(rn), str(ro)], c)
     assert c.ring_used == {str(rn)}
     assert it.stamp_key(newer) > it.stamp_key(older) > it.stamp_key("mkbench-x.json")
+
+
+def test_commit_names_resolve_and_an_unknown_one_is_refused(tmp_path, capsys):
+    shutil.copy(RES / REPORTS[0], tmp_path / REPORTS[0])
+    head = it.git_commits.resolve()
+    it.main([str(tmp_path), "--commit", "HEAD"])
+    assert f"(commit {head}, --commit HEAD)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        it.main([str(tmp_path), "--commit", "no-such-rev"])
+    assert e.value.code == 2 and "--commit no-such-rev: git knows no such commit" in capsys.readouterr().err
+
+
+def _git(repo, *args):
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+                                   GIT_COMMITTER_EMAIL="t@t")).stdout.strip()
+
+
+def _commit(repo, msg):
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", msg)
+    return _git(repo, "rev-parse", "--short=12", "HEAD")
+
+
+def test_a_report_committed_after_the_code_it_measured_is_current(tmp_path, capsys, monkeypatch):
+    """A report is committed after the commit it measured: where the commits between touch no code a benchmark
+    depends on (results, documents, tests), it measured the tree under test; a code change makes it a miss."""
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    (repo / "src" / "x.cpp").write_text("int x;\n")
+    _git(repo, "init", "-q")
+    measured = _commit(repo, "code")
+    (repo / "bench" / "results").mkdir(parents=True)
+    (repo / "bench" / "results" / "r.md").write_text("numbers\n")
+    (repo / "tests").mkdir()
+    (repo / "tests" / "t.py").write_text("\n")
+    results_only = _commit(repo, "results and a test")
+    (repo / "src" / "x.cpp").write_text("int y;\n")
+    code_changed = _commit(repo, "code again")
+    monkeypatch.setattr(it.git_commits, "ROOT", str(repo))
+    assert it.git_commits.code_unchanged(measured, results_only) is True
+    assert it.git_commits.code_unchanged(measured, code_changed) is False
+    assert it.git_commits.code_unchanged("0123456789ab", code_changed) is None
+    report = tmp_path / "rep" / REPORTS[0]
+    report.parent.mkdir()
+    report.write_text((RES / REPORTS[0]).read_text().replace("794f02543ced", measured))
+    target = "measured the tree under test (commit {}, --commit {})"
+    it.main([str(report.parent), "--commit", results_only])
+    text = capsys.readouterr().out
+    assert f"| {target.format(results_only, results_only)} | `{REPORTS[0]}` | 1 | none (met) |" in text
+    assert f"note: measured earlier commits with the code of {results_only}" in text
+    it.main([str(report.parent), "--commit", code_changed])
+    text = capsys.readouterr().out
+    assert f"| {target.format(code_changed, code_changed)} | `{REPORTS[0]}` | 1 | 1: measured {measured} |" in text
