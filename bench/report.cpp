@@ -78,10 +78,12 @@ void mkdirs(const std::string& dir) {
 
 // Writes text to path; throws naming the path when any byte could not be written.
 void write_file(const std::string& path, const std::string& text) {
+  errno = 0;
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (f) f << text;
   if (f) f.close();
-  if (!f) throw std::runtime_error("mkbench: cannot write " + path + ": " + std::strerror(errno));
+  if (!f)
+    throw std::runtime_error("mkbench: cannot write " + path + (errno ? std::string(": ") + std::strerror(errno) : ""));
 }
 
 }  // namespace
@@ -246,7 +248,12 @@ void prepare_out_dir(const std::string& dir) {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   const std::string probe = dir + "/.mkbench-probe-" + host + "-" + std::to_string(getpid());
-  write_file(probe, "probe\n");
+  try {
+    write_file(probe, "probe\n");
+  } catch (...) {
+    std::remove(probe.c_str());
+    throw;
+  }
   std::remove(probe.c_str());
 }
 

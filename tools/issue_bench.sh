@@ -22,8 +22,8 @@
 #
 # Results (markdown + JSON, logs) go to OUT; without it (or given as ''), a fresh folder per call,
 # bench/results/issue-<UTC stamp>-<part>/, which the script names first and last (bench/results holds every
-# older run, whose reports tools/issue_targets.py would judge beside this one's). Needs 2 GPUs (multi-*: 4 or 8),
-# torch and torchrun.
+# older run, whose reports tools/issue_targets.py would judge beside this one's). Needs 2 GPUs (attn: 1; multi-*:
+# 4 or 8), torch and torchrun.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 source tools/gpu_env.sh

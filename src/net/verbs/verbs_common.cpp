@@ -58,10 +58,12 @@ OpenedDevice open_device(const IbvApi& a, const std::string& want, const std::st
       a.close_device(ctx);
   }
   a.free_device_list(list);
+  for (const auto& w : names)  // (a misspelt name is said, even where another named device is there)
+    if (std::find(present.begin(), present.end(), w) == present.end()) {
+      for (const auto& d : open) a.close_device(d.ctx);
+      fail("verbs: no RDMA device named '", w, "' (MK_IB_DEVICE); present: ", seen);
+    }
   if (open.empty()) {
-    for (const auto& w : names)
-      if (std::find(present.begin(), present.end(), w) == present.end())
-        fail("verbs: no RDMA device named '", w, "' (MK_IB_DEVICE); present: ", seen);
     fail("verbs: no RDMA device with an active port", names.empty() ? "" : cat(" named ", want),
          " (present: ", seen, ")");
   }
