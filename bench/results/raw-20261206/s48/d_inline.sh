@@ -1,0 +1,3 @@
+# call D (session 48), run inline on the warm machine right after C with the budget left: the Python GPU tests and
+# the dist tier as 2x1 emulated nodes (all of it), the ranks sharing the GPU. Carries build/bin build/lib.
+source tools/gpu_env.sh; source tools/gpu_steps.sh; sh="MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000"; mkdir -p $OUT/d; { step_s=60 run env PYTHONPATH=$PWD/python MK_LIBRARY=$PWD/build/lib/libmkernel.so python3 -m pytest -q -rs -p no:cacheprovider tests/python/gpu; step_s=65 run tools/mkrun -n 2 --timeout 60 env $sh MK_RANKS_PER_NODE=1 build/bin/mk_dist_tests; } > $OUT/d/d.log 2>&1; grep -h '^=== [PFS]' $OUT/d/d.log | cut -c1-160; grep -h "passed\|failed\|FAILED" $OUT/d/d.log | cut -c1-200 | head -8
