@@ -60,6 +60,8 @@ int64_t parse_int(const KnobSpec& s, const std::string& v) {
   errno = 0;
   char* end = nullptr;
   long long x = std::strtoll(v.c_str(), &end, 10);
+  if (!v.empty() && end != v.c_str() && *end == '\0' && errno == ERANGE)  // an integer past int64
+    fail(s.name, "='", v, "' is out of range [", s.min, ", ", s.max, "]");
   if (v.empty() || errno != 0 || end == v.c_str() || *end != '\0')
     fail(s.name, "='", v, "' is not an integer (", s.doc, ")");
   if (x < s.min || x > s.max)
