@@ -6,7 +6,7 @@ require grad, and gemm's num_compute_ctas, n / k rules, empty and one-row calls.
 
 No GPU: CPU tensors stand in for CUDA ones (the `cuda_cpu` fixture makes `is_cuda` true and the current device
 -1, a CPU tensor's get_device()), so their addresses are real; every library call and plan creation is replaced by
-a stub that records it or raises `Reached`."""
+a test double that records it or raises `Reached`."""
 import ctypes
 import re
 
@@ -22,7 +22,7 @@ BF16 = torch.bfloat16
 
 
 class Reached(Exception):
-    """A stub for the library or a plan's creation was called: the bad input got past the checks."""
+    """A test double standing in for the library or a plan's creation was called: the bad input got past the checks."""
 
 
 @pytest.fixture
@@ -452,10 +452,10 @@ def test_alloc_symmetric_sends_every_size_to_the_library_exchange(monkeypatch, n
     # int is a size, 2**200 too, which was refused here; what is not an int has none to send, and is refused here)
     seen = []
     monkeypatch.setattr(mkernel.lib, "mk_symm_alloc", lambda h, n, out: seen.append(n) or 1)
-    monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: alloc_symmetric: refused by the stub")
+    monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: alloc_symmetric: refused by the test double")
     comm = mkernel.Communicator.__new__(mkernel.Communicator)
     comm._h = ctypes.c_void_p(1)
-    with pytest.raises(mkernel.MkernelError, match="refused by the stub"):
+    with pytest.raises(mkernel.MkernelError, match="refused by the test double"):
         comm.alloc_symmetric(nbytes)
     assert seen == [sent]
     for not_int in (1.5, "4096", True):
@@ -521,8 +521,8 @@ def test_ring_attention_plan_takes_scale_as_the_op_does(monkeypatch, scale, sent
     # (None: 1/sqrt(head_dim), sent as 0.0; else scale_arg's rule)
     seen = []
     monkeypatch.setattr(_ring_attention, "_need", lambda symbol, op: lambda *a: seen.append(a[7]) or 1)
-    monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: refused by the stub")
-    with pytest.raises(mkernel.MkernelError, match="refused by the stub"):
+    monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: refused by the test double")
+    with pytest.raises(mkernel.MkernelError, match="refused by the test double"):
         mkernel.RingAttention(FakeComm(world=2), 1, 128, 8, 8, 128, True, scale=scale)
     assert seen == [sent] and type(seen[0]) is float
 
@@ -547,7 +547,7 @@ def test_plan_constructors_refuse_what_ctypes_would_wrap_or_truncate(monkeypatch
     mod, dims, ctas = _PLANS[plan]
     sent = []
     monkeypatch.setattr(mod, "_need", lambda symbol, op: lambda *a: sent.append(a[1:-1]) or 1)
-    monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: refused by the stub")
+    monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: refused by the test double")
     cls = getattr(mkernel, plan)
     good = dict(zip(dims, (4096, 8192, 1024)))
     for name, bad in [(dims[0], 2 ** 64 + 128), (dims[1], 0.5), (dims[2], -(2 ** 63) - 1), (dims[0], True),
@@ -555,7 +555,7 @@ def test_plan_constructors_refuse_what_ctypes_would_wrap_or_truncate(monkeypatch
         with pytest.raises(mkernel.MkernelError, match=f"mkernel.{plan}: {name} must be"):
             cls(FakeComm(world=2), **{**good, name: bad})
     assert sent == []
-    with pytest.raises(mkernel.MkernelError, match="refused by the stub"):  # good ones reach it as ints
+    with pytest.raises(mkernel.MkernelError, match="refused by the test double"):  # good ones reach it as ints
         cls(FakeComm(world=2), **good, **{ctas[0]: __import__("numpy").int64(3)})
     assert sent == [(4096, 8192, 1024, 3, 0)] and all(type(v) is int for v in sent[0])
 
@@ -568,11 +568,11 @@ def test_plan_constructors_leave_the_values_the_library_checks_on_every_rank_to_
     mod, dims, ctas = _PLANS[plan]
     sent = []
     monkeypatch.setattr(mod, "_need", lambda symbol, op: lambda *a: sent.append(a[1:-1]) or 1)
-    monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: refused by the stub")
+    monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: refused by the test double")
     good = dict(zip(dims, (4096, 8192, 1024)))
     cases = [(dims[0], 0), (dims[1], 100), (dims[2], -64), (ctas[0], -1), (ctas[1], -(2 ** 31))]
     for name, value in cases:
-        with pytest.raises(mkernel.MkernelError, match="refused by the stub"):
+        with pytest.raises(mkernel.MkernelError, match="refused by the test double"):
             getattr(mkernel, plan)(FakeComm(world=2), **{**good, name: value})
     assert len(sent) == len(cases)
     for (name, value), args in zip(cases, sent):
@@ -592,12 +592,12 @@ def test_ring_attention_plan_leaves_the_values_the_library_checks_on_every_rank_
     # (as the tensor-parallel plans': an empty or odd causal shard on one rank fails every rank in the plan check)
     sent = []
     monkeypatch.setattr(_ring_attention, "_need", lambda symbol, op: lambda *a: sent.append(a[1:6] + a[8:10]) or 1)
-    monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: refused by the stub")
+    monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: refused by the test double")
     base = dict(batch=1, s_local=128, heads=8, kv_heads=8, head_dim=128, causal=True)
     cases = (dict(s_local=0), dict(s_local=127), dict(batch=-1), dict(kv_heads=-2), dict(head_dim=96),
              dict(num_ctas=-3), dict(num_comm_ctas=-1))
     for kw in cases:
-        with pytest.raises(mkernel.MkernelError, match="refused by the stub"):
+        with pytest.raises(mkernel.MkernelError, match="refused by the test double"):
             mkernel.RingAttention(FakeComm(world=2), **{**base, **kw})
     names = ("batch", "s_local", "heads", "kv_heads", "head_dim", "num_comm_ctas", "num_ctas")
     assert len(sent) == len(cases)
