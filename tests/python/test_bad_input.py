@@ -539,17 +539,22 @@ _PLANS = {"AgGemm": (tp, ("m_local", "n", "k"), ("num_comm_ctas", "num_ctas")),
           "GemmAr": (tp_ar, ("m", "n", "k_local"), ("num_gather_ctas", "num_ctas"))}
 
 
+def _recording_plan(monkeypatch, plan):
+    """(class, dimension names, CTA names, good dimensions, sent): the plan's library call replaced by a test double
+    that records the arguments it got in `sent` and fails, saying "refused by the test double"."""
+    mod, dims, ctas = _PLANS[plan]
+    sent = []
+    monkeypatch.setattr(mod, "_need", lambda symbol, op: lambda *a: sent.append(a[1:-1]) or 1)
+    monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: refused by the test double")
+    return getattr(mkernel, plan), dims, ctas, dict(zip(dims, (4096, 8192, 1024))), sent
+
+
 @pytest.mark.parametrize("plan", sorted(_PLANS))
 def test_plan_constructors_refuse_what_ctypes_would_wrap_or_truncate(monkeypatch, plan):
     # ctypes took 2**32 + 4 CTAs as 4, m_local = 0.5 as 0 and 2**64 + 128 rows as 128 without a word (the plan then
     # refused every run() with a confusing shape error): each argument is checked before the library call, as an
     # int of its C type (int64 dimensions, int CTA counts).
-    mod, dims, ctas = _PLANS[plan]
-    sent = []
-    monkeypatch.setattr(mod, "_need", lambda symbol, op: lambda *a: sent.append(a[1:-1]) or 1)
-    monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: refused by the test double")
-    cls = getattr(mkernel, plan)
-    good = dict(zip(dims, (4096, 8192, 1024)))
+    cls, dims, ctas, good, sent = _recording_plan(monkeypatch, plan)
     for name, bad in [(dims[0], 2 ** 64 + 128), (dims[1], 0.5), (dims[2], -(2 ** 63) - 1), (dims[0], True),
                       (ctas[0], 2 ** 32 + 4), (ctas[1], -(2 ** 31) - 1), (ctas[1], 1.0)]:
         with pytest.raises(mkernel.MkernelError, match=f"mkernel.{plan}: {name} must be"):
@@ -565,15 +570,11 @@ def test_plan_constructors_leave_the_values_the_library_checks_on_every_rank_to_
     # A rank with no rows (an uneven split), a negative size or CTA count: the plan constructor checks these on every
     # rank at once and names the rank; refused here, on one rank, the others waited for it in the plan check until
     # the bootstrap bound (MK_BOOTSTRAP_TIMEOUT_MS) and then reported a missing rank.
-    mod, dims, ctas = _PLANS[plan]
-    sent = []
-    monkeypatch.setattr(mod, "_need", lambda symbol, op: lambda *a: sent.append(a[1:-1]) or 1)
-    monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: refused by the test double")
-    good = dict(zip(dims, (4096, 8192, 1024)))
+    cls, dims, ctas, good, sent = _recording_plan(monkeypatch, plan)
     cases = [(dims[0], 0), (dims[1], 100), (dims[2], -64), (ctas[0], -1), (ctas[1], -(2 ** 31))]
     for name, value in cases:
         with pytest.raises(mkernel.MkernelError, match="refused by the test double"):
-            getattr(mkernel, plan)(FakeComm(world=2), **{**good, name: value})
+            cls(FakeComm(world=2), **{**good, name: value})
     assert len(sent) == len(cases)
     for (name, value), args in zip(cases, sent):
         assert args[(dims + ctas).index(name)] == value
