@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "mkernel/error.hpp"
+#include "src/net/nic_affinity.hpp"
 #include "src/runtime/device_health.hpp"
 
 namespace mk::net {
@@ -46,12 +47,11 @@ const char* op_name(CmdOp op) {
 }  // namespace
 
 std::vector<int> cpus_near_gpu(const std::string& pci_bus_id) {
-  std::string id = pci_bus_id;
-  std::transform(id.begin(), id.end(), id.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (id.size() == 12) id = "0000" + id.substr(4);  // "00000000:xx:.." -> "0000:xx:.."
-  std::ifstream f("/sys/bus/pci/devices/" + id + "/local_cpulist");
-  std::string list;
   std::vector<int> cpus;
+  const std::string dev = pci_device_path(pci_bus_id);  // (CUDA's 8-digit domain spelling too: nic_affinity)
+  if (dev.empty()) return cpus;
+  std::ifstream f(dev + "/local_cpulist");
+  std::string list;
   if (!std::getline(f, list)) return cpus;
   std::stringstream ss(list);
   std::string part;
