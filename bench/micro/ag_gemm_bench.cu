@@ -55,15 +55,19 @@ void ag_diagnosis(BenchContext& bc, cublasHandle_t h, const NcclBarrier& bar, st
     fill_random_bf16(b, size_t(n) * k, 500, bc.stream);
     fill_random_bf16(full, size_t(m) * k, 600, bc.stream);
     for (int i = 0; i < a.copies(); ++i) fill_random_bf16(a.get(i), size_t(ml) * k, 400 + i, bc.stream);
+    // The GEMMs alone read a rotating gathered A too (the fused calls' A is their shard's next copy): none finds
+    // its input in L2 from the call before.
+    Rotating fulls(size_t(m) * k * 2);
+    for (int i = 0; i < fulls.copies(); ++i) fill_random_bf16(fulls.get(i), size_t(m) * k, 700 + i, bc.stream);
     mk::AgGemm p(c, ml, n, k), p8(c, ml, n, k, {.swizzle = 8}), p16(c, ml, n, k, {.num_comm_ctas = 16}),
         pw(c, ml, n, k, {.split_tail = false}), pj(c, ml, n, k, {.join = false}),
         p2(c, ml, n, k, {.max_split_parts = 2}), p1(c, ml, n, k, {.num_comm_ctas = 1});
     gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream);
     MKB_CUDA(cudaStreamSynchronize(bc.stream));
     auto engine = [&](int ctas, int sw) {
-      return [&, ctas, sw](int) {
-        mk::gemm_bf16(mk::GemmArgs{.a = full, .b = b, .out = out, .m = m, .n = n, .k = k, .num_compute_ctas = ctas,
-                                   .swizzle = sw},
+      return [&, ctas, sw](int i) {
+        mk::gemm_bf16(mk::GemmArgs{.a = fulls.get(i + 100), .b = b, .out = out, .m = m, .n = n, .k = k,
+                                   .num_compute_ctas = ctas, .swizzle = sw},
                       bc.stream);
       };
     };
@@ -71,7 +75,9 @@ void ag_diagnosis(BenchContext& bc, cublasHandle_t h, const NcclBarrier& bar, st
                                {[&](int i) { p.run(a.get(i + 100), b, out, bc.stream); },
                                 [&](int i) { p8.run(a.get(i + 100), b, out, bc.stream); },
                                 [&](int i) { p16.run(a.get(i + 100), b, out, bc.stream); },
-                                [&](int) { gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream); },
+                                [&](int i) {
+                                  gemm_bf16_tn(h, int(m), int(n), int(k), fulls.get(i + 100), b, out, bc.stream);
+                                },
                                 engine(0, 0), engine(p.num_compute_ctas(), p.swizzle()),
                                 [&](int i) { p16.all_gather(a.get(i + 100), full, bc.stream); },
                                 [&](int i) { pw.run(a.get(i + 100), b, out, bc.stream); },
@@ -187,6 +193,11 @@ void bench_ag_gemm(BenchContext& bc) {
     MKB_CUDA(cudaMalloc(&out, size_t(m) * n * 2));
     fill_random_bf16(b, size_t(n) * k, 500 + c.rank(), bc.stream);
     fill_random_bf16(full, size_t(m) * k, 600, bc.stream);
+    // cuBLAS alone reads its own rotating gathered A (as every other call reads its shard's next copy): `full`, which
+    // the serial call has just gathered into, could sit in L2 at M <= 2048 and flatter it (session 48's review).
+    Rotating fulls(size_t(m) * k * 2);
+    for (int i = 0; i < fulls.copies(); ++i)
+      fill_random_bf16(fulls.get(i), size_t(m) * k, 700 + i + 13 * c.rank(), bc.stream);
     const int me = c.rank();
     // The baselines' all-gather: NCCL inside a node, else mkernel's own
     // (a plan of its own, so the fused plans' calls stay in their order).
@@ -282,7 +293,7 @@ void bench_ag_gemm(BenchContext& bc) {
       }
     }
     std::vector<std::function<void(int)>> calls = {
-        [&](int i) { gemm_bf16_tn(h, int(m), int(n), int(k), full, b, out, bc.stream); },  // 0 compute alone
+        [&](int i) { gemm_bf16_tn(h, int(m), int(n), int(k), fulls.get(100 + i), b, out, bc.stream); },  // 0 alone
         [&](int i) { nccl_ag(i, 1, bc.stream); },                                           // 1 NCCL (own: mk) AG alone
         [&](int i) { plan.all_gather(A(i, 2), full, bc.stream); },                          // 2 mk AG alone
         [&](int i) {                                                                        // 3 serial
@@ -327,6 +338,7 @@ void bench_ag_gemm(BenchContext& bc) {
       "against a reference on the same inputs (a gather independent of mkernel's: NCCL, or the host where ranks "
       "share a GPU; then serial's GEMM), every element within 0.02 |ref| + 0.02 rms(ref) (else the run fails); "
       "after it both plans are checked again on fresh random data. "
+      "cuBLAS alone reads a rotating [M x 8192] A (>= 256 MiB of copies), as every call reads its shard's next copy. "
       "eta = max(cuBLAS alone, fastest AG alone) / mkernel. 2-stream overlap: the fastest of these, each timed in "
       "the same rounds (the last column has them all): local rows first (NCCL all-gather on a side stream while "
       "cuBLAS computes the local rows, then the remote rows), and a chunked pipeline of S chunks, S in {2, 4, 8} "
