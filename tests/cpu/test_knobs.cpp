@@ -97,6 +97,27 @@ TEST(Knobs, AMalformedLogLevelIsSaid) {
       ::testing::ExitedWithCode(0), "MK_LOG.*loud.*default level.*\n.*a warning");
 }
 
+// Each level adds to the one below it (debug's own lines: each plan's choices, tests/gpu/test_tp_single_rank.cu).
+TEST(Knobs, EachLogLevelShowsItsLinesAndTheLevelsBelow) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (const char* lvl : {"warn", "info", "debug"}) {
+    const std::string l(lvl);
+    const std::string want = l == "warn"   ? "^mkernel: w\n$"
+                             : l == "info" ? "^mkernel: w\nmkernel: i\n$"
+                                           : "^mkernel: w\nmkernel: i\nmkernel: d\n$";
+    EXPECT_EXIT(
+        {
+          setenv("MK_LOG", lvl, 1);
+          mk::log(mk::LogLevel::Warn, "w");
+          mk::log(mk::LogLevel::Info, "i");
+          mk::log(mk::LogLevel::Debug, "d");
+          std::exit(0);
+        },
+        ::testing::ExitedWithCode(0), want)
+        << "MK_LOG=" << lvl;
+  }
+}
+
 // The knobs that decide collective steps are compared across ranks in the
 // communicator's first exchange (Communicator's constructor): the values are
 // parsed, so spellings of one value agree, and the error names the knob and

@@ -217,6 +217,26 @@ TEST(TpSingleRankKnob, AutoByDefaultAndBadValuesAreRejected) {
   }
 }
 
+// MK_LOG=debug: each plan says what it chose when it is made. In a child process (the level is read once per
+// process), which reads both variables before its communicator logs its first line.
+TEST(TpSingleRankLog, DebugLevelSaysEachPlansChoices) {
+  const mk::test::EnvGuard log("MK_LOG", "debug");
+  const Mode fused("fused");
+  if (comm().world() != 1) GTEST_SKIP() << "one rank only (the GPU tier)";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        { const mk::AgGemm p(comm(), 256, 256, 128); }
+        { const mk::GemmRs p(comm(), 256, 256, 128); }
+        { const mk::GemmAr p(comm(), 256, 256, 128); }
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0),
+      "rank 0: AgGemm plan m_local x n x k = 256x256x128 on .*: fused, [0-9]+ CTAs \\([0-9]+ comm, [0-9]+ compute"
+      ".*rank 0: GemmRs plan m x n x k_local = 256x256x128 on .*: fused, [0-9]+ CTAs, swizzle"
+      ".*rank 0: GemmAr plan m x n x k_local = 256x256x128 on .*: fused two-shot, [0-9]+ CTAs \\([0-9]+ gather");
+}
+
 // A plan whose calls are all plain (one rank; auto where nothing is split, or plain) allocates none of its
 // fused kernel's buffers: the gathered rows (AgGemm, m x k) and the staging (GemmRs, GemmAr: m x n), over
 // 128 MB each here, and its gathered_buffer() is null; with fused they are there (the measure sees them).

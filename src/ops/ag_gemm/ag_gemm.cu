@@ -153,6 +153,16 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
     // (non-blocking streams do not wait for it): plan creation is setup time.
     MK_DEVICE_SYNC(cat("rank ", comm.rank(), ": AgGemm plan setup"));
   }, [&] { release(); });
+  // MK_LOG=debug: what this plan chose (made on every rank alike).
+  if (log_level() >= LogLevel::Debug)
+    log(LogLevel::Debug,
+        cat("rank ", comm.rank(), ": AgGemm plan m_local x n x k = ", m_local, "x", n, "x", k, " on ", t.describe(),
+            plain_ ? cat(": plain (the standalone GEMM on ", plain_ctas_ ? plain_ctas_ : gemm::num_sms(),
+                         " CTAs, a copy for the gather)")
+                   : cat(": fused, ", num_ctas_, " CTAs (", num_comm_, " comm, ", num_ctas_ - num_comm_, " compute",
+                         join_ ? "; comm CTAs join compute" : "", "), swizzle ", swizzle_, ", ", split_tiles_,
+                         " split tiles", split_tiles_ ? cat(" in ", split_parts_, " parts") : "", ", ",
+                         rows_per_chunk_, " rows per chunk")));
 }
 
 AgGemm::~AgGemm() { release(); }

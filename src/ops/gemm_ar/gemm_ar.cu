@@ -168,6 +168,17 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
                                           gemm::kBlockN * 2);
     MK_DEVICE_SYNC(cat("rank ", comm.rank(), ": GemmAr plan setup"));  // the plan's memsets before any stream's launch
   }, [&] { release(); });
+  // MK_LOG=debug: what this plan chose (made on every rank alike).
+  if (log_level() >= LogLevel::Debug)
+    log(LogLevel::Debug,
+        cat("rank ", comm.rank(), ": GemmAr plan m x n x k_local = ", m, "x", n, "x", k_local, " on ", t.describe(),
+            plain_ ? cat(": plain (the standalone GEMM on ", plain_ctas_ ? plain_ctas_ : gemm::num_sms(),
+                         " CTAs, a copy for the all-reduce)")
+            : one_shot_ ? cat(": fused one-shot, ", num_os_ctas_, " CTAs, swizzle ", swizzle_)
+                        : cat(": fused two-shot, ", num_ctas_, " CTAs (", num_gather_, " gather, ",
+                              num_ctas_ - num_gather_, " compute), swizzle ", swizzle_,
+                              interleave_ ? ", interleaved" : "", async_ ? ", async stores" : ""),
+            "; all_reduce(): 16 + ", num_reduce_, " + 1 CTAs"));
 }
 
 GemmAr::~GemmAr() { release(); }

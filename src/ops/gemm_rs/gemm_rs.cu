@@ -118,6 +118,16 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     // (non-blocking streams do not wait for it): plan creation is setup time.
     MK_DEVICE_SYNC(cat("rank ", comm.rank(), ": GemmRs plan setup"));
   }, [&] { release(); });
+  // MK_LOG=debug: what this plan chose (made on every rank alike).
+  if (log_level() >= LogLevel::Debug)
+    log(LogLevel::Debug,
+        cat("rank ", comm.rank(), ": GemmRs plan m x n x k_local = ", m, "x", n, "x", k_local, " on ", t.describe(),
+            plain_ ? cat(": plain (the standalone GEMM on ", plain_ctas_ ? plain_ctas_ : gemm::num_sms(),
+                         " CTAs, a copy for the reduce-scatter)")
+                   : cat(": fused, ", num_ctas_, " CTAs, swizzle ", swizzle_, ", ", split_tiles_, " split tiles",
+                         split_tiles_ ? cat(" in ", split_parts_, " parts") : "", async_ ? ", async stores" : "",
+                         own_tma_ ? ", own tiles TMA-stored" : "", "; reduce_scatter(): 16 + ", num_reduce_,
+                         " CTAs")));
 }
 
 GemmRs::~GemmRs() { release(); }

@@ -143,6 +143,12 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
     // the legacy-stream memset before any launch (setup time)
     MK_DEVICE_SYNC(cat("rank ", comm.rank(), ": RingAttention plan setup"));
   }, [&] { release(); });
+  // MK_LOG=debug: what this plan chose (made on every rank alike).
+  if (log_level() >= LogLevel::Debug)
+    log(LogLevel::Debug,
+        cat("rank ", comm.rank(), ": RingAttention plan batch x s_local x heads x kv_heads x head_dim = ", batch, "x",
+            s_local, "x", heads, "x", kv_heads_, "x", head_dim, causal ? " causal" : " full", " on ", t.describe(),
+            ": ", num_ctas_, " CTAs, ", num_comm_, " of them moving K/V"));
 }
 
 RingAttention::~RingAttention() { release(); }
