@@ -108,9 +108,10 @@ int main(int argc, char** argv) {
 
   // The results directory first: a path that cannot be written is refused before anything runs, not after the
   // run's numbers exist.
+  std::vector<std::string> made_dirs;  // (removed again if no GPU is found: a run that measures nothing leaves none)
   try {
     if (out.empty()) out = mk::knob_str(mk::Knob::MK_BENCH_OUT);
-    mkb::prepare_out_dir(out);
+    made_dirs = mkb::prepare_out_dir(out);
   } catch (const std::exception& ex) {
     std::cerr << ex.what() << "\n";
     return 2;
@@ -120,6 +121,7 @@ int main(int argc, char** argv) {
   if (e != cudaSuccess || ngpu == 0) {
     std::cerr << "mkbench: no CUDA GPU on this machine (" << (e == cudaSuccess ? "0 devices" : cudaGetErrorString(e))
               << "). mkernel's benchmarks need NVIDIA Hopper GPUs (sm_90a); nothing was measured.\n";
+    mkb::unmake_out_dir(made_dirs);
     return 2;
   }
   std::unique_ptr<mk::Communicator> comm;

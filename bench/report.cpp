@@ -60,7 +60,8 @@ std::string driver_version() {
 }
 
 // Makes dir and its parents; throws naming the part that could not be made (an existing directory is fine).
-void mkdirs(const std::string& dir) {
+// `made` (if given) receives the directories it made, outermost first.
+void mkdirs(const std::string& dir, std::vector<std::string>* made = nullptr) {
   if (dir.empty()) throw std::runtime_error("mkbench: the results directory is empty (set --out or MK_BENCH_OUT)");
   std::string cur(dir[0] == '/' ? 1 : 0, '/');
   std::istringstream is(dir);
@@ -68,7 +69,11 @@ void mkdirs(const std::string& dir) {
   while (std::getline(is, part, '/')) {
     if (part.empty()) continue;
     cur.append(part).append("/");
-    if (mkdir(cur.c_str(), 0755) == 0 || errno == EEXIST) continue;
+    if (mkdir(cur.c_str(), 0755) == 0) {
+      if (made) made->push_back(cur);
+      continue;
+    }
+    if (errno == EEXIST) continue;
     throw std::runtime_error("mkbench: cannot make the results directory " + cur + ": " + std::strerror(errno));
   }
   struct stat st{};
@@ -243,8 +248,9 @@ std::string Report::write(const std::string& dir) const {
   return base + ".md";
 }
 
-void prepare_out_dir(const std::string& dir) {
-  mkdirs(dir);
+std::vector<std::string> prepare_out_dir(const std::string& dir) {
+  std::vector<std::string> made;
+  mkdirs(dir, &made);
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   const std::string probe = dir + "/.mkbench-probe-" + host + "-" + std::to_string(getpid());
@@ -255,6 +261,11 @@ void prepare_out_dir(const std::string& dir) {
     throw;
   }
   std::remove(probe.c_str());
+  return made;
+}
+
+void unmake_out_dir(const std::vector<std::string>& made) noexcept {
+  for (auto it = made.rbegin(); it != made.rend(); ++it) rmdir(it->c_str());  // (only while still empty)
 }
 
 }  // namespace mkb

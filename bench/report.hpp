@@ -44,8 +44,11 @@ class Report {
 };
 
 // Makes the results directory and checks that a file can be written there (every rank, before any benchmark
-// runs, so a run's numbers are not lost to a path that cannot be written); throws naming the path.
-void prepare_out_dir(const std::string& dir);
+// runs, so a run's numbers are not lost to a path that cannot be written); throws naming the path. Returns the
+// directories it made (outermost first), for unmake_out_dir when the run stops before measuring anything.
+std::vector<std::string> prepare_out_dir(const std::string& dir);
+// Removes the directories prepare_out_dir made, innermost first, each only while it is empty.
+void unmake_out_dir(const std::vector<std::string>& made) noexcept;
 
 std::string fmt(double v, int precision = 3);
 // Names the run's configuration: "1x2 NVLink", "2x1 emulated nodes", ...

@@ -36,6 +36,19 @@ out=$(MK_BENCH_OUT=/proc/self/mkbench-env-dir "$bin" --quick 2>&1); rc=$?
 if [ "$rc" -ne 2 ] || [[ "$out" != *"/proc/self/mkbench-env-dir"* ]]; then
   echo "FAILED: MK_BENCH_OUT=/proc/self/mkbench-env-dir mkbench exited $rc (want 2, naming the path): $out"; fail=1
 fi
+# without a GPU (this tier's machines) a run stops before measuring anything and leaves no results directory it made
+if ! nvidia-smi -L > /dev/null 2>&1; then
+  tmp=$(mktemp -d)
+  out=$("$bin" --out "$tmp/a/b" --quick 2>&1); rc=$?
+  if [ "$rc" -ne 2 ] || [[ "$out" != *"no CUDA GPU"* ]] || [ -e "$tmp/a" ]; then
+    echo "FAILED: mkbench --out $tmp/a/b without a GPU exited $rc (want 2, saying no GPU, leaving no $tmp/a): $out"
+    fail=1
+  fi
+  mkdir "$tmp/kept"
+  "$bin" --out "$tmp/kept" --quick > /dev/null 2>&1
+  [ -d "$tmp/kept" ] || { echo "FAILED: mkbench without a GPU removed a results directory it did not make"; fail=1; }
+  rm -rf "$tmp"
+fi
 help=$("$bin" --help 2>&1) || { echo "FAILED: mkbench --help exited non-zero"; fail=1; }
 for opt in --out --iters --warmup --lead-cycles --fixed-order --quick --list; do
   [[ "$help" == *"$opt"* ]] || { echo "FAILED: mkbench --help does not list $opt"; fail=1; }
