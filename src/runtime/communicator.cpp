@@ -186,12 +186,14 @@ void Communicator::init(int device, int launcher_local_rank) {
     fail("node ", topo_.node, " has ", topo_.local_size, " ranks; at most ", kMaxLocalRanks,
          " are supported per node (set MK_RANKS_PER_NODE)");
   // Node peers must reach each other by peer mappings.
+  std::string hidden;  // node peers whose GPU this process cannot see (CUDA_VISIBLE_DEVICES of one GPU per rank)
   for (int peer : topo_.node_ranks[topo_.node]) {
     if (peer == rank) continue;
     int pdev = -1;
     if (cudaDeviceGetByPCIBusId(&pdev, infos[peer].pci) != cudaSuccess) {
       cudaGetLastError();
-      continue;  // not visible to this process; mapping will tell
+      hidden += cat(hidden.empty() ? "" : ", ", peer, " (", infos[peer].pci, ")");
+      continue;  // not visible to this process: mapping its memory (symmetric_heap) tells
     }
     if (pdev == device_) continue;  // a shared GPU (MK_SHARE_GPUS): its memory is ours
     int ok = 0;
@@ -201,6 +203,9 @@ void Communicator::init(int device, int launcher_local_rank) {
            infos[peer].pci, " have no peer access; set MK_RANKS_PER_NODE to keep them on separate nodes");
   }
   log(LogLevel::Info, cat("rank ", rank, ": GPU ", me.pci, ", ", topo_.describe()));
+  if (!hidden.empty())
+    log(LogLevel::Info, cat("rank ", rank, ": the GPUs of node peers ", hidden, " are not visible to this process, so "
+                            "peer access to them is not checked here; mapping their memory will tell"));
 
   uint64_t job = 0;
   if (rank == 0) job = std::random_device{}() ^ (static_cast<uint64_t>(getpid()) << 32);
