@@ -191,9 +191,13 @@ class Communicator:
     def close(self):
         """Collective. Closes this communicator's cached op plans first, then the plans made on it by hand
         (mkernel.AgGemm, GemmRs, GemmAr, RingAttention) that are still open, in the order they were made:
-        a plan refers to its communicator. Those plans then refuse to run."""
+        a plan refers to its communicator. Those plans then refuse to run. Raises, closing nothing, while a call
+        of it or of one of those plans (on another thread) is in the library."""
         if getattr(self, "_h", None):
             tp = sys.modules.get(__name__ + ".tp")  # loaded only if an op was used
+            cached = [p for k, p in list(tp._PLANS.items()) if k[1] == self._uid] if tp is not None else []
+            _tp_meta.refuse_close_in_flight("mkernel.Communicator.close", self,
+                                            cached + list(getattr(self, "_explicit_plans", ())))
             if tp is not None:
                 tp.close_plans(self)
             for plan in getattr(self, "_explicit_plans", ()):

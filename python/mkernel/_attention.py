@@ -58,9 +58,7 @@ def _validate(q, k, v, meta=False, sizes=True):
     if k.shape[0] != b or k.shape[3] != d:
         raise MkernelError(f"mkernel.attention: k is {tuple(k.shape)}; it must be [{b}, seq_kv, kv_heads, {d}] "
                            f"for q {tuple(q.shape)}")
-    if not sizes:
-        if k.shape[2] == 0:  # (the plan takes kv_heads 0 as heads)
-            raise MkernelError(f"mkernel.attention: empty tensors (k {tuple(k.shape)}): kv_heads must be >= 1")
+    if not sizes:  # (kv_heads 0 too: ring attention sends it to its plan as -1, as 0 means heads there)
         return
     if d not in (64, 128):
         raise MkernelError(f"mkernel.attention: head_dim must be 64 or 128 (got {d})")

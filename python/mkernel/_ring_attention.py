@@ -22,7 +22,7 @@ from ._attention import (_check_lse, _check_out, _fast_io, _no_autograd, _valida
                          scale_arg)
 from .ops import _get_device, _stream, bump_version, dense16, modes_on, out_grad_refused, traced
 from ._tp_meta import comm_handle
-from ._tp_plans import _Plan, _device_check, check_aligned, check_apart, plan_ints
+from ._tp_plans import _Plan, _device_check, check_aligned, check_apart, making, plan_ints
 from .tp import _HOT, _compiling, _key, _plan, lookup
 
 __all__ = ["ring_attention", "RingAttention"]
@@ -49,9 +49,10 @@ class RingAttention(_Plan):
             op, dict(batch=batch, s_local=s_local, heads=heads, kv_heads=kv_heads, head_dim=head_dim),
             dict(num_comm_ctas=num_comm_ctas, num_ctas=num_ctas))
         h = ctypes.c_void_p()
-        check(_need("mk_ring_attn_create", "ring_attention")(
-            ch, batch, s_local, heads, kv_heads, head_dim, int(causal_arg(causal, op)), sc, num_comm_ctas,
-            num_ctas, ctypes.byref(h)))
+        with making(comm, op):
+            check(_need("mk_ring_attn_create", "ring_attention")(
+                ch, batch, s_local, heads, kv_heads, head_dim, int(causal_arg(causal, op)), sc, num_comm_ctas,
+                num_ctas, ctypes.byref(h)))
         self._bind(comm, h)
         self.world = comm.world
         self.shape = (batch, s_local, heads, kv_heads or heads, head_dim)  # 0: heads
@@ -95,8 +96,12 @@ class RingAttention(_Plan):
             out = torch.empty_like(q)
         if lse is None:
             lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
-        check(lib.mk_ring_attn_run(self._h, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
-                                   lse.data_ptr(), _stream(q.get_device())))
+        self._in_call = "mkernel.RingAttention.run"  # (a close on another thread refuses meanwhile: _Plan._in_call)
+        try:
+            check(lib.mk_ring_attn_run(self._h, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+                                       lse.data_ptr(), _stream(q.get_device())))
+        finally:
+            self._in_call = None
         return out, lse
 
 
@@ -123,8 +128,8 @@ def _check_call(q, k, v, out, lse, comm_device, is_traced=None):
     (its peers then wait until MK_TIMEOUT_MS, as for any per-call error). is_traced: the caller's traced() of
     this call, where it has it (None: taken here)."""
     op = "mkernel.ring_attention"
-    # The sizes the plan constructor checks on every rank (head_dim, empty shards, kv_heads dividing heads, a
-    # causal s_local even) are left to it: one rank's bad size fails every rank at once, naming it.
+    # The sizes the plan constructor checks on every rank (head_dim, empty shards, kv_heads >= 1 and dividing heads,
+    # a causal s_local even) are left to it: one rank's bad size fails every rank at once, naming it.
     _validate(q, k, v, sizes=False)
     _same_positions(q, k)  # (the plan takes one s_local: it cannot see this)
     if is_traced is None:
@@ -144,10 +149,27 @@ def _check_call(q, k, v, out, lse, comm_device, is_traced=None):
         check_apart(op, "lse", lse, *inputs, ("out", out))
 
 
+# What the op's plan is told for k and v with no kv heads: the plan reads kv_heads 0 as heads (RingAttention's
+# default), so 0 would pass its check, and this rank's run would then read an empty k as [.., heads, ..]. Any
+# value below 1 fails the plan check (batch, sizes and head counts >= 1), which is collective: every rank fails at
+# once, naming this one and kv_heads; refused before it, on this rank alone, the others waited in the plan check
+# until the bootstrap bound.
+_NO_KV_HEADS = -1
+
+
 def _run(q, k, v, key, causal, scale, out=None, lse=None):  # q, k, v, out, lse checked (_check_call)
     _device_check(q, "q", getattr(lookup(key), "_device", None))  # (both paths: eager and the custom op)
     b, s, h, d = q.shape
-    plan = _plan(RingAttention, key, b, s, h, k.shape[2], d, bool(causal), float(scale) or None)  # (0.0: None)
+    kv = k.shape[2]
+    try:
+        plan = _plan(RingAttention, key, b, s, h, kv or _NO_KV_HEADS, d, bool(causal),
+                     float(scale) or None)  # (0.0: None)
+    except MkernelError as e:
+        if kv:
+            raise
+        raise MkernelError(f"mkernel.ring_attention: k and v have no kv heads (k {tuple(k.shape)}); kv_heads must be "
+                           f">= 1 (the plan, which reads 0 as heads, was given {_NO_KV_HEADS}, which its collective "
+                           f"check refuses on every rank): {e}") from e
     res = plan._launch(q, k, v, out, lse)
     if not _compiling():
         _HOT[("ring_attention", key, q.shape, k.shape, v.shape, bool(causal), float(scale))] = plan._launch

@@ -19,6 +19,7 @@ check is collective, so a rank's bad size (say an uneven split left it no
 rows) fails every rank at once, naming the rank; refused here, on that rank
 alone, it left its peers waiting in the plan check for the bootstrap bound.
 """
+import functools
 import itertools
 import weakref
 
@@ -26,7 +27,7 @@ from ._lib import MkernelError
 
 MAX_RS_RANKS = 8    # GemmRs, GemmAr: at most 8 ranks (include/mkernel/tp.hpp)
 
-_COMMS = {}  # key -> (weakref to the communicator, world)
+_COMMS = {}  # key -> (weakref to the communicator, world); an entry goes when its communicator does (_forget)
 
 _KEY_COUNT = itertools.count(1)
 KEY_WORLD_SPAN = 1 << 20  # above any world size
@@ -67,8 +68,30 @@ def register(comm) -> int:
     key = comm._uid
     entry = _COMMS.get(key)
     if entry is None or entry[0]() is not comm:
-        _COMMS[key] = (weakref.ref(comm), int(comm.world))
+        _COMMS[key] = (weakref.ref(comm, functools.partial(_forget, key)), int(comm.world))
     return key
+
+
+def _forget(key, ref, comms=_COMMS):
+    """Drops `key`'s entry once the communicator that `ref` names is gone (its weakref's callback): a process
+    that makes communicators over and over keeps no entry for each. Only that entry: `key` may name another
+    object since (a test double's reused key). A missing key reads as a collected one (_entry)."""
+    entry = comms.get(key)
+    if entry is not None and entry[0] is ref:
+        comms.pop(key, None)
+
+
+def refuse_close_in_flight(op, comm, plans):
+    """Raises MkernelError (a RuntimeError) when a call that `op` (a close) would pull the memory from under is in
+    flight: `comm` making a plan (its _in_call: mkernel/_tp_plans.py's making()) or a plan of `plans` in a library
+    call (its _in_call, set by the plans' launches). Such a call is on another thread: one host thread at a time
+    calls a communicator's ops and plans, and closes them. The calls pay only for setting and clearing that name;
+    a close racing a call that has not set it yet is not seen."""
+    for what in [getattr(comm, "_in_call", None)] + [getattr(p, "_in_call", None) for p in plans]:
+        if what:
+            raise MkernelError(f"{op}: {what} is in flight (in the library, called on another thread); closing now "
+                               "would free what it uses. One host thread at a time calls a communicator's ops and "
+                               "plans and closes them: close once that call returned")
 
 
 def _entry(key):

@@ -1,12 +1,14 @@
 """The base of the plans made by hand (_Plan: mkernel.AgGemm and GemmRs in mkernel/tp.py, GemmAr in tp_ar.py,
 RingAttention in _ring_attention.py) and the tensor checks they share with the ops. A plan is made
 collectively on a communicator and closed collectively, by close() or by the communicator's close()."""
+import contextlib
 import ctypes
 import warnings
 
 import torch
 
 from ._lib import MkernelError, c_int_arg, check, lib, outside_stacklevel, path
+from ._tp_meta import refuse_close_in_flight
 from .ops import _check_matrix, _get_device, aligned16, has_address
 
 
@@ -18,6 +20,9 @@ class _Plan:
     _destroy = None  # C symbols
     _captured = None
     _warned_old = False  # a library without the _captured symbol was said once
+    # The launch in the library now ("mkernel.GemmAr.run"), else None: each _launch method sets it around its
+    # library call (two attribute stores a call), and a close refuses while it is set (refuse_close_in_flight).
+    _in_call = None
 
     @property
     def captured(self):
@@ -42,6 +47,7 @@ class _Plan:
     def close(self):
         """Collective: every rank closes its plan (frees its symmetric memory)."""
         if getattr(self, "_h", None):
+            refuse_close_in_flight(f"mkernel.{type(self).__name__}.close", None, [self])
             check(getattr(lib, self._destroy)(self._h))
             self._h = None
 
@@ -69,6 +75,17 @@ class _Plan:
         self._handle()
         if isinstance(t, torch.Tensor) and t.is_cuda:  # (anything else: the shape check says what is wrong)
             _device_check(t, name, self._device)
+
+
+@contextlib.contextmanager
+def making(comm, what):
+    """Around a plan's create call: `comm` is marked as making it (`what`, named by a close that it refuses:
+    refuse_close_in_flight)."""
+    comm._in_call = f"making the plan of {what}"
+    try:
+        yield
+    finally:
+        comm._in_call = None
 
 
 def _check_shape(t, name, shape, device=None):

@@ -26,7 +26,8 @@ and can be captured in CUDA graphs. The explicit plans (mkernel.AgGemm,
 mkernel.GemmRs, mkernel.GemmAr) are there for callers that manage their own;
 they have no backward, so their methods refuse inputs that require grad while
 autograd records. A plan takes one host thread at a time: a call overlapping
-another thread's call of it raises. bf16 only.
+another thread's call of it raises, and so does a close of it or of its
+communicator while another thread's call of it is in the library. bf16 only.
 """
 import ctypes
 import warnings
@@ -38,8 +39,8 @@ from ._lib import MkernelError, check, knob_int, lib, outside_stacklevel
 from ._ops_c import _need
 from ._plan_cache import close_oldest
 from ._tp_meta import (_COMMS, MAX_RS_RANKS, comm_handle, register, lookup, world, ag_gemm_shapes, gemm_rs_shape,
-                       all_gather_shape, reduce_scatter_shape)
-from ._tp_plans import _Plan, _check_shape, _device_check, _ptr, check_aligned, check_apart, plan_ints
+                       all_gather_shape, reduce_scatter_shape, refuse_close_in_flight)
+from ._tp_plans import _Plan, _check_shape, _device_check, _ptr, check_aligned, check_apart, making, plan_ints
 from .ops import (_check_matrix, _fast_ok, _get_device, _stream, bump_version, dense16, inputs_grad_refused,
                   modes_on, out_grad_refused, traced)
 
@@ -56,7 +57,8 @@ class AgGemm(_Plan):
         m_local, n, k, num_comm_ctas, num_ctas = plan_ints("mkernel.AgGemm", dict(m_local=m_local, n=n, k=k),
                                                            dict(num_comm_ctas=num_comm_ctas, num_ctas=num_ctas))
         h = ctypes.c_void_p()
-        check(_need("mk_ag_gemm_create", "ag_gemm")(ch, m_local, n, k, num_comm_ctas, num_ctas, ctypes.byref(h)))
+        with making(comm, "mkernel.AgGemm"):
+            check(_need("mk_ag_gemm_create", "ag_gemm")(ch, m_local, n, k, num_comm_ctas, num_ctas, ctypes.byref(h)))
         self._bind(comm, h)
         self.world, self.shape = comm.world, (m_local, n, k)
 
@@ -77,8 +79,12 @@ class AgGemm(_Plan):
         return res
 
     def _launch(self, a_local, b, out, gathered=None):  # checked by the caller
-        check(lib.mk_ag_gemm_run(self._h, a_local.data_ptr(), b.data_ptr(), out.data_ptr(), _ptr(gathered),
-                                 _stream(a_local.get_device())))
+        self._in_call = "mkernel.AgGemm.run"  # (a close on another thread refuses meanwhile: _Plan._in_call)
+        try:
+            check(lib.mk_ag_gemm_run(self._h, a_local.data_ptr(), b.data_ptr(), out.data_ptr(), _ptr(gathered),
+                                     _stream(a_local.get_device())))
+        finally:
+            self._in_call = None
         return out
 
     def all_gather(self, a_local, out=None):
@@ -94,7 +100,12 @@ class AgGemm(_Plan):
         return bump_version(self._launch_all_gather(a_local, out))
 
     def _launch_all_gather(self, a_local, out):  # checked by the caller
-        check(lib.mk_ag_gemm_all_gather(self._h, a_local.data_ptr(), out.data_ptr(), _stream(a_local.get_device())))
+        self._in_call = "mkernel.AgGemm.all_gather"
+        try:
+            check(lib.mk_ag_gemm_all_gather(self._h, a_local.data_ptr(), out.data_ptr(),
+                                            _stream(a_local.get_device())))
+        finally:
+            self._in_call = None
         return out
 
 
@@ -108,7 +119,9 @@ class GemmRs(_Plan):
         m, n, k_local, num_reduce_ctas, num_ctas = plan_ints("mkernel.GemmRs", dict(m=m, n=n, k_local=k_local),
                                                              dict(num_reduce_ctas=num_reduce_ctas, num_ctas=num_ctas))
         h = ctypes.c_void_p()
-        check(_need("mk_gemm_rs_create", "gemm_rs")(ch, m, n, k_local, num_reduce_ctas, num_ctas, ctypes.byref(h)))
+        with making(comm, "mkernel.GemmRs"):
+            check(_need("mk_gemm_rs_create", "gemm_rs")(ch, m, n, k_local, num_reduce_ctas, num_ctas,
+                                                        ctypes.byref(h)))
         self._bind(comm, h)
         self.world, self.shape = comm.world, (m, n, k_local)
 
@@ -125,7 +138,11 @@ class GemmRs(_Plan):
         return bump_version(self._launch(a, b, out))
 
     def _launch(self, a, b, out):  # checked by the caller
-        check(lib.mk_gemm_rs_run(self._h, a.data_ptr(), b.data_ptr(), out.data_ptr(), _stream(a.get_device())))
+        self._in_call = "mkernel.GemmRs.run"
+        try:
+            check(lib.mk_gemm_rs_run(self._h, a.data_ptr(), b.data_ptr(), out.data_ptr(), _stream(a.get_device())))
+        finally:
+            self._in_call = None
         return out
 
     def reduce_scatter(self, x, out=None):
@@ -141,7 +158,11 @@ class GemmRs(_Plan):
         return bump_version(self._launch_reduce_scatter(x, out))
 
     def _launch_reduce_scatter(self, x, out):  # checked by the caller
-        check(lib.mk_gemm_rs_reduce_scatter(self._h, x.data_ptr(), out.data_ptr(), _stream(x.get_device())))
+        self._in_call = "mkernel.GemmRs.reduce_scatter"
+        try:
+            check(lib.mk_gemm_rs_reduce_scatter(self._h, x.data_ptr(), out.data_ptr(), _stream(x.get_device())))
+        finally:
+            self._in_call = None
         return out
 
 
@@ -215,8 +236,9 @@ def close_plans(comm=None):
     their device memory and their signal words; later calls make the plans they need
     again. A CUDA graph captured with a plan's launches must not be replayed after its plan was closed
     (a warning names how many closed plans were captured)."""
-    _HOT.clear()  # its entries hold launches of these plans
     keys = [k for k in list(_PLANS) if comm is None or k[1] == comm._uid]
+    refuse_close_in_flight("mkernel.close_plans", None, [_PLANS.get(k) for k in keys])  # (before any is closed)
+    _HOT.clear()  # its entries hold launches of these plans
     captured = sum(1 for k in keys if _PLANS[k].captured)
     for key in keys:
         _PLANS.pop(key).close()

@@ -20,7 +20,7 @@ from ._lib import check, lib
 from ._ops_c import _need
 from ._tp_meta import all_reduce_shape, comm_handle, gemm_ar_shape, world
 from .ops import _stream, bump_version, dense16, inputs_grad_refused, out_grad_refused
-from ._tp_plans import _Plan, plan_ints
+from ._tp_plans import _Plan, making, plan_ints
 from .tp import (_COLLECTIVE_N, _check_inputs, _check_meta, _check_out_meta, _check_shape, _dispatch, _grad,
                  _hot, _hot_add, _key, _output, _plan, _shape)
 
@@ -37,7 +37,9 @@ class GemmAr(_Plan):
         m, n, k_local, num_gather_ctas, num_ctas = plan_ints("mkernel.GemmAr", dict(m=m, n=n, k_local=k_local),
                                                              dict(num_gather_ctas=num_gather_ctas, num_ctas=num_ctas))
         h = ctypes.c_void_p()
-        check(_need("mk_gemm_ar_create", "gemm_ar")(ch, m, n, k_local, num_gather_ctas, num_ctas, ctypes.byref(h)))
+        with making(comm, "mkernel.GemmAr"):
+            check(_need("mk_gemm_ar_create", "gemm_ar")(ch, m, n, k_local, num_gather_ctas, num_ctas,
+                                                        ctypes.byref(h)))
         self._bind(comm, h)
         self.world, self.shape = comm.world, (m, n, k_local)
 
@@ -54,7 +56,11 @@ class GemmAr(_Plan):
         return bump_version(self._launch(a, b, out))
 
     def _launch(self, a, b, out):  # checked by the caller
-        check(lib.mk_gemm_ar_run(self._h, a.data_ptr(), b.data_ptr(), out.data_ptr(), _stream(a.get_device())))
+        self._in_call = "mkernel.GemmAr.run"  # (a close on another thread refuses meanwhile: _Plan._in_call)
+        try:
+            check(lib.mk_gemm_ar_run(self._h, a.data_ptr(), b.data_ptr(), out.data_ptr(), _stream(a.get_device())))
+        finally:
+            self._in_call = None
         return out
 
     def all_reduce(self, x, out=None):
@@ -70,7 +76,11 @@ class GemmAr(_Plan):
         return bump_version(self._launch_all_reduce(x, out))
 
     def _launch_all_reduce(self, x, out):  # checked by the caller
-        check(lib.mk_gemm_ar_all_reduce(self._h, x.data_ptr(), out.data_ptr(), _stream(x.get_device())))
+        self._in_call = "mkernel.GemmAr.all_reduce"
+        try:
+            check(lib.mk_gemm_ar_all_reduce(self._h, x.data_ptr(), out.data_ptr(), _stream(x.get_device())))
+        finally:
+            self._in_call = None
         return out
 
 

@@ -19,6 +19,7 @@ from mkernel import _attention, _ring_attention, _tp_plans, ops, tp, tp_ar  # no
 from test_package import FakeComm  # noqa: E402
 
 BF16 = torch.bfloat16
+_PLAN = tp._plan  # the plan cache (the cuda_cpu fixture replaces it)
 
 
 class Reached(Exception):
@@ -170,10 +171,31 @@ def test_ring_attention_leaves_the_sizes_its_plan_checks_on_every_rank_to_the_pl
                                          mkernel._tp_meta.register(cuda_cpu), causal, 0.0)
 
 
-def test_ring_attention_refuses_kv_heads_0_which_its_plan_would_read_as_heads(cuda_cpu):
-    q = _empty(1, 128, 2, 64)
-    with pytest.raises(mkernel.MkernelError, match="kv_heads must be >= 1"):
-        mkernel.ring_attention(q, _empty(1, 128, 0, 64), _empty(1, 128, 0, 64), cuda_cpu)
+def test_ring_attention_sends_kv_heads_0_to_its_plan_check_as_a_refused_value(cuda_cpu, monkeypatch):
+    # k and v with no kv heads were refused before the plan, on this rank alone, while the others waited in the plan
+    # check until the bootstrap bound. That check is collective, but the plan reads kv_heads 0 as heads (and would
+    # pass it): it is given -1, which it refuses on every rank, naming kv_heads; this rank's error says what was wrong.
+    sent = []
+    monkeypatch.setattr(_ring_attention, "_plan", _PLAN)  # (the fixture's stops before the plan)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    monkeypatch.setattr(_ring_attention, "_need", lambda symbol, op: lambda *a: sent.append(a[1:6]) or 1)
+    monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: (  # (the library's words for kv_heads < 1)
+        b"RingAttention's plan check: rank 1 could not make its plan: RingAttention: batch, sequence lengths and "
+        b"head counts must be >= 1 (got batch 1, seq_q 128, seq_kv 256, heads 2, kv_heads -1)"))
+    q, kv = _empty(1, 128, 2, 64), _empty(1, 128, 0, 64)
+    for causal in (False, True):
+        with pytest.raises(mkernel.MkernelError, match=r"mkernel.ring_attention: k and v have no kv heads "
+                           r"\(k \(1, 128, 0, 64\)\); kv_heads must be >= 1 .*rank 1 could not make its plan.*"
+                           r"kv_heads -1") as e:
+            mkernel.ring_attention(q, kv, kv, cuda_cpu, causal=causal)
+        assert isinstance(e.value.__cause__, mkernel.MkernelError)  # (the library's own error, chained)
+    assert sent == [(1, 128, 2, -1, 64)] * 2
+    with pytest.raises(mkernel.MkernelError, match=r"^RingAttention's plan check: rank 1 could not make"):
+        mkernel.ring_attention(q, q, q, cuda_cpu)  # (kv heads: the library's error as it is)
+    assert sent[-1] == (1, 128, 2, 2, 64) and not [k for k in tp._PLANS if k[1] == cuda_cpu._uid]
+    with pytest.raises(mkernel.MkernelError, match="empty tensors"):  # (the fake implementation: no plan)
+        torch.ops.mkernel.ring_attention(q.to("meta"), kv.to("meta"), kv.to("meta"),
+                                         mkernel._tp_meta.register(cuda_cpu), False, 0.0)
 
 
 def test_ring_attention_fake_refuses_an_odd_causal_shard():

@@ -259,6 +259,33 @@ def test_tp_registry_maps_keys_to_open_communicators_weakly():
         _tp_meta.register(object())
 
 
+def test_tp_registry_drops_the_entries_of_collected_communicators():
+    # The registry kept a (dead weakref, world) entry for every communicator the process ever made: a job that
+    # makes communicators over and over grew it without bound. An entry now goes with its communicator; a key
+    # registered again for another object keeps that object's entry when the first one dies.
+    import gc
+    from mkernel import _tp_meta
+
+    gc.collect()
+    before = len(_tp_meta._COMMS)
+    for _ in range(100):
+        _tp_meta.register(FakeComm())
+    gc.collect()
+    assert len(_tp_meta._COMMS) == before
+    first = FakeComm(world=2)
+    key = _tp_meta.register(first)
+    second = FakeComm(world=4, uid=key)  # (a test double may reuse a key; real communicators never do)
+    assert _tp_meta.register(second) == key and _tp_meta.lookup(key) is second
+    del first
+    gc.collect()
+    assert _tp_meta.lookup(key) is second and _tp_meta.world(key) == 4
+    del second
+    gc.collect()
+    assert key not in _tp_meta._COMMS and len(_tp_meta._COMMS) == before
+    with pytest.raises(mkernel.MkernelError, match=f"no communicator with key {key} .*garbage-collected"):
+        _tp_meta.world(key)
+
+
 def test_communicator_keys_carry_the_world_size_so_compiled_graphs_differ_between_world_sizes():
     """torch.compile's on-disk caches find compiled code by the traced graph, in which the key is a
     constant: the n-th communicator of a process must get the same key at the same world size (the

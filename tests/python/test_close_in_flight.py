@@ -1,0 +1,127 @@
+"""A close (Communicator.close, mkernel.close_plans, a plan's close) on another thread while a call of the
+communicator or of one of its plans is in the library raises, naming that call, and closes nothing: it would
+free the memory the call uses. No GPU: the library's calls are test doubles, and the one standing in for the
+call in flight runs the closes on another thread before it returns."""
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import mkernel  # noqa: E402
+from mkernel import _ring_attention, _tp_meta, tp, tp_ar  # noqa: E402
+
+_TP = (128, 256, 64)
+# (plan, its module, its constructor's arguments, launch method, the library symbol it calls, its inputs)
+_CALLS = [("AgGemm", tp, _TP, "_launch", "mk_ag_gemm_run", 3),
+          ("AgGemm", tp, _TP, "_launch_all_gather", "mk_ag_gemm_all_gather", 2),
+          ("GemmRs", tp, _TP, "_launch", "mk_gemm_rs_run", 3),
+          ("GemmRs", tp, _TP, "_launch_reduce_scatter", "mk_gemm_rs_reduce_scatter", 2),
+          ("GemmAr", tp_ar, _TP, "_launch", "mk_gemm_ar_run", 3),
+          ("GemmAr", tp_ar, _TP, "_launch_all_reduce", "mk_gemm_ar_all_reduce", 2),
+          ("RingAttention", _ring_attention, (1, 128, 8, 8, 128, True), "_launch", "mk_ring_attn_run", 5)]
+_NAMES = {"_launch": "run", "_launch_all_gather": "all_gather", "_launch_reduce_scatter": "reduce_scatter",
+          "_launch_all_reduce": "all_reduce"}
+
+
+class _Comm(mkernel.Communicator):
+    """A mkernel.Communicator whose library handle is a test double's (its world is not asked of the library)."""
+    world = 2
+
+    def __init__(self):
+        self._h, self._device, self._uid, self._explicit_plans = 0x5150, -1, _tp_meta.new_key(2), []
+
+
+def _on_thread(fn):
+    """fn() on another thread: the exception it raised, or None."""
+    got = []
+
+    def body():
+        try:
+            fn()
+        except Exception as e:  # (returned: the test looks at it)
+            got.append(e)
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    return got[0] if got else None
+
+
+@pytest.fixture
+def lib_doubles(monkeypatch):
+    """Records the communicator's and the plans' destroy calls; plans made with handle 0x1234, never captured."""
+    destroyed = []
+    monkeypatch.setattr(mkernel.lib, "mk_comm_destroy", lambda h: destroyed.append(("comm", h)) or 0)
+    for cls in (tp.AgGemm, tp.GemmRs, tp_ar.GemmAr, _ring_attention.RingAttention):
+        monkeypatch.setattr(mkernel.lib, cls._destroy,
+                            lambda h, name=cls.__name__: destroyed.append((name, h.value)) or 0)
+        monkeypatch.setattr(mkernel.lib, cls._captured, lambda h, out: 0)
+    for mod in (tp, tp_ar, _ring_attention):
+        monkeypatch.setattr(mod, "_need", lambda symbol, op: _made)
+        monkeypatch.setattr(mod, "_stream", lambda dev: None)
+    return destroyed
+
+
+def _made(*args):  # a plan's create call: its handle is 0x1234
+    args[-1]._obj.value = 0x1234
+    return 0
+
+
+def _inputs(plan, n):
+    if n == 5:  # ring attention: q, k, v, out, lse (None: made by the launch)
+        q = torch.empty(1, 128, 8, 128, dtype=torch.bfloat16)
+        return q, q, q, None, None
+    return tuple(torch.empty(64, 64, dtype=torch.bfloat16) for _ in range(n))
+
+
+@pytest.mark.parametrize("plan,mod,args,method,symbol,n", _CALLS, ids=[f"{c[0]}.{_NAMES[c[3]]}" for c in _CALLS])
+def test_a_close_on_another_thread_refuses_while_a_plan_call_is_in_the_library(
+        monkeypatch, lib_doubles, plan, mod, args, method, symbol, n):
+    comm = _Comm()
+    p = getattr(mkernel, plan)(comm, *args)
+    monkeypatch.setitem(tp._PLANS, (plan, comm._uid, args), p)  # (as the ops' cache holds it)
+    refused = []
+
+    def in_library(*a):
+        for close in (comm.close, lambda: mkernel.close_plans(comm), lambda: mkernel.close_plans(), p.close):
+            refused.append(_on_thread(close))
+        return 0
+
+    monkeypatch.setattr(mkernel.lib, symbol, in_library)
+    getattr(p, method)(*_inputs(p, n))
+    what = f"mkernel.{plan}.{_NAMES[method]} is in flight"
+    assert len(refused) == 4 and all(isinstance(e, RuntimeError) and what in str(e) for e in refused), refused
+    assert [str(e).split(":")[0] for e in refused] == ["mkernel.Communicator.close", "mkernel.close_plans",
+                                                       "mkernel.close_plans", f"mkernel.{plan}.close"]
+    assert lib_doubles == [] and comm._h and p._h and p._in_call is None  # nothing closed
+    comm.close()  # the call returned: closes
+    assert lib_doubles == [(plan, 0x1234), ("comm", 0x5150)] and not comm._h and not p._h
+
+
+def test_a_failed_plan_call_leaves_nothing_in_flight(monkeypatch, lib_doubles):
+    comm = _Comm()
+    p = mkernel.GemmAr(comm, *_TP)
+    monkeypatch.setattr(mkernel.lib, "mk_gemm_ar_all_reduce", lambda *a: 1)
+    monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: refused by the test double")
+    with pytest.raises(mkernel.MkernelError, match="refused by the test double"):
+        p._launch_all_reduce(*_inputs(p, 2))
+    assert p._in_call is None
+    comm.close()
+    assert lib_doubles == [("GemmAr", 0x1234), ("comm", 0x5150)]
+
+
+def test_communicator_close_on_another_thread_refuses_while_a_plan_is_being_made(monkeypatch, lib_doubles):
+    comm = _Comm()
+    refused = []
+
+    def making(*args):
+        refused.append(_on_thread(comm.close))
+        return _made(*args)
+
+    monkeypatch.setattr(tp_ar, "_need", lambda symbol, op: making)
+    p = mkernel.GemmAr(comm, *_TP)
+    assert isinstance(refused[0], mkernel.MkernelError)
+    assert str(refused[0]).startswith("mkernel.Communicator.close: making the plan of mkernel.GemmAr is in flight")
+    assert lib_doubles == [] and comm._in_call is None
+    comm.close()
+    assert lib_doubles == [("GemmAr", 0x1234), ("comm", 0x5150)] and not p._h
