@@ -1,13 +1,14 @@
-"""CPU tests of tools/bench.sh's GPU probe and tools/issue_bench.sh's output folder. Each runs a copy of the
-script in a scratch tree whose tools/setup.sh, tools/build.sh, tools/mkrun (and for issue_bench.sh, the
-benchmarks it starts) are stand-ins that record that they ran, with a stand-in nvidia-smi first on PATH: no
-setup, build or GPU work happens, and the real tree is not touched."""
+"""CPU tests of tools/bench.sh's GPU probe, tools/issue_bench.sh's output folder and tools/gpu_steps.sh's bounded
+steps. Each runs a copy of the script in a scratch tree whose tools/setup.sh, tools/build.sh, tools/mkrun (and for
+issue_bench.sh, the benchmarks it starts) are stand-ins that record that they ran, with a stand-in nvidia-smi first
+on PATH: no setup, build or GPU work happens, and the real tree is not touched."""
 import os
 import pathlib
 import re
 import shutil
 import stat
 import subprocess
+import time
 
 import pytest
 
@@ -192,3 +193,80 @@ def test_issue_bench_without_the_gpus_it_needs_makes_no_folder(tmp_path):
     assert ran == "" and not (root / "bench").exists()
     root2, rc, out, ran = _issue_bench(tmp_path / "b", ["attn"], ngpu=0)
     assert rc == 2 and "needs 1 GPU(s) (have 0)" in out, out
+
+
+# tools/gpu_steps.sh: a step that times out leaves nothing running (timeout --foreground signals only its child).
+_STEP_CHILD = """[ "$2" = ignore-term ] && trap '' TERM  # the step's command itself outlives TERM: KILLed 5 s later
+(trap '' TERM; exec sleep 60) </dev/null >/dev/null 2>&1 &  # a grandchild of timeout that outlives TERM
+echo $! > "$1"
+exec sleep 60 </dev/null >/dev/null 2>&1
+"""
+
+
+def _gone(pid, wait_s=3.0):
+    """True once process pid has ended (no /proc entry, or a zombie not yet reaped), polling up to wait_s."""
+    t_end = time.monotonic() + wait_s
+    while True:
+        try:
+            state = pathlib.Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return True
+        if re.search(r"^State:\s+Z", state, re.M):
+            return True
+        if time.monotonic() > t_end:
+            return False
+        time.sleep(0.05)
+
+
+def _steps(tmp_path, body):
+    """bash: source a copy of tools/gpu_steps.sh in tmp_path, with out=tmp_path, then run body there."""
+    shutil.copy(ROOT / "tools" / "gpu_steps.sh", tmp_path / "gpu_steps.sh")
+    _exe(tmp_path / "child.sh", _STEP_CHILD)
+    script = f'set -u\nsource ./gpu_steps.sh\nout="{tmp_path}"\n{body}\necho "fail=$fail"\n'
+    e = {k: v for k, v in os.environ.items() if k != "MK_STEP_TAG"}
+    r = subprocess.run(["bash", "-c", script], env=e, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    return r.returncode, r.stdout + r.stderr
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")
+@pytest.mark.parametrize("step,end_starts,words", [
+    ("step_s=1 run ./child.sh gc.pid", "=== FAILED (124): ./child.sh gc.pid -- ", "timed out at 1 s (TERM)"),
+    ("step_s=1 run ./child.sh gc.pid ignore-term", "=== FAILED (137): ./child.sh gc.pid ignore-term -- ",
+     "KILLed (the 1 s bound + 5 s"),
+    ("logged 1 step.log ./child.sh gc.pid", "=== rc=124 in ", "timed out at 1 s (TERM)"),
+], ids=["run-TERM", "run-KILL", "logged-TERM"])
+def test_gpu_steps_a_step_that_times_out_leaves_no_process_behind(tmp_path, step, end_starts, words):
+    bystander = subprocess.Popen(["sleep", "60"])  # started outside any step: left alone
+    gc = None
+    try:
+        code, out = _steps(tmp_path, step)
+        gc = int((tmp_path / "gc.pid").read_text())
+        end = [x for x in out.splitlines() if x.startswith(("=== FAILED", "=== rc="))]
+        assert len(end) == 1 and end[0].startswith(end_starts), out
+        assert code == 0 and out.rstrip().endswith("fail=1"), out
+        assert words in end[0] and "; killed 1 leftover process(es) of the step" in end[0], end
+        if " run " in f" {step}":
+            assert re.search(r" \[\d+ s\]$", end[0]), end  # the step's time still ends the line
+        else:
+            assert f"(log: {tmp_path}/step.log)" in end[0], end
+        assert _gone(gc), f"the step's grandchild {gc} outlived the step's timeout"
+        assert bystander.poll() is None  # not a process of the step
+    finally:
+        bystander.kill()
+        bystander.wait()
+        if gc is not None and not _gone(gc, 0):
+            os.kill(gc, 9)
+
+
+def test_gpu_steps_tags_each_step_apart_and_kills_nothing_after_a_step_that_ends(tmp_path):
+    code, out = _steps(tmp_path, "run bash -c 'echo tag=$MK_STEP_TAG'\n"
+                                 "logged 5 two.log bash -c 'echo tag=$MK_STEP_TAG'\n"
+                                 "run bash -c 'exit 3'\n"
+                                 'echo "shell=${MK_STEP_TAG-unset}"')
+    assert code == 0, out
+    tags = re.findall(r"^tag=(\S+)$", out, re.M) + re.findall(r"^tag=(\S+)$", (tmp_path / "two.log").read_text(),
+                                                              re.M)
+    assert len(tags) == 2 and len(set(tags)) == 2 and all(re.fullmatch(r"\d+\.\d+", t) for t in tags), out
+    assert "shell=unset" in out  # the tag is the step's, not the shell's
+    assert "=== FAILED (3): bash -c exit 3 [" in out and "leftover" not in out, out
+    assert out.rstrip().endswith("fail=1")
