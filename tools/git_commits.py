@@ -1,6 +1,7 @@
-"""Git questions tools/issue_targets.py asks about the reports' commits: this tree's commit, a --commit value as
-a commit id, and whether the code a benchmark measures changed between two commits (a report is committed after
-the commit it measured, so a commit that adds only results or documents leaves its reports current)."""
+"""The reports' commits for tools/issue_targets.py: this tree's commit, a --commit value as a commit id, whether the
+code a benchmark measures changed between two commits (a report is committed after the commit it measured, so a
+commit that adds only results or documents leaves its reports current), and the commit rule on the reports judged
+(judge)."""
 import os
 import re
 import subprocess
@@ -36,3 +37,84 @@ def code_unchanged(measured, head):
     if r is None or r.returncode not in (0, 1):
         return None
     return r.returncode == 0
+
+
+# How a report names the commit it measured: mkbench "abc...-dirty"; the Python benches "abc... (tracked files
+# modified)".
+COMMIT = re.compile(r"commit ([0-9a-f]{7,40})(-dirty)?( \(tracked files modified\))?")
+
+
+def parse(words):
+    """(hex, with uncommitted changes) of the commit that a report's words ("commit abc...") name; None: none."""
+    m = COMMIT.match(words or "")
+    return (m.group(1), bool(m.group(2) or m.group(3))) if m else None
+
+
+def same_commit(a, b):
+    """Two hex ids of one commit (the reports write 7 or 12 digits)."""
+    return a.startswith(b) or b.startswith(a)
+
+
+def groups(reports, commit_of):
+    """[(commit hex, [reports])] of the given reports, one entry per commit (7 and 12 digits of one commit
+    together); reports that record no commit (commit_of: None) under None."""
+    out = []
+    for p in reports:
+        cm = commit_of(p)
+        g = next((g for g in out if (g[0] is None) == (cm is None) and (cm is None or same_commit(g[0], cm[0]))),
+                 None)
+        if g is None:
+            out.append((cm[0] if cm else None, [p]))
+        else:
+            g[1].append(p)
+    return out
+
+
+def judge(reports, commit_of, add, head, whence, when):
+    """The commit rule: every report judged ([(report, [issues it feeds])]; commit_of(report): (hex, with
+    uncommitted changes) or None; when(report): its time) measured the tree under test: commit head (git HEAD or
+    --commit, `whence` says which; None: git cannot say, and the newest report's commit stands in), or a commit
+    whose code is head's (code_unchanged). A report of other code, or that records no commit, is a miss under each
+    issue it feeds (add(issue, target, where, ok, why)). Returns the warnings to print above the tables (also for
+    head "any": not judged)."""
+    name = lambda f: f"`{os.path.basename(f)}`"  # noqa: E731
+    label = lambda f: "no commit recorded" if commit_of(f) is None else (  # noqa: E731
+        commit_of(f)[0] + ("-dirty" if commit_of(f)[1] else ""))
+    warn = []
+    gs = groups([f for f, _ in reports], commit_of)
+    if len(gs) > 1:
+        warn.append(f"WARNING: the reports judged come from {len(gs)} commits, their numbers are of different "
+                    "code: " + "; ".join(f"{g or 'no commit recorded'}: " + ", ".join(name(p) for p in ps)
+                                         for g, ps in gs))
+    if head == "any":
+        return warn
+    if head is None:
+        dated = sorted((f for f, _ in reports if commit_of(f)), key=when)
+        head = commit_of(dated[-1])[0] if dated else "unknown"
+        whence = "the newest report's; git cannot say this tree's HEAD"
+        warn.append(f"WARNING: this tree's commit is unknown (git rev-parse HEAD failed): the reports are checked "
+                    f"against the newest one's commit, {head}")
+    target = f"measured the tree under test (commit {head}, {whence})"
+    other, same_code = [], []
+    for f, issues in reports:
+        cm = commit_of(f)
+        ok = cm is not None and same_commit(cm[0], head)
+        if cm is not None and not ok and code_unchanged(cm[0], head):
+            ok = True
+            same_code.append(f)
+        if not ok:
+            other.append(f)
+        for issue in issues:
+            add(issue, target, name(f), ok, f"measured {label(f)}")
+    if other:
+        warn.append(f"WARNING: {len(other)} of the {len(reports)} reports judged did not measure the tree under "
+                    f"test (commit {head}, {whence}); each is a miss: " + ", ".join(
+                        f"{name(f)} ({label(f)})" for f in other))
+    if same_code:
+        warn.append(f"note: measured earlier commits with the code of {head} (git diff of the code they measure: "
+                    "none): " + ", ".join(f"{name(f)} ({label(f)})" for f in same_code))
+    dirty = [f for f, _ in reports if f not in other and commit_of(f) and commit_of(f)[1]]
+    if dirty:
+        warn.append(f"note: measured {head} with uncommitted changes, which the reports do not record: " + ", ".join(
+            name(f) for f in dirty))
+    return warn

@@ -57,7 +57,7 @@ if [ -z "$out" ]; then
   out=bench/results/issue-$(date -u +%Y%m%dT%H%M%SZ)-$part
 elif [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
   echo "issue_bench.sh: note: $out already holds files; tools/issue_targets.py judges this run's reports beside" \
-       "the older ones there (the newest of each kind and configuration; ring rows merged per shape)"
+       "the older ones there (each row from the newest report that has it: an op's M, a ring or attention shape)"
 fi
 mkdir -p "$out" || exit 2
 echo "issue_bench.sh $part: results go to $out"

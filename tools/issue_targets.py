@@ -3,13 +3,15 @@
 
     python3 tools/issue_targets.py [--strict] [--all] [--commit REV|any] PATH [PATH ...]
 
-PATH: report files or folders of them (e.g. the OUT of tools/issue_bench.sh). Read, newest of each kind and
-configuration (by the UTC time stamped in the name) unless --all; ring reports all, merged per shape (the newest
-row of each counts; give every folder of a run split over calls); a row of the issue's grid that no report has is
-a miss (TP: M 1024-16384; ring and one-GPU attention: the benches' default grids), as is a cell that failed and an
-attention row whose output error err is above 1e-2 or NaN. An mkbench run that failed (meta "failed") is the
-newest report of every TP op it was asked for: an op it has no table of is a miss ("the run failed"), never an
-older report's table:
+PATH: report files or folders of them (e.g. the OUT of tools/issue_bench.sh). Unless --all (every report, each
+whole), the reports of each kind and configuration are merged per row: of each op's M (one-GPU attention, ring:
+each shape) the newest report's row counts (by the UTC time stamped in the name), so a newer partial run does not
+hide an older one's other rows (give every folder of a run split over calls); each row is judged under its
+report's name, the list of reports read says which rows an older report fills in, and rows merged from reports
+of several commits are a miss. A row of the issue's grid that no report has is a miss (TP: M 1024-16384; ring
+and one-GPU attention: the benches' default grids), as is a cell that failed and an attention row whose output
+error err is above 1e-2 or NaN. An mkbench run that failed (meta "failed") is the newest report of every TP op it
+was asked for: an op it has no table of is a miss ("the run failed"), never older reports' rows:
   mkbench-*.json          (mkbench ag_gemm gemm_rs gemm_ar; 1x2 and 2x1)  issues [tp-ag-rs], [tp-ar]
   torch-tp-*.md           (bench/torch_tp_bench.py; 1x2)                   the PyTorch fused-op targets
   torch-ring-attn-*.md    (bench/torch_ring_attn_bench.py; 1x2, 2x1)      issue [ring-attn]
@@ -29,7 +31,7 @@ read must record at least 20 timed rounds (MEASURING.md; a miss otherwise), and 
 one's commit and rounds: a report of another commit than the tree under test (--commit, default git HEAD; where
 git cannot say, the newest report's) measured that code, unless no code a benchmark depends on changed between
 the two (tools/git_commits.py; results, documents and tests may): a miss, with a warning above the tables, as are
-reports of several commits judged together (a warning) and ring rows merged from reports of several commits (a miss);
+reports of several commits judged together (a warning) and rows merged from reports of several commits (a miss);
 --commit any: the tree's commit is not judged.
 Each harness's other power regime (mkbench --lead-cycles: config "... rested"; torch_tp_bench.py --back-to-back:
 "1x2 back-to-back") is its own configuration, judged beside the default's rows, never instead of them. Where a
@@ -202,12 +204,12 @@ class Checks:
 
 
 def check_mkbench(path, c, ops=None):
-    """ops: the TP tables to check (select(): the newest report holding each); None: every one."""
+    """ops: the TP tables to check (select(): a Take, the rows this report supplies); None: every one."""
     d = load_json(path)
     if d["meta"].get("shared_gpus"):  # ranks time-sliced one GPU (a correctness run): its times are no measurements
         return
     cfg = mkbench_config(d)
-    short = cfg.split()[0] + (" rested" if " rested" in cfg else "")  # "1x2 NVLink" -> "1x2" (--lead-cycles: rested)
+    short = mkbench_short(cfg)
     emulated = "emulated" in cfg or " emu" in cfg
     gbps = emu_gbps(json.dumps(d))
     if d["meta"].get("failed"):  # mkbench wrote the tables it had finished, then failed (bench/mkbench.cpp)
@@ -242,10 +244,12 @@ def check_mkbench(path, c, ops=None):
             continue
         where = f"{op} {short} (`{os.path.basename(path)}`)"
         seen_m = {int(r[0]) for r in t["rows"] if num(str(r[0])) is not None}
-        for m in sorted(set(TP_M) - seen_m):  # the issue's grid: a report without a row misses it
+        for m in gaps(ops, op, TP_M, seen_m):  # the issue's grid: a row no report has is a miss
             c.add(issue, "(benchmark report)", where, False, f"M={m}: no row (a partial run?)")
         for r in t["rows"]:
             m = int(r[0])
+            if not judges(ops, op, m):  # (a newer report's row counts)
+                continue
             v = nums(r[serial_col], r[overlap_col], r[mk_col], r[compute_col])
             comm = [x for i in comm_cols for x in all_nums(r[i])]
             if v is None or not comm or not v[2]:
@@ -282,42 +286,51 @@ def check_mkbench(path, c, ops=None):
                       f"T_comm {t_meas:.3f} ms)")
 
 
-def check_torch_tp(path, c):
+def torch_tp_rows(path):
+    """(op, config, M, row) of a torch-tp report's rows: config " back-to-back" for a --back-to-back run; M an int,
+    or its cell where that is no number."""
     text = open(path).read()
     b2b = torch_tp_back_to_back(text)
     for heading, rows in md_tables(text):
         op = heading.split()[0] if heading else ""
-        if op not in ("AG+GEMM", "GEMM+RS", "GEMM+AR"):
+        for r in rows if op in TORCH_TP_TARGETS else ():
+            cfg, m = r.get("config", "?"), num(r.get("M"))
+            cfg += " back-to-back" if b2b and "back-to-back" not in cfg else ""
+            yield op, cfg, (int(m) if m is not None else r.get("M")), r
+
+
+TORCH_TP_TARGETS = {  # op -> (issue, target, met(ratio)) of a torch-tp table
+    "AG+GEMM": ("5 [tp-ag-rs]", "faster than PyTorch's fused op at every M", lambda x: x > 1.0),
+    "GEMM+RS": ("5 [tp-ag-rs]", "faster than PyTorch's fused op at every M", lambda x: x > 1.0),
+    "GEMM+AR": ("6 [tp-ar]", "not slower than PyTorch's symmetric-memory all-reduce after cuBLAS", lambda x: x >= 1.0)}
+
+
+def check_torch_tp(path, c, take=None):
+    """take: the rows to judge (select(): a Take, the rows this report supplies); None: every one."""
+    seen = {}  # (op, config) -> the M's with a row
+    for op, cfg, m, r in torch_tp_rows(path):
+        issue, target, ok = TORCH_TP_TARGETS[op]
+        seen.setdefault((op, cfg), set()).update([m] if isinstance(m, int) else [])
+        if not judges(take, (op, cfg), m):  # (a newer report's row counts)
             continue
         if op == "GEMM+AR":
-            issue, target = "6 [tp-ar]", "not slower than PyTorch's symmetric-memory all-reduce after cuBLAS"
-            ok = lambda x: x >= 1.0  # noqa: E731
+            measured = [v for v in (num(r.get("torch symm 1-shot ms")), num(r.get("torch symm 2-shot ms"))) if v]
+            torch_ms = min(measured) if measured else None
         else:
-            issue, target = "5 [tp-ag-rs]", "faster than PyTorch's fused op at every M"
-            ok = lambda x: x > 1.0  # noqa: E731
-        seen = {}  # where (op, config) -> the M's with a row
-        for r in rows:
-            if op == "GEMM+AR":
-                measured = [v for v in (num(r.get("torch symm 1-shot ms")), num(r.get("torch symm 2-shot ms"))) if v]
-                torch_ms = min(measured) if measured else None
-            else:
-                torch_ms = num(r.get("torch fused ms"))
-            cfg = r.get("config", "?")
-            cfg += " back-to-back" if b2b and "back-to-back" not in cfg else ""
-            where = f"{op} {cfg} (`{os.path.basename(path)}`)"
-            if num(r.get("M")) is not None:
-                seen.setdefault(where, set()).add(int(num(r["M"])))
-            mk = num(r.get("mkernel ms"))
-            if not torch_ms or not mk:  # a failed or missing side is no comparison: a miss until measured
-                c.add(issue, target, where, False, f"M={r.get('M')}: not measured (torch {torch_ms}, mkernel {mk})")
-                continue
-            ratio = torch_ms / mk
-            spread = spread_note(r.get("mkernel vs fastest torch per round (p10 / median / p90)", ""), ok(ratio))
-            c.add(issue, target, where, ok(ratio), f"M={r['M']}: {ratio:.4f}x (torch {torch_ms:.3f} ms / mkernel "
-                                                   f"{mk:.3f} ms{spread})")
-        for where, ms in seen.items():  # the issue's grid: an M without a row is a miss
-            for m in sorted(set(TP_M) - ms):
-                c.add(issue, target, where, False, f"M={m}: no row (a partial run?)")
+            torch_ms = num(r.get("torch fused ms"))
+        where = f"{op} {cfg} (`{os.path.basename(path)}`)"
+        mk = num(r.get("mkernel ms"))
+        if not torch_ms or not mk:  # a failed or missing side is no comparison: a miss until measured
+            c.add(issue, target, where, False, f"M={r.get('M')}: not measured (torch {torch_ms}, mkernel {mk})")
+            continue
+        ratio = torch_ms / mk
+        spread = spread_note(r.get("mkernel vs fastest torch per round (p10 / median / p90)", ""), ok(ratio))
+        c.add(issue, target, where, ok(ratio), f"M={r['M']}: {ratio:.4f}x (torch {torch_ms:.3f} ms / mkernel "
+                                               f"{mk:.3f} ms{spread})")
+    for (op, cfg), ms in seen.items():  # the issue's grid: an M no report has is a miss
+        issue, target, _ = TORCH_TP_TARGETS[op]
+        for m in gaps(take, (op, cfg), TP_M, ms):
+            c.add(issue, target, f"{op} {cfg} (`{os.path.basename(path)}`)", False, f"M={m}: no row (a partial run?)")
 
 
 def ring_rows(path):
@@ -394,14 +407,10 @@ def check_ring(paths, c):
     c.ring_used.update(p for _, p, _ in newest.values())
     for cfg in sorted({k[0] for k in newest}):
         # The rows merged from several reports: of one commit, or the grid mixes the numbers of different code.
-        used = sorted({p for k, (_, p, _) in newest.items() if k[0] == cfg}, key=stamp_key)
+        used = {p for k, (_, p, _) in newest.items() if k[0] == cfg}
         if len(used) > 1:
-            groups = commit_groups(used)
-            rows = {p: sum(1 for k, v in newest.items() if k[0] == cfg and v[1] == p) for p in used}
-            c.add(issue, "the rows merged from several reports are of one commit", f"ring attention {cfg}",
-                  len(groups) == 1, f"rows of {len(groups)} commits: " + "; ".join(
-                      f"{g or 'no commit recorded'}: " + ", ".join(f"`{os.path.basename(p)}` ({rows[p]} rows)"
-                                                                   for p in ps) for g, ps in groups))
+            check_one_commit(c, issue, f"ring attention {cfg}",
+                             {p: sum(1 for k, v in newest.items() if k[0] == cfg and v[1] == p) for p in used})
         missing = [g for g in RING_GRID if (cfg,) + g not in newest]
         for b, h, s, causal in missing:
             c.add(issue, "(benchmark report)", f"ring attention {cfg}", False,
@@ -448,42 +457,59 @@ def check_ring(paths, c):
             judge_eta(c, issue, where, desc, *bound, mk, target)
 
 
-def check_attention(path, c):
+def check_one_commit(c, issue, where, rows):
+    """rows: report -> how many rows it gave one grid merged from several reports (check_ring, check_merged): the
+    reports must be of one commit, or the grid mixes the numbers of different code (a miss)."""
+    groups = git_commits.groups(sorted(rows, key=stamp_key), commit_of)
+    c.add(issue, "the rows merged from several reports are of one commit", where, len(groups) == 1,
+          f"rows of {len(groups)} commits: " + "; ".join(f"{g or 'no commit recorded'}: " + ", ".join(
+              f"`{os.path.basename(p)}` ({rows[p]} rows)" for p in ps) for g, ps in groups))
+
+
+def attention_rows(path):
+    """((B, S, Hkv, causal), row) of an attention report's rows at the issue's D = 128, H = 32."""
+    for _, rows in md_tables(open(path).read()):
+        for r in rows:
+            if "mkernel ms" in r and "torch flash ms" in r and r.get("D") == "128" and r.get("H") == "32":
+                causal = "1" if r.get("causal", "").lower() in ("1", "yes", "true") else "0"
+                yield (int(r["B"]), int(r["S"]), int(r["Hkv"]), causal), r
+
+
+def check_attention(path, c, take=None):
+    """take: the rows to judge (select(): a Take, the rows this report supplies); None: every one."""
     target = "one-GPU engine at least as fast as SDPA's flash backend"
     where = f"attention, one GPU (`{os.path.basename(path)}`)"
     seen = set()
-    for _, rows in md_tables(open(path).read()):
-        for r in rows:
-            if "mkernel ms" not in r or "torch flash ms" not in r or r.get("D") != "128" or r.get("H") != "32":
-                continue
-            causal = "1" if r.get("causal", "").lower() in ("1", "yes", "true") else "0"
-            seen.add((int(r["B"]), int(r["S"]), int(r["Hkv"]), causal))
-            v = nums(r["torch flash ms"], r["mkernel ms"])
-            desc = f"B={r['B']} S={r['S']} Hkv={r['Hkv']} causal={r['causal']}"
-            err = num(r.get("err"))
-            if err is None or not err <= ATTN_ERR:  # NaN, absent or too large: the speed of a wrong output
-                c.add("7 [ring-attn]", target, where, False,
-                      f"{desc}: wrong output (err {r.get('err', 'absent')!r}, bound {ATTN_ERR:g})")
-                continue
-            lerr = num(r["lse err"]) if "lse err" in r else 0.0  # (reports before session 44 have no LSE column)
-            if lerr is None or not lerr <= RING_LSE_ERR:
-                c.add("7 [ring-attn]", target, where, False,
-                      f"{desc}: wrong LSE (lse err {r['lse err']!r}, bound {RING_LSE_ERR:g})")
-                continue
-            if v is None or not v[1]:  # a failed side: a miss until measured
-                c.add("7 [ring-attn]", target, where, False, f"{desc}: not measured")
-                continue
-            ratio = v[0] / v[1]
-            c.add("7 [ring-attn]", target, where, ratio >= 1.0,
-                  f"{desc}: {ratio:.4f}x (flash {v[0]:.3f} ms / mkernel {v[1]:.3f} ms)")
-    for b, s, h, causal in ATTN_GRID:  # the engine grid attention_bench.py runs: a row it lacks is a miss
-        if (b, s, h, causal) not in seen:
+    for key, r in attention_rows(path):
+        seen.add(key)
+        if not judges(take, "attention", key):  # (a newer report's row counts)
+            continue
+        v = nums(r["torch flash ms"], r["mkernel ms"])
+        desc = f"B={r['B']} S={r['S']} Hkv={r['Hkv']} causal={r['causal']}"
+        err = num(r.get("err"))
+        if err is None or not err <= ATTN_ERR:  # NaN, absent or too large: the speed of a wrong output
             c.add("7 [ring-attn]", target, where, False,
-                  f"B={b} S={s} Hkv={h} causal={causal}: no row (a partial run?)")
+                  f"{desc}: wrong output (err {r.get('err', 'absent')!r}, bound {ATTN_ERR:g})")
+            continue
+        lerr = num(r["lse err"]) if "lse err" in r else 0.0  # (reports before session 44 have no LSE column)
+        if lerr is None or not lerr <= RING_LSE_ERR:
+            c.add("7 [ring-attn]", target, where, False,
+                  f"{desc}: wrong LSE (lse err {r['lse err']!r}, bound {RING_LSE_ERR:g})")
+            continue
+        if v is None or not v[1]:  # a failed side: a miss until measured
+            c.add("7 [ring-attn]", target, where, False, f"{desc}: not measured")
+            continue
+        ratio = v[0] / v[1]
+        c.add("7 [ring-attn]", target, where, ratio >= 1.0,
+              f"{desc}: {ratio:.4f}x (flash {v[0]:.3f} ms / mkernel {v[1]:.3f} ms)")
+    # the engine grid attention_bench.py runs: a row no report has is a miss
+    for b, s, h, causal in gaps(take, "attention", ATTN_GRID, seen):
+        c.add("7 [ring-attn]", target, where, False, f"B={b} S={s} Hkv={h} causal={causal}: no row (a partial run?)")
 
 
-KINDS = [("mkbench-", ".json", check_mkbench), ("torch-tp-", ".md", check_torch_tp),
-         ("torch-ring-attn-", ".md", lambda path, c: check_ring([path], c)), ("attention-", ".md", check_attention)]
+KINDS = [("mkbench-", ".json", check_mkbench), ("torch-tp-", ".md", check_torch_tp),  # check(path, c, take=None)
+         ("torch-ring-attn-", ".md", lambda path, c, _=None: check_ring([path], c)),
+         ("attention-", ".md", check_attention)]
 
 
 def kind_of(path):
@@ -547,51 +573,131 @@ def mkbench_run_ops(d):
     return {TP_BENCHES[n] for n in names if n in TP_BENCHES} if names else set(TP_BENCHES.values())
 
 
-def mkbench_ops(path):
-    """The TP ops an mkbench report answers for (select()'s keys): those it has a table of; for a run that failed
-    (meta "failed": it wrote the tables it had finished), also every other TP op it was asked to measure, so
-    that it is the newest report on those and an older report's table does not hide the failure."""
+def mkbench_short(cfg):
+    return cfg.split()[0] + (" rested" if " rested" in cfg else "")  # "1x2 NVLink" -> "1x2" (--lead-cycles: rested)
+
+
+def report_rows(path):
+    """{part: {row}} of a report, as select() merges them: mkbench {TP op: {M}}, and for a run that failed (meta
+    "failed") every other TP op it was asked to measure: None (its failure, which no older report's rows stand in
+    for); torch-tp {(op, config): {M}}; attention {"attention": {(B, S, Hkv, causal)}}."""
+    kind, out = kind_of(path)[0], {}
     try:
-        d = load_json(path)
-        ops = {op for op in (tp_op(t["title"]) for t in d["tables"]) if op}
-        return ops | mkbench_run_ops(d) if d["meta"].get("failed") else ops
-    except (OSError, ValueError, KeyError, AttributeError):
-        return set()
+        if kind == "mkbench-":
+            d = load_json(path)
+            for t in (t for t in d["tables"] if tp_op(t["title"])):
+                out.setdefault(tp_op(t["title"]), set()).update(
+                    int(r[0]) for r in t["rows"] if num(str(r[0])) is not None)
+            out.update({op: None for op in mkbench_run_ops(d) - set(out)} if d["meta"].get("failed") else {})
+        for op, cfg, m, _ in torch_tp_rows(path) if kind == "torch-tp-" else ():
+            out.setdefault((op, cfg), set()).add(m)
+        for key, _ in attention_rows(path) if kind == "attention-" else ():
+            out.setdefault("attention", set()).add(key)
+    except (OSError, ValueError, KeyError, AttributeError, TypeError):
+        return {}
+    return out
+
+
+def part_op(part):  # the TP op of a part of report_rows (None: attention)
+    return part[0] if isinstance(part, tuple) else (part if part in TP_TITLES.values() else None)
+
+
+def row_name(part, r):  # a row of report_rows as the checks name it
+    return "B={} S={} Hkv={} causal={}".format(*r) if part == "attention" else (
+        f"{' '.join(part) if isinstance(part, tuple) else part} M={r}")
+
+
+class Take(frozenset):
+    """select()'s answer for a report merged with others of its kind and configuration: the TP ops it supplies
+    rows of (check_mkbench's ops); rows: the (part, row)s it supplies; lead: the parts it is the newest report of
+    (it misses their grid's rows that no report has); cover: part -> the rows that the reports merged supply."""
+
+    def __new__(cls, ops, rows, lead, cover):
+        t = super().__new__(cls, ops)
+        t.rows, t.lead, t.cover = rows, lead, cover
+        return t
+
+
+def judges(take, part, row):
+    """Whether a check judges a row: every row; of a report select() merged (a Take), those it supplies."""
+    return not isinstance(take, Take) or (part, row) in take.rows
+
+
+def gaps(take, part, grid, seen):
+    """The rows of the issue's grid a report misses (seen: those it has); for a report select() merged, those no
+    report merged has, under the newest holding the part."""
+    if not isinstance(take, Take):
+        return [g for g in grid if g not in seen]
+    return [g for g in grid if g not in take.cover[part]] if part in take.lead else []
 
 
 def select(paths, newest_only):
-    """[(file, ops)]: every report found, or the newest of each kind and configuration; for mkbench the newest
-    holding each TP table (a later run of other benchmarks on the same configuration does not hide it), with
-    the ops to check from it (None: all)."""
-    files = []
-    for p in paths:
-        if os.path.isdir(p):
-            files += [os.path.join(p, f) for f in sorted(os.listdir(p))]
-        else:
-            files.append(p)
+    """[(file, take)]: every report found (take None: all its rows), or those whose rows count: of each kind and
+    configuration, each row (report_rows: an op's M; attention: a shape) from the newest report holding it, so
+    that neither a newer partial run nor a later run of other benchmarks hides an older report's other rows of
+    the issue's grid (take: a Take); an op's rows stop at a failed mkbench run that was asked for it and has no
+    table of it. Ring reports: all (check_ring merges them per shape)."""
+    files = [x for p in paths for x in ([os.path.join(p, f) for f in sorted(os.listdir(p))] if os.path.isdir(p)
+                                        else [p])]
     # One rank (config 1x1: mkbench's diagnosis tables, torch-tp smoke runs) is no configuration of the issues'
     # targets, and ranks that shared a GPU (config "... shared-GPU": a correctness run) measured nothing.
     files = [f for f in files if kind_of(f) and not (kind_of(f)[0] in ("mkbench-", "torch-tp-") and (
         config_key(f).startswith("1x1") or "shared-GPU" in config_key(f)))]
     if not newest_only:
         return [(f, None) for f in files]
-    newest = {}
+    picked, groups = {}, {}
     for f in files:
         if kind_of(f)[0] == "torch-ring-attn-":  # every one: check_ring keeps the newest row of each shape
-            newest[("ring", f, None)] = f
-            continue
-        keys = ([("mkbench-", config_key(f), op) for op in mkbench_ops(f)] if kind_of(f)[0] == "mkbench-"
-                else [(kind_of(f)[0], config_key(f), None)])
-        for key in keys:
-            if key not in newest or stamp_key(f) > stamp_key(newest[key]):
-                newest[key] = f
-    picked = {}
-    for (kind, _, op), f in newest.items():
-        if kind == "mkbench-":
-            picked.setdefault(f, set()).add(op)
-        else:
             picked[f] = None
+        else:
+            groups.setdefault((kind_of(f)[0], config_key(f)), []).append(f)
+    for group in groups.values():
+        cover, stopped, took = {}, set(), {}
+        for f in sorted(group, key=stamp_key, reverse=True):  # newest first (equal stamps: the first found)
+            ops, rows, lead = set(), set(), set()
+            for part, have in report_rows(f).items():
+                if part in stopped:
+                    continue
+                if part not in cover:
+                    lead.add(part)
+                got, grid = cover.setdefault(part, set()), ATTN_GRID if part == "attention" else TP_M
+                new = {(part, r) for r in have or () if r not in got and (part in lead or r in grid)}
+                if new or part in lead or have is None and any(g not in got for g in grid):
+                    ops.add(part_op(part))  # (a failed run: where its failure is why grid rows are missing)
+                got.update(r for _, r in new)
+                rows |= new
+                if have is None:
+                    stopped.add(part)
+            if ops:
+                took[f] = (ops - {None}, rows, lead)
+        picked.update({f: Take(ops, rows, lead, cover) for f, (ops, rows, lead) in took.items()})
     return sorted(picked.items())
+
+
+def check_merged(files, c):
+    """The rows of an op and configuration (attention: of the grid) select() merged from several reports: of one
+    commit (check_one_commit, as ring rows); the line names each report and how many rows it gave."""
+    merged = {}  # (kind, config, part) -> {report: rows}
+    for f, take in files:
+        for part, _ in take.rows if isinstance(take, Take) else ():
+            n = merged.setdefault((kind_of(f)[0], config_key(f), part), {})
+            n[f] = n.get(f, 0) + 1
+    for (kind, cfg, part), rows in sorted((k, v) for k, v in merged.items() if len(v) > 1):
+        op = part_op(part)
+        name = (f"{op} {mkbench_short(cfg)}" if kind == "mkbench-" else f"{op} {part[1]} against PyTorch"
+                if kind == "torch-tp-" else "attention, one GPU")
+        issue = "7 [ring-attn]" if op is None else "6 [tp-ar]" if op == "GEMM+AR" else "5 [tp-ag-rs]"
+        check_one_commit(c, issue, f"{name} (rows merged: " + ", ".join(
+            f"`{os.path.basename(p)}` ({rows[p]} rows)" for p in sorted(rows, key=stamp_key, reverse=True)) + ")", rows)
+
+
+def read_note(take):
+    """Beside a report read: the TP ops it supplies, and the rows it fills in for newer reports that lack them."""
+    fill = [(p, r) for p, r in take.rows if p not in take.lead] if isinstance(take, Take) else []
+    fill.sort(key=lambda x: (str(x[0]), (1, str(x[1])) if isinstance(x[1], str) else (0, x[1])))
+    note = "; ".join(x for x in (", ".join(sorted(take or ())), fill and "rows newer reports lack: " + ", ".join(
+        row_name(*x) for x in fill)) if x)
+    return f" ({note})" if note else ""
 
 
 def report(c, out=None):
@@ -602,14 +708,8 @@ def report(c, out=None):
         for (iss, target, where), (seen, missed) in c.items.items():
             if iss != issue:
                 continue
-            if seen == 0:
-                verdict = "NO REPORT"
-                missed_any = True
-            elif missed:
-                verdict = f"{len(missed)}: " + "; ".join(missed)
-                missed_any = True
-            else:
-                verdict = "none (met)"
+            verdict = "NO REPORT" if seen == 0 else f"{len(missed)}: " + "; ".join(missed) if missed else "none (met)"
+            missed_any = missed_any or seen == 0 or bool(missed)
             out.write(f"| {target} | {where} | {seen} | {verdict} |\n")
     if c.floors:  # which floor each row's eta used (emulated nodes: the measured comm alone or the link floor)
         out.write("\n## eta of every row: T_lb and what bounds it\n\n"
@@ -645,7 +745,7 @@ def judged(files, c):
         if kind in ("torch-ring-attn-", "attention-"):
             issues = ["7 [ring-attn]"]
         else:
-            opset = ops if ops is not None else (mkbench_ops(f) if kind == "mkbench-" else {"AG+GEMM", "GEMM+AR"})
+            opset = ops if ops is not None else (set(report_rows(f)) if kind == "mkbench-" else {"AG+GEMM", "GEMM+AR"})
             issues = sorted({"6 [tp-ar]" if op == "GEMM+AR" else "5 [tp-ag-rs]" for op in opset})
         yield f, issues
 
@@ -661,92 +761,20 @@ def check_protocol(files, c):
                   f"{rounds} rounds" if rounds is not None else "the report does not say how many rounds")
 
 
-COMMIT = re.compile(r"commit ([0-9a-f]{7,40})(-dirty)?( \(tracked files modified\))?")
-
-
 def commit_of(path):
-    """(hex, with uncommitted changes) of the commit a report says it measured (mkbench: "abc...-dirty"; the
-    Python benches: "abc... (tracked files modified)"); None where it does not say."""
-    m = COMMIT.match(provenance(path)[1] or "")
-    return (m.group(1), bool(m.group(2) or m.group(3))) if m else None
-
-
-def same_commit(a, b):
-    """Two hex ids of one commit (the reports write 7 or 12 digits)."""
-    return a.startswith(b) or b.startswith(a)
-
-
-def commit_groups(paths):
-    """[(commit hex, [reports])] of the given reports, one entry per commit (7 and 12 digits of one commit
-    together); reports that record no commit under None."""
-    groups = []
-    for p in paths:
-        cm = commit_of(p)
-        g = next((g for g in groups if (g[0] is None) == (cm is None) and (cm is None or same_commit(g[0], cm[0]))),
-                 None)
-        if g is None:
-            groups.append((cm[0] if cm else None, [p]))
-        else:
-            g[1].append(p)
-    return groups
-
-
-def commit_label(path):
-    cm = commit_of(path)
-    return "no commit recorded" if cm is None else cm[0] + ("-dirty" if cm[1] else "")
+    """(hex, with uncommitted changes) of the commit a report says it measured; None where it does not say."""
+    return git_commits.parse(provenance(path)[1])
 
 
 def check_commits(files, c, head, whence="git HEAD"):
-    """Every report judged measured the tree under test: commit head (git HEAD or --commit, `whence` says which;
-    None: git cannot say, and the newest report's commit stands in), or a commit whose code is head's
-    (git_commits.code_unchanged: a report is committed after the commit it measured). A report of other code, or
-    that records no commit, is a miss under each issue it feeds. Returns the warnings to print above the tables
-    (also for head "any": not judged)."""
-    reports = list(judged(files, c))
-    warn = []
-    groups = commit_groups([f for f, _ in reports])
-    if len(groups) > 1:
-        warn.append(f"WARNING: the reports judged come from {len(groups)} commits, their numbers are of different "
-                    "code: " + "; ".join(f"{g or 'no commit recorded'}: " + ", ".join(
-                        f"`{os.path.basename(p)}`" for p in ps) for g, ps in groups))
-    if head == "any":
-        return warn
-    if head is None:
-        dated = sorted((f for f, _ in reports if commit_of(f)), key=stamp_key)
-        head = commit_of(dated[-1])[0] if dated else "unknown"
-        whence = "the newest report's; git cannot say this tree's HEAD"
-        warn.append(f"WARNING: this tree's commit is unknown (git rev-parse HEAD failed): the reports are checked "
-                    f"against the newest one's commit, {head}")
-    target = f"measured the tree under test (commit {head}, {whence})"
-    other, same_code = [], []
-    for f, issues in reports:
-        cm = commit_of(f)
-        ok = cm is not None and same_commit(cm[0], head)
-        if cm is not None and not ok and git_commits.code_unchanged(cm[0], head):
-            ok = True
-            same_code.append(f)
-        if not ok:
-            other.append(f)
-        for issue in issues:
-            c.add(issue, target, f"`{os.path.basename(f)}`", ok, f"measured {commit_label(f)}")
-    if other:
-        warn.append(f"WARNING: {len(other)} of the {len(reports)} reports judged did not measure the tree under "
-                    f"test (commit {head}, {whence}); each is a miss: " + ", ".join(
-                        f"`{os.path.basename(f)}` ({commit_label(f)})" for f in other))
-    if same_code:
-        warn.append(f"note: measured earlier commits with the code of {head} (git diff of the code they measure: "
-                    "none): " + ", ".join(f"`{os.path.basename(f)}` ({commit_label(f)})" for f in same_code))
-    dirty = [f for f, _ in reports if f not in other and commit_of(f) and commit_of(f)[1]]
-    if dirty:
-        warn.append(f"note: measured {head} with uncommitted changes, which the reports do not record: " + ", ".join(
-            f"`{os.path.basename(f)}`" for f in dirty))
-    return warn
+    """The commit rule (git_commits.judge) on every report judged; returns the warnings to print above the tables."""
+    return git_commits.judge(list(judged(files, c)), commit_of, c.add, head, whence, stamp_key)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("paths", nargs="+")
-    ap.add_argument("--all", action="store_true", help="every report found, not only the newest of each kind")
+    ap.add_argument("--all", action="store_true", help="every report found, each whole (not merged per row)")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed or unreported")
     ap.add_argument("--commit", help="the commit the reports must have measured (default: this tree's git HEAD; "
                     "'any': not judged, a mix of commits is still said)")
@@ -754,14 +782,11 @@ def main(argv=None):
     files = select(a.paths, not a.all)
     c = Checks()
     ring = [f for f, _ in files if kind_of(f)[0] == "torch-ring-attn-"]
-    for f, ops in files:
-        if kind_of(f)[0] == "torch-ring-attn-":
-            continue
-        if ops is None:
-            kind_of(f)[2](f, c)
-        else:
-            check_mkbench(f, c, ops)
+    for f, take in files:
+        if kind_of(f)[0] != "torch-ring-attn-":
+            kind_of(f)[2](f, c, take)
     check_ring(ring, c)
+    check_merged(files, c)
     check_protocol(files, c)
     if a.commit in (None, "any"):
         head, whence = (a.commit or git_commits.resolve()), "git HEAD"
@@ -786,7 +811,7 @@ def main(argv=None):
     # Each report's commit and rounds beside it: one from another commit than the tree under test, or with
     # modified files, is a number of that code, not of this one.
     print("Reports read (commit; timed rounds):\n" + "".join(
-        f"- `{f}`" + (f" ({', '.join(sorted(o))})" if o else "") + " - {1}, {0} rounds\n".format(
+        f"- `{f}`" + read_note(o) + " - {1}, {0} rounds\n".format(
             *(x if x is not None else "not recorded" for x in provenance(f))) for f, o in files))
     if warnings:
         print("\n".join(warnings) + "\n")
