@@ -14,7 +14,9 @@
 # -k expression, default matches_sdpa: 16 cases) the attn part's (racecheck needs fewer: over 170 s for the 16).
 # Not run: the tests that end a kernel on purpose (timeouts, aborts, starved roles: *Child*, TimedOut,
 # Abort, Host*), whose trap the tool reports as an error; DeliveryAgent.FabricStaging*, whose kernel waits
-# for a host thread's CUDA copies, which the tool holds back while a kernel runs (it hung there, 2026-12-04).
+# for a host thread's CUDA copies, which the tool holds back while a kernel runs (it hung there, 2026-12-04);
+# TpSingleRankLog.*, a death test whose child (the binary run again) hung under the tool for over 80 s
+# (session 49; it passes in 1 s with --target-processes application-only, and its plans are TpSingleRank*'s).
 # Waits are bounded by MK_TIMEOUT_MS=600000 (the tool slows kernels down); SANITIZE_STEP_S bounds every step
 # instead of its default. Exit 1 when a step fails or the tool reports an error.
 set -uo pipefail
@@ -53,7 +55,7 @@ step() {  # step SECONDS LOG command... (SANITIZE_STEP_S, when set, bounds every
 }
 gpu_filter='Gemm.*:GemmHooks.*:TpSingleRank*:TpPlanSignals.*:DeliveryAgent.*:PeerCopy.*:CApiGpu.*'
 gpu_filter+=':Signals.SingleRank*:Signals.BackToBack*:Signals.AddFrom*:Signals.Satisfied*'
-gpu_filter+=':-DeliveryAgent.FabricStaging*'
+gpu_filter+=':-DeliveryAgent.FabricStaging*:TpSingleRankLog.*'
 dist_filter='AgGemmTest.MatchesReferenceAcrossShapes:AgGemmTest.StandaloneAllGather'
 dist_filter+=':GemmRsTest.MatchesReferenceAcrossShapes:GemmRsTest.StandaloneReduceScatter'
 dist_filter+=':GemmArTest.MatchesReferenceAcrossShapes:GemmArTest.StandaloneAllReduce'
