@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -62,8 +63,10 @@ int64_t parse_int(const KnobSpec& s, const std::string& v) {
   long long x = std::strtoll(v.c_str(), &end, 10);
   if (!v.empty() && end != v.c_str() && *end == '\0' && errno == ERANGE)  // an integer past int64
     fail(s.name, "='", v, "' is out of range [", s.min, ", ", s.max, "]");
-  if (v.empty() || errno != 0 || end == v.c_str() || *end != '\0')
-    fail(s.name, "='", v, "' is not an integer (", s.doc, ")");
+  // (strtoll skips leading white space: refused, as trailing white space is)
+  if (v.empty() || errno != 0 || end == v.c_str() || *end != '\0' || std::isspace(static_cast<unsigned char>(v[0])))
+    fail(s.name, "='", v, "' is not an integer (it takes a whole number in [", s.min, ", ", s.max,
+         "], without spaces)");
   if (x < s.min || x > s.max)
     fail(s.name, "=", x, " is out of range [", s.min, ", ", s.max, "]");
   return x;

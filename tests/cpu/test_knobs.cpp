@@ -45,6 +45,9 @@ TEST(Knobs, RejectsBadValuesWithClearMessages) {
                          {"MK_BOOTSTRAP_PORT", "'99999999999999999999' is out of range [0, 65535]"}),
             "");
   EXPECT_EQ(expect_error([&] { port("9999999999999999999x"); }, {"MK_BOOTSTRAP_PORT", "not an integer"}), "");
+  // White space on either side is refused alike (strtoll skipped the leading kind); the message names the range.
+  for (const char* v : {" 80", "80 ", "\t80"})
+    EXPECT_EQ(expect_error([&] { port(v); }, {"MK_BOOTSTRAP_PORT", "not an integer", "in [0, 65535]"}), "") << v;
   EXPECT_EQ(expect_error([] { knob_str(Knob::MK_SYMM_MODE, env_of({{"MK_SYMM_MODE", "nvls"}})); },
                          {"MK_SYMM_MODE", "'nvls'", "auto|vmm|ipc"}),
             "");
