@@ -156,6 +156,11 @@ int mk_gemm_rs_destroy(mk_gemm_rs_t plan);
 typedef struct mk_gemm_ar_s* mk_gemm_ar_t;
 int mk_gemm_ar_create(mk_comm_t comm, int64_t m, int64_t n, int64_t k_local, int num_gather_ctas, int num_ctas,
                       mk_gemm_ar_t* out);
+/* The same with run()'s variant chosen (GemmArOptions::one_shot): -1 by the measured crossover (what
+   mk_gemm_ar_create does), 0 two-shot (a plan used only for mk_gemm_ar_all_reduce then holds no one-shot
+   staging), 1 one-shot (one node of 2 ranks only). */
+int mk_gemm_ar_create_ex(mk_comm_t comm, int64_t m, int64_t n, int64_t k_local, int num_gather_ctas, int num_ctas,
+                         int one_shot, mk_gemm_ar_t* out);
 /* out[m x n] = sum_ranks a b^T, the same bits on every rank. */
 int mk_gemm_ar_run(mk_gemm_ar_t plan, const void* a, const void* b, void* out, void* stream);
 /* out[m x n] = sum_ranks x. */

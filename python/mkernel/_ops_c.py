@@ -23,6 +23,7 @@ _OPS = {  # C symbol -> (argtypes); absent when the library was built without th
     "mk_gemm_rs_destroy": [_c],
     "mk_gemm_rs_captured": [_c, ctypes.POINTER(_int)],
     "mk_gemm_ar_create": [_c, _i64, _i64, _i64, _int, _int, ctypes.POINTER(_c)],
+    "mk_gemm_ar_create_ex": [_c, _i64, _i64, _i64, _int, _int, _int, ctypes.POINTER(_c)],
     "mk_gemm_ar_run": [_c, _c, _c, _c, _c],
     "mk_gemm_ar_all_reduce": [_c, _c, _c, _c],
     "mk_gemm_ar_destroy": [_c],

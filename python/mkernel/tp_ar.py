@@ -28,18 +28,21 @@ __all__ = ["gemm_ar", "all_reduce", "GemmAr"]
 
 
 class GemmAr(_Plan):
-    """out [m, n] = sum over ranks of a @ b^T (the same bits on every rank); one persistent kernel."""
+    """out [m, n] = sum over ranks of a @ b^T (the same bits on every rank); one persistent kernel. one_shot: run()'s
+    variant, -1 by the measured crossover, 0 two-shot, 1 one-shot (one node of 2 ranks); a plan used only for
+    all_reduce() takes 0, which holds no one-shot staging."""
     _destroy = "mk_gemm_ar_destroy"
     _captured = "mk_gemm_ar_captured"
 
-    def __init__(self, comm, m, n, k_local, num_gather_ctas=0, num_ctas=0):
+    def __init__(self, comm, m, n, k_local, num_gather_ctas=0, num_ctas=0, one_shot=-1):
         ch = comm_handle(comm, "mkernel.GemmAr")
-        m, n, k_local, num_gather_ctas, num_ctas = plan_ints("mkernel.GemmAr", dict(m=m, n=n, k_local=k_local),
-                                                             dict(num_gather_ctas=num_gather_ctas, num_ctas=num_ctas))
+        m, n, k_local, num_gather_ctas, num_ctas, one_shot = plan_ints(
+            "mkernel.GemmAr", dict(m=m, n=n, k_local=k_local),
+            dict(num_gather_ctas=num_gather_ctas, num_ctas=num_ctas, one_shot=one_shot))
         h = ctypes.c_void_p()
         with making(comm, "mkernel.GemmAr"):
-            check(_need("mk_gemm_ar_create", "gemm_ar")(ch, m, n, k_local, num_gather_ctas, num_ctas,
-                                                        ctypes.byref(h)))
+            check(_need("mk_gemm_ar_create_ex", "gemm_ar")(ch, m, n, k_local, num_gather_ctas, num_ctas, one_shot,
+                                                           ctypes.byref(h)))
         self._bind(comm, h)
         self.world, self.shape = comm.world, (m, n, k_local)
 
@@ -96,7 +99,9 @@ def _gemm_ar_run(a, b, key, out=None):
 
 def _all_reduce_run(x, key, out=None):
     out = _output(out, _shape(all_reduce_shape, x.shape, world(key)), x, key, "all_reduce", ("x", x), same_ok=True)
-    plan = _plan(GemmAr, key, x.shape[0], x.shape[1], _COLLECTIVE_N)
+    # Two-shot (one_shot 0): all_reduce() never takes run()'s one-shot path, whose staging (up to m x n bf16 of
+    # symmetric memory per node peer) a plan of the crossover's choice would hold for nothing.
+    plan = _plan(GemmAr, key, x.shape[0], x.shape[1], _COLLECTIVE_N, 0, 0, 0)
     plan._launch_all_reduce(x, out)
     _hot_add("all_reduce", key, x, None, plan._launch_all_reduce, out.shape)
     return out

@@ -70,4 +70,28 @@ TEST(CApiGpu, ACommunicatorWithOpenPlansRefusesToBeDestroyed) {
   EXPECT_EQ(mk_ag_gemm_destroy(nullptr), 0);
   EXPECT_EQ(mk_comm_destroy(comm), 0) << mk_last_error();
 }
+
+// mk_gemm_ar_create_ex chooses run()'s variant: two-shot (what Python's all_reduce plans take) and the crossover's
+// choice are made; one-shot needs one node of 2 ranks and a value outside -1..1 is refused, each naming why.
+TEST(CApiGpu, GemmArCreateExTakesTheVariant) {
+  mk_comm_t comm = nullptr;
+  ASSERT_EQ(mk_comm_init_env(&comm, -1), 0) << mk_last_error();
+  for (int one_shot : {0, -1}) {
+    mk_gemm_ar_t plan = nullptr;
+    EXPECT_EQ(mk_gemm_ar_create_ex(comm, 256, 256, 128, 0, 0, one_shot, &plan), 0) << one_shot << mk_last_error();
+    EXPECT_EQ(mk_gemm_ar_destroy(plan), 0) << mk_last_error();
+  }
+  mk_comm_info_t info{};
+  ASSERT_EQ(mk_comm_info(comm, &info), 0) << mk_last_error();
+  mk_gemm_ar_t bad = nullptr;
+  if (info.world != 2 || info.num_nodes != 1) {
+    EXPECT_NE(mk_gemm_ar_create_ex(comm, 256, 256, 128, 0, 0, 1, &bad), 0);
+    EXPECT_NE(std::string(mk_last_error()).find("one_shot = 1 needs one node of 2 ranks"), std::string::npos)
+        << mk_last_error();
+  }
+  EXPECT_NE(mk_gemm_ar_create_ex(comm, 256, 256, 128, 0, 0, 2, &bad), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("one_shot must be -1, 0 or 1 (got 2)"), std::string::npos)
+      << mk_last_error();
+  EXPECT_EQ(mk_comm_destroy(comm), 0) << mk_last_error();  // (the failed creates left no count)
+}
 #endif  // MK_TEST_HAVE_TP

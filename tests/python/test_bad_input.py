@@ -275,7 +275,7 @@ def test_ag_gemm_refuses_a_gathered_overlapping_its_inputs_or_out(cuda_cpu):
     (lambda c: mkernel.gemm_rs(_empty(M, 96), _empty(N, 96), c), "GemmRs(512, 256, 96)"),
     (lambda c: mkernel.reduce_scatter(_empty(1, N), c), "GemmRs(1, 256, 64)"),
     (lambda c: mkernel.gemm_ar(_empty(0, K), _empty(N, K), c), "GemmAr(0, 256, 384)"),
-    (lambda c: mkernel.all_reduce(_empty(M, 100), c), "GemmAr(512, 100, 64)"),
+    (lambda c: mkernel.all_reduce(_empty(M, 100), c), "GemmAr(512, 100, 64, 0, 0, 0)"),  # two-shot: no staging
 ])
 def test_tp_ops_leave_the_sizes_their_plans_check_on_every_rank_to_the_plan(cuda_cpu, call, plan):
     # README: "when one rank's arguments are bad (say an uneven split left it no rows) ... every rank fails at once
@@ -584,7 +584,21 @@ def test_plan_constructors_refuse_what_ctypes_would_wrap_or_truncate(monkeypatch
     assert sent == []
     with pytest.raises(mkernel.MkernelError, match="refused by the test double"):  # good ones reach it as ints
         cls(FakeComm(world=2), **good, **{ctas[0]: __import__("numpy").int64(3)})
-    assert sent == [(4096, 8192, 1024, 3, 0)] and all(type(v) is int for v in sent[0])
+    # (GemmAr's one_shot last: -1, the crossover's choice, by default)
+    assert sent == [(4096, 8192, 1024, 3, 0) + ((-1,) if plan == "GemmAr" else ())]
+    assert all(type(v) is int for v in sent[0])
+
+
+def test_gemm_ar_one_shot_reaches_the_library_as_a_c_int(monkeypatch):
+    # one_shot (-1, 0, 1) is the plan's to check on every rank (a 5 reaches it); what ctypes would wrap does not
+    cls, dims, ctas, good, sent = _recording_plan(monkeypatch, "GemmAr")
+    for bad in (2 ** 32 + 1, 0.0, True):
+        with pytest.raises(mkernel.MkernelError, match="mkernel.GemmAr: one_shot must be"):
+            cls(FakeComm(world=2), **good, one_shot=bad)
+    for value in (0, 1, 5):
+        with pytest.raises(mkernel.MkernelError, match="refused by the test double"):
+            cls(FakeComm(world=2), **good, one_shot=value)
+    assert [a[-1] for a in sent] == [0, 1, 5]
 
 
 @pytest.mark.parametrize("plan", sorted(_PLANS))

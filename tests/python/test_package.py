@@ -156,6 +156,8 @@ def test_tensor_parallel_plans_reject_a_null_communicator():
     for create in ("mk_ag_gemm_create", "mk_gemm_rs_create", "mk_gemm_ar_create"):
         assert getattr(lib, create)(None, 256, 256, 256, 0, 0, ctypes.byref(h)) != 0
         assert b"comm or out is NULL" in lib.mk_last_error()
+    assert lib.mk_gemm_ar_create_ex(None, 256, 256, 256, 0, 0, 0, ctypes.byref(h)) != 0
+    assert b"comm or out is NULL" in lib.mk_last_error()
 
 
 def test_network_byte_count_rejects_a_null_communicator():

@@ -15,9 +15,15 @@ extern "C" {
 
 int mk_gemm_ar_create(mk_comm_t comm, int64_t m, int64_t n, int64_t k_local, int num_gather_ctas, int num_ctas,
                       mk_gemm_ar_t* out) {
+  return mk_gemm_ar_create_ex(comm, m, n, k_local, num_gather_ctas, num_ctas, -1, out);
+}
+
+int mk_gemm_ar_create_ex(mk_comm_t comm, int64_t m, int64_t n, int64_t k_local, int num_gather_ctas, int num_ctas,
+                         int one_shot, mk_gemm_ar_t* out) {
   mk::GemmArOptions opt;
   opt.num_gather_ctas = num_gather_ctas;
   opt.num_ctas = num_ctas;
+  opt.one_shot = one_shot;  // (checked by the plan, on every rank)
   return mk::capi::create_plan<mk_gemm_ar_s, mk::GemmAr>(comm, out, m, n, k_local, opt);
 }
 
