@@ -191,8 +191,9 @@ class Communicator:
     def close(self):
         """Collective. Closes this communicator's cached op plans first, then the plans made on it by hand
         (mkernel.AgGemm, GemmRs, GemmAr, RingAttention) that are still open, in the order they were made:
-        a plan refers to its communicator. Those plans then refuse to run. Raises, closing nothing, while a call
-        of it or of one of those plans (on another thread) is in the library."""
+        a plan refers to its communicator. Those plans then refuse to run. Raises, closing nothing, while a plan
+        is being made on it or a call of one of those plans is in the library (on another thread); its own calls
+        (barrier, alloc_symmetric, ...) are not checked."""
         if getattr(self, "_h", None):
             tp = sys.modules.get(__name__ + ".tp")  # loaded only if an op was used
             cached = [p for k, p in list(tp._PLANS.items()) if k[1] == self._uid] if tp is not None else []

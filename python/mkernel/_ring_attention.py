@@ -96,12 +96,13 @@ class RingAttention(_Plan):
             out = torch.empty_like(q)
         if lse is None:
             lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
-        self._in_call = "mkernel.RingAttention.run"  # (a close on another thread refuses meanwhile: _Plan._in_call)
+        mine, self._in_call = self._in_call is None, self._in_call or "mkernel.RingAttention.run"
         try:
             check(lib.mk_ring_attn_run(self._h, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
                                        lse.data_ptr(), _stream(q.get_device())))
         finally:
-            self._in_call = None
+            if mine:
+                self._in_call = None
         return out, lse
 
 
@@ -151,9 +152,11 @@ def _check_call(q, k, v, out, lse, comm_device, is_traced=None):
 
 # What the op's plan is told for k and v with no kv heads: the plan reads kv_heads 0 as heads (RingAttention's
 # default), so 0 would pass its check, and this rank's run would then read an empty k as [.., heads, ..]. Any
-# value below 1 fails the plan check (batch, sizes and head counts >= 1), which is collective: every rank fails at
-# once, naming this one and kv_heads; refused before it, on this rank alone, the others waited in the plan check
-# until the bootstrap bound.
+# value below 1 fails the plan check (batch, sizes and head counts >= 1), which is collective: where every rank
+# makes this plan (the shape's first call), every rank fails at once, naming this one and kv_heads; refused before
+# it, on this rank alone, the others waited in the plan check until the bootstrap bound. (Ranks that already hold
+# a plan for their own shape do not enter the check: they wait in the kernel until MK_TIMEOUT_MS, as for any
+# shape that differs between ranks.)
 _NO_KV_HEADS = -1
 
 
@@ -168,8 +171,7 @@ def _run(q, k, v, key, causal, scale, out=None, lse=None):  # q, k, v, out, lse 
         if kv:
             raise
         raise MkernelError(f"mkernel.ring_attention: k and v have no kv heads (k {tuple(k.shape)}); kv_heads must be "
-                           f">= 1 (the plan, which reads 0 as heads, was given {_NO_KV_HEADS}, which its collective "
-                           f"check refuses on every rank): {e}") from e
+                           f">= 1 (the plan, which reads 0 as heads, was given {_NO_KV_HEADS}): {e}") from e
     res = plan._launch(q, k, v, out, lse)
     if not _compiling():
         _HOT[("ring_attention", key, q.shape, k.shape, v.shape, bool(causal), float(scale))] = plan._launch

@@ -22,6 +22,8 @@ class _Plan:
     _warned_old = False  # a library without the _captured symbol was said once
     # The launch in the library now ("mkernel.GemmAr.run"), else None: each _launch method sets it around its
     # library call (two attribute stores a call), and a close refuses while it is set (refuse_close_in_flight).
+    # A launch clears only the mark it set (`mine`): another thread's call, which the library refuses as
+    # overlapping this one, leaves this one marked.
     _in_call = None
 
     @property

@@ -79,12 +79,13 @@ class AgGemm(_Plan):
         return res
 
     def _launch(self, a_local, b, out, gathered=None):  # checked by the caller
-        self._in_call = "mkernel.AgGemm.run"  # (a close on another thread refuses meanwhile: _Plan._in_call)
+        mine, self._in_call = self._in_call is None, self._in_call or "mkernel.AgGemm.run"
         try:
             check(lib.mk_ag_gemm_run(self._h, a_local.data_ptr(), b.data_ptr(), out.data_ptr(), _ptr(gathered),
                                      _stream(a_local.get_device())))
         finally:
-            self._in_call = None
+            if mine:
+                self._in_call = None
         return out
 
     def all_gather(self, a_local, out=None):
@@ -100,12 +101,13 @@ class AgGemm(_Plan):
         return bump_version(self._launch_all_gather(a_local, out))
 
     def _launch_all_gather(self, a_local, out):  # checked by the caller
-        self._in_call = "mkernel.AgGemm.all_gather"
+        mine, self._in_call = self._in_call is None, self._in_call or "mkernel.AgGemm.all_gather"
         try:
             check(lib.mk_ag_gemm_all_gather(self._h, a_local.data_ptr(), out.data_ptr(),
                                             _stream(a_local.get_device())))
         finally:
-            self._in_call = None
+            if mine:
+                self._in_call = None
         return out
 
 
@@ -138,11 +140,12 @@ class GemmRs(_Plan):
         return bump_version(self._launch(a, b, out))
 
     def _launch(self, a, b, out):  # checked by the caller
-        self._in_call = "mkernel.GemmRs.run"
+        mine, self._in_call = self._in_call is None, self._in_call or "mkernel.GemmRs.run"
         try:
             check(lib.mk_gemm_rs_run(self._h, a.data_ptr(), b.data_ptr(), out.data_ptr(), _stream(a.get_device())))
         finally:
-            self._in_call = None
+            if mine:
+                self._in_call = None
         return out
 
     def reduce_scatter(self, x, out=None):
@@ -158,11 +161,12 @@ class GemmRs(_Plan):
         return bump_version(self._launch_reduce_scatter(x, out))
 
     def _launch_reduce_scatter(self, x, out):  # checked by the caller
-        self._in_call = "mkernel.GemmRs.reduce_scatter"
+        mine, self._in_call = self._in_call is None, self._in_call or "mkernel.GemmRs.reduce_scatter"
         try:
             check(lib.mk_gemm_rs_reduce_scatter(self._h, x.data_ptr(), out.data_ptr(), _stream(x.get_device())))
         finally:
-            self._in_call = None
+            if mine:
+                self._in_call = None
         return out
 
 

@@ -125,3 +125,28 @@ def test_communicator_close_on_another_thread_refuses_while_a_plan_is_being_made
     assert lib_doubles == [] and comm._in_call is None
     comm.close()
     assert lib_doubles == [("GemmAr", 0x1234), ("comm", 0x5150)] and not p._h
+
+
+@pytest.mark.parametrize("plan,mod,args,method,symbol,n", _CALLS, ids=[f"{c[0]}.{_NAMES[c[3]]}" for c in _CALLS])
+def test_a_call_refused_as_overlapping_leaves_the_call_in_flight_marked(
+        monkeypatch, lib_doubles, plan, mod, args, method, symbol, n):
+    # Another thread's call of the plan, which the library refuses while this one is in it (a plan takes one host
+    # thread at a time), must not clear this call's mark: a close after it would free what this call uses.
+    comm = _Comm()
+    p = getattr(mkernel, plan)(comm, *args)
+    inside, seen = [], []
+    monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: refused by the test double (overlap)")
+
+    def in_library(*a):
+        if inside:  # the overlapping call: refused at once
+            return 1
+        inside.append(1)
+        seen.append(_on_thread(lambda: getattr(p, method)(*_inputs(p, n))))
+        seen.append(_on_thread(p.close))
+        return 0
+
+    monkeypatch.setattr(mkernel.lib, symbol, in_library)
+    getattr(p, method)(*_inputs(p, n))
+    assert "refused by the test double (overlap)" in str(seen[0]), seen
+    assert f"mkernel.{plan}.{_NAMES[method]} is in flight" in str(seen[1]), seen
+    assert lib_doubles == [] and p._in_call is None
