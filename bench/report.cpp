@@ -250,14 +250,16 @@ std::string Report::write(const std::string& dir) const {
 
 std::vector<std::string> prepare_out_dir(const std::string& dir) {
   std::vector<std::string> made;
-  mkdirs(dir, &made);
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  const std::string probe = dir + "/.mkbench-probe-" + host + "-" + std::to_string(getpid());
+  std::string probe;
   try {
+    mkdirs(dir, &made);
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    probe = dir + "/.mkbench-probe-" + host + "-" + std::to_string(getpid());
     write_file(probe, "probe\n");
   } catch (...) {
-    std::remove(probe.c_str());
+    if (!probe.empty()) std::remove(probe.c_str());
+    unmake_out_dir(made);  // (a path that cannot be written leaves nothing behind either)
     throw;
   }
   std::remove(probe.c_str());

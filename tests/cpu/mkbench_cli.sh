@@ -36,19 +36,24 @@ out=$(MK_BENCH_OUT=/proc/self/mkbench-env-dir "$bin" --quick 2>&1); rc=$?
 if [ "$rc" -ne 2 ] || [[ "$out" != *"/proc/self/mkbench-env-dir"* ]]; then
   echo "FAILED: MK_BENCH_OUT=/proc/self/mkbench-env-dir mkbench exited $rc (want 2, naming the path): $out"; fail=1
 fi
-# without a GPU (this tier's machines) a run stops before measuring anything and leaves no results directory it made
-if ! nvidia-smi -L > /dev/null 2>&1; then
-  tmp=$(mktemp -d)
-  out=$("$bin" --out "$tmp/a/b" --quick 2>&1); rc=$?
-  if [ "$rc" -ne 2 ] || [[ "$out" != *"no CUDA GPU"* ]] || [ -e "$tmp/a" ]; then
-    echo "FAILED: mkbench --out $tmp/a/b without a GPU exited $rc (want 2, saying no GPU, leaving no $tmp/a): $out"
-    fail=1
-  fi
-  mkdir "$tmp/kept"
-  "$bin" --out "$tmp/kept" --quick > /dev/null 2>&1
-  [ -d "$tmp/kept" ] || { echo "FAILED: mkbench without a GPU removed a results directory it did not make"; fail=1; }
-  rm -rf "$tmp"
+# without a GPU (none visible: CUDA_VISIBLE_DEVICES empty, on any machine) a run stops before measuring anything
+# and leaves no results directory it made; nor does a path it cannot write
+tmp=$(mktemp -d)
+out=$(CUDA_VISIBLE_DEVICES= "$bin" --out "$tmp/a/b" --quick 2>&1); rc=$?
+if [ "$rc" -ne 2 ] || [[ "$out" != *"no CUDA GPU"* ]] || [ -e "$tmp/a" ]; then
+  echo "FAILED: mkbench --out $tmp/a/b without a GPU exited $rc (want 2, saying no GPU, leaving no $tmp/a): $out"
+  fail=1
 fi
+mkdir "$tmp/kept"
+CUDA_VISIBLE_DEVICES= "$bin" --out "$tmp/kept" --quick > /dev/null 2>&1
+[ -d "$tmp/kept" ] || { echo "FAILED: mkbench without a GPU removed a results directory it did not make"; fail=1; }
+if [ "$(id -u)" -ne 0 ]; then  # (root writes through a read-only mode)
+  mkdir "$tmp/ro" && chmod 555 "$tmp/ro"
+  out=$(CUDA_VISIBLE_DEVICES= "$bin" --out "$tmp/ro/x/y" --quick 2>&1); rc=$?
+  [ "$rc" -eq 2 ] || { echo "FAILED: mkbench --out under a read-only folder exited $rc (want 2): $out"; fail=1; }
+  chmod 755 "$tmp/ro"
+fi
+rm -rf "$tmp"
 help=$("$bin" --help 2>&1) || { echo "FAILED: mkbench --help exited non-zero"; fail=1; }
 for opt in --out --iters --warmup --lead-cycles --fixed-order --quick --list; do
   [[ "$help" == *"$opt"* ]] || { echo "FAILED: mkbench --help does not list $opt"; fail=1; }

@@ -178,7 +178,9 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
                         : cat(": fused two-shot, ", num_ctas_, " CTAs (", num_gather_, " gather, ",
                               num_ctas_ - num_gather_, " compute), swizzle ", swizzle_,
                               interleave_ ? ", interleaved" : "", async_ ? ", async stores" : ""),
-            "; all_reduce(): 16 + ", num_reduce_, " + 1 CTAs"));
+            plain_ ? ""
+            : num_reduce_ ? cat("; all_reduce(): ", tp::kRsPushCtas, " + ", num_reduce_, " + 1 CTAs")
+                          : "; all_reduce(): none (no room for its Reduce CTAs)"));
 }
 
 GemmAr::~GemmAr() { release(); }

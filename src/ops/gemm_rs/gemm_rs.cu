@@ -126,8 +126,9 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
                          " CTAs, a copy for the reduce-scatter)")
                    : cat(": fused, ", num_ctas_, " CTAs, swizzle ", swizzle_, ", ", split_tiles_, " split tiles",
                          split_tiles_ ? cat(" in ", split_parts_, " parts") : "", async_ ? ", async stores" : "",
-                         own_tma_ ? ", own tiles TMA-stored" : "", "; reduce_scatter(): 16 + ", num_reduce_,
-                         " CTAs")));
+                         own_tma_ ? ", own tiles TMA-stored" : "",
+                         num_reduce_ ? cat("; reduce_scatter(): ", tp::kRsPushCtas, " + ", num_reduce_, " CTAs")
+                                     : "; reduce_scatter(): none (no room for its Reduce CTAs)")));
 }
 
 GemmRs::~GemmRs() { release(); }
