@@ -16,8 +16,10 @@ CODE = ["src", "include", "device", "bench", "python", "tools", "cmake", "CMakeL
 
 
 def _git(*args):
+    # (ROOT's repository whatever GIT_DIR / GIT_WORK_TREE / GIT_INDEX_FILE the caller has set, as in a git hook)
+    env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
     try:
-        r = subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True, timeout=20)
+        r = subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True, timeout=20, env=env)
     except (OSError, subprocess.SubprocessError):
         return None
     return r

@@ -448,8 +448,8 @@ def report_rows(path):
             out.setdefault((op, cfg), set()).add(m)
         for key, _ in attention_rows(path) if kind == "attention-" else ():
             out.setdefault("attention", set()).add(key)
-    except (OSError, ValueError, KeyError, AttributeError, TypeError):
-        return {}
+    except (OSError, ValueError, KeyError, AttributeError, TypeError) as e:  # loud: else older rows stood in for it
+        raise SystemExit(f"issue_targets: cannot read the report {path}: {type(e).__name__}: {e}") from e
     return out
 
 

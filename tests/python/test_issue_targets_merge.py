@@ -174,3 +174,13 @@ def test_an_older_report_fills_in_rows_of_the_issue_s_grid_only(tmp_path):
     c = it.Checks()
     it.check_mkbench(str(tmp_path / OLD), c)
     assert find(c, "5", BEST, "AG+GEMM 1x2 (")[0] == 6
+
+
+def test_an_unreadable_newer_report_stops_the_tool_naming_it(tmp_path):
+    # (loud: quietly left out, the older report's rows were judged as if it did not exist)
+    import pytest
+    old, new = "attention-20261201T071538Z.md", "attention-20261205T000000Z.md"
+    shutil.copy(RES / old, tmp_path / old)
+    (tmp_path / new).write_text(_rows_where(RES / old, lambda c: c[0] == "B" or c[0] == "1").replace("| 1 |", "| x |"))
+    with pytest.raises(SystemExit, match=f"cannot read the report .*{new}"):
+        _judge(tmp_path)

@@ -150,8 +150,11 @@ def test_commit_names_resolve_and_an_unknown_one_is_refused(tmp_path, capsys):
 
 
 def _git(repo, *args):
+    # No GIT_* variable of the caller's (GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE: set in a hook, say) reaches git:
+    # with them, this test's init and commits went into the project's own repository (session 49).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+                          env=dict(env, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
                                    GIT_COMMITTER_EMAIL="t@t")).stdout.strip()
 
 
