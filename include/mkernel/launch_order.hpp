@@ -71,6 +71,9 @@ class LaunchOrder {
   // stream (and not captured). Keep the result until the call's last work
   // on `stream` is enqueued.
   [[nodiscard]] Call begin(cudaStream_t stream);
+  // Whether a call's span is open now (a call on some host thread is enqueuing its work): a plan's destroy through
+  // the C ABI refuses then (mk::capi::destroy_plan), as a second call does.
+  bool busy() const noexcept { return busy_.load(std::memory_order_acquire); }
 
  private:
   void end(const Call& call) noexcept;

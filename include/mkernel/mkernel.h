@@ -8,7 +8,11 @@
  * MK_BOOTSTRAP_TIMEOUT_MS for this one). It frees the symmetric
  * buffers still allocated on it: such a buffer's handle then takes only
  * mk_symm_free, which deletes the handle without reading its comm argument
- * (mk_symm_info fails). No handle may be used after its own destroy call. */
+ * (mk_symm_info fails). A plan's destroy refuses likewise (the plan stays
+ * open) while one of its calls is enqueuing its work on another thread; one
+ * host thread at a time calls a plan and destroys it, which is what makes
+ * this safe (a call only beginning is not seen). No handle may be used after
+ * its own destroy call. */
 #ifndef MKERNEL_MKERNEL_H_
 #define MKERNEL_MKERNEL_H_
 

@@ -58,6 +58,8 @@ class RingAttention {
   // capture): replaying such a graph uses the plan's memory, so the plan must
   // outlive the graph. Python's bounded plan cache never closes such a plan.
   bool captured() const { return captured_; }
+  // Whether one of its calls is enqueuing its work now (on another host thread: LaunchOrder::busy).
+  bool in_call() const noexcept { return order_.busy(); }
 
   // Diagnostics: record up to events_per_cta device events per CTA of every
   // later call (device/trace.hpp: chunk waits, pushes, network puts); 0

@@ -84,6 +84,8 @@ class AgGemm {
   // capture): replaying such a graph uses the plan's memory, so the plan must
   // outlive the graph. Python's bounded plan cache never closes such a plan.
   bool captured() const { return captured_; }
+  // Whether one of its calls is enqueuing its work now (on another host thread: LaunchOrder::busy).
+  bool in_call() const noexcept { return order_.busy(); }
   // The plan's symmetric gathered buffer (valid until the next call). It lacks this rank's own rows after
   // run() when m_local is a multiple of 128 (the GEMM reads them in place), and after all_gather() on one node
   // (every m_local: the copy skips them); pass `gathered` for all rows. Not an argument of this plan's calls
@@ -183,6 +185,8 @@ class GemmRs {
   // capture): replaying such a graph uses the plan's memory, so the plan must
   // outlive the graph. Python's bounded plan cache never closes such a plan.
   bool captured() const { return captured_; }
+  // Whether one of its calls is enqueuing its work now (on another host thread: LaunchOrder::busy).
+  bool in_call() const noexcept { return order_.busy(); }
 
   // Diagnostics: log up to events_per_cta device events per CTA of every
   // later call (device/trace.hpp: kernel entry and exit, the engine's start,
@@ -280,6 +284,8 @@ class GemmAr {
   // capture): replaying such a graph uses the plan's memory, so the plan must
   // outlive the graph. Python's bounded plan cache never closes such a plan.
   bool captured() const { return captured_; }
+  // Whether one of its calls is enqueuing its work now (on another host thread: LaunchOrder::busy).
+  bool in_call() const noexcept { return order_.busy(); }
 
   // Diagnostics: log up to events_per_cta device events per CTA of every
   // later call (device/trace.hpp: kernel entry and exit, the engine's start,

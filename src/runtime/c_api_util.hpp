@@ -80,10 +80,18 @@ int create_plan(mk_comm_s* comm, Handle** out, const Args&... args) {
   return rc;
 }
 
-// Destroys a plan handle (NULL: nothing), then uncounts it on its communicator.
+// Destroys a plan handle (NULL: nothing), then uncounts it on its communicator. Refused, the plan left open, while
+// one of its calls is enqueuing its work on another host thread (it would use what the destroy frees); a destroy
+// racing a call that is only beginning is not seen (one host thread at a time calls a plan and destroys it).
 template <typename Handle>
 int destroy_plan(Handle* plan) {
   if (!plan) return 0;
+  if (plan->plan->in_call())
+    return guarded([] {
+      fail("a plan's destroy came while one of its calls, on another host thread, was still enqueuing its work: "
+           "destroy it once that call returned (one host thread at a time calls a plan and destroys it); the plan "
+           "stays open");
+    });
   return guarded([&] {
     mk_comm_s* owner = plan->owner;
     delete plan;

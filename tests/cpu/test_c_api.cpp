@@ -2,12 +2,15 @@
 // messages, the unique id, and validation that fails before any CUDA call.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 
+#include "mkernel/launch_order.hpp"
 #include "mkernel/mkernel.h"
 #include "src/runtime/c_api_util.hpp"
 
@@ -90,12 +93,15 @@ TEST(CApi, ForeignIdIsRejected) {
 // A communicator handle counts the plan handles made on it and refuses to be destroyed while one is open (the
 // plan would use it afterwards). Here without a GPU: a handle with no communicator inside, a stand-in plan.
 TEST(CApi, ACommunicatorWithAnOpenPlanRefusesToBeDestroyed) {
+  struct Idle {
+    bool in_call() const noexcept { return false; }
+  };
   struct StandInPlan {
-    std::unique_ptr<int> plan;
+    std::unique_ptr<Idle> plan;
     mk_comm_s* owner = nullptr;
   };
   auto* comm = new mk_comm_s;
-  auto* plan = new StandInPlan{std::make_unique<int>(1), comm};
+  auto* plan = new StandInPlan{std::make_unique<Idle>(), comm};
   ++comm->open_plans;  // (what mk::capi::create_plan does once the plan exists)
   ASSERT_NE(mk_comm_destroy(comm), 0);  // (else comm is gone: the rest would use freed memory)
   EXPECT_NE(std::string(mk_last_error()).find("mk_comm_destroy: 1 plan made on this communicator is still open"),
@@ -131,4 +137,35 @@ TEST(CApi, APlanBegunWhileItsCommunicatorIsDestroyedIsRefused) {
   EXPECT_NE(mk_comm_destroy(&comm), 0);
   EXPECT_NE(std::string(mk_last_error()).find("another thread is destroying"), std::string::npos) << mk_last_error();
   comm.open_plans = 0;  // (a stack object: not for mk_comm_destroy's delete)
+}
+
+// A plan's destroy while one of its calls is enqueuing its work on another host thread (its launch-order span
+// open) is refused and leaves the plan open and counted; once the call is done the destroy goes through.
+TEST(CApi, APlansDestroyDuringItsCallOnAnotherThreadIsRefused) {
+  struct Plan {
+    mk::LaunchOrder order{"TestPlan's launch-order event"};
+    bool in_call() const noexcept { return order.busy(); }
+  };
+  struct Handle {
+    std::unique_ptr<Plan> plan;
+    mk_comm_s* owner = nullptr;
+  };
+  mk_comm_s comm;
+  auto* h = new Handle{std::make_unique<Plan>(), &comm};
+  ++comm.open_plans;
+  std::atomic<bool> inside{false}, release{false};
+  std::thread caller([&] {
+    auto call = h->plan->order.begin(nullptr);  // (no GPU: a stream that cannot be queried counts as capturing)
+    inside = true;
+    while (!release) std::this_thread::yield();
+  });
+  while (!inside) std::this_thread::yield();
+  EXPECT_NE(mk::capi::destroy_plan(h), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("a plan's destroy came while one of its calls, on another host thread"),
+            std::string::npos) << mk_last_error();
+  EXPECT_EQ(comm.open_plans.load(), 1);  // still open
+  release = true;
+  caller.join();
+  EXPECT_EQ(mk::capi::destroy_plan(h), 0) << mk_last_error();
+  EXPECT_EQ(comm.open_plans.load(), 0);
 }
