@@ -314,9 +314,10 @@ void bench_ag_gemm(BenchContext& bc) {
     check_plans(", after the timing");
     const OverlapSweep sweep = best_overlap(st, variants);
     // Rows this GPU sends (tp::ag_bytes_per_gpu: NVLink / network).
-    std::vector<std::string> row = tp_row(m, st, std::min(st[1].median_ms, st[2].median_ms),
-                                          mk::tp::ag_bytes_per_gpu(topo.num_nodes, topo.local_size, ml, k),
-                                          measured_network_bytes(c, bc.stream, calls[5]));
+    const mk::tp::LinkBytes sent = mk::tp::ag_bytes_per_gpu(topo.num_nodes, topo.local_size, ml, k);
+    std::vector<std::string> row =
+        tp_row(m, st, std::min(st[1].median_ms, st[2].median_ms), sent,
+               checked_network_bytes(c, bc.stream, calls[5], "ag_gemm", m, sent.network));
     row[4] = sweep.cell;
     row.push_back(std::to_string(plan.num_comm_ctas()) + "/" + std::to_string(plan.num_compute_ctas()));
     row.push_back("checked (" + fmt(err, 4) + ")");
@@ -352,7 +353,7 @@ void bench_ag_gemm(BenchContext& bc) {
       "GPUs): NVLink (L-1) N x M/W x 8192 x 2 B (own rows and the rows from other nodes, to each node peer), "
       "network (N-1) x M/W x 8192 x 2 B (own rows once per other node; tp::ag_bytes_per_gpu)."
       " Across nodes the network figure is followed by the bytes the host proxy took during one more "
-      "mkernel call (measured: mk::Network::bytes_put), which should equal it.";
+      "mkernel call (measured: mk::Network::bytes_put), which must equal it on every rank (else the run fails).";
   t.note += kPairedNote;
   if (bc.shared_gpu) t.note = kSharedGpuNote + t.note;
   bc.report->add(t);

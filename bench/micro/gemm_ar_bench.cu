@@ -198,7 +198,8 @@ void bench_gemm_ar(BenchContext& bc) {
     const double ideal = (t_gemm + t_ser) / std::max(t_gemm, t_ser), speedup = st[3].median_ms / t_mk;
     // Two-shot bytes (tp::ar_bytes_per_gpu): the reduce-scatter's, then the final rows' all-gather.
     const mk::tp::LinkBytes sent = mk::tp::ar_bytes_per_gpu(topo.num_nodes, topo.local_size, m, n);
-    std::vector<std::string> row = tp_row(m, st, t_comm, sent, measured_network_bytes(c, bc.stream, calls[5]));
+    std::vector<std::string> row =
+        tp_row(m, st, t_comm, sent, checked_network_bytes(c, bc.stream, calls[5], "gemm_ar", m, sent.network));
     row[4] = sweep.cell;
     row.push_back(fmt(ideal, 2) + "x");
     row.push_back(fmt(speedup, 2) + "x");
@@ -293,7 +294,7 @@ void bench_gemm_ar(BenchContext& bc) {
       "tp::rs_bytes_per_gpu, and the final rows pulled from node peers), network 2 (N-1) shares (the node's sum of "
       "each other node's share, and its own final share once per other node). Across nodes the network "
       "figure is followed by the bytes the host proxy took during one more mkernel call (measured: "
-      "mk::Network::bytes_put), which should equal it. "
+      "mk::Network::bytes_put), which must equal it on every rank (else the run fails). "
       "CTAs: run()'s Gather + compute CTAs; "
       "all_reduce()'s Reduce CTAs, its grid less 17 (the 32-CTA plan's in parentheses). check: outside timing, "
       "serial's output, both mkernel plans' run() and the plan's all_reduce() of serial's partial vs a reference "

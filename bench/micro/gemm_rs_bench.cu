@@ -322,9 +322,10 @@ void bench_gemm_rs(BenchContext& bc) {
     reference(a.get(0), b.get(0), ref.p);
     check_plans(", after the timing");
     const OverlapSweep sweep = best_overlap(st, chunk_variants(counts, 7));
-    std::vector<std::string> row = tp_row(m, st, std::min({st[1].median_ms, st[2].median_ms, st[6].median_ms}),
-                                          mk::tp::rs_bytes_per_gpu(topo.num_nodes, topo.local_size, m, n),
-                                          measured_network_bytes(c, bc.stream, calls[5]));
+    const mk::tp::LinkBytes sent = mk::tp::rs_bytes_per_gpu(topo.num_nodes, topo.local_size, m, n);
+    std::vector<std::string> row =
+        tp_row(m, st, std::min({st[1].median_ms, st[2].median_ms, st[6].median_ms}), sent,
+               checked_network_bytes(c, bc.stream, calls[5], "gemm_rs", m, sent.network));
     row[4] = sweep.cell;
     row.push_back(std::to_string(plan.num_compute_ctas()) +
                   (plan.split_tiles() ? " (" + std::to_string(plan.split_tiles()) + " own tiles in " +
@@ -399,7 +400,8 @@ void bench_gemm_rs(BenchContext& bc) {
       "GPU (N nodes x L GPUs, mkernel's bf16 partial rows): NVLink (L-1)/L x M x 8192 x 2 B, network (N-1)/(N L) x "
       "M x 8192 x 2 B (tp::rs_bytes_per_gpu: reduced inside the node first). Across nodes the network figure is "
       "followed by the bytes the host proxy took during one more mkernel call (measured: mk::Network::bytes_put), "
-      "which should equal it. CTAs: run() computes on every SM (no Reduce CTAs: each owner adds the other ranks' "
+      "which must equal it on every rank (else the run fails). CTAs: run() computes on every SM (no Reduce CTAs: "
+      "each owner adds the other ranks' "
       "tiles in its epilogue); the standalone reduce-scatter runs on 16 + 16 (or 32) CTAs, each taking push and "
       "reduce items in one order. check: outside timing, serial's and both mkernel plans' output vs a reference "
       "(serial's GEMM, then NCCL's reduce-scatter, or the host's where ranks share a GPU: never mkernel's own), on "

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -13,6 +14,7 @@
 #include "bench/report.hpp"
 #include "bench/timing.hpp"
 #include "mkernel/communicator.hpp"
+#include "mkernel/error.hpp"
 #include "mkernel/network.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
 
@@ -33,6 +35,22 @@ inline double measured_network_bytes(mk::Communicator& c, cudaStream_t s, const 
   MKB_CUDA(cudaStreamSynchronize(s));
   c.bootstrap().barrier();
   return double(net.bytes_put() - before);
+}
+
+// measured_network_bytes, checked against the op's formula (`want`: this GPU's network bytes a call,
+// tp::*_bytes_per_gpu): a rank whose proxy put other than that fails the run on every rank, naming the rank, M and
+// both counts (the hierarchical paths must cross the network once per byte the formula counts: [multi-gpu-run]).
+inline double checked_network_bytes(mk::Communicator& c, cudaStream_t s, const std::function<void(int)>& call,
+                                    const char* op, int64_t m, double want) {
+  const double got = measured_network_bytes(c, s, call);
+  if (got < 0) return got;  // one node: no network
+  const bool off = std::llround(got) != std::llround(want);
+  if (max_over_ranks(&c.bootstrap(), off ? 1.0 : 0.0) > 0) {
+    if (!off) mk::fail(op, " bench at M=", m, ": another rank's network bytes differ from the op's formula");
+    mk::fail(op, " bench at M=", m, " on rank ", c.rank(), " (", config_name(c.topology()), "): its proxy put ",
+             std::llround(got), " bytes over the network in one call; the op's formula says ", std::llround(want));
+  }
+  return got;
 }
 
 // M, the seven times (1-2 as "a / b"), mkernel vs the best baseline, eta =
