@@ -7,7 +7,6 @@ broadcast set up an NCCL communicator only to move 128 bytes.
 The store is reached through torch's default store (distributed_c10d._get_default_store, not public API; where a
 torch lacks it, init() broadcasts as before)."""
 import datetime
-import os
 
 from ._lib import MkernelError
 
@@ -25,14 +24,11 @@ def default_store(dist):
 
 
 def next_key(ranks):
-    """The store key of this init() call on the group of global `ranks` (the n-th call on it: a key per call), and of
-    this torchrun attempt (TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT: a store that outlives a restart holds
-    the keys of the attempt before, whose rank 0 is gone)."""
+    """The store key of this init() call on the group of global `ranks` (the n-th call on it: a key per call)."""
     ranks = tuple(ranks)
     n = _CALLS.get(ranks, 0)
     _CALLS[ranks] = n + 1
-    attempt = os.environ.get("TORCHELASTIC_RUN_ID", "") + "." + os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    return f"mkernel/init/{attempt}/{n}/ranks=" + ",".join(map(str, ranks))
+    return f"mkernel/init/{n}/ranks=" + ",".join(map(str, ranks))
 
 
 def share(store, key, rank, make, src_global, timeout_ms):

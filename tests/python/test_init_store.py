@@ -70,15 +70,8 @@ def test_a_key_that_holds_no_id_is_refused():
 
 def test_each_call_on_a_group_has_its_own_key(monkeypatch):
     monkeypatch.setattr(_init_store, "_CALLS", {})
-    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
-    monkeypatch.delenv("TORCHELASTIC_RESTART_COUNT", raising=False)
     keys = [_init_store.next_key([0, 1]), _init_store.next_key((0, 1)), _init_store.next_key(range(3))]
-    assert keys == ["mkernel/init/.0/0/ranks=0,1", "mkernel/init/.0/1/ranks=0,1", "mkernel/init/.0/0/ranks=0,1,2"]
-    # a torchrun restart's keys are its own (its store may hold the keys of the attempt before)
-    monkeypatch.setattr(_init_store, "_CALLS", {})
-    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job7")
-    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "2")
-    assert _init_store.next_key([0, 1]) == "mkernel/init/job7.2/0/ranks=0,1"
+    assert keys == ["mkernel/init/0/ranks=0,1", "mkernel/init/1/ranks=0,1", "mkernel/init/0/ranks=0,1,2"]
 
 
 def test_init_shares_the_id_through_the_default_store(monkeypatch, tmp_path):
@@ -90,14 +83,12 @@ def test_init_shares_the_id_through_the_default_store(monkeypatch, tmp_path):
     monkeypatch.setattr(mkernel, "Communicator", Recorded)
     monkeypatch.setattr(mkernel, "get_unique_id", lambda: b"\x07" * 128)
     monkeypatch.setattr(_init_store, "_CALLS", {})
-    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
-    monkeypatch.delenv("TORCHELASTIC_RESTART_COUNT", raising=False)
     dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
     try:
         mkernel.init(device=0)
         mkernel.init(device=0)
         store = _init_store.default_store(dist)
-        assert bytes(store.get("mkernel/init/.0/1/ranks=0")) == b"I" + b"\x07" * 128  # (the second call's)
+        assert bytes(store.get("mkernel/init/1/ranks=0")) == b"I" + b"\x07" * 128
     finally:
         dist.destroy_process_group()
     assert made == [(0, 1, b"\x07" * 128, 0)] * 2
