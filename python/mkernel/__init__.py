@@ -18,7 +18,7 @@ import ctypes
 import math
 import sys
 
-from ._lib import MkernelError, UniqueId, CommInfo, SymmInfo, c_int_arg, check, knob_int, lib, path as library_path
+from ._lib import MkernelError, UniqueId, CommInfo, SymmInfo, c_int_arg, check, lib, path as library_path
 from . import _tp_meta
 
 __all__ = ["MkernelError", "Communicator", "SymmetricBuffer", "get_unique_id", "init", "print_config",
@@ -219,35 +219,25 @@ class Communicator:
 
 
 def init(group=None, device: int = -1) -> Communicator:
-    """Bootstrap from torch.distributed (collective over `group`, default the whole job): rank 0 of `group` makes
-    the unique id and puts it in torch.distributed's store, where the other ranks wait for it for at most
-    MK_BOOTSTRAP_TIMEOUT_MS (then they raise, naming what they waited for). Works under torchrun on one or several
-    nodes; MK_RANKS_PER_NODE is respected by the library."""
+    """Bootstrap from torch.distributed: rank 0 of `group` makes the unique id and
+    shares it through the process group's store (works under torchrun on one or
+    several nodes; MK_RANKS_PER_NODE is respected by the library)."""
     import torch.distributed as dist  # only needed here
-    from . import _init_store
 
     if not dist.is_initialized():
         raise MkernelError("mkernel.init: torch.distributed is not initialized (call init_process_group first)")
     rank = dist.get_rank(group)
     world = dist.get_world_size(group)
-    src = dist.get_global_rank(group, 0) if group is not None else 0
-    store = _init_store.default_store(dist)
-    if store is not None:
-        ranks = dist.get_process_group_ranks(group) if group is not None else range(dist.get_world_size())
-        uid = _init_store.share(store, _init_store.next_key(ranks), rank, get_unique_id, src,
-                                knob_int("MK_BOOTSTRAP_TIMEOUT_MS"))
-    else:  # a torch without the default store's getter: the group's broadcast (bounded by the backend's timeout)
-        objs = [None]
-        if rank == 0:
-            try:
-                objs[0] = get_unique_id()
-            except Exception as e:  # sent on: the other ranks would wait in the broadcast for the group's timeout
-                objs[0] = ("error", f"mkernel.init: rank 0 could not make the unique id: {e}")
-        dist.broadcast_object_list(objs, src=src, group=group)
-        if isinstance(objs[0], tuple):  # every rank raises rank 0's error
-            raise MkernelError(objs[0][1])
-        uid = objs[0]
+    objs = [None]
+    if rank == 0:
+        try:
+            objs[0] = get_unique_id()
+        except Exception as e:  # sent on: the other ranks would wait in the broadcast for the group's timeout
+            objs[0] = ("error", f"mkernel.init: rank 0 could not make the unique id: {e}")
+    dist.broadcast_object_list(objs, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)
+    if isinstance(objs[0], tuple):  # every rank raises rank 0's error
+        raise MkernelError(objs[0][1])
     if device < 0:
         import torch
         device = torch.cuda.current_device()
-    return Communicator(rank, world, uid, device)
+    return Communicator(rank, world, objs[0], device)
