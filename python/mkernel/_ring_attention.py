@@ -96,13 +96,8 @@ class RingAttention(_Plan):
             out = torch.empty_like(q)
         if lse is None:
             lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
-        mine, self._in_call = self._in_call is None, self._in_call or "mkernel.RingAttention.run"
-        try:
-            check(lib.mk_ring_attn_run(self._h, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
-                                       lse.data_ptr(), _stream(q.get_device())))
-        finally:
-            if mine:
-                self._in_call = None
+        self._lib_call("mkernel.RingAttention.run", lib.mk_ring_attn_run, self._h, q.data_ptr(), k.data_ptr(),
+                       v.data_ptr(), out.data_ptr(), lse.data_ptr(), _stream(q.get_device()))
         return out, lse
 
 

@@ -20,11 +20,23 @@ class _Plan:
     _destroy = None  # C symbols
     _captured = None
     _warned_old = False  # a library without the _captured symbol was said once
-    # The launch in the library now ("mkernel.GemmAr.run"), else None: each _launch method sets it around its
-    # library call (two attribute stores a call), and a close refuses while it is set (refuse_close_in_flight).
-    # A launch clears only the mark it set (`mine`): another thread's call, which the library refuses as
-    # overlapping this one, leaves this one marked.
+    # The launch in the library now ("mkernel.GemmAr.run"), else None: each _launch method's library call goes
+    # through _lib_call, which sets it around the call, and a close refuses while it is set (refuse_close_in_flight).
     _in_call = None
+
+    def _lib_call(self, name, fn, *args):
+        """check(fn(*args)), marked in flight as `name` meanwhile. A launch sets the mark only where none is set and
+        clears only the mark it set: another thread's call, which the library refuses as overlapping this one,
+        neither clears this one's mark nor leaves its own behind (two threads that both find no mark may lose
+        it early: the check is best-effort)."""
+        mine = self._in_call is None
+        if mine:
+            self._in_call = name
+        try:
+            check(fn(*args))
+        finally:
+            if mine:
+                self._in_call = None
 
     @property
     def captured(self):

@@ -79,13 +79,8 @@ class AgGemm(_Plan):
         return res
 
     def _launch(self, a_local, b, out, gathered=None):  # checked by the caller
-        mine, self._in_call = self._in_call is None, self._in_call or "mkernel.AgGemm.run"
-        try:
-            check(lib.mk_ag_gemm_run(self._h, a_local.data_ptr(), b.data_ptr(), out.data_ptr(), _ptr(gathered),
-                                     _stream(a_local.get_device())))
-        finally:
-            if mine:
-                self._in_call = None
+        self._lib_call("mkernel.AgGemm.run", lib.mk_ag_gemm_run, self._h, a_local.data_ptr(), b.data_ptr(),
+                       out.data_ptr(), _ptr(gathered), _stream(a_local.get_device()))
         return out
 
     def all_gather(self, a_local, out=None):
@@ -101,13 +96,8 @@ class AgGemm(_Plan):
         return bump_version(self._launch_all_gather(a_local, out))
 
     def _launch_all_gather(self, a_local, out):  # checked by the caller
-        mine, self._in_call = self._in_call is None, self._in_call or "mkernel.AgGemm.all_gather"
-        try:
-            check(lib.mk_ag_gemm_all_gather(self._h, a_local.data_ptr(), out.data_ptr(),
-                                            _stream(a_local.get_device())))
-        finally:
-            if mine:
-                self._in_call = None
+        self._lib_call("mkernel.AgGemm.all_gather", lib.mk_ag_gemm_all_gather, self._h, a_local.data_ptr(),
+                       out.data_ptr(), _stream(a_local.get_device()))
         return out
 
 
@@ -140,12 +130,8 @@ class GemmRs(_Plan):
         return bump_version(self._launch(a, b, out))
 
     def _launch(self, a, b, out):  # checked by the caller
-        mine, self._in_call = self._in_call is None, self._in_call or "mkernel.GemmRs.run"
-        try:
-            check(lib.mk_gemm_rs_run(self._h, a.data_ptr(), b.data_ptr(), out.data_ptr(), _stream(a.get_device())))
-        finally:
-            if mine:
-                self._in_call = None
+        self._lib_call("mkernel.GemmRs.run", lib.mk_gemm_rs_run, self._h, a.data_ptr(), b.data_ptr(), out.data_ptr(),
+                       _stream(a.get_device()))
         return out
 
     def reduce_scatter(self, x, out=None):
@@ -161,12 +147,8 @@ class GemmRs(_Plan):
         return bump_version(self._launch_reduce_scatter(x, out))
 
     def _launch_reduce_scatter(self, x, out):  # checked by the caller
-        mine, self._in_call = self._in_call is None, self._in_call or "mkernel.GemmRs.reduce_scatter"
-        try:
-            check(lib.mk_gemm_rs_reduce_scatter(self._h, x.data_ptr(), out.data_ptr(), _stream(x.get_device())))
-        finally:
-            if mine:
-                self._in_call = None
+        self._lib_call("mkernel.GemmRs.reduce_scatter", lib.mk_gemm_rs_reduce_scatter, self._h, x.data_ptr(),
+                       out.data_ptr(), _stream(x.get_device()))
         return out
 
 

@@ -59,12 +59,8 @@ class GemmAr(_Plan):
         return bump_version(self._launch(a, b, out))
 
     def _launch(self, a, b, out):  # checked by the caller
-        mine, self._in_call = self._in_call is None, self._in_call or "mkernel.GemmAr.run"
-        try:
-            check(lib.mk_gemm_ar_run(self._h, a.data_ptr(), b.data_ptr(), out.data_ptr(), _stream(a.get_device())))
-        finally:
-            if mine:
-                self._in_call = None
+        self._lib_call("mkernel.GemmAr.run", lib.mk_gemm_ar_run, self._h, a.data_ptr(), b.data_ptr(), out.data_ptr(),
+                       _stream(a.get_device()))
         return out
 
     def all_reduce(self, x, out=None):
@@ -80,12 +76,8 @@ class GemmAr(_Plan):
         return bump_version(self._launch_all_reduce(x, out))
 
     def _launch_all_reduce(self, x, out):  # checked by the caller
-        mine, self._in_call = self._in_call is None, self._in_call or "mkernel.GemmAr.all_reduce"
-        try:
-            check(lib.mk_gemm_ar_all_reduce(self._h, x.data_ptr(), out.data_ptr(), _stream(x.get_device())))
-        finally:
-            if mine:
-                self._in_call = None
+        self._lib_call("mkernel.GemmAr.all_reduce", lib.mk_gemm_ar_all_reduce, self._h, x.data_ptr(), out.data_ptr(),
+                       _stream(x.get_device()))
         return out
 
 
