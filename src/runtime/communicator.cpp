@@ -129,8 +129,10 @@ void Communicator::init(int device, int launcher_local_rank) {
   // Eager module loading unless the user chose (takes effect only if CUDA is
   // not initialised yet): a proxy that calls CUDA (fabric staging, EFA's
   // signal adds) waits for a kernel load, and a load for the running kernels
-  // (README, Network); eager loading makes the library's own loads happen here.
-  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+  // (README, Network); eager loading makes the library's own loads happen here. Set only where it can still
+  // matter: setenv can race getenv on the process's other threads, and a driver initialised already (torch's,
+  // say) has read the variable.
+  if (!std::getenv("CUDA_MODULE_LOADING") && !drv::driver_initialised()) setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   int count = 0;
   cudaError_t ce = cudaGetDeviceCount(&count);
   if (ce != cudaSuccess) cudaGetLastError();  // thrown below, not left set

@@ -1,6 +1,7 @@
 #include "src/runtime/cuda_driver.hpp"
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <mutex>
 
@@ -55,6 +56,18 @@ const Api& api() {
   });
   if (!error.empty()) throw Error(error);
   return a;
+}
+
+bool driver_initialised() noexcept {
+  // RTLD_NOLOAD: only a libcuda this process has loaded (no load, no cuInit here); cuCtxGetCurrent answers
+  // CUDA_ERROR_NOT_INITIALIZED until cuInit.
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) return false;
+  const auto get = reinterpret_cast<decltype(&::cuCtxGetCurrent)>(dlsym(lib, "cuCtxGetCurrent"));
+  CUcontext ctx = nullptr;
+  const bool init = get && get(&ctx) != CUDA_ERROR_NOT_INITIALIZED;
+  dlclose(lib);  // (the process's own reference stays)
+  return init;
 }
 
 }  // namespace mk::drv

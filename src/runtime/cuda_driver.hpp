@@ -34,6 +34,10 @@ struct Api {
 // Loads on first use; throws mk::Error if the driver is missing.
 const Api& api();
 
+// Whether this process's CUDA driver is initialised already (libcuda.so.1 loaded and cuInit called), asked without
+// initialising it: then it has read CUDA_MODULE_LOADING, and setting that variable would change nothing.
+bool driver_initialised() noexcept;
+
 }  // namespace mk::drv
 
 // Throws mk::Error when a driver call fails.

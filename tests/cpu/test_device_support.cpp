@@ -1,9 +1,11 @@
 // Which GPUs mkernel's kernels run on (src/runtime/device_support.hpp): the
 // message a user on another GPU gets before anything is allocated.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "src/runtime/cuda_driver.hpp"
 #include "src/runtime/device_support.hpp"
 
 namespace {
@@ -23,3 +25,13 @@ TEST(DeviceSupport, OtherGpusAreNamedWithWhy) {
 }
 
 }  // namespace
+
+// Where no GPU runs (this tier's machines), CUDA's driver reads as not initialised, and asking loads nothing (the
+// communicator then sets CUDA_MODULE_LOADING; on a GPU, once CUDA runs, it reads as initialised: CApiGpu's test).
+TEST(DeviceSupport, TheDriverReadsAsNotInitialisedWhereNoGpuRuns) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  cudaGetLastError();
+  if (e == cudaSuccess && n > 0) GTEST_SKIP() << "a GPU is here";
+  EXPECT_FALSE(mk::drv::driver_initialised());
+}

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mkernel/mkernel.h"
+#include "src/runtime/cuda_driver.hpp"
 
 TEST(CApiGpu, CommunicatorAndSymmetricBuffer) {
   mk_comm_t comm = nullptr;
@@ -36,6 +37,13 @@ TEST(CApiGpu, CommunicatorAndSymmetricBuffer) {
 
 // A buffer's handle outliving its communicator (which freed the buffer) only fails, and mk_symm_free deletes it
 // without reading its comm argument.
+// Once CUDA runs in this process its driver reads as initialised, so a communicator made now leaves
+// CUDA_MODULE_LOADING alone (the driver has read it; setenv could only race other threads' getenv).
+TEST(CApiGpu, TheDriverReadsAsInitialisedOnceCudaRuns) {
+  ASSERT_EQ(cudaFree(nullptr), cudaSuccess);
+  EXPECT_TRUE(mk::drv::driver_initialised());
+}
+
 TEST(CApiGpu, ABufferHandleOutlivingItsCommunicatorFailsCleanly) {
   mk_comm_t comm = nullptr;
   ASSERT_EQ(mk_comm_init_env(&comm, -1), 0) << mk_last_error();
