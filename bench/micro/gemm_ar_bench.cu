@@ -199,7 +199,8 @@ void bench_gemm_ar(BenchContext& bc) {
     // Two-shot bytes (tp::ar_bytes_per_gpu): the reduce-scatter's, then the final rows' all-gather.
     const mk::tp::LinkBytes sent = mk::tp::ar_bytes_per_gpu(topo.num_nodes, topo.local_size, m, n);
     std::vector<std::string> row =
-        tp_row(m, st, t_comm, sent, checked_network_bytes(c, bc.stream, calls[5], "gemm_ar", m, sent.network));
+        tp_row(m, st, t_comm, sent, checked_network_bytes(c, bc.stream, calls[5], "gemm_ar", m, sent.network,
+                                                    (m / c.world()) % 128 == 0 && n % 256 == 0));
     row[4] = sweep.cell;
     row.push_back(fmt(ideal, 2) + "x");
     row.push_back(fmt(speedup, 2) + "x");

@@ -325,7 +325,8 @@ void bench_gemm_rs(BenchContext& bc) {
     const mk::tp::LinkBytes sent = mk::tp::rs_bytes_per_gpu(topo.num_nodes, topo.local_size, m, n);
     std::vector<std::string> row =
         tp_row(m, st, std::min({st[1].median_ms, st[2].median_ms, st[6].median_ms}), sent,
-               checked_network_bytes(c, bc.stream, calls[5], "gemm_rs", m, sent.network));
+               checked_network_bytes(c, bc.stream, calls[5], "gemm_rs", m, sent.network,
+                                     (m / c.world()) % 128 == 0 && n % 256 == 0));
     row[4] = sweep.cell;
     row.push_back(std::to_string(plan.num_compute_ctas()) +
                   (plan.split_tiles() ? " (" + std::to_string(plan.split_tiles()) + " own tiles in " +
