@@ -54,6 +54,14 @@ from issue_reports import (  # noqa: E402  (tools/issue_reports.py: reading the 
 
 
 TP_M = (1024, 2048, 4096, 8192, 16384)  # issues 5 and 6: M per TP group
+TP_OPS = ("AG+GEMM", "GEMM+RS", "GEMM+AR")
+
+
+def issue_of(op):
+    """The issue a TP op's rows feed (None: the attention engine's, issue 7)."""
+    return "7 [ring-attn]" if op is None else "6 [tp-ar]" if op == "GEMM+AR" else "5 [tp-ag-rs]"
+
+
 # issue 7's grid (bench/torch_ring_attn_bench.py's defaults): B, Hkv, S_local, causal
 RING_GRID = [(b, h, s, c) for b in (1, 4) for h in (32, 8) for s in (2048, 4096, 8192, 16384, 32768)
              for c in ("yes", "no")]
@@ -146,14 +154,14 @@ def check_mkbench(path, c, ops=None):
         # keys a failed report under all of them: an older report's table does not stand in for it).
         have = {tp_op(t["title"]) for t in d["tables"]}
         for op in sorted((ops if ops is not None else mkbench_run_ops(d)) - have):
-            c.add("6 [tp-ar]" if op == "GEMM+AR" else "5 [tp-ag-rs]", "(benchmark report)",
+            c.add(issue_of(op), "(benchmark report)",
                   f"{op} {short} (`{os.path.basename(path)}`)", False,
                   f"the run failed: {d['meta']['failed'][:300]} (no {op} table: the run did not finish it)")
     for t in d["tables"]:
         op = tp_op(t["title"])
         if op is None or (ops is not None and op not in ops):
             continue
-        issue = "6 [tp-ar]" if op == "GEMM+AR" else "5 [tp-ag-rs]"
+        issue = issue_of(op)
         cols = t["columns"]
         try:
             serial_col = cols.index("serial ms")
@@ -541,7 +549,7 @@ def check_merged(files, c):
         op = part_op(part)
         name = (f"{op} {mkbench_short(cfg)}" if kind == "mkbench-" else f"{op} {part[1]} against PyTorch"
                 if kind == "torch-tp-" else "attention, one GPU")
-        issue = "7 [ring-attn]" if op is None else "6 [tp-ar]" if op == "GEMM+AR" else "5 [tp-ag-rs]"
+        issue = issue_of(op)
         check_one_commit(c, issue, f"{name} (rows merged: " + ", ".join(
             f"`{os.path.basename(p)}` ({rows[p]} rows)" for p in sorted(rows, key=stamp_key, reverse=True)) + ")", rows)
 
@@ -587,7 +595,7 @@ def judged(files, c):
             issues = ["7 [ring-attn]"]
         else:
             opset = ops if ops is not None else (set(report_rows(f)) if kind == "mkbench-" else {"AG+GEMM", "GEMM+AR"})
-            issues = sorted({"6 [tp-ar]" if op == "GEMM+AR" else "5 [tp-ag-rs]" for op in opset})
+            issues = sorted({issue_of(op) for op in opset})
         yield f, issues
 
 
@@ -637,14 +645,14 @@ def main(argv=None):
             ap.error(f"--commit {a.commit}: git knows no such commit here")
     warnings = check_commits(files, c, head, whence)
     # What the issues need on two GPUs, reported as absent when no report supplied it.
-    for op, issue in (("AG+GEMM", "5 [tp-ag-rs]"), ("GEMM+RS", "5 [tp-ag-rs]"), ("GEMM+AR", "6 [tp-ar]")):
+    for op, issue in ((op, issue_of(op)) for op in TP_OPS):
         for cfg in ("1x2", "2x1"):
             if not any(k[0] == issue and k[2].startswith(f"{op} {cfg} (") for k in c.items):
                 c.need(issue, "(benchmark report)", f"{op} {cfg}: no mkbench report")
     for cfg in ("1x2", "2x1"):
         if not any(k[0] == "7 [ring-attn]" and k[2].startswith(f"ring attention {cfg} ") for k in c.items):
             c.need("7 [ring-attn]", "(benchmark report)", f"ring attention {cfg}: no torch-ring-attn report")
-    for op, issue in (("AG+GEMM", "5 [tp-ag-rs]"), ("GEMM+RS", "5 [tp-ag-rs]"), ("GEMM+AR", "6 [tp-ar]")):
+    for op, issue in ((op, issue_of(op)) for op in TP_OPS):
         if not any(k[0] == issue and k[2].startswith(f"{op} 1x2 (") and "PyTorch" in k[1] for k in c.items):
             c.need(issue, "(benchmark report)", f"{op} 1x2 against PyTorch: no torch-tp report")
     if not any(k[2].startswith("attention, one GPU") for k in c.items):

@@ -26,6 +26,16 @@ def _partial(src, keep, out, commit=None, **meta):
     return out
 
 
+def _failed_gemm_ar_run(folder):
+    """OLD, then a newer mkbench run of gemm_ar that failed before writing its table, in folder: the failed
+    report's name."""
+    shutil.copy(RES / OLD, folder / OLD)
+    failed = "mkbench-20261206T000000Z-1x2_NVLink.json"
+    _partial(RES / OLD, {}, folder / failed, command="build/bin/mkbench --out x gemm_ar",
+             failed="gemm_ar: rank 1 role Comm timed out after 5000 ms waiting on signal 3")
+    return failed
+
+
 def _judge(folder):
     """select()'s reports of folder, each checked as main() checks it."""
     c = it.Checks()
@@ -99,10 +109,7 @@ def test_rows_filled_in_from_a_report_of_another_commit_are_misses(tmp_path, cap
 def test_an_op_s_rows_stop_at_a_failed_run_that_was_asked_for_it(tmp_path):
     # Newest: GEMM+AR at M = 1024 only; before it a run of gemm_ar that failed without its table; the full report
     # before that supplies AG+GEMM and GEMM+RS, never GEMM+AR rows (the failure is newer than them).
-    shutil.copy(RES / OLD, tmp_path / OLD)
-    failed = "mkbench-20261206T000000Z-1x2_NVLink.json"
-    _partial(RES / OLD, {}, tmp_path / failed, command="build/bin/mkbench --out x gemm_ar",
-             failed="gemm_ar: rank 1 role Comm timed out after 5000 ms waiting on signal 3")
+    failed = _failed_gemm_ar_run(tmp_path)
     newest = "mkbench-20261207T000000Z-1x2_NVLink.json"
     _partial(RES / OLD, {"GEMM+AR": {1024}}, tmp_path / newest)
     picked, c = _judge(tmp_path)
@@ -149,10 +156,7 @@ def test_a_newer_partial_attention_report_takes_the_rows_it_lacks_from_an_older_
 
 
 def test_a_failed_run_that_a_newer_full_table_supersedes_is_not_read(tmp_path):
-    shutil.copy(RES / OLD, tmp_path / OLD)
-    failed = "mkbench-20261206T000000Z-1x2_NVLink.json"
-    _partial(RES / OLD, {}, tmp_path / failed, command="build/bin/mkbench --out x gemm_ar",
-             failed="gemm_ar: rank 1 role Comm timed out after 5000 ms waiting on signal 3")
+    _failed_gemm_ar_run(tmp_path)  # (not read: picked lacks it)
     newest = "mkbench-20261207T000000Z-1x2_NVLink.json"
     _partial(RES / OLD, {"GEMM+AR": None}, tmp_path / newest)
     picked, c = _judge(tmp_path)
