@@ -54,11 +54,11 @@ void ag_diagnosis(BenchContext& bc, cublasHandle_t h, const NcclBarrier& bar, st
     MKB_CUDA(cudaMalloc(&out, size_t(m) * n * 2));
     fill_random_bf16(b, size_t(n) * k, 500, bc.stream);
     fill_random_bf16(full, size_t(m) * k, 600, bc.stream);
-    for (int i = 0; i < a.copies(); ++i) fill_random_bf16(a.get(i), size_t(ml) * k, 400 + i, bc.stream);
+    fill_rotating(a, size_t(ml) * k, 400, 0, bc.stream);
     // The GEMMs alone read a rotating gathered A too (the fused calls' A is their shard's next copy): none finds
     // its input in L2 from the call before.
     Rotating fulls(size_t(m) * k * 2);
-    for (int i = 0; i < fulls.copies(); ++i) fill_random_bf16(fulls.get(i), size_t(m) * k, 700 + i, bc.stream);
+    fill_rotating(fulls, size_t(m) * k, 700, 0, bc.stream);
     mk::AgGemm p(c, ml, n, k), p8(c, ml, n, k, {.swizzle = 8}), p16(c, ml, n, k, {.num_comm_ctas = 16}),
         pw(c, ml, n, k, {.split_tail = false}), pj(c, ml, n, k, {.join = false}),
         p2(c, ml, n, k, {.max_split_parts = 2}), p1(c, ml, n, k, {.num_comm_ctas = 1});
@@ -186,7 +186,7 @@ void bench_ag_gemm(BenchContext& bc) {
     void* gch[2] = {gch0.p, gch1.p};
     MKB_CUDA(cudaMemsetAsync(gch0.p, 0, size_t(W) * C_max * k * 2, bc.stream));  // (the preload's input)
     Rotating a(size_t(ml) * k * 2);
-    for (int i = 0; i < a.copies(); ++i) fill_random_bf16(a.get(i), size_t(ml) * k, 400 + i + 13 * c.rank(), bc.stream);
+    fill_rotating(a, size_t(ml) * k, 400, c.rank(), bc.stream);
     void *b = nullptr, *full = nullptr, *out = nullptr;
     MKB_CUDA(cudaMalloc(&b, size_t(n) * k * 2));
     MKB_CUDA(cudaMalloc(&full, size_t(m) * k * 2));
@@ -196,8 +196,7 @@ void bench_ag_gemm(BenchContext& bc) {
     // cuBLAS alone reads its own rotating gathered A (as every other call reads its shard's next copy): `full`, which
     // the serial call has just gathered into, could sit in L2 at M <= 2048 and flatter it (session 48's review).
     Rotating fulls(size_t(m) * k * 2);
-    for (int i = 0; i < fulls.copies(); ++i)
-      fill_random_bf16(fulls.get(i), size_t(m) * k, 700 + i + 13 * c.rank(), bc.stream);
+    fill_rotating(fulls, size_t(m) * k, 700, c.rank(), bc.stream);
     const int me = c.rank();
     // The baselines' all-gather: NCCL inside a node, else mkernel's own
     // (a plan of its own, so the fused plans' calls stay in their order).
