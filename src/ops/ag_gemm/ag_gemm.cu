@@ -157,8 +157,7 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
   if (log_level() >= LogLevel::Debug)
     log(LogLevel::Debug,
         cat("rank ", comm.rank(), ": AgGemm plan m_local x n x k = ", m_local, "x", n, "x", k, " on ", t.describe(),
-            plain_ ? cat(": plain (the standalone GEMM on ", plain_ctas_ ? plain_ctas_ : gemm::num_sms(),
-                         " CTAs, a copy for the gather)")
+            plain_ ? tp::plain_plan_words(plain_ctas_, "gather")
                    : cat(": fused, ", num_ctas_, " CTAs (", num_comm_, " comm, ", num_ctas_ - num_comm_, " compute",
                          join_ ? "; comm CTAs join compute" : "", "), swizzle ", swizzle_, ", ", split_tiles_,
                          " split tiles", split_tiles_ ? cat(" in ", split_parts_, " parts") : "", ", ",

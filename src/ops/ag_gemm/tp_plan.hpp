@@ -158,6 +158,12 @@ inline bool single_rank(const Topology& t, int64_t m, int64_t n, int64_t k, int 
   const bool unsplit_ok = !splits || grid_busy(tiles, sms) >= 0.95;  // the standalone GEMM needs no split
   return unsplit_ok || gemm::standalone_split(tiles, sms, k / gemm::kBlockK).tiles > 0;
 }
+// MK_LOG=debug's words on a plain plan (single_rank): its GEMM's grid (`plain_ctas`, 0: every SM) and its
+// collective, a copy.
+inline std::string plain_plan_words(int plain_ctas, const char* collective) {
+  return cat(": plain (the standalone GEMM on ", plain_ctas ? plain_ctas : gemm::num_sms(), " CTAs, a copy for the ",
+             collective, ")");
+}
 // A plain plan allocates none of the fused kernel's buffers (gathered rows,
 // staging, split-tile parts: each the size of an operand or of the output,
 // e.g. 256 MB for the AG+GEMM's A at m = 16384, k = 8192), only the

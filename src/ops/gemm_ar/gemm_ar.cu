@@ -172,8 +172,7 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   if (log_level() >= LogLevel::Debug)
     log(LogLevel::Debug,
         cat("rank ", comm.rank(), ": GemmAr plan m x n x k_local = ", m, "x", n, "x", k_local, " on ", t.describe(),
-            plain_ ? cat(": plain (the standalone GEMM on ", plain_ctas_ ? plain_ctas_ : gemm::num_sms(),
-                         " CTAs, a copy for the all-reduce)")
+            plain_ ? tp::plain_plan_words(plain_ctas_, "all-reduce")
             : one_shot_ ? cat(": fused one-shot, ", num_os_ctas_, " CTAs, swizzle ", swizzle_)
                         : cat(": fused two-shot, ", num_ctas_, " CTAs (", num_gather_, " gather, ",
                               num_ctas_ - num_gather_, " compute), swizzle ", swizzle_,

@@ -122,8 +122,7 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
   if (log_level() >= LogLevel::Debug)
     log(LogLevel::Debug,
         cat("rank ", comm.rank(), ": GemmRs plan m x n x k_local = ", m, "x", n, "x", k_local, " on ", t.describe(),
-            plain_ ? cat(": plain (the standalone GEMM on ", plain_ctas_ ? plain_ctas_ : gemm::num_sms(),
-                         " CTAs, a copy for the reduce-scatter)")
+            plain_ ? tp::plain_plan_words(plain_ctas_, "reduce-scatter")
                    : cat(": fused, ", num_ctas_, " CTAs, swizzle ", swizzle_, ", ", split_tiles_, " split tiles",
                          split_tiles_ ? cat(" in ", split_parts_, " parts") : "", async_ ? ", async stores" : "",
                          own_tma_ ? ", own tiles TMA-stored" : "",
