@@ -55,6 +55,9 @@ int mk_get_unique_id(mk_unique_id_t* out);
  * local rank mod GPUs (init_env under a launcher). */
 int mk_comm_init(mk_comm_t* out, int rank, int world, const mk_unique_id_t* id, int device);
 int mk_comm_init_env(mk_comm_t* out, int device);
+/* Refused (non-zero, the communicator left open) while a plan made on it is
+ * open or one of its own calls (mk_comm_barrier, mk_symm_alloc, ...) runs on
+ * another host thread. */
 int mk_comm_destroy(mk_comm_t comm);
 int mk_comm_info(mk_comm_t comm, mk_comm_info_t* out);
 int mk_comm_barrier(mk_comm_t comm);

@@ -80,7 +80,7 @@ class SymmetricBuffer:
                 check(lib.mk_symm_free(None, self._h))  # (deletes the handle alone: the library knows it was freed)
                 self._h = None
                 return
-            check(lib.mk_symm_free(self._comm._h, self._h))
+            self._comm._lib_call("mkernel.SymmetricBuffer.free", lib.mk_symm_free, self._h)
             self._h = None
 
 
@@ -140,9 +140,14 @@ class Communicator:
         """True once close() ran (every call but close() then raises MkernelError)."""
         return not getattr(self, "_h", None)
 
+    def _lib_call(self, name, fn, *args):
+        """check(fn(handle, *args)), this communicator marked in flight as `name` meanwhile: a close() on another
+        thread refuses while it is (_tp_meta.marked_call; the library refuses its destroy likewise)."""
+        _tp_meta.marked_call(self, name, fn, self._open_h, *args)
+
     def info(self) -> dict:
         ci = CommInfo()
-        check(lib.mk_comm_info(self._open_h, ctypes.byref(ci)))
+        self._lib_call("mkernel.Communicator.info", lib.mk_comm_info, ctypes.byref(ci))
         return {name: getattr(ci, name) for name, _ in CommInfo._fields_}
 
     @property
@@ -154,17 +159,17 @@ class Communicator:
         return self.info()["world"]
 
     def barrier(self):
-        check(lib.mk_comm_barrier(self._open_h))
+        self._lib_call("mkernel.Communicator.barrier", lib.mk_comm_barrier)
 
     def check(self):
         """Raises MkernelError if a device wait of this rank failed or an abort was raised."""
-        check(lib.mk_comm_check(self._open_h))
+        self._lib_call("mkernel.Communicator.check", lib.mk_comm_check)
 
     def network_bytes_put(self) -> int:
         """Payload bytes of the puts this rank's host proxy has taken so far (0 on one node); exact for a
         call once every rank synchronised it and passed a barrier."""
         n = ctypes.c_uint64()
-        check(lib.mk_comm_network_bytes_put(self._open_h, ctypes.byref(n)))
+        self._lib_call("mkernel.Communicator.network_bytes_put", lib.mk_comm_network_bytes_put, ctypes.byref(n))
         return n.value
 
     def symmetric_bytes(self) -> int:
@@ -172,7 +177,7 @@ class Communicator:
         and the signal region, as mapped. MK_SYMM_MAX_BYTES bounds it; mkernel.close_plans(comm) gives the
         plans' back."""
         n = ctypes.c_uint64()
-        check(lib.mk_comm_symmetric_bytes(self._open_h, ctypes.byref(n)))
+        self._lib_call("mkernel.Communicator.symmetric_bytes", lib.mk_comm_symmetric_bytes, ctypes.byref(n))
         return n.value
 
     def alloc_symmetric(self, nbytes: int) -> SymmetricBuffer:
@@ -185,15 +190,15 @@ class Communicator:
         n = c_int_arg(nbytes, "nbytes", "mkernel.alloc_symmetric", -math.inf, math.inf)
         n = min(max(n, 0), (1 << 64) - 1)
         h = ctypes.c_void_p()
-        check(lib.mk_symm_alloc(self._open_h, n, ctypes.byref(h)))
+        self._lib_call("mkernel.Communicator.alloc_symmetric", lib.mk_symm_alloc, n, ctypes.byref(h))
         return SymmetricBuffer(self, h)
 
     def close(self):
         """Collective. Closes this communicator's cached op plans first, then the plans made on it by hand
         (mkernel.AgGemm, GemmRs, GemmAr, RingAttention) that are still open, in the order they were made:
         a plan refers to its communicator. Those plans then refuse to run. Raises, closing nothing, while a plan
-        is being made on it or a call of one of those plans is in the library (on another thread); its own calls
-        (barrier, alloc_symmetric, ...) are not checked."""
+        is being made on it, one of its own calls (barrier, alloc_symmetric, ...) or a call of one of those plans
+        is in the library (on another thread)."""
         if getattr(self, "_h", None):
             tp = sys.modules.get(__name__ + ".tp")  # loaded only if an op was used
             cached = [p for k, p in list(tp._PLANS.items()) if k[1] == self._uid] if tp is not None else []

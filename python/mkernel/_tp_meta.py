@@ -23,7 +23,7 @@ import functools
 import itertools
 import weakref
 
-from ._lib import MkernelError
+from ._lib import MkernelError, check
 
 MAX_RS_RANKS = 8    # GemmRs, GemmAr: at most 8 ranks (include/mkernel/tp.hpp)
 
@@ -81,11 +81,28 @@ def _forget(key, ref, comms=_COMMS):
         comms.pop(key, None)
 
 
+def marked_call(obj, name, fn, *args):
+    """check(fn(*args)), `obj` (a plan, or a communicator for its own calls) marked in flight as `name` meanwhile
+    (its _in_call, which refuse_close_in_flight reads). The mark is set only where none is set and cleared only by
+    the call that set it: another thread's call, which the library refuses as overlapping this one, neither clears
+    this one's mark nor leaves its own behind (two threads that both find no mark may lose it early: the check is
+    best-effort)."""
+    mine = getattr(obj, "_in_call", None) is None
+    if mine:
+        obj._in_call = name
+    try:
+        check(fn(*args))
+    finally:
+        if mine:
+            obj._in_call = None
+
+
 def refuse_close_in_flight(op, comm, plans):
     """Raises MkernelError (a RuntimeError) when a call that `op` (a close) would pull the memory from under is in
-    flight: `comm` making a plan (its _in_call: mkernel/_tp_plans.py's making()) or a plan of `plans` in a library
-    call (its _in_call, set by the plans' launches). Such a call is on another thread: one host thread at a time
-    calls a communicator's ops and plans, and closes them. The calls pay only for setting and clearing that name;
+    flight: `comm` making a plan or in one of its own calls (its _in_call: mkernel/_tp_plans.py's making(),
+    marked_call) or a plan of `plans` in a library call (its _in_call, set by the plans' launches: marked_call).
+    Such a call is on another thread: one host thread at a time calls a communicator's ops and plans, and closes
+    them. The calls pay only for setting and clearing that name;
     a close racing a call that has not set it yet is not seen."""
     for what in [getattr(comm, "_in_call", None)] + [getattr(p, "_in_call", None) for p in plans]:
         if what:

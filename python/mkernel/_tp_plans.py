@@ -8,7 +8,7 @@ import warnings
 import torch
 
 from ._lib import MkernelError, c_int_arg, check, lib, outside_stacklevel, path
-from ._tp_meta import refuse_close_in_flight
+from ._tp_meta import marked_call, refuse_close_in_flight
 from .ops import _check_matrix, _get_device, aligned16, has_address
 
 
@@ -25,18 +25,8 @@ class _Plan:
     _in_call = None
 
     def _lib_call(self, name, fn, *args):
-        """check(fn(*args)), marked in flight as `name` meanwhile. A launch sets the mark only where none is set and
-        clears only the mark it set: another thread's call, which the library refuses as overlapping this one,
-        neither clears this one's mark nor leaves its own behind (two threads that both find no mark may lose
-        it early: the check is best-effort)."""
-        mine = self._in_call is None
-        if mine:
-            self._in_call = name
-        try:
-            check(fn(*args))
-        finally:
-            if mine:
-                self._in_call = None
+        """check(fn(*args)), marked in flight as `name` meanwhile (mkernel/_tp_meta.py's marked_call)."""
+        marked_call(self, name, fn, *args)
 
     @property
     def captured(self):

@@ -19,6 +19,7 @@ std::string& mk::capi::last_error() {
   return s;
 }
 
+using mk::capi::comm_call;
 using mk::capi::guarded;
 using mk::capi::null_arg;
 
@@ -80,6 +81,14 @@ int mk_comm_destroy(mk_comm_t comm) {
   if (!comm->open_plans.compare_exchange_strong(n, mk_comm_s::kClosing))
     return guarded([&] {
       if (n < 0) mk::fail("mk_comm_destroy: another thread is destroying this communicator already");
+      const int calls = comm->calls.load();
+      if (calls > 0) {
+        const char* name = comm->call_name.load();
+        mk::fail("mk_comm_destroy: ", calls == 1 ? "a call" : "calls", " of this communicator (", name ? name : "?",
+                 calls == 1 ? ") is" : " the latest) are", " in flight on another host thread: destroy it once ",
+                 calls == 1 ? "that call returns" : "they return",
+                 " (one host thread at a time calls a communicator and destroys it); the communicator stays open");
+      }
       mk::fail("mk_comm_destroy: ", n, n == 1 ? " plan made on this communicator is still open: destroy it"
                                                 : " plans made on this communicator are still open: destroy them",
                " first (a plan uses its communicator until its own destroy call); the communicator stays open");
@@ -92,7 +101,7 @@ int mk_comm_destroy(mk_comm_t comm) {
 
 int mk_comm_info(mk_comm_t comm, mk_comm_info_t* out) {
   if (!comm || !out) return null_arg("comm or out");
-  return guarded([&] {
+  return comm_call(comm, "mk_comm_info", [&] {
     const auto& t = comm->comm->topology();
     *out = mk_comm_info_t{t.rank, t.world, t.node, t.num_nodes, t.local_rank, t.local_size,
                           comm->comm->device(), comm->comm->uses_vmm() ? 1 : 0};
@@ -101,27 +110,27 @@ int mk_comm_info(mk_comm_t comm, mk_comm_info_t* out) {
 
 int mk_comm_barrier(mk_comm_t comm) {
   if (!comm) return null_arg("comm");
-  return guarded([&] { comm->comm->barrier(); });
+  return comm_call(comm, "mk_comm_barrier", [&] { comm->comm->barrier(); });
 }
 
 int mk_comm_check(mk_comm_t comm) {
   if (!comm) return null_arg("comm");
-  return guarded([&] { comm->comm->check(0, "check"); });
+  return comm_call(comm, "mk_comm_check", [&] { comm->comm->check(0, "check"); });
 }
 
 int mk_comm_network_bytes_put(mk_comm_t comm, uint64_t* out) {
   if (!comm || !out) return null_arg("comm or out");
-  return guarded([&] { *out = comm->comm->network_bytes_put(); });
+  return comm_call(comm, "mk_comm_network_bytes_put", [&] { *out = comm->comm->network_bytes_put(); });
 }
 
 int mk_comm_symmetric_bytes(mk_comm_t comm, uint64_t* out) {
   if (!comm || !out) return null_arg("comm or out");
-  return guarded([&] { *out = comm->comm->symmetric_bytes(); });
+  return comm_call(comm, "mk_comm_symmetric_bytes", [&] { *out = comm->comm->symmetric_bytes(); });
 }
 
 int mk_symm_alloc(mk_comm_t comm, size_t bytes, mk_symm_t* out) {
   if (!comm || !out) return null_arg("comm or out");
-  return guarded([&] {
+  return comm_call(comm, "mk_symm_alloc", [&] {
     auto s = std::make_unique<mk_symm_s>();
     s->buf = &comm->comm->alloc_symmetric(bytes);
     s->comm_alive = comm->alive;
@@ -150,7 +159,7 @@ int mk_symm_free(mk_comm_t comm, mk_symm_t buf) {
     return 0;
   }
   if (!comm || !buf) return null_arg("comm or buf");
-  return guarded([&] {
+  return comm_call(comm, "mk_symm_free", [&] {
     comm->comm->free_symmetric(*buf->buf);
     delete buf;
   });

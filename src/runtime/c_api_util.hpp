@@ -6,17 +6,20 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "mkernel/communicator.hpp"
 #include "mkernel/error.hpp"
 
-// The opaque communicator handle of include/mkernel/mkernel.h. It counts the plan handles made on it
-// (mk_comm_destroy refuses while one is open: the plan would use a destroyed communicator), and shares a flag
-// with its symmetric buffers' handles, false once it is destroyed (which frees those buffers).
+// The opaque communicator handle of include/mkernel/mkernel.h. It counts the plan handles made on it and its
+// own calls in flight (mk_comm_destroy refuses while either is: they would use a destroyed communicator), and
+// shares a flag with its symmetric buffers' handles, false once it is destroyed (which frees those buffers).
 struct mk_comm_s {
   std::unique_ptr<mk::Communicator> comm;
   static constexpr int kClosing = -(1 << 30);  // open_plans once mk_comm_destroy has begun
-  std::atomic<int> open_plans{0};
+  std::atomic<int> open_plans{0};  // open plans + own calls in flight (mk::capi::comm_call); kClosing: destroying
+  std::atomic<int> calls{0};       // of those, own calls in flight (for mk_comm_destroy's message)
+  std::atomic<const char*> call_name{nullptr};  // the latest of them to begin ("mk_comm_barrier")
   std::shared_ptr<std::atomic<bool>> alive = std::make_shared<std::atomic<bool>>(true);
 };
 
@@ -56,6 +59,24 @@ inline int null_arg(const char* what) {
     set_last_error("mkernel: an argument is NULL");
   }
   return 1;
+}
+
+// One of the communicator's own calls (`call`, e.g. "mk_comm_barrier"): f() counted as a use of it while it runs,
+// so that a mk_comm_destroy on another host thread meanwhile is refused (it would free what the call uses; a
+// barrier waits for the other ranks for up to MK_BOOTSTRAP_TIMEOUT_MS), and refused itself once a destroy has
+// begun. A call on a communicator another thread already destroyed is the caller's error, as for any call.
+template <typename F>
+int comm_call(mk_comm_s* comm, const char* call, F&& f) {
+  if (comm->open_plans.fetch_add(1) < 0) {
+    --comm->open_plans;
+    return guarded([&] { fail(call, ": the communicator is being destroyed (mk_comm_destroy on another thread)"); });
+  }
+  comm->call_name = call;
+  ++comm->calls;
+  const int rc = guarded(std::forward<F>(f));
+  --comm->calls;
+  --comm->open_plans;
+  return rc;
 }
 
 // Creates an op plan handle (a struct holding std::unique_ptr<Plan> plan and

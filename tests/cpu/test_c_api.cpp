@@ -139,6 +139,52 @@ TEST(CApi, APlanBegunWhileItsCommunicatorIsDestroyedIsRefused) {
   comm.open_plans = 0;  // (a stack object: not for mk_comm_destroy's delete)
 }
 
+// A communicator's destroy while one of its own calls (here a stand-in barrier) runs on another host thread is
+// refused, naming the call, and leaves the communicator open and its counts as they were; once the call returned
+// the destroy goes through. A call that throws is uncounted too.
+TEST(CApi, ACommunicatorsDestroyDuringItsOwnCallOnAnotherThreadIsRefused) {
+  auto* comm = new mk_comm_s;
+  std::atomic<bool> inside{false}, release{false};
+  int rc = -1;
+  std::thread caller([&] {
+    rc = mk::capi::comm_call(comm, "mk_comm_barrier", [&] {
+      inside = true;
+      while (!release) std::this_thread::yield();
+    });
+  });
+  while (!inside) std::this_thread::yield();
+  ASSERT_NE(mk_comm_destroy(comm), 0);  // (else comm is gone: the rest would use freed memory)
+  EXPECT_NE(std::string(mk_last_error()).find("mk_comm_destroy: a call of this communicator (mk_comm_barrier) is in "
+                                              "flight on another host thread"),
+            std::string::npos) << mk_last_error();
+  EXPECT_EQ(comm->open_plans.load(), 1);
+  EXPECT_EQ(comm->calls.load(), 1);
+  release = true;
+  caller.join();
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(comm->open_plans.load(), 0);
+  EXPECT_EQ(comm->calls.load(), 0);
+  EXPECT_NE(mk::capi::comm_call(comm, "mk_comm_check", [] { mk::fail("the stand-in call failed"); }), 0);
+  EXPECT_EQ(std::string(mk_last_error()), "mkernel: the stand-in call failed");
+  EXPECT_EQ(comm->open_plans.load(), 0);
+  EXPECT_EQ(comm->calls.load(), 0);
+  EXPECT_EQ(mk_comm_destroy(comm), 0) << mk_last_error();
+}
+
+// Once a destroy has begun (the count closed), the communicator's own calls are refused without running.
+TEST(CApi, ACommunicatorsOwnCallDuringItsDestroyIsRefused) {
+  mk_comm_s comm;
+  comm.open_plans = mk_comm_s::kClosing;
+  bool ran = false;
+  EXPECT_NE(mk::capi::comm_call(&comm, "mk_comm_barrier", [&] { ran = true; }), 0);
+  EXPECT_FALSE(ran);
+  EXPECT_NE(std::string(mk_last_error()).find("mk_comm_barrier: the communicator is being destroyed"),
+            std::string::npos) << mk_last_error();
+  EXPECT_EQ(comm.open_plans.load(), mk_comm_s::kClosing);
+  EXPECT_EQ(comm.calls.load(), 0);
+  comm.open_plans = 0;  // (a stack object: not for mk_comm_destroy's delete)
+}
+
 // A plan's destroy while one of its calls is enqueuing its work on another host thread (its launch-order span
 // open) is refused and leaves the plan open and counted; once the call is done the destroy goes through.
 TEST(CApi, APlansDestroyDuringItsCallOnAnotherThreadIsRefused) {

@@ -1,5 +1,5 @@
 """A close (Communicator.close, mkernel.close_plans, a plan's close) on another thread while a call of the
-communicator or of one of its plans is in the library raises, naming that call, and closes nothing: it would
+communicator (its own, or making a plan) or of one of its plans is in the library raises, naming that call, and closes nothing: it would
 free the memory the call uses. No GPU: the library's calls are test doubles, and the one standing in for the
 call in flight runs the closes on another thread before it returns."""
 import threading
@@ -125,6 +125,54 @@ def test_communicator_close_on_another_thread_refuses_while_a_plan_is_being_made
     assert lib_doubles == [] and comm._in_call is None
     comm.close()
     assert lib_doubles == [("GemmAr", 0x1234), ("comm", 0x5150)] and not p._h
+
+
+# (the communicator's own call, the library symbol it calls, how the test makes that call)
+_OWN = [("barrier", "mk_comm_barrier", lambda c: c.barrier()),
+        ("check", "mk_comm_check", lambda c: c.check()),
+        ("symmetric_bytes", "mk_comm_symmetric_bytes", lambda c: c.symmetric_bytes()),
+        ("alloc_symmetric", "mk_symm_alloc", lambda c: c.alloc_symmetric(4096))]
+
+
+@pytest.mark.parametrize("name,symbol,call", _OWN, ids=[o[0] for o in _OWN])
+def test_communicator_close_on_another_thread_refuses_while_one_of_its_own_calls_is_in_the_library(
+        monkeypatch, lib_doubles, name, symbol, call):
+    comm = _Comm()
+    p = mkernel.GemmAr(comm, *_TP)
+    refused = []
+
+    def in_library(*a):
+        refused.append(_on_thread(comm.close))
+        return 1  # (a failed call: its mark must go too; alloc_symmetric makes no buffer then)
+
+    monkeypatch.setattr(mkernel.lib, symbol, in_library)
+    monkeypatch.setattr(mkernel.lib, "mk_last_error", lambda: b"mkernel: failed in the test double")
+    with pytest.raises(mkernel.MkernelError, match="failed in the test double"):
+        call(comm)
+    assert isinstance(refused[0], mkernel.MkernelError), refused
+    assert str(refused[0]).startswith(f"mkernel.Communicator.close: mkernel.Communicator.{name} is in flight")
+    assert lib_doubles == [] and comm._in_call is None and p._h  # nothing closed, the plan neither
+    comm.close()
+    assert lib_doubles == [("GemmAr", 0x1234), ("comm", 0x5150)] and not p._h
+
+
+def test_communicator_close_on_another_thread_refuses_while_a_buffers_free_is_in_the_library(
+        monkeypatch, lib_doubles):
+    comm = _Comm()
+    monkeypatch.setattr(mkernel.lib, "mk_symm_info", lambda h, out: 0)
+    buf = mkernel.SymmetricBuffer(comm, 0x77)
+    refused = []
+
+    def in_library(c, h):
+        refused.append(_on_thread(comm.close))
+        return 0
+
+    monkeypatch.setattr(mkernel.lib, "mk_symm_free", in_library)
+    buf.free()
+    assert str(refused[0]).startswith("mkernel.Communicator.close: mkernel.SymmetricBuffer.free is in flight")
+    assert lib_doubles == [] and comm._in_call is None and buf._h is None
+    comm.close()
+    assert lib_doubles == [("comm", 0x5150)]
 
 
 @pytest.mark.parametrize("plan,mod,args,method,symbol,n", _CALLS, ids=[f"{c[0]}.{_NAMES[c[3]]}" for c in _CALLS])
