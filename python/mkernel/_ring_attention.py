@@ -20,7 +20,8 @@ from ._lib import MkernelError, c_int_arg, check, lib
 from ._ops_c import _need
 from ._attention import (_check_lse, _check_out, _fast_io, _no_autograd, _validate, causal_arg, into, plain_args,
                          scale_arg)
-from .ops import _get_device, _stream, bump_version, dense16, modes_on, out_grad_refused, traced
+from .ops import (_get_device, _stream, bump_version, dense16, has_address, modes_on, out_grad_refused,
+                  traced)
 from ._tp_meta import comm_handle
 from ._tp_plans import _Plan, _device_check, check_aligned, check_apart, making, plan_ints
 from .tp import _HOT, _compiling, _key, _plan, lookup
@@ -65,7 +66,11 @@ class RingAttention(_Plan):
         if tuple(q.shape) != (b, s, h, d) or tuple(k.shape) != (b, s, hkv, d):
             raise MkernelError(f"mkernel.ring_attention: the plan is for q {(b, s, h, d)}, k/v {(b, s, hkv, d)}; "
                                f"got q {tuple(q.shape)}, k {tuple(k.shape)}")
-        _check_call(q, k, v, out, lse, self._device)
+        # A plan's run launches at once, under a TorchDispatchMode too (FlopCounterMode, a memory tracker): its
+        # tensors are checked as in eager mode wherever they have addresses (traced() would skip the alignment
+        # and overlap checks under any mode, and the library would then refuse the call on this rank alone).
+        is_traced = not all(has_address(t) for t in (q, k, v, out, lse) if isinstance(t, torch.Tensor))
+        _check_call(q, k, v, out, lse, self._device, is_traced)
         _no_autograd(q, k, v, "mkernel.RingAttention.run")
         res = self._launch(q, k, v, out, lse)
         bump_version(out, lse)

@@ -53,7 +53,8 @@ def _seq_dim(op, t, seq_dim):
 
 def zigzag_shard(x, rank, world, seq_dim=1):
     """Rank `rank`'s shard of the full sequence x: chunk rank and chunk 2*world-1-rank of x's 2*world
-    equal chunks along seq_dim, concatenated in that order (a new tensor, S / world long)."""
+    equal chunks along seq_dim, concatenated in that order (a new tensor, S / world long). seq_dim 1 is q / k / v's
+    ([batch, seq, heads, head_dim]); an lse ([batch, heads, seq]) takes seq_dim=-1."""
     op = "zigzag_shard"
     if not isinstance(x, torch.Tensor):
         raise MkernelError(f"mkernel.{op}: x must be a torch.Tensor (got {type(x).__name__})")
@@ -69,7 +70,8 @@ def zigzag_shard(x, rank, world, seq_dim=1):
 
 def zigzag_unshard(shards, seq_dim=1):
     """The full sequence from every rank's zigzag shard (a list ordered by rank): the inverse of
-    zigzag_shard."""
+    zigzag_shard. seq_dim 1 is out's ([batch, seq, heads, head_dim]); ring attention's lse ([batch, heads,
+    seq]) takes seq_dim=-1."""
     op = "zigzag_unshard"
     if isinstance(shards, torch.Tensor) or not isinstance(shards, (list, tuple)) or not shards:
         raise MkernelError(f"mkernel.{op}: shards must be a non-empty list of tensors, one per rank in rank order")
@@ -85,7 +87,8 @@ def zigzag_unshard(shards, seq_dim=1):
     s_local, world = shape[d], len(shards)
     if s_local == 0 or s_local % 2:
         raise MkernelError(f"mkernel.{op}: the local sequence length {s_local} (dim {d} of shape {shape}) must be "
-                           "a positive even number (2 chunks per rank)")
+                           "a positive even number (2 chunks per rank); seq_dim names the sequence's dim (an lse "
+                           "[batch, heads, seq]: seq_dim=-1)")
     c = s_local // 2
     # Global chunk g < world is the first half of rank g's shard, g >= world the second half of rank 2*world-1-g's.
     pieces = [shards[g].narrow(d, 0, c) if g < world else shards[2 * world - 1 - g].narrow(d, c, c)

@@ -7,6 +7,7 @@ require grad, and gemm's num_compute_ctas, n / k rules, empty and one-row calls.
 No GPU: CPU tensors stand in for CUDA ones (the `cuda_cpu` fixture makes `is_cuda` true and the current device
 -1, a CPU tensor's get_device()), so their addresses are real; every library call and plan creation is replaced by
 a test double that records it or raises `Reached`."""
+import contextlib
 import ctypes
 import re
 
@@ -688,6 +689,30 @@ def test_ring_attention_trace_checks_events_per_cta_and_a_closed_plan(monkeypatc
         with pytest.raises(mkernel.MkernelError, match="mkernel.RingAttention: the plan is closed"):
             call()
     assert len(calls) == 2
+
+
+def test_ring_attention_plan_run_checks_alignment_and_overlaps_under_a_dispatch_mode(cuda_cpu, monkeypatch):
+    # traced() is true under any TorchDispatchMode, and run() skipped its alignment and overlap checks there, though
+    # a plan's run launches at once on real tensors (FlopCounterMode, memory trackers): the library then refused the
+    # call on that rank alone, its peers waiting until MK_TIMEOUT_MS.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passing(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    p = mkernel.RingAttention.__new__(mkernel.RingAttention)
+    p._h, p._device, p.world, p.shape, p.causal = 1234, -1, 2, (1, 128, 2, 2, 64), False
+    monkeypatch.setattr(mkernel.RingAttention, "_launch", lambda self, *a: (_ for _ in ()).throw(Reached("launched")))
+    q, k, v = _empty(1, 128, 2, 64), _empty(1, 128, 2, 64), _empty(1, 128, 2, 64)
+    for mode in (None, Passing):
+        with (mode() if mode else contextlib.nullcontext()):
+            with pytest.raises(mkernel.MkernelError, match="ring_attention: q must start at a 16-byte aligned"):
+                p.run(_misaligned(1, 128, 2, 64), k, v)
+            with pytest.raises(mkernel.MkernelError, match="ring_attention: out overlaps q"):
+                p.run(q, k, v, out=q)
+            with pytest.raises(Reached):  # well formed: launched
+                p.run(q, k, v)
 
 
 def test_ring_attention_device_error_names_the_current_device_and_the_communicators(cuda_cpu, monkeypatch):

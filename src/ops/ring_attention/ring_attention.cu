@@ -97,7 +97,9 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
     if (causal && s_local % 2)
       fail("RingAttention: causal plans use the zigzag layout (two chunks per rank): s_local must be even (got ",
            s_local, ")");
-    if (2 * world > attn::kMaxKvSegs) fail("RingAttention: at most ", attn::kMaxKvSegs / 2, " ranks (got ", world, ")");
+    if (2 * world > attn::kMaxKvSegs)
+      fail("RingAttention: at most ", attn::kMaxKvSegs / 2, " ranks (got ", world, "; the kernel holds ",
+           attn::kMaxKvSegs, " key segments, two a rank)");
     if (!attn::scale_ok(opt.scale))
       fail("RingAttention: scale must be finite and >= 0, and scale log2(e) finite (got ", opt.scale, ")");
     const int sms = gemm::num_sms();
