@@ -59,6 +59,11 @@ constexpr int32_t kDiagNetDone = -3;
 // write that another agent claimed (device/net/agent.cuh); WaitDiag.peer
 // then holds the ring (queue), expected that chunk's sequence + 1.
 constexpr int32_t kDiagDeliveryOrder = -4;
+// WaitDiag.signal for a push's wait for room in a full network command
+// queue (net::push, the GEMM epilogue's puts); WaitDiag.peer then holds the
+// queue, expected the proxy's tail (commands taken) the push needs, seen the
+// tail, waited the time since the tail last moved.
+constexpr int32_t kDiagNetRoom = -5;
 
 // Why a device wait gave up.
 enum WaitFailReason : int32_t { kWaitTimeout = 1, kWaitAborted = 2 };

@@ -18,24 +18,30 @@ namespace mk::net {
 namespace detail {
 // Bounded wait while a queue is full (the proxy is behind). R = Quiet in
 // kernels that share a launch with the GEMM engine (no function calls there;
-// device/signals.cuh).
+// device/signals.cuh). The bound (MK_TIMEOUT_MS) is on the proxy taking no
+// command: a queue that drains, if at a slow link's rate behind many
+// producers, is not stuck (the proxy bounds each operation itself).
 template <dev::Report R>
 struct OnFullDevice {
   const DeviceCtx& ctx;
   const CmdQueue& q;
   uint64_t t0 = 0;
+  uint64_t t_moved = 0;    // when the tail was last seen to move
+  uint64_t last_tail = 0;
   uint64_t next_host = 0;  // the host word at the first check, then rarely (device/signals.cuh, abort_word);
                            // a full queue's wait reads the proxy's tail in host memory anyway
   uint32_t spins = 0;
   __device__ void operator()(uint64_t seq) {
-    if (t0 == 0) t0 = dev::globaltimer();
+    if (t0 == 0) t0 = t_moved = dev::globaltimer();
     if ((++spins & 63u) == 0u) {
-      const uint64_t waited = dev::globaltimer() - t0;
-      const uint32_t ab = dev::abort_word(ctx, waited, next_host);
+      const uint64_t now = dev::globaltimer();
+      const uint32_t ab = dev::abort_word(ctx, now - t0, next_host);
       const uint64_t tail = *reinterpret_cast<volatile uint64_t*>(q.tail);
-      const dev::WaitSite site{static_cast<int32_t>(Role::InterSend), -1, -1};
-      if (ab) dev::give_up<R>(ctx, site, seq - q.size + 1, tail, waited, kWaitAborted, static_cast<int32_t>(ab) - 1);
-      if (waited > ctx.timeout_ns) dev::give_up<R>(ctx, site, seq - q.size + 1, tail, waited, kWaitTimeout, -1);
+      if (tail != last_tail) last_tail = tail, t_moved = now;
+      const dev::WaitSite site{static_cast<int32_t>(Role::InterSend), q.id, kDiagNetRoom};
+      if (ab) dev::give_up<R>(ctx, site, seq - q.size + 1, tail, now - t0, kWaitAborted, static_cast<int32_t>(ab) - 1);
+      if (now - t_moved > ctx.timeout_ns)
+        dev::give_up<R>(ctx, site, seq - q.size + 1, tail, now - t_moved, kWaitTimeout, -1);
     }
   }
 };
@@ -118,7 +124,7 @@ template <dev::Report R = dev::Report::Print>
 __device__ __forceinline__ void flush(const NetCtx& nc, const DeviceCtx& ctx, int queue, uint64_t seq) {
   const CmdQueue& q = nc.queues[static_cast<unsigned>(queue) % static_cast<unsigned>(nc.num_queues)];
   dev::wait_ge<dev::Scope::Sys, R>(ctx, q.done, seq + 1,
-                                   dev::WaitSite{static_cast<int32_t>(Role::InterSend), queue, kDiagNetDone});
+                                   dev::WaitSite{static_cast<int32_t>(Role::InterSend), q.id, kDiagNetDone});
 }
 
 // Enqueues a FLUSH and waits for it: everything pushed to `queue` before is

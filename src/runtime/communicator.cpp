@@ -17,6 +17,7 @@
 #include "src/runtime/signal_pool.hpp"
 #include "src/runtime/step_status.hpp"
 #include "src/runtime/symmetric_heap.hpp"
+#include "src/runtime/wait_diag_text.hpp"
 
 namespace mk {
 
@@ -31,40 +32,6 @@ struct PeerInfo {
   int32_t device;
   int32_t cc;  // compute capability, 10 * major + minor
 };
-
-std::string format_diag(const WaitDiag& d) {
-  if (d.state != 2) return "";
-  if (d.signal == kDiagPipelineStage)
-    return cat("rank ", d.rank, " role ", role_name(d.role), " (block ", d.block, " thread ", d.thread,
-               ") gave up after ", d.waited_ns / 1000000, " ms waiting on its own pipeline stage ", d.expected,
-               d.reason == kWaitTimeout ? " (MK_TIMEOUT_MS)" : cat(": abort raised by rank ", d.aborter));
-  if (d.signal == kDiagDeliveryOrder)
-    return cat("rank ", d.rank, "'s network delivery agent (block ", d.block, ") ",
-               d.reason == kWaitTimeout ? cat("waited ", d.waited_ns / 1000000, " ms") : std::string("stopped waiting"),
-               " for delivery #", d.expected - 1, " of queue ", d.peer, ", an earlier chunk of a write it signals, "
-               "claimed by another agent (done word ", d.seen, ")",
-               d.reason == kWaitTimeout ? " (MK_TIMEOUT_MS)" : cat(": abort raised by rank ", d.aborter));
-  if (d.signal == kDiagNetDone && d.role == static_cast<int32_t>(Role::Deliver))
-    return cat("rank ", d.rank, "'s network delivery agent (block ", d.block, ") ",
-               d.reason == kWaitTimeout ? cat("made no progress for ", d.waited_ns / 1000000, " ms") : std::string("stopped"),
-               d.peer >= 0 ? cat(" with its kernel's network writes undelivered: queue ", d.peer, " done ", d.seen, " of ",
-                                 d.expected, " (the host proxy did not publish or complete the rest)")
-                           : std::string(" while its kernel ran"),
-               d.reason == kWaitTimeout ? " (MK_TIMEOUT_MS)" : cat(": abort raised by rank ", d.aborter));
-  if (d.signal == kDiagNetDone)
-    return cat("rank ", d.rank, " role ", role_name(d.role), " (block ", d.block, " thread ", d.thread, ") ",
-               d.reason == kWaitTimeout ? cat("timed out after ", d.waited_ns / 1000000, " ms") : std::string("stopped"),
-               " waiting for network queue ", d.peer, " to complete its commands: ", d.seen, " of ", d.expected,
-               " done (the host proxy or the transport did not finish the rest)",
-               d.reason == kWaitTimeout ? " (MK_TIMEOUT_MS)" : cat(": abort raised by rank ", d.aborter));
-  std::string sig = d.signal >= 0 ? cat("signal ", d.signal) : std::string("a signal outside the pool");
-  std::string who = cat("rank ", d.rank, " role ", role_name(d.role), " (block ", d.block, " thread ", d.thread, ")");
-  if (d.reason == kWaitTimeout)
-    return cat(who, " timed out after ", d.waited_ns / 1000000, " ms waiting on ", sig, " from peer ", d.peer,
-               ": expected >= ", d.expected, ", seen ", d.seen, " (MK_TIMEOUT_MS)");
-  return cat(who, " stopped waiting on ", sig, " from peer ", d.peer, " (expected >= ", d.expected, ", seen ",
-             d.seen, "): abort raised by rank ", d.aborter);
-}
 
 void warn_unknown_knobs() {
   auto unknown = validate_knobs(process_env(), mk_variables_in_environment());
