@@ -514,6 +514,18 @@ TEST(FabricStaging, ANoteForADeregisteredRegionIsDropped) {
     EXPECT_TRUE(s1->drain());
   }
   EXPECT_EQ(p.sig[1][6], 0u) << "nor its signal applied";
+  // A signal Add sent as a message (a peer whose transport does not stage) is refused: this rank's signal region
+  // is staged GPU memory, which takes signals in notes only (it was a host atomic on device memory).
+  fabric::CtlMsg add{};
+  add.magic = fabric::kMsgMagic;
+  add.type = fabric::kMsgAdd;
+  add.src_rank = 0;
+  add.sig_off = 8 * 6;
+  add.value = 1;
+  EXPECT_EQ(mk::test::expect_error([&] { t1.receive_for_test(add); },
+                                   {"sent a signal Add as a message", "stages its GPU signal region"}),
+            "");
+  EXPECT_EQ(p.sig[1][6], 0u) << "the Add was not applied";
   // Notes for a region that never existed are still refused.
   const fabric::CtlMsg bad = fabric::make_note(0, WriteReq{1, 9, 0, 64, 128, SigOp::Set, 8 * 6, 9, 0}, true);
   EXPECT_EQ(mk::test::expect_error([&] { t1.receive_for_test(bad); }, {"region 9", "outside this rank's regions"}), "");

@@ -330,6 +330,12 @@ void FabricTransport::apply_message(const CtlMsg& m) {
     fail("fabric: rank ", cfg_.rank, ": rank ", src, " sent a signal Add as a message, but this rank's signal "
          "region is GPU memory registered with ", prov_name_, " (FI_HMEM), which takes provider atomics only: the "
          "ranks' libfabric builds differ (FI_HMEM / FI_ATOMIC); use the same libfabric on every rank");
+  // A staged GPU signal region (a host shadow) takes its signals in staging notes, ordered behind the data's
+  // shadow -> GPU copies (apply_note); a message Add would be a host atomic on device memory.
+  if (local_[kSignalRegion].r.device)
+    fail("fabric: rank ", cfg_.rank, ": rank ", src, " sent a signal Add as a message, but this rank stages its "
+         "GPU signal region through a host shadow and takes signals in staging notes only: the ranks' transports "
+         "differ (provider, MK_FABRIC_STAGE or libfabric build); use the same on every rank");
   auto* word = reinterpret_cast<uint64_t*>(static_cast<char*>(local_[kSignalRegion].r.base) + m.sig_off);
   __atomic_fetch_add(word, m.value, __ATOMIC_SEQ_CST);
 }

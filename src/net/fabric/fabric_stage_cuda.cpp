@@ -44,7 +44,12 @@ class CudaStageOps final : public StageOps {
     DeviceScope g(dev_);
     k.preload();
     MK_CUDA_CHECK(cudaStreamCreateWithFlags(&out_, cudaStreamNonBlocking));
-    MK_CUDA_CHECK(cudaStreamCreateWithFlags(&in_, cudaStreamNonBlocking));
+    try {  // (a constructor that throws runs no destructor: the first stream is given back here)
+      MK_CUDA_CHECK(cudaStreamCreateWithFlags(&in_, cudaStreamNonBlocking));
+    } catch (...) {
+      teardown_call(cudaStreamDestroy(out_), "a fabric staging stream");
+      throw;
+    }
   }
   ~CudaStageOps() override {
     drain();

@@ -398,7 +398,7 @@ void SrdTransport::on_recv(const ibv_wc& wc) {
     fatal(cat("verbs/efa: unexpected receive opcode ", static_cast<int>(wc.opcode), " from rank ", peer));
   }
   if (released) {
-    if (s.sig_off + 8 > sig_region_.bytes)
+    if (s.sig_off > sig_region_.bytes || sig_region_.bytes - s.sig_off < 8)  // (no wrap for a huge offset)
       fatal(cat("verbs/efa: rank ", peer, " signalled offset ", s.sig_off, " beyond the signal region"));
     to_apply_.push_back(s);
   }
