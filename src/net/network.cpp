@@ -43,7 +43,7 @@ Network::Network(Communicator& comm) : comm_(comm) {
     std::string mine;
     try {
       transports.push_back(net::make_transport(tc));
-      mine = step_status::kOk + family(transports.back()->name());
+      mine = step_status::kOk + net::transport_kind(transports.back()->name());
     } catch (const std::exception& x) {
       mine = step_status::failed(x);
     }
@@ -57,7 +57,7 @@ Network::Network(Communicator& comm) : comm_(comm) {
       for (int r = 0; r < t.world; ++r)
         if (names[r] != names[t.rank])
           fail("ranks chose different network transports (rank ", t.rank, ": ", names[t.rank], ", rank ", r, ": ",
-               names[r], "); set MK_NET the same on every rank");
+               names[r], "); set MK_NET (and for fabric MK_FI_PROVIDER) the same on every rank");
     }
     transports.back()->connect(comm.bootstrap(), peers_);
   }

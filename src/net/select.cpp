@@ -55,6 +55,14 @@ std::unique_ptr<Transport> make_transport(const TransportConfig& cfg) {
 // processes' kernels share the GPU at the same time, and 1-4 SMs left free
 // were too few for such kernels (emu's copies before its agent: GemmAr at 62
 // of 66 CTAs stopped, at 60 it ran; bench/results/emu-mps-free-sms-20261203.md).
+std::string transport_kind(const std::string& name) {
+  const std::string family = name.substr(0, name.find_first_of(" :("));
+  if (family == "fabric") return name.substr(0, name.find_first_of(" ("));  // "fabric:<provider>"
+  if (family == "verbs") return name.size() >= 5 && name.compare(name.size() - 5, 5, "(srd)") == 0 ? "verbs (srd)"
+                                                                                                   : "verbs";
+  return family;
+}
+
 int transport_free_sms(const std::string& family, int knob, bool mps, int agents, bool side_kernels) {
   if (family == "emu") return std::max(knob, std::max(agents, 1));  // every agent CTA needs its SM
   // fabric staged, or EFA's GPU signals applied, by delivery agents: no side kernels.

@@ -172,6 +172,11 @@ int transport_free_sms(const std::string& family, int knob, bool mps, int agents
 // work_queue_cause(): the hazard in one sentence, for the transports' stall
 // reports (fabric's staging timeout).
 std::string work_queue_cause();
+// What every rank's transport must agree on, from its name(): the family, with fabric's provider
+// ("fabric:efa" and "fabric:tcp;ofi_rxm" cannot talk: their addresses differ) and verbs' SRD mark
+// (RC and SRD queue pairs cannot either); not the device ("verbs:mlx5_0" on one rank, "verbs:mlx5_3" on
+// another is fine).
+std::string transport_kind(const std::string& name);
 std::string work_queue_warning(const std::string& net_family, bool proxy_calls_cuda, bool mps,
                                const std::optional<std::string>& max_connections);
 

@@ -88,4 +88,17 @@ TEST(NetWorkQueues, WarnsWhereTheProxysWorkCanWaitBehindTheUsers) {
   EXPECT_EQ(work_queue_warning("efa", true, false, std::string("x")), "");
 }
 
+// What the ranks' transports must agree on (Network compares it across ranks before connecting): fabric's
+// provider and verbs' SRD mark count, a verbs device does not.
+TEST(NetTransportKind, FabricProvidersAndVerbsQueuePairKindsDifferDevicesDoNot) {
+  using mk::net::transport_kind;
+  EXPECT_EQ(transport_kind("fabric:efa"), "fabric:efa");
+  EXPECT_NE(transport_kind("fabric:efa"), transport_kind("fabric:tcp;ofi_rxm"));
+  EXPECT_EQ(transport_kind("verbs:mlx5_0"), transport_kind("verbs:mlx5_3"));
+  EXPECT_EQ(transport_kind("verbs:rdmap0s6(srd)"), "verbs (srd)");
+  EXPECT_NE(transport_kind("verbs:mlx5_0"), transport_kind("verbs:efa_0(srd)"));
+  EXPECT_EQ(transport_kind("emu"), "emu");
+  EXPECT_EQ(transport_kind("emu (2 agents)"), "emu");
+}
+
 }  // namespace
