@@ -109,45 +109,59 @@ Network::Network(Communicator& comm) : comm_(comm) {
     log(LogLevel::Warn, msg);
     comm.raise_abort();
   };
-  proxy_ = std::make_unique<net::Proxy>(std::move(pc), std::move(transports));
-  ctx_.num_queues = proxy_->num_queues();
-  for (int i = 0; i < ctx_.num_queues; ++i) ctx_.queues[i] = proxy_->queue(i);
-  // Delivery rings (emu; fabric's staging and EFA's GPU signals by agents):
-  // every queue's transport has one, or none does.
-  int queue = 0, rings = 0;
-  proxy_->with_transports([&](net::Transport& tr) {  // in queue order
-    const net::DeliveryRing r = tr.delivery_ring();
-    if (queue < net::kMaxNetQueues) ctx_.delivery[queue] = r;
-    ++queue;
-    rings += r.size != 0;
-  });
-  if (rings != 0 && rings != ctx_.num_queues)
-    fail("network ", name_, ": ", rings, " of ", ctx_.num_queues, " proxy threads deliver through rings; all or none must");
-  // Rings: emu (MK_EMU_AGENTS agents a kernel), fabric's staging and EFA's
-  // GPU signals by agents (MK_FABRIC_STAGE=agent: one, which keeps up).
-  ctx_.agent = rings == 0 ? 0 : family(name_) == "emu" ? static_cast<int32_t>(knob_int(Knob::MK_EMU_AGENTS)) : 1;
-  if (ctx_.agent > 0) {  // the ops' grids keep 2 CTAs beside their agents (tp::grid_free_sms)
-    int sms = 0;
-    MK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, comm.device()));
-    if (ctx_.agent > sms - 2)
-      fail("network ", name_, ": ", ctx_.agent, " delivery agent CTAs a kernel (MK_EMU_AGENTS for emu), but this GPU has ", sms,
-           " SMs: at most ", std::max(sms - 2, 0), " (2 stay for the ops' other roles)");
-  }
-  ctx_.rank = t.rank;
-  ctx_.num_rail_peers = static_cast<int32_t>(rail_peers_.size());
-  ctx_.emulated = family(name_) == "emu" ? 1 : 0;
-  // The GPU's contexts are shared through MPS: other processes' kernels run
-  // beside ours. A driver that does not know the attribute: taken as no.
+  // The proxy and what the device context takes from the transports: steps that can fail on one rank alone
+  // (pinned memory, a thread under a process limit, a ring count, too few SMs), so their outcome travels in the
+  // exchange of the free SMs below: every rank fails at once naming the rank and why, rather than waiting for
+  // it in that exchange until the bootstrap bound.
   int mps = 0;
-  if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, comm.device()) != cudaSuccess) {
-    (void)cudaGetLastError();
-    mps = 0;
+  std::string mine;
+  try {
+    proxy_ = std::make_unique<net::Proxy>(std::move(pc), std::move(transports));
+    ctx_.num_queues = proxy_->num_queues();
+    for (int i = 0; i < ctx_.num_queues; ++i) ctx_.queues[i] = proxy_->queue(i);
+    // Delivery rings (emu; fabric's staging and EFA's GPU signals by agents):
+    // every queue's transport has one, or none does.
+    int queue = 0, rings = 0;
+    proxy_->with_transports([&](net::Transport& tr) {  // in queue order
+      const net::DeliveryRing r = tr.delivery_ring();
+      if (queue < net::kMaxNetQueues) ctx_.delivery[queue] = r;
+      ++queue;
+      rings += r.size != 0;
+    });
+    if (rings != 0 && rings != ctx_.num_queues)
+      fail("network ", name_, ": ", rings, " of ", ctx_.num_queues,
+           " proxy threads deliver through rings; all or none must");
+    // Rings: emu (MK_EMU_AGENTS agents a kernel), fabric's staging and EFA's
+    // GPU signals by agents (MK_FABRIC_STAGE=agent: one, which keeps up).
+    ctx_.agent = rings == 0 ? 0 : family(name_) == "emu" ? static_cast<int32_t>(knob_int(Knob::MK_EMU_AGENTS)) : 1;
+    if (ctx_.agent > 0) {  // the ops' grids keep 2 CTAs beside their agents (tp::grid_free_sms)
+      int sms = 0;
+      MK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, comm.device()));
+      if (ctx_.agent > sms - 2)
+        fail("network ", name_, ": ", ctx_.agent, " delivery agent CTAs a kernel (MK_EMU_AGENTS for emu), but this "
+             "GPU has ", sms, " SMs: at most ", std::max(sms - 2, 0), " (2 stay for the ops' other roles)");
+    }
+    ctx_.rank = t.rank;
+    ctx_.num_rail_peers = static_cast<int32_t>(rail_peers_.size());
+    ctx_.emulated = family(name_) == "emu" ? 1 : 0;
+    // The GPU's contexts are shared through MPS: other processes' kernels run
+    // beside ours. A driver that does not know the attribute: taken as no.
+    if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, comm.device()) != cudaSuccess) {
+      (void)cudaGetLastError();
+      mps = 0;
+    }
+    ctx_.free_sms = net::transport_free_sms(family(name_), static_cast<int>(knob_int(Knob::MK_NET_FREE_SMS)),
+                                            mps != 0, ctx_.agent, proxy_calls_cuda_);
+    mine = step_status::kOk + std::to_string(ctx_.free_sms);
+  } catch (const std::exception& x) {
+    mine = step_status::failed(x);
   }
-  ctx_.free_sms = net::transport_free_sms(family(name_), static_cast<int>(knob_int(Knob::MK_NET_FREE_SMS)), mps != 0,
-                                          ctx_.agent, proxy_calls_cuda_);
+  auto got = comm.bootstrap().allgather(mine, "the network's free SMs");
+  const std::string err = step_status::step_error(got, t.rank, "creating the network", "could not start its proxy");
+  if (!err.empty()) fail(err);
   // The same on every rank (the largest): plans size their grids from it,
   // and ranks on GPUs with and without MPS must still make the same plan.
-  for (const std::string& v : comm.bootstrap().allgather(std::to_string(ctx_.free_sms), "the network's free SMs"))
+  for (const std::string& v : step_status::payloads(std::move(got)))
     ctx_.free_sms = std::max(ctx_.free_sms, std::stoi(v));
   const std::string queues = net::work_queue_warning(family(name_), proxy_calls_cuda_, mps != 0,
                                                      process_env()("CUDA_DEVICE_MAX_CONNECTIONS"));
@@ -200,12 +214,7 @@ int Network::register_buffer(const SymmetricBuffer& buf) {
   // it go, those after it never see the id, and the id is used up on every
   // rank, so the ranks' next registration still agrees on its id.
   int registered = 0;
-  try {
-    proxy_->with_transports([&](net::Transport& t) {
-      t.register_region(comm_.bootstrap(), r);
-      ++registered;
-    });
-  } catch (...) {
+  auto let_go = [&] {  // this rank's transports that registered it let it go (a local step)
     int i = 0;
     proxy_->with_transports([&](net::Transport& t) {
       if (i++ < registered) {
@@ -215,6 +224,14 @@ int Network::register_buffer(const SymmetricBuffer& buf) {
         }
       }
     });
+  };
+  try {
+    proxy_->with_transports([&](net::Transport& t) {
+      t.register_region(comm_.bootstrap(), r);
+      ++registered;
+    });
+  } catch (...) {
+    let_go();
     ++next_region_;
     throw;
   }
@@ -225,7 +242,14 @@ int Network::register_buffer(const SymmetricBuffer& buf) {
   live_[static_cast<size_t>(r.id)] = 1;
   if (r.id < net::kMaxInlineRegions) {
     ctx_.region_base[r.id] = buf.local;
-    sync_device_ctx();  // setup time; running kernels read only entries that do not change
+    try {
+      sync_device_ctx();  // setup time; running kernels read only entries that do not change
+    } catch (...) {  // (the device failed: the caller gets no id to deregister, so it is let go here)
+      ctx_.region_base[r.id] = nullptr;
+      live_[static_cast<size_t>(r.id)] = 0;
+      let_go();
+      throw;
+    }
   }
   return r.id;
 }
