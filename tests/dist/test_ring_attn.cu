@@ -132,4 +132,15 @@ TEST(RingAttnDist, AHugeShardIsRefusedWithoutOverflow) {
   comm().barrier();
 }
 
+// An s_local below the bound whose whole sequence (s_local x world) is not: the error names that product (it
+// read "sizes too large (seq_q ..., seq_kv ...)", a length the caller never passed).
+TEST(RingAttnDist, AWholeSequenceTooLongIsRefusedNamingTheProduct) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  const int64_t s_local = (int64_t(1) << 30) / comm().world() + 2;
+  const std::string m = error_of([&] { RingAttention p(comm(), 1, s_local, 4, 2, 128, false); });
+  EXPECT_NE(m.find("the whole sequence, s_local x world = "), std::string::npos) << m;
+  EXPECT_NE(m.find("must be < 2^30"), std::string::npos) << m;
+  comm().barrier();
+}
+
 }  // namespace

@@ -464,7 +464,8 @@ inline void check_same_plan(const std::vector<std::string>& all, int me, const c
       fail(op, ": rank ", r, " made the same plan (", dims, " = ", all[r], ") with other signal words than rank ",
            me, " (", mine, "); every rank must make and destroy plans in the same order");
     fail(op, ": rank ", r, " made a plan for ", dims, " = ", all[r], ", rank ", me, " for ", mine,
-         "; every rank must use the same shape");
+         "; every rank must use the same shape and options (the sizes and variant; for attention also the mask "
+         "and the scale, a default one included)");
   }
 }
 

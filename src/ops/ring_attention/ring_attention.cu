@@ -93,6 +93,9 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
   args.run([&] {
     // (the whole sequence only where s_local passes check_shape's bound, < 2^30: s_local x world never overflows)
     const int64_t s_total = s_local > 0 && s_local < (int64_t(1) << 30) ? s_local * world : s_local;
+    if (s_local > 0 && s_local < (int64_t(1) << 30) && s_total >= (int64_t(1) << 30))  // (check_shape: "seq_kv")
+      fail("RingAttention: the whole sequence, s_local x world = ", s_local, " x ", world, " = ", s_total,
+           ", must be < 2^30");
     attn::check_shape("RingAttention", batch, s_local, s_total, heads, kv_heads_, head_dim);
     if (causal && s_local % 2)
       fail("RingAttention: causal plans use the zigzag layout (two chunks per rank): s_local must be even (got ",
