@@ -9,7 +9,7 @@ import torch
 
 from ._lib import MkernelError, c_int_arg, check, lib, outside_stacklevel, path
 from ._tp_meta import marked_call, refuse_close_in_flight
-from .ops import _check_matrix, _get_device, aligned16, has_address
+from .ops import _check_matrix, _get_device, aligned16, has_address, recording_mode
 
 
 def _ptr(t):
@@ -75,8 +75,15 @@ class _Plan:
         return h
 
     def _open(self, t, name):
-        """A public run()'s first check: the plan is open and `t` on its communicator's device."""
+        """A public run()'s first check: the plan is open, no tracing mode would leave its launch out of the graph
+        it records, and `t` is on its communicator's device."""
         self._handle()
+        mode = recording_mode()
+        if mode:
+            raise MkernelError(f"mkernel.{type(self).__name__}: a plan made by hand launches at once through the "
+                               f"library, which the graph being traced ({mode}: make_fx, torch.export) would not "
+                               "record; trace the functional ops instead (mkernel.ag_gemm, gemm_rs, gemm_ar, "
+                               "all_gather, reduce_scatter, all_reduce, ring_attention: torch custom ops)")
         if isinstance(t, torch.Tensor) and t.is_cuda:  # (anything else: the shape check says what is wrong)
             _device_check(t, name, self._device)
 

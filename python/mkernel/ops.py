@@ -122,6 +122,23 @@ def modes_on():
     return _is_compiling() or _dispatch_modes() > 0 or _transforms() is not None or _fwad._current_level >= 0
 
 
+_MODE_KEYS = getattr(torch._C, "_TorchDispatchModeKey", None)
+_get_mode = getattr(torch._C, "_get_dispatch_mode", None)
+
+
+def recording_mode():
+    """The name of a mode in effect that records ops into a graph instead of (or beside) running them: make_fx's
+    proxy mode ("make_fx"), or a FakeTensorMode ("fake tensors": torch.export, make_fx(tracing_mode="fake")); else
+    None. A plan made by hand launches at once through the library, which no such graph records."""
+    if _MODE_KEYS is None or _get_mode is None or _dispatch_modes() == 0 and not _is_compiling():
+        return None
+    if _get_mode(_MODE_KEYS.PROXY) is not None:
+        return "make_fx"
+    if _get_mode(_MODE_KEYS.FAKE) is not None:
+        return "fake tensors"
+    return None
+
+
 def traced(op, *tensors):
     """modes_on(), or a tensor subclass among `tensors` (FakeTensor, DTensor, ...: nn.Parameter counts as a
     plain tensor; None and anything not a tensor are skipped, the checks say what is wrong with those).

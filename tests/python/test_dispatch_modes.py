@@ -302,3 +302,44 @@ def test_gemm_under_a_mode_checks_its_arguments_at_trace_time(no_library):
             mkernel.gemm(a, b[:, :256].contiguous())
         with pytest.raises(mkernel.MkernelError, match=r"out must be \[512, 256\]"):
             mkernel.gemm(a, b, out=_fresh((256, 256)))
+
+
+def _hand_made(cls):
+    """An open plan made by hand, without the library (its methods' first check is what the test reaches)."""
+    p = cls.__new__(cls)
+    p._h, p._device, p.world = 1234, -1, 2
+    p.shape = (1, 64, 64, 64, 64) if cls is _ring_attention.RingAttention else (64, 64, 64)
+    return p
+
+
+# (plan class, how the test calls one of its methods on CPU tensors)
+_HAND_CALLS = [(tp.AgGemm, lambda p, x: p.run(x, x)), (tp.AgGemm, lambda p, x: p.all_gather(x)),
+               (tp.GemmRs, lambda p, x: p.run(x, x)), (tp.GemmRs, lambda p, x: p.reduce_scatter(x)),
+               (tp_ar.GemmAr, lambda p, x: p.run(x, x)), (tp_ar.GemmAr, lambda p, x: p.all_reduce(x)),
+               (_ring_attention.RingAttention, lambda p, x: p.run(x, x, x))]
+
+
+@pytest.mark.parametrize("tracing_mode", ["real", "fake"])
+@pytest.mark.parametrize("cls,call", _HAND_CALLS, ids=[f"{c.__name__}.{i}" for i, (c, _) in enumerate(_HAND_CALLS)])
+def test_hand_made_plans_refuse_a_graph_that_would_leave_their_launch_out(no_library, tracing_mode, cls, call):
+    # make_fx(tracing_mode="real") ran the launch on the real tensors but recorded only the outputs' allocation:
+    # the graph, replayed, gave uninitialised memory and no error.
+    p = _hand_made(cls)
+
+    def f(x):
+        call(p, x)
+        return x
+
+    with pytest.raises(mkernel.MkernelError, match=f"mkernel.{cls.__name__}: a plan made by hand launches at once "
+                                                   r"through the library, which the graph being traced \("):
+        make_fx(f, tracing_mode=tracing_mode)(torch.ones(64, 64, dtype=torch.bfloat16))
+
+
+def test_hand_made_plans_run_under_modes_that_record_nothing(no_library):
+    # A mode that only watches (FlopCounterMode, a memory tracker) is no graph: the plan's checks go on (here to
+    # the tensor check, which refuses a CPU tensor).
+    from torch.utils.flop_counter import FlopCounterMode
+    p = _hand_made(tp_ar.GemmAr)
+    with FlopCounterMode(display=False):
+        with pytest.raises(mkernel.MkernelError, match="x must be on a CUDA device"):
+            p.all_reduce(torch.ones(64, 64, dtype=torch.bfloat16))
