@@ -14,10 +14,11 @@
 #   tools/issue_bench.sh misc [OUT]    mkbench net_post and nvlink_count, python_overhead.py (W = 2),
 #                                      ring_trace.py at 2k over emu (3 calls)                     ~70 s
 # Issue [multi-gpu-run], on G = 4 or 8 GPUs, as 2 nodes of G/2 (emu between them) and 1 node of G; RPN
-# (ranks per node, G/2 or G) picks one layout, else both (multi-tests: give it, both take > 600 s):
-#   tools/issue_bench.sh multi-tests [OUT] [RPN]  the dist tier and the torchrun TP / ring checks  ~480 s
-#   tools/issue_bench.sh multi-tp [OUT] [RPN]     mkbench ag_gemm gemm_rs gemm_ar; torch_tp_bench.py (1xG)
-#   tools/issue_bench.sh multi-ring [OUT] [RPN]   torch_ring_attn_bench.py --quick
+# (ranks per node: G/2 or G) is the one layout a call runs (both did not fit one call's 600 s):
+#   tools/issue_bench.sh multi-tests OUT RPN  the dist tier and the torchrun TP / ring checks  <= 540 s
+#   tools/issue_bench.sh multi-tp OUT RPN     mkbench ag_gemm gemm_rs gemm_ar; torch_tp_bench.py (1xG) <= 390 s
+#   tools/issue_bench.sh multi-ring OUT RPN   torch_ring_attn_bench.py --quick                  <= 280 s
+#   OUT under $OUT on a lent machine (only $OUT comes back), e.g. "$OUT/multi-tp-2x4"; '' for the default.
 #   (written 2026-12-01 when no machine of more than 2 GPUs was lent: not run yet)
 #
 # Results (markdown + JSON, logs) go to OUT; without it (or given as ''), a fresh folder per call,
@@ -31,7 +32,7 @@ part=${1:-}
 out=${2:-}
 case "$part" in
   tp|ring1x2|ring1x2b|ring2x1|ring2x1b|attn|misc|multi-tests|multi-tp|multi-ring) ;;
-  *) sed -n 2,26p "$0"; exit 2 ;;
+  *) sed -n 2,27p "$0"; exit 2 ;;
 esac
 export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" MK_LIBRARY="$PWD/build/lib/libmkernel.so"
 ngpu=$(timeout -k 5 20 nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
@@ -44,14 +45,13 @@ if [ "${part#multi-}" != "$part" ] && [ "${ngpu:-0}" -ne 4 ] && [ "${ngpu:-0}" -
   echo "issue_bench.sh $part: needs 4 or 8 GPUs (have ${ngpu:-0})"
   exit 2
 fi
-# multi-*: the layouts of ngpu ranks (ranks per node) and their names.
-layouts=${3:-"$(( ngpu / 2 )) $ngpu"}
-for rpn in $layouts; do
-  if [ "$rpn" -ne $(( ngpu / 2 )) ] && [ "$rpn" -ne "$ngpu" ]; then
-    echo "issue_bench.sh $part: ranks per node must be $(( ngpu / 2 )) or $ngpu (got $rpn)"
-    exit 2
-  fi
-done
+# multi-*: the one layout of ngpu ranks (ranks per node) this call runs, and its name.
+layouts=${3:-}
+if [ "${part#multi-}" != "$part" ] && [ "$layouts" != $(( ngpu / 2 )) ] && [ "$layouts" != "$ngpu" ]; then
+  echo "issue_bench.sh $part: give the ranks per node, $(( ngpu / 2 )) or $ngpu, as the third argument (got" \
+       "'$layouts'): one layout a call"
+  exit 2
+fi
 name_of() { echo "$(( ngpu / $1 ))x$1"; }
 if [ -z "$out" ]; then
   out=bench/results/issue-$(date -u +%Y%m%dT%H%M%SZ)-$part
@@ -96,7 +96,7 @@ case "$part" in
       l=$(name_of "$rpn")
       logged 240 "dist-$l.log" tools/mkrun -n "$ngpu" --timeout 235 env MK_RANKS_PER_NODE="$rpn" build/bin/mk_dist_tests
       for s in dist_tp_check dist_ring_attn_check; do
-        logged 120 "$s-$l.log" env MK_RANKS_PER_NODE="$rpn" torchrun --standalone --nproc_per_node="$ngpu" \
+        logged 150 "$s-$l.log" env MK_RANKS_PER_NODE="$rpn" torchrun --standalone --nproc_per_node="$ngpu" \
             "tests/python/gpu/$s.py"
       done
     done
@@ -107,7 +107,7 @@ case "$part" in
       logged 150 "mkbench-tp-$l.log" tools/mkrun -n "$ngpu" --timeout 145 env MK_RANKS_PER_NODE="$rpn" \
           build/bin/mkbench --out "$out" ag_gemm gemm_rs gemm_ar
     done
-    if [ "${3:-$ngpu}" -eq "$ngpu" ]; then
+    if [ "$layouts" = "$ngpu" ]; then
       logged 240 "torch-tp-1x$ngpu.log" torchrun --standalone --nproc_per_node="$ngpu" bench/torch_tp_bench.py \
           --out "$out"
     fi

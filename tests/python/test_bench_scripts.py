@@ -156,6 +156,7 @@ def _issue_bench(tmp_path, args, ngpu=1):
                         '  echo "| B |" > "$3/attention-20261206T000000Z.md"\n'
                         'fi\n'
                         'if [ "$1" = tools/issue_targets.py ]; then echo "targets of $2"; fi\n')
+    _exe(b / "torchrun", 'echo "torchrun $* MK_RANKS_PER_NODE=${MK_RANKS_PER_NODE-unset}" >> ran.log\n')
     e = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     e["PATH"] = f"{b}{os.pathsep}{os.environ['PATH']}"
     r = subprocess.run(["bash", str(root / "tools" / "issue_bench.sh"), *args], env=e, capture_output=True,
@@ -193,6 +194,52 @@ def test_issue_bench_without_the_gpus_it_needs_makes_no_folder(tmp_path):
     assert ran == "" and not (root / "bench").exists()
     root2, rc, out, ran = _issue_bench(tmp_path / "b", ["attn"], ngpu=0)
     assert rc == 2 and "needs 1 GPU(s) (have 0)" in out, out
+
+
+# Issue [multi-gpu-run]'s parts, never run on a machine of 4 or 8 GPUs yet: each call runs one layout (both did not
+# fit a call's 600 s), with the right rank counts and layout names.
+@pytest.mark.parametrize("ngpu", [4, 8])
+def test_issue_bench_multi_parts_run_one_layout_with_every_gpu(tmp_path, ngpu):
+    for rpn in (ngpu // 2, ngpu):
+        lay = f"{ngpu // rpn}x{rpn}"
+        for part in ("multi-tests", "multi-tp", "multi-ring"):
+            d = tmp_path / f"{part}-{lay}"
+            root, rc, out, ran = _issue_bench(d, [part, str(d / "out"), str(rpn)], ngpu=ngpu)
+            assert rc == 0, out
+            lines = ran.splitlines()
+            assert lines[-1] == f"python3 tools/issue_targets.py {d / 'out'}", ran
+            mkrun = [x for x in lines if x.startswith("mkrun")]
+            torch = [x for x in lines if x.startswith("torchrun")]
+            assert all(f"-n {ngpu} " in x and f"MK_RANKS_PER_NODE={rpn} " in x for x in mkrun), ran
+            assert all(f"--nproc_per_node={ngpu} " in x for x in torch), ran
+            if part == "multi-tests":
+                assert len(mkrun) == 1 and "build/bin/mk_dist_tests" in mkrun[0], ran
+                assert [x.split()[3] for x in torch] == ["tests/python/gpu/dist_tp_check.py",
+                                                         "tests/python/gpu/dist_ring_attn_check.py"], ran
+                assert all(x.endswith(f"MK_RANKS_PER_NODE={rpn}") for x in torch), ran
+                logs = {f"dist-{lay}.log", f"dist_tp_check-{lay}.log", f"dist_ring_attn_check-{lay}.log"}
+                assert logs <= set(os.listdir(d / "out")), os.listdir(d / "out")
+            elif part == "multi-tp":
+                assert len(mkrun) == 1 and f"build/bin/mkbench --out {d / 'out'} ag_gemm gemm_rs gemm_ar " in mkrun[0], ran
+                # PyTorch's fused ops need one node: only in the 1xG call
+                assert [x.split()[3] for x in torch] == (["bench/torch_tp_bench.py"] if rpn == ngpu else []), ran
+            else:
+                assert mkrun == [] and len(torch) == 1 and "bench/torch_ring_attn_bench.py --quick" in torch[0], ran
+                assert torch[0].endswith(f"MK_RANKS_PER_NODE={rpn}"), ran
+
+
+@pytest.mark.parametrize("rpn", [None, "", "3", "abc", "2 4", "8"])
+def test_issue_bench_multi_parts_refuse_a_missing_or_bad_layout_before_anything_runs(tmp_path, rpn):
+    args = ["multi-tp", str(tmp_path / "out")] + ([] if rpn is None else [rpn])
+    root, rc, out, ran = _issue_bench(tmp_path, args, ngpu=4)
+    assert rc == 2 and "give the ranks per node, 2 or 4, as the third argument" in out, out
+    assert ran == "" and not (tmp_path / "out").exists()
+
+
+def test_issue_bench_multi_parts_need_4_or_8_gpus(tmp_path):
+    root, rc, out, ran = _issue_bench(tmp_path, ["multi-tests", str(tmp_path / "out"), "1"], ngpu=2)
+    assert rc == 2 and "needs 4 or 8 GPUs (have 2)" in out, out
+    assert ran == ""
 
 
 # tools/gpu_steps.sh: a step that times out leaves nothing running (timeout --foreground signals only its child).
