@@ -37,6 +37,10 @@ Each harness's other power regime (mkbench --lead-cycles: config "... rested"; t
 "1x2 back-to-back") is its own configuration, judged beside the default's rows, never instead of them. Where a
 report gives the best baseline's time over mkernel's round by round, a miss says whether it is within the run's
 spread (p90 >= 1); the verdict stays the ratio of medians.
+Runs of 4 or 8 ranks (2x2, 1x4, 2x4, 1x8: tools/issue_bench.sh multi-*) are judged row by row as above (a ring
+layout on issue 9's quick grid, B 1 and S_local 8k); issue [multi-gpu-run] lists each op and the ring at both of
+its layouts (2 x G/2 and 1 x G) that no report supplies, and the two-GPU reports are asked for only where a
+two-GPU report, or no report of more ranks, was given.
 Exit status: 0; with --strict, 1 when a target was missed or a report the issues need is absent.
 The targets are the issues' texts (`issues show 5` / 6 / 7); a report only supplies the numbers.
 """
@@ -65,6 +69,17 @@ def issue_of(op):
 # issue 7's grid (bench/torch_ring_attn_bench.py's defaults): B, Hkv, S_local, causal
 RING_GRID = [(b, h, s, c) for b in (1, 4) for h in (32, 8) for s in (2048, 4096, 8192, 16384, 32768)
              for c in ("yes", "no")]
+
+# issue 9's ring grid (tools/issue_bench.sh multi-ring: torch_ring_attn_bench.py --quick): B 1, S_local 8k
+RING_QUICK_GRID = [g for g in RING_GRID if g[0] == 1 and g[2] == 8192]
+MULTI_ISSUE = "9 [multi-gpu-run]"
+
+
+def world_of(cfg):
+    """The ranks of a configuration name ("2x4" -> 8; None for one that is not NxL)."""
+    m = re.fullmatch(r"(\d+)x(\d+)", cfg)
+    return int(m.group(1)) * int(m.group(2)) if m else None
+
 
 # issue 7's one-GPU engine grid (bench/attention_bench.py: batch 4 up to S = 8k), D = 128: B, S, Hkv, causal
 ATTN_GRID = [(b, s, h, c) for b in (1, 4) for s in (2048, 4096, 8192, 16384, 32768) if b * s <= 32768
@@ -340,7 +355,8 @@ def check_ring(paths, c):
         if len(used) > 1:
             check_one_commit(c, issue, f"ring attention {cfg}",
                              {p: sum(1 for k, v in newest.items() if k[0] == cfg and v[1] == p) for p in used})
-        missing = [g for g in RING_GRID if (cfg,) + g not in newest]
+        grid = RING_QUICK_GRID if (world_of(cfg) or 0) > 2 else RING_GRID  # (more GPUs: issue 9's quick grid)
+        missing = [g for g in grid if (cfg,) + g not in newest]
         for b, h, s, causal in missing:
             c.add(issue, "(benchmark report)", f"ring attention {cfg}", False,
                   f"B={b} Hkv={h} S_local={s} causal={causal}: no row (a partial run?)")
@@ -372,8 +388,12 @@ def check_ring(paths, c):
                   f"{paired_spread(r, best / mk >= 1.0, best)})")
         net = all_nums(r.get("network MB per GPU per mkernel call (formula / measured)"))
         if " emu" in r["config"] and len(net) >= 2:  # across nodes: the proxy's count against the formula
+            # "formula / lo-hi" over ranks (one value where they agree): every rank's count must match, the
+            # highest too (the dash reads as a minus sign: abs)
+            got = [abs(x) for x in net[1:]]
             c.add(issue, "network bytes per GPU measured = the op's formula", where,
-                  abs(net[1] - net[0]) <= 0.05 + 1e-9, f"{desc}: measured {net[1]:.1f} MB, formula {net[0]:.1f} MB")
+                  all(abs(x - net[0]) <= 0.05 + 1e-9 for x in got),
+                  f"{desc}: measured {'-'.join(f'{x:.1f}' for x in got)} MB, formula {net[0]:.1f} MB")
         target = "eta >= 0.9 at S_local >= 8k" if int(r["S_local"]) >= 8192 else None
         bound = ring_bound(r, gbps)
         if wrong:  # a wrong output's eta is no overlap efficiency
@@ -620,6 +640,35 @@ def check_commits(files, c, head, whence="git HEAD"):
     return git_commits.judge(list(judged(files, c)), commit_of, c.add, head, whence, stamp_key)
 
 
+def need_absent(c):
+    """What the issues need, reported as absent when no report supplied it: on two GPUs (issues 5-7: 1x2, 2x1),
+    unless only runs of more GPUs were given; on G = 4 or 8 (issue 9: 2 x G/2 and 1 x G, every op and the ring)
+    wherever a report of that many ranks was."""
+    cfgs = {k[2].split(" (")[0].split()[-1] for k in c.items if k[2].startswith(("AG+GEMM ", "GEMM+", "ring "))}
+    worlds = {world_of(x) for x in cfgs} - {None}
+    multi = sorted(w for w in worlds if w in (4, 8))
+    two = 2 in worlds or not multi
+    ring = "ring attention"
+    for op, issue in ((op, issue_of(op)) for op in TP_OPS):
+        for cfg in ("1x2", "2x1") if two else ():
+            if not any(k[0] == issue and k[2].startswith(f"{op} {cfg} (") for k in c.items):
+                c.need(issue, "(benchmark report)", f"{op} {cfg}: no mkbench report")
+    for cfg in ("1x2", "2x1") if two else ():
+        if not any(k[0] == "7 [ring-attn]" and k[2].startswith(f"{ring} {cfg} ") for k in c.items):
+            c.need("7 [ring-attn]", "(benchmark report)", f"{ring} {cfg}: no torch-ring-attn report")
+    for op, issue in ((op, issue_of(op)) for op in TP_OPS) if two else ():
+        if not any(k[0] == issue and k[2].startswith(f"{op} 1x2 (") and "PyTorch" in k[1] for k in c.items):
+            c.need(issue, "(benchmark report)", f"{op} 1x2 against PyTorch: no torch-tp report")
+    for g in multi:
+        for cfg in (f"2x{g // 2}", f"1x{g}"):
+            for what in [*TP_OPS, ring]:
+                if not any(k[2].startswith(f"{what} {cfg} ") for k in c.items):
+                    c.need(MULTI_ISSUE, "(benchmark report)", f"{what} {cfg}: no report (tools/issue_bench.sh "
+                           f"multi-{'ring' if what == ring else 'tp'} OUT {g // 2 if cfg[0] == '2' else g})")
+    if not any(k[2].startswith("attention, one GPU") for k in c.items) and two:
+        c.need("7 [ring-attn]", "(benchmark report)", "one-GPU engine against SDPA: no attention report")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("paths", nargs="+")
@@ -644,19 +693,7 @@ def main(argv=None):
         if head is None:
             ap.error(f"--commit {a.commit}: git knows no such commit here")
     warnings = check_commits(files, c, head, whence)
-    # What the issues need on two GPUs, reported as absent when no report supplied it.
-    for op, issue in ((op, issue_of(op)) for op in TP_OPS):
-        for cfg in ("1x2", "2x1"):
-            if not any(k[0] == issue and k[2].startswith(f"{op} {cfg} (") for k in c.items):
-                c.need(issue, "(benchmark report)", f"{op} {cfg}: no mkbench report")
-    for cfg in ("1x2", "2x1"):
-        if not any(k[0] == "7 [ring-attn]" and k[2].startswith(f"ring attention {cfg} ") for k in c.items):
-            c.need("7 [ring-attn]", "(benchmark report)", f"ring attention {cfg}: no torch-ring-attn report")
-    for op, issue in ((op, issue_of(op)) for op in TP_OPS):
-        if not any(k[0] == issue and k[2].startswith(f"{op} 1x2 (") and "PyTorch" in k[1] for k in c.items):
-            c.need(issue, "(benchmark report)", f"{op} 1x2 against PyTorch: no torch-tp report")
-    if not any(k[2].startswith("attention, one GPU") for k in c.items):
-        c.need("7 [ring-attn]", "(benchmark report)", "one-GPU engine against SDPA: no attention report")
+    need_absent(c)
     # Each report's commit and rounds beside it: one from another commit than the tree under test, or with
     # modified files, is a number of that code, not of this one.
     print("Reports read (commit; timed rounds):\n" + "".join(
