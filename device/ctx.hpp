@@ -50,8 +50,16 @@ MK_HD const char* role_name(int32_t r) {
 }
 
 // WaitDiag.signal for a wait on a CTA's own pipeline (mbarrier) rather than
-// a signal; WaitDiag.expected then holds the pipeline stage.
+// a signal; WaitDiag.expected then holds the pipeline stage s >= 0 (the
+// attention engine: kKEmptyWhat + s for stage s's K release), or one of the
+// kStage* codes below (stored as a 64-bit two's complement), and seen the
+// barrier's phase (the watchdog's: the consumer warps done).
 constexpr int32_t kDiagPipelineStage = -2;
+constexpr int32_t kStageEpiEmpty = -2;       // GEMM epilogue: the staging area's previous half read out
+constexpr int32_t kStageEpiFull = -3;        // GEMM epilogue: the consumers' tile in the staging area
+constexpr int32_t kStageQEmpty = -4;         // attention: the Q tile released by the consumers
+constexpr int32_t kStageQFull = -5;          // attention: the next Q tile loaded by the producer
+constexpr int32_t kStageConsumersDone = -6;  // attention's producer watchdog: 8 consumer warps to finish
 // WaitDiag.signal for a wait on a network command queue's completion count
 // (net::flush / net::quiet); WaitDiag.peer then holds the queue.
 constexpr int32_t kDiagNetDone = -3;

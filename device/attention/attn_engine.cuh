@@ -112,7 +112,7 @@ __device__ __forceinline__ Smem<D, BN> carve(uint8_t* raw) {
 
 // `what` in a failed wait's record (printed as the pipeline stage): s for
 // stage s's k_full / v_full / empty (V released) barriers, kKEmptyWhat + s
-// for its k_empty (K released), -4 for q_empty, -5 for q_full.
+// for its k_empty (K released), kStageQEmpty / kStageQFull (device/ctx.hpp).
 constexpr int kKEmptyWhat = 8;
 __device__ __forceinline__ void mbar_wait(const AttnParams& p, uint64_t* bar, uint32_t parity, int what) {
   dev::engine_mbar_wait(p, bar, parity, what);
@@ -214,7 +214,7 @@ __device__ __forceinline__ void producer(const AttnParams& p, const Smem<D, BN>&
     } else {
       w = w + ncta < total ? w + ncta : -1;
     }
-    pmbar_wait(p, s.failed, s.q_empty, q_phase ^ 1u, -4);
+    pmbar_wait(p, s.failed, s.q_empty, q_phase ^ 1u, kStageQEmpty);
     s.ring[seq & 1u] = w;  // released to the consumers by the arrive below
     if (w < 0) {
       sm90::mbar_arrive(s.q_full);
@@ -432,7 +432,7 @@ __device__ __forceinline__ void consumer(const AttnParams& p, const Smem<D, BN>&
   uint32_t q_phase = 0;
   if (wg == 1) pass_turn(wg);
   for (uint32_t seq = 0;; ++seq) {
-    cmbar_wait(p, s.failed, wg, s.q_full, q_phase, -5);
+    cmbar_wait(p, s.failed, wg, s.q_full, q_phase, kStageQFull);
     q_phase ^= 1u;
     const int32_t w = *reinterpret_cast<volatile const int32_t*>(s.ring + (seq & 1u));
     __syncwarp();  // every lane's read of the ring word before its lane 0's q_empty arrival (below)
@@ -558,8 +558,8 @@ __device__ __forceinline__ void watch_consumers(const AttnParams& p, const Smem<
   while ((n = *done) < 2 * 4) {
     if (*reinterpret_cast<const volatile int32_t*>(s.failed)) __trap();
     const uint64_t waited = dev::globaltimer() - t0;
-    if (waited > 4 * p.timeout_ns) {  // expected: 8 warps done; seen: n
-      dev::engine_record_failure(p, -1, nullptr, uint64_t(2 * 4), uint64_t(n), waited);
+    if (waited > 4 * p.timeout_ns) {  // seen: the warps done (of 8)
+      dev::engine_record_failure(p, -1, nullptr, uint64_t(kStageConsumersDone), uint64_t(n), waited);
       __trap();
     }
     __nanosleep(200);

@@ -499,7 +499,7 @@ __device__ __forceinline__ void epi_stage_held(const GemmParams& p, const Smem& 
   char* dst;
   if (wg == 1) {
     if (threadIdx.x == 256) dev::sm90::mbar_arrive(&s.empty[held]);  // warpgroup 1 is done with the stage
-    if (i > 0) mbar_wait(p, &s.epi_empty[0], (i - 1) & 1u, -2);       // its previous half read out of the area
+    if (i > 0) mbar_wait(p, &s.epi_empty[0], (i - 1) & 1u, kStageEpiEmpty);  // its previous half read out of the area
     dst = reinterpret_cast<char*>(s.epi);
   } else {
     if (threadIdx.x == 128) *reinterpret_cast<volatile int64_t*>(s.epi_tile + (i & 1u)) = w * kStages + held;
@@ -527,7 +527,8 @@ struct EndMark {
   __device__ __forceinline__ bool operator()() const { return *slot < 0; }
 };
 __device__ __forceinline__ bool storer_wait(const GemmParams& p, const Smem& s, uint32_t i) {
-  return dev::engine_mbar_wait_unless(p, s.epi_full, i & 1u, -3, EndMark{s.epi_tile + (i & 1u)});
+  return dev::engine_mbar_wait_unless(p, s.epi_full, i & 1u, kStageEpiFull,
+                                      EndMark{s.epi_tile + (i & 1u)});
 }
 
 __device__ __forceinline__ void storer(const GemmParams& p, const Smem& s) {

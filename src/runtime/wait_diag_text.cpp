@@ -4,11 +4,31 @@
 
 namespace mk {
 
+namespace {
+
+// What a pipeline wait (kDiagPipelineStage) waited on: a stage, or a named barrier (device/ctx.hpp, kStage*).
+std::string pipeline_wait(const WaitDiag& d) {
+  const auto what = static_cast<int64_t>(d.expected);  // (stored as the 64-bit two's complement of a code)
+  switch (what) {
+    case kStageEpiEmpty: return "the GEMM epilogue's staging area (its previous half to be read out)";
+    case kStageEpiFull: return "the GEMM epilogue's staging area (the consumers' tile)";
+    case kStageQEmpty: return "the attention engine's Q tile (released by its consumers)";
+    case kStageQFull: return "the attention engine's next Q tile (loaded by its producer)";
+    case kStageConsumersDone:
+      return cat("the attention engine's consumer warps to finish (", d.seen, " of 8 done)");
+    default:
+      return what >= 0 ? cat("its own pipeline stage ", what, " (phase ", d.seen, ")")
+                       : cat("its own pipeline barrier ", what);
+  }
+}
+
+}  // namespace
+
 std::string format_diag(const WaitDiag& d) {
   if (d.state != 2) return "";
   if (d.signal == kDiagPipelineStage)
     return cat("rank ", d.rank, " role ", role_name(d.role), " (block ", d.block, " thread ", d.thread,
-               ") gave up after ", d.waited_ns / 1000000, " ms waiting on its own pipeline stage ", d.expected,
+               ") gave up after ", d.waited_ns / 1000000, " ms waiting on ", pipeline_wait(d),
                d.reason == kWaitTimeout ? " (MK_TIMEOUT_MS)" : cat(": abort raised by rank ", d.aborter));
   if (d.signal == kDiagDeliveryOrder)
     return cat("rank ", d.rank, "'s network delivery agent (block ", d.block, ") ",
@@ -37,6 +57,15 @@ std::string format_diag(const WaitDiag& d) {
                d.reason == kWaitTimeout ? " (MK_TIMEOUT_MS without the proxy taking a command: the proxy or its "
                                           "transport is stuck)"
                                         : cat(": abort raised by rank ", d.aborter));
+  // A flag outside the pool with no peer: another CTA of this rank (a split-K partner's partial tile, the GEMM
+  // engine's arrival queue), not a rank's signal.
+  if (d.signal < 0 && d.peer < 0) {
+    std::string who = cat("rank ", d.rank, " role ", role_name(d.role), " (block ", d.block, " thread ", d.thread, ")");
+    return cat(who, d.reason == kWaitTimeout ? cat(" timed out after ", d.waited_ns / 1000000, " ms") : " stopped",
+               " waiting on a flag of another CTA of this rank (a split-K partner's partial tile or the GEMM "
+               "engine's arrival queue, outside the signal pool): expected >= ", d.expected, ", seen ", d.seen,
+               d.reason == kWaitTimeout ? " (MK_TIMEOUT_MS)" : cat(": abort raised by rank ", d.aborter));
+  }
   std::string sig = d.signal >= 0 ? cat("signal ", d.signal) : std::string("a signal outside the pool");
   std::string who = cat("rank ", d.rank, " role ", role_name(d.role), " (block ", d.block, " thread ", d.thread, ")");
   if (d.reason == kWaitTimeout)

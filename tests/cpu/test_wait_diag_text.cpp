@@ -58,7 +58,36 @@ TEST(WaitDiagText, OtherWaitsKeepTheirWords) {
       << sig;
   const auto stage = mk::format_diag(record(static_cast<int32_t>(mk::Role::Compute), -1, mk::kDiagPipelineStage,
                                             mk::kWaitTimeout));
-  EXPECT_TRUE(has(stage, "waiting on its own pipeline stage 1040")) << stage;
+  EXPECT_TRUE(has(stage, "waiting on its own pipeline stage 1040 (phase 1012)")) << stage;
+}
+
+// A pipeline wait on a named barrier (negative codes) printed as 18446744073709551611; the attention watchdog's
+// count read as "stage 8" (a K release) without the warps done.
+TEST(WaitDiagText, PipelineBarriersAreNamed) {
+  auto d = record(static_cast<int32_t>(mk::Role::Compute), -1, mk::kDiagPipelineStage, mk::kWaitTimeout);
+  d.expected = static_cast<uint64_t>(int64_t{mk::kStageQFull});
+  auto t = mk::format_diag(d);
+  EXPECT_TRUE(has(t, "waiting on the attention engine's next Q tile (loaded by its producer) (MK_TIMEOUT_MS)")) << t;
+  EXPECT_FALSE(has(t, "18446744073709551")) << t;
+  d.expected = static_cast<uint64_t>(int64_t{mk::kStageConsumersDone});
+  d.seen = 6;
+  t = mk::format_diag(d);
+  EXPECT_TRUE(has(t, "the attention engine's consumer warps to finish (6 of 8 done)")) << t;
+  d.expected = static_cast<uint64_t>(int64_t{mk::kStageEpiEmpty});
+  EXPECT_TRUE(has(mk::format_diag(d), "the GEMM epilogue's staging area")) << mk::format_diag(d);
+  d.expected = static_cast<uint64_t>(int64_t{-9});
+  EXPECT_TRUE(has(mk::format_diag(d), "its own pipeline barrier -9")) << mk::format_diag(d);
+}
+
+// A wait on a flag of another CTA of the same rank (split-K partials, the arrival queue) read as "a signal outside
+// the pool from peer -1".
+TEST(WaitDiagText, AFlagOfAnotherCtaIsNotCalledAPeersSignal) {
+  const auto t = mk::format_diag(record(static_cast<int32_t>(mk::Role::Compute), -1, -1, mk::kWaitTimeout));
+  EXPECT_TRUE(has(t, "waiting on a flag of another CTA of this rank (a split-K partner's partial tile")) << t;
+  EXPECT_TRUE(has(t, "expected >= 1040, seen 1012 (MK_TIMEOUT_MS)")) << t;
+  EXPECT_FALSE(has(t, "peer -1")) << t;
+  const auto peer = mk::format_diag(record(static_cast<int32_t>(mk::Role::Compute), 2, -1, mk::kWaitAborted));
+  EXPECT_TRUE(has(peer, "stopped waiting on a signal outside the pool from peer 2")) << peer;
 }
 
 }  // namespace

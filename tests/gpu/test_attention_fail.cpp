@@ -19,9 +19,10 @@
 namespace {
 
 TEST(AttentionChild, StarvedConsumersEndTheLaunchWithARecord) {
-  // The waits end near 4 x MK_TIMEOUT_MS=300.
+  // The waits end near 4 x MK_TIMEOUT_MS=300: a consumer's on "its own pipeline stage s", or the producer's
+  // watchdog on "the attention engine's consumer warps to finish" (src/runtime/wait_diag_text.cpp).
   mk::test::expect_child_failure("attn_starved",
-                                 {"CHILD ERROR", "role Compute", "gave up after", "own pipeline stage", "MK_TIMEOUT_MS"});
+                                 {"CHILD ERROR", "role Compute", "gave up after", " ms waiting on ", "MK_TIMEOUT_MS"});
 }
 
 }  // namespace
