@@ -70,7 +70,7 @@ constexpr int32_t kDiagDeliveryOrder = -4;
 // WaitDiag.signal for a push's wait for room in a full network command
 // queue (net::push, the GEMM epilogue's puts); WaitDiag.peer then holds the
 // queue, expected the proxy's tail (commands taken) the push needs, seen the
-// tail, waited the time since the tail last moved.
+// tail, waited the whole wait.
 constexpr int32_t kDiagNetRoom = -5;
 
 // Why a device wait gave up.

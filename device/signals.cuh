@@ -82,7 +82,8 @@ inline __device__ __noinline__ void fail_wait(const DeviceCtx& ctx, WaitSite sit
   record_failure(ctx, site, expected, seen, waited_ns, reason, aborter);
   if (reason == kWaitTimeout)
     printf("mkernel: rank %d role %s (block %d thread %d) timed out after %llu ms waiting on signal %d "
-           "from peer %d: expected >= %llu, seen %llu (MK_TIMEOUT_MS); aborting\n",
+           "from peer %d (a negative signal: a site of device/ctx.hpp's kDiag*, the peer then its queue; the "
+           "host's report names it): expected >= %llu, seen %llu (MK_TIMEOUT_MS); aborting\n",
            ctx.rank, role_name(site.role), block, thread,
            static_cast<unsigned long long>(waited_ns / 1000000), site.signal, site.peer,
            static_cast<unsigned long long>(expected), static_cast<unsigned long long>(seen));

@@ -95,8 +95,8 @@ struct OnFullQuiet {
       if (tail != last_tail) last_tail = tail, t_moved = now;
       if (ab)
         dev::fail_wait_quiet(ctx, site, seq - q.size + 1, tail, now - t0, kWaitAborted, static_cast<int32_t>(ab) - 1);
-      if (now - t_moved > ctx.timeout_ns)
-        dev::fail_wait_quiet(ctx, site, seq - q.size + 1, tail, now - t_moved, kWaitTimeout, -1);
+      if (now - t_moved > ctx.timeout_ns || now - t0 > 3 * ctx.timeout_ns)
+        dev::fail_wait_quiet(ctx, site, seq - q.size + 1, tail, now - t0, kWaitTimeout, -1);
     }
   }
 };

@@ -20,7 +20,10 @@ namespace detail {
 // kernels that share a launch with the GEMM engine (no function calls there;
 // device/signals.cuh). The bound (MK_TIMEOUT_MS) is on the proxy taking no
 // command: a queue that drains, if at a slow link's rate behind many
-// producers, is not stuck (the proxy bounds each operation itself).
+// producers, is not stuck (the proxy bounds each operation itself); in all
+// at most 3 x MK_TIMEOUT_MS, before the 4 x bound of the engines' own
+// pipeline waits in the same CTA (device/bounded_wait.cuh), whose report
+// would name a stage instead of the full queue.
 template <dev::Report R>
 struct OnFullDevice {
   const DeviceCtx& ctx;
@@ -40,8 +43,8 @@ struct OnFullDevice {
       if (tail != last_tail) last_tail = tail, t_moved = now;
       const dev::WaitSite site{static_cast<int32_t>(Role::InterSend), q.id, kDiagNetRoom};
       if (ab) dev::give_up<R>(ctx, site, seq - q.size + 1, tail, now - t0, kWaitAborted, static_cast<int32_t>(ab) - 1);
-      if (now - t_moved > ctx.timeout_ns)
-        dev::give_up<R>(ctx, site, seq - q.size + 1, tail, now - t_moved, kWaitTimeout, -1);
+      if (now - t_moved > ctx.timeout_ns || now - t0 > 3 * ctx.timeout_ns)
+        dev::give_up<R>(ctx, site, seq - q.size + 1, tail, now - t0, kWaitTimeout, -1);
     }
   }
 };

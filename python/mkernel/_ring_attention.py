@@ -69,6 +69,7 @@ class RingAttention(_Plan):
         # A plan's run launches at once, under a TorchDispatchMode too (FlopCounterMode, a memory tracker): its
         # tensors are checked as in eager mode wherever they have addresses (traced() would skip the alignment
         # and overlap checks under any mode, and the library would then refuse the call on this rank alone).
+        traced("mkernel.ring_attention", q, k, v, out, lse)  # (its check: a forward-AD tangent is refused)
         is_traced = not all(has_address(t) for t in (q, k, v, out, lse) if isinstance(t, torch.Tensor))
         _check_call(q, k, v, out, lse, self._device, is_traced)
         _no_autograd(q, k, v, "mkernel.RingAttention.run")

@@ -67,12 +67,15 @@ inline int null_arg(const char* what) {
 // begun. A call on a communicator another thread already destroyed is the caller's error, as for any call.
 template <typename F>
 int comm_call(mk_comm_s* comm, const char* call, F&& f) {
-  if (comm->open_plans.fetch_add(1) < 0) {
-    --comm->open_plans;
-    return guarded([&] { fail(call, ": the communicator is being destroyed (mk_comm_destroy on another thread)"); });
-  }
+  // calls goes up before open_plans and down before it: a destroy that finds open_plans > 0 because of this call
+  // sees calls > 0 too, except in the instant between the two decrements (then it names a plan; never unsafe).
   comm->call_name = call;
   ++comm->calls;
+  if (comm->open_plans.fetch_add(1) < 0) {
+    --comm->open_plans;
+    --comm->calls;
+    return guarded([&] { fail(call, ": the communicator is being destroyed (mk_comm_destroy on another thread)"); });
+  }
   const int rc = guarded(std::forward<F>(f));
   --comm->calls;
   --comm->open_plans;

@@ -54,8 +54,8 @@ std::string format_diag(const WaitDiag& d) {
                d.reason == kWaitTimeout ? cat("waited ", d.waited_ns / 1000000, " ms") : std::string("stopped waiting"),
                " for room in network queue ", d.peer, ", full: its host proxy had taken ", d.seen,
                " commands and this push needs it to take ", d.expected,
-               d.reason == kWaitTimeout ? " (MK_TIMEOUT_MS without the proxy taking a command: the proxy or its "
-                                          "transport is stuck)"
+               d.reason == kWaitTimeout ? " (MK_TIMEOUT_MS without the proxy taking a command, or 3 x MK_TIMEOUT_MS "
+                                          "in all: the proxy or its transport is stuck or too slow)"
                                         : cat(": abort raised by rank ", d.aborter));
   // A flag outside the pool with no peer: another CTA of this rank (a split-K partner's partial tile, the GEMM
   // engine's arrival queue), not a rank's signal.

@@ -713,6 +713,10 @@ def test_ring_attention_plan_run_checks_alignment_and_overlaps_under_a_dispatch_
                 p.run(q, k, v, out=q)
             with pytest.raises(Reached):  # well formed: launched
                 p.run(q, k, v)
+    import torch.autograd.forward_ad as fwAD  # a forward-AD tangent is still refused (traced()'s check)
+    with fwAD.dual_level():
+        with pytest.raises(mkernel.MkernelError, match="forward-mode AD"):
+            p.run(fwAD.make_dual(q, torch.randn_like(q)), k, v)
 
 
 def test_ring_attention_device_error_names_the_current_device_and_the_communicators(cuda_cpu, monkeypatch):
