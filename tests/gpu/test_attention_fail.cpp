@@ -23,6 +23,12 @@ TEST(AttentionChild, StarvedConsumersEndTheLaunchWithARecord) {
   // watchdog on "the attention engine's consumer warps to finish" (src/runtime/wait_diag_text.cpp).
   mk::test::expect_child_failure("attn_starved",
                                  {"CHILD ERROR", "role Compute", "gave up after", " ms waiting on ", "MK_TIMEOUT_MS"});
+  int code = 0;
+  double secs = 0;
+  const std::string out = mk::test::run_child("attn_starved", &code, &secs);  // (again: which wait reported)
+  EXPECT_TRUE(out.find("waiting on its own pipeline stage ") != std::string::npos ||
+              out.find("waiting on the attention engine's consumer warps to finish (") != std::string::npos)
+      << out;
 }
 
 }  // namespace
