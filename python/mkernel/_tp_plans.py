@@ -24,9 +24,9 @@ class _Plan:
     # through _lib_call, which sets it around the call, and a close refuses while it is set (refuse_close_in_flight).
     _in_call = None
 
-    def _lib_call(self, name, fn, *args):
-        """check(fn(*args)), marked in flight as `name` meanwhile (mkernel/_tp_meta.py's marked_call)."""
-        marked_call(self, name, fn, *args)
+    # self._lib_call(name, fn, *args): check(fn(*args)), marked in flight as `name` meanwhile (mkernel/_tp_meta.py's
+    # marked_call, bound as the method itself: the steady-state launches pay no extra Python call)
+    _lib_call = marked_call
 
     @property
     def captured(self):
