@@ -74,32 +74,8 @@ __device__ __forceinline__ void wait_signal(const GemmParams& p, const uint64_t*
   dev::engine_wait_signal(p, sig, expected, peer);
 }
 
-// A full command queue in the epilogue: bounded, call-free (see above); the
-// bound is on the proxy taking no command, as net::detail::OnFullDevice's.
-struct OnFullQuiet {
-  const DeviceCtx& ctx;
-  const net::CmdQueue& q;
-  uint64_t t0 = 0;
-  uint64_t t_moved = 0;    // when the tail was last seen to move
-  uint64_t last_tail = 0;
-  uint64_t next_host = 0;  // the host word at the first check, then rarely (device/signals.cuh, abort_word);
-                           // a full queue's wait reads the proxy's tail in host memory anyway
-  uint32_t spins = 0;
-  __device__ __forceinline__ void operator()(uint64_t seq) {
-    if (t0 == 0) t0 = t_moved = dev::globaltimer();
-    if ((++spins & 63u) == 0u) {
-      const uint64_t now = dev::globaltimer();
-      const uint32_t ab = dev::abort_word(ctx, now - t0, next_host);
-      const dev::WaitSite site{static_cast<int32_t>(Role::Compute), q.id, kDiagNetRoom};
-      const uint64_t tail = *reinterpret_cast<volatile uint64_t*>(q.tail);
-      if (tail != last_tail) last_tail = tail, t_moved = now;
-      if (ab)
-        dev::fail_wait_quiet(ctx, site, seq - q.size + 1, tail, now - t0, kWaitAborted, static_cast<int32_t>(ab) - 1);
-      if (now - t_moved > ctx.timeout_ns || now - t0 > 3 * ctx.timeout_ns)
-        dev::fail_wait_quiet(ctx, site, seq - q.size + 1, tail, now - t0, kWaitTimeout, -1);
-    }
-  }
-};
+// A full command queue in the epilogue: bounded, call-free (see above), reported as a Compute CTA's wait.
+using OnFullQuiet = net::detail::OnFullDevice<dev::Report::Quiet, Role::Compute>;
 
 struct PipeState {
   int stage = 0;

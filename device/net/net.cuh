@@ -16,15 +16,16 @@
 namespace mk::net {
 
 namespace detail {
-// Bounded wait while a queue is full (the proxy is behind). R = Quiet in
-// kernels that share a launch with the GEMM engine (no function calls there;
-// device/signals.cuh). The bound (MK_TIMEOUT_MS) is on the proxy taking no
+// Bounded wait while a queue is full (the proxy is behind), reported as role
+// kRole. R = Quiet in kernels that share a launch with the GEMM engine (no
+// function calls there, device/signals.cuh: the GEMM epilogue's OnFullQuiet).
+// The bound (MK_TIMEOUT_MS) is on the proxy taking no
 // command: a queue that drains, if at a slow link's rate behind many
 // producers, is not stuck (the proxy bounds each operation itself); in all
 // at most 3 x MK_TIMEOUT_MS, before the 4 x bound of the engines' own
 // pipeline waits in the same CTA (device/bounded_wait.cuh), whose report
 // would name a stage instead of the full queue.
-template <dev::Report R>
+template <dev::Report R, Role kRole = Role::InterSend>
 struct OnFullDevice {
   const DeviceCtx& ctx;
   const CmdQueue& q;
@@ -34,14 +35,14 @@ struct OnFullDevice {
   uint64_t next_host = 0;  // the host word at the first check, then rarely (device/signals.cuh, abort_word);
                            // a full queue's wait reads the proxy's tail in host memory anyway
   uint32_t spins = 0;
-  __device__ void operator()(uint64_t seq) {
+  __device__ __forceinline__ void operator()(uint64_t seq) {
     if (t0 == 0) t0 = t_moved = dev::globaltimer();
     if ((++spins & 63u) == 0u) {
       const uint64_t now = dev::globaltimer();
       const uint32_t ab = dev::abort_word(ctx, now - t0, next_host);
       const uint64_t tail = *reinterpret_cast<volatile uint64_t*>(q.tail);
       if (tail != last_tail) last_tail = tail, t_moved = now;
-      const dev::WaitSite site{static_cast<int32_t>(Role::InterSend), q.id, kDiagNetRoom};
+      const dev::WaitSite site{static_cast<int32_t>(kRole), q.id, kDiagNetRoom};
       if (ab) dev::give_up<R>(ctx, site, seq - q.size + 1, tail, now - t0, kWaitAborted, static_cast<int32_t>(ab) - 1);
       if (now - t_moved > ctx.timeout_ns || now - t0 > 3 * ctx.timeout_ns)
         dev::give_up<R>(ctx, site, seq - q.size + 1, tail, now - t0, kWaitTimeout, -1);
