@@ -67,10 +67,11 @@ class RingAttention(_Plan):
             raise MkernelError(f"mkernel.ring_attention: the plan is for q {(b, s, h, d)}, k/v {(b, s, hkv, d)}; "
                                f"got q {tuple(q.shape)}, k {tuple(k.shape)}")
         # A plan's run launches at once, under a TorchDispatchMode too (FlopCounterMode, a memory tracker): its
-        # tensors are checked as in eager mode wherever they have addresses (traced() would skip the alignment
-        # and overlap checks under any mode, and the library would then refuse the call on this rank alone).
-        traced("mkernel.ring_attention", q, k, v, out, lse)  # (its check: a forward-AD tangent is refused)
-        is_traced = not all(has_address(t) for t in (q, k, v, out, lse) if isinstance(t, torch.Tensor))
+        # tensors are checked as in eager mode wherever they have addresses (traced() alone is true under any
+        # mode, which skipped the alignment and overlap checks: the library then refused on this rank alone).
+        # traced() also refuses a forward-AD tangent.
+        is_traced = (traced("mkernel.ring_attention", q, k, v, out, lse)
+                     and not all(has_address(t) for t in (q, k, v, out, lse) if isinstance(t, torch.Tensor)))
         _check_call(q, k, v, out, lse, self._device, is_traced)
         _no_autograd(q, k, v, "mkernel.RingAttention.run")
         res = self._launch(q, k, v, out, lse)

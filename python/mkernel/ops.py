@@ -130,7 +130,7 @@ def recording_mode():
     """The name of a mode in effect that records ops into a graph instead of (or beside) running them: make_fx's
     proxy mode ("make_fx"), or a FakeTensorMode ("fake tensors": torch.export, make_fx(tracing_mode="fake")); else
     None. A plan made by hand launches at once through the library, which no such graph records."""
-    if _MODE_KEYS is None or _get_mode is None or _dispatch_modes() == 0 and not _is_compiling():
+    if _MODE_KEYS is None or _get_mode is None or _dispatch_modes() == 0:  # (the stack counts infra modes too)
         return None
     if _get_mode(_MODE_KEYS.PROXY) is not None:
         return "make_fx"
