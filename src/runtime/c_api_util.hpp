@@ -61,6 +61,18 @@ inline int null_arg(const char* what) {
   return 1;
 }
 
+// Counts one use of `comm` (a plan being made or open, one of its own calls in flight): false, counting nothing,
+// once a mk_comm_destroy has begun (its count closed), with this thread's message saying so (naming `call`, the
+// C function, where one is given).
+inline bool count_use(mk_comm_s* comm, const char* call = nullptr) {
+  if (comm->open_plans.fetch_add(1) >= 0) return true;
+  --comm->open_plans;
+  guarded([&] {
+    fail(call ? call : "", call ? ": " : "", "the communicator is being destroyed (mk_comm_destroy on another thread)");
+  });
+  return false;
+}
+
 // One of the communicator's own calls (`call`, e.g. "mk_comm_barrier"): f() counted as a use of it while it runs,
 // so that a mk_comm_destroy on another host thread meanwhile is refused (it would free what the call uses; a
 // barrier waits for the other ranks for up to MK_BOOTSTRAP_TIMEOUT_MS), and refused itself once a destroy has
@@ -71,10 +83,9 @@ int comm_call(mk_comm_s* comm, const char* call, F&& f) {
   // sees calls > 0 too, except in the instant between the two decrements (then it names a plan; never unsafe).
   comm->call_name = call;
   ++comm->calls;
-  if (comm->open_plans.fetch_add(1) < 0) {
-    --comm->open_plans;
+  if (!count_use(comm, call)) {
     --comm->calls;
-    return guarded([&] { fail(call, ": the communicator is being destroyed (mk_comm_destroy on another thread)"); });
+    return 1;
   }
   const int rc = guarded(std::forward<F>(f));
   --comm->calls;
@@ -90,10 +101,7 @@ int create_plan(mk_comm_s* comm, Handle** out, const Args&... args) {
   // Counted while it is made too: a destroy meanwhile is refused. One that began first (the count closed:
   // mk_comm_destroy) refuses this; a call on a communicator another thread already destroyed is the caller's
   // error, as for any call.
-  if (comm->open_plans.fetch_add(1) < 0) {
-    --comm->open_plans;
-    return guarded([] { mk::fail("the communicator is being destroyed (mk_comm_destroy on another thread)"); });
-  }
+  if (!count_use(comm)) return 1;
   const int rc = guarded([&] {
     auto h = std::make_unique<Handle>();
     h->plan = std::make_unique<Plan>(*comm->comm, args...);
