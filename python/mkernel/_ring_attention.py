@@ -22,8 +22,8 @@ from ._attention import (_check_lse, _check_out, _fast_io, _no_autograd, _valida
                          scale_arg)
 from .ops import (_get_device, _stream, bump_version, dense16, has_address, modes_on, out_grad_refused,
                   traced)
-from ._tp_meta import comm_handle
-from ._tp_plans import _Plan, _device_check, check_aligned, check_apart, making, plan_ints
+from ._tp_meta import comm_handle, marked_call
+from ._tp_plans import _Plan, _device_check, check_aligned, check_apart, plan_ints
 from .tp import _HOT, _compiling, _key, _plan, lookup
 
 __all__ = ["ring_attention", "RingAttention"]
@@ -50,10 +50,9 @@ class RingAttention(_Plan):
             op, dict(batch=batch, s_local=s_local, heads=heads, kv_heads=kv_heads, head_dim=head_dim),
             dict(num_comm_ctas=num_comm_ctas, num_ctas=num_ctas))
         h = ctypes.c_void_p()
-        with making(comm, op):
-            check(_need("mk_ring_attn_create", "ring_attention")(
-                ch, batch, s_local, heads, kv_heads, head_dim, int(causal_arg(causal, op)), sc, num_comm_ctas,
-                num_ctas, ctypes.byref(h)))
+        marked_call(comm, f"making the plan of {op}", _need("mk_ring_attn_create", "ring_attention"), ch, batch,
+                    s_local, heads, kv_heads, head_dim, int(causal_arg(causal, op)), sc, num_comm_ctas, num_ctas,
+                    ctypes.byref(h))
         self._bind(comm, h)
         self.world = comm.world
         self.shape = (batch, s_local, heads, kv_heads or heads, head_dim)  # 0: heads

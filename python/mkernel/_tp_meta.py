@@ -99,11 +99,10 @@ def marked_call(obj, name, fn, *args):
 
 def refuse_close_in_flight(op, comm, plans):
     """Raises MkernelError (a RuntimeError) when a call that `op` (a close) would pull the memory from under is in
-    flight: `comm` making a plan or in one of its own calls (its _in_call: mkernel/_tp_plans.py's making(),
-    marked_call) or a plan of `plans` in a library call (its _in_call, set by the plans' launches: marked_call).
-    Such a call is on another thread: one host thread at a time calls a communicator's ops and plans, and closes
-    them. The calls pay only for setting and clearing that name;
-    a close racing a call that has not set it yet is not seen."""
+    flight, as marked_call marks it: `comm` making a plan or in one of its own calls, or a plan of `plans` in a
+    library call. Such a call is on another thread: one host thread at a time calls a communicator's ops and plans,
+    and closes them. The calls pay only for setting and clearing that name; a close racing a call that has not set
+    it yet is not seen."""
     for what in [getattr(comm, "_in_call", None)] + [getattr(p, "_in_call", None) for p in plans]:
         if what:
             raise MkernelError(f"{op}: {what} is in flight (in the library, called on another thread); closing now "

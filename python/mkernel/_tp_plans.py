@@ -1,7 +1,6 @@
 """The base of the plans made by hand (_Plan: mkernel.AgGemm and GemmRs in mkernel/tp.py, GemmAr in tp_ar.py,
 RingAttention in _ring_attention.py) and the tensor checks they share with the ops. A plan is made
 collectively on a communicator and closed collectively, by close() or by the communicator's close()."""
-import contextlib
 import ctypes
 import warnings
 
@@ -86,17 +85,6 @@ class _Plan:
                                "all_gather, reduce_scatter, all_reduce, ring_attention: torch custom ops)")
         if isinstance(t, torch.Tensor) and t.is_cuda:  # (anything else: the shape check says what is wrong)
             _device_check(t, name, self._device)
-
-
-@contextlib.contextmanager
-def making(comm, what):
-    """Around a plan's create call: `comm` is marked as making it (`what`, named by a close that it refuses:
-    refuse_close_in_flight)."""
-    comm._in_call = f"making the plan of {what}"
-    try:
-        yield
-    finally:
-        comm._in_call = None
 
 
 def _check_shape(t, name, shape, device=None):

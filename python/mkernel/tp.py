@@ -35,12 +35,12 @@ import warnings
 import torch
 from . import _torch_req  # noqa: F401  (torch >= 2.4: a clear ImportError before the custom ops' decorators)
 
-from ._lib import MkernelError, check, knob_int, lib, outside_stacklevel
+from ._lib import MkernelError, knob_int, lib, outside_stacklevel
 from ._ops_c import _need
 from ._plan_cache import close_oldest
 from ._tp_meta import (_COMMS, MAX_RS_RANKS, comm_handle, register, lookup, world, ag_gemm_shapes, gemm_rs_shape,
-                       all_gather_shape, reduce_scatter_shape, refuse_close_in_flight)
-from ._tp_plans import _Plan, _check_shape, _device_check, _ptr, check_aligned, check_apart, making, plan_ints
+                       all_gather_shape, marked_call, reduce_scatter_shape, refuse_close_in_flight)
+from ._tp_plans import _Plan, _check_shape, _device_check, _ptr, check_aligned, check_apart, plan_ints
 from .ops import (_check_matrix, _fast_ok, _get_device, _stream, bump_version, dense16, inputs_grad_refused,
                   modes_on, out_grad_refused, traced)
 
@@ -57,8 +57,8 @@ class AgGemm(_Plan):
         m_local, n, k, num_comm_ctas, num_ctas = plan_ints("mkernel.AgGemm", dict(m_local=m_local, n=n, k=k),
                                                            dict(num_comm_ctas=num_comm_ctas, num_ctas=num_ctas))
         h = ctypes.c_void_p()
-        with making(comm, "mkernel.AgGemm"):
-            check(_need("mk_ag_gemm_create", "ag_gemm")(ch, m_local, n, k, num_comm_ctas, num_ctas, ctypes.byref(h)))
+        marked_call(comm, "making the plan of mkernel.AgGemm", _need("mk_ag_gemm_create", "ag_gemm"), ch, m_local, n,
+                    k, num_comm_ctas, num_ctas, ctypes.byref(h))
         self._bind(comm, h)
         self.world, self.shape = comm.world, (m_local, n, k)
 
@@ -111,9 +111,8 @@ class GemmRs(_Plan):
         m, n, k_local, num_reduce_ctas, num_ctas = plan_ints("mkernel.GemmRs", dict(m=m, n=n, k_local=k_local),
                                                              dict(num_reduce_ctas=num_reduce_ctas, num_ctas=num_ctas))
         h = ctypes.c_void_p()
-        with making(comm, "mkernel.GemmRs"):
-            check(_need("mk_gemm_rs_create", "gemm_rs")(ch, m, n, k_local, num_reduce_ctas, num_ctas,
-                                                        ctypes.byref(h)))
+        marked_call(comm, "making the plan of mkernel.GemmRs", _need("mk_gemm_rs_create", "gemm_rs"), ch, m, n,
+                    k_local, num_reduce_ctas, num_ctas, ctypes.byref(h))
         self._bind(comm, h)
         self.world, self.shape = comm.world, (m, n, k_local)
 

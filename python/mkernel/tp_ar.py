@@ -16,11 +16,11 @@ import ctypes
 import torch
 from . import _torch_req  # noqa: F401  (torch >= 2.4: a clear ImportError before the custom ops' decorators)
 
-from ._lib import check, lib
+from ._lib import lib
 from ._ops_c import _need
-from ._tp_meta import all_reduce_shape, comm_handle, gemm_ar_shape, world
+from ._tp_meta import all_reduce_shape, comm_handle, gemm_ar_shape, marked_call, world
 from .ops import _stream, bump_version, dense16, inputs_grad_refused, out_grad_refused
-from ._tp_plans import _Plan, making, plan_ints
+from ._tp_plans import _Plan, plan_ints
 from .tp import (_COLLECTIVE_N, _check_inputs, _check_meta, _check_out_meta, _check_shape, _dispatch, _grad,
                  _hot, _hot_add, _key, _output, _plan, _shape)
 
@@ -40,9 +40,8 @@ class GemmAr(_Plan):
             "mkernel.GemmAr", dict(m=m, n=n, k_local=k_local),
             dict(num_gather_ctas=num_gather_ctas, num_ctas=num_ctas, one_shot=one_shot))
         h = ctypes.c_void_p()
-        with making(comm, "mkernel.GemmAr"):
-            check(_need("mk_gemm_ar_create_ex", "gemm_ar")(ch, m, n, k_local, num_gather_ctas, num_ctas, one_shot,
-                                                           ctypes.byref(h)))
+        marked_call(comm, "making the plan of mkernel.GemmAr", _need("mk_gemm_ar_create_ex", "gemm_ar"), ch, m, n,
+                    k_local, num_gather_ctas, num_ctas, one_shot, ctypes.byref(h))
         self._bind(comm, h)
         self.world, self.shape = comm.world, (m, n, k_local)
 
