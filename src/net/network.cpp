@@ -16,10 +16,6 @@
 
 namespace mk {
 
-namespace {
-std::string family(const std::string& name) { return name.substr(0, name.find_first_of(" :(")); }
-}  // namespace
-
 Network::Network(Communicator& comm) : comm_(comm) {
   const DeviceScope on(comm.device());  // queues and streams belong to the rank's GPU (the caller's device given back)
   const Topology& t = comm.topology();
@@ -113,6 +109,7 @@ Network::Network(Communicator& comm) : comm_(comm) {
   // (pinned memory, a thread under a process limit, a ring count, too few SMs), so their outcome travels in the
   // exchange of the free SMs below: every rank fails at once naming the rank and why, rather than waiting for
   // it in that exchange until the bootstrap bound.
+  const std::string family = net::transport_family(name_);  // "emu", "fabric", "verbs"
   int mps = 0;
   std::string mine;
   try {
@@ -133,7 +130,7 @@ Network::Network(Communicator& comm) : comm_(comm) {
            " proxy threads deliver through rings; all or none must");
     // Rings: emu (MK_EMU_AGENTS agents a kernel), fabric's staging and EFA's
     // GPU signals by agents (MK_FABRIC_STAGE=agent: one, which keeps up).
-    ctx_.agent = rings == 0 ? 0 : family(name_) == "emu" ? static_cast<int32_t>(knob_int(Knob::MK_EMU_AGENTS)) : 1;
+    ctx_.agent = rings == 0 ? 0 : family == "emu" ? static_cast<int32_t>(knob_int(Knob::MK_EMU_AGENTS)) : 1;
     if (ctx_.agent > 0) {  // the ops' grids keep 2 CTAs beside their agents (tp::grid_free_sms)
       int sms = 0;
       MK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, comm.device()));
@@ -143,14 +140,14 @@ Network::Network(Communicator& comm) : comm_(comm) {
     }
     ctx_.rank = t.rank;
     ctx_.num_rail_peers = static_cast<int32_t>(rail_peers_.size());
-    ctx_.emulated = family(name_) == "emu" ? 1 : 0;
+    ctx_.emulated = family == "emu" ? 1 : 0;
     // The GPU's contexts are shared through MPS: other processes' kernels run
     // beside ours. A driver that does not know the attribute: taken as no.
     if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, comm.device()) != cudaSuccess) {
       (void)cudaGetLastError();
       mps = 0;
     }
-    ctx_.free_sms = net::transport_free_sms(family(name_), static_cast<int>(knob_int(Knob::MK_NET_FREE_SMS)),
+    ctx_.free_sms = net::transport_free_sms(family, static_cast<int>(knob_int(Knob::MK_NET_FREE_SMS)),
                                             mps != 0, ctx_.agent, proxy_calls_cuda_);
     mine = step_status::kOk + std::to_string(ctx_.free_sms);
   } catch (const std::exception& x) {
@@ -163,11 +160,11 @@ Network::Network(Communicator& comm) : comm_(comm) {
   // and ranks on GPUs with and without MPS must still make the same plan.
   for (const std::string& v : step_status::payloads(std::move(got)))
     ctx_.free_sms = std::max(ctx_.free_sms, std::stoi(v));
-  const std::string queues = net::work_queue_warning(family(name_), proxy_calls_cuda_, mps != 0,
+  const std::string queues = net::work_queue_warning(family, proxy_calls_cuda_, mps != 0,
                                                      process_env()("CUDA_DEVICE_MAX_CONNECTIONS"));
   if (!queues.empty()) log(LogLevel::Warn, cat("rank ", t.rank, ": ", queues));
   if (ctx_.free_sms > 0)
-    log(LogLevel::Info, cat("rank ", t.rank, ": ops leave up to ", ctx_.free_sms, " SMs free for the ", family(name_),
+    log(LogLevel::Info, cat("rank ", t.rank, ": ops leave up to ", ctx_.free_sms, " SMs free for the ", family,
                             ctx_.agent ? cat(" transport's ", ctx_.agent, " delivery agent CTA(s)") : std::string(" transport's kernels"), " (MK_NET_FREE_SMS", mps ? "; the GPU is shared through MPS" : "",
                             ")"));
   MK_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ctx_dev_), sizeof(net::NetCtx)));
@@ -359,7 +356,8 @@ int Network::registered_buffers() const {
 
 void Network::warn_legacy(const char* op) const {
   log(LogLevel::Warn,
-      cat(op, " runs on the legacy default stream over the ", family(name_), " network, whose host proxy makes CUDA "
+      cat(op, " runs on the legacy default stream over the ", net::transport_family(name_),
+          " network, whose host proxy makes CUDA "
           "calls: while the op runs, a copy of a result into pageable host memory on that stream (PyTorch: "
           "tensor.cpu(), .item()) or a first kernel load (e.g. cuBLAS meeting a new shape) blocks the proxy until "
           "the op times out (MK_TIMEOUT_MS). Launch on a side stream (torch.cuda.stream(torch.cuda.Stream())) or "

@@ -56,7 +56,7 @@ std::unique_ptr<Transport> make_transport(const TransportConfig& cfg) {
 // were too few for such kernels (emu's copies before its agent: GemmAr at 62
 // of 66 CTAs stopped, at 60 it ran; bench/results/emu-mps-free-sms-20261203.md).
 std::string transport_kind(const std::string& name) {
-  const std::string family = name.substr(0, name.find_first_of(" :("));
+  const std::string family = transport_family(name);
   if (family == "fabric") return name.substr(0, name.find_first_of(" ("));  // "fabric:<provider>"
   if (family == "verbs") return name.size() >= 5 && name.compare(name.size() - 5, 5, "(srd)") == 0 ? "verbs (srd)"
                                                                                                    : "verbs";

@@ -177,6 +177,8 @@ std::string work_queue_cause();
 // (RC and SRD queue pairs cannot either); not the device ("verbs:mlx5_0" on one rank, "verbs:mlx5_3" on
 // another is fine).
 std::string transport_kind(const std::string& name);
+// The family of a transport's name(): "emu", "fabric", "verbs" (the name without its details).
+inline std::string transport_family(const std::string& name) { return name.substr(0, name.find_first_of(" :(")); }
 std::string work_queue_warning(const std::string& net_family, bool proxy_calls_cuda, bool mps,
                                const std::optional<std::string>& max_connections);
 
