@@ -20,8 +20,8 @@ __global__ void __launch_bounds__(kCopyThreads) copy_kernel(void* dst, const voi
 template <typename S, mk::dev::BulkLayout L>
 __global__ void copy_bulk_kernel(mk::DeviceCtx ctx, void* dst, const void* src, size_t bytes) {
   extern __shared__ __align__(128) char smem[];
-  mk::dev::copy_bulk<S>(ctx, dst, src, bytes, blockIdx.x, gridDim.x, smem, static_cast<int32_t>(mk::Role::IntraComm),
-                        L);
+  mk::dev::BulkCopier<S> copier(smem);
+  copier.copy(ctx, dst, src, bytes, blockIdx.x, gridDim.x, static_cast<int32_t>(mk::Role::IntraComm), L);
 }
 
 template <typename S, mk::dev::BulkLayout L>

@@ -105,7 +105,7 @@ __device__ __forceinline__ void allgather_inter_send(const DeviceCtx& ctx, const
 // right after its own, and d+1 sends to d first); then the rows that came
 // over the network, node by node.
 __device__ __forceinline__ void allgather_push_part(const DeviceCtx& ctx, const AllGatherPush& g, uint64_t epoch,
-                                                    char* smem, int v, int ncta) {
+                                                    dev::BulkCopier<>& copier, int v, int ncta) {
   const int32_t role = static_cast<int32_t>(Role::IntraComm);
   const int w = g.local_size, r = g.local_rank;
   if (v == 0)
@@ -144,7 +144,7 @@ __device__ __forceinline__ void allgather_push_part(const DeviceCtx& ctx, const 
     const char* from = j == 0 ? static_cast<const char*>(g.a_local) + c * chunk_bytes
                               : static_cast<const char*>(g.gathered[r]) + src_row_off;
     char* to = static_cast<char*>(g.gathered[d]) + src_row_off;
-    dev::copy_bulk<dev::BulkStages, kReport>(ctx, to, from, static_cast<size_t>(chunk_bytes), 0, 1, smem, role);
+    copier.copy<kReport>(ctx, to, from, static_cast<size_t>(chunk_bytes), 0, 1, role);
     dev::signal_set(dev::peer_signal(ctx, d, sig), epoch);
   }
 }
@@ -164,8 +164,11 @@ __device__ __forceinline__ void allgather_push(const DeviceCtx& ctx, const AllGa
   if (cta == 0 && threadIdx.x == 128 && g.num_nodes > 1) allgather_inter_send(ctx, g, epoch);
   if (threadIdx.x != 0) return;
   const int claims = g.num_nodes > 1 ? 2 * ncta : ncta;
-  for (int v; (v = static_cast<int>(atomicAdd(claim, 1ull))) < claims;)
-    allgather_push_part(ctx, g, epoch, smem, v, ncta);
+  {
+    dev::BulkCopier<> copier(smem);  // ended before the CTA's shared memory goes to compute
+    for (int v; (v = static_cast<int>(atomicAdd(claim, 1ull))) < claims;)
+      allgather_push_part(ctx, g, epoch, copier, v, ncta);
+  }
   // Standalone all-gather: the launch may end (and the host copy out of the
   // gathered buffer start) only once every rank's rows are here (the waits
   // hold up no one: they stay with the CTAs' indices).

@@ -78,10 +78,11 @@ struct ArGather {
 constexpr size_t kArGatherSmem = dev::BulkStages::kSmemBytes + 16;
 
 // Takes items until none is left; all threads of the CTA.
-__device__ __forceinline__ void ar_gather(const DeviceCtx& ctx, const ArGather& g, uint64_t epoch, char* smem) {
+__device__ __forceinline__ void ar_gather(const DeviceCtx& ctx, const ArGather& g, uint64_t epoch,
+                                          dev::BulkCopier<>& copier) {
   const int32_t role = static_cast<int32_t>(Role::IntraComm);
   const ArLayout lay{};
-  auto* claim = reinterpret_cast<volatile int64_t*>(smem + dev::BulkStages::kSmemBytes);
+  auto* claim = reinterpret_cast<volatile int64_t*>(copier.smem() + dev::BulkStages::kSmemBytes);
   const int64_t blocks = (g.rows + g.row_block - 1) / g.row_block;
   const int shares = g.world - (g.skip_own ? 1 : 0);
   const int64_t total = blocks * shares * g.parts;
@@ -107,8 +108,7 @@ __device__ __forceinline__ void ar_gather(const DeviceCtx& ctx, const ArGather& 
                                                dev::WaitSite{role, d, sig});
       asm volatile("fence.proxy.async.global;" ::: "memory");  // the bulk copy (async proxy) reads what the signal released
     }
-    dev::copy_bulk<dev::BulkStages, kArReport>(ctx, dst, src, static_cast<size_t>(valid < part_bytes ? valid : part_bytes),
-                                               0, 1, smem, role);
+    copier.copy<kArReport>(ctx, dst, src, static_cast<size_t>(valid < part_bytes ? valid : part_bytes), 0, 1, role);
   }
 }
 

@@ -136,8 +136,8 @@ __device__ __forceinline__ int rs_share(const ReduceScatter& g, int q, bool want
 // in `parts` pieces (more CTAs busy when row-blocks are few), each adding
 // adds_per_block / parts to the arrival count (also a piece past a
 // partial last row-block's rows, which copies nothing).
-__device__ __forceinline__ void rs_push_item(const DeviceCtx& ctx, const ReduceScatter& g, uint64_t epoch, char* smem,
-                                             int64_t b, int64_t k) {
+__device__ __forceinline__ void rs_push_item(const DeviceCtx& ctx, const ReduceScatter& g, uint64_t epoch,
+                                             dev::BulkCopier<>& copier, int64_t b, int64_t k) {
   const int32_t role = static_cast<int32_t>(Role::IntraComm);
   const rs::Layout lay = rs_layout(g);
   const int64_t blocks = (g.rows + g.row_block - 1) / g.row_block, total_blocks = blocks * g.world;
@@ -156,8 +156,7 @@ __device__ __forceinline__ void rs_push_item(const DeviceCtx& ctx, const ReduceS
   char* dst = static_cast<char*>(g.staging[sl]) + lay.local_slot(g.local_rank, sl, sn) * slot_bytes +
               b * block_bytes + j * part_bytes;
   if (valid > 0)
-    dev::copy_bulk<dev::BulkStages, kRsReport>(ctx, dst, src, static_cast<size_t>(valid < part_bytes ? valid : part_bytes),
-                                               0, 1, smem, role);
+    copier.copy<kRsReport>(ctx, dst, src, static_cast<size_t>(valid < part_bytes ? valid : part_bytes), 0, 1, role);
   if (threadIdx.x == 0) {
     const int32_t sig = g.sig_local + static_cast<int32_t>(rs::compact(g.local_rank, sl) * total_blocks + gb);
     dev::signal_add(dev::peer_signal(ctx, sl, sig), g.adds_per_block / static_cast<uint64_t>(g.parts));
@@ -302,12 +301,13 @@ __device__ __forceinline__ rs::ClaimOrder rs_claim_order(const ReduceScatter& g)
 
 // The standalone collective: claims from `counter` (0 at the launch's
 // start: DeviceEpoch::tiles, which only the fused GEMM uses otherwise) in
-// rs::ClaimOrder until none is left. All threads of the CTA; `smem` holds
-// the bulk copier's stages, then the claim's slot, then rs_reduce_item's
-// source table.
+// rs::ClaimOrder until none is left. All threads of the CTA; the copier's
+// shared memory holds its stages, then the claim's slot, then
+// rs_reduce_item's source table.
 constexpr size_t kRsClaimedSmem = dev::BulkStages::kSmemBytes + 16 + kMaxRsRanks * sizeof(void*);
-__device__ __forceinline__ void rs_claimed(const DeviceCtx& ctx, const ReduceScatter& g, uint64_t epoch, char* smem,
-                                           uint64_t* counter) {
+__device__ __forceinline__ void rs_claimed(const DeviceCtx& ctx, const ReduceScatter& g, uint64_t epoch,
+                                           dev::BulkCopier<>& copier, uint64_t* counter) {
+  char* smem = copier.smem();
   auto* slot = reinterpret_cast<volatile int64_t*>(smem + dev::BulkStages::kSmemBytes);
   const rs::ClaimOrder order = rs_claim_order(g);
   const int64_t total = order.total();
@@ -318,7 +318,7 @@ __device__ __forceinline__ void rs_claimed(const DeviceCtx& ctx, const ReduceSca
     if (w.kind == rs::Claim::Announce) {
       if (threadIdx.x == 0) rs_announce(ctx, g, epoch, true);
     } else if (w.kind == rs::Claim::Push) {
-      rs_push_item(ctx, g, epoch, smem, w.block, w.k);
+      rs_push_item(ctx, g, epoch, copier, w.block, w.k);
     } else if (w.kind == rs::Claim::Reduce) {
       rs_reduce_item(ctx, g, epoch, smem, w.block, w.k);
     }

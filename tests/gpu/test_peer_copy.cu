@@ -1,5 +1,6 @@
-// copy_v16 on one GPU: every size/alignment combination is copied byte for
-// byte, nothing outside the destination range is touched.
+// copy_v16 and the bulk copier on one GPU: every size/alignment combination
+// is copied byte for byte, nothing outside the destination range is touched;
+// one copier's copies one after another.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -22,7 +23,8 @@ __global__ void copy_grid(char* dst, const char* src, size_t bytes) {
 
 __global__ void copy_bulk(mk::DeviceCtx ctx, char* dst, const char* src, size_t bytes, mk::dev::BulkLayout layout) {
   extern __shared__ __align__(128) char smem[];
-  mk::dev::copy_bulk(ctx, dst, src, bytes, blockIdx.x, gridDim.x, smem, 1, layout);
+  mk::dev::BulkCopier<> copier(smem);
+  copier.copy(ctx, dst, src, bytes, blockIdx.x, gridDim.x, 1, layout);
 }
 
 __global__ void copy_warp(char* dst, const char* src, size_t bytes) {
@@ -33,6 +35,22 @@ __global__ void copy_warp(char* dst, const char* src, size_t bytes) {
 // last group's loads in flight too.
 __global__ void copy_block_tail(char* dst, const char* src, size_t bytes) {
   mk::dev::copy_v16<false, 8, true>(dst, src, bytes, threadIdx.x, blockDim.x);
+}
+
+// Copies one after another by one copier, `calls` of `bytes` each (as
+// ar_gather and rs_claimed take items): kClaimed puts a CTA-wide barrier
+// between them, as their claims do; otherwise thread 0 alone loops (as the
+// AllGather push does). Under racecheck (tools/sanitize_gpu.sh racecheck
+// gpu) this is the bulk copier's hazard check: each call's loads reuse the
+// stages the call before used.
+template <bool kClaimed>
+__global__ void copy_bulk_calls(mk::DeviceCtx ctx, char* dst, const char* src, size_t bytes, int calls) {
+  extern __shared__ __align__(128) char smem[];
+  mk::dev::BulkCopier<> copier(smem);
+  for (int i = 0; i < calls; ++i) {
+    if (kClaimed) __syncthreads();
+    copier.copy(ctx, dst + i * bytes, src + i * bytes, bytes, 0, 1, 1);
+  }
 }
 
 struct Case {
@@ -83,6 +101,31 @@ TEST(PeerCopy, EverySizeAndAlignmentByteForByte) {
     }
     ASSERT_EQ(bad, 0u) << "bytes=" << c.bytes << " src_off=" << c.src_off << " dst_off=" << c.dst_off
                        << " mode=" << c.mode;
+  }
+  cudaFree(src);
+  cudaFree(dst);
+}
+
+TEST(PeerCopy, BulkCopiesOneAfterAnotherInOneCta) {
+  const size_t bytes = 2 * mk::dev::BulkStages::kChunk + 4096;  // 3 stages a call, the last one short
+  const int calls = 5;
+  const size_t cap = bytes * calls;
+  char *src = nullptr, *dst = nullptr;
+  CUDA_OK(cudaMalloc(&src, cap));
+  CUDA_OK(cudaMalloc(&dst, cap));
+  std::mt19937_64 rng(777);
+  std::vector<char> h_src(cap), h_dst(cap);
+  for (auto& b : h_src) b = static_cast<char>(rng());
+  CUDA_OK(cudaMemcpy(src, h_src.data(), cap, cudaMemcpyHostToDevice));
+  for (bool claimed : {false, true}) {
+    auto* kern = claimed ? copy_bulk_calls<true> : copy_bulk_calls<false>;
+    CUDA_OK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(mk::dev::BulkStages::kSmemBytes)));
+    CUDA_OK(cudaMemset(dst, 0x5A, cap));
+    kern<<<1, 128, mk::dev::BulkStages::kSmemBytes>>>(mk::test::comm().device_ctx(), dst, src, bytes, calls);
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(h_dst.data(), dst, cap, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(h_dst, h_src) << (claimed ? "with" : "without") << " a CTA barrier between copies";
   }
   cudaFree(src);
   cudaFree(dst);

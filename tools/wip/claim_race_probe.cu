@@ -2,7 +2,7 @@
 // claim_next's STS, read at its LDS, 8 hazards, once or twice a run: session
 // 34, bench/results/compute-sanitizer-20261204.md) the tool's, or the code's?
 // This kernel runs ar_gather's loop alone, with the project's own
-// roles::claim_next and dev::copy_bulk on the same shared-memory layout
+// roles::claim_next and dev::BulkCopier on the same shared-memory layout
 // (the bulk stages, their barriers, the claim slot after them): 132 CTAs of
 // 384 threads claim pieces of a buffer and copy them. Mode 1 first runs what
 // gemm_ar's compute CTAs do before the gather (every thread writes the
@@ -44,11 +44,11 @@ __global__ void __launch_bounds__(384, 1) claim_copy_kernel(DeviceCtx ctx, uint6
   }
   __syncthreads();
   auto* claim = reinterpret_cast<volatile int64_t*>(smem + dev::BulkStages::kSmemBytes);
+  dev::BulkCopier<> copier(smem);
   for (;;) {
     const int64_t item = roles::claim_next(counter, claim);
     if (item >= items) break;
-    dev::copy_bulk<dev::BulkStages, dev::Report::Quiet>(ctx, dst + item * part, src + item * part,
-                                                         static_cast<size_t>(part), 0, 1, smem, 0);
+    copier.copy<dev::Report::Quiet>(ctx, dst + item * part, src + item * part, static_cast<size_t>(part), 0, 1, 0);
   }
 }
 

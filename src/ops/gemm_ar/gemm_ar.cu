@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
   if (threadIdx.x == 0) dev::trace(gp.trace, cta, dev::TraceKind::KernelEntry, 0);
   const uint64_t epoch = dev::epoch_of_launch(ep);
   char* buf = reinterpret_cast<char*>(smem);
-  if (gp.num_compute > 0) {  // run()
+  if (gp.num_compute > 0) {  // run(): Gather CTAs from the start, compute CTAs once out of tiles
     if (cta == 0 && threadIdx.x == 0) roles::rs_announce(gp.ctx, rs, epoch);
     if (cta < gp.num_compute) {
       gemm::run_compute<true>(gp, smem, cta);
@@ -67,11 +67,15 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
       dev::sm90::fence_proxy_async_shared();
       __syncthreads();
     }
-  } else {  // all_reduce(): the reduce-scatter's items (the tile counter is free), then the gather
-    roles::rs_claimed(gp.ctx, rs, epoch, buf, ep.tiles);
+    dev::BulkCopier<> copier(buf);
+    roles::ar_gather(gp.ctx, ag, epoch, copier);
+  } else {  // all_reduce(): the reduce-scatter's items (the tile counter is free), then the gather, one copier
+    // (a copier declared once before the branch, 2026-12-06, made ptxas spill 948 bytes in this kernel)
+    dev::BulkCopier<> copier(buf);
+    roles::rs_claimed(gp.ctx, rs, epoch, copier, ep.tiles);
+    __syncthreads();
+    roles::ar_gather(gp.ctx, ag, epoch, copier);
   }
-  __syncthreads();
-  roles::ar_gather(gp.ctx, ag, epoch, buf);  // run(): Gather CTAs from the start, compute CTAs once out of tiles
   dev::epoch_finish(ep);
   if (threadIdx.x == 0) dev::trace(gp.trace, cta, dev::TraceKind::KernelExit, 0);
 }

@@ -44,7 +44,8 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
     if (cta == 0 && threadIdx.x == 0) roles::rs_announce(gp.ctx, rs, epoch);
     gemm::run_compute<true>(gp, smem, cta);
   } else {  // reduce_scatter(): every CTA takes push, then reduce items (the tile counter is free)
-    roles::rs_claimed(gp.ctx, rs, epoch, reinterpret_cast<char*>(smem), ep.tiles);
+    dev::BulkCopier<> copier(reinterpret_cast<char*>(smem));
+    roles::rs_claimed(gp.ctx, rs, epoch, copier, ep.tiles);
   }
   dev::epoch_finish(ep);
   if (threadIdx.x == 0) dev::trace(gp.trace, cta, dev::TraceKind::KernelExit, 0);
