@@ -8,15 +8,24 @@
 // gemm_ar's compute CTAs do before the gather (every thread writes the
 // stages, fence.proxy.async, two __syncthreads); mode 2 first splits the
 // registers as run_compute does (setmaxnreg: 56 for warpgroup 0, 224 for the
-// others). Then every byte is checked.
+// others); mode 3 also keeps threads 0 and 32 busy alone for 20 us first
+// (run_compute's producer and storer end last, their warps' other lanes
+// already at gemm_ar_kernel's barrier); mode 4 is mode 3 with a __syncwarp()
+// before the barriers. Then every byte is checked.
 //   nvcc -I . -I include -std=c++20 --expt-relaxed-constexpr \
 //     -gencode=arch=compute_90a,code=sm_90a -o .carry/claim_race_probe tools/wip/claim_race_probe.cu
-//   compute-sanitizer --tool racecheck .carry/claim_race_probe MODE [ROUNDS, default 3]   (modes 0, 1, 2)
+//   compute-sanitizer --tool racecheck .carry/claim_race_probe MODE [ROUNDS, default 3]   (modes 0-4)
 // Session 35 (modes 0 and 1, bench/results/raw-20261204/s35/a): no report at
 // the claim slot; only write-write pairs at the three bulk copies (UBLKCP:
 // the tool does not model their mbarrier/wait_group ordering).
 // No report: the gather's loop alone is clean, and the report needs what
 // else gemm_ar_kernel runs (the GEMM engine's warp roles, setmaxnreg).
+// Session 51's guess (modes 3, 4; not run yet): the one place a claim follows
+// the GEMM engine is gemm_ar_kernel's run(), where warps 0 and 1 reach the
+// CTA barrier after run_compute split (threads 0 and 32 late); racecheck may
+// place a diverged warp's late lane in the next barrier interval, which would
+// give one 8-byte report a launch, as seen. Mode 3 reporting at the slot and
+// mode 4 not would say so.
 #include <cstring>
 #include <vector>
 
@@ -30,11 +39,20 @@ using namespace mk;
 __global__ void __launch_bounds__(384, 1) claim_copy_kernel(DeviceCtx ctx, uint64_t* counter, char* dst, const char* src, int64_t items,
                                   int64_t part, int mode) {
   extern __shared__ __align__(128) char smem[];
-  if (mode == 2) {  // as gemm::run_compute splits the warpgroups' registers (the producer's 56, the consumers' 224)
+  if (mode >= 2) {  // as gemm::run_compute splits the warpgroups' registers (the producer's 56, the consumers' 224)
     if (threadIdx.x / 128 == 0)
       dev::sm90::regs_dealloc<56>();
     else
       dev::sm90::regs_alloc<224>();
+  }
+  if (mode >= 3) {  // as run_compute's warp roles end: the producer (thread 0) and the storer (32) finish last,
+    // alone in their warps, whose other lanes go on to the barriers below
+    if (threadIdx.x == 0 || threadIdx.x == 32) {
+      const uint64_t t0 = dev::globaltimer();
+      while (dev::globaltimer() - t0 < 20000) {
+      }
+    }
+    if (mode == 4) __syncwarp();  // the candidate mend: each warp converged before the CTA barrier
   }
   if (mode >= 1) {  // as gemm_ar's compute CTAs leave the GEMM: stages written, proxies fenced, two barriers
     for (size_t i = threadIdx.x; i < dev::BulkStages::kSmemBytes / 4; i += blockDim.x)
