@@ -52,11 +52,11 @@ struct OnFullDevice {
 }  // namespace detail
 
 // step: optional hook called after each stage of the push (CmdStep; diagnostics).
-template <dev::Report R = dev::Report::Print, typename Step = NoCmdStep>
+template <dev::Report R = dev::Report::Print, Role kRole = Role::InterSend, typename Step = NoCmdStep>
 __device__ __forceinline__ uint64_t push(const NetCtx& nc, const DeviceCtx& ctx, int queue, const CmdFields& f,
                                          const Step& step = Step{}) {
   const CmdQueue& q = nc.queues[static_cast<unsigned>(queue) % static_cast<unsigned>(nc.num_queues)];
-  return cmdq_push(q, f, detail::OnFullDevice<R>{ctx, q}, step);
+  return cmdq_push(q, f, detail::OnFullDevice<R, kRole>{ctx, q}, step);
 }
 
 // Bytes [src_off, src_off + bytes) of local region `region` go to the same
@@ -65,7 +65,7 @@ __device__ __forceinline__ uint64_t push(const NetCtx& nc, const DeviceCtx& ctx,
 // A small put (see NetCtx::inline_max) reads its source bytes here and sends
 // them in the command (PUT_INLINE), which spares the transport a copy; the
 // source stays reserved until flush either way.
-template <dev::Report R = dev::Report::Print, typename Step = NoCmdStep>
+template <dev::Report R = dev::Report::Print, Role kRole = Role::InterSend, typename Step = NoCmdStep>
 __device__ __forceinline__ uint64_t put(const NetCtx& nc, const DeviceCtx& ctx, int queue, int peer, int region,
                                         uint64_t dst_off, uint64_t src_off, uint64_t bytes, SigOp sig_op = SigOp::None,
                                         int sig_idx = 0, uint64_t sig_value = 0, const Step& step = Step{}) {
@@ -91,10 +91,10 @@ __device__ __forceinline__ uint64_t put(const NetCtx& nc, const DeviceCtx& ctx, 
   f.sig_op = static_cast<uint8_t>(sig_op);
   f.sig_idx = static_cast<uint32_t>(sig_idx);
   f.sig_value = sig_value;
-  return push<R>(nc, ctx, queue, f, step);
+  return push<R, kRole>(nc, ctx, queue, f, step);
 }
 
-template <dev::Report R = dev::Report::Print>
+template <dev::Report R = dev::Report::Print, Role kRole = Role::InterSend>
 __device__ __forceinline__ uint64_t signal(const NetCtx& nc, const DeviceCtx& ctx, int queue, int peer,
                                            SigOp sig_op, int sig_idx, uint64_t value) {
   CmdFields f;
@@ -103,7 +103,7 @@ __device__ __forceinline__ uint64_t signal(const NetCtx& nc, const DeviceCtx& ct
   f.sig_op = static_cast<uint8_t>(sig_op);
   f.sig_idx = static_cast<uint32_t>(sig_idx);
   f.sig_value = value;
-  return push<R>(nc, ctx, queue, f);
+  return push<R, kRole>(nc, ctx, queue, f);
 }
 
 // Adds 1 to signal sig_idx of every rail peer (same local rank on the other

@@ -270,12 +270,13 @@ __device__ __forceinline__ void rs_reduce_item(const DeviceCtx& ctx, const Reduc
       dev::signal_add(ctx.signals + g.sig_fin + gb, add);
       for (int i = 0; i < g.fin_net_n; ++i) {
         if (v_hi > v_lo)
-          net::put<kRsReport>(*g.netctx, ctx, g.net_queue, g.fin_net_peer[i], g.net_region, g.fin_net_dst_off[i] + off,
-                              g.fin_src_off + off, static_cast<uint64_t>((v_hi - v_lo) * 16), net::SigOp::Add,
-                              g.sig_fin + static_cast<int32_t>(gb), add);
+          net::put<kRsReport, Role::Reduce>(*g.netctx, ctx, g.net_queue, g.fin_net_peer[i], g.net_region,
+                                            g.fin_net_dst_off[i] + off, g.fin_src_off + off,
+                                            static_cast<uint64_t>((v_hi - v_lo) * 16), net::SigOp::Add,
+                                            g.sig_fin + static_cast<int32_t>(gb), add);
         else  // an empty piece past a partial row-block: its count alone
-          net::signal<kRsReport>(*g.netctx, ctx, g.net_queue, g.fin_net_peer[i], net::SigOp::Add,
-                                 g.sig_fin + static_cast<int32_t>(gb), add);
+          net::signal<kRsReport, Role::Reduce>(*g.netctx, ctx, g.net_queue, g.fin_net_peer[i], net::SigOp::Add,
+                                               g.sig_fin + static_cast<int32_t>(gb), add);
       }
     }
   }
@@ -284,12 +285,12 @@ __device__ __forceinline__ void rs_reduce_item(const DeviceCtx& ctx, const Reduc
     __syncthreads();
     if (threadIdx.x == 0) {
       const int64_t off_in_slot = b * block_bytes;
-      net::put<kRsReport>(*g.netctx, ctx, g.net_queue, d, g.net_region,
-                          /*dst_off=*/static_cast<uint64_t>(lay.net_recv_slot(g.node, sn) * slot_bytes + off_in_slot),
-                          /*src_off=*/static_cast<uint64_t>(lay.send_slot(sn, g.node) * slot_bytes + off_in_slot),
-                          static_cast<uint64_t>(rs_block_rows(g, b) * g.n * 2), net::SigOp::Add,
-                          g.sig_net + static_cast<int32_t>(rs::compact(g.node, sn) * total_blocks + gb),
-                          g.adds_per_block);
+      net::put<kRsReport, Role::Reduce>(
+          *g.netctx, ctx, g.net_queue, d, g.net_region,
+          /*dst_off=*/static_cast<uint64_t>(lay.net_recv_slot(g.node, sn) * slot_bytes + off_in_slot),
+          /*src_off=*/static_cast<uint64_t>(lay.send_slot(sn, g.node) * slot_bytes + off_in_slot),
+          static_cast<uint64_t>(rs_block_rows(g, b) * g.n * 2), net::SigOp::Add,
+          g.sig_net + static_cast<int32_t>(rs::compact(g.node, sn) * total_blocks + gb), g.adds_per_block);
     }
   }
   __syncthreads();  // the next item's waits come after this item's loads
