@@ -32,7 +32,7 @@
 //   the kernel's stores; InterSend flushes its queue before the kernel ends,
 //   since the next call's own-row copy would overwrite them.
 // - Chunks go out with the bulk (TMA) copier from one thread per CTA; after
-//   copy_bulk returns its stores have completed, so the release signal that
+//   BulkCopier::copy returns, its stores have completed, so the release signal that
 //   follows orders them for the destination. Rows that arrived from the
 //   network are read by the bulk copier (async proxy) after a proxy fence.
 #pragma once

@@ -37,19 +37,29 @@ __global__ void copy_block_tail(char* dst, const char* src, size_t bytes) {
   mk::dev::copy_v16<false, 8, true>(dst, src, bytes, threadIdx.x, blockDim.x);
 }
 
-// Copies one after another by one copier, `calls` of `bytes` each (as
-// ar_gather and rs_claimed take items): kClaimed puts a CTA-wide barrier
-// between them, as their claims do; otherwise thread 0 alone loops (as the
-// AllGather push does). Under racecheck (tools/sanitize_gpu.sh racecheck
-// gpu) this is the bulk copier's hazard check: each call's loads reuse the
-// stages the call before used.
+// Copies one after another by one copier per CTA, sizes.n of them, each
+// its share (layout) of the next sizes.b[i] bytes (as ar_gather and
+// rs_claimed take items): kClaimed puts a CTA-wide barrier between them, as
+// their claims do; otherwise thread 0 alone loops (as the AllGather push
+// does). The sizes differ, so each stage's phase carries over unevenly (a
+// stage loaded twice in one copy, stages a copy leaves unused, CTAs with no
+// chunk of a copy): a wrong parity lets a store read a stage before its load
+// lands. Under racecheck (tools/sanitize_gpu.sh racecheck gpu) it is also the
+// copier's hazard check.
+struct CopySizes {
+  size_t b[8];
+  int n;
+};
 template <bool kClaimed>
-__global__ void copy_bulk_calls(mk::DeviceCtx ctx, char* dst, const char* src, size_t bytes, int calls) {
+__global__ void copy_bulk_calls(mk::DeviceCtx ctx, char* dst, const char* src, CopySizes sizes,
+                                mk::dev::BulkLayout layout) {
   extern __shared__ __align__(128) char smem[];
   mk::dev::BulkCopier<> copier(smem);
-  for (int i = 0; i < calls; ++i) {
+  size_t off = 0;
+  for (int i = 0; i < sizes.n; ++i) {
     if (kClaimed) __syncthreads();
-    copier.copy(ctx, dst + i * bytes, src + i * bytes, bytes, 0, 1, 1);
+    copier.copy(ctx, dst + off, src + off, sizes.b[i], blockIdx.x, gridDim.x, 1, layout);
+    off += sizes.b[i];
   }
 }
 
@@ -107,9 +117,11 @@ TEST(PeerCopy, EverySizeAndAlignmentByteForByte) {
 }
 
 TEST(PeerCopy, BulkCopiesOneAfterAnotherInOneCta) {
-  const size_t bytes = 2 * mk::dev::BulkStages::kChunk + 4096;  // 3 stages a call, the last one short
-  const int calls = 5;
-  const size_t cap = bytes * calls;
+  const size_t c = mk::dev::BulkStages::kChunk;  // 6 stages
+  // 7 chunks and a short one (a stage loaded twice), 3, 1, a short one alone, 8 (refills), 6 and a short one, 13
+  const CopySizes sizes{{7 * c + 4096, 3 * c, c, 4096, 8 * c, 6 * c + 16, 13 * c, 2 * c + 2048}, 8};
+  size_t cap = 0;
+  for (int i = 0; i < sizes.n; ++i) cap += sizes.b[i];
   char *src = nullptr, *dst = nullptr;
   CUDA_OK(cudaMalloc(&src, cap));
   CUDA_OK(cudaMalloc(&dst, cap));
@@ -117,15 +129,26 @@ TEST(PeerCopy, BulkCopiesOneAfterAnotherInOneCta) {
   std::vector<char> h_src(cap), h_dst(cap);
   for (auto& b : h_src) b = static_cast<char>(rng());
   CUDA_OK(cudaMemcpy(src, h_src.data(), cap, cudaMemcpyHostToDevice));
-  for (bool claimed : {false, true}) {
-    auto* kern = claimed ? copy_bulk_calls<true> : copy_bulk_calls<false>;
+  struct Run {
+    bool claimed;
+    int ctas;
+    mk::dev::BulkLayout layout;
+  };
+  for (const Run& r : {Run{false, 1, mk::dev::BulkLayout::Contiguous}, Run{true, 1, mk::dev::BulkLayout::Contiguous},
+                       Run{true, 3, mk::dev::BulkLayout::RoundRobin}, Run{false, 3, mk::dev::BulkLayout::Contiguous}}) {
+    auto* kern = r.claimed ? copy_bulk_calls<true> : copy_bulk_calls<false>;
     CUDA_OK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(mk::dev::BulkStages::kSmemBytes)));
     CUDA_OK(cudaMemset(dst, 0x5A, cap));
-    kern<<<1, 128, mk::dev::BulkStages::kSmemBytes>>>(mk::test::comm().device_ctx(), dst, src, bytes, calls);
+    kern<<<r.ctas, 128, mk::dev::BulkStages::kSmemBytes>>>(mk::test::comm().device_ctx(), dst, src, sizes, r.layout);
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(h_dst.data(), dst, cap, cudaMemcpyDeviceToHost));
-    EXPECT_EQ(h_dst, h_src) << (claimed ? "with" : "without") << " a CTA barrier between copies";
+    size_t bad = 0, first = cap;
+    for (size_t i = 0; i < cap; ++i)
+      if (h_dst[i] != h_src[i]) bad++, first = first < i ? first : i;
+    EXPECT_EQ(bad, 0u) << "first wrong byte " << first << "; " << (r.claimed ? "with" : "without")
+                       << " a CTA barrier between copies, " << r.ctas << " CTAs, "
+                       << (r.layout == mk::dev::BulkLayout::RoundRobin ? "round-robin" : "contiguous");
   }
   cudaFree(src);
   cudaFree(dst);

@@ -6,7 +6,7 @@
 // (the bulk stages, their barriers, the claim slot after them): 132 CTAs of
 // 384 threads claim pieces of a buffer and copy them. Mode 1 first runs what
 // gemm_ar's compute CTAs do before the gather (every thread writes the
-// stages, fence.proxy.async, two __syncthreads); mode 2 first splits the
+// stages, fence.proxy.async, one __syncthreads); mode 2 first splits the
 // registers as run_compute does (setmaxnreg: 56 for warpgroup 0, 224 for the
 // others); mode 3 also keeps threads 0 and 32 busy alone for 20 us first
 // (run_compute's producer and storer end last, their warps' other lanes
@@ -54,13 +54,12 @@ __global__ void __launch_bounds__(384, 1) claim_copy_kernel(DeviceCtx ctx, uint6
     }
     if (mode == 4) __syncwarp();  // the candidate mend: each warp converged before the CTA barrier
   }
-  if (mode >= 1) {  // as gemm_ar's compute CTAs leave the GEMM: stages written, proxies fenced, two barriers
+  if (mode >= 1) {  // as gemm_ar's compute CTAs leave the GEMM: stages written, proxies fenced, one barrier
     for (size_t i = threadIdx.x; i < dev::BulkStages::kSmemBytes / 4; i += blockDim.x)
       reinterpret_cast<uint32_t*>(smem)[i] = static_cast<uint32_t>(i);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
-  }
-  __syncthreads();
+  }  // (mode 0: a Gather CTA, no barrier before its first claim; sessions 34-35 ran modes 0-2 with a second one)
   auto* claim = reinterpret_cast<volatile int64_t*>(smem + dev::BulkStages::kSmemBytes);
   dev::BulkCopier<> copier(smem);
   for (;;) {
