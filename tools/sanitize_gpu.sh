@@ -61,7 +61,7 @@ step() {  # step SECONDS LOG command... (SANITIZE_STEP_S, when set, bounds every
   errs=$(grep -cE "^========= ($kinds)" "$out/$2")
   local theirs
   theirs=$(grep -cE "^========= Error: Race reported between .* at nvjet_" "$out/$2")
-  if [ "$theirs" -gt 0 ]; then
+  if [ "${theirs:-0}" -gt 0 ] 2> /dev/null; then
     echo "    ${errs} sanitizer reports, ${theirs} of them in the cuBLAS nvjet kernels"
   else
     echo "    ${errs} sanitizer reports"
