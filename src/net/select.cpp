@@ -50,11 +50,6 @@ std::unique_ptr<Transport> make_transport(const TransportConfig& cfg) {
   fail("MK_NET=auto found no usable network transport:", tried);
 }
 
-// emu delivers with CTAs of the op's own grid (device/net/agent.cuh): an
-// SM each (MK_EMU_AGENTS). fabric's signal-add kernels run beside the grid; under MPS other
-// processes' kernels share the GPU at the same time, and 1-4 SMs left free
-// were too few for such kernels (emu's copies before its agent: GemmAr at 62
-// of 66 CTAs stopped, at 60 it ran; bench/results/emu-mps-free-sms-20261203.md).
 std::string transport_kind(const std::string& name) {
   const std::string family = transport_family(name);
   if (family == "fabric") return name.substr(0, name.find_first_of(" ("));  // "fabric:<provider>"
@@ -63,6 +58,11 @@ std::string transport_kind(const std::string& name) {
   return family;
 }
 
+// emu delivers with CTAs of the op's own grid (device/net/agent.cuh): an
+// SM each (MK_EMU_AGENTS). fabric's signal-add kernels run beside the grid; under MPS other
+// processes' kernels share the GPU at the same time, and 1-4 SMs left free
+// were too few for such kernels (emu's copies before its agent: GemmAr at 62
+// of 66 CTAs stopped, at 60 it ran; bench/results/emu-mps-free-sms-20261203.md).
 int transport_free_sms(const std::string& family, int knob, bool mps, int agents, bool side_kernels) {
   if (family == "emu") return std::max(knob, std::max(agents, 1));  // every agent CTA needs its SM
   // fabric staged, or EFA's GPU signals applied, by delivery agents: no side kernels.
