@@ -20,12 +20,14 @@
 // the tool does not model their mbarrier/wait_group ordering).
 // No report: the gather's loop alone is clean, and the report needs what
 // else gemm_ar_kernel runs (the GEMM engine's warp roles, setmaxnreg).
-// Session 51's guess (modes 3, 4; not run yet): the one place a claim follows
-// the GEMM engine is gemm_ar_kernel's run(), where warps 0 and 1 reach the
-// CTA barrier after run_compute split (threads 0 and 32 late); racecheck may
+// Session 51's guess (modes 3, 4): the one place a claim follows the GEMM
+// engine is gemm_ar_kernel's run(), where warps 0 and 1 reach the CTA
+// barrier after run_compute split (threads 0 and 32 late); racecheck may
 // place a diverged warp's late lane in the next barrier interval, which would
 // give one 8-byte report a launch, as seen. Mode 3 reporting at the slot and
-// mode 4 not would say so.
+// mode 4 not would say so. Session 52 (one H100,
+// bench/results/session52-gpu-20261206.md): 0 hazards in both modes, every
+// byte right. The guess fails; the report stays unexplained.
 #include <cstring>
 #include <vector>
 
