@@ -233,16 +233,9 @@ def init(group=None, device: int = -1) -> Communicator:
         raise MkernelError("mkernel.init: torch.distributed is not initialized (call init_process_group first)")
     rank = dist.get_rank(group)
     world = dist.get_world_size(group)
-    objs = [None]
-    if rank == 0:
-        try:
-            objs[0] = get_unique_id()
-        except Exception as e:  # sent on: the other ranks would wait in the broadcast for the group's timeout
-            objs[0] = ("error", f"mkernel.init: rank 0 could not make the unique id: {e}")
-    dist.broadcast_object_list(objs, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)
-    if isinstance(objs[0], tuple):  # every rank raises rank 0's error
-        raise MkernelError(objs[0][1])
+    from ._torch_id import share_unique_id
+    uid = share_unique_id(group, get_unique_id)  # bounded by MK_BOOTSTRAP_TIMEOUT_MS, naming rank 0 if it fails
     if device < 0:
         import torch
         device = torch.cuda.current_device()
-    return Communicator(rank, world, objs[0], device)
+    return Communicator(rank, world, uid, device)

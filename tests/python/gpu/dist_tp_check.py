@@ -615,8 +615,8 @@ def check_plans_close_with_their_communicator(d):
     buf.free()
     expect(buf._h is None, "a symmetric buffer's free() after its communicator closed kept its handle")
     expect_error(lambda: mkernel.ag_gemm(x, w, c2), "closed", "an op on a closed communicator")
-    # init() whose rank 0 cannot make the unique id: every rank raises its error at once (the others waited
-    # in the id's broadcast for the process group's timeout).
+    # init() whose rank 0 cannot make the unique id: every rank raises its error at once (before 2026-12-06 the
+    # others waited in the id's broadcast for the process group's timeout; now in the store, for the id or this error).
     old = os.environ.get("MK_BOOTSTRAP_TIMEOUT_MS")
     if d.rank == 0:
         os.environ["MK_BOOTSTRAP_TIMEOUT_MS"] = "soon"
