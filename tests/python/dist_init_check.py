@@ -15,7 +15,7 @@ import mkernel  # noqa: E402
 
 def main():
     local = int(os.environ["LOCAL_RANK"])
-    if os.environ.get("MK_SHARE_GPUS", "0") not in ("", "0"):  # ranks sharing the GPUs there are (one-GPU runs)
+    if mkernel._lib.knob_bool("MK_SHARE_GPUS"):  # ranks sharing the GPUs there are (one-GPU runs)
         local %= torch.cuda.device_count()
     torch.cuda.set_device(local)
     dist.init_process_group("gloo")
