@@ -42,6 +42,9 @@ struct FrameHeader {
 static_assert(sizeof(FrameHeader) == 40);
 
 constexpr uint64_t kMaxPayload = 1ull << 30;
+// The most ranks a job may have: a hello's world size allocates the root's tables, and an uninitialised or
+// mistyped world (WORLD_SIZE=1000000000) must be refused by name, not end the root's process in bad_alloc.
+constexpr int kMaxWorld = 1 << 20;
 
 struct IdLayout {  // how UniqueId::bytes is used
   uint64_t magic;
@@ -119,6 +122,7 @@ class BootstrapRoot {
     int rank = -1;
     std::string buf;
     bool bye = false;
+    int64_t accepted_ms = 0;
   };
 
   static int64_t now_ms() {
@@ -168,8 +172,9 @@ class BootstrapRoot {
                   ")");
       else if (world_ > 0 && h.world != world_)
         why = cat("its world size ", h.world, " differs from ", world_, " given by other ranks");
-      else if (h.world < 1 || h.rank < 0 || h.rank >= h.world)
-        why = cat("rank ", h.rank, " is outside [0, ", h.world, ")");
+      else if (h.world < 1 || h.world > kMaxWorld || h.rank < 0 || h.rank >= h.world)
+        why = h.world > kMaxWorld ? cat("its world size ", h.world, " is over the limit of ", kMaxWorld, " ranks")
+                                  : cat("rank ", h.rank, " is outside [0, ", h.world, ")");
       else if (world_ > 0 && rank_conn_[h.rank] >= 0)
         why = cat("rank ", h.rank, " already joined (two processes claim the same rank)");
       if (!why.empty()) {
@@ -188,6 +193,7 @@ class BootstrapRoot {
         world_ = h.world;
         rank_conn_.assign(world_, -1);
         contrib_.assign(world_, std::nullopt);
+        join_start_ms_ = now_ms();  // the join bound counts from here (run)
       }
       c.rank = h.rank;
       rank_conn_[h.rank] = static_cast<int>(ci);
@@ -253,7 +259,15 @@ class BootstrapRoot {
       contrib_[c.rank] = body.substr(sizeof(n) + n);
       for (auto& x : contrib_)
         if (!x) return;
+      uint64_t total = 0;
+      for (auto& x : contrib_) total += sizeof(uint64_t) + x->size();
+      if (total > kMaxPayload) {
+        fail_all(cat("bootstrap collective #", round_, " (", step_name(round_step_), "): the ranks' data adds up to ",
+                     total, " bytes, over the bootstrap's limit of ", kMaxPayload, " bytes a message"));
+        return;
+      }
       std::string out;
+      out.reserve(total);
       for (auto& x : contrib_) {
         uint64_t n = x->size();
         out.append(reinterpret_cast<const char*>(&n), sizeof(n));
@@ -296,9 +310,18 @@ class BootstrapRoot {
       FrameHeader h;
       std::memcpy(&h, c.buf.data(), sizeof(h));
       if (h.magic != kFrameMagic || h.len > kMaxPayload) {
+        if (c.rank >= 0) {  // a rank of the job: every rank hears why now (its connection closed says nothing)
+          fail_all(h.magic != kFrameMagic
+                       ? cat("bootstrap: rank ", c.rank, " sent a corrupt frame")
+                       : cat("bootstrap: rank ", c.rank, " sent a message of ", h.len, " bytes, over the limit of ",
+                             kMaxPayload));
+          sock::close_fd(c.fd);
+          c.buf.clear();
+          return;
+        }
         sock::close_fd(c.fd);
         c.buf.clear();
-        if (c.rank < 0 && turned_away_.size() < 512)  // (a rank that joined and then sends garbage: said at EOF)
+        if (turned_away_.size() < 512)
           turned_away_ += cat(turned_away_.empty() ? "" : "; ",
                               h.magic == kFrameMagicV1 ? "a process of an older mkernel build (another bootstrap "
                                                          "protocol) tried to join"
@@ -315,10 +338,20 @@ class BootstrapRoot {
   }
 
   void run() {
-    // The join bound counts from the first rank that connects: a root made by
-    // get_unique_id() may wait any time for its job to start (it ends with
-    // the process otherwise).
-    int64_t start = 0;
+    try {
+      serve();
+    } catch (const std::exception& e) {  // (std::terminate otherwise: the hosting process would end, naming nothing)
+      if (!done_) fail_all(cat("bootstrap root failed: ", e.what()));
+    }
+    for (auto& c : conns_) sock::close_fd(c.fd);
+    sock::close_fd(listen_fd_);
+  }
+
+  void serve() {
+    // The join bound counts from the first valid hello (join_start_ms_): a root made by get_unique_id() may
+    // wait any time for its job to start (it ends with the process otherwise), and a connection that never
+    // says hello (a port scan, a health check) neither starts the bound nor ends the root: it is closed once
+    // it has been open that long (before 2026-12-06 it started the bound, and the root then quit unheard).
     sock::set_nonblocking(listen_fd_, true);
     while (!done_ && !stop_.load()) {
       std::vector<pollfd> pfd;
@@ -331,23 +364,27 @@ class BootstrapRoot {
           if (fd < 0) break;
           Conn c;
           c.fd = fd;
+          c.accepted_ms = now_ms();
           conns_.push_back(std::move(c));
-          if (!start) start = now_ms();
         }
       }
       for (size_t i = 0; i < conns_.size() && !done_; ++i)
         if (conns_[i].fd >= 0) read_conn(i);
       if (done_) break;
       int64_t now = now_ms();
-      if (!started_ && start && now - start > timeout_ms_) {
-        if (world_ == 0) {
-          done_ = true;  // connections but no valid hello at all; nobody to tell
-        } else {
-          fail_all(cat("bootstrap: timed out after ", timeout_ms_, " ms waiting for ranks ",
-                       ranks_to_string(ranks_without_hello()), " of ", world_, " to join (MK_BOOTSTRAP_TIMEOUT_MS)",
-                       turned_away_.empty() ? std::string()
-                                            : cat("; the root turned away a process meanwhile: ", turned_away_)));
+      for (auto& c : conns_)  // a connection with no hello for the whole bound is not a rank of this job
+        if (c.fd >= 0 && c.rank < 0 && now - c.accepted_ms > timeout_ms_) {
+          sock::close_fd(c.fd);
+          c.buf.clear();
+          if (turned_away_.size() < 512)
+            turned_away_ += cat(turned_away_.empty() ? "" : "; ", "a connection that sent no hello for ",
+                                timeout_ms_, " ms was closed");
         }
+      if (!started_ && join_start_ms_ && now - join_start_ms_ > timeout_ms_) {
+        fail_all(cat("bootstrap: timed out after ", timeout_ms_, " ms waiting for ranks ",
+                     ranks_to_string(ranks_without_hello()), " of ", world_, " to join (MK_BOOTSTRAP_TIMEOUT_MS)",
+                     turned_away_.empty() ? std::string()
+                                          : cat("; the root turned away a process meanwhile: ", turned_away_)));
       } else if (started_ && first_arrival_ms_ && now - first_arrival_ms_ > timeout_ms_) {
         std::vector<int> missing;
         for (int r = 0; r < world_; ++r)
@@ -377,8 +414,6 @@ class BootstrapRoot {
         }
       }
     }
-    for (auto& c : conns_) sock::close_fd(c.fd);
-    sock::close_fd(listen_fd_);
   }
 
   int listen_fd_;
@@ -398,6 +433,7 @@ class BootstrapRoot {
   int byes_ = 0;
   uint64_t round_ = 0;
   int64_t first_arrival_ms_ = 0;
+  int64_t join_start_ms_ = 0;  // the first valid hello's time (0: none yet)
   std::string round_step_;  // the step the round's first arrival named, and its rank
   int round_step_rank_ = -1;
   bool slow_close_said_ = false;
@@ -459,6 +495,7 @@ UniqueId get_unique_id() {
     if (!master.empty()) addr = sock::route_source_ipv4(master);
     if (addr.empty() || addr.rfind("127.", 0) == 0) addr = sock::first_ipv4();
   }
+  const uint32_t addr_net = sock::resolve_ipv4(addr);  // (before the socket: a failure leaves no port bound)
   int port = 0;
   const int want = static_cast<int>(knob_int(Knob::MK_BOOTSTRAP_PORT));
   int fd = -1;
@@ -475,7 +512,7 @@ UniqueId get_unique_id() {
   }
   IdLayout l{};
   l.magic = random_u64();
-  l.addr = sock::resolve_ipv4(addr);
+  l.addr = addr_net;
   l.port = static_cast<uint16_t>(port);
   l.version = 1;
   l.root_timeout_ms = static_cast<uint32_t>(timeout);  // (the knob's range: at most 86400000)
@@ -489,6 +526,7 @@ UniqueId get_unique_id() {
 Bootstrap::Bootstrap(int rank, int world, const UniqueId& id) : rank_(rank), world_(world) {
   timeout_ms_ = knob_int(Knob::MK_BOOTSTRAP_TIMEOUT_MS);
   if (world < 1 || rank < 0 || rank >= world) fail("rank ", rank, " is outside [0, ", world, ")");
+  if (world > kMaxWorld) fail("world size ", world, " is over the bootstrap's limit of ", kMaxWorld, " ranks");
   IdLayout l{};
   std::memcpy(&l, id.bytes, sizeof(l));
   if (l.version != 1 || l.port == 0) fail("unique id is not one made by mk::get_unique_id()");
@@ -505,7 +543,12 @@ Bootstrap::Bootstrap(int rank, int world, const UniqueId& id) : rank_(rank), wor
 
 Bootstrap::Bootstrap(const LaunchInfo& li) : rank_(li.rank), world_(li.world) {
   timeout_ms_ = knob_int(Knob::MK_BOOTSTRAP_TIMEOUT_MS);
+  // (detect_launch checked these; a LaunchInfo made by hand is checked here, before any socket)
+  if (world_ < 1 || rank_ < 0 || rank_ >= world_) fail(li.launcher, ": rank ", rank_, " is outside [0, ", world_, ")");
+  if (world_ > kMaxWorld) fail(li.launcher, ": world size ", world_, " is over the bootstrap's limit of ", kMaxWorld);
   if (world_ == 1) return;  // nothing to rendezvous with
+  if (li.root_port < 1 || li.root_port > 65535)
+    fail(li.launcher, ": the bootstrap root's port ", li.root_port, " is not in [1, 65535]");
   uint64_t job = std::hash<std::string>{}(li.launcher + "/" + li.job_key + "/" + std::to_string(li.world));
   if (rank_ == 0) {
     int port = 0;
@@ -599,28 +642,38 @@ std::vector<std::string> Bootstrap::allgather(const std::string& mine, const cha
            "(MK_BOOTSTRAP_TIMEOUT_MS)");
     }
   };
+  if (mine.size() > kMaxPayload - 2 - 0xffff) {  // the root would refuse it: every rank hears why at once
+    const std::string why = cat(me, ": bootstrap collective #", seq_, ": this rank's data (", mine.size(),
+                                " bytes) is over the bootstrap's limit of ", kMaxPayload - 2 - 0xffff,
+                                " bytes a message");
+    abort(why);
+    fail(why);
+  }
   std::string f = frame(kGather, rank_, world_, seq_, 0, gather_body(step, mine));
   from_root([&] { sock::send_all(fd_, f.data(), f.size(), dl); });
   FrameHeader h;
   if (!from_root([&] { return sock::recv_all(fd_, &h, sizeof(h), dl); }))
     fail(me, ": bootstrap root went away (", root_host_, " died?)");
-  if (h.len > kMaxPayload) fail("bootstrap: corrupt frame");
+  if (h.magic != kFrameMagic || h.len > kMaxPayload)
+    fail(me, ": bootstrap collective #", seq_, ": a corrupt frame from the root (in ", root_host_, ")");
   std::string body(h.len, '\0');
   if (h.len) from_root([&] { return sock::recv_all(fd_, body.data(), h.len, dl); });
   if (h.type == kError) {
     finish_root();
     fail(me, ": ", body);
   }
-  if (h.type != kResult || h.seq != seq_) fail("bootstrap: unexpected frame ", h.type, " seq ", h.seq);
+  if (h.type != kResult || h.seq != seq_)
+    fail(me, ": bootstrap collective #", seq_, ": unexpected frame ", h.type, " (collective #", h.seq,
+         ") from the root");
   ++seq_;
   std::vector<std::string> out;
   size_t off = 0;
   for (int r = 0; r < world_; ++r) {
     uint64_t n = 0;
-    if (off + sizeof(n) > body.size()) fail("bootstrap: truncated result");
+    if (sizeof(n) > body.size() - off) fail(me, ": bootstrap collective #", seq_ - 1, ": truncated result");
     std::memcpy(&n, body.data() + off, sizeof(n));
     off += sizeof(n);
-    if (off + n > body.size()) fail("bootstrap: truncated result");
+    if (n > body.size() - off) fail(me, ": bootstrap collective #", seq_ - 1, ": truncated result");
     out.emplace_back(body.data() + off, n);
     off += n;
   }

@@ -55,9 +55,14 @@ int tcp_listen(int port, int* bound_port) {
   return fd;
 }
 
-uint32_t resolve_ipv4(const std::string& host) {
+namespace {
+// getaddrinfo's result code (0: *out set), after the literal forms; an IPv6 literal fails here.
+int resolve_rc(const std::string& host, uint32_t* out) {
   in_addr a{};
-  if (inet_pton(AF_INET, host.c_str(), &a) == 1) return a.s_addr;
+  if (inet_pton(AF_INET, host.c_str(), &a) == 1) {
+    *out = a.s_addr;
+    return 0;
+  }
   in6_addr a6{};
   const bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
   const std::string bare = bracketed ? host.substr(1, host.size() - 2) : host;
@@ -68,10 +73,18 @@ uint32_t resolve_ipv4(const std::string& host) {
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
-  int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
-  if (rc != 0 || !res) fail("cannot resolve bootstrap host '", host, "': ", gai_strerror(rc));
-  uint32_t out = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr.s_addr;
+  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  if (rc != 0 || !res) return rc != 0 ? rc : EAI_NONAME;
+  *out = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr.s_addr;
   freeaddrinfo(res);
+  return 0;
+}
+}  // namespace
+
+uint32_t resolve_ipv4(const std::string& host) {
+  uint32_t out = 0;
+  const int rc = resolve_rc(host, &out);
+  if (rc != 0) fail("cannot resolve bootstrap host '", host, "': ", gai_strerror(rc));
   return out;
 }
 
@@ -146,11 +159,27 @@ std::string route_source_ipv4(const std::string& peer) noexcept {
 int tcp_connect(const std::string& host, int port, Deadline deadline) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = resolve_ipv4(host);
   a.sin_port = htons(static_cast<uint16_t>(port));
   std::string last = "no attempt";
   int backoff_ms = 5;
+  bool resolved = false;
   while (true) {
+    // The root's host name is resolved in the loop: a name whose record comes after the ranks start (a
+    // Kubernetes headless service, a fresh Slurm node) is retried like a root not listening yet, until the
+    // deadline (each getaddrinfo is bounded by the resolver's own timeouts, not by the deadline).
+    if (!resolved) {
+      const int rc = resolve_rc(host, &a.sin_addr.s_addr);
+      if (rc != 0 && rc != EAI_AGAIN && rc != EAI_NONAME)
+        fail("cannot resolve bootstrap host '", host, "': ", gai_strerror(rc));
+      resolved = rc == 0;
+      if (!resolved) {
+        if (ms_left(deadline) <= 0)
+          fail("could not resolve the bootstrap root's host '", host, "' before the deadline (last error: ",
+               gai_strerror(rc), "): check MK_BOOTSTRAP_ADDR / MASTER_ADDR (MK_BOOTSTRAP_TIMEOUT_MS)");
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(200, ms_left(deadline) + 1)));
+        continue;
+      }
+    }
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) fail("socket(): ", std::strerror(errno));
     set_nonblocking(fd, true);

@@ -598,3 +598,126 @@ TEST(BootstrapFailure, ADuplicateRankFailsTheJobAtOnce) {
   });
   expect_all(res);
 }
+
+namespace {
+// The root's address and port, as mk::get_unique_id lays them out in the id (magic, IPv4 address, port).
+int connect_to_ids_root(const UniqueId& id) {
+  uint32_t addr = 0;
+  uint16_t port = 0;
+  std::memcpy(&addr, id.bytes + 8, sizeof(addr));
+  std::memcpy(&port, id.bytes + 12, sizeof(port));
+  return sock::tcp_connect(sock::ipv4_to_string(addr), port, sock::deadline_in_ms(5000));
+}
+}  // namespace
+
+// A connection that never says hello (a port scan, a health check) before the job's ranks come: the join bound
+// must not start from it, and the root must not end (before 2026-12-06 it ended quietly one bound after that
+// connection, and the ranks then could not connect). The root closes the connection after the bound.
+TEST(BootstrapJoin, AConnectionThatNeverSaysHelloNeitherStartsNorEndsTheRoot) {
+  auto res = run_ranks(2, {}, true, [&](int r, const std::string& shared, const Publish& publish, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "500", 1);
+    if (r == 1) {
+      Bootstrap b(r, 2, UniqueId::from_hex(shared));
+      return check_collectives(b, out);
+    }
+    const UniqueId id = get_unique_id();
+    const int stray = connect_to_ids_root(id);
+    pollfd p{stray, POLLIN, 0};
+    const auto t0 = std::chrono::steady_clock::now();
+    ::poll(&p, 1, 3000);  // the root closes it after its bound
+    char c;
+    const bool closed = (p.revents & (POLLIN | POLLHUP)) && ::recv(stray, &c, 1, 0) <= 0;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ::close(stray);
+    if (!closed || s < 0.4) return out = "the root did not close a silent connection after its bound", 1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // well past the bound from that connection
+    publish(id.to_hex());
+    Bootstrap b(r, 2, id);
+    return check_collectives(b, out);
+  });
+  expect_all(res);
+}
+
+// A hello whose world size is over the limit is turned away with the reason (before: the root allocated its
+// tables for that world and its process ended in bad_alloc), and the job's own ranks then join.
+TEST(BootstrapJoin, AHelloWithAnEnormousWorldIsTurnedAwayNamingTheLimit) {
+  auto res = run_ranks(2, {}, true, [&](int r, const std::string& shared, const Publish& publish, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "5000", 1);
+    if (r == 1) {
+      Bootstrap b(r, 2, UniqueId::from_hex(shared));
+      return check_collectives(b, out);
+    }
+    const UniqueId id = get_unique_id();
+    const int fd = connect_to_ids_root(id);
+    uint32_t head[4] = {0x4d4b4232u, 1u, 0u, 1u << 30};  // this build's magic, hello, rank 0 of 2^30
+    uint64_t tail[3] = {0, 0, 0};                        // seq, job (the id's magic), body length
+    std::memcpy(&tail[1], id.bytes, sizeof(uint64_t));
+    char frame[40];
+    std::memcpy(frame, head, sizeof(head));
+    std::memcpy(frame + 16, tail, sizeof(tail));
+    sock::send_all(fd, frame, sizeof(frame), sock::deadline_in_ms(1000));
+    char reply[40];
+    if (!sock::recv_all(fd, reply, sizeof(reply), sock::deadline_in_ms(3000))) return out = "no reply", 1;
+    uint64_t len = 0;
+    std::memcpy(&len, reply + 32, sizeof(len));
+    std::string body(std::min<uint64_t>(len, 4096), '\0');
+    if (!body.empty()) sock::recv_all(fd, body.data(), body.size(), sock::deadline_in_ms(3000));
+    ::close(fd);
+    if (body.find("world size 1073741824 is over the limit of 1048576 ranks") == std::string::npos)
+      return out = "reply: " + body, 1;
+    publish(id.to_hex());
+    Bootstrap b(r, 2, id);
+    return check_collectives(b, out);
+  });
+  expect_all(res);
+}
+
+// A rank's data over the bootstrap's message limit: that rank says so and every other rank hears it at once
+// (before: the root closed that rank's connection without a word; it blamed the root, the others timed out).
+TEST(BootstrapFailure, ARanksDataOverTheLimitFailsEveryRankNamingIt) {
+  const int W = 3;
+  const int port = free_port();
+  auto res = run_ranks(W, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "20000", 1);
+    set_env_launch(r, W, port);
+    Bootstrap b(*detect_launch());
+    if (r == 1) {
+      const std::string big((size_t{1} << 30) - 0xffff - 1, 'x');  // one byte over
+      return expect_error_within(5.0, [&] { b.allgather(big, "the big exchange"); },
+                                 {"rank 1 (in the big exchange)", "over the bootstrap's limit"}, out);
+    }
+    return expect_error_within(5.0, [&] { b.allgather("x", "the big exchange"); },
+                               {"rank 1 left the job", "over the bootstrap's limit"}, out);
+  });
+  expect_all(res);
+}
+
+// A LaunchInfo made by hand is checked before any socket: a rank outside the world, a world over the limit, a
+// root port of 0 (every rank would retry port 0 for the whole bound) or above 65535 (truncated before).
+TEST(BootstrapFailure, AHandMadeLaunchInfoIsCheckedFirst) {
+  LaunchInfo li;
+  li.launcher = "test";
+  li.root_addr = "127.0.0.1";
+  std::string out;
+  const auto t0 = std::chrono::steady_clock::now();
+  li.rank = 2, li.world = 2, li.root_port = 5000;
+  EXPECT_EQ(expect_error_in([&] { Bootstrap b(li); }, {"test: rank 2 is outside [0, 2)"}, out), 0) << out;
+  li.rank = 0, li.world = 1 << 21;
+  EXPECT_EQ(expect_error_in([&] { Bootstrap b(li); }, {"world size 2097152 is over"}, out), 0) << out;
+  li.world = 2, li.root_port = 0;
+  EXPECT_EQ(expect_error_in([&] { Bootstrap b(li); }, {"port 0 is not in [1, 65535]"}, out), 0) << out;
+  li.root_port = 70000;
+  EXPECT_EQ(expect_error_in([&] { Bootstrap b(li); }, {"port 70000 is not in [1, 65535]"}, out), 0) << out;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+}
+
+// The root's host name is resolved in the connect loop: one that does not resolve is retried until the deadline
+// (a record that appears after the ranks start), then named.
+TEST(Socket, AHostNameThatDoesNotResolveIsRetriedUntilTheDeadline) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string out;
+  EXPECT_EQ(expect_error_in([&] { sock::tcp_connect("mk-no-such-host.invalid", 1, sock::deadline_in_ms(400)); },
+                            {"could not resolve the bootstrap root's host 'mk-no-such-host.invalid'"}, out),
+            0) << out;
+  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.35);
+}
