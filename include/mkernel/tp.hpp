@@ -19,6 +19,11 @@
 // (mkernel/launch_order.hpp); calls captured in a CUDA graph are ordered by
 // the stream the graph is launched on. Every rank makes the same calls in
 // the same order.
+//
+// Every call checks its pointers before anything is enqueued: 16-byte aligned, apart where they must be, and
+// device (or managed) memory of the plan's GPU from the first byte to the last the shape needs (host memory,
+// another GPU's, or a buffer that ends early is refused by name); so is a stream of another GPU (outside a
+// capture). A refusal is this rank's alone: the other ranks' calls wait for it until MK_TIMEOUT_MS.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -4,6 +4,7 @@
 // auto (the default) picks. Both against cuBLAS (every element, poisoned outputs, a ragged m),
 // the gathered rows and the collectives byte for byte, CUDA-graph replay,
 // bad input rejected before anything runs.
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -176,6 +177,91 @@ TEST_P(TpSingleRank, ARefusedCudaCallLeavesNoErrorForTheNextRun) {
   plan.run(a.p, b.p, out.p, nullptr);
   reference(a.p, b.p, ref.as<float>(), kM, kN, kK);
   expect_near(out.p, ref.as<float>(), kM, kN, std::string("AgGemm after the refused calls, ") + GetParam());
+}
+
+// Device memory whose mapping ends early: 2 granules of address space, the first one mapped (driver VMM, through
+// the runtime's entry points as the library fetches them); `end` is the first unmapped byte.
+struct HalfMapped {
+  CUdeviceptr va = 0;
+  size_t gran = 0;
+  CUmemGenericAllocationHandle h = 0;
+  char* end = nullptr;
+  template <typename F>
+  static F entry(const char* name) {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    EXPECT_EQ(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q), cudaSuccess) << name;
+    return reinterpret_cast<F>(p);
+  }
+  HalfMapped() {
+    int dev = 0;
+    cudaGetDevice(&dev);
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, dev};
+    entry<decltype(&cuMemGetAllocationGranularity)>("cuMemGetAllocationGranularity")(
+        &gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    EXPECT_EQ(entry<decltype(&cuMemAddressReserve)>("cuMemAddressReserve")(&va, 2 * gran, gran, 0, 0), CUDA_SUCCESS);
+    EXPECT_EQ(entry<decltype(&cuMemCreate)>("cuMemCreate")(&h, gran, &prop, 0), CUDA_SUCCESS);
+    EXPECT_EQ(entry<decltype(&cuMemMap)>("cuMemMap")(va, gran, 0, h, 0), CUDA_SUCCESS);
+    CUmemAccessDesc acc{{CU_MEM_LOCATION_TYPE_DEVICE, dev}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    EXPECT_EQ(entry<decltype(&cuMemSetAccess)>("cuMemSetAccess")(va, gran, &acc, 1), CUDA_SUCCESS);
+    end = reinterpret_cast<char*>(va) + gran;
+  }
+  ~HalfMapped() {
+    entry<decltype(&cuMemUnmap)>("cuMemUnmap")(va, gran);
+    entry<decltype(&cuMemRelease)>("cuMemRelease")(h);
+    entry<decltype(&cuMemAddressFree)>("cuMemAddressFree")(va, 2 * gran);
+  }
+};
+
+// Raw pointers that are not this GPU's memory are refused by name before anything is enqueued (the Python layer
+// checks its tensors; a C++ or C ABI caller's host pointer faulted inside the kernel before 2026-12-06): pageable
+// and page-locked host memory as any argument, and a buffer whose last byte lies past its mapping. The plans
+// then still run right.
+TEST_P(TpSingleRank, PointersThatAreNotThisGpusMemoryAreRefusedBeforeAnyLaunch) {
+  const Mode mode(GetParam());
+  mk::AgGemm ag(comm(), kM, kN, kK);
+  mk::GemmRs rs(comm(), kM, kN, kK);
+  mk::GemmAr ar(comm(), kM, kN, kK);
+  Buf a(kM * kK * 2), b(kN * kK * 2), out(kM * kN * 2), ref(kM * kN * 4);
+  std::vector<uint8_t> pageable_bytes(kM * kN * 2 + 64);
+  void* pageable = pageable_bytes.data() + (16 - reinterpret_cast<uintptr_t>(pageable_bytes.data()) % 16) % 16;
+  void* pinned = nullptr;
+  ASSERT_EQ(cudaMallocHost(&pinned, kM * kN * 2), cudaSuccess);
+  const HalfMapped half;
+  void* short_out = half.end - 4096;  // mapped from here for 4 KiB; out needs kM * kN * 2 bytes
+  const auto refused = [&](const std::function<void()>& call, const std::string& what, const std::string& why) {
+    const std::string e = error_of(call);
+    EXPECT_NE(e.find(what + " ("), std::string::npos) << e;
+    EXPECT_NE(e.find("must be device memory of this plan's GPU"), std::string::npos) << e;
+    EXPECT_NE(e.find(why), std::string::npos) << e;
+  };
+  const std::string host = "it starts in host memory", locked = "it starts in host memory (page-locked)";
+  const std::string past = "its last byte lies in host memory, or an address no CUDA allocation covers: the buffer "
+                           "is shorter than the call's shape needs";
+  refused([&] { ag.run(pageable, b.p, out.p, nullptr); }, "AgGemm: a_local", host);
+  refused([&] { ag.run(a.p, pinned, out.p, nullptr); }, "AgGemm: b", locked);
+  refused([&] { ag.run(a.p, b.p, short_out, nullptr); }, "AgGemm: out", past);
+  refused([&] { ag.run(a.p, b.p, out.p, nullptr, pinned); }, "AgGemm::run: gathered", locked);
+  refused([&] { ag.all_gather(a.p, pageable, nullptr); }, "AgGemm::all_gather: gathered", host);
+  refused([&] { rs.run(a.p, b.p, pageable, nullptr); }, "GemmRs: out", host);
+  refused([&] { rs.run(pinned, b.p, out.p, nullptr); }, "GemmRs: a", locked);
+  refused([&] { rs.reduce_scatter(pageable, out.p, nullptr); }, "GemmRs::reduce_scatter: x", host);
+  refused([&] { ar.run(a.p, pageable, out.p, nullptr); }, "GemmAr: b", host);
+  refused([&] { ar.all_reduce(out.p, short_out, nullptr); }, "GemmAr::all_reduce: out", past);
+  EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "a refused call enqueued something that failed";
+  random_bf16(a.p, kM * kK, 610);
+  random_bf16(b.p, kN * kK, 611);
+  reference(a.p, b.p, ref.as<float>(), kM, kN, kK);
+  for (int i = 0; i < 3; ++i) {
+    poison(out.p, kM * kN);
+    if (i == 0) ag.run(a.p, b.p, out.p, nullptr);
+    if (i == 1) rs.run(a.p, b.p, out.p, nullptr);
+    if (i == 2) ar.run(a.p, b.p, out.p, nullptr);
+    expect_near(out.p, ref.as<float>(), kM, kN, std::string("after the refusals, op ") + std::to_string(i));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, TpSingleRank, ::testing::Values("plain", "fused"),

@@ -26,6 +26,7 @@
 #include "src/ops/ag_gemm/plan_args.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
+#include "src/runtime/device_pointer.hpp"
 #include "src/runtime/reported_wait.hpp"
 
 namespace mk {
@@ -188,6 +189,12 @@ LaunchOrder::Call AgGemm::launch(const void* a_local, const void* b, void* out, 
     if (overlap(out, m * n_ * 2, a_local, m_local_ * k_ * 2) || overlap(out, m * n_ * 2, b, n_ * k_ * 2))
       fail("AgGemm: out overlaps a_local or b");
   }
+  check_device_pointer("AgGemm", "a_local", a_local, size_t(m_local_ * k_ * 2), comm_.device());
+  if (compute) {
+    check_device_pointer("AgGemm", "b", b, size_t(n_ * k_ * 2), comm_.device());
+    check_device_pointer("AgGemm", "out", out, size_t(m * n_ * 2), comm_.device());
+  }
+  check_stream_device("AgGemm", stream, comm_.device());
   if (gathered_) {  // the plan's own buffer (gathered_buffer()): peers write into it during the call
     const int64_t gb = m * k_ * 2;
     if (overlap(gathered_->local, gb, a_local, m_local_ * k_ * 2) ||
@@ -302,6 +309,7 @@ void AgGemm::run(const void* a_local, const void* b, void* out, cudaStream_t str
     if (gathered_ && overlap(gathered, bytes, gathered_->local, bytes))
       fail("AgGemm::run: gathered overlaps the plan's own gathered buffer (gathered_buffer(): the call copies out "
            "of it)");
+    check_device_pointer("AgGemm::run", "gathered", gathered, bytes, comm_.device());
   }
   const LaunchOrder::Call call = launch(a_local, b, out, true, stream);  // its end: after the copies (they read
   if (gathered) copy_gathered(a_local, gathered, stream);                // the plan's buffer)
@@ -327,6 +335,7 @@ void AgGemm::all_gather(const void* a_local, void* gathered, cudaStream_t stream
   if (gathered_ && overlap(gathered, block * comm_.world(), gathered_->local, block * comm_.world()))
     fail("AgGemm::all_gather: gathered overlaps the plan's own gathered buffer (gathered_buffer(): the call copies "
          "out of it)");
+  check_device_pointer("AgGemm::all_gather", "gathered", gathered, block * comm_.world(), comm_.device());
   const LaunchOrder::Call call = launch(a_local, nullptr, nullptr, false, stream);  // its end: after the copies
   copy_all_gathered(a_local, gathered, stream);                                    // (they read the plan's buffer)
 }

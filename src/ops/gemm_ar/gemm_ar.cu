@@ -33,6 +33,7 @@
 #include "src/ops/ag_gemm/tp_plan.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
 #include "src/ops/gemm_rs/rs_plan.hpp"
+#include "src/runtime/device_pointer.hpp"
 #include "src/runtime/reported_wait.hpp"
 
 namespace mk {
@@ -261,6 +262,14 @@ LaunchOrder::Call GemmAr::launch(const void* a, const void* b, const void* x, vo
       fail("GemmAr::all_reduce: out overlaps x (in place, out == x, is allowed)");
     if (!plain_) tp::rs_check_reduce_room("GemmAr::all_reduce", num_reduce_, 1);
   }
+  if (compute) {
+    check_device_pointer("GemmAr", "a", a, size_t(m_ * k_ * 2), comm_.device());
+    check_device_pointer("GemmAr", "b", b, size_t(n_ * k_ * 2), comm_.device());
+  } else {
+    check_device_pointer("GemmAr::all_reduce", "x", x, size_t(out_bytes), comm_.device());
+  }
+  check_device_pointer(compute ? "GemmAr" : "GemmAr::all_reduce", "out", out, size_t(out_bytes), comm_.device());
+  check_stream_device("GemmAr", stream, comm_.device());
   // A call on another stream waits for the previous one (mkernel/launch_order.hpp); the
   // returned span records this call's end once the caller enqueued all of it.
   LaunchOrder::Call call = order_.begin(stream);

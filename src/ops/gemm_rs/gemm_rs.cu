@@ -26,6 +26,7 @@
 #include "src/ops/ag_gemm/tp_plan.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
 #include "src/ops/gemm_rs/rs_plan.hpp"
+#include "src/runtime/device_pointer.hpp"
 #include "src/runtime/reported_wait.hpp"
 
 namespace mk {
@@ -156,6 +157,15 @@ LaunchOrder::Call GemmRs::launch(const void* a, const void* b, const void* x, vo
     if (overlap(out, rows * n_ * 2, x, m_ * n_ * 2)) fail("GemmRs::reduce_scatter: out overlaps x");
     if (!plain_) tp::rs_check_reduce_room("GemmRs::reduce_scatter", num_reduce_, 0);
   }
+  if (compute) {
+    check_device_pointer("GemmRs", "a", a, size_t(m_ * k_ * 2), comm_.device());
+    check_device_pointer("GemmRs", "b", b, size_t(n_ * k_ * 2), comm_.device());
+  } else {
+    check_device_pointer("GemmRs::reduce_scatter", "x", x, size_t(m_ * n_ * 2), comm_.device());
+  }
+  check_device_pointer(compute ? "GemmRs" : "GemmRs::reduce_scatter", "out", out, size_t(rows * n_ * 2),
+                       comm_.device());
+  check_stream_device("GemmRs", stream, comm_.device());
   // A call on another stream waits for the previous one (mkernel/launch_order.hpp); the
   // returned span records this call's end once the caller enqueued all of it.
   LaunchOrder::Call call = order_.begin(stream);
