@@ -12,7 +12,13 @@
  * open) while one of its calls is enqueuing its work on another thread; one
  * host thread at a time calls a plan and destroys it, which is what makes
  * this safe (a call only beginning is not seen). No handle may be used after
- * its own destroy call. */
+ * its own destroy call.
+ * Refusals before a collective starts are the calling rank's alone: a
+ * plan create given a null comm or out, or refused while mk_comm_destroy
+ * runs on another thread, returns at once on that rank while the others
+ * wait in the plan's check (MK_BOOTSTRAP_TIMEOUT_MS, naming it); a run
+ * refused (bad pointer, stream, shape) returns before anything is
+ * enqueued while the others' kernels wait for it up to MK_TIMEOUT_MS. */
 #ifndef MKERNEL_MKERNEL_H_
 #define MKERNEL_MKERNEL_H_
 
