@@ -68,6 +68,7 @@ class Bootstrap {
   // If this process hosts the root: wait until it has finished (it ends
   // after reporting a failure to every rank, or when all ranks closed).
   void finish_root();
+  void wait_root();  // (the last local user's leave, and finish_root: the wait itself)
   int rank_ = 0;
   int world_ = 1;
   int fd_ = -1;

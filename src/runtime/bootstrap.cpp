@@ -111,6 +111,11 @@ class BootstrapRoot {
   void host_waits() { host_waits_at_ms_.store(now_ms()); }
   // Ends the root within one poll period (process exit).
   void stop() { stop_.store(true); }
+  // The Bootstraps of this process that use the root (several ranks in one process): counted, so that exactly the
+  // last one to leave waits for it, even when they close at once on several threads (a shared_ptr's use count,
+  // read then acted on, let two closing at once each see the other and neither wait: before 2026-12-06).
+  void add_user() { users_.fetch_add(1); }
+  int drop_user() { return users_.fetch_sub(1) - 1; }  // the users left
   void join() {
     std::lock_guard<std::mutex> g(join_mu_);
     if (thread_.joinable()) thread_.join();
@@ -424,6 +429,7 @@ class BootstrapRoot {
   std::atomic<int64_t> owner_closed_at_ms_{0};
   std::atomic<int64_t> host_waits_at_ms_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<int> users_{0};
   std::vector<Conn> conns_;
   std::vector<int> rank_conn_;
   std::vector<std::optional<std::string>> contrib_;
@@ -536,9 +542,20 @@ Bootstrap::Bootstrap(int rank, int world, const UniqueId& id) : rank_(rank), wor
   {
     std::lock_guard<std::mutex> g(registry().mu);
     auto it = registry().roots.find(l.magic);
-    if (it != registry().roots.end()) root_ = it->second;
+    if (it != registry().roots.end()) {
+      root_ = it->second;
+      root_->add_user();
+    }
   }
-  connect_and_hello(sock::ipv4_to_string(l.addr), l.port, l.magic);
+  try {
+    connect_and_hello(sock::ipv4_to_string(l.addr), l.port, l.magic);
+  } catch (...) {  // (no destructor runs for this object: it gives its use of the root back here)
+    if (root_) {
+      root_->drop_user();
+      root_.reset();
+    }
+    throw;
+  }
 }
 
 Bootstrap::Bootstrap(const LaunchInfo& li) : rank_(li.rank), world_(li.world) {
@@ -554,6 +571,7 @@ Bootstrap::Bootstrap(const LaunchInfo& li) : rank_(li.rank), world_(li.world) {
     int port = 0;
     int fd = sock::tcp_listen(li.root_port, &port);
     root_ = std::make_shared<BootstrapRoot>(fd, job, timeout_ms_);
+    root_->add_user();
   }
   try {
     connect_and_hello(li.root_addr, li.root_port, job);
@@ -705,22 +723,21 @@ void Bootstrap::leave(uint32_t type, const std::string& why) {
   // every rank: exiting earlier could cut other ranks off mid-reply. Earlier
   // local users (several ranks in one process) must not wait, or closing them
   // one after another would stall.
-  long local_users = root_.use_count();
-  {
-    std::lock_guard<std::mutex> g(registry().mu);
-    for (auto& [k, r] : registry().roots)
-      if (r == root_) --local_users;
-  }
-  if (local_users <= 1) {
-    finish_root();
-  } else {
+  if (root_->drop_user() > 0) {
     root_->owner_closed();
     root_.reset();
+  } else {
+    wait_root();
   }
 }
 
 void Bootstrap::finish_root() {
   if (!root_) return;
+  root_->drop_user();  // (an error: the root has ended the job; this user is done with it)
+  wait_root();
+}
+
+void Bootstrap::wait_root() {
   root_->owner_closed();
   root_->host_waits();
   root_->join();

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -720,4 +721,49 @@ TEST(Socket, AHostNameThatDoesNotResolveIsRetriedUntilTheDeadline) {
                             {"could not resolve the bootstrap root's host 'mk-no-such-host.invalid'"}, out),
             0) << out;
   EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.35);
+}
+
+// Two ranks in the process that hosts the root (a thread each) close at the same moment while a third rank, in
+// another process, closes 1.5 s later: exactly one of the two (the last to leave) waits for it, so that the root
+// serves every rank before the process may exit; the other returns at once. Before 2026-12-06 each read the
+// root's use count and then acted on it, and two closing at once could each see the other: neither waited.
+TEST(BootstrapClose, OfTwoRanksClosingAtOnceInTheRootsProcessTheLastWaitsForTheOthers) {
+  auto res = run_ranks(3, {1}, true, [&](int r, const std::string& shared, const Publish& publish, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "10000", 1);
+    if (r == 2) {
+      Bootstrap b(2, 3, UniqueId::from_hex(shared));
+      b.barrier("joined");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      b.close();
+      return 0;
+    }
+    const UniqueId id = get_unique_id();
+    publish(id.to_hex());
+    std::atomic<int> ready{0};
+    double took[2] = {0, 0};
+    std::string err[2];
+    auto rank = [&](int me) {
+      try {
+        Bootstrap b(me, 3, id);
+        b.barrier("joined");
+        ready.fetch_add(1);
+        while (ready.load() < 2) std::this_thread::yield();  // both close at once
+        const auto t0 = std::chrono::steady_clock::now();
+        b.close();
+        took[me] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      } catch (const std::exception& e) {
+        err[me] = e.what();
+      }
+    };
+    std::thread t1(rank, 1);
+    rank(0);
+    t1.join();
+    if (!err[0].empty() || !err[1].empty()) return out = "rank 0: " + err[0] + "; rank 1: " + err[1], 1;
+    const double lo = std::min(took[0], took[1]), hi = std::max(took[0], took[1]);
+    if (hi < 1.0 || lo > 0.5)
+      return out = "closes took " + std::to_string(took[0]) + " and " + std::to_string(took[1]) +
+                   " s: one (only) must wait for rank 2's close, 1.5 s on", 1;
+    return 0;
+  });
+  expect_all(res, {1});
 }
