@@ -226,7 +226,10 @@ class Communicator:
 def init(group=None, device: int = -1) -> Communicator:
     """Bootstrap from torch.distributed: rank 0 of `group` makes the unique id and
     shares it through the process group's store (works under torchrun on one or
-    several nodes; MK_RANKS_PER_NODE is respected by the library)."""
+    several nodes; MK_RANKS_PER_NODE is respected by the library). Every rank of
+    the group calls it, in the same order as its other inits on the group, within
+    MK_BOOTSTRAP_TIMEOUT_MS of group rank 0; a rank that waits longer raises,
+    naming rank 0."""
     import torch.distributed as dist  # only needed here
 
     if not dist.is_initialized():

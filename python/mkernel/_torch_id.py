@@ -5,8 +5,10 @@ most MK_BOOTSTRAP_TIMEOUT_MS and says who it waited for when it gives up. A coll
 before 2026-12-06) waited for the process group's own timeout (10-30 min by default) and, when it gave up, said
 nothing of which rank had not come. The store needs no tensor and no device, so it serves a gloo, NCCL or mixed
 group alike. Once the ranks have the id, the library's bootstrap waits for them, bounded by the same knob, naming
-any rank that does not join."""
+any rank that does not join. So every rank must reach init within MK_BOOTSTRAP_TIMEOUT_MS (default 60 s) of group
+rank 0, as on the launcher path; where start-up is uneven (checkpoint loading before init), raise the knob."""
 import datetime
+import hashlib
 
 from ._lib import MkernelError, knob_int
 
@@ -16,8 +18,11 @@ _CALLS = {}
 
 
 def _key(ranks, n):
-    # the group's global ranks, whole for small groups, as a count with first and last beyond 16
-    rs = "-".join(map(str, ranks)) if len(ranks) <= 16 else f"{ranks[0]}..{ranks[-1]}x{len(ranks)}"
+    # the group's global ranks: whole for small groups, else a digest of the whole list (two groups alike in
+    # size, first and last rank must not share a key)
+    rs = "-".join(map(str, ranks))
+    if len(ranks) > 16:
+        rs = f"{len(ranks)}r-" + hashlib.sha1(rs.encode()).hexdigest()[:20]
     return f"mkernel/init/{rs}/{n}"
 
 
@@ -32,6 +37,7 @@ def share_unique_id(group, make_id):
     ranks = tuple(dist.get_process_group_ranks(group if group is not None else dist.group.WORLD))
     if len(ranks) == 1:
         return make_id()
+    ms = knob_int("MK_BOOTSTRAP_TIMEOUT_MS")  # (a bad value raises here, before this call is counted)
     n = _CALLS[ranks] = _CALLS.get(ranks, 0) + 1
     key = _key(ranks, n)
     store = dist.distributed_c10d._get_default_store()
@@ -44,10 +50,10 @@ def share_unique_id(group, make_id):
             raise MkernelError(msg) from e
         store.set(key, b"I" + uid)
         return uid
-    ms = knob_int("MK_BOOTSTRAP_TIMEOUT_MS")
     try:
         store.wait([key], datetime.timedelta(milliseconds=ms))
     except RuntimeError as e:  # torch's DistStoreError: a timeout, or the store's host gone
+        _CALLS[ranks] = n - 1  # not counted: a retry waits for the same id (rank 0 may only have been late)
         raise MkernelError(
             f"mkernel.init: rank {rank} of {len(ranks)} waited {ms} ms (MK_BOOTSTRAP_TIMEOUT_MS) for group rank 0 "
             f"(global rank {ranks[0]}) to make the unique id and it did not (that rank has not called mkernel.init "

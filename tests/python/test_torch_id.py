@@ -68,13 +68,17 @@ def _scenarios(rank, port, results, rank0_done):
         except mkernel.MkernelError as e:
             out.append((str(e), time.monotonic() - t0))
         rank0_done.set()
+        # the retry waits for the same id again (the failed wait was not counted), which rank 0, late, now makes
+        out.append(_torch_id.share_unique_id(None, _ids(b"c")))
     else:
         try:
             _torch_id.share_unique_id(sub, _ids(b"x"))
             out.append("no error")
         except mkernel.MkernelError as e:
             out.append(str(e))
-        rank0_done.wait(60)  # (the store lives in rank 0's process: it stays until rank 1 gave up)
+        rank0_done.wait(60)  # rank 1 gave up waiting for this init; rank 0 comes late to it
+        out.append(_torch_id.share_unique_id(None, _ids(b"d")))
+    dist.barrier()  # (the store lives in rank 0's process: it stays until rank 1 has read)
     results.put((rank, out))
     dist.destroy_process_group()
 
@@ -112,3 +116,12 @@ def test_ranks_share_rank_0s_id_and_a_missing_rank_0_is_named():
     assert "rank 1 of 2 waited 1500 ms (MK_BOOTSTRAP_TIMEOUT_MS) for group rank 0 (global rank 0)" in msg, msg
     assert "init #4 on this group" in msg, msg
     assert 1.0 < waited < 20, waited
+    assert got[0][4] == got[1][5] == b"d" * 128, (got[0][4:], got[1][5:])
+
+
+def test_large_groups_alike_in_size_and_ends_get_different_keys():
+    a = tuple(r for r in range(40) if r != 5)
+    b = tuple(r for r in range(40) if r != 7)
+    assert _torch_id._key(a, 1) != _torch_id._key(b, 1)
+    assert _torch_id._key(a, 1) == _torch_id._key(tuple(a), 1) != _torch_id._key(a, 2)
+    assert _torch_id._key((0, 3), 1) == "mkernel/init/0-3/1"
