@@ -346,7 +346,11 @@ class BootstrapRoot {
     try {
       serve();
     } catch (const std::exception& e) {  // (std::terminate otherwise: the hosting process would end, naming nothing)
-      if (!done_) fail_all(cat("bootstrap root failed: ", e.what()));
+      try {
+        if (!done_) fail_all(cat("bootstrap root failed: ", e.what()));
+      } catch (...) {  // (out of memory for the message: the ranks see the connection close)
+      }
+      done_ = true;
     }
     for (auto& c : conns_) sock::close_fd(c.fd);
     sock::close_fd(listen_fd_);
@@ -370,7 +374,15 @@ class BootstrapRoot {
           Conn c;
           c.fd = fd;
           c.accepted_ms = now_ms();
-          conns_.push_back(std::move(c));
+          // A closed connection that never joined takes the new one (rank_conn_ indexes joined ones only), so
+          // a root that outlives many stray connections (port scans, health checks) does not grow with them.
+          auto free_slot = std::find_if(conns_.begin(), conns_.end(), [](const Conn& x) {
+            return x.fd < 0 && x.rank < 0;
+          });
+          if (free_slot != conns_.end())
+            *free_slot = std::move(c);
+          else
+            conns_.push_back(std::move(c));
         }
       }
       for (size_t i = 0; i < conns_.size() && !done_; ++i)

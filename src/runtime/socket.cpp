@@ -169,7 +169,7 @@ int tcp_connect(const std::string& host, int port, Deadline deadline) {
     // deadline (each getaddrinfo is bounded by the resolver's own timeouts, not by the deadline).
     if (!resolved) {
       const int rc = resolve_rc(host, &a.sin_addr.s_addr);
-      if (rc != 0 && rc != EAI_AGAIN && rc != EAI_NONAME)
+      if (rc != 0 && rc != EAI_AGAIN && rc != EAI_NONAME && rc != EAI_FAIL)  // (EAI_FAIL: a DNS server failure)
         fail("cannot resolve bootstrap host '", host, "': ", gai_strerror(rc));
       resolved = rc == 0;
       if (!resolved) {
