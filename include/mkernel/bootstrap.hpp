@@ -40,6 +40,8 @@ class Bootstrap {
 
   int rank() const { return rank_; }
   int world() const { return world_; }
+  // The bound this rank's waits use: MK_BOOTSTRAP_TIMEOUT_MS, or the root's when an id carried a longer one.
+  int64_t timeout_ms() const { return timeout_ms_; }
 
   // Every rank contributes a blob (sizes may differ); all get all, by rank.
   // `step` (optional; null: an unnamed collective) names the caller's step in

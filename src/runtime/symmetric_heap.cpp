@@ -81,8 +81,8 @@ SymmetricHeap::SymmetricHeap(Bootstrap& bs, const Topology& topo, int device, ui
   mode_ = Mode::Vmm;
   for (auto& m : all)
     if (m == "ipc") mode_ = Mode::Ipc;
-  if (mode_ == Mode::Vmm && topo_.host_ranks.size() > 1)
-    fdx_ = std::make_unique<FdExchange>(job, topo_.rank, knob_int(Knob::MK_BOOTSTRAP_TIMEOUT_MS));
+  if (mode_ == Mode::Vmm && topo_.host_ranks.size() > 1)  // (the bootstrap's bound: an id's root may lengthen it)
+    fdx_ = std::make_unique<FdExchange>(job, topo_.rank, bs_.timeout_ms());
   bs_.barrier("the symmetric heap's set-up");  // every fd-exchange socket is bound before anyone sends
 }
 
