@@ -1,5 +1,6 @@
 """tools/mkrun on the CPU: a failed rank stops the others, --timeout names the ranks still running, a rank that
 ignores SIGTERM is killed, and a rank that outlives SIGKILL is named and left behind rather than waited for."""
+import os
 import subprocess
 import sys
 import time
@@ -73,3 +74,26 @@ def test_stop_names_a_rank_that_outlives_sigkill_and_returns(capsys):
     assert time.time() - t0 < 5
     assert p.waited and all(t is not None and t <= 0.2 for t in p.waited)
     assert "rank 0 (pid 999999999) did not exit 0.2 s after SIGKILL" in capsys.readouterr().err
+
+
+def _gone(pid, within=10.0):
+    end = time.time() + within
+    while time.time() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_what_a_rank_left_running_is_stopped_whether_the_rank_failed_or_not(tmp_path):
+    # A rank that starts a helper and exits: the helper holds mkrun's output pipe, so a caller reading it (as run()
+    # does) waited for the helper (before 2026-12-06: 30 s here, forever for a hung one). Failed and clean alike.
+    for code in (3, 0):
+        pidfile = tmp_path / f"helper{code}"
+        script = f"sleep 30 & echo $! > {pidfile}; exit {code}"
+        r, took = run("-n", "1", "--", "sh", "-c", script)
+        assert r.returncode == code, r.stderr
+        assert took < 15, took
+        assert _gone(int(pidfile.read_text())), f"the helper of a rank that exited {code} is still running"
