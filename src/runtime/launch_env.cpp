@@ -31,11 +31,12 @@ std::string get_str(const EnvLookup& env, const char* name) {
   return v ? *v : std::string();
 }
 
-// Slurm's SLURM_NTASKS_PER_NODE / SLURM_TASKS_PER_NODE look like "4" or
+// Slurm's SLURM_STEP_TASKS_PER_NODE / SLURM_TASKS_PER_NODE / SLURM_NTASKS_PER_NODE look like "4" or
 // "4(x2),3": the ranks per node when every node has as many; none when the
-// counts differ ("2,4": a node's count is not known from these alone).
+// counts differ ("2,4": a node's count is not known from these alone) or the value is malformed. The step's
+// layout first: the job's (srun -E keeps it from sbatch) and the requested count may differ from the step's.
 std::optional<int> slurm_tasks_per_node(const EnvLookup& env) {
-  for (const char* name : {"SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
+  for (const char* name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE"}) {
     auto v = env(name);
     if (!v || v->empty()) continue;
     long first = -1;
@@ -48,10 +49,14 @@ std::optional<int> slurm_tasks_per_node(const EnvLookup& env) {
       if (x != first) return std::nullopt;
       p = end;
       if (*p == '(') {  // "(xN)": the count repeats N times
-        while (*p && *p != ')') ++p;
-        if (*p == ')') ++p;
+        if (p[1] != 'x') return std::nullopt;
+        char* rep_end = nullptr;
+        const long n = std::strtol(p + 2, &rep_end, 10);
+        if (rep_end == p + 2 || n <= 0 || *rep_end != ')') return std::nullopt;
+        p = rep_end + 1;
       }
-      if (*p != ',') break;
+      if (*p == 0) break;
+      if (*p != ',') return std::nullopt;  // trailing junk ("1x"): malformed
       ++p;
     }
     return static_cast<int>(first);
@@ -139,9 +144,21 @@ std::optional<LaunchInfo> detect_launch(const EnvLookup& env) {
   int64_t port_knob = knob_int(Knob::MK_BOOTSTRAP_PORT, env);
   std::string addr_knob = knob_str(Knob::MK_BOOTSTRAP_ADDR, env);
   std::string master_addr = get_str(env, "MASTER_ADDR");
-  auto master_port = get_int(env, "MASTER_PORT", false);
+  // MASTER_PORT is read where a launcher was found (a stray one without a launcher fails nothing).
+  std::optional<int> master_port;
+  const auto read_master_port = [&] { master_port = get_int(env, "MASTER_PORT", false); };
+
+  // RANK without WORLD_SIZE, or WORLD_SIZE > 1 without RANK: a hand-made launch missing half of its variables,
+  // whose processes would each go on alone as rank 0 of 1 (RANK=0 alone is one process, as without either).
+  if (env("RANK") && !env("WORLD_SIZE") && get_str(env, "RANK") != "0" && !get_str(env, "RANK").empty())
+    fail("RANK=", get_str(env, "RANK"), " is set without WORLD_SIZE: set both for every process (torchrun does), "
+         "or neither");
+  if (!env("RANK") && env("WORLD_SIZE") && get_int(env, "WORLD_SIZE", false).value_or(1) > 1)
+    fail("WORLD_SIZE=", get_str(env, "WORLD_SIZE"), " is set without RANK: set both for every process "
+         "(torchrun does), or neither");
 
   if (env("RANK") && env("WORLD_SIZE")) {
+    read_master_port();
     li.launcher = "torchrun";
     li.rank = *get_int(env, "RANK", true);
     li.world = *get_int(env, "WORLD_SIZE", true);
@@ -166,6 +183,7 @@ std::optional<LaunchInfo> detect_launch(const EnvLookup& env) {
     li.job_key = get_str(env, "TORCHELASTIC_RUN_ID");
     if (li.world > 1 && master_port) li.job_key += "/" + std::to_string(*master_port);
   } else if (env("OMPI_COMM_WORLD_RANK") && env("OMPI_COMM_WORLD_SIZE")) {
+    read_master_port();
     li.launcher = "openmpi";
     li.rank = *get_int(env, "OMPI_COMM_WORLD_RANK", true);
     li.world = *get_int(env, "OMPI_COMM_WORLD_SIZE", true);
@@ -179,10 +197,19 @@ std::optional<LaunchInfo> detect_launch(const EnvLookup& env) {
       else
         fail("OpenMPI launch across hosts: set MK_BOOTSTRAP_ADDR (or MASTER_ADDR) to the host of rank 0");
     }
-  } else if (env("SLURM_PROCID") && env("SLURM_NTASKS")) {
+  } else if (env("SLURM_PROCID") && (env("SLURM_STEP_NUM_TASKS") || env("SLURM_NTASKS"))) {
+    read_master_port();
     li.launcher = "slurm";
     li.rank = *get_int(env, "SLURM_PROCID", true);
-    li.world = *get_int(env, "SLURM_NTASKS", true);
+    // The step's task count: srun -E (--preserve-env) keeps the job's SLURM_NTASKS from sbatch.
+    li.world = *get_int(env, env("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS", true);
+    // MPICH / Intel MPI under Slurm (Hydra) start one proxy per node with srun: their ranks see the proxy
+    // step's Slurm variables (the node's index and count), and every rank of a node would claim one rank.
+    if (auto w = pmi_world(env); w && *w != li.world)
+      fail("this process is one of ", *w, " (PMI_SIZE / MV2_COMM_WORLD_SIZE / MPI_LOCALNRANKS) but its Slurm "
+           "step has ", li.world, " tasks: an MPI launcher mkernel does not read (MPICH, Intel MPI, MVAPICH) "
+           "started it through srun; set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT for each process, or "
+           "launch with srun (one task per rank), torchrun or OpenMPI's mpirun");
     // A batch script's own process (sbatch --ntasks=N, no srun) sees the job's task count but is one
     // process: it would wait for N - 1 ranks that never start. srun sets the step's variables.
     if (li.world > 1 && !env("SLURM_STEP_ID") && !env("SLURM_STEP_NUM_TASKS") && !env("SLURM_STEP_NODELIST"))
@@ -211,7 +238,7 @@ std::optional<LaunchInfo> detect_launch(const EnvLookup& env) {
   li.root_addr = !addr_knob.empty() ? addr_knob : !master_addr.empty() ? master_addr : "127.0.0.1";
   if (port_knob != 0) {
     li.root_port = static_cast<int>(port_knob);
-  } else if (master_port && (*master_port < 1 || *master_port > 65535)) {
+  } else if (li.world > 1 && master_port && (*master_port < 1 || *master_port > 65535)) {
     fail("MASTER_PORT=", *master_port, " is not a TCP port (1..65535)");
   } else if (master_port && *master_port + 1 < kEphemeralPortStart) {
     li.root_port = *master_port + 1;  // torchrun's TCPStore already listens on MASTER_PORT

@@ -312,3 +312,85 @@ TEST(LaunchEnv, MalformedValuesAreErrors) {
                 {"MASTER_PORT=70000 is not a TCP port"}),
             "");
 }
+
+// srun -E (--preserve-env) keeps the job's SLURM_NTASKS / SLURM_TASKS_PER_NODE from sbatch: the step's own
+// variables give the world and the layout (before 2026-12-06: world 8 for a 2-task step, rank 0 waited for 6 ranks
+// that never start). A stale requested count (SLURM_NTASKS_PER_NODE) does not win over the layout either.
+TEST(LaunchEnv, SlurmStepVariablesWinOverTheJobs) {
+  auto li = detect_launch(env_of({{"SLURM_PROCID", "1"},
+                                  {"SLURM_NTASKS", "8"},
+                                  {"SLURM_STEP_NUM_TASKS", "2"},
+                                  {"SLURM_LOCALID", "1"},
+                                  {"SLURM_NTASKS_PER_NODE", "8"},
+                                  {"SLURM_TASKS_PER_NODE", "8"},
+                                  {"SLURM_STEP_TASKS_PER_NODE", "2"},
+                                  {"SLURM_STEP_NODELIST", "n1"},
+                                  {"SLURM_JOB_ID", "7"},
+                                  {"SLURM_STEP_ID", "3"}}));
+  ASSERT_TRUE(li);
+  EXPECT_EQ(li->world, 2);
+  EXPECT_EQ(li->local_world, 2);
+  auto stale = detect_launch(env_of({{"SLURM_PROCID", "3"},
+                                     {"SLURM_NTASKS", "4"},
+                                     {"SLURM_LOCALID", "3"},
+                                     {"SLURM_NTASKS_PER_NODE", "2"},
+                                     {"SLURM_TASKS_PER_NODE", "4"},
+                                     {"SLURM_STEP_NODELIST", "n1"},
+                                     {"SLURM_JOB_ID", "7"},
+                                     {"SLURM_STEP_ID", "3"}}));
+  ASSERT_TRUE(stale);
+  EXPECT_EQ(stale->local_world, 4);
+  for (const char* junk : {"1x", "4(x2", "4(2)", "4(x)", "4,,"}) {
+    auto li2 = detect_launch(env_of({{"SLURM_PROCID", "0"},
+                                     {"SLURM_NTASKS", "4"},
+                                     {"SLURM_LOCALID", "0"},
+                                     {"SLURM_TASKS_PER_NODE", junk},
+                                     {"SLURM_STEP_NODELIST", "n1"},
+                                     {"SLURM_JOB_ID", "7"},
+                                     {"SLURM_STEP_ID", "3"}}));
+    ASSERT_TRUE(li2);
+    EXPECT_EQ(li2->local_world, -1) << junk << ": malformed, so not known";
+  }
+}
+
+// MPICH / Intel MPI under Slurm start their per-node proxies with srun: a rank sees the proxy step's Slurm
+// variables, which do not match the MPI job's size.
+TEST(LaunchEnv, AnMpiLauncherThroughSrunIsAnError) {
+  EXPECT_EQ(expect_error(
+                [] {
+                  detect_launch(env_of({{"SLURM_PROCID", "0"},
+                                        {"SLURM_NTASKS", "2"},
+                                        {"SLURM_STEP_ID", "0"},
+                                        {"SLURM_STEP_NODELIST", "n[1-2]"},
+                                        {"SLURM_JOB_ID", "7"},
+                                        {"PMI_SIZE", "16"}}));
+                },
+                {"one of 16", "its Slurm step has 2 tasks"}),
+            "");
+  auto direct = detect_launch(env_of({{"SLURM_PROCID", "1"},  // srun --mpi=pmi2: the sizes agree
+                                      {"SLURM_NTASKS", "2"},
+                                      {"SLURM_STEP_ID", "0"},
+                                      {"SLURM_STEP_NODELIST", "n[1-2]"},
+                                      {"SLURM_JOB_ID", "7"},
+                                      {"PMI_SIZE", "2"}}));
+  ASSERT_TRUE(direct);
+  EXPECT_EQ(direct->world, 2);
+}
+
+// Half of torchrun's pair: each process would go on alone as rank 0 of 1. RANK=0 alone is one process.
+TEST(LaunchEnv, RankWithoutWorldSizeOrTheReverseIsAnError) {
+  EXPECT_EQ(expect_error([] { detect_launch(env_of({{"RANK", "3"}})); }, {"RANK=3 is set without WORLD_SIZE"}), "");
+  EXPECT_EQ(expect_error([] { detect_launch(env_of({{"WORLD_SIZE", "4"}})); },
+                         {"WORLD_SIZE=4 is set without RANK"}),
+            "");
+  EXPECT_FALSE(detect_launch(env_of({{"RANK", "0"}})).has_value());
+  EXPECT_FALSE(detect_launch(env_of({{"WORLD_SIZE", "1"}})).has_value());
+}
+
+// MASTER_PORT is read only where a launcher was found, and a single rank needs no port.
+TEST(LaunchEnv, AStrayMasterPortFailsNothing) {
+  EXPECT_FALSE(detect_launch(env_of({{"MASTER_PORT", "abc"}})).has_value());
+  auto one = detect_launch(env_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "0"}}));
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->world, 1);
+}
