@@ -194,6 +194,20 @@ void expect_all(const std::vector<Proc>& res, const std::set<int>& absent = {}) 
   }
 }
 
+// W ranks joined through the launcher variables (a process each, MK_BOOTSTRAP_TIMEOUT_MS = timeout_ms), each then
+// running body with its bootstrap; every rank's body must return 0.
+using JoinedBody = std::function<int(int rank, Bootstrap& b, std::string& out)>;
+void expect_joined(int world, const char* timeout_ms, const JoinedBody& body) {
+  const int port = free_port();
+  auto res = run_ranks(world, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", timeout_ms, 1);
+    set_env_launch(r, world, port);
+    Bootstrap b(*detect_launch());
+    return body(r, b, out);
+  });
+  expect_all(res);
+}
+
 }  // namespace
 
 // The addresses a unique id may carry: the route's source towards a peer, the first usable interface.
@@ -308,26 +322,17 @@ TEST(BootstrapFailure, MissingRootIsReported) {
 
 TEST(BootstrapFailure, DeadRankIsNamed) {
   const int W = 3;
-  const int port = free_port();
-  auto res = run_ranks(W, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
-    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "5000", 1);
-    set_env_launch(r, W, port);
-    Bootstrap b(*detect_launch());
+  expect_joined(W, "5000", [&](int r, Bootstrap& b, std::string& out) {
     if (r == 1) _exit(0);  // dies without closing
     // (with the step it names: "rank R (in <step>): ...")
     return expect_error_in([&] { b.allgather("x", "the test's exchange"); },
                            {"rank " + std::to_string(r) + " (in the test's exchange): ", "rank 1 disconnected"}, out);
   });
-  expect_all(res);
 }
 
 TEST(BootstrapFailure, LateRankInACollectiveIsNamed) {
   const int W = 3;
-  const int port = free_port();
-  auto res = run_ranks(W, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
-    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "800", 1);
-    set_env_launch(r, W, port);
-    Bootstrap b(*detect_launch());
+  expect_joined(W, "800", [&](int r, Bootstrap& b, std::string& out) {
     b.barrier();
     if (r == 2) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2500));
@@ -337,52 +342,37 @@ TEST(BootstrapFailure, LateRankInACollectiveIsNamed) {
     return expect_error_in([&] { b.barrier("the late step"); },
                            {"collective #1 ('the late step'): timed out", "ranks [2]"}, out);
   });
-  expect_all(res);
 }
 
 // Ranks whose collective #N is not the same step (one freeing a buffer while another makes a plan) fail at once,
 // every one of them, with both steps named: before, they exchanged each other's data.
 TEST(BootstrapFailure, RanksInDifferentStepsFailAtOnceNamingBoth) {
   const int W = 3;
-  const int port = free_port();
-  auto res = run_ranks(W, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
-    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "20000", 1);
-    set_env_launch(r, W, port);
-    Bootstrap b(*detect_launch());
+  expect_joined(W, "20000", [&](int r, Bootstrap& b, std::string& out) {
     b.allgather("same", "a first exchange");
     if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the others arrive first
     return expect_error_within(3.0, [&] { b.allgather("x", r == 1 ? "free_symmetric" : "AgGemm's plan check"); },
                                {"collective #1: ranks called different collectives: rank ", "'AgGemm's plan check'",
                                 "'free_symmetric'"}, out);  // (whichever came first is named first)
   });
-  expect_all(res);
 }
 
 // An unnamed collective (Bootstrap::barrier() without a step) against a named one is a difference too.
 TEST(BootstrapFailure, AnUnnamedCollectiveAgainstANamedOneFails) {
   const int W = 2;
-  const int port = free_port();
-  auto res = run_ranks(W, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
-    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "20000", 1);
-    set_env_launch(r, W, port);
-    Bootstrap b(*detect_launch());
+  expect_joined(W, "20000", [&](int r, Bootstrap& b, std::string& out) {
     if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
     return expect_error_within(3.0, [&] { r == 0 ? b.barrier() : b.barrier("the network's set-up"); },
                                {"ranks called different collectives", "an unnamed collective",
                                 "'the network's set-up'"}, out);
   });
-  expect_all(res);
 }
 
 // Bootstrap::abort (a rank whose device failed): ranks waiting in a
 // collective fail at once with the reason, naming the rank that left.
 TEST(BootstrapFailure, AbortEndsTheOthersCollectivesWithTheReason) {
   const int W = 3;
-  const int port = free_port();
-  auto res = run_ranks(W, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
-    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "20000", 1);
-    set_env_launch(r, W, port);
-    Bootstrap b(*detect_launch());
+  expect_joined(W, "20000", [&](int r, Bootstrap& b, std::string& out) {
     b.barrier();
     if (r == 1) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the others wait in the barrier
@@ -391,7 +381,6 @@ TEST(BootstrapFailure, AbortEndsTheOthersCollectivesWithTheReason) {
     }
     return expect_error_within(3.0, [&] { b.barrier(); }, {"rank 1 left the job", "its device failed (test)"}, out);
   });
-  expect_all(res);
 }
 
 // A root-hosting rank that aborts while no other rank is in a collective
@@ -400,11 +389,7 @@ TEST(BootstrapFailure, AbortEndsTheOthersCollectivesWithTheReason) {
 // others' next collective fails.
 TEST(BootstrapFailure, AbortingRootHostDoesNotWaitForTheOthersToLeave) {
   const int W = 3;
-  const int port = free_port();
-  auto res = run_ranks(W, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
-    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "20000", 1);
-    set_env_launch(r, W, port);
-    Bootstrap b(*detect_launch());
+  expect_joined(W, "20000", [&](int r, Bootstrap& b, std::string& out) {
     b.barrier();
     if (r == 0) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -416,7 +401,6 @@ TEST(BootstrapFailure, AbortingRootHostDoesNotWaitForTheOthersToLeave) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2500));
     return expect_error_within(2.0, [&] { b.barrier(); }, {"mkernel: rank "}, out);
   });
-  expect_all(res);
 }
 
 // A root that stops answering (rank 0's process frozen: SIGSTOP) cannot name
@@ -609,19 +593,31 @@ int connect_to_ids_root(const UniqueId& id) {
   std::memcpy(&port, id.bytes + 12, sizeof(port));
   return sock::tcp_connect(sock::ipv4_to_string(addr), port, sock::deadline_in_ms(5000));
 }
+
+// Two ranks on the unique-id path: rank 0 makes the id, runs `first` against its root (0: go on), then publishes
+// the id; both join and check the collectives.
+void expect_join_after(const char* timeout_ms, const std::function<int(const UniqueId&, std::string&)>& first) {
+  auto res = run_ranks(2, {}, true, [&](int r, const std::string& shared, const Publish& publish, std::string& out) {
+    setenv("MK_BOOTSTRAP_TIMEOUT_MS", timeout_ms, 1);
+    if (r == 1) {
+      Bootstrap b(r, 2, UniqueId::from_hex(shared));
+      return check_collectives(b, out);
+    }
+    const UniqueId id = get_unique_id();
+    if (const int rc = first(id, out)) return rc;
+    publish(id.to_hex());
+    Bootstrap b(r, 2, id);
+    return check_collectives(b, out);
+  });
+  expect_all(res);
+}
 }  // namespace
 
 // A connection that never says hello (a port scan, a health check) before the job's ranks come: the join bound
 // must not start from it, and the root must not end (before 2026-12-06 it ended quietly one bound after that
 // connection, and the ranks then could not connect). The root closes the connection after the bound.
 TEST(BootstrapJoin, AConnectionThatNeverSaysHelloNeitherStartsNorEndsTheRoot) {
-  auto res = run_ranks(2, {}, true, [&](int r, const std::string& shared, const Publish& publish, std::string& out) {
-    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "500", 1);
-    if (r == 1) {
-      Bootstrap b(r, 2, UniqueId::from_hex(shared));
-      return check_collectives(b, out);
-    }
-    const UniqueId id = get_unique_id();
+  expect_join_after("500", [](const UniqueId& id, std::string& out) {
     const int stray = connect_to_ids_root(id);
     pollfd p{stray, POLLIN, 0};
     const auto t0 = std::chrono::steady_clock::now();
@@ -632,23 +628,14 @@ TEST(BootstrapJoin, AConnectionThatNeverSaysHelloNeitherStartsNorEndsTheRoot) {
     ::close(stray);
     if (!closed || s < 0.4) return out = "the root did not close a silent connection after its bound", 1;
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // well past the bound from that connection
-    publish(id.to_hex());
-    Bootstrap b(r, 2, id);
-    return check_collectives(b, out);
+    return 0;
   });
-  expect_all(res);
 }
 
 // A hello whose world size is over the limit is turned away with the reason (before: the root allocated its
 // tables for that world and its process ended in bad_alloc), and the job's own ranks then join.
 TEST(BootstrapJoin, AHelloWithAnEnormousWorldIsTurnedAwayNamingTheLimit) {
-  auto res = run_ranks(2, {}, true, [&](int r, const std::string& shared, const Publish& publish, std::string& out) {
-    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "5000", 1);
-    if (r == 1) {
-      Bootstrap b(r, 2, UniqueId::from_hex(shared));
-      return check_collectives(b, out);
-    }
-    const UniqueId id = get_unique_id();
+  expect_join_after("5000", [](const UniqueId& id, std::string& out) {
     const int fd = connect_to_ids_root(id);
     uint32_t head[4] = {0x4d4b4232u, 1u, 0u, 1u << 30};  // this build's magic, hello, rank 0 of 2^30
     uint64_t tail[3] = {0, 0, 0};                        // seq, job (the id's magic), body length
@@ -666,22 +653,15 @@ TEST(BootstrapJoin, AHelloWithAnEnormousWorldIsTurnedAwayNamingTheLimit) {
     ::close(fd);
     if (body.find("world size 1073741824 is over the limit of 1048576 ranks") == std::string::npos)
       return out = "reply: " + body, 1;
-    publish(id.to_hex());
-    Bootstrap b(r, 2, id);
-    return check_collectives(b, out);
+    return 0;
   });
-  expect_all(res);
 }
 
 // A rank's data over the bootstrap's message limit: that rank says so and every other rank hears it at once
 // (before: the root closed that rank's connection without a word; it blamed the root, the others timed out).
 TEST(BootstrapFailure, ARanksDataOverTheLimitFailsEveryRankNamingIt) {
   const int W = 3;
-  const int port = free_port();
-  auto res = run_ranks(W, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
-    setenv("MK_BOOTSTRAP_TIMEOUT_MS", "20000", 1);
-    set_env_launch(r, W, port);
-    Bootstrap b(*detect_launch());
+  expect_joined(W, "20000", [&](int r, Bootstrap& b, std::string& out) {
     if (r == 1) {
       const std::string big((size_t{1} << 30) - 0xffff - 1, 'x');  // one byte over
       return expect_error_within(5.0, [&] { b.allgather(big, "the big exchange"); },
@@ -690,7 +670,6 @@ TEST(BootstrapFailure, ARanksDataOverTheLimitFailsEveryRankNamingIt) {
     return expect_error_within(5.0, [&] { b.allgather("x", "the big exchange"); },
                                {"rank 1 left the job", "over the bootstrap's limit"}, out);
   });
-  expect_all(res);
 }
 
 // A LaunchInfo made by hand is checked before any socket: a rank outside the world, a world over the limit, a
