@@ -18,18 +18,16 @@ struct RelaxedCapture {
   RelaxedCapture& operator=(const RelaxedCapture&) = delete;
 };
 
-// "device memory of GPU d", "managed memory", "host memory", "no allocation": what p is, and its device (-1 for
-// host or none), from the runtime's pointer attributes.
-std::string kind_of(const void* p, int* dev, bool* usable, int device) {
+// "memory of CUDA device d", "managed memory", "host memory", ...: what p is, from the runtime's pointer
+// attributes; *usable when a kernel of `device` may take it.
+std::string kind_of(const void* p, bool* usable, int device) {
   cudaPointerAttributes a{};
   const cudaError_t e = cudaPointerGetAttributes(&a, p);
   if (e != cudaSuccess) {
     cudaGetLastError();  // (not left pending for the caller's next check)
-    *dev = -1;
     *usable = false;
     return cat("an address the CUDA runtime cannot describe (", cudaGetErrorString(e), ")");
   }
-  *dev = a.device;
   switch (a.type) {
     case cudaMemoryTypeDevice:
       *usable = a.device == device;
@@ -45,9 +43,8 @@ std::string kind_of(const void* p, int* dev, bool* usable, int device) {
       return "host memory, or an address no CUDA allocation covers";
   }
 }
-}  // namespace
 
-namespace {
+// What passed lately (the checks' memo: a loop passes the same buffers and streams); a process-wide ring.
 struct Seen {
   const void* p = nullptr;
   size_t bytes = 0;
@@ -56,32 +53,38 @@ struct Seen {
 std::mutex seen_mu;
 Seen seen[64];
 unsigned seen_next = 0;
+
+bool seen_lately(const void* p, size_t bytes, int device) {
+  std::lock_guard<std::mutex> g(seen_mu);
+  for (const Seen& s : seen)
+    if (s.p == p && s.bytes == bytes && s.device == device) return true;
+  return false;
+}
+
+void remember(const void* p, size_t bytes, int device) {
+  std::lock_guard<std::mutex> g(seen_mu);
+  seen[seen_next++ % 64] = Seen{p, bytes, device};
+}
 }  // namespace
 
 void check_device_pointer(const char* op, const char* what, const void* p, size_t bytes, int device) {
-  if (!p || bytes == 0) return;
-  {
-    std::lock_guard<std::mutex> g(seen_mu);
-    for (const Seen& s : seen)
-      if (s.p == p && s.bytes == bytes && s.device == device) return;
-  }
+  if (!p || bytes == 0 || seen_lately(p, bytes, device)) return;
   const RelaxedCapture relaxed;
   const char* last = static_cast<const char*>(p) + (bytes - 1);
   for (const void* q : {p, static_cast<const void*>(last)}) {
-    int dev = -1;
     bool usable = false;
-    const std::string kind = kind_of(q, &dev, &usable, device);
+    const std::string kind = kind_of(q, &usable, device);
     if (!usable)
       fail(op, ": ", what, " (", p, ", ", bytes, " bytes) must be device memory of this plan's GPU (CUDA device ",
            device, "), but ", q == p ? "it starts in " : "its last byte lies in ", kind,
            q == p ? "" : ": the buffer is shorter than the call's shape needs");
   }
-  std::lock_guard<std::mutex> g(seen_mu);
-  seen[seen_next++ % 64] = Seen{p, bytes, device};
+  remember(p, bytes, device);
 }
 
 void check_stream_device(const char* op, cudaStream_t stream, int device) {
   if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) return;
+  if (seen_lately(stream, 0, device)) return;  // (bytes 0: a stream's entry; every call asked otherwise)
   int dev = -1;
   cudaError_t e;
   {
@@ -104,6 +107,7 @@ void check_stream_device(const char* op, cudaStream_t stream, int device) {
   if (dev != device)
     fail(op, ": the stream belongs to CUDA device ", dev, ", this plan's GPU is device ", device,
          ": pass a stream made on device ", device);
+  remember(stream, 0, device);
 }
 
 }  // namespace mk

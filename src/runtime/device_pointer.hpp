@@ -18,7 +18,7 @@ void check_device_pointer(const char* op, const char* what, const void* p, size_
 
 // Throws mk::Error naming `op` unless `stream` belongs to CUDA device `device` (the legacy and per-thread default
 // streams belong to the current device, which the caller checked). A stream being captured is not asked (the
-// runtime refuses the question there, and invalidates the capture).
+// runtime refuses the question there, and invalidates the capture); one that passed lately is not asked again.
 void check_stream_device(const char* op, cudaStream_t stream, int device);
 
 }  // namespace mk
