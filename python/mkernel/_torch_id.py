@@ -37,12 +37,14 @@ def share_unique_id(group, make_id):
     ranks = tuple(dist.get_process_group_ranks(group if group is not None else dist.group.WORLD))
     if len(ranks) == 1:
         return make_id()
-    ms = knob_int("MK_BOOTSTRAP_TIMEOUT_MS")  # (a bad value raises here, before this call is counted)
+    if rank != 0:
+        ms = knob_int("MK_BOOTSTRAP_TIMEOUT_MS")  # (a bad value raises here, before this call is counted)
     n = _CALLS[ranks] = _CALLS.get(ranks, 0) + 1
     key = _key(ranks, n)
     store = dist.distributed_c10d._get_default_store()
     if rank == 0:
         try:
+            knob_int("MK_BOOTSTRAP_TIMEOUT_MS")  # rank 0's bad value is every rank's error, not its alone
             uid = make_id()
         except Exception as e:  # sent on: the other ranks would wait for the id until their bound
             msg = f"mkernel.init: rank 0 could not make the unique id: {e}"

@@ -1,7 +1,7 @@
 """mkernel.init's unique-id exchange (mkernel._torch_id) between two real processes on a gloo process group, on
-the CPU: every rank gets group rank 0's id, a later init a new one, rank 0's failure is every rank's, and a rank
-whose rank 0 never comes gives up after MK_BOOTSTRAP_TIMEOUT_MS naming it. Needs torch and the library (the
-knob), not a GPU."""
+the CPU: every rank gets group rank 0's id, a later init a new one, rank 0's failure (a bad knob among them) is
+every rank's, and a rank whose rank 0 never comes gives up after MK_BOOTSTRAP_TIMEOUT_MS naming it. Needs torch and
+the library (the knob), not a GPU."""
 import datetime
 import os
 import queue
@@ -58,6 +58,15 @@ def _scenarios(rank, port, results, rank0_done):
         out.append("no error")
     except mkernel.MkernelError as e:
         out.append(str(e))
+    if rank == 0:  # a bad knob on rank 0 alone: its error reaches rank 1 too (rank 1 would wait its bound)
+        os.environ["MK_BOOTSTRAP_TIMEOUT_MS"] = "soon"
+    t0 = time.monotonic()
+    try:
+        _torch_id.share_unique_id(None, _ids(b"k"))
+        out.append("no error")
+    except mkernel.MkernelError as e:
+        out.append((str(e), time.monotonic() - t0))
+    os.environ["MK_BOOTSTRAP_TIMEOUT_MS"] = "1500"
     sub = dist.new_group([1])  # a group of one: its rank makes its own id, no wait
     if rank == 1:
         out.append(_torch_id.share_unique_id(sub, lambda: b"s" * 128))
@@ -110,11 +119,15 @@ def test_ranks_share_rank_0s_id_and_a_missing_rank_0_is_named():
     for r in (0, 1):
         assert got[r][0] == b"a" * 128 and got[r][1] == b"b" * 128, (r, got[r][:2])
         assert "rank 0 could not make the unique id: no interface to listen on" in got[r][2], got[r][2]
+        msg, waited = got[r][3]
+        assert "rank 0 could not make the unique id: " in msg and "MK_BOOTSTRAP_TIMEOUT_MS='soon'" in msg, msg
+        assert waited < 1.0, waited  # sent, not waited out
+        got[r] = got[r][:3] + got[r][4:]
     assert got[0][3] == "mkernel.init: this process is not a member of `group`"
     assert got[1][3] == b"s" * 128
     msg, waited = got[1][4]
     assert "rank 1 of 2 waited 1500 ms (MK_BOOTSTRAP_TIMEOUT_MS) for group rank 0 (global rank 0)" in msg, msg
-    assert "init #4 on this group" in msg, msg
+    assert "init #5 on this group" in msg, msg
     assert 1.0 < waited < 20, waited
     assert got[0][4] == got[1][5] == b"d" * 128, (got[0][4:], got[1][5:])
 
