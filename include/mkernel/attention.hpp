@@ -11,7 +11,10 @@
 // seq_q]. head_dim 64 or 128; pointers 16-byte aligned. causal: query i
 // sees keys j <= i + seq_kv - seq_q (bottom-right aligned, as
 // FlashAttention); a query that sees no key gets out 0 and lse -inf.
-// Runs on the current CUDA device, on `stream`; no host synchronisation.
+// Runs on the current CUDA device, on `stream`; no host synchronisation. The
+// tensors (and a given workspace) must be that device's or managed memory to
+// their last byte, and `stream` its stream: anything else is refused by name
+// before anything is queued (best-effort, memoised as mkernel/tp.hpp says).
 //
 // Under a causal mask the CTAs claim their work units from a counter zeroed
 // per call (MK_ATTN_UNITS, include/mkernel/knob_list.inc), kept in the

@@ -4,7 +4,11 @@
 //   out[m x n] = a[m x k] * b[n x k]^T     bf16 in/out, fp32 accumulation
 //
 // b is in torch.nn.Linear's weight layout. Any m >= 1; n and k multiples of
-// 64; a, b, out 16-byte aligned. Runs on the current CUDA device. Where the
+// 64; a, b, out 16-byte aligned. Runs on the current CUDA device: a, b, out
+// (and a given workspace) must be its device or managed memory to the last
+// byte the shape needs, and the stream its stream; host memory, another GPU's
+// or a buffer that ends early is refused by name before anything is queued
+// (best-effort, memoised as the TP plans' checks: mkernel/tp.hpp). Where the
 // last wave of 128 x 256 tiles is short (at most half the SMs, k >= 4096),
 // those tiles are computed in halves of k on two SMs, with scratch from a
 // stream-ordered memory pool of the library's own, or in the caller's

@@ -13,6 +13,10 @@
 // chunks r and 2W - 1 - r of 2W equal chunks of the sequence; see
 // mkernel.zigzag_shard), non-causal plans any layout (rank r's tokens are
 // taken as [r s_local, (r + 1) s_local) but no result depends on it).
+// run() refuses, by name and before anything is queued, a tensor that is not
+// device or managed memory of the plan's GPU to its last byte, or a stream of
+// another GPU (as the TP plans: mkernel/tp.hpp; the refusal is this rank's
+// alone, the other ranks' calls wait for it until MK_TIMEOUT_MS).
 #pragma once
 
 #include <cuda_runtime_api.h>

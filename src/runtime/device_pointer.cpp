@@ -75,7 +75,7 @@ void check_device_pointer(const char* op, const char* what, const void* p, size_
     bool usable = false;
     const std::string kind = kind_of(q, &usable, device);
     if (!usable)
-      fail(op, ": ", what, " (", p, ", ", bytes, " bytes) must be device memory of this plan's GPU (CUDA device ",
+      fail(op, ": ", what, " (", p, ", ", bytes, " bytes) must be device memory of the call's GPU (CUDA device ",
            device, "), but ", q == p ? "it starts in " : "its last byte lies in ", kind,
            q == p ? "" : ": the buffer is shorter than the call's shape needs");
   }
@@ -105,7 +105,7 @@ void check_stream_device(const char* op, cudaStream_t stream, int device) {
          cudaGetErrorString(e), ")");
   }
   if (dev != device)
-    fail(op, ": the stream belongs to CUDA device ", dev, ", this plan's GPU is device ", device,
+    fail(op, ": the stream belongs to CUDA device ", dev, ", the call's GPU is device ", device,
          ": pass a stream made on device ", device);
   remember(stream, 0, device);
 }

@@ -104,6 +104,8 @@ struct Buf {
     EXPECT_EQ(cudaMemset(p, 0, bytes ? bytes : 16), cudaSuccess);
   }
   ~Buf() { cudaFree(p); }
+  Buf(const Buf&) = delete;  // (a copy would free the memory twice)
+  Buf& operator=(const Buf&) = delete;
   template <class T>
   T* as() const { return static_cast<T*>(p); }
 };

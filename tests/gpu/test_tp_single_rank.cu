@@ -20,6 +20,7 @@
 #include "src/ops/gemm/gemm_host.hpp"
 #include "tests/dist/tp_test_util.hpp"  // error_of
 #include "tests/gpu/gemm_test_util.cuh"
+#include "tests/gpu/half_mapped.hpp"
 #include "tests/test_comm.hpp"
 #include "tests/test_env.hpp"
 
@@ -179,42 +180,6 @@ TEST_P(TpSingleRank, ARefusedCudaCallLeavesNoErrorForTheNextRun) {
   expect_near(out.p, ref.as<float>(), kM, kN, std::string("AgGemm after the refused calls, ") + GetParam());
 }
 
-// Device memory whose mapping ends early: 2 granules of address space, the first one mapped (driver VMM, through
-// the runtime's entry points as the library fetches them); `end` is the first unmapped byte.
-struct HalfMapped {
-  CUdeviceptr va = 0;
-  size_t gran = 0;
-  CUmemGenericAllocationHandle h = 0;
-  char* end = nullptr;
-  template <typename F>
-  static F entry(const char* name) {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    EXPECT_EQ(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q), cudaSuccess) << name;
-    return reinterpret_cast<F>(p);
-  }
-  HalfMapped() {
-    int dev = 0;
-    cudaGetDevice(&dev);
-    CUmemAllocationProp prop{};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, dev};
-    entry<decltype(&cuMemGetAllocationGranularity)>("cuMemGetAllocationGranularity")(
-        &gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-    EXPECT_EQ(entry<decltype(&cuMemAddressReserve)>("cuMemAddressReserve")(&va, 2 * gran, gran, 0, 0), CUDA_SUCCESS);
-    EXPECT_EQ(entry<decltype(&cuMemCreate)>("cuMemCreate")(&h, gran, &prop, 0), CUDA_SUCCESS);
-    EXPECT_EQ(entry<decltype(&cuMemMap)>("cuMemMap")(va, gran, 0, h, 0), CUDA_SUCCESS);
-    CUmemAccessDesc acc{{CU_MEM_LOCATION_TYPE_DEVICE, dev}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    EXPECT_EQ(entry<decltype(&cuMemSetAccess)>("cuMemSetAccess")(va, gran, &acc, 1), CUDA_SUCCESS);
-    end = reinterpret_cast<char*>(va) + gran;
-  }
-  ~HalfMapped() {
-    entry<decltype(&cuMemUnmap)>("cuMemUnmap")(va, gran);
-    entry<decltype(&cuMemRelease)>("cuMemRelease")(h);
-    entry<decltype(&cuMemAddressFree)>("cuMemAddressFree")(va, 2 * gran);
-  }
-};
-
 // Raw pointers that are not this GPU's memory are refused by name before anything is enqueued (the Python layer
 // checks its tensors; a C++ or C ABI caller's host pointer faulted inside the kernel before 2026-12-06): pageable
 // and page-locked host memory as any argument, and a buffer whose last byte lies past its mapping. The plans
@@ -234,7 +199,7 @@ TEST_P(TpSingleRank, PointersThatAreNotThisGpusMemoryAreRefusedBeforeAnyLaunch) 
   const auto refused = [&](const std::function<void()>& call, const std::string& what, const std::string& why) {
     const std::string e = error_of(call);
     EXPECT_NE(e.find(what + " ("), std::string::npos) << e;
-    EXPECT_NE(e.find("must be device memory of this plan's GPU"), std::string::npos) << e;
+    EXPECT_NE(e.find("must be device memory of the call's GPU"), std::string::npos) << e;
     EXPECT_NE(e.find(why), std::string::npos) << e;
   };
   const std::string host = "it starts in host memory", locked = "it starts in host memory (page-locked)";

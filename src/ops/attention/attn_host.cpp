@@ -12,6 +12,7 @@
 #include "mkernel/knobs.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
 #include "src/runtime/cuda_driver.hpp"
+#include "src/runtime/device_pointer.hpp"
 #include "src/runtime/stream_scratch.hpp"
 
 namespace mk::attn {
@@ -141,6 +142,12 @@ AttnParams make_params(const AttentionArgs& a, int block_n, const char* op) {
         fail(op, ": the workspace overlaps ", t.name, " (it holds the call's work counter while the kernel runs)");
   const int sms = gemm::num_sms();
   if (a.num_ctas < 0 || a.num_ctas > sms) fail(op, ": num_ctas must be in [0, ", sms, "] (got ", a.num_ctas, ")");
+  // Memory of the GPU the kernel runs on (the current one; RingAttention checked that it is its communicator's):
+  // host memory or another GPU's would fault inside the kernel, leaving the context unusable.
+  int device = -1;
+  MK_CUDA_CHECK(cudaGetDevice(&device));
+  for (const Tensor& t : tensors) check_device_pointer(op, t.name, t.p, static_cast<size_t>(t.bytes), device);
+  if (a.workspace) check_device_pointer(op, "workspace", a.workspace, a.workspace_bytes, device);
 
   AttnParams p{};
   p.q = q_map(a.q, a.batch, a.seq_q, a.heads, a.head_dim, "q");
@@ -231,6 +238,9 @@ size_t attention_workspace_bytes(const AttentionArgs& args) { return claims(args
 
 void attention_fwd(const AttentionArgs& args, cudaStream_t stream) {
   attn::AttnParams p = attn::make_params(args);
+  int device = -1;
+  MK_CUDA_CHECK(cudaGetDevice(&device));
+  check_stream_device("attention", stream, device);
   // Work units claimed from a counter zeroed per call, in the caller's workspace or the library's pool, or walked
   // statically (inside a graph capture without a workspace: StreamScratch is empty there). Then their order
   // (MK_ATTN_GROUP_HEADS; default_group_heads). The knobs are read before anything is queued.

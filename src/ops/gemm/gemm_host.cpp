@@ -16,6 +16,7 @@
 #include "mkernel/knobs.hpp"
 #include "src/runtime/cuda_driver.hpp"
 #include "src/runtime/device_health.hpp"
+#include "src/runtime/device_pointer.hpp"
 #include "src/runtime/device_support.hpp"
 #include "src/runtime/stream_scratch.hpp"
 
@@ -225,11 +226,31 @@ int64_t last_split_tiles() { return t_last_split; }
 void set_last_split_tiles(int64_t v) { t_last_split = v; }
 }  // namespace gemm
 
+namespace {
+
+// The caller's pointers and stream on the current device (the GEMM runs there): host memory or another GPU's
+// would fault inside the kernel (or, with peer access on, be read over the link without a word).
+void check_memory(const char* op, const void* a, int64_t a_bytes, const void* b, int64_t b_bytes, const void* out,
+                  int64_t out_bytes, const void* ws, size_t ws_bytes, cudaStream_t stream) {
+  int device = -1;
+  MK_CUDA_CHECK(cudaGetDevice(&device));
+  check_device_pointer(op, "a", a, static_cast<size_t>(a_bytes), device);
+  check_device_pointer(op, "b", b, static_cast<size_t>(b_bytes), device);
+  check_device_pointer(op, "out", out, static_cast<size_t>(out_bytes), device);
+  if (ws) check_device_pointer(op, "workspace", ws, ws_bytes, device);
+  check_stream_device(op, stream, device);
+}
+
+}  // namespace
+
 void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
   gemm::GemmParams p = gemm::make_params(
       gemm::Operands{.a = args.a, .b = args.b, .out = args.out, .m = args.m, .n = args.n, .k = args.k, .ldo = args.ldo},
       args.num_compute_ctas);
   if (args.swizzle < 0) fail("gemm: swizzle must be >= 0 (got ", args.swizzle, ")");
+  const int64_t ldo = args.ldo ? args.ldo : args.n;
+  check_memory("gemm", args.a, args.m * args.k * 2, args.b, args.n * args.k * 2, args.out,
+               ((args.m - 1) * ldo + args.n) * 2, args.workspace, args.workspace_bytes, stream);
   // out is written while other tiles still read a and b: no byte in common (its rows span ldo elements).
   const auto span = [](const void* p, int64_t rows, int64_t ld, int64_t cols) {
     return std::pair<uintptr_t, uintptr_t>{reinterpret_cast<uintptr_t>(p),
@@ -298,6 +319,8 @@ void grouped_gemm_bf16(const GroupedGemmArgs& args, cudaStream_t stream) {
   gemm::GemmParams p = gemm::make_params(gemm::Operands{.a = args.a, .b = args.b, .out = args.out, .m = total,
                                                         .n = args.n, .k = args.k, .num_groups = g},
                                          args.num_compute_ctas);
+  check_memory("grouped gemm", args.a, total * args.k * 2, args.b, int64_t(g) * args.n * args.k * 2, args.out,
+               total * args.n * 2, args.workspace, grouped_gemm_workspace_bytes(g), stream);
   const int64_t all = sched::build_group_tiles(args.m_per_group, g, gemm::kBlockM, p.sched.n_blocks, tiles.data());
   if (all == 0) return;  // every group empty: nothing to compute
   auto* ws_tiles = static_cast<int64_t*>(args.workspace);

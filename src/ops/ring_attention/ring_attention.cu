@@ -24,6 +24,7 @@
 #include "src/ops/ag_gemm/tp_plan.hpp"
 #include "src/ops/attention/attn_host.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
+#include "src/runtime/device_pointer.hpp"
 #include "src/runtime/reported_wait.hpp"
 
 namespace mk {
@@ -195,6 +196,7 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
   // Validates pointers, alignment, aliasing; own K/V as map 0; the kernel's key blocks (block_n_side: it
   // runs the K/V push in the engine's producer warpgroup, attn_engine.cuh Regs).
   attn::AttnParams p = attn::make_params(a, attn::block_n_side(static_cast<int>(head_dim_)), "RingAttention");
+  check_stream_device("RingAttention", stream, comm_.device());
   // A call on another stream waits for the previous one (mkernel/launch_order.hpp); its span
   // records this call's end when run() returns or throws.
   LaunchOrder::Call call = order_.begin(stream);
