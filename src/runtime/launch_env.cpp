@@ -21,7 +21,9 @@ std::optional<int> get_int(const EnvLookup& env, const char* name, bool required
   errno = 0;
   char* end = nullptr;
   long x = std::strtol(v->c_str(), &end, 10);
-  if (errno != 0 || end == v->c_str() || *end != '\0' || x < 0 || x > (1 << 30))
+  // digits only: strtol alone also takes leading spaces and a sign (" 1", "+1"), which no launcher writes
+  const bool digits = (*v)[0] >= '0' && (*v)[0] <= '9';
+  if (!digits || errno != 0 || end == v->c_str() || *end != '\0' || x < 0 || x > (1 << 30))
     fail("launcher variable ", name, "='", *v, "' is not a non-negative integer");
   return static_cast<int>(x);
 }

@@ -304,6 +304,11 @@ TEST(LaunchEnv, MalformedValuesAreErrors) {
   EXPECT_EQ(expect_error([] { detect_launch(env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "x"}})); },
                          {"SLURM_NTASKS"}),
             "");
+  for (const char* rank : {" 1", "+1", "1 ", "-0"})  // digits only, as a launcher writes them
+    EXPECT_EQ(expect_error([&] { detect_launch(env_of({{"RANK", rank}, {"WORLD_SIZE", "2"}})); },
+                           {"launcher variable RANK='", "is not a non-negative integer"}),
+              "")
+        << "RANK='" << rank << "'";
   EXPECT_EQ(expect_error(
                 [] {
                   detect_launch(
