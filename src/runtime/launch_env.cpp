@@ -120,6 +120,7 @@ std::string slurm_first_host(const std::string& nodelist) {
     char c = nodelist[i];
     if (c == '[') ++depth;
     if (c == ']') --depth;
+    if (depth < 0 || depth > 1) fail("malformed Slurm nodelist '", nodelist, "' (unbalanced or nested brackets)");
     if (c == ',' && depth == 0) {
       end = i;
       break;

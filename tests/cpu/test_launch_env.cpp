@@ -193,6 +193,8 @@ TEST(LaunchEnv, SlurmHostlists) {
   EXPECT_EQ(slurm_first_host("r[7]-n[3,5]-ib"), "r7-n3-ib");
   EXPECT_EQ(expect_error([] { slurm_first_host("a[]"); }, {"malformed"}), "");
   EXPECT_EQ(expect_error([] { slurm_first_host("a[1-4"); }, {"malformed"}), "");
+  for (const char* bad : {"a]b,c", "a[1]]", "a[[1]]", "]a"})  // (before 2026-12-06 "a]b,c" gave host "a]b,c")
+    EXPECT_EQ(expect_error([&] { slurm_first_host(bad); }, {"malformed Slurm nodelist", "brackets"}), "") << bad;
 }
 
 // RANK / WORLD_SIZE left in the environment from another launch, under mpirun or srun: an error naming both,
