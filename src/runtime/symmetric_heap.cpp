@@ -236,7 +236,10 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
   // Numbered before anything here can throw on one rank alone: the number tags the fd exchange and identifies
   // the buffer in free()'s exchange, so it must advance on every rank alike.
   const auto id = next_id_++;
-  const DeviceScope on(device_);  // (the caller's current device restored)
+  // The caller's current device restored at the end; a failed switch to this one is thrown inside the
+  // allocation's try below, so that every rank fails at this call with it (not this rank alone, the others
+  // left waiting in the exchange until the bootstrap's bound).
+  const DeviceScope on(device_, std::nothrow);
   auto a = std::make_unique<Alloc>();
   a->buf.bytes = bytes;
   a->buf.local_rank = topo_.local_rank;
@@ -267,6 +270,7 @@ SymmetricBuffer* SymmetricHeap::alloc(size_t bytes) {
   };
   std::string mine = kOk;
   try {
+    MK_CUDA_CHECK(cudaSetDevice(device_));
     if (mode_ == Mode::Vmm)
       vmm_create(*a, bytes);
     else
