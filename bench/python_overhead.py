@@ -83,29 +83,29 @@ def _tp_rows(comm):
          per_call_us(lambda: mkernel.gemm_rs(x, b, comm, out=rs_out))),
         ("mkernel.gemm_rs(a, b, comm)  (allocates out)", per_call_us(lambda: mkernel.gemm_rs(x, b, comm))),
         ("torch.ops.mkernel.gemm_rs_out  (dispatcher)", per_call_us(lambda: torch.ops.mkernel.gemm_rs_out(x, b, key, rs_out))),
-        ("GemmRs plan run via the C ABI (ctypes, no checks)",
+        ("GemmRs plan run via the C ABI (ctypes, no Python checks)",
          per_call_us(lambda: lib.mk_gemm_rs_run(rs_plan._h, x.data_ptr(), b.data_ptr(), rs_out.data_ptr(), stream))),
         ("mkernel.gemm_ar(a, b, comm, out=out)  (eager, validated)",
          per_call_us(lambda: mkernel.gemm_ar(x, b, comm, out=ar_out))),
-        ("GemmAr plan run via the C ABI (ctypes, no checks)",
+        ("GemmAr plan run via the C ABI (ctypes, no Python checks)",
          per_call_us(lambda: lib.mk_gemm_ar_run(ar_plan._h, x.data_ptr(), b.data_ptr(), ar_out.data_ptr(), stream))),
         ("mkernel.ag_gemm(a_local, b, comm, out=out)  (eager, validated)",
          per_call_us(lambda: mkernel.ag_gemm(xl, b, comm, out=ag_out))),
-        ("AgGemm plan run via the C ABI (ctypes, no checks)",
+        ("AgGemm plan run via the C ABI (ctypes, no Python checks)",
          per_call_us(lambda: lib.mk_ag_gemm_run(ag_plan._h, xl.data_ptr(), b.data_ptr(), ag_out.data_ptr(), None,
                                                 stream))),
         # The standalone collectives (the same plans' collective entry points).
         ("mkernel.all_gather(a_local, comm, out=out)  (eager, validated)",
          per_call_us(lambda: mkernel.all_gather(xl, comm, out=ag_out))),
-        ("AgGemm all_gather via the C ABI (ctypes, no checks)",
+        ("AgGemm all_gather via the C ABI (ctypes, no Python checks)",
          per_call_us(lambda: lib.mk_ag_gemm_all_gather(ag_plan._h, xl.data_ptr(), ag_out.data_ptr(), stream))),
         ("mkernel.reduce_scatter(x, comm, out=out)  (eager, validated)",
          per_call_us(lambda: mkernel.reduce_scatter(x, comm, out=rs_out))),
-        ("GemmRs reduce_scatter via the C ABI (ctypes, no checks)",
+        ("GemmRs reduce_scatter via the C ABI (ctypes, no Python checks)",
          per_call_us(lambda: lib.mk_gemm_rs_reduce_scatter(rs_plan._h, x.data_ptr(), rs_out.data_ptr(), stream))),
         ("mkernel.all_reduce(x, comm, out=out)  (eager, validated)",
          per_call_us(lambda: mkernel.all_reduce(x, comm, out=ar_out))),
-        ("GemmAr all_reduce via the C ABI (ctypes, no checks)",
+        ("GemmAr all_reduce via the C ABI (ctypes, no Python checks)",
          per_call_us(lambda: lib.mk_gemm_ar_all_reduce(ar_plan._h, x.data_ptr(), ar_out.data_ptr(), stream))),
     ]
     # Ring attention, tiny (B 1, S_local 128, 1 head, D 64): the eager call (validated, cached plan) against
@@ -116,7 +116,7 @@ def _tp_rows(comm):
     rows += [
         ("mkernel.ring_attention(q, k, v, comm, out=, lse=)  (eager, validated)",
          per_call_us(lambda: mkernel.ring_attention(q, k, v, comm, out=o, lse=lse))),
-        ("RingAttention plan run via the C ABI (ctypes, no checks)",
+        ("RingAttention plan run via the C ABI (ctypes, no Python checks)",
          per_call_us(lambda: lib.mk_ring_attn_run(ring_plan._h, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
                                                   lse.data_ptr(), stream))),
     ]
@@ -136,7 +136,7 @@ def attention_rows(breakdown=False):
     rows = [
         ("mkernel.attention(q, k, v, out=, lse=)  (eager, validated)",
          per_call_us(lambda: mkernel.attention(q, k, v, out=o, lse=lse))),
-        ("mk_attention_fwd via the C ABI (ctypes, no checks)",
+        ("mk_attention_fwd via the C ABI (ctypes, no Python checks)",
          per_call_us(lambda: lib.mk_attention_fwd(*ptrs, 1, 128, 128, 1, 1, 64, 0, 0.0, 0, stream))),
         # Causal calls claim their units from a counter in per-call scratch (pool allocation, memset, free):
         # the same call with the units walked statically (MK_ATTN_UNITS, read per call) is the difference.
@@ -196,7 +196,7 @@ def main():
          per_call_us(lambda: torch.ops.mkernel.gemm_out(a, b, out, CTAS))),
         # (the library's entry point through ctypes, as the plans' rows below; mkernel.gemm_ptr checks its
         # arguments' types and ranges since 2026-12-05, session 42: it is a row of its own)
-        ("mk_gemm_bf16  (C ABI via ctypes, no checks)",
+        ("mk_gemm_bf16  (C ABI via ctypes, no Python checks)",
          per_call_us(lambda: lib.mk_gemm_bf16(pa, pb, po, 64, 64, 64, 0, CTAS, stream))),
         ("mkernel.gemm_ptr  (C ABI via ctypes, arguments checked)",
          per_call_us(lambda: mkernel.gemm_ptr(pa, pb, po, 64, 64, 64, 0, CTAS, stream))),
