@@ -37,10 +37,12 @@ def share_unique_id(group, make_id):
     ranks = tuple(dist.get_process_group_ranks(group if group is not None else dist.group.WORLD))
     if len(ranks) == 1:
         return make_id()
-    if rank != 0:
-        ms = knob_int("MK_BOOTSTRAP_TIMEOUT_MS")  # (a bad value raises here, before this call is counted)
+    # Counted on every rank before anything can raise: a rank whose own knob is bad has used up call n as rank 0
+    # has, so that a retry meets rank 0 at n + 1 (not counting it put the ranks' keys out of step for good).
     n = _CALLS[ranks] = _CALLS.get(ranks, 0) + 1
     key = _key(ranks, n)
+    if rank != 0:
+        ms = knob_int("MK_BOOTSTRAP_TIMEOUT_MS")
     store = dist.distributed_c10d._get_default_store()
     if rank == 0:
         try:

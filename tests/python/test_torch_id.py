@@ -66,7 +66,14 @@ def _scenarios(rank, port, results, rank0_done):
         out.append("no error")
     except mkernel.MkernelError as e:
         out.append((str(e), time.monotonic() - t0))
+    os.environ["MK_BOOTSTRAP_TIMEOUT_MS"] = "60s"  # the same bad value on every rank: each raises; the retry meets
+    try:
+        _torch_id.share_unique_id(None, _ids(b"z"))
+        out.append("no error")
+    except mkernel.MkernelError as e:
+        out.append(str(e))
     os.environ["MK_BOOTSTRAP_TIMEOUT_MS"] = "1500"
+    out.append(_torch_id.share_unique_id(None, _ids(b"r")))
     sub = dist.new_group([1])  # a group of one: its rank makes its own id, no wait
     if rank == 1:
         out.append(_torch_id.share_unique_id(sub, lambda: b"s" * 128))
@@ -122,12 +129,14 @@ def test_ranks_share_rank_0s_id_and_a_missing_rank_0_is_named():
         msg, waited = got[r][3]
         assert "rank 0 could not make the unique id: " in msg and "MK_BOOTSTRAP_TIMEOUT_MS='soon'" in msg, msg
         assert waited < 1.0, waited  # sent, not waited out
-        got[r] = got[r][:3] + got[r][4:]
+        assert "MK_BOOTSTRAP_TIMEOUT_MS='60s'" in got[r][4], got[r][4]
+        assert got[r][5] == b"r" * 128, (r, got[r][5])  # the ranks' calls still in step after their errors
+        got[r] = got[r][:3] + got[r][6:]
     assert got[0][3] == "mkernel.init: this process is not a member of `group`"
     assert got[1][3] == b"s" * 128
     msg, waited = got[1][4]
     assert "rank 1 of 2 waited 1500 ms (MK_BOOTSTRAP_TIMEOUT_MS) for group rank 0 (global rank 0)" in msg, msg
-    assert "init #5 on this group" in msg, msg
+    assert "init #7 on this group" in msg, msg
     assert 1.0 < waited < 20, waited
     assert got[0][4] == got[1][5] == b"d" * 128, (got[0][4:], got[1][5:])
 
