@@ -12,8 +12,8 @@
 // sees keys j <= i + seq_kv - seq_q (bottom-right aligned, as
 // FlashAttention); a query that sees no key gets out 0 and lse -inf.
 // Runs on the current CUDA device, on `stream`; no host synchronisation. The
-// tensors (and a given workspace) must be that device's or managed memory to
-// their last byte, and `stream` its stream: anything else is refused by name
+// tensors (and a workspace the call uses) must be that device's or managed
+// memory to their last byte, and `stream` its stream: anything else is refused by name
 // before anything is queued (best-effort, memoised as mkernel/tp.hpp says).
 //
 // Under a causal mask the CTAs claim their work units from a counter zeroed

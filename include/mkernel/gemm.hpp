@@ -5,8 +5,8 @@
 //
 // b is in torch.nn.Linear's weight layout. Any m >= 1; n and k multiples of
 // 64; a, b, out 16-byte aligned. Runs on the current CUDA device: a, b, out
-// (and a given workspace) must be its device or managed memory to the last
-// byte the shape needs, and the stream its stream; host memory, another GPU's
+// (and a workspace the call uses) must be its device or managed memory to the
+// last byte the call needs, and the stream its stream; host memory, another GPU's
 // or a buffer that ends early is refused by name before anything is queued
 // (best-effort, memoised as the TP plans' checks: mkernel/tp.hpp). Where the
 // last wave of 128 x 256 tiles is short (at most half the SMs, k >= 4096),

@@ -74,7 +74,20 @@ TEST_F(RawPointers, TheStandaloneGemmsRefuseMemoryThatIsNotTheGpus) {
   expect_refused(gemm(bad.pageable, b.p, out.p, nullptr, 0), "gemm: a", kHost, out, poisoned, m * n);
   expect_refused(gemm(a.p, bad.pinned, out.p, nullptr, 0), "gemm: b", kLocked, out, poisoned, m * n);
   expect_refused(gemm(a.p, b.p, bad.short_dev, nullptr, 0), "gemm: out", kPast, out, poisoned, m * n);
-  expect_refused(gemm(a.p, b.p, out.p, bad.pinned, 4096), "gemm: workspace", kLocked, out, poisoned, m * n);
+  {  // a workspace is checked where the call uses it: at k 4096 two tiles are split, at k 128 nothing is
+    constexpr int64_t k2 = 4096;
+    Buf a2(m * k2 * 2), b2(n * k2 * 2);
+    const mk::GemmArgs split{.a = a2.p, .b = b2.p, .out = out.p, .m = m, .n = n, .k = k2, .workspace = bad.pinned,
+                             .workspace_bytes = 1 << 20};
+    ASSERT_GT(mk::gemm_workspace_bytes(split), 0u) << "this shape splits no tile: the test shows nothing";
+    ASSERT_LE(mk::gemm_workspace_bytes(split), size_t(1) << 20);
+    expect_refused([&] { mk::gemm_bf16(split); }, "gemm: workspace", kLocked, out, poisoned, m * n);
+    ASSERT_EQ(mk::gemm_workspace_bytes(mk::GemmArgs{.m = m, .n = n, .k = k}), 0u);
+    gemm(a.p, b.p, out.p, bad.pinned, 4096)();  // (ignored: nothing split)
+    reference(a.p, b.p, ref.as<float>(), m, n, k);
+    expect_near(out.p, ref.as<float>(), m, n, "gemm with a workspace it does not use");
+    poison(out.p, m * n);
+  }
   const int32_t rows[2] = {m / 2, m / 2};
   const auto grouped = [&](const void* pa, const void* pb, void* po, void* pws) {
     return [=, &rows] {
@@ -133,6 +146,10 @@ TEST(RawPointersAttention, TheOneGpuAttentionRefusesMemoryThatIsNotTheGpus) {
   };
   float* lse = t.lse.as<float>();
   const int64_t n = AttnBufs::kElems;
+  ASSERT_GT(mk::attention_workspace_bytes(mk::AttentionArgs{.batch = AttnBufs::kB, .seq_q = AttnBufs::kS,
+                                                            .heads = AttnBufs::kH, .head_dim = AttnBufs::kD,
+                                                            .causal = true}),
+            0u) << "a causal call claims no units (MK_ATTN_UNITS): the workspace case shows nothing";
   expect_refused(call(bad.pinned, t.k.p, t.out.p, lse, nullptr, 0), "attention: q", kLocked, t.out, t.poisoned, n);
   expect_refused(call(t.q.p, bad.pageable, t.out.p, lse, nullptr, 0), "attention: k", kHost, t.out, t.poisoned, n);
   // lse needs 2 KiB; 1 KiB of it mapped

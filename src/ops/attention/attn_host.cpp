@@ -147,7 +147,6 @@ AttnParams make_params(const AttentionArgs& a, int block_n, const char* op) {
   int device = -1;
   MK_CUDA_CHECK(cudaGetDevice(&device));
   for (const Tensor& t : tensors) check_device_pointer(op, t.name, t.p, static_cast<size_t>(t.bytes), device);
-  if (a.workspace) check_device_pointer(op, "workspace", a.workspace, a.workspace_bytes, device);
 
   AttnParams p{};
   p.q = q_map(a.q, a.batch, a.seq_q, a.heads, a.head_dim, "q");
@@ -246,6 +245,9 @@ void attention_fwd(const AttentionArgs& args, cudaStream_t stream) {
   // (MK_ATTN_GROUP_HEADS; default_group_heads). The knobs are read before anything is queued.
   const bool claim = claims(p.causal);
   const int64_t group = knob_int(Knob::MK_ATTN_GROUP_HEADS);
+  // the workspace where the call uses it, over the bytes it uses (a smaller one: StreamScratch says)
+  if (claim && args.workspace && args.workspace_bytes >= kCounterBytes)
+    check_device_pointer("attention", "workspace", args.workspace, kCounterBytes, device);
   std::optional<StreamScratch> counter;
   if (claim)
     counter.emplace(kCounterBytes, 0, kCounterBytes, stream, "attention's unit counter", args.workspace,

@@ -229,16 +229,17 @@ void set_last_split_tiles(int64_t v) { t_last_split = v; }
 namespace {
 
 // The caller's pointers and stream on the current device (the GEMM runs there): host memory or another GPU's
-// would fault inside the kernel (or, with peer access on, be read over the link without a word).
-void check_memory(const char* op, const void* a, int64_t a_bytes, const void* b, int64_t b_bytes, const void* out,
-                  int64_t out_bytes, const void* ws, size_t ws_bytes, cudaStream_t stream) {
+// would fault inside the kernel (or, with peer access on, be read over the link without a word). A workspace is
+// checked where the call uses it, over the bytes it uses (one it ignores may be anything). Returns the device.
+int check_memory(const char* op, const void* a, int64_t a_bytes, const void* b, int64_t b_bytes, const void* out,
+                 int64_t out_bytes, cudaStream_t stream) {
   int device = -1;
   MK_CUDA_CHECK(cudaGetDevice(&device));
   check_device_pointer(op, "a", a, static_cast<size_t>(a_bytes), device);
   check_device_pointer(op, "b", b, static_cast<size_t>(b_bytes), device);
   check_device_pointer(op, "out", out, static_cast<size_t>(out_bytes), device);
-  if (ws) check_device_pointer(op, "workspace", ws, ws_bytes, device);
   check_stream_device(op, stream, device);
+  return device;
 }
 
 }  // namespace
@@ -249,8 +250,8 @@ void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
       args.num_compute_ctas);
   if (args.swizzle < 0) fail("gemm: swizzle must be >= 0 (got ", args.swizzle, ")");
   const int64_t ldo = args.ldo ? args.ldo : args.n;
-  check_memory("gemm", args.a, args.m * args.k * 2, args.b, args.n * args.k * 2, args.out,
-               ((args.m - 1) * ldo + args.n) * 2, args.workspace, args.workspace_bytes, stream);
+  const int device = check_memory("gemm", args.a, args.m * args.k * 2, args.b, args.n * args.k * 2, args.out,
+                                  ((args.m - 1) * ldo + args.n) * 2, stream);
   // out is written while other tiles still read a and b: no byte in common (its rows span ldo elements).
   const auto span = [](const void* p, int64_t rows, int64_t ld, int64_t cols) {
     return std::pair<uintptr_t, uintptr_t>{reinterpret_cast<uintptr_t>(p),
@@ -271,6 +272,8 @@ void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
   const SplitScratch ss = split_scratch(sched::total_tiles(p.sched), p.num_compute, p.k);
   const gemm::SplitTail sp = ss.sp;
   std::optional<StreamScratch> scratch;
+  if (sp.tiles > 0 && args.workspace && args.workspace_bytes >= ss.bytes())  // (a smaller one: StreamScratch says)
+    check_device_pointer("gemm", "workspace", args.workspace, ss.bytes(), device);
   if (sp.tiles > 0)
     scratch.emplace(ss.bytes(), ss.ws, ss.ctrl, stream, "the GEMM's split tiles", args.workspace, args.workspace_bytes);
   if (scratch && scratch->get()) {
@@ -319,8 +322,9 @@ void grouped_gemm_bf16(const GroupedGemmArgs& args, cudaStream_t stream) {
   gemm::GemmParams p = gemm::make_params(gemm::Operands{.a = args.a, .b = args.b, .out = args.out, .m = total,
                                                         .n = args.n, .k = args.k, .num_groups = g},
                                          args.num_compute_ctas);
-  check_memory("grouped gemm", args.a, total * args.k * 2, args.b, int64_t(g) * args.n * args.k * 2, args.out,
-               total * args.n * 2, args.workspace, grouped_gemm_workspace_bytes(g), stream);
+  const int device = check_memory("grouped gemm", args.a, total * args.k * 2, args.b, int64_t(g) * args.n * args.k * 2,
+                                  args.out, total * args.n * 2, stream);
+  check_device_pointer("grouped gemm", "workspace", args.workspace, grouped_gemm_workspace_bytes(g), device);
   const int64_t all = sched::build_group_tiles(args.m_per_group, g, gemm::kBlockM, p.sched.n_blocks, tiles.data());
   if (all == 0) return;  // every group empty: nothing to compute
   auto* ws_tiles = static_cast<int64_t*>(args.workspace);
