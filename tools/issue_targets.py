@@ -93,7 +93,7 @@ def knob_default(name, fallback):
     """A knob's default from include/mkernel/knob_list.inc (read only), else fallback."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "include", "mkernel", "knob_list.inc")
     try:
-        m = re.search(r"MK_KNOB\(\s*" + name + r'\s*,\s*\w+\s*,\s*"(\d+)"', open(path).read())
+        m = re.search(r"MK_(?:TOOL_)?KNOB\(\s*" + name + r'\s*,\s*\w+\s*,\s*"(\d+)"', open(path).read())
     except OSError:
         m = None
     return float(m.group(1)) if m else fallback

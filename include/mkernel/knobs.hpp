@@ -25,6 +25,7 @@ struct KnobSpec {
   int64_t min, max;
   const char* choices;
   const char* doc;
+  bool tool = false;  // declared with MK_TOOL_KNOB: read by the tools only, never refused by the library
 };
 
 // Reads a variable; the default reads the process environment. Tests pass

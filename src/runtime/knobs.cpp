@@ -106,7 +106,10 @@ const std::vector<KnobSpec>& knob_specs() {
   static const std::vector<KnobSpec> specs = {
 #define MK_KNOB(name, type, def, lo, hi, choices, doc) \
   KnobSpec{#name, KnobType::type, def, lo, hi, choices, doc},
+#define MK_TOOL_KNOB(name, type, def, lo, hi, choices, doc) \
+  KnobSpec{#name, KnobType::type, def, lo, hi, choices, doc, true},
 #include "mkernel/knob_list.inc"
+#undef MK_TOOL_KNOB
 #undef MK_KNOB
   };
   return specs;
@@ -137,9 +140,9 @@ std::vector<std::string> validate_knobs(const EnvLookup& env,
                                         const std::vector<std::string>& set_names) {
   for (size_t i = 0; i < knob_specs().size(); ++i) {
     const auto& s = knob_specs()[i];
-    // The tools' own knobs (documented "...; the library ignores it.", knob_list.inc) are the tools'
-    // business: a value the library would refuse must not stop a communicator.
-    if (std::string_view(s.doc).find("the library ignores it") != std::string_view::npos) continue;
+    // The tools' own knobs (MK_TOOL_KNOB, knob_list.inc) are the tools' business: a value the library would
+    // refuse must not stop a communicator.
+    if (s.tool) continue;
     switch (s.type) {
       case KnobType::Int: knob_int(static_cast<Knob>(i), env); break;
       case KnobType::Bool: knob_bool(static_cast<Knob>(i), env); break;

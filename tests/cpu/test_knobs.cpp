@@ -160,8 +160,22 @@ TEST(Knobs, CollectiveKnobsThatDifferNameTheKnobAndTheRanks) {
 }
 
 TEST(Knobs, CollectiveKnobsAreLibraryKnobs) {
-  for (const Knob k : collective_knobs()) {
-    const std::string doc = knob_spec(k).doc;
-    EXPECT_EQ(doc.find("the library ignores it"), std::string::npos) << knob_spec(k).name;
+  for (const Knob k : collective_knobs()) EXPECT_FALSE(knob_spec(k).tool) << knob_spec(k).name;
+}
+
+// MK_TOOL_KNOB marks exactly the knobs whose doc says the library ignores them (the doc stays true), and the
+// enum has every knob of the table in order (the tool knobs among them).
+TEST(Knobs, ToolKnobsAreTheOnesTheLibraryIgnores) {
+  int tools = 0;
+  for (size_t i = 0; i < knob_specs().size(); ++i) {
+    const KnobSpec& s = knob_specs()[i];
+    const std::string doc = s.doc;
+    EXPECT_EQ(s.tool, doc.find("ignores it") != std::string::npos) << s.name << ": " << doc;
+    EXPECT_EQ(&knob_spec(static_cast<Knob>(i)), &s);
+    tools += s.tool;
   }
+  EXPECT_EQ(tools, 9);
+  EXPECT_TRUE(knob_spec(Knob::MK_BUILD_JOBS).tool);
+  EXPECT_STREQ(knob_spec(Knob::MK_TEST_TORCH).name, "MK_TEST_TORCH");
+  EXPECT_FALSE(knob_spec(Knob::MK_TIMEOUT_MS).tool);
 }

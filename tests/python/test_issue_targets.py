@@ -295,6 +295,7 @@ def test_thresholds_are_judged_on_unrounded_values(tmp_path):
 
 def test_emulated_nodes_take_the_link_floor_and_an_eta_above_one_is_said(tmp_path):
     assert it.knob_default("MK_EMU_GBPS", 0) == 50  # include/mkernel/knob_list.inc
+    assert it.knob_default("MK_GPU_TEST_STEP_S", 0) == 240  # (an MK_TOOL_KNOB)
     c = checks([RES / REPORTS[1]])
     # GEMM+RS 2x1 M=1024 printed eta 1.10 (comm alone: mkernel's own RS, 0.456 ms); the link floor 8.4 MB / 50 GB/s
     # = 0.168 ms is below the GEMM's 0.303 ms: eta 0.303 / 0.414 = 0.7319 (not tight before: 1.10).
