@@ -33,6 +33,10 @@ OpenedDevice open_device(const IbvApi& a, const std::string& want, const std::st
   }
   std::string seen;
   std::vector<std::string> present;
+  // Every wanted device is opened to learn whether it has an active port (NCCL's IB transport opens every
+  // device too, and keeps them): the choice by PCI distance is among those, and the others are closed at once.
+  // Asking sysfs instead would skip the opens where it exists, at the cost of a second path, untested where it
+  // does not (softverbs): not worth a few milliseconds at set-up.
   std::vector<OpenedDevice> open;  // every wanted device with an active port
   for (int i = 0; i < n; ++i) {
     const std::string name = a.get_device_name(list[i]);
