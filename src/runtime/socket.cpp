@@ -156,6 +156,15 @@ std::string route_source_ipv4(const std::string& peer) noexcept {
   }
 }
 
+bool connected_to_itself(int fd) noexcept {
+  sockaddr_in me{}, peer{};
+  socklen_t lm = sizeof(me), lp = sizeof(peer);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&me), &lm) != 0) return false;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &lp) != 0) return false;
+  return me.sin_family == AF_INET && peer.sin_family == AF_INET && me.sin_port == peer.sin_port &&
+         me.sin_addr.s_addr == peer.sin_addr.s_addr;
+}
+
 int tcp_connect(const std::string& host, int port, Deadline deadline) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -196,6 +205,7 @@ int tcp_connect(const std::string& host, int port, Deadline deadline) {
         err = ETIMEDOUT;
       }
     }
+    if (err == 0 && connected_to_itself(fd)) err = EADDRINUSE;  // retried: the root listens there soon
     if (err == 0) {
       set_nonblocking(fd, false);
       int one = 1;
@@ -203,7 +213,9 @@ int tcp_connect(const std::string& host, int port, Deadline deadline) {
       return fd;
     }
     ::close(fd);
-    last = std::strerror(err);
+    last = err == EADDRINUSE ? "the connection met itself: the root's port is in this host's ephemeral range and "
+                               "the root did not listen yet"
+                             : std::strerror(err);
     if (ms_left(deadline) <= 0)
       fail("could not connect to bootstrap root ", host, ":", port, " before the deadline (last error: ",
            last, "); is rank 0 / the get_unique_id() process running? (MK_BOOTSTRAP_TIMEOUT_MS)");

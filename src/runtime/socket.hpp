@@ -18,8 +18,12 @@ inline int64_t ms_left(Deadline d) {
 
 // Listening TCP socket on all IPv4 interfaces; port 0 picks a free port.
 int tcp_listen(int port, int* bound_port);
-// Connects to host:port, retrying refused connections until the deadline.
+// Connects to host:port, retrying refused connections (and ones that met themselves) until the deadline.
 int tcp_connect(const std::string& host, int port, Deadline deadline);
+// Whether a connected TCP socket's two ends are one address and port: a connect to a port of this host in the
+// ephemeral range, while nothing listens there, can be given that port as its own and meet itself (TCP
+// simultaneous open), and then reads what it writes.
+bool connected_to_itself(int fd) noexcept;
 // Resolves a host name or dotted quad to an IPv4 address (network order).
 uint32_t resolve_ipv4(const std::string& host);
 std::string ipv4_to_string(uint32_t addr_net);
