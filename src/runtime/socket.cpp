@@ -205,7 +205,8 @@ int tcp_connect(const std::string& host, int port, Deadline deadline) {
         err = ETIMEDOUT;
       }
     }
-    if (err == 0 && connected_to_itself(fd)) err = EADDRINUSE;  // retried: the root listens there soon
+    const bool met_itself = err == 0 && connected_to_itself(fd);  // retried: the root listens there soon
+    if (met_itself) err = EADDRINUSE;
     if (err == 0) {
       set_nonblocking(fd, false);
       int one = 1;
@@ -213,9 +214,9 @@ int tcp_connect(const std::string& host, int port, Deadline deadline) {
       return fd;
     }
     ::close(fd);
-    last = err == EADDRINUSE ? "the connection met itself: the root's port is in this host's ephemeral range and "
-                               "the root did not listen yet"
-                             : std::strerror(err);
+    last = met_itself ? "the connection met itself: the root's port is in this host's ephemeral range and "
+                        "the root did not listen yet"
+                      : std::strerror(err);
     if (ms_left(deadline) <= 0)
       fail("could not connect to bootstrap root ", host, ":", port, " before the deadline (last error: ",
            last, "); is rank 0 / the get_unique_id() process running? (MK_BOOTSTRAP_TIMEOUT_MS)");
