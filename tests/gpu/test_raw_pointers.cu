@@ -51,6 +51,7 @@ void expect_refused(const std::function<void()>& call, const std::string& what, 
   EXPECT_NE(e.find(what + " ("), std::string::npos) << e;
   EXPECT_NE(e.find("must be device memory of the call's GPU (CUDA device"), std::string::npos) << e;
   EXPECT_NE(e.find(why), std::string::npos) << e;
+  if (why == kHost) EXPECT_EQ(e.find("page-locked"), std::string::npos) << e;  // (kHost is kLocked's prefix)
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what << ": the refused call enqueued something that failed";
   EXPECT_EQ(count_diff(out.p, poisoned.p, elems), 0u) << what << ": the refused call wrote its output";
 }
