@@ -490,7 +490,8 @@ std::string UniqueId::to_hex() const {
 }
 
 UniqueId UniqueId::from_hex(const std::string& hex) {
-  if (hex.size() != 2 * sizeof(UniqueId::bytes)) fail("unique id: expected ", 2 * sizeof(UniqueId::bytes), " hex digits, got ", hex.size());
+  if (hex.size() != 2 * sizeof(UniqueId::bytes))
+    fail("unique id: expected ", 2 * sizeof(UniqueId::bytes), " hex digits, got ", hex.size());
   UniqueId id;
   auto val = [&](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
@@ -508,12 +509,14 @@ UniqueId get_unique_id() {
   std::string addr = knob_str(Knob::MK_BOOTSTRAP_ADDR);
   // The address the other ranks reach this host by: the one on the route to MASTER_ADDR where a launcher
   // set it (the ranks' own rendezvous host), else the first usable interface's.
+  const sock::Deadline lookups = sock::deadline_in_ms(timeout);  // (the names' lookups, together)
   if (addr.empty()) {
     const std::string master = process_env()("MASTER_ADDR").value_or("");
-    if (!master.empty()) addr = sock::route_source_ipv4(master);
+    if (!master.empty()) addr = sock::route_source_ipv4(master, lookups);
     if (addr.empty() || addr.rfind("127.", 0) == 0) addr = sock::first_ipv4();
   }
-  const uint32_t addr_net = sock::resolve_ipv4(addr);  // (before the socket: a failure leaves no port bound)
+  // (before the socket: a failure leaves no port bound)
+  const uint32_t addr_net = sock::resolve_ipv4(addr, lookups);
   int port = 0;
   const int want = static_cast<int>(knob_int(Knob::MK_BOOTSTRAP_PORT));
   int fd = -1;
@@ -597,7 +600,8 @@ Bootstrap::Bootstrap(const LaunchInfo& li) : rank_(li.rank), world_(li.world) {
       root_.reset();
       // Say why when the address is not this host's (a MASTER_ADDR typo, or rank 0 placed on another node
       // than the one the address names): the connection error alone blames a root that is running.
-      if (!sock::is_local_ipv4(li.root_addr))
+      // (a lookup that did not answer by now is given 2 s more, not a second bootstrap timeout)
+      if (!sock::is_local_ipv4(li.root_addr, sock::deadline_in_ms(std::min<int64_t>(timeout_ms_, 2000))))
         fail("rank 0 hosts the bootstrap root, but its address ", li.root_addr, " (MK_BOOTSTRAP_ADDR, else "
              "MASTER_ADDR, else the first Slurm node) is not an address of this host, and connecting there "
              "failed; set it to rank 0's host");

@@ -12,7 +12,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "mkernel/error.hpp"
@@ -56,19 +60,8 @@ int tcp_listen(int port, int* bound_port) {
 }
 
 namespace {
-// getaddrinfo's result code (0: *out set), after the literal forms; an IPv6 literal fails here.
-int resolve_rc(const std::string& host, uint32_t* out) {
-  in_addr a{};
-  if (inet_pton(AF_INET, host.c_str(), &a) == 1) {
-    *out = a.s_addr;
-    return 0;
-  }
-  in6_addr a6{};
-  const bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
-  const std::string bare = bracketed ? host.substr(1, host.size() - 2) : host;
-  if (inet_pton(AF_INET6, bare.c_str(), &a6) == 1)
-    fail("bootstrap host '", host, "' is an IPv6 address; the bootstrap is IPv4 only: set MK_BOOTSTRAP_ADDR (or "
-         "MASTER_ADDR) to an IPv4 address or a host name with one");
+// The system resolver's answer for a host name: 0 and *out set, or getaddrinfo's code.
+int system_lookup(const std::string& host, uint32_t* out) {
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
@@ -79,20 +72,88 @@ int resolve_rc(const std::string& host, uint32_t* out) {
   freeaddrinfo(res);
   return 0;
 }
+
+// A host name's lookup, after the literal forms (an IPv6 literal fails here).
+Lookup resolve_rc(const std::string& host, uint32_t* out, Deadline deadline) {
+  in_addr a{};
+  if (inet_pton(AF_INET, host.c_str(), &a) == 1) {
+    *out = a.s_addr;
+    return {};
+  }
+  in6_addr a6{};
+  const bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
+  const std::string bare = bracketed ? host.substr(1, host.size() - 2) : host;
+  if (inet_pton(AF_INET6, bare.c_str(), &a6) == 1)
+    fail("bootstrap host '", host, "' is an IPv6 address; the bootstrap is IPv4 only: set MK_BOOTSTRAP_ADDR (or "
+         "MASTER_ADDR) to an IPv4 address or a host name with one");
+  return lookup_within(host, out, deadline, system_lookup);
+}
+
+std::string lookup_error(const std::string& host, const Lookup& l) {
+  return l.timed_out ? cat("the lookup of '", host, "' did not answer before the deadline")
+                     : std::string(gai_strerror(l.rc));
+}
 }  // namespace
 
-uint32_t resolve_ipv4(const std::string& host) {
+Lookup lookup_within(const std::string& host, uint32_t* out, Deadline deadline,
+                     int (*lookup)(const std::string&, uint32_t*)) {
+  // getaddrinfo has no timeout of its own: the resolver's (resolv.conf's timeout x attempts x servers, 30 s and
+  // more) would bound the wait instead of the caller's deadline. The lookup runs on a thread of its own; one
+  // that outlives the deadline is left to end by itself, holding only its shared state (a library unloaded
+  // meanwhile would lose its code: ctypes and the C++ users keep it loaded). glibc's getaddrinfo_a would do
+  // the same with its own thread, but needs glibc 2.34 wherever the library loads and cannot cancel a running
+  // lookup either.
+  struct Shared {
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+    int rc = 0;
+    uint32_t addr = 0;
+  };
+  auto sh = std::make_shared<Shared>();
+  try {
+    std::thread([sh, host, lookup] {
+      uint32_t addr = 0;
+      int rc = EAI_FAIL;
+      try {
+        rc = lookup(host, &addr);
+      } catch (...) {
+      }
+      std::lock_guard<std::mutex> g(sh->m);
+      sh->rc = rc;
+      sh->addr = addr;
+      sh->done = true;
+      sh->cv.notify_all();
+    }).detach();
+  } catch (const std::system_error&) {  // no thread to be had: the lookup runs here, unbounded
+    Lookup l;
+    l.rc = lookup(host, out);
+    return l;
+  }
+  std::unique_lock<std::mutex> lk(sh->m);
+  Lookup l;
+  if (!sh->cv.wait_until(lk, deadline, [&] { return sh->done; })) {
+    l.rc = EAI_AGAIN;
+    l.timed_out = true;
+    return l;
+  }
+  l.rc = sh->rc;
+  if (l.rc == 0) *out = sh->addr;
+  return l;
+}
+
+uint32_t resolve_ipv4(const std::string& host, Deadline deadline) {
   uint32_t out = 0;
-  const int rc = resolve_rc(host, &out);
-  if (rc != 0) fail("cannot resolve bootstrap host '", host, "': ", gai_strerror(rc));
+  const Lookup l = resolve_rc(host, &out, deadline);
+  if (l.rc != 0) fail("cannot resolve bootstrap host '", host, "': ", lookup_error(host, l));
   return out;
 }
 
-bool is_local_ipv4(const std::string& host) noexcept {
+bool is_local_ipv4(const std::string& host, Deadline deadline) noexcept {
   try {
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = resolve_ipv4(host);
+    sa.sin_addr.s_addr = resolve_ipv4(host, deadline);
     sa.sin_port = 0;
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return true;  // cannot tell: say nothing
@@ -137,11 +198,11 @@ std::string first_ipv4() {
   return fallback.empty() ? out : fallback;
 }
 
-std::string route_source_ipv4(const std::string& peer) noexcept {
+std::string route_source_ipv4(const std::string& peer, Deadline deadline) noexcept {
   try {
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = resolve_ipv4(peer);
+    sa.sin_addr.s_addr = resolve_ipv4(peer, deadline);
     sa.sin_port = htons(9);  // any port: a UDP connect only picks the route, nothing is sent
     int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return "";
@@ -175,16 +236,17 @@ int tcp_connect(const std::string& host, int port, Deadline deadline) {
   while (true) {
     // The root's host name is resolved in the loop: a name whose record comes after the ranks start (a
     // Kubernetes headless service, a fresh Slurm node) is retried like a root not listening yet, until the
-    // deadline (each getaddrinfo is bounded by the resolver's own timeouts, not by the deadline).
+    // deadline, which bounds each lookup too.
     if (!resolved) {
-      const int rc = resolve_rc(host, &a.sin_addr.s_addr);
+      const Lookup l = resolve_rc(host, &a.sin_addr.s_addr, deadline);
+      const int rc = l.rc;
       if (rc != 0 && rc != EAI_AGAIN && rc != EAI_NONAME && rc != EAI_FAIL)  // (EAI_FAIL: a DNS server failure)
         fail("cannot resolve bootstrap host '", host, "': ", gai_strerror(rc));
       resolved = rc == 0;
       if (!resolved) {
         if (ms_left(deadline) <= 0)
           fail("could not resolve the bootstrap root's host '", host, "' before the deadline (last error: ",
-               gai_strerror(rc), "): check MK_BOOTSTRAP_ADDR / MASTER_ADDR (MK_BOOTSTRAP_TIMEOUT_MS)");
+               lookup_error(host, l), "): check MK_BOOTSTRAP_ADDR / MASTER_ADDR (MK_BOOTSTRAP_TIMEOUT_MS)");
         std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(200, ms_left(deadline) + 1)));
         continue;
       }

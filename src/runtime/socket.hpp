@@ -24,17 +24,28 @@ int tcp_connect(const std::string& host, int port, Deadline deadline);
 // ephemeral range, while nothing listens there, can be given that port as its own and meet itself (TCP
 // simultaneous open), and then reads what it writes.
 bool connected_to_itself(int fd) noexcept;
-// Resolves a host name or dotted quad to an IPv4 address (network order).
-uint32_t resolve_ipv4(const std::string& host);
+// Resolves a host name or dotted quad to an IPv4 address (network order); a lookup still running at the deadline
+// fails.
+uint32_t resolve_ipv4(const std::string& host, Deadline deadline);
+// A name lookup's outcome: rc 0 (and the address set), else getaddrinfo's code; timed_out when the lookup had
+// not answered by the deadline (rc EAI_AGAIN then).
+struct Lookup {
+  int rc = 0;
+  bool timed_out = false;
+};
+// Runs lookup(host, out) on a thread of its own and waits for it until the deadline (getaddrinfo has no
+// deadline of its own). The bootstrap passes the system resolver; tests pass slow ones.
+Lookup lookup_within(const std::string& host, uint32_t* out, Deadline deadline,
+                     int (*lookup)(const std::string&, uint32_t*));
 std::string ipv4_to_string(uint32_t addr_net);
 // Whether `host` resolves to an address of this host (a socket can be bound to it); false when it does not
-// resolve either.
-bool is_local_ipv4(const std::string& host) noexcept;
+// resolve by the deadline either.
+bool is_local_ipv4(const std::string& host, Deadline deadline) noexcept;
 // First non-loopback IPv4 address of an up interface, not link-local nor a container / VM bridge unless
 // nothing else is up; else 127.0.0.1.
 std::string first_ipv4();
-// This host's address on the route to `peer` ("" when it does not resolve or has no route).
-std::string route_source_ipv4(const std::string& peer) noexcept;
+// This host's address on the route to `peer` ("" when it does not resolve by the deadline or has no route).
+std::string route_source_ipv4(const std::string& peer, Deadline deadline) noexcept;
 
 // Bounded full send/recv. recv_all returns false on orderly EOF before any byte.
 void send_all(int fd, const void* data, size_t len, Deadline deadline);

@@ -1,9 +1,15 @@
-// The bootstrap's TCP helpers (src/runtime/socket.hpp) apart from the bootstrap: a connection that meets itself.
+// The bootstrap's TCP helpers (src/runtime/socket.hpp) apart from the bootstrap: a connection that meets itself;
+// a name lookup bounded by the caller's deadline.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 #include "src/runtime/socket.hpp"
 
@@ -39,6 +45,63 @@ TEST(Socket, AConnectionThatMetItselfIsTold) {
   EXPECT_FALSE(sock::connected_to_itself(lfd)) << "a listening socket has no peer";
   ::close(cfd);
   sock::close_fd(lfd);
+}
+
+// A lookup that answers late (a resolver whose servers do not reply: getaddrinfo waits out resolv.conf's
+// timeouts) is given up at the caller's deadline, not at the lookup's end; one that answers in time is read.
+std::atomic<int> g_slow_lookups_ended{0};
+int slow_lookup(const std::string&, uint32_t* out) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  *out = 0x01020304u;
+  g_slow_lookups_ended.fetch_add(1);
+  return 0;
+}
+int quick_lookup(const std::string& host, uint32_t* out) {
+  if (host != "known") return EAI_NONAME;
+  *out = 0x0a000001u;
+  return 0;
+}
+
+TEST(Socket, ANameLookupIsBoundedByTheDeadline) {
+  uint32_t addr = 7;
+  const auto t0 = std::chrono::steady_clock::now();
+  const sock::Lookup late = sock::lookup_within("slow", &addr, sock::deadline_in_ms(200), slow_lookup);
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  EXPECT_TRUE(late.timed_out);
+  EXPECT_EQ(late.rc, EAI_AGAIN);
+  EXPECT_EQ(addr, 7u) << "a lookup given up must not set the address";
+  EXPECT_GE(waited.count(), 190);
+  EXPECT_LT(waited.count(), 1000) << "waited for the lookup, not the deadline";
+
+  const sock::Lookup in_time = sock::lookup_within("slow", &addr, sock::deadline_in_ms(5000), slow_lookup);
+  EXPECT_FALSE(in_time.timed_out);
+  EXPECT_EQ(in_time.rc, 0);
+  EXPECT_EQ(addr, 0x01020304u);
+
+  EXPECT_EQ(sock::lookup_within("known", &addr, sock::deadline_in_ms(1000), quick_lookup).rc, 0);
+  EXPECT_EQ(addr, 0x0a000001u);
+  const sock::Lookup missing = sock::lookup_within("other", &addr, sock::deadline_in_ms(1000), quick_lookup);
+  EXPECT_EQ(missing.rc, EAI_NONAME);
+  EXPECT_FALSE(missing.timed_out);
+  EXPECT_EQ(addr, 0x0a000001u);
+
+  // The lookup given up ends by itself later, on its own state (nothing of this frame is touched).
+  for (int i = 0; i < 100 && g_slow_lookups_ended.load() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(g_slow_lookups_ended.load(), 2);
+}
+
+// A dotted quad needs no lookup: it is read even when the deadline has passed.
+TEST(Socket, ALiteralAddressNeedsNoLookup) {
+  EXPECT_EQ(sock::ipv4_to_string(sock::resolve_ipv4("10.1.2.3", sock::deadline_in_ms(-1))), "10.1.2.3");
+  try {
+    sock::resolve_ipv4("mk-no-such-host.invalid", sock::deadline_in_ms(5000));
+    ADD_FAILURE() << "an .invalid name resolved";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot resolve bootstrap host 'mk-no-such-host.invalid'"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
