@@ -8,11 +8,13 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mkernel/mkernel.hpp"
@@ -231,6 +233,59 @@ TEST_P(TpSingleRank, PointersThatAreNotThisGpusMemoryAreRefusedBeforeAnyLaunch) 
 
 INSTANTIATE_TEST_SUITE_P(Modes, TpSingleRank, ::testing::Values("plain", "fused"),
                          [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
+
+// A plan's destructor frees its own device memory (counters, split-tile scratch) with cudaFree, which waits for the
+// whole device, work that is not mkernel's too. It synchronises the device first, reported: with other work held
+// on another stream (a gate kernel the host opens after 1 s), a warning names the plan being destroyed and what it
+// waits for after 4 x MK_TIMEOUT_MS (0.4 s here), instead of cudaFree waiting without a word. The fused plans:
+// each holds device counters of its own.
+TEST_F(SingleRankBase, DestroyingAPlanBehindOtherWorkSaysWhatItWaitsFor) {
+  const Mode mode("fused");
+  int* open = nullptr;
+  int* timed_out = nullptr;
+  ASSERT_EQ(cudaHostAlloc(&open, sizeof(int), cudaHostAllocMapped), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&timed_out, sizeof(int)), cudaSuccess);
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  const char* names[] = {"an AgGemm plan", "a GemmRs plan", "a GemmAr plan"};
+  for (int i = 0; i < 3; ++i) {
+    std::unique_ptr<mk::AgGemm> ag;
+    std::unique_ptr<mk::GemmRs> rs;
+    std::unique_ptr<mk::GemmAr> ar;
+    if (i == 0) ag = std::make_unique<mk::AgGemm>(comm(), kM, kN, kK);
+    if (i == 1) rs = std::make_unique<mk::GemmRs>(comm(), kM, kN, kK);
+    if (i == 2) ar = std::make_unique<mk::GemmAr>(comm(), kM, kN, kK);
+    *static_cast<volatile int*>(open) = 0;
+    ASSERT_EQ(cudaMemset(timed_out, 0, sizeof(int)), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    host_gate<<<1, 1, 0, s>>>(open, timed_out, 10'000'000'000ull);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    std::thread opener([open] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+      *static_cast<volatile int*>(open) = 1;
+    });
+    std::string said;
+    {
+      const mk::test::EnvGuard timeout("MK_TIMEOUT_MS", "100");
+      testing::internal::CaptureStderr();
+      ag.reset();
+      rs.reset();
+      ar.reset();
+      said = testing::internal::GetCapturedStderr();
+    }
+    opener.join();
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    int gate_timed_out = 1;
+    ASSERT_EQ(cudaMemcpy(&gate_timed_out, timed_out, sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(gate_timed_out, 0) << "the gate kernel ended by its own bound, not opened by the host";
+    const std::string want = std::string("destroying ") + names[i] + " (its device memory): still waiting after 0.4 s";
+    EXPECT_NE(said.find(want), std::string::npos) << "wanted '" << want << "' in: " << said;
+    EXPECT_NE(said.find("queued work"), std::string::npos) << said;
+  }
+  cudaStreamDestroy(s);
+  cudaFree(timed_out);
+  cudaFreeHost(open);
+}
 
 // auto (the default): plain, not where the standalone GEMM leaves a short last wave whole (k < 4096) that the plan
 // splits; eager and captured calls alike (AgGemmEagerAndInAGraphOnAShortLastWave).

@@ -177,6 +177,19 @@ inline void alloc_plain_ws(const GemmArgs& dims, void*& ptr, size_t& bytes) {
   bytes = gemm_workspace_bytes(dims);
   if (bytes) MK_CUDA_CHECK(cudaMalloc(&ptr, bytes));
 }
+// A plan's own device memory (its counters, split-tile scratch, the standalone GEMM's workspace) goes by
+// cudaFree, which first waits for the whole device: for work that is not mkernel's too (another library's
+// collective waiting for its dead peer), which no MK_* bound covers. The plan's destructor synchronises the
+// device first, reported (reported_wait.hpp: after 4 x MK_TIMEOUT_MS a warning names the plan being destroyed
+// and what it waits for), before its collective teardown too (whose own synchronisations are reported under
+// free_symmetric's and deregister_buffer's names), so the waits after it find the device idle; an idle device
+// costs a few microseconds. A failed synchronisation is left to the steps after it, which say it.
+inline void settle_before_frees(Communicator& comm, const char* plan) noexcept {
+  try {
+    (void)synchronize_device(comm.device(), cat("rank ", comm.rank(), ": destroying ", plan, " (its device memory)"));
+  } catch (...) {  // (the report's text: no memory) the frees below wait unreported, as before
+  }
+}
 inline void free_plain_ws(void*& ptr, size_t& bytes, const char* what) noexcept {
   if (ptr) teardown_call(cudaFree(ptr), what);
   ptr = nullptr;
