@@ -255,7 +255,17 @@ Communicator::~Communicator() {
     const DeviceScope on(device_, std::nothrow);  // (the caller's current device restored at the end)
     net_.reset();  // proxies stop and deregister before memory goes away
     if (abort_stream_) {  // a pending write of the device abort word lands before the memory goes
-      const cudaError_t waited = cudaStreamSynchronize(static_cast<cudaStream_t>(abort_stream_));
+      // (reported: with CUDA_DEVICE_MAX_CONNECTIONS=1 the write queues behind whatever work was queued since the
+      // synchronisation above, which no MK_* bound covers)
+      cudaError_t waited = cudaSuccess;
+      try {
+        const int64_t ms = device_wait_report_ms();
+        run_reported(cat("rank ", rank(), ": destroying the communicator (the abort word's stream)"),
+                     device_work_awaited(device_), ms, ms,
+                     [&] { waited = cudaStreamSynchronize(static_cast<cudaStream_t>(abort_stream_)); });
+      } catch (const std::exception&) {  // (the report's text: no memory) unreported
+        waited = cudaStreamSynchronize(static_cast<cudaStream_t>(abort_stream_));
+      }
       if (waited != cudaSuccess && !cuda_error_is_fatal(waited)) cudaGetLastError();  // (the destroy below says it)
       teardown_call(cudaStreamDestroy(static_cast<cudaStream_t>(abort_stream_)), "the abort word's stream");
       abort_stream_ = nullptr;
