@@ -280,6 +280,11 @@ TEST(AttnValidation, BadCallsNameTheProblem) {
       {"must be device pointers", [](mk::AttentionArgs& a) { a.lse = nullptr; }},
       {"16-byte aligned (k is at", [](mk::AttentionArgs& a) { a.k = static_cast<const char*>(a.k) + 4; }},
       {"work units must be < 2^30", [](mk::AttentionArgs& a) { a.batch = int64_t(1) << 29, a.seq_q = 1 << 20; }},
+      // k and v's bytes wrapped to 0 (2^26 x 2^29 x 2 x 128 x 2 = 2^64), and their pointer checks passed anything
+      {"must be < 2^48 bytes a tensor",
+       [](mk::AttentionArgs& a) { a.batch = int64_t(1) << 26, a.seq_kv = int64_t(1) << 29, a.heads = 2; }},
+      {"must be < 2^48 bytes a tensor",  // 2^29 x 2^11 x 128 x 2 = 2^48, no wrap
+       [](mk::AttentionArgs& a) { a.seq_kv = int64_t(1) << 29, a.heads = a.kv_heads = 1 << 11; }},
       {"the workspace overlaps q",
        [](mk::AttentionArgs& a) { a.workspace = const_cast<void*>(a.q), a.workspace_bytes = 8; }},
       {"the workspace overlaps out", [](mk::AttentionArgs& a) { a.workspace = a.out, a.workspace_bytes = 8; }},

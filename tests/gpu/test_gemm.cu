@@ -292,6 +292,71 @@ TEST_F(Gemm, RejectsBadInputBeforeLaunching) {
   EXPECT_NE(overlap(a.p, b.p, a.p).find("out overlaps a"), std::string::npos);
   EXPECT_NE(overlap(a.p, b.p, b.as<char>() + 128 * 128 * 2 - 16).find("out overlaps b"), std::string::npos);
   EXPECT_EQ(overlap(a.p, b.p, a.as<char>() + 128 * 128 * 2), "") << "out right after a shares no byte";
+  // ldo past 2^31: out's byte count wrapped before (a few bytes of out passed the pointer check)
+  try {
+    mk::gemm_bf16(mk::GemmArgs{.a = a.p, .b = b.p, .out = out.p, .m = 3, .n = 64, .k = 64,
+                               .ldo = (int64_t(1) << 62) - 30});
+    ADD_FAILURE() << "ldo 2^62 - 30 was taken";
+  } catch (const mk::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ldo must stay below 2^31"), std::string::npos) << e.what();
+  }
+  CUDA_OK(cudaDeviceSynchronize());
+}
+
+// A workspace that shares bytes with a, b or out is refused (the kernel writes its split tiles' parts, counter and
+// flags there while it runs; the grouped GEMM's tile tables are copied there), and so is a grouped GEMM's out over
+// its a or b, as the plain GEMM's. m = 384, n = 256, k = 4096 on 2 CTAs: 3 tiles, the last wave's one in halves.
+TEST_F(Gemm, AWorkspaceOverlappingItsOperandsIsRefused) {
+  const int64_t m = 384, n = 256, k = 4096;
+  Buf a(m * k * 2), b(n * k * 2), out(m * n * 2), ref(m * n * 4);
+  const mk::GemmArgs base{.a = a.p, .b = b.p, .out = out.p, .m = m, .n = n, .k = k, .num_compute_ctas = 2};
+  const size_t ws_bytes = mk::gemm_workspace_bytes(base);
+  ASSERT_GT(ws_bytes, 0u) << "this shape must split its last wave, or the workspace is ignored";
+  ASSERT_LE(ws_bytes, size_t(m * n * 2)) << "the workspace must fit inside out for the test";
+  auto msg = [&](void* ws) -> std::string {
+    mk::GemmArgs g = base;
+    g.workspace = ws;
+    g.workspace_bytes = ws_bytes;
+    try {
+      mk::gemm_bf16(g);
+    } catch (const mk::Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(msg(out.p).find("gemm: the workspace overlaps out"), std::string::npos) << msg(out.p);
+  EXPECT_NE(msg(a.as<char>() + m * k * 2 - 256).find("the workspace overlaps a"), std::string::npos);
+  EXPECT_NE(msg(b.p).find("the workspace overlaps b"), std::string::npos);
+  Buf ws(ws_bytes);
+  random_bf16(a.p, m * k, 31);
+  random_bf16(b.p, n * k, 32);
+  poison(out.p, m * n);
+  EXPECT_EQ(msg(ws.p), "") << "a workspace of its own";
+  reference(a.p, b.p, ref.as<float>(), m, n, k);
+  CUDA_OK(cudaDeviceSynchronize());
+  Check c = check(out.p, n, ref.as<float>(), m, n);
+  EXPECT_EQ(c.nonfinite, 0u);
+  EXPECT_LT(c.rel, 1e-2);
+
+  std::vector<int32_t> rows{128, 0, 256};
+  Buf gb(3 * n * k * 2), gws(mk::grouped_gemm_workspace_bytes(3));
+  auto grouped = [&](void* gout, void* gw, int groups) -> std::string {
+    mk::GroupedGemmArgs g;
+    g.a = a.p, g.b = gb.p, g.out = gout, g.m_per_group = rows.data(), g.num_groups = groups, g.n = n, g.k = k;
+    g.workspace = gw;
+    try {
+      mk::grouped_gemm_bf16(g);
+    } catch (const mk::Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(grouped(a.p, gws.p, 3).find("grouped gemm: out overlaps a"), std::string::npos);
+  EXPECT_NE(grouped(gb.as<char>() + n * k * 2, gws.p, 3).find("out overlaps b"), std::string::npos);
+  EXPECT_NE(grouped(out.p, out.p, 3).find("the workspace overlaps out"), std::string::npos);
+  EXPECT_NE(grouped(out.p, gb.p, 3).find("the workspace overlaps b"), std::string::npos);
+  EXPECT_NE(grouped(out.p, gws.p, 1 << 25).find("num_groups must be below 2^25"), std::string::npos);
+  EXPECT_EQ(grouped(out.p, gws.p, 3), "") << "apart, it runs";
   CUDA_OK(cudaDeviceSynchronize());
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <optional>
 #include <string>
 
@@ -98,6 +99,21 @@ void check_shape(const char* op, int64_t batch, int64_t seq_q, int64_t seq_kv, i
   if (units >= kMax)
     fail(op, ": sizes too large (batch ", batch, " x heads ", heads, " x ceil(seq_q / ", kBlockM,
          ") work units must be < 2^30)");
+  // Each tensor's bytes (q and out: batch x seq_q x heads x head_dim; k and v: batch x seq_kv x kv_heads x head_dim;
+  // bf16) below 2^48, checked factor by factor: a product past 2^63 wrapped (to 0, say), and the pointer checks
+  // then passed a buffer of any size.
+  const auto bytes_ok = [](std::initializer_list<int64_t> factors) {
+    constexpr int64_t kLimit = int64_t(1) << 48;
+    int64_t b = 2;
+    for (const int64_t f : factors) {
+      if (b > (kLimit - 1) / f) return false;  // (b x f < 2^48)
+      b *= f;
+    }
+    return true;
+  };
+  if (!bytes_ok({batch, seq_q, heads, head_dim}) || !bytes_ok({batch, seq_kv, kv_heads, head_dim}))
+    fail(op, ": sizes too large (batch ", batch, " x seq_q ", seq_q, " x heads ", heads, " or batch x seq_kv ", seq_kv,
+         " x kv_heads ", kv_heads, ", x head_dim ", head_dim, " x 2 bytes, must be < 2^48 bytes a tensor)");
 }
 
 CUtensorMap q_map(const void* q, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, const char* what) {

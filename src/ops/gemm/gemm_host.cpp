@@ -5,6 +5,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -158,6 +159,8 @@ GemmParams make_params(const Operands& o, int num_compute) {
   check_n_k(o.n, o.k);
   const int64_t ldo = o.ldo ? o.ldo : o.n;
   if (ldo < o.n || ldo % 2) fail("gemm: ldo must be even and >= n (got ldo=", ldo, ", n=", o.n, ")");
+  // (as the dimensions: out's byte count, (m - 1) x ldo + n, then stays far below 2^63)
+  if (ldo >= (int64_t(1) << 31)) fail("gemm: ldo must stay below 2^31 elements (got ", ldo, ")");
   if (!aligned16(o.a) || !aligned16(o.b) || !aligned16(o.out))
     fail("gemm: a, b and out must be 16-byte aligned (got a=", o.a, " b=", o.b, " out=", o.out, ")");
   const int64_t groups = o.num_groups > 0 ? o.num_groups : 1;
@@ -228,6 +231,21 @@ void set_last_split_tiles(int64_t v) { t_last_split = v; }
 
 namespace {
 
+// [lo, hi) of a row-major bf16 matrix of `rows` rows of `cols` elements, `ld` apart (rows >= 1).
+struct Span {
+  const char* name;
+  uintptr_t lo, hi;
+};
+Span span_of(const char* name, const void* p, int64_t rows, int64_t ld, int64_t cols) {
+  const auto lo = reinterpret_cast<uintptr_t>(p);
+  return {name, lo, lo + uint64_t((rows - 1) * ld + cols) * 2};
+}
+// Fails when `w` shares a byte with one of `others`, saying why that is wrong (`why`).
+void refuse_overlap(const char* op, const Span& w, std::initializer_list<Span> others, const char* why) {
+  for (const Span& o : others)
+    if (w.lo < o.hi && o.lo < w.hi) fail(op, ": ", w.name, " overlaps ", o.name, " (", why, ")");
+}
+
 // The caller's pointers and stream on the current device (the GEMM runs there): host memory or another GPU's
 // would fault inside the kernel (or, with peer access on, be read over the link without a word). A workspace is
 // checked where the call uses it, over the bytes it uses (one it ignores may be anything). Returns the device.
@@ -253,14 +271,9 @@ void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
   const int device = check_memory("gemm", args.a, args.m * args.k * 2, args.b, args.n * args.k * 2, args.out,
                                   ((args.m - 1) * ldo + args.n) * 2, stream);
   // out is written while other tiles still read a and b: no byte in common (its rows span ldo elements).
-  const auto span = [](const void* p, int64_t rows, int64_t ld, int64_t cols) {
-    return std::pair<uintptr_t, uintptr_t>{reinterpret_cast<uintptr_t>(p),
-                                           reinterpret_cast<uintptr_t>(p) + uint64_t((rows - 1) * ld + cols) * 2};
-  };
-  const auto [o_lo, o_hi] = span(args.out, args.m, args.ldo ? args.ldo : args.n, args.n);
-  for (const auto& [what, lo_hi] : {std::pair{"a", span(args.a, args.m, args.k, args.k)},
-                                    std::pair{"b", span(args.b, args.n, args.k, args.k)}})
-    if (o_lo < lo_hi.second && lo_hi.first < o_hi) fail("gemm: out overlaps ", what, " (out is written while ", what, " is read)");
+  const Span sa = span_of("a", args.a, args.m, args.k, args.k), sb = span_of("b", args.b, args.n, args.k, args.k);
+  const Span so = span_of("out", args.out, args.m, ldo, args.n);
+  refuse_overlap("gemm", so, {sa, sb}, "out is written while a and b are read");
   if (args.order == GemmOrder::RowMajor) p.sched.order = sched::TileOrder::RowMajor;
   if (args.swizzle) p.sched.swizzle = args.swizzle;
   gemm::use_tma_store(p);
@@ -272,8 +285,12 @@ void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
   const SplitScratch ss = split_scratch(sched::total_tiles(p.sched), p.num_compute, p.k);
   const gemm::SplitTail sp = ss.sp;
   std::optional<StreamScratch> scratch;
-  if (sp.tiles > 0 && args.workspace && args.workspace_bytes >= ss.bytes())  // (a smaller one: StreamScratch says)
+  if (sp.tiles > 0 && args.workspace && args.workspace_bytes >= ss.bytes()) {  // (a smaller one: StreamScratch says)
     check_device_pointer("gemm", "workspace", args.workspace, ss.bytes(), device);
+    const auto w = reinterpret_cast<uintptr_t>(args.workspace);
+    refuse_overlap("gemm", Span{"the workspace", w, w + ss.bytes()}, {sa, sb, so},
+                   "the split tiles' parts, counter and flags are written there while the kernel runs");
+  }
   if (sp.tiles > 0)
     scratch.emplace(ss.bytes(), ss.ws, ss.ctrl, stream, "the GEMM's split tiles", args.workspace, args.workspace_bytes);
   if (scratch && scratch->get()) {
@@ -304,6 +321,8 @@ size_t grouped_gemm_workspace_bytes(int num_groups) {
 
 void grouped_gemm_bf16(const GroupedGemmArgs& args, cudaStream_t stream) {
   if (args.num_groups < 1) fail("grouped gemm: num_groups must be >= 1 (got ", args.num_groups, ")");
+  if (args.num_groups >= (1 << 25))  // (n >= 64 and n x num_groups < 2^31; before any table is sized)
+    fail("grouped gemm: num_groups must be below 2^25 (got ", args.num_groups, ")");
   if (!args.m_per_group) fail("grouped gemm: m_per_group (host array of num_groups counts) is null");
   if (!args.workspace || (reinterpret_cast<uintptr_t>(args.workspace) & 15u))
     fail("grouped gemm: workspace must be 16-byte aligned device memory of grouped_gemm_workspace_bytes(",
@@ -325,6 +344,18 @@ void grouped_gemm_bf16(const GroupedGemmArgs& args, cudaStream_t stream) {
   const int device = check_memory("grouped gemm", args.a, total * args.k * 2, args.b, int64_t(g) * args.n * args.k * 2,
                                   args.out, total * args.n * 2, stream);
   check_device_pointer("grouped gemm", "workspace", args.workspace, grouped_gemm_workspace_bytes(g), device);
+  // out is written while other tiles read a and b; the workspace holds the tile tables the kernel reads (copied in
+  // below). Empty operands (no rows at all) span nothing.
+  const auto ws = reinterpret_cast<uintptr_t>(args.workspace);
+  const Span sw{"the workspace", ws, ws + grouped_gemm_workspace_bytes(g)};
+  const Span sb = span_of("b", args.b, int64_t(g) * args.n, args.k, args.k);
+  if (total > 0) {
+    const Span sa = span_of("a", args.a, total, args.k, args.k), so = span_of("out", args.out, total, args.n, args.n);
+    refuse_overlap("grouped gemm", so, {sa, sb}, "out is written while a and b are read");
+    refuse_overlap("grouped gemm", sw, {sa, sb, so}, "it holds the tile tables the kernel reads");
+  } else {
+    refuse_overlap("grouped gemm", sw, {sb}, "it holds the tile tables the kernel reads");
+  }
   const int64_t all = sched::build_group_tiles(args.m_per_group, g, gemm::kBlockM, p.sched.n_blocks, tiles.data());
   if (all == 0) return;  // every group empty: nothing to compute
   auto* ws_tiles = static_cast<int64_t*>(args.workspace);
