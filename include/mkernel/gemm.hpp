@@ -7,8 +7,11 @@
 // 64; a, b, out 16-byte aligned. Runs on the current CUDA device: a, b, out
 // (and a workspace the call uses) must be its device or managed memory to the
 // last byte the call needs, and the stream its stream; host memory, another GPU's
-// or a buffer that ends early is refused by name before anything is queued
-// (best-effort, memoised as the TP plans' checks: mkernel/tp.hpp). Where the
+// or a buffer whose last needed byte is not this GPU's memory is refused by name
+// before anything is queued, as is out (or a workspace the call uses) sharing a
+// byte with a or b (best-effort: the first and last byte are asked, so a short
+// buffer followed by another allocation passes; memoised as the TP plans'
+// checks: mkernel/tp.hpp). Where the
 // last wave of 128 x 256 tiles is short (at most half the SMs, k >= 4096),
 // those tiles are computed in halves of k on two SMs, with scratch from a
 // stream-ordered memory pool of the library's own, or in the caller's

@@ -22,10 +22,12 @@
 //
 // Every call checks its pointers before anything is enqueued: 16-byte aligned, apart where they must be, and
 // device (or managed) memory of the plan's GPU from the first byte to the last the shape needs (host memory,
-// another GPU's, or a buffer that ends early is refused by name); so is a stream of another GPU (outside a
-// capture). A refusal is this rank's alone: the other ranks' calls wait for it until MK_TIMEOUT_MS. The checks
-// are best-effort: a pointer (with its size) or stream that passed lately is not asked again (a process-wide memo
-// of 64), so memory or a stream freed and made again at the same address in between is not seen.
+// another GPU's, or a buffer whose last needed byte is not this GPU's memory is refused by name); so is a stream
+// of another GPU (outside a capture). A refusal is this rank's alone: the other ranks' calls wait for it until
+// MK_TIMEOUT_MS. The checks are best-effort: a buffer's first and last needed bytes are asked (a buffer too short
+// whose end lands in another allocation of the GPU passes), and a pointer (with its size) or stream that passed
+// lately is not asked again (a process-wide memo of 64), so memory or a stream freed and made again at the same
+// address in between is not seen.
 #pragma once
 
 #include <cuda_runtime_api.h>
