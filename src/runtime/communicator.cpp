@@ -261,7 +261,9 @@ Communicator::~Communicator() {
       try {
         const int64_t ms = device_wait_report_ms();
         run_reported(cat("rank ", rank(), ": destroying the communicator (the abort word's stream)"),
-                     device_work_awaited(device_), ms, ms,
+                     cat("the abort word's write on its own stream of GPU ", device_, " (behind work queued since the "
+                         "device synchronisation, where CUDA_DEVICE_MAX_CONNECTIONS=1 puts every stream in one queue)"),
+                     ms, ms,
                      [&] { waited = cudaStreamSynchronize(static_cast<cudaStream_t>(abort_stream_)); });
       } catch (const std::exception&) {  // (the report's text: no memory) unreported
         waited = cudaStreamSynchronize(static_cast<cudaStream_t>(abort_stream_));

@@ -153,7 +153,9 @@ bool is_local_ipv4(const std::string& host, Deadline deadline) noexcept {
   try {
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = resolve_ipv4(host, deadline);
+    const Lookup l = resolve_rc(host, &sa.sin_addr.s_addr, deadline);
+    if (l.timed_out) return true;  // cannot tell: say nothing (the caller's own error stands)
+    if (l.rc != 0) return false;
     sa.sin_port = 0;
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return true;  // cannot tell: say nothing

@@ -39,7 +39,7 @@ Lookup lookup_within(const std::string& host, uint32_t* out, Deadline deadline,
                      int (*lookup)(const std::string&, uint32_t*));
 std::string ipv4_to_string(uint32_t addr_net);
 // Whether `host` resolves to an address of this host (a socket can be bound to it); false when it does not
-// resolve by the deadline either.
+// resolve, true when its lookup did not answer by the deadline (cannot tell).
 bool is_local_ipv4(const std::string& host, Deadline deadline) noexcept;
 // First non-loopback IPv4 address of an up interface, not link-local nor a container / VM bridge unless
 // nothing else is up; else 127.0.0.1.

@@ -292,13 +292,14 @@ TEST_F(Gemm, RejectsBadInputBeforeLaunching) {
   EXPECT_NE(overlap(a.p, b.p, a.p).find("out overlaps a"), std::string::npos);
   EXPECT_NE(overlap(a.p, b.p, b.as<char>() + 128 * 128 * 2 - 16).find("out overlaps b"), std::string::npos);
   EXPECT_EQ(overlap(a.p, b.p, a.as<char>() + 128 * 128 * 2), "") << "out right after a shares no byte";
-  // ldo past 2^31: out's byte count wrapped before (a few bytes of out passed the pointer check)
+  // out's rows reaching past 2^61 elements: its byte count wrapped before (a few bytes of out passed the pointer
+  // check)
   try {
     mk::gemm_bf16(mk::GemmArgs{.a = a.p, .b = b.p, .out = out.p, .m = 3, .n = 64, .k = 64,
                                .ldo = (int64_t(1) << 62) - 30});
     ADD_FAILURE() << "ldo 2^62 - 30 was taken";
   } catch (const mk::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("ldo must stay below 2^31"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("(m - 1) x ldo + n must stay below 2^61"), std::string::npos) << e.what();
   }
   CUDA_OK(cudaDeviceSynchronize());
 }

@@ -89,7 +89,7 @@ bool use_tma_store(GemmParams& p) {
   const EpilogueHook& e = p.epi;
   if (e.layout != OutLayout::RowMajor || e.op != EpiOp::Store || e.signal != EpiSignal::None || e.net || e.own_mask ||
       e.async_store || e.rows_per_dest || p.sched.order == sched::TileOrder::Grouped || p.m < 1 || e.ldo % 8 ||
-      !e.out[0] || !aligned16(e.out[0])) {
+      e.ldo >= (int64_t(1) << 39) || !e.out[0] || !aligned16(e.out[0])) {  // (TMA's strides: below 2^40 bytes)
     p.epi.tma_store = 0;
     return false;
   }
@@ -159,8 +159,11 @@ GemmParams make_params(const Operands& o, int num_compute) {
   check_n_k(o.n, o.k);
   const int64_t ldo = o.ldo ? o.ldo : o.n;
   if (ldo < o.n || ldo % 2) fail("gemm: ldo must be even and >= n (got ldo=", ldo, ", n=", o.n, ")");
-  // (as the dimensions: out's byte count, (m - 1) x ldo + n, then stays far below 2^63)
-  if (ldo >= (int64_t(1) << 31)) fail("gemm: ldo must stay below 2^31 elements (got ", ldo, ")");
+  // out's extent, (m - 1) x ldo + n elements, below 2^61 (checked by division: its byte count then fits; a product
+  // that wrapped let a few bytes of out pass the pointer check). Strides past TMA's limit store without TMA.
+  if (o.m > 1 && ldo > ((int64_t(1) << 61) - o.n) / (o.m - 1))
+    fail("gemm: out's rows reach too far: (m - 1) x ldo + n must stay below 2^61 elements (got m=", o.m, ", ldo=",
+         ldo, ", n=", o.n, ")");
   if (!aligned16(o.a) || !aligned16(o.b) || !aligned16(o.out))
     fail("gemm: a, b and out must be 16-byte aligned (got a=", o.a, " b=", o.b, " out=", o.out, ")");
   const int64_t groups = o.num_groups > 0 ? o.num_groups : 1;
