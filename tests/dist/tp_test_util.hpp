@@ -56,17 +56,6 @@ void expect_network_bytes(double want, R&& run, const char* collective_name, C&&
 // rank keeps the same share).
 inline int64_t rows_for_world(int64_t m_for_two) { return m_for_two * mk::test::comm().world() / 2; }
 
-// The mk::Error message `f` throws, or "" when it does not throw.
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const mk::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // ref [rows x n] (fp32) = rows [row0, row0 + rows) of the sum over ranks s
 // of a_s b_s^T, each rank's a_s [m x k] and b_s [n x k] drawn here again
 // with random_bf16 from seed_a(s) and seed_b(s) (as the ranks drew them).

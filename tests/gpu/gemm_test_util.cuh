@@ -12,7 +12,20 @@
 #include <vector>
 #include <string>
 
+#include "mkernel/error.hpp"
+
 namespace mkt {
+
+// The mk::Error message `f` throws, or "" when it does not throw.
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const mk::Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 #define CUDA_OK(x) ASSERT_EQ(static_cast<int>(x), 0) << #x << ": " << cudaGetErrorString(x)
 #define CUBLAS_OK(x) ASSERT_EQ(static_cast<int>(x), 0) << #x

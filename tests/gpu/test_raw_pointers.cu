@@ -13,8 +13,7 @@
 
 #include "mkernel/attention.hpp"
 #include "mkernel/gemm.hpp"
-#include "tests/dist/tp_test_util.hpp"  // error_of
-#include "tests/gpu/gemm_test_util.cuh"
+#include "tests/gpu/gemm_test_util.cuh"  // error_of
 #include "tests/gpu/half_mapped.hpp"
 #if MK_TEST_HAVE_RING_ATTENTION
 #include "mkernel/ring_attention.hpp"

@@ -20,7 +20,7 @@
 #include "mkernel/mkernel.hpp"
 #include "mkernel/tp.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
-#include "tests/dist/tp_test_util.hpp"  // error_of
+#include "tests/dist/tp_test_util.hpp"  // host_gate
 #include "tests/gpu/gemm_test_util.cuh"
 #include "tests/gpu/half_mapped.hpp"
 #include "tests/test_comm.hpp"
