@@ -168,8 +168,7 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
 AgGemm::~AgGemm() { release(); }
 
 void AgGemm::release() noexcept {
-  if (gathered_ || epoch_counter_ || split_ws_ || split_flags_ || plain_ws_)
-    tp::settle_before_frees(comm_, "an AgGemm plan");
+  tp::settle_before_frees(comm_, "an AgGemm plan");
   tp::release_shared(comm_, net_region_, gathered_, signals_);
   if (epoch_counter_) teardown_call(cudaFree(epoch_counter_), "AgGemm's device counters");
   if (split_ws_) teardown_call(cudaFree(split_ws_), "AgGemm's split-tile scratch");

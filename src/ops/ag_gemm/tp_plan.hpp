@@ -183,7 +183,9 @@ inline void alloc_plain_ws(const GemmArgs& dims, void*& ptr, size_t& bytes) {
 // device first, reported (reported_wait.hpp: after 4 x MK_TIMEOUT_MS a warning names the plan being destroyed
 // and what it waits for), before its collective teardown too (whose own synchronisations are reported under
 // free_symmetric's and deregister_buffer's names), so the waits after it find the device idle; an idle device
-// costs a few microseconds. A failed synchronisation is left to the steps after it, which say it.
+// costs a few microseconds. Called whatever the plan holds (every plan holds some such memory once made; a list
+// of what to test would go stale as plans change). A failed synchronisation is left to the steps after it, which
+// say it.
 inline void settle_before_frees(Communicator& comm, const char* plan) noexcept {
   try {
     (void)synchronize_device(comm.device(), cat("rank ", comm.rank(), ": destroying ", plan, " (its device memory)"));

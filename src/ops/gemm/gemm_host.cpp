@@ -234,31 +234,30 @@ void set_last_split_tiles(int64_t v) { t_last_split = v; }
 
 namespace {
 
-// [lo, hi) of a row-major bf16 matrix of `rows` rows of `cols` elements, `ld` apart (rows >= 1).
+// [lo, hi) of a row-major bf16 matrix of `rows` rows of `cols` elements, `ld` apart; empty without rows.
 struct Span {
   const char* name;
   uintptr_t lo, hi;
 };
 Span span_of(const char* name, const void* p, int64_t rows, int64_t ld, int64_t cols) {
   const auto lo = reinterpret_cast<uintptr_t>(p);
-  return {name, lo, lo + uint64_t((rows - 1) * ld + cols) * 2};
+  return {name, lo, rows > 0 ? lo + uint64_t((rows - 1) * ld + cols) * 2 : lo};
 }
-// Fails when `w` shares a byte with one of `others`, saying why that is wrong (`why`).
+// Fails when `w` shares a byte with one of `others`, saying why that is wrong (`why`). Empty spans share none.
 void refuse_overlap(const char* op, const Span& w, std::initializer_list<Span> others, const char* why) {
   for (const Span& o : others)
-    if (w.lo < o.hi && o.lo < w.hi) fail(op, ": ", w.name, " overlaps ", o.name, " (", why, ")");
+    if (w.lo < w.hi && o.lo < o.hi && w.lo < o.hi && o.lo < w.hi)
+      fail(op, ": ", w.name, " overlaps ", o.name, " (", why, ")");
 }
 
-// The caller's pointers and stream on the current device (the GEMM runs there): host memory or another GPU's
+// The caller's operands and stream on the current device (the GEMM runs there): host memory or another GPU's
 // would fault inside the kernel (or, with peer access on, be read over the link without a word). A workspace is
 // checked where the call uses it, over the bytes it uses (one it ignores may be anything). Returns the device.
-int check_memory(const char* op, const void* a, int64_t a_bytes, const void* b, int64_t b_bytes, const void* out,
-                 int64_t out_bytes, cudaStream_t stream) {
+int check_memory(const char* op, std::initializer_list<Span> operands, cudaStream_t stream) {
   int device = -1;
   MK_CUDA_CHECK(cudaGetDevice(&device));
-  check_device_pointer(op, "a", a, static_cast<size_t>(a_bytes), device);
-  check_device_pointer(op, "b", b, static_cast<size_t>(b_bytes), device);
-  check_device_pointer(op, "out", out, static_cast<size_t>(out_bytes), device);
+  for (const Span& s : operands)
+    check_device_pointer(op, s.name, reinterpret_cast<const void*>(s.lo), s.hi - s.lo, device);
   check_stream_device(op, stream, device);
   return device;
 }
@@ -271,11 +270,10 @@ void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
       args.num_compute_ctas);
   if (args.swizzle < 0) fail("gemm: swizzle must be >= 0 (got ", args.swizzle, ")");
   const int64_t ldo = args.ldo ? args.ldo : args.n;
-  const int device = check_memory("gemm", args.a, args.m * args.k * 2, args.b, args.n * args.k * 2, args.out,
-                                  ((args.m - 1) * ldo + args.n) * 2, stream);
-  // out is written while other tiles still read a and b: no byte in common (its rows span ldo elements).
   const Span sa = span_of("a", args.a, args.m, args.k, args.k), sb = span_of("b", args.b, args.n, args.k, args.k);
   const Span so = span_of("out", args.out, args.m, ldo, args.n);
+  const int device = check_memory("gemm", {sa, sb, so}, stream);
+  // out is written while other tiles still read a and b: no byte in common (its rows span ldo elements).
   refuse_overlap("gemm", so, {sa, sb}, "out is written while a and b are read");
   if (args.order == GemmOrder::RowMajor) p.sched.order = sched::TileOrder::RowMajor;
   if (args.swizzle) p.sched.swizzle = args.swizzle;
@@ -344,21 +342,18 @@ void grouped_gemm_bf16(const GroupedGemmArgs& args, cudaStream_t stream) {
   gemm::GemmParams p = gemm::make_params(gemm::Operands{.a = args.a, .b = args.b, .out = args.out, .m = total,
                                                         .n = args.n, .k = args.k, .num_groups = g},
                                          args.num_compute_ctas);
-  const int device = check_memory("grouped gemm", args.a, total * args.k * 2, args.b, int64_t(g) * args.n * args.k * 2,
-                                  args.out, total * args.n * 2, stream);
+  // (a and out span nothing when every group is empty)
+  const Span sa = span_of("a", args.a, total, args.k, args.k), sb = span_of("b", args.b, int64_t(g) * args.n, args.k,
+                                                                            args.k);
+  const Span so = span_of("out", args.out, total, args.n, args.n);
+  const int device = check_memory("grouped gemm", {sa, sb, so}, stream);
   check_device_pointer("grouped gemm", "workspace", args.workspace, grouped_gemm_workspace_bytes(g), device);
   // out is written while other tiles read a and b; the workspace holds the tile tables the kernel reads (copied in
-  // below). Empty operands (no rows at all) span nothing.
+  // below).
   const auto ws = reinterpret_cast<uintptr_t>(args.workspace);
-  const Span sw{"the workspace", ws, ws + grouped_gemm_workspace_bytes(g)};
-  const Span sb = span_of("b", args.b, int64_t(g) * args.n, args.k, args.k);
-  if (total > 0) {
-    const Span sa = span_of("a", args.a, total, args.k, args.k), so = span_of("out", args.out, total, args.n, args.n);
-    refuse_overlap("grouped gemm", so, {sa, sb}, "out is written while a and b are read");
-    refuse_overlap("grouped gemm", sw, {sa, sb, so}, "it holds the tile tables the kernel reads");
-  } else {
-    refuse_overlap("grouped gemm", sw, {sb}, "it holds the tile tables the kernel reads");
-  }
+  refuse_overlap("grouped gemm", so, {sa, sb}, "out is written while a and b are read");
+  refuse_overlap("grouped gemm", Span{"the workspace", ws, ws + grouped_gemm_workspace_bytes(g)}, {sa, sb, so},
+                 "it holds the tile tables the kernel reads");
   const int64_t all = sched::build_group_tiles(args.m_per_group, g, gemm::kBlockM, p.sched.n_blocks, tiles.data());
   if (all == 0) return;  // every group empty: nothing to compute
   auto* ws_tiles = static_cast<int64_t*>(args.workspace);

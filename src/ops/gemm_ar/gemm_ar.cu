@@ -190,8 +190,7 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
 GemmAr::~GemmAr() { release(); }
 
 void GemmAr::release() noexcept {
-  if (os_epoch_ || os_staging_ || plain_ws_ || (rs_ && (rs_->staging || rs_->epoch_counter || rs_->net_rb_count)))
-    tp::settle_before_frees(comm_, "a GemmAr plan");
+  tp::settle_before_frees(comm_, "a GemmAr plan");
   if (os_epoch_) teardown_call(cudaFree(os_epoch_), "GemmAr's one-shot counters");
   os_epoch_ = nullptr;
   tp::free_plain_ws(plain_ws_, plain_ws_bytes_, "GemmAr's workspace for the standalone GEMM");

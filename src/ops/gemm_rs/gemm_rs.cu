@@ -135,8 +135,7 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
 GemmRs::~GemmRs() { release(); }
 
 void GemmRs::release() noexcept {
-  if (split_ws_ || split_flags_ || plain_ws_ || (rs_ && (rs_->staging || rs_->epoch_counter || rs_->net_rb_count)))
-    tp::settle_before_frees(comm_, "a GemmRs plan");
+  tp::settle_before_frees(comm_, "a GemmRs plan");
   if (split_ws_) teardown_call(cudaFree(split_ws_), "GemmRs's split-tile scratch");
   if (split_flags_) teardown_call(cudaFree(split_flags_), "GemmRs's split-tile flags");
   split_ws_ = nullptr;

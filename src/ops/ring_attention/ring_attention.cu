@@ -160,7 +160,7 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
 RingAttention::~RingAttention() { release(); }
 
 void RingAttention::release() noexcept {
-  if (gathered_ || epoch_counter_) tp::settle_before_frees(comm_, "a RingAttention plan");
+  tp::settle_before_frees(comm_, "a RingAttention plan");
   tp::release_shared(comm_, net_region_, gathered_, signals_);
   if (epoch_counter_) teardown_call(cudaFree(epoch_counter_), "RingAttention's device counters");
   epoch_counter_ = nullptr;
