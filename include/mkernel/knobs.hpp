@@ -74,8 +74,11 @@ std::string print_config(const EnvLookup& env = process_env());
 
 enum class LogLevel { Warn = 0, Info = 1, Debug = 2 };
 LogLevel log_level();
-// Writes log_line(msg) to stderr with one write(2), so that lines of ranks
-// sharing a terminal, pipe or log file should not interleave mid-line.
+// Writes log_line(msg) to stderr with one write(2) (pieces of PIPE_BUF for a
+// longer line), so that lines of ranks sharing a terminal, pipe or log file
+// should not interleave mid-line. Bounded: a stderr that takes no bytes for
+// 1 s (a pipe nobody reads) drops the line, later lines do not wait until one
+// gets through, and that one first says how many were dropped.
 void log(LogLevel lvl, const std::string& msg);
 // A warning from code that must not throw (destructors, teardown): the
 // message is made by make() and logged; any exception (bad_alloc) dropped.

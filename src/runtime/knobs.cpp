@@ -1,10 +1,13 @@
 #include "mkernel/knobs.hpp"
 
+#include <limits.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -242,6 +245,61 @@ std::string print_config(const EnvLookup& env) {
   return os.str();
 }
 
+namespace {
+
+// stderr may be a pipe that nobody drains (a launcher or a parent that stopped reading): a plain write(2) would then
+// block the logging thread -- a proxy, a watchdog, a rank in its reported wait -- for ever, with every other thread
+// that logs queued behind it on the mutex. So each line waits at most kStderrWaitMs for room (poll), and is written
+// in pieces of at most PIPE_BUF, which a pipe that polls writable takes whole. A line that finds no room is dropped
+// and counted; once one line is dropped the next ones do not wait (one stall costs one wait, not one per line) until
+// a line gets through, which first says how many were dropped. Not bounded: a stderr that polls writable yet blocks
+// (a socket whose buffer is smaller than PIPE_BUF); the O_NONBLOCK flag is not set instead because it belongs to the
+// open file description, shared with the process and its children.
+constexpr int kStderrWaitMs = 1000;
+
+// Waits up to wait_ms for fd 2 to take bytes: 1 writable (or not pollable: a write says what it is), 0 not in time.
+int stderr_room(int wait_ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    pollfd pfd{STDERR_FILENO, POLLOUT, 0};
+    const int r = ::poll(&pfd, 1, static_cast<int>(std::max<long long>(0, left.count())));
+    if (r > 0) return 1;  // POLLOUT, or POLLERR / POLLHUP / POLLNVAL: write(2) then fails at once
+    if (r < 0 && errno != EINTR) return 1;
+    if (r == 0 && left.count() <= 0) return 0;
+    if (r == 0) continue;  // poll woke early (the clock's rounding): wait out the rest
+  }
+}
+
+void write_stderr_line(const std::string& text) {
+  static std::mutex m;
+  static size_t lost = 0;   // lines dropped or cut short since the last one written whole
+  static bool cut = false;  // the last piece written ended mid-line
+  std::lock_guard<std::mutex> g(m);
+  const std::string line =
+      lost == 0 ? text
+                : cat(cut ? "\n" : "", "mkernel: ", lost, " log line(s) dropped or cut short before this one: stderr took ",
+                      "no bytes for ", kStderrWaitMs, " ms (a pipe that nobody reads?)\n", text);
+  int wait_ms = lost > 0 ? 0 : kStderrWaitMs;
+  for (size_t off = 0; off < line.size();) {
+    if (stderr_room(wait_ms) == 0) {
+      lost += 1;
+      cut = cut || off > 0;
+      return;
+    }
+    if (off == 0) std::fflush(stderr);  // whatever the process wrote there before comes first
+    const ssize_t n = ::write(STDERR_FILENO, line.data() + off, std::min<size_t>(line.size() - off, PIPE_BUF));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // stderr closed or failing: nothing to wait for
+    off += static_cast<size_t>(n);
+    wait_ms = kStderrWaitMs;
+  }
+  lost = 0;
+  cut = false;
+}
+
+}  // namespace
+
 LogLevel log_level() {
   static LogLevel lvl = [] {
     try {
@@ -250,9 +308,7 @@ LogLevel log_level() {
     } catch (const Error& e) {
       // The log itself cannot throw: a malformed MK_LOG is said once (straight to stderr: log() would recurse into
       // this initialisation) and the default level is used.
-      const std::string line = cat("mkernel: warning: ", e.what(), "; logging at the default level (warn)\n");
-      std::fflush(stderr);
-      [[maybe_unused]] const ssize_t n = ::write(2, line.data(), line.size());
+      write_stderr_line(cat("mkernel: warning: ", e.what(), "; logging at the default level (warn)\n"));
       return LogLevel::Warn;
     }
   }();
@@ -266,18 +322,7 @@ std::string log_line(const std::string& msg) {
 
 void log(LogLevel lvl, const std::string& msg) {
   if (static_cast<int>(lvl) > static_cast<int>(log_level())) return;
-  static std::mutex m;
-  std::lock_guard<std::mutex> g(m);
-  const std::string line = log_line(msg);
-  std::fflush(stderr);  // whatever the process wrote there before comes first
-  // One write(2) per line (atomic on a pipe up to PIPE_BUF), whatever
-  // buffering the process set on stderr; a short write goes on.
-  for (size_t off = 0; off < line.size();) {
-    const ssize_t n = ::write(STDERR_FILENO, line.data() + off, line.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    off += static_cast<size_t>(n);
-  }
+  write_stderr_line(log_line(msg));
 }
 
 }  // namespace mk

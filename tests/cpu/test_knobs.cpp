@@ -1,6 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
+#include <string>
 
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
@@ -119,6 +124,47 @@ TEST(Knobs, EachLogLevelShowsItsLinesAndTheLevelsBelow) {
         ::testing::ExitedWithCode(0), want)
         << "MK_LOG=" << lvl;
   }
+}
+
+// A stderr that nobody drains cannot hold a logging thread: the first line waits 1 s for room and is dropped, the
+// next ones do not wait, and once the pipe is read again the next line says how many were dropped (a plain write(2)
+// blocked for ever). In a fresh process, whose fd 2 becomes a full pipe; it reports on the saved fd 2.
+TEST(Knobs, ALogLineWaitsBoundedForAStderrNobodyReads) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        int p[2];
+        if (::pipe(p) != 0) std::exit(2);
+        ::fcntl(p[1], F_SETFL, O_NONBLOCK);
+        const std::string fill(4096, 'x');
+        while (::write(p[1], fill.data(), fill.size()) > 0) {
+        }
+        ::fcntl(p[1], F_SETFL, 0);  // blocking again, as a process's stderr is
+        const int saved = ::dup(2);
+        ::dup2(p[1], 2);
+        using clock = std::chrono::steady_clock;
+        auto ms = [](clock::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+        const auto t0 = clock::now();
+        mk::log(mk::LogLevel::Warn, "one");
+        const auto t1 = clock::now();
+        mk::log(mk::LogLevel::Warn, "two");
+        const auto t2 = clock::now();
+        ::fcntl(p[0], F_SETFL, O_NONBLOCK);
+        std::string buf(1 << 16, '\0');
+        while (::read(p[0], buf.data(), buf.size()) > 0) {
+        }
+        mk::log(mk::LogLevel::Warn, "three");
+        std::string got;
+        for (ssize_t n; (n = ::read(p[0], buf.data(), buf.size())) > 0;) got.append(buf.data(), static_cast<size_t>(n));
+        ::dup2(saved, 2);
+        const std::string said = mk::cat("first ", ms(t1 - t0), " ms, second ", ms(t2 - t1), " ms; read: ", got);
+        [[maybe_unused]] const ssize_t w = ::write(2, said.data(), said.size());
+        const bool ok = ms(t1 - t0) >= 900 && ms(t1 - t0) < 5000 && ms(t2 - t1) < 100 &&
+                        got == "mkernel: 2 log line(s) dropped or cut short before this one: stderr took no bytes for "
+                               "1000 ms (a pipe that nobody reads?)\nmkernel: three\n";
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "read: mkernel: 2 log line.s. dropped.*\nmkernel: three\n");
 }
 
 // The knobs that decide collective steps are compared across ranks in the
