@@ -278,8 +278,8 @@ void write_stderr_line(const std::string& text) {
   std::lock_guard<std::mutex> g(m);
   const std::string line =
       lost == 0 ? text
-                : cat(cut ? "\n" : "", "mkernel: ", lost, " log line(s) dropped or cut short before this one: stderr took ",
-                      "no bytes for ", kStderrWaitMs, " ms (a pipe that nobody reads?)\n", text);
+                : cat(cut ? "\n" : "", "mkernel: ", lost, " log line(s) dropped or cut short before this one: ",
+                      "stderr took no bytes for ", kStderrWaitMs, " ms (a pipe that nobody reads?)\n", text);
   int wait_ms = lost > 0 ? 0 : kStderrWaitMs;
   for (size_t off = 0; off < line.size();) {
     if (stderr_room(wait_ms) == 0) {
