@@ -20,53 +20,54 @@ from ._lib import MkernelError, check
 from ._ops_c import _need
 
 from ._lib import lib
-from .ops import (_capturing, _fast_ok, _get_device, _stream, bump_version, capture_workspace, dense16,
+from .ops import (_capturing, _fast_apart, _fast_ok, _get_device, _stream, bump_version, capture_workspace, dense16,
                   inputs_grad_refused, modes_on, out_grad_refused, traced)
 
 _BF16 = torch.bfloat16
 _mk_attention = getattr(lib, "mk_attention_fwd", None)  # None: built without the op (_need says so)
 
 
-def _check(t, name, dev=None, meta=False):
-    """meta: a fake (traced) call: the device checks are left to the real call."""
+def _check(t, name, dev=None, meta=False, op="mkernel.attention"):
+    """meta: a fake (traced) call: the device checks are left to the real call. op: the call said in errors."""
     if not isinstance(t, torch.Tensor):
-        raise MkernelError(f"mkernel.attention: {name} must be a torch.Tensor (got {type(t).__name__})")
+        raise MkernelError(f"{op}: {name} must be a torch.Tensor (got {type(t).__name__})")
     if t.dtype != _BF16:
-        raise MkernelError(f"mkernel.attention: {name} must be bfloat16 (got {t.dtype})")
+        raise MkernelError(f"{op}: {name} must be bfloat16 (got {t.dtype})")
     if not meta and not t.is_cuda:
-        raise MkernelError(f"mkernel.attention: {name} must be on a CUDA device (got {t.device})")
+        raise MkernelError(f"{op}: {name} must be on a CUDA device (got {t.device})")
     if not meta and dev is not None and t.device != dev:
-        raise MkernelError(f"mkernel.attention: {name} is on {t.device}, q on {dev}")
+        raise MkernelError(f"{op}: {name} is on {t.device}, q on {dev}")
     if t.dim() != 4:
-        raise MkernelError(f"mkernel.attention: {name} must be 4-D [batch, seq, heads, head_dim] "
+        raise MkernelError(f"{op}: {name} must be 4-D [batch, seq, heads, head_dim] "
                            f"(got shape {tuple(t.shape)})")
     if not meta and not t.is_contiguous():  # the custom ops make their inputs contiguous
-        raise MkernelError(f"mkernel.attention: {name} must be contiguous; call .contiguous()")
+        raise MkernelError(f"{op}: {name} must be contiguous; call .contiguous()")
 
 
-def _validate(q, k, v, meta=False, sizes=True):
+def _validate(q, k, v, meta=False, sizes=True, op="mkernel.attention"):
     """Every rule of a call's q, k, v (meta: a fake call's, without the device checks). sizes=False (ring
     attention's real call): the size rules that its plan constructor checks on every rank at once (head_dim,
     dimensions >= 1, kv_heads dividing heads) are left to it, so that one rank's bad size (an empty shard) fails
-    every rank, naming it, instead of this rank alone while the others wait for it in the plan check."""
-    _check(q, "q", meta=meta)
-    _check(k, "k", q.device, meta)
-    _check(v, "v", q.device, meta)
+    every rank, naming it, instead of this rank alone while the others wait for it in the plan check. op: the call
+    said in errors (ring attention names its own)."""
+    _check(q, "q", meta=meta, op=op)
+    _check(k, "k", q.device, meta, op)
+    _check(v, "v", q.device, meta, op)
     b, sq, h, d = q.shape
     if k.shape != v.shape:
-        raise MkernelError(f"mkernel.attention: k {tuple(k.shape)} and v {tuple(v.shape)} differ")
+        raise MkernelError(f"{op}: k {tuple(k.shape)} and v {tuple(v.shape)} differ")
     if k.shape[0] != b or k.shape[3] != d:
-        raise MkernelError(f"mkernel.attention: k is {tuple(k.shape)}; it must be [{b}, seq_kv, kv_heads, {d}] "
+        raise MkernelError(f"{op}: k is {tuple(k.shape)}; it must be [{b}, seq_kv, kv_heads, {d}] "
                            f"for q {tuple(q.shape)}")
     if not sizes:  # (kv_heads 0 too: ring attention sends it to its plan as -1, as 0 means heads there)
         return
     if d not in (64, 128):
-        raise MkernelError(f"mkernel.attention: head_dim must be 64 or 128 (got {d})")
+        raise MkernelError(f"{op}: head_dim must be 64 or 128 (got {d})")
     if 0 in q.shape or 0 in k.shape:
-        raise MkernelError(f"mkernel.attention: empty tensors (q {tuple(q.shape)}, k {tuple(k.shape)}); "
+        raise MkernelError(f"{op}: empty tensors (q {tuple(q.shape)}, k {tuple(k.shape)}); "
                            "every dimension must be >= 1")
     if h % k.shape[2]:
-        raise MkernelError(f"mkernel.attention: kv_heads ({k.shape[2]}) must divide heads ({h})")
+        raise MkernelError(f"{op}: kv_heads ({k.shape[2]}) must divide heads ({h})")
 
 
 _INF = float("inf")
@@ -133,16 +134,26 @@ def _no_autograd(q, k, v, op):
     inputs_grad_refused(op, q, k, v, what="forward only (no backward), but q, k or v requires grad", instead="")
 
 
+def _described(t):
+    """What was passed, for an error: a tensor's dtype, shape, layout and device, else its type."""
+    if not isinstance(t, torch.Tensor):
+        return f"a {type(t).__name__}"
+    layout = "contiguous" if t.is_contiguous() else f"strides {t.stride()}"
+    return f"a {str(t.dtype).replace('torch.', '')} tensor {tuple(t.shape)}, {layout}, on {t.device}"
+
+
 def _check_out(out, q, op):
     if (not isinstance(out, torch.Tensor) or out.shape != q.shape or out.dtype != _BF16 or not out.is_contiguous()
             or out.device != q.device):
-        raise MkernelError(f"{op}: out must be a contiguous bf16 tensor shaped like q {tuple(q.shape)} on {q.device}")
+        raise MkernelError(f"{op}: out must be a contiguous bf16 tensor shaped like q {tuple(q.shape)} on {q.device} "
+                           f"(got {_described(out)})")
 
 
 def _check_lse(lse, shape, device, op):
     if (not isinstance(lse, torch.Tensor) or tuple(lse.shape) != tuple(shape) or lse.dtype != torch.float32
             or not lse.is_contiguous() or lse.device != device):
-        raise MkernelError(f"{op}: lse must be a contiguous float32 tensor of shape {tuple(shape)} on {device}")
+        raise MkernelError(f"{op}: lse must be a contiguous float32 tensor of shape {tuple(shape)} on {device} "
+                           f"(got {_described(lse)})")
 
 
 def _run(q, k, v, out, lse, causal, scale):
@@ -197,16 +208,18 @@ _LAST = [None]  # the last key found in _SEEN: compared without hashing (hashing
 
 
 def _fast_io(q, k, v, out, lse, dev, qs=None):
-    """The fast paths' check of q, k, v and a given out / lse (attention and ring attention); qs: q.shape
-    if the caller has it (each shape read is a call into torch)."""
+    """The fast paths' check of q, k, v and a given out / lse (attention and ring attention): layout, shapes and
+    out / lse apart from the inputs and each other; qs: q.shape if the caller has it (each shape read is a call
+    into torch)."""
     if not (_fast_ok(q, _BF16, dev) and _fast_ok(k, _BF16, dev) and _fast_ok(v, _BF16, dev)):
         return False
     if out is None and lse is None:
         return True
     qs = q.shape if qs is None else qs
-    if out is not None and (not _fast_ok(out, _BF16, dev) or out.shape != qs):
+    if out is not None and (not _fast_ok(out, _BF16, dev) or out.shape != qs or not _fast_apart(out, q, k, v)):
         return False
-    return lse is None or (_fast_ok(lse, torch.float32, dev) and lse.shape == (qs[0], qs[2], qs[1]))
+    return lse is None or (_fast_ok(lse, torch.float32, dev) and lse.shape == (qs[0], qs[2], qs[1])
+                           and _fast_apart(lse, q, k, v, out))
 
 
 def into(res, out, lse):

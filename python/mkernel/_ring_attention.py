@@ -16,7 +16,7 @@ import ctypes
 import torch
 from . import _torch_req  # noqa: F401  (torch >= 2.4: a clear ImportError before the custom ops' decorators)
 
-from ._lib import MkernelError, c_int_arg, check, lib
+from ._lib import MkernelError, c_int_arg, lib
 from ._ops_c import _need
 from ._attention import (_check_lse, _check_out, _fast_io, _no_autograd, _validate, causal_arg, into, plain_args,
                          scale_arg)
@@ -61,18 +61,22 @@ class RingAttention(_Plan):
     def run(self, q, k, v, out=None, lse=None):
         b, s, h, hkv, d = self.shape
         self._open(q, "q")
-        out_grad_refused("mkernel.RingAttention.run", out, lse)
+        op = "mkernel.RingAttention.run"
+        out_grad_refused(op, out, lse)
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            if not isinstance(t, torch.Tensor):
+                raise MkernelError(f"{op}: {name} must be a torch.Tensor (got {type(t).__name__})")
         if tuple(q.shape) != (b, s, h, d) or tuple(k.shape) != (b, s, hkv, d):
-            raise MkernelError(f"mkernel.ring_attention: the plan is for q {(b, s, h, d)}, k/v {(b, s, hkv, d)}; "
+            raise MkernelError(f"{op}: the plan is for q {(b, s, h, d)}, k/v {(b, s, hkv, d)}; "
                                f"got q {tuple(q.shape)}, k {tuple(k.shape)}")
         # A plan's run launches at once, under a TorchDispatchMode too (FlopCounterMode, a memory tracker): its
         # tensors are checked as in eager mode wherever they have addresses (traced() alone is true under any
         # mode, which skipped the alignment and overlap checks: the library then refused on this rank alone).
         # traced() also refuses a forward-AD tangent.
-        is_traced = (traced("mkernel.ring_attention", q, k, v, out, lse)
+        is_traced = (traced(op, q, k, v, out, lse)
                      and not all(has_address(t) for t in (q, k, v, out, lse) if isinstance(t, torch.Tensor)))
-        _check_call(q, k, v, out, lse, self._device, is_traced)
-        _no_autograd(q, k, v, "mkernel.RingAttention.run")
+        _check_call(q, k, v, out, lse, self._device, is_traced, op)
+        _no_autograd(q, k, v, op)
         res = self._launch(q, k, v, out, lse)
         bump_version(out, lse)
         return res
@@ -82,7 +86,7 @@ class RingAttention(_Plan):
         2**20, an int)."""
         h = self._handle()
         cap = c_int_arg(events_per_cta, "events_per_cta", "mkernel.RingAttention.enable_trace", 0, 1 << 20)
-        check(lib.mk_ring_attn_trace(h, cap))
+        self._lib_call("mkernel.RingAttention.enable_trace", lib.mk_ring_attn_trace, h, cap)
         self._trace_cap = cap
 
     def read_trace(self):
@@ -94,7 +98,7 @@ class RingAttention(_Plan):
         cap = getattr(self, "_trace_cap", 0) * sms
         buf = (ctypes.c_uint64 * (4 * max(cap, 1)))()
         n = ctypes.c_int64(0)
-        check(lib.mk_ring_attn_read_trace(h, buf, cap, ctypes.byref(n)))
+        self._lib_call("mkernel.RingAttention.read_trace", lib.mk_ring_attn_read_trace, h, buf, cap, ctypes.byref(n))
         return [tuple(buf[4 * i:4 * i + 4]) for i in range(min(n.value, cap))]
 
     def _launch(self, q, k, v, out, lse):  # checked by the caller
@@ -107,11 +111,11 @@ class RingAttention(_Plan):
         return out, lse
 
 
-def _same_positions(q, k):
+def _same_positions(q, k, op="mkernel.ring_attention"):
     """The ring op's K/V shard covers this rank's positions, as its Q shard does (the one-GPU op allows other
     key lengths; the library takes k and v as s_local rows long)."""
     if k.shape[1] != q.shape[1]:
-        raise MkernelError(f"mkernel.ring_attention: k and v hold {k.shape[1]} positions per sequence and q "
+        raise MkernelError(f"{op}: k and v hold {k.shape[1]} positions per sequence and q "
                            f"{q.shape[1]}: each rank's K/V shard must cover the same positions as its Q shard "
                            f"(s_local rows; causal: zigzag_shard of each)")
 
@@ -122,18 +126,17 @@ def _zigzag_even(q, causal):
                            f"must be even (got q {tuple(q.shape)})")
 
 
-def _check_call(q, k, v, out, lse, comm_device, is_traced=None):
+def _check_call(q, k, v, out, lse, comm_device, is_traced=None, op="mkernel.ring_attention"):
     """The full path's checks of a call, before any plan is made (making one is collective): what the plan
     cannot see (q, k and v against each other; q's device, the current one and the communicator's, comm_device,
-    None where not known; alignment; out / lse apart from q, k, v). A steady-state call (_hot) checks only dtype,
-    device, layout and shapes; the library refuses a misaligned or overlapping one at launch, on that rank alone
-    (its peers then wait until MK_TIMEOUT_MS, as for any per-call error). is_traced: the caller's traced() of
-    this call, where it has it (None: taken here)."""
-    op = "mkernel.ring_attention"
+    None where not known; alignment; out / lse apart from q, k, v). A steady-state call (_hot) checks dtype,
+    device, layout, shapes, alignment and overlaps in one pass (_fast_io), and takes this path for anything it
+    does not pass. is_traced: the caller's traced() of this call, where it has it (None: taken here). op: the
+    call said in errors."""
     # The sizes the plan constructor checks on every rank (head_dim, empty shards, kv_heads >= 1 and dividing heads,
     # a causal s_local even) are left to it: one rank's bad size fails every rank at once, naming it.
-    _validate(q, k, v, sizes=False)
-    _same_positions(q, k)  # (the plan takes one s_local: it cannot see this)
+    _validate(q, k, v, sizes=False, op=op)
+    _same_positions(q, k, op)  # (the plan takes one s_local: it cannot see this)
     if is_traced is None:
         is_traced = traced(op, q, k, v, out, lse)
     if not is_traced:
@@ -182,8 +185,8 @@ def _run(q, k, v, key, causal, scale, out=None, lse=None):  # q, k, v, out, lse 
 # Steady-state calls (as mkernel/tp.py's _hot, whose table holds the entries
 # and is cleared with the plans): a call that repeats an earlier one's
 # communicator, shapes, mask and scale, outside tracing, takes one combined
-# check of dtype, device and layout and the cached plan's launch; anything
-# else (None) takes the full path.
+# check of dtype, device, layout, alignment and overlaps and the cached
+# plan's launch; anything else (None) takes the full path.
 def _hot(q, k, v, comm, causal, scale, out, lse):
     if modes_on() or not plain_args(causal, scale):  # (first: torch.compile traces none of what follows)
         return None
@@ -219,7 +222,7 @@ def _ring_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, comm: 
 @_ring_attention_op.register_fake
 def _(q, k, v, comm, causal=False, scale=0.0):
     lookup(comm)  # a key that names no communicator fails at trace time
-    _validate(q, k, v, meta=True)  # so do bad shapes
+    _validate(q, k, v, meta=True, op="mkernel.ring_attention")  # so do bad shapes
     _same_positions(q, k)
     _zigzag_even(q, causal)
     return q.new_empty(q.shape), q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)

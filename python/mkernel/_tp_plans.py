@@ -44,7 +44,7 @@ class _Plan:
                               stacklevel=outside_stacklevel())
             return False
         v = ctypes.c_int()
-        check(fn(self._h, ctypes.byref(v)))
+        self._lib_call(f"mkernel.{type(self).__name__}.captured", fn, self._h, ctypes.byref(v))
         return bool(v.value)
 
     def close(self):
@@ -87,13 +87,13 @@ class _Plan:
             _device_check(t, name, self._device)
 
 
-def _check_shape(t, name, shape, device=None):
-    _check_matrix(t, name, device, op="mkernel (tensor parallel)")
+def _check_shape(t, name, shape, device=None, *, op):
+    _check_matrix(t, name, device, op=op)
     if tuple(t.shape) != tuple(shape) or not t.is_contiguous():
-        raise MkernelError(f"mkernel: {name} must be a contiguous {list(shape)} tensor (got {list(t.shape)}, "
+        raise MkernelError(f"{op}: {name} must be a contiguous {list(shape)} tensor (got {list(t.shape)}, "
                            f"strides {t.stride()})")
-    _device_check(t, name)
-    check_aligned(t, name, "mkernel (tensor parallel)")
+    _device_check(t, name, op=op)
+    check_aligned(t, name, op)
 
 
 def check_aligned(t, name, op):

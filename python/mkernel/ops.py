@@ -161,13 +161,29 @@ def traced(op, *tensors):
 def _fast_ok(t, dtype, dev):
     """The steady-state fast paths' per-tensor check (tp, attention, ring attention): a contiguous plain
     (not a subclass: traced()) `dtype` tensor on CUDA device `dev` (>= 0; get_device() is -1 for a CPU
-    tensor). False sends the call to the full checks. A few attribute reads (each ~0.1 us:
+    tensor), 16-byte aligned. False sends the call to the full checks. A few attribute reads (each ~0.1 us:
     bench/python_overhead.py --breakdown); the caller checks modes_on() first."""
     try:
         return ((type(t) is _T or type(t) is _P) and t.dtype is dtype and t.get_device() == dev
-                and t.is_contiguous())
-    except (AttributeError, TypeError):  # not a tensor
+                and t.is_contiguous() and t.data_ptr() % 16 == 0)
+    except (AttributeError, TypeError, RuntimeError):  # not a tensor; no storage
         return False
+
+
+def _fast_apart(out, *inputs, same_ok=False):
+    """The fast paths' check that a given `out` shares no byte with any of `inputs` (None: skipped), all
+    _fast_ok already; same_ok: the very same memory as an input is allowed (an in-place all_reduce). False sends
+    the call to the full checks, which name the overlap: the library would refuse it at launch on this rank
+    alone, with the other ranks of a collective op already launched."""
+    lo = out.data_ptr()
+    hi = lo + out.nbytes
+    for t in inputs:
+        if t is not None:
+            t_lo = t.data_ptr()
+            t_hi = t_lo + t.nbytes
+            if lo < t_hi and t_lo < hi and not (same_ok and lo == t_lo and hi == t_hi):
+                return False
+    return True
 
 
 def has_address(t):

@@ -41,8 +41,8 @@ from ._plan_cache import close_oldest
 from ._tp_meta import (_COMMS, MAX_RS_RANKS, comm_handle, register, lookup, world, ag_gemm_shapes, gemm_rs_shape,
                        all_gather_shape, marked_call, reduce_scatter_shape, refuse_close_in_flight)
 from ._tp_plans import _Plan, _check_shape, _device_check, _ptr, check_aligned, check_apart, plan_ints
-from .ops import (_check_matrix, _fast_ok, _get_device, _stream, bump_version, dense16, inputs_grad_refused,
-                  modes_on, out_grad_refused, traced)
+from .ops import (_check_matrix, _fast_apart, _fast_ok, _get_device, _stream, bump_version, dense16,
+                  inputs_grad_refused, modes_on, out_grad_refused, traced)
 
 __all__ = ["ag_gemm", "gemm_rs", "all_gather", "reduce_scatter", "AgGemm", "GemmRs", "register", "close_plans"]
 
@@ -65,15 +65,18 @@ class AgGemm(_Plan):
     def run(self, a_local, b, out=None, gathered=None):
         m_local, n, k = self.shape
         self._open(a_local, "a_local")
-        out_grad_refused("mkernel.AgGemm.run", out, gathered)
-        inputs_grad_refused("mkernel.AgGemm.run", a_local, b)
-        _check_shape(a_local, "a_local", (m_local, k))
-        _check_shape(b, "b", (n, k), a_local.device)
+        op = "mkernel.AgGemm.run"
+        out_grad_refused(op, out, gathered)
+        inputs_grad_refused(op, a_local, b)
+        _check_shape(a_local, "a_local", (m_local, k), op=op)
+        _check_shape(b, "b", (n, k), a_local.device, op=op)
         if out is None:
             out = a_local.new_empty((self.world * m_local, n))
-        _check_shape(out, "out", (self.world * m_local, n), a_local.device)
+        _check_shape(out, "out", (self.world * m_local, n), a_local.device, op=op)
+        check_apart(op, "out", out, ("a_local", a_local), ("b", b))
         if gathered is not None:
-            _check_shape(gathered, "gathered", (self.world * m_local, k), a_local.device)
+            _check_shape(gathered, "gathered", (self.world * m_local, k), a_local.device, op=op)
+            check_apart(op, "gathered", gathered, ("a_local", a_local), ("b", b), ("out", out))
         res = self._launch(a_local, b, out, gathered)
         bump_version(out, gathered)  # (a given out= changed: autograd is told, as by torch's in-place ops)
         return res
@@ -87,12 +90,14 @@ class AgGemm(_Plan):
         """out [world * m_local, k] = allgather(a_local) (the plan's n is not used)."""
         m_local, _, k = self.shape
         self._open(a_local, "a_local")
-        out_grad_refused("mkernel.AgGemm.all_gather", out)
-        inputs_grad_refused("mkernel.AgGemm.all_gather", a_local)
-        _check_shape(a_local, "a_local", (m_local, k))
+        op = "mkernel.AgGemm.all_gather"
+        out_grad_refused(op, out)
+        inputs_grad_refused(op, a_local)
+        _check_shape(a_local, "a_local", (m_local, k), op=op)
         if out is None:
             out = a_local.new_empty((self.world * m_local, k))
-        _check_shape(out, "out", (self.world * m_local, k), a_local.device)
+        _check_shape(out, "out", (self.world * m_local, k), a_local.device, op=op)
+        check_apart(op, "out", out, ("a_local", a_local))
         return bump_version(self._launch_all_gather(a_local, out))
 
     def _launch_all_gather(self, a_local, out):  # checked by the caller
@@ -119,13 +124,15 @@ class GemmRs(_Plan):
     def run(self, a, b, out=None):
         m, n, k = self.shape
         self._open(a, "a")
-        out_grad_refused("mkernel.GemmRs.run", out)
-        inputs_grad_refused("mkernel.GemmRs.run", a, b)
-        _check_shape(a, "a", (m, k))
-        _check_shape(b, "b", (n, k), a.device)
+        op = "mkernel.GemmRs.run"
+        out_grad_refused(op, out)
+        inputs_grad_refused(op, a, b)
+        _check_shape(a, "a", (m, k), op=op)
+        _check_shape(b, "b", (n, k), a.device, op=op)
         if out is None:
             out = a.new_empty((m // self.world, n))
-        _check_shape(out, "out", (m // self.world, n), a.device)
+        _check_shape(out, "out", (m // self.world, n), a.device, op=op)
+        check_apart(op, "out", out, ("a", a), ("b", b))
         return bump_version(self._launch(a, b, out))
 
     def _launch(self, a, b, out):  # checked by the caller
@@ -137,12 +144,14 @@ class GemmRs(_Plan):
         """out [m / world, n] = this rank's rows of sum over ranks of x [m, n] (the plan's k_local is not used)."""
         m, n, _ = self.shape
         self._open(x, "x")
-        out_grad_refused("mkernel.GemmRs.reduce_scatter", out)
-        inputs_grad_refused("mkernel.GemmRs.reduce_scatter", x)
-        _check_shape(x, "x", (m, n))
+        op = "mkernel.GemmRs.reduce_scatter"
+        out_grad_refused(op, out)
+        inputs_grad_refused(op, x)
+        _check_shape(x, "x", (m, n), op=op)
         if out is None:
             out = x.new_empty((m // self.world, n))
-        _check_shape(out, "out", (m // self.world, n), x.device)
+        _check_shape(out, "out", (m // self.world, n), x.device, op=op)
+        check_apart(op, "out", out, ("x", x))
         return bump_version(self._launch_reduce_scatter(x, out))
 
     def _launch_reduce_scatter(self, x, out):  # checked by the caller
@@ -221,6 +230,9 @@ def close_plans(comm=None):
     their device memory and their signal words; later calls make the plans they need
     again. A CUDA graph captured with a plan's launches must not be replayed after its plan was closed
     (a warning names how many closed plans were captured)."""
+    if comm is not None and not hasattr(comm, "_uid"):
+        raise MkernelError(f"mkernel.close_plans: comm must be an mkernel.Communicator or None (got "
+                           f"{type(comm).__name__})")
     keys = [k for k in list(_PLANS) if comm is None or k[1] == comm._uid]
     refuse_close_in_flight("mkernel.close_plans", None, [_PLANS.get(k) for k in keys])  # (before any is closed)
     _HOT.clear()  # its entries hold launches of these plans
@@ -246,9 +258,10 @@ def close_plans(comm=None):
 # needs no dispatcher (not tracing, autograd not recording) takes _hot(): one
 # combined check of dtype, device and layout, one dict lookup for the plan's
 # launch, no layered checks (bench/python_overhead.py times it; issue
-# [python]: under 10 us a call). Anything unusual -- a new shape, a bad or
-# non-contiguous tensor, a wrong out, grad, a closed communicator -- returns
-# None, and the full path checks, raises with the detailed message, or runs.
+# [python]: under 10 us a call). Anything unusual -- a new shape, a bad,
+# non-contiguous or unaligned tensor, a wrong out or one overlapping an
+# input, grad, a closed communicator -- returns None, and the full path
+# checks, raises with the detailed message, or runs.
 # Entries are made by the full path after a successful launch (_hot_add).
 
 # (op, communicator key, shape of a, shape of b or None) -> (launch, output shape); ring attention
@@ -284,7 +297,8 @@ def _hot(op, comm, out, a, b=None):
     given = out is not None
     if not given:
         out = a.new_empty(out_shape)
-    elif not _fast_ok(out, _BF16, dev) or out.shape != out_shape or (out.requires_grad and _grad_on()):
+    elif (not _fast_ok(out, _BF16, dev) or out.shape != out_shape or (out.requires_grad and _grad_on())
+          or not _fast_apart(out, a, b, same_ok=op == "all_reduce")):
         return None
     if b is None:
         launch(a, out)
@@ -364,7 +378,7 @@ def _output(out, shape, like, key, op, *inputs, same_ok=False):
     _device_check(like, "the inputs", getattr(lookup(key), "_device", None))
     if out is None:
         return like.new_empty(shape)
-    _check_shape(out, "out", shape, like.device)
+    _check_shape(out, "out", shape, like.device, op="mkernel." + op)
     check_apart("mkernel." + op, "out", out, *inputs, same_ok=same_ok)
     return out
 
@@ -373,7 +387,7 @@ def _ag_gemm_run(a_local, b, key, out=None, gathered=None, want_gathered=False):
     out_shape, gathered_shape = _shape(ag_gemm_shapes, a_local.shape, b.shape, world(key))
     out = _output(out, out_shape, a_local, key, "ag_gemm", ("a_local", a_local), ("b", b))
     if gathered is not None:
-        _check_shape(gathered, "gathered", gathered_shape, a_local.device)
+        _check_shape(gathered, "gathered", gathered_shape, a_local.device, op="mkernel.ag_gemm")
         check_apart("mkernel.ag_gemm", "gathered", gathered, ("a_local", a_local), ("b", b), ("out", out))
     elif want_gathered:
         gathered = a_local.new_empty(gathered_shape)

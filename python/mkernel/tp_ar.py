@@ -20,7 +20,7 @@ from ._lib import lib
 from ._ops_c import _need
 from ._tp_meta import all_reduce_shape, comm_handle, gemm_ar_shape, marked_call, world
 from .ops import _stream, bump_version, dense16, inputs_grad_refused, out_grad_refused
-from ._tp_plans import _Plan, plan_ints
+from ._tp_plans import _Plan, check_apart, plan_ints
 from .tp import (_COLLECTIVE_N, _check_inputs, _check_meta, _check_out_meta, _check_shape, _dispatch, _grad,
                  _hot, _hot_add, _key, _output, _plan, _shape)
 
@@ -48,13 +48,15 @@ class GemmAr(_Plan):
     def run(self, a, b, out=None):
         m, n, k = self.shape
         self._open(a, "a")
-        out_grad_refused("mkernel.GemmAr.run", out)
-        inputs_grad_refused("mkernel.GemmAr.run", a, b)
-        _check_shape(a, "a", (m, k))
-        _check_shape(b, "b", (n, k), a.device)
+        op = "mkernel.GemmAr.run"
+        out_grad_refused(op, out)
+        inputs_grad_refused(op, a, b)
+        _check_shape(a, "a", (m, k), op=op)
+        _check_shape(b, "b", (n, k), a.device, op=op)
         if out is None:
             out = a.new_empty((m, n))
-        _check_shape(out, "out", (m, n), a.device)
+        _check_shape(out, "out", (m, n), a.device, op=op)
+        check_apart(op, "out", out, ("a", a), ("b", b))
         return bump_version(self._launch(a, b, out))
 
     def _launch(self, a, b, out):  # checked by the caller
@@ -66,12 +68,14 @@ class GemmAr(_Plan):
         """out [m, n] = sum over ranks of x [m, n] (the plan's k_local is not used)."""
         m, n, _ = self.shape
         self._open(x, "x")
-        out_grad_refused("mkernel.GemmAr.all_reduce", out)
-        inputs_grad_refused("mkernel.GemmAr.all_reduce", x)
-        _check_shape(x, "x", (m, n))
+        op = "mkernel.GemmAr.all_reduce"
+        out_grad_refused(op, out)
+        inputs_grad_refused(op, x)
+        _check_shape(x, "x", (m, n), op=op)
         if out is None:
             out = x.new_empty((m, n))
-        _check_shape(out, "out", (m, n), x.device)
+        _check_shape(out, "out", (m, n), x.device, op=op)
+        check_apart(op, "out", out, ("x", x), same_ok=True)
         return bump_version(self._launch_all_reduce(x, out))
 
     def _launch_all_reduce(self, x, out):  # checked by the caller

@@ -29,6 +29,12 @@ class Reached(Exception):
 
 @pytest.fixture
 def cuda_cpu(monkeypatch):
+    return fake_gpu(monkeypatch)
+
+
+def fake_gpu(monkeypatch):
+    """The cuda_cpu fixture's body (test_bad_input_repeat.py's fixture too): CPU tensors pass for the current
+    device's, plans are not made (Reached); a 2-rank FakeComm on that device."""
     monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
     for mod in (ops, _attention, _ring_attention, _tp_plans, tp):
         if hasattr(mod, "_get_device"):
@@ -707,9 +713,9 @@ def test_ring_attention_plan_run_checks_alignment_and_overlaps_under_a_dispatch_
     q, k, v = _empty(1, 128, 2, 64), _empty(1, 128, 2, 64), _empty(1, 128, 2, 64)
     for mode in (None, Passing):
         with (mode() if mode else contextlib.nullcontext()):
-            with pytest.raises(mkernel.MkernelError, match="ring_attention: q must start at a 16-byte aligned"):
+            with pytest.raises(mkernel.MkernelError, match="RingAttention.run: q must start at a 16-byte aligned"):
                 p.run(_misaligned(1, 128, 2, 64), k, v)
-            with pytest.raises(mkernel.MkernelError, match="ring_attention: out overlaps q"):
+            with pytest.raises(mkernel.MkernelError, match="RingAttention.run: out overlaps q"):
                 p.run(q, k, v, out=q)
             with pytest.raises(Reached):  # well formed: launched
                 p.run(q, k, v)

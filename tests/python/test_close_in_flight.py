@@ -198,3 +198,29 @@ def test_a_call_refused_as_overlapping_leaves_the_call_in_flight_marked(
     assert "refused by the test double (overlap)" in str(seen[0]), seen
     assert f"mkernel.{plan}.{_NAMES[method]} is in flight" in str(seen[1]), seen
     assert lib_doubles == [] and p._in_call is None
+
+
+# A plan's other library calls are marked too: the ring plan's trace calls (read_trace synchronises the device, so it
+# can be in the library a while) and the captured query the plan cache makes.
+@pytest.mark.parametrize("what,symbol", [("read_trace", "mk_ring_attn_read_trace"),
+                                         ("enable_trace", "mk_ring_attn_trace"), ("captured", "mk_ring_attn_captured")])
+def test_a_close_on_another_thread_refuses_while_a_ring_plans_other_call_is_in_the_library(
+        monkeypatch, lib_doubles, what, symbol):
+    comm = _Comm()
+    p = mkernel.RingAttention(comm, 1, 128, 8, 8, 128, True)
+    refused = []
+
+    def in_library(*a):
+        refused.append(_on_thread(comm.close))
+        return 0
+
+    monkeypatch.setattr(mkernel.lib, symbol, in_library)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: type("P", (), {"multi_processor_count": 4}))
+    p._trace_cap = 1
+    {"read_trace": p.read_trace, "enable_trace": lambda: p.enable_trace(1), "captured": lambda: p.captured}[what]()
+    assert isinstance(refused[0], mkernel.MkernelError), refused
+    assert str(refused[0]).startswith(f"mkernel.Communicator.close: mkernel.RingAttention.{what} is in flight")
+    assert lib_doubles == [] and p._in_call is None
+    comm.close()
+    assert lib_doubles == [("RingAttention", 0x1234), ("comm", 0x5150)]
