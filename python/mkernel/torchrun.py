@@ -37,16 +37,26 @@ def reported(comm, rank=None):
         raise
 
 
+def _env_int(name, default):
+    """The launcher's variable `name` as an int >= 0, or a SystemExit naming it (int() said only "invalid
+    literal")."""
+    v = os.environ.get(name, default)
+    if not v.strip().isdigit():
+        raise SystemExit(f"mkernel.torchrun: {name}={v!r} is not a non-negative integer (the launcher sets it, "
+                         f"as torchrun does; unset, it is {default})")
+    return int(v)
+
+
 def main(run, backend="gloo"):
     # Kernels loaded on first use block the network proxy's copies while a kernel waits (README, "Kernels loaded
     # on first use"): eager loading, as tools/mkrun sets it, unless the caller chose; it counts only before CUDA
     # starts (torch.cuda.device_count below may start it where NVML is missing).
     os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
-    local = int(os.environ.get("LOCAL_RANK", "0"))
+    local = _env_int("LOCAL_RANK", "0")
     # testing only: local rank mod GPUs (the knob read by the library's parser: a bad value raises, naming it)
     if knob_bool("MK_SHARE_GPUS"):
         gpus = max(1, torch.cuda.device_count())
-        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        local_world = _env_int("LOCAL_WORLD_SIZE", "1")
         if "nccl" in backend and local_world > gpus:  # said before anything starts, not as NCCL's invalid usage
             raise SystemExit(f"mkernel.torchrun: {local_world} local ranks would share {gpus} GPU(s) "
                              f"(MK_SHARE_GPUS=1), and the torch.distributed backend {backend!r} uses NCCL, which "

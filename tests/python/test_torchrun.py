@@ -129,3 +129,14 @@ def test_mk_share_gpus_takes_the_librarys_spellings(monkeypatch, value, shared):
     with pytest.raises(RuntimeError, match="stop"):
         mkernel.torchrun.main(lambda *a: None)
     assert seen == [1 if shared else 3]
+
+
+@pytest.mark.parametrize("name,value", [("LOCAL_RANK", "one"), ("LOCAL_RANK", "-1"), ("LOCAL_WORLD_SIZE", "2.0")])
+def test_torchrun_names_a_bad_launcher_variable(monkeypatch, name, value):
+    monkeypatch.setenv("MK_SHARE_GPUS", "1")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    monkeypatch.setenv(name, value)
+    monkeypatch.setattr(mkernel.torchrun.torch.cuda, "set_device", lambda d: pytest.fail("a device was chosen"))
+    with pytest.raises(SystemExit, match=rf"mkernel.torchrun: {name}='{value}' is not a non-negative integer"):
+        mkernel.torchrun.main(lambda *a: None)
