@@ -80,11 +80,38 @@ if ! python3 -c 'import torch' 2>/dev/null && [ -x .venv-test/bin/python3 ] &&
    .venv-test/bin/python3 -c 'import torch' 2>/dev/null; then
   py=.venv-test/bin/python3
 fi
+# bounded NAME SECONDS CMD...: CMD under timeout, which puts it in a process group of its own (so that its TERM, and
+# KILL 30 s later, reach torchrun's workers too); a terminal's Ctrl-C reaches only this script's group, so CMD runs
+# in the background and this script's trap passes INT, TERM or HUP on to timeout, which signals that whole group
+# (run in the foreground, bash would run the trap only after CMD ended). Says which benchmark ran out of time.
+bench_pid=
+bench_stop() {  # SIG RC: pass SIG to the running benchmark's timeout, wait for it (bounded by its -k), exit RC
+  trap '' INT TERM HUP  # (once: a second signal, e.g. Ctrl-C again, would re-enter this mid-wait)
+  if [ -n "$bench_pid" ]; then
+    echo "bench.sh: SIG$1: stopping $bench_name (its process group)" >&2
+    kill -"$1" "$bench_pid" 2>/dev/null; wait "$bench_pid" 2>/dev/null
+  fi
+  exit "$2"
+}
+trap 'bench_stop INT 130' INT; trap 'bench_stop TERM 143' TERM; trap 'bench_stop HUP 129' HUP
+bounded() {
+  bench_name=$1; local s=$2 r=0
+  shift 2
+  timeout -k 30 "$s" "$@" & bench_pid=$!
+  wait "$bench_pid" || r=$?
+  bench_pid=
+  if [ "$r" -eq 124 ] || [ "$r" -eq 137 ]; then
+    echo "bench.sh: $bench_name ran out of time: not done within its $s s bound (exit $r: 124 after TERM," \
+         "137 after KILL 30 s later)" >&2
+  fi
+  return "$r"
+}
 if "$py" -c 'import torch' 2>/dev/null; then
-  timeout -k 30 900 "$py" bench/attention_bench.py --quick || rc=$?
+  bounded "the attention benchmark (bench/attention_bench.py --quick)" 900 \
+    "$py" bench/attention_bench.py --quick || rc=$?
   if [ "$ngpu" -ge 2 ]; then
-    timeout -k 30 900 "$py" -m torch.distributed.run --standalone --nproc_per_node=2 \
-      bench/torch_ring_attn_bench.py --quick || rc=$?
+    bounded "the ring attention benchmark (bench/torch_ring_attn_bench.py --quick, 2 ranks)" 900 \
+      "$py" -m torch.distributed.run --standalone --nproc_per_node=2 bench/torch_ring_attn_bench.py --quick || rc=$?
   else
     echo "bench.sh: ring attention benchmark skipped (needs 2 GPUs; have $ngpu)"
   fi

@@ -8,8 +8,17 @@ py="$("$root/tools/test_python.sh")"
 if ! "$py" -m pyflakes --version >/dev/null 2>&1; then
   echo "pyflakes is not installed for $py (tools/setup_test_python.sh installs it into .venv-test)"; exit 1
 fi
-out="$("$py" -m pyflakes "$root/python/mkernel" "$root/bench" "$root/tools" "$root/tests/python" 2>&1 |
-       grep -E "undefined name|undefined local|referenced before assignment|syntax error|invalid syntax")"
+all="$("$py" -m pyflakes "$root/python/mkernel" "$root/bench" "$root/tools" "$root/tests/python" 2>&1)"
+rc=$?
+# pyflakes exits 1 for findings; a crash exits 1 too (Python's status for an uncaught exception) but leaves a
+# traceback, and other failures exit above 1: either means the files were not checked, not that they are clean.
+if [ $rc -gt 1 ] || grep -q '^Traceback (most recent call last):' <<< "$all"; then
+  tb="$(sed -n '/^Traceback (most recent call last):/,$p' <<< "$all")"
+  echo "${tb:-$(tail -n 20 <<< "$all")}"
+  echo "check_python_names: pyflakes itself failed (exit $rc; its output above): the names were not checked"
+  exit 1
+fi
+out="$(grep -E "undefined name|undefined local|referenced before assignment|syntax error|invalid syntax" <<< "$all")"
 if [ -n "$out" ]; then
   echo "$out"
   echo "check_python_names: the names above are used but never defined"

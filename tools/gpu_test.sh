@@ -11,7 +11,8 @@
 # --quick: every baseline and mkernel output against serial; on one GPU the
 # ranks share it, mkbench's shared-GPU mode; reports into a temporary folder).
 # On one GPU all of it takes over 600 s, a lent machine's limit for one
-# command: split it over two there.
+# command: split it over two there. A step that exits 77 ("skipped") fails a
+# part named here, and every part where nvidia-smi lists a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 parts=" ${*:-compiled python fabric verbs bench} "
@@ -33,14 +34,36 @@ skip_or_fail() {
 }
 source tools/gpu_env.sh
 source tools/gpu_steps.sh  # run: one bounded step (MK_GPU_TEST_STEP_S each)
-ngpu=$(timeout 20 nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+# (bounded: a hung driver counts no GPU, and says so, rather than hanging the call)
+smi_rc=0
+smi=$(timeout -k 5 20 nvidia-smi -L 2>&1) || smi_rc=$?
+ngpu=$(printf '%s\n' "$smi" | grep -c '^GPU' || true)
+if [ "$smi_rc" -eq 124 ] || [ "$smi_rc" -eq 137 ]; then
+  echo "=== FAILED: nvidia-smi -L did not answer within 20 s (a hung GPU driver?): counting no GPU"; fail=1
+elif [ "$smi_rc" -ne 0 ]; then
+  echo "=== nvidia-smi -L failed (exit $smi_rc: $(printf '%s\n' "$smi" | head -1)): counting no GPU"
+fi
+# skip_rule PART: a step's exit 77 ("skipped") fails PART (run: skip_fails) when it was asked for by name or
+# nvidia-smi lists a GPU: a green call where the tests skipped would be read as a pass.
+skip_rule() {
+  skip_fails=
+  if named "$1"; then skip_fails="'$1' was asked for by name"
+  elif [ "${ngpu:-0}" -ge 1 ]; then skip_fails="nvidia-smi lists $ngpu GPU(s)"; fi
+}
 share=; [ "${ngpu:-0}" -eq 1 ] && share="MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000"
-if want compiled; then
+if want compiled; then skip_rule compiled
 run build/bin/mk_gpu_tests
-run tools/mkrun -n 2 --timeout 230 build/bin/mk_dist_tests
-run tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 build/bin/mk_dist_tests
-run tools/mkrun -n 2 --timeout 230 env MK_SYMM_MODE=ipc build/bin/mk_dist_tests
-run tools/mkrun -n 2 --timeout 120 env MK_TIMEOUT_MS=500 build/bin/mk_dist_tests --abort-scenario
+# A GPU per rank: with one GPU these are left out by name here (the shared-GPU steps below stand in for them), so
+# that a 77 of a step that should run fails the part (skip_rule).
+two_gpu_steps=(
+  "tools/mkrun -n 2 --timeout 230 build/bin/mk_dist_tests"
+  "tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 build/bin/mk_dist_tests"
+  "tools/mkrun -n 2 --timeout 230 env MK_SYMM_MODE=ipc build/bin/mk_dist_tests"
+  "tools/mkrun -n 2 --timeout 120 env MK_TIMEOUT_MS=500 build/bin/mk_dist_tests --abort-scenario")
+for step in "${two_gpu_steps[@]}"; do
+  if [ "${ngpu:-0}" -eq 1 ]; then echo "=== SKIPPED (needs 2 GPUs; nvidia-smi lists 1): $step"
+  else run $step; fi  # (word-split on purpose: no argument holds a space)
+done
 # A rank whose device failed releases a plan's network region, its signal
 # words and its communicator without waiting for its peer (which comes 8 s
 # later), 2 nodes; on one GPU the ranks share it.
@@ -87,7 +110,7 @@ fi  # compiled
 # network bytes with each op's formula. On 2+ GPUs as 1x2 (NCCL baselines) and 2x1 emu; on one GPU with the
 # ranks sharing it (mkbench's shared-GPU mode: mkernel's collectives as baselines, a host barrier) as 1x2, 2x1,
 # 2x2 and 1x4. Reports go to a temporary folder (they are no measurements).
-if want bench; then
+if want bench; then skip_rule bench
   if [ -x build/bin/mkbench ]; then
     tp_benches="--quick --iters 3 --warmup 1 ag_gemm gemm_rs gemm_ar"
     if ! bench_out=$(mktemp -d /tmp/mk_gpu_test_bench.XXXXXX); then
@@ -108,58 +131,69 @@ if want bench; then
     skip_or_fail bench "the TP benchmarks' checks (no build/bin/mkbench: carry build/bin)"
   fi
 fi  # bench
-if want python; then
+if want python; then skip_rule python
+# The tests' Python (tools/test_python.sh: .venv-test's where tools/setup_test_python.sh made it, else python3, which
+# on the GPU machine has torch), and torchrun as its module: no torchrun on PATH needed.
+py=$(tools/test_python.sh)
+torchrun=("$py" -m torch.distributed.run)
+has_torchrun=; timeout -k 5 120 "$py" -c 'import torch.distributed.run' >/dev/null 2>&1 && has_torchrun=1
 # The torch ops from Python (the in-tree package against this build's library).
-run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" python3 -m pytest -q -rs -p no:cacheprovider tests/python/gpu
+run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" "$py" -m pytest -q -rs -p no:cacheprovider \
+    tests/python/gpu
 # Ring attention on a communicator of one rank: the ring kernel over the whole sequence, with no gathered
 # buffer (the TP ops' one-rank paths: mk_gpu_tests' TpSingleRank*).
-if command -v torchrun >/dev/null 2>&1 && [ "${ngpu:-0}" -ge 1 ]; then
+if [ -n "$has_torchrun" ] && [ "${ngpu:-0}" -ge 1 ]; then
   step_s=150 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" \
-      torchrun --standalone --nproc_per_node=1 tests/python/gpu/dist_ring_attn_check.py
+      "${torchrun[@]}" --standalone --nproc_per_node=1 tests/python/gpu/dist_ring_attn_check.py
 fi
 # The tensor-parallel ops from Python and the TP MLP example, under torchrun.
-if command -v torchrun >/dev/null 2>&1 && [ "${ngpu:-0}" -ge 2 ]; then
+if [ -n "$has_torchrun" ] && [ "${ngpu:-0}" -ge 2 ]; then
   for script in tests/python/gpu/dist_tp_check.py tests/python/gpu/dist_ring_attn_check.py examples/tp_mlp.py \
                 examples/ring_attention.py; do
     run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" \
-        torchrun --standalone --nproc_per_node=2 "$script"
+        "${torchrun[@]}" --standalone --nproc_per_node=2 "$script"
   done
   # The TP ops from Python across 2 emulated nodes (on a side stream: README, Network).
   run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_RANKS_PER_NODE=1 \
-      torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_tp_check.py
+      "${torchrun[@]}" --standalone --nproc_per_node=2 tests/python/gpu/dist_tp_check.py
   # Ring attention across 2 emulated nodes (the emu transport between them),
   # and as 2 nodes x 2 GPUs on the 2 GPUs (shared, time-sliced: the NVLink
   # forwarding of chunks that came over the network).
   run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_RANKS_PER_NODE=1 \
-      torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_ring_attn_check.py
+      "${torchrun[@]}" --standalone --nproc_per_node=2 tests/python/gpu/dist_ring_attn_check.py
   step_s=200 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_RANKS_PER_NODE=2 \
-      MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 torchrun --standalone --nproc_per_node=4 tests/python/gpu/dist_ring_attn_check.py
+      MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 "${torchrun[@]}" --standalone --nproc_per_node=4 \
+        tests/python/gpu/dist_ring_attn_check.py
   # A peer that never calls: the ring op ends with an error naming the wait, not a hang.
   step_s=120 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_TIMEOUT_MS=1000 \
-      torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_ring_attn_timeout.py
-elif command -v torchrun >/dev/null 2>&1 && [ "${ngpu:-0}" -eq 1 ]; then
+      "${torchrun[@]}" --standalone --nproc_per_node=2 tests/python/gpu/dist_ring_attn_timeout.py
+elif [ -n "$has_torchrun" ] && [ "${ngpu:-0}" -eq 1 ]; then
   # One GPU: 2 ranks share it (MK_SHARE_GPUS, time-sliced: correctness only,
   # long wait bounds).
   echo "=== one GPU: the torchrun checks as 2 ranks sharing it (the 2-GPU tier needs 2 GPUs)"
   for script in tests/python/gpu/dist_tp_check.py tests/python/gpu/dist_ring_attn_check.py examples/tp_mlp.py \
                 examples/ring_attention.py; do
     step_s=200 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_SHARE_GPUS=1 \
-        MK_TIMEOUT_MS=60000 torchrun --standalone --nproc_per_node=2 "$script"
+        MK_TIMEOUT_MS=60000 "${torchrun[@]}" --standalone --nproc_per_node=2 "$script"
   done
   step_s=200 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_RANKS_PER_NODE=1 \
-      MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_ring_attn_check.py
+      MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 "${torchrun[@]}" --standalone --nproc_per_node=2 \
+        tests/python/gpu/dist_ring_attn_check.py
   step_s=120 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_SHARE_GPUS=1 \
-      MK_TIMEOUT_MS=1000 torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_ring_attn_timeout.py
+      MK_TIMEOUT_MS=1000 "${torchrun[@]}" --standalone --nproc_per_node=2 tests/python/gpu/dist_ring_attn_timeout.py
   # The TP ops from Python on one node of 4, after the 2-rank run above traced
   # the same graphs: torch.compile's on-disk cache must not serve those to 4
   # ranks (it did before the communicator key carried the world size).
   step_s=200 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_SHARE_GPUS=1 \
-      MK_TIMEOUT_MS=60000 torchrun --standalone --nproc_per_node=4 tests/python/gpu/dist_tp_check.py
+      MK_TIMEOUT_MS=60000 "${torchrun[@]}" --standalone --nproc_per_node=4 tests/python/gpu/dist_tp_check.py
   # The TP ops from Python across 2 emulated nodes (on a side stream: README, Network).
   step_s=200 run env PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" MK_SHARE_GPUS=1 \
-      MK_RANKS_PER_NODE=1 MK_TIMEOUT_MS=60000 torchrun --standalone --nproc_per_node=2 tests/python/gpu/dist_tp_check.py
+      MK_RANKS_PER_NODE=1 MK_TIMEOUT_MS=60000 "${torchrun[@]}" --standalone --nproc_per_node=2 \
+        tests/python/gpu/dist_tp_check.py
+elif [ -z "$has_torchrun" ]; then
+  skip_or_fail python "tensor-parallel ops from Python (no torch.distributed.run in $py)"
 else
-  echo "=== SKIPPED: tensor-parallel ops from Python (need torchrun and a GPU; have ${ngpu:-0})"
+  skip_or_fail python "tensor-parallel ops from Python (need a GPU; nvidia-smi lists ${ngpu:-0})"
 fi
 fi  # python
 # The network over libfabric (tcp;ofi_rxm on loopback, GPU memory staged
@@ -171,7 +205,7 @@ fi  # python
 # (by design: the README's "Hardware work queues"), so agent staging. Needs
 # libfabric.so.1 on the loader path, or its .so files carried in .carry/rdma
 # (tools/carry_rdma.sh).
-if want fabric; then
+if want fabric; then skip_rule fabric
 if [ -d .carry/rdma ]; then export LD_LIBRARY_PATH="$PWD/.carry/rdma${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
 if grep -q libfabric.so.1 <(ldconfig -p 2>/dev/null) || [ -f .carry/rdma/libfabric.so.1 ]; then
   run tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 MK_NET=fabric "MK_FI_PROVIDER=tcp;ofi_rxm" $share \
@@ -192,7 +226,7 @@ fi  # fabric
 # (SOFTVERBS_EFA=1: signals applied by the kernels' delivery agents), then
 # with GPU memory registered by DMA-BUF only. Written in sessions 37-38
 # without a GPU; first passed on one H200 in session 38 (bench/results/raw-20261205/s38/b/).
-if want verbs; then
+if want verbs; then skip_rule verbs
 if [ -f build/softverbs/libibverbs.so.1 ]; then
   # (a copy may have made the link a file: libefa.so.1 must be the same library, not a second one)
   [ build/softverbs/libefa.so.1 -ef build/softverbs/libibverbs.so.1 ] ||

@@ -27,15 +27,26 @@ if [ ! -x "$venv/bin/python3" ] || ! "$venv/bin/python3" -c 'import sys' 2>/dev/
   python3 -m venv --system-site-packages "$venv" >&2
 fi
 py="$PWD/$venv/bin/python3"
-"$py" -c 'import pytest' 2>/dev/null || "$py" -m pip install -q pytest >&2
+# pip_install WHAT WHY PACKAGE...: pip install into the venv; on failure (pip's own error above), say what failed,
+# that this machine may be offline, and what to do, as the torch install does.
+pip_install() {
+  if ! "$py" -m pip install -q "${@:3}" >&2; then
+    log "error: pip could not install $1 into $venv ($2). Is this machine offline (no PyPI)? Install it into" \
+        "$venv from a local wheel ($py -m pip install FILE.whl), or rerun where PyPI is reachable"
+    exit 1
+  fi
+}
+"$py" -c 'import pytest' 2>/dev/null || pip_install pytest "the Python tests run under it" pytest
 # pyflakes for tools/check_python_names.sh (names used but never defined, found before a line runs).
-"$py" -m pyflakes --version >/dev/null 2>&1 || "$py" -m pip install -q 'pyflakes==3.2.0' >&2
+"$py" -m pyflakes --version >/dev/null 2>&1 ||
+  pip_install pyflakes "tools/check_python_names.sh needs it" 'pyflakes==3.2.0'
 # cuobjdump + nvdisasm for tools/check_uniform_loop.py (a CPU test reads the ring kernel's SASS), where the
 # CUDA toolkit lacks them: NVIDIA's wheels (pinned; ~5 MB; any 13.x reads this nvcc's sm_90a code).
 if ! { [ -x /usr/local/cuda/bin/cuobjdump ] && [ -x /usr/local/cuda/bin/nvdisasm ]; } &&
    ! "$py" -c 'import nvidia, os, sys; sys.exit(not any(os.path.exists(os.path.join(r, "cu13/bin/nvdisasm")) for r in nvidia.__path__))' 2>/dev/null; then
   log "installing cuobjdump and nvdisasm (PyPI: nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm)"
-  "$py" -m pip install -q 'nvidia-cuda-cuobjdump==13.2.51' 'nvidia-cuda-nvdisasm==13.2.51' >&2
+  pip_install "cuobjdump and nvdisasm" "tools/check_uniform_loop.py needs them" \
+    'nvidia-cuda-cuobjdump==13.2.51' 'nvidia-cuda-nvdisasm==13.2.51'
 fi
 if v=$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null); then
   log "torch $v found"
