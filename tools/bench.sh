@@ -68,6 +68,23 @@ if [ "$use" -ne "$ngpu" ]; then
   ngpu=$use
 fi
 
+# bounded NAME SECONDS CMD...: CMD under timeout, which puts it in a process group of its own (so that its TERM, and
+# KILL 30 s later, reach torchrun's workers too); a terminal's Ctrl-C reaches only this script's group, so CMD runs
+# in the background and this script's trap passes INT, TERM or HUP on to timeout, which signals that whole group
+# (run in the foreground, bash would run the trap only after CMD ended). Says which benchmark ran out of time.
+# Set before the set-up: a signal during it, or during mkbench (mkrun stops its ranks and returns), ends the script
+# there instead of going on to the next step.
+bench_pid=
+bench_stop() {  # SIG RC: pass SIG to the running benchmark's timeout, wait for it (bounded by its -k), exit RC
+  trap '' INT TERM HUP  # (once: a second signal, e.g. Ctrl-C again, would re-enter this mid-wait)
+  set +e  # (a failing kill or wait must not end the script here, under set -e, with its own status instead of RC)
+  if [ -n "$bench_pid" ]; then
+    echo "bench.sh: SIG$1: stopping $bench_name (its process group)" >&2
+    kill -"$1" "$bench_pid" 2>/dev/null; wait "$bench_pid" 2>/dev/null
+  fi
+  exit "$2"
+}
+trap 'bench_stop INT 130' INT; trap 'bench_stop TERM 143' TERM; trap 'bench_stop HUP 129' HUP
 MK_SETUP_TESTS=0 tools/setup.sh  # (no GoogleTest: the benchmark builds no test tier)
 tools/build.sh -DMK_BUILD_TESTS=OFF
 source tools/gpu_env.sh
@@ -80,20 +97,6 @@ if ! python3 -c 'import torch' 2>/dev/null && [ -x .venv-test/bin/python3 ] &&
    .venv-test/bin/python3 -c 'import torch' 2>/dev/null; then
   py=.venv-test/bin/python3
 fi
-# bounded NAME SECONDS CMD...: CMD under timeout, which puts it in a process group of its own (so that its TERM, and
-# KILL 30 s later, reach torchrun's workers too); a terminal's Ctrl-C reaches only this script's group, so CMD runs
-# in the background and this script's trap passes INT, TERM or HUP on to timeout, which signals that whole group
-# (run in the foreground, bash would run the trap only after CMD ended). Says which benchmark ran out of time.
-bench_pid=
-bench_stop() {  # SIG RC: pass SIG to the running benchmark's timeout, wait for it (bounded by its -k), exit RC
-  trap '' INT TERM HUP  # (once: a second signal, e.g. Ctrl-C again, would re-enter this mid-wait)
-  if [ -n "$bench_pid" ]; then
-    echo "bench.sh: SIG$1: stopping $bench_name (its process group)" >&2
-    kill -"$1" "$bench_pid" 2>/dev/null; wait "$bench_pid" 2>/dev/null
-  fi
-  exit "$2"
-}
-trap 'bench_stop INT 130' INT; trap 'bench_stop TERM 143' TERM; trap 'bench_stop HUP 129' HUP
 bounded() {
   bench_name=$1; local s=$2 r=0
   shift 2

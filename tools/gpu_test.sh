@@ -43,6 +43,15 @@ if [ "$smi_rc" -eq 124 ] || [ "$smi_rc" -eq 137 ]; then
 elif [ "$smi_rc" -ne 0 ]; then
   echo "=== nvidia-smi -L failed (exit $smi_rc: $(printf '%s\n' "$smi" | head -1)): counting no GPU"
 fi
+# CUDA_VISIBLE_DEVICES narrows what the tests see (an entry each; tools/bench.sh reads the entries more closely):
+# the steps that need 2 GPUs must be left out by name where 1 is visible, as where nvidia-smi lists 1.
+if [ "${CUDA_VISIBLE_DEVICES+set}" = set ]; then
+  IFS=',' read -ra cvd_entries <<< "$CUDA_VISIBLE_DEVICES"
+  if [ "${#cvd_entries[@]}" -lt "${ngpu:-0}" ]; then
+    echo "=== CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES': ${#cvd_entries[@]} of the $ngpu GPU(s) visible"
+    ngpu=${#cvd_entries[@]}
+  fi
+fi
 # skip_rule PART: a step's exit 77 ("skipped") fails PART (run: skip_fails) when it was asked for by name or
 # nvidia-smi lists a GPU: a green call where the tests skipped would be read as a pass.
 skip_rule() {

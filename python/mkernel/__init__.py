@@ -16,7 +16,6 @@ errors raise MkernelError.
 """
 import ctypes
 import math
-import os
 import sys
 
 from ._lib import MkernelError, UniqueId, CommInfo, SymmInfo, c_int_arg, check, lib, path as library_path
@@ -235,18 +234,15 @@ def init(group=None, device: int = -1) -> Communicator:
 
     if not dist.is_initialized():
         raise MkernelError("mkernel.init: torch.distributed is not initialized (call init_process_group first)")
-    # The device is checked before the unique id's exchange, on this rank: refused after it, inside the
-    # communicator's bootstrap, the other ranks would wait for this one until MK_BOOTSTRAP_TIMEOUT_MS.
-    import torch
-    device = c_int_arg(-1 if device is None else device, "device", "mkernel.init", -1)
-    count = torch.cuda.device_count()
-    if device >= count:
-        raise MkernelError(f"mkernel.init: device {device} is not a GPU of this process ({count} visible: 0 to "
-                           f"{count - 1}; CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')})")
     rank = dist.get_rank(group)
     world = dist.get_world_size(group)
     from ._torch_id import share_unique_id
     uid = share_unique_id(group, get_unique_id)  # bounded by MK_BOOTSTRAP_TIMEOUT_MS, naming rank 0 if it fails
+    # After the exchange, which counts this call on every rank (_torch_id: a rank that raised before it fell out of
+    # step with rank 0 for good). A device number out of range is the library's to refuse: inside the bootstrap,
+    # which then fails every rank at once, naming this one (Communicator::init_or_abort).
+    device = c_int_arg(-1 if device is None else device, "device", "mkernel.init", -1)
     if device < 0:
+        import torch
         device = torch.cuda.current_device()
     return Communicator(rank, world, uid, device)

@@ -41,7 +41,7 @@ def _env_int(name, default):
     """The launcher's variable `name` as an int >= 0, or a SystemExit naming it (int() said only "invalid
     literal")."""
     v = os.environ.get(name, default)
-    if not v.strip().isdigit():
+    if not (v.strip().isascii() and v.strip().isdigit()):  # (isdigit alone takes "²", which int() refuses)
         raise SystemExit(f"mkernel.torchrun: {name}={v!r} is not a non-negative integer (the launcher sets it, "
                          f"as torchrun does; unset, it is {default})")
     return int(v)

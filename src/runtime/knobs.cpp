@@ -1,7 +1,10 @@
 #include "mkernel/knobs.hpp"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -247,52 +250,93 @@ std::string print_config(const EnvLookup& env) {
 
 namespace {
 
-// stderr may be a pipe that nobody drains (a launcher or a parent that stopped reading): a plain write(2) would then
-// block the logging thread -- a proxy, a watchdog, a rank in its reported wait -- for ever, with every other thread
-// that logs queued behind it on the mutex. So each line waits at most kStderrWaitMs for room (poll), and is written
-// in pieces of at most PIPE_BUF, which a pipe that polls writable takes whole. A line that finds no room is dropped
-// and counted; once one line is dropped the next ones do not wait (one stall costs one wait, not one per line) until
-// a line gets through, which first says how many were dropped. Not bounded: a stderr that polls writable yet blocks
-// (a socket whose buffer is smaller than PIPE_BUF); the O_NONBLOCK flag is not set instead because it belongs to the
-// open file description, shared with the process and its children.
+// stderr may be a pipe that nobody drains (a launcher or a parent that stopped reading): a blocking write(2) would
+// then hold the logging thread -- a proxy, a watchdog, a rank in its reported wait -- for ever, with every other
+// thread that logs queued behind it on the mutex. So no write here can block, and a line waits (poll) at most
+// kStderrWaitMs for room:
+// - a pipe or FIFO is written through a descriptor of its own, opened O_NONBLOCK on /proc/self/fd/2: a new open file
+//   description of the same pipe. (O_NONBLOCK set on fd 2 would belong to the description it shares with the rest
+//   of the process and its children, whose writes would then fail with EAGAIN.) A poll then a blocking write was
+//   not enough: other writers of the pipe (ranks sharing it, Python, the CUDA runtime) can take the room the poll saw.
+// - a socket: send(MSG_DONTWAIT), non-blocking for the one call (a blocking write of a line larger than the room a
+//   small send buffer leaves waited for ever, though poll said writable);
+// - anything else (a terminal, a file): poll, then write(2) (a file waits for no reader; left: a terminal stopped by
+//   ^S that another writer fills between the poll and the write).
+// Pieces of at most PIPE_BUF, which a pipe takes whole or not at all. A line that finds no room is dropped (or cut
+// short) and counted; once one is, the next ones do not wait (one stall costs one wait, not one per line) until a
+// line gets through, which first says how many were lost.
 constexpr int kStderrWaitMs = 1000;
 
-// Waits up to wait_ms for fd 2 to take bytes: 1 writable (or not pollable: a write says what it is), 0 not in time.
-int stderr_room(int wait_ms) {
+// Waits up to wait_ms for fd to take bytes: 1 writable (or not pollable: a write says what it is), 0 not in time.
+int room_within(int fd, int wait_ms) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-    pollfd pfd{STDERR_FILENO, POLLOUT, 0};
+    pollfd pfd{fd, POLLOUT, 0};
     const int r = ::poll(&pfd, 1, static_cast<int>(std::max<long long>(0, left.count())));
-    if (r > 0) return 1;  // POLLOUT, or POLLERR / POLLHUP / POLLNVAL: write(2) then fails at once
+    if (r > 0) return 1;  // POLLOUT, or POLLERR / POLLHUP / POLLNVAL: the write then fails at once
     if (r < 0 && errno != EINTR) return 1;
     if (r == 0 && left.count() <= 0) return 0;
     if (r == 0) continue;  // poll woke early (the clock's rounding): wait out the rest
   }
 }
 
+// Where a line goes: fd 2, or a pipe's own non-blocking descriptor (own), reopened when fd 2 names another file.
+struct StderrSink {
+  int fd = STDERR_FILENO;
+  bool own = false;   // fd is this sink's O_NONBLOCK descriptor of the pipe that fd 2 was (dev, ino)
+  bool sock = false;  // fd 2 is a socket: send(MSG_DONTWAIT)
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
+void refresh(StderrSink& s) {
+  struct stat st {};
+  const bool known = ::fstat(STDERR_FILENO, &st) == 0;
+  if (s.own && known && st.st_dev == s.dev && st.st_ino == s.ino) return;
+  if (s.own) ::close(s.fd);
+  s = StderrSink{};
+  if (!known) return;
+  s.sock = S_ISSOCK(st.st_mode);
+  if (S_ISFIFO(st.st_mode)) {
+    const int fd = ::open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) s = StderrSink{fd, true, false, st.st_dev, st.st_ino};  // (else: no reader, or no /proc: fd 2)
+  }
+}
+
 void write_stderr_line(const std::string& text) {
   static std::mutex m;
+  static StderrSink sink;
   static size_t lost = 0;   // lines dropped or cut short since the last one written whole
   static bool cut = false;  // the last piece written ended mid-line
   std::lock_guard<std::mutex> g(m);
+  refresh(sink);
+  const bool nonblocking = sink.own || sink.sock;
   const std::string line =
       lost == 0 ? text
                 : cat(cut ? "\n" : "", "mkernel: ", lost, " log line(s) dropped or cut short before this one: ",
                       "stderr took no bytes for ", kStderrWaitMs, " ms (a pipe that nobody reads?)\n", text);
   int wait_ms = lost > 0 ? 0 : kStderrWaitMs;
+  auto give_up = [&](size_t off) {
+    lost += 1;
+    cut = cut || off > 0;
+  };
   for (size_t off = 0; off < line.size();) {
-    if (stderr_room(wait_ms) == 0) {
-      lost += 1;
-      cut = cut || off > 0;
-      return;
-    }
+    if (!nonblocking && room_within(sink.fd, wait_ms) == 0) return give_up(off);
     if (off == 0) std::fflush(stderr);  // whatever the process wrote there before comes first
-    const ssize_t n = ::write(STDERR_FILENO, line.data() + off, std::min<size_t>(line.size() - off, PIPE_BUF));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // stderr closed or failing: nothing to wait for
-    off += static_cast<size_t>(n);
-    wait_ms = kStderrWaitMs;
+    const size_t piece = std::min<size_t>(line.size() - off, PIPE_BUF);
+    const ssize_t n = sink.sock ? ::send(STDERR_FILENO, line.data() + off, piece, MSG_DONTWAIT)
+                                : ::write(sink.fd, line.data() + off, piece);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+      wait_ms = kStderrWaitMs;
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && nonblocking && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (room_within(sink.fd, wait_ms) == 0) return give_up(off);
+    } else {
+      break;  // stderr closed or failing: nothing to wait for
+    }
   }
   lost = 0;
   cut = false;

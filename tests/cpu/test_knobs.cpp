@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -165,6 +166,46 @@ TEST(Knobs, ALogLineWaitsBoundedForAStderrNobodyReads) {
         std::exit(ok ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "read: mkernel: 2 log line.s. dropped.*\nmkernel: three\n");
+}
+
+// A stderr socket that nobody reads, with a send buffer much smaller than a line: a blocking write(2) of the line
+// waited for ever (before 0b2c141). The line is cut short after 1 s, and the next line that gets through starts on
+// a line of its own, saying so. (Not tested, bounded by construction: other writers of a pipe taking the room a
+// poll saw before this process's write, which then blocked; pipes are written through an O_NONBLOCK descriptor.)
+TEST(Knobs, ALogLineIsNotHeldByAStderrSocketWithASmallBuffer) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        int s[2];
+        if (::socketpair(AF_UNIX, SOCK_STREAM, 0, s) != 0) std::exit(2);
+        const int small = 4096;  // (the kernel's floor is about this; the line is longer than what it lets through)
+        ::setsockopt(s[1], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+        const int saved = ::dup(2);
+        ::dup2(s[1], 2);
+        ::alarm(30);  // (a write that blocks for ever fails the test instead of hanging it)
+        using clock = std::chrono::steady_clock;
+        auto ms = [](clock::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+        const auto t0 = clock::now();
+        mk::log(mk::LogLevel::Warn, std::string(1 << 16, 'a'));
+        const auto t1 = clock::now();
+        std::string got;
+        std::string buf(1 << 16, '\0');
+        ::fcntl(s[0], F_SETFL, O_NONBLOCK);
+        for (ssize_t n; (n = ::read(s[0], buf.data(), buf.size())) > 0;) got.append(buf.data(), static_cast<size_t>(n));
+        const size_t first = got.size();
+        mk::log(mk::LogLevel::Warn, "two");
+        ::usleep(100 * 1000);
+        for (ssize_t n; (n = ::read(s[0], buf.data(), buf.size())) > 0;) got.append(buf.data(), static_cast<size_t>(n));
+        ::dup2(saved, 2);
+        const std::string rest = got.substr(first);
+        const std::string said = mk::cat("first ", ms(t1 - t0), " ms, ", first, " bytes of it; then: ", rest);
+        [[maybe_unused]] const ssize_t w = ::write(2, said.data(), said.size());
+        const bool ok = ms(t1 - t0) >= 900 && ms(t1 - t0) < 5000 && first > 0 && first < (1 << 16) &&
+                        rest == "\nmkernel: 1 log line(s) dropped or cut short before this one: stderr took no bytes "
+                                "for 1000 ms (a pipe that nobody reads?)\nmkernel: two\n";
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "then: \nmkernel: 1 log line.s. dropped or cut short.*\nmkernel: two\n");
 }
 
 // The knobs that decide collective steps are compared across ranks in the

@@ -152,28 +152,29 @@ def test_close_plans_refuses_what_is_not_a_communicator():
 
 @pytest.mark.parametrize("device,error", [("0", r"device must be an int \(got str '0'\)"),
                                           (1.5, r"device must be an int \(got float 1.5\)"),
-                                          (-2, r"device must be in \[-1, "),
-                                          (0, r"device 0 is not a GPU of this process \(0 visible")])
-def test_init_checks_its_device_before_the_unique_id_is_shared(monkeypatch, device, error):
-    # Refused after the exchange, inside the communicator's bootstrap, the other ranks waited for this one until
-    # MK_BOOTSTRAP_TIMEOUT_MS. (device_count 0: this machine; a GPU machine's count is what the check reads.)
+                                          (-2, r"device must be in \[-1, ")])
+def test_init_names_a_device_that_is_not_a_device_number(monkeypatch, device, error):
+    # A TypeError from comparing it with 0 before ("'<' not supported between instances of 'str' and 'int'"). Said
+    # after the unique id's exchange, which counts the call on every rank (a rank that raised before it fell out of
+    # step with rank 0 for good); a number out of range is the library's, which fails every rank at once.
     import torch.distributed as dist
     from mkernel import _torch_id
 
-    shared = []
+    made = []
     monkeypatch.setattr(dist, "is_initialized", lambda: True)
     monkeypatch.setattr(dist, "get_rank", lambda group=None: 0)
     monkeypatch.setattr(dist, "get_world_size", lambda group=None: 2)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
-    monkeypatch.setattr(_torch_id, "share_unique_id", lambda *a: shared.append(a) or Reached("shared"))
+    monkeypatch.setattr(_torch_id, "share_unique_id", lambda group, make: b"id")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+
+    def communicator(rank, world, uid, dev):
+        made.append(dev)
+        raise Reached("the communicator is made")
+    monkeypatch.setattr(mkernel, "Communicator", communicator)
     with pytest.raises(mkernel.MkernelError, match=r"^mkernel.init: " + error):
         mkernel.init(device=device)
-    assert shared == []
-
-    def share(*a):
-        raise Reached("the unique id is shared")
-    monkeypatch.setattr(_torch_id, "share_unique_id", share)
-    for fine in (None, -1):  # (None: the current device, as -1)
+    assert made == []
+    for fine, dev in ((None, 3), (-1, 3), (1, 1)):  # (None: the current device, as -1)
         with pytest.raises(Reached):
             mkernel.init(device=fine)
-
+        assert made.pop() == dev
