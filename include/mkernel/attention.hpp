@@ -55,7 +55,8 @@ struct AttentionArgs {
 };
 
 // Bytes of workspace a call with these arguments uses (0: it claims nothing;
-// MK_ATTN_UNITS is read now); the pointers need not be set.
+// MK_ATTN_UNITS is read now); the pointers need not be set. mk::Error for a
+// shape attention_fwd refuses (head_dim, sizes, head counts) or num_ctas < 0.
 size_t attention_workspace_bytes(const AttentionArgs& args);
 void attention_fwd(const AttentionArgs& args, cudaStream_t stream = nullptr);
 

@@ -146,6 +146,12 @@ def test_workspace_size_queries_check_their_arguments_and_follow_the_unit_knob(m
     assert workspace_bytes("mk_attention_workspace_bytes", "attention", *dims, 1, 0) == 0
     monkeypatch.setenv("MK_ATTN_UNITS", "claimed")
     assert workspace_bytes("mk_attention_workspace_bytes", "attention", *dims, 0, 0) == 8
+    # A shape the call itself refuses is refused here too (any shape got its size before).
+    for bad, what in (((-1, 2048, 2048, 8, 8, 128, 1, 0), "must be >= 1"), ((1, 2048, 2048, 8, 3, 128, 1, 0),
+                      r"kv_heads \(3\) must divide heads \(8\)"), ((1, 2048, 2048, 8, 8, 96, 0, 0), "head_dim must be"),
+                      ((1, 2048, 2048, 8, 8, 128, 1, -7), "num_ctas must be >= 0")):
+        with pytest.raises(mkernel.MkernelError, match="attention_workspace_bytes: .*" + what):
+            workspace_bytes("mk_attention_workspace_bytes", "attention", *bad)
 
 
 def test_tensor_parallel_plans_reject_a_null_communicator():

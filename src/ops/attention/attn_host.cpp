@@ -249,7 +249,14 @@ constexpr size_t kCounterBytes = sizeof(uint64_t);
 
 }  // namespace
 
-size_t attention_workspace_bytes(const AttentionArgs& args) { return claims(args.causal) ? kCounterBytes : 0; }
+size_t attention_workspace_bytes(const AttentionArgs& args) {
+  // A size asked for a call that attention_fwd would refuse is refused too, for the same reason (it took any shape).
+  const char* op = "attention_workspace_bytes";
+  attn::check_shape(op, args.batch, args.seq_q, args.seq_kv ? args.seq_kv : args.seq_q, args.heads,
+                    args.kv_heads ? args.kv_heads : args.heads, args.head_dim);
+  if (args.num_ctas < 0) fail(op, ": num_ctas must be >= 0 (0: every SM; got ", args.num_ctas, ")");
+  return claims(args.causal) ? kCounterBytes : 0;
+}
 
 void attention_fwd(const AttentionArgs& args, cudaStream_t stream) {
   attn::AttnParams p = attn::make_params(args);
