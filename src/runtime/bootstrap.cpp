@@ -546,7 +546,8 @@ UniqueId get_unique_id() {
 
 Bootstrap::Bootstrap(int rank, int world, const UniqueId& id) : rank_(rank), world_(world) {
   timeout_ms_ = knob_int(Knob::MK_BOOTSTRAP_TIMEOUT_MS);
-  if (world < 1 || rank < 0 || rank >= world) fail("rank ", rank, " is outside [0, ", world, ")");
+  if (world < 1) fail("world size must be >= 1 (got ", world, ")");
+  if (rank < 0 || rank >= world) fail("rank ", rank, " is outside [0, ", world, ")");
   if (world > kMaxWorld) fail("world size ", world, " is over the bootstrap's limit of ", kMaxWorld, " ranks");
   IdLayout l{};
   std::memcpy(&l, id.bytes, sizeof(l));

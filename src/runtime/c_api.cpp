@@ -45,7 +45,7 @@ int mk_abi_version(void) { return MK_ABI_VERSION; }
 const char* mk_last_error(void) { return mk::capi::last_error().c_str(); }
 
 int mk_get_unique_id(mk_unique_id_t* out) {
-  if (!out) return null_arg("out");
+  if (!out) return null_arg(__func__, "out");
   static_assert(sizeof(out->internal) == sizeof(mk::UniqueId::bytes));
   return guarded([&] {
     auto id = mk::get_unique_id();
@@ -54,7 +54,7 @@ int mk_get_unique_id(mk_unique_id_t* out) {
 }
 
 int mk_comm_init(mk_comm_t* out, int rank, int world, const mk_unique_id_t* id, int device) {
-  if (!out || !id) return null_arg("out or id");
+  if (!out || !id) return null_arg(__func__, "out or id");
   return guarded([&] {
     mk::UniqueId uid;
     std::memcpy(uid.bytes, id->internal, sizeof(uid.bytes));
@@ -65,7 +65,7 @@ int mk_comm_init(mk_comm_t* out, int rank, int world, const mk_unique_id_t* id, 
 }
 
 int mk_comm_init_env(mk_comm_t* out, int device) {
-  if (!out) return null_arg("out");
+  if (!out) return null_arg(__func__, "out");
   return guarded([&] {
     auto c = std::make_unique<mk_comm_s>();
     c->comm = mk::Communicator::from_env(device);
@@ -100,7 +100,7 @@ int mk_comm_destroy(mk_comm_t comm) {
 }
 
 int mk_comm_info(mk_comm_t comm, mk_comm_info_t* out) {
-  if (!comm || !out) return null_arg("comm or out");
+  if (!comm || !out) return null_arg(__func__, "comm or out");
   return comm_call(comm, "mk_comm_info", [&] {
     const auto& t = comm->comm->topology();
     *out = mk_comm_info_t{t.rank, t.world, t.node, t.num_nodes, t.local_rank, t.local_size,
@@ -109,27 +109,27 @@ int mk_comm_info(mk_comm_t comm, mk_comm_info_t* out) {
 }
 
 int mk_comm_barrier(mk_comm_t comm) {
-  if (!comm) return null_arg("comm");
+  if (!comm) return null_arg(__func__, "comm");
   return comm_call(comm, "mk_comm_barrier", [&] { comm->comm->barrier(); });
 }
 
 int mk_comm_check(mk_comm_t comm) {
-  if (!comm) return null_arg("comm");
+  if (!comm) return null_arg(__func__, "comm");
   return comm_call(comm, "mk_comm_check", [&] { comm->comm->check(0, "check"); });
 }
 
 int mk_comm_network_bytes_put(mk_comm_t comm, uint64_t* out) {
-  if (!comm || !out) return null_arg("comm or out");
+  if (!comm || !out) return null_arg(__func__, "comm or out");
   return comm_call(comm, "mk_comm_network_bytes_put", [&] { *out = comm->comm->network_bytes_put(); });
 }
 
 int mk_comm_symmetric_bytes(mk_comm_t comm, uint64_t* out) {
-  if (!comm || !out) return null_arg("comm or out");
+  if (!comm || !out) return null_arg(__func__, "comm or out");
   return comm_call(comm, "mk_comm_symmetric_bytes", [&] { *out = comm->comm->symmetric_bytes(); });
 }
 
 int mk_symm_alloc(mk_comm_t comm, size_t bytes, mk_symm_t* out) {
-  if (!comm || !out) return null_arg("comm or out");
+  if (!comm || !out) return null_arg(__func__, "comm or out");
   return comm_call(comm, "mk_symm_alloc", [&] {
     auto s = std::make_unique<mk_symm_s>();
     s->buf = &comm->comm->alloc_symmetric(bytes);
@@ -139,7 +139,7 @@ int mk_symm_alloc(mk_comm_t comm, size_t bytes, mk_symm_t* out) {
 }
 
 int mk_symm_info(mk_symm_t buf, mk_symm_info_t* out) {
-  if (!buf || !out) return null_arg("buf or out");
+  if (!buf || !out) return null_arg(__func__, "buf or out");
   return guarded([&] {
     if (!buf->comm_alive->load())
       mk::fail("mk_symm_info: this buffer's communicator was destroyed, and the buffer with it (mk_symm_free "
@@ -158,7 +158,7 @@ int mk_symm_free(mk_comm_t comm, mk_symm_t buf) {
     delete buf;
     return 0;
   }
-  if (!comm || !buf) return null_arg("comm or buf");
+  if (!comm || !buf) return null_arg(__func__, "comm or buf");
   return comm_call(comm, "mk_symm_free", [&] {
     comm->comm->free_symmetric(*buf->buf);
     delete buf;
@@ -166,7 +166,7 @@ int mk_symm_free(mk_comm_t comm, mk_symm_t buf) {
 }
 
 int mk_print_config(char* buf, size_t len) {
-  if (!buf) return null_arg("buf");
+  if (!buf) return null_arg(__func__, "buf");
   if (len == 0)
     return mk::capi::guarded([] { mk::fail("mk_print_config: len is 0 (no room even for the terminating NUL)"); });
   return guarded([&] {
@@ -177,12 +177,12 @@ int mk_print_config(char* buf, size_t len) {
 }
 
 int mk_knob_int(const char* name, int64_t* out) {
-  if (!name || !out) return null_arg("name or out");
+  if (!name || !out) return null_arg(__func__, "name or out");
   return guarded([&] { *out = mk::knob_int(knob_named("mk_knob_int", name, mk::KnobType::Int, "an integer")); });
 }
 
 int mk_knob_bool(const char* name, int* out) {
-  if (!name || !out) return null_arg("name or out");
+  if (!name || !out) return null_arg(__func__, "name or out");
   return guarded([&] { *out = mk::knob_bool(knob_named("mk_knob_bool", name, mk::KnobType::Bool, "a bool")) ? 1 : 0; });
 }
 

@@ -52,9 +52,10 @@ int guarded(F&& f) {
   return 1;
 }
 
-inline int null_arg(const char* what) {
+// `call`: the C function (__func__), named in the message with the argument(s) `what`.
+inline int null_arg(const char* call, const char* what) {
   try {
-    last_error() = std::string("mkernel: ") + what + " is NULL";
+    last_error() = std::string("mkernel: ") + call + ": " + what + " is NULL";
   } catch (...) {
     set_last_error("mkernel: an argument is NULL");
   }
@@ -96,12 +97,12 @@ int comm_call(mk_comm_s* comm, const char* call, F&& f) {
 // Creates an op plan handle (a struct holding std::unique_ptr<Plan> plan and
 // mk_comm_s* owner) over a communicator: Plan(*comm, args...), counted on it.
 template <typename Handle, typename Plan, typename... Args>
-int create_plan(mk_comm_s* comm, Handle** out, const Args&... args) {
-  if (!comm || !out) return null_arg("comm or out");
+int create_plan(const char* call, mk_comm_s* comm, Handle** out, const Args&... args) {
+  if (!comm || !out) return null_arg(call, "comm or out");
   // Counted while it is made too: a destroy meanwhile is refused. One that began first (the count closed:
   // mk_comm_destroy) refuses this; a call on a communicator another thread already destroyed is the caller's
   // error, as for any call.
-  if (!count_use(comm)) return 1;
+  if (!count_use(comm, call)) return 1;
   const int rc = guarded([&] {
     auto h = std::make_unique<Handle>();
     h->plan = std::make_unique<Plan>(*comm->comm, args...);
@@ -116,12 +117,12 @@ int create_plan(mk_comm_s* comm, Handle** out, const Args&... args) {
 // one of its calls is enqueuing its work on another host thread (it would use what the destroy frees); a destroy
 // racing a call that is only beginning is not seen (one host thread at a time calls a plan and destroys it).
 template <typename Handle>
-int destroy_plan(Handle* plan) {
+int destroy_plan(const char* call, Handle* plan) {
   if (!plan) return 0;
   if (plan->plan->in_call())
-    return guarded([] {
-      fail("a plan's destroy came while one of its calls, on another host thread, was still enqueuing its work: "
-           "destroy it once that call returned (one host thread at a time calls a plan and destroys it); the plan "
+    return guarded([call] {
+      fail(call, ": a plan's destroy came while one of its calls, on another host thread, was still enqueuing its "
+           "work: destroy it once that call returned (one host thread at a time calls a plan and destroys it); the plan "
            "stays open");
     });
   return guarded([&] {
@@ -133,8 +134,8 @@ int destroy_plan(Handle* plan) {
 
 // *out = 1 when a launch of the plan was ever captured in a CUDA graph, else 0 (Plan::captured()).
 template <typename Handle>
-int plan_captured(const Handle* plan, int* out) {
-  if (!plan || !out) return null_arg("plan or out");
+int plan_captured(const char* call, const Handle* plan, int* out) {
+  if (!plan || !out) return null_arg(call, "plan or out");
   *out = plan->plan->captured() ? 1 : 0;
   return 0;
 }

@@ -81,6 +81,12 @@ TEST(CApi, BadRankIsRejectedBeforeAnythingRuns) {
   std::string msg = mk_last_error();
   EXPECT_NE(msg.find("rank 3"), std::string::npos) << msg;
   EXPECT_NE(msg.find("[0, 2)"), std::string::npos) << msg;
+  // A bad world size is named as one (it read "rank 0 is outside [0, -5)"), and a NULL argument names the function.
+  EXPECT_NE(mk_comm_init(&comm, 0, -5, &id, -1), 0);
+  msg = mk_last_error();
+  EXPECT_NE(msg.find("world size must be >= 1 (got -5)"), std::string::npos) << msg;
+  EXPECT_NE(mk_comm_init(&comm, 0, 2, nullptr, -1), 0);
+  EXPECT_EQ(std::string(mk_last_error()), "mkernel: mk_comm_init: out or id is NULL");
 }
 
 TEST(CApi, ForeignIdIsRejected) {
@@ -106,9 +112,9 @@ TEST(CApi, ACommunicatorWithAnOpenPlanRefusesToBeDestroyed) {
   ASSERT_NE(mk_comm_destroy(comm), 0);  // (else comm is gone: the rest would use freed memory)
   EXPECT_NE(std::string(mk_last_error()).find("mk_comm_destroy: 1 plan made on this communicator is still open"),
             std::string::npos) << mk_last_error();
-  EXPECT_EQ(mk::capi::destroy_plan(plan), 0);
+  EXPECT_EQ(mk::capi::destroy_plan("mk_test_destroy", plan), 0);
   EXPECT_EQ(comm->open_plans.load(), 0);
-  EXPECT_EQ(mk::capi::destroy_plan(static_cast<StandInPlan*>(nullptr)), 0);
+  EXPECT_EQ(mk::capi::destroy_plan("mk_test_destroy", static_cast<StandInPlan*>(nullptr)), 0);
   const auto alive = comm->alive;  // (what its buffers' handles hold)
   EXPECT_EQ(mk_comm_destroy(comm), 0) << mk_last_error();
   EXPECT_FALSE(alive->load());
@@ -129,8 +135,8 @@ TEST(CApi, APlanBegunWhileItsCommunicatorIsDestroyedIsRefused) {
   mk_comm_s comm;
   comm.open_plans = mk_comm_s::kClosing;
   Handle* out = nullptr;
-  EXPECT_NE((mk::capi::create_plan<Handle, Plan>(&comm, &out)), 0);
-  EXPECT_NE(std::string(mk_last_error()).find("the communicator is being destroyed"), std::string::npos)
+  EXPECT_NE((mk::capi::create_plan<Handle, Plan>("mk_test_create", &comm, &out)), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("mk_test_create: the communicator is being destroyed"), std::string::npos)
       << mk_last_error();
   EXPECT_EQ(out, nullptr);
   EXPECT_EQ(comm.open_plans.load(), mk_comm_s::kClosing);
@@ -206,12 +212,12 @@ TEST(CApi, APlansDestroyDuringItsCallOnAnotherThreadIsRefused) {
     while (!release) std::this_thread::yield();
   });
   while (!inside) std::this_thread::yield();
-  EXPECT_NE(mk::capi::destroy_plan(h), 0);
-  EXPECT_NE(std::string(mk_last_error()).find("a plan's destroy came while one of its calls, on another host thread"),
+  EXPECT_NE(mk::capi::destroy_plan("mk_test_destroy", h), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("mk_test_destroy: a plan's destroy came while one of its calls, on"),
             std::string::npos) << mk_last_error();
   EXPECT_EQ(comm.open_plans.load(), 1);  // still open
   release = true;
   caller.join();
-  EXPECT_EQ(mk::capi::destroy_plan(h), 0) << mk_last_error();
+  EXPECT_EQ(mk::capi::destroy_plan("mk_test_destroy", h), 0) << mk_last_error();
   EXPECT_EQ(comm.open_plans.load(), 0);
 }

@@ -162,8 +162,9 @@ def test_tensor_parallel_plans_reject_a_null_communicator():
     for create in ("mk_ag_gemm_create", "mk_gemm_rs_create", "mk_gemm_ar_create"):
         assert getattr(lib, create)(None, 256, 256, 256, 0, 0, ctypes.byref(h)) != 0
         assert b"comm or out is NULL" in lib.mk_last_error()
+        assert lib.mk_last_error().startswith(b"mkernel: " + create.encode())  # (the function, since session 55)
     assert lib.mk_gemm_ar_create_ex(None, 256, 256, 256, 0, 0, 0, ctypes.byref(h)) != 0
-    assert b"comm or out is NULL" in lib.mk_last_error()
+    assert lib.mk_last_error() == b"mkernel: mk_gemm_ar_create_ex: comm or out is NULL"
 
 
 def test_network_byte_count_rejects_a_null_communicator():
@@ -171,7 +172,7 @@ def test_network_byte_count_rejects_a_null_communicator():
     from mkernel._lib import lib
     n = ctypes.c_uint64()
     assert lib.mk_comm_network_bytes_put(None, ctypes.byref(n)) != 0
-    assert b"comm or out is NULL" in lib.mk_last_error()
+    assert lib.mk_last_error() == b"mkernel: mk_comm_network_bytes_put: comm or out is NULL"
 
 
 def test_symmetric_byte_count_rejects_a_null_communicator():

@@ -15,22 +15,22 @@ extern "C" {
 
 int mk_ag_gemm_create(mk_comm_t comm, int64_t m_local, int64_t n, int64_t k, int num_comm_ctas, int num_ctas,
                       mk_ag_gemm_t* out) {
-  return mk::capi::create_plan<mk_ag_gemm_s, mk::AgGemm>(comm, out, m_local, n, k,
+  return mk::capi::create_plan<mk_ag_gemm_s, mk::AgGemm>(__func__, comm, out, m_local, n, k,
                                                          mk::AgGemmOptions{num_comm_ctas, num_ctas});
 }
 
 int mk_ag_gemm_run(mk_ag_gemm_t plan, const void* a_local, const void* b, void* out, void* gathered, void* stream) {
-  if (!plan) return null_arg("plan");
+  if (!plan) return null_arg(__func__, "plan");
   return guarded([&] { plan->plan->run(a_local, b, out, static_cast<cudaStream_t>(stream), gathered); });
 }
 
 int mk_ag_gemm_all_gather(mk_ag_gemm_t plan, const void* a_local, void* gathered, void* stream) {
-  if (!plan) return null_arg("plan");
+  if (!plan) return null_arg(__func__, "plan");
   return guarded([&] { plan->plan->all_gather(a_local, gathered, static_cast<cudaStream_t>(stream)); });
 }
 
-int mk_ag_gemm_captured(mk_ag_gemm_t plan, int* out) { return mk::capi::plan_captured(plan, out); }
+int mk_ag_gemm_captured(mk_ag_gemm_t plan, int* out) { return mk::capi::plan_captured(__func__, plan, out); }
 
-int mk_ag_gemm_destroy(mk_ag_gemm_t plan) { return mk::capi::destroy_plan(plan); }
+int mk_ag_gemm_destroy(mk_ag_gemm_t plan) { return mk::capi::destroy_plan(__func__, plan); }
 
 }  // extern "C"

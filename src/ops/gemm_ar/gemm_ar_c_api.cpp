@@ -24,21 +24,21 @@ int mk_gemm_ar_create_ex(mk_comm_t comm, int64_t m, int64_t n, int64_t k_local, 
   opt.num_gather_ctas = num_gather_ctas;
   opt.num_ctas = num_ctas;
   opt.one_shot = one_shot;  // (checked by the plan, on every rank)
-  return mk::capi::create_plan<mk_gemm_ar_s, mk::GemmAr>(comm, out, m, n, k_local, opt);
+  return mk::capi::create_plan<mk_gemm_ar_s, mk::GemmAr>(__func__, comm, out, m, n, k_local, opt);
 }
 
 int mk_gemm_ar_run(mk_gemm_ar_t plan, const void* a, const void* b, void* out, void* stream) {
-  if (!plan) return null_arg("plan");
+  if (!plan) return null_arg(__func__, "plan");
   return guarded([&] { plan->plan->run(a, b, out, static_cast<cudaStream_t>(stream)); });
 }
 
 int mk_gemm_ar_all_reduce(mk_gemm_ar_t plan, const void* x, void* out, void* stream) {
-  if (!plan) return null_arg("plan");
+  if (!plan) return null_arg(__func__, "plan");
   return guarded([&] { plan->plan->all_reduce(x, out, static_cast<cudaStream_t>(stream)); });
 }
 
-int mk_gemm_ar_captured(mk_gemm_ar_t plan, int* out) { return mk::capi::plan_captured(plan, out); }
+int mk_gemm_ar_captured(mk_gemm_ar_t plan, int* out) { return mk::capi::plan_captured(__func__, plan, out); }
 
-int mk_gemm_ar_destroy(mk_gemm_ar_t plan) { return mk::capi::destroy_plan(plan); }
+int mk_gemm_ar_destroy(mk_gemm_ar_t plan) { return mk::capi::destroy_plan(__func__, plan); }
 
 }  // extern "C"

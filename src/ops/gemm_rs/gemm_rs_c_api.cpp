@@ -15,22 +15,22 @@ extern "C" {
 
 int mk_gemm_rs_create(mk_comm_t comm, int64_t m, int64_t n, int64_t k_local, int num_reduce_ctas, int num_ctas,
                       mk_gemm_rs_t* out) {
-  return mk::capi::create_plan<mk_gemm_rs_s, mk::GemmRs>(comm, out, m, n, k_local,
+  return mk::capi::create_plan<mk_gemm_rs_s, mk::GemmRs>(__func__, comm, out, m, n, k_local,
                                                          mk::GemmRsOptions{num_reduce_ctas, num_ctas});
 }
 
 int mk_gemm_rs_run(mk_gemm_rs_t plan, const void* a, const void* b, void* out, void* stream) {
-  if (!plan) return null_arg("plan");
+  if (!plan) return null_arg(__func__, "plan");
   return guarded([&] { plan->plan->run(a, b, out, static_cast<cudaStream_t>(stream)); });
 }
 
 int mk_gemm_rs_reduce_scatter(mk_gemm_rs_t plan, const void* x, void* out, void* stream) {
-  if (!plan) return null_arg("plan");
+  if (!plan) return null_arg(__func__, "plan");
   return guarded([&] { plan->plan->reduce_scatter(x, out, static_cast<cudaStream_t>(stream)); });
 }
 
-int mk_gemm_rs_captured(mk_gemm_rs_t plan, int* out) { return mk::capi::plan_captured(plan, out); }
+int mk_gemm_rs_captured(mk_gemm_rs_t plan, int* out) { return mk::capi::plan_captured(__func__, plan, out); }
 
-int mk_gemm_rs_destroy(mk_gemm_rs_t plan) { return mk::capi::destroy_plan(plan); }
+int mk_gemm_rs_destroy(mk_gemm_rs_t plan) { return mk::capi::destroy_plan(__func__, plan); }
 
 }  // extern "C"

@@ -20,25 +20,25 @@ int mk_ring_attn_create(mk_comm_t comm, int64_t batch, int64_t s_local, int64_t 
   opt.num_comm_ctas = num_comm_ctas;
   opt.num_ctas = num_ctas;
   opt.scale = scale;
-  return mk::capi::create_plan<mk_ring_attn_s, mk::RingAttention>(comm, out, batch, s_local, heads, kv_heads,
+  return mk::capi::create_plan<mk_ring_attn_s, mk::RingAttention>(__func__, comm, out, batch, s_local, heads, kv_heads,
                                                                   head_dim, causal != 0, opt);
 }
 
 int mk_ring_attn_run(mk_ring_attn_t plan, const void* q, const void* k, const void* v, void* out, float* lse,
                      void* stream) {
-  if (!plan) return null_arg("plan");
+  if (!plan) return null_arg(__func__, "plan");
   return guarded([&] { plan->plan->run(q, k, v, out, lse, static_cast<cudaStream_t>(stream)); });
 }
 
 int mk_ring_attn_trace(mk_ring_attn_t plan, int events_per_cta) {
-  if (!plan) return null_arg("plan");
+  if (!plan) return null_arg(__func__, "plan");
   return guarded([&] { plan->plan->enable_trace(events_per_cta); });
 }
 
 int mk_ring_attn_read_trace(mk_ring_attn_t plan, uint64_t* events, int64_t capacity, int64_t* count) {
-  if (!plan) return null_arg("plan");
-  if (!count) return null_arg("count");
-  if (capacity > 0 && !events) return null_arg("events");
+  if (!plan) return null_arg(__func__, "plan");
+  if (!count) return null_arg(__func__, "count");
+  if (capacity > 0 && !events) return null_arg(__func__, "events");
   return guarded([&] {
     const auto ev = plan->plan->read_trace();
     *count = static_cast<int64_t>(ev.size());
@@ -51,8 +51,8 @@ int mk_ring_attn_read_trace(mk_ring_attn_t plan, uint64_t* events, int64_t capac
   });
 }
 
-int mk_ring_attn_captured(mk_ring_attn_t plan, int* out) { return mk::capi::plan_captured(plan, out); }
+int mk_ring_attn_captured(mk_ring_attn_t plan, int* out) { return mk::capi::plan_captured(__func__, plan, out); }
 
-int mk_ring_attn_destroy(mk_ring_attn_t plan) { return mk::capi::destroy_plan(plan); }
+int mk_ring_attn_destroy(mk_ring_attn_t plan) { return mk::capi::destroy_plan(__func__, plan); }
 
 }  // extern "C"
