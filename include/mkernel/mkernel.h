@@ -1,7 +1,10 @@
 /* mkernel: C ABI for bindings (Python ctypes, other languages).
- * Every function but mk_abi_version and mk_last_error returns 0 on success
- * and non-zero on failure; then mk_last_error() returns this thread's
- * message. Handles are opaque.
+ * Every function but mk_abi_version, mk_last_error and mk_build_commit
+ * returns 0 on success and non-zero on failure; then mk_last_error() returns
+ * this thread's message, naming the function (a success leaves the last
+ * message as it was: read it only after a failure). Handles are opaque; a
+ * handle of another kind, or one whose destroy ran (while its memory is not
+ * reused), is refused by name rather than used.
  * mk_comm_destroy refuses (non-zero; the communicator stays open) while a
  * plan made on it is open: destroy the plans first, on every rank (the
  * refusal is this rank's alone: ranks that go on wait in the teardown up to

@@ -10,6 +10,7 @@
 static_assert(MK_MAX_LOCAL_RANKS == mk::kMaxLocalRanks);
 
 struct mk_symm_s {
+  mk::capi::HandleKind kind = mk::capi::HandleKind::Symm;  // (first: mk::capi::HandleKind)
   mk::SymmetricBuffer* buf;
   std::shared_ptr<std::atomic<bool>> comm_alive;  // its communicator's mk_comm_s::alive
 };
@@ -21,6 +22,8 @@ std::string& mk::capi::last_error() {
 
 using mk::capi::comm_call;
 using mk::capi::guarded;
+using mk::capi::handle_arg;
+using mk::capi::HandleKind;
 using mk::capi::null_arg;
 
 namespace {
@@ -75,6 +78,7 @@ int mk_comm_init_env(mk_comm_t* out, int device) {
 
 int mk_comm_destroy(mk_comm_t comm) {
   if (!comm) return 0;
+  if (const int rc = handle_arg(__func__, "comm", comm, HandleKind::Comm)) return rc;
   // Closed to new plans in the same step that finds none open (a plan being made on another thread counts as
   // open: refused; one begun after this step is refused by create_plan while the communicator still exists).
   int n = 0;
@@ -95,6 +99,7 @@ int mk_comm_destroy(mk_comm_t comm) {
     });
   return guarded([&] {
     comm->alive->store(false);  // (its buffers' handles: freed with it)
+    comm->kind = HandleKind::Destroyed;
     delete comm;
   });
 }
@@ -139,7 +144,8 @@ int mk_symm_alloc(mk_comm_t comm, size_t bytes, mk_symm_t* out) {
 }
 
 int mk_symm_info(mk_symm_t buf, mk_symm_info_t* out) {
-  if (!buf || !out) return null_arg(__func__, "buf or out");
+  if (!out) return null_arg(__func__, "out");
+  if (const int rc = handle_arg(__func__, "buf", buf, HandleKind::Symm)) return rc;
   return guarded([&] {
     if (!buf->comm_alive->load())
       mk::fail("mk_symm_info: this buffer's communicator was destroyed, and the buffer with it (mk_symm_free "
@@ -154,13 +160,16 @@ int mk_symm_info(mk_symm_t buf, mk_symm_info_t* out) {
 }
 
 int mk_symm_free(mk_comm_t comm, mk_symm_t buf) {
-  if (buf && !buf->comm_alive->load()) {  // (`comm` is not read: the destroyed one's handle dangles)
+  if (const int rc = handle_arg(__func__, "buf", buf, HandleKind::Symm)) return rc;
+  if (!buf->comm_alive->load()) {  // (`comm` is not read: the destroyed one's handle dangles)
+    buf->kind = HandleKind::Destroyed;
     delete buf;
     return 0;
   }
-  if (!comm || !buf) return null_arg(__func__, "comm or buf");
+  if (!comm) return null_arg(__func__, "comm");
   return comm_call(comm, "mk_symm_free", [&] {
     comm->comm->free_symmetric(*buf->buf);
+    buf->kind = HandleKind::Destroyed;
     delete buf;
   });
 }

@@ -11,10 +11,31 @@
 #include "mkernel/communicator.hpp"
 #include "mkernel/error.hpp"
 
+namespace mk::capi {
+
+// What a handle is: the first member of every handle struct (offset 0: none has a base class or a virtual
+// function), overwritten with Destroyed as the handle is destroyed. Every entry point that takes a handle checks it
+// (handle_arg): a handle of another kind (C converts any pointer: an mk_gemm_rs_t passed as an mk_ag_gemm_t was used
+// as one) or one destroyed already (a second destroy freed the same memory twice) is refused by name instead. Best
+// effort: the memory of a destroyed handle may since hold anything.
+enum class HandleKind : uint32_t {
+  Comm = 0x6d6b4301,
+  Symm,
+  AgGemm,
+  GemmRs,
+  GemmAr,
+  RingAttn,
+  Destroyed = 0x6d6b44ea
+};
+
+}  // namespace mk::capi
+
 // The opaque communicator handle of include/mkernel/mkernel.h. It counts the plan handles made on it and its
 // own calls in flight (mk_comm_destroy refuses while either is: they would use a destroyed communicator), and
 // shares a flag with its symmetric buffers' handles, false once it is destroyed (which frees those buffers).
 struct mk_comm_s {
+  static constexpr mk::capi::HandleKind handle_kind() { return mk::capi::HandleKind::Comm; }
+  mk::capi::HandleKind kind = handle_kind();  // (first: mk::capi::HandleKind)
   std::unique_ptr<mk::Communicator> comm;
   static constexpr int kClosing = -(1 << 30);  // open_plans once mk_comm_destroy has begun
   std::atomic<int> open_plans{0};  // open plans + own calls in flight (mk::capi::comm_call); kClosing: destroying
@@ -62,6 +83,35 @@ inline int null_arg(const char* call, const char* what) {
   return 1;
 }
 
+inline const char* kind_name(HandleKind k) {
+  switch (k) {
+    case HandleKind::Comm: return "a communicator (mk_comm_t)";
+    case HandleKind::Symm: return "a symmetric buffer (mk_symm_t)";
+    case HandleKind::AgGemm: return "an AllGather+GEMM plan (mk_ag_gemm_t)";
+    case HandleKind::GemmRs: return "a GEMM+ReduceScatter plan (mk_gemm_rs_t)";
+    case HandleKind::GemmAr: return "a GEMM+AllReduce plan (mk_gemm_ar_t)";
+    case HandleKind::RingAttn: return "a ring attention plan (mk_ring_attn_t)";
+    case HandleKind::Destroyed: return "a destroyed handle";
+  }
+  return nullptr;  // (not a kind: a stray or reused pointer)
+}
+
+// 0 when `h` is a live handle of kind `want`; else 1, with this thread's message naming `call` (the C function),
+// the argument `arg` and what it holds (NULL: null_arg's message).
+inline int handle_arg(const char* call, const char* arg, const void* h, HandleKind want) {
+  if (!h) return null_arg(call, arg);
+  const HandleKind got = *static_cast<const HandleKind*>(h);
+  if (got == want) return 0;
+  return guarded([&] {
+    if (got == HandleKind::Destroyed)
+      fail(call, ": ", arg, " was destroyed already (its destroy call ran): a handle is used until its destroy");
+    const char* name = kind_name(got);
+    fail(call, ": ", arg, " is not ", kind_name(want), name ? " but " : "",
+         name ? name : " (not a live handle of this library: a stray pointer, or a destroyed one whose memory was "
+                       "reused?)");
+  });
+}
+
 // Counts one use of `comm` (a plan being made or open, one of its own calls in flight): false, counting nothing,
 // once a mk_comm_destroy has begun (its count closed), with this thread's message saying so (naming `call`, the
 // C function, where one is given).
@@ -80,6 +130,7 @@ inline bool count_use(mk_comm_s* comm, const char* call = nullptr) {
 // begun. A call on a communicator another thread already destroyed is the caller's error, as for any call.
 template <typename F>
 int comm_call(mk_comm_s* comm, const char* call, F&& f) {
+  if (const int rc = handle_arg(call, "comm", comm, HandleKind::Comm)) return rc;
   // calls goes up before open_plans and down before it: a destroy that finds open_plans > 0 because of this call
   // sees calls > 0 too, except in the instant between the two decrements (then it names a plan; never unsafe).
   comm->call_name = call;
@@ -98,7 +149,8 @@ int comm_call(mk_comm_s* comm, const char* call, F&& f) {
 // mk_comm_s* owner) over a communicator: Plan(*comm, args...), counted on it.
 template <typename Handle, typename Plan, typename... Args>
 int create_plan(const char* call, mk_comm_s* comm, Handle** out, const Args&... args) {
-  if (!comm || !out) return null_arg(call, "comm or out");
+  if (!out) return null_arg(call, "out");
+  if (const int rc = handle_arg(call, "comm", comm, HandleKind::Comm)) return rc;
   // Counted while it is made too: a destroy meanwhile is refused. One that began first (the count closed:
   // mk_comm_destroy) refuses this; a call on a communicator another thread already destroyed is the caller's
   // error, as for any call.
@@ -119,14 +171,16 @@ int create_plan(const char* call, mk_comm_s* comm, Handle** out, const Args&... 
 template <typename Handle>
 int destroy_plan(const char* call, Handle* plan) {
   if (!plan) return 0;
+  if (const int rc = handle_arg(call, "plan", plan, Handle::handle_kind())) return rc;
   if (plan->plan->in_call())
     return guarded([call] {
       fail(call, ": a plan's destroy came while one of its calls, on another host thread, was still enqueuing its "
-           "work: destroy it once that call returned (one host thread at a time calls a plan and destroys it); the plan "
-           "stays open");
+           "work: destroy it once that call returned (one host thread at a time calls a plan and destroys it); the "
+           "plan stays open");
     });
   return guarded([&] {
     mk_comm_s* owner = plan->owner;
+    plan->kind = HandleKind::Destroyed;
     delete plan;
     if (owner) --owner->open_plans;
   });
@@ -135,7 +189,8 @@ int destroy_plan(const char* call, Handle* plan) {
 // *out = 1 when a launch of the plan was ever captured in a CUDA graph, else 0 (Plan::captured()).
 template <typename Handle>
 int plan_captured(const char* call, const Handle* plan, int* out) {
-  if (!plan || !out) return null_arg(call, "plan or out");
+  if (!out) return null_arg(call, "out");
+  if (const int rc = handle_arg(call, "plan", plan, Handle::handle_kind())) return rc;
   *out = plan->plan->captured() ? 1 : 0;
   return 0;
 }

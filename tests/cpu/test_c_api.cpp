@@ -103,11 +103,13 @@ TEST(CApi, ACommunicatorWithAnOpenPlanRefusesToBeDestroyed) {
     bool in_call() const noexcept { return false; }
   };
   struct StandInPlan {
+    static constexpr mk::capi::HandleKind handle_kind() { return mk::capi::HandleKind::GemmRs; }
+    mk::capi::HandleKind kind = handle_kind();
     std::unique_ptr<Idle> plan;
     mk_comm_s* owner = nullptr;
   };
   auto* comm = new mk_comm_s;
-  auto* plan = new StandInPlan{std::make_unique<Idle>(), comm};
+  auto* plan = new StandInPlan{StandInPlan::handle_kind(), std::make_unique<Idle>(), comm};
   ++comm->open_plans;  // (what mk::capi::create_plan does once the plan exists)
   ASSERT_NE(mk_comm_destroy(comm), 0);  // (else comm is gone: the rest would use freed memory)
   EXPECT_NE(std::string(mk_last_error()).find("mk_comm_destroy: 1 plan made on this communicator is still open"),
@@ -129,6 +131,8 @@ TEST(CApi, APlanBegunWhileItsCommunicatorIsDestroyedIsRefused) {
     bool captured() const { return false; }
   };
   struct Handle {
+    static constexpr mk::capi::HandleKind handle_kind() { return mk::capi::HandleKind::GemmRs; }
+    mk::capi::HandleKind kind = handle_kind();
     std::unique_ptr<Plan> plan;
     mk_comm_s* owner = nullptr;
   };
@@ -199,11 +203,13 @@ TEST(CApi, APlansDestroyDuringItsCallOnAnotherThreadIsRefused) {
     bool in_call() const noexcept { return order.busy(); }
   };
   struct Handle {
+    static constexpr mk::capi::HandleKind handle_kind() { return mk::capi::HandleKind::GemmRs; }
+    mk::capi::HandleKind kind = handle_kind();
     std::unique_ptr<Plan> plan;
     mk_comm_s* owner = nullptr;
   };
   mk_comm_s comm;
-  auto* h = new Handle{std::make_unique<Plan>(), &comm};
+  auto* h = new Handle{Handle::handle_kind(), std::make_unique<Plan>(), &comm};
   ++comm.open_plans;
   std::atomic<bool> inside{false}, release{false};
   std::thread caller([&] {
@@ -220,4 +226,31 @@ TEST(CApi, APlansDestroyDuringItsCallOnAnotherThreadIsRefused) {
   caller.join();
   EXPECT_EQ(mk::capi::destroy_plan("mk_test_destroy", h), 0) << mk_last_error();
   EXPECT_EQ(comm.open_plans.load(), 0);
+}
+
+// A handle of another kind (C converts any pointer) or one whose destroy ran is refused by name: it was used as the
+// kind the function takes (a communicator read as a plan), and a second destroy freed the same memory twice.
+TEST(CApi, AHandleOfAnotherKindOrDestroyedIsRefusedByName) {
+  mk_comm_s comm;  // (no Communicator inside: nothing here may get as far as using it)
+  EXPECT_NE(mk_ag_gemm_run(reinterpret_cast<mk_ag_gemm_t>(&comm), nullptr, nullptr, nullptr, nullptr, nullptr), 0);
+  EXPECT_EQ(std::string(mk_last_error()), "mkernel: mk_ag_gemm_run: plan is not an AllGather+GEMM plan (mk_ag_gemm_t) "
+                                           "but a communicator (mk_comm_t)");
+  EXPECT_NE(mk_gemm_rs_destroy(reinterpret_cast<mk_gemm_rs_t>(&comm)), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("mk_gemm_rs_destroy: plan is not a GEMM+ReduceScatter plan"),
+            std::string::npos) << mk_last_error();
+  mk_symm_info_t info;
+  EXPECT_NE(mk_symm_info(reinterpret_cast<mk_symm_t>(&comm), &info), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("mk_symm_info: buf is not a symmetric buffer (mk_symm_t)"),
+            std::string::npos) << mk_last_error();
+  comm.kind = mk::capi::HandleKind::Destroyed;  // (as mk_comm_destroy leaves it, before the memory is freed)
+  EXPECT_NE(mk_comm_barrier(&comm), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("mk_comm_barrier: comm was destroyed already"), std::string::npos)
+      << mk_last_error();
+  EXPECT_NE(mk_comm_destroy(&comm), 0);  // (a second destroy: refused, nothing freed)
+  EXPECT_NE(std::string(mk_last_error()).find("mk_comm_destroy: comm was destroyed already"), std::string::npos)
+      << mk_last_error();
+  uint32_t stray[8] = {0x12345678};
+  EXPECT_NE(mk_comm_barrier(reinterpret_cast<mk_comm_t>(stray)), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("not a live handle of this library"), std::string::npos)
+      << mk_last_error();
 }

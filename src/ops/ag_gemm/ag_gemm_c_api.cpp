@@ -4,6 +4,8 @@
 #include "src/runtime/c_api_util.hpp"
 
 struct mk_ag_gemm_s {
+  static constexpr mk::capi::HandleKind handle_kind() { return mk::capi::HandleKind::AgGemm; }
+  mk::capi::HandleKind kind = handle_kind();  // (first: mk::capi::HandleKind)
   std::unique_ptr<mk::AgGemm> plan;
   mk_comm_s* owner = nullptr;  // (counted on it: mk::capi::create_plan)
 };
@@ -20,12 +22,12 @@ int mk_ag_gemm_create(mk_comm_t comm, int64_t m_local, int64_t n, int64_t k, int
 }
 
 int mk_ag_gemm_run(mk_ag_gemm_t plan, const void* a_local, const void* b, void* out, void* gathered, void* stream) {
-  if (!plan) return null_arg(__func__, "plan");
+  if (const int rc = mk::capi::handle_arg(__func__, "plan", plan, mk_ag_gemm_s::handle_kind())) return rc;
   return guarded([&] { plan->plan->run(a_local, b, out, static_cast<cudaStream_t>(stream), gathered); });
 }
 
 int mk_ag_gemm_all_gather(mk_ag_gemm_t plan, const void* a_local, void* gathered, void* stream) {
-  if (!plan) return null_arg(__func__, "plan");
+  if (const int rc = mk::capi::handle_arg(__func__, "plan", plan, mk_ag_gemm_s::handle_kind())) return rc;
   return guarded([&] { plan->plan->all_gather(a_local, gathered, static_cast<cudaStream_t>(stream)); });
 }
 

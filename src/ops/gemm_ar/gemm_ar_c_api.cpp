@@ -4,6 +4,8 @@
 #include "src/runtime/c_api_util.hpp"
 
 struct mk_gemm_ar_s {
+  static constexpr mk::capi::HandleKind handle_kind() { return mk::capi::HandleKind::GemmAr; }
+  mk::capi::HandleKind kind = handle_kind();  // (first: mk::capi::HandleKind)
   std::unique_ptr<mk::GemmAr> plan;
   mk_comm_s* owner = nullptr;  // (counted on it: mk::capi::create_plan)
 };
@@ -28,12 +30,12 @@ int mk_gemm_ar_create_ex(mk_comm_t comm, int64_t m, int64_t n, int64_t k_local, 
 }
 
 int mk_gemm_ar_run(mk_gemm_ar_t plan, const void* a, const void* b, void* out, void* stream) {
-  if (!plan) return null_arg(__func__, "plan");
+  if (const int rc = mk::capi::handle_arg(__func__, "plan", plan, mk_gemm_ar_s::handle_kind())) return rc;
   return guarded([&] { plan->plan->run(a, b, out, static_cast<cudaStream_t>(stream)); });
 }
 
 int mk_gemm_ar_all_reduce(mk_gemm_ar_t plan, const void* x, void* out, void* stream) {
-  if (!plan) return null_arg(__func__, "plan");
+  if (const int rc = mk::capi::handle_arg(__func__, "plan", plan, mk_gemm_ar_s::handle_kind())) return rc;
   return guarded([&] { plan->plan->all_reduce(x, out, static_cast<cudaStream_t>(stream)); });
 }
 

@@ -4,6 +4,8 @@
 #include "src/runtime/c_api_util.hpp"
 
 struct mk_gemm_rs_s {
+  static constexpr mk::capi::HandleKind handle_kind() { return mk::capi::HandleKind::GemmRs; }
+  mk::capi::HandleKind kind = handle_kind();  // (first: mk::capi::HandleKind)
   std::unique_ptr<mk::GemmRs> plan;
   mk_comm_s* owner = nullptr;  // (counted on it: mk::capi::create_plan)
 };
@@ -20,12 +22,12 @@ int mk_gemm_rs_create(mk_comm_t comm, int64_t m, int64_t n, int64_t k_local, int
 }
 
 int mk_gemm_rs_run(mk_gemm_rs_t plan, const void* a, const void* b, void* out, void* stream) {
-  if (!plan) return null_arg(__func__, "plan");
+  if (const int rc = mk::capi::handle_arg(__func__, "plan", plan, mk_gemm_rs_s::handle_kind())) return rc;
   return guarded([&] { plan->plan->run(a, b, out, static_cast<cudaStream_t>(stream)); });
 }
 
 int mk_gemm_rs_reduce_scatter(mk_gemm_rs_t plan, const void* x, void* out, void* stream) {
-  if (!plan) return null_arg(__func__, "plan");
+  if (const int rc = mk::capi::handle_arg(__func__, "plan", plan, mk_gemm_rs_s::handle_kind())) return rc;
   return guarded([&] { plan->plan->reduce_scatter(x, out, static_cast<cudaStream_t>(stream)); });
 }
 

@@ -4,6 +4,8 @@
 #include "src/runtime/c_api_util.hpp"
 
 struct mk_ring_attn_s {
+  static constexpr mk::capi::HandleKind handle_kind() { return mk::capi::HandleKind::RingAttn; }
+  mk::capi::HandleKind kind = handle_kind();  // (first: mk::capi::HandleKind)
   std::unique_ptr<mk::RingAttention> plan;
   mk_comm_s* owner = nullptr;  // (counted on it: mk::capi::create_plan)
 };
@@ -26,17 +28,17 @@ int mk_ring_attn_create(mk_comm_t comm, int64_t batch, int64_t s_local, int64_t 
 
 int mk_ring_attn_run(mk_ring_attn_t plan, const void* q, const void* k, const void* v, void* out, float* lse,
                      void* stream) {
-  if (!plan) return null_arg(__func__, "plan");
+  if (const int rc = mk::capi::handle_arg(__func__, "plan", plan, mk_ring_attn_s::handle_kind())) return rc;
   return guarded([&] { plan->plan->run(q, k, v, out, lse, static_cast<cudaStream_t>(stream)); });
 }
 
 int mk_ring_attn_trace(mk_ring_attn_t plan, int events_per_cta) {
-  if (!plan) return null_arg(__func__, "plan");
+  if (const int rc = mk::capi::handle_arg(__func__, "plan", plan, mk_ring_attn_s::handle_kind())) return rc;
   return guarded([&] { plan->plan->enable_trace(events_per_cta); });
 }
 
 int mk_ring_attn_read_trace(mk_ring_attn_t plan, uint64_t* events, int64_t capacity, int64_t* count) {
-  if (!plan) return null_arg(__func__, "plan");
+  if (const int rc = mk::capi::handle_arg(__func__, "plan", plan, mk_ring_attn_s::handle_kind())) return rc;
   if (!count) return null_arg(__func__, "count");
   if (capacity > 0 && !events) return null_arg(__func__, "events");
   return guarded([&] {
