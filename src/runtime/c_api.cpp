@@ -13,6 +13,9 @@ struct mk_symm_s {
   mk::capi::HandleKind kind = mk::capi::HandleKind::Symm;  // (first: mk::capi::HandleKind)
   mk::SymmetricBuffer* buf;
   std::shared_ptr<std::atomic<bool>> comm_alive;  // its communicator's mk_comm_s::alive
+  // What mk_symm_info returns, copied as the buffer is made (it never changes): mk_symm_info then reads nothing the
+  // communicator owns, which a mk_comm_destroy on another thread could free between its alive check and the reads.
+  mk_symm_info_t info{};
 };
 
 std::string& mk::capi::last_error() {
@@ -139,6 +142,11 @@ int mk_symm_alloc(mk_comm_t comm, size_t bytes, mk_symm_t* out) {
     auto s = std::make_unique<mk_symm_s>();
     s->buf = &comm->comm->alloc_symmetric(bytes);
     s->comm_alive = comm->alive;
+    s->info.local = s->buf->local;
+    s->info.bytes = s->buf->bytes;
+    for (int i = 0; i < MK_MAX_LOCAL_RANKS; ++i) s->info.peers[i] = s->buf->peer[i];
+    s->info.local_rank = s->buf->local_rank;
+    s->info.local_size = s->buf->local_size;
     *out = s.release();
   });
 }
@@ -150,12 +158,7 @@ int mk_symm_info(mk_symm_t buf, mk_symm_info_t* out) {
     if (!buf->comm_alive->load())
       mk::fail("mk_symm_info: this buffer's communicator was destroyed, and the buffer with it (mk_symm_free "
                "only deletes its handle now)");
-    *out = mk_symm_info_t{};
-    out->local = buf->buf->local;
-    out->bytes = buf->buf->bytes;
-    for (int i = 0; i < MK_MAX_LOCAL_RANKS; ++i) out->peers[i] = buf->buf->peer[i];
-    out->local_rank = buf->buf->local_rank;
-    out->local_size = buf->buf->local_size;
+    *out = buf->info;
   });
 }
 
