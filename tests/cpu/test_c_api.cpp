@@ -243,7 +243,8 @@ TEST(CApi, AHandleOfAnotherKindOrDestroyedIsRefusedByName) {
     std::unique_ptr<Idle> plan;
     mk_comm_s* owner = nullptr;
   };
-  EXPECT_NE(mk::capi::destroy_plan("mk_gemm_rs_destroy", reinterpret_cast<StandInRs*>(&comm)), 0);
+  auto other = std::make_unique<mk_comm_s>();  // (on the heap: the refused path's delete is never reached)
+  EXPECT_NE(mk::capi::destroy_plan("mk_gemm_rs_destroy", reinterpret_cast<StandInRs*>(other.get())), 0);
   EXPECT_EQ(std::string(mk_last_error()), "mkernel: mk_gemm_rs_destroy: plan is not a GEMM+ReduceScatter plan "
                                            "(mk_gemm_rs_t) but a communicator (mk_comm_t)");
   mk_symm_info_t info;
