@@ -3,8 +3,9 @@
  * returns 0 on success and non-zero on failure; then mk_last_error() returns
  * this thread's message, naming the function (a success leaves the last
  * message as it was: read it only after a failure). Handles are opaque; a
- * handle of another kind, or one whose destroy ran (while its memory is not
- * reused), is refused by name rather than used.
+ * handle of another kind is refused by name rather than used, and so, as a
+ * handle that is not live, is one whose destroy ran (while its memory holds
+ * no new handle: best effort).
  * mk_comm_destroy refuses (non-zero; the communicator stays open) while a
  * plan made on it is open: destroy the plans first, on every rank (the
  * refusal is this rank's alone: ranks that go on wait in the teardown up to

@@ -16,8 +16,10 @@ namespace mk::capi {
 // What a handle is: the first member of every handle struct (offset 0: none has a base class or a virtual
 // function), overwritten with Destroyed as the handle is destroyed. Every entry point that takes a handle checks it
 // (handle_arg): a handle of another kind (C converts any pointer: an mk_gemm_rs_t passed as an mk_ag_gemm_t was used
-// as one) or one destroyed already (a second destroy freed the same memory twice) is refused by name instead. Best
-// effort: the memory of a destroyed handle may since hold anything.
+// as one) or one destroyed already (a second destroy freed the same memory twice) is refused instead. Best effort:
+// the allocator writes its own list pointers over a freed block's first bytes (glibc), so a destroyed handle is
+// mostly refused as "not a live handle of this library" rather than named as destroyed, and its memory may since
+// hold a live handle again.
 enum class HandleKind : uint32_t {
   Comm = 0x6d6b4301,
   Symm,

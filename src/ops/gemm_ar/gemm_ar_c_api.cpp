@@ -13,20 +13,30 @@ struct mk_gemm_ar_s {
 using mk::capi::guarded;
 using mk::capi::null_arg;
 
-extern "C" {
+namespace {
 
-int mk_gemm_ar_create(mk_comm_t comm, int64_t m, int64_t n, int64_t k_local, int num_gather_ctas, int num_ctas,
-                      mk_gemm_ar_t* out) {
-  return mk_gemm_ar_create_ex(comm, m, n, k_local, num_gather_ctas, num_ctas, -1, out);
-}
-
-int mk_gemm_ar_create_ex(mk_comm_t comm, int64_t m, int64_t n, int64_t k_local, int num_gather_ctas, int num_ctas,
-                         int one_shot, mk_gemm_ar_t* out) {
+// Both creates (`call`: the one the caller called, named in its errors).
+int create(const char* call, mk_comm_t comm, int64_t m, int64_t n, int64_t k_local, int num_gather_ctas, int num_ctas,
+           int one_shot, mk_gemm_ar_t* out) {
   mk::GemmArOptions opt;
   opt.num_gather_ctas = num_gather_ctas;
   opt.num_ctas = num_ctas;
   opt.one_shot = one_shot;  // (checked by the plan, on every rank)
-  return mk::capi::create_plan<mk_gemm_ar_s, mk::GemmAr>(__func__, comm, out, m, n, k_local, opt);
+  return mk::capi::create_plan<mk_gemm_ar_s, mk::GemmAr>(call, comm, out, m, n, k_local, opt);
+}
+
+}  // namespace
+
+extern "C" {
+
+int mk_gemm_ar_create(mk_comm_t comm, int64_t m, int64_t n, int64_t k_local, int num_gather_ctas, int num_ctas,
+                      mk_gemm_ar_t* out) {
+  return create(__func__, comm, m, n, k_local, num_gather_ctas, num_ctas, -1, out);
+}
+
+int mk_gemm_ar_create_ex(mk_comm_t comm, int64_t m, int64_t n, int64_t k_local, int num_gather_ctas, int num_ctas,
+                         int one_shot, mk_gemm_ar_t* out) {
+  return create(__func__, comm, m, n, k_local, num_gather_ctas, num_ctas, one_shot, out);
 }
 
 int mk_gemm_ar_run(mk_gemm_ar_t plan, const void* a, const void* b, void* out, void* stream) {
