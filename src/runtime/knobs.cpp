@@ -282,6 +282,9 @@ int room_within(int fd, int wait_ms) {
 }
 
 // Where a line goes: fd 2, or a pipe's own non-blocking descriptor (own), reopened when fd 2 names another file.
+// (That descriptor holds the pipe's write end open until the next line finds fd 2 changed, or the process ends: a
+// reader that waits for EOF after this process moved fd 2 elsewhere waits that long. O_CLOEXEC: no exec'd child
+// inherits it.)
 struct StderrSink {
   int fd = STDERR_FILENO;
   bool own = false;   // fd is this sink's O_NONBLOCK descriptor of the pipe that fd 2 was (dev, ino)
