@@ -37,6 +37,21 @@ def test_timeout_names_the_running_ranks_and_kills_one_ignoring_sigterm():
 def test_every_rank_skipped_is_a_skip():
     r, _ = run("-n", "2", "--", sys.executable, "-c", "import sys; sys.exit(77)")
     assert r.returncode == 77, r.stderr
+    assert "every rank exited 77 (skipped): [0, 1]" in r.stderr
+
+
+def test_a_partly_skipped_job_fails_naming_the_ranks():
+    # Some ranks skipped (77) while the others ran and passed: no pass (it exited 0 without a word before).
+    r, _ = run("-n", "3", "--", sys.executable, "-c",
+               "import os, sys; sys.exit(77 if os.environ['RANK'] == '1' else 0)")
+    assert r.returncode == 1, r.stderr
+    assert "ranks [1] exited 77 (skipped) while ranks [0, 2] ran and exited 0" in r.stderr
+
+
+def test_no_command_after_the_separator_is_refused():
+    r, _ = run("-n", "2", "--")  # (an IndexError's traceback before)
+    assert r.returncode == 2, r.stderr
+    assert "no command given" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_bad_timeout_or_port_is_refused_before_any_rank_starts(tmp_path):
