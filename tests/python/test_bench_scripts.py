@@ -317,3 +317,34 @@ def test_gpu_steps_tags_each_step_apart_and_kills_nothing_after_a_step_that_ends
     assert "shell=unset" in out  # the tag is the step's, not the shell's
     assert "=== FAILED (3): bash -c exit 3 [" in out and "leftover" not in out, out
     assert out.rstrip().endswith("fail=1")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")
+def test_gpu_steps_reaps_what_a_step_that_ended_by_itself_left_and_tells_its_own_124(tmp_path):
+    # A step that ends by itself leaving a background process (only a timed-out step was reaped before: the sleep
+    # held the GPU into the next step), and a command's own 124 well before the bound (reported as a timeout before).
+    code, out = _steps(tmp_path, "run bash -c 'sleep 60 </dev/null >/dev/null 2>&1 & echo $! > left.pid; exit 3'\n"
+                                 "step_s=30 run bash -c 'exit 124'")
+    left = int((tmp_path / "left.pid").read_text())
+    try:
+        assert code == 0 and out.rstrip().endswith("fail=1"), out
+        assert re.search(r"=== FAILED \(3\): .* -- killed 1 leftover process\(es\) of the step \[\d+ s\]", out), out
+        assert _gone(left), "the step's background process outlived the step"
+        assert "the command's own exit status 124, before the step's 30 s bound (not the step's timeout)" in out, out
+        assert "timed out at" not in out, out
+    finally:
+        if not _gone(left, 0):
+            os.kill(left, 9)
+
+
+def test_gpu_steps_refuses_a_bound_of_zero(tmp_path):
+    # timeout 0 is no bound at all: every step would have run unbounded.
+    shutil.copy(ROOT / "tools" / "gpu_steps.sh", tmp_path / "gpu_steps.sh")
+    e = {k: v for k, v in os.environ.items() if k != "MK_STEP_TAG"}
+    r = subprocess.run(["bash", "-c", "source ./gpu_steps.sh; echo sourced"], env={**e, "MK_GPU_TEST_STEP_S": "0"},
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 2 and "sourced" not in r.stdout, r.stdout + r.stderr
+    assert "MK_GPU_TEST_STEP_S must be a positive whole number of seconds (got '0'" in r.stderr
+    code, out = _steps(tmp_path, "step_s=0 run true")
+    assert "=== FAILED: true -- not run: step_s='0' is no positive whole number of seconds" in out, out
+    assert out.rstrip().endswith("fail=1"), out
