@@ -6,6 +6,7 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import time
@@ -135,6 +136,38 @@ def test_bench_sh_runs_on_2_4_or_8_gpus_and_says_so_for_other_counts(tmp_path, n
         want = ",".join(str(i) for i in range(use))
         assert mkrun[0].endswith(f"CUDA_VISIBLE_DEVICES={want}")
         assert f"bench.sh: {n} GPUs visible; running on {use} of them" in out
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")
+def test_bench_sh_passes_ctrl_c_on_to_the_running_benchmark(tmp_path):
+    # A terminal's Ctrl-C reaches bench.sh's process group, not the benchmark's: timeout runs it in a group of its
+    # own. bench.sh ignored it and went on waiting (up to the 900 s bound); now its trap passes it on, the benchmark
+    # ends, and bench.sh exits 130 at once.
+    root = _tree(tmp_path, "bench.sh")
+    smi = _smi(tmp_path, _gpus(1))
+    _exe(smi / "python3", '[ "$1" = -c ] && exit 0  # (the torch probe: this python has torch)\n'
+                          f'echo $$ > {tmp_path}/bench.pid\nexec sleep 60\n')
+    e = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    e["PATH"] = f"{smi}{os.pathsep}{os.environ['PATH']}"
+    p = subprocess.Popen(["bash", str(root / "tools" / "bench.sh")], env=e, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    pid_file, bench = tmp_path / "bench.pid", None
+    try:
+        t_end = time.monotonic() + 30
+        while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < t_end:
+            time.sleep(0.05)
+        bench = int(pid_file.read_text())
+        os.killpg(p.pid, signal.SIGINT)  # (what a terminal's Ctrl-C does: bench.sh's group)
+        out, _ = p.communicate(timeout=20)
+        assert p.returncode == 130, out
+        assert "bench.sh: SIGINT: stopping the attention benchmark" in out, out
+        assert _gone(bench), "the benchmark outlived bench.sh"
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        if bench is not None and not _gone(bench, 0):
+            os.kill(bench, signal.SIGKILL)
 
 
 def test_bench_sh_bounds_every_timeout_with_a_kill():
