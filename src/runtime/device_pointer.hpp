@@ -6,8 +6,17 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace mk {
+
+// Whether [a, a + an) and [b, b + bn) share a byte: a null or empty range shares none. The ops' checks that an
+// output is apart from what the kernel reads while writing it (one definition for the GEMMs, attention and the
+// fused plans).
+inline bool overlap(const void* a, size_t an, const void* b, size_t bn) {
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return a && b && an && bn && x < y + bn && y < x + an;
+}
 
 // Throws mk::Error naming `op` and `what` unless p and p + bytes - 1 are both memory of CUDA device `device`
 // (cudaMalloc'ed, VMM-mapped or managed): host memory (pinned too), memory of another GPU or an address that no

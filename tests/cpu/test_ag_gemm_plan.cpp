@@ -56,9 +56,10 @@ TEST(AgGemmPlan, MismatchedPlansNameTheRanks) {
     EXPECT_NE(m.find("rank 1 made the same plan"), std::string::npos) << m;
     EXPECT_NE(m.find("make and destroy plans in the same order"), std::string::npos) << m;
   }
-  EXPECT_TRUE(tp::overlap(reinterpret_cast<void*>(4096), 16, reinterpret_cast<void*>(4100), 4));
-  EXPECT_FALSE(tp::overlap(reinterpret_cast<void*>(4096), 16, reinterpret_cast<void*>(4112), 4));
-  EXPECT_FALSE(tp::overlap(nullptr, 16, reinterpret_cast<void*>(4112), 4));
+  EXPECT_TRUE(mk::overlap(reinterpret_cast<void*>(4096), 16, reinterpret_cast<void*>(4100), 4));
+  EXPECT_FALSE(mk::overlap(reinterpret_cast<void*>(4096), 16, reinterpret_cast<void*>(4112), 4));
+  EXPECT_FALSE(mk::overlap(nullptr, 16, reinterpret_cast<void*>(4112), 4));
+  EXPECT_FALSE(mk::overlap(reinterpret_cast<void*>(4096), 16, reinterpret_cast<void*>(4100), 0));  // (empty)
   EXPECT_TRUE(tp::own_rows_in_place(1024, 128));
   EXPECT_FALSE(tp::own_rows_in_place(1000, 128));
 }

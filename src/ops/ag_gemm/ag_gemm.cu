@@ -67,7 +67,6 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
 constexpr int kStandaloneCommCtas = 16;
 
 using tp::aligned16;
-using tp::overlap;
 
 }  // namespace
 

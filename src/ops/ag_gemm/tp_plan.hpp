@@ -22,6 +22,7 @@
 #include "mkernel/topology.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
 #include "src/runtime/device_health.hpp"
+#include "src/runtime/device_pointer.hpp"  // (overlap)
 
 namespace mk::tp {
 
@@ -233,12 +234,6 @@ inline void check_grid(const char* op, int num_ctas, int sms, int opt_ctas, int 
     fail(op, ": num_ctas must be in [2, ", sms, "] (got ", num_ctas,
          opt_ctas ? std::string() : cat(": the default, every SM but the ", free_sms, " left to the network's kernels"),
          ")");
-}
-
-// Whether [a, a + an) and [b, b + bn) share a byte (null never does).
-inline bool overlap(const void* a, size_t an, const void* b, size_t bn) {
-  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return a && b && x < y + bn && y < x + an;
 }
 
 // Rows per pushed chunk (and per arrival signal): the largest divisor of

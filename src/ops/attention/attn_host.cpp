@@ -53,11 +53,6 @@ CUtensorMap encode(const MapKey& k, const char* what) {
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-bool overlap(const void* a, int64_t abytes, const void* b, int64_t bbytes) {
-  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return x < y + uint64_t(bbytes) && y < x + uint64_t(abytes);
-}
-
 }  // namespace
 
 CUtensorMap make_map(const void* base, const int64_t (&dims)[4], const int64_t (&strides)[3], uint32_t box1,

@@ -246,7 +246,7 @@ Span span_of(const char* name, const void* p, int64_t rows, int64_t ld, int64_t 
 // Fails when `w` shares a byte with one of `others`, saying why that is wrong (`why`). Empty spans share none.
 void refuse_overlap(const char* op, const Span& w, std::initializer_list<Span> others, const char* why) {
   for (const Span& o : others)
-    if (w.lo < w.hi && o.lo < o.hi && w.lo < o.hi && o.lo < w.hi)
+    if (overlap(reinterpret_cast<const void*>(w.lo), w.hi - w.lo, reinterpret_cast<const void*>(o.lo), o.hi - o.lo))
       fail(op, ": ", w.name, " overlaps ", o.name, " (", why, ")");
 }
 

@@ -82,7 +82,6 @@ __global__ void __launch_bounds__(gemm::kThreads, 1)
 }
 
 using tp::aligned16;
-using tp::overlap;
 
 }  // namespace
 
