@@ -4,8 +4,8 @@ or starts unaligned too, but at launch and on its own rank alone, after the othe
 (they wait for this one until MK_TIMEOUT_MS). Also: init's device, the ring plan's run with a non-tensor, the
 errors that name the call and say what was passed, close_plans' argument.
 
-No GPU: test_bad_input's `cuda_cpu` fixture, fake_gpu (CPU tensors stand in for CUDA ones); every launch is a test double
-that raises `Reached`."""
+No GPU: test_bad_input's `cuda_cpu` fixture, fake_gpu (CPU tensors stand in for CUDA ones); every launch is a test
+double that raises `Reached`."""
 import pytest
 
 torch = pytest.importorskip("torch")
