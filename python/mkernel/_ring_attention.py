@@ -18,8 +18,8 @@ from . import _torch_req  # noqa: F401  (torch >= 2.4: a clear ImportError befor
 
 from ._lib import MkernelError, c_int_arg, lib
 from ._ops_c import _need
-from ._attention import (_check_lse, _check_out, _fast_io, _no_autograd, _validate, causal_arg, into, plain_args,
-                         scale_arg)
+from ._attention import (_check, _check_lse, _check_out, _fast_io, _no_autograd, _validate, causal_arg, into,
+                         plain_args, scale_arg)
 from .ops import (_get_device, _stream, bump_version, dense16, has_address, modes_on, out_grad_refused,
                   traced)
 from ._tp_meta import comm_handle, marked_call
@@ -63,9 +63,8 @@ class RingAttention(_Plan):
         self._open(q, "q")
         op = "mkernel.RingAttention.run"
         out_grad_refused(op, out, lse)
-        for name, t in (("q", q), ("k", k), ("v", v)):
-            if not isinstance(t, torch.Tensor):
-                raise MkernelError(f"{op}: {name} must be a torch.Tensor (got {type(t).__name__})")
+        for name, t in (("q", q), ("k", k), ("v", v)):  # (what the shape comparison below reads: tensors)
+            _check(t, name, meta=True, op=op)
         if tuple(q.shape) != (b, s, h, d) or tuple(k.shape) != (b, s, hkv, d):
             raise MkernelError(f"{op}: the plan is for q {(b, s, h, d)}, k/v {(b, s, hkv, d)}; "
                                f"got q {tuple(q.shape)}, k {tuple(k.shape)}")

@@ -8,7 +8,7 @@ import torch
 
 from ._lib import MkernelError, c_int_arg, check, lib, outside_stacklevel, path
 from ._tp_meta import marked_call, refuse_close_in_flight
-from .ops import _check_matrix, _get_device, aligned16, has_address, recording_mode
+from .ops import _check_matrix, _fast_apart, _get_device, aligned16, has_address, recording_mode
 
 
 def _ptr(t):
@@ -112,14 +112,10 @@ def check_apart(op, out_name, out, *named, same_ok=False):
     Contiguous tensors with addresses only (the callers checked them; traced ones are skipped)."""
     if out is None or not has_address(out):
         return
-    lo = out.data_ptr()
-    hi = lo + out.numel() * out.element_size()
     for name, t in named:
         if t is None or not has_address(t):
             continue
-        t_lo = t.data_ptr()
-        t_hi = t_lo + t.numel() * t.element_size()
-        if lo < t_hi and t_lo < hi and not (same_ok and lo == t_lo and hi == t_hi):
+        if not _fast_apart(out, t, same_ok=same_ok):  # (the fast paths' test, one input at a time: named)
             raise MkernelError(f"{op}: {out_name} overlaps {name} in memory ({out_name} is written while {name} "
                                "is read" + ("; in place, the very same tensor, is allowed" if same_ok else "")
                                + "); pass a separate tensor")
