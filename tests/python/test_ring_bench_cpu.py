@@ -418,6 +418,51 @@ def test_run_shape_records_failed_variants_and_inputs(no_gpu, monkeypatch):
 
 
 
+def test_run_shape_checks_mkernel_on_inputs_no_call_has_seen(no_gpu, monkeypatch):
+    # The sampled check after the timing runs on a fresh random set, not on one of the timed (or byte-counted)
+    # calls' inputs: a result left over from an earlier call on the same inputs (a wait that passed early) would
+    # otherwise read as right.
+    pool = [("q0", "k0", "v0"), ("q1", "k1", "v1")]
+    monkeypatch.setattr(bench, "input_pool", lambda shape, gen, l2: pool)
+    monkeypatch.setattr(bench, "random_inputs", lambda shape, gen: ("fresh q", "fresh k", "fresh v"))
+    monkeypatch.setattr(bench, "agree", lambda flag: flag)
+    calls, checked = [], []
+
+    def mk(qkv):
+        calls.append(qkv)
+    mk.poison_outputs = lambda: None
+    monkeypatch.setattr(bench, "sampled_check", lambda shape, fn, qkv, ctx: checked.append((qkv, list(calls))))
+
+    class Comm:
+        def network_bytes_put(self):
+            return len(calls)
+
+        def info(self):
+            return {"num_nodes": 1}
+    ctx, shape = bench.Ctx(0, 2), bench.Shape(1, 2, 256, False)
+    ctx.comm = Comm()
+    args = bench.parse_args(["--rounds", "3", "--warmup", "1"])
+    times, errs, net = bench.run_shape(shape, {"mkernel": lambda shape, ctx: mk}, ctx, None, args, 0)
+    assert times == {"mkernel": 1.0} and net == (1, 1.0, 1.0)
+    (qkv, before), = checked
+    assert qkv == ("fresh q", "fresh k", "fresh v") and qkv not in before and before[-1] == pool[1]
+    # Fresh inputs that do not fit: the row says not checked (agreed), nothing raised.
+    monkeypatch.setattr(bench, "random_inputs", _oom)
+    bench.run_shape(shape, {"mkernel": lambda shape, ctx: mk}, ctx, None, args, 0)
+    assert ctx.checked[shape].startswith("not checked (fresh inputs): OutOfMemoryError")
+
+
+@pytest.mark.parametrize("s,causal", [(40, False), (1000, False), (1000, True), (32768, True), (300, True), (1, True)])
+def test_sample_rows_reach_every_tile_and_each_chunks_edges(s, causal):
+    # One row in every 128-row tile (the partial last one too), the shard's and each zigzag chunk's first and last
+    # rows, at least SAMPLED_ROWS in all (or every row), sorted and distinct.
+    rows = bench.sample_rows(s, causal, torch.Generator().manual_seed(5)).tolist()
+    assert rows == sorted(set(rows)) and all(0 <= r < s for r in rows)
+    assert len(rows) >= min(s, bench.SAMPLED_ROWS)
+    assert {r // bench.ROW_TILE for r in rows} == set(range(-(-s // bench.ROW_TILE)))
+    assert {0, s - 1} <= set(rows) and (not causal or s < 2 or {s // 2 - 1, s // 2} <= set(rows))
+
+
 def test_measure_takes_each_calls_slowest_rank_then_the_median(no_gpu, monkeypatch):
     # Two ranks, three rounds of one variant: rank times [1, 5, 2] and [4, 1, 3] -> per call max [4, 5, 3],
     # median 4 (a median per rank, then the max, would say max(2, 3) = 3).
