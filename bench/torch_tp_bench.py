@@ -123,6 +123,20 @@ def check(op, m, outs):
         raise RuntimeError(f"{op} M={m}: outputs disagree with serial (worst rank shown): " + "; ".join(bad))
 
 
+def check_after(op, m, fns, x, outs_poisoned, before_each):
+    """After the timing: every variant once more on fresh input x, its outputs poisoned first, each call after
+    before_each() as timed (the device barrier, --back-to-back; else fence()), then check(). The check before the
+    timing sees a plan's first call only; this one a call after many, on inputs none of them had."""
+    for t in outs_poisoned:
+        t.fill_(float("nan"))
+    outs = {}
+    for name, fn in fns.items():
+        before_each()
+        outs[name] = fn(x).clone()
+    torch.cuda.synchronize()
+    check(op, m, outs)
+
+
 def run_shape(op, m, comm, world, ops, notes, group_name, gen, args, l2_bytes):
     """One M of one op: checks, then times serial, PyTorch's variants (PEERS[op], but not those with
     a note: unavailable or failed at an earlier M) and mkernel. Returns (name -> ms, name -> why a
@@ -236,17 +250,7 @@ def run_shape(op, m, comm, world, ops, notes, group_name, gen, args, l2_bytes):
     rounds = {}  # name -> per-round ms (the last column: mkernel against the fastest PyTorch variant, per round)
     times = measure(fns, copies(*in_shape), args.rounds, args.warmup, args.lead_cycles, device_barrier=barrier,
                     per_round=rounds)
-    if barrier is not None:  # the timed sequencing checked too: one more round on one input, back to back
-        x = rnd(*in_shape)
-        for t in outs_poisoned:
-            t.fill_(nan)
-        outs = {}
-        for name, fn in fns.items():
-            barrier()
-            outs[name] = fn(x).clone()
-        torch.cuda.synchronize()
-        check(op, m, outs)
-        del outs, x
+    check_after(op, m, fns, rnd(*in_shape), outs_poisoned, barrier or fence)
     torch.cuda.synchronize()
     dist.barrier()
     mkernel.close_plans(comm)  # collective; frees this shape's symmetric buffers

@@ -82,3 +82,32 @@ def test_the_config_label_comes_from_the_communicator(nodes, local, hosts, label
     # two nodes without it was labelled 1xW. Now: mkernel's nodes x ranks per node (comm.info()), emulated where
     # they outnumber the job's hosts.
     assert bench.config_label({"num_nodes": nodes, "local_size": local}, hosts) == (label, "emu" in label)
+
+
+def test_the_check_after_the_timing_sees_a_call_after_the_first(monkeypatch):
+    # Every variant runs once more after the timing, on fresh input, outputs poisoned, each call after the barrier
+    # the timing used: a variant right on its first call but stale from the second on fails the run.
+    monkeypatch.setattr(bench.torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(bench, "max_over_ranks", lambda v: list(v))
+    w = torch.randn(8, 16)
+    out_s, out_m = torch.empty(4, 8), torch.empty(4, 8)
+    first = {}
+
+    def serial(x):
+        return torch.matmul(x, w.t(), out=out_s)
+
+    def stale(x):  # the first input's result, whatever the input
+        first.setdefault("x", x.clone())
+        return torch.matmul(first["x"], w.t(), out=out_m)
+    log = []
+    fns = {"serial": serial, "mkernel": stale}
+    stale(torch.randn(4, 16))  # (the check before the timing: its first call, right)
+    with pytest.raises(RuntimeError, match="GEMM\\+RS M=4: outputs disagree with serial .*mkernel"):
+        bench.check_after("GEMM+RS", 4, fns, torch.randn(4, 16), (out_s, out_m), lambda: log.append("barrier"))
+    assert log == ["barrier", "barrier"]
+    fns["mkernel"] = lambda x: torch.matmul(x, w.t(), out=out_m)
+    bench.check_after("GEMM+RS", 4, fns, torch.randn(4, 16), (out_s, out_m), lambda: None)
+    # Outputs are poisoned first: a variant that writes nothing reads as NaN.
+    fns["mkernel"] = lambda x: out_m
+    with pytest.raises(RuntimeError, match="mkernel: max\\|err\\| = inf"):
+        bench.check_after("GEMM+RS", 4, fns, torch.randn(4, 16), (out_s, out_m), lambda: None)
