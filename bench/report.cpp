@@ -140,6 +140,8 @@ Report::Report(mk::Communicator* comm, int argc, char** argv) {
   meta_["network"] = "MK_NET=" + mk::knob_str(mk::Knob::MK_NET) + "; emulated NIC: " +
                      std::to_string(mk::knob_int(mk::Knob::MK_EMU_GBPS)) +
                      " GB/s (MK_EMU_GBPS; where the transport is emu)";
+  // Every MK_* variable set (a knob that moves a time, MK_SIGNAL_REUSE or MK_EMU_AGENTS say, is seen beside it).
+  meta_["mk_environment"] = mk::mk_variables_line(mk::mk_variables_in_environment());
   if (comm) {
     meta_["world"] = std::to_string(comm->world());
     meta_["config"] = config_name(comm->topology());

@@ -48,6 +48,9 @@ std::vector<std::string> validate_knobs(const EnvLookup& env,
                                         const std::vector<std::string>& set_names);
 // Names of MK_* variables set in the process environment.
 std::vector<std::string> mk_variables_in_environment();
+// "MK_A=1, MK_B=x" for the names given (sorted, values from env; "none" for none): what a benchmark report
+// records, so that a knob that moves a time is seen beside it.
+std::string mk_variables_line(const std::vector<std::string>& names, const EnvLookup& env = process_env());
 
 // The knobs every rank must set alike, because they decide collective steps:
 // the topology (MK_RANKS_PER_NODE, MK_SHARE_GPUS), the symmetric heap and its

@@ -233,6 +233,18 @@ std::vector<std::string> mk_variables_in_environment() {
   return out;
 }
 
+std::string mk_variables_line(const std::vector<std::string>& names, const EnvLookup& env) {
+  std::vector<std::string> sorted = names;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  std::string out;
+  for (const auto& n : sorted) {
+    if (!out.empty()) out += ", ";
+    out += n + "=" + env(n).value_or("");
+  }
+  return out.empty() ? "none" : out;
+}
+
 std::string print_config(const EnvLookup& env) {
   std::ostringstream os;
   os << "mkernel knobs (environment variables):\n";

@@ -266,3 +266,15 @@ TEST(Knobs, ToolKnobsAreTheOnesTheLibraryIgnores) {
   EXPECT_STREQ(knob_spec(Knob::MK_TEST_TORCH).name, "MK_TEST_TORCH");
   EXPECT_FALSE(knob_spec(Knob::MK_TIMEOUT_MS).tool);
 }
+
+// What a benchmark report records of the MK_* environment: every name set, sorted, once, with its value.
+TEST(Knobs, TheVariablesLineNamesEverySetVariableWithItsValue) {
+  auto env = env_of({{"MK_SIGNAL_REUSE", "0"}, {"MK_EMU_AGENTS", "3"}, {"MK_TYPO", "x"}});
+  EXPECT_EQ(mk_variables_line({"MK_SIGNAL_REUSE", "MK_TYPO", "MK_EMU_AGENTS", "MK_TYPO"}, env),
+            "MK_EMU_AGENTS=3, MK_SIGNAL_REUSE=0, MK_TYPO=x");
+  EXPECT_EQ(mk_variables_line({}, env), "none");
+  ::setenv("MK_TEST_VARIABLES_LINE", "7", 1);
+  const std::string line = mk_variables_line(mk_variables_in_environment());
+  ::unsetenv("MK_TEST_VARIABLES_LINE");
+  EXPECT_NE(line.find("MK_TEST_VARIABLES_LINE=7"), std::string::npos) << line;
+}
