@@ -150,7 +150,8 @@ def main():
                  torch.randn(b, s, hkv, d, device=dev).bfloat16()) for _ in range(pool)]
         out = torch.empty(b, s, h, d, device=dev, dtype=torch.bfloat16)
         lse = torch.empty(b, h, s, device=dev)
-        # 'mkernel' runs with the variants' knobs unset: the library's defaults, whatever the caller's environment.
+        # 'mkernel' runs with the variants' knobs unset (the library's defaults for those; the report's MK_* line
+        # names any other the caller set).
         defaults = {k: None for e in args.mk_envs for k in e}
         fns = {"mkernel": with_env(defaults, lambda q, k, v: run_mk(q, k, v, causal, out, lse))}
         for env in args.mk_envs:
@@ -241,7 +242,7 @@ def wrong_output(err, lse_err=0.0):
 def write_report(args, rows):
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from dist_timing import provenance  # the commit and the library that ran (a carried-in build may differ)
+    from dist_timing import mk_environment, provenance  # the commit and library that ran, the MK_* set
     commit = provenance()
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"attention-{stamp}.md")
@@ -256,7 +257,7 @@ def write_report(args, rows):
                  "".join(f" --mk-env {e}" for e in args.mk_env))
         fh.write(f"`python3 bench/attention_bench.py{flags}`; commit {commit}; "
                  f"{torch.cuda.get_device_name()}, driver {_driver()}; torch {torch.__version__}; "
-                 f"CUDA {torch.version.cuda}; cuDNN {torch.backends.cudnn.version()}.\n"
+                 f"CUDA {torch.version.cuda}; cuDNN {torch.backends.cudnn.version()}; MK_* set: {mk_environment()}.\n"
                  f"Median of {args.rounds} calls after {args.warmup} warm-up, CUDA events, inputs rotated over "
                  "a pool > 2x L2, random data, variants in an order rotated every round. "
                  "TFLOP/s = 4 B H S^2 D / t (x 0.5 causal). err / lse err: mkernel's out's relative Frobenius "
@@ -265,7 +266,7 @@ def write_report(args, rows):
                  f"at most {ERR_BOUND:g} / {LSE_BOUND:g} (issue [ring-attn]), else a WARNING line below the "
                  "table. flash err: the flash backend's out against the same reference.\n\n")
         if extra:
-            fh.write("Variants: 'mkernel' is the library's defaults; 'mkernel K=V' runs with those knobs set; "
+            fh.write("Variants: 'mkernel' has the variants' knobs unset; 'mkernel K=V' runs with those knobs set; "
                      "'... graph': that variant's calls captured into CUDA graphs, timed as replays; "
                      "'mk / X' is the eager defaults' speed over X's (>1: the eager defaults faster).\n\n")
         fh.write("| B | S | H | Hkv | D | causal | " + " | ".join(f"{n} ms | {n} TF/s" for n in names) +

@@ -128,6 +128,13 @@ def paired_ratio(num, den):
     return q(0.1), q(0.5), q(0.9)
 
 
+def mk_environment(environ=None):
+    """Every MK_* variable set, sorted, "MK_A=1, MK_B=x" ("none"): a report's record of the knobs the run had (one
+    that moves a time is seen beside it; mkbench's reports say the same, mk_environment)."""
+    environ = os.environ if environ is None else environ
+    return ", ".join(f"{k}={v}" for k, v in sorted(environ.items()) if k.startswith("MK_")) or "none"
+
+
 def provenance():
     """What was measured, for a report's "commit ..." line (callers write the word): the mkernel library's own
     build commit (mk_build_commit) where it has one, else this tree's git commit (noting modified tracked files);

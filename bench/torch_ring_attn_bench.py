@@ -41,7 +41,7 @@ import torch.distributed as dist  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dist_timing import agree, fence, max_over_ranks, measure, provenance, sh, short  # noqa: E402,F401
 from dist_timing import config_label, num_hosts, paired_ratio  # noqa: E402
-from dist_timing import use_in_tree_package  # noqa: E402
+from dist_timing import mk_environment, use_in_tree_package  # noqa: E402
 from gpu_clocks import SAMPLER  # noqa: E402
 import ring_eta  # noqa: E402
 import attn_ref  # noqa: E402
@@ -565,7 +565,7 @@ def write_report(args, world, names, ctx, checks, rows, notes, emulated, now=Non
              f"- GPU: {torch.cuda.get_device_name()} x {world} (one node), driver {driver}",
              f"- torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
              f"NCCL {nccl_version}",
-             f"- commit {commit}; env: {env}",
+             f"- commit {commit}; env: {env}; MK_* set: {mk_environment()}",
              f"- world {world}; bf16; q (B, S_local, {HEADS}, {HEAD_DIM}), k and v (B, S_local, Hkv, {HEAD_DIM}); "
              "causal inputs zigzag-sharded (rank r: chunks r and 2W-1-r of 2W); non-causal: contiguous shards",
              f"- timing: {args.rounds} rounds after {args.warmup} warm-up rounds, one call of each variant per round, "

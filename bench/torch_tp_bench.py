@@ -37,7 +37,7 @@ import torch.distributed as dist  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dist_timing import agree, fence, max_over_ranks, measure, provenance, sh, short  # noqa: E402,F401
 from dist_timing import config_label, num_hosts, paired_ratio  # noqa: E402
-from dist_timing import use_in_tree_package  # noqa: E402
+from dist_timing import mk_environment, use_in_tree_package  # noqa: E402
 from gpu_clocks import SAMPLER  # noqa: E402
 
 use_in_tree_package()
@@ -364,7 +364,7 @@ def write_report(args, world, sections, failed=(), now=None, quiet=False):
              f"- GPU: {torch.cuda.get_device_name()} x {world} (one node), driver {driver}",
              f"- torch {torch.__version__}, CUDA {torch.version.cuda}, NCCL {nccl_version}",
              f"- commit {commit}",
-             f"- world {world}; bf16; hidden {HIDDEN}, FFN {FFN}; env: {env}",
+             f"- world {world}; bf16; hidden {HIDDEN}, FFN {FFN}; env: {env}; MK_* set: {mk_environment()}",
              f"- timing: {args.rounds} rounds after {args.warmup} warm-up rounds, one call of each variant per round, "
              f"order rotated per round; before each call "
              + ("a barrier queued on the stream (1-element NCCL all-reduce), no host sync (--back-to-back: the "

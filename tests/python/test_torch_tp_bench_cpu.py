@@ -49,6 +49,8 @@ def test_a_failed_check_keeps_the_rows_before_it_and_fails_the_run(tmp_path, mon
     assert len(list(tmp_path.glob("torch-tp-*"))) == 1  # one file, rewritten (no .part left)
     assert len(reports) == 5 + 2 + 1  # after each shape, and once more with the failure
     assert "| 1x2 | 1024 | 1.000 | 1.100 | 0.900 |" in reports[0]
+    mk_line = next(ln for ln in reports[0].splitlines() if "MK_* set: " in ln)  # every MK_* variable set
+    assert "MK_RANKS_PER_NODE=0" in mk_line.split("MK_* set: ")[1]
     assert "| 1.0000 / 1.1000 / 1.2000 |" in reports[0]  # torch fused / mkernel per round: p10 / median / p90
     text = reports[-1]
     assert "| 1x2 | 4096 | failed | failed | failed | failed | failed | failed | failed |" in text
@@ -111,3 +113,9 @@ def test_the_check_after_the_timing_sees_a_call_after_the_first(monkeypatch):
     fns["mkernel"] = lambda x: out_m
     with pytest.raises(RuntimeError, match="mkernel: max\\|err\\| = inf"):
         bench.check_after("GEMM+RS", 4, fns, torch.randn(4, 16), (out_s, out_m), lambda: None)
+
+
+def test_mk_environment_names_every_mk_variable_set():
+    dt = __import__("sys").modules["dist_timing"]
+    assert dt.mk_environment({"MK_B": "2", "PATH": "/bin", "MK_A": "x"}) == "MK_A=x, MK_B=2"
+    assert dt.mk_environment({"NCCL_NVLS_ENABLE": "0"}) == "none"
