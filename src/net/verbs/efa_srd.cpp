@@ -60,6 +60,10 @@ namespace {
 constexpr uint32_t kEfaCapsRdmaWrite = 1u << 3;
 constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 constexpr int kPollBatch = 32;
+// Batches one poll() takes at most: each receive is reposted at once, so peers that keep sending could keep
+// a full batch coming; what is left is taken on the next poll(), after the proxy has posted its own commands
+// and checked their ages (poll() never waits, transport.hpp).
+constexpr int kMaxBatchesPerPoll = 8;
 constexpr size_t kRecvSlot = 32;  // >= sizeof(SrdRecord)
 
 using FlushFn = CUresult (*)(CUflushGPUDirectRDMAWritesTarget, CUflushGPUDirectRDMAWritesScope);
@@ -250,7 +254,9 @@ void SrdTransport::post_recv(int q, int slot) {
   wr.num_sge = 1;
   ibv_recv_wr* bad = nullptr;
   const int rc = ibv_post_recv(qps_[q], &wr, &bad);
-  if (rc) fatal(cat("verbs: ibv_post_recv on an SRD QP of ", dev_.name, " failed: ", errno_str(rc)));
+  if (rc)
+    fatal(cat("verbs: ibv_post_recv on the SRD QP of peer rank ", batcher_->peer_of_qp(q), " on ", dev_.name,
+              " failed: ", errno_str(rc)));
 }
 
 // Same two-round shape as the RC connect: every rank contributes a blob even
@@ -329,39 +335,45 @@ void SrdTransport::flush(int q) {
   const int pi = regions_.peer_index(batcher_->peer_of_qp(q));
   ibv_qp_ex* x = qpx_[q];
   ibv_wr_start(x);
-  for (WrDesc& w : d) {
-    x->wr_id = make_wr_id(q, w.seq);
-    x->wr_flags = IBV_SEND_SIGNALED;  // SRD: every WR (unordered tracker)
-    switch (w.kind) {
-      case WrKind::Write:
-      case WrKind::WriteImm: {
-        const RemoteRegion& rr = regions_.remote(w.peer, w.region);
-        const LocalRegion& lr = regions_.local(w.region);
-        if (w.kind == WrKind::Write)
-          ibv_wr_rdma_write(x, rr.rkey, rr.addr + w.dst_off);
-        else
-          ibv_wr_rdma_write_imm(x, rr.rkey, rr.addr + w.dst_off, htonl(w.imm));
-        ibv_wr_set_ud_addr(x, ah_[pi], remote_qpn_[q], remote_qkey_[pi]);
-        ibv_wr_set_sge(x, lr.lkey, lr.base + w.src_off, static_cast<uint32_t>(w.bytes));
-        break;
+  // Between start and complete the QP's send lock is held (rdma-core): whatever throws in between (a region
+  // deregistered while its WRs were queued) aborts the batch first, else the next ibv_wr_start would spin.
+  try {
+    for (WrDesc& w : d) {
+      x->wr_id = make_wr_id(q, w.seq);
+      x->wr_flags = IBV_SEND_SIGNALED;  // SRD: every WR (unordered tracker)
+      switch (w.kind) {
+        case WrKind::Write:
+        case WrKind::WriteImm: {
+          const RemoteRegion& rr = regions_.remote(w.peer, w.region);
+          const LocalRegion& lr = regions_.local(w.region);
+          if (w.kind == WrKind::Write)
+            ibv_wr_rdma_write(x, rr.rkey, rr.addr + w.dst_off);
+          else
+            ibv_wr_rdma_write_imm(x, rr.rkey, rr.addr + w.dst_off, htonl(w.imm));
+          ibv_wr_set_ud_addr(x, ah_[pi], remote_qpn_[q], remote_qkey_[pi]);
+          ibv_wr_set_sge(x, lr.lkey, lr.base + w.src_off, static_cast<uint32_t>(w.bytes));
+          break;
+        }
+        case WrKind::SignalRecord: {
+          SrdRecord rec;
+          rec.op = static_cast<uint8_t>(w.sig_op);
+          rec.nparts = static_cast<uint16_t>(w.nparts);
+          rec.msg_id = w.imm;
+          rec.sig_off = w.dst_off;
+          rec.value = w.value;
+          x->wr_flags |= IBV_SEND_INLINE;
+          ibv_wr_send(x);
+          ibv_wr_set_ud_addr(x, ah_[pi], remote_qpn_[q], remote_qkey_[pi]);
+          ibv_wr_set_inline_data(x, &rec, sizeof(rec));  // copied now
+          break;
+        }
+        default:
+          fatal(cat("verbs: internal: ", to_string(w.kind), " WR on an EFA SRD QP (rank ", w.peer, ")"));
       }
-      case WrKind::SignalRecord: {
-        SrdRecord rec;
-        rec.op = static_cast<uint8_t>(w.sig_op);
-        rec.nparts = static_cast<uint16_t>(w.nparts);
-        rec.msg_id = w.imm;
-        rec.sig_off = w.dst_off;
-        rec.value = w.value;
-        x->wr_flags |= IBV_SEND_INLINE;
-        ibv_wr_send(x);
-        ibv_wr_set_ud_addr(x, ah_[pi], remote_qpn_[q], remote_qkey_[pi]);
-        ibv_wr_set_inline_data(x, &rec, sizeof(rec));  // copied now
-        break;
-      }
-      default:
-        ibv_wr_abort(x);
-        fatal(cat("verbs: internal: ", to_string(w.kind), " WR on an EFA SRD QP (rank ", w.peer, ")"));
     }
+  } catch (...) {
+    ibv_wr_abort(x);
+    throw;
   }
   const int rc = ibv_wr_complete(x);
   if (rc)
@@ -434,16 +446,17 @@ int SrdTransport::poll(Completion* out, int max) {
   if (gpu_) {
     gpu_->progress();
     const fabric::StageOps::Stall s = gpu_->stalled();
-    if (!s.line.empty()) log(s.warn ? LogLevel::Warn : LogLevel::Info, cat("verbs/efa: rank ", cfg_.rank, ": ", s.line));
+    if (!s.line.empty())
+      log(s.warn ? LogLevel::Warn : LogLevel::Info, cat("verbs/efa: rank ", cfg_.rank, ": ", s.line));
   }
   flush_dirty();
   int n = tracker_->take_ready(out, max);
   ibv_wc wc[kPollBatch];
-  // NOTES: receive completions are always drained (they carry peers'
-  // signals), even when `out` is full.
-  for (;;) {
+  // NOTES: receive completions are taken (they carry peers' signals) even
+  // when `out` is full, up to kMaxBatchesPerPoll batches a call.
+  for (int b = 0; b < kMaxBatchesPerPoll; ++b) {
     const int got = ibv_poll_cq(cq_, kPollBatch, wc);
-    if (got < 0) fatal(cat("verbs: ibv_poll_cq failed on ", dev_.name));
+    if (got < 0) fatal(cat("verbs: ibv_poll_cq failed on ", dev_.name, " (returned ", got, ")"));
     for (int i = 0; i < got; ++i) {
       const int q = wr_id_qp(wc[i].wr_id);
       const int peer = q < batcher_->num_qps() ? batcher_->peer_of_qp(q) : -1;

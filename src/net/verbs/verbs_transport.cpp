@@ -347,7 +347,7 @@ int VerbsTransport::poll(Completion* out, int max) {
   ibv_wc wc[kPollBatch];
   while (n < max) {
     const int got = ibv_poll_cq(cq_, kPollBatch, wc);
-    if (got < 0) fatal(cat("verbs: ibv_poll_cq failed on ", dev_.name));
+    if (got < 0) fatal(cat("verbs: ibv_poll_cq failed on ", dev_.name, " (returned ", got, ")"));
     for (int i = 0; i < got; ++i) {
       const int q = wr_id_qp(wc[i].wr_id);
       const int peer = q < batcher_->num_qps() ? batcher_->peer_of_qp(q) : -1;
