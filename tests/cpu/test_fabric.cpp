@@ -435,6 +435,24 @@ TEST(FabricStaging, DeregisterFreesTheShadow) {
             "");
 }
 
+// The registration's exchange itself fails (here: the peer never joins it, the bootstrap's bound runs out):
+// nothing of the region stays registered on this rank -- its memory registration and pinned shadow are
+// released -- and a post naming it is refused as a failed registration (before, the region stayed registered
+// with no peer keys beside it, and a post read past the peers' key table).
+TEST(FabricStaging, ARegistrationWhoseExchangeFailsLeavesNothingRegistered) {
+  EnvGuard bound{"MK_BOOTSTRAP_TIMEOUT_MS", "1000"};  // (the root's, carried in the id Pair makes)
+  auto s0 = std::make_shared<FakeStage>(), s1 = std::make_shared<FakeStage>();
+  Pair p({}, s0, s1);
+  std::vector<uint8_t> b2(4096, 0);
+  const int allocs = s0->allocs, frees = s0->frees;
+  EXPECT_THROW(p.t[0]->register_region(*p.bs[0], Region{2, b2.data(), b2.size(), true, 0}), mk::Error);
+  EXPECT_EQ(s0->allocs, allocs + 1);  // its shadow, made before the exchange ...
+  EXPECT_EQ(s0->frees, frees + 1);    // ... and freed when the exchange failed
+  EXPECT_EQ(mk::test::expect_error([&] { p.t[0]->post(WriteReq{1, 2, 0, 0, 8}); },
+                                   {"region 2", "its registration failed"}),
+            "");
+}
+
 // Data that reached a staged region's shadow but that no kernel of the
 // receiver waited for (no delivery agent ran: a peer ran an op this rank did
 // not) is dropped when the region is deregistered: an agent of a later

@@ -406,7 +406,15 @@ void FabricTransport::register_region(Bootstrap& bs, const Region& r) {
   } catch (const std::exception& e) {
     mine = step_status::failed(e);
   }
-  std::vector<std::string> all = bs.allgather(mine, "fabric: register_region");
+  std::vector<std::string> all;
+  try {
+    all = bs.allgather(mine, "fabric: register_region");
+  } catch (...) {  // (the exchange itself failed: a peer died or timed out) nothing of it stays registered
+    std::lock_guard<std::mutex> lk(mu_);
+    if (pushed) drop_local(r.id);
+    remote_.resize(local_.size(), std::vector<RemoteRegion>(cfg_.world));
+    throw;
+  }
   std::string err = step_status::step_error(all, cfg_.rank, cat("fabric: register_region ", r.id),
                                             "could not register it");
   if (err.empty()) {
