@@ -171,6 +171,9 @@ int mk_symm_free(mk_comm_t comm, mk_symm_t buf) {
   }
   if (!comm) return null_arg(__func__, "comm");
   return comm_call(comm, "mk_symm_free", [&] {
+    // (before anything collective: another communicator's free would wait in a collective its peers never enter)
+    if (buf->comm_alive != comm->alive)
+      mk::fail("mk_symm_free: buf was allocated on another communicator (pass the one mk_symm_alloc was given)");
     comm->comm->free_symmetric(*buf->buf);
     buf->kind = HandleKind::Destroyed;
     delete buf;

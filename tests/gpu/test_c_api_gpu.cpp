@@ -34,9 +34,6 @@ TEST(CApiGpu, CommunicatorAndSymmetricBuffer) {
   EXPECT_EQ(mk_comm_destroy(comm), 0);
 }
 
-
-// A buffer's handle outliving its communicator (which freed the buffer) only fails, and mk_symm_free deletes it
-// without reading its comm argument.
 // Once CUDA runs in this process its driver reads as initialised, so a communicator made now leaves
 // CUDA_MODULE_LOADING alone (the driver has read it; setenv could only race other threads' getenv).
 TEST(CApiGpu, TheDriverReadsAsInitialisedOnceCudaRuns) {
@@ -44,6 +41,26 @@ TEST(CApiGpu, TheDriverReadsAsInitialisedOnceCudaRuns) {
   EXPECT_TRUE(mk::drv::driver_initialised());
 }
 
+// A buffer freed through another communicator than its own is refused before anything collective (that
+// communicator's free would wait in a collective its peers never enter), and stays usable.
+TEST(CApiGpu, ABufferFreedThroughAnotherCommunicatorIsRefused) {
+  mk_comm_t a = nullptr, b = nullptr;
+  ASSERT_EQ(mk_comm_init_env(&a, -1), 0) << mk_last_error();
+  ASSERT_EQ(mk_comm_init_env(&b, -1), 0) << mk_last_error();
+  mk_symm_t buf = nullptr;
+  ASSERT_EQ(mk_symm_alloc(a, 4096, &buf), 0) << mk_last_error();
+  EXPECT_NE(mk_symm_free(b, buf), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("mk_symm_free: buf was allocated on another communicator"),
+            std::string::npos) << mk_last_error();
+  mk_symm_info_t si;
+  EXPECT_EQ(mk_symm_info(buf, &si), 0) << mk_last_error();
+  EXPECT_EQ(mk_symm_free(a, buf), 0) << mk_last_error();
+  EXPECT_EQ(mk_comm_destroy(b), 0) << mk_last_error();
+  EXPECT_EQ(mk_comm_destroy(a), 0) << mk_last_error();
+}
+
+// A buffer's handle outliving its communicator (which freed the buffer) only fails, and mk_symm_free deletes it
+// without reading its comm argument.
 TEST(CApiGpu, ABufferHandleOutlivingItsCommunicatorFailsCleanly) {
   mk_comm_t comm = nullptr;
   ASSERT_EQ(mk_comm_init_env(&comm, -1), 0) << mk_last_error();
