@@ -138,6 +138,8 @@ def test_workspace_size_queries_check_their_arguments_and_follow_the_unit_knob(m
         mkernel.gemm_workspace_bytes(1024, 100, 8192)
     with pytest.raises(mkernel.MkernelError, match="k must be a positive multiple of 64"):
         mkernel.gemm_workspace_bytes(1024, 256, 65)
+    with pytest.raises(mkernel.MkernelError, match=r"below 2\^31 rows \(m=2147483648\)"):  # the call's own rule
+        mkernel.gemm_workspace_bytes(1 << 31, 256, 8192)
     dims = (1, 2048, 2048, 8, 8, 128)
     monkeypatch.delenv("MK_ATTN_UNITS", raising=False)
     assert workspace_bytes("mk_attention_workspace_bytes", "attention", *dims, 1, 0) == 8  # causal: claimed

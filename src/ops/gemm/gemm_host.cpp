@@ -310,6 +310,8 @@ void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
 
 size_t gemm_workspace_bytes(const GemmArgs& args) {
   if (args.m < 1) fail("gemm: m must be >= 1 (got ", args.m, ")");
+  if (args.m >= (int64_t(1) << 31))  // (the call's own rule: a size for a call it refuses is no answer)
+    fail("gemm: dimensions must stay below 2^31 rows (m=", args.m, ")");
   gemm::check_n_k(args.n, args.k);
   const int sms = gemm::check_ctas(args.num_compute_ctas);
   const int64_t tiles = ((args.m + gemm::kBlockM - 1) / gemm::kBlockM) * ((args.n + gemm::kBlockN - 1) / gemm::kBlockN);
