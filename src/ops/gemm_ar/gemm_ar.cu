@@ -18,6 +18,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "device/epoch.cuh"
@@ -148,7 +149,11 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     // only; all_reduce() keeps the reduce-scatter's counts in step) and
     // per-tile arrival signals.
     os_sig_entry_ = os_signals_.take(comm, t.world);
-    sig_bcast_ = os_signals_.take(comm, static_cast<int>((t.local_size - 1) * os_tiles));
+    const int64_t bcast_words = (t.local_size - 1) * os_tiles;
+    if (bcast_words > std::numeric_limits<int>::max())  // (before the int the signal pool takes; it wrapped)
+      fail("GemmAr: the one-shot path's ", bcast_words, " per-tile signal words (m=", m, ", n=", n,
+           ") exceed any signal pool: pass one_shot=0 (two-shot) or a smaller m x n");
+    sig_bcast_ = os_signals_.take(comm, static_cast<int>(bcast_words));
     os_check = cat("; one-shot ", os_tiles, " tiles (signals ", os_sig_entry_, ", ", sig_bcast_, ")");
   });
   tp::undo_on_throw([&] {  // this rank's memory first, then the collective (tp::undo_on_throw says why)
