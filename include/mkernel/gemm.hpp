@@ -43,7 +43,7 @@ struct GemmArgs {
   int64_t m = 0;
   int64_t n = 0;
   int64_t k = 0;
-  int64_t ldo = 0;            // row stride of out in elements; 0 means n
+  int64_t ldo = 0;            // row stride of out in elements, even and >= n; 0 means n
   int num_compute_ctas = 0;   // CTAs (one per SM) that compute; 0 means every SM
   GemmOrder order = GemmOrder::Swizzled;
   int swizzle = 0;            // Swizzled: row-blocks per group; 0 means the default (8)

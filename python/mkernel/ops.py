@@ -63,6 +63,9 @@ def _validate_gemm(a, b, out):
     if out is not None and m > 1 and out.stride(0) < n:
         raise MkernelError(f"mkernel.gemm: out's rows must not overlap (row stride >= {n}; got strides "
                            f"{out.stride()}, e.g. an expanded tensor)")
+    if out is not None and m > 1 and out.stride(0) % 2:  # (the library's rule on ldo, named in out's terms)
+        raise MkernelError(f"mkernel.gemm: out's row stride must be even (got strides {out.stride()}, e.g. a "
+                           "column slice of a tensor with an odd number of columns)")
 
 
 _BF16 = torch.bfloat16
@@ -269,7 +272,7 @@ def _gemm_into(a, b, out, num_compute_ctas):
     dev = a.get_device()
     ldo, one = out.stride()
     if (b.shape[1] != k or out.shape != (m, n) or a.stride() != (k, 1) or b.stride() != (k, 1) or one != 1
-            or ldo < n or b.get_device() != dev or out.get_device() != dev):
+            or ldo < n or ldo & 1 or b.get_device() != dev or out.get_device() != dev):
         _validate_gemm(a, b, out)  # raises, or passes a one-row a or out whose row stride is unused
         ldo = max(ldo, n)
     if m < 2:  # one row: its stride is never used (the library wants an even one); no row: no work

@@ -390,6 +390,13 @@ def test_gemm_one_row_out_of_any_stride_reaches_the_library_with_an_even_one(gem
     assert gemm_calls == [(1, 64, 64, 64, 0)]
 
 
+def test_gemm_out_of_an_odd_row_stride_is_refused_in_outs_terms(gemm_calls):
+    # (the library's message names ldo, an argument a Python caller never passes)
+    with pytest.raises(mkernel.MkernelError, match=r"out's row stride must be even \(got strides \(193, 1\)"):
+        mkernel.gemm(_empty(4, 64), _empty(64, 64), out=_empty(4, 193)[:, :64])
+    assert not gemm_calls
+
+
 def test_gemm_one_row_calls_take_the_fast_path(gemm_calls, monkeypatch):
     # (decode: m = 1 in the steady state; the full checks cost ~3 us there)
     checked = []
