@@ -84,7 +84,7 @@ int ring_comm_ctas(const Topology&) { return 1 << 20; }  // clamped to the grid
 RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local, int64_t heads, int64_t kv_heads,
                              int64_t head_dim, bool causal, const RingAttentionOptions& opt)
     : comm_(comm), batch_(batch), s_local_(s_local), heads_(heads), kv_heads_(kv_heads ? kv_heads : heads),
-      head_dim_(head_dim), causal_(causal), scale_(opt.scale) {
+      head_dim_(head_dim), causal_(causal), scale_(opt.scale == 0.0f ? 0.0f : opt.scale) {  // (-0: the default too)
   const Topology& t = comm.topology();
   const int64_t world = t.world;
   // This rank's checks, their outcome in the plan check (tp::PlanArgs: a
@@ -135,8 +135,8 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
       MK_DEVICE_SYNC(cat("rank ", comm.rank(), ": RingAttention plan setup"));
     });
     args.exchange(signals_, cat(batch, "x", s_local, "x", heads, "x", kv_heads_, "x", head_dim,
-                                causal ? " causal" : " full", " scale ", opt.scale, " (bits ",
-                                std::bit_cast<uint32_t>(opt.scale), ")", " (signals ", sig_entry_, ", ",
+                                causal ? " causal" : " full", " scale ", scale_, " (bits ",
+                                std::bit_cast<uint32_t>(scale_), ")", " (signals ", sig_entry_, ", ",
                                 sig_arrival_, ")"),
                   "batch x s_local x heads x kv_heads x head_dim");
     // One rank reads only its own K/V (map 0): no gathered buffer (K and V's size).
