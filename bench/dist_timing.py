@@ -100,7 +100,7 @@ def measure(fns, inputs, rounds, warmup, lead_cycles, device_barrier=None, per_r
                     dist.barrier()
                 else:
                     device_barrier()
-                if lead_cycles > 0:
+                if lead_cycles > 0:  # (SM cycles: ranks at different clocks leave it apart; mkbench spins as time)
                     torch.cuda._sleep(lead_cycles)
                 s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 s.record()

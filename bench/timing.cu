@@ -28,10 +28,27 @@ __global__ void fill_bf16_kernel(__nv_bfloat16* p, size_t n, uint64_t seed) {
   }
 }
 
-__global__ void spin_kernel(long long cycles) {  // TimingOpts::lead_cycles
-  const long long t0 = clock64();
-  while (clock64() - t0 < cycles) {
+// TimingOpts::lead_cycles, spun as time: ns of the global timer, not SM cycles, so that ranks whose SMs run at
+// different clocks (one GPU at its power cap) leave the spin together and start the timed call together (a rank
+// that started early would wait inside the call for its peers, and the max over ranks would keep that wait).
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void spin_kernel(uint64_t ns) {
+  const uint64_t t0 = global_ns();
+  while (global_ns() - t0 < ns) {
   }
+}
+
+// lead_cycles at the GPU's top SM clock, in ns (cudaDevAttrClockRate: kHz).
+uint64_t lead_ns(long long cycles) {
+  int dev = 0, khz = 0;
+  MKB_CUDA(cudaGetDevice(&dev));
+  MKB_CUDA(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
+  return static_cast<uint64_t>(static_cast<double>(cycles) * 1e6 / std::max(khz, 1));
 }
 
 __global__ void fill_bytes_kernel(uint64_t* p, size_t n_words, uint64_t seed) {
@@ -50,13 +67,6 @@ void fill_random_bytes(void* dst, size_t bytes, uint64_t seed, cudaStream_t s) {
   MKB_CUDA(cudaGetLastError());
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 double max_over_ranks(mk::Bootstrap* bs, double v) {
   if (!bs || bs->world() == 1) return v;
   auto all = bs->allgather(std::string(reinterpret_cast<const char*>(&v), sizeof(v)));
@@ -70,47 +80,31 @@ double max_over_ranks(mk::Bootstrap* bs, double v) {
 }
 
 namespace {
-// Each timed call's time as the slowest rank's (the calls start together, after the caller's barrier: the
-// slowest rank sets the step time, MEASURING.md), in one exchange.
+// Each timed call's time as the slowest rank's (slowest_per_call), in one exchange.
 std::vector<double> slowest_rank(mk::Bootstrap* bs, const std::vector<double>& ms) {
   if (!bs || bs->world() == 1) return ms;
   const auto all = bs->allgather(std::string(reinterpret_cast<const char*>(ms.data()), ms.size() * sizeof(double)),
                                  "mkbench: per-call times");
-  std::vector<double> out = ms;
+  std::vector<std::vector<double>> by_rank;
   for (const auto& s : all) {
     if (s.size() != ms.size() * sizeof(double)) mk::fail("mkbench: ranks timed different numbers of calls");
-    for (size_t i = 0; i < ms.size(); ++i) {
-      double x;
-      std::memcpy(&x, s.data() + i * sizeof(double), sizeof(x));
-      out[i] = std::max(out[i], x);
-    }
+    by_rank.emplace_back(ms.size());
+    if (!ms.empty()) std::memcpy(by_rank.back().data(), s.data(), s.size());
   }
-  return out;
+  return slowest_per_call(by_rank);
 }
 
-Stats summarize(mk::Bootstrap* bs, std::vector<double> ms) {
-  Stats s;
-  s.iters = static_cast<int>(ms.size());
-  s.per_round = slowest_rank(bs, ms);
-  s.median_ms = median(s.per_round);
-  // (every statistic of the slowest rank's times, as MEASURING.md asks: min and spread were this rank's)
-  ms = s.per_round;
-  const double med = s.median_ms;
-  std::sort(ms.begin(), ms.end());
-  s.min_ms = ms.front();
-  const size_t hi = std::min(ms.size() - 1, ms.size() * 9 / 10), lo = ms.size() / 10;
-  s.spread = med > 0 ? (ms[hi] - ms[lo]) / med : 0;
-  return s;
-}
+Stats summarize(mk::Bootstrap* bs, const std::vector<double>& ms) { return stats_of(slowest_rank(bs, ms)); }
 }  // namespace
 
 std::vector<Stats> time_interleaved(mk::Bootstrap* bs, cudaStream_t stream, const TimingOpts& opts,
                                     const std::vector<std::function<void(int)>>& calls,
                                     const std::function<void(int)>& before) {
   const size_t n = calls.size();
+  const uint64_t spin_ns = opts.lead_cycles > 0 ? lead_ns(opts.lead_cycles) : 0;
   auto lead = [&] {  // TimingOpts::lead_cycles (in the warm-up too: its first launch loads the kernel)
     if (opts.lead_cycles <= 0) return;
-    spin_kernel<<<1, 1, 0, stream>>>(opts.lead_cycles);
+    spin_kernel<<<1, 1, 0, stream>>>(spin_ns);
     MKB_CUDA(cudaGetLastError());
   };
   // Round r (the warm-up rounds counted first) runs its calls in call_order(n, r) (TimingOpts::rotate).

@@ -20,7 +20,8 @@ struct TimingOpts {
   int warmup = 5;
   int iters = 20;
   // > 0: before each call of time_interleaved (after the caller's barrier, warm-up included) one GPU thread spins
-  // this many cycles on the stream, so the host's launches of the call are queued before its start event (the
+  // as long as this many cycles take at the GPU's top SM clock -- timed by the global timer, so ranks at different
+  // clocks leave it together -- so the host's launches of the call are queued before its start event (the
   // Python benches' GPU spin, bench/dist_timing.py's --lead-cycles; their host sync and host barrier are not
   // copied); 0: calls back to back after the barrier.
   long long lead_cycles = 0;
@@ -82,7 +83,40 @@ std::vector<Stats> time_interleaved(mk::Bootstrap* bs, cudaStream_t stream, cons
                                     const std::vector<std::function<void(int)>>& calls,
                                     const std::function<void(int)>& before = nullptr);
 
-double median(std::vector<double> v);
+// The median (the mean of the two middle values for an even count; 0 for none).
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Each timed call's time over the ranks: the slowest rank's (by_rank[r][i]: rank r's call i). The calls start
+// together, after the caller's barrier, so the slowest rank sets the step time (MEASURING.md); a median per rank
+// and then the max would pair calls of different rounds.
+inline std::vector<double> slowest_per_call(const std::vector<std::vector<double>>& by_rank) {
+  std::vector<double> out = by_rank.empty() ? std::vector<double>() : by_rank[0];
+  for (const auto& r : by_rank) {
+    if (r.size() != out.size()) mk::fail("mkbench: ranks timed different numbers of calls");
+    for (size_t i = 0; i < r.size(); ++i) out[i] = std::max(out[i], r[i]);
+  }
+  return out;
+}
+
+// Median, min and spread of the calls' slowest-rank times (every statistic of them, MEASURING.md).
+inline Stats stats_of(std::vector<double> per_round) {
+  Stats s;
+  s.iters = static_cast<int>(per_round.size());
+  s.per_round = per_round;
+  s.median_ms = median(per_round);
+  if (per_round.empty()) return s;
+  std::sort(per_round.begin(), per_round.end());
+  s.min_ms = per_round.front();
+  const size_t n = per_round.size(), hi = std::min(n - 1, n * 9 / 10), lo = n / 10;
+  s.spread = s.median_ms > 0 ? (per_round[hi] - per_round[lo]) / s.median_ms : 0;
+  return s;
+}
+
 double max_over_ranks(mk::Bootstrap* bs, double v);
 
 // Fills a device buffer with random values (bf16 in [-1, 1) or raw bytes);

@@ -41,7 +41,7 @@ void bench_nccl(BenchContext& bc) {
       const bool ar = !std::strcmp(coll, "all_reduce"), ag = !std::strcmp(coll, "all_gather");
       const size_t in_bytes = ar || ag ? share : share * W;  // RS reads W shares
       const size_t out_bytes = ag ? share * W : share;       // AG writes W shares
-      Rotating in(in_bytes, size_t(128) << 20, 4);
+      Rotating in(in_bytes, size_t(128) << 20);  // > 2x L2 in all (MEASURING.md), small sizes too
       void* out = nullptr;
       MKB_CUDA(cudaMalloc(&out, out_bytes));
       for (int i = 0; i < in.copies(); ++i) fill_random_bf16(in.get(i), in_bytes / 2, 300 + i + 7 * c.rank(), bc.stream);

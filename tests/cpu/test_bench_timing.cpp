@@ -1,5 +1,6 @@
 // mkbench's timing helpers that need no GPU: the clock line under each table (bench/gpu_clocks.hpp), the
-// balanced call order of time_interleaved and the round-by-round ratio of two calls (bench/timing.hpp).
+// balanced call order of time_interleaved, the round-by-round ratio of two calls and the median of each call's
+// slowest rank (bench/timing.hpp).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -74,6 +75,27 @@ TEST(PairedRatio, QuantilesOfTheRoundByRoundRatio) {
   r = mkb::paired_ratio(best, mkb::Stats{});
   EXPECT_EQ(r.median, 0);
   EXPECT_EQ(r.p10, 0);
+}
+
+// The median of an even count is the mean of the two middle values; a call's time over ranks is its slowest
+// rank's, and the median is taken over those (a median per rank, then the max, would say max(3, 3) = 3 below).
+TEST(BenchTiming, MedianOfTheCallsSlowestRanks) {
+  EXPECT_EQ(mkb::median({}), 0);
+  EXPECT_EQ(mkb::median({3, 1, 2}), 2);
+  EXPECT_EQ(mkb::median({4, 1, 3, 2}), 2.5);
+  const std::vector<double> slowest = mkb::slowest_per_call({{1, 5}, {4, 2}});
+  EXPECT_EQ(slowest, (std::vector<double>{4, 5}));
+  const mkb::Stats s = mkb::stats_of(slowest);
+  EXPECT_EQ(s.median_ms, 4.5);
+  EXPECT_EQ(s.min_ms, 4);
+  EXPECT_EQ(s.iters, 2);
+  EXPECT_EQ(s.per_round, slowest);  // (round order kept: paired_ratio pairs rounds)
+  EXPECT_THROW(mkb::slowest_per_call({{1, 2}, {3}}), mk::Error);
+  // Spread: (p90 - p10) / median, nearest rank below, over 1..10: (10 - 2) / 5.5.
+  std::vector<double> ten;
+  for (int i = 10; i >= 1; --i) ten.push_back(i);
+  EXPECT_DOUBLE_EQ(mkb::stats_of(ten).spread, 8 / 5.5);
+  EXPECT_EQ(mkb::stats_of({}).iters, 0);
 }
 
 }  // namespace
