@@ -614,8 +614,9 @@ def write_report(args, world, names, ctx, checks, rows, notes, emulated, now=Non
              f"relative Frobenius error < {attn_ref.OUT_BOUND:g} and LSE's max |d| / max(|ref|, 1) < "
              f"{attn_ref.LSE_BOUND:g}, else the run fails): {chk}",
              f"- {CHECK_COL}: at every timed shape, after the timing, mkernel's out and lse (poisoned first) from "
-             f"one more call against the fp32 reference (bench/attn_ref.py) on {SAMPLED_ROWS} random query rows "
-             "of each rank's shard over every key of the whole sequence, max over ranks; the issue's bounds "
+             "one more call, on fresh random inputs, against the fp32 reference (bench/attn_ref.py) on sample_rows' "
+             f"query rows of each rank's shard (one in every {ROW_TILE}-row tile, each zigzag chunk's first and last, "
+             f"at least {SAMPLED_ROWS}) over every key of the whole sequence, max over ranks; the issue's bounds "
              f"{attn_ref.OUT_BOUND:g} / {attn_ref.LSE_BOUND:g} (tools/issue_targets.py: a row above them, or not "
              "checked, is a wrong output)", ""]
     text = "\n".join(lines) + "\n" + header(names) + "\n" + "\n".join(rows) + "\n"
