@@ -18,6 +18,7 @@ from . import _torch_req  # noqa: F401  (torch >= 2.4: a clear ImportError befor
 
 from ._lib import MkernelError, check
 from ._ops_c import _need
+from ._tp_meta import mismatch
 
 from ._lib import lib
 from .ops import (_capturing, _fast_apart, _fast_ok, _get_device, _stream, bump_version, capture_workspace, dense16,
@@ -44,21 +45,31 @@ def _check(t, name, dev=None, meta=False, op="mkernel.attention"):
         raise MkernelError(f"{op}: {name} must be contiguous; call .contiguous()")
 
 
+# k's and v's dimensions as ring attention's plan names them (a Mismatch's dim: the one its plan check is given as -1)
+_KV_DIMS = ("batch", "s_local", "kv_heads", "head_dim")
+
+
 def _validate(q, k, v, meta=False, sizes=True, op="mkernel.attention"):
     """Every rule of a call's q, k, v (meta: a fake call's, without the device checks). sizes=False (ring
     attention's real call): the size rules that its plan constructor checks on every rank at once (head_dim,
     dimensions >= 1, kv_heads dividing heads) are left to it, so that one rank's bad size (an empty shard) fails
-    every rank, naming it, instead of this rank alone while the others wait for it in the plan check. op: the call
-    said in errors (ring attention names its own)."""
+    every rank, naming it, instead of this rank alone while the others wait for it in the plan check. k and v
+    against q and each other, which no plan sees, raise a Mismatch (ring attention's op sends it into its plan
+    check first on a shape's first call). op: the call said in errors (ring attention names its own)."""
     _check(q, "q", meta=meta, op=op)
     _check(k, "k", q.device, meta, op)
     _check(v, "v", q.device, meta, op)
     b, sq, h, d = q.shape
     if k.shape != v.shape:
-        raise MkernelError(f"{op}: k {tuple(k.shape)} and v {tuple(v.shape)} differ")
+        dim = "kv_heads"
+        for i in range(4):
+            if k.shape[i] != v.shape[i]:
+                dim = _KV_DIMS[i]
+                break
+        raise mismatch(f"{op}: k {tuple(k.shape)} and v {tuple(v.shape)} differ", dim)
     if k.shape[0] != b or k.shape[3] != d:
-        raise MkernelError(f"{op}: k is {tuple(k.shape)}; it must be [{b}, seq_kv, kv_heads, {d}] "
-                           f"for q {tuple(q.shape)}")
+        raise mismatch(f"{op}: k is {tuple(k.shape)}; it must be [{b}, seq_kv, kv_heads, {d}] "
+                       f"for q {tuple(q.shape)}", "batch" if k.shape[0] != b else "head_dim")
     if not sizes:  # (kv_heads 0 too: ring attention sends it to its plan as -1, as 0 means heads there)
         return
     if d not in (64, 128):

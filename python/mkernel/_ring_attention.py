@@ -21,10 +21,10 @@ from ._ops_c import _need
 from ._attention import (_check, _check_lse, _check_out, _fast_io, _no_autograd, _validate, causal_arg, into,
                          plain_args, scale_arg)
 from .ops import (_get_device, _stream, bump_version, dense16, has_address, modes_on, out_grad_refused,
-                  traced)
-from ._tp_meta import comm_handle, marked_call
-from ._tp_plans import _Plan, _device_check, check_aligned, check_apart, plan_ints
-from .tp import _HOT, _compiling, _key, _plan, lookup
+                  recording_mode, traced)
+from ._tp_meta import Mismatch, comm_handle, marked_call, mismatch
+from ._tp_plans import REFUSED, _Plan, _device_check, check_aligned, check_apart, plan_ints, refuse_mismatch
+from .tp import _HOT, _PLANS, _compiling, _key, _plan, lookup
 
 __all__ = ["ring_attention", "RingAttention"]
 
@@ -114,9 +114,9 @@ def _same_positions(q, k, op="mkernel.ring_attention"):
     """The ring op's K/V shard covers this rank's positions, as its Q shard does (the one-GPU op allows other
     key lengths; the library takes k and v as s_local rows long)."""
     if k.shape[1] != q.shape[1]:
-        raise MkernelError(f"{op}: k and v hold {k.shape[1]} positions per sequence and q "
-                           f"{q.shape[1]}: each rank's K/V shard must cover the same positions as its Q shard "
-                           f"(s_local rows; causal: zigzag_shard of each)")
+        raise mismatch(f"{op}: k and v hold {k.shape[1]} positions per sequence and q "
+                       f"{q.shape[1]}: each rank's K/V shard must cover the same positions as its Q shard "
+                       f"(s_local rows; causal: zigzag_shard of each)", "s_local")
 
 
 def _zigzag_even(q, causal):
@@ -131,7 +131,8 @@ def _check_call(q, k, v, out, lse, comm_device, is_traced=None, op="mkernel.ring
     None where not known; alignment; out / lse apart from q, k, v). A steady-state call (_hot) checks dtype,
     device, layout, shapes, alignment and overlaps in one pass (_fast_io), and takes this path for anything it
     does not pass. is_traced: the caller's traced() of this call, where it has it (None: taken here). op: the
-    call said in errors."""
+    call said in errors. q, k and v against each other raise a Mismatch first: the op's callers send it into the
+    plan check on a shape's first call (_refuse); a plan's run, whose plan is made, raises it."""
     # The sizes the plan constructor checks on every rank (head_dim, empty shards, kv_heads >= 1 and dividing heads,
     # a causal s_local even) are left to it: one rank's bad size fails every rank at once, naming it.
     _validate(q, k, v, sizes=False, op=op)
@@ -159,8 +160,29 @@ def _check_call(q, k, v, out, lse, comm_device, is_traced=None, op="mkernel.ring
 # makes this plan (the shape's first call), every rank fails at once, naming this one and kv_heads; refused before
 # it, on this rank alone, the others waited in the plan check until the bootstrap bound. (Ranks that already hold
 # a plan for their own shape do not enter the check: they wait in the kernel until MK_TIMEOUT_MS, as for any
-# shape that differs between ranks.)
+# shape that differs between ranks.) q, k and v that do not match each other take the same way: _refuse.
 _NO_KV_HEADS = -1
+
+
+def _refuse(err, q, k, v, key, causal, scale):
+    """Raises err, a Mismatch of q, k, v (_check_call), through the plan check where the plan the call means is not
+    made yet (mkernel/_tp_plans.py's refuse_mismatch): the one shaped by q with k's kv heads, or by k or v with q's
+    heads. The check is given err.dim (k's and v's dimension in question, as the plan names it) as REFUSED."""
+    b, s, h, d = q.shape
+    causal, scale = bool(causal), float(scale) or None  # (as _run keys the plan)
+    said = [(b, s, h, k.shape[2] or _NO_KV_HEADS, d, causal, scale)]
+    said += [(t.shape[0], t.shape[1], h, t.shape[2] or _NO_KV_HEADS, t.shape[3], causal, scale) for t in (k, v)]
+    sent = dict(batch=b, s_local=s, kv_heads=k.shape[2] or _NO_KV_HEADS, head_dim=d)
+    sent[err.dim if err.dim in sent else "kv_heads"] = REFUSED
+    refuse_mismatch(err, _plan, _PLANS, RingAttention, key, said,
+                    (sent["batch"], sent["s_local"], h, sent["kv_heads"], sent["head_dim"], causal, scale))
+
+
+def _runs_now(q, k, v):
+    """Whether a traced call (traced()) still runs the op's implementation at once, making its plan: real tensors
+    under a dispatcher mode that records no graph (FlopCounterMode, a memory tracker); not torch.compile's tracing,
+    make_fx, fake tensors, a tensor subclass or a torch.func transform."""
+    return not _compiling() and recording_mode() is None and all(has_address(t) for t in (q, k, v))
 
 
 def _run(q, k, v, key, causal, scale, out=None, lse=None):  # q, k, v, out, lse checked (_check_call)
@@ -214,7 +236,10 @@ def _hot(q, k, v, comm, causal, scale, out, lse):
 def _ring_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, comm: int, causal: bool = False,
                        scale: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     q, k, v = dense16(q), dense16(k), dense16(v)  # any layout and start from torch.compile's code
-    _check_call(q, k, v, None, None, getattr(lookup(comm), "_device", None))
+    try:
+        _check_call(q, k, v, None, None, getattr(lookup(comm), "_device", None))
+    except Mismatch as e:
+        _refuse(e, q, k, v, comm, causal, scale)
     return _run(q, k, v, comm, causal, scale)
 
 
@@ -235,7 +260,12 @@ def ring_attention(q, k, v, comm, causal=False, scale=None, out=None, lse=None):
     op = "mkernel.ring_attention"
     causal, scale = causal_arg(causal, op), scale_arg(scale, op)
     is_traced = traced(op, q, k, v, out, lse)
-    _check_call(q, k, v, out, lse, getattr(comm, "_device", None), is_traced)
+    try:
+        _check_call(q, k, v, out, lse, getattr(comm, "_device", None), is_traced)
+    except Mismatch as e:
+        if not is_traced or _runs_now(q, k, v):  # (a call that makes its plan now: not one traced into a graph)
+            _refuse(e, q, k, v, _key(comm), causal, scale)
+        raise
     _no_autograd(q, k, v, op)
     out_grad_refused(op, out, lse)
     if is_traced:

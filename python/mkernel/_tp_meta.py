@@ -11,9 +11,13 @@ registered when it is created (and again by register(), e.g. after the
 registry dropped a closed one); torch.compile'd code only looks keys up.
 
 The shape rules give each op's output shape. What the library cannot see
-(b's columns against a's) they refuse everywhere. The size rules that the
-library's plan constructor checks too (rows, multiples of 64, the split into
-row blocks) they refuse in the fake implementations (tracing makes no plan),
+(b's columns against a's: a Mismatch) they refuse everywhere; on a shape's
+first call (no plan cached) the eager path first takes part in the plan
+check with k -1, so that the other ranks, making that plan, fail at once
+naming this rank instead of waiting for it (mkernel/_tp_plans.py's
+refuse_mismatch). The size rules that the library's plan constructor
+checks too (rows, multiples of 64, the split into row blocks) they refuse
+in the fake implementations (tracing makes no plan),
 but not in the eager path (sizes=False), which makes the plan next: that
 check is collective, so a rank's bad size (say an uneven split left it no
 rows) fails every rank at once, naming the rank; refused here, on that rank
@@ -147,12 +151,34 @@ def _rows_split(op, what, m, world, sizes=True):
         raise MkernelError(f"mkernel.{op}: at most {MAX_RS_RANKS} ranks (got {world})")
 
 
+class Mismatch(MkernelError):
+    """A call's tensors refused against each other: b's columns against a's (_pair), ring attention's k and v against
+    q and each other (mkernel/_attention.py's _validate, _ring_attention.py's _same_positions). A plan takes each size
+    once and cannot see these: where the call's plan is not made yet, the eager paths send the refusal into its plan
+    check (collective) first (mkernel/_tp_plans.py's refuse_mismatch). dim: the plan argument in question, given
+    there as -1 (a class attribute: mismatch() raises the subclass of that dim; an __init__ of its own would stop
+    torch.compile's tracing, which raises these too, with "Attempted to call a super() attribute")."""
+    dim = None
+
+
+def _dim_class(dim):
+    return type(f"Mismatch_{dim}", (Mismatch,), {"dim": dim, "__module__": __name__})
+
+
+_MISMATCH = {d: _dim_class(d) for d in ("k", "batch", "s_local", "kv_heads", "head_dim")}
+
+
+def mismatch(msg, dim):
+    """A Mismatch of plan argument `dim` (one of _MISMATCH's) saying msg."""
+    return _MISMATCH[dim](msg)
+
+
 def _pair(op, a_name, a_shape, b_shape):
     m, k = a_shape
     n, kb = b_shape
     if kb != k:  # (the library takes one k: it cannot see this)
-        raise MkernelError(f"mkernel.{op}: {a_name} is [{m}, {k}] but b is [{n}, {kb}]; b must be [n, {k}] "
-                           "(torch.nn.Linear weight layout)")
+        raise mismatch(f"mkernel.{op}: {a_name} is [{m}, {k}] but b is [{n}, {kb}]; b must be [n, {k}] "
+                       "(torch.nn.Linear weight layout)", "k")
     return m, n, k
 
 

@@ -1,6 +1,7 @@
 """The base of the plans made by hand (_Plan: mkernel.AgGemm and GemmRs in mkernel/tp.py, GemmAr in tp_ar.py,
 RingAttention in _ring_attention.py) and the tensor checks they share with the ops. A plan is made
-collectively on a communicator and closed collectively, by close() or by the communicator's close()."""
+collectively on a communicator and closed collectively, by close() or by the communicator's close(). Also the ops'
+refusal of tensors that do not match each other, through the plan check on a shape's first call (refuse_mismatch)."""
 import ctypes
 import warnings
 
@@ -140,3 +141,33 @@ def plan_ints(op, dims, ctas):
     rank alone, it left the others waiting for it in the plan check until the bootstrap bound."""
     return ([c_int_arg(v, name, op, -(1 << 63), (1 << 63) - 1) for name, v in dims.items()]
             + [c_int_arg(v, name, op) for name, v in ctas.items()])
+
+
+# The size a plan is given in place of one this rank refused (refuse_mismatch): every plan constructor refuses it.
+REFUSED = -1
+
+
+def refuse_mismatch(err, plan, plans, cls, key, said, sent):
+    """Raises err, this rank's refusal of a call's tensors against each other (a Mismatch: b's columns against a's,
+    ring attention's k / v against q: what a plan cannot see), after taking part in the plan check where the call's
+    plan is not made yet. said: the shapes of cls's plan that the call may mean (one from each of its tensors).
+    Where none is in `plans` (the op's cache) for communicator `key`, the other ranks (the same calls, in the same
+    order) make that plan now, and its check is collective: refused here alone, they waited in it for this rank
+    until the bootstrap bound (MK_BOOTSTRAP_TIMEOUT_MS, 60 s). So this rank makes it too, through `plan` (the
+    caller's plan cache), with `sent`, the shape with REFUSED for the size in question: the check fails on every
+    rank at once, naming this rank, and err follows here, that error chained (its __cause__). Where one is cached,
+    the others make none (they launch, and wait in the kernel until MK_TIMEOUT_MS, as for any call refused on one
+    rank): err is raised at once. Only the full path's error branch calls it: steady-state calls pay nothing."""
+    if not any((cls.__name__, key, s) in plans for s in said):
+        try:
+            plan(cls, key, *sent)
+        except MkernelError as e:
+            raise err from e
+    raise err
+
+
+def refuse_pair(err, plan, plans, cls, key, a, b):
+    """refuse_mismatch for b's columns against a's (mkernel/_tp_meta.py's _pair) in an op whose plan is
+    cls(m, n, k), k taken from a or from b; the plan check is given k = REFUSED."""
+    (m, k), (n, kb) = a.shape, b.shape
+    refuse_mismatch(err, plan, plans, cls, key, [(m, n, k), (m, n, kb)], (m, n, REFUSED))

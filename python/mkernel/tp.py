@@ -38,9 +38,9 @@ from . import _torch_req  # noqa: F401  (torch >= 2.4: a clear ImportError befor
 from ._lib import MkernelError, knob_int, lib, outside_stacklevel
 from ._ops_c import _need
 from ._plan_cache import close_oldest
-from ._tp_meta import (_COMMS, MAX_RS_RANKS, comm_handle, register, lookup, world, ag_gemm_shapes, gemm_rs_shape,
-                       all_gather_shape, marked_call, reduce_scatter_shape, refuse_close_in_flight)
-from ._tp_plans import _Plan, _check_shape, _device_check, _ptr, check_aligned, check_apart, plan_ints
+from ._tp_meta import (_COMMS, MAX_RS_RANKS, Mismatch, comm_handle, register, lookup, world, ag_gemm_shapes,
+                       gemm_rs_shape, all_gather_shape, marked_call, reduce_scatter_shape, refuse_close_in_flight)
+from ._tp_plans import _Plan, _check_shape, _device_check, _ptr, check_aligned, check_apart, plan_ints, refuse_pair
 from .ops import (_check_matrix, _fast_apart, _fast_ok, _get_device, _stream, bump_version, dense16,
                   inputs_grad_refused, modes_on, out_grad_refused, traced)
 
@@ -356,10 +356,10 @@ def _key(comm):
 # (no rows, say) fails every rank, naming it, where a refusal here left the
 # others waiting for it in the plan check (mkernel/_tp_meta.py). What the
 # library cannot see (dtype, device, layout, alignment, b against a, out) is
-# refused here. Inputs were checked by the caller (_check_inputs), so the
-# plans are called without their own checks; a shape rule's result is
-# cached per shapes (steady-state calls: ~1 dict lookup instead of the
-# rules; python_overhead.py measures the call).
+# refused here (b against a on a shape's first call after taking part in the plan check: refuse_pair).
+# Inputs were checked by the caller (_check_inputs), so the plans are called without their own checks; a shape
+# rule's result is cached per shapes (steady-state calls: ~1 dict lookup instead of the rules;
+# python_overhead.py measures the call).
 
 _SHAPES = {}
 
@@ -384,7 +384,10 @@ def _output(out, shape, like, key, op, *inputs, same_ok=False):
 
 
 def _ag_gemm_run(a_local, b, key, out=None, gathered=None, want_gathered=False):
-    out_shape, gathered_shape = _shape(ag_gemm_shapes, a_local.shape, b.shape, world(key))
+    try:
+        out_shape, gathered_shape = _shape(ag_gemm_shapes, a_local.shape, b.shape, world(key))
+    except Mismatch as e:
+        refuse_pair(e, _plan, _PLANS, AgGemm, key, a_local, b)
     out = _output(out, out_shape, a_local, key, "ag_gemm", ("a_local", a_local), ("b", b))
     if gathered is not None:
         _check_shape(gathered, "gathered", gathered_shape, a_local.device, op="mkernel.ag_gemm")
@@ -399,7 +402,11 @@ def _ag_gemm_run(a_local, b, key, out=None, gathered=None, want_gathered=False):
 
 
 def _gemm_rs_run(a, b, key, out=None):
-    out = _output(out, _shape(gemm_rs_shape, a.shape, b.shape, world(key)), a, key, "gemm_rs", ("a", a), ("b", b))
+    try:
+        shape = _shape(gemm_rs_shape, a.shape, b.shape, world(key))
+    except Mismatch as e:
+        refuse_pair(e, _plan, _PLANS, GemmRs, key, a, b)
+    out = _output(out, shape, a, key, "gemm_rs", ("a", a), ("b", b))
     plan = _plan(GemmRs, key, a.shape[0], b.shape[0], a.shape[1])
     plan._launch(a, b, out)
     _hot_add("gemm_rs", key, a, b, plan._launch, out.shape)

@@ -18,11 +18,11 @@ from . import _torch_req  # noqa: F401  (torch >= 2.4: a clear ImportError befor
 
 from ._lib import lib
 from ._ops_c import _need
-from ._tp_meta import all_reduce_shape, comm_handle, gemm_ar_shape, marked_call, world
+from ._tp_meta import Mismatch, all_reduce_shape, comm_handle, gemm_ar_shape, marked_call, world
 from .ops import _stream, bump_version, dense16, inputs_grad_refused, out_grad_refused
-from ._tp_plans import _Plan, check_apart, plan_ints
-from .tp import (_COLLECTIVE_N, _check_inputs, _check_meta, _check_out_meta, _check_shape, _dispatch, _grad,
-                 _hot, _hot_add, _key, _output, _plan, _shape)
+from ._tp_plans import _Plan, check_apart, plan_ints, refuse_pair
+from .tp import (_COLLECTIVE_N, _PLANS, _check_inputs, _check_meta, _check_out_meta, _check_shape, _dispatch,
+                 _grad, _hot, _hot_add, _key, _output, _plan, _shape)
 
 __all__ = ["gemm_ar", "all_reduce", "GemmAr"]
 
@@ -87,7 +87,11 @@ class GemmAr(_Plan):
 # ---- checks and library calls (eager; the custom ops' implementations): as tp.py's --------------
 
 def _gemm_ar_run(a, b, key, out=None):
-    out = _output(out, _shape(gemm_ar_shape, a.shape, b.shape, world(key)), a, key, "gemm_ar", ("a", a), ("b", b))
+    try:
+        shape = _shape(gemm_ar_shape, a.shape, b.shape, world(key))
+    except Mismatch as e:  # (b against a: on a shape's first call, after the plan check)
+        refuse_pair(e, _plan, _PLANS, GemmAr, key, a, b)
+    out = _output(out, shape, a, key, "gemm_ar", ("a", a), ("b", b))
     plan = _plan(GemmAr, key, a.shape[0], b.shape[0], a.shape[1])
     plan._launch(a, b, out)
     _hot_add("gemm_ar", key, a, b, plan._launch, out.shape)

@@ -294,8 +294,12 @@ def test_tp_ops_leave_the_sizes_their_plans_check_on_every_rank_to_the_plan(cuda
         call(cuda_cpu)
 
 
-def test_tp_ops_still_refuse_what_their_plans_cannot_see(cuda_cpu):
-    # b's columns against a's, a given out's shape: the plan takes one k and no out
+def test_tp_ops_still_refuse_what_their_plans_cannot_see(cuda_cpu, monkeypatch):
+    # b's columns against a's, a given out's shape: the plan takes one k and no out. On a shape's first call b against
+    # a goes to the plan check first, with k -1 (test_first_call_refusals.py); with the plan made, it is refused here.
+    with pytest.raises(Reached, match=re.escape("AgGemm(0, 256, -1)")):
+        mkernel.ag_gemm(_empty(0, K), _empty(N, 320), cuda_cpu)
+    monkeypatch.setitem(tp._PLANS, ("AgGemm", tp._key(cuda_cpu), (0, 256, K)), object())
     with pytest.raises(mkernel.MkernelError, match=r"ag_gemm: a_local is \[0, 384\] but b is \[256, 320\]"):
         mkernel.ag_gemm(_empty(0, K), _empty(N, 320), cuda_cpu)
     with pytest.raises(mkernel.MkernelError, match=r"must be a contiguous \[0, 256\] tensor"):
