@@ -14,6 +14,7 @@ poisoned outputs, every element checked (relative error < 1e-2 on out,
 input raising MkernelError. Exits non-zero on any mismatch."""
 import math
 import os
+import time
 
 import torch
 
@@ -174,6 +175,21 @@ def run(comm, rank, world):
             assert "same positions" in str(e), str(e)
         else:
             raise AssertionError("k and v shorter than q were accepted")
+    if world > 1:
+        # K/V of other positions than q's on rank 1 alone, on a shape's first call (scale 0.5: a plan not made
+        # yet): rank 1 takes part in the plan check with s_local -1 (session 56), so the others fail at once naming
+        # rank 1 instead of waiting for it until the bootstrap bound (60 s), and rank 1 says what it refused.
+        kx, vx = (kh, vh) if rank == 1 else (kl, vl)
+        t0 = time.monotonic()
+        try:
+            mkernel.ring_attention(ql, kx, vx, comm, scale=0.5)
+        except mkernel.MkernelError as e:
+            assert ("same positions" if rank == 1 else "rank 1") in str(e), str(e)
+        else:
+            raise AssertionError("k and v shorter than q on rank 1 were accepted")
+        took = time.monotonic() - t0
+        assert took < 10, f"k and v shorter than q on rank 1 alone took {took:.1f} s to fail"
+        mkernel.ring_attention(ql, kl, vl, comm, scale=0.5)  # (every rank usable after it)
     if rank == 0:
         print("ok ring attention", flush=True)
 

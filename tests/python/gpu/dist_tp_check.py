@@ -373,6 +373,15 @@ def check_errors(comm, d):
     expect_error(lambda: mkernel.ag_gemm(d.rnd(256, 512)[:rows].contiguous(), w, comm), "rank 1",
                  "a_local with no rows on rank 1 alone")
     expect(time.monotonic() - t0 < 10, f"a bad size on rank 1 alone took {time.monotonic() - t0:.1f} s to fail")
+    if d.world > 1:
+        # b's columns against a's wrong on rank 1 alone, on a shape's first call: rank 1 takes part in the plan
+        # check with k -1 (session 56), so the other ranks fail at once naming rank 1 instead of waiting for it until
+        # the bootstrap bound (60 s), and rank 1 says what it refused.
+        hb, wb = d.rnd(256, 320), d.rnd(192, 384 if d.rank == 1 else 320)
+        t0 = time.monotonic()
+        expect_error(lambda: mkernel.gemm_rs(hb, wb, comm), r"b must be \[n, 320\]" if d.rank == 1 else "rank 1",
+                     "b against a on rank 1 alone, first call")
+        expect(time.monotonic() - t0 < 10, f"b against a on rank 1 alone took {time.monotonic() - t0:.1f} s to fail")
     expect(mkernel.tp.register(comm) == comm._uid, "register returns the communicator's key")
     expect(torch.equal(mkernel.all_gather(x, comm).float().cpu(), d.cat(x)), "all_gather after the errors")
     # Repeated shapes take a fast path (mkernel/tp.py _hot): the same errors after steady-state calls.
