@@ -349,7 +349,7 @@ int main(int argc, char** argv) {
         t->close();
         // (connect's two exchanges under connect's own step names: the root checks that every rank's collective
         // #N is the same step)
-        bs.allgather(name, "fabric connect: addresses");
+        bs.allgather("fabric-name-ok:" + name, "fabric connect: addresses");  // (step_status: a name it has)
         bs.allgather("fabric-connect-ok:", "fabric connect");  // its outcome exchange (step_status): address added
         bs.barrier();
         return 0;

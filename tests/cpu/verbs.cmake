@@ -50,6 +50,12 @@ add_test(NAME cpu.verbs_register_fails_on_one_rank_3
 add_test(NAME cpu.verbs_connect_fails_on_one_rank_3
   COMMAND ${MK_MKRUN} -n 3 --timeout 60 env SOFTVERBS_FAIL=create_qp:2 SOFTVERBS_FAIL_RANK=2
           $<TARGET_FILE:mk_fabric_probe> --transport verbs --expect-error "connect failed on rank 2")
+# A bad peer list on one rank (its own rank among its peers): its error travels in the connect exchange, so every
+# rank fails at once naming it (before, that rank threw alone and the others waited out the bootstrap bound, 60 s;
+# MK_BOOTSTRAP_TIMEOUT_MS=30000 keeps that case past mkrun's 20 s bound).
+add_test(NAME cpu.verbs_connect_bad_peer_on_one_rank_3
+  COMMAND ${MK_MKRUN} -n 3 --timeout 20 env MK_BOOTSTRAP_TIMEOUT_MS=30000 $<TARGET_FILE:mk_fabric_probe>
+          --transport verbs --bad-peer-rank 1 --expect-error "connect failed on rank 1: verbs: connect: peer rank 1")
 # Queue pairs whose completions cannot all fit the device's largest completion queue (a device offering 1000
 # entries; 8 QPs x 128 in flight + 16 need 1040): refused at connect with the numbers, on every rank (before, the
 # queue was capped silently and could overflow under a burst).
@@ -61,6 +67,7 @@ add_test(NAME cpu.verbs_no_atomics_2
   COMMAND ${MK_MKRUN} -n 2 --timeout 60 env SOFTVERBS_LACKS=atomics
           $<TARGET_FILE:mk_fabric_probe> --transport verbs --expect-error "offers no usable remote atomics")
 set_tests_properties(cpu.verbs_register_fails_on_one_rank_3 cpu.verbs_connect_fails_on_one_rank_3
+  cpu.verbs_connect_bad_peer_on_one_rank_3
   cpu.verbs_cq_too_small_2 cpu.verbs_no_atomics_2
   PROPERTIES LABELS cpu TIMEOUT 90 ENVIRONMENT_MODIFICATION "${MK_SOFTVERBS_ENV}")
 # The command ring and host proxy over verbs (MK_NET=verbs through make_transport).

@@ -310,7 +310,21 @@ std::string FabricTransport::peer_addr_str(const std::string& name) const {
 
 void FabricTransport::connect(Bootstrap& bs, const std::vector<int>& peers) {
   if (closed_) fail("fabric: connect after close");
-  auto names = bs.allgather(local_name(), "fabric connect: addresses");
+  // This rank's endpoint name, or why it has none, through the exchange: every rank fails at once naming it, not
+  // its peers after the bootstrap bound.
+  const step_status::Tags name_tags{"fabric-name-ok:", "fabric-name-failed:"};
+  std::string mine = name_tags.ok;
+  try {
+    mine += local_name();
+  } catch (const std::exception& e) {
+    mine = step_status::failed(e, name_tags);
+  }
+  auto names = bs.allgather(mine, "fabric connect: addresses");
+  if (const std::string err = step_status::step_error(names, cfg_.rank, "fabric: connect", "has no endpoint address",
+                                                      name_tags);
+      !err.empty())
+    fail(err);
+  names = step_status::payloads(std::move(names), name_tags);
   // The peers' addresses, then an exchange of every rank's outcome (step_status): a rank failing here never
   // sends its hellos, and its peers would wait out MK_NET_TIMEOUT_MS and call it unreachable.
   // (its own tags: a rank at another collective step here, e.g. a registration's "ok:<keys>", reads as out of

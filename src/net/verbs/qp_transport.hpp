@@ -76,12 +76,12 @@ class QpTransport : public Transport {
   std::vector<ConnectInfo> exchange_connect(Bootstrap& bs, const std::vector<int>& peers,
                                             const std::function<void(ConnectInfo&)>& build) {
     if (batcher_) fail("verbs: connect() called twice");
-    for (int p : peers)
-      if (p < 0 || p >= bs.world() || p == bs.rank())
-        fail("verbs: connect: peer rank ", p, " is out of range or this rank");
     ConnectInfo mine;
     mine.rank = bs.rank();
-    try {
+    try {  // (a bad peer list too: its error travels in the exchange, as build's)
+      for (int p : peers)
+        if (p < 0 || p >= bs.world() || p == bs.rank())
+          fail("verbs: connect: peer rank ", p, " is out of range or this rank");
       build(mine);
     } catch (const std::exception& e) {  // (any: std::random_device, bad_alloc; the peers must hear it too)
       mine = {};
