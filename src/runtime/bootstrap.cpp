@@ -103,7 +103,12 @@ class BootstrapRoot {
  public:
   BootstrapRoot(int listen_fd, uint64_t job, int64_t timeout_ms)
       : listen_fd_(listen_fd), job_(job), timeout_ms_(timeout_ms) {
-    thread_ = std::thread([this] { run(); });
+    try {
+      thread_ = std::thread([this] { run(); });
+    } catch (...) {  // (no destructor runs: the port would stay bound)
+      ::close(listen_fd_);
+      throw;
+    }
   }
   ~BootstrapRoot() { join(); }
   void owner_closed() { owner_closed_at_ms_.store(now_ms()); }
@@ -551,7 +556,9 @@ Bootstrap::Bootstrap(int rank, int world, const UniqueId& id) : rank_(rank), wor
   if (world > kMaxWorld) fail("world size ", world, " is over the bootstrap's limit of ", kMaxWorld, " ranks");
   IdLayout l{};
   std::memcpy(&l, id.bytes, sizeof(l));
-  if (l.version != 1 || l.port == 0) fail("unique id is not one made by mk::get_unique_id()");
+  // (the root's bound within the knob's own range: an id not made by get_unique_id could carry ~50 days)
+  if (l.version != 1 || l.port == 0 || l.root_timeout_ms > knob_spec(Knob::MK_BOOTSTRAP_TIMEOUT_MS).max)
+    fail("unique id is not one made by mk::get_unique_id()");
   timeout_ms_ = std::max<int64_t>(timeout_ms_, l.root_timeout_ms);
   root_host_ = "the process that called get_unique_id()";
   id_path_ = true;
@@ -718,7 +725,11 @@ std::vector<std::string> Bootstrap::allgather(const std::string& mine, const cha
 void Bootstrap::barrier(const char* step) { allgather(std::string(), step); }
 
 std::string Bootstrap::broadcast(const std::string& data, int root, const char* step) {
-  if (root < 0 || root >= world_) fail("broadcast root ", root, " is outside [0, ", world_, ")");
+  if (root < 0 || root >= world_) {  // (every rank hears it at once, not after the bound: abort first)
+    const std::string why = cat("rank ", rank_, ": broadcast root ", root, " is outside [0, ", world_, ")");
+    abort(why);
+    fail(why);
+  }
   return allgather(rank_ == root ? data : std::string(), step)[root];
 }
 

@@ -340,7 +340,7 @@ void write_stderr_line(const std::string& text) {
     if (!nonblocking && room_within(sink.fd, wait_ms) == 0) return give_up(off);
     if (off == 0) std::fflush(stderr);  // whatever the process wrote there before comes first
     const size_t piece = std::min<size_t>(line.size() - off, PIPE_BUF);
-    const ssize_t n = sink.sock ? ::send(STDERR_FILENO, line.data() + off, piece, MSG_DONTWAIT)
+    const ssize_t n = sink.sock ? ::send(STDERR_FILENO, line.data() + off, piece, MSG_DONTWAIT | MSG_NOSIGNAL)
                                 : ::write(sink.fd, line.data() + off, piece);
     if (n > 0) {
       off += static_cast<size_t>(n);

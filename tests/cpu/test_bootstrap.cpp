@@ -239,6 +239,18 @@ TEST(UniqueId, HexRoundTripAndBadInput) {
   EXPECT_THROW(Bootstrap(0, 2, zero), Error);
 }
 
+// An id whose root bound (bytes 16-19: get_unique_id's MK_BOOTSTRAP_TIMEOUT_MS) is past the knob's range is not
+// one get_unique_id made: refused, not taken as a wait of ~50 days on every collective.
+TEST(UniqueId, AnIdCarryingABoundPastTheKnobsRangeIsRefused) {
+  const UniqueId good = get_unique_id();
+  UniqueId bad = good;
+  const uint32_t huge = 0xffffffffu;
+  std::memcpy(bad.bytes + 16, &huge, sizeof huge);
+  EXPECT_THROW(Bootstrap(0, 1, bad), Error);
+  Bootstrap ok(0, 1, good);  // (the root get_unique_id started is used and closed)
+  EXPECT_LE(ok.timeout_ms(), 86400000);
+}
+
 class BootstrapWorld : public ::testing::TestWithParam<int> {};
 
 TEST_P(BootstrapWorld, UniqueIdPath) {
@@ -380,6 +392,15 @@ TEST(BootstrapFailure, AbortEndsTheOthersCollectivesWithTheReason) {
       return 0;
     }
     return expect_error_within(3.0, [&] { b.barrier(); }, {"rank 1 left the job", "its device failed (test)"}, out);
+  });
+}
+
+// A broadcast root out of range on one rank: every rank fails at once naming it (before, that rank threw alone
+// and the others waited for it until the bound).
+TEST(BootstrapFailure, ABadBroadcastRootOnOneRankFailsEveryRankAtOnce) {
+  expect_joined(2, "20000", [&](int r, Bootstrap& b, std::string& out) {
+    if (r == 1) return expect_error_within(3.0, [&] { b.broadcast("x", 5); }, {"broadcast root 5"}, out);
+    return expect_error_within(3.0, [&] { b.broadcast("x", 0); }, {"rank 1", "broadcast root 5"}, out);
   });
 }
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <string>
 
@@ -206,6 +207,25 @@ TEST(Knobs, ALogLineIsNotHeldByAStderrSocketWithASmallBuffer) {
         std::exit(ok ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "then: \nmkernel: 1 log line.s. dropped or cut short.*\nmkernel: two\n");
+}
+
+// A stderr socket whose reader has gone: a log line is lost, and the process lives on (the send said
+// MSG_NOSIGNAL; before, SIGPIPE's default action ended the process, e.g. the bootstrap root's host, at its
+// first log line after the log collector went away).
+TEST(Knobs, ALogLineToAStderrSocketNobodyReadsDoesNotKillTheProcess) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        int s[2];
+        if (::socketpair(AF_UNIX, SOCK_STREAM, 0, s) != 0) std::exit(2);
+        ::close(s[0]);
+        ::signal(SIGPIPE, SIG_DFL);
+        ::dup2(s[1], 2);
+        ::alarm(30);
+        mk::log(mk::LogLevel::Warn, "nobody reads this");
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 // The knobs that decide collective steps are compared across ranks in the
