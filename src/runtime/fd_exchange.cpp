@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -21,8 +22,9 @@ struct Msg {
   uint64_t job;
   uint64_t tag;
   int32_t rank;
-  int32_t pad;
+  int32_t failed;  // kFailed, and no fd: the sender failed its part of exchange `tag` (its own error says why)
 };
+constexpr int32_t kFailed = 1;
 
 socklen_t make_addr(sockaddr_un& a, uint64_t job, int rank) {
   std::memset(&a, 0, sizeof(a));
@@ -53,7 +55,36 @@ FdExchange::~FdExchange() {
   sock::close_fd(fd_);
 }
 
+// Tells every peer that this rank failed its part of exchange `tag` (no fd): they fail at once naming it instead of
+// waiting for its handle until the bound. Best effort, a few ms at most (a peer not bound or with a full queue
+// then finds out at its bound).
+void FdExchange::tell_failed(const std::vector<int>& peers, uint64_t tag) noexcept {
+  const auto deadline = sock::deadline_in_ms(20);
+  for (int p : peers) {
+    if (p == rank_) continue;
+    Msg m{job_, tag, rank_, kFailed};
+    sockaddr_un a;
+    const socklen_t len = make_addr(a, job_, p);
+    while (::sendto(fd_, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&a), len) < 0 &&
+           (errno == EAGAIN || errno == EINTR) && sock::ms_left(deadline) > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 std::vector<int> FdExchange::exchange(int my_fd, const std::vector<int>& peers, uint64_t tag) {
+  // quiet: this rank failed waiting for others (a peer's notice; the bound, which its peers reach too): it tells
+  // no one, or they would name it and not the rank that failed or never came.
+  bool quiet = false;
+  try {
+    return exchange_or_throw(my_fd, peers, tag, quiet);
+  } catch (...) {
+    if (!quiet) tell_failed(peers, tag);
+    throw;
+  }
+}
+
+std::vector<int> FdExchange::exchange_or_throw(int my_fd, const std::vector<int>& peers, uint64_t tag,
+                                               bool& quiet) {
   auto deadline = sock::deadline_in_ms(timeout_ms_);
   // Received fds by position in `peers`; closed on every way out but the
   // return (a peer's exported handle left open keeps its GPU memory
@@ -122,6 +153,14 @@ std::vector<int> FdExchange::exchange(int my_fd, const std::vector<int>& peers, 
       fail("rank ", rank_, ": a memory handle from a peer was dropped in transit (MSG_CTRUNC: this process is "
            "at its open-file limit? RLIMIT_NOFILE)");
     }
+    if (n == static_cast<ssize_t>(sizeof(m)) && fd < 0 && m.job == job_ && m.failed == kFailed) {
+      if (m.tag == tag) {  // (an earlier exchange's notice: over; a later one's: that exchange will see the peer)
+        quiet = true;
+        fail("rank ", rank_, ": rank ", m.rank, " failed its part of this memory-handle exchange (its own error "
+             "says why)");
+      }
+      return true;
+    }
     if (n != static_cast<ssize_t>(sizeof(m)) || fd < 0 || m.job != job_) {
       if (fd >= 0) ::close(fd);  // not one of ours
       return true;
@@ -136,7 +175,7 @@ std::vector<int> FdExchange::exchange(int my_fd, const std::vector<int>& peers, 
   // sender waiting on a receiver that waited to send (13 ranks a host).
   for (int p : peers) {
     if (p == rank_) continue;
-    Msg m{job_, tag, rank_, 0};
+    Msg m{job_, tag, rank_, 0};  // (failed 0: a handle)
     iovec iov{&m, sizeof(m)};
     alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))] = {};
     msghdr h{};
@@ -155,9 +194,11 @@ std::vector<int> FdExchange::exchange(int my_fd, const std::vector<int>& peers, 
     while (::sendmsg(fd_, &h, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
       if (errno != ECONNREFUSED && errno != ENOENT && errno != EAGAIN && errno != EINTR)
         fail("rank ", rank_, ": sending a memory handle to rank ", p, " failed: ", std::strerror(errno));
-      if (sock::ms_left(deadline) <= 0)
+      if (sock::ms_left(deadline) <= 0) {
+        quiet = true;
         fail("rank ", rank_, ": rank ", p, " never opened its fd-exchange socket, or never took what it was sent "
              "(MK_BOOTSTRAP_TIMEOUT_MS)");
+      }
       receive_one(2);  // (or a 2 ms pause)
     }
   }
@@ -165,6 +206,7 @@ std::vector<int> FdExchange::exchange(int my_fd, const std::vector<int>& peers, 
   while (!missing().empty()) {
     int64_t left = sock::ms_left(deadline);
     if (left <= 0) {
+      quiet = true;
       std::string s;
       for (int r : missing()) s += cat(s.empty() ? "" : ", ", r);
       fail("rank ", rank_, ": timed out waiting for memory handles from ranks [", s, "] (MK_BOOTSTRAP_TIMEOUT_MS)");

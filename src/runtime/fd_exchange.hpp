@@ -20,9 +20,13 @@ class FdExchange {
   // Sends `my_fd` to every rank in `peers` (except this one) and receives one
   // fd from each, for exchange number `tag`. Returns fds by position in
   // `peers` (-1 for this rank). The caller owns (closes) the returned fds.
+  // A rank that fails its part (not by waiting for others) tells its
+  // peers, which then fail at once naming it (not at the bound).
   std::vector<int> exchange(int my_fd, const std::vector<int>& peers, uint64_t tag);
 
  private:
+  std::vector<int> exchange_or_throw(int my_fd, const std::vector<int>& peers, uint64_t tag, bool& quiet);
+  void tell_failed(const std::vector<int>& peers, uint64_t tag) noexcept;
   uint64_t job_;
   int rank_;
   int64_t timeout_ms_;

@@ -2,12 +2,13 @@
 // CUDA VMM handles between the processes of one host, with memfds standing
 // in for the handles and threads for the ranks: every rank of a host at once,
 // more of them than one datagram queue holds; a missing rank is named within
-// the bound and leaves no received fd open.
+// the bound and leaves no received fd open; one that fails its part is named at once.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <memory>
 #include <random>
 #include <string>
@@ -108,4 +109,35 @@ TEST(FdExchange, AMissingRankIsNamedAndNoReceivedHandleStaysOpen) {
     e1.reset();
   }
   EXPECT_EQ(open_fds(), before) << "file descriptors left open after the failed exchange";
+}
+
+// A rank that fails its part (here: no handle to send, EBADF) tells the others, which fail at once naming it
+// instead of waiting for its handle until the bound (5 s here; the symmetric heap's is MK_BOOTSTRAP_TIMEOUT_MS).
+TEST(FdExchange, ARankThatFailsItsPartIsNamedAtOnce) {
+  const uint64_t job = fresh_job();
+  std::vector<std::unique_ptr<FdExchange>> ex;
+  for (int r = 0; r < 3; ++r) ex.push_back(std::make_unique<FdExchange>(job, r, 5000));
+  std::vector<std::string> errors(3);
+  std::vector<double> took(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      const int mine = r == 0 ? -1 : memfd_holding(r);
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        for (int fd : ex[r]->exchange(mine, {0, 1, 2}, 7))
+          if (fd >= 0) close(fd);
+      } catch (const mk::Error& e) {
+        errors[r] = e.what();
+      }
+      took[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (mine >= 0) close(mine);
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_NE(errors[0].find("sending a memory handle to rank"), std::string::npos) << errors[0];
+  for (int r = 1; r < 3; ++r) {
+    EXPECT_NE(errors[r].find("rank 0 failed its part of this memory-handle exchange"), std::string::npos)
+        << "rank " << r << ": " << errors[r];
+    EXPECT_LT(took[r], 2.0) << "rank " << r;
+  }
 }
