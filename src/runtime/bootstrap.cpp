@@ -339,6 +339,14 @@ class BootstrapRoot {
                                                          "protocol was closed");
         return;
       }
+      if (c.rank < 0 && (h.type != kHello || h.len != 0)) {  // (before its hello a connection sends nothing else:
+        sock::close_fd(c.fd);                                  // its body is not buffered, up to 1 GiB of it)
+        c.buf.clear();
+        if (turned_away_.size() < 512)
+          turned_away_ += cat(turned_away_.empty() ? "" : "; ",
+                              "a connection that sent something other than a hello first was closed");
+        return;
+      }
       if (c.buf.size() < sizeof(h) + h.len) break;
       std::string body = c.buf.substr(sizeof(h), h.len);
       c.buf.erase(0, sizeof(h) + h.len);

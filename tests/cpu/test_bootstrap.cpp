@@ -653,6 +653,32 @@ TEST(BootstrapJoin, AConnectionThatNeverSaysHelloNeitherStartsNorEndsTheRoot) {
   });
 }
 
+// A connection whose first frame is not a hello (a gather of 64 MiB, here) is closed at its header: the root
+// does not buffer a body for a connection that has not said who it is (up to 1 GiB each, before), and the job's
+// own ranks then join.
+TEST(BootstrapJoin, AFirstFrameOtherThanAHelloIsClosedAtItsHeader) {
+  expect_join_after("5000", [](const UniqueId& id, std::string& out) {
+    const int fd = connect_to_ids_root(id);
+    uint32_t head[4] = {0x4d4b4232u, 3u, 0u, 2u};  // this build's magic, a gather, rank 0 of 2
+    uint64_t tail[3] = {0, 0, uint64_t{64} << 20};  // seq, job, body length
+    std::memcpy(&tail[1], id.bytes, sizeof(uint64_t));
+    char frame[40];
+    std::memcpy(frame, head, sizeof(head));
+    std::memcpy(frame + 16, tail, sizeof(tail));
+    sock::send_all(fd, frame, sizeof(frame), sock::deadline_in_ms(1000));
+    const std::string chunk(1 << 20, 'x');
+    size_t sent = 0;
+    for (int i = 0; i < 64; ++i) {  // (the root closes the connection: a send fails well before 64 MiB)
+      if (::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL) <= 0) break;
+      sent += chunk.size();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ::close(fd);
+    if (sent >= (size_t{64} << 20)) return out = "the root took a 64 MiB body before any hello", 1;
+    return 0;
+  });
+}
+
 // A hello whose world size is over the limit is turned away with the reason (before: the root allocated its
 // tables for that world and its process ended in bad_alloc), and the job's own ranks then join.
 TEST(BootstrapJoin, AHelloWithAnEnormousWorldIsTurnedAwayNamingTheLimit) {
