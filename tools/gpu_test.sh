@@ -75,7 +75,8 @@ for step in "${two_gpu_steps[@]}"; do
 done
 # A rank whose device failed releases a plan's network region, its signal
 # words and its communicator without waiting for its peer (which comes 8 s
-# later), 2 nodes; on one GPU the ranks share it.
+# later), and the peer's own release does not wait for it while it keeps its
+# communicator 12 s more; 2 nodes; on one GPU the ranks share it.
 step_s=60 run tools/mkrun -n 2 --timeout 50 env MK_RANKS_PER_NODE=1 $share build/bin/mk_dist_tests \
     --failed-teardown-scenario
 # 2 nodes x 2 GPUs (the two-level paths: NVLink inside a node, emu between

@@ -368,6 +368,8 @@ void SignalLease::reset() noexcept {
     if (!dead.empty()) {
       log(LogLevel::Warn, cat("rank ", comm_->rank(), ": signals of a plan stay reserved, without waiting for the other ",
                               "ranks: this rank's device failed (", dead, ")"));
+      // The communicator is of no further use: its peers hear it now, not when it is destroyed.
+      comm_->bootstrap().abort(cat("rank ", comm_->rank(), "'s device failed (", dead, ")"));
       reuse = false;
     }
   }

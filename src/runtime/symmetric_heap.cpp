@@ -388,9 +388,13 @@ void SymmetricHeap::free(SymmetricBuffer* buf) {
     // failed device (a fatal error) passes no barrier: the buffer stays
     // mapped until the process ends (Communicator::fatal_device_error).
     const cudaError_t e = synchronize_device(device_, cat("rank ", bs_.rank(), ": free_symmetric"));
-    if (cuda_error_is_fatal(e))
+    if (cuda_error_is_fatal(e)) {
+      // The communicator is of no further use: its peers hear it now (their collective steps fail naming this
+      // rank) instead of waiting in this exchange until it is destroyed, or the bootstrap bound.
+      bs_.abort(cat("rank ", bs_.rank(), "'s device failed (", cuda_error_string(e), ")"));
       fail("free_symmetric: this rank's device failed (", cuda_error_string(e), "): the buffer is not freed, and the ",
            "other ranks are not waited for");
+    }
     if (e == cudaErrorCudartUnloading) MK_CUDA_CHECK(e);  // the process is exiting: its peers may be gone
     // Then every rank learns whether every rank's GPU is done (no peer may
     // still read or write the buffer) before any rank releases it. A sync
