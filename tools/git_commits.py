@@ -43,14 +43,26 @@ def code_unchanged(measured, head):
 
 
 # How a report names the commit it measured: mkbench "abc...-dirty"; the Python benches "abc... (tracked files
-# modified)".
+# modified)", and since bench/dist_timing.py names the library's build "abc...[-dirty] (the library's build; this
+# tree: def...[ (tracked files modified)])" (the tree beside the build where the two differ).
 COMMIT = re.compile(r"commit ([0-9a-f]{7,40})(-dirty)?( \(tracked files modified\))?")
+TREE = re.compile(r"\(the library's build; this tree: (\S+)( \(tracked files modified\))?\)")
 
 
 def parse(words):
-    """(hex, with uncommitted changes) of the commit that a report's words ("commit abc...") name; None: none."""
+    """(hex, with uncommitted changes) of the commit that a report's words ("commit abc...") name; None: none.
+    Uncommitted changes: the library's build ("-dirty") or, where the words name it, the tree the benchmark ran
+    from ("this tree: ... (tracked files modified)": an edited benchmark script is not in the library's build)."""
     m = COMMIT.match(words or "")
-    return (m.group(1), bool(m.group(2) or m.group(3))) if m else None
+    if not m:
+        return None
+    tree = TREE.match(words[m.end():].lstrip())
+    return m.group(1), bool(m.group(2) or m.group(3) or (tree and tree.group(2)))
+
+
+def label(cm):
+    """A parsed commit as the verdicts name it: "abc..." or, with uncommitted changes, "abc...-dirty"."""
+    return "no commit recorded" if cm is None else cm[0] + ("-dirty" if cm[1] else "")
 
 
 def same_commit(a, b):
@@ -59,30 +71,31 @@ def same_commit(a, b):
 
 
 def groups(reports, commit_of):
-    """[(commit hex, [reports])] of the given reports, one entry per commit (7 and 12 digits of one commit
-    together); reports that record no commit (commit_of: None) under None."""
-    out = []
+    """[(commit label, [reports])] of the given reports, one entry per commit (7 and 12 digits of one commit
+    together; with uncommitted changes, "abc...-dirty", apart from the commit itself: other code); reports that
+    record no commit (commit_of: None) under None."""
+    out = []  # [(label or None, (hex, dirty) or None, [reports])]
     for p in reports:
         cm = commit_of(p)
-        g = next((g for g in out if (g[0] is None) == (cm is None) and (cm is None or same_commit(g[0], cm[0]))),
-                 None)
+        g = next((g for g in out if (g[1] is None) == (cm is None) and (
+            cm is None or same_commit(g[1][0], cm[0]) and g[1][1] == cm[1])), None)
         if g is None:
-            out.append((cm[0] if cm else None, [p]))
+            out.append((label(cm) if cm else None, cm, [p]))
         else:
-            g[1].append(p)
-    return out
+            g[2].append(p)
+    return [(g[0], g[2]) for g in out]
 
 
 def judge(reports, commit_of, add, head, whence, when):
     """The commit rule: every report judged ([(report, [issues it feeds])]; commit_of(report): (hex, with
     uncommitted changes) or None; when(report): its time) measured the tree under test: commit head (git HEAD or
     --commit, `whence` says which; None: git cannot say, and the newest report's commit stands in), or a commit
-    whose code is head's (code_unchanged). A report of other code, or that records no commit, is a miss under each
-    issue it feeds (add(issue, target, where, ok, why)). Returns the warnings to print above the tables (also for
-    head "any": not judged)."""
+    whose code is head's (code_unchanged), without uncommitted changes. A report of other code, with uncommitted
+    changes (its library's build or its tree: "measured abc...-dirty", code no commit holds), or that records no
+    commit, is a miss under each issue it feeds (add(issue, target, where, ok, why)). Returns the warnings to print
+    above the tables (also for head "any": not judged)."""
     name = lambda f: f"`{os.path.basename(f)}`"  # noqa: E731
-    label = lambda f: "no commit recorded" if commit_of(f) is None else (  # noqa: E731
-        commit_of(f)[0] + ("-dirty" if commit_of(f)[1] else ""))
+    said = lambda f: label(commit_of(f))  # noqa: E731
     warn = []
     gs = groups([f for f, _ in reports], commit_of)
     if len(gs) > 1:
@@ -101,23 +114,19 @@ def judge(reports, commit_of, add, head, whence, when):
     other, same_code = [], []
     for f, issues in reports:
         cm = commit_of(f)
-        ok = cm is not None and same_commit(cm[0], head)
-        if cm is not None and not ok and code_unchanged(cm[0], head):
+        ok = cm is not None and not cm[1] and same_commit(cm[0], head)
+        if cm is not None and not cm[1] and not ok and code_unchanged(cm[0], head):
             ok = True
             same_code.append(f)
         if not ok:
             other.append(f)
         for issue in issues:
-            add(issue, target, name(f), ok, f"measured {label(f)}")
+            add(issue, target, name(f), ok, f"measured {said(f)}")
     if other:
         warn.append(f"WARNING: {len(other)} of the {len(reports)} reports judged did not measure the tree under "
                     f"test (commit {head}, {whence}); each is a miss: " + ", ".join(
-                        f"{name(f)} ({label(f)})" for f in other))
+                        f"{name(f)} ({said(f)})" for f in other))
     if same_code:
         warn.append(f"note: measured earlier commits with the code of {head} (git diff of the code they measure: "
-                    "none): " + ", ".join(f"{name(f)} ({label(f)})" for f in same_code))
-    dirty = [f for f, _ in reports if f not in other and commit_of(f) and commit_of(f)[1]]
-    if dirty:
-        warn.append(f"note: measured {head} with uncommitted changes, which the reports do not record: " + ", ".join(
-            name(f) for f in dirty))
+                    "none): " + ", ".join(f"{name(f)} ({said(f)})" for f in same_code))
     return warn

@@ -1,8 +1,9 @@
 """Reading tools/issue_targets.py's benchmark reports: a report's name stamp and its UTC time, its JSON (read
 once), the numbers of its cells and its markdown tables, the TP op of an mkbench table's title, the rows of a ring
-(torch-ring-attn) and a one-GPU attention report, an mkbench report's configuration and the TP ops its run was asked
-for, the configuration a newer report of the same kind replaces (config_key), and the timed rounds and commit a report
-records (provenance). No targets: issue_targets.py judges what these read."""
+(torch-ring-attn), a torch-tp and a one-GPU attention report, an mkbench report's configuration and the TP ops its run
+was asked for, the configuration a newer report of the same kind replaces (config_key), the GPU a report was measured
+on (gpu_of), and the timed rounds and commit a report records (provenance). No targets: issue_targets.py judges what
+these read."""
 import datetime
 import functools
 import json
@@ -82,12 +83,41 @@ def tp_op(title):
     return next((op for t, op in TP_TITLES.items() if title.startswith(t)), None)
 
 
+def ring_regime(text):
+    """A ring report's power regime, as its config's suffix: '' for the bench's default (a GPU sleep before each
+    timed call, --lead-cycles > 0), " no-lead" for --lead-cycles 0 (its timing line's "GPU sleep of 0 cycles", else
+    its command's flag): another regime, judged beside the default's rows, never instead of them (as mkbench's
+    "rested" and torch_tp_bench's "back-to-back")."""
+    m = re.search(r"GPU sleep of (\d+) cycles", text) or re.search(r"--lead-cycles[ =](\d+)", text)
+    return " no-lead" if m and int(m.group(1)) == 0 else ""
+
+
 def ring_rows(path):
-    """((config, B, Hkv, S_local, causal), row) of a ring report."""
-    for _, rows in md_tables(open(path).read()):
+    """((config, B, Hkv, S_local, causal), row) of a ring report; config: the layout ("1x2", "2x1") and the
+    regime (ring_regime)."""
+    text = open(path).read()
+    regime = ring_regime(text)
+    for _, rows in md_tables(text):
         for r in rows:
             if "mkernel ms" in r and "best baseline" in r:
-                yield (r["config"].split()[0], int(r["B"]), int(r["Hkv"]), int(r["S_local"]), r["causal"]), r
+                yield (r["config"].split()[0] + regime, int(r["B"]), int(r["Hkv"]), int(r["S_local"]),
+                       r["causal"]), r
+
+
+TORCH_TP_OPS = ("AG+GEMM", "GEMM+RS", "GEMM+AR")  # torch_tp_bench.py's tables (a heading per op)
+
+
+def torch_tp_rows(path):
+    """(op, config, M, row) of a torch-tp report's rows: config " back-to-back" for a --back-to-back run; M an int,
+    or its cell where that is no number."""
+    text = open(path).read()
+    b2b = torch_tp_back_to_back(text)
+    for heading, rows in md_tables(text):
+        op = heading.split()[0] if heading else ""
+        for r in rows if op in TORCH_TP_OPS else ():
+            cfg, m = r.get("config", "?"), num(r.get("M"))
+            cfg += " back-to-back" if b2b and "back-to-back" not in cfg else ""
+            yield op, cfg, (int(m) if m is not None else r.get("M")), r
 
 
 def attention_rows(path):
@@ -114,7 +144,8 @@ def torch_tp_back_to_back(text):
 
 
 def config_key(path):
-    """What a newer report of the same kind replaces: mkbench by its config, the ring bench by its layout."""
+    """What a newer report of the same kind replaces: mkbench by its config, the ring bench by its layout and
+    regime (ring_regime), torch-tp by its config and regime."""
     b = os.path.basename(path)
     if b.startswith("mkbench-"):
         try:
@@ -126,9 +157,26 @@ def config_key(path):
         b2b = b.startswith("torch-tp-") and torch_tp_back_to_back(text)
         for _, rows in md_tables(text):
             for r in rows:
+                if "config" in r and b.startswith("torch-ring-attn-"):
+                    return r["config"].split()[0] + ring_regime(text)
                 if "config" in r:
                     return r["config"].split()[0] + (" back-to-back" if b2b or "back-to-back" in r["config"] else "")
     return ""
+
+
+def gpu_of(path):
+    """The GPU a report says it was measured on (None where it does not say): mkbench's meta "gpu"; the torchrun
+    benches' "- GPU: NAME x W (one node)" line; attention_bench.py's header, the part before "; torch X" ("...;
+    NVIDIA H200; torch 2.11", since session 44 "...; NVIDIA H200, driver 580.159.04; torch 2.11")."""
+    if path.endswith(".json"):
+        try:
+            return load_json(path).get("meta", {}).get("gpu") or None
+        except (OSError, ValueError):
+            return None
+    text = open(path).read()
+    m = (re.search(r"^- GPU: (.+?) x \d+ \(", text, re.M)
+         or re.search(r"; ([^;\n]+?)(?:, driver [^;\n]*)?; torch \d", text.split("\n|", 1)[0]))
+    return m.group(1).strip() if m else None
 
 
 TP_BENCHES = {"ag_gemm": "AG+GEMM", "gemm_rs": "GEMM+RS", "gemm_ar": "GEMM+AR"}  # mkbench's names of the TP ops
@@ -157,14 +205,16 @@ def mkbench_short(cfg):
 
 
 def provenance(path):
-    """(timed rounds, commit) a report records: mkbench's --iters (default 20) and meta commit; the Python
-    benches' "timing: N rounds" / "Median of N calls" and "commit X (tracked files modified)". None where a
-    report does not say."""
+    """(timed rounds, commit) a report records: mkbench's --iters (default 20) and meta commit ("X" or "X-dirty");
+    the Python benches' "timing: N rounds" / "Median of N calls" and their commit words, whole: "commit X (tracked
+    files modified)", and bench/dist_timing.py's "commit X[-dirty] (the library's build[; this tree: Y[ (tracked
+    files modified)]])" (git_commits.parse reads them). None where a report does not say."""
     if path.endswith(".json"):
         meta = load_json(path).get("meta", {})
         m = re.search(r"--iters[ =](\d+)", meta.get("command", ""))
         return (int(m.group(1)) if m else 20), (f"commit {meta['commit']}" if meta.get("commit") else None)
     text = open(path).read()
     m = re.search(r"timing: (\d+) rounds", text) or re.search(r"Median of (\d+) calls", text)
-    cm = re.search(r"(commit [0-9a-f]{7,40}(?:-dirty)?(?: \(tracked files modified\))?)", text)
+    cm = re.search(r"(commit [0-9a-f]{7,40}(?:-dirty)?(?: \((?:tracked files modified|the library's build"
+                   r"(?:; this tree: [^()\n]*(?:\([^()\n]*\))?)?)\))?)", text)
     return (int(m.group(1)) if m else None), (cm.group(1) if cm else None)

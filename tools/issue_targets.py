@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
 """The open issues' benchmark targets, checked against benchmark reports.
 
-    python3 tools/issue_targets.py [--strict] [--all] [--commit REV|any] PATH [PATH ...]
+    python3 tools/issue_targets.py [--strict] [--all] [--commit REV|any] [--gpu NAME|any] PATH [PATH ...]
 
-PATH: report files or folders of them (e.g. the OUT of tools/issue_bench.sh). Unless --all (every report, each
+PATH: report files or folders of them (e.g. the OUT of tools/issue_bench.sh). A report counts only if it was
+measured on the H200 (MEASURING.md: "on the lent H200 machine"; the GPU its header or meta names): one of another
+GPU, or that names none, is left out and noted once above the tables (--gpu any: every report counts, the rows of
+each GPU in grids of their own, never merged). Unless --all (every report, each
 whole), the reports of each kind and configuration are merged per row: of each op's M (one-GPU attention, ring:
 each shape) the newest report's row counts (by the UTC time stamped in the name), so a newer partial run does not
 hide an older one's other rows (give every folder of a run split over calls); each row is judged under its
 report's name, the list of reports read says which rows an older report fills in, and rows merged from reports
 of several commits are a miss. A row of the issue's grid that no report has is a miss (TP: M 1024-16384; ring
 and one-GPU attention: the benches' default grids), as is a cell that failed and an attention row whose output
-error err is above 1e-2 or NaN. An mkbench run that failed (meta "failed") is the newest report of every TP op it
+error err is not below 1e-2 or NaN, or whose LSE error is not below 1e-3 or not checked (no "lse err" column); a ring
+row whose output check ("mkernel vs fp32 ...": O < 1e-2, LSE < 1e-3) failed, or that has no such column, is a wrong
+output's (a miss). An mkbench run that failed (meta "failed") is the newest report of every TP op it
 was asked for: an op it has no table of is a miss ("the run failed"), never older reports' rows:
   mkbench-*.json          (mkbench ag_gemm gemm_rs gemm_ar; 1x2 and 2x1)  issues [tp-ag-rs], [tp-ar]
   torch-tp-*.md           (bench/torch_tp_bench.py; 1x2)                   the PyTorch fused-op targets
@@ -21,26 +26,30 @@ Ratios (eta, speedups, the GEMM+AR ideal) are recomputed from the reports' milli
 (the reports print them rounded to 2 digits); misses print them to 4. eta = T_lb / T_mkernel, T_lb = max(compute
 alone, comm alone) (MEASURING.md). On emulated nodes comm alone is mkernel's own collective, slower than the emulated
 link: there T_comm is the smaller of it and the link floor, network bytes per GPU / MK_EMU_GBPS (the rate the report
-records, else the knob's default). eta above 1 (the fused op beat both halves timed alone) meets the target and
+records, mkbench's effective "emulated NIC" first, else the knob's default); a run whose link was not at
+MEASURING.md's 50 GB/s per GPU is a miss. eta above 1 (the fused op beat both halves timed alone) meets the target and
 is listed as a floor that is not tight. The floor each row used is listed at the end.
 Across nodes, each row's network bytes per GPU measured by the proxy must equal the op's formula (to the
 reports' 0.1 MB). A ring row's best baseline is recomputed from its columns: on emulated nodes only the
 allgather-mk baselines (their K/V cross the emulated network; bench/torch_ring_attn_bench.py's
-baseline_candidates) count. Every report
+baseline_candidates) count, elsewhere every baseline; a column of those, or of the halves timed alone, that the
+report lacks (a --only run) is a miss, and a cell that failed is no candidate, listed above the tables. Every report
 read must record at least 20 timed rounds (MEASURING.md; a miss otherwise), and the list of reports gives each
 one's commit and rounds: a report of another commit than the tree under test (--commit, default git HEAD; where
 git cannot say, the newest report's) measured that code, unless no code a benchmark depends on changed between
 the two (tools/git_commits.py; results, documents and tests may): a miss, with a warning above the tables, as are
-reports of several commits judged together (a warning) and rows merged from reports of several commits (a miss);
---commit any: the tree's commit is not judged.
+a report with uncommitted changes (its library's build "-dirty", or the tree it ran from "tracked files modified":
+"measured X-dirty", a commit of its own), reports of several commits judged together (a warning) and rows merged
+from reports of several commits (a miss); --commit any: the tree's commit is not judged.
 Each harness's other power regime (mkbench --lead-cycles: config "... rested"; torch_tp_bench.py --back-to-back:
-"1x2 back-to-back") is its own configuration, judged beside the default's rows, never instead of them. Where a
+"1x2 back-to-back"; torch_ring_attn_bench.py --lead-cycles 0: "1x2 no-lead") is its own configuration, judged beside
+the default's rows, never instead of them. Where a
 report gives the best baseline's time over mkernel's round by round, a miss says whether it is within the run's
 spread (p90 >= 1); the verdict stays the ratio of medians.
 Runs of 4 or 8 ranks (2x2, 1x4, 2x4, 1x8: tools/issue_bench.sh multi-*) are judged row by row as above (a ring
 layout on issue 9's quick grid, B 1 and S_local 8k); issue [multi-gpu-run] lists each op and the ring at both of
-its layouts (2 x G/2 and 1 x G) that no report supplies, and the two-GPU reports are asked for only where a
-two-GPU report, or no report of more ranks, was given.
+its layouts (2 x G/2 and 1 x G) that no report supplies. Issues 5-7's two-GPU reports (1x2, 2x1) are asked for
+whatever else was given.
 Exit status: 0; with --strict, 1 when a target was missed or a report the issues need is absent.
 The targets are the issues' texts (`issues show 5` / 6 / 7); a report only supplies the numbers.
 """
@@ -53,12 +62,14 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import git_commits  # noqa: E402  (tools/git_commits.py)
 from issue_reports import (  # noqa: E402  (tools/issue_reports.py: reading the reports)
-    STAMP, TP_TITLES, all_nums, attention_rows, config_key, load_json, md_tables, mkbench_config, mkbench_run_ops,
-    mkbench_short, num, nums, provenance, ring_rows, stamp_key, torch_tp_back_to_back, tp_op)
+    TORCH_TP_OPS, all_nums, attention_rows, config_key, gpu_of, load_json, mkbench_config, mkbench_run_ops,
+    mkbench_short, num, nums, provenance, ring_rows, stamp_key, torch_tp_rows, tp_op)
+from issue_select import (  # noqa: E402  (tools/issue_select.py: the reports and rows judged)
+    ATTN_GRID, KIND_NAMES, MACHINE_GPU, TP_M, Take, gaps, judges, kind_name, off_gpu, on_machine, part_op,
+    read_note, report_rows, select)
 
 
-TP_M = (1024, 2048, 4096, 8192, 16384)  # issues 5 and 6: M per TP group
-TP_OPS = ("AG+GEMM", "GEMM+RS", "GEMM+AR")
+TP_OPS = TORCH_TP_OPS  # AG+GEMM, GEMM+RS, GEMM+AR
 
 
 def issue_of(op):
@@ -81,9 +92,6 @@ def world_of(cfg):
     return int(m.group(1)) * int(m.group(2)) if m else None
 
 
-# issue 7's one-GPU engine grid (bench/attention_bench.py: batch 4 up to S = 8k), D = 128: B, S, Hkv, causal
-ATTN_GRID = [(b, s, h, c) for b in (1, 4) for s in (2048, 4096, 8192, 16384, 32768) if b * s <= 32768
-             for h in (32, 8) for c in ("0", "1")]
 ATTN_ERR = 1e-2  # the issue's bound on O's relative error (attention_bench.py's err: against fp32 since session 44)
 RING_LSE_ERR = 1e-3  # the issue's bound on LSE's (max |d| / max(|ref|, 1)): the ring and attention benches' LSE
 ETA_LIMIT = 1.0  # MEASURING.md: eta = 1 is the physical limit; above it the floor T_lb is not tight
@@ -100,12 +108,22 @@ def knob_default(name, fallback):
 
 
 def emu_gbps(text):
-    """(GB/s, where from): the emulated link's rate a report ran at, as it records it (MK_EMU_GBPS=N in its
-    command or env line, or mkbench's 'emulated NIC: N GB/s'), else MK_EMU_GBPS's default."""
-    m = re.search(r"MK_EMU_GBPS=(\d+(?:\.\d+)?)", text) or re.search(r"emulated NIC: (\d+(?:\.\d+)?) GB/s", text)
+    """(GB/s, where from): the emulated link's rate a report ran at, as it records it (mkbench's 'emulated NIC:
+    N GB/s', the rate the transport took, first; else MK_EMU_GBPS=N in its command or env line), else
+    MK_EMU_GBPS's default."""
+    m = re.search(r"emulated NIC: (\d+(?:\.\d+)?) GB/s", text) or re.search(r"MK_EMU_GBPS=(\d+(?:\.\d+)?)", text)
     if m:
         return float(m.group(1)), "recorded"
     return knob_default("MK_EMU_GBPS", 50.0), "MK_EMU_GBPS default"
+
+
+EMU_GBPS = 50.0  # MEASURING.md: emulated nodes' network "through the emu transport at 50 GB/s per GPU"
+EMU_TARGET = f"emulated link at {EMU_GBPS:g} GB/s per GPU (MEASURING.md)"
+
+
+def check_emu_rate(c, issue, where, gbps):
+    """A run on emulated nodes ran its link at MEASURING.md's rate: another rate's times are of another network."""
+    c.add(issue, EMU_TARGET, where, gbps[0] == EMU_GBPS, f"ran at {gbps[0]:g} GB/s ({gbps[1]})")
 
 
 def comm_alone(measured, net_mb, gbps, emulated):
@@ -144,6 +162,7 @@ class Checks:
         self.items = {}  # (issue, target, where) -> [seen, [missed descriptions]]
         self.floors = []  # (issue, where, row, how eta was made: T_lb, its bound and floor)
         self.ring_used = set()  # the ring reports that supply a row (check_ring: the newest row of each shape)
+        self.notes = []  # lines printed above the tables (check_ring: baseline cells that were not measured)
 
     def add(self, issue, target, where, ok, what):
         e = self.items.setdefault((issue, target, where), [0, []])
@@ -177,6 +196,8 @@ def check_mkbench(path, c, ops=None):
         if op is None or (ops is not None and op not in ops):
             continue
         issue = issue_of(op)
+        if emulated:
+            check_emu_rate(c, issue, f"{op} {short} (`{os.path.basename(path)}`)", gbps)
         cols = t["columns"]
         try:
             serial_col = cols.index("serial ms")
@@ -238,19 +259,6 @@ def check_mkbench(path, c, ops=None):
                       f"T_comm {t_meas:.3f} ms)")
 
 
-def torch_tp_rows(path):
-    """(op, config, M, row) of a torch-tp report's rows: config " back-to-back" for a --back-to-back run; M an int,
-    or its cell where that is no number."""
-    text = open(path).read()
-    b2b = torch_tp_back_to_back(text)
-    for heading, rows in md_tables(text):
-        op = heading.split()[0] if heading else ""
-        for r in rows if op in TORCH_TP_TARGETS else ():
-            cfg, m = r.get("config", "?"), num(r.get("M"))
-            cfg += " back-to-back" if b2b and "back-to-back" not in cfg else ""
-            yield op, cfg, (int(m) if m is not None else r.get("M")), r
-
-
 TORCH_TP_TARGETS = {  # op -> (issue, target, met(ratio)) of a torch-tp table
     "AG+GEMM": ("5 [tp-ag-rs]", "faster than PyTorch's fused op at every M", lambda x: x > 1.0),
     "GEMM+RS": ("5 [tp-ag-rs]", "faster than PyTorch's fused op at every M", lambda x: x > 1.0),
@@ -289,31 +297,58 @@ def check_torch_tp(path, c, take=None):
 # can be the best one (its baseline_candidates): NCCL's ring and all-gather cross NVLink there.
 RING_BASELINES = ("ring flash", "ring cudnn", "allgather flash", "allgather cudnn", "allgather-mk cudnn",
                   "allgather-mk-overlap cudnn")
+RING_COMPUTE = ("compute flash", "compute cudnn", "compute mkernel")  # bench/ring_eta.py's halves timed alone
+
+
+def ring_needs(r):
+    """(baselines, halves): the columns ("NAME ms") a ring row's config needs: its best baseline's candidates
+    (torch_ring_attn_bench.baseline_candidates: every baseline on one node, the allgather-mk ones on emulated
+    nodes) and the halves timed alone (ring_eta: every compute one; comm: ring_eta.comm_candidates, mkernel's
+    alone on emulated nodes). One the report lacks leaves a verdict on the others: a miss (a --only run?)."""
+    emulated = " emu" in r["config"]
+    base = tuple(n for n in RING_BASELINES if not emulated or n.startswith("allgather-mk"))
+    return base, RING_COMPUTE + (("comm mkernel",) if emulated else ("comm nccl", "comm mkernel"))
+
+
+def lacking(r, names):
+    """The reason a row lacks columns of names ('' where it has them all)."""
+    gone = [n for n in names if f"{n} ms" not in r]
+    return f"no {', '.join(gone)} column{'s' if len(gone) > 1 else ''}: a --only run?" if gone else ""
 
 
 def ring_best(r):
-    """The best baseline's ms of a ring row, recomputed from its columns (not the report's "best baseline" cell:
-    a report from before the emulated-node rule named an NVLink baseline there); None when no candidate was
-    measured (on emulated nodes: a report without the allgather-mk columns has no valid baseline)."""
-    emulated = " emu" in r["config"]
-    times = [num(r.get(f"{n} ms")) for n in RING_BASELINES if not emulated or n.startswith("allgather-mk")]
-    times = [t for t in times if t]
-    return min(times) if times else None
+    """(best baseline ms or None, [the candidates whose cell has no time: "NAME 'failed'"]) of a ring row,
+    recomputed from its columns (not the report's "best baseline" cell: a report from before the emulated-node
+    rule named an NVLink baseline there); a cell that failed (or '-') is no candidate, and is said."""
+    cells = {n: r[f"{n} ms"] for n in ring_needs(r)[0] if f"{n} ms" in r}
+    times = [num(v) for v in cells.values() if num(v)]
+    return (min(times) if times else None), [f"{n} {v!r}" for n, v in cells.items() if not num(v)]
 
 
 def ring_bound(r, gbps):
-    """(compute alone ms, comm alone ms, which comm) of a ring row, or None: the fastest of the halves timed
-    alone (comm: on emulated nodes only mkernel's, ring_eta.comm_candidates, or the link floor when smaller,
-    comm_alone); a report without the halves: its T_lb as the compute side."""
-    emulated = " emu" in r["config"]
-    comp = [x for x in (num(r.get(f"compute {n} ms")) for n in ("flash", "cudnn", "mkernel")) if x]
-    comm = [x for x in (num(r.get(f"comm {n} ms")) for n in (("mkernel",) if emulated else ("nccl", "mkernel"))) if x]
+    """(compute alone ms, comm alone ms, which comm) of a ring row, or None where a half has no time: the fastest
+    of the halves timed alone (ring_needs; comm: the link floor when smaller on emulated nodes, comm_alone)."""
+    halves = [n for n in ring_needs(r)[1] if num(r.get(f"{n} ms"))]
+    comp = [num(r[f"{n} ms"]) for n in halves if n in RING_COMPUTE]
+    comm = [num(r[f"{n} ms"]) for n in halves if n not in RING_COMPUTE]
     if not comp or not comm:
-        lb = num(r.get("T_lb ms (bound by)"))
-        return (lb, 0.0, "T_lb as reported (no halves alone: no link floor)") if lb else None
+        return None
     net = all_nums(r.get("network MB per GPU per mkernel call (formula / measured)"))
-    t_comm, which = comm_alone(min(comm), net[0] if net else None, gbps, emulated)
+    t_comm, which = comm_alone(min(comm), net[0] if net else None, gbps, " emu" in r["config"])
     return min(comp), t_comm, which
+
+
+def ring_wrong(r, mk):
+    """Why a ring row's mkernel output is wrong ('' where it is not): the ring bench's check of it against fp32 at
+    this shape ("mkernel vs fp32 ..." column, O / LSE) above the issue's bounds (< 1e-2, < 1e-3), not checked, or
+    no such column (not checked: a report before session 44's bench, whose output no verdict may take as right)."""
+    chk = next((v for k, v in r.items() if k.startswith("mkernel vs fp32")), None)
+    if chk is None:
+        return "wrong output (no 'mkernel vs fp32' column: mkernel's output was not checked)"
+    errs = all_nums(chk)
+    if mk and not (len(errs) >= 2 and errs[0] < ATTN_ERR and errs[1] < RING_LSE_ERR):
+        return f"wrong output (mkernel vs fp32, O / LSE: {chk!r}; bounds {ATTN_ERR:g} / {RING_LSE_ERR:g})"
+    return ""
 
 
 def spread_note(cell, met):
@@ -340,14 +375,15 @@ def paired_spread(r, met, best_ms):
 def check_ring(paths, c):
     """Every ring report given (select(): all of them), merged per shape: the newest report's row of each
     (config, B, Hkv, S_local, causal) counts, so a run split in parts (tools/issue_bench.sh ring1x2, ring1x2b)
-    or cut short and completed later covers the grid."""
+    or cut short and completed later covers the grid; config: the layout, the regime (--lead-cycles 0: "no-lead")
+    and, for a GPU other than MEASURING.md's (--gpu any), the GPU: never one grid of two."""
     issue = "7 [ring-attn]"
     newest = {}
     for path in sorted(paths, key=stamp_key):
         gbps = emu_gbps(open(path).read())
         for key, r in ring_rows(path):
-            if key[0] != "1x1":  # one rank (a smoke run): not a configuration of the targets, as for mkbench
-                newest[key] = (r, path, gbps)
+            if key[0].split()[0] != "1x1":  # one rank (a smoke run): not a configuration of the targets
+                newest[(key[0] + on_machine(gpu_of(path)),) + key[1:]] = (r, path, gbps)
     c.ring_used.update(p for _, p, _ in newest.values())
     for cfg in sorted({k[0] for k in newest}):
         # The rows merged from several reports: of one commit, or the grid mixes the numbers of different code.
@@ -355,37 +391,37 @@ def check_ring(paths, c):
         if len(used) > 1:
             check_one_commit(c, issue, f"ring attention {cfg}",
                              {p: sum(1 for k, v in newest.items() if k[0] == cfg and v[1] == p) for p in used})
-        grid = RING_QUICK_GRID if (world_of(cfg) or 0) > 2 else RING_GRID  # (more GPUs: issue 9's quick grid)
+        grid = RING_QUICK_GRID if (world_of(cfg.split()[0]) or 0) > 2 else RING_GRID  # (more GPUs: issue 9's)
         missing = [g for g in grid if (cfg,) + g not in newest]
         for b, h, s, causal in missing:
             c.add(issue, "(benchmark report)", f"ring attention {cfg}", False,
                   f"B={b} Hkv={h} S_local={s} causal={causal}: no row (a partial run?)")
+    unmeasured, rated = {}, set()  # where -> the baseline cells without a time; where: its link's rate checked
     for key, (r, path, gbps) in sorted(newest.items()):
         cfg = key[0]
         where = f"ring attention {cfg} (`{os.path.basename(path)}`)"
+        if " emu" in r["config"] and where not in rated:
+            rated.add(where)
+            check_emu_rate(c, issue, where, gbps)
         desc = f"B={r['B']} Hkv={r['Hkv']} S_local={r['S_local']} causal={r['causal']}"
-        best = ring_best(r)
-        mk = num(r["mkernel ms"])
-        # mkernel's output at this shape against fp32 (the ring bench's sampled check, since session 44; older
-        # reports have no such column): above the issue's bounds, or not checked, the speed is a wrong output's.
-        chk = next((v for k, v in r.items() if k.startswith("mkernel vs fp32")), None)
-        errs = all_nums(chk) if chk is not None else None
-        wrong = errs is not None and mk and not (len(errs) >= 2 and errs[0] <= ATTN_ERR and errs[1] <= RING_LSE_ERR)
-        if wrong:
-            c.add(issue, "never slower than the best baseline", where, False,
-                  f"{desc}: wrong output (mkernel vs fp32, O / LSE: {chk!r}; bounds {ATTN_ERR:g} / {RING_LSE_ERR:g})")
-        elif best is None and " emu" in r["config"] and mk:
-            c.add(issue, "never slower than the best baseline", where, False,
-                  f"{desc}: no valid baseline (on emulated nodes only the allgather-mk baselines, whose K/V cross "
-                  f"the emulated network, can be the best one; this report has none; it named "
-                  f"{r['best baseline']!r})")
-        elif best is None or not mk:  # a failed side: a miss until measured
-            c.add(issue, "never slower than the best baseline", where, False,
-                  f"{desc}: not measured (best baseline {r['best baseline']!r}, mkernel {r['mkernel ms']!r})")
+        (best, failed), mk = ring_best(r), num(r["mkernel ms"])
+        unmeasured.setdefault(where, []).extend(f"{x} at {desc}" for x in failed)
+        # mkernel's output at this shape against fp32: above the issue's bounds, or not checked, the speed is a
+        # wrong output's; a column the config needs that the report lacks leaves no verdict on the row.
+        wrong = ring_wrong(r, mk)
+        why = [x for x in (wrong, lacking(r, ring_needs(r)[0])) if x]
+        if not why and (best is None or not mk):  # a failed side: a miss until measured
+            why.append(f"not measured (best baseline {r['best baseline']!r}, mkernel {r['mkernel ms']!r})")
+        if why:
+            if " emu" in r["config"] and lacking(r, ring_needs(r)[0]):  # (the best it named crossed NVLink)
+                why[-1] += (" (on emulated nodes only the allgather-mk baselines can be the best one: their K/V cross "
+                            f"the emulated network; the report named {r['best baseline']!r})")
+            c.add(issue, "never slower than the best baseline", where, False, f"{desc}: " + "; ".join(why))
         else:
             c.add(issue, "never slower than the best baseline", where, best / mk >= 1.0,
                   f"{desc}: {best / mk:.4f}x (best baseline {best:.3f} ms / mkernel {mk:.3f} ms"
-                  f"{paired_spread(r, best / mk >= 1.0, best)})")
+                  f"{paired_spread(r, best / mk >= 1.0, best)}" + (
+                      f"; without a time, not candidates: {', '.join(failed)}" if failed else "") + ")")
         net = all_nums(r.get("network MB per GPU per mkernel call (formula / measured)"))
         if " emu" in r["config"] and len(net) >= 2:  # across nodes: the proxy's count against the formula
             # "formula / lo-hi" over ranks (one value where they agree): every rank's count must match, the
@@ -396,14 +432,16 @@ def check_ring(paths, c):
                   f"{desc}: measured {'-'.join(f'{x:.1f}' for x in got)} MB, formula {net[0]:.1f} MB")
         target = "eta >= 0.9 at S_local >= 8k" if int(r["S_local"]) >= 8192 else None
         bound = ring_bound(r, gbps)
-        if wrong:  # a wrong output's eta is no overlap efficiency
+        why = [x for x in (wrong, lacking(r, ring_needs(r)[1])) if x]  # (a wrong output's eta is no overlap's)
+        if not why and (bound is None or not mk):
+            why.append("eta not measured")
+        if why:
             if target:
-                c.add(issue, target, where, False, f"{desc}: wrong output (mkernel vs fp32: {chk!r})")
-        elif bound is None or not mk:
-            if target:
-                c.add(issue, target, where, False, f"{desc}: eta not measured")
+                c.add(issue, target, where, False, f"{desc}: " + "; ".join(why))
         else:
             judge_eta(c, issue, where, desc, *bound, mk, target)
+    c.notes += [f"note: {w}: baseline cells without a time, not candidates for the best baseline: " + "; ".join(x)
+                for w, x in unmeasured.items() if x]
 
 
 def check_one_commit(c, issue, where, rows):
@@ -427,14 +465,16 @@ def check_attention(path, c, take=None):
         v = nums(r["torch flash ms"], r["mkernel ms"])
         desc = f"B={r['B']} S={r['S']} Hkv={r['Hkv']} causal={r['causal']}"
         err = num(r.get("err"))
-        if err is None or not err <= ATTN_ERR:  # NaN, absent or too large: the speed of a wrong output
+        if err is None or not err < ATTN_ERR:  # NaN, absent or too large: the speed of a wrong output
             c.add("7 [ring-attn]", target, where, False,
                   f"{desc}: wrong output (err {r.get('err', 'absent')!r}, bound {ATTN_ERR:g})")
             continue
-        lerr = num(r["lse err"]) if "lse err" in r else 0.0  # (reports before session 44 have no LSE column)
-        if lerr is None or not lerr <= RING_LSE_ERR:
-            c.add("7 [ring-attn]", target, where, False,
-                  f"{desc}: wrong LSE (lse err {r['lse err']!r}, bound {RING_LSE_ERR:g})")
+        # The LSE against fp32 (since session 44): NaN, too large, or not checked (no column: a report before it)
+        lerr = num(r.get("lse err"))
+        if lerr is None or not lerr < RING_LSE_ERR:
+            c.add("7 [ring-attn]", target, where, False, f"{desc}: wrong LSE (" + (
+                f"lse err {r['lse err']!r}" if "lse err" in r else "no 'lse err' column: the LSE was not checked")
+                + f", bound {RING_LSE_ERR:g})")
             continue
         if v is None or not v[1]:  # a failed side: a miss until measured
             c.add("7 [ring-attn]", target, where, False, f"{desc}: not measured")
@@ -447,140 +487,32 @@ def check_attention(path, c, take=None):
         c.add("7 [ring-attn]", target, where, False, f"B={b} S={s} Hkv={h} causal={causal}: no row (a partial run?)")
 
 
-KINDS = [("mkbench-", ".json", check_mkbench), ("torch-tp-", ".md", check_torch_tp),  # check(path, c, take=None)
-         ("torch-ring-attn-", ".md", lambda path, c, _=None: check_ring([path], c)),
-         ("attention-", ".md", check_attention)]
+CHECKS = {"mkbench-": check_mkbench, "torch-tp-": check_torch_tp,  # check(path, c, take=None)
+          "torch-ring-attn-": lambda path, c, _=None: check_ring([path], c), "attention-": check_attention}
+KINDS = [(p, e, CHECKS[p]) for p, e in KIND_NAMES]
 
 
 def kind_of(path):
-    b = os.path.basename(path)
-    for k in KINDS:
-        if b.startswith(k[0]) and b.endswith(k[1]) and STAMP.search(b):
-            return k
-    return None
-
-
-def report_rows(path):
-    """{part: {row}} of a report, as select() merges them: mkbench {TP op: {M}}, and for a run that failed (meta
-    "failed") every other TP op it was asked to measure: None (its failure, which no older report's rows stand in
-    for); torch-tp {(op, config): {M}}; attention {"attention": {(B, S, Hkv, causal)}}."""
-    kind, out = kind_of(path)[0], {}
-    try:
-        if kind == "mkbench-":
-            d = load_json(path)
-            for t in (t for t in d["tables"] if tp_op(t["title"])):
-                out.setdefault(tp_op(t["title"]), set()).update(
-                    int(r[0]) for r in t["rows"] if num(str(r[0])) is not None)
-            out.update({op: None for op in mkbench_run_ops(d) - set(out)} if d["meta"].get("failed") else {})
-        for op, cfg, m, _ in torch_tp_rows(path) if kind == "torch-tp-" else ():
-            out.setdefault((op, cfg), set()).add(m)
-        for key, _ in attention_rows(path) if kind == "attention-" else ():
-            out.setdefault("attention", set()).add(key)
-    except (OSError, ValueError, KeyError, AttributeError, TypeError) as e:  # loud: else older rows stood in for it
-        raise SystemExit(f"issue_targets: cannot read the report {path}: {type(e).__name__}: {e}") from e
-    return out
-
-
-def part_op(part):  # the TP op of a part of report_rows (None: attention)
-    return part[0] if isinstance(part, tuple) else (part if part in TP_TITLES.values() else None)
-
-
-def row_name(part, r):  # a row of report_rows as the checks name it
-    return "B={} S={} Hkv={} causal={}".format(*r) if part == "attention" else (
-        f"{' '.join(part) if isinstance(part, tuple) else part} M={r}")
-
-
-class Take(frozenset):
-    """select()'s answer for a report merged with others of its kind and configuration: the TP ops it supplies
-    rows of (check_mkbench's ops); rows: the (part, row)s it supplies; lead: the parts it is the newest report of
-    (it misses their grid's rows that no report has); cover: part -> the rows that the reports merged supply."""
-
-    def __new__(cls, ops, rows, lead, cover):
-        t = super().__new__(cls, ops)
-        t.rows, t.lead, t.cover = rows, lead, cover
-        return t
-
-
-def judges(take, part, row):
-    """Whether a check judges a row: every row; of a report select() merged (a Take), those it supplies."""
-    return not isinstance(take, Take) or (part, row) in take.rows
-
-
-def gaps(take, part, grid, seen):
-    """The rows of the issue's grid a report misses (seen: those it has); for a report select() merged, those no
-    report merged has, under the newest holding the part."""
-    if not isinstance(take, Take):
-        return [g for g in grid if g not in seen]
-    return [g for g in grid if g not in take.cover[part]] if part in take.lead else []
-
-
-def select(paths, newest_only):
-    """[(file, take)]: every report found (take None: all its rows), or those whose rows count: of each kind and
-    configuration, each row (report_rows: an op's M; attention: a shape) from the newest report holding it, so
-    that neither a newer partial run nor a later run of other benchmarks hides an older report's other rows of
-    the issue's grid (take: a Take); an op's rows stop at a failed mkbench run that was asked for it and has no
-    table of it. Ring reports: all (check_ring merges them per shape)."""
-    files = [x for p in paths for x in ([os.path.join(p, f) for f in sorted(os.listdir(p))] if os.path.isdir(p)
-                                        else [p])]
-    # One rank (config 1x1: mkbench's diagnosis tables, torch-tp smoke runs) is no configuration of the issues'
-    # targets, and ranks that shared a GPU (config "... shared-GPU": a correctness run) measured nothing.
-    files = [f for f in files if kind_of(f) and not (kind_of(f)[0] in ("mkbench-", "torch-tp-") and (
-        config_key(f).startswith("1x1") or "shared-GPU" in config_key(f)))]
-    if not newest_only:
-        return [(f, None) for f in files]
-    picked, groups = {}, {}
-    for f in files:
-        if kind_of(f)[0] == "torch-ring-attn-":  # every one: check_ring keeps the newest row of each shape
-            picked[f] = None
-        else:
-            groups.setdefault((kind_of(f)[0], config_key(f)), []).append(f)
-    for group in groups.values():
-        cover, stopped, took = {}, set(), {}
-        for f in sorted(group, key=stamp_key, reverse=True):  # newest first (equal stamps: the first found)
-            ops, rows, lead = set(), set(), set()
-            for part, have in report_rows(f).items():
-                if part in stopped:
-                    continue
-                if part not in cover:
-                    lead.add(part)
-                got, grid = cover.setdefault(part, set()), ATTN_GRID if part == "attention" else TP_M
-                new = {(part, r) for r in have or () if r not in got and (part in lead or r in grid)}
-                if new or part in lead or have is None and any(g not in got for g in grid):
-                    ops.add(part_op(part))  # (a failed run: where its failure is why grid rows are missing)
-                got.update(r for _, r in new)
-                rows |= new
-                if have is None:
-                    stopped.add(part)
-            if ops:
-                took[f] = (ops - {None}, rows, lead)
-        picked.update({f: Take(ops, rows, lead, cover) for f, (ops, rows, lead) in took.items()})
-    return sorted(picked.items())
+    """(name prefix, ending, check(path, c, take=None)) of a report judged; None for any other file."""
+    k = kind_name(path)
+    return next((x for x in KINDS if x[0] == k), None)
 
 
 def check_merged(files, c):
     """The rows of an op and configuration (attention: of the grid) select() merged from several reports: of one
     commit (check_one_commit, as ring rows); the line names each report and how many rows it gave."""
-    merged = {}  # (kind, config, part) -> {report: rows}
+    merged = {}  # (kind, config, GPU, part) -> {report: rows}
     for f, take in files:
         for part, _ in take.rows if isinstance(take, Take) else ():
-            n = merged.setdefault((kind_of(f)[0], config_key(f), part), {})
+            n = merged.setdefault((kind_of(f)[0], config_key(f), gpu_of(f) or "", part), {})
             n[f] = n.get(f, 0) + 1
-    for (kind, cfg, part), rows in sorted((k, v) for k, v in merged.items() if len(v) > 1):
+    for (kind, cfg, gpu, part), rows in sorted((k, v) for k, v in merged.items() if len(v) > 1):
         op = part_op(part)
         name = (f"{op} {mkbench_short(cfg)}" if kind == "mkbench-" else f"{op} {part[1]} against PyTorch"
-                if kind == "torch-tp-" else "attention, one GPU")
+                if kind == "torch-tp-" else "attention, one GPU") + on_machine(gpu or None)
         issue = issue_of(op)
         check_one_commit(c, issue, f"{name} (rows merged: " + ", ".join(
             f"`{os.path.basename(p)}` ({rows[p]} rows)" for p in sorted(rows, key=stamp_key, reverse=True)) + ")", rows)
-
-
-def read_note(take):
-    """Beside a report read: the TP ops it supplies, and the rows it fills in for newer reports that lack them."""
-    fill = [(p, r) for p, r in take.rows if p not in take.lead] if isinstance(take, Take) else []
-    fill.sort(key=lambda x: (str(x[0]), (1, str(x[1])) if isinstance(x[1], str) else (0, x[1])))
-    note = "; ".join(x for x in (", ".join(sorted(take or ())), fill and "rows newer reports lack: " + ", ".join(
-        row_name(*x) for x in fill)) if x)
-    return f" ({note})" if note else ""
 
 
 def report(c, out=None):
@@ -641,22 +573,21 @@ def check_commits(files, c, head, whence="git HEAD"):
 
 
 def need_absent(c):
-    """What the issues need, reported as absent when no report supplied it: on two GPUs (issues 5-7: 1x2, 2x1),
-    unless only runs of more GPUs were given; on G = 4 or 8 (issue 9: 2 x G/2 and 1 x G, every op and the ring)
-    wherever a report of that many ranks was."""
+    """What the issues need, reported as absent when no report supplied it: issues 5-7's two-GPU reports (1x2 and
+    2x1, in the default regime), whatever else was given; on G = 4 or 8 (issue 9: 2 x G/2 and 1 x G, every op and
+    the ring) wherever a report of that many ranks was."""
     cfgs = {k[2].split(" (")[0].split()[-1] for k in c.items if k[2].startswith(("AG+GEMM ", "GEMM+", "ring "))}
-    worlds = {world_of(x) for x in cfgs} - {None}
-    multi = sorted(w for w in worlds if w in (4, 8))
-    two = 2 in worlds or not multi
+    multi = sorted(w for w in {world_of(x) for x in cfgs} if w in (4, 8))
     ring = "ring attention"
     for op, issue in ((op, issue_of(op)) for op in TP_OPS):
-        for cfg in ("1x2", "2x1") if two else ():
+        for cfg in ("1x2", "2x1"):
             if not any(k[0] == issue and k[2].startswith(f"{op} {cfg} (") for k in c.items):
                 c.need(issue, "(benchmark report)", f"{op} {cfg}: no mkbench report")
-    for cfg in ("1x2", "2x1") if two else ():
-        if not any(k[0] == "7 [ring-attn]" and k[2].startswith(f"{ring} {cfg} ") for k in c.items):
+    for cfg in ("1x2", "2x1"):
+        if not any(k[0] == "7 [ring-attn]" and (k[2] == f"{ring} {cfg}" or k[2].startswith(f"{ring} {cfg} ("))
+                   for k in c.items):
             c.need("7 [ring-attn]", "(benchmark report)", f"{ring} {cfg}: no torch-ring-attn report")
-    for op, issue in ((op, issue_of(op)) for op in TP_OPS) if two else ():
+    for op, issue in ((op, issue_of(op)) for op in TP_OPS):
         if not any(k[0] == issue and k[2].startswith(f"{op} 1x2 (") and "PyTorch" in k[1] for k in c.items):
             c.need(issue, "(benchmark report)", f"{op} 1x2 against PyTorch: no torch-tp report")
     for g in multi:
@@ -665,7 +596,7 @@ def need_absent(c):
                 if not any(k[2].startswith(f"{what} {cfg} ") for k in c.items):
                     c.need(MULTI_ISSUE, "(benchmark report)", f"{what} {cfg}: no report (tools/issue_bench.sh "
                            f"multi-{'ring' if what == ring else 'tp'} OUT {g // 2 if cfg[0] == '2' else g})")
-    if not any(k[2].startswith("attention, one GPU") for k in c.items) and two:
+    if not any(k[2].startswith("attention, one GPU") for k in c.items):
         c.need("7 [ring-attn]", "(benchmark report)", "one-GPU engine against SDPA: no attention report")
 
 
@@ -676,8 +607,11 @@ def main(argv=None):
     ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed or unreported")
     ap.add_argument("--commit", help="the commit the reports must have measured (default: this tree's git HEAD; "
                     "'any': not judged, a mix of commits is still said)")
+    ap.add_argument("--gpu", default=MACHINE_GPU, help=f"the GPU a report must name to count (default "
+                    f"{MACHINE_GPU}: MEASURING.md counts the lent {MACHINE_GPU} machine only; the others are noted; "
+                    "'any': every report counts, each GPU's rows judged apart)")
     a = ap.parse_args(argv)
-    files = select(a.paths, not a.all)
+    files = select(a.paths, not a.all, a.gpu)
     c = Checks()
     ring = [f for f, _ in files if kind_of(f)[0] == "torch-ring-attn-"]
     for f, take in files:
@@ -699,8 +633,9 @@ def main(argv=None):
     print("Reports read (commit; timed rounds):\n" + "".join(
         f"- `{f}`" + read_note(o) + " - {1}, {0} rounds\n".format(
             *(x if x is not None else "not recorded" for x in provenance(f))) for f, o in files))
-    if warnings:
-        print("\n".join(warnings) + "\n")
+    notes = off_gpu(a.paths, a.gpu) + c.notes
+    if warnings or notes:
+        print("\n".join(warnings + notes) + "\n")
     missed = report(c)
     return 1 if (missed and a.strict) else 0
 

@@ -142,7 +142,7 @@ def test_a_newer_partial_torch_tp_report_takes_the_rows_it_lacks_from_an_older_o
 
 
 def test_a_newer_partial_attention_report_takes_the_rows_it_lacks_from_an_older_one(tmp_path):
-    old, new = "attention-20261201T071538Z.md", "attention-20261205T000000Z.md"
+    old, new = "attention-20261206T035322Z.md", "attention-20261207T000000Z.md"  # (old: H200, with an LSE column)
     shutil.copy(RES / old, tmp_path / old)
     (tmp_path / new).write_text(_rows_where(RES / old, lambda c: c[0] == "B" or
                                             c[:6] == ["1", "8192", "32", "32", "128", "1"]))
@@ -151,7 +151,7 @@ def test_a_newer_partial_attention_report_takes_the_rows_it_lacks_from_an_older_
     assert find(c, "7", "flash", f"attention, one GPU (`{new}`)")[0] == 1
     assert find(c, "7", "flash", f"attention, one GPU (`{old}`)") == [31, []]
     assert not any("no row" in m for v in c.items.values() for m in v[1])
-    # (1971708-dirty both: one commit)
+    # (4a67764294db-dirty both: one commit, with uncommitted changes)
     assert find(c, "7", "of one commit", "attention, one GPU (rows merged: ") == [1, []]
 
 
