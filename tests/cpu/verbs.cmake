@@ -93,6 +93,12 @@ add_test(NAME cpu.verbs_efa_dead_peer_3
 add_test(NAME cpu.verbs_efa_connect_fails_on_one_rank_3
   COMMAND ${MK_MKRUN} -n 3 --timeout 60 env SOFTVERBS_EFA=1 SOFTVERBS_FAIL=create_qp:3 SOFTVERBS_FAIL_RANK=0
           $<TARGET_FILE:mk_fabric_probe> --transport verbs --expect-error "connect failed on rank 0")
+# A receive that cannot be posted while the QPs are made (its error names the peer; session 56's first form of that
+# message read the batcher, made after the QPs, and crashed): every rank fails at once naming the rank.
+add_test(NAME cpu.verbs_efa_post_recv_fails_on_one_rank_3
+  COMMAND ${MK_MKRUN} -n 3 --timeout 60 env SOFTVERBS_EFA=1 SOFTVERBS_FAIL=post_recv:5 SOFTVERBS_FAIL_RANK=1
+          $<TARGET_FILE:mk_fabric_probe> --transport verbs
+          --expect-error "connect failed on rank 1: verbs: ibv_post_recv")
 # An EFA device without RNR retry (a sender outrunning the receiver's reposting would lose a signal): refused.
 add_test(NAME cpu.verbs_efa_no_rnr_retry_2
   COMMAND ${MK_MKRUN} -n 2 --timeout 60 env SOFTVERBS_EFA=1 SOFTVERBS_LACKS=rnr_retry
@@ -104,6 +110,7 @@ foreach(_n 3 4)
 endforeach()
 set_tests_properties(cpu.verbs_efa_rounds_2 cpu.verbs_efa_rounds_3 cpu.verbs_efa_rounds_4 cpu.verbs_efa_rounds_split_3
   cpu.verbs_efa_dead_peer_3 cpu.verbs_efa_connect_fails_on_one_rank_3 cpu.verbs_efa_no_rnr_retry_2
+  cpu.verbs_efa_post_recv_fails_on_one_rank_3
   cpu.net_proxy_verbs_efa_3
   cpu.net_proxy_verbs_efa_4
   PROPERTIES LABELS cpu TIMEOUT 180 ENVIRONMENT_MODIFICATION "${MK_SOFTVERBS_ENV}")

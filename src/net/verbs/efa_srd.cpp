@@ -151,7 +151,7 @@ class SrdTransport final : public QpTransport {
   }
   void flush(int q) override;
   void create_qps(const std::vector<int>& peers);
-  void post_recv(int q, int slot);
+  void post_recv(int q, int slot, int peer);  // (peer: for its error)
   void on_recv(const ibv_wc& wc);
   void apply_pending_signals();
 
@@ -236,7 +236,7 @@ void SrdTransport::create_qps(const std::vector<int>& peers) {
     at.rnr_retry = 7;  // 7 = retry without limit
     rc = a_.modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_RNR_RETRY);  // (the device has it: checked)
     if (rc) fail("verbs: SRD QP to RTS failed (rank ", peer, "): ", errno_str(rc));
-    for (int s = 0; s < recv_depth_; ++s) post_recv(q, s);
+    for (int s = 0; s < recv_depth_; ++s) post_recv(q, s, peer);
   }
   regions_ = RegionTable(peers);
   tracker_ = std::make_unique<InflightTracker>(nq, bc.max_inflight, /*ordered=*/false);
@@ -245,7 +245,7 @@ void SrdTransport::create_qps(const std::vector<int>& peers) {
   is_dirty_.assign(nq, 0);
 }
 
-void SrdTransport::post_recv(int q, int slot) {
+void SrdTransport::post_recv(int q, int slot, int peer) {
   uint8_t* buf = recv_buf_.data() + (static_cast<size_t>(q) * recv_depth_ + slot) * kRecvSlot;
   ibv_sge sg{reinterpret_cast<uint64_t>(buf), static_cast<uint32_t>(kRecvSlot), recv_mr_->lkey};
   ibv_recv_wr wr{};
@@ -255,7 +255,7 @@ void SrdTransport::post_recv(int q, int slot) {
   ibv_recv_wr* bad = nullptr;
   const int rc = ibv_post_recv(qps_[q], &wr, &bad);
   if (rc)
-    fatal(cat("verbs: ibv_post_recv on the SRD QP of peer rank ", batcher_->peer_of_qp(q), " on ", dev_.name,
+    fatal(cat("verbs: ibv_post_recv on the SRD QP of peer rank ", peer, " on ", dev_.name,
               " failed: ", errno_str(rc)));
 }
 
@@ -414,7 +414,7 @@ void SrdTransport::on_recv(const ibv_wc& wc) {
       fatal(cat("verbs/efa: rank ", peer, " signalled offset ", s.sig_off, " beyond the signal region"));
     to_apply_.push_back(s);
   }
-  post_recv(q, slot);
+  post_recv(q, slot, peer);
 }
 
 void SrdTransport::apply_pending_signals() {

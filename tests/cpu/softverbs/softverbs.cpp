@@ -465,6 +465,10 @@ int sv_post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
 }
 
 int sv_post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  if (injected_failure("post_recv")) {
+    *bad = wr;
+    return ENOMEM;
+  }
   std::lock_guard<std::mutex> lk(g->mu);
   Qp& q = *reinterpret_cast<Qp*>(ibqp);
   for (; wr; wr = wr->next) {

@@ -131,7 +131,7 @@ bool efa_mode();  // SOFTVERBS_EFA=1: the device answers efadv (EFA SRD), else i
 // the device reports it does not have them.
 bool lacks(const char* cap);
 // Fault injection: SOFTVERBS_FAIL=<call>:<n> with SOFTVERBS_FAIL_RANK=<r> makes
-// the n-th call of `call` (reg_mr, create_qp) fail (ENOMEM) in the process
+// the n-th call of `call` (reg_mr, create_qp, post_recv) fail (ENOMEM) in the process
 // whose RANK is r, as a NIC out of resources would.
 bool injected_failure(const char* call);
 Mr* find_mr(uint32_t key);
