@@ -11,8 +11,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 # build and the tools that run them; not their results, documents or tests.
 CODE = ["src", "include", "device", "bench", "python", "tools", "cmake", "CMakeLists.txt",
         ":(exclude)bench/results", ":(exclude)tools/wip", ":(exclude)*.md",
-        ":(exclude)tools/issue_targets.py", ":(exclude)tools/issue_reports.py",
-        ":(exclude)tools/git_commits.py"]  # (the judges, not the judged)
+        ":(exclude)tools/issue_*.py", ":(exclude)tools/git_commits.py"]  # (the judges, not the judged)
 
 
 def _git(*args):

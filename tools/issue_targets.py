@@ -576,7 +576,8 @@ def need_absent(c):
     """What the issues need, reported as absent when no report supplied it: issues 5-7's two-GPU reports (1x2 and
     2x1, in the default regime), whatever else was given; on G = 4 or 8 (issue 9: 2 x G/2 and 1 x G, every op and
     the ring) wherever a report of that many ranks was."""
-    cfgs = {k[2].split(" (")[0].split()[-1] for k in c.items if k[2].startswith(("AG+GEMM ", "GEMM+", "ring "))}
+    cfgs = {m.group(0) for k in c.items if k[2].startswith(("AG+GEMM ", "GEMM+", "ring "))
+            for m in [re.search(r"\b\d+x\d+\b", k[2].split(" (")[0])] if m}  # (a regime's suffix after it)
     multi = sorted(w for w in {world_of(x) for x in cfgs} if w in (4, 8))
     ring = "ring attention"
     for op, issue in ((op, issue_of(op)) for op in TP_OPS):
@@ -593,7 +594,7 @@ def need_absent(c):
     for g in multi:
         for cfg in (f"2x{g // 2}", f"1x{g}"):
             for what in [*TP_OPS, ring]:
-                if not any(k[2].startswith(f"{what} {cfg} ") for k in c.items):
+                if not any(k[2] == f"{what} {cfg}" or k[2].startswith(f"{what} {cfg} (") for k in c.items):
                     c.need(MULTI_ISSUE, "(benchmark report)", f"{what} {cfg}: no report (tools/issue_bench.sh "
                            f"multi-{'ring' if what == ring else 'tp'} OUT {g // 2 if cfg[0] == '2' else g})")
     if not any(k[2].startswith("attention, one GPU") for k in c.items):

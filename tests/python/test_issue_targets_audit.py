@@ -289,3 +289,22 @@ def test_an_error_at_the_bound_is_a_miss(tmp_path):
                                                           "3.1e-03 / 2.0e-05")))
     wrong = sorted(m.split(":")[0] for m in find(c, "7", BEST, "ring attention 1x2")[1] if "wrong output" in m)
     assert wrong == ["B=1 Hkv=32 S_local=8192 causal=yes", "B=4 Hkv=8 S_local=4096 causal=no"]
+
+
+def test_a_multi_gpu_run_in_another_regime_is_seen_but_does_not_stand_in_for_the_layout(tmp_path):
+    # A 2x2 ring run without the GPU sleep (" no-lead"): its world (4) is read past the regime's suffix, so issue 9's
+    # layouts are asked for, and it does not count as the default regime's 2x2 ring report (before: its world was
+    # read as "no-lead", and a prefix match took it for the layout).
+    import re
+    src = open(RES / "torch-ring-attn-20261201T102203Z.md").read()
+    text = _rewrite_tables(src, lambda h: h, lambda h, cs: [c.replace("2x1 emu", "2x2 emu") for c in cs])
+    text = re.sub(r"GPU sleep of \d+ cycles", "GPU sleep of 0 cycles", text)
+    f = tmp_path / "torch-ring-attn-20261207T000000Z.md"
+    f.write_text("\n".join(line for line in text.splitlines()
+                           if not line.startswith("| 2x2") or " | 1 | " in line and " | 8192 | " in line))
+    c = it.Checks()
+    it.check_ring([str(f)], c)
+    it.need_absent(c)
+    needs = sorted(k[2] for k, v in c.items.items() if k[0] == it.MULTI_ISSUE and v[0] == 0 and "ring" in k[2])
+    assert needs == ["ring attention 1x4: no report (tools/issue_bench.sh multi-ring OUT 4)",
+                     "ring attention 2x2: no report (tools/issue_bench.sh multi-ring OUT 2)"], needs

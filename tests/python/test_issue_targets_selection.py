@@ -183,6 +183,12 @@ def test_a_report_committed_after_the_code_it_measured_is_current(tmp_path, caps
     assert it.git_commits.code_unchanged(measured, results_only) is True
     assert it.git_commits.code_unchanged(measured, code_changed) is False
     assert it.git_commits.code_unchanged("0123456789ab", code_changed) is None
+    # The judge's own modules (every tools/issue_*.py, git_commits.py) are not the code judged.
+    (repo / "tools").mkdir()
+    for name in ("issue_targets.py", "issue_reports.py", "issue_select.py", "git_commits.py"):
+        (repo / "tools" / name).write_text("# judge\n")
+    judges_only = _commit(repo, "the judge")
+    assert it.git_commits.code_unchanged(code_changed, judges_only) is True
     report = tmp_path / "rep" / REPORTS[0]
     report.parent.mkdir()
     report.write_text((RES / REPORTS[0]).read_text().replace("794f02543ced", measured))

@@ -671,3 +671,15 @@ def test_the_config_label_comes_from_the_communicator(nodes, local, hosts, label
     # (it read MK_RANKS_PER_NODE itself: 0, the declared default, divided by zero; a real run across nodes
     # without it was labelled 1xW; emulated nodes are those past the job's hosts)
     assert bench.config_label({"num_nodes": nodes, "local_size": local}, hosts) == (label, "emu" in label)
+
+
+def test_the_judge_asks_for_the_columns_this_bench_writes():
+    # tools/issue_targets.py keeps its own copy of the baselines and halves (it runs without torch): the same names,
+    # and on emulated nodes the same candidates, as this bench and ring_eta.
+    it = _load("issue_targets_for_ring_test", ROOT / "tools" / "issue_targets.py")
+    eta = sys.modules["ring_eta"]
+    assert it.RING_BASELINES == tuple(bench.BASELINES) and it.RING_COMPUTE == eta.COMPUTE
+    for emulated, config in ((False, "1x2"), (True, "2x1 emu")):
+        base, halves = it.ring_needs({"config": config})
+        assert base == bench.baseline_candidates(emulated)
+        assert halves == eta.COMPUTE + eta.comm_candidates(emulated)
