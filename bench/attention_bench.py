@@ -268,7 +268,7 @@ def write_report(args, rows):
         if extra:
             fh.write("Variants: 'mkernel' has the variants' knobs unset; 'mkernel K=V' runs with those knobs set; "
                      "'... graph': that variant's calls captured into CUDA graphs, timed as replays; "
-                     "'mk / X' is the eager defaults' speed over X's (>1: the eager defaults faster).\n\n")
+                     "'mk / X' is the eager 'mkernel' row's speed over X's (>1: it is faster).\n\n")
         fh.write("| B | S | H | Hkv | D | causal | " + " | ".join(f"{n} ms | {n} TF/s" for n in names) +
                  " | mk / flash | mk / cudnn | " + "".join(f"mk / {short(n)} | " for n in extra) +
                  "err | lse err | flash err |\n")

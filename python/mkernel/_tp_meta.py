@@ -166,6 +166,7 @@ def _dim_class(dim):
 
 
 _MISMATCH = {d: _dim_class(d) for d in ("k", "batch", "s_local", "kv_heads", "head_dim")}
+globals().update({c.__name__: c for c in _MISMATCH.values()})  # (module attributes: pickle finds them by name)
 
 
 def mismatch(msg, dim):

@@ -154,7 +154,9 @@ std::vector<int> FdExchange::exchange_or_throw(int my_fd, const std::vector<int>
            "at its open-file limit? RLIMIT_NOFILE)");
     }
     if (n == static_cast<ssize_t>(sizeof(m)) && fd < 0 && m.job == job_ && m.failed == kFailed) {
-      if (m.tag == tag) {  // (an earlier exchange's notice: over; a later one's: that exchange will see the peer)
+      // (another exchange's notice is dropped: an earlier one's is over; a later one's cannot come today, as a
+      // bootstrap step lies between two exchanges, and would leave that exchange to its bound)
+      if (m.tag == tag) {
         quiet = true;
         fail("rank ", rank_, ": rank ", m.rank, " failed its part of this memory-handle exchange (its own error "
              "says why)");

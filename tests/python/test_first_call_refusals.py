@@ -189,3 +189,11 @@ def test_attention_refuses_mismatched_k_v_as_before(made):
     e = _refused(lambda: mkernel.attention(_empty(*Q), _empty(*k_shape), _empty(*v_shape)))
     assert str(e) == says.replace("ring_attention", "attention") and e.__cause__ is None
     assert made.sizes == []
+
+
+def test_a_mismatch_pickles_as_itself():
+    # (an error sent to another process: a worker pool's, all_gather_object's)
+    import pickle
+    from mkernel._tp_meta import mismatch
+    err = pickle.loads(pickle.dumps(mismatch("mkernel.gemm_rs: a is [4, 64] but b is [8, 128]", "k")))
+    assert err.dim == "k" and str(err) == "mkernel.gemm_rs: a is [4, 64] but b is [8, 128]"
