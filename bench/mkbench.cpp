@@ -27,8 +27,9 @@ void usage() {
                "  --out DIR         results directory (default: MK_BENCH_OUT)\n"
                "  --iters N         timed calls per measurement (default 20; median reported)\n"
                "  --warmup N        untimed calls first (default 5)\n"
-               "  --lead-cycles N   a GPU spin of N cycles before each call of the interleaved tables (default 0:\n"
-               "                    back to back; 2000000 is the Python benches' default lead)\n"
+               "  --lead-cycles N   a GPU spin as long as N cycles at the GPU's top clock (timed on the global\n"
+               "                    timer) before each call of the interleaved tables (default 0: back to back;\n"
+               "                    2000000 is the Python benches' default lead)\n"
                "  --fixed-order     the interleaved tables run their calls in one order every round (default: a\n"
                "                    balanced order per round, so every call follows every other equally often)\n"
                "  --quick           fewer shapes (smoke run)\n\n"
@@ -137,7 +138,8 @@ int main(int argc, char** argv) {
                                                        : "one call order every round (--fixed-order); ") +
                                    (opts.lead_cycles > 0
                                         ? "each interleaved call after its table's barrier and a GPU spin of " +
-                                              std::to_string(opts.lead_cycles) + " cycles (--lead-cycles)"
+                                              std::to_string(opts.lead_cycles) +
+                                              " cycles at the top clock, timed (--lead-cycles)"
                                         : "each interleaved call right after its table's barrier (back to back)"));
     report->set_meta("gpu_clocks", mkb::ClockSampler::instance().status());
     // A rested GPU (--lead-cycles) is another regime than back to back (bench/gpu_clocks.hpp): its own config,

@@ -44,7 +44,10 @@ void bench_nccl(BenchContext& bc) {
       Rotating in(in_bytes, size_t(128) << 20);  // > 2x L2 in all (MEASURING.md), small sizes too
       void* out = nullptr;
       MKB_CUDA(cudaMalloc(&out, out_bytes));
-      for (int i = 0; i < in.copies(); ++i) fill_random_bf16(in.get(i), in_bytes / 2, 300 + i + 7 * c.rank(), bc.stream);
+      // (filled last to first: the calls read copies from 95 on, which the fill then left long before its end,
+      // out of L2)
+      for (int i = in.copies() - 1; i >= 0; --i)
+        fill_random_bf16(in.get(i), in_bytes / 2, 300 + i + 7 * c.rank(), bc.stream);
       auto st = time_calls(&c.bootstrap(), bc.stream, bc.opts, [&](int i) {
         const void* src = in.get(i + 100);
         if (ar) MKB_NCCL(ncclAllReduce(src, out, elems, ncclBfloat16, ncclSum, nc, bc.stream));
