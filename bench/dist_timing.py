@@ -76,6 +76,18 @@ def fence():
     dist.barrier()
 
 
+def gpu_lead(cycles):
+    """The GPU spin before a timed call (--lead-cycles): mkernel's mk_gpu_spin on the current stream, as long as
+    `cycles` take at the GPU's top SM clock, timed, so that ranks at different clocks leave it together (as
+    mkbench's); torch.cuda._sleep, which counts cycles (ranks then start apart), where the library is not loaded."""
+    try:
+        from mkernel._lib import check, lib
+    except ImportError:
+        torch.cuda._sleep(cycles)
+        return
+    check(lib.mk_gpu_spin(cycles, torch.cuda.current_stream().cuda_stream))
+
+
 def measure(fns, inputs, rounds, warmup, lead_cycles, device_barrier=None, per_round=None):
     """fns: name -> fn(input). One call of each per round; returns name -> ms: each timed call's time is the
     slowest rank's (the ranks start each call together, after a barrier: the slowest sets the step time), then
@@ -100,8 +112,8 @@ def measure(fns, inputs, rounds, warmup, lead_cycles, device_barrier=None, per_r
                     dist.barrier()
                 else:
                     device_barrier()
-                if lead_cycles > 0:  # (SM cycles: ranks at different clocks leave it apart; mkbench spins as time)
-                    torch.cuda._sleep(lead_cycles)
+                if lead_cycles > 0:
+                    gpu_lead(lead_cycles)
                 s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 s.record()
                 fns[n](x)

@@ -1,6 +1,7 @@
 #include "bench/timing.hpp"
 
 #include "bench/gpu_clocks.hpp"
+#include "src/runtime/gpu_spin.hpp"
 
 #include <cuda_bf16.h>
 
@@ -26,29 +27,6 @@ __global__ void fill_bf16_kernel(__nv_bfloat16* p, size_t n, uint64_t seed) {
     float u = static_cast<float>(r >> 40) / static_cast<float>(1 << 24);  // [0, 1)
     p[i] = __float2bfloat16(2.0f * u - 1.0f);
   }
-}
-
-// TimingOpts::lead_cycles, spun as time: ns of the global timer, not SM cycles, so that ranks whose SMs run at
-// different clocks (one GPU at its power cap) leave the spin together and start the timed call together (a rank
-// that started early would wait inside the call for its peers, and the max over ranks would keep that wait).
-__device__ __forceinline__ uint64_t global_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-__global__ void spin_kernel(uint64_t ns) {
-  const uint64_t t0 = global_ns();
-  while (global_ns() - t0 < ns) {
-  }
-}
-
-// lead_cycles at the GPU's top SM clock, in ns (cudaDevAttrClockRate: kHz).
-uint64_t lead_ns(long long cycles) {
-  int dev = 0, khz = 0;
-  MKB_CUDA(cudaGetDevice(&dev));
-  MKB_CUDA(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
-  return static_cast<uint64_t>(static_cast<double>(cycles) * 1e6 / std::max(khz, 1));
 }
 
 __global__ void fill_bytes_kernel(uint64_t* p, size_t n_words, uint64_t seed) {
@@ -101,11 +79,8 @@ std::vector<Stats> time_interleaved(mk::Bootstrap* bs, cudaStream_t stream, cons
                                     const std::vector<std::function<void(int)>>& calls,
                                     const std::function<void(int)>& before) {
   const size_t n = calls.size();
-  const uint64_t spin_ns = opts.lead_cycles > 0 ? lead_ns(opts.lead_cycles) : 0;
   auto lead = [&] {  // TimingOpts::lead_cycles (in the warm-up too: its first launch loads the kernel)
-    if (opts.lead_cycles <= 0) return;
-    spin_kernel<<<1, 1, 0, stream>>>(spin_ns);
-    MKB_CUDA(cudaGetLastError());
+    if (opts.lead_cycles > 0) mk::gpu_spin(opts.lead_cycles, stream);  // (timed: src/runtime/gpu_spin.hpp)
   };
   // Round r (the warm-up rounds counted first) runs its calls in call_order(n, r) (TimingOpts::rotate).
   for (int i = 0; i < opts.warmup; ++i)

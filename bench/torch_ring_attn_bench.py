@@ -570,9 +570,9 @@ def write_report(args, world, names, ctx, checks, rows, notes, emulated, now=Non
              "causal inputs zigzag-sharded (rank r: chunks r and 2W-1-r of 2W); non-causal: contiguous shards",
              f"- timing: {args.rounds} rounds after {args.warmup} warm-up rounds, one call of each variant per round, "
              f"order rotated per round; before each call a host sync + barrier, then a GPU sleep of "
-             f"{args.lead_cycles} cycles (host launch cost off the clock); CUDA events around the call on the "
-             "compute stream; each call's time the max over ranks, then the median; inputs rotate through "
-             "pre-generated random sets (together > 2x L2, at least 2)",
+             f"{args.lead_cycles} cycles (at the top SM clock, timed: mk_gpu_spin; host launch cost off the clock); "
+             "CUDA events around the call on the compute stream; each call's time the max over ranks, then the "
+             "median; inputs rotate through pre-generated random sets (together > 2x L2, at least 2)",
              f"- GPU clocks: {SAMPLER.summary()}",
              "- TFLOP/s per GPU = 4 B H S_local S_global D / time, halved for causal",
              "- ring flash / ring cudnn: W-1 steps of K,V to the next rank (dist.batch_isend_irecv from a side "

@@ -371,7 +371,8 @@ def write_report(args, world, sections, failed=(), now=None, quiet=False):
                 "calls run back to back, as mkbench's; the host's launches stay off the clock only while the host "
                 "runs ahead of the GPU, not for the first timed call, which follows the warm-up's sync)"
                 if args.back_to_back else "a host sync + barrier (the GPU rests between calls)")
-             + (f", then a GPU sleep of {args.lead_cycles} cycles (host launch cost off the clock)"
+             + (f", then a GPU sleep of {args.lead_cycles} cycles (at the top SM clock, timed: mk_gpu_spin; host "
+               "launch cost off the clock)"
                 if args.lead_cycles > 0 else ", no GPU sleep")
              + "; CUDA events around the call; each call's "
              "time the max over ranks, then the median; "

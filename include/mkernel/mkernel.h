@@ -95,6 +95,13 @@ int mk_knob_int(const char* name, int64_t* out);
 /* The value of the bool knob `name` as 0 or 1, under mk_knob_int's rules. */
 int mk_knob_bool(const char* name, int* out);
 
+/* Queues on `stream` (a cudaStream_t; NULL: the legacy default stream) of the
+ * current device one GPU thread that waits as long as `cycles` SM cycles take
+ * at the device's top clock, timed on the global timer: benchmarks put it
+ * before a timed call, so that ranks at different clocks leave it together.
+ * cycles in [0, 2^40]; 0 queues nothing. */
+int mk_gpu_spin(int64_t cycles, void* stream);
+
 /* Ops. Present when libmkernel.so was built with the op (MK_OPS); bindings
  * look the symbol up and say so when it is missing. `stream` is a
  * cudaStream_t (NULL: the legacy default stream). */

@@ -105,6 +105,7 @@ _SIGNATURES = {
     "mk_print_config": ([ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int),
     "mk_knob_int": ([ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64)], ctypes.c_int),
     "mk_knob_bool": ([ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)], ctypes.c_int),
+    "mk_gpu_spin": ([ctypes.c_int64, _c], ctypes.c_int),
 }
 for _name, (_args, _ret) in _SIGNATURES.items():
     _fn = getattr(lib, _name, None)

@@ -6,6 +6,7 @@
 
 #include "mkernel/mkernel.hpp"
 #include "src/runtime/c_api_util.hpp"
+#include "src/runtime/gpu_spin.hpp"
 
 static_assert(MK_MAX_LOCAL_RANKS == mk::kMaxLocalRanks);
 
@@ -194,6 +195,14 @@ int mk_print_config(char* buf, size_t len) {
 int mk_knob_int(const char* name, int64_t* out) {
   if (!name || !out) return null_arg(__func__, "name or out");
   return guarded([&] { *out = mk::knob_int(knob_named("mk_knob_int", name, mk::KnobType::Int, "an integer")); });
+}
+
+int mk_gpu_spin(int64_t cycles, void* stream) {
+  return guarded([&] {
+    if (cycles < 0 || cycles > mk::kMaxSpinCycles)  // (before CUDA: a CPU-only caller hears it too)
+      mk::fail("mk_gpu_spin: cycles must be in [0, ", mk::kMaxSpinCycles, "] (got ", cycles, ")");
+    mk::gpu_spin(cycles, static_cast<cudaStream_t>(stream));
+  });
 }
 
 int mk_knob_bool(const char* name, int* out) {

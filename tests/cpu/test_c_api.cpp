@@ -263,3 +263,13 @@ TEST(CApi, AHandleOfAnotherKindOrDestroyedIsRefusedByName) {
   EXPECT_NE(std::string(mk_last_error()).find("not a live handle of this library"), std::string::npos)
       << mk_last_error();
 }
+
+// mk_gpu_spin's bounds are checked before CUDA (a CPU-only caller hears them): cycles in [0, 2^40]; 0 queues
+// nothing (and needs no GPU).
+TEST(CApi, GpuSpinRefusesCyclesOutsideItsRangeByName) {
+  EXPECT_NE(mk_gpu_spin(-1, nullptr), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("mk_gpu_spin: cycles must be in [0, 1099511627776] (got -1)"),
+            std::string::npos) << mk_last_error();
+  EXPECT_NE(mk_gpu_spin((int64_t(1) << 40) + 1, nullptr), 0);
+  EXPECT_EQ(mk_gpu_spin(0, nullptr), 0) << mk_last_error();
+}

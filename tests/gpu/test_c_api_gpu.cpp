@@ -41,6 +41,33 @@ TEST(CApiGpu, TheDriverReadsAsInitialisedOnceCudaRuns) {
   EXPECT_TRUE(mk::drv::driver_initialised());
 }
 
+// mk_gpu_spin waits as long as its cycles take at the top SM clock, timed on the global timer: 2M cycles at the
+// device's top clock, measured with events on the stream, within 25% (a spin counting cycles would take longer at
+// a lower clock; a launch that did nothing, ~0).
+TEST(CApiGpu, GpuSpinWaitsItsCyclesAtTheTopClockAsTime) {
+  int dev = 0, khz = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev), cudaSuccess);
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  cudaEvent_t a = nullptr, b = nullptr;
+  ASSERT_EQ(cudaEventCreate(&a), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&b), cudaSuccess);
+  ASSERT_EQ(mk_gpu_spin(1000, s), 0) << mk_last_error();  // (warm: the kernel's first launch loads it)
+  ASSERT_EQ(cudaEventRecord(a, s), cudaSuccess);
+  ASSERT_EQ(mk_gpu_spin(2000000, s), 0) << mk_last_error();
+  ASSERT_EQ(cudaEventRecord(b, s), cudaSuccess);
+  ASSERT_EQ(cudaEventSynchronize(b), cudaSuccess);
+  float ms = 0;
+  ASSERT_EQ(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
+  const double want_ms = 2000000.0 / khz;  // (khz: cycles per ms)
+  EXPECT_GT(ms, 0.75 * want_ms) << "top clock " << khz << " kHz";
+  EXPECT_LT(ms, 1.25 * want_ms) << "top clock " << khz << " kHz";
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaStreamDestroy(s);
+}
+
 // A buffer freed through another communicator than its own is refused before anything collective (that
 // communicator's free would wait in a collective its peers never enter), and stays usable.
 TEST(CApiGpu, ABufferFreedThroughAnotherCommunicatorIsRefused) {

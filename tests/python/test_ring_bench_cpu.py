@@ -371,6 +371,7 @@ def no_gpu(monkeypatch):
                      ("Event", _Event)):
         monkeypatch.setattr(dt.torch.cuda, name, fn)
     monkeypatch.setattr(dt.dist, "barrier", lambda: None)
+    monkeypatch.setattr(dt, "gpu_lead", lambda cycles: None)  # (mkernel's timed GPU spin)
     monkeypatch.setattr(dt, "max_over_ranks", lambda v: list(v))
     monkeypatch.setattr(bench, "max_over_ranks", lambda v: list(v))
     return dt
@@ -683,3 +684,18 @@ def test_the_judge_asks_for_the_columns_this_bench_writes():
         base, halves = it.ring_needs({"config": config})
         assert base == bench.baseline_candidates(emulated)
         assert halves == eta.COMPUTE + eta.comm_candidates(emulated)
+
+
+def test_the_lead_before_a_timed_call_is_mkernels_timed_spin(monkeypatch):
+    # (torch.cuda._sleep counts SM cycles: ranks at different clocks left it apart; mk_gpu_spin waits the cycles'
+    # time at the top clock)
+    pytest.importorskip("mkernel._lib")
+    import types
+    from mkernel import _lib
+    dt = sys.modules["dist_timing"]
+    calls = []
+    monkeypatch.setattr(_lib.lib, "mk_gpu_spin", lambda cycles, stream: calls.append((cycles, stream)) or 0)
+    monkeypatch.setattr(dt.torch.cuda, "current_stream", lambda: types.SimpleNamespace(cuda_stream=1234))
+    monkeypatch.setattr(dt.torch.cuda, "_sleep", lambda n: calls.append(("_sleep", n)))
+    dt.gpu_lead(2_000_000)
+    assert calls == [(2_000_000, 1234)]
