@@ -1,7 +1,5 @@
 #include "src/runtime/gpu_spin.hpp"
 
-#include <algorithm>
-
 #include "mkernel/error.hpp"
 
 namespace mk {
@@ -29,7 +27,9 @@ void gpu_spin(int64_t cycles, cudaStream_t stream) {
   int dev = 0, khz = 0;
   MK_CUDA_CHECK(cudaGetDevice(&dev));
   MK_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));  // the top SM clock, kHz
-  spin_kernel<<<1, 1, 0, stream>>>(static_cast<uint64_t>(static_cast<double>(cycles) * 1e6 / std::max(khz, 1)));
+  if (khz <= 0)  // (a spin of the cycles at 1 kHz would take hours)
+    fail("gpu_spin: device ", dev, " reports no SM clock rate (cudaDevAttrClockRate ", khz, ")");
+  spin_kernel<<<1, 1, 0, stream>>>(static_cast<uint64_t>(static_cast<double>(cycles) * 1e6 / khz));
   MK_CUDA_CHECK(cudaGetLastError());
 }
 
