@@ -271,8 +271,7 @@ void Network::deregister_buffer(int id) {
   if (cuda_error_is_fatal(e)) {
     log(LogLevel::Warn, cat("rank ", comm_.rank(), ": network region ", id, " deregistered without waiting for the ",
                             "other ranks: this rank's device failed (", cuda_error_string(e), ")"));
-    // The communicator is of no further use: its peers hear it now, not when it is destroyed.
-    comm_.bootstrap().abort(cat("rank ", comm_.rank(), "'s device failed (", cuda_error_string(e), ")"));
+    leave_after_device_failure(comm_.bootstrap(), cuda_error_string(e));  // (its peers hear it now)
   } else {
     // Then every rank learns whether every rank's GPU is done with the
     // region before any rank lets it go. A sync that failed without taking

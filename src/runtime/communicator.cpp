@@ -251,7 +251,7 @@ Communicator::~Communicator() {
     // hosts it, from waiting up to MK_BOOTSTRAP_TIMEOUT_MS for ranks stuck in
     // their own waits to leave.
     if (bs_ && cuda_error_is_fatal(synced))
-      bs_->abort(cat("rank ", rank(), "'s device failed (", cuda_error_string(synced), ")"));
+      leave_after_device_failure(*bs_, cuda_error_string(synced));
     const DeviceScope on(device_, std::nothrow);  // (the caller's current device restored at the end)
     net_.reset();  // proxies stop and deregister before memory goes away
     if (abort_stream_) {  // a pending write of the device abort word lands before the memory goes
@@ -368,8 +368,7 @@ void SignalLease::reset() noexcept {
     if (!dead.empty()) {
       log(LogLevel::Warn, cat("rank ", comm_->rank(), ": signals of a plan stay reserved, without waiting for the other ",
                               "ranks: this rank's device failed (", dead, ")"));
-      // The communicator is of no further use: its peers hear it now, not when it is destroyed.
-      comm_->bootstrap().abort(cat("rank ", comm_->rank(), "'s device failed (", dead, ")"));
+      leave_after_device_failure(comm_->bootstrap(), dead);  // (of no further use: its peers hear it now)
       reuse = false;
     }
   }

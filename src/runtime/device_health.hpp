@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "mkernel/bootstrap.hpp"
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
 #include "src/runtime/cuda_driver.hpp"
@@ -50,6 +51,12 @@ inline bool cuda_error_is_fatal(cudaError_t e) {
     default:
       return false;
   }
+}
+
+// Leaves the bootstrap saying that this rank's device failed (`error`: the fatal CUDA error's text), so that the
+// other ranks' collective steps fail at once naming it, as the first teardown step that finds the failure does.
+inline void leave_after_device_failure(Bootstrap& bs, const std::string& error) {
+  bs.abort(cat("rank ", bs.rank(), "'s device failed (", error, ")"));
 }
 
 // Whether `stream` is being captured into a CUDA graph; none when the query

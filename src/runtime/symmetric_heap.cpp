@@ -391,7 +391,7 @@ void SymmetricHeap::free(SymmetricBuffer* buf) {
     if (cuda_error_is_fatal(e)) {
       // The communicator is of no further use: its peers hear it now (their collective steps fail naming this
       // rank) instead of waiting in this exchange until it is destroyed, or the bootstrap bound.
-      bs_.abort(cat("rank ", bs_.rank(), "'s device failed (", cuda_error_string(e), ")"));
+      leave_after_device_failure(bs_, cuda_error_string(e));
       fail("free_symmetric: this rank's device failed (", cuda_error_string(e), "): the buffer is not freed, and the ",
            "other ranks are not waited for");
     }
