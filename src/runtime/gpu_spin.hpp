@@ -14,7 +14,8 @@ namespace mk {
 
 inline constexpr int64_t kMaxSpinCycles = int64_t(1) << 40;  // (~9 minutes at 2 GHz: a bound, not a use)
 
-// Refuses cycles outside [0, kMaxSpinCycles]; 0 queues nothing. Throws mk::Error on a CUDA error.
-void gpu_spin(int64_t cycles, cudaStream_t stream);
+// Refuses cycles outside [0, kMaxSpinCycles] (the error names `caller`); 0 queues nothing. Throws mk::Error on a
+// CUDA error.
+void gpu_spin(int64_t cycles, cudaStream_t stream, const char* caller = "gpu_spin");
 
 }  // namespace mk
