@@ -150,6 +150,16 @@ class BootstrapRoot {
     }
   }
 
+  // Closes a connection that is not (or not yet) a rank of this job; why is kept for the join timeout's message.
+  void turn_away(Conn& c, const std::string& why) {
+    sock::close_fd(c.fd);
+    c.buf.clear();
+    note_turned_away(why);
+  }
+  void note_turned_away(const std::string& why) {
+    if (turned_away_.size() < 512) turned_away_ += cat(turned_away_.empty() ? "" : "; ", why);
+  }
+
   void fail_all(const std::string& msg) {
     std::string f = frame(kError, -1, world_, 0, job_, msg);
     for (auto& c : conns_) send_to(c, f);
@@ -195,8 +205,8 @@ class BootstrapRoot {
         // hear it now, not as a join timeout naming a rank that did connect.
         if (h.job == job_ && world_ > 0)
           fail_all(cat("bootstrap root rejected a rank: ", why, "; the job cannot start"));
-        else if (turned_away_.size() < 512)  // (named if the job then times out waiting: that may be the rank)
-          turned_away_ += cat(turned_away_.empty() ? "" : "; ", why);
+        else  // (named if the job then times out waiting: that may be the rank)
+          note_turned_away(why);
         return;
       }
       if (world_ == 0) {
@@ -329,22 +339,14 @@ class BootstrapRoot {
           c.buf.clear();
           return;
         }
-        sock::close_fd(c.fd);
-        c.buf.clear();
-        if (turned_away_.size() < 512)
-          turned_away_ += cat(turned_away_.empty() ? "" : "; ",
-                              h.magic == kFrameMagicV1 ? "a process of an older mkernel build (another bootstrap "
-                                                         "protocol) tried to join"
-                                                       : "a connection that does not speak mkernel's bootstrap "
-                                                         "protocol was closed");
+        turn_away(c, h.magic == kFrameMagicV1 ? "a process of an older mkernel build (another bootstrap protocol) "
+                                                "tried to join"
+                                              : "a connection that does not speak mkernel's bootstrap protocol was "
+                                                "closed");
         return;
       }
       if (c.rank < 0 && (h.type != kHello || h.len != 0)) {  // (before its hello a connection sends nothing else:
-        sock::close_fd(c.fd);                                  // its body is not buffered, up to 1 GiB of it)
-        c.buf.clear();
-        if (turned_away_.size() < 512)
-          turned_away_ += cat(turned_away_.empty() ? "" : "; ",
-                              "a connection that sent something other than a hello first was closed");
+        turn_away(c, "a connection that sent something other than a hello first was closed");  // no body buffered)
         return;
       }
       if (c.buf.size() < sizeof(h) + h.len) break;
@@ -403,13 +405,8 @@ class BootstrapRoot {
       if (done_) break;
       int64_t now = now_ms();
       for (auto& c : conns_)  // a connection with no hello for the whole bound is not a rank of this job
-        if (c.fd >= 0 && c.rank < 0 && now - c.accepted_ms > timeout_ms_) {
-          sock::close_fd(c.fd);
-          c.buf.clear();
-          if (turned_away_.size() < 512)
-            turned_away_ += cat(turned_away_.empty() ? "" : "; ", "a connection that sent no hello for ",
-                                timeout_ms_, " ms was closed");
-        }
+        if (c.fd >= 0 && c.rank < 0 && now - c.accepted_ms > timeout_ms_)
+          turn_away(c, cat("a connection that sent no hello for ", timeout_ms_, " ms was closed"));
       if (!started_ && join_start_ms_ && now - join_start_ms_ > timeout_ms_) {
         fail_all(cat("bootstrap: timed out after ", timeout_ms_, " ms waiting for ranks ",
                      ranks_to_string(ranks_without_hello()), " of ", world_, " to join (MK_BOOTSTRAP_TIMEOUT_MS)",
