@@ -2,6 +2,7 @@
 // region exchange, teardown. The data path is in fabric_datapath.cpp.
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <set>
 #include <thread>
 
@@ -421,17 +422,16 @@ void FabricTransport::register_region(Bootstrap& bs, const Region& r) {
     mine = step_status::failed(e);
   }
   std::vector<std::string> all;
+  std::exception_ptr lost;  // the exchange itself failed (a peer died, the bound ran out): undone as a refusal is
   try {
     all = bs.allgather(mine, "fabric: register_region");
-  } catch (...) {  // (the exchange itself failed: a peer died or timed out) nothing of it stays registered
-    std::lock_guard<std::mutex> lk(mu_);
-    if (pushed) drop_local(r.id);
-    remote_.resize(local_.size(), std::vector<RemoteRegion>(cfg_.world));
-    throw;
+  } catch (...) {
+    lost = std::current_exception();
   }
-  std::string err = step_status::step_error(all, cfg_.rank, cat("fabric: register_region ", r.id),
-                                            "could not register it");
-  if (err.empty()) {
+  std::string err = lost ? std::string()
+                         : step_status::step_error(all, cfg_.rank, cat("fabric: register_region ", r.id),
+                                                   "could not register it");
+  if (!lost && err.empty()) {
     all = step_status::payloads(std::move(all));
     for (int p = 0; p < cfg_.world && err.empty(); ++p)
       if (all[p].size() != sizeof(uint64_t) * 4)
@@ -439,8 +439,9 @@ void FabricTransport::register_region(Bootstrap& bs, const Region& r) {
   }
   std::lock_guard<std::mutex> lk(mu_);
   remote_.resize(local_.size(), std::vector<RemoteRegion>(cfg_.world));  // (empty for an id used up)
-  if (!err.empty()) {
+  if (lost || !err.empty()) {  // nothing of it stays registered on this rank
     if (pushed) drop_local(r.id);
+    if (lost) std::rethrow_exception(lost);
     fail(err);
   }
   for (int p = 0; p < cfg_.world; ++p) {
