@@ -164,18 +164,23 @@ def _check_call(q, k, v, out, lse, comm_device, is_traced=None, op="mkernel.ring
 _NO_KV_HEADS = -1
 
 
+def _plan_shape(b, s, h, kv, d, causal, scale):
+    """RingAttention's arguments (and its cache key's shape) for a call of these sizes: kv 0 as _NO_KV_HEADS, the
+    scale 0.0 as None (the default)."""
+    return b, s, h, kv or _NO_KV_HEADS, d, bool(causal), float(scale) or None
+
+
 def _refuse(err, q, k, v, key, causal, scale):
     """Raises err, a Mismatch of q, k, v (_check_call), through the plan check where the plan the call means is not
     made yet (mkernel/_tp_plans.py's refuse_mismatch): the one shaped by q with k's kv heads, or by k or v with q's
     heads. The check is given err.dim (k's and v's dimension in question, as the plan names it) as REFUSED."""
     b, s, h, d = q.shape
-    causal, scale = bool(causal), float(scale) or None  # (as _run keys the plan)
-    said = [(b, s, h, k.shape[2] or _NO_KV_HEADS, d, causal, scale)]
-    said += [(t.shape[0], t.shape[1], h, t.shape[2] or _NO_KV_HEADS, t.shape[3], causal, scale) for t in (k, v)]
+    said = [_plan_shape(b, s, h, k.shape[2], d, causal, scale)]
+    said += [_plan_shape(t.shape[0], t.shape[1], h, t.shape[2], t.shape[3], causal, scale) for t in (k, v)]
     sent = dict(batch=b, s_local=s, kv_heads=k.shape[2] or _NO_KV_HEADS, head_dim=d)
     sent[err.dim if err.dim in sent else "kv_heads"] = REFUSED
     refuse_mismatch(err, _plan, _PLANS, RingAttention, key, said,
-                    (sent["batch"], sent["s_local"], h, sent["kv_heads"], sent["head_dim"], causal, scale))
+                    _plan_shape(sent["batch"], sent["s_local"], h, sent["kv_heads"], sent["head_dim"], causal, scale))
 
 
 def _runs_now(q, k, v):
@@ -190,8 +195,7 @@ def _run(q, k, v, key, causal, scale, out=None, lse=None):  # q, k, v, out, lse 
     b, s, h, d = q.shape
     kv = k.shape[2]
     try:
-        plan = _plan(RingAttention, key, b, s, h, kv or _NO_KV_HEADS, d, bool(causal),
-                     float(scale) or None)  # (0.0: None)
+        plan = _plan(RingAttention, key, *_plan_shape(b, s, h, kv, d, causal, scale))
     except MkernelError as e:
         if kv:
             raise
