@@ -141,12 +141,27 @@ class BootstrapRoot {
         .count();
   }
 
-  void send_to(Conn& c, const std::string& bytes) {
-    if (c.fd < 0) return;
+  // false: the send failed (the process is gone, or did not read for the bound); the connection is closed.
+  bool send_to(Conn& c, const std::string& bytes, std::string* why = nullptr) {
+    if (c.fd < 0) return false;
     try {
       sock::send_all(c.fd, bytes.data(), bytes.size(), sock::deadline_in_ms(timeout_ms_));
-    } catch (const Error&) {
-      sock::close_fd(c.fd);  // the rank is gone; its absence is reported elsewhere
+      return true;
+    } catch (const Error& e) {
+      sock::close_fd(c.fd);
+      if (why) *why = e.what();
+      return false;
+    }
+  }
+
+  // A frame to every rank. One it cannot reach ends the job for every rank at once, by name (before 2026-12-06
+  // it was dropped without a word, and the others waited the bound in their next collective).
+  void send_to_ranks(const std::string& f) {
+    for (auto& c : conns_) {
+      std::string why;
+      if (c.rank >= 0 && !c.bye && !send_to(c, f, &why) && !done_)
+        return fail_all(cat("bootstrap: rank ", c.rank, " cannot be reached: the root's message to it failed (",
+                            why.empty() ? std::string("connection closed") : why, "); that process died or stopped"));
     }
   }
 
@@ -224,8 +239,7 @@ class BootstrapRoot {
         // starts a new root on this port) is refused and retried, not
         // answered by this root with "already joined".
         sock::close_fd(listen_fd_);
-        for (auto& cc : conns_)
-          if (cc.rank >= 0) send_to(cc, frame(kWelcome, cc.rank, world_, 0, job_, ""));
+        send_to_ranks(frame(kWelcome, -1, world_, 0, job_, ""));
       }
       return;
     }
@@ -294,9 +308,7 @@ class BootstrapRoot {
         out += *x;
         x.reset();
       }
-      std::string f = frame(kResult, -1, world_, round_, job_, out);
-      for (auto& cc : conns_)
-        if (cc.rank >= 0) send_to(cc, f);
+      send_to_ranks(frame(kResult, -1, world_, round_, job_, out));
       ++round_;
       first_arrival_ms_ = 0;
     }

@@ -21,6 +21,7 @@
 #include "mkernel/bootstrap.hpp"
 #include "mkernel/error.hpp"
 #include "src/runtime/socket.hpp"
+#include "tests/cpu/bootstrap_wire.hpp"
 
 using namespace mk;
 
@@ -606,15 +607,6 @@ TEST(BootstrapFailure, ADuplicateRankFailsTheJobAtOnce) {
 }
 
 namespace {
-// The root's address and port, as mk::get_unique_id lays them out in the id (magic, IPv4 address, port).
-int connect_to_ids_root(const UniqueId& id) {
-  uint32_t addr = 0;
-  uint16_t port = 0;
-  std::memcpy(&addr, id.bytes + 8, sizeof(addr));
-  std::memcpy(&port, id.bytes + 12, sizeof(port));
-  return sock::tcp_connect(sock::ipv4_to_string(addr), port, sock::deadline_in_ms(5000));
-}
-
 // Two ranks on the unique-id path: rank 0 makes the id, runs `first` against its root (0: go on), then publishes
 // the id; both join and check the collectives.
 void expect_join_after(const char* timeout_ms, const std::function<int(const UniqueId&, std::string&)>& first) {
@@ -639,7 +631,7 @@ void expect_join_after(const char* timeout_ms, const std::function<int(const Uni
 // connection, and the ranks then could not connect). The root closes the connection after the bound.
 TEST(BootstrapJoin, AConnectionThatNeverSaysHelloNeitherStartsNorEndsTheRoot) {
   expect_join_after("500", [](const UniqueId& id, std::string& out) {
-    const int stray = connect_to_ids_root(id);
+    const int stray = test::connect_to_ids_root(id);
     pollfd p{stray, POLLIN, 0};
     const auto t0 = std::chrono::steady_clock::now();
     ::poll(&p, 1, 3000);  // the root closes it after its bound
@@ -658,14 +650,9 @@ TEST(BootstrapJoin, AConnectionThatNeverSaysHelloNeitherStartsNorEndsTheRoot) {
 // own ranks then join.
 TEST(BootstrapJoin, AFirstFrameOtherThanAHelloIsClosedAtItsHeader) {
   expect_join_after("5000", [](const UniqueId& id, std::string& out) {
-    const int fd = connect_to_ids_root(id);
-    uint32_t head[4] = {0x4d4b4232u, 3u, 0u, 2u};  // this build's magic, a gather, rank 0 of 2
-    uint64_t tail[3] = {0, 0, uint64_t{64} << 20};  // seq, job, body length
-    std::memcpy(&tail[1], id.bytes, sizeof(uint64_t));
-    char frame[40];
-    std::memcpy(frame, head, sizeof(head));
-    std::memcpy(frame + 16, tail, sizeof(tail));
-    sock::send_all(fd, frame, sizeof(frame), sock::deadline_in_ms(1000));
+    const int fd = test::connect_to_ids_root(id);
+    const std::string frame = test::wire_header(id, test::kWireGather, 0, 2, 0, uint64_t{64} << 20);
+    sock::send_all(fd, frame.data(), frame.size(), sock::deadline_in_ms(1000));
     const std::string chunk(1 << 20, 'x');
     size_t sent = 0;
     for (int i = 0; i < 64; ++i) {  // (the root closes the connection: a send fails well before 64 MiB)
@@ -683,14 +670,9 @@ TEST(BootstrapJoin, AFirstFrameOtherThanAHelloIsClosedAtItsHeader) {
 // tables for that world and its process ended in bad_alloc), and the job's own ranks then join.
 TEST(BootstrapJoin, AHelloWithAnEnormousWorldIsTurnedAwayNamingTheLimit) {
   expect_join_after("5000", [](const UniqueId& id, std::string& out) {
-    const int fd = connect_to_ids_root(id);
-    uint32_t head[4] = {0x4d4b4232u, 1u, 0u, 1u << 30};  // this build's magic, hello, rank 0 of 2^30
-    uint64_t tail[3] = {0, 0, 0};                        // seq, job (the id's magic), body length
-    std::memcpy(&tail[1], id.bytes, sizeof(uint64_t));
-    char frame[40];
-    std::memcpy(frame, head, sizeof(head));
-    std::memcpy(frame + 16, tail, sizeof(tail));
-    sock::send_all(fd, frame, sizeof(frame), sock::deadline_in_ms(1000));
+    const int fd = test::connect_to_ids_root(id);
+    const std::string frame = test::wire_header(id, test::kWireHello, 0, 1 << 30, 0, 0);  // rank 0 of 2^30
+    sock::send_all(fd, frame.data(), frame.size(), sock::deadline_in_ms(1000));
     char reply[40];
     if (!sock::recv_all(fd, reply, sizeof(reply), sock::deadline_in_ms(3000))) return out = "no reply", 1;
     uint64_t len = 0;
