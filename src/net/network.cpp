@@ -91,16 +91,17 @@ Network::Network(Communicator& comm) : comm_(comm) {
   pc.rail_peers = rail_peers_;
   pc.signal_base = kControlHeaderBytes;
   char pci[32] = {};
-  if (cudaDeviceGetPCIBusId(pci, sizeof(pci), comm.device()) == cudaSuccess) pc.cpus = net::cpus_near_gpu(pci);
-  // Pin near the GPU only when its NUMA node offers a core per proxy thread of
-  // every rank on this host; a tiny or bogus list (VMs report one CPU) would
-  // stack all proxies on one core.
+  std::vector<int> near;
+  if (cudaDeviceGetPCIBusId(pci, sizeof(pci), comm.device()) == cudaSuccess) near = net::cpus_near_gpu(pci);
+  // Pin near the GPU only where the CPUs of its NUMA node that this process may run on offer two per proxy thread
+  // of every rank on this host (net::proxy_pin_cpus says why).
+  const std::vector<int> allowed = net::allowed_cpus();
   const size_t threads_on_host = static_cast<size_t>(threads) * t.host_ranks.size();
-  if (pc.cpus.size() < 2 * threads_on_host) {
-    log(LogLevel::Info, cat("rank ", t.rank, ": not pinning proxy threads (", pc.cpus.size(), " CPUs near GPU ", pci,
-                            " for ", threads_on_host, " proxy threads on this host)"));
-    pc.cpus.clear();
-  }
+  pc.cpus = net::proxy_pin_cpus(near, allowed, threads_on_host);
+  if (pc.cpus.empty())
+    log(LogLevel::Info, cat("rank ", t.rank, ": not pinning proxy threads (", near.size(), " CPUs near GPU ", pci, ", ",
+                            net::usable_cpus(near, allowed).size(), " of them among the ", allowed.size(),
+                            " this process may run on, for ", threads_on_host, " proxy threads on this host)"));
   pc.on_error = [&comm](const std::string& msg) {
     log(LogLevel::Warn, msg);
     comm.raise_abort();

@@ -5,14 +5,17 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <new>
 #include <sstream>
 
 #include "mkernel/error.hpp"
+#include "mkernel/knobs.hpp"
 #include "src/net/nic_affinity.hpp"
 #include "src/runtime/device_health.hpp"
 
@@ -44,7 +47,21 @@ const char* op_name(CmdOp op) {
   return "?";
 }
 
+// One warning a process for threads the system would not pin (a CPU taken offline or out of the cgroup since the
+// choice): each proxy thread would say the same.
+std::atomic<bool> pin_warned{false};
+
 }  // namespace
+
+// run()'s own record of each slot of its queue, beside the ring: a command's state lives until it completes, which
+// can be after its slot's refill was pushed (the lap rule in run()).
+struct Proxy::Loop {
+  std::vector<uint16_t> remaining;  // transport ops left per command
+  std::vector<uint8_t> finished;
+  std::vector<int64_t> started_us;
+  std::vector<CmdFields> cmd_of;
+  std::deque<WriteReq> pending;  // accepted commands the transport had no room for
+};
 
 std::vector<int> cpus_near_gpu(const std::string& pci_bus_id) {
   std::vector<int> cpus;
@@ -63,6 +80,55 @@ std::vector<int> cpus_near_gpu(const std::string& pci_bus_id) {
       cpus.push_back(lo);
   }
   return cpus;
+}
+
+std::vector<int> allowed_cpus() {
+  // A set of CPU_SETSIZE bits is refused (EINVAL) where the kernel counts more CPUs: grow it until it fits.
+  for (int n = CPU_SETSIZE; n <= (1 << 20); n *= 2) {
+    cpu_set_t* set = CPU_ALLOC(n);
+    if (!set) return {};
+    const size_t bytes = CPU_ALLOC_SIZE(n);
+    CPU_ZERO_S(bytes, set);
+    std::vector<int> cpus;
+    const int rc = sched_getaffinity(0, bytes, set);
+    if (rc == 0)
+      for (int c = 0; c < n; ++c)
+        if (CPU_ISSET_S(c, bytes, set)) cpus.push_back(c);
+    const int err = errno;
+    CPU_FREE(set);
+    if (rc == 0) return cpus;
+    if (err != EINVAL) return {};
+  }
+  return {};
+}
+
+std::vector<int> usable_cpus(const std::vector<int>& near, const std::vector<int>& allowed) {
+  std::vector<int> sorted(allowed);
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int> out;
+  for (int c : near)
+    if (std::binary_search(sorted.begin(), sorted.end(), c)) out.push_back(c);
+  return out;
+}
+
+std::vector<int> proxy_pin_cpus(const std::vector<int>& near, const std::vector<int>& allowed,
+                                size_t threads_on_host) {
+  std::vector<int> cpus = usable_cpus(near, allowed);
+  if (cpus.size() < 2 * threads_on_host) cpus.clear();
+  return cpus;
+}
+
+int pin_this_thread(const std::vector<int>& cpus) {
+  if (cpus.empty() || *std::min_element(cpus.begin(), cpus.end()) < 0) return EINVAL;
+  const int n = *std::max_element(cpus.begin(), cpus.end()) + 1;
+  cpu_set_t* set = CPU_ALLOC(n);
+  if (!set) return ENOMEM;
+  const size_t bytes = CPU_ALLOC_SIZE(n);
+  CPU_ZERO_S(bytes, set);
+  for (int c : cpus) CPU_SET_S(c, bytes, set);
+  const int rc = pthread_setaffinity_np(pthread_self(), bytes, set);
+  CPU_FREE(set);
+  return rc;
 }
 
 Proxy::Proxy(ProxyConfig cfg, std::vector<std::unique_ptr<Transport>> transports)
@@ -122,9 +188,25 @@ void Proxy::allocate(Queue& q, int id) {
     d.head = reinterpret_cast<uint64_t*>(static_cast<char*>(host) + ring_bytes + 256);
     d.tail_cache = nullptr;
   }
+  // The loop's state here rather than on its thread: there a std::bad_alloc (MK_NET_QUEUE_DEPTH=1048576 on 16
+  // threads) escaped the thread and std::terminate ended the process without a word naming the proxy.
+  try {
+    if (id == cfg_.fail_loop_alloc) throw std::bad_alloc();
+    auto loop = std::make_unique<Loop>();
+    loop->remaining.assign(d.size, 0);
+    loop->finished.assign(d.size, 0);
+    loop->started_us.assign(d.size, 0);
+    loop->cmd_of.resize(d.size);
+    q.loop = std::move(loop);
+  } catch (const std::bad_alloc&) {
+    const size_t slot_bytes = sizeof(uint16_t) + sizeof(uint8_t) + sizeof(int64_t) + sizeof(CmdFields);
+    mk::fail("rank ", cfg_.rank, " proxy queue ", id, ": out of host memory for its loop's state (",
+             slot_bytes * d.size, " bytes: ", d.size, " commands, MK_NET_QUEUE_DEPTH)");
+  }
 }
 
 void Proxy::release(Queue& q) {
+  q.loop.reset();
   if (!q.desc.ring) return;
   if (cfg_.cuda_device >= 0) {
     teardown_call(cudaFreeHost(q.desc.ring), "a proxy command queue");
@@ -191,10 +273,12 @@ void Proxy::run(int qi) {
   Queue& Q = queues_[qi];
   const CmdQueue& q = Q.desc;
   if (!cfg_.cpus.empty()) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int c : cfg_.cpus) CPU_SET(c, &set);
-    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    const int err = pin_this_thread(cfg_.cpus);
+    if (err != 0 && !pin_warned.exchange(true))  // (before the try: the warning must not throw)
+      warn_noexcept([&] {
+        return cat("rank ", cfg_.rank, ": proxy queue ", qi, " runs unpinned: the system refused its ",
+                   cfg_.cpus.size(), " CPUs near the GPU (", std::strerror(err), ")");
+      });
   }
   if (cfg_.cuda_device >= 0) {
     cudaSetDevice(cfg_.cuda_device);
@@ -207,11 +291,11 @@ void Proxy::run(int qi) {
     cudaThreadExchangeStreamCaptureMode(&relaxed);
   }
   const uint32_t mask = q.size - 1;
-  std::vector<uint16_t> remaining(q.size, 0);  // transport ops left per command
-  std::vector<uint8_t> finished(q.size, 0);
-  std::vector<int64_t> started_us(q.size, 0);
-  std::vector<CmdFields> cmd_of(q.size);
-  std::deque<WriteReq> pending;  // accepted commands the transport had no room for
+  std::vector<uint16_t>& remaining = Q.loop->remaining;
+  std::vector<uint8_t>& finished = Q.loop->finished;
+  std::vector<int64_t>& started_us = Q.loop->started_us;
+  std::vector<CmdFields>& cmd_of = Q.loop->cmd_of;
+  std::deque<WriteReq>& pending = Q.loop->pending;
   uint64_t tail = 0, done = 0;
   int64_t idle_since_us = -1;  // start of the current idle stretch (-1: busy)
   int64_t done_moved_us = 0;   // when `done` last advanced: the bound counts from it or the command's start,

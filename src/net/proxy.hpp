@@ -28,8 +28,11 @@ struct ProxyConfig {
   std::vector<int> peers;          // valid targets of PUT/SIGNAL
   std::vector<int> rail_peers;     // targets of BARRIER
   uint64_t signal_base = 0;        // byte offset of signal word 0 in region 0
-  std::vector<int> cpus;           // affinity of the proxy threads (empty: none)
+  std::vector<int> cpus;           // affinity of the proxy threads (empty: none; proxy_pin_cpus chooses)
   std::function<void(const std::string&)> on_error;  // called once, with the first error
+  // Test hook, not a knob: this queue's loop state (its per-slot arrays) fails to allocate as if the host had no
+  // memory for it (-1: none), the failure a large MK_NET_QUEUE_DEPTH times MK_NET_THREADS meets.
+  int fail_loop_alloc = -1;
 };
 
 class Proxy {
@@ -63,8 +66,10 @@ class Proxy {
   uint64_t put_bytes(int q) const { return queues_[q].put_bytes.load(std::memory_order_relaxed); }
 
  private:
+  struct Loop;  // what run() keeps for each slot of its queue (proxy.cpp)
   struct Queue {
     CmdQueue desc;
+    std::unique_ptr<Loop> loop;  // made with the queue, so that no allocation of its thread's is outside its try
     std::unique_ptr<Transport> transport;
     std::mutex mu;  // held by the thread while it touches the transport
     std::thread thread;
@@ -86,5 +91,19 @@ class Proxy {
 
 // CPUs near a GPU (its NUMA node's local_cpulist), or empty if unknown.
 std::vector<int> cpus_near_gpu(const std::string& pci_bus_id);
+// The CPUs the calling thread may run on (sched_getaffinity: a launcher's or cgroup's restriction, e.g. Slurm's
+// task binding), ascending; empty if unknown. Threads it starts inherit them.
+std::vector<int> allowed_cpus();
+// The CPUs of `near` that are in `allowed`, in near's order.
+std::vector<int> usable_cpus(const std::vector<int>& near, const std::vector<int>& allowed);
+// Where to pin a rank's proxy threads: the CPUs near its GPU that the process may run on, when they are at least
+// two per proxy thread of every rank on the host (`threads_on_host`); else none (empty: do not pin). Not the
+// node's whole list: a cgroup's cpuset narrows any mask to its own CPUs, so where it left one CPU of the node every
+// spinning proxy shared that core, and a binding by affinity alone (taskset, Slurm's task/affinity) would be left
+// for other tasks' CPUs. A tiny or bogus list (VMs report one CPU) would stack the proxies too.
+std::vector<int> proxy_pin_cpus(const std::vector<int>& near, const std::vector<int>& allowed,
+                                size_t threads_on_host);
+// Pins the calling thread to `cpus`: 0, or the error (its affinity unchanged) where the system refuses.
+int pin_this_thread(const std::vector<int>& cpus);
 
 }  // namespace mk::net
