@@ -10,6 +10,7 @@
 #include "device/ctx.hpp"
 #include "mkernel/bootstrap.hpp"
 #include "mkernel/launch_env.hpp"
+#include "mkernel/launch_order.hpp"
 #include "mkernel/signal_lease.hpp"
 #include "mkernel/symmetric.hpp"
 #include "mkernel/topology.hpp"
@@ -70,8 +71,13 @@ class Communicator {
   void release_signals(int base, int n);
   // Signal words held now (reserved, not released).
   int signals_in_use() const;
-  // A new epoch for a call: strictly increasing, starting at 1.
+  // A new epoch for a call: strictly increasing, starting at 1. A host-side count: a kernel that takes it as an
+  // argument and is captured into a CUDA graph gets the same epoch on every replay (the library's plans keep
+  // their epochs on the device instead: device/epoch.cuh). For tests and hand-written kernels launched eagerly.
   uint64_t next_epoch() { return ++epoch_; }
+  // The order every plan of this communicator launches in (mkernel/launch_order.hpp): calls issued on several
+  // streams run in the order they were issued.
+  LaunchChain& launch_chain() { return launch_chain_; }
 
   // Throws mk::Error for a failed CUDA call, adding the device-side failure
   // record (who waited for what) when there is one.
@@ -134,6 +140,7 @@ class Communicator {
   DeviceCtx ctx_{};
   std::unique_ptr<SignalPool> signal_pool_;
   uint64_t epoch_ = 0;
+  LaunchChain launch_chain_{"the communicator's launch-order events"};
 };
 
 }  // namespace mk

@@ -215,6 +215,29 @@ TEST_F(AgGemmTest, CallsOnTwoStreamsAreOrdered) {
   comm().barrier();
 }
 
+// Two plans of one communicator (two shapes), run() on one stream, then the other at once on another: the
+// second waits for the first, as two calls of one plan do (mkernel/launch_order.hpp: the communicator's plans
+// share one order). Before 2026-12-06 they were unordered: with every SM taken by the one a rank started first,
+// ranks that started them in opposite orders each waited for a kernel the other could not start.
+TEST_F(AgGemmTest, TwoPlansOfOneCommunicatorOnTwoStreamsRunInIssueOrder) {
+  if (!tp_ranks()) GTEST_SKIP() << kNeedsRanks;
+  const int me = comm().rank();
+  const int64_t n = 256, k = 256, m1 = comm().world() * 256, m2 = comm().world() * 128;
+  AgGemm first(comm(), 256, n, k), second(comm(), 128, n, k);
+  Buf a1(256 * k * 2), a2(128 * k * 2), b(n * k * 2), out1(m1 * n * 2), out2(m2 * n * 2);
+  random_bf16(b.p, n * k, 95 + me);
+  random_bf16(a1.p, 256 * k, seed_a(me, 2111));
+  random_bf16(a2.p, 128 * k, seed_a(me, 2112));
+  poison(out1.p, m1 * n);
+  poison(out2.p, m2 * n);
+  EXPECT_EQ(second_stream_waits_for_first([&](cudaStream_t s) { first.run(a1.p, b.p, out1.p, s); },
+                                          [&](cudaStream_t s) { second.run(a2.p, b.p, out2.p, s); }),
+            "");
+  check_call(out1.p, nullptr, 256, n, k, b.p, 2111, "first plan");
+  check_call(out2.p, nullptr, 128, n, k, b.p, 2112, "second plan");
+  comm().barrier();
+}
+
 // One captured run, replayed 4 times back to back with new inputs copied in
 // on the stream between replays: each replay gets a fresh epoch from the
 // plan's device counter (captured arguments are frozen), no host sync.

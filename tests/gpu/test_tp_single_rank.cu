@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -143,6 +144,76 @@ TEST_P(TpSingleRank, GemmArMatchesCublasInAGraphAndAllReduceCopies) {
   plan.all_reduce(x.p, x.p, s);  // in place
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   EXPECT_EQ(bytes_of(x.p, kM * kN * 2), before) << "all_reduce in place";
+}
+
+// Whether every two kernel nodes of `g` are ordered (a path of edges leads from one to the other).
+bool kernels_in_one_chain(cudaGraph_t g, size_t* kernels) {
+  size_t n = 0, ne = 0;
+  if (cudaGraphGetNodes(g, nullptr, &n) != cudaSuccess || cudaGraphGetEdges(g, nullptr, nullptr, nullptr, &ne))
+    return false;
+  std::vector<cudaGraphNode_t> nodes(n), from(ne), to(ne);
+  if (cudaGraphGetNodes(g, nodes.data(), &n) != cudaSuccess ||
+      cudaGraphGetEdges(g, from.data(), to.data(), nullptr, &ne) != cudaSuccess)
+    return false;
+  auto index = [&](cudaGraphNode_t x) { return std::find(nodes.begin(), nodes.end(), x) - nodes.begin(); };
+  std::vector<std::vector<bool>> reach(n, std::vector<bool>(n, false));
+  for (size_t e = 0; e < ne; ++e) reach[index(from[e])][index(to[e])] = true;
+  for (size_t k = 0; k < n; ++k)  // (transitive closure: graphs of a few nodes)
+    for (size_t i = 0; i < n; ++i)
+      if (reach[i][k])
+        for (size_t j = 0; j < n; ++j) reach[i][j] = reach[i][j] || reach[k][j];
+  std::vector<size_t> ks;
+  for (size_t i = 0; i < n; ++i) {
+    cudaGraphNodeType t{};
+    if (cudaGraphNodeGetType(nodes[i], &t) == cudaSuccess && t == cudaGraphNodeTypeKernel) ks.push_back(i);
+  }
+  *kernels = ks.size();
+  for (size_t x = 0; x < ks.size(); ++x)
+    for (size_t y = x + 1; y < ks.size(); ++y)
+      if (!reach[ks[x]][ks[y]] && !reach[ks[y]][ks[x]]) return false;
+  return true;
+}
+
+// Two calls of one plan captured into one graph on forked streams (s forks s2 through an event, s2 joins back):
+// the second waits for the first in the graph, and a replay gives both results. Before 2026-12-06 nothing
+// ordered them (LaunchOrder left captures alone): a replay ran them at once on the plan's epoch counter and
+// buffers.
+TEST_P(TpSingleRank, TwoCallsCapturedOnForkedStreamsAreOrderedInTheGraph) {
+  const Mode mode(GetParam());
+  mk::AgGemm plan(comm(), kM, kN, kK);
+  Buf a1(kM * kK * 2), a2(kM * kK * 2), b(kN * kK * 2), out1(kM * kN * 2), out2(kM * kN * 2), ref(kM * kN * 4);
+  random_bf16(b.p, kN * kK, 601);
+  random_bf16(a1.p, kM * kK, 602);
+  random_bf16(a2.p, kM * kK, 603);
+  const Stream s, s2;
+  cudaEvent_t fork = nullptr, join = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&join, cudaEventDisableTiming), cudaSuccess);
+  {
+    const Captured g(s, [&] {
+      ASSERT_EQ(cudaEventRecord(fork, s), cudaSuccess);
+      ASSERT_EQ(cudaStreamWaitEvent(s2, fork, 0), cudaSuccess);
+      plan.run(a1.p, b.p, out1.p, s);
+      plan.run(a2.p, b.p, out2.p, s2);
+      ASSERT_EQ(cudaEventRecord(join, s2), cudaSuccess);
+      ASSERT_EQ(cudaStreamWaitEvent(s, join, 0), cudaSuccess);
+    });
+    ASSERT_TRUE(g.ok());
+    size_t kernels = 0;
+    EXPECT_TRUE(kernels_in_one_chain(g.graph(), &kernels)) << "the two calls' kernels are not ordered in the graph";
+    EXPECT_GE(kernels, 2u);
+    poison(out1.p, kM * kN);
+    poison(out2.p, kM * kN);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(g.launch(s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    reference(a1.p, b.p, ref.as<float>(), kM, kN, kK);
+    expect_near(out1.p, ref.as<float>(), kM, kN, std::string("first captured call, ") + GetParam());
+    reference(a2.p, b.p, ref.as<float>(), kM, kN, kK);
+    expect_near(out2.p, ref.as<float>(), kM, kN, std::string("second captured call, ") + GetParam());
+  }
+  cudaEventDestroy(fork);
+  cudaEventDestroy(join);
 }
 
 // A CUDA call that the library makes and that fails without the device

@@ -72,6 +72,7 @@ using tp::aligned16;
 
 AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const AgGemmOptions& opt)
     : comm_(comm), m_local_(m_local), n_(n), k_(k) {
+  order_.share(comm.launch_chain());  // (ordered with the communicator's other plans: mkernel/launch_order.hpp)
   const Topology& t = comm.topology();
   // This rank's checks, their outcome in the plan check (tp::PlanArgs: a
   // rank failing alone fails every rank at once).

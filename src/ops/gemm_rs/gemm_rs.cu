@@ -58,6 +58,7 @@ using tp::aligned16;
 
 GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const GemmRsOptions& opt)
     : comm_(comm), m_(m), n_(n), k_(k_local) {
+  order_.share(comm.launch_chain());  // (ordered with the communicator's other plans: mkernel/launch_order.hpp)
   const Topology& t = comm.topology();
   // This rank's checks, their outcome in the plan check (tp::PlanArgs: a
   // rank failing alone fails every rank at once).

@@ -85,6 +85,7 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
                              int64_t head_dim, bool causal, const RingAttentionOptions& opt)
     : comm_(comm), batch_(batch), s_local_(s_local), heads_(heads), kv_heads_(kv_heads ? kv_heads : heads),
       head_dim_(head_dim), causal_(causal), scale_(opt.scale == 0.0f ? 0.0f : opt.scale) {  // (-0: the default too)
+  order_.share(comm.launch_chain());  // (ordered with the communicator's other plans: mkernel/launch_order.hpp)
   const Topology& t = comm.topology();
   const int64_t world = t.world;
   // This rank's checks, their outcome in the plan check (tp::PlanArgs: a
