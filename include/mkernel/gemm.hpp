@@ -60,7 +60,9 @@ void gemm_bf16(const GemmArgs& args, cudaStream_t stream = nullptr);
 // Grouped GEMM (one launch, many problems of their own m, e.g. MoE experts):
 // group g multiplies rows [r_g, r_g + m_per_group[g]) of a (r_g = sum of
 // earlier groups) by b[g] (b holds num_groups [n x k] matrices back to back)
-// into the same rows of out. Empty groups are allowed.
+// into the same rows of out. Empty groups are allowed. Not capturable into a
+// CUDA graph (the tile tables are built on the host at every call): a call
+// on a capturing stream is refused, leaving the capture valid.
 struct GroupedGemmArgs {
   const void* a = nullptr;
   const void* b = nullptr;

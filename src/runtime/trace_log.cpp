@@ -30,6 +30,8 @@ void TraceLog::enable(int ctas, int events_per_cta, bool captured) {
   if (events_per_cta == 0 || ctas == 0) return;
   MK_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&buf_), words() * sizeof(uint64_t)));
   MK_CUDA_CHECK(cudaMemset(buf_, 0, words() * sizeof(uint64_t)));
+  // (cudaMemset runs on the legacy stream, which a non-blocking stream's next traced call does not wait for)
+  MK_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
 }
 
 void TraceLog::clear(void* stream) const {

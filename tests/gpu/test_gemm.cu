@@ -264,6 +264,39 @@ TEST_F(Gemm, GroupedWithEmptyGroupsMatchesPerGroupCublas) {
   }
 }
 
+// A grouped GEMM on a capturing stream is refused, saying why, and the capture stays valid (its tables come from
+// the host at every call: before 2026-12-06 their pageable copies went into the capture).
+TEST_F(Gemm, GroupedIsRefusedInsideACaptureLeavingTheCaptureValid) {
+  const int64_t n = 128, k = 128;
+  std::vector<int32_t> groups{64, 64};
+  Buf a(128 * k * 2), b(2 * n * k * 2), out(128 * n * 2), ws(mk::grouped_gemm_workspace_bytes(2));
+  mk::GroupedGemmArgs args;
+  args.a = a.p;
+  args.b = b.p;
+  args.out = out.p;
+  args.m_per_group = groups.data();
+  args.num_groups = 2;
+  args.n = n;
+  args.k = k;
+  args.workspace = ws.p;
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  std::string error;
+  try {
+    mk::grouped_gemm_bf16(args, s);
+  } catch (const mk::Error& e) {
+    error = e.what();
+  }
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess) << "the refusal left the capture invalid";
+  if (graph) cudaGraphDestroy(graph);
+  EXPECT_NE(error.find("grouped gemm: cannot be captured into a CUDA graph"), std::string::npos) << error;
+  mk::grouped_gemm_bf16(args, s);  // (outside the capture it runs)
+  CUDA_OK(cudaStreamSynchronize(s));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+
 TEST_F(Gemm, RejectsBadInputBeforeLaunching) {
   Buf a(1 << 20), b(1 << 20), out(1 << 20);
   auto msg = [&](int64_t m, int64_t n, int64_t k, const void* ap, int ctas) -> std::string {

@@ -356,6 +356,12 @@ void grouped_gemm_bf16(const GroupedGemmArgs& args, cudaStream_t stream) {
   refuse_overlap("grouped gemm", so, {sa, sb}, "out is written while a and b are read");
   refuse_overlap("grouped gemm", Span{"the workspace", ws, ws + grouped_gemm_workspace_bytes(g)}, {sa, sb, so},
                  "it holds the tile tables the kernel reads");
+  // The tile tables come from the host's m_per_group on every call, through copies from pageable memory that a
+  // graph would replay from freed host memory (or that the capture refuses, invalidating it): refused before
+  // anything is enqueued, the capture left valid.
+  if (stream_capturing(stream).value_or(false))
+    fail("grouped gemm: cannot be captured into a CUDA graph (its tile tables are built on the host from "
+         "m_per_group at every call); call it outside the capture");
   const int64_t all = sched::build_group_tiles(args.m_per_group, g, gemm::kBlockM, p.sched.n_blocks, tiles.data());
   if (all == 0) return;  // every group empty: nothing to compute
   auto* ws_tiles = static_cast<int64_t*>(args.workspace);
