@@ -63,6 +63,26 @@ MK_HD bool cmdq_has_room(const CmdQueue& q, uint64_t seq) {
 // What cmdq_push reports to its optional `step` hook (diagnostics: the ring
 // attention's InterSend traces them, tools/ring_trace.py).
 enum class CmdStep : int { Claimed = 0, Room = 1, Body = 2 };
+// The bound of a device wait on the proxy's progress (a full queue's room, a flush's completions): give up
+// when the counter watched has not moved for timeout_ns, or after 3 x timeout_ns in all. A queue that drains, if
+// at a slow link's rate behind a long backlog, is not stuck (the proxy bounds each operation itself); 3 x stays
+// below the 4 x bound of the engines' pipeline waits in the same CTA (device/bounded_wait.cuh), whose report
+// would name a stage instead.
+struct ProgressBound {
+  uint64_t t0 = 0;
+  uint64_t t_moved = 0;  // when the counter was last seen to move
+  uint64_t last = 0;
+  MK_HD void start(uint64_t now, uint64_t value) {
+    t0 = t_moved = now;
+    last = value;
+  }
+  // true: give up (now and value: a fresh reading of the clock and the counter).
+  MK_HD bool expired(uint64_t now, uint64_t value, uint64_t timeout_ns) {
+    if (value != last) last = value, t_moved = now;
+    return now - t_moved > timeout_ns || now - t0 > 3 * timeout_ns;
+  }
+};
+
 struct NoCmdStep {
   MK_HD void operator()(CmdStep) const {}
 };

@@ -20,32 +20,26 @@ namespace detail {
 // kRole. R = Quiet in kernels that share a launch with the GEMM engine (no
 // function calls there, device/signals.cuh: the GEMM epilogue's OnFullQuiet).
 // The bound (MK_TIMEOUT_MS) is on the proxy taking no
-// command: a queue that drains, if at a slow link's rate behind many
-// producers, is not stuck (the proxy bounds each operation itself); in all
-// at most 3 x MK_TIMEOUT_MS, before the 4 x bound of the engines' own
-// pipeline waits in the same CTA (device/bounded_wait.cuh), whose report
-// would name a stage instead of the full queue.
+// command, at most 3 x MK_TIMEOUT_MS in all (ProgressBound, cmd_queue.hpp).
 template <dev::Report R, Role kRole = Role::InterSend>
 struct OnFullDevice {
   const DeviceCtx& ctx;
   const CmdQueue& q;
-  uint64_t t0 = 0;
-  uint64_t t_moved = 0;    // when the tail was last seen to move
-  uint64_t last_tail = 0;
+  ProgressBound bound{};   // on the proxy's tail
   uint64_t next_host = 0;  // the host word at the first check, then rarely (device/signals.cuh, abort_word);
                            // a full queue's wait reads the proxy's tail in host memory anyway
   uint32_t spins = 0;
   __device__ __forceinline__ void operator()(uint64_t seq) {
-    if (t0 == 0) t0 = t_moved = dev::globaltimer();
+    if (bound.t0 == 0) bound.start(dev::globaltimer(), 0);
     if ((++spins & 63u) == 0u) {
       const uint64_t now = dev::globaltimer();
-      const uint32_t ab = dev::abort_word(ctx, now - t0, next_host);
+      const uint32_t ab = dev::abort_word(ctx, now - bound.t0, next_host);
       const uint64_t tail = *reinterpret_cast<volatile uint64_t*>(q.tail);
-      if (tail != last_tail) last_tail = tail, t_moved = now;
       const dev::WaitSite site{static_cast<int32_t>(kRole), q.id, kDiagNetRoom};
-      if (ab) dev::give_up<R>(ctx, site, seq - q.size + 1, tail, now - t0, kWaitAborted, static_cast<int32_t>(ab) - 1);
-      if (now - t_moved > ctx.timeout_ns || now - t0 > 3 * ctx.timeout_ns)
-        dev::give_up<R>(ctx, site, seq - q.size + 1, tail, now - t0, kWaitTimeout, -1);
+      if (ab)
+        dev::give_up<R>(ctx, site, seq - q.size + 1, tail, now - bound.t0, kWaitAborted, static_cast<int32_t>(ab) - 1);
+      if (bound.expired(now, tail, ctx.timeout_ns))
+        dev::give_up<R>(ctx, site, seq - q.size + 1, tail, now - bound.t0, kWaitTimeout, -1);
     }
   }
 };
@@ -123,12 +117,29 @@ __device__ __forceinline__ uint64_t barrier_signal(const NetCtx& nc, const Devic
 // memory, read in a tight loop by one thread: that costs the kernel's other
 // threads' system-scope fences ~0.7 us per post, the same as one read per
 // ~1 us (mkbench net_post, bench/results/net-post-20261201.md; many such
-// readers, as the abort-word checks were, cost hundreds).
+// readers, as the abort-word checks were, cost hundreds). Bounded as a full
+// queue's wait is (ProgressBound): a backlog the proxy drains at a slow
+// link's rate is not stuck (before 2026-12-06 this wait gave up MK_TIMEOUT_MS
+// after it began, however steadily done moved).
 template <dev::Report R = dev::Report::Print>
 __device__ __forceinline__ void flush(const NetCtx& nc, const DeviceCtx& ctx, int queue, uint64_t seq) {
   const CmdQueue& q = nc.queues[static_cast<unsigned>(queue) % static_cast<unsigned>(nc.num_queues)];
-  dev::wait_ge<dev::Scope::Sys, R>(ctx, q.done, seq + 1,
-                                   dev::WaitSite{static_cast<int32_t>(Role::InterSend), q.id, kDiagNetDone});
+  uint64_t v = dev::ld_acquire<dev::Scope::Sys>(q.done);
+  if (v >= seq + 1) return;
+  const dev::WaitSite site{static_cast<int32_t>(Role::InterSend), q.id, kDiagNetDone};
+  ProgressBound bound{};
+  bound.start(dev::globaltimer(), v);
+  uint64_t next_host = ctx.host_abort_poll_ns;
+  uint32_t spins = 0;
+  while ((v = dev::ld_acquire<dev::Scope::Sys>(q.done)) < seq + 1) {
+    if ((++spins & 127u) == 0u) {
+      const uint64_t now = dev::globaltimer();
+      const uint32_t ab = dev::abort_word(ctx, now - bound.t0, next_host);
+      if (ab) dev::give_up<R>(ctx, site, seq + 1, v, now - bound.t0, kWaitAborted, static_cast<int32_t>(ab) - 1);
+      if (bound.expired(now, v, ctx.timeout_ns))
+        dev::give_up<R>(ctx, site, seq + 1, v, now - bound.t0, kWaitTimeout, -1);
+    }
+  }
 }
 
 // Enqueues a FLUSH and waits for it: everything pushed to `queue` before is

@@ -135,3 +135,23 @@ void run_contention(uint32_t ring_size, int producers, int per_producer) {
 TEST(CmdQueue, ManyProducersSmallRingWrapsManyTimes) { run_contention(64, 8, 20000); }
 TEST(CmdQueue, SingleProducerLargeRing) { run_contention(4096, 1, 100000); }
 TEST(CmdQueue, MoreProducersThanSlots) { run_contention(64, 96, 500); }
+
+// The bound of the device's waits on the proxy (a full queue, a flush): a counter that keeps moving is waited
+// for up to 3 bounds, one that stops gives up a bound after its last move. (flush gave up one bound after it
+// began, however steadily the proxy completed commands: a backlog at a slow link's rate trapped.)
+TEST(ProgressBound, GivesUpOnlyWhenTheCounterStopsOrAfterThreeBounds) {
+  const uint64_t T = 1000;
+  mk::net::ProgressBound moving;
+  moving.start(1, 0);
+  uint64_t done = 0, now = 1;
+  for (; now <= 1 + 2.5 * T; now += T / 10) {  // a completion every 0.6 T
+    if ((now - 1) % (6 * T / 10) == 0) ++done;
+    EXPECT_FALSE(moving.expired(now, done, T)) << "gave up at " << now << " while the counter moved";
+  }
+  EXPECT_TRUE(moving.expired(1 + 3 * T + 1, done + 1, T)) << "moving, it is still bounded by 3 bounds in all";
+  mk::net::ProgressBound stopped;
+  stopped.start(1, 5);
+  EXPECT_FALSE(stopped.expired(1 + T / 2, 6, T));  // moved at T/2
+  EXPECT_FALSE(stopped.expired(1 + T / 2 + T, 6, T));
+  EXPECT_TRUE(stopped.expired(1 + T / 2 + T + 1, 6, T)) << "no move for a bound";
+}
