@@ -26,7 +26,10 @@
 // ran at once on replay). A graph's replays are ordered with eager calls, and
 // with other graphs, by the stream the graph is launched on, as with any
 // graph that uses a buffer: an event recorded in a capture cannot be waited
-// on outside it.
+// on outside it. The chain remembers one capture at a time: two captures on
+// two threads at once, each calling the communicator's plans, leave the first
+// one's later calls on forked streams unordered (nothing waits across
+// captures either way).
 //
 // Not thread-safe, as the plans are not: one host thread calls a plan at a time.
 // A call that begins while another thread's call of the plan is still in its

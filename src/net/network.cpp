@@ -94,7 +94,8 @@ Network::Network(Communicator& comm) : comm_(comm) {
   std::vector<int> near;
   if (cudaDeviceGetPCIBusId(pci, sizeof(pci), comm.device()) == cudaSuccess) near = net::cpus_near_gpu(pci);
   // Pin near the GPU only where the CPUs of its NUMA node that this process may run on offer two per proxy thread
-  // of every rank on this host (net::proxy_pin_cpus says why).
+  // of every rank on this host (net::proxy_pin_cpus says why). "May run on": the affinity of the thread that makes
+  // the communicator's network (its first op across nodes), which its proxy threads inherit.
   const std::vector<int> allowed = net::allowed_cpus();
   const size_t threads_on_host = static_cast<size_t>(threads) * t.host_ranks.size();
   pc.cpus = net::proxy_pin_cpus(near, allowed, threads_on_host);

