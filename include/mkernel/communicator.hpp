@@ -5,10 +5,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "device/ctx.hpp"
 #include "mkernel/bootstrap.hpp"
+#include "mkernel/comm_plan.hpp"
 #include "mkernel/launch_env.hpp"
 #include "mkernel/launch_order.hpp"
 #include "mkernel/signal_lease.hpp"
@@ -32,8 +35,9 @@ class Communicator {
   // The same; without a launcher, a single rank (device < 0: the current CUDA device).
   static std::unique_ptr<Communicator> from_env(int device = -1);
   // Collective. Destroy every plan made on it first (AgGemm, GemmRs, GemmAr, RingAttention: they hold a reference
-  // to it and release their buffers and signal words through it); nothing checks this in C++ (the C ABI's
-  // mk_comm_destroy refuses while a plan handle is open, Python's close() closes its plans first).
+  // to it and release their buffers and signal words through it); plans still alive are released here, newest
+  // first, with a warning, and their calls fail afterwards (mkernel/comm_plan.hpp). The C ABI's mk_comm_destroy
+  // refuses while a plan handle is open; Python's close() closes its plans first.
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -78,6 +82,9 @@ class Communicator {
   // The order every plan of this communicator launches in (mkernel/launch_order.hpp): calls issued on several
   // streams run in the order they were issued.
   LaunchChain& launch_chain() { return launch_chain_; }
+  // A plan made on this communicator, once its constructor succeeded; it leaves in its destructor.
+  void attach_plan(CommPlan* plan);
+  void detach_plan(CommPlan* plan) noexcept;
 
   // Throws mk::Error for a failed CUDA call, adding the device-side failure
   // record (who waited for what) when there is one.
@@ -141,6 +148,8 @@ class Communicator {
   std::unique_ptr<SignalPool> signal_pool_;
   uint64_t epoch_ = 0;
   LaunchChain launch_chain_{"the communicator's launch-order events"};
+  std::mutex plans_mu_;
+  std::vector<CommPlan*> plans_;  // alive, oldest first
 };
 
 }  // namespace mk

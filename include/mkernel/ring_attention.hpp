@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "mkernel/communicator.hpp"
+#include "mkernel/comm_plan.hpp"
 #include "mkernel/launch_order.hpp"
 #include "mkernel/trace_log.hpp"
 
@@ -40,11 +41,14 @@ struct RingAttentionOptions {
   float scale = 0.f;      // 0: 1 / sqrt(head_dim)
 };
 
-class RingAttention {
+class RingAttention final : private CommPlan {  // (registered with its communicator: mkernel/comm_plan.hpp)
  public:
   // Collective: every rank makes the same plan (checked once, here).
   RingAttention(Communicator& comm, int64_t batch, int64_t s_local, int64_t heads, int64_t kv_heads, int64_t head_dim,
                 bool causal, const RingAttentionOptions& opt = {});
+  // Collective, like the constructor: every rank destroys its plans in the same order. It synchronises this rank's
+  // device (all its work, not only the plan's), then frees the plan's symmetric memory and network region and gives
+  // its signal words back with the other ranks.
   ~RingAttention();
   RingAttention(const RingAttention&) = delete;
   RingAttention& operator=(const RingAttention&) = delete;
@@ -75,6 +79,7 @@ class RingAttention {
 
  private:
   void release() noexcept;  // the destructor's work, also when the constructor throws after reserving
+  void release_with_communicator() noexcept override;  // release(), signal words too
 
   Communicator& comm_;
   int64_t batch_, s_local_, heads_, kv_heads_, head_dim_;

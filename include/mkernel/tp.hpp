@@ -37,6 +37,7 @@
 #include <memory>
 #include <vector>
 
+#include "mkernel/comm_plan.hpp"
 #include "mkernel/launch_order.hpp"
 #include "mkernel/signal_lease.hpp"
 #include "mkernel/trace_log.hpp"
@@ -61,13 +62,16 @@ struct AgGemmOptions {
   bool join = true;       // comm CTAs join the compute role once their rows are sent
 };
 
-class AgGemm {
+class AgGemm final : private CommPlan {  // (registered with its communicator: mkernel/comm_plan.hpp)
  public:
   // a_local: [m_local x k] bf16 per rank; b: [n x k] bf16 (this rank's
   // column shard, nn.Linear layout); out: [world x m_local, n] bf16.
   // n and k multiples of 64, m_local >= 1. Nodes of equal size (up to 8
   // GPUs each, up to 16 nodes).
   AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const AgGemmOptions& opt = {});
+  // Collective, like the constructor: every rank destroys its plans in the same order. It synchronises this rank's
+  // device (all its work, not only the plan's), then frees the plan's symmetric memory and network region and gives
+  // its signal words back with the other ranks.
   ~AgGemm();
   AgGemm(const AgGemm&) = delete;
   AgGemm& operator=(const AgGemm&) = delete;
@@ -115,6 +119,7 @@ class AgGemm {
   void copy_gathered(const void* a_local, void* gathered, cudaStream_t stream);
   void copy_all_gathered(const void* a_local, void* gathered, cudaStream_t stream);
   void release() noexcept;  // the destructor's work, also when the constructor throws after reserving
+  void release_with_communicator() noexcept override;  // release(), signal words too
 
   Communicator& comm_;
   int64_t m_local_, n_, k_;
@@ -163,7 +168,7 @@ struct GemmRsOptions {
   int own_tma_store = -1;
 };
 
-class GemmRs {
+class GemmRs final : private CommPlan {  // (registered with its communicator: mkernel/comm_plan.hpp)
  public:
   // m must be a multiple of world (any rows per rank: a share that ends
   // inside a 128-row tile is computed in whole tiles, its extra rows
@@ -171,6 +176,9 @@ class GemmRs {
   // GPUs, reduced inside each node first, then one share per GPU over the
   // network (device/roles/rs_layout.hpp).
   GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const GemmRsOptions& opt = {});
+  // Collective, like the constructor: every rank destroys its plans in the same order. It synchronises this rank's
+  // device (all its work, not only the plan's), then frees the plan's symmetric memory and network region and gives
+  // its signal words back with the other ranks.
   ~GemmRs();
   GemmRs(const GemmRs&) = delete;
   GemmRs& operator=(const GemmRs&) = delete;
@@ -207,6 +215,7 @@ class GemmRs {
  private:
   LaunchOrder::Call launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream);
   void release() noexcept;  // the destructor's work, also when the constructor throws after reserving
+  void release_with_communicator() noexcept override;  // release(), signal words too
 
   Communicator& comm_;
   int64_t m_, n_, k_;
@@ -262,12 +271,15 @@ struct GemmArOptions {
   int own_tma_store = -1;
 };
 
-class GemmAr {
+class GemmAr final : private CommPlan {  // (registered with its communicator: mkernel/comm_plan.hpp)
  public:
   // m must be a multiple of world (any rows per rank); n and k_local
   // multiples of 64. At
   // most 8 ranks: N nodes of L GPUs each (equal sizes), as GemmRs.
   GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const GemmArOptions& opt = {});
+  // Collective, like the constructor: every rank destroys its plans in the same order. It synchronises this rank's
+  // device (all its work, not only the plan's), then frees the plan's symmetric memory and network region and gives
+  // its signal words back with the other ranks.
   ~GemmAr();
   GemmAr(const GemmAr&) = delete;
   GemmAr& operator=(const GemmAr&) = delete;
@@ -306,6 +318,7 @@ class GemmAr {
  private:
   LaunchOrder::Call launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream);
   void release() noexcept;  // the destructor's work, also when the constructor throws after reserving
+  void release_with_communicator() noexcept override;  // release(), signal words too
 
   Communicator& comm_;
   int64_t m_, n_, k_;

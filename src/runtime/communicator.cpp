@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -230,7 +231,34 @@ void Communicator::init(int device, int launcher_local_rank) {
   }
 }
 
+void Communicator::attach_plan(CommPlan* plan) {
+  const std::lock_guard<std::mutex> g(plans_mu_);
+  plans_.push_back(plan);
+}
+
+void Communicator::detach_plan(CommPlan* plan) noexcept {
+  const std::lock_guard<std::mutex> g(plans_mu_);
+  const auto it = std::find(plans_.begin(), plans_.end(), plan);
+  if (it != plans_.end()) plans_.erase(it);
+}
+
 Communicator::~Communicator() {
+  // Plans still alive are released first, newest first, while everything they release through is here
+  // (mkernel/comm_plan.hpp); every rank holds the same plans, made in the same order.
+  std::vector<CommPlan*> alive;
+  {
+    const std::lock_guard<std::mutex> g(plans_mu_);
+    alive.swap(plans_);
+  }
+  if (!alive.empty())
+    warn_noexcept([&] {
+      return cat("rank ", rank(), ": destroying the communicator with ", alive.size(), " of its plans still alive: ",
+                 "they are released now, and their calls fail; destroy plans before their communicator");
+    });
+  for (auto it = alive.rbegin(); it != alive.rend(); ++it) {
+    (*it)->release_with_communicator();
+    (*it)->gone_ = true;
+  }
   try {
     // This rank's kernels end before their memory goes (a VMM unmap does not
     // wait for them; their waits are bounded). A synchronisation refused

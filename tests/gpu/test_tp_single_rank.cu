@@ -216,6 +216,37 @@ TEST_P(TpSingleRank, TwoCallsCapturedOnForkedStreamsAreOrderedInTheGraph) {
   cudaEventDestroy(join);
 }
 
+// Plans that outlive their communicator (declared before it in a struct): the communicator's destruction releases
+// them, newest first, saying so; a later call fails naming why, and their destruction does nothing more. Before
+// 2026-12-06 a plan's destructor used the destroyed communicator (a crash).
+TEST(TpPlanLifetime, PlansOutlivingTheirCommunicatorAreReleasedWithIt) {
+  auto c = mk::Communicator::from_env();
+  ASSERT_EQ(c->world(), 1);
+  auto ag = std::make_unique<mk::AgGemm>(*c, kM, kN, kK);
+  auto ar = std::make_unique<mk::GemmAr>(*c, kM, kN, kK);
+  Buf a(kM * kK * 2), b(kN * kK * 2), out(kM * kN * 2);
+  random_bf16(a.p, kM * kK, 701);
+  random_bf16(b.p, kN * kK, 702);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ar->run(a.p, b.p, out.p, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  testing::internal::CaptureStderr();
+  c.reset();
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("destroying the communicator with 2 of its plans still alive: they are released now"),
+            std::string::npos) << said;
+  std::string error;
+  try {
+    ar->run(a.p, b.p, out.p, nullptr);
+  } catch (const mk::Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("GemmAr: the plan's communicator was destroyed"), std::string::npos) << error;
+  ar.reset();
+  ag.reset();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
 // A CUDA call that the library makes and that fails without the device
 // failing (here refused, while a stream capture in global mode is open on this
 // thread) is reported once: the library's own static runtime keeps no error

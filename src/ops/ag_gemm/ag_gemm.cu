@@ -154,6 +154,7 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
     // (non-blocking streams do not wait for it): plan creation is setup time.
     MK_DEVICE_SYNC(cat("rank ", comm.rank(), ": AgGemm plan setup"));
   }, [&] { release(); });
+  tp::undo_on_throw([&] { comm.attach_plan(this); }, [&] { release(); });  // (mkernel/comm_plan.hpp)
   // MK_LOG=debug: what this plan chose (made on every rank alike).
   if (log_level() >= LogLevel::Debug)
     log(LogLevel::Debug,
@@ -165,7 +166,16 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
                          rows_per_chunk_, " rows per chunk")));
 }
 
-AgGemm::~AgGemm() { release(); }
+AgGemm::~AgGemm() {
+  if (communicator_gone()) return;  // (released with its communicator: mkernel/comm_plan.hpp)
+  comm_.detach_plan(this);
+  release();
+}
+
+void AgGemm::release_with_communicator() noexcept {
+  release();
+  signals_.reset();
+}
 
 void AgGemm::release() noexcept {
   tp::settle_before_frees(comm_, "an AgGemm plan");
@@ -180,7 +190,7 @@ void AgGemm::release() noexcept {
 }
 
 LaunchOrder::Call AgGemm::launch(const void* a_local, const void* b, void* out, bool compute, cudaStream_t stream) {
-  tp::check_current_device(comm_, "AgGemm");
+  tp::check_plan_usable(communicator_gone(), comm_, "AgGemm");
   const Topology& t = comm_.topology();
   const int64_t m = int64_t(t.world) * m_local_;
   if (!a_local || !aligned16(a_local)) fail("AgGemm: a_local must be a 16-byte aligned device pointer (got ", a_local, ")");
@@ -290,11 +300,11 @@ LaunchOrder::Call AgGemm::launch(const void* a_local, const void* b, void* out, 
 // Indexed by CTA (the grid index less the delivery agents'): room for every grid (at most one CTA per SM).
 // The trace's buffer lives on, and is sized for, the plan's device, which must be current (as for run()).
 void AgGemm::enable_trace(int events_per_cta) {
-  tp::check_current_device(comm_, "AgGemm::enable_trace");
+  tp::check_plan_usable(communicator_gone(), comm_, "AgGemm::enable_trace");
   trace_.enable(gemm::num_sms(), events_per_cta, captured_);
 }
 std::vector<TraceEvent> AgGemm::read_trace() const {
-  tp::check_current_device(comm_, "AgGemm::read_trace");  // it synchronises the current device
+  tp::check_plan_usable(communicator_gone(), comm_, "AgGemm::read_trace");  // it synchronises the current device
   return trace_.read();
 }
 

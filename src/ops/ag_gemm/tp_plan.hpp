@@ -225,6 +225,13 @@ inline void check_current_device(const Communicator& comm, const char* op) {
          comm.device(), ": make it current (cudaSetDevice / torch.cuda.set_device) before the call");
 }
 
+// check_current_device for a plan, which first refuses a plan whose communicator was destroyed
+// (mkernel/comm_plan.hpp).
+inline void check_plan_usable(bool communicator_gone, const Communicator& comm, const char* op) {
+  if (communicator_gone) fail(op, ": the plan's communicator was destroyed (the plan was released with it)");
+  check_current_device(comm, op);
+}
+
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // A plan's whole grid: 2..sms CTAs; `opt_ctas` 0 when the grid is the default (every SM but `free_sms`, left to

@@ -178,6 +178,7 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
                                           gemm::kBlockN * 2);
     MK_DEVICE_SYNC(cat("rank ", comm.rank(), ": GemmAr plan setup"));  // the plan's memsets before any stream's launch
   }, [&] { release(); });
+  tp::undo_on_throw([&] { comm.attach_plan(this); }, [&] { release(); });  // (mkernel/comm_plan.hpp)
   // MK_LOG=debug: what this plan chose (made on every rank alike).
   if (log_level() >= LogLevel::Debug)
     log(LogLevel::Debug,
@@ -192,7 +193,16 @@ GemmAr::GemmAr(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
                           : "; all_reduce(): none (no room for its Reduce CTAs)"));
 }
 
-GemmAr::~GemmAr() { release(); }
+GemmAr::~GemmAr() {
+  if (communicator_gone()) return;  // (released with its communicator: mkernel/comm_plan.hpp)
+  comm_.detach_plan(this);
+  release();
+}
+
+void GemmAr::release_with_communicator() noexcept {
+  release();
+  os_signals_.reset();
+}
 
 void GemmAr::release() noexcept {
   tp::settle_before_frees(comm_, "a GemmAr plan");
@@ -255,7 +265,7 @@ gemm::GemmParams one_shot_params(const Topology& t, const DeviceCtx& ctx, const 
 }  // namespace
 
 LaunchOrder::Call GemmAr::launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream) {
-  tp::check_current_device(comm_, "GemmAr");
+  tp::check_plan_usable(communicator_gone(), comm_, "GemmAr");
   const Topology& t = comm_.topology();
   const bool compute = x == nullptr;
   const int64_t out_bytes = m_ * n_ * 2;
@@ -393,11 +403,11 @@ LaunchOrder::Call GemmAr::launch(const void* a, const void* b, const void* x, vo
 // Indexed by CTA (the grid index less the delivery agents'): room for every grid (at most one CTA per SM).
 // The trace's buffer lives on, and is sized for, the plan's device, which must be current (as for run()).
 void GemmAr::enable_trace(int events_per_cta) {
-  tp::check_current_device(comm_, "GemmAr::enable_trace");
+  tp::check_plan_usable(communicator_gone(), comm_, "GemmAr::enable_trace");
   trace_.enable(gemm::num_sms(), events_per_cta, captured_);
 }
 std::vector<TraceEvent> GemmAr::read_trace() const {
-  tp::check_current_device(comm_, "GemmAr::read_trace");  // it synchronises the current device
+  tp::check_plan_usable(communicator_gone(), comm_, "GemmAr::read_trace");  // it synchronises the current device
   return trace_.read();
 }
 

@@ -120,6 +120,7 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
     // (non-blocking streams do not wait for it): plan creation is setup time.
     MK_DEVICE_SYNC(cat("rank ", comm.rank(), ": GemmRs plan setup"));
   }, [&] { release(); });
+  tp::undo_on_throw([&] { comm.attach_plan(this); }, [&] { release(); });  // (mkernel/comm_plan.hpp)
   // MK_LOG=debug: what this plan chose (made on every rank alike).
   if (log_level() >= LogLevel::Debug)
     log(LogLevel::Debug,
@@ -132,7 +133,15 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
                                      : "; reduce_scatter(): none (no room for its Reduce CTAs)")));
 }
 
-GemmRs::~GemmRs() { release(); }
+GemmRs::~GemmRs() {
+  if (communicator_gone()) return;  // (released with its communicator: mkernel/comm_plan.hpp)
+  comm_.detach_plan(this);
+  release();
+}
+
+void GemmRs::release_with_communicator() noexcept {
+  release();
+}
 
 void GemmRs::release() noexcept {
   tp::settle_before_frees(comm_, "a GemmRs plan");
@@ -146,7 +155,7 @@ void GemmRs::release() noexcept {
 }
 
 LaunchOrder::Call GemmRs::launch(const void* a, const void* b, const void* x, void* out, cudaStream_t stream) {
-  tp::check_current_device(comm_, "GemmRs");
+  tp::check_plan_usable(communicator_gone(), comm_, "GemmRs");
   const Topology& t = comm_.topology();
   const int64_t rows = m_ / t.world;
   const bool compute = x == nullptr;
@@ -220,11 +229,11 @@ LaunchOrder::Call GemmRs::launch(const void* a, const void* b, const void* x, vo
 // Indexed by CTA (the grid index less the delivery agents'): room for every grid (at most one CTA per SM).
 // The trace's buffer lives on, and is sized for, the plan's device, which must be current (as for run()).
 void GemmRs::enable_trace(int events_per_cta) {
-  tp::check_current_device(comm_, "GemmRs::enable_trace");
+  tp::check_plan_usable(communicator_gone(), comm_, "GemmRs::enable_trace");
   trace_.enable(gemm::num_sms(), events_per_cta, captured_);
 }
 std::vector<TraceEvent> GemmRs::read_trace() const {
-  tp::check_current_device(comm_, "GemmRs::read_trace");  // it synchronises the current device
+  tp::check_plan_usable(communicator_gone(), comm_, "GemmRs::read_trace");  // it synchronises the current device
   return trace_.read();
 }
 

@@ -150,6 +150,7 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
     // the legacy-stream memset before any launch (setup time)
     MK_DEVICE_SYNC(cat("rank ", comm.rank(), ": RingAttention plan setup"));
   }, [&] { release(); });
+  tp::undo_on_throw([&] { comm.attach_plan(this); }, [&] { release(); });  // (mkernel/comm_plan.hpp)
   // MK_LOG=debug: what this plan chose (made on every rank alike).
   if (log_level() >= LogLevel::Debug)
     log(LogLevel::Debug,
@@ -158,7 +159,16 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
             ": ", num_ctas_, " CTAs, ", num_comm_, " of them moving K/V"));
 }
 
-RingAttention::~RingAttention() { release(); }
+RingAttention::~RingAttention() {
+  if (communicator_gone()) return;  // (released with its communicator: mkernel/comm_plan.hpp)
+  comm_.detach_plan(this);
+  release();
+}
+
+void RingAttention::release_with_communicator() noexcept {
+  release();
+  signals_.reset();
+}
 
 void RingAttention::release() noexcept {
   tp::settle_before_frees(comm_, "a RingAttention plan");
@@ -169,12 +179,12 @@ void RingAttention::release() noexcept {
 
 // The trace's buffer lives on, and is sized for, the plan's device, which must be current (as for run()).
 void RingAttention::enable_trace(int events_per_cta) {
-  tp::check_current_device(comm_, "RingAttention::enable_trace");
+  tp::check_plan_usable(communicator_gone(), comm_, "RingAttention::enable_trace");
   trace_.enable(num_ctas_, events_per_cta, captured_);
 }
 
 std::vector<RingAttention::TraceEvent> RingAttention::read_trace() const {
-  tp::check_current_device(comm_, "RingAttention::read_trace");  // it synchronises the current device
+  tp::check_plan_usable(communicator_gone(), comm_, "RingAttention::read_trace");  // it synchronises the current device
   return trace_.read();
 }
 
@@ -189,7 +199,7 @@ int64_t RingAttention::network_bytes_sent() const {
 }
 
 void RingAttention::run(const void* q, const void* k, const void* v, void* out, float* lse, cudaStream_t stream) {
-  tp::check_current_device(comm_, "RingAttention");
+  tp::check_plan_usable(communicator_gone(), comm_, "RingAttention");
   const Topology& t = comm_.topology();
   const int world = t.world;
   AttentionArgs a{.q = q, .k = k, .v = v, .out = out, .lse = lse, .batch = batch_, .seq_q = s_local_,
