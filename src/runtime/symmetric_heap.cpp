@@ -373,7 +373,12 @@ void SymmetricHeap::release(Alloc& a) {
 }
 
 void SymmetricHeap::free(SymmetricBuffer* buf) {
-  const auto it = std::find_if(allocs_.begin(), allocs_.end(), [&](const auto& a) { return &a->buf == buf; });
+  // (matched by its memory, not by the object's address: SymmetricBuffer is a plain struct, and a copy of the one
+  // alloc_symmetric returned, `auto b = comm.alloc_symmetric(n)`, was refused on every rank, the memory then kept
+  // until the communicator closed)
+  const auto it = std::find_if(allocs_.begin(), allocs_.end(), [&](const auto& a) {
+    return &a->buf == buf || (buf->local && a->buf.local == buf->local && a->buf.bytes == buf->bytes);
+  });
   // Tagged: a peer in another collective's status step (alloc's, a network registration's plain "ok:") is out
   // of step, not a success. An ok answer carries the buffer's allocation number (the same on every rank: every
   // rank numbers its allocations in the same collective order), so ranks freeing different buffers (another

@@ -255,6 +255,17 @@ TEST(Dist, SymmetricFreesOfDifferentBuffersFailOnEveryRank) {
 // Before session 47 the unwinding rank skipped the exchange alone: its next
 // collective met its peers' lease exchange ("out of step"), and the pools
 // could go apart.
+// A copy of a buffer frees it: the buffer is matched by its memory, not by the object's address (before
+// 2026-12-06 `auto buf = comm.alloc_symmetric(n); comm.free_symmetric(buf);` failed on every rank, "not allocated
+// by this communicator", and the memory stayed until the communicator closed).
+TEST(Dist, ACopyOfASymmetricBufferFreesIt) {
+  const uint64_t before = comm().symmetric_bytes();
+  SymmetricBuffer copy = comm().alloc_symmetric(1 << 16);
+  EXPECT_GT(comm().symmetric_bytes(), before);
+  EXPECT_NO_THROW(comm().free_symmetric(copy));
+  EXPECT_EQ(comm().symmetric_bytes(), before);
+}
+
 TEST(Dist, SignalsReleasedWhileOneRankUnwindsStayInStep) {
   Communicator& c = comm();
   int first = -1;
