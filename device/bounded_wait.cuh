@@ -9,9 +9,9 @@
 // own pipeline) it traps.
 #pragma once
 
-#include "device/ptx.cuh"
-#include "device/mbarrier.cuh"
-#include "device/signals.cuh"
+#include "ptx.cuh"
+#include "mbarrier.cuh"
+#include "signals.cuh"
 
 namespace mk::dev {
 

@@ -15,8 +15,8 @@
 
 #include <cstdint>
 
-#include "device/mbarrier.cuh"
-#include "device/signals.cuh"
+#include "mbarrier.cuh"
+#include "signals.cuh"
 
 namespace mk::dev {
 

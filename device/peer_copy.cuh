@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
-#include "device/ptx.cuh"
-#include "device/signals.cuh"
+#include "ptx.cuh"
+#include "signals.cuh"
 
 namespace mk::dev {
 

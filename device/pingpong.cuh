@@ -7,8 +7,8 @@
 // base grows with every call (epoch * rounds), so signals are never reset.
 #pragma once
 
-#include "device/ctx.hpp"
-#include "device/signals.cuh"
+#include "ctx.hpp"
+#include "signals.cuh"
 
 namespace mk::dev {
 

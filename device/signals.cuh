@@ -10,8 +10,8 @@
 
 #include <cstdio>
 
-#include "device/ctx.hpp"
-#include "device/ptx.cuh"
+#include "ctx.hpp"
+#include "ptx.cuh"
 
 namespace mk::dev {
 

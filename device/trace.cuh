@@ -1,8 +1,8 @@
 // mkernel: records one event of the device event log (device/trace.hpp).
 #pragma once
 
-#include "device/ptx.cuh"
-#include "device/trace.hpp"
+#include "ptx.cuh"
+#include "trace.hpp"
 
 namespace mk::dev {
 

@@ -2,7 +2,7 @@
 # mkernel from a C++ project's side, the two usual ways (no GPU needed):
 #   install   `cmake --install BUILD --prefix` a scratch prefix, then configure, build and run tests/cpu/consumer
 #             against it (find_package(mkernel CONFIG), mkernel::mkernel, the C ABI, the C++ API, a kernel on the
-#             installed device headers);
+#             installed device headers, its own device/ folder first on its include path);
 #   subdir    configure tests/cpu/subproject, which takes this tree with add_subdirectory: mkernel must make its
 #             library alone there (no test or benchmark targets) and the target mkernel::mkernel.
 # Usage: tools/check_cmake_consumers.sh install|subdir BUILD_DIR [CMAKE]
@@ -18,7 +18,7 @@ trap 'rm -rf "$tmp"' EXIT
 case "$mode" in
   install)
     "$cmake" --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log" || { cat "$tmp/install.log"; exit 1; }
-    for f in include/mkernel/mkernel.h include/mkernel/tp.hpp include/mkernel-device/device/signals.cuh \
+    for f in include/mkernel/mkernel.h include/mkernel/tp.hpp include/mkernel/device/signals.cuh \
              lib/cmake/mkernel/mkernelConfig.cmake; do
       [ -f "$tmp/prefix/$f" ] || { echo "FAIL: the install has no $f"; exit 1; }
     done

@@ -56,12 +56,12 @@
 
 #include <type_traits>
 
-#include "device/attention/attn_mma.cuh"
-#include "device/attention/attn_params.hpp"
-#include "device/attention/attn_walk.hpp"
-#include "device/bounded_wait.cuh"
-#include "device/fragment.cuh"
-#include "device/trace.cuh"
+#include "attn_mma.cuh"
+#include "attn_params.hpp"
+#include "attn_walk.hpp"
+#include "../bounded_wait.cuh"
+#include "../fragment.cuh"
+#include "../trace.cuh"
 
 namespace mk::attn {
 

@@ -6,7 +6,7 @@
 // every instruction of the hot loop visible, seconds to compile).
 #pragma once
 
-#include "device/gemm/sm90.cuh"
+#include "../gemm/sm90.cuh"
 
 namespace mk::dev::sm90 {
 

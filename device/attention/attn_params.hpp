@@ -18,8 +18,8 @@
 
 #include <cstdint>
 
-#include "device/ctx.hpp"
-#include "device/trace.hpp"
+#include "../ctx.hpp"
+#include "../trace.hpp"
 
 namespace mk::attn {
 

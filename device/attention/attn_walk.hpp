@@ -5,7 +5,7 @@
 // No CUDA-only syntax.
 #pragma once
 
-#include "device/attention/attn_params.hpp"
+#include "attn_params.hpp"
 
 namespace mk::attn::detail {
 

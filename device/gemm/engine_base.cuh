@@ -6,13 +6,13 @@
 // include it.
 #pragma once
 
-#include "device/bounded_wait.cuh"
-#include "device/bulk_copy.cuh"
-#include "device/fragment.cuh"
-#include "device/gemm/gemm_params.hpp"
-#include "device/gemm/sm90.cuh"
-#include "device/net/net.cuh"
-#include "device/signals.cuh"
+#include "../bounded_wait.cuh"
+#include "../bulk_copy.cuh"
+#include "../fragment.cuh"
+#include "gemm_params.hpp"
+#include "sm90.cuh"
+#include "../net/net.cuh"
+#include "../signals.cuh"
 
 namespace mk::gemm::detail {
 

@@ -5,7 +5,7 @@
 // asynchronous (storer thread) epilogues, and split tiles.
 #pragma once
 
-#include "device/gemm/engine_base.cuh"
+#include "engine_base.cuh"
 
 namespace mk::gemm::detail {
 

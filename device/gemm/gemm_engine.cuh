@@ -34,9 +34,9 @@
 // ~4000 since the stmatrix epilogue (gemm-epilogue-20261202.md).
 #pragma once
 
-#include "device/gemm/engine_base.cuh"
-#include "device/gemm/epilogue.cuh"
-#include "device/trace.cuh"
+#include "engine_base.cuh"
+#include "epilogue.cuh"
+#include "../trace.cuh"
 
 namespace mk::gemm {
 

@@ -14,10 +14,10 @@
 
 #include <cstdint>
 
-#include "device/ctx.hpp"
-#include "device/net/net_ctx.hpp"
-#include "device/sched/tile_scheduler.hpp"
-#include "device/trace.hpp"
+#include "../ctx.hpp"
+#include "../net/net_ctx.hpp"
+#include "../sched/tile_scheduler.hpp"
+#include "../trace.hpp"
 
 namespace mk::gemm {
 

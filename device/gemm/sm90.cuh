@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "device/mbarrier.cuh"
+#include "../mbarrier.cuh"
 
 namespace mk::dev::sm90 {
 

@@ -51,10 +51,10 @@
 
 #include <cuda_runtime_api.h>
 
-#include "device/epoch.cuh"
-#include "device/net/net_ctx.hpp"
-#include "device/peer_copy.cuh"
-#include "device/signals.cuh"
+#include "../epoch.cuh"
+#include "net_ctx.hpp"
+#include "../peer_copy.cuh"
+#include "../signals.cuh"
 
 namespace mk::net {
 

@@ -22,7 +22,7 @@
 
 #include <cstdint>
 
-#include "device/ctx.hpp"
+#include "../ctx.hpp"
 
 namespace mk::net {
 

@@ -14,7 +14,7 @@
 
 #include <cstdint>
 
-#include "device/net/cmd.hpp"
+#include "cmd.hpp"
 
 
 namespace mk::net {

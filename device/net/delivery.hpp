@@ -38,8 +38,8 @@
 
 #include <cstdint>
 
-#include "device/ctx.hpp"
-#include "device/net/cmd.hpp"
+#include "../ctx.hpp"
+#include "cmd.hpp"
 
 namespace mk::net {
 

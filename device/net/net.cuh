@@ -10,8 +10,8 @@
 // Regions are ids from Network::register_buffer (0 = the signal region).
 #pragma once
 
-#include "device/net/net_ctx.hpp"
-#include "device/signals.cuh"
+#include "net_ctx.hpp"
+#include "../signals.cuh"
 
 namespace mk::net {
 

@@ -3,8 +3,8 @@
 
 #include <cstdint>
 
-#include "device/net/cmd_queue.hpp"
-#include "device/net/delivery.hpp"
+#include "cmd_queue.hpp"
+#include "delivery.hpp"
 
 namespace mk::net {
 

@@ -37,10 +37,10 @@
 //   network are read by the bulk copier (async proxy) after a proxy fence.
 #pragma once
 
-#include "device/bulk_copy.cuh"
-#include "device/net/net.cuh"
-#include "device/roles/claims.hpp"
-#include "device/signals.cuh"
+#include "../bulk_copy.cuh"
+#include "../net/net.cuh"
+#include "claims.hpp"
+#include "../signals.cuh"
 
 namespace mk::roles {
 

@@ -34,11 +34,11 @@
 // landed (the rail peer waited for its signal).
 #pragma once
 
-#include "device/bulk_copy.cuh"
-#include "device/roles/claims.hpp"
-#include "device/roles/reduce_scatter.cuh"
-#include "device/roles/rs_layout.hpp"
-#include "device/signals.cuh"
+#include "../bulk_copy.cuh"
+#include "claims.hpp"
+#include "reduce_scatter.cuh"
+#include "rs_layout.hpp"
+#include "../signals.cuh"
 
 namespace mk::roles {
 

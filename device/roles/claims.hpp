@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "device/ctx.hpp"
+#include "../ctx.hpp"
 
 namespace mk::roles {
 

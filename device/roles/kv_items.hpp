@@ -11,8 +11,8 @@
 
 #include <cstdint>
 
-#include "device/ctx.hpp"
-#include "device/roles/claims.hpp"
+#include "../ctx.hpp"
+#include "claims.hpp"
 
 namespace mk::roles {
 

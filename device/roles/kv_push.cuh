@@ -38,11 +38,11 @@
 // its kernel with the attention engine).
 #pragma once
 
-#include "device/gemm/sm90.cuh"
-#include "device/roles/kv_items.hpp"
-#include "device/net/net.cuh"
-#include "device/signals.cuh"
-#include "device/trace.cuh"
+#include "../gemm/sm90.cuh"
+#include "kv_items.hpp"
+#include "../net/net.cuh"
+#include "../signals.cuh"
+#include "../trace.cuh"
 
 namespace mk::roles {
 

@@ -45,12 +45,12 @@
 //   with the GEMM engine).
 #pragma once
 
-#include "device/bulk_copy.cuh"
-#include "device/gemm/sm90.cuh"
-#include "device/net/net.cuh"
-#include "device/roles/claims.hpp"
-#include "device/roles/rs_layout.hpp"
-#include "device/signals.cuh"
+#include "../bulk_copy.cuh"
+#include "../gemm/sm90.cuh"
+#include "../net/net.cuh"
+#include "claims.hpp"
+#include "rs_layout.hpp"
+#include "../signals.cuh"
 
 namespace mk::roles {
 

@@ -41,7 +41,7 @@
 
 #include <cstdint>
 
-#include "device/ctx.hpp"
+#include "../ctx.hpp"
 
 namespace mk::rs {
 

@@ -42,7 +42,7 @@
 
 #include <cstdint>
 
-#include "device/ctx.hpp"
+#include "../ctx.hpp"
 
 namespace mk::sched {
 

@@ -1,6 +1,6 @@
-// The header-only device API, from the installed include/mkernel-device/: a kernel that waits on a signal word
-// and publishes another (compiled and linked, not launched: the test machine has no GPU).
-#include <device/signals.cuh>
+// The header-only device API, installed in include/mkernel/device/: a kernel that waits on a signal word and
+// publishes another (compiled and linked, not launched: the test machine has no GPU).
+#include <mkernel/device/signals.cuh>
 
 __global__ void consumer_relay(mk::DeviceCtx ctx, uint64_t* in, uint64_t* out, uint64_t expected) {
   if (threadIdx.x == 0) {
