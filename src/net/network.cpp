@@ -47,14 +47,9 @@ Network::Network(Communicator& comm) : comm_(comm) {
     const std::string err =
         step_status::step_error(got, t.rank, "creating the network", "could not open its transport");
     if (!err.empty()) fail(err);
-    if (i == 0) {
-      name_ = transports[0]->name();
-      const auto names = step_status::payloads(std::move(got));
-      for (int r = 0; r < t.world; ++r)
-        if (names[r] != names[t.rank])
-          fail("ranks chose different network transports (rank ", t.rank, ": ", names[t.rank], ", rank ", r, ": ",
-               names[r], "); set MK_NET (and for fabric MK_FI_PROVIDER) the same on every rank");
-    }
+    if (i == 0) name_ = transports[0]->name();
+    // (every thread's: before 2026-12-06 thread 0's only, so a later thread's other fallback went unnoticed)
+    net::check_transport_kinds(step_status::payloads(std::move(got)), t.rank, i, net::transport_kind(name_));
     transports.back()->connect(comm.bootstrap(), peers_);
   }
   // NOTES: emu needed eager module loading until its proxy stopped calling

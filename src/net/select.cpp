@@ -58,6 +58,18 @@ std::string transport_kind(const std::string& name) {
   return family;
 }
 
+void check_transport_kinds(const std::vector<std::string>& kinds, int rank, int thread,
+                           const std::string& thread0_kind) {
+  const std::string where = thread > 0 ? cat(" for proxy thread ", thread) : std::string();
+  for (size_t r = 0; r < kinds.size(); ++r)
+    if (kinds[r] != kinds[static_cast<size_t>(rank)])
+      fail("ranks chose different network transports", where, " (rank ", rank, ": ", kinds[static_cast<size_t>(rank)],
+           ", rank ", r, ": ", kinds[r], "); set MK_NET (and for fabric MK_FI_PROVIDER) the same on every rank");
+  if (thread > 0 && kinds[static_cast<size_t>(rank)] != thread0_kind)
+    fail("proxy thread ", thread, " opened another network transport (", kinds[static_cast<size_t>(rank)],
+         ") than thread 0 (", thread0_kind, "), on every rank alike; set MK_NET to one transport, or MK_NET_THREADS=1");
+}
+
 // emu delivers with CTAs of the op's own grid (device/net/agent.cuh): an
 // SM each (MK_EMU_AGENTS). fabric's signal-add kernels run beside the grid; under MPS other
 // processes' kernels share the GPU at the same time, and 1-4 SMs left free

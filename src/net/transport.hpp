@@ -177,6 +177,12 @@ std::string work_queue_cause();
 // (RC and SRD queue pairs cannot either); not the device ("verbs:mlx5_0" on one rank, "verbs:mlx5_3" on
 // another is fine).
 std::string transport_kind(const std::string& name);
+// Throws unless every rank's transport kind for proxy thread `thread` (kinds[r], from transport_kind) is the same,
+// and, past thread 0, the same as this rank's thread 0's (`thread0_kind`): MK_NET=auto may open another transport
+// on a later thread (one that opened once and then failed), and the rest of the network layer (its name, the SMs
+// it leaves free) goes by thread 0's.
+void check_transport_kinds(const std::vector<std::string>& kinds, int rank, int thread,
+                           const std::string& thread0_kind);
 // The family of a transport's name(): "emu", "fabric", "verbs" (the name without its details).
 inline std::string transport_family(const std::string& name) { return name.substr(0, name.find_first_of(" :(")); }
 std::string work_queue_warning(const std::string& net_family, bool proxy_calls_cuda, bool mps,

@@ -7,7 +7,9 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "mkernel/error.hpp"
 #include "src/net/transport.hpp"
 #include "src/ops/ag_gemm/tp_plan.hpp"
 
@@ -102,3 +104,27 @@ TEST(NetTransportKind, FabricProvidersAndVerbsQueuePairKindsDifferDevicesDoNot) 
 }
 
 }  // namespace
+
+// Every proxy thread's transport kind is compared across ranks (thread 0's only, before 2026-12-06), and a later
+// thread's must be thread 0's, which the network layer goes by.
+TEST(NetTransportKind, EveryProxyThreadsKindMustAgree) {
+  using mk::net::check_transport_kinds;
+  auto error = [](const std::vector<std::string>& kinds, int thread, const std::string& thread0) {
+    try {
+      check_transport_kinds(kinds, 0, thread, thread0);
+    } catch (const mk::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error({"verbs", "verbs"}, 0, "verbs"), "");
+  EXPECT_EQ(error({"verbs", "verbs"}, 1, "verbs"), "");
+  EXPECT_NE(error({"verbs", "fabric:tcp"}, 1, "verbs").find("ranks chose different network transports for proxy "
+                                                            "thread 1 (rank 0: verbs, rank 1: fabric:tcp)"),
+            std::string::npos);
+  EXPECT_NE(error({"fabric:tcp", "fabric:tcp"}, 1, "verbs").find("proxy thread 1 opened another network transport "
+                                                                 "(fabric:tcp) than thread 0 (verbs)"),
+            std::string::npos);
+  EXPECT_NE(error({"emu", "verbs"}, 0, "emu").find("ranks chose different network transports (rank 0: emu"),
+            std::string::npos);
+}
