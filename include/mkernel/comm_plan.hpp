@@ -21,6 +21,9 @@ class CommPlan {
   ~CommPlan() = default;
   // Whether the communicator released this plan as it was destroyed (the plan must not touch it any more).
   bool communicator_gone() const noexcept { return gone_; }
+  // For the plan's destructor: leaves `comm` and returns true (then release), or false where the communicator
+  // released the plan already (nothing left to do).
+  bool leave_communicator(Communicator& comm) noexcept;
   // The plan's destructor's collective work, for the communicator's destructor: release everything held through
   // the communicator, signal words included.
   virtual void release_with_communicator() noexcept = 0;

@@ -242,6 +242,12 @@ void Communicator::detach_plan(CommPlan* plan) noexcept {
   if (it != plans_.end()) plans_.erase(it);
 }
 
+bool CommPlan::leave_communicator(Communicator& comm) noexcept {
+  if (gone_) return false;
+  comm.detach_plan(this);
+  return true;
+}
+
 Communicator::~Communicator() {
   // Plans still alive are released first, newest first, while everything they release through is here
   // (mkernel/comm_plan.hpp); every rank holds the same plans, made in the same order.

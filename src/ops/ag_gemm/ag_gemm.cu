@@ -167,9 +167,7 @@ AgGemm::AgGemm(Communicator& comm, int64_t m_local, int64_t n, int64_t k, const 
 }
 
 AgGemm::~AgGemm() {
-  if (communicator_gone()) return;  // (released with its communicator: mkernel/comm_plan.hpp)
-  comm_.detach_plan(this);
-  release();
+  if (leave_communicator(comm_)) release();  // (else released with its communicator: mkernel/comm_plan.hpp)
 }
 
 void AgGemm::release_with_communicator() noexcept {

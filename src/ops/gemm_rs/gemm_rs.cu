@@ -134,9 +134,7 @@ GemmRs::GemmRs(Communicator& comm, int64_t m, int64_t n, int64_t k_local, const 
 }
 
 GemmRs::~GemmRs() {
-  if (communicator_gone()) return;  // (released with its communicator: mkernel/comm_plan.hpp)
-  comm_.detach_plan(this);
-  release();
+  if (leave_communicator(comm_)) release();  // (else released with its communicator: mkernel/comm_plan.hpp)
 }
 
 void GemmRs::release_with_communicator() noexcept {

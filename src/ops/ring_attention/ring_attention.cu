@@ -160,9 +160,7 @@ RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local,
 }
 
 RingAttention::~RingAttention() {
-  if (communicator_gone()) return;  // (released with its communicator: mkernel/comm_plan.hpp)
-  comm_.detach_plan(this);
-  release();
+  if (leave_communicator(comm_)) release();  // (else released with its communicator: mkernel/comm_plan.hpp)
 }
 
 void RingAttention::release_with_communicator() noexcept {
