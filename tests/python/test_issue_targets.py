@@ -231,6 +231,17 @@ def _rewrite_tables(text, header_cells, row_cells):
     return "\n".join(out) + "\n"
 
 
+def _ring_2x2_report(tmp_path, edit=lambda text: text):
+    """A 2x2 emu ring report (tools/issue_bench.sh multi-ring's --quick grid: B 1, S_local 8k) made from the
+    2026-12-01 2x1 one, `edit` applied to its text; written to tmp_path, its path returned."""
+    src = open(RES / "torch-ring-attn-20261201T102203Z.md").read()
+    text = edit(_rewrite_tables(src, lambda h: h, lambda h, cs: [c.replace("2x1 emu", "2x2 emu") for c in cs]))
+    f = tmp_path / "torch-ring-attn-20261207T000000Z.md"
+    f.write_text("\n".join(line for line in text.splitlines()
+                           if not line.startswith("| 2x2") or " | 1 | " in line and " | 8192 | " in line))
+    return f
+
+
 def _edit_rows(text, match, cells):
     """A report's text with `cells` (column name -> new text) set in the table rows `match(row dict)` accepts."""
     def row(header, cs):
@@ -690,11 +701,7 @@ def test_runs_of_more_gpus_are_judged_on_issue_9s_quick_grid_and_its_layouts_req
     # A 2x2 ring report (tools/issue_bench.sh multi-ring: --quick, B 1 and S_local 8k) was held to issue 7's whole
     # grid (36 "no row" misses), and the judge said nothing of the layouts and ops issue 9 still lacked, while
     # asking for 1x2 / 2x1 reports the run was not about.
-    src = open(RES / "torch-ring-attn-20261201T102203Z.md").read()
-    text = _rewrite_tables(src, lambda h: h, lambda h, cs: [c.replace("2x1 emu", "2x2 emu") for c in cs])
-    f = tmp_path / "torch-ring-attn-20261207T000000Z.md"
-    f.write_text("\n".join(line for line in text.splitlines()
-                           if not line.startswith("| 2x2") or " | 1 | " in line and " | 8192 | " in line))
+    f = _ring_2x2_report(tmp_path)
     c = it.Checks()
     it.check_ring([str(f)], c)
     it.need_absent(c)

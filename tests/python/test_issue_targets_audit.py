@@ -9,7 +9,8 @@ import pathlib
 import shutil
 
 from test_issue_targets import (  # noqa: F401  (tests/python is on the path)
-    ATTN, CHECK_COL, REPORTS, RES, _current_ring, _edit_rows, _mk_report, _rewrite_tables, _rows_where, find, it)
+    ATTN, CHECK_COL, REPORTS, RES, _current_ring, _edit_rows, _mk_report, _rewrite_tables, _ring_2x2_report,
+    _rows_where, find, it)
 import issue_reports  # noqa: E402  (tools/, put on the path by issue_targets.py)
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -296,12 +297,7 @@ def test_a_multi_gpu_run_in_another_regime_is_seen_but_does_not_stand_in_for_the
     # layouts are asked for, and it does not count as the default regime's 2x2 ring report (before: its world was
     # read as "no-lead", and a prefix match took it for the layout).
     import re
-    src = open(RES / "torch-ring-attn-20261201T102203Z.md").read()
-    text = _rewrite_tables(src, lambda h: h, lambda h, cs: [c.replace("2x1 emu", "2x2 emu") for c in cs])
-    text = re.sub(r"GPU sleep of \d+ cycles", "GPU sleep of 0 cycles", text)
-    f = tmp_path / "torch-ring-attn-20261207T000000Z.md"
-    f.write_text("\n".join(line for line in text.splitlines()
-                           if not line.startswith("| 2x2") or " | 1 | " in line and " | 8192 | " in line))
+    f = _ring_2x2_report(tmp_path, lambda text: re.sub(r"GPU sleep of \d+ cycles", "GPU sleep of 0 cycles", text))
     c = it.Checks()
     it.check_ring([str(f)], c)
     it.need_absent(c)
