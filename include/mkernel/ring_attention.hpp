@@ -87,6 +87,7 @@ class RingAttention final : private CommPlan {  // (registered with its communic
   bool captured_ = false;  // captured()
   float scale_;
   int num_ctas_ = 0, num_comm_ = 0;
+  int local_size_, num_nodes_;  // the topology's, kept for the byte counts (they outlive the communicator)
   int sig_entry_ = 0, sig_arrival_ = 0;
   SignalLease signals_;  // sig_entry_ and sig_arrival_'s words, given back after the destructor's body
   SymmetricBuffer* gathered_ = nullptr;

@@ -2,12 +2,13 @@
 // (on one rank) ring attention: refused by name before anything is enqueued (before 2026-12-06 a host pointer
 // faulted inside the kernel and left the context unusable). The TP plans' own test is in test_tp_single_rank.cu.
 // Each refused call leaves its poisoned output untouched and the device healthy; the same calls with device
-// memory then run.
+// memory then run. Also a ring plan outliving its communicator (RingPlanLifetime).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -178,6 +179,35 @@ TEST(RawPointersAttention, RingAttentionOnOneRankRefusesMemoryThatIsNotTheGpus) 
   plan.run(t.q.p, t.k.p, t.v.p, t.out.p, lse, nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   t.expect_written("ring attention after the refusals");
+}
+
+// A ring plan outliving its communicator (released with it, mkernel/comm_plan.hpp): its byte counts, pure
+// functions of its shape, still answer (before 2026-12-06 they read the destroyed communicator's topology: a
+// use after free, which only a memory checker shows reliably), and a call is refused naming why.
+TEST(RingPlanLifetime, ByteCountsAnswerAfterTheCommunicatorIsGoneAndCallsAreRefused) {
+  auto c = mk::Communicator::from_env();
+  ASSERT_EQ(c->world(), 1);
+  AttnBufs t;
+  auto plan = std::make_unique<mk::RingAttention>(*c, AttnBufs::kB, AttnBufs::kS, AttnBufs::kH, AttnBufs::kH,
+                                                  AttnBufs::kD, /*causal=*/false);
+  const int64_t nvlink = plan->nvlink_bytes_sent(), network = plan->network_bytes_sent();
+  EXPECT_EQ(nvlink, 0) << "one rank sends nothing";
+  EXPECT_EQ(network, 0);
+  testing::internal::CaptureStderr();
+  c.reset();
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("with 1 of its plans still alive"), std::string::npos) << said;
+  EXPECT_EQ(plan->nvlink_bytes_sent(), nvlink);
+  EXPECT_EQ(plan->network_bytes_sent(), network);
+  std::string error;
+  try {
+    plan->run(t.q.p, t.k.p, t.v.p, t.out.p, t.lse.as<float>(), nullptr);
+  } catch (const mk::Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("RingAttention: the plan's communicator was destroyed"), std::string::npos) << error;
+  plan.reset();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 #endif
 

@@ -77,14 +77,15 @@ namespace attn {
 // CTAs whose spare producer warps push K/V: they cost no SM, so all of them
 // (each has 96 threads with one 16-byte load in flight, 1.5 KB,
 // roles::kv_copy_piece: NVLink needs hundreds of KB in flight); on several
-// nodes the last one sends over the network.
+// nodes the one that claims the network send first sends it (kv_items.hpp).
 int ring_comm_ctas(const Topology&) { return 1 << 20; }  // clamped to the grid
 }  // namespace attn
 
 RingAttention::RingAttention(Communicator& comm, int64_t batch, int64_t s_local, int64_t heads, int64_t kv_heads,
                              int64_t head_dim, bool causal, const RingAttentionOptions& opt)
     : comm_(comm), batch_(batch), s_local_(s_local), heads_(heads), kv_heads_(kv_heads ? kv_heads : heads),
-      head_dim_(head_dim), causal_(causal), scale_(opt.scale == 0.0f ? 0.0f : opt.scale) {  // (-0: the default too)
+      head_dim_(head_dim), causal_(causal), scale_(opt.scale == 0.0f ? 0.0f : opt.scale),  // (-0: the default too)
+      local_size_(comm.topology().local_size), num_nodes_(comm.topology().num_nodes) {
   order_.share(comm.launch_chain());  // (ordered with the communicator's other plans: mkernel/launch_order.hpp)
   const Topology& t = comm.topology();
   const int64_t world = t.world;
@@ -186,14 +187,13 @@ std::vector<RingAttention::TraceEvent> RingAttention::read_trace() const {
   return trace_.read();
 }
 
+// (Pure functions of the plan's shape, answered after its communicator is gone too: no comm_ here.)
 int64_t RingAttention::nvlink_bytes_sent() const {
-  const Topology& t = comm_.topology();
   const int64_t shard = batch_ * kv_heads_ * 2 * s_local_ * head_dim_ * 2;
-  return shard * (t.local_size - 1) * t.num_nodes;  // own shard + forwarded ones, to each node peer
+  return shard * (local_size_ - 1) * num_nodes_;  // own shard + forwarded ones, to each node peer
 }
 int64_t RingAttention::network_bytes_sent() const {
-  const Topology& t = comm_.topology();
-  return batch_ * kv_heads_ * 2 * s_local_ * head_dim_ * 2 * (t.num_nodes - 1);
+  return batch_ * kv_heads_ * 2 * s_local_ * head_dim_ * 2 * (num_nodes_ - 1);
 }
 
 void RingAttention::run(const void* q, const void* k, const void* v, void* out, float* lse, cudaStream_t stream) {
