@@ -20,13 +20,20 @@
 // per call (MK_ATTN_UNITS, include/mkernel/knob_list.inc), kept in the
 // library's own stream-ordered memory pool, or in the caller's `workspace`
 // (16-byte aligned, at least attention_workspace_bytes(args) bytes; a smaller
-// one is refused; when that is 0 the call claims nothing and ignores the
-// workspace). Inside a CUDA-graph capture only a given workspace lets the call
+// one is refused; when that is 0 the call claims nothing and neither reads
+// nor writes the workspace, but a given one must still not overlap the
+// tensors). Inside a CUDA-graph capture only a given workspace lets the call
 // claim (the pool's memory cannot belong to a graph); without one it walks its
 // units statically there (the same result, up to 1.2x slower at some causal
 // shapes: bench/results/attention-claim-20261205.md). The call zeroes the
 // counter on `stream`; nothing else may use the workspace until the call is
 // done.
+//
+// The kernel's waits are on its own pipeline stages only, each bounded (4 x
+// MK_TIMEOUT_MS): with no communicator to record who waited, one that runs
+// out (a bug, never a peer) traps without a report, and the call's error is
+// the device's launch failure at the next synchronisation (the TP plans' and
+// ring attention's engines report such a wait by name: device/bounded_wait.cuh).
 #pragma once
 
 #include <cuda_runtime_api.h>
