@@ -148,12 +148,7 @@ def traced(op, *tensors):
     Raises for an input with a forward-AD tangent (fwAD.make_dual, torch.func.jvp): the custom ops have no
     forward-mode formula, and torch would drop the tangent silently (the output would carry none)."""
     if modes_on():
-        if not _is_compiling() and _fwad._current_level >= 0:
-            for t in tensors:
-                if isinstance(t, torch.Tensor) and _fwad.unpack_dual(t).tangent is not None:
-                    raise MkernelError(f"{op}: forward-mode AD (torch.autograd.forward_ad, torch.func.jvp) is not "
-                                       "supported: an input's tangent would be dropped; use reverse mode "
-                                       "(.backward() or torch.autograd.grad)")
+        tangents_refused(op, tensors)
         return True
     for t in tensors:  # (a loop: any() over a generator costs twice as much)
         if t is not None and type(t) is not _T and type(t) is not _P and isinstance(t, torch.Tensor):
@@ -217,10 +212,24 @@ def dense16(t):
     return t.clone(memory_format=torch.contiguous_format)
 
 
+def tangents_refused(op, tensors):
+    """Raises for a forward-AD tangent on any of `tensors` (an open fwAD.dual_level; not while torch.compile
+    traces): no op here has a forward-mode formula, and its output would silently carry no tangent."""
+    if not _is_compiling() and _fwad._current_level >= 0:
+        for t in tensors:
+            if isinstance(t, torch.Tensor) and _fwad.unpack_dual(t).tangent is not None:
+                raise MkernelError(f"{op}: forward-mode AD (torch.autograd.forward_ad, torch.func.jvp) is not "
+                                   "supported: an input's tangent would be dropped; use reverse mode "
+                                   "(.backward() or torch.autograd.grad)")
+
+
 def inputs_grad_refused(op, *inputs, what="no backward here, but an input requires grad",
                         instead=", or through the op function (mkernel.gemm_rs, ...), which has a backward"):
     """Raises where autograd is recording and an input (None: skipped) requires grad, for a call with no backward
-    (the explicit plans' methods, forward-only ops): its output would silently carry no gradient back."""
+    (the explicit plans' methods, forward-only ops): its output would silently carry no gradient back. So does an
+    input with a forward-AD tangent (a dual tensor does not require grad, and these calls trace nothing that would
+    refuse it: before 2026-12-06 the plans' methods dropped it)."""
+    tangents_refused(op, inputs)
     if torch.is_grad_enabled() and any(t is not None and getattr(t, "requires_grad", False) for t in inputs):
         raise MkernelError(f"{op}: {what} and autograd is recording: call it under torch.no_grad() / "
                            f"torch.inference_mode(), or on detached inputs{instead}")

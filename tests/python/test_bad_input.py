@@ -332,6 +332,15 @@ def test_explicit_plans_refuse_inputs_that_require_grad(cuda_cpu, cls, method, s
         with torch.no_grad():
             getattr(p, method)(*tensors)
         assert len(launches) == 1
+        # A forward-AD tangent (a dual tensor does not require grad): refused too, not dropped (before 2026-12-06
+        # these methods launched and their output carried no tangent; the op functions refused it).
+        import torch.autograd.forward_ad as fwAD
+        plain = [t.detach() for t in tensors]
+        with fwAD.dual_level():
+            plain[0] = fwAD.make_dual(plain[0], torch.randn_like(plain[0]))
+            with pytest.raises(mkernel.MkernelError, match=f"mkernel.{cls}.{method}: forward-mode AD"):
+                getattr(p, method)(*plain)
+        assert len(launches) == 1
     finally:
         p._h = None  # (no library handle to destroy)
 
