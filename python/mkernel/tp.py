@@ -194,6 +194,8 @@ def _plan(cls, key, *shape):
         # before_closing first: none may launch a plan whose close failed
         held = [k for k in list(_PLANS) if k[1] == key] if limit > 0 else []
         _, short = close_oldest(_PLANS, key, limit, lambda: _drop_hot(key), lambda plan: plan.captured)
+        if len(_EVICTED) >= 4096:  # (many shapes come and go: the set only words an error, so start over)
+            _EVICTED.clear()
         _EVICTED.update(k for k in held if k not in _PLANS)  # (a capture that needs one says why it is gone)
         _EVICTED.discard(pkey)
         if short and key not in _WARNED_CAPTURED:
@@ -368,6 +370,8 @@ def _shape(rule, *args):
     key = (rule, *args)
     shape = _SHAPES.get(key)
     if shape is None:
+        if len(_SHAPES) >= 4096:  # many distinct shapes (varying token counts): start over, as _attention's _SEEN
+            _SHAPES.clear()
         shape = _SHAPES[key] = rule(*args, sizes=False)
     return shape
 

@@ -689,3 +689,28 @@ def test_plan_cache_bound_never_closes_a_captured_plan():
     assert close_oldest(plans, 1, 2, lambda: before.append(1), keep) == (0, 1)  # only captured ones left
     assert closed == ["s1", "s3", "s4"] and before == []          # nothing closed: the hook does not run
     assert close_oldest(plans, 1, 2) == (1, 0) and closed[-1] == "s0"  # without keep, the oldest goes
+
+
+def test_tp_side_caches_stay_bounded_under_many_shapes(monkeypatch):
+    # Varying shapes (token counts per step) filled the shape rules' cache and the set of plans the bound closed
+    # (which only words a capture's error) without end, beside a bounded plan cache. Both start over at 4096.
+    torch = pytest.importorskip("torch", reason="needs torch (mkernel.tp imports it)")
+    from mkernel import tp
+    monkeypatch.setattr(tp, "_SHAPES", {("rule", i): (i,) for i in range(4096)})
+    rule = lambda x, sizes: (x, 1)  # noqa: E731
+    assert tp._shape(rule, 7) == (7, 1)
+    assert tp._SHAPES == {(rule, 7): (7, 1)}
+    closed = []
+    monkeypatch.setenv("MK_PLAN_CACHE_MAX", "1")
+    monkeypatch.setattr(tp, "_PLANS", {("Fake", "c", (1,)): _Plan("old", closed)})
+    monkeypatch.setattr(tp, "_EVICTED", {("Fake", "c", (-i,)) for i in range(1, 4097)})
+    monkeypatch.setattr(tp, "lookup", lambda key: "comm")
+    monkeypatch.setattr(tp, "_drop_hot", lambda key: None)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+
+    class Fake:
+        def __init__(self, comm, *shape):
+            self.shape, self.captured = shape, False
+    p = tp._plan(Fake, "c", 2)
+    assert p.shape == (2,) and closed == ["old"]
+    assert tp._EVICTED == {("Fake", "c", (1,))}  # started over, then the plan just closed
