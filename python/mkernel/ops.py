@@ -333,6 +333,9 @@ def _launch_gemm(a, b, out, m, n, k, ldo, num_compute_ctas, dev):
 
 @torch.library.custom_op("mkernel::gemm", mutates_args=())
 def _gemm_op(a: torch.Tensor, b: torch.Tensor, num_compute_ctas: int = 0) -> torch.Tensor:
+    # (dense16: torch.compile's code may hand the body other strides than the call had, as to the TP ops' bodies;
+    # gemm() checked the caller's tensors before the dispatcher)
+    a, b = dense16(a), dense16(b)
     out = a.new_empty((a.shape[0], b.shape[0]))
     _gemm_into(a, b, out, num_compute_ctas)
     return out
@@ -362,7 +365,7 @@ _gemm_op.register_autograd(_gemm_backward, setup_context=_gemm_setup_context)
 
 @torch.library.custom_op("mkernel::gemm_out", mutates_args=("out",))
 def _gemm_out_op(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, num_compute_ctas: int = 0) -> None:
-    _gemm_into(a, b, out, num_compute_ctas)
+    _gemm_into(dense16(a), dense16(b), out, num_compute_ctas)  # (out is written in place: as given, checked)
 
 
 @_gemm_out_op.register_fake
