@@ -88,14 +88,27 @@ int port_from_job(const std::string& job) {
   return 20000 + static_cast<int>(std::hash<std::string>{}(job) % 12767);
 }
 
-// The size another launcher's variables give this job, when it has them (a check of RANK / WORLD_SIZE).
-std::optional<std::pair<const char*, int64_t>> other_launcher_world(const EnvLookup& env) {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"})
+// The size another launcher's variables give this job, and this process's rank there (-1: not set), when it has
+// them (a check of RANK / WORLD_SIZE).
+struct OtherLauncher {
+  const char* size_name;
+  int64_t size;
+  const char* rank_name;
+  int64_t rank;
+};
+std::optional<OtherLauncher> other_launcher(const EnvLookup& env) {
+  const auto number = [&](const char* name) -> std::optional<int64_t> {
     if (auto v = env(name); v && !v->empty()) {
       char* end = nullptr;
       const long long x = std::strtoll(v->c_str(), &end, 10);
-      if (end != v->c_str() && *end == 0) return std::pair{name, static_cast<int64_t>(x)};
+      if (end != v->c_str() && *end == 0) return static_cast<int64_t>(x);
     }
+    return std::nullopt;
+  };
+  for (auto [size_name, rank_name] : {std::pair{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
+                                      std::pair{"SLURM_STEP_NUM_TASKS", "SLURM_PROCID"}})
+    if (auto size = number(size_name))
+      return OtherLauncher{size_name, *size, rank_name, number(rank_name).value_or(-1)};
   return std::nullopt;
 }
 
@@ -165,13 +178,23 @@ std::optional<LaunchInfo> detect_launch(const EnvLookup& env) {
     li.launcher = "torchrun";
     li.rank = *get_int(env, "RANK", true);
     li.world = *get_int(env, "WORLD_SIZE", true);
-    // torchrun under mpirun / srun starts WORLD_SIZE >= the launcher's processes; fewer, without torchrun's
-    // agent (TORCHELASTIC_RUN_ID: it may run a job of its own per task, e.g. --standalone), means RANK and
-    // WORLD_SIZE were left over in the environment, and each process would go on alone.
-    if (auto other = other_launcher_world(env); other && other->second > li.world && !env("TORCHELASTIC_RUN_ID"))
-      fail("RANK/WORLD_SIZE say rank ", li.rank, " of ", li.world, " but ", other->first, "=", other->second,
-           ": RANK and WORLD_SIZE are left over from another launch (unset them), or set them for every "
-           "process of this one");
+    // torchrun under mpirun / srun starts WORLD_SIZE >= the launcher's processes; fewer, without a launcher of
+    // its own in each task (torchrun's agent, TORCHELASTIC_RUN_ID, or tools/mkrun, MKRUN_RUN_ID: each may run a
+    // job of its own per task, e.g. --standalone), means RANK and WORLD_SIZE were left over in the environment,
+    // and each process would go on alone. As many, with another rank than the launcher's, means they were set
+    // once for every task (`export RANK=$SLURM_PROCID` in a batch script, before srun): every process would
+    // claim one rank, and the others wait out the bootstrap timeout.
+    if (auto o = other_launcher(env); o && !env("TORCHELASTIC_RUN_ID") && !env("MKRUN_RUN_ID")) {
+      if (o->size > li.world)
+        fail("RANK/WORLD_SIZE say rank ", li.rank, " of ", li.world, " but ", o->size_name, "=", o->size,
+             ": RANK and WORLD_SIZE are left over from another launch (unset them), or set them for every "
+             "process of this one");
+      if (o->size == li.world && o->rank >= 0 && o->rank != li.rank)
+        fail("RANK=", li.rank, " but ", o->rank_name, "=", o->rank, " (of ", o->size_name, "=", o->size,
+             "): RANK was set once for every process (e.g. exported in a batch script before srun / mpirun) or "
+             "left over from another launch; set it in each process from its own launcher's rank, or unset "
+             "RANK and WORLD_SIZE (mkernel reads ", o->rank_name, " itself)");
+    }
     li.local_rank = get_int(env, "LOCAL_RANK", false).value_or(-1);
     li.local_world = get_int(env, "LOCAL_WORLD_SIZE", false).value_or(-1);
     if (li.world > 1 && master_addr.empty() && addr_knob.empty())

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 #include "mkernel/launch_env.hpp"
 #include "tests/cpu/env_map.hpp"
 
@@ -240,6 +243,43 @@ TEST(LaunchEnv, LeftOverTorchrunVariablesUnderAnotherLauncherAreAnError) {
   ASSERT_TRUE(li);
   EXPECT_EQ(li->launcher, "torchrun");
   EXPECT_EQ(li->world, 8);
+}
+
+// RANK set once for every task (a batch script's `export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS` before
+// srun, or left over with the same size): refused naming both ranks (before 2026-12-06 every process claimed rank
+// 0; on one host one failed to listen on a port 'in use' and the other waited out the bootstrap timeout). Set per
+// task, they agree and pass; tools/mkrun run once per task (MKRUN_RUN_ID) starts a job of its own, as torchrun.
+TEST(LaunchEnv, RankSetOnceForEveryTaskIsAnError) {
+  const auto step = [](const char* rank, const char* procid, const char* tasks, const char* mkrun_id = nullptr) {
+    std::map<std::string, std::string> m{{"RANK", rank},         {"WORLD_SIZE", "2"},
+                                         {"MASTER_ADDR", "h"},   {"MASTER_PORT", "29500"},
+                                         {"SLURM_PROCID", procid}, {"SLURM_NTASKS", tasks},
+                                         {"SLURM_STEP_NUM_TASKS", tasks}};
+    if (mkrun_id) m["MKRUN_RUN_ID"] = mkrun_id;
+    return env_of(m);
+  };
+  EXPECT_EQ(expect_error([&] { detect_launch(step("0", "1", "2")); },
+                         {"RANK=0 but SLURM_PROCID=1 (of SLURM_STEP_NUM_TASKS=2)", "set once for every process"}),
+            "");
+  EXPECT_EQ(expect_error(
+                [] {
+                  detect_launch(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"},
+                                        {"MASTER_PORT", "29500"}, {"OMPI_COMM_WORLD_RANK", "1"},
+                                        {"OMPI_COMM_WORLD_SIZE", "2"}}));
+                },
+                {"RANK=0 but OMPI_COMM_WORLD_RANK=1 (of OMPI_COMM_WORLD_SIZE=2)"}),
+            "");
+  auto agreed = detect_launch(step("1", "1", "2"));
+  ASSERT_TRUE(agreed);
+  EXPECT_EQ(agreed->rank, 1);
+  // mkrun -n 2 in each task of a 4-task step (srun -N4 --ntasks-per-node=1 tools/mkrun -n 2 ...): its ranks'
+  // RANK/WORLD_SIZE are its own job's.
+  for (const char* tasks : {"2", "4"}) {
+    auto own = detect_launch(step("0", "1", tasks, "123-29500"));
+    ASSERT_TRUE(own) << tasks;
+    EXPECT_EQ(own->rank, 0);
+    EXPECT_EQ(own->world, 2);
+  }
 }
 
 // A batch script's own process (sbatch --ntasks=8, no srun) is one process, not rank 0 of 8.
