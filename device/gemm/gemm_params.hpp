@@ -93,8 +93,8 @@ struct LoadHook {
 
 enum class EpiOp : int32_t {
   Store = 0,    // out = acc
-  AddBf16 = 1,  // out (bf16) += acc (red.global.add.bf16x2)
-  AddF32 = 2,   // out (fp32) += acc (red.global.add.v2.f32): partial sums kept in fp32, local or peer
+  AddBf16 = 1,  // out (bf16) += acc (red.relaxed.sys.global.add.noftz.bf16x2)
+  AddF32 = 2,   // out (fp32) += acc (red.relaxed.sys.global.add.v2.f32): partial sums kept in fp32, local or peer
 };
 
 enum class OutLayout : int32_t {

@@ -161,12 +161,15 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t
                : "memory");
 }
 
+// System scope: the target may be a peer GPU's memory that its own GPU adds into too (EpiOp::Add*, "local or
+// peer"); two GPUs' reductions are atomic with each other only where both name a scope holding the other's
+// thread (PTX ISA, memory consistency model: morally strong operations). Without a scope they are .gpu's.
 __device__ __forceinline__ void red_add_bf16x2(void* p, uint32_t v) {
-  asm volatile("red.global.add.noftz.bf16x2 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+  asm volatile("red.relaxed.sys.global.add.noftz.bf16x2 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
 __device__ __forceinline__ void red_add_f32x2(void* p, float a, float b) {
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(a), "f"(b) : "memory");
+  asm volatile("red.relaxed.sys.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(a), "f"(b) : "memory");
 }
 
 }  // namespace mk::dev::sm90
