@@ -27,6 +27,9 @@ namespace mk::gemm {
 // of 64-deep K slices (48 KB each).
 constexpr int kBlockM = 128;
 constexpr int kBlockN = 256;
+// The largest m, n x groups and k a launch takes (host checks: make_params, the TP plans): int32 index math on
+// the device, with room for a last block's start plus its size.
+constexpr int64_t kMaxDim = (int64_t(1) << 31) - kBlockN;
 constexpr int kBlockK = 64;
 constexpr int kStages = 4;
 constexpr int kMaxSplitParts = 8;  // GemmParams::split_parts

@@ -209,7 +209,7 @@ inline int64_t build_group_tiles(const int32_t* m_per_group, int32_t num_groups,
   int64_t acc = 0;
   for (int32_t g = 0; g < num_groups; ++g) {
     group_tile_start[g] = acc;
-    acc += int64_t((m_per_group[g] + block_m - 1) / block_m) * n_blocks;
+    acc += (int64_t(m_per_group[g]) + block_m - 1) / block_m * n_blocks;  // (int64 first: m near 2^31)
   }
   group_tile_start[num_groups] = acc;
   return acc;

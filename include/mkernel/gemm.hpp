@@ -26,8 +26,9 @@
 // nothing else may use the workspace until the call is done. Calls on
 // different streams may run concurrently.
 //
-// The kernel's waits are on its own pipeline stages only, each bounded (4 x
-// MK_TIMEOUT_MS): with no communicator to record who waited, one that runs
+// The kernel's waits are on its own work only, each bounded (its pipeline
+// stages: 4 x MK_TIMEOUT_MS; a split tile's last part on its other parts'
+// flags: 1 x): with no communicator to record who waited, one that runs
 // out (a bug, never a peer) traps without a report, and the call's error is
 // the device's launch failure at the next synchronisation (the TP plans' and
 // ring attention's engines report such a wait by name: device/bounded_wait.cuh).

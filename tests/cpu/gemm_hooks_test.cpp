@@ -9,6 +9,7 @@
 #include <string>
 
 #include "device/gemm/gemm_params.hpp"
+#include "mkernel/gemm.hpp"
 #include "src/ops/gemm/gemm_host.hpp"
 
 namespace {
@@ -72,6 +73,16 @@ std::string error_of(const std::function<void(gemm::GemmParams&)>& change) {
   return "";
 }
 
+// The error a call raises ("" when none).
+std::string error_of_call(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(GemmHooks, SplitLastTakesOnlyTheOwnersFinalTilesAtTheEnd) {
   EXPECT_EQ(error_of([](gemm::GemmParams&) {}), "");                                  // the RS walk: accepted
   EXPECT_EQ(error_of([](gemm::GemmParams& p) { p.split_tiles = 8; }), "");            // every own tile
@@ -115,6 +126,32 @@ TEST(GemmHooks, FinalRowSignalsMustFitEveryRowBlockOfTheSchedule) {
     EXPECT_NE(error_of(fin(short_pool)).find("needs fin_sig + its 6 row-blocks inside the signal pool"),
               std::string::npos)
         << error_of(fin(short_pool));
+}
+
+// Dimensions: at most 2^31 - 256 (gemm::kMaxDim), refused before the device is asked (these run without one).
+// Before 2026-12-06 an m within 127 of 2^31 passed and overflowed row0 + 128 in the producer, and the workspace
+// query gave a size for an n or k >= 2^31 that the call refuses, or for a negative group count.
+TEST(GemmDims, TheBoundLeavesRoomForALastBlockAndTheQueriesKeepTheCallsRules) {
+  alignas(16) static uint16_t buf[8];
+  const auto make = [&](int64_t m, int64_t n, int64_t k, int groups = 0) {
+    return [=] { (void)gemm::make_params(gemm::Operands{.a = buf, .b = buf, .out = buf, .m = m, .n = n, .k = k,
+                                                        .ldo = n, .num_groups = groups}, 0); };
+  };
+  const std::string bound = "dimensions must stay at or below 2^31 - 256 = 2147483392";
+  for (int64_t m : {(int64_t(1) << 31) - 100, gemm::kMaxDim + 1})
+    EXPECT_NE(error_of_call(make(m, 64, 64)).find(bound), std::string::npos) << m;
+  EXPECT_NE(error_of_call(make(1024, int64_t(1) << 31, 64)).find(bound), std::string::npos);
+  EXPECT_NE(error_of_call(make(1024, 64, int64_t(1) << 31)).find(bound), std::string::npos);
+  EXPECT_NE(error_of_call(make(1024, int64_t(1) << 25, 64, 64)).find(bound), std::string::npos);  // n x groups
+  for (GemmArgs a : {GemmArgs{.m = 1024, .n = int64_t(1) << 31, .k = 8192},
+                     GemmArgs{.m = 1024, .n = 8192, .k = int64_t(1) << 31},
+                     GemmArgs{.m = (int64_t(1) << 31) - 100, .n = 8192, .k = 8192}})
+    EXPECT_NE(error_of_call([&] { (void)gemm_workspace_bytes(a); }).find(bound), std::string::npos);
+  for (int g : {-2, -1, 0, 1 << 25})
+    EXPECT_NE(error_of_call([&] { (void)grouped_gemm_workspace_bytes(g); }).find("num_groups must be in [1, 2^25)"),
+              std::string::npos)
+        << g;
+  EXPECT_EQ(grouped_gemm_workspace_bytes(1), size_t(2 * 12 + 16));
 }
 
 }  // namespace

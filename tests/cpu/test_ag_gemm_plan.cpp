@@ -359,22 +359,28 @@ TEST(PlanArgs, OneRanksFailureIsEveryRanksErrorNamingIt) {
 }
 
 // The kernel takes the GEMM's dimensions as int32 (gemm::make_params): the plans refuse larger ones when they are
-// made, not first at run(); AgGemm's rows are m_local x world, checked without forming an overflowing product.
-TEST(AgGemmPlan, DimensionsAtOrAbove2To31AreRefusedWhenThePlanIsMade) {
-  const int64_t lim = int64_t(1) << 31;
-  EXPECT_NO_THROW(tp::check_dims_int32("GemmRs", lim - 1, lim - 1, lim - 1));
-  EXPECT_THROW(tp::check_dims_int32("GemmRs", lim, 8192, 8192), mk::Error);
-  EXPECT_THROW(tp::check_dims_int32("GemmRs", 8192, lim, 8192), mk::Error);
-  EXPECT_THROW(tp::check_dims_int32("GemmRs", 8192, 8192, lim), mk::Error);
-  EXPECT_NO_THROW(tp::check_dims_int32("AgGemm", lim / 8 - 1, 8192, 8192, 8));
-  EXPECT_NO_THROW(tp::check_dims_int32("AgGemm", (lim - 1) / 3, 8192, 8192, 3));  // 3 x that < 2^31
-  EXPECT_THROW(tp::check_dims_int32("AgGemm", (lim - 1) / 3 + 1, 8192, 8192, 3), mk::Error);
-  EXPECT_THROW(tp::check_dims_int32("AgGemm", lim / 8, 8192, 8192, 8), mk::Error);
+// made, not first at run(); AgGemm's rows are m_local x world, checked without forming an overflowing product. The
+// bound is 2^31 - 256 (gemm::kMaxDim): a last block's start plus its size stays in int32 (before 2026-12-06 any m
+// below 2^31 passed, and row0 + 128 of the last block overflowed in the producer).
+TEST(AgGemmPlan, DimensionsAboveTheInt32BoundAreRefusedWhenThePlanIsMade) {
+  const int64_t lim = gemm::kMaxDim;
+  ASSERT_EQ(lim, (int64_t(1) << 31) - 256);
+  EXPECT_NO_THROW(tp::check_dims_int32("GemmRs", lim, lim, lim));
+  EXPECT_THROW(tp::check_dims_int32("GemmRs", lim + 1, 8192, 8192), mk::Error);
+  EXPECT_THROW(tp::check_dims_int32("GemmRs", (int64_t(1) << 31) - 100, 8192, 8192), mk::Error);
+  EXPECT_THROW(tp::check_dims_int32("GemmRs", 8192, lim + 64, 8192), mk::Error);
+  EXPECT_THROW(tp::check_dims_int32("GemmRs", 8192, 8192, lim + 64), mk::Error);
+  EXPECT_NO_THROW(tp::check_dims_int32("AgGemm", lim / 8, 8192, 8192, 8));
+  EXPECT_NO_THROW(tp::check_dims_int32("AgGemm", lim / 3, 8192, 8192, 3));  // 3 x that <= the bound
+  EXPECT_THROW(tp::check_dims_int32("AgGemm", lim / 3 + 1, 8192, 8192, 3), mk::Error);
+  EXPECT_THROW(tp::check_dims_int32("AgGemm", lim / 8 + 1, 8192, 8192, 8), mk::Error);
   EXPECT_THROW(tp::check_dims_int32("AgGemm", int64_t(1) << 62, 8192, 8192, 8), mk::Error);  // no overflow
   try {
-    tp::check_dims_int32("AgGemm", lim / 8, 8192, 8192, 8);
+    tp::check_dims_int32("AgGemm", int64_t(1) << 28, 8192, 8192, 8);
+    ADD_FAILURE() << "not refused";
   } catch (const mk::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("AgGemm: dimensions must stay below 2^31 (268435456 x 8 rows"),
+    EXPECT_NE(std::string(e.what()).find("AgGemm: dimensions must stay at or below 2^31 - 256 = 2147483392 "
+                                         "(268435456 x 8 rows"),
               std::string::npos)
         << e.what();
   }

@@ -227,3 +227,12 @@ TEST(TileScheduler, InterleavedSharesLagTheLastShare) {
           }
         }
 }
+
+// A group of nearly 2^31 rows: its tile count in int64 (before 2026-12-06 m + block_m - 1 overflowed int32 for an
+// m within 127 of 2^31, giving a negative count, and the grouped GEMM launched no work and returned success).
+TEST(TileScheduler, GroupTilesOfAGroupNear2To31Rows) {
+  const int32_t ms[2] = {2147483600, 5};
+  int64_t starts[3];
+  EXPECT_EQ(build_group_tiles(ms, 2, 128, 3, starts), (int64_t(16777216) + 1) * 3);
+  EXPECT_EQ(starts[1], int64_t(16777216) * 3);
+}

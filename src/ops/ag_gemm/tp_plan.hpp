@@ -26,13 +26,13 @@
 
 namespace mk::tp {
 
-// The GEMM's dimensions as the kernel takes them (int32: gemm::make_params): checked when the plan is made, not
-// first at run(). The output's rows are m x m_factor (AgGemm: m_local x world; no product that overflows).
+// The GEMM's dimensions as the kernel takes them (int32, at most gemm::kMaxDim: gemm::make_params): checked when
+// the plan is made, not first at run(). The output's rows are m x m_factor (AgGemm: m_local x world; no product
+// that overflows).
 inline void check_dims_int32(const char* op, int64_t m, int64_t n, int64_t k, int64_t m_factor = 1) {
-  constexpr int64_t kLimit = int64_t(1) << 31;
-  if (m >= (kLimit + m_factor - 1) / m_factor || n >= kLimit || k >= kLimit)
-    fail(op, ": dimensions must stay below 2^31 (", m_factor > 1 ? cat(m, " x ", m_factor, " rows") : cat("m=", m),
-         ", n=", n, ", k=", k, ")");
+  if (m > gemm::kMaxDim / m_factor || n > gemm::kMaxDim || k > gemm::kMaxDim)
+    fail(op, ": dimensions must stay at or below 2^31 - 256 = ", gemm::kMaxDim, " (",
+         m_factor > 1 ? cat(m, " x ", m_factor, " rows") : cat("m=", m), ", n=", n, ", k=", k, ")");
 }
 
 // Plan destructors: releases the plan's network region, if it has one

@@ -143,6 +143,13 @@ void check_n_k(int64_t n, int64_t k) {
   if (n < 64 || n % 64) fail("gemm: n must be a positive multiple of 64 (got ", n, ")");
   if (k < 64 || k % 64) fail("gemm: k must be a positive multiple of 64 (got ", k, ")");
 }
+// m, n x groups and k: the kernel's row and column math is int32, and a last block's start plus its size (256 at
+// most) must fit too (an m within 127 of 2^31 overflowed row0 + kBlockM in the producer: UB, then a fault).
+void check_dims(int64_t m, int64_t n, int64_t groups, int64_t k) {
+  if (m > kMaxDim || n > kMaxDim / groups || k > kMaxDim)
+    fail("gemm: dimensions must stay at or below 2^31 - 256 = ", kMaxDim, " (m=", m, ", n=", n, " x ", groups,
+         " groups, k=", k, ")");
+}
 // The compute CTAs (asks the device: after the checks that need none); returns the SM count.
 int check_ctas(int num_compute) {
   const int sms = num_sms();
@@ -167,8 +174,7 @@ GemmParams make_params(const Operands& o, int num_compute) {
   if (!aligned16(o.a) || !aligned16(o.b) || !aligned16(o.out))
     fail("gemm: a, b and out must be 16-byte aligned (got a=", o.a, " b=", o.b, " out=", o.out, ")");
   const int64_t groups = o.num_groups > 0 ? o.num_groups : 1;
-  if (o.m >= (int64_t(1) << 31) || o.n * groups >= (int64_t(1) << 31) || o.k >= (int64_t(1) << 31))
-    fail("gemm: dimensions must stay below 2^31 rows (m=", o.m, ", n x groups=", o.n * groups, ", k=", o.k, ")");
+  check_dims(o.m, o.n, groups, o.k);
   const int sms = check_ctas(num_compute);
 
   GemmParams p{};
@@ -310,15 +316,16 @@ void gemm_bf16(const GemmArgs& args, cudaStream_t stream) {
 
 size_t gemm_workspace_bytes(const GemmArgs& args) {
   if (args.m < 1) fail("gemm: m must be >= 1 (got ", args.m, ")");
-  if (args.m >= (int64_t(1) << 31))  // (the call's own rule: a size for a call it refuses is no answer)
-    fail("gemm: dimensions must stay below 2^31 rows (m=", args.m, ")");
   gemm::check_n_k(args.n, args.k);
+  gemm::check_dims(args.m, args.n, 1, args.k);  // (the call's own rules: a size for a call it refuses is no answer)
   const int sms = gemm::check_ctas(args.num_compute_ctas);
   const int64_t tiles = ((args.m + gemm::kBlockM - 1) / gemm::kBlockM) * ((args.n + gemm::kBlockN - 1) / gemm::kBlockN);
   return split_scratch(tiles, args.num_compute_ctas ? args.num_compute_ctas : sms, args.k).bytes();
 }
 
 size_t grouped_gemm_workspace_bytes(int num_groups) {
+  if (num_groups < 1 || num_groups >= (1 << 25))  // (the call's rules)
+    fail("grouped gemm: num_groups must be in [1, 2^25) (got ", num_groups, ")");
   return (static_cast<size_t>(num_groups) + 1) * (sizeof(int64_t) + sizeof(int32_t)) + 16;
 }
 
@@ -338,7 +345,7 @@ void grouped_gemm_bf16(const GroupedGemmArgs& args, cudaStream_t stream) {
     if (args.m_per_group[i] < 0) fail("grouped gemm: group ", i, " has m = ", args.m_per_group[i], " < 0");
     rows[i] = static_cast<int32_t>(total);
     total += args.m_per_group[i];
-    if (total >= (int64_t(1) << 31)) fail("grouped gemm: total rows exceed 2^31");
+    if (total > gemm::kMaxDim) fail("grouped gemm: total rows exceed 2^31 - 256 = ", gemm::kMaxDim);
   }
   rows[g] = static_cast<int32_t>(total);
   gemm::GemmParams p = gemm::make_params(gemm::Operands{.a = args.a, .b = args.b, .out = args.out, .m = total,
