@@ -100,11 +100,10 @@ class AgGemm final : private CommPlan {  // (registered with its communicator: m
   // Whether one of its calls is enqueuing its work now (on another host thread: LaunchOrder::busy).
   bool in_call() const noexcept { return order_.busy(); }
   // The plan's symmetric gathered buffer (valid until the next call). It lacks this rank's own rows after
-  // run() when m_local is a multiple of 128 (the GEMM reads them in place), and after all_gather() on one node
-  // (every m_local: the copy skips them); pass `gathered` for all rows. Not an argument of this plan's calls
-  // (refused: its peers write into it). Null where the plan has none:
-  // one rank on the plain path (single_rank_plain(): the plan then allocates none of its fused kernel's
-  // buffers).
+  // run() on one node when m_local is a multiple of 128 (the GEMM reads them in place), and after all_gather()
+  // on one node (every m_local: the copy skips them); pass `gathered` for all rows. Not an argument of this
+  // plan's calls (refused: its peers write into it). Null where the plan has none: one rank on the plain path
+  // (single_rank_plain(): the plan then allocates none of its fused kernel's buffers).
   const void* gathered_buffer() const;
 
   // Diagnostics: log up to events_per_cta device events per CTA of every
@@ -156,7 +155,8 @@ struct GemmRsOptions {
   int num_reduce_ctas = 0;  // reduce_scatter()'s grid is 16 + this many CTAs (run() has none); 0: 16, or as many
                             // as the SMs leave (none: reduce_scatter() refuses, run() is not concerned)
   int num_ctas = 0;         // run()'s grid; 0: every SM
-  int swizzle = 0;          // run()'s row-blocks per group of the tile walk, dividing m / (world x 128); 0: the heuristic
+  int swizzle = 0;          // run()'s row-blocks per group of the tile walk, dividing ceil(m / world / 128);
+                            // 0: the heuristic
   int async_store = -1;     // run(): other ranks' tiles leave through bulk copies (1) or plain stores (0); -1: 1
                             // unless the transport runs kernels on the GPU (then 0; 1 is refused there)
   // run(): a last partial wave of own tiles in parts of K on every SM, where tp::split_tail's rule finds
@@ -250,7 +250,7 @@ class GemmRs final : private CommPlan {  // (registered with its communicator: m
 struct GemmArOptions {
   int num_gather_ctas = 0;  // run(): Gather CTAs beside the GEMM, 1..num_ctas - 1; 0: the heuristic (tp::ar_gather_ctas)
   int num_ctas = 0;         // run()'s whole grid; 0: every SM (less MK_NET_FREE_SMS next to emu/fabric)
-  int swizzle = 0;          // row-blocks per group of the walk, dividing m / (world x 128); 0: the heuristic
+  int swizzle = 0;          // row-blocks per group of the walk, dividing ceil(m / world / 128); 0: the heuristic
   int async_store = -1;     // as GemmRsOptions::async_store
   int num_reduce_ctas = 0;  // all_reduce()'s grid is 16 + this + 1 CTAs; 0: as GemmRsOptions::num_reduce_ctas
   // run(): -1 picks by the measured crossover (tp::ar_one_shot_fits); 1

@@ -242,6 +242,20 @@ TEST(TpPlanLifetime, PlansOutlivingTheirCommunicatorAreReleasedWithIt) {
     error = e.what();
   }
   EXPECT_NE(error.find("GemmAr: the plan's communicator was destroyed"), std::string::npos) << error;
+  // AgGemm's calls with a gathered output checked it against the communicator's world and device first (a read of
+  // the destroyed communicator before 2026-12-06, which only a memory checker shows reliably).
+  Buf gathered(kM * kK * 2);
+  for (const auto& [what, call] : std::vector<std::pair<std::string, std::function<void()>>>{
+           {"AgGemm::run", [&] { ag->run(a.p, b.p, out.p, nullptr, gathered.p); }},
+           {"AgGemm::all_gather", [&] { ag->all_gather(a.p, gathered.p, nullptr); }}}) {
+    error.clear();
+    try {
+      call();
+    } catch (const mk::Error& e) {
+      error = e.what();
+    }
+    EXPECT_NE(error.find(what + ": the plan's communicator was destroyed"), std::string::npos) << error;
+  }
   ar.reset();
   ag.reset();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
