@@ -1,0 +1,12 @@
+# call D (session 58): after a24914e (GEMM dimensions at most 2^31 - 256) and a6f0086 (AgGemm's gathered paths
+# refuse a plan whose communicator is gone; TpPlanLifetime extended): mk_gpu_tests whole, the TP dist tests at
+# 1x2 sharing the GPU, pytest tests/python/gpu. Carries build/bin build/lib.
+set -u
+source tools/gpu_env.sh; source tools/gpu_steps.sh
+e=(env PYTHONPATH=$PWD/python MK_LIBRARY=$PWD/build/lib/libmkernel.so)
+step_s=120 run build/bin/mk_gpu_tests
+step_s=120 run tools/mkrun -n 2 --timeout 110 env MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 build/bin/mk_dist_tests \
+    --gtest_filter='AgGemm*:GemmRs*:GemmAr*'
+step_s=90 run "${e[@]}" python3 -m pytest -q -rs -p no:cacheprovider tests/python/gpu
+echo "fail=$fail"
+exit $fail
