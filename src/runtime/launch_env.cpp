@@ -181,19 +181,23 @@ std::optional<LaunchInfo> detect_launch(const EnvLookup& env) {
     // torchrun under mpirun / srun starts WORLD_SIZE >= the launcher's processes; fewer, without a launcher of
     // its own in each task (torchrun's agent, TORCHELASTIC_RUN_ID, or tools/mkrun, MKRUN_RUN_ID: each may run a
     // job of its own per task, e.g. --standalone), means RANK and WORLD_SIZE were left over in the environment,
-    // and each process would go on alone. As many, with another rank than the launcher's, means they were set
-    // once for every task (`export RANK=$SLURM_PROCID` in a batch script, before srun): every process would
-    // claim one rank, and the others wait out the bootstrap timeout.
+    // and each process would go on alone. As many, with another rank than the launcher's, may mean they were
+    // set once for every task (`export RANK=$SLURM_PROCID` in a batch script, before srun: every process then
+    // claims one rank), or a deliberate reordering (RANK from SLURM_NODEID and SLURM_LOCALID under a cyclic
+    // distribution, which mkernel takes): a warning, not an error. Two processes claiming one rank then fail in
+    // the bootstrap (the root's port in use on one host, "already joined" across hosts).
     if (auto o = other_launcher(env); o && !env("TORCHELASTIC_RUN_ID") && !env("MKRUN_RUN_ID")) {
       if (o->size > li.world)
         fail("RANK/WORLD_SIZE say rank ", li.rank, " of ", li.world, " but ", o->size_name, "=", o->size,
              ": RANK and WORLD_SIZE are left over from another launch (unset them), or set them for every "
              "process of this one");
       if (o->size == li.world && o->rank >= 0 && o->rank != li.rank)
-        fail("RANK=", li.rank, " but ", o->rank_name, "=", o->rank, " (of ", o->size_name, "=", o->size,
-             "): RANK was set once for every process (e.g. exported in a batch script before srun / mpirun) or "
-             "left over from another launch; set it in each process from its own launcher's rank, or unset "
-             "RANK and WORLD_SIZE (mkernel reads ", o->rank_name, " itself)");
+        log(LogLevel::Warn,
+            cat("RANK=", li.rank, " but ", o->rank_name, "=", o->rank, " (of ", o->size_name, "=", o->size,
+                "): if RANK was set once for every process (e.g. exported in a batch script before srun / "
+                "mpirun) or left over from another launch, every process claims one rank; set it in each "
+                "process from its own launcher's rank, or unset RANK and WORLD_SIZE (mkernel reads ",
+                o->rank_name, " itself). A deliberate reordering may ignore this."));
     }
     li.local_rank = get_int(env, "LOCAL_RANK", false).value_or(-1);
     li.local_world = get_int(env, "LOCAL_WORLD_SIZE", false).value_or(-1);

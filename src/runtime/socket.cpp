@@ -46,7 +46,8 @@ int tcp_listen(int port, int* bound_port) {
     int e = errno;
     ::close(fd);
     fail("bootstrap root cannot listen on TCP port ", port, ": ", std::strerror(e),
-         e == EADDRINUSE ? " (another job uses it: set MK_BOOTSTRAP_PORT)" : "");
+         e == EADDRINUSE ? " (another job uses it: set MK_BOOTSTRAP_PORT; or another process of this job claims "
+                           "rank 0 too: check each process's RANK)" : "");
   }
   if (::listen(fd, 1024) != 0) {
     int e = errno;
