@@ -60,7 +60,7 @@ struct GemmArgs {
 
 // Bytes of workspace a call with these m, n, k and num_compute_ctas uses on the
 // current device (0: it splits nothing); the pointers need not be set. Bad m,
-// n, k or num_compute_ctas throw; the call checks the rest.
+// n, k (each at most 2^31 - 256) or num_compute_ctas throw; the call checks the rest.
 size_t gemm_workspace_bytes(const GemmArgs& args);
 void gemm_bf16(const GemmArgs& args, cudaStream_t stream = nullptr);
 
@@ -82,6 +82,7 @@ struct GroupedGemmArgs {
   void* workspace = nullptr;  // device memory, grouped_gemm_workspace_bytes(num_groups)
 };
 
+// Bytes of workspace a grouped call of num_groups groups needs; a count outside [1, 2^25) throws, as the call.
 size_t grouped_gemm_workspace_bytes(int num_groups);
 void grouped_gemm_bf16(const GroupedGemmArgs& args, cudaStream_t stream = nullptr);
 

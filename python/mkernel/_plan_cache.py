@@ -25,3 +25,10 @@ def close_oldest(plans, comm_key, limit, before_closing=None, keep=None):
     for k in doomed:
         plans.pop(k).close()
     return len(doomed), want - len(doomed)
+
+
+def start_over_at(cache, limit=4096):
+    """Empties `cache` (a dict or set) once it holds `limit` entries: the side caches that grow by one per
+    distinct shape (mkernel.tp's shape rules, its closed-plan keys) under varying shapes."""
+    if len(cache) >= limit:
+        cache.clear()

@@ -215,7 +215,7 @@ def dense16(t):
 def tangents_refused(op, tensors):
     """Raises for a forward-AD tangent on any of `tensors` (an open fwAD.dual_level; not while torch.compile
     traces): no op here has a forward-mode formula, and its output would silently carry no tangent."""
-    if not _is_compiling() and _fwad._current_level >= 0:
+    if _fwad._current_level >= 0 and not _is_compiling():  # (the level first: one attribute read per call)
         for t in tensors:
             if isinstance(t, torch.Tensor) and _fwad.unpack_dual(t).tangent is not None:
                 raise MkernelError(f"{op}: forward-mode AD (torch.autograd.forward_ad, torch.func.jvp) is not "

@@ -37,7 +37,7 @@ from . import _torch_req  # noqa: F401  (torch >= 2.4: a clear ImportError befor
 
 from ._lib import MkernelError, knob_int, lib, outside_stacklevel
 from ._ops_c import _need
-from ._plan_cache import close_oldest
+from ._plan_cache import close_oldest, start_over_at
 from ._tp_meta import (_COMMS, MAX_RS_RANKS, Mismatch, comm_handle, register, lookup, world, ag_gemm_shapes,
                        gemm_rs_shape, all_gather_shape, marked_call, reduce_scatter_shape, refuse_close_in_flight)
 from ._tp_plans import _Plan, _check_shape, _device_check, _ptr, check_aligned, check_apart, plan_ints, refuse_pair
@@ -194,8 +194,7 @@ def _plan(cls, key, *shape):
         # before_closing first: none may launch a plan whose close failed
         held = [k for k in list(_PLANS) if k[1] == key] if limit > 0 else []
         _, short = close_oldest(_PLANS, key, limit, lambda: _drop_hot(key), lambda plan: plan.captured)
-        if len(_EVICTED) >= 4096:  # (many shapes come and go: the set only words an error, so start over)
-            _EVICTED.clear()
+        start_over_at(_EVICTED)  # (many shapes come and go: the set only words an error)
         _EVICTED.update(k for k in held if k not in _PLANS)  # (a capture that needs one says why it is gone)
         _EVICTED.discard(pkey)
         if short and key not in _WARNED_CAPTURED:
@@ -370,8 +369,7 @@ def _shape(rule, *args):
     key = (rule, *args)
     shape = _SHAPES.get(key)
     if shape is None:
-        if len(_SHAPES) >= 4096:  # many distinct shapes (varying token counts): start over, as _attention's _SEEN
-            _SHAPES.clear()
+        start_over_at(_SHAPES)  # many distinct shapes (varying token counts), as _attention's _SEEN
         shape = _SHAPES[key] = rule(*args, sizes=False)
     return shape
 
