@@ -103,6 +103,17 @@ TEST(ProxyAffinity, AllowedCpusAreTheThreadsOwnAndAThreadPinnedToThemStaysSo) {
   });
 }
 
+// A pin to fewer CPUs than the thread has takes effect (the test above pins to what the thread already has, which a
+// pin that did nothing would pass too).
+TEST(ProxyAffinity, APinToOneOfTheThreadsCpusNarrowsItToThatOne) {
+  on_own_thread([] {
+    const std::vector<int> allowed = allowed_cpus();
+    if (allowed.size() < 2) GTEST_SKIP() << "this process may run on one CPU only: nothing to narrow";
+    EXPECT_EQ(pin_this_thread({allowed.back()}), 0);
+    EXPECT_EQ(allowed_cpus(), std::vector<int>{allowed.back()});
+  });
+}
+
 // A CPU the system does not have: the pin is refused and said so, and the thread keeps the CPUs it had.
 TEST(ProxyAffinity, APinTheSystemRefusesReportsItAndLeavesTheThreadAsItWas) {
   on_own_thread([] {

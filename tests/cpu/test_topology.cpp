@@ -1,5 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
 #include "mkernel/topology.hpp"
 #include "tests/cpu/env_map.hpp"
 
@@ -80,7 +85,18 @@ TEST(Topology, BadArgumentsAreErrors) {
   EXPECT_EQ(mk::test::expect_error([] { compute_topology({"a"}, 1, 0); }, {"rank 1"}), "");
 }
 
-TEST(Topology, HostIdIsStable) {
+// The host's name and its boot id (containers on one machine share it; another machine's differs), or the
+// machine id where /proc hides the boot id: what tells two hosts of one name apart.
+TEST(Topology, HostIdIsTheHostNameAndItsBootId) {
   EXPECT_EQ(local_host_id(), local_host_id());
-  EXPECT_FALSE(local_host_id().empty());
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  std::string id;
+  for (const char* path : {"/proc/sys/kernel/random/boot_id", "/etc/machine-id"}) {
+    std::ifstream f(path);
+    if (std::getline(f, id) && !id.empty()) break;
+    id.clear();
+  }
+  if (id.empty()) GTEST_SKIP() << "neither a boot id nor a machine id is readable here";
+  EXPECT_EQ(local_host_id(), std::string(host) + "/" + id);
 }

@@ -103,8 +103,10 @@ def test_attention_fast_path_sends_bad_flags_to_the_checks(cuda_cpu, monkeypatch
     q, k, v = _empty(1, 128, 2, 64), _empty(1, 128, 2, 64), _empty(1, 128, 2, 64)
     mkernel.attention(q, k, v, scale=0.25)
     assert _attention._hot(q, k, v, False, 0.5, None, None) is not None, "the fast path was not taken"
-    for bad in ({"scale": 0.0}, {"scale": -0.5}, {"causal": 1}):
-        with pytest.raises(mkernel.MkernelError, match="must be"):
+    for bad, said in (({"scale": 0.0}, r"scale must be a finite number > 0 .*\(got float 0\.0\)"),
+                      ({"scale": -0.5}, r"scale must be a finite number > 0 .*\(got float -0\.5\)"),
+                      ({"causal": 1}, r"causal must be a Python bool \(got int 1\)")):
+        with pytest.raises(mkernel.MkernelError, match=said):
             mkernel.attention(q, k, v, **bad)
     mkernel.attention(q, k, v, causal=True)
     import numpy as np
@@ -165,15 +167,18 @@ def test_ring_attention_checks_alignment_and_overlaps_before_its_plan(cuda_cpu):
         _ring(comm, _empty(1, 127, 2, 64))  # (odd s_local: fine without the zigzag)
 
 
-@pytest.mark.parametrize("shape,causal", [((1, 127, 2, 64), True), ((1, 0, 2, 64), False), ((1, 0, 2, 64), True),
-                                          ((0, 128, 2, 64), False), ((1, 128, 2, 96), False)])
-def test_ring_attention_leaves_the_sizes_its_plan_checks_on_every_rank_to_the_plan(cuda_cpu, shape, causal):
+@pytest.mark.parametrize("shape,causal,said", [((1, 127, 2, 64), True, "s_local must be even"),
+                                                ((1, 0, 2, 64), False, "empty tensors"),
+                                                ((1, 0, 2, 64), True, "empty tensors"),
+                                                ((0, 128, 2, 64), False, "empty tensors"),
+                                                ((1, 128, 2, 96), False, "head_dim must be 64 or 128")])
+def test_ring_attention_leaves_the_sizes_its_plan_checks_on_every_rank_to_the_plan(cuda_cpu, shape, causal, said):
     # An odd causal shard, an empty one (an uneven split of the sequence), head_dim 96: the plan constructor refuses
     # them on every rank at once, naming the rank; refused here, on one rank, they left the others waiting in the
     # plan check until the bootstrap bound. (The fake implementation, which makes no plan, still refuses them.)
     with pytest.raises(Reached):
         _ring(cuda_cpu, _empty(*shape), causal=causal)
-    with pytest.raises(mkernel.MkernelError, match="s_local must be even|empty tensors|head_dim must be 64 or 128"):
+    with pytest.raises(mkernel.MkernelError, match=said):  # (each case its own reason)
         torch.ops.mkernel.ring_attention(*(torch.empty(*shape, dtype=BF16, device="meta"),) * 3,
                                          mkernel._tp_meta.register(cuda_cpu), causal, 0.0)
 
