@@ -45,7 +45,7 @@ Each harness's other power regime (mkbench --lead-cycles: config "... rested"; t
 "1x2 back-to-back"; torch_ring_attn_bench.py --lead-cycles 0: "1x2 no-lead") is its own configuration, judged beside
 the default's rows, never instead of them. Where a
 report gives the best baseline's time over mkernel's round by round, a miss says whether it is within the run's
-spread (p90 >= 1); the verdict stays the ratio of medians.
+spread (p90 above 1); the verdict stays the ratio of medians.
 Runs of 4 or 8 ranks (2x2, 1x4, 2x4, 1x8: tools/issue_bench.sh multi-*) are judged row by row as above (a ring
 layout on issue 9's quick grid, B 1 and S_local 8k); issue [multi-gpu-run] lists each op and the ring at both of
 its layouts (2 x G/2 and 1 x G) that no report supplies. Issues 5-7's two-GPU reports (1x2, 2x1) are asked for

@@ -193,7 +193,7 @@ std::optional<LaunchInfo> detect_launch(const EnvLookup& env) {
              "process of this one");
       if (o->size == li.world && o->rank >= 0 && o->rank != li.rank)
         log(LogLevel::Warn,
-            cat("RANK=", li.rank, " but ", o->rank_name, "=", o->rank, " (of ", o->size_name, "=", o->size,
+            cat("warning: RANK=", li.rank, " but ", o->rank_name, "=", o->rank, " (of ", o->size_name, "=", o->size,
                 "): if RANK was set once for every process (e.g. exported in a batch script before srun / "
                 "mpirun) or left over from another launch, every process claims one rank; set it in each "
                 "process from its own launcher's rank, or unset RANK and WORLD_SIZE (mkernel reads ",

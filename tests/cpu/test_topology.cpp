@@ -97,6 +97,5 @@ TEST(Topology, HostIdIsTheHostNameAndItsBootId) {
     if (std::getline(f, id) && !id.empty()) break;
     id.clear();
   }
-  if (id.empty()) GTEST_SKIP() << "neither a boot id nor a machine id is readable here";
-  EXPECT_EQ(local_host_id(), std::string(host) + "/" + id);
+  EXPECT_EQ(local_host_id(), std::string(host) + "/" + id);  // (neither readable: the name alone, with its '/')
 }
