@@ -121,6 +121,11 @@ class BootstrapRoot {
   // read then acted on, let two closing at once each see the other and neither wait: before 2026-12-06).
   void add_user() { users_.fetch_add(1); }
   int drop_user() { return users_.fetch_sub(1) - 1; }  // the users left
+  // Why the root ended the job ("": it did not), for this process's own rank if it has not connected yet.
+  std::string failure() {
+    std::lock_guard<std::mutex> g(failure_mu_);
+    return failure_;
+  }
   void join() {
     std::lock_guard<std::mutex> g(join_mu_);
     if (thread_.joinable()) thread_.join();
@@ -176,6 +181,10 @@ class BootstrapRoot {
   }
 
   void fail_all(const std::string& msg) {
+    {
+      std::lock_guard<std::mutex> g(failure_mu_);
+      failure_ = msg;
+    }
     std::string f = frame(kError, -1, world_, 0, job_, msg);
     for (auto& c : conns_) send_to(c, f);
     done_ = true;
@@ -460,6 +469,8 @@ class BootstrapRoot {
   int64_t timeout_ms_;
   std::thread thread_;
   std::mutex join_mu_;
+  std::mutex failure_mu_;
+  std::string failure_;  // fail_all's message
   std::atomic<int64_t> owner_closed_at_ms_{0};
   std::atomic<int64_t> host_waits_at_ms_{0};
   std::atomic<bool> stop_{false};
@@ -636,9 +647,14 @@ Bootstrap::Bootstrap(const LaunchInfo& li) : rank_(li.rank), world_(li.world) {
 }
 
 void Bootstrap::connect_and_hello(const std::string& host, int port, uint64_t magic) {
+  // Rank 0 whose own root ended the job before this rank connected (another process claiming a rank, a rank of
+  // another world size: the root's listener is closed then) stops retrying and says the root's reason (before
+  // 2026-12-06 it retried until the bound, then blamed a root that was not running).
+  const auto root_failure = [this] { return root_ ? root_->failure() : std::string(); };
   try {
-    fd_ = sock::tcp_connect(host, port, sock::deadline_in_ms(timeout_ms_));
+    fd_ = sock::tcp_connect(host, port, sock::deadline_in_ms(timeout_ms_), [&] { return !root_failure().empty(); });
   } catch (const Error& e) {  // (the socket's error names no rank: several ranks' logs read alike)
+    if (const std::string why = root_failure(); !why.empty()) fail("rank ", rank_, " of ", world_, ": ", why);
     fail("rank ", rank_, " of ", world_, ": ", error_reason(e));
   }
   // From the connection on (connecting may have taken up to the bound while

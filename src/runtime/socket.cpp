@@ -229,7 +229,7 @@ bool connected_to_itself(int fd) noexcept {
          me.sin_addr.s_addr == peer.sin_addr.s_addr;
 }
 
-int tcp_connect(const std::string& host, int port, Deadline deadline) {
+int tcp_connect(const std::string& host, int port, Deadline deadline, const std::function<bool()>& give_up) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
@@ -282,6 +282,7 @@ int tcp_connect(const std::string& host, int port, Deadline deadline) {
     last = met_itself ? "the connection met itself: the root's port is in this host's ephemeral range and "
                         "the root did not listen yet"
                       : std::strerror(err);
+    if (give_up && give_up()) fail("stopped connecting to bootstrap root ", host, ":", port, " (", last, ")");
     if (ms_left(deadline) <= 0)
       fail("could not connect to bootstrap root ", host, ":", port, " before the deadline (last error: ",
            last, "); is rank 0 / the get_unique_id() process running? (MK_BOOTSTRAP_TIMEOUT_MS)");

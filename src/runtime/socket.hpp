@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace mk::sock {
@@ -18,8 +19,9 @@ inline int64_t ms_left(Deadline d) {
 
 // Listening TCP socket on all IPv4 interfaces; port 0 picks a free port.
 int tcp_listen(int port, int* bound_port);
-// Connects to host:port, retrying refused connections (and ones that met themselves) until the deadline.
-int tcp_connect(const std::string& host, int port, Deadline deadline);
+// Connects to host:port, retrying refused connections (and ones that met themselves) until the deadline, or
+// until give_up() says to stop (then it fails at once).
+int tcp_connect(const std::string& host, int port, Deadline deadline, const std::function<bool()>& give_up = {});
 // Whether a connected TCP socket's two ends are one address and port: a connect to a port of this host in the
 // ephemeral range, while nothing listens there, can be given that port as its own and meet itself (TCP
 // simultaneous open), and then reads what it writes.
