@@ -28,6 +28,7 @@ import itertools
 import weakref
 
 from ._lib import MkernelError, check
+from ._plan_cache import start_over_at
 
 MAX_RS_RANKS = 8    # GemmRs, GemmAr: at most 8 ranks (include/mkernel/tp.hpp)
 
@@ -237,3 +238,17 @@ def all_reduce_shape(x_shape, world, sizes=True):
     _mult64("all_reduce", "n (columns of x)", n, sizes)
     _rows_split("all_reduce", "m (rows of x)", m, world, sizes)
     return (m, n)
+
+
+# A shape rule's result per (rule, shapes, world), for the ops' steady-state calls (~1 dict lookup instead of the
+# rules; python_overhead.py measures the call). The rules' size checks are left to the plan (sizes=False).
+_SHAPES = {}
+
+
+def cached_shape(rule, *args):
+    key = (rule, *args)
+    shape = _SHAPES.get(key)
+    if shape is None:
+        start_over_at(_SHAPES)  # many distinct shapes (varying token counts), as _attention's _SEEN
+        shape = _SHAPES[key] = rule(*args, sizes=False)
+    return shape

@@ -39,7 +39,8 @@ from ._lib import MkernelError, knob_int, lib, outside_stacklevel
 from ._ops_c import _need
 from ._plan_cache import close_oldest, start_over_at
 from ._tp_meta import (_COMMS, MAX_RS_RANKS, Mismatch, comm_handle, register, lookup, world, ag_gemm_shapes,
-                       gemm_rs_shape, all_gather_shape, marked_call, reduce_scatter_shape, refuse_close_in_flight)
+                       gemm_rs_shape, all_gather_shape, marked_call, reduce_scatter_shape, refuse_close_in_flight,
+                       cached_shape as _shape)
 from ._tp_plans import _Plan, _check_shape, _device_check, _ptr, check_aligned, check_apart, plan_ints, refuse_pair
 from .ops import (_check_matrix, _fast_apart, _fast_ok, _get_device, _stream, bump_version, dense16,
                   inputs_grad_refused, modes_on, out_grad_refused, traced)
@@ -359,19 +360,7 @@ def _key(comm):
 # library cannot see (dtype, device, layout, alignment, b against a, out) is
 # refused here (b against a on a shape's first call after taking part in the plan check: refuse_pair).
 # Inputs were checked by the caller (_check_inputs), so the plans are called without their own checks; a shape
-# rule's result is cached per shapes (steady-state calls: ~1 dict lookup instead of the rules;
-# python_overhead.py measures the call).
-
-_SHAPES = {}
-
-
-def _shape(rule, *args):
-    key = (rule, *args)
-    shape = _SHAPES.get(key)
-    if shape is None:
-        start_over_at(_SHAPES)  # many distinct shapes (varying token counts), as _attention's _SEEN
-        shape = _SHAPES[key] = rule(*args, sizes=False)
-    return shape
+# rule's result is cached per shapes (_tp_meta.cached_shape).
 
 
 def _output(out, shape, like, key, op, *inputs, same_ok=False):

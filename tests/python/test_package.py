@@ -695,11 +695,11 @@ def test_tp_side_caches_stay_bounded_under_many_shapes(monkeypatch):
     # Varying shapes (token counts per step) filled the shape rules' cache and the set of plans the bound closed
     # (which only words a capture's error) without end, beside a bounded plan cache. Both start over at 4096.
     torch = pytest.importorskip("torch", reason="needs torch (mkernel.tp imports it)")
-    from mkernel import tp
-    monkeypatch.setattr(tp, "_SHAPES", {("rule", i): (i,) for i in range(4096)})
+    from mkernel import _tp_meta, tp
+    monkeypatch.setattr(_tp_meta, "_SHAPES", {("rule", i): (i,) for i in range(4096)})
     rule = lambda x, sizes: (x, 1)  # noqa: E731
     assert tp._shape(rule, 7) == (7, 1)
-    assert tp._SHAPES == {(rule, 7): (7, 1)}
+    assert _tp_meta._SHAPES == {(rule, 7): (7, 1)}
     closed = []
     monkeypatch.setenv("MK_PLAN_CACHE_MAX", "1")
     monkeypatch.setattr(tp, "_PLANS", {("Fake", "c", (1,)): _Plan("old", closed)})
