@@ -9,7 +9,8 @@
 # fake implementations and shapes torch.compile traces, autograd wiring,
 # dispatcher modes (FakeTensorMode, make_fx), the benchmark helpers. Without
 # it they skip, saying so.
-#   MK_TEST_TORCH=0   no torch install (~70 s and ~4.7 GB with its CUDA wheels)
+#   MK_TEST_TORCH=0   no torch install (~70 s and ~4.7 GB with its CUDA wheels, ~7.3 GB while installing: with less
+#                     than ~8.5 GB free it installs none either, saying so, and those tests skip)
 # Prints the interpreter's path last; tests/CMakeLists.txt runs pytest with it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,18 +22,34 @@ numpy_pin="numpy==2.4.6; python_version >= '3.11'"
 numpy_pin_310="numpy==2.2.6; python_version < '3.11'"
 venv=.venv-test
 case "${MK_TEST_TORCH:-1}" in 0|1) ;; *) log "error: MK_TEST_TORCH must be 0 or 1 (got '$MK_TEST_TORCH')"; exit 1;; esac
-if [ ! -x "$venv/bin/python3" ] || ! "$venv/bin/python3" -c 'import sys' 2>/dev/null; then
+# venv_usable: the venv's Python and pip run, and a torch in it imports. An earlier run stopped part-way (ENOSPC,
+# Ctrl-C) can leave a venv without a working pip, or a torch whose libraries never landed: `import torch` then
+# raises OSError, which pytest.importorskip does not take for "skip", so the tests would error, not skip.
+venv_usable() {
+  [ -e "$venv" ] || return 1
+  if ! "$venv/bin/python3" -m pip --version >/dev/null 2>&1; then
+    log "$venv's Python or pip does not run (an earlier run stopped part-way?): making $venv again"
+    return 1
+  fi
+  if compgen -G "$venv/lib/python3*/site-packages/torch" >/dev/null &&
+     ! "$venv/bin/python3" -c 'import torch' >/dev/null 2>&1; then
+    log "$venv holds a torch that does not import (an earlier pip install stopped part-way?): making $venv again"
+    return 1
+  fi
+}
+if ! venv_usable; then
   rm -rf "$venv"
   log "creating $venv (python3 -m venv --system-site-packages)"
   python3 -m venv --system-site-packages "$venv" >&2
 fi
 py="$PWD/$venv/bin/python3"
 # pip_install WHAT WHY PACKAGE...: pip install into the venv; on failure (pip's own error above), say what failed,
-# that this machine may be offline, and what to do, as the torch install does.
+# the likely causes, and what to do, as the torch install does.
 pip_install() {
   if ! "$py" -m pip install -q "${@:3}" >&2; then
-    log "error: pip could not install $1 into $venv ($2). Is this machine offline (no PyPI)? Install it into" \
-        "$venv from a local wheel ($py -m pip install FILE.whl), or rerun where PyPI is reachable"
+    log "error: pip could not install $1 into $venv ($2): see pip's error above. Is this machine offline (no" \
+        "PyPI), or its disk full ($(df -Ph "$venv" | awk 'NR == 2 {print $4}') free)? Install it into $venv from" \
+        "a local wheel ($py -m pip install FILE.whl), or rerun where PyPI is reachable"
     exit 1
   fi
 }
@@ -48,14 +65,43 @@ if ! { [ -x /usr/local/cuda/bin/cuobjdump ] && [ -x /usr/local/cuda/bin/nvdisasm
   pip_install "cuobjdump and nvdisasm" "tools/check_uniform_loop.py needs them" \
     'nvidia-cuda-cuobjdump==13.2.51' 'nvidia-cuda-nvdisasm==13.2.51'
 fi
+# torch_room: whether the disk holds the torch install (prints what it found either way; exit 1: it does not).
+# torch 2.11 with its CUDA 13 wheels: ~3 GB downloaded into pip's temporary folder, ~4.7 GB unpacked into the venv,
+# both at once before pip removes the download: 7.3 GB more in use at the peak, 4.7 GB after (measured on the CPU
+# machine, 2026-12-06, with --no-cache-dir). The need below leaves ~1 GB for the build beside it.
+torch_need_mb=8500
+torch_room() {
+  "$py" - "$venv" "$torch_need_mb" <<'PYEOF'
+import os, sys, tempfile
+venv, need = sys.argv[1], int(sys.argv[2])
+tmp = tempfile.gettempdir()  # where pip downloads to (TMPDIR, else /tmp, ...)
+def free_mb(path):
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize // 2**20
+v, t = free_mb(venv), free_mb(tmp)
+if os.stat(venv).st_dev == os.stat(tmp).st_dev:
+    print(f"{v} MB free on the file system of {venv} and of pip's temporary folder {tmp}; it needs ~{need} MB")
+    sys.exit(v < need)
+nv, nt = need * 6 // 10, need * 4 // 10
+print(f"{v} MB free for {venv} and {t} MB for pip's temporary folder {tmp}; it needs ~{nv} and ~{nt} MB")
+sys.exit(v < nv or t < nt)
+PYEOF
+}
 if v=$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null); then
   log "torch $v found"
 elif [ "${MK_TEST_TORCH:-1}" = "0" ]; then
   log "MK_TEST_TORCH=0: no torch; the Python tests that need it will skip"
+elif ! room=$(torch_room); then
+  # Not enough disk for the CUDA wheels: the tests run without torch, as MK_TEST_TORCH=0 would, saying so; pip
+  # would fail part-way (ENOSPC) and leave a torch that does not import.
+  log "NOT installing $torch_pin: $room. The Python tests that need torch will SKIP, saying so; free the space" \
+      "and rerun, or set MK_TEST_TORCH=0 to say this is meant"
 else
-  log "installing $torch_pin into $venv (PyPI; MK_TEST_TORCH=0 skips this)"
-  if ! "$py" -m pip install -q "$torch_pin" "$numpy_pin" "$numpy_pin_310" >&2; then
-    log "error: pip could not install $torch_pin into $venv; rerun with MK_TEST_TORCH=0 to test without torch"
+  log "installing $torch_pin into $venv (PyPI, no pip cache; $room; MK_TEST_TORCH=0 skips this)"
+  if ! "$py" -m pip install -q --no-cache-dir "$torch_pin" "$numpy_pin" "$numpy_pin_310" >&2; then
+    # (what it installed stays: the next run finds a torch that does not import and makes the venv again)
+    log "error: pip could not install $torch_pin into $venv ($(torch_room || true)); rerun with" \
+        "MK_TEST_TORCH=0 to test without torch"
     exit 1
   fi
 fi
