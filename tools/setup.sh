@@ -10,6 +10,27 @@ log() { echo "[setup] $*"; }
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; fi
+# apt_get ARGS...: apt-get as root, never asking (DEBIAN_FRONTEND through env: sudo's env_reset drops it). Another
+# apt holding its lock (unattended-upgrades or cloud-init on a fresh VM) is waited for, saying so, up to 10 minutes
+# in all; apt-get update does not wait by itself, and any other failure stops at once with apt's own message.
+apt_get() {
+  local deadline=$((SECONDS + 600)) rc errf
+  errf=$(mktemp)
+  while :; do
+    rc=0
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=30 "$@" 2>"$errf" || rc=$?
+    if [ "$rc" -ne 0 ] && [ "$SECONDS" -lt "$deadline" ] &&
+       grep -qiE 'could not get lock|unable to acquire the dpkg frontend lock' "$errf"; then
+      log "apt-get $1: another apt holds its lock ($(grep -ioEm1 'held by process [0-9]+( \([^)]*\))?' "$errf" ||
+          echo 'its holder not named')); waiting, up to 10 minutes in all"
+      sleep 10
+      continue
+    fi
+    cat "$errf" >&2
+    rm -f "$errf"
+    return "$rc"
+  done
+}
 
 # CUDA toolkit: the image provides it under /usr/local/cuda (Debian's own
 # packages are too old for sm_90a); say so clearly if it is not there.
@@ -37,8 +58,8 @@ command -v python3 >/dev/null 2>&1 || need+=(python3 python3-pip)
 [ -f /usr/include/rdma/fabric.h ] || need+=(libfabric-dev)
 if [ "${#need[@]}" -gt 0 ]; then
   log "installing: ${need[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
+  apt_get update -qq
+  apt_get install -y -qq --no-install-recommends "${need[@]}"
 fi
 
 # CMake >= 3.25 (CUDA architecture "90a": 3.24.0's check of architecture names could refuse it).
@@ -56,8 +77,8 @@ _mk_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if ! cmake_ok; then
   log "system CMake is older than 3.25; installing CMake from PyPI into .venv-cmake"
   python3 -c 'import ensurepip' 2>/dev/null || {
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-venv
+    apt_get update -qq
+    apt_get install -y -qq --no-install-recommends python3-venv
   }
   python3 -m venv --clear "$_mk_root/.venv-cmake"
   "$_mk_root/.venv-cmake/bin/python3" -m pip install -q 'cmake>=3.25,<4'
@@ -72,7 +93,7 @@ unset _mk_root
 # The tests' Python packages (pytest, pyflakes, cuobjdump + nvdisasm wheels, torch) go into a venv,
 # .venv-test (tools/setup_test_python.sh, run by tools/test.sh): never into the system's Python, which
 # Debian and Ubuntu mark externally managed (PEP 668). Here only venv itself.
-python3 -c 'import venv, ensurepip' 2>/dev/null || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv; }
+python3 -c 'import venv, ensurepip' 2>/dev/null || { apt_get update -qq; apt_get install -y -qq python3-venv; }
 
 # NCCL headers/libraries for the benchmark baselines (CUDA images ship them).
 if [ ! -f /usr/local/cuda/include/nccl.h ] && [ ! -f /usr/include/nccl.h ]; then
