@@ -391,11 +391,17 @@ void SignalLease::reset() noexcept {
   // Kept too when this rank's device failed (a fatal error): zeroing them
   // cannot work, and the barrier below would wait for ranks that may be
   // stuck in their own waits (Communicator::fatal_device_error).
+  // A malformed value (refused at init; set afterwards, from Python's os.environ say) keeps them too, saying so:
+  // else the pool's eventual "no run of n free signal words" would not name the knob.
   bool reuse = true;
   try {
     reuse = knob_bool(Knob::MK_SIGNAL_REUSE);
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
     reuse = false;
+    warn_noexcept([&] {
+      return cat("rank ", comm_->rank(), ": ", e.what(), ": a plan's signal words stay reserved, as with ",
+                 "MK_SIGNAL_REUSE=0 (set it alike on every rank)");
+    });
   }
   if (reuse) {
     const std::string dead = comm_->fatal_device_error();

@@ -627,3 +627,23 @@ TEST_F(TpPlanSignals, ReuseOffKeepsTheWords) {
   EXPECT_GT(held, held0);
   EXPECT_EQ(comm().signals_in_use(), held) << "MK_SIGNAL_REUSE=0, yet the plan gave its words back";
 }
+
+// A malformed MK_SIGNAL_REUSE set after init (init refuses one) keeps the words too, and says why.
+TEST_F(TpPlanSignals, AMalformedReuseKeepsTheWordsSayingSo) {
+  const int held0 = comm().signals_in_use();
+  int held = 0;
+  std::string said;
+  {
+    const mk::test::EnvGuard bad("MK_SIGNAL_REUSE", "maybe");
+    testing::internal::CaptureStderr();
+    {
+      const mk::GemmRs p(comm(), 1024, 64, 64);
+      held = comm().signals_in_use();
+    }
+    said = testing::internal::GetCapturedStderr();
+  }
+  EXPECT_GT(held, held0);
+  EXPECT_EQ(comm().signals_in_use(), held) << "a malformed MK_SIGNAL_REUSE, yet the plan gave its words back";
+  EXPECT_NE(said.find("MK_SIGNAL_REUSE"), std::string::npos) << said;
+  EXPECT_NE(said.find("stay reserved"), std::string::npos) << said;
+}
