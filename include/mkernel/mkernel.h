@@ -83,6 +83,7 @@ int mk_comm_symmetric_bytes(mk_comm_t comm, uint64_t* out);
 
 int mk_symm_alloc(mk_comm_t comm, size_t bytes, mk_symm_t* out);
 int mk_symm_info(mk_symm_t buf, mk_symm_info_t* out);
+/* Collective, as mk_symm_alloc; a NULL buf is nothing to free (0, as free(NULL)). */
 int mk_symm_free(mk_comm_t comm, mk_symm_t buf);
 
 /* Writes the knob table (NUL-terminated, truncated to len). */

@@ -164,6 +164,7 @@ int mk_symm_info(mk_symm_t buf, mk_symm_info_t* out) {
 }
 
 int mk_symm_free(mk_comm_t comm, mk_symm_t buf) {
+  if (!buf) return 0;  // (like free(NULL) and the destroy calls)
   if (const int rc = handle_arg(__func__, "buf", buf, HandleKind::Symm)) return rc;
   if (!buf->comm_alive->load()) {  // (`comm` is not read: the destroyed one's handle dangles)
     buf->kind = HandleKind::Destroyed;

@@ -13,6 +13,7 @@
 #include "mkernel/launch_order.hpp"
 #include "mkernel/mkernel.h"
 #include "src/runtime/c_api_util.hpp"
+#include "tests/test_env.hpp"
 
 TEST(CApi, VersionAndConfig) {
   EXPECT_EQ(mk_abi_version(), MK_ABI_VERSION);
@@ -51,6 +52,16 @@ TEST(CApi, KnobReadersUseTheLibrarysParserAndRefuseOtherTypes) {
   EXPECT_NE(mk_knob_bool("MK_TIMEOUT_MS", &b), 0);  // an integer knob
   EXPECT_NE(std::string(mk_last_error()).find("not a bool"), std::string::npos) << mk_last_error();
   int64_t v = 0;
+  {
+    const mk::test::EnvGuard set("MK_TIMEOUT_MS", "250");
+    ASSERT_EQ(mk_knob_int("MK_TIMEOUT_MS", &v), 0) << mk_last_error();
+    EXPECT_EQ(v, 250);
+  }
+  {
+    const mk::test::EnvGuard unset("MK_TIMEOUT_MS", nullptr);
+    ASSERT_EQ(mk_knob_int("MK_TIMEOUT_MS", &v), 0) << mk_last_error();
+    EXPECT_EQ(v, 5000);  // the declared default
+  }
   EXPECT_NE(mk_knob_int("MK_SHARE_GPUS", &v), 0);
   EXPECT_NE(std::string(mk_last_error()).find("not an integer"), std::string::npos) << mk_last_error();
   EXPECT_NE(mk_knob_bool("MK_NO_SUCH_KNOB", &b), 0);
@@ -65,6 +76,15 @@ TEST(CApi, NullArgumentsAreErrorsWithMessages) {
   EXPECT_NE(mk_symm_alloc(nullptr, 16, nullptr), 0);
   EXPECT_NE(mk_comm_barrier(nullptr), 0);
   EXPECT_NE(mk_print_config(nullptr, 0), 0);
+  // A NULL out with a communicator handle (here a stand-in with none inside: refused before it is read).
+  auto* standin = new mk_comm_s;
+  EXPECT_NE(mk_comm_info(standin, nullptr), 0);
+  EXPECT_EQ(std::string(mk_last_error()), "mkernel: mk_comm_info: comm or out is NULL");
+  EXPECT_NE(mk_symm_alloc(standin, 16, nullptr), 0);
+  EXPECT_EQ(std::string(mk_last_error()), "mkernel: mk_symm_alloc: comm or out is NULL");
+  EXPECT_EQ(mk_symm_free(standin, nullptr), 0) << "a NULL buffer is nothing to free, as free(NULL)";
+  EXPECT_EQ(mk_symm_free(nullptr, nullptr), 0);
+  EXPECT_EQ(mk_comm_destroy(standin), 0) << mk_last_error();
   char one[1];
   EXPECT_NE(mk_print_config(one, 0), 0);  // a buffer with no room: said so, not "NULL"
   EXPECT_NE(std::string(mk_last_error()).find("len is 0"), std::string::npos) << mk_last_error();

@@ -25,6 +25,22 @@ TEST(Knobs, DefaultsWhenUnset) {
   EXPECT_EQ(knob_str(Knob::MK_BOOTSTRAP_ADDR, env), "");
 }
 
+// Every knob's declared default parses as its own type, within its range or choices (a default outside them would
+// fail every run that leaves the knob unset, at init, naming a variable nobody set).
+TEST(Knobs, EveryDefaultParsesAsItsOwnType) {
+  const auto env = env_of({});
+  for (size_t i = 0; i < knob_specs().size(); ++i) {
+    const auto& s = knob_specs()[i];
+    const auto k = static_cast<Knob>(i);
+    switch (s.type) {
+      case KnobType::Int: EXPECT_NO_THROW(knob_int(k, env)) << s.name << "='" << s.def << "'"; break;
+      case KnobType::Bool: EXPECT_NO_THROW(knob_bool(k, env)) << s.name << "='" << s.def << "'"; break;
+      case KnobType::String:
+      case KnobType::Choice: EXPECT_NO_THROW(knob_str(k, env)) << s.name << "='" << s.def << "'"; break;
+    }
+  }
+}
+
 TEST(Knobs, ParsesValidValues) {
   auto env = env_of({{"MK_TIMEOUT_MS", "250"}, {"MK_SYMM_MODE", "IPC"}, {"MK_RANKS_PER_NODE", "4"}});
   EXPECT_EQ(knob_int(Knob::MK_TIMEOUT_MS, env), 250);
