@@ -12,22 +12,23 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; fi
 # apt_get ARGS...: apt-get as root, never asking (DEBIAN_FRONTEND through env: sudo's env_reset drops it). Another
 # apt holding its lock (unattended-upgrades or cloud-init on a fresh VM) is waited for, saying so, up to 10 minutes
-# in all; apt-get update does not wait by itself, and any other failure stops at once with apt's own message.
+# a call; apt-get update does not wait by itself, and any other failure (not root: "are you root?") stops at once
+# with apt's own message.
 apt_get() {
-  local deadline=$((SECONDS + 600)) rc errf
-  errf=$(mktemp)
+  local deadline=$((SECONDS + 600)) rc err
   while :; do
     rc=0
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=30 "$@" 2>"$errf" || rc=$?
+    # (apt's stderr kept to read, its stdout passed on)
+    { err=$($SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=30 "$@" 2>&1 1>&3 3>&-); } \
+      3>&1 || rc=$?
     if [ "$rc" -ne 0 ] && [ "$SECONDS" -lt "$deadline" ] &&
-       grep -qiE 'could not get lock|unable to acquire the dpkg frontend lock' "$errf"; then
-      log "apt-get $1: another apt holds its lock ($(grep -ioEm1 'held by process [0-9]+( \([^)]*\))?' "$errf" ||
-          echo 'its holder not named')); waiting, up to 10 minutes in all"
+       grep -qiE 'could not get lock|is another process using it' <<< "$err"; then
+      log "apt-get $1: another apt holds its lock ($(grep -ioEm1 'held by process [0-9]+( \([^)]*\))?' <<< "$err" ||
+          echo 'its holder not named')); waiting, up to 10 minutes"
       sleep 10
       continue
     fi
-    cat "$errf" >&2
-    rm -f "$errf"
+    [ -z "$err" ] || echo "$err" >&2
     return "$rc"
   done
 }

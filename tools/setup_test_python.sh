@@ -22,18 +22,24 @@ numpy_pin="numpy==2.4.6; python_version >= '3.11'"
 numpy_pin_310="numpy==2.2.6; python_version < '3.11'"
 venv=.venv-test
 case "${MK_TEST_TORCH:-1}" in 0|1) ;; *) log "error: MK_TEST_TORCH must be 0 or 1 (got '$MK_TEST_TORCH')"; exit 1;; esac
-# venv_usable: the venv's Python and pip run, and a torch in it imports. An earlier run stopped part-way (ENOSPC,
-# Ctrl-C) can leave a venv without a working pip, or a torch whose libraries never landed: `import torch` then
-# raises OSError, which pytest.importorskip does not take for "skip", so the tests would error, not skip.
+# venv_usable: the venv's Python and pip run, and no torch install in it stopped part-way. One that did (ENOSPC,
+# Ctrl-C) leaves gigabytes of CUDA wheels (pip installs them before torch), or a torch whose libraries never
+# landed: `import torch` then raises OSError, which pytest.importorskip does not take for "skip", so the tests
+# would error, not skip. $torch_mark exists while pip installs torch.
+torch_mark=$venv/.torch-install-unfinished
 venv_usable() {
   [ -e "$venv" ] || return 1
   if ! "$venv/bin/python3" -m pip --version >/dev/null 2>&1; then
     log "$venv's Python or pip does not run (an earlier run stopped part-way?): making $venv again"
     return 1
   fi
+  if [ -e "$torch_mark" ]; then
+    log "$venv holds a torch install that did not finish (an earlier run stopped in pip?): making $venv again"
+    return 1
+  fi
   if compgen -G "$venv/lib/python3*/site-packages/torch" >/dev/null &&
      ! "$venv/bin/python3" -c 'import torch' >/dev/null 2>&1; then
-    log "$venv holds a torch that does not import (an earlier pip install stopped part-way?): making $venv again"
+    log "$venv holds a torch that does not import: making $venv again"
     return 1
   fi
 }
@@ -98,11 +104,19 @@ elif ! room=$(torch_room); then
       "and rerun, or set MK_TEST_TORCH=0 to say this is meant"
 else
   log "installing $torch_pin into $venv (PyPI, no pip cache; $room; MK_TEST_TORCH=0 skips this)"
+  touch "$torch_mark"
   if ! "$py" -m pip install -q --no-cache-dir "$torch_pin" "$numpy_pin" "$numpy_pin_310" >&2; then
-    # (what it installed stays: the next run finds a torch that does not import and makes the venv again)
     log "error: pip could not install $torch_pin into $venv ($(torch_room || true)); rerun with" \
-        "MK_TEST_TORCH=0 to test without torch"
+        "MK_TEST_TORCH=0 to test without torch ($venv is removed: what pip put there would not import)"
+    rm -rf "$venv"
     exit 1
   fi
+  if ! err=$("$py" -c 'import torch' 2>&1); then
+    log "error: $torch_pin installed into $venv, but it does not import: ${err##*$'\n'}; rerun with" \
+        "MK_TEST_TORCH=0 to test without torch ($venv is removed)"
+    rm -rf "$venv"
+    exit 1
+  fi
+  rm -f "$torch_mark"
 fi
 echo "$py"
