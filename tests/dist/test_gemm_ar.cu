@@ -419,7 +419,8 @@ TEST(GemmArErrors, BadPlansAreRejected) {
 // A plan made while rank 0's thread has another GPU current: every rank
 // refuses it at once, naming rank 0 and both devices (the plan would hold its
 // memory on one GPU and launch on another's pointers), and the same plan made
-// right after, with the device current, computes.
+// right after, with the device current, is made (its runs are checked by the
+// tests above). Needs a second visible GPU: skipped on one, run in the 2-GPU tier.
 TEST(GemmArErrors, APlanMadeWithAnotherDeviceCurrentIsRefusedOnEveryRank) {
   int count = 0;
   MK_CUDA_CHECK(cudaGetDeviceCount(&count));

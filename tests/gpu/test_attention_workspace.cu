@@ -113,12 +113,15 @@ TEST(AttentionWorkspace, ACapturedCausalCallClaimsWithTheEagerBits) {
   for (int replay = 0; replay < 2; ++replay) {  // the memset node re-zeroes the counter on every replay
     ASSERT_EQ(cudaMemset(o_g.p, 0xff, qbytes), cudaSuccess);
     ASSERT_EQ(cudaMemset(l_g.p, 0xff, lbytes), cudaSuccess);
+    ASSERT_EQ(cudaMemset(o_st.p, 0xff, qbytes), cudaSuccess);  // (each replay's own writes are checked)
+    ASSERT_EQ(cudaMemset(l_st.p, 0xff, lbytes), cudaSuccess);
     ASSERT_EQ(cudaGraphLaunch(claimed.e, st), cudaSuccess);
     ASSERT_EQ(cudaGraphLaunch(walked.e, st), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
     EXPECT_EQ(o_eager.host(), o_g.host()) << "replay " << replay << ": out differs from the eager call's";
     EXPECT_EQ(l_eager.host(), l_g.host()) << "replay " << replay << ": lse differs from the eager call's";
     EXPECT_EQ(o_eager.host(), o_st.host()) << "replay " << replay << ": the static walk's out differs";
+    EXPECT_EQ(l_eager.host(), l_st.host()) << "replay " << replay << ": the static walk's lse differs";
   }
   Graph noncausal;  // a workspace given to a call that claims nothing is left alone
   capture(noncausal, [&] { call(o_g, l_g, ws.p, 0, false); });

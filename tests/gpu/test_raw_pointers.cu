@@ -108,8 +108,10 @@ TEST_F(RawPointers, TheStandaloneGemmsRefuseMemoryThatIsNotTheGpus) {
   expect_near(out.p, ref.as<float>(), m, n, "gemm after the refusals");
   poison(out.p, m * n);
   grouped(a.p, b.p, out.p, ws.p)();
-  reference(a.p, b.p, ref.as<float>(), m / 2, n, k);
-  expect_near(out.p, ref.as<float>(), m / 2, n, "grouped gemm's first group after the refusals");
+  reference(a.p, b.p, ref.as<float>(), m / 2, n, k);  // group g: rows [g m/2, (g+1) m/2) of a, b's matrix g
+  reference(static_cast<const char*>(a.p) + (m / 2) * k * 2, static_cast<const char*>(b.p) + n * k * 2,
+            ref.as<float>() + (m / 2) * n, m / 2, n, k);
+  expect_near(out.p, ref.as<float>(), m, n, "grouped gemm (both groups) after the refusals");
 }
 
 // q, k, v, out [batch][seq][heads][64] bf16, lse [batch][heads][seq] fp32.

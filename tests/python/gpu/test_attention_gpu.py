@@ -104,8 +104,10 @@ def test_claimed_units_on_two_streams_at_once(monkeypatch):
     for rep in range(3):
         for (q, k, v), (o, lse), st in zip(ins, outs, streams):
             with torch.cuda.stream(st):
-                torch.cuda._sleep(200_000)
+                torch.cuda._sleep(1_000_000_000 if rep == 0 else 200_000)  # (cycles: ~0.5 s, then ~0.1 ms)
                 mkernel.attention(q, k, v, causal=True, out=o, lse=lse)
+        if rep == 0:  # each call waits on its own stream: the default stream (not waiting for them) sees no output
+            assert all(torch.isnan(o).all().item() for o, _ in outs), "a call did not go to its current stream"
         torch.cuda.synchronize()
         for (q, k, v), (o, lse) in zip(ins, outs):
             check(q, k, v, True, o, lse)

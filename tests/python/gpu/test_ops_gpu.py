@@ -40,12 +40,21 @@ def test_gemm_out_into_a_strided_row_major_view_leaves_the_rest_alone():
 
 
 def test_gemm_runs_on_the_current_stream():
+    """Queued on a side stream behind a GPU sleep, the op waits there: a read on the default stream (which does
+    not wait for torch's side streams: they are non-blocking) still finds out unwritten. On the default stream,
+    or after a host synchronisation, the op would have written it by then."""
     a = torch.randn(512, 512, device="cuda").bfloat16()
     b = torch.randn(512, 512, device="cuda").bfloat16()
+    out = torch.full((512, 512), float("nan"), device="cuda", dtype=torch.bfloat16)
+    mkernel.gemm(a, b)  # (a first call's setup out of the way)
     s = torch.cuda.Stream()
+    torch.cuda.synchronize()
     with torch.cuda.stream(s):
-        out = mkernel.gemm(a, b)
+        torch.cuda._sleep(1_000_000_000)  # GPU clock cycles: ~0.5 s
+        assert mkernel.gemm(a, b, out=out) is out
+    unwritten = torch.isnan(out).all().item()  # (the default stream)
     s.synchronize()
+    assert unwritten, "the op did not wait behind the sleep on the current stream"
     assert rel(out, ref(a, b)) < 1e-2
 
 
