@@ -62,8 +62,9 @@ skip_rule() {
 share=; [ "${ngpu:-0}" -eq 1 ] && share="MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000"
 if want compiled; then skip_rule compiled
 run build/bin/mk_gpu_tests
-# A GPU per rank: with one GPU these are left out by name here (the shared-GPU steps below stand in for them), so
-# that a 77 of a step that should run fails the part (skip_rule).
+# A GPU per rank: with one GPU these are left out by name here, so that a 77 of a step that should run fails the
+# part (skip_rule); the shared-GPU steps below stand in for the first two, and the last two run with the ranks
+# sharing the GPU (the abort's rank 1 must still time out in 500 ms).
 two_gpu_steps=(
   "tools/mkrun -n 2 --timeout 230 build/bin/mk_dist_tests"
   "tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 build/bin/mk_dist_tests"
@@ -73,6 +74,11 @@ for step in "${two_gpu_steps[@]}"; do
   if [ "${ngpu:-0}" -eq 1 ]; then echo "=== SKIPPED (needs 2 GPUs; nvidia-smi lists 1): $step"
   else run $step; fi  # (word-split on purpose: no argument holds a space)
 done
+if [ "${ngpu:-0}" -eq 1 ]; then
+  run tools/mkrun -n 2 --timeout 230 env MK_SYMM_MODE=ipc $share build/bin/mk_dist_tests \
+      --gtest_filter='Dist.Symmetric*:Dist.Mismatched*:AgGemm*:GemmRs*'
+  run tools/mkrun -n 2 --timeout 120 env MK_TIMEOUT_MS=500 MK_SHARE_GPUS=1 build/bin/mk_dist_tests --abort-scenario
+fi
 # A rank whose device failed releases a plan's network region, its signal
 # words and its communicator without waiting for its peer (which comes 8 s
 # later), and the peer's own release does not wait for it while it keeps its

@@ -33,5 +33,8 @@ fi
 if ! grep -q '^GPU' <<< "$smi"; then
   echo "[test] no GPU on this machine: the gpu and dist tiers will report 'Skipped' (exit 77);"
   echo "[test] run them on a GPU machine with tools/test.sh or, from a copied build, tools/gpu_test.sh"
+elif [ "$(grep -c '^GPU' <<< "$smi")" -eq 1 ]; then
+  echo "[test] one GPU: the dist tier (a GPU per rank) will report 'Skipped' (exit 77); tools/gpu_test.sh runs it"
+  echo "[test] with the ranks sharing the GPU (MK_SHARE_GPUS=1, correctness only)"
 fi
 ctest --test-dir build --output-on-failure --timeout 600 --no-tests=error "$@"
