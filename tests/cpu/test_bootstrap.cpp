@@ -198,14 +198,15 @@ void expect_all(const std::vector<Proc>& res, const std::set<int>& absent = {}) 
 // W ranks joined through the launcher variables (a process each, MK_BOOTSTRAP_TIMEOUT_MS = timeout_ms), each then
 // running body with its bootstrap; every rank's body must return 0.
 using JoinedBody = std::function<int(int rank, Bootstrap& b, std::string& out)>;
-void expect_joined(int world, const char* timeout_ms, const JoinedBody& body) {
+void expect_joined(int world, const char* timeout_ms, const JoinedBody& body,
+                   std::chrono::milliseconds limit = std::chrono::milliseconds(30000)) {
   const int port = free_port();
   auto res = run_ranks(world, {}, false, [&](int r, const std::string&, const Publish&, std::string& out) {
     setenv("MK_BOOTSTRAP_TIMEOUT_MS", timeout_ms, 1);
     set_env_launch(r, world, port);
     Bootstrap b(*detect_launch());
     return body(r, b, out);
-  });
+  }, limit);
   expect_all(res);
 }
 
@@ -700,7 +701,7 @@ TEST(BootstrapFailure, ARanksDataOverTheLimitFailsEveryRankNamingIt) {
                                  {"rank 1 (in the big exchange)", "over the bootstrap's limit"}, out);
     return expect_error_within(5.0, [&] { b.allgather("x", "the big exchange"); },
                                {"rank 1 left the job", "over the bootstrap's limit"}, out);
-  });
+  }, std::chrono::milliseconds(90000));  // (the processes' own bound: past the barrier's)
 }
 
 // A LaunchInfo made by hand is checked before any socket: a rank outside the world, a world over the limit, a

@@ -95,6 +95,7 @@ TEST(AttentionWorkspace, ACapturedCausalCallClaimsWithTheEagerBits) {
   };
   Dev o_eager(qbytes), l_eager(lbytes), o_ws(qbytes), l_ws(lbytes), o_g(qbytes), l_g(lbytes), o_st(qbytes),
       l_st(lbytes);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // (the poison, on the legacy stream, before st's work)
   call(o_eager, l_eager, nullptr, 0);  // the library's pool
   call(o_ws, l_ws, ws.p, need);
   ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
@@ -111,10 +112,11 @@ TEST(AttentionWorkspace, ACapturedCausalCallClaimsWithTheEagerBits) {
   EXPECT_EQ(claimed.nodes(), 2u) << "the counter's zeroing (a memset node) and the kernel";
   EXPECT_EQ(walked.nodes(), 1u) << "without a workspace a captured call has no counter";
   for (int replay = 0; replay < 2; ++replay) {  // the memset node re-zeroes the counter on every replay
-    ASSERT_EQ(cudaMemset(o_g.p, 0xff, qbytes), cudaSuccess);
-    ASSERT_EQ(cudaMemset(l_g.p, 0xff, lbytes), cudaSuccess);
-    ASSERT_EQ(cudaMemset(o_st.p, 0xff, qbytes), cudaSuccess);  // (each replay's own writes are checked)
-    ASSERT_EQ(cudaMemset(l_st.p, 0xff, lbytes), cudaSuccess);
+    // (on st, non-blocking: the legacy stream's memset would not be ordered before the launches)
+    ASSERT_EQ(cudaMemsetAsync(o_g.p, 0xff, qbytes, st), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(l_g.p, 0xff, lbytes, st), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(o_st.p, 0xff, qbytes, st), cudaSuccess);  // (each replay's own writes are checked)
+    ASSERT_EQ(cudaMemsetAsync(l_st.p, 0xff, lbytes, st), cudaSuccess);
     ASSERT_EQ(cudaGraphLaunch(claimed.e, st), cudaSuccess);
     ASSERT_EQ(cudaGraphLaunch(walked.e, st), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
