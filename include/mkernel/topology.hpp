@@ -36,5 +36,8 @@ Topology compute_topology(const std::vector<std::string>& host_ids, int rank, in
 
 // This host's identity: host name plus kernel boot id.
 std::string local_host_id();
+// local_host_id's rule, for a given name and id files (tests): "host/ID" with ID the first line of the first file
+// that has a non-empty one, else "host/" (said once as a warning: hosts of one name would be taken for one).
+std::string host_id_of(const std::string& host, const std::vector<std::string>& id_paths);
 
 }  // namespace mk

@@ -86,24 +86,29 @@ std::string Topology::describe() const {
   return s;
 }
 
+std::string host_id_of(const std::string& host, const std::vector<std::string>& id_paths) {
+  for (const auto& path : id_paths) {
+    std::string id;
+    std::ifstream f(path);
+    if (std::getline(f, id) && !id.empty()) return host + "/" + id;
+  }
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) {
+    std::string tried;
+    for (const auto& path : id_paths) tried += cat(tried.empty() ? "" : " nor ", path);
+    log(LogLevel::Warn, cat("warning: neither ", tried, " is readable: this host is told apart from others by its ",
+                            "name alone ('", host, "'); hosts of one name would be taken for one"));
+  }
+  return host + "/";
+}
+
 std::string local_host_id() {
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
   // The kernel's boot id tells hosts of one name apart (containers keep the host's); the machine id where /proc
   // hides it. Without either, two hosts of one name would be taken for one (wrong nodes, or a false "both use GPU"
   // refusal): said once, so such a result can be traced.
-  for (const char* path : {"/proc/sys/kernel/random/boot_id", "/etc/machine-id"}) {
-    std::string id;
-    std::ifstream f(path);
-    if (std::getline(f, id) && !id.empty()) return std::string(host) + "/" + id;
-  }
-  static std::atomic<bool> said{false};
-  if (!said.exchange(true)) {
-    log(LogLevel::Warn, cat("warning: neither /proc/sys/kernel/random/boot_id nor /etc/machine-id is readable: this "
-                            "host is told apart from others by its name alone ('", host, "'); hosts of one name "
-                            "would be taken for one"));
-  }
-  return std::string(host) + "/";
+  return host_id_of(host, {"/proc/sys/kernel/random/boot_id", "/etc/machine-id"});
 }
 
 }  // namespace mk

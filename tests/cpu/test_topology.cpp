@@ -88,14 +88,30 @@ TEST(Topology, BadArgumentsAreErrors) {
 // The host's name and its boot id (containers on one machine share it; another machine's differs), or the
 // machine id where /proc hides the boot id: what tells two hosts of one name apart.
 TEST(Topology, HostIdIsTheHostNameAndItsBootId) {
-  EXPECT_EQ(local_host_id(), local_host_id());
   char host[256] = {};
   ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
-  std::string id;
-  for (const char* path : {"/proc/sys/kernel/random/boot_id", "/etc/machine-id"}) {
-    std::ifstream f(path);
-    if (std::getline(f, id) && !id.empty()) break;
-    id.clear();
-  }
-  EXPECT_EQ(local_host_id(), std::string(host) + "/" + id);  // (neither readable: the name alone, with its '/')
+  const std::string id = local_host_id();
+  EXPECT_EQ(id, local_host_id());
+  EXPECT_EQ(id, host_id_of(host, {"/proc/sys/kernel/random/boot_id", "/etc/machine-id"}));
+  EXPECT_EQ(id.rfind(std::string(host) + "/", 0), 0u) << id;
+}
+
+// Two hosts of one name with different boot ids are two hosts; the machine id stands in for an unreadable or
+// empty boot id; neither readable leaves the name alone.
+TEST(Topology, HostsOfOneNameAreToldApartByTheirIds) {
+  const std::string dir = ::testing::TempDir();
+  const auto file = [&](const std::string& name, const std::string& text) {
+    const std::string path = dir + "/mk_host_id_" + name;
+    std::ofstream(path) << text;
+    return path;
+  };
+  const std::string boot_a = file("boot_a", "1111-aaaa\n"), boot_b = file("boot_b", "2222-bbbb\n");
+  const std::string empty = file("empty", ""), machine = file("machine", "m-9\n");
+  const std::string missing = dir + "/mk_host_id_missing";
+  EXPECT_EQ(host_id_of("node", {boot_a, machine}), "node/1111-aaaa");
+  EXPECT_NE(host_id_of("node", {boot_a, machine}), host_id_of("node", {boot_b, machine}));
+  EXPECT_EQ(host_id_of("node", {missing, machine}), "node/m-9");
+  EXPECT_EQ(host_id_of("node", {empty, machine}), "node/m-9");
+  EXPECT_EQ(host_id_of("node", {missing, empty}), "node/");
+  EXPECT_NE(host_id_of("node", {boot_a}), host_id_of("other", {boot_a}));
 }
