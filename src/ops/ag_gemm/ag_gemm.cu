@@ -310,8 +310,8 @@ const void* AgGemm::gathered_buffer() const { return gathered_ ? gathered_->loca
 
 void AgGemm::run(const void* a_local, const void* b, void* out, cudaStream_t stream, void* gathered) {
   if (gathered) {  // written after the GEMM: it must not hold an input or the output (all_gather: the same)
-    if (communicator_gone()) tp::check_plan_usable(true, comm_, "AgGemm::run");  // (before comm_ is read below;
-                                                                                 // launch() checks the device)
+    tp::check_communicator_alive(communicator_gone(), "AgGemm::run");  // (before comm_ is read below; launch()
+                                                                        // checks the device)
     const size_t rows = size_t(comm_.world()) * size_t(m_local_);
     const size_t bytes = rows * size_t(k_) * 2;
     if (overlap(gathered, bytes, a_local, size_t(m_local_ * k_ * 2)) ||
@@ -340,7 +340,7 @@ void AgGemm::copy_gathered(const void* a_local, void* gathered, cudaStream_t str
 }
 
 void AgGemm::all_gather(const void* a_local, void* gathered, cudaStream_t stream) {
-  if (communicator_gone()) tp::check_plan_usable(true, comm_, "AgGemm::all_gather");  // (before comm_ is read)
+  tp::check_communicator_alive(communicator_gone(), "AgGemm::all_gather");  // (before comm_ is read below)
   if (!gathered) fail("AgGemm::all_gather: gathered is null");
   const size_t block = size_t(m_local_ * k_ * 2);
   if (overlap(gathered, block * comm_.world(), a_local, block)) fail("AgGemm::all_gather: gathered overlaps a_local");

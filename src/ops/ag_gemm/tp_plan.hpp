@@ -225,10 +225,14 @@ inline void check_current_device(const Communicator& comm, const char* op) {
          comm.device(), ": make it current (cudaSetDevice / torch.cuda.set_device) before the call");
 }
 
-// check_current_device for a plan, which first refuses a plan whose communicator was destroyed
-// (mkernel/comm_plan.hpp).
-inline void check_plan_usable(bool communicator_gone, const Communicator& comm, const char* op) {
+// A plan whose communicator was destroyed (mkernel/comm_plan.hpp) fails by name, before anything reads it.
+inline void check_communicator_alive(bool communicator_gone, const char* op) {
   if (communicator_gone) fail(op, ": the plan's communicator was destroyed (the plan was released with it)");
+}
+
+// check_current_device for a plan, which first refuses a plan whose communicator was destroyed.
+inline void check_plan_usable(bool communicator_gone, const Communicator& comm, const char* op) {
+  check_communicator_alive(communicator_gone, op);
   check_current_device(comm, op);
 }
 
