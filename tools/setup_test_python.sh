@@ -27,6 +27,7 @@ case "${MK_TEST_TORCH:-1}" in 0|1) ;; *) log "error: MK_TEST_TORCH must be 0 or 
 # landed: `import torch` then raises OSError, which pytest.importorskip does not take for "skip", so the tests
 # would error, not skip. $torch_mark exists while pip installs torch.
 torch_mark=$venv/.torch-install-unfinished
+venv_torch=  # the version of the venv's own torch, where venv_usable imported it (not imported twice)
 venv_usable() {
   [ -e "$venv" ] || return 1
   if ! "$venv/bin/python3" -m pip --version >/dev/null 2>&1; then
@@ -38,7 +39,7 @@ venv_usable() {
     return 1
   fi
   if compgen -G "$venv/lib/python3*/site-packages/torch" >/dev/null &&
-     ! "$venv/bin/python3" -c 'import torch' >/dev/null 2>&1; then
+     ! venv_torch=$("$venv/bin/python3" -c 'import torch; print(torch.__version__)' 2>/dev/null); then
     log "$venv holds a torch that does not import: making $venv again"
     return 1
   fi
@@ -93,7 +94,9 @@ print(f"{v} MB free for {venv} and {t} MB for pip's temporary folder {tmp}; it n
 sys.exit(v < nv or t < nt)
 PYEOF
 }
-if v=$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null); then
+if [ -n "$venv_torch" ]; then
+  log "torch $venv_torch found"
+elif v=$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null); then
   log "torch $v found"
 elif [ "${MK_TEST_TORCH:-1}" = "0" ]; then
   log "MK_TEST_TORCH=0: no torch; the Python tests that need it will skip"
