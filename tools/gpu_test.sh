@@ -70,9 +70,10 @@ two_gpu_steps=(
   "tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 build/bin/mk_dist_tests"
   "tools/mkrun -n 2 --timeout 230 env MK_SYMM_MODE=ipc build/bin/mk_dist_tests"
   "tools/mkrun -n 2 --timeout 120 env MK_TIMEOUT_MS=500 build/bin/mk_dist_tests --abort-scenario")
-for step in "${two_gpu_steps[@]}"; do
-  if [ "${ngpu:-0}" -eq 1 ]; then echo "=== SKIPPED (needs 2 GPUs; nvidia-smi lists 1): $step"
-  else run $step; fi  # (word-split on purpose: no argument holds a space)
+for i in "${!two_gpu_steps[@]}"; do
+  step=${two_gpu_steps[i]}
+  if [ "${ngpu:-0}" -ne 1 ]; then run $step  # (word-split on purpose: no argument holds a space)
+  elif [ "$i" -lt 2 ]; then echo "=== SKIPPED (needs 2 GPUs; nvidia-smi lists 1; shared-GPU steps below): $step"; fi
 done
 if [ "${ngpu:-0}" -eq 1 ]; then
   run tools/mkrun -n 2 --timeout 230 env MK_SYMM_MODE=ipc $share build/bin/mk_dist_tests \
