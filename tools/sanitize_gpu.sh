@@ -4,13 +4,16 @@
 #   tools/sanitize_gpu.sh TOOL [OUT] [PART...]
 # TOOL: memcheck | racecheck | synccheck | initcheck. PART (default: all that fit one GPU):
 #   gpu     mk_gpu_tests: the GEMM engine (standalone, hooks, owner reduce, split tiles, grouped), the TP
-#           plans on one rank, signals, peer copies, delivery agents
+#           plans on one rank, signals, peer copies, delivery agents, plans outliving their communicator
+#           (TpPlanLifetime, RingPlanLifetime: a use after free shows only here), the attention workspace, raw
+#           pointers that are not the GPU's refused
 #   attn    the attention engine from Python (tests/python/gpu/test_attention_gpu.py: ragged lengths, GQA,
 #           causal, D 64 and 128)
 #   dist    the fused TP ops on 2 ranks (sharing the GPU when there is one): AgGemm, GemmRs, GemmAr across
 #           shapes and their standalone collectives, 1x2 (NVLink / one node)
 #   emu     the same over 2 emulated nodes (MK_RANKS_PER_NODE=1: emu network, delivery agents)
-# SANITIZE_DIST_FILTER (a gtest filter) replaces the dist and emu parts' list of tests; SANITIZE_ATTN_K (a pytest
+# SANITIZE_GPU_FILTER (a gtest filter) replaces the gpu part's list of tests, SANITIZE_DIST_FILTER the dist and emu
+# parts'; SANITIZE_ATTN_K (a pytest
 # -k expression, default matches_sdpa: 16 cases) the attn part's (racecheck needs fewer: over 170 s for the 16).
 # Not run: the tests that end a kernel on purpose (timeouts, aborts, starved roles: *Child*, TimedOut,
 # Abort, Host*), whose trap the tool reports as an error; DeliveryAgent.FabricStaging*, whose kernel waits
@@ -70,7 +73,9 @@ step() {  # step SECONDS LOG command... (SANITIZE_STEP_S, when set, bounds every
 }
 gpu_filter='Gemm.*:GemmHooks.*:TpSingleRank*:TpPlanSignals.*:DeliveryAgent.*:PeerCopy.*:CApiGpu.*'
 gpu_filter+=':Signals.SingleRank*:Signals.BackToBack*:Signals.AddFrom*:Signals.Satisfied*'
+gpu_filter+=':TpPlanLifetime.*:RingPlanLifetime.*:AttentionWorkspace.*:RawPointers*'
 gpu_filter+=':-DeliveryAgent.FabricStaging*:TpSingleRankLog.*'
+gpu_filter=${SANITIZE_GPU_FILTER:-$gpu_filter}
 dist_filter='AgGemmTest.MatchesReferenceAcrossShapes:AgGemmTest.StandaloneAllGather'
 dist_filter+=':GemmRsTest.MatchesReferenceAcrossShapes:GemmRsTest.StandaloneReduceScatter'
 dist_filter+=':GemmArTest.MatchesReferenceAcrossShapes:GemmArTest.StandaloneAllReduce'

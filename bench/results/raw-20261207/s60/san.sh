@@ -1,11 +1,7 @@
-# Session 60, second call (after owed.sh): compute-sanitizer memcheck over the one-rank tests that session 58/59
-# changed and whose use-after-free / stale-output bugs only a memory checker shows (RingPlanLifetime: the byte
-# counts read after the communicator is gone; TpPlanLifetime: plans released with their communicator), plus the
-# reworked AttentionWorkspace / RawPointers / TpPlanSignals tests. Carries build/bin build/lib. ~2 min.
-set -u
-source tools/gpu_env.sh; source tools/gpu_steps.sh
-step_s=300 run env MK_TIMEOUT_MS=600000 compute-sanitizer --tool memcheck --error-exitcode 9 \
-    --target-processes application-only build/bin/mk_gpu_tests \
-    --gtest_filter='RingPlanLifetime*:TpPlanLifetime*:AttentionWorkspace*:RawPointers*:TpPlanSignals*'
-echo "fail=$fail"
-exit $fail
+# Session 60, second call (after owed.sh): tools/sanitize_gpu.sh's memcheck over the one-rank tests sessions 58-59
+# changed, whose use after free / stale output only a memory checker shows (RingPlanLifetime: the byte counts read
+# after the communicator is gone; TpPlanLifetime: plans released with their communicator), and the reworked
+# AttentionWorkspace / RawPointers / TpPlanSignals tests (the TpSingleRankLog death test, which hung under the tool
+# in session 58, left out). Logs under $OUT/san. Carries build/bin build/lib. ~2 min.
+SANITIZE_GPU_FILTER='RingPlanLifetime.*:TpPlanLifetime.*:AttentionWorkspace.*:RawPointers*:TpPlanSignals.*' \
+    exec tools/sanitize_gpu.sh memcheck "${OUT:-bench/results/sanitize}/san" gpu
