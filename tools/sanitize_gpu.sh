@@ -13,8 +13,8 @@
 #           shapes and their standalone collectives, 1x2 (NVLink / one node)
 #   emu     the same over 2 emulated nodes (MK_RANKS_PER_NODE=1: emu network, delivery agents)
 # SANITIZE_GPU_FILTER (a gtest filter) replaces the gpu part's list of tests, SANITIZE_DIST_FILTER the dist and emu
-# parts'; SANITIZE_ATTN_K (a pytest
-# -k expression, default matches_sdpa: 16 cases) the attn part's (racecheck needs fewer: over 170 s for the 16).
+# parts'; SANITIZE_ATTN_K (a pytest -k expression, default matches_sdpa: 16 cases) the attn part's (racecheck
+# needs fewer: over 170 s for the 16).
 # Not run: the tests that end a kernel on purpose (timeouts, aborts, starved roles: *Child*, TimedOut,
 # Abort, Host*), whose trap the tool reports as an error; DeliveryAgent.FabricStaging*, whose kernel waits
 # for a host thread's CUDA copies, which the tool holds back while a kernel runs (it hung there, 2026-12-04);

@@ -5,13 +5,12 @@
 set -u
 source tools/gpu_env.sh; source tools/gpu_steps.sh
 e=(env PYTHONPATH=$PWD/python MK_LIBRARY=$PWD/build/lib/libmkernel.so)
-step_s=60 run build/bin/mk_gpu_tests \
-    --gtest_filter='TpPlanSignals*:TpPlanLifetime*:RingPlanLifetime*:AttentionWorkspace*:RawPointers*'
+changed='TpPlanSignals*:TpPlanLifetime*:RingPlanLifetime*:AttentionWorkspace*:RawPointers*'
+step_s=60 run build/bin/mk_gpu_tests --gtest_filter="$changed"
 step_s=60 run "${e[@]}" python3 -m pytest -q -rs -p no:cacheprovider tests/python/gpu \
     -k 'current_stream or two_streams_at_once'
 step_s=90 run tools/mkrun -n 2 --timeout 85 env MK_SYMM_MODE=ipc MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000 \
     build/bin/mk_dist_tests --gtest_filter='Dist.Symmetric*:Dist.Mismatched*:AgGemm*:GemmRs*'
-step_s=120 run build/bin/mk_gpu_tests \
-    --gtest_filter='-TpPlanSignals*:TpPlanLifetime*:RingPlanLifetime*:AttentionWorkspace*:RawPointers*'
+step_s=120 run build/bin/mk_gpu_tests --gtest_filter="-$changed"
 echo "fail=$fail"
 exit $fail
