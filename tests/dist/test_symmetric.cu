@@ -18,6 +18,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "device/peer_copy.cuh"
@@ -381,9 +382,26 @@ int run_abort_scenario() {
     c.barrier();
     if (c.rank() == 0) ctx.timeout_ns = 60ull * 1000000000ull;
     auto t0 = std::chrono::steady_clock::now();
+    const auto secs_since = [&t0] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
     wait_kernel<<<1, 32>>>(ctx, idx, 1, c.rank() == 1 ? 0 : 1);
-    cudaError_t e = cudaDeviceSynchronize();
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // The kernel's end, awaited at most 30 s (both ranks' waits end within 20 s, or the check below fails): a
+    // trap the driver never reports (seen with two processes sharing one GPU, session 62) says so and exits,
+    // rather than leaving this rank in cudaDeviceSynchronize until the launcher's bound.
+    cudaError_t e = cudaStreamQuery(nullptr);
+    while (e == cudaErrorNotReady && secs_since() < 30) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      e = cudaStreamQuery(nullptr);
+    }
+    if (e == cudaErrorNotReady) {
+      std::printf("rank %d: the wait kernel has not ended after %.0f s (wanted it to fail within 20 s)\n",
+                  c.rank(), secs_since());
+      std::fflush(stdout);
+      std::_Exit(1);
+    }
+    e = cudaDeviceSynchronize();
+    double secs = secs_since();
     std::string msg;
     try {
       c.check(static_cast<int>(e), "wait kernel");
