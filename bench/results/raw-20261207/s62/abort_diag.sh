@@ -1,7 +1,7 @@
 # Session 62: why the abort scenario with the 2 ranks sharing one GPU did not end (owed.sh's last step, rc 124:
 # rank 0 reported the abort after 0.85 s, rank 1 printed its device timeout and then nothing).
 # Runs it again in the background, and after 8 s dumps each rank's threads (state, wchan, cuda-gdb backtraces)
-# and nvidia-smi. Then a variant with CUDA_LAUNCH_BLOCKING=1 and one where rank 0's wait is not lengthened.
+# and nvidia-smi. Then the same with CUDA_LAUNCH_BLOCKING=1.
 # Every step bounded; ~90 s.
 set -u
 source tools/gpu_env.sh
