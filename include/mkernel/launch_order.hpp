@@ -90,6 +90,9 @@ class LaunchOrder {
       if (order_) order_->end(*this);
       if (busy_) busy_->store(false, std::memory_order_release);  // (also where begin() failed: disarmed)
     }
+    // The active capture this call goes into (cudaStreamGetCaptureInfo's id), 0 when none or not known
+    // (GraphUses::note).
+    unsigned long long capture_id() const noexcept { return captured_ ? capture_id_ : 0; }
 
    private:
     friend class LaunchOrder;

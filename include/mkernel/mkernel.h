@@ -147,8 +147,13 @@ int mk_ring_attn_create(mk_comm_t comm, int64_t batch, int64_t s_local, int64_t 
                         mk_ring_attn_t* out);
 int mk_ring_attn_run(mk_ring_attn_t plan, const void* q, const void* k, const void* v, void* out, float* lse,
                      void* stream);
-/* *out = 1 when a launch of the plan was ever captured in a CUDA graph (the
- * plan must outlive the graph), else 0; the same for the plans below. */
+/* *out = 0 when no launch of the plan was ever captured in a CUDA graph; 1
+ * when one was and a graph holding it (a captured graph, an executable graph
+ * instantiated from it, a clone or a child-graph node of it) may still exist
+ * or run: the plan must outlive them; 2 when one was, but every such graph
+ * has been destroyed and its launches have ended (seen a moment after the
+ * last destroy: CUDA tells it asynchronously). Non-zero reads as before
+ * (2026-12-07): "ever captured". The same for the plans below. */
 int mk_ring_attn_captured(mk_ring_attn_t plan, int* out);
 int mk_ring_attn_destroy(mk_ring_attn_t plan);
 /* Diagnostics: record up to events_per_cta device events per CTA of every

@@ -26,6 +26,7 @@
 
 #include "mkernel/communicator.hpp"
 #include "mkernel/comm_plan.hpp"
+#include "mkernel/graph_uses.hpp"
 #include "mkernel/launch_order.hpp"
 #include "mkernel/trace_log.hpp"
 
@@ -65,7 +66,10 @@ class RingAttention final : private CommPlan {  // (registered with its communic
   // Whether a launch of this plan was ever captured in a CUDA graph (stream
   // capture): replaying such a graph uses the plan's memory, so the plan must
   // outlive the graph. Python's bounded plan cache never closes such a plan.
-  bool captured() const { return captured_; }
+  bool captured() const { return graphs_.ever(); }
+  // Whether a graph (or an executable graph) holding one of those launches
+  // still exists, or its launches are still running (mkernel/graph_uses.hpp).
+  bool graphs_alive() const { return graphs_.alive(); }
   // Whether one of its calls is enqueuing its work now (on another host thread: LaunchOrder::busy).
   bool in_call() const noexcept { return order_.busy(); }
 
@@ -84,7 +88,7 @@ class RingAttention final : private CommPlan {  // (registered with its communic
   Communicator& comm_;
   int64_t batch_, s_local_, heads_, kv_heads_, head_dim_;
   bool causal_;
-  bool captured_ = false;  // captured()
+  GraphUses graphs_;  // captured(), graphs_alive()
   float scale_;
   int num_ctas_ = 0, num_comm_ = 0;
   int local_size_, num_nodes_;  // the topology's, kept for the byte counts (they outlive the communicator)

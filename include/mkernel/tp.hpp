@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "mkernel/comm_plan.hpp"
+#include "mkernel/graph_uses.hpp"
 #include "mkernel/launch_order.hpp"
 #include "mkernel/signal_lease.hpp"
 #include "mkernel/trace_log.hpp"
@@ -96,7 +97,10 @@ class AgGemm final : private CommPlan {  // (registered with its communicator: m
   // Whether a launch of this plan was ever captured in a CUDA graph (stream
   // capture): replaying such a graph uses the plan's memory, so the plan must
   // outlive the graph. Python's bounded plan cache never closes such a plan.
-  bool captured() const { return captured_; }
+  bool captured() const { return graphs_.ever(); }
+  // Whether a graph (or an executable graph) holding one of those launches
+  // still exists, or its launches are still running (mkernel/graph_uses.hpp).
+  bool graphs_alive() const { return graphs_.alive(); }
   // Whether one of its calls is enqueuing its work now (on another host thread: LaunchOrder::busy).
   bool in_call() const noexcept { return order_.busy(); }
   // The plan's symmetric gathered buffer (valid until the next call). It lacks this rank's own rows after
@@ -128,7 +132,7 @@ class AgGemm final : private CommPlan {  // (registered with its communicator: m
   bool plain_ = false;                           // single_rank_plain()
   void* plain_ws_ = nullptr;                      // the plain path's workspace for split tiles (gemm.hpp)
   size_t plain_ws_bytes_ = 0;
-  bool captured_ = false;                        // captured()
+  GraphUses graphs_;                             // captured(), graphs_alive()
   int plain_ctas_ = 0, plain_swizzle_ = 0;        // the plain path's GemmArgs (the options' num_ctas, swizzle)
   int64_t split_tiles_ = 0;  // GemmParams::split_tiles, with its workspace and flags
   int split_parts_ = 2;
@@ -201,7 +205,10 @@ class GemmRs final : private CommPlan {  // (registered with its communicator: m
   // Whether a launch of this plan was ever captured in a CUDA graph (stream
   // capture): replaying such a graph uses the plan's memory, so the plan must
   // outlive the graph. Python's bounded plan cache never closes such a plan.
-  bool captured() const { return captured_; }
+  bool captured() const { return graphs_.ever(); }
+  // Whether a graph (or an executable graph) holding one of those launches
+  // still exists, or its launches are still running (mkernel/graph_uses.hpp).
+  bool graphs_alive() const { return graphs_.alive(); }
   // Whether one of its calls is enqueuing its work now (on another host thread: LaunchOrder::busy).
   bool in_call() const noexcept { return order_.busy(); }
 
@@ -225,7 +232,7 @@ class GemmRs final : private CommPlan {  // (registered with its communicator: m
   bool plain_ = false;                           // single_rank_plain()
   void* plain_ws_ = nullptr;                      // the plain path's workspace for split tiles (gemm.hpp)
   size_t plain_ws_bytes_ = 0;
-  bool captured_ = false;                        // captured()
+  GraphUses graphs_;                             // captured(), graphs_alive()
   int plain_ctas_ = 0, plain_swizzle_ = 0;        // the plain path's GemmArgs (the options' num_ctas, swizzle)
   std::unique_ptr<tp::RsPlan> rs_;  // signals, staging slots, device counters
   int64_t split_tiles_ = 0;  // GemmParams::split_tiles (split_last), with its workspace and flags
@@ -304,7 +311,10 @@ class GemmAr final : private CommPlan {  // (registered with its communicator: m
   // Whether a launch of this plan was ever captured in a CUDA graph (stream
   // capture): replaying such a graph uses the plan's memory, so the plan must
   // outlive the graph. Python's bounded plan cache never closes such a plan.
-  bool captured() const { return captured_; }
+  bool captured() const { return graphs_.ever(); }
+  // Whether a graph (or an executable graph) holding one of those launches
+  // still exists, or its launches are still running (mkernel/graph_uses.hpp).
+  bool graphs_alive() const { return graphs_.alive(); }
   // Whether one of its calls is enqueuing its work now (on another host thread: LaunchOrder::busy).
   bool in_call() const noexcept { return order_.busy(); }
 
@@ -329,7 +339,7 @@ class GemmAr final : private CommPlan {  // (registered with its communicator: m
   bool plain_ = false;      // single_rank_plain()
   void* plain_ws_ = nullptr;  // the plain path's workspace for split tiles (gemm.hpp)
   size_t plain_ws_bytes_ = 0;
-  bool captured_ = false;  // captured()
+  GraphUses graphs_;  // captured(), graphs_alive()
   int plain_ctas_ = 0, plain_swizzle_ = 0;  // the plain path's GemmArgs (the options' num_ctas, swizzle)
   bool one_shot_ = false;
   bool interleave_ = true;

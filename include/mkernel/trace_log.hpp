@@ -25,10 +25,10 @@ class TraceLog {
   TraceLog& operator=(const TraceLog&) = delete;
 
   // Room for events_per_cta events of each of ctas CTAs (0: off; at most
-  // 2^20 per CTA). Refused once the plan's launches were captured in a CUDA
-  // graph (`captured`): the graph's launches keep writing the buffer this
-  // would free.
-  void enable(int ctas, int events_per_cta, bool captured);
+  // 2^20 per CTA). Refused while a CUDA graph holding the plan's launches
+  // exists (`graphs_alive`, GraphUses::alive): its replays keep writing the
+  // buffer this would free.
+  void enable(int ctas, int events_per_cta, bool graphs_alive);
   // Zeroes the log on `stream` (before a traced launch: its events only).
   void clear(void* stream) const;
   // Waits for the device; the events of the last traced launch, in CTA order.

@@ -32,9 +32,22 @@ class _Plan:
     def captured(self):
         """Whether a launch of this plan was ever captured in a CUDA graph: replaying that graph uses the
         plan's memory, so the plan must outlive it (the bounded plan cache, MK_PLAN_CACHE_MAX, never
-        closes such a plan). False once closed."""
+        closes such a plan: every rank that captures the same graphs gives the same answer, as the cache's
+        collective closes need). False once closed."""
+        return self._capture_state() != 0
+
+    @property
+    def graphs_alive(self):
+        """Whether a CUDA graph holding a captured launch of this plan (the graph, an executable graph made
+        from it, a clone, a child-graph node) still exists or runs; false a moment after the last one is
+        destroyed (torch.cuda.CUDAGraph: when the object goes). This rank's answer only. False once closed."""
+        return self._capture_state() == 1
+
+    def _capture_state(self):
+        """The library's mk_*_captured: 0 never captured, 1 held by a graph, 2 captured, every graph gone (a
+        library before 2026-12-07 says 1 for both of the latter)."""
         if not getattr(self, "_h", None):
-            return False
+            return 0
         fn = getattr(lib, self._captured, None)
         if fn is None:  # the plan was made, so the op is in the library: an older build
             if not _Plan._warned_old:
@@ -43,10 +56,10 @@ class _Plan:
                               "and plans are taken as never captured in a CUDA graph (MK_PLAN_CACHE_MAX may close "
                               "one a graph still uses); rebuild it (tools/build.sh)", RuntimeWarning,
                               stacklevel=outside_stacklevel())
-            return False
+            return 0
         v = ctypes.c_int()
         self._lib_call(f"mkernel.{type(self).__name__}.captured", fn, self._h, ctypes.byref(v))
-        return bool(v.value)
+        return v.value
 
     def close(self):
         """Collective: every rank closes its plan (frees its symmetric memory)."""

@@ -231,20 +231,20 @@ def close_plans(comm=None):
     """Collective (every rank at the same point): frees the cached plans (of one communicator, or all),
     their device memory and their signal words; later calls make the plans they need
     again. A CUDA graph captured with a plan's launches must not be replayed after its plan was closed
-    (a warning names how many closed plans were captured)."""
+    (a warning names how many closed plans such graphs still held)."""
     if comm is not None and not hasattr(comm, "_uid"):
         raise MkernelError(f"mkernel.close_plans: comm must be an mkernel.Communicator or None (got "
                            f"{type(comm).__name__})")
     keys = [k for k in list(_PLANS) if comm is None or k[1] == comm._uid]
     refuse_close_in_flight("mkernel.close_plans", None, [_PLANS.get(k) for k in keys])  # (before any is closed)
     _HOT.clear()  # its entries hold launches of these plans
-    captured = sum(1 for k in keys if _PLANS[k].captured)
+    held = sum(1 for k in keys if _PLANS[k].graphs_alive)  # (graphs already destroyed need no warning)
     for key in keys:
         _PLANS.pop(key).close()
-    if captured:
-        warnings.warn(f"mkernel: close_plans closed {captured} op plan(s) whose launches were captured in CUDA "
-                      "graphs: replaying those graphs now would use freed memory and signal words; destroy "
-                      "them, and capture again after the ops made new plans", RuntimeWarning,
+    if held:
+        warnings.warn(f"mkernel: close_plans closed {held} op plan(s) whose launches were captured in CUDA "
+                      "graphs that still exist: replaying those graphs now would use freed memory and signal "
+                      "words; destroy them, and capture again after the ops made new plans", RuntimeWarning,
                       stacklevel=outside_stacklevel())
     _EVICTED.difference_update([k for k in list(_EVICTED) if comm is None or k[1] == comm._uid])
     if comm is None:

@@ -188,12 +188,13 @@ int destroy_plan(const char* call, Handle* plan) {
   });
 }
 
-// *out = 1 when a launch of the plan was ever captured in a CUDA graph, else 0 (Plan::captured()).
+// *out = 0 when no launch of the plan was ever captured in a CUDA graph (Plan::captured()), 1 while a graph
+// holding one may still exist (Plan::graphs_alive()), 2 once every such graph is gone.
 template <typename Handle>
 int plan_captured(const char* call, const Handle* plan, int* out) {
   if (!out) return null_arg(call, "out");
   if (const int rc = handle_arg(call, "plan", plan, Handle::handle_kind())) return rc;
-  *out = plan->plan->captured() ? 1 : 0;
+  *out = !plan->plan->captured() ? 0 : plan->plan->graphs_alive() ? 1 : 2;
   return 0;
 }
 

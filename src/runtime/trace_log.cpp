@@ -16,12 +16,13 @@ TraceLog::~TraceLog() {
   if (buf_) teardown_call(cudaFree(buf_), "a trace buffer");
 }
 
-void TraceLog::enable(int ctas, int events_per_cta, bool captured) {
+void TraceLog::enable(int ctas, int events_per_cta, bool graphs_alive) {
   if (events_per_cta < 0 || events_per_cta > (1 << 20))
     fail(who_, "::enable_trace: events_per_cta must be in [0, 2^20] (got ", events_per_cta, ")");
-  if (captured)
-    fail(who_, "::enable_trace: a launch of this plan was captured in a CUDA graph, whose replays write the "
-               "current trace buffer; enable tracing before capturing (or use a new plan)");
+  if (graphs_alive)
+    fail(who_, "::enable_trace: a launch of this plan was captured in a CUDA graph that still exists, whose "
+               "replays write the current trace buffer; enable tracing before capturing, or after destroying "
+               "that graph and its executable graphs (or use a new plan)");
   if (ctas < 0) fail(who_, "::enable_trace: ", ctas, " CTAs");
   if (buf_) MK_CUDA_CHECK(cudaFree(buf_));
   buf_ = nullptr;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "mkernel/launch_order.hpp"
 #include "mkernel/mkernel.h"
@@ -167,6 +168,32 @@ TEST(CApi, APlanBegunWhileItsCommunicatorIsDestroyedIsRefused) {
   EXPECT_NE(mk_comm_destroy(&comm), 0);
   EXPECT_NE(std::string(mk_last_error()).find("another thread is destroying"), std::string::npos) << mk_last_error();
   comm.open_plans = 0;  // (a stack object: not for mk_comm_destroy's delete)
+}
+
+// mk_*_captured's value: 0 never captured, 1 captured with a graph that may still hold the plan, 2 captured with
+// every such graph gone (Plan::captured(), Plan::graphs_alive()).
+TEST(CApi, CapturedSaysWhetherAGraphStillHoldsThePlan) {
+  struct Plan {
+    bool ever = false, alive = false;
+    bool captured() const { return ever; }
+    bool graphs_alive() const { return alive; }
+  };
+  struct Handle {
+    static constexpr mk::capi::HandleKind handle_kind() { return mk::capi::HandleKind::GemmRs; }
+    mk::capi::HandleKind kind = handle_kind();
+    std::unique_ptr<Plan> plan = std::make_unique<Plan>();
+  };
+  Handle h;
+  int v = -1;
+  for (const auto& [ever, alive, want] : {std::tuple{false, false, 0}, std::tuple{true, true, 1},
+                                          std::tuple{true, false, 2}}) {
+    h.plan->ever = ever;
+    h.plan->alive = alive;
+    ASSERT_EQ(mk::capi::plan_captured("mk_test_captured", &h, &v), 0) << mk_last_error();
+    EXPECT_EQ(v, want) << "ever " << ever << ", alive " << alive;
+  }
+  EXPECT_NE(mk::capi::plan_captured("mk_test_captured", &h, nullptr), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("mk_test_captured"), std::string::npos) << mk_last_error();
 }
 
 // A communicator's destroy while one of its own calls (here a stand-in barrier) runs on another host thread is

@@ -177,6 +177,7 @@ TEST_F(GemmRsTest, CudaGraphReplayWithNewInputs) {
     replay_on_fresh_inputs([&](cudaStream_t s) { plan.run(a.p, b.p, out.p, s); }, a.p, fresh.p, m * k * 2, out.p,
                            all.p, rows * n * 2, reps);
     EXPECT_TRUE(plan.captured()) << "a plan launched in a stream capture (Python's bounded cache keeps it)";
+    EXPECT_TRUE(graphs_released_within(plan, 5)) << "graphs_alive() after its graph was destroyed";
     for (int rep = 0; rep < reps; ++rep) check_call(all.as<char>() + rep * rows * n * 2, m, n, k, 2001 + rep, "replay");
     comm().barrier();
   }

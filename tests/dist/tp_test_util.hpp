@@ -185,6 +185,18 @@ std::string second_stream_waits_for_first(First&& first, Second&& second) {
   return why;
 }
 
+// Whether `plan` reads as held by no CUDA graph (Plan::graphs_alive()) within `seconds` of its graphs' destroy
+// (CUDA runs the user objects' destructors that say so on a thread of its own, a moment later).
+template <typename Plan>
+bool graphs_released_within(const Plan& plan, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (plan.graphs_alive()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
 // Captures what `record` enqueues on `stream` into an executable graph.
 class CapturedGraph {
  public:

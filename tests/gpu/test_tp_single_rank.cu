@@ -146,6 +146,33 @@ TEST_P(TpSingleRank, GemmArMatchesCublasInAGraphAndAllReduceCopies) {
   EXPECT_EQ(bytes_of(x.p, kM * kN * 2), before) << "all_reduce in place";
 }
 
+// graphs_alive() while a graph holding a captured call exists (enable_trace refused then: the replays would write
+// the buffer it frees), false a moment after the graph is destroyed (enable_trace accepted again); captured() stays.
+TEST_P(TpSingleRank, GraphsAliveLastsAsLongAsTheCapturedGraph) {
+  mk::GemmRs plan(comm(), kM, kN, kK);
+  Buf a(kM * kK * 2), b(kN * kK * 2), out(kM * kN * 2);
+  random_bf16(b.p, kN * kK, 431);
+  const Stream s;
+  EXPECT_FALSE(plan.captured());
+  EXPECT_FALSE(plan.graphs_alive());
+  {
+    const Captured g(s, [&] { plan.run(a.p, b.p, out.p, s); });
+    ASSERT_TRUE(g.ok());
+    EXPECT_TRUE(plan.captured());
+    EXPECT_TRUE(plan.graphs_alive());
+    ASSERT_EQ(g.launch(s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_THROW(plan.enable_trace(8), std::exception) << "tracing enabled under a live graph";
+  }
+  EXPECT_TRUE(graphs_released_within(plan, 5)) << GetParam();
+  EXPECT_TRUE(plan.captured());
+  EXPECT_NO_THROW(plan.enable_trace(8));
+  EXPECT_NO_THROW(plan.enable_trace(0));
+  plan.run(a.p, b.p, out.p, s);  // eager calls after it change nothing
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_FALSE(plan.graphs_alive());
+}
+
 // Whether every two kernel nodes of `g` are ordered (a path of edges leads from one to the other).
 bool kernels_in_one_chain(cudaGraph_t g, size_t* kernels) {
   size_t n = 0, ne = 0;

@@ -224,3 +224,25 @@ def test_a_close_on_another_thread_refuses_while_a_ring_plans_other_call_is_in_t
     assert lib_doubles == [] and p._in_call is None
     comm.close()
     assert lib_doubles == [("RingAttention", 0x1234), ("comm", 0x5150)]
+
+
+@pytest.mark.parametrize("state", [0, 1, 2])
+def test_close_plans_warns_only_for_plans_a_graph_still_holds(monkeypatch, lib_doubles, state):
+    # The library's mk_*_captured: 0 never captured, 1 a graph still holds the plan, 2 every such graph is gone.
+    import warnings
+    comm = _Comm()
+    p = mkernel.GemmRs(comm, *_TP)
+    monkeypatch.setitem(tp._PLANS, ("GemmRs", comm._uid, _TP), p)
+    monkeypatch.setattr(mkernel.lib, "mk_gemm_rs_captured", lambda h, out: setattr(out._obj, "value", state) or 0)
+    assert (p.captured, p.graphs_alive) == (state != 0, state == 1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mkernel.close_plans(comm)
+    said = [str(w.message) for w in caught if "captured in CUDA graphs" in str(w.message)]
+    if state == 1:
+        assert len(said) == 1 and "closed 1 op plan(s)" in said[0] and "still exist" in said[0], said
+    else:
+        assert said == [], said
+    assert lib_doubles == [("GemmRs", 0x1234)] and not p._h
+    assert (p.captured, p.graphs_alive) == (False, False)  # closed
+    comm.close()

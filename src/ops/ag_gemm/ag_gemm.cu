@@ -214,7 +214,7 @@ LaunchOrder::Call AgGemm::launch(const void* a_local, const void* b, void* out, 
   // A call on another stream waits for the previous one (mkernel/launch_order.hpp); the
   // returned span records this call's end once the caller enqueued all of it.
   LaunchOrder::Call call = order_.begin(stream);
-  tp::note_capture(captured_, stream);  // (after begin(): a call refused there changes nothing)
+  graphs_.note(stream, call.capture_id());  // (after begin(): a call refused there changes nothing)
   // One rank: nothing to gather (tp::single_rank); all_gather() copies.
   if (plain_) {
     trace_.clear(stream);  // no events from this call
@@ -299,7 +299,7 @@ LaunchOrder::Call AgGemm::launch(const void* a_local, const void* b, void* out, 
 // The trace's buffer lives on, and is sized for, the plan's device, which must be current (as for run()).
 void AgGemm::enable_trace(int events_per_cta) {
   tp::check_plan_usable(communicator_gone(), comm_, "AgGemm::enable_trace");
-  trace_.enable(gemm::num_sms(), events_per_cta, captured_);
+  trace_.enable(gemm::num_sms(), events_per_cta, graphs_.alive());
 }
 std::vector<TraceEvent> AgGemm::read_trace() const {
   tp::check_plan_usable(communicator_gone(), comm_, "AgGemm::read_trace");  // it synchronises the current device

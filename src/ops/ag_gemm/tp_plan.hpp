@@ -199,18 +199,6 @@ inline void free_plain_ws(void*& ptr, size_t& bytes, const char* what) noexcept 
   bytes = 0;
 }
 
-// Marks a plan once one of its launches went into a stream capture: a CUDA
-// graph then holds launches that use the plan's buffers and signal words
-// whenever it is replayed (Plan::captured(); Python's bounded plan cache,
-// MK_PLAN_CACHE_MAX, never closes such a plan, and close_plans warns). One
-// cudaStreamIsCapturing a call until the first captured one (~0.1 us); a
-// query that fails (the legacy stream while another stream captures in
-// global mode) counts as not captured, and its own error is cleared (the
-// launch that follows fails and reports it), but not one already pending.
-inline void note_capture(bool& captured, cudaStream_t stream) {
-  if (!captured) captured = stream_capturing(stream).value_or(false);
-}
-
 // A plan's call launches on the calling thread's current device, which must be the plan's (its communicator's):
 // its counters, signals and buffers live there (another device's launch faults on them or runs on the wrong GPU,
 // and its peers wait for it). Checked first in every plan call (~tens of ns).

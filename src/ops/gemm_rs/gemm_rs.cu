@@ -177,7 +177,7 @@ LaunchOrder::Call GemmRs::launch(const void* a, const void* b, const void* x, vo
   // A call on another stream waits for the previous one (mkernel/launch_order.hpp); the
   // returned span records this call's end once the caller enqueued all of it.
   LaunchOrder::Call call = order_.begin(stream);
-  tp::note_capture(captured_, stream);  // (after begin(): a call refused there changes nothing)
+  graphs_.note(stream, call.capture_id());  // (after begin(): a call refused there changes nothing)
   if (plain_) {  // one rank: nothing to reduce
     trace_.clear(stream);  // no events from this call
     if (compute)
@@ -228,7 +228,7 @@ LaunchOrder::Call GemmRs::launch(const void* a, const void* b, const void* x, vo
 // The trace's buffer lives on, and is sized for, the plan's device, which must be current (as for run()).
 void GemmRs::enable_trace(int events_per_cta) {
   tp::check_plan_usable(communicator_gone(), comm_, "GemmRs::enable_trace");
-  trace_.enable(gemm::num_sms(), events_per_cta, captured_);
+  trace_.enable(gemm::num_sms(), events_per_cta, graphs_.alive());
 }
 std::vector<TraceEvent> GemmRs::read_trace() const {
   tp::check_plan_usable(communicator_gone(), comm_, "GemmRs::read_trace");  // it synchronises the current device

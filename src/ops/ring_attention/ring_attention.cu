@@ -179,7 +179,7 @@ void RingAttention::release() noexcept {
 // The trace's buffer lives on, and is sized for, the plan's device, which must be current (as for run()).
 void RingAttention::enable_trace(int events_per_cta) {
   tp::check_plan_usable(communicator_gone(), comm_, "RingAttention::enable_trace");
-  trace_.enable(num_ctas_, events_per_cta, captured_);
+  trace_.enable(num_ctas_, events_per_cta, graphs_.alive());
 }
 
 std::vector<RingAttention::TraceEvent> RingAttention::read_trace() const {
@@ -210,7 +210,7 @@ void RingAttention::run(const void* q, const void* k, const void* v, void* out, 
   // A call on another stream waits for the previous one (mkernel/launch_order.hpp); its span
   // records this call's end when run() returns or throws.
   LaunchOrder::Call call = order_.begin(stream);
-  tp::note_capture(captured_, stream);  // (after begin(): a call refused there changes nothing)
+  graphs_.note(stream, call.capture_id());  // (after begin(): a call refused there changes nothing)
   // The other ranks' K/V: slot s of the gathered buffer, [batch][kv_heads][K, V][s_local][D]:
   // dims {D, s_local, kv_heads, world * batch}, V one s_local x D block after K.
   const int64_t d = head_dim_;

@@ -123,6 +123,15 @@ def run(comm, rank, world):
         ro_l = shard(ro, rank, world, True)
         err = ((out.float() - ro_l).norm() / ro_l.norm()).item()
         assert err < 1e-2, f"rank {rank} graph replay {rep}: relative error {err:.2e}"
+    # Once the graph is gone (torch destroys it with the object), the plan reads as captured but held by none.
+    plan = mkernel.tp._PLANS[captured[0]]
+    del graph
+    torch.cuda.synchronize()
+    end = time.monotonic() + 5
+    while plan.graphs_alive and time.monotonic() < end:
+        time.sleep(0.001)
+    assert plan.captured and not plan.graphs_alive, \
+        f"rank {rank}: captured {plan.captured}, graphs_alive {plan.graphs_alive} 5 s after the graph was deleted"
     if rank == 0:
         print("ok graph replay", flush=True)
     # torch.compile(fullgraph=True) traces the custom op (fake implementation) and matches eager.

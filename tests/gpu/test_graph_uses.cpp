@@ -1,0 +1,119 @@
+// mk::GraphUses (mkernel/graph_uses.hpp) on one GPU: a capture's graph, and every copy CUDA makes of it (an
+// executable graph, a clone, a child-graph node), keeps alive() true until the last of them is destroyed and its
+// launches have ended; ever() stays true. Eager calls note nothing.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "mkernel/graph_uses.hpp"
+
+namespace {
+
+// Whether `uses` reads as held by no graph within `seconds` (its user objects' destructors run on a CUDA thread,
+// a moment after the last destroy).
+bool released_within(const mk::GraphUses& uses, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (uses.alive()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+struct Stream {
+  cudaStream_t s = nullptr;
+  Stream() { EXPECT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess); }
+  ~Stream() { cudaStreamDestroy(s); }
+};
+
+// Captures a memset of `buf` on `s` in global mode (torch.cuda.graph's), noting it in `uses` as a plan's call does
+// (twice: the second call of a capture adds nothing); returns the graph.
+cudaGraph_t capture_noted(cudaStream_t s, void* buf, mk::GraphUses& uses) {
+  cudaGraph_t g = nullptr;
+  EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  cudaStreamCaptureStatus st{};
+  unsigned long long id = 0;
+  EXPECT_EQ(cudaStreamGetCaptureInfo(s, &st, &id), cudaSuccess);
+  EXPECT_NE(id, 0ull);
+  for (int call = 0; call < 2; ++call) {
+    EXPECT_EQ(cudaMemsetAsync(buf, call, 256, s), cudaSuccess);
+    uses.note(s, id);
+  }
+  EXPECT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "note() left an error behind";
+  return g;
+}
+
+}  // namespace
+
+TEST(GraphUses, EagerCallsNoteNothing) {
+  const Stream s;
+  mk::GraphUses uses;
+  uses.note(s.s, 0);
+  EXPECT_FALSE(uses.ever());
+  EXPECT_FALSE(uses.alive());
+}
+
+TEST(GraphUses, TheGraphAndEveryCopyOfItHoldThePlanUntilTheLastIsGone) {
+  const Stream s;
+  void* buf = nullptr;
+  ASSERT_EQ(cudaMalloc(&buf, 256), cudaSuccess);
+  mk::GraphUses uses;
+  cudaGraph_t g = capture_noted(s.s, buf, uses);
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(uses.ever());
+  EXPECT_TRUE(uses.alive());
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+  cudaGraph_t clone = nullptr, parent = nullptr;
+  ASSERT_EQ(cudaGraphClone(&clone, g), cudaSuccess);
+  ASSERT_EQ(cudaGraphCreate(&parent, 0), cudaSuccess);
+  cudaGraphNode_t child = nullptr;
+  ASSERT_EQ(cudaGraphAddChildGraphNode(&child, parent, nullptr, 0, g), cudaSuccess);
+  ASSERT_EQ(cudaGraphDestroy(g), cudaSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(uses.alive()) << "the executable graph, the clone and the child node still hold it";
+  ASSERT_EQ(cudaGraphLaunch(exec, s.s), cudaSuccess);
+  ASSERT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);  // (its launch may still run: the release waits for it)
+  ASSERT_EQ(cudaStreamSynchronize(s.s), cudaSuccess);
+  ASSERT_EQ(cudaGraphDestroy(clone), cudaSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(uses.alive()) << "the parent's child-graph node still holds it";
+  ASSERT_EQ(cudaGraphDestroy(parent), cudaSuccess);
+  EXPECT_TRUE(released_within(uses, 5)) << "alive() after every graph holding the call was destroyed";
+  EXPECT_TRUE(uses.ever());
+  cudaFree(buf);
+}
+
+TEST(GraphUses, EachCaptureHoldsItUntilItsOwnGraphGoes) {
+  const Stream s;
+  void* buf = nullptr;
+  ASSERT_EQ(cudaMalloc(&buf, 256), cudaSuccess);
+  mk::GraphUses uses;
+  cudaGraph_t first = capture_noted(s.s, buf, uses), second = capture_noted(s.s, buf, uses);
+  ASSERT_EQ(cudaGraphDestroy(first), cudaSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(uses.alive()) << "the second capture's graph still holds it";
+  ASSERT_EQ(cudaGraphDestroy(second), cudaSuccess);
+  EXPECT_TRUE(released_within(uses, 5));
+  cudaFree(buf);
+}
+
+// A plan destroyed before the graphs holding its calls (the caller's mistake if the graph is replayed, not if it is
+// only destroyed): the destructors that run later touch only the shared count.
+TEST(GraphUses, ThePlanMayGoBeforeItsGraphs) {
+  const Stream s;
+  void* buf = nullptr;
+  ASSERT_EQ(cudaMalloc(&buf, 256), cudaSuccess);
+  auto uses = std::make_unique<mk::GraphUses>();
+  cudaGraph_t g = capture_noted(s.s, buf, *uses);
+  uses.reset();
+  ASSERT_EQ(cudaGraphDestroy(g), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // (the destructor's moment)
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  cudaFree(buf);
+}
