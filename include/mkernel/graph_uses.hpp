@@ -32,21 +32,27 @@ class GraphUses {
   GraphUses& operator=(const GraphUses&) = delete;
 
   // After LaunchOrder::begin, with its Call's capture_id() (0: the call is
-  // not being captured, or the capture is not known): the first call of a
-  // capture ties a user object to the capture's graph (~2-5 us, once per
-  // capture; nothing for eager calls). Where CUDA refuses that, the plan is
-  // taken as held by a live graph for good (alive() stays true), and the
-  // refusal's error is cleared (one pending before is left as it was).
+  // not being captured, or the capture is not known, or already
+  // invalidated: no graph can come of it, so such a call counts as not
+  // captured): the first call of a capture ties a user object to the
+  // capture's graph (~2-5 us, once per capture; nothing for eager calls).
+  // Where CUDA refuses that, the plan is taken as held by a live graph for
+  // good (alive() stays true), and the refusal's error is cleared where no
+  // error was pending before (where one was, CUDA now reports the refusal's
+  // in its place: it keeps only the last).
   void note(cudaStream_t stream, unsigned long long capture_id) noexcept;
 
-  bool ever() const noexcept { return ever_; }
-  bool alive() const noexcept { return sticky_ || live_->load(std::memory_order_acquire) > 0; }
+  // (Atomic: another thread may ask, e.g. Python's close_plans, while the plan's thread launches.)
+  bool ever() const noexcept { return ever_.load(std::memory_order_relaxed); }
+  bool alive() const noexcept {
+    return sticky_.load(std::memory_order_relaxed) || live_->load(std::memory_order_acquire) > 0;
+  }
 
  private:
   std::shared_ptr<std::atomic<long>> live_;  // user objects not yet destroyed (their destructors hold it too)
   unsigned long long last_capture_ = 0;      // the capture whose graph holds a reference already
-  bool ever_ = false;
-  bool sticky_ = false;  // a capture's graph could not be given a reference
+  std::atomic<bool> ever_{false};
+  std::atomic<bool> sticky_{false};  // a capture's graph could not be given a reference
 };
 
 }  // namespace mk

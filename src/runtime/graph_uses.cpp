@@ -17,7 +17,7 @@ void release(void* p) {
 
 void GraphUses::note(cudaStream_t stream, unsigned long long capture_id) noexcept {
   if (!capture_id || capture_id == last_capture_) return;
-  ever_ = true;
+  ever_.store(true, std::memory_order_relaxed);
   const bool clean = cudaPeekAtLastError() == cudaSuccess;
   // Relaxed mode for the calls below, as LaunchOrder's event creation: a capture in global mode
   // (torch.cuda.graph's default) is open on this thread.
@@ -46,7 +46,7 @@ void GraphUses::note(cudaStream_t stream, unsigned long long capture_id) noexcep
   cudaThreadExchangeStreamCaptureMode(&mode);
   last_capture_ = capture_id;  // (refused: not asked again in this capture)
   if (!held) {
-    sticky_ = true;
+    sticky_.store(true, std::memory_order_relaxed);
     if (clean) (void)cudaGetLastError();
   }
 }

@@ -252,9 +252,11 @@ TEST_F(AgGemmTest, CudaGraphReplayWithNewInputs) {
   for (int rep = 0; rep < reps; ++rep)
     random_bf16(fresh.as<uint16_t>() + rep * m_local * k, m_local * k, seed_a(me, 2001 + rep));
   EXPECT_FALSE(plan.captured()) << "a plan never launched in a stream capture";
-  replay_on_fresh_inputs([&](cudaStream_t s) { plan.run(a.p, b.p, out.p, s); }, a.p, fresh.p, m_local * k * 2, out.p,
-                         all.p, m * n * 2, reps);
+  bool held = false;  // graphs_alive() right after the captured call
+  replay_on_fresh_inputs([&](cudaStream_t s) { plan.run(a.p, b.p, out.p, s); held = plan.graphs_alive(); },
+                         a.p, fresh.p, m_local * k * 2, out.p, all.p, m * n * 2, reps);
   EXPECT_TRUE(plan.captured()) << "a plan launched in a stream capture (Python's bounded cache keeps it)";
+  EXPECT_TRUE(held) << "graphs_alive() inside the capture";
   EXPECT_TRUE(graphs_released_within(plan, 5)) << "graphs_alive() after its graph was destroyed";
   for (int rep = 0; rep < reps; ++rep)
     check_call(all.as<char>() + rep * m * n * 2, nullptr, m_local, n, k, b.p, 2001 + rep, "graph replay");

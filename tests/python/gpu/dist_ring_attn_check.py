@@ -109,6 +109,7 @@ def run(comm, rank, world):
     captured = [key for key, p in mkernel.tp._PLANS.items()
                 if key[0] == "RingAttention" and key[1] == comm._uid and p.captured]
     assert len(captured) == 1, f"rank {rank}: {len(captured)} ring attention plans say they were captured, not 1"
+    assert mkernel.tp._PLANS[captured[0]].graphs_alive, f"rank {rank}: the captured plan's graphs_alive is false"
     for rep in range(3):
         g = torch.Generator(device="cuda").manual_seed(1000 + rep)
         q = torch.randn(b, s_local * world, h, d, device="cuda", generator=g).bfloat16()
