@@ -62,7 +62,8 @@ inline void leave_after_device_failure(Bootstrap& bs, const std::string& error) 
 // Whether `stream` is being captured into a CUDA graph; none when the query
 // itself fails (the legacy stream while another stream captures in global
 // mode: the launch that follows fails and says so). The query's own error is
-// cleared, but not one already pending before it. Static, as teardown_call.
+// cleared where none was pending before it (where one was, CUDA reports the
+// query's in its place: it keeps only the last). Static, as teardown_call.
 static inline std::optional<bool> stream_capturing(cudaStream_t stream) noexcept {
   const bool clean = cudaPeekAtLastError() == cudaSuccess;
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
