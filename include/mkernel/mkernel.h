@@ -71,6 +71,11 @@ int mk_comm_init_env(mk_comm_t* out, int device);
 int mk_comm_destroy(mk_comm_t comm);
 int mk_comm_info(mk_comm_t comm, mk_comm_info_t* out);
 int mk_comm_barrier(mk_comm_t comm);
+/* Collective (every rank, the same bytes): all[r * bytes ..] = rank r's
+ * `mine`, over the communicator's host bootstrap (bounded by
+ * MK_BOOTSTRAP_TIMEOUT_MS, as its barrier). For small host data (Python's
+ * plan cache agrees on which plans a CUDA graph still holds with it). */
+int mk_comm_allgather(mk_comm_t comm, const void* mine, size_t bytes, void* all);
 /* Non-zero (with the device diagnostic as the message) once a device wait of
  * this rank failed or an abort was raised. */
 int mk_comm_check(mk_comm_t comm);

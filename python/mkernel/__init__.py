@@ -161,6 +161,13 @@ class Communicator:
     def barrier(self):
         self._lib_call("mkernel.Communicator.barrier", lib.mk_comm_barrier)
 
+    def _allgather(self, mine):
+        """Collective: every rank's `mine` (bytes, the same length on every rank), in rank order."""
+        n, w = len(mine), self.world
+        buf = ctypes.create_string_buffer(n * w or 1)
+        self._lib_call("mkernel.Communicator._allgather", lib.mk_comm_allgather, mine, n, buf)
+        return [buf.raw[r * n:(r + 1) * n] for r in range(w)]
+
     def check(self):
         """Raises MkernelError if a device wait of this rank failed or an abort was raised."""
         self._lib_call("mkernel.Communicator.check", lib.mk_comm_check)

@@ -96,6 +96,7 @@ _SIGNATURES = {
     "mk_comm_destroy": ([_c], ctypes.c_int),
     "mk_comm_info": ([_c, ctypes.POINTER(CommInfo)], ctypes.c_int),
     "mk_comm_barrier": ([_c], ctypes.c_int),
+    "mk_comm_allgather": ([_c, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p], ctypes.c_int),
     "mk_comm_check": ([_c], ctypes.c_int),
     "mk_comm_network_bytes_put": ([_c, ctypes.POINTER(ctypes.c_uint64)], ctypes.c_int),
     "mk_comm_symmetric_bytes": ([_c, ctypes.POINTER(ctypes.c_uint64)], ctypes.c_int),

@@ -8,8 +8,8 @@ every rank, in the same order, as their collective close needs."""
 def close_oldest(plans, comm_key, limit, before_closing=None, keep=None):
     """Closes and removes the oldest plans of communicator `comm_key` in `plans` until fewer than
     `limit` remain, so that one more fits; limit <= 0: none. Plans for which keep(plan) is true are
-    never closed (mkernel.tp: those captured in a CUDA graph, which a replay still uses; every rank
-    must see the same answer, as when it captures the same graphs): they count towards the bound, and
+    never closed (mkernel.tp: those a CUDA graph on some rank still holds, which a replay uses:
+    held_by_graphs, the same answer on every rank): they count towards the bound, and
     the oldest others go in their place, as many as there are. before_closing(), if given, runs once
     before the first close (the caller drops what holds their launches). Returns (closed, short): how
     many it closed, and how many more it would have closed but for keep."""
@@ -25,6 +25,26 @@ def close_oldest(plans, comm_key, limit, before_closing=None, keep=None):
     for k in doomed:
         plans.pop(k).close()
     return len(doomed), want - len(doomed)
+
+
+def held_by_graphs(plans, comm_key, limit, allgather):
+    """keep() for close_oldest (mkernel.tp): the plans that a CUDA graph on some rank still holds (a replay would
+    use them). Which plans were ever captured is the same on every rank, as they capture the same graphs; whether
+    a graph still holds one is not (each rank destroys its graphs, and CUDA says so a moment later). So where the
+    bound is about to close plans and some were captured, the ranks OR their plans' graphs_alive in one exchange
+    (allgather(bytes) -> the bytes of every rank; collective: every rank gets here, as every rank makes the
+    plan). None (keep nothing) where none was captured or nothing is to be closed."""
+    if limit <= 0:
+        return None
+    mine = [k for k in list(plans) if k[1] == comm_key]
+    if len(mine) < limit:
+        return None
+    captured = [k for k in mine if plans[k].captured]
+    if not captured:
+        return None
+    flags = allgather(bytes(1 if plans[k].graphs_alive else 0 for k in captured))
+    held = {id(plans[k]) for i, k in enumerate(captured) if any(f[i] for f in flags)}
+    return lambda plan: id(plan) in held
 
 
 def start_over_at(cache, limit=4096):

@@ -37,7 +37,7 @@ from . import _torch_req  # noqa: F401  (torch >= 2.4: a clear ImportError befor
 
 from ._lib import MkernelError, knob_int, lib, outside_stacklevel
 from ._ops_c import _need
-from ._plan_cache import close_oldest, start_over_at
+from ._plan_cache import close_oldest, held_by_graphs, start_over_at
 from ._tp_meta import (_COMMS, MAX_RS_RANKS, Mismatch, comm_handle, register, lookup, world, ag_gemm_shapes,
                        gemm_rs_shape, all_gather_shape, marked_call, reduce_scatter_shape, refuse_close_in_flight,
                        cached_shape as _shape)
@@ -189,21 +189,23 @@ def _plan(cls, key, *shape):
                                "during CUDA-graph capture; call the op once with these shapes before capturing")
         # MK_PLAN_CACHE_MAX > 0: the communicator's oldest plans are closed first (collective, in the same
         # order on every rank); the steady-state entries of its calls go with them (they hold launches).
-        # Plans captured in a CUDA graph stay (a replay uses them), on every rank alike as long as the
-        # ranks capture the same graphs.
+        # Plans that a CUDA graph on some rank still holds stay (a replay uses them; the ranks agree on
+        # which in one exchange, only when captured plans would otherwise be closed).
         limit = knob_int("MK_PLAN_CACHE_MAX")
         # before_closing first: none may launch a plan whose close failed
         held = [k for k in list(_PLANS) if k[1] == key] if limit > 0 else []
-        _, short = close_oldest(_PLANS, key, limit, lambda: _drop_hot(key), lambda plan: plan.captured)
+        keep = held_by_graphs(_PLANS, key, limit, lambda b: lookup(key)._allgather(b))
+        _, short = close_oldest(_PLANS, key, limit, lambda: _drop_hot(key), keep)
         start_over_at(_EVICTED)  # (many shapes come and go: the set only words an error)
         _EVICTED.update(k for k in held if k not in _PLANS)  # (a capture that needs one says why it is gone)
         _EVICTED.discard(pkey)
         if short and key not in _WARNED_CAPTURED:
             _WARNED_CAPTURED.add(key)
             warnings.warn(f"mkernel: MK_PLAN_CACHE_MAX={limit} is exceeded: {short + limit - 1} of this "
-                          "communicator's cached op plans were captured in CUDA graphs, which use them when "
-                          "replayed, so the bound does not close them; raise the bound, or close_plans(comm) "
-                          "(collective) once those graphs are gone. Said once.", RuntimeWarning,
+                          "communicator's cached op plans are held by CUDA graphs that still exist (on some "
+                          "rank), which use them when replayed, so the bound does not close them; raise the "
+                          "bound, or destroy those graphs (the bound then closes their plans). Said once.",
+                          RuntimeWarning,
                           stacklevel=outside_stacklevel())
         p = _PLANS[pkey] = cls(lookup(key), *shape)
         if limit <= 0 and key not in _WARNED:

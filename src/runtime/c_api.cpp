@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "mkernel/mkernel.hpp"
 #include "src/runtime/c_api_util.hpp"
@@ -120,6 +121,20 @@ int mk_comm_info(mk_comm_t comm, mk_comm_info_t* out) {
 int mk_comm_barrier(mk_comm_t comm) {
   if (!comm) return null_arg(__func__, "comm");
   return comm_call(comm, "mk_comm_barrier", [&] { comm->comm->barrier(); });
+}
+
+int mk_comm_allgather(mk_comm_t comm, const void* mine, size_t bytes, void* all) {
+  if (!comm) return null_arg(__func__, "comm");
+  if (bytes && (!mine || !all)) return null_arg(__func__, "mine or all");
+  return comm_call(comm, "mk_comm_allgather", [&] {
+    const std::vector<std::string> got = comm->comm->bootstrap().allgather(
+        bytes ? std::string(static_cast<const char*>(mine), bytes) : std::string(), "mk_comm_allgather");
+    for (size_t r = 0; r < got.size(); ++r)
+      if (got[r].size() != bytes)
+        mk::fail("mk_comm_allgather: rank ", r, " passed ", got[r].size(), " bytes, this rank ", bytes,
+                 " (every rank must pass the same count)");
+    for (size_t r = 0; r < got.size(); ++r) std::memcpy(static_cast<char*>(all) + r * bytes, got[r].data(), bytes);
+  });
 }
 
 int mk_comm_check(mk_comm_t comm) {

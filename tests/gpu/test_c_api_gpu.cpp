@@ -34,6 +34,21 @@ TEST(CApiGpu, CommunicatorAndSymmetricBuffer) {
   EXPECT_EQ(mk_comm_destroy(comm), 0);
 }
 
+// mk_comm_allgather on one rank: its own bytes back; 0 bytes is a no-op; missing pointers are refused by name.
+TEST(CApiGpu, AllgatherOnOneRankGivesItsOwnBytes) {
+  mk_comm_t comm = nullptr;
+  ASSERT_EQ(mk_comm_init_env(&comm, -1), 0) << mk_last_error();
+  const unsigned char mine[5] = {1, 0, 7, 255, 3};
+  unsigned char all[5] = {};
+  ASSERT_EQ(mk_comm_allgather(comm, mine, sizeof mine, all), 0) << mk_last_error();
+  EXPECT_EQ(std::vector<unsigned char>(all, all + 5), std::vector<unsigned char>(mine, mine + 5));
+  EXPECT_EQ(mk_comm_allgather(comm, nullptr, 0, nullptr), 0) << mk_last_error();
+  EXPECT_NE(mk_comm_allgather(comm, nullptr, 5, all), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("mk_comm_allgather"), std::string::npos) << mk_last_error();
+  EXPECT_NE(mk_comm_allgather(nullptr, mine, 5, all), 0);
+  EXPECT_EQ(mk_comm_destroy(comm), 0);
+}
+
 // Once CUDA runs in this process its driver reads as initialised, so a communicator made now leaves
 // CUDA_MODULE_LOADING alone (the driver has read it; setenv could only race other threads' getenv).
 TEST(CApiGpu, TheDriverReadsAsInitialisedOnceCudaRuns) {

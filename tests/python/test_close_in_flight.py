@@ -246,3 +246,12 @@ def test_close_plans_warns_only_for_plans_a_graph_still_holds(monkeypatch, lib_d
     assert lib_doubles == [("GemmRs", 0x1234)] and not p._h
     assert (p.captured, p.graphs_alive) == (False, False)  # closed
     comm.close()
+
+
+def test_allgather_returns_each_ranks_bytes_in_rank_order(monkeypatch):
+    import ctypes
+    comm = _Comm()  # world 2; the library's allgather is a double that gives rank 1's bytes as 9s
+    monkeypatch.setattr(mkernel.lib, "mk_comm_allgather",
+                        lambda h, mine, n, buf: ctypes.memmove(buf, mine + bytes([9] * n), 2 * n) and 0)
+    assert comm._allgather(b"\x01\x00\x02") == [b"\x01\x00\x02", b"\x09\x09\x09"]
+    assert comm._allgather(b"") == [b"", b""]

@@ -691,6 +691,32 @@ def test_plan_cache_bound_never_closes_a_captured_plan():
     assert close_oldest(plans, 1, 2) == (1, 0) and closed[-1] == "s0"  # without keep, the oldest goes
 
 
+def test_plan_cache_keeps_the_plans_a_graph_on_some_rank_still_holds():
+    # The bound keeps a captured plan while a graph on any rank holds it (graphs_alive there), and closes one
+    # whose graphs are gone on every rank; the ranks agree in one exchange, made only where the bound is about to
+    # close and a plan was captured (the same on every rank).
+    from mkernel._plan_cache import close_oldest, held_by_graphs
+    closed = []
+    plans = {("GemmRs", 1, (i,)): _Plan(f"s{i}", closed, captured=i < 3) for i in range(4)}
+    for i, p in enumerate(plans.values()):
+        p.graphs_alive = i == 0  # s0: a graph holds it here; s1: only on the other rank; s2: nowhere
+    sent = []
+
+    def allgather(mine):  # this rank's flags, then the other rank's: s1's graph is alive there
+        sent.append(mine)
+        return [mine, bytes([0, 1, 0])]
+
+    assert held_by_graphs(plans, 1, 0, allgather) is None and held_by_graphs(plans, 1, 5, allgather) is None
+    assert held_by_graphs(plans, 2, 1, allgather) is None  # another communicator: none of its plans
+    assert sent == []  # no exchange where nothing would be closed
+    keep = held_by_graphs(plans, 1, 3, allgather)
+    assert sent == [bytes([1, 0, 0])]  # s0, s1, s2: the captured ones, in the order made
+    assert [keep(p) for p in plans.values()] == [True, True, False, False]
+    assert close_oldest(plans, 1, 3, keep=keep) == (2, 0) and closed == ["s2", "s3"]
+    uncaptured = {("GemmRs", 1, (i,)): _Plan(f"u{i}", closed) for i in range(3)}
+    assert held_by_graphs(uncaptured, 1, 1, allgather) is None and len(sent) == 1  # none captured: no exchange
+
+
 def test_tp_side_caches_stay_bounded_under_many_shapes(monkeypatch):
     # Varying shapes (token counts per step) filled the shape rules' cache and the set of plans the bound closed
     # (which only words a capture's error) without end, beside a bounded plan cache. Both start over at 4096.

@@ -277,9 +277,9 @@ def check_plan_cache(comm, d):
 
 
 def check_plan_cache_captured(comm, d, v):
-    """The bound never closes a plan captured in a CUDA graph: the graph replays right while other shapes'
-    plans come and go; when captured plans alone exceed the bound a warning says so once; close_plans closes
-    captured plans too, and says so."""
+    """The bound never closes a plan a live CUDA graph holds: the graph replays right while other shapes'
+    plans come and go; when such plans alone exceed the bound a warning says so once; close_plans closes
+    them too, and says so. Once the graph is gone, close_plans says nothing, and the bound closes the plan."""
     from mkernel import tp
     n, k = v.shape
     tp.close_plans(comm)
@@ -318,7 +318,7 @@ def check_plan_cache_captured(comm, d, v):
         warnings.simplefilter("always")
         for i in range(2):
             another_shape(i + 7, f"MK_PLAN_CACHE_MAX=1 beside a captured plan, shape {i}")
-    said = [str(w.message) for w in caught if "captured in CUDA graphs" in str(w.message)]
+    said = [str(w.message) for w in caught if "held by CUDA graphs" in str(w.message)]
     expect(len(said) == 1, f"the captured-plans-exceed-the-bound warning was given {len(said)} times: {said}")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -346,6 +346,29 @@ def check_plan_cache_captured(comm, d, v):
         tp.close_plans(comm)
     said = [str(w.message) for w in caught if "were captured in CUDA graphs" in str(w.message)]
     expect(not said, f"close_plans of a plan whose graph is gone warned: {said}")
+    # The bound (still 1) closes a captured plan once no rank's graph holds it (the ranks agree in one exchange).
+    with torch.cuda.stream(s):
+        mkernel.gemm_rs(hc, v, comm, out=oc)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        mkernel.gemm_rs(hc, v, comm, out=oc)
+    old = [tp._PLANS[key] for key in tp._PLANS if key[1] == comm._uid]
+    del graph
+    torch.cuda.synchronize()
+    end = time.monotonic() + 5
+    while old[0].graphs_alive and time.monotonic() < end:
+        time.sleep(0.001)
+    expect(len(old) == 1 and old[0].captured and not old[0].graphs_alive, "the plan captured a third time")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        h = d.rnd(d.world * 3, k)
+        close(mkernel.gemm_rs(h, v, comm), d.rows(d.sum(h.float() @ v.float().t())), "beside a released plan")
+    mine = [tp._PLANS[key] for key in tp._PLANS if key[1] == comm._uid]
+    expect(len(mine) == 1 and mine[0] is not old[0] and not old[0]._h,
+           "the bound kept a captured plan whose graph was gone on every rank")
+    said = [str(w.message) for w in caught if "held by CUDA graphs" in str(w.message)]
+    expect(not said, f"the bound warned of a plan whose graph was gone: {said}")
 
 
 def check_errors(comm, d):
