@@ -12,10 +12,10 @@
 // first leaves them nothing to touch but that counter.
 //
 // ever() answers "was a launch ever captured" (deterministic: ranks that
-// capture the same graphs agree, so Python's bounded plan cache, whose
-// closes are collective, decides on it); alive() answers "may a graph
-// holding one still be replayed" (this process only, and it turns false a
-// moment after the last destroy: the destructor runs asynchronously).
+// capture the same graphs agree); alive() answers "may a graph holding one
+// still be replayed" (this process only, and it turns false a moment after
+// the last destroy: the destructor runs asynchronously). Python's bounded
+// plan cache, whose closes are collective, ORs alive() over the ranks.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -73,8 +73,11 @@ int mk_comm_info(mk_comm_t comm, mk_comm_info_t* out);
 int mk_comm_barrier(mk_comm_t comm);
 /* Collective (every rank, the same bytes): all[r * bytes ..] = rank r's
  * `mine`, over the communicator's host bootstrap (bounded by
- * MK_BOOTSTRAP_TIMEOUT_MS, as its barrier). For small host data (Python's
- * plan cache agrees on which plans a CUDA graph still holds with it). */
+ * MK_BOOTSTRAP_TIMEOUT_MS, as its barrier); `all` holds world * bytes.
+ * mine and all may be NULL only when bytes is 0. Ranks passing different
+ * counts (or a NULL pointer) all fail, each naming the first count that
+ * differs from its own (or the NULL). For small host data (Python's plan
+ * cache agrees on which plans a CUDA graph still holds with it). */
 int mk_comm_allgather(mk_comm_t comm, const void* mine, size_t bytes, void* all);
 /* Non-zero (with the device diagnostic as the message) once a device wait of
  * this rank failed or an abort was raised. */

@@ -65,7 +65,7 @@ class RingAttention final : private CommPlan {  // (registered with its communic
   int64_t network_bytes_sent() const;
   // Whether a launch of this plan was ever captured in a CUDA graph (stream
   // capture): replaying such a graph uses the plan's memory, so the plan must
-  // outlive the graph. Python's bounded plan cache never closes such a plan.
+  // outlive the graph. Python's bounded plan cache keeps it while a graph holds it.
   bool captured() const { return graphs_.ever(); }
   // Whether a graph (or an executable graph) holding one of those launches
   // still exists, or its launches are still running (mkernel/graph_uses.hpp).

@@ -96,7 +96,7 @@ class AgGemm final : private CommPlan {  // (registered with its communicator: m
   bool single_rank_plain() const { return plain_; }
   // Whether a launch of this plan was ever captured in a CUDA graph (stream
   // capture): replaying such a graph uses the plan's memory, so the plan must
-  // outlive the graph. Python's bounded plan cache never closes such a plan.
+  // outlive the graph. Python's bounded plan cache keeps it while a graph holds it.
   bool captured() const { return graphs_.ever(); }
   // Whether a graph (or an executable graph) holding one of those launches
   // still exists, or its launches are still running (mkernel/graph_uses.hpp).
@@ -204,7 +204,7 @@ class GemmRs final : private CommPlan {  // (registered with its communicator: m
   bool single_rank_plain() const { return plain_; }
   // Whether a launch of this plan was ever captured in a CUDA graph (stream
   // capture): replaying such a graph uses the plan's memory, so the plan must
-  // outlive the graph. Python's bounded plan cache never closes such a plan.
+  // outlive the graph. Python's bounded plan cache keeps it while a graph holds it.
   bool captured() const { return graphs_.ever(); }
   // Whether a graph (or an executable graph) holding one of those launches
   // still exists, or its launches are still running (mkernel/graph_uses.hpp).
@@ -310,7 +310,7 @@ class GemmAr final : private CommPlan {  // (registered with its communicator: m
   bool single_rank_plain() const { return plain_; }
   // Whether a launch of this plan was ever captured in a CUDA graph (stream
   // capture): replaying such a graph uses the plan's memory, so the plan must
-  // outlive the graph. Python's bounded plan cache never closes such a plan.
+  // outlive the graph. Python's bounded plan cache keeps it while a graph holds it.
   bool captured() const { return graphs_.ever(); }
   // Whether a graph (or an executable graph) holding one of those launches
   // still exists, or its launches are still running (mkernel/graph_uses.hpp).

@@ -31,17 +31,17 @@ def held_by_graphs(plans, comm_key, limit, allgather):
     """keep() for close_oldest (mkernel.tp): the plans that a CUDA graph on some rank still holds (a replay would
     use them). Which plans were ever captured is the same on every rank, as they capture the same graphs; whether
     a graph still holds one is not (each rank destroys its graphs, and CUDA says so a moment later). So where the
-    bound is about to close plans and some were captured, the ranks OR their plans' graphs_alive in one exchange
+    bound is about to close a plan that was captured, the ranks OR their plans' graphs_alive in one exchange
     (allgather(bytes) -> the bytes of every rank; collective: every rank gets here, as every rank makes the
-    plan). None (keep nothing) where none was captured or nothing is to be closed."""
+    plan, and decides alike whether to exchange). None (keep nothing) where no captured plan is among the oldest
+    ones the bound closes."""
     if limit <= 0:
         return None
     mine = [k for k in list(plans) if k[1] == comm_key]
-    if len(mine) < limit:
-        return None
+    want = len(mine) - limit + 1  # (close_oldest's count)
+    if want <= 0 or not any(plans[k].captured for k in mine[:want]):
+        return None  # (the oldest `want` go either way: no exchange)
     captured = [k for k in mine if plans[k].captured]
-    if not captured:
-        return None
     flags = allgather(bytes(1 if plans[k].graphs_alive else 0 for k in captured))
     held = {id(plans[k]) for i, k in enumerate(captured) if any(f[i] for f in flags)}
     return lambda plan: id(plan) in held

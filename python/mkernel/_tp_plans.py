@@ -31,9 +31,9 @@ class _Plan:
     @property
     def captured(self):
         """Whether a launch of this plan was ever captured in a CUDA graph: replaying that graph uses the
-        plan's memory, so the plan must outlive it (the bounded plan cache, MK_PLAN_CACHE_MAX, never
-        closes such a plan: every rank that captures the same graphs gives the same answer, as the cache's
-        collective closes need). False once closed."""
+        plan's memory, so the plan must outlive it (the bounded plan cache, MK_PLAN_CACHE_MAX, keeps such a
+        plan while a graph on some rank holds it: graphs_alive). The same on every rank that captures the
+        same graphs. False once closed."""
         return self._capture_state() != 0
 
     @property

@@ -190,7 +190,7 @@ def _plan(cls, key, *shape):
         # MK_PLAN_CACHE_MAX > 0: the communicator's oldest plans are closed first (collective, in the same
         # order on every rank); the steady-state entries of its calls go with them (they hold launches).
         # Plans that a CUDA graph on some rank still holds stay (a replay uses them; the ranks agree on
-        # which in one exchange, only when captured plans would otherwise be closed).
+        # which in one exchange, only where a captured plan is among the oldest the bound closes).
         limit = knob_int("MK_PLAN_CACHE_MAX")
         # before_closing first: none may launch a plan whose close failed
         held = [k for k in list(_PLANS) if k[1] == key] if limit > 0 else []
@@ -218,7 +218,7 @@ def _plan(cls, key, *shape):
                               "on this rank now) until mkernel.close_plans(comm) (collective: every rank at the "
                               "same point) frees them; call it when shapes change for good, pad inputs to fewer "
                               "shapes, or bound the cache (MK_PLAN_CACHE_MAX: its oldest plans are closed, but not "
-                              "those captured in CUDA graphs)", RuntimeWarning,
+                              "those a CUDA graph still holds)", RuntimeWarning,
                               stacklevel=outside_stacklevel())
     return p
 

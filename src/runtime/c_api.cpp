@@ -125,15 +125,19 @@ int mk_comm_barrier(mk_comm_t comm) {
 
 int mk_comm_allgather(mk_comm_t comm, const void* mine, size_t bytes, void* all) {
   if (!comm) return null_arg(__func__, "comm");
-  if (bytes && (!mine || !all)) return null_arg(__func__, "mine or all");
   return comm_call(comm, "mk_comm_allgather", [&] {
+    // A NULL pointer still joins the exchange (with no bytes), so that the other ranks fail at once on the count
+    // instead of waiting for this rank until the bootstrap's bound.
+    const bool bad = bytes && (!mine || !all);
     const std::vector<std::string> got = comm->comm->bootstrap().allgather(
-        bytes ? std::string(static_cast<const char*>(mine), bytes) : std::string(), "mk_comm_allgather");
+        bytes && !bad ? std::string(static_cast<const char*>(mine), bytes) : std::string(), "mk_comm_allgather");
+    if (bad) mk::fail("mk_comm_allgather: mine or all is NULL with bytes = ", bytes);
     for (size_t r = 0; r < got.size(); ++r)
       if (got[r].size() != bytes)
         mk::fail("mk_comm_allgather: rank ", r, " passed ", got[r].size(), " bytes, this rank ", bytes,
                  " (every rank must pass the same count)");
-    for (size_t r = 0; r < got.size(); ++r) std::memcpy(static_cast<char*>(all) + r * bytes, got[r].data(), bytes);
+    if (bytes)
+      for (size_t r = 0; r < got.size(); ++r) std::memcpy(static_cast<char*>(all) + r * bytes, got[r].data(), bytes);
   });
 }
 

@@ -131,6 +131,7 @@ def test_communicator_close_on_another_thread_refuses_while_a_plan_is_being_made
 _OWN = [("barrier", "mk_comm_barrier", lambda c: c.barrier()),
         ("check", "mk_comm_check", lambda c: c.check()),
         ("symmetric_bytes", "mk_comm_symmetric_bytes", lambda c: c.symmetric_bytes()),
+        ("_allgather", "mk_comm_allgather", lambda c: c._allgather(b"\x01")),
         ("alloc_symmetric", "mk_symm_alloc", lambda c: c.alloc_symmetric(4096))]
 
 

@@ -715,6 +715,36 @@ def test_plan_cache_keeps_the_plans_a_graph_on_some_rank_still_holds():
     assert close_oldest(plans, 1, 3, keep=keep) == (2, 0) and closed == ["s2", "s3"]
     uncaptured = {("GemmRs", 1, (i,)): _Plan(f"u{i}", closed) for i in range(3)}
     assert held_by_graphs(uncaptured, 1, 1, allgather) is None and len(sent) == 1  # none captured: no exchange
+    # A captured plan younger than those the bound closes: the oldest go either way, no exchange.
+    younger = {("GemmRs", 1, (i,)): _Plan(f"y{i}", closed, captured=i == 1) for i in range(4)}
+    assert held_by_graphs(younger, 1, 4, allgather) is None and len(sent) == 1
+
+
+def test_plan_cache_bound_asks_the_communicator_which_captured_plans_a_graph_holds(monkeypatch):
+    # mkernel.tp._plan's wiring: the exchange goes through the plans' communicator (lookup(key)._allgather).
+    torch = pytest.importorskip("torch", reason="needs torch (mkernel.tp imports it)")
+    from mkernel import tp
+    closed, sent = [], []
+
+    class Comm:
+        def _allgather(self, mine):
+            sent.append(mine)
+            return [mine, b"\x00"]  # the other rank's graph is gone too
+
+    old = _Plan("old", closed, captured=True)
+    old.graphs_alive = False
+    monkeypatch.setenv("MK_PLAN_CACHE_MAX", "1")
+    monkeypatch.setattr(tp, "_PLANS", {("Fake", "c", (1,)): old})
+    monkeypatch.setattr(tp, "_EVICTED", set())
+    monkeypatch.setattr(tp, "lookup", lambda key: Comm())
+    monkeypatch.setattr(tp, "_drop_hot", lambda key: None)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+
+    class Fake:
+        def __init__(self, comm, *shape):
+            self.shape, self.captured = shape, False
+    p = tp._plan(Fake, "c", 2)
+    assert sent == [b"\x00"] and closed == ["old"] and list(tp._PLANS.values()) == [p]
 
 
 def test_tp_side_caches_stay_bounded_under_many_shapes(monkeypatch):

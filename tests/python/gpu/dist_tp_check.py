@@ -369,6 +369,35 @@ def check_plan_cache_captured(comm, d, v):
            "the bound kept a captured plan whose graph was gone on every rank")
     said = [str(w.message) for w in caught if "held by CUDA graphs" in str(w.message)]
     expect(not said, f"the bound warned of a plan whose graph was gone: {said}")
+    # A graph that rank 0 alone still holds keeps its plan on every rank (the ranks OR their flags), with the
+    # warning on every rank; once rank 0 deletes it too, the bound closes the plan.
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        mkernel.gemm_rs(h, v, comm)
+    held = [tp._PLANS[key] for key in tp._PLANS if key[1] == comm._uid]
+    if d.rank != 0:
+        del graph
+        torch.cuda.synchronize()
+        end = time.monotonic() + 5
+        while held and held[0].graphs_alive and time.monotonic() < end:
+            time.sleep(0.001)
+    expect(len(held) == 1 and held[0].graphs_alive == (d.rank == 0), "graphs_alive with rank 0's graph alone")
+    for i, rows in enumerate((7, 9)):
+        if i == 1 and d.rank == 0:
+            del graph
+            torch.cuda.synchronize()
+            end = time.monotonic() + 5
+            while held[0].graphs_alive and time.monotonic() < end:
+                time.sleep(0.001)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            h2 = d.rnd(d.world * rows, k)
+            close(mkernel.gemm_rs(h2, v, comm), d.rows(d.sum(h2.float() @ v.float().t())), f"beside rank 0's graph {i}")
+        said = [str(w.message) for w in caught if "held by CUDA graphs" in str(w.message)]
+        if i == 0:
+            expect(held[0]._h and len(said) == 1, f"a plan rank 0's graph holds: kept {bool(held[0]._h)}, said {said}")
+        else:
+            expect(not held[0]._h and not said, f"a plan no rank's graph holds: kept {bool(held[0]._h)}, said {said}")
 
 
 def check_errors(comm, d):
