@@ -6,24 +6,45 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
 #include <tuple>
 
+#include "mkernel/knobs.hpp"
 #include "mkernel/launch_order.hpp"
 #include "mkernel/mkernel.h"
 #include "src/runtime/c_api_util.hpp"
 #include "tests/test_env.hpp"
 
+// mk_print_config gives the library's knob table: every declared knob with its current value (a value set in the
+// environment marked "[set]"), cut to the buffer with the NUL kept; a NULL buffer or no room is an error.
 TEST(CApi, VersionAndConfig) {
   EXPECT_EQ(mk_abi_version(), MK_ABI_VERSION);
-  char buf[8192];
-  ASSERT_EQ(mk_print_config(buf, sizeof(buf)), 0);
-  EXPECT_NE(std::string(buf).find("MK_TIMEOUT_MS"), std::string::npos);
+  mk::test::EnvGuard timeout("MK_TIMEOUT_MS", "4321");
+  const std::string full = mk::print_config();
+  ASSERT_LT(full.size() + 1, size_t{1} << 20);
+  std::string buf(full.size() + 1, 'x');
+  ASSERT_EQ(mk_print_config(buf.data(), buf.size()), 0) << mk_last_error();
+  ASSERT_EQ(buf.back(), '\0');
+  buf.pop_back();
+  EXPECT_EQ(buf, full);  // whole where it fits
+  for (const auto& s : mk::knob_specs())
+    EXPECT_NE(full.find(std::string("  ") + s.name + " ("), std::string::npos) << s.name << " missing from:\n" << full;
+  EXPECT_NE(full.find("MK_TIMEOUT_MS (int in [1, 86400000], default '5000') = '4321' [set]"), std::string::npos)
+      << full;
   char tiny[8];
+  std::memset(tiny, 'x', sizeof(tiny));
   ASSERT_EQ(mk_print_config(tiny, sizeof(tiny)), 0);  // truncated, still terminated
-  EXPECT_EQ(std::string(tiny).size(), 7u);
+  EXPECT_EQ(std::string(tiny), full.substr(0, 7));
+  char one = 'x';
+  ASSERT_EQ(mk_print_config(&one, 1), 0);
+  EXPECT_EQ(one, '\0');
+  EXPECT_NE(mk_print_config(tiny, 0), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("len is 0"), std::string::npos) << mk_last_error();
+  EXPECT_NE(mk_print_config(nullptr, 8), 0);
+  EXPECT_NE(std::string(mk_last_error()).find("buf"), std::string::npos) << mk_last_error();
 }
 
 // The build's commit (cmake/git_commit.cmake): 12 hex digits, "-dirty" after them when tracked files had
