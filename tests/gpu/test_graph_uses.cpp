@@ -1,8 +1,8 @@
 // mk::GraphUses (mkernel/graph_uses.hpp) on one GPU: a capture's graph, and every copy CUDA makes of it (an
 // executable graph, a clone, a child-graph node), keeps alive() true until the last of them is destroyed and its
-// launches have ended; ever() stays true. Eager calls note nothing. (ThePlanMayGoBeforeItsGraphs would show a
-// destructor writing into the freed plan only under a host memory checker, which no GPU step runs: here it
-// checks that the late destructors run without a crash or a CUDA error.)
+// launches have ended; ever() stays true. Eager calls note nothing; a capture that cannot be tied holds for good.
+// (ThePlanMayGoBeforeItsGraphs would show a destructor writing into the freed plan only under a host memory
+// checker, which no GPU step runs: here it checks that the late destructors run without a crash or a CUDA error.)
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -127,6 +127,43 @@ TEST(GraphUses, ThePlanMayGoBeforeItsGraphs) {
   ASSERT_EQ(cudaGraphDestroy(g), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // (the destructor's moment)
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  cudaFree(buf);
+}
+
+// A call whose capture's graph cannot be given a reference (here: the capture named is not the stream's, as where
+// the capture ended or was invalidated between LaunchOrder::begin and note) leaves the plan held for good, since no
+// destructor will say when its graph is gone; that capture is not asked again. note() leaves the runtime's last
+// error as it found it: none stays none, and one pending before is still there after.
+TEST(GraphUses, ACaptureThatCannotBeTiedHoldsThePlanForGood) {
+  const Stream s, other;
+  void* buf = nullptr;
+  ASSERT_EQ(cudaMalloc(&buf, 256), cudaSuccess);
+  mk::GraphUses uses;
+  ASSERT_EQ(cudaStreamBeginCapture(s.s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  cudaStreamCaptureStatus st{};
+  unsigned long long id = 0;
+  ASSERT_EQ(cudaStreamGetCaptureInfo(s.s, &st, &id), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(buf, 0, 256, s.s), cudaSuccess);
+  uses.note(other.s, id);  // (`other` is not capturing)
+  EXPECT_TRUE(uses.ever());
+  EXPECT_TRUE(uses.alive());
+  uses.note(s.s, id);  // the same capture: not asked again, so the graph gets no reference
+  cudaGraph_t g = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(s.s, &g), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "note() left an error behind";
+  ASSERT_EQ(cudaGraphDestroy(g), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_FALSE(released_within(uses, 0.2)) << "a plan whose graph had no reference reads as released";
+
+  mk::GraphUses pending;
+  int count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(count + 7), cudaErrorInvalidDevice);
+  ASSERT_EQ(cudaPeekAtLastError(), cudaErrorInvalidDevice) << "the refused cudaSetDevice left no last error";
+  pending.note(s.s, id + 1000);  // (no such capture on `s`)
+  EXPECT_TRUE(pending.alive());
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidDevice) << "note() cleared an error pending before it";
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   cudaFree(buf);
 }
