@@ -93,12 +93,31 @@ def with_env(env, f):
     return run
 
 
+def sdpa_takes_gqa():
+    """Whether this torch's SDPA takes enable_gqa (torch >= 2.5; a tiny CPU call asks)."""
+    q, kv = torch.zeros(1, 2, 1, 8), torch.zeros(1, 1, 1, 8)
+    try:
+        F.scaled_dot_product_attention(q, kv, kv, enable_gqa=True)
+    except TypeError:
+        return False
+    return True
+
+
+def repeated_kv(data, h):
+    """For an SDPA without enable_gqa: every pool entry's K and V repeated to the h query heads (query head i uses
+    KV head i // (h / Hkv), SDPA's own mapping), made here, before any timing; keyed by the tensor's address."""
+    return {t.data_ptr(): t.repeat_interleave(h // t.shape[2], dim=2) for _, k, v in data for t in (k, v)}
+
+
 def sdpa(backend):
-    def run(q, k, v, causal):
+    def run(q, k, v, causal, kv_repeated=None):
+        if kv_repeated is not None:  # (an SDPA without enable_gqa, GQA shapes: repeated_kv's copies)
+            k, v = kv_repeated[k.data_ptr()], kv_repeated[v.data_ptr()]
         # SDPA's layout is [B, H, S, D]: transposed views of ours (no copy).
         qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        gqa = {"enable_gqa": True} if kt.shape[1] != qt.shape[1] else {}
         with torch.nn.attention.sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, enable_gqa=kt.shape[1] != qt.shape[1])
+            return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, **gqa)
     return run
 
 
@@ -132,6 +151,7 @@ def main():
     dev = torch.device("cuda")
     Bk = torch.nn.attention.SDPBackend
     variants = {"torch flash": sdpa(Bk.FLASH_ATTENTION), "torch cudnn": sdpa(Bk.CUDNN_ATTENTION)}
+    takes_gqa = sdpa_takes_gqa()
     shapes = []
     for b in ([1] if args.quick else [1, 4]):
         for s in ([8192] if args.quick else [2048, 4096, 8192, 16384, 32768]):
@@ -165,8 +185,9 @@ def main():
                     fns[graph_label(label)] = with_env(env, capture_all)(causal, out, lse, data)
                 except (RuntimeError, mkernel.MkernelError) as ex:
                     broken[graph_label(label)] = "capture: " + str(ex).splitlines()[0][:80]
+        kv_repeated = repeated_kv(data, h) if hkv != h and not takes_gqa else None
         for name, f in variants.items():
-            fns[name] = (lambda f: lambda q, k, v: f(q, k, v, causal))(f)
+            fns[name] = (lambda f, kv: lambda q, k, v: f(q, k, v, causal, kv))(f, kv_repeated)
         # Correctness at this shape against exact attention (attn_ref: fp64, blocked; the issue asks for fp32),
         # out and lse of every mkernel variant (poisoned first: rows a variant leaves unwritten show as NaN), the
         # largest error of each; the flash backend's out against the same reference beside them (bf16's own rounding).
@@ -181,7 +202,7 @@ def main():
             lse.fill_(float("nan"))
             f(q, k, v)
             err, lerr = worst(err, attn_ref.out_error(out, ref)), worst(lerr, attn_ref.lse_error(lse, ref_lse))
-        flash_err = attn_ref.out_error(sdpa(Bk.FLASH_ATTENTION)(q, k, v, causal).transpose(1, 2), ref)
+        flash_err = attn_ref.out_error(sdpa(Bk.FLASH_ATTENTION)(q, k, v, causal, kv_repeated).transpose(1, 2), ref)
         del ref, ref_lse
         times = {n: [] for n in fns}
         names = list(fns)
@@ -225,8 +246,8 @@ def main():
             print(f"WARNING: B={b} S={s} H={h} Hkv={hkv} D={d} causal={int(causal)}: mkernel's output is wrong: "
                   f"err {err:.1e} / lse err {lerr:.1e} (against fp32) above {ERR_BOUND:g} / {LSE_BOUND:g} or NaN",
                   flush=True)
-        del data
-    write_report(args, rows)
+        del data, kv_repeated
+    write_report(args, rows, takes_gqa)
 
 
 def worst(a, b):
@@ -239,7 +260,7 @@ def wrong_output(err, lse_err=0.0):
     return not attn_ref.within(err, lse_err)
 
 
-def write_report(args, rows):
+def write_report(args, rows, takes_gqa=True):
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from dist_timing import mk_environment, provenance  # the commit and library that ran, the MK_* set
@@ -264,7 +285,10 @@ def write_report(args, rows):
                  "error and its lse's max |d| / max(|ref|, 1) against exact attention (bench/attn_ref.py: "
                  "softmax in fp64, in blocks), out and lse poisoned first, the largest over mkernel's variants; "
                  f"at most {ERR_BOUND:g} / {LSE_BOUND:g} (issue [ring-attn]), else a WARNING line below the "
-                 "table. flash err: the flash backend's out against the same reference.\n\n")
+                 "table. flash err: the flash backend's out against the same reference." +
+                 ("" if takes_gqa else " This torch's SDPA has no enable_gqa (torch < 2.5): at Hkv < H the torch "
+                  "columns are SDPA on K/V repeated to the H query heads, copies made before the timing.") +
+                 "\n\n")
         if extra:
             fh.write("Variants: 'mkernel' has the variants' knobs unset; 'mkernel K=V' runs with those knobs set; "
                      "'... graph': that variant's calls captured into CUDA graphs, timed as replays; "
