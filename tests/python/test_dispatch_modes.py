@@ -25,6 +25,12 @@ import mkernel._ring_attention  # noqa: E402,F401
 from mkernel import ops, tp, tp_ar, _attention, _ring_attention  # noqa: E402
 
 from test_package import FakeComm  # noqa: E402
+from fakecuda import need_fake_cuda  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _fake_cuda_views():
+    need_fake_cuda(torch)  # (every test here traces fake CUDA tensors)
 
 # (module, name) of every function through which a public op reaches the library
 _LIBRARY_PATHS = [(ops, "_gemm_into"), (tp, "_ag_gemm_run"), (tp, "_gemm_rs_run"), (tp, "_all_gather_run"),
