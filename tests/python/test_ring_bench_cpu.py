@@ -185,6 +185,19 @@ def test_allgather_slots_and_prefixes():
                 assert sorted(slots[lo:hi]) == list(range(chunk)), (world, rank, j)
 
 
+@pytest.mark.parametrize("backend", ["flash", "cudnn"])
+def test_the_aten_backends_calls_fit_this_torchs_op_schema(backend):
+    # The CUDA kernels cannot run here, but torch parses a call's arguments against the op's schema first (torch
+    # 2.4's cuDNN op has no attn_bias / compute_log_sumexp: a call with them failed on arguments, not backend).
+    q = torch.zeros(1, 2, 4, 8)
+    try:
+        rb.ATEN[backend](q, q, q, False, 8 ** -0.5)
+    except NotImplementedError as ex:  # (no CPU kernel for the op: the arguments were taken)
+        assert "CPU" in str(ex)
+    except RuntimeError as ex:
+        assert "argument" not in str(ex), ex
+
+
 def cpu_flash(q, k, v, causal, scale):
     """The CPU flash kernel behind the bench's aten-op interface ((output, logsumexp), (B, H, S, D))."""
     return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
