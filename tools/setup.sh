@@ -63,11 +63,12 @@ if [ "${#need[@]}" -gt 0 ]; then
   apt_get install -y -qq --no-install-recommends "${need[@]}"
 fi
 
-# CMake >= 3.25 (CUDA architecture "90a": 3.24.0's check of architecture names could refuse it).
+# CMake >= 3.25.1 (CUDA architecture "90a": 3.24.0's check of architecture names could refuse it; 3.25.0's
+# FindCUDAToolkit fails with CUDA 13, on CUDA::nvptxcompiler_static).
 cmake_ok() {
   local v
   v=$(cmake --version 2>/dev/null | head -1 | awk '{print $3}')
-  [ -n "$v" ] && [ "$(printf '%s\n3.25\n' "$v" | sort -V | head -1)" = "3.25" ]
+  [ -n "$v" ] && [ "$(printf '%s\n3.25.1\n' "$v" | sort -V | head -1)" = "3.25.1" ]
 }
 # Where apt's is older (Ubuntu 22.04: 3.22), CMake from PyPI into a venv of this tree, .venv-cmake, never into
 # the system's Python (which may have no pip, or refuse: PEP 668); .cmake-bin holds only its cmake and ctest, and
@@ -76,18 +77,18 @@ _mk_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # (one that runs: a tree moved with its .venv-cmake has scripts naming the old path; then made again below)
 "$_mk_root/.cmake-bin/cmake" --version >/dev/null 2>&1 && export PATH="$_mk_root/.cmake-bin:$PATH"
 if ! cmake_ok; then
-  log "system CMake is older than 3.25; installing CMake from PyPI into .venv-cmake"
+  log "system CMake is older than 3.25.1; installing CMake from PyPI into .venv-cmake"
   python3 -c 'import ensurepip' 2>/dev/null || {
     apt_get update -qq
     apt_get install -y -qq --no-install-recommends python3-venv
   }
   python3 -m venv --clear "$_mk_root/.venv-cmake"
-  "$_mk_root/.venv-cmake/bin/python3" -m pip install -q 'cmake>=3.25,<4'
+  "$_mk_root/.venv-cmake/bin/python3" -m pip install -q 'cmake>=3.25.1,<4'
   mkdir -p "$_mk_root/.cmake-bin"
   ln -sf ../.venv-cmake/bin/cmake "$_mk_root/.cmake-bin/cmake"
   ln -sf ../.venv-cmake/bin/ctest "$_mk_root/.cmake-bin/ctest"
   export PATH="$_mk_root/.cmake-bin:$PATH"
-  cmake_ok || { echo "[setup] error: CMake >= 3.25 not available" >&2; exit 1; }
+  cmake_ok || { echo "[setup] error: CMake >= 3.25.1 not available" >&2; exit 1; }
 fi
 unset _mk_root
 
