@@ -17,8 +17,11 @@ Writes attention-<UTC stamp>.md under --out.
 """
 import argparse, datetime, math, os, statistics, sys  # noqa: E401
 
-import torch
-import torch.nn.functional as F
+# torch 2.4's cuDNN SDPA backend runs only with this set (read at its first use; later torch versions ignore it):
+# without it the "torch cudnn" baseline failed at every shape there.
+os.environ.setdefault("TORCH_CUDNN_SDPA_ENABLED", "1")
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

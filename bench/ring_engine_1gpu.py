@@ -18,7 +18,7 @@ import argparse, datetime, os, statistics, sys  # noqa: E401
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from attention_bench import L2_BYTES, mkernel, sdpa  # noqa: E402  (the same SDPA call and layout)
+from attention_bench import L2_BYTES, mkernel, repeated_kv, sdpa, sdpa_takes_gqa  # noqa: E402  (the same SDPA call)
 from dist_timing import call_order  # noqa: E402
 
 
@@ -36,6 +36,7 @@ def main():
     dev = torch.device("cuda")
     comm = mkernel.Communicator(0, 1, mkernel.get_unique_id())
     cudnn = sdpa(torch.nn.attention.SDPBackend.CUDNN_ATTENTION)
+    takes_gqa = sdpa_takes_gqa()
     shapes = [(1, s, 32, hkv, 128, c) for s in ((16384, 32768) if args.quick else (8192, 16384, 32768))
               for hkv in ((8,) if args.quick else (32, 8)) for c in (False, True)]
     rows = []
@@ -46,11 +47,12 @@ def main():
                  torch.randn(b, s, hkv, d, device=dev).bfloat16()) for _ in range(pool)]
         out1, lse1 = torch.empty(b, s, h, d, device=dev, dtype=torch.bfloat16), torch.empty(b, h, s, device=dev)
         outr, lser = torch.empty_like(out1), torch.empty_like(lse1)
+        kvr = repeated_kv(data, h) if hkv != h and not takes_gqa else None  # (torch < 2.5: no enable_gqa)
         fns = {
             "one-GPU op": lambda q, k, v: mkernel.attention(q, k, v, causal=causal, out=out1, lse=lse1),
             "ring op, 1 rank": lambda q, k, v: mkernel.ring_attention(q, k, v, comm, causal=causal, out=outr,
                                                                       lse=lser),
-            "torch cudnn": lambda q, k, v: cudnn(q, k, v, causal),
+            "torch cudnn": lambda q, k, v: cudnn(q, k, v, causal, kvr),
         }
         q, k, v = data[0]
         fns["one-GPU op"](q, k, v)

@@ -509,7 +509,7 @@ def run(args, comm, rank, world):
     checks = {(hkv, causal): check(builders, hkv, causal, ctx)
               for causal in sorted({s.causal for s in shapes(args)}) for hkv in args.kv_list}
     # 3. Timing.
-    l2 = getattr(torch.cuda.get_device_properties(), "L2_cache_size", 60 << 20)
+    l2 = getattr(torch.cuda.get_device_properties("cuda"), "L2_cache_size", 60 << 20)
     info = comm.info()
     config, emulated = config_label(info, num_hosts())  # (emulated nodes apply to mkernel only)
     topo = (info["num_nodes"], info["local_size"])  # (the NVLink column's formula)

@@ -303,7 +303,7 @@ def main(args):
             ops, why = None, why or "unavailable on another rank"
         group_name = str(dist.group.WORLD.group_name)
         gen = torch.Generator(device="cuda").manual_seed(1234 + rank)  # different data on every rank
-        l2 = getattr(torch.cuda.get_device_properties(), "L2_cache_size", 60 << 20)
+        l2 = getattr(torch.cuda.get_device_properties("cuda"), "L2_cache_size", 60 << 20)
         config, _ = config_label(comm.info(), num_hosts())  # (emulated nodes apply to mkernel only)
         if args.back_to_back:  # another regime (tools/issue_targets.py judges it beside the default's rows)
             config += " back-to-back"

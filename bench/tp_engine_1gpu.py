@@ -38,7 +38,7 @@ def main():
     dist.init_process_group("gloo")
     torch.cuda.set_device(0)
     comm = mkernel.init()
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 60 << 20)  # (torch 2.4 lacks it)
     rows = []
     for kind, n, k in (("ag_gemm", 14336, 8192), ("gemm_rs", 8192, 14336)):
         for m in [int(x) for x in args.ms.split(",")]:

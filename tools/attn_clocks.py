@@ -13,7 +13,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
-from attention_bench import mkernel, sdpa  # noqa: E402  (the benchmark's SDPA call, same layout)
+from attention_bench import mkernel, repeated_kv, sdpa, sdpa_takes_gqa  # noqa: E402  (the benchmark's SDPA call)
 
 B, S, H, HKV, D, CALLS = 1, 32768, 32, 8, 128, 60
 SMI = ["nvidia-smi", "--query-gpu=clocks.sm,power.draw,clocks_throttle_reasons.active", "--format=csv,noheader",
@@ -49,8 +49,11 @@ def main():
     q = torch.randn(B, S, H, D, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(B, S, HKV, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     cudnn = sdpa(torch.nn.attention.SDPBackend.CUDNN_ATTENTION)
-    for name, f in [("mk", lambda: mkernel.attention(q, k, v, causal=False)), ("cudnn", lambda: cudnn(q, k, v, False)),
-                    ("mk", lambda: mkernel.attention(q, k, v, causal=False)), ("cudnn", lambda: cudnn(q, k, v, False))]:
+    kvr = None if sdpa_takes_gqa() else repeated_kv([(q, k, v)], H)  # (torch < 2.5: no enable_gqa)
+    for name, f in [("mk", lambda: mkernel.attention(q, k, v, causal=False)),
+                    ("cudnn", lambda: cudnn(q, k, v, False, kvr)),
+                    ("mk", lambda: mkernel.attention(q, k, v, causal=False)),
+                    ("cudnn", lambda: cudnn(q, k, v, False, kvr))]:
         batch(name, f)
         time.sleep(2)
 

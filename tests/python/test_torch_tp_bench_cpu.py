@@ -35,7 +35,7 @@ def test_a_failed_check_keeps_the_rows_before_it_and_fails_the_run(tmp_path, mon
             (bench, "run_shape", run_shape), (bench, "write_report", write_report),
             (bench, "load_symm_mem", lambda: (object(), None)), (bench, "agree", lambda flag: flag),
             (bench, "provenance", lambda: "test"), (bench, "sh", lambda *a: None),
-            (bench.torch.cuda, "get_device_properties", lambda: types.SimpleNamespace(L2_cache_size=1)),
+            (bench.torch.cuda, "get_device_properties", lambda device=None: types.SimpleNamespace(L2_cache_size=1)),
             (bench.torch.cuda, "get_device_name", lambda: "GPU"),
             (bench.torch, "Generator", lambda device=None: types.SimpleNamespace(manual_seed=lambda s: None)),
             (bench.dist, "group", types.SimpleNamespace(WORLD=types.SimpleNamespace(group_name="0"))),
