@@ -83,10 +83,10 @@ def main():
               " ".join(f"{n} {row[n]:.3f} ms" for n in names) +
               f"; ring / one-GPU {row['one-GPU op'] / row['ring op, 1 rank']:.3f}x", flush=True)
         del data
-    write_report(args, rows)
+    write_report(args, rows, takes_gqa)
 
 
-def write_report(args, rows):
+def write_report(args, rows, takes_gqa=True):
     from dist_timing import provenance  # the commit and the library that ran
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     os.makedirs(args.out, exist_ok=True)
@@ -97,7 +97,9 @@ def write_report(args, rows):
                  f"{' --quick' if args.quick else ''}`; commit {provenance()}; {torch.cuda.get_device_name()}.\n"
                  f"Median of {args.rounds} calls after {args.warmup} warm-up, CUDA events, inputs rotated over a "
                  "pool > 2x L2, variants in an order rotated every round. TFLOP/s = 4 B H S^2 D / t (x 0.5 "
-                 "causal). check: the ring op's out / lse against the one-GPU op's, max |d| / max |ref|.\n\n")
+                 "causal). check: the ring op's out / lse against the one-GPU op's, max |d| / max |ref|." +
+                 ("" if takes_gqa else " This torch's SDPA has no enable_gqa (torch < 2.5): at Hkv < H the torch "
+                  "column is SDPA on K/V repeated to the H query heads, copies made before the timing.") + "\n\n")
         fh.write("| B | S | H | Hkv | D | causal | " + " | ".join(f"{n} ms | TF/s" for n in names) +
                  " | ring / one-GPU op | ring / cudnn | check out / lse |\n")
         fh.write("|" + "---|" * (6 + 2 * len(names) + 3) + "\n")

@@ -8,10 +8,9 @@ the baseline; their kernels have other names: e.g. --kernel-name regex:"attentio
 import os
 import sys
 
-import torch
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-import mkernel  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+from attention_bench import mkernel, repeated_kv, sdpa, sdpa_takes_gqa, torch  # noqa: E402  (its SDPA call)
 
 args = sys.argv[1:] or ["1", "16384", "32", "32", "128", "0"]
 b, s, h, hkv, d, causal = (int(x) for x in args[:6])
@@ -22,13 +21,12 @@ if backend == "mk":
     def call():
         mkernel.attention(q, k, v, causal=bool(causal))
 else:
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    which = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}[backend]
-    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # SDPA's [B, H, S, D] views of the same layout
+    from torch.nn.attention import SDPBackend
+    run = sdpa({"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}[backend])
+    kvr = repeated_kv([(q, k, v)], h) if hkv != h and not sdpa_takes_gqa() else None  # (torch < 2.5: no enable_gqa)
 
     def call():
-        with sdpa_kernel(which):
-            torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=bool(causal), enable_gqa=hkv != h)
+        run(q, k, v, bool(causal), kvr)
 for _ in range(4):
     call()
 torch.cuda.synchronize()

@@ -64,11 +64,11 @@ if [ "${#need[@]}" -gt 0 ]; then
 fi
 
 # CMake >= 3.25.1 (CUDA architecture "90a": 3.24.0's check of architecture names could refuse it; 3.25.0's
-# FindCUDAToolkit fails with CUDA 13, on CUDA::nvptxcompiler_static).
+# FindCUDAToolkit fails where the toolkit has no libnvptxcompiler_static.a, on CUDA::nvptxcompiler_static).
 cmake_ok() {
   local v
   v=$(cmake --version 2>/dev/null | head -1 | awk '{print $3}')
-  [ -n "$v" ] && [ "$(printf '%s\n3.25.1\n' "$v" | sort -V | head -1)" = "3.25.1" ]
+  [[ "$v" =~ ^[0-9]+\.[0-9]+\.[0-9]+ ]] && [ "$(printf '%s\n3.25.1\n' "$v" | sort -V | head -1)" = "3.25.1" ]
 }
 # Where apt's is older (Ubuntu 22.04: 3.22), CMake from PyPI into a venv of this tree, .venv-cmake, never into
 # the system's Python (which may have no pip, or refuse: PEP 668); .cmake-bin holds only its cmake and ctest, and

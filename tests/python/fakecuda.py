@@ -15,6 +15,8 @@ def _why_not(torch):
         with FakeTensorMode():
             torch.empty(4, 4, device="cuda")[:2, 1:]
     except RuntimeError as ex:
+        if "driver" not in str(ex):  # (another failure is the test's to show, not a reason to skip)
+            return None
         return str(ex).splitlines()[0]
     return None
 
@@ -25,3 +27,11 @@ def need_fake_cuda(torch):
     if why:
         pytest.skip(f"torch {torch.__version__} cannot view a fake CUDA tensor without a CUDA driver ({why}); "
                     "a newer torch (2.11) can, and where a driver is they run")
+
+
+def skip_if_driver_needed(torch, ex):
+    """In a test's `except RuntimeError as ex:` around a call on fake CUDA tensors: skips, as need_fake_cuda, where
+    `ex` is this torch's need for a driver (the probe failing too), and returns otherwise (the caller re-raises)."""
+    if "driver" in str(ex) and _why_not(torch):
+        need_fake_cuda(torch)
+
