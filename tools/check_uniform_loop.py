@@ -26,12 +26,12 @@ def tool_dirs():
     if shutil.which("cuobjdump") and shutil.which("nvdisasm"):
         dirs.append(None)  # on PATH
     dirs.append("/usr/local/cuda/bin")
-    try:
-        import nvidia  # the wheels' namespace package
-        for root in nvidia.__path__:
+    # The wheels' nvidia/<kit>/bin under every folder on the path: not through `import nvidia`, whose namespace
+    # package a regular `nvidia` package elsewhere on the path (an older torch's CUDA 12 wheels have one) hides.
+    for entry in sys.path:
+        root = os.path.join(entry or ".", "nvidia")
+        if os.path.isdir(root):
             dirs += [os.path.join(root, d, "bin") for d in sorted(os.listdir(root))]
-    except ImportError:
-        pass
     return dirs
 
 

@@ -67,7 +67,8 @@ pip_install() {
 # cuobjdump + nvdisasm for tools/check_uniform_loop.py (a CPU test reads the ring kernel's SASS), where the
 # CUDA toolkit lacks them: NVIDIA's wheels (pinned; ~5 MB; any 13.x reads this nvcc's sm_90a code).
 if ! { [ -x /usr/local/cuda/bin/cuobjdump ] && [ -x /usr/local/cuda/bin/nvdisasm ]; } &&
-   ! "$py" -c 'import nvidia, os, sys; sys.exit(not any(os.path.exists(os.path.join(r, "cu13/bin/nvdisasm")) for r in nvidia.__path__))' 2>/dev/null; then
+   ! "$py" -c 'import os, sys
+sys.exit(not any(os.path.exists(os.path.join(p, "nvidia/cu13/bin/nvdisasm")) for p in sys.path))' 2>/dev/null; then
   log "installing cuobjdump and nvdisasm (PyPI: nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm)"
   pip_install "cuobjdump and nvdisasm" "tools/check_uniform_loop.py needs them" \
     'nvidia-cuda-cuobjdump==13.2.51' 'nvidia-cuda-nvdisasm==13.2.51'
@@ -94,10 +95,16 @@ print(f"{v} MB free for {venv} and {t} MB for pip's temporary folder {tmp}; it n
 sys.exit(v < nv or t < nt)
 PYEOF
 }
+# torch_new_enough VERSION: whether it has what mkernel's tensor ops need (torch.library.custom_op: 2.4 on).
+torch_new_enough() { [ "$(printf '%s\n2.4\n' "${1%%+*}" | sort -V | head -1)" = "2.4" ]; }
+sys_torch=$( [ -n "$venv_torch" ] || "$py" -c 'import torch; print(torch.__version__)' 2>/dev/null || true)
 if [ -n "$venv_torch" ]; then
   log "torch $venv_torch found"
-elif v=$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null); then
-  log "torch $v found"
+elif [ -n "$sys_torch" ] && torch_new_enough "$sys_torch"; then
+  log "torch $sys_torch found"
+elif [ -n "$sys_torch" ] && [ "${MK_TEST_TORCH:-1}" = "0" ]; then
+  log "MK_TEST_TORCH=0: torch $sys_torch (older than the 2.4 mkernel's tensor ops need) is not replaced; the" \
+      "Python tests that need those ops will skip, saying so"
 elif [ "${MK_TEST_TORCH:-1}" = "0" ]; then
   log "MK_TEST_TORCH=0: no torch; the Python tests that need it will skip"
 elif ! room=$(torch_room); then
@@ -106,6 +113,7 @@ elif ! room=$(torch_room); then
   log "NOT installing $torch_pin: $room. The Python tests that need torch will SKIP, saying so; free the space" \
       "and rerun, or set MK_TEST_TORCH=0 to say this is meant"
 else
+  [ -z "$sys_torch" ] || log "torch $sys_torch found, older than the 2.4 mkernel's tensor ops need: $venv gets its own"
   log "installing $torch_pin into $venv (PyPI, no pip cache; $room; MK_TEST_TORCH=0 skips this)"
   touch "$torch_mark"
   if ! "$py" -m pip install -q --no-cache-dir "$torch_pin" "$numpy_pin" "$numpy_pin_310" >&2; then
@@ -114,8 +122,11 @@ else
     rm -rf "$venv"
     exit 1
   fi
-  if ! err=$("$py" -c 'import torch' 2>&1); then
-    log "error: $torch_pin installed into $venv, but it does not import: ${err##*$'\n'}; rerun with" \
+  # (the venv's own: it comes before the system's, which may hold an older one)
+  if ! err=$("$py" -c 'import sys, torch; v = torch.__version__.split("+")[0]
+sys.exit(0 if v == sys.argv[1] else f"the torch that imports is {torch.__version__}")' "${torch_pin#torch==}" \
+       2>&1); then
+    log "error: $torch_pin installed into $venv, but it does not import as that: ${err##*$'\n'}; rerun with" \
         "MK_TEST_TORCH=0 to test without torch ($venv is removed)"
     rm -rf "$venv"
     exit 1

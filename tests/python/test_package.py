@@ -4,6 +4,7 @@ installed (a CPU build does), also the tensor-parallel custom ops' fake (meta)
 implementations, autograd formulas' shapes and argument checks, with a stand-in
 communicator (no GPU, no library call); without torch those tests skip, saying so."""
 import itertools
+import re
 import os
 import time
 
@@ -11,6 +12,7 @@ import pytest
 
 import mkernel
 from fakecuda import need_fake_cuda, skip_if_driver_needed
+from torchops import torch_ops
 
 
 def test_imports_and_finds_the_library():
@@ -23,7 +25,11 @@ def test_an_old_torch_gets_a_clear_import_error():
     # torch.library.custom_op came with torch 2.4: an older one would fail in the op modules' decorators with an
     # AttributeError; the op modules check first (mkernel/_torch_req.py). The check alone, on stand-in modules.
     import types
-    pytest.importorskip("torch", reason="needs torch (the op modules import it)")
+    torch = pytest.importorskip("torch", reason="needs torch (the op modules import it)")
+    if not hasattr(torch.library, "custom_op"):  # (this torch is such a one: the op modules say so)
+        with pytest.raises(ImportError, match=r"torch >= 2\.4 .*this torch is " + re.escape(torch.__version__)):
+            import mkernel.tp  # noqa: F401
+        return
     from mkernel._torch_req import require_custom_op
     old = types.SimpleNamespace(__version__="2.3.1", library=types.SimpleNamespace())
     with pytest.raises(ImportError, match=r"torch >= 2.4 .*this torch is 2\.3\.1"):
@@ -350,7 +356,7 @@ def test_every_export_is_defined_or_loaded_lazily_from_a_module_that_defines_it(
 
 
 def test_exports_stay_functions_after_their_modules_import_each_other():
-    pytest.importorskip("torch")
+    torch_ops()
     import subprocess
     import sys
     code = ("import mkernel\n"
@@ -382,7 +388,7 @@ def test_torch_ops_need_torch_only_when_used():
 
 
 def test_lazy_torch_exports_are_the_modules_objects_and_tp_ar_registers_its_ops():
-    pytest.importorskip("torch")
+    torch_ops()
     import subprocess
     import sys
     # A fresh interpreter: mkernel.tp alone does not register gemm_ar / all_reduce (tp_ar.py says so);
@@ -409,7 +415,7 @@ def test_lazy_torch_exports_are_the_modules_objects_and_tp_ar_registers_its_ops(
 @pytest.fixture
 def torch_tp():
     """torch, with the tensor-parallel custom ops registered (skips without torch)."""
-    torch = pytest.importorskip("torch")
+    torch = torch_ops()
     import mkernel.tp  # noqa: F401
     import mkernel.tp_ar  # noqa: F401
     return torch
@@ -550,7 +556,7 @@ def test_tp_public_functions_that_autograd_records_go_through_the_custom_op(torc
 
 @pytest.fixture
 def torch_attn():
-    torch = pytest.importorskip("torch")
+    torch = torch_ops()
     import mkernel._attention  # noqa: F401
     import mkernel._ring_attention  # noqa: F401
     return torch
@@ -728,7 +734,7 @@ def test_plan_cache_keeps_the_plans_a_graph_on_some_rank_still_holds():
 
 def test_plan_cache_bound_asks_the_communicator_which_captured_plans_a_graph_holds(monkeypatch):
     # mkernel.tp._plan's wiring: the exchange goes through the plans' communicator (lookup(key)._allgather).
-    torch = pytest.importorskip("torch", reason="needs torch (mkernel.tp imports it)")
+    torch = torch_ops()
     from mkernel import tp
     closed, sent = [], []
 
@@ -756,7 +762,7 @@ def test_plan_cache_bound_asks_the_communicator_which_captured_plans_a_graph_hol
 def test_tp_side_caches_stay_bounded_under_many_shapes(monkeypatch):
     # Varying shapes (token counts per step) filled the shape rules' cache and the set of plans the bound closed
     # (which only words a capture's error) without end, beside a bounded plan cache. Both start over at 4096.
-    torch = pytest.importorskip("torch", reason="needs torch (mkernel.tp imports it)")
+    torch = torch_ops()
     from mkernel import _tp_meta, tp
     monkeypatch.setattr(_tp_meta, "_SHAPES", {("rule", i): (i,) for i in range(4096)})
     rule = lambda x, sizes: (x, 1)  # noqa: E731
