@@ -6,6 +6,7 @@ import pytest
 
 def torch_ops_or_skip():
     """torch at a test module's top, with mkernel's op modules importable; else the module skips, saying why."""
+    __tracebackhide__ = True  # (the skip names the calling module)
     torch = pytest.importorskip("torch")
     try:
         import mkernel._torch_req  # noqa: F401
@@ -16,6 +17,7 @@ def torch_ops_or_skip():
 
 def torch_ops():
     """The same inside a test or fixture: torch, or the test skips, saying why."""
+    __tracebackhide__ = True
     torch = pytest.importorskip("torch")
     try:
         import mkernel._torch_req  # noqa: F401
