@@ -5,9 +5,9 @@ and the library's alignment check then failed the backward pass, where the user 
 calls are replaced by recorders; the inputs are CPU tensors (the bodies' device checks are replaced too)."""
 import pytest
 
-from torchops import torch_ops_or_skip  # noqa: E402
+from torchops import torch_ops  # noqa: E402
 
-torch = torch_ops_or_skip()  # (torch >= 2.4, or the module skips saying why)
+torch = torch_ops()  # (torch >= 2.4, or the module skips saying why)
 import mkernel.tp  # noqa: E402,F401  (registers the custom ops)
 import mkernel.tp_ar  # noqa: E402,F401
 from mkernel import ops, tp, tp_ar  # noqa: E402

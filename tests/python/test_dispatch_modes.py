@@ -12,9 +12,9 @@ import pytest
 
 import mkernel
 
-from torchops import torch_ops_or_skip  # noqa: E402
+from torchops import torch_ops  # noqa: E402
 
-torch = torch_ops_or_skip()  # (torch >= 2.4, or the module skips saying why)
+torch = torch_ops()  # (torch >= 2.4, or the module skips saying why)
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402

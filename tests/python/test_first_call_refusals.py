@@ -12,9 +12,9 @@ No GPU: test_bad_input's fake_gpu (CPU tensors stand in for CUDA ones) with the 
 constructors are test doubles that record their sizes and fail as the library's plan check does."""
 import pytest
 
-from torchops import torch_ops_or_skip  # noqa: E402
+from torchops import torch_ops  # noqa: E402
 
-torch = torch_ops_or_skip()  # (torch >= 2.4, or the module skips saying why)
+torch = torch_ops()  # (torch >= 2.4, or the module skips saying why)
 
 import mkernel  # noqa: E402
 from mkernel import _ring_attention, tp, tp_ar  # noqa: E402

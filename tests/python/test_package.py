@@ -732,6 +732,22 @@ def test_plan_cache_keeps_the_plans_a_graph_on_some_rank_still_holds():
     assert held_by_graphs(younger, 1, 4, allgather) is None and len(sent) == 1
 
 
+def _second_plan_under_a_bound_of_one(monkeypatch, torch, tp, old, evicted, comm):
+    """tp._plan for a second shape of a stand-in plan class under MK_PLAN_CACHE_MAX=1, with `old` the one plan
+    cached (key ("Fake", "c", (1,))), `evicted` the set of plans the bound closed and `comm` what lookup gives."""
+    monkeypatch.setenv("MK_PLAN_CACHE_MAX", "1")
+    monkeypatch.setattr(tp, "_PLANS", {("Fake", "c", (1,)): old})
+    monkeypatch.setattr(tp, "_EVICTED", evicted)
+    monkeypatch.setattr(tp, "lookup", lambda key: comm)
+    monkeypatch.setattr(tp, "_drop_hot", lambda key: None)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+
+    class Fake:
+        def __init__(self, comm, *shape):
+            self.shape, self.captured = shape, False
+    return tp._plan(Fake, "c", 2)
+
+
 def test_plan_cache_bound_asks_the_communicator_which_captured_plans_a_graph_holds(monkeypatch):
     # mkernel.tp._plan's wiring: the exchange goes through the plans' communicator (lookup(key)._allgather).
     torch = torch_ops()
@@ -745,17 +761,7 @@ def test_plan_cache_bound_asks_the_communicator_which_captured_plans_a_graph_hol
 
     old = _Plan("old", closed, captured=True)
     old.graphs_alive = False
-    monkeypatch.setenv("MK_PLAN_CACHE_MAX", "1")
-    monkeypatch.setattr(tp, "_PLANS", {("Fake", "c", (1,)): old})
-    monkeypatch.setattr(tp, "_EVICTED", set())
-    monkeypatch.setattr(tp, "lookup", lambda key: Comm())
-    monkeypatch.setattr(tp, "_drop_hot", lambda key: None)
-    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
-
-    class Fake:
-        def __init__(self, comm, *shape):
-            self.shape, self.captured = shape, False
-    p = tp._plan(Fake, "c", 2)
+    p = _second_plan_under_a_bound_of_one(monkeypatch, torch, tp, old, set(), Comm())
     assert sent == [b"\x00"] and closed == ["old"] and list(tp._PLANS.values()) == [p]
 
 
@@ -769,16 +775,7 @@ def test_tp_side_caches_stay_bounded_under_many_shapes(monkeypatch):
     assert tp._shape(rule, 7) == (7, 1)
     assert _tp_meta._SHAPES == {(rule, 7): (7, 1)}
     closed = []
-    monkeypatch.setenv("MK_PLAN_CACHE_MAX", "1")
-    monkeypatch.setattr(tp, "_PLANS", {("Fake", "c", (1,)): _Plan("old", closed)})
-    monkeypatch.setattr(tp, "_EVICTED", {("Fake", "c", (-i,)) for i in range(1, 4097)})
-    monkeypatch.setattr(tp, "lookup", lambda key: "comm")
-    monkeypatch.setattr(tp, "_drop_hot", lambda key: None)
-    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
-
-    class Fake:
-        def __init__(self, comm, *shape):
-            self.shape, self.captured = shape, False
-    p = tp._plan(Fake, "c", 2)
+    p = _second_plan_under_a_bound_of_one(monkeypatch, torch, tp, _Plan("old", closed),
+                                          {("Fake", "c", (-i,)) for i in range(1, 4097)}, "comm")
     assert p.shape == (2,) and closed == ["old"]
     assert tp._EVICTED == {("Fake", "c", (1,))}  # started over, then the plan just closed

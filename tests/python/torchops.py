@@ -4,23 +4,13 @@ torch where the system's is older, unless MK_TEST_TORCH=0 or the disk is too sma
 import pytest
 
 
-def torch_ops_or_skip():
-    """torch at a test module's top, with mkernel's op modules importable; else the module skips, saying why."""
-    __tracebackhide__ = True  # (the skip names the calling module)
+def torch_ops():
+    """torch, with mkernel's op modules importable; else the calling test, or test module where called at its top,
+    skips, saying why."""
+    __tracebackhide__ = True  # (the skip names the caller)
     torch = pytest.importorskip("torch")
     try:
         import mkernel._torch_req  # noqa: F401
     except ImportError as ex:
         pytest.skip(str(ex), allow_module_level=True)
-    return torch
-
-
-def torch_ops():
-    """The same inside a test or fixture: torch, or the test skips, saying why."""
-    __tracebackhide__ = True
-    torch = pytest.importorskip("torch")
-    try:
-        import mkernel._torch_req  # noqa: F401
-    except ImportError as ex:
-        pytest.skip(str(ex))
     return torch
