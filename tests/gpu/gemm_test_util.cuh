@@ -13,6 +13,7 @@
 #include <string>
 
 #include "mkernel/error.hpp"
+#include "tests/gpu/cuda_raii.hpp"
 
 namespace mkt {
 
@@ -121,18 +122,6 @@ struct Buf {
   Buf& operator=(const Buf&) = delete;
   template <class T>
   T* as() const { return static_cast<T*>(p); }
-};
-
-// A non-blocking stream, destroyed with the object (also when a failed ASSERT leaves the test early).
-struct Stream {
-  cudaStream_t s = nullptr;
-  Stream() { EXPECT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess); }
-  ~Stream() {
-    if (s) cudaStreamDestroy(s);
-  }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  operator cudaStream_t() const { return s; }
 };
 
 // What `record` enqueues on `s`, captured (thread-local mode) and instantiated. The capture ends even when

@@ -13,6 +13,7 @@
 
 #include "mkernel/error.hpp"
 #include "mkernel/graph_uses.hpp"
+#include "tests/gpu/cuda_raii.hpp"
 
 namespace {
 
@@ -27,11 +28,7 @@ bool released_within(const mk::GraphUses& uses, double seconds) {
   return true;
 }
 
-struct Stream {
-  cudaStream_t s = nullptr;
-  Stream() { EXPECT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess); }
-  ~Stream() { cudaStreamDestroy(s); }
-};
+using mkt::Stream;
 
 // Captures a memset of `buf` on `s` in global mode (torch.cuda.graph's), noting it in `uses` as a plan's call does
 // (twice: the second call of a capture adds nothing); returns the graph.
