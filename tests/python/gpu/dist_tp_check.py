@@ -263,8 +263,10 @@ def check_plan_cache(comm, d):
         torch.cuda.synchronize()
         g1 = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(g1):
-                mkernel.gemm_rs(h1, v, comm)
+            with warnings.catch_warnings():  # (the failed capture ends with nothing in it, as meant: torch warns)
+                warnings.filterwarnings("ignore", "The CUDA Graph is empty")
+                with torch.cuda.graph(g1):
+                    mkernel.gemm_rs(h1, v, comm)
         except mkernel.MkernelError as e:
             expect("closed by the cache bound" in str(e), f"capture after the bound closed the plan: {e}")
         else:
