@@ -18,11 +18,12 @@ def _flash(q, k, v, causal, scale):  # (B, heads, S, D) views; returns (output, 
 def _cudnn_lse_args():
     """The cuDNN op's arguments that ask for the logsumexp: attn_bias and compute_log_sumexp since torch 2.5; torch
     2.4's op has neither (it returns one as training does; split_out_lse checks what comes back)."""
+    lse_args = {"attn_bias": None, "compute_log_sumexp": True}
     try:
         names = {a.name for a in torch.ops.aten._scaled_dot_product_cudnn_attention.default._schema.arguments}
     except (AttributeError, RuntimeError):  # (no such op, or no schema to read: the current form)
-        return {"attn_bias": None, "compute_log_sumexp": True}
-    return {"attn_bias": None, "compute_log_sumexp": True} if "compute_log_sumexp" in names else {}
+        return lse_args
+    return lse_args if "compute_log_sumexp" in names else {}
 
 
 _CUDNN_LSE_ARGS = _cudnn_lse_args()

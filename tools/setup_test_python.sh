@@ -97,7 +97,8 @@ PYEOF
 }
 # torch_new_enough VERSION: whether it has what mkernel's tensor ops need (torch.library.custom_op: 2.4 on).
 torch_new_enough() { [ "$(printf '%s\n2.4\n' "${1%%+*}" | sort -V | head -1)" = "2.4" ]; }
-sys_torch=$( [ -n "$venv_torch" ] || "$py" -c 'import torch; print(torch.__version__)' 2>/dev/null || true)
+sys_torch=
+[ -n "$venv_torch" ] || sys_torch=$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null || true)
 if [ -n "$venv_torch" ]; then
   log "torch $venv_torch found"
 elif [ -n "$sys_torch" ] && torch_new_enough "$sys_torch"; then
