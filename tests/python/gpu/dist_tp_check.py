@@ -28,6 +28,7 @@ cuBLAS and Triton while an op waits on the network block nothing (until
 2026-12-03 they blocked emu's proxy and these parts were skipped there)."""
 import os
 import re
+import sys
 import time
 import warnings
 
@@ -735,8 +736,11 @@ def run_checks(comm, rank, world, nodes):
     check_plans_close_with_their_communicator(d)
     torch.cuda.synchronize()
     dist.barrier()
-    print(f"rank {rank}: tensor-parallel ops OK on {nodes} node(s) (forward, errors, the plan cache, autograd, "
-          "torch.compile incl. out=, CUDA graph; gemm_ar / all_reduce one-shot and two-shot)", flush=True)
+    # One write with its newline: the ranks print at once, and print()'s separate write of the newline let two
+    # ranks' lines run together in an unbuffered stdout (session 66's log).
+    sys.stdout.write(f"rank {rank}: tensor-parallel ops OK on {nodes} node(s) (forward, errors, the plan cache, "
+                     "autograd, torch.compile incl. out=, CUDA graph; gemm_ar / all_reduce one-shot and two-shot)\n")
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":
