@@ -27,6 +27,7 @@ use_in_tree_package()
 import mkernel  # noqa: E402
 import mkernel.torchrun  # noqa: E402
 from mkernel import tp  # noqa: E402
+from mkernel._lib import knob_bool  # noqa: E402
 
 
 def timed(fn):
@@ -70,7 +71,7 @@ def run(comm, rank, world, args):
     if rank != 0:
         return
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    share = " (ranks sharing one GPU)" if os.environ.get("MK_SHARE_GPUS") == "1" else ""
+    share = " (ranks sharing one GPU)" if knob_bool("MK_SHARE_GPUS") else ""  # (the library's spellings)
     lines = [f"# What a new shape costs ({stamp}, W = {world}{share}, {torch.cuda.get_device_name()})", "",
              f"- command: `torchrun --standalone --nproc_per_node={world} bench/plan_cost.py --reps {args.reps}`",
              f"- n = {n}, k = {k}; a new m each repetition (m + 128 W (rep + 1)); ms, median over {args.reps} "

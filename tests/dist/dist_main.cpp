@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "mkernel/knobs.hpp"
 #include "tests/test_env.hpp"
 
 int run_abort_scenario();            // test_symmetric.cu
@@ -19,9 +20,14 @@ int main(int argc, char** argv) {
   const char* lws = std::getenv("LOCAL_WORLD_SIZE");
   int need = lws ? std::atoi(lws) : 2;
   // Ranks may share GPUs (MK_SHARE_GPUS=1, correctness only: 2x2 on 2 GPUs,
-  // or every topology on a one-GPU machine).
-  const char* share = std::getenv("MK_SHARE_GPUS");
-  if (share && std::atoi(share) == 1) need = 1;
+  // or every topology on a one-GPU machine), read by the library's parser: its every spelling (true, on, ...),
+  // and a malformed value refused here, as the communicator would refuse it.
+  try {
+    if (mk::knob_bool(mk::Knob::MK_SHARE_GPUS)) need = 1;
+  } catch (const std::exception& ex) {
+    std::printf("mk_dist_tests: %s\n", ex.what());
+    return 2;
+  }
   // No GPU or no driver (a CPU machine, CI): skipped; any other failure to start CUDA is a failure.
   if (e != cudaSuccess && e != cudaErrorNoDevice &&
       (e != cudaErrorInsufficientDriver || mk::test::nvidia_driver_loaded())) {

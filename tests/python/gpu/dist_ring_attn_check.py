@@ -13,7 +13,6 @@ poisoned outputs, every element checked (relative error < 1e-2 on out,
 < 1e-3 on lse), repeated calls with fresh data, a CUDA-graph replay, torch.compile, and bad
 input raising MkernelError. Exits non-zero on any mismatch."""
 import math
-import os
 import time
 
 import torch
@@ -21,6 +20,7 @@ import torch
 import mkernel
 import mkernel.torchrun
 import mkernel.tp
+from mkernel._lib import knob_bool
 
 
 def reference(q, k, v, causal):
@@ -69,7 +69,7 @@ def check_case(comm, rank, world, b, s_local, h, hkv, d, causal, seed, calls=2):
 def short_run(world):
     """Ranks time-slicing shared GPUs (MK_SHARE_GPUS=1, e.g. 2 nodes x 2 GPUs on 2): fewer cases, one call each,
     no torch.compile. Ranks on GPUs of their own (4 or 8 GPUs) run everything."""
-    return world > 2 and os.environ.get("MK_SHARE_GPUS") == "1"
+    return world > 2 and knob_bool("MK_SHARE_GPUS")  # (the library's spellings: 1, true, on, ...)
 
 
 def run(comm, rank, world):
