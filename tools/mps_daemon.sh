@@ -6,24 +6,24 @@
 # $CUDA_MPS_LOG_DIRECTORY first to keep its log);
 # processes started after it run without MPS.
 mps_start() {
-  MK_MPS_DIR=$(mktemp -d /tmp/mk_mps.XXXXXX)
-  export CUDA_MPS_PIPE_DIRECTORY=$MK_MPS_DIR/pipe CUDA_MPS_LOG_DIRECTORY=$MK_MPS_DIR/log
+  _mk_mps_dir=$(mktemp -d /tmp/mk_mps.XXXXXX)
+  export CUDA_MPS_PIPE_DIRECTORY=$_mk_mps_dir/pipe CUDA_MPS_LOG_DIRECTORY=$_mk_mps_dir/log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   nvidia-cuda-mps-control -d && return 0
-  rm -rf "$MK_MPS_DIR"
-  MK_MPS_DIR=
+  rm -rf "$_mk_mps_dir"
+  _mk_mps_dir=
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
   return 1
 }
 mps_stop() {
-  [ -n "${MK_MPS_DIR:-}" ] || return 0
+  [ -n "${_mk_mps_dir:-}" ] || return 0
   if echo quit | timeout 10 nvidia-cuda-mps-control >/dev/null 2>&1; then
     sleep 1
-    rm -rf "$MK_MPS_DIR"
+    rm -rf "$_mk_mps_dir"
   else  # the daemon (or a server still holding the GPU) stays reachable through its pipe directory: kept
-    echo "=== mps_stop: quit failed; the daemon's directory $MK_MPS_DIR is kept (CUDA_MPS_PIPE_DIRECTORY=" \
+    echo "=== mps_stop: quit failed; the daemon's directory $_mk_mps_dir is kept (CUDA_MPS_PIPE_DIRECTORY=" \
          "$CUDA_MPS_PIPE_DIRECTORY nvidia-cuda-mps-control reaches it; its log is under $CUDA_MPS_LOG_DIRECTORY)"
   fi
-  MK_MPS_DIR=
+  _mk_mps_dir=
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY  # later processes run without MPS
 }

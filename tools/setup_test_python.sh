@@ -10,7 +10,8 @@
 # dispatcher modes (FakeTensorMode, make_fx), the benchmark helpers. Without
 # it they skip, saying so.
 #   MK_TEST_TORCH=0   no torch install (~70 s and ~4.7 GB with its CUDA wheels, ~7.3 GB while installing: with less
-#                     than ~8.5 GB free it installs none either, saying so, and those tests skip)
+#                     than ~8.5 GB free it installs none either, saying so): a torch 2.4 or later already there (the
+#                     system's, or .venv-test's from an earlier run) is used, else those tests skip
 # Prints the interpreter's path last; tests/CMakeLists.txt runs pytest with it.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -299,8 +299,10 @@ TEST(Knobs, ToolKnobsAreTheOnesTheLibraryIgnores) {
     EXPECT_EQ(&knob_spec(static_cast<Knob>(i)), &s);
     tools += s.tool;
   }
-  EXPECT_EQ(tools, 9);
+  EXPECT_EQ(tools, 15);
   EXPECT_TRUE(knob_spec(Knob::MK_BUILD_JOBS).tool);
+  EXPECT_TRUE(knob_spec(Knob::MK_BENCH_OUT).tool);  // (mkbench only)
+  EXPECT_TRUE(knob_spec(Knob::MK_SANITIZE_STEP_S).tool);
   EXPECT_STREQ(knob_spec(Knob::MK_TEST_TORCH).name, "MK_TEST_TORCH");
   EXPECT_FALSE(knob_spec(Knob::MK_TIMEOUT_MS).tool);
 }
