@@ -33,16 +33,24 @@ apt_get() {
   done
 }
 
-# CUDA toolkit: the image provides it under /usr/local/cuda (Debian's own
-# packages are too old for sm_90a); say so clearly if it is not there.
-if ! command -v nvcc >/dev/null 2>&1; then
-  for d in /usr/local/cuda/bin /usr/local/cuda-13.0/bin; do
-    [ -x "$d/nvcc" ] && export PATH="$d:$PATH" && break
-  done
+# CUDA toolkit 13.x (README; the test and benchmark scripts load libcublas.so.13): the image provides it under
+# /usr/local/cuda (Debian's own packages are too old for sm_90a); say so clearly if it is not there. The same nvcc
+# as tools/build.sh takes: /usr/local/cuda's first (a distribution's older nvcc may be on PATH too), else the one
+# on PATH, else /usr/local/cuda-13.0's.
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+elif ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda-13.0/bin/nvcc ]; then
+  export PATH="/usr/local/cuda-13.0/bin:$PATH"
 fi
 if ! command -v nvcc >/dev/null 2>&1; then
-  echo "[setup] error: nvcc (CUDA toolkit >= 12.8, 13.x recommended) not found; install the CUDA toolkit" \
+  echo "[setup] error: nvcc (CUDA toolkit 13.x) not found; install the CUDA toolkit" \
        "(https://developer.nvidia.com/cuda-downloads) or put it on PATH" >&2
+  exit 1
+fi
+cuda_version=$(nvcc --version | grep -oE 'release [0-9]+\.[0-9]+' | head -1 | awk '{print $2}')
+if ! [[ "${cuda_version%%.*}" =~ ^[0-9]+$ ]] || [ "${cuda_version%%.*}" -lt 13 ]; then
+  echo "[setup] error: $(command -v nvcc) is CUDA ${cuda_version:-of an unknown release}; mkernel needs the CUDA" \
+       "toolkit 13.x (put its bin/ first on PATH, or install it to /usr/local/cuda)" >&2
   exit 1
 fi
 
@@ -97,9 +105,23 @@ unset _mk_root
 # Debian and Ubuntu mark externally managed (PEP 668). Here only venv itself.
 python3 -c 'import venv, ensurepip' 2>/dev/null || { apt_get update -qq; apt_get install -y -qq python3-venv; }
 
-# NCCL headers/libraries for the benchmark baselines (CUDA images ship them).
-if [ ! -f /usr/local/cuda/include/nccl.h ] && [ ! -f /usr/include/nccl.h ]; then
-  echo "[setup] error: NCCL (nccl.h, libnccl.so) not found in /usr/local/cuda or /usr; install NVIDIA's" \
+# Python >= 3.10 (pyproject.toml; the package, the benchmark's torch baselines and the Python tests).
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+  py_version=$(python3 -c 'import platform; print(platform.python_version())' 2>/dev/null || echo "of no known version")
+  echo "[setup] error: $(command -v python3) is Python $py_version; mkernel needs Python 3.10 or later" >&2
+  exit 1
+fi
+
+# NCCL headers/libraries for the benchmark baselines (CUDA images ship them), where bench/CMakeLists.txt looks: the
+# toolkit's own include folder (that of the nvcc above), then /usr/include.
+cuda_root=$(cd "$(dirname "$(command -v nvcc)")/.." && pwd)
+nccl_h=
+for d in "$cuda_root/include" "$cuda_root/targets/x86_64-linux/include" "$cuda_root/targets/sbsa-linux/include" \
+         /usr/include; do
+  if [ -f "$d/nccl.h" ]; then nccl_h=$d/nccl.h; break; fi
+done
+if [ -z "$nccl_h" ]; then
+  echo "[setup] error: NCCL (nccl.h, libnccl.so) not found in $cuda_root/include or /usr/include; install NVIDIA's" \
        "libnccl-dev for CUDA 13, or configure with -DMK_BUILD_BENCH=OFF to build without the benchmark" >&2
   exit 1
 fi
