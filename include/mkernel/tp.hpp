@@ -245,11 +245,12 @@ class GemmRs final : private CommPlan {  // (registered with its communicator: m
 
 // GEMM + AllReduce: rank r holds a [m x k_local] and b [n x k_local]; every
 // rank gets out [m x n] = sum over ranks of a b^T, bit-identical on every
-// rank. One persistent kernel: the GEMM+RS walk (tiles of row-block groups
-// of other ranks' shares first, each stored into its owner's staging slot;
-// then this rank's own tiles of the group, summed with the arrived
-// partials) interleaves the shares group by group, so owners finish their
-// rows throughout the GEMM; each finished row-block is signalled (and sent
+// rank. One persistent kernel: the GEMM+RS walk (tiles of other ranks'
+// shares stored into their owners' staging slots; this rank's own tiles
+// summed with the arrived partials); across nodes (interleave's default)
+// it interleaves the shares group by group, so owners finish their rows
+// throughout the GEMM, and on one node it walks the own share last, as
+// GemmRs does; each finished row-block is signalled (and sent
 // once per other node to the rail peer, which fans it out inside its node)
 // and Gather CTAs pull every share's finished rows into out as they come.
 // Compute CTAs that run out of tiles join the gather. Every rank copies the

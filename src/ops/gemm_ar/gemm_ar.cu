@@ -3,8 +3,9 @@
 // (device/roles/rs_layout.hpp) with the owners' final rows published as
 // they are finished, and the all-gather of device/roles/ar_gather.cuh.
 // - run(): CTAs [0, num_compute) compute (the GEMM engine), the rest
-//   Gather; the compute walks as GEMM+RS does, with the shares' row-block groups interleaved
-//   (sched::TileSchedParams::share_interleave): owner tiles store their
+//   Gather; the compute walks as GEMM+RS does, across nodes by default with the shares' row-block groups
+//   interleaved (GemmArOptions::interleave, tp::ar_interleave; sched::TileSchedParams::share_interleave; on one
+//   node the own share last): owner tiles store their
 //   final rows into the staging buffer's final slot (by TMA, and from the
 //   same shared memory into out: the gather skips the own share) and
 //   signal them (and
