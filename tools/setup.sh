@@ -47,7 +47,8 @@ if ! command -v nvcc >/dev/null 2>&1; then
        "(https://developer.nvidia.com/cuda-downloads) or put it on PATH" >&2
   exit 1
 fi
-cuda_version=$(nvcc --version | grep -oE 'release [0-9]+\.[0-9]+' | head -1 | awk '{print $2}')
+# (|| true: an nvcc whose text has no "release X.Y" is refused below, saying so, not ended by set -e -o pipefail)
+cuda_version=$(nvcc --version 2>/dev/null | grep -oE 'release [0-9]+\.[0-9]+' | head -1 | awk '{print $2}' || true)
 if ! [[ "${cuda_version%%.*}" =~ ^[0-9]+$ ]] || [ "${cuda_version%%.*}" -lt 13 ]; then
   echo "[setup] error: $(command -v nvcc) is CUDA ${cuda_version:-of an unknown release}; mkernel needs the CUDA" \
        "toolkit 13.x (put its bin/ first on PATH, or install it to /usr/local/cuda)" >&2
