@@ -32,6 +32,25 @@ apt_get() {
     return "$rc"
   done
 }
+# install_packages WHY PKGS...: the Debian packages PKGS (apt-get update, then install), or, where this machine cannot
+# (no apt-get; not root and no sudo), an error that names them and what they are for (WHY), before any apt-get.
+install_packages() {
+  local why=$1
+  shift
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "[setup] error: missing $why, and this machine has no apt-get: install the Debian/Ubuntu packages $*" \
+         "(or their equivalents) with its package manager, then run this again" >&2
+    exit 1
+  fi
+  if [ "$(id -u)" -ne 0 ] && [ -z "$SUDO" ]; then
+    echo "[setup] error: missing $why; installing needs root (not root here, and no sudo): as root," \
+         "run: apt-get update && apt-get install -y --no-install-recommends $*; then run this again" >&2
+    exit 1
+  fi
+  log "installing: $*"
+  apt_get update -qq
+  apt_get install -y -qq --no-install-recommends "$@"
+}
 
 # CUDA toolkit 13.x (README; the test and benchmark scripts load libcublas.so.13): the image provides it under
 # /usr/local/cuda (Debian's own packages are too old for sm_90a); say so clearly if it is not there. The same nvcc
@@ -56,20 +75,23 @@ if ! [[ "${cuda_version%%.*}" =~ ^[0-9]+$ ]] || [ "${cuda_version%%.*}" -lt 13 ]
 fi
 
 need=()
-command -v g++ >/dev/null 2>&1 || need+=(g++)
-command -v ninja >/dev/null 2>&1 || need+=(ninja-build)
-command -v cmake >/dev/null 2>&1 || need+=(cmake)
-command -v python3 >/dev/null 2>&1 || need+=(python3 python3-pip)
+why=()
+command -v g++ >/dev/null 2>&1 || { need+=(g++); why+=("g++"); }
+command -v ninja >/dev/null 2>&1 || { need+=(ninja-build); why+=("ninja"); }
+command -v cmake >/dev/null 2>&1 || { need+=(cmake); why+=("cmake"); }
+command -v python3 >/dev/null 2>&1 || { need+=(python3 python3-pip); why+=("python3"); }
 # GoogleTest for the test tiers only (tools/bench.sh sets MK_SETUP_TESTS=0: it builds none).
-[ "${MK_SETUP_TESTS:-1}" = 0 ] || [ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
+[ "${MK_SETUP_TESTS:-1}" = 0 ] || [ -f /usr/include/gtest/gtest.h ] ||
+  { need+=(libgtest-dev); why+=("GoogleTest (/usr/include/gtest/gtest.h)"); }
 # RDMA headers: the verbs and libfabric backends compile against them (the
 # libraries themselves are dlopen'ed at run time, so none is linked).
-[ -f /usr/include/infiniband/verbs.h ] || need+=(libibverbs-dev)
-[ -f /usr/include/rdma/fabric.h ] || need+=(libfabric-dev)
+[ -f /usr/include/infiniband/verbs.h ] ||
+  { need+=(libibverbs-dev); why+=("the verbs headers (/usr/include/infiniband/verbs.h)"); }
+[ -f /usr/include/rdma/fabric.h ] ||
+  { need+=(libfabric-dev); why+=("the libfabric headers (/usr/include/rdma/fabric.h)"); }
 if [ "${#need[@]}" -gt 0 ]; then
-  log "installing: ${need[*]}"
-  apt_get update -qq
-  apt_get install -y -qq --no-install-recommends "${need[@]}"
+  why_text=$(printf '%s; ' "${why[@]}")
+  install_packages "${why_text%; }" "${need[@]}"
 fi
 
 # CMake >= 3.25.1 (CUDA architecture "90a": 3.24.0's check of architecture names could refuse it; 3.25.0's
@@ -88,8 +110,7 @@ _mk_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if ! cmake_ok; then
   log "system CMake is older than 3.25.1; installing CMake from PyPI into .venv-cmake"
   python3 -c 'import ensurepip' 2>/dev/null || {
-    apt_get update -qq
-    apt_get install -y -qq --no-install-recommends python3-venv
+    install_packages "Python's venv module (for CMake from PyPI)" python3-venv
   }
   python3 -m venv --clear "$_mk_root/.venv-cmake"
   "$_mk_root/.venv-cmake/bin/python3" -m pip install -q 'cmake>=3.25.1,<4'
@@ -104,7 +125,8 @@ unset _mk_root
 # The tests' Python packages (pytest, pyflakes, cuobjdump + nvdisasm wheels, torch) go into a venv,
 # .venv-test (tools/setup_test_python.sh, run by tools/test.sh): never into the system's Python, which
 # Debian and Ubuntu mark externally managed (PEP 668). Here only venv itself.
-python3 -c 'import venv, ensurepip' 2>/dev/null || { apt_get update -qq; apt_get install -y -qq python3-venv; }
+python3 -c 'import venv, ensurepip' 2>/dev/null ||
+  install_packages "Python's venv module (for the tests' .venv-test)" python3-venv
 
 # Python >= 3.10 (pyproject.toml; the package, the benchmark's torch baselines and the Python tests).
 if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
