@@ -53,6 +53,13 @@ if [ "$(id -u)" -ne 0 ]; then  # (root writes through a read-only mode)
   [ "$rc" -eq 2 ] || { echo "FAILED: mkbench --out under a read-only folder exited $rc (want 2): $out"; fail=1; }
   chmod 755 "$tmp/ro"
 fi
+# (as root too: a results path under a regular file cannot be made by anyone)
+touch "$tmp/file"
+out=$(CUDA_VISIBLE_DEVICES= "$bin" --out "$tmp/file/x" --quick 2>&1); rc=$?
+if [ "$rc" -ne 2 ] || [[ "$out" != *"$tmp/file/x"* ]] || [[ "$out" != *"cannot make the results directory"* ]]; then
+  echo "FAILED: mkbench --out under a regular file exited $rc (want 2, naming the path it cannot make): $out"
+  fail=1
+fi
 rm -rf "$tmp"
 help=$("$bin" --help 2>&1) || { echo "FAILED: mkbench --help exited non-zero"; fail=1; }
 for opt in --out --iters --warmup --lead-cycles --fixed-order --quick --list; do

@@ -223,11 +223,18 @@ TEST(AgGemmPlan, GemmRsWalkPutsEveryOwnTileLast) {
       for (int rank = 0; rank < w; ++rank) {
         p.rotate_mblk = static_cast<int32_t>(((rank + 1) % w) * blocks);
         bool own_seen = false;
+        int64_t own_tiles = 0;
+        std::set<std::pair<int64_t, int64_t>> seen;  // every tile of the walk once (none dropped, none repeated)
         for (int64_t i = 0; i < total_tiles(p); ++i) {
-          const bool own = tile_of(p, i).m_blk / blocks == rank;
+          const auto t = tile_of(p, i);
+          const bool own = t.m_blk / blocks == rank;
           ASSERT_FALSE(own_seen && !own) << "W " << w << " blocks " << blocks << " rank " << rank << " item " << i;
+          ASSERT_TRUE(seen.emplace(t.m_blk, t.n_blk).second) << "W " << w << " blocks " << blocks << " item " << i;
           own_seen |= own;
+          own_tiles += own;
         }
+        EXPECT_EQ(static_cast<int64_t>(seen.size()), w * blocks * 5) << "W " << w << " blocks " << blocks;
+        EXPECT_EQ(own_tiles, blocks * 5) << "W " << w << " blocks " << blocks << " rank " << rank;
       }
     }
 }

@@ -145,5 +145,7 @@ def test_large_groups_alike_in_size_and_ends_get_different_keys():
     a = tuple(r for r in range(40) if r != 5)
     b = tuple(r for r in range(40) if r != 7)
     assert _torch_id._key(a, 1) != _torch_id._key(b, 1)
-    assert _torch_id._key(a, 1) == _torch_id._key(tuple(a), 1) != _torch_id._key(a, 2)
+    # (a list, as torch.distributed.get_process_group_ranks gives, has the tuple's key; another call number another)
+    assert _torch_id._key(a, 1) == _torch_id._key(list(a), 1) != _torch_id._key(a, 2)
+    assert _torch_id._key(a, 1) != _torch_id._key(a[::-1], 1)  # (the same ranks in another order: another group)
     assert _torch_id._key((0, 3), 1) == "mkernel/init/0-3/1"
