@@ -62,6 +62,13 @@ skip_rule() {
 share=; [ "${ngpu:-0}" -eq 1 ] && share="MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000"
 if want compiled; then skip_rule compiled
 run build/bin/mk_gpu_tests
+# The CPU tier's tests that need a driver for their whole check (DeviceHealth.TeardownCallClearsARefusedCallsError:
+# on the CPU machine it checks the warning only and skips the rest, saying so): where a GPU is, a skip fails.
+if [ -x build/bin/mk_cpu_tests ] && [ "${ngpu:-0}" -ge 1 ]; then
+  run bash -c 'o=$(build/bin/mk_cpu_tests --gtest_filter="DeviceHealth.*" 2>&1); r=$?; echo "$o"
+               [ $r -eq 0 ] || exit $r
+               ! grep -q "^\[  SKIPPED \]" <<< "$o" || { echo "a test skipped on a GPU machine"; exit 1; }'
+fi
 # A GPU per rank: with one GPU these are left out by name here, so that a 77 of a step that should run fails the
 # part (skip_rule); the shared-GPU steps below stand in for the first two, and the third runs with the ranks
 # sharing the GPU. The abort scenario does not: there both ranks' kernels trap, and on a GPU that two processes

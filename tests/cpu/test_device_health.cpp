@@ -46,7 +46,7 @@ TEST(DeviceHealth, TeardownCallClearsARefusedCallsError) {
   // Without a driver every runtime call fails with cudaErrorInsufficientDriver
   // (or cudaErrorNoDevice), which the runtime keeps: nothing to clear then.
   if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice)
-    GTEST_SKIP() << "the cleared error needs a CUDA driver and device (here " << cudaGetErrorName(e)
-                 << "); the warning was checked";
+    GTEST_SKIP() << "the warning was checked; that the refused call's error is cleared was not: it needs a CUDA "
+                 << "driver and device (here " << cudaGetErrorName(e) << "; tools/gpu_test.sh runs it on a GPU)";
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess) << cudaGetErrorName(cudaPeekAtLastError());
 }

@@ -127,6 +127,8 @@ TEST(GraphUses, ThePlanMayGoBeforeItsGraphs) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // (the destructor's moment)
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  // (the library's CUDA runtime is its own, linked statically: its pending error is asked of it)
+  EXPECT_EQ(mk::pending_cuda_error(), 0) << mk::cuda_error_string(mk::pending_cuda_error());
   cudaFree(buf);
 }
 

@@ -1,5 +1,23 @@
-"""Fixtures of the GPU tests."""
+"""Fixtures of the GPU tests, and the rule for when they may skip."""
+import os
+
 import pytest
+
+
+def pytest_sessionstart(session):
+    """The modules here skip where torch sees no CUDA GPU. That is right on a machine without an NVIDIA driver (the
+    CPU machine, CI), not on a GPU machine where torch cannot use the GPU (a CPU-only torch, a driver older than
+    torch's CUDA): there the run fails, saying why, as mk_gpu_tests does (tests/gpu/gpu_main.cpp). A
+    CUDA_VISIBLE_DEVICES that hides every GPU on purpose ('' or -1) still skips."""
+    try:
+        import torch
+    except ImportError:
+        return  # (the modules skip, saying so)
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1")
+    if os.path.exists("/proc/driver/nvidia/version") and not hidden and not torch.cuda.is_available():
+        pytest.exit(f"an NVIDIA driver is loaded, but torch {torch.__version__} (CUDA {torch.version.cuda}) sees no "
+                    "CUDA GPU: a CPU-only torch, or a driver older than that CUDA; the GPU tests would all skip",
+                    returncode=1)
 
 
 @pytest.fixture
