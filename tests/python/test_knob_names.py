@@ -22,6 +22,13 @@ NOT_KNOBS = {
 }
 
 
+# An MK_* word in a script or Python file (read, set for a child, or named in a message), but not a CMake
+# -DMK_... option (the D before it is a letter).
+SCRIPT_NAME = r"(?<![-A-Za-z0-9_])(MK_[A-Z0-9_]+)"
+# An MK_* variable that C++ reads or sets.
+CXX_ENV = r"(?:getenv|setenv|unsetenv)\(\s*\"(MK_[A-Z0-9_]+)\""
+
+
 def declared():
     with open(os.path.join(ROOT, "include", "mkernel", "knob_list.inc")) as fh:
         return set(re.findall(r"MK_(?:TOOL_)?KNOB\((MK_[A-Z0-9_]+)", fh.read()))
@@ -48,12 +55,11 @@ def undeclared(paths, pattern, known):
 
 
 def test_every_mk_name_in_scripts_and_python_is_declared():
-    # Shell and Python: any MK_* word (read, set for a child, or named in a message), but for a CMake -D option.
     paths = files("tools/*.sh", "tools/mkrun", ".ci/run", "tools/*.py", "bench/*.py", "python/mkernel/*.py",
                   "tests/python/*.py", "tests/python/gpu/*.py", "examples/**/*.py", "examples/**/*.sh")
     paths = [p for p in paths if os.path.basename(p) != os.path.basename(__file__)]
     assert len(paths) > 40, paths  # (the globs found the tree)
-    found = undeclared(paths, r"(?<![-A-Za-z0-9_])(?<!-D)(MK_[A-Z0-9_]+)", declared())
+    found = undeclared(paths, SCRIPT_NAME, declared())
     assert not found, f"MK_* names not declared in include/mkernel/knob_list.inc: {found}"
 
 
@@ -62,12 +68,12 @@ def test_every_mk_variable_cxx_reads_or_sets_is_declared():
                   "device/**/*.cuh", "device/**/*.hpp", "bench/**/*.cpp", "bench/**/*.cu", "tests/**/*.cpp",
                   "tests/**/*.cu", "tests/**/*.hpp", "tests/**/*.cuh")
     assert len(paths) > 40, paths
-    found = undeclared(paths, r"(?:getenv|setenv|unsetenv)\(\s*\"(MK_[A-Z0-9_]+)\"", declared())
+    found = undeclared(paths, CXX_ENV, declared())
     assert not found, f"MK_* variables read or set by C++ but not declared in knob_list.inc: {found}"
 
 
 def test_the_check_sees_an_undeclared_name(tmp_path):
     script = tmp_path / "s.sh"
     script.write_text('x=${MK_NOT_A_KNOB_EITHER:-1}\ncmake -DMK_OPS=none\n')
-    found = undeclared([str(script)], r"(?<![-A-Za-z0-9_])(?<!-D)(MK_[A-Z0-9_]+)", declared())
+    found = undeclared([str(script)], SCRIPT_NAME, declared())
     assert list(found) == ["MK_NOT_A_KNOB_EITHER"]
