@@ -9,7 +9,8 @@ set -euo pipefail
 log() { echo "[setup] $*"; }
 
 SUDO=""
-if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; fi
+# (sudo only where it needs no password: one that asks would wait on a terminal, or fail, mid-install)
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; fi
 # apt_get ARGS...: apt-get as root, never asking (DEBIAN_FRONTEND through env: sudo's env_reset drops it). Another
 # apt holding its lock (unattended-upgrades or cloud-init on a fresh VM) is waited for, saying so, up to 10 minutes
 # a call; apt-get update does not wait by itself, and any other failure (not root: "are you root?") stops at once
@@ -32,8 +33,11 @@ apt_get() {
     return "$rc"
   done
 }
+# can_install: whether this machine can install Debian packages here (apt-get, and root or a password-free sudo).
+can_install() { command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" -eq 0 ] || [ -n "$SUDO" ]; }; }
 # install_packages WHY PKGS...: the Debian packages PKGS (apt-get update, then install), or, where this machine cannot
-# (no apt-get; not root and no sudo), an error that names them and what they are for (WHY), before any apt-get.
+# (no apt-get; not root and no password-free sudo), an error that names them and what they are for (WHY), before
+# any apt-get.
 install_packages() {
   local why=$1
   shift
@@ -43,7 +47,7 @@ install_packages() {
     exit 1
   fi
   if [ "$(id -u)" -ne 0 ] && [ -z "$SUDO" ]; then
-    echo "[setup] error: missing $why; installing needs root (not root here, and no sudo): as root," \
+    echo "[setup] error: missing $why; installing needs root (not root here, and no password-free sudo): as root," \
          "run: apt-get update && apt-get install -y --no-install-recommends $*; then run this again" >&2
     exit 1
   fi
@@ -83,12 +87,26 @@ command -v python3 >/dev/null 2>&1 || { need+=(python3 python3-pip); why+=("pyth
 # GoogleTest for the test tiers only (tools/bench.sh sets MK_SETUP_TESTS=0: it builds none).
 [ "${MK_SETUP_TESTS:-1}" = 0 ] || [ -f /usr/include/gtest/gtest.h ] ||
   { need+=(libgtest-dev); why+=("GoogleTest (/usr/include/gtest/gtest.h)"); }
-# RDMA headers: the verbs and libfabric backends compile against them (the
-# libraries themselves are dlopen'ed at run time, so none is linked).
+# RDMA headers: the verbs and libfabric backends compile against them (the libraries themselves are dlopen'ed at
+# run time, so none is linked). Installed where this machine can; where it cannot, the build leaves those backends
+# out (CMakeLists.txt: MK_NET_BACKENDS=auto), which jobs on one host do not need, and this says so.
+rdma=()
+rdma_why=()
 [ -f /usr/include/infiniband/verbs.h ] ||
-  { need+=(libibverbs-dev); why+=("the verbs headers (/usr/include/infiniband/verbs.h)"); }
+  { rdma+=(libibverbs-dev); rdma_why+=("the verbs headers (/usr/include/infiniband/verbs.h)"); }
 [ -f /usr/include/rdma/fabric.h ] ||
-  { need+=(libfabric-dev); why+=("the libfabric headers (/usr/include/rdma/fabric.h)"); }
+  { rdma+=(libfabric-dev); rdma_why+=("the libfabric headers (/usr/include/rdma/fabric.h)"); }
+if [ "${#rdma[@]}" -gt 0 ]; then
+  if can_install; then
+    need+=("${rdma[@]}")
+    why+=("${rdma_why[@]}")
+  else
+    log "warning: missing $(printf '%s; ' "${rdma_why[@]}" | sed 's/; $//'), and this machine cannot install" \
+        "${rdma[*]} (no apt-get, or not root and no password-free sudo): the build leaves those network backends" \
+        "out. Jobs on one host do not need them; jobs across nodes over InfiniBand, RoCE, EFA or libfabric do" \
+        "(as root: apt-get install ${rdma[*]}, then build again)"
+  fi
+fi
 if [ "${#need[@]}" -gt 0 ]; then
   why_text=$(printf '%s; ' "${why[@]}")
   install_packages "${why_text%; }" "${need[@]}"

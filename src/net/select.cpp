@@ -4,10 +4,32 @@
 
 #include "mkernel/error.hpp"
 #include "mkernel/knobs.hpp"
-#include "src/net/fabric/fabric_transport.hpp"
 #include "src/net/transport.hpp"
+#if !defined(MK_NET_HAVE_VERBS) || !defined(MK_NET_HAVE_FABRIC)
+#error "MK_NET_HAVE_VERBS and MK_NET_HAVE_FABRIC come from CMakeLists.txt (MK_NET_BACKENDS)"
+#endif
+#if MK_NET_HAVE_FABRIC
+#include "src/net/fabric/fabric_transport.hpp"
+#endif
 
 namespace mk::net {
+
+// A backend this build left out (CMakeLists.txt: MK_NET_BACKENDS, "auto" leaves out those whose headers the
+// building machine lacked) refuses here, saying so and how to get it.
+[[maybe_unused]] [[noreturn]] static void refuse_absent(const char* backend, const char* header) {
+  fail("this libmkernel was built without the ", backend, " network backend (its configure found no <",
+       header, ">, or MK_NET_BACKENDS left it out); install that header and build again, or use another MK_NET");
+}
+#if !MK_NET_HAVE_VERBS
+std::unique_ptr<Transport> make_verbs(const TransportConfig&) {
+  refuse_absent("verbs", "infiniband/verbs.h");
+}
+#endif
+#if !MK_NET_HAVE_FABRIC
+std::unique_ptr<Transport> make_fabric(const TransportConfig&) {
+  refuse_absent("fabric", "rdma/fabric.h");
+}
+#endif
 
 std::unique_ptr<Transport> make_transport(const TransportConfig& cfg) {
   const std::string which = knob_str(Knob::MK_NET);
@@ -23,6 +45,7 @@ std::unique_ptr<Transport> make_transport(const TransportConfig& cfg) {
   } catch (const Error& e) {
     tried += std::string("\n  verbs: ") + error_reason(e);
   }
+#if MK_NET_HAVE_FABRIC
   if (knob_str(Knob::MK_FI_PROVIDER).empty()) {
     try {
       fabric::FabricOptions efa;
@@ -32,6 +55,7 @@ std::unique_ptr<Transport> make_transport(const TransportConfig& cfg) {
       tried += std::string("\n  fabric (efa): ") + error_reason(e);
     }
   }
+#endif
   bool one_host = cfg.topo != nullptr;
   if (cfg.topo)
     for (int h : cfg.topo->host_of) one_host = one_host && h == cfg.topo->host_of[0];

@@ -45,6 +45,10 @@
 //                shadow bytes are no longer needed).
 #pragma once
 
+#if defined(MK_NET_HAVE_FABRIC) && !MK_NET_HAVE_FABRIC
+#error "a build without the fabric backend (MK_NET_BACKENDS) compiles a file that includes its RDMA header"
+#endif
+
 #include <chrono>
 #include <cstdint>
 #include <deque>

@@ -8,6 +8,10 @@
 // calls fi_dupinfo) must not be used; use the table below instead.
 #pragma once
 
+#if defined(MK_NET_HAVE_FABRIC) && !MK_NET_HAVE_FABRIC
+#error "a build without the fabric backend (MK_NET_BACKENDS) compiles a file that includes its RDMA header"
+#endif
+
 #include <rdma/fabric.h>
 
 namespace mk::net::fabric {

@@ -10,6 +10,10 @@
 // would rewrite `api.ibv_reg_mr(...)`.
 #pragma once
 
+#if defined(MK_NET_HAVE_VERBS) && !MK_NET_HAVE_VERBS
+#error "a build without the verbs backend (MK_NET_BACKENDS) compiles a file that includes its RDMA header"
+#endif
+
 #include <infiniband/verbs.h>
 
 #if __has_include(<infiniband/efadv.h>)
