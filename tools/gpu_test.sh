@@ -60,6 +60,12 @@ skip_rule() {
   elif [ "${ngpu:-0}" -ge 1 ]; then skip_fails="nvidia-smi lists $ngpu GPU(s)"; fi
 }
 share=; [ "${ngpu:-0}" -eq 1 ] && share="MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000"
+# The network backends the library was built with (mk_net_backends; CMake's MK_NET_BACKENDS leaves out those whose
+# headers the building machine lacked). A library without that function predates the choice: it has all three.
+net_backends=$(python3 -c 'import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1]); lib.mk_net_backends.restype = ctypes.c_char_p; print(lib.mk_net_backends().decode())' \
+               build/lib/libmkernel.so 2>/dev/null) || net_backends="verbs fabric emu"
+has_backend() { [[ " $net_backends " == *" $1 "* ]]; }
 if want compiled; then skip_rule compiled
 run build/bin/mk_gpu_tests
 # The CPU tier's tests that need a driver for their whole check (DeviceHealth.TeardownCallClearsARefusedCallsError:
@@ -235,7 +241,9 @@ fi  # python
 # (tools/carry_rdma.sh).
 if want fabric; then skip_rule fabric
 if [ -d .carry/rdma ]; then export LD_LIBRARY_PATH="$PWD/.carry/rdma${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
-if grep -q libfabric.so.1 <(ldconfig -p 2>/dev/null) || [ -f .carry/rdma/libfabric.so.1 ]; then
+if ! has_backend fabric; then
+  skip_or_fail fabric "fabric on GPUs (build/lib/libmkernel.so was built without the fabric backend: MK_NET_BACKENDS)"
+elif grep -q libfabric.so.1 <(ldconfig -p 2>/dev/null) || [ -f .carry/rdma/libfabric.so.1 ]; then
   run tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 MK_NET=fabric "MK_FI_PROVIDER=tcp;ofi_rxm" $share \
       build/bin/mk_dist_tests --gtest_filter='Net*:AgGemm*:GemmRs*:GemmAr*'
   run tools/mkrun -n 2 --timeout 230 env MK_RANKS_PER_NODE=1 MK_NET=fabric "MK_FI_PROVIDER=tcp;ofi_rxm" \
@@ -255,7 +263,9 @@ fi  # fabric
 # with GPU memory registered by DMA-BUF only. Written in sessions 37-38
 # without a GPU; first passed on one H200 in session 38 (bench/results/raw-20261205/s38/b/).
 if want verbs; then skip_rule verbs
-if [ -f build/softverbs/libibverbs.so.1 ]; then
+if ! has_backend verbs; then
+  skip_or_fail verbs "verbs on GPUs (build/lib/libmkernel.so was built without the verbs backend: MK_NET_BACKENDS)"
+elif [ -f build/softverbs/libibverbs.so.1 ]; then
   # (a copy may have made the link a file: libefa.so.1 must be the same library, not a second one)
   [ build/softverbs/libefa.so.1 -ef build/softverbs/libibverbs.so.1 ] ||
     ln -sf libibverbs.so.1 build/softverbs/libefa.so.1 || { echo "=== FAILED: cannot link build/softverbs/libefa.so.1"; fail=1; }

@@ -90,12 +90,16 @@ command -v python3 >/dev/null 2>&1 || { need+=(python3 python3-pip); why+=("pyth
 # RDMA headers: the verbs and libfabric backends compile against them (the libraries themselves are dlopen'ed at
 # run time, so none is linked). Installed where this machine can; where it cannot, the build leaves those backends
 # out (CMakeLists.txt: MK_NET_BACKENDS=auto), which jobs on one host do not need, and this says so.
+# has_header H: whether <H> is found as CMake's configure will look (the C++ compiler's include path; without g++
+# yet, /usr/include).
+has_header() {
+  if command -v g++ >/dev/null 2>&1; then echo "#include <$1>" | g++ -x c++ -fsyntax-only - >/dev/null 2>&1
+  else [ -f "/usr/include/$1" ]; fi
+}
 rdma=()
 rdma_why=()
-[ -f /usr/include/infiniband/verbs.h ] ||
-  { rdma+=(libibverbs-dev); rdma_why+=("the verbs headers (/usr/include/infiniband/verbs.h)"); }
-[ -f /usr/include/rdma/fabric.h ] ||
-  { rdma+=(libfabric-dev); rdma_why+=("the libfabric headers (/usr/include/rdma/fabric.h)"); }
+has_header infiniband/verbs.h || { rdma+=(libibverbs-dev); rdma_why+=("the verbs headers (<infiniband/verbs.h>)"); }
+has_header rdma/fabric.h || { rdma+=(libfabric-dev); rdma_why+=("the libfabric headers (<rdma/fabric.h>)"); }
 if [ "${#rdma[@]}" -gt 0 ]; then
   if can_install; then
     need+=("${rdma[@]}")

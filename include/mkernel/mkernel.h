@@ -1,5 +1,5 @@
 /* mkernel: C ABI for bindings (Python ctypes, other languages).
- * Every function but mk_abi_version, mk_last_error and mk_build_commit
+ * Every function but mk_abi_version, mk_last_error, mk_build_commit and mk_net_backends
  * returns 0 on success and non-zero on failure; then mk_last_error() returns
  * this thread's message, naming the function (a success leaves the last
  * message as it was: read it only after a failure). Handles are opaque; a
@@ -59,6 +59,10 @@ const char* mk_last_error(void);
 /* The commit the library was built from (12 hex digits; "-dirty" when tracked files had uncommitted changes;
  * "unknown" when built outside git). Static storage, never NULL. Reports name it beside their own tree's. */
 const char* mk_build_commit(void);
+/* The network backends this library was built with (MK_NET takes these), space-separated in MK_NET=auto's order of
+ * preference: "verbs fabric emu" where configure found the RDMA headers (CMake's MK_NET_BACKENDS), down to "emu"
+ * (one host only) without them. Static storage, never NULL. */
+const char* mk_net_backends(void);
 
 int mk_get_unique_id(mk_unique_id_t* out);
 /* device < 0: keep the current device (init; init_env without a launcher) /

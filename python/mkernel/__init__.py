@@ -21,7 +21,7 @@ import sys
 from ._lib import MkernelError, UniqueId, CommInfo, SymmInfo, c_int_arg, check, lib, path as library_path
 from . import _tp_meta
 
-__all__ = ["MkernelError", "Communicator", "SymmetricBuffer", "get_unique_id", "init", "print_config",
+__all__ = ["MkernelError", "Communicator", "SymmetricBuffer", "get_unique_id", "init", "print_config", "net_backends",
            "library_path", "gemm", "gemm_ptr", "gemm_workspace_bytes", "ag_gemm", "gemm_rs", "all_gather",
            "reduce_scatter", "gemm_ar",
            "all_reduce", "AgGemm", "GemmRs", "GemmAr", "close_plans", "zigzag_shard", "zigzag_unshard",
@@ -52,6 +52,12 @@ def print_config() -> str:
     buf = ctypes.create_string_buffer(1 << 16)
     check(lib.mk_print_config(buf, len(buf)))
     return buf.value.decode()
+
+
+def net_backends() -> list:
+    """The network backends the library was built with (MK_NET takes these), in MK_NET=auto's order: ["verbs",
+    "fabric", "emu"] where its build found the RDMA headers (CMake's MK_NET_BACKENDS), down to ["emu"] (one host)."""
+    return lib.mk_net_backends().decode().split()
 
 
 def get_unique_id() -> bytes:

@@ -104,6 +104,7 @@ _SIGNATURES = {
     "mk_symm_info": ([_c, ctypes.POINTER(SymmInfo)], ctypes.c_int),
     "mk_symm_free": ([_c, _c], ctypes.c_int),
     "mk_print_config": ([ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int),
+    "mk_net_backends": ([], ctypes.c_char_p),
     "mk_knob_int": ([ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64)], ctypes.c_int),
     "mk_knob_bool": ([ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)], ctypes.c_int),
     "mk_gpu_spin": ([ctypes.c_int64, _c], ctypes.c_int),

@@ -51,6 +51,13 @@ extern "C" {
 
 int mk_abi_version(void) { return MK_ABI_VERSION; }
 const char* mk_last_error(void) { return mk::capi::last_error().c_str(); }
+#if !defined(MK_NET_HAVE_VERBS) || !defined(MK_NET_HAVE_FABRIC)
+#error "MK_NET_HAVE_VERBS and MK_NET_HAVE_FABRIC come from CMakeLists.txt (MK_NET_BACKENDS)"
+#endif
+const char* mk_net_backends(void) {
+  return MK_NET_HAVE_VERBS ? (MK_NET_HAVE_FABRIC ? "verbs fabric emu" : "verbs emu")
+                           : (MK_NET_HAVE_FABRIC ? "fabric emu" : "emu");
+}
 
 int mk_get_unique_id(mk_unique_id_t* out) {
   if (!out) return null_arg(__func__, "out");

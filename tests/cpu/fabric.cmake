@@ -1,8 +1,7 @@
 # fabric transport (src/net/fabric): multi-process probes on loopback through
 # tools/mkrun; included by tests/CMakeLists.txt. Provider names use '+' for
 # ';' (tcp+ofi_rxm = "tcp;ofi_rxm"), which CMake would split.
-add_executable(mk_fabric_probe cpu/fabric_probe.cpp)
-target_link_libraries(mk_fabric_probe PRIVATE mkernel)
+# (mk_fabric_probe: tests/CMakeLists.txt)
 
 # All-to-all rounds: 8 B .. 4 MiB, Set and Add signals, data checked when its
 # signal is seen. Ordered signals (default), deferred signals, and the

@@ -42,9 +42,33 @@
 #include <vector>
 
 #include "mkernel/mkernel.hpp"
+#include "src/net/transport.hpp"
+#if MK_NET_HAVE_FABRIC
 #include "src/net/fabric/fabric_transport.hpp"
+#endif
 
 namespace {
+
+#if MK_NET_HAVE_FABRIC
+using FabricOptions = mk::net::fabric::FabricOptions;
+std::unique_ptr<mk::net::Transport> open_fabric(const mk::net::TransportConfig& cfg, const FabricOptions& opt) {
+  return mk::net::fabric::make_fabric_with(cfg, opt);
+}
+std::string local_name(mk::net::Transport* t) {
+  return static_cast<mk::net::fabric::FabricTransport*>(t)->local_name();
+}
+#else
+// A build with verbs alone (MK_NET_BACKENDS): the probe runs --transport verbs; fabric's options parse, and its
+// transport refuses as the library's make_fabric does.
+struct FabricOptions {
+  bool force_deferred_signals = false, disable_atomics = false, prefer_atomics = false;
+  std::string provider;
+};
+std::unique_ptr<mk::net::Transport> open_fabric(const mk::net::TransportConfig& cfg, const FabricOptions&) {
+  return mk::net::make_fabric(cfg);
+}
+std::string local_name(mk::net::Transport*) { return {}; }
+#endif
 
 using Clock = std::chrono::steady_clock;
 using mk::net::Completion;
@@ -270,7 +294,7 @@ int main(int argc, char** argv) {
   int rounds = 16, kill_rank = -1, unreachable_rank = -1, bad_peer_rank = -1, slow_rank = -1;
   bool stall = false, verbs = false;
   std::string expect_error;  // connect or a registration must fail on every rank with this in its message
-  mk::net::fabric::FabricOptions opt;
+  FabricOptions opt;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
@@ -329,7 +353,7 @@ int main(int argc, char** argv) {
     };
     std::unique_ptr<mk::net::Transport> t;
     try {
-      t = verbs ? mk::net::make_verbs(cfg) : mk::net::fabric::make_fabric_with(cfg, opt);
+      t = verbs ? mk::net::make_verbs(cfg) : open_fabric(cfg, opt);
     } catch (const mk::Error& e) {
       if (expect_error.empty()) throw;
       return expected(e);
@@ -342,9 +366,8 @@ int main(int argc, char** argv) {
     if (unreachable_rank >= 0) {
       if (rank == unreachable_rank) {
         // Publish a real address whose endpoint is gone, then wait for the others.
-        auto dead = mk::net::fabric::make_fabric_with(cfg, opt);
-        auto* ft = static_cast<mk::net::fabric::FabricTransport*>(dead.get());
-        std::string name = ft->local_name();
+        auto dead = open_fabric(cfg, opt);
+        std::string name = local_name(dead.get());
         dead->close();
         t->close();
         // (connect's two exchanges under connect's own step names: the root checks that every rank's collective

@@ -58,6 +58,14 @@ TEST(CApi, BuildCommitNamesTheTreeTheLibraryWasBuiltFrom) {
   for (size_t i = 0; i < 12; ++i) EXPECT_TRUE(std::isxdigit(static_cast<unsigned char>(s[i]))) << s;
 }
 
+// The backends the build has (CMakeLists.txt's MK_NET_BACKENDS gives this test the library's MK_NET_HAVE_*).
+TEST(CApi, NetBackendsNameWhatTheBuildHas) {
+  const char* b = mk_net_backends();
+  ASSERT_NE(b, nullptr);
+  std::string want = std::string(MK_NET_HAVE_VERBS ? "verbs " : "") + (MK_NET_HAVE_FABRIC ? "fabric " : "") + "emu";
+  EXPECT_EQ(std::string(b), want);
+}
+
 // Bindings read the library's own knobs through the ABI, with its parser (a bool knob: 1/0/true/false/...).
 TEST(CApi, KnobReadersUseTheLibrarysParserAndRefuseOtherTypes) {
   int b = -1;

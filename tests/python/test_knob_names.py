@@ -13,6 +13,7 @@ NOT_KNOBS = {
     "MK_OPS": "a CMake option (-DMK_OPS=...), also named in the Python package's error text",
     "MK_BUILD_TESTS": "a CMake option",
     "MK_BUILD_BENCH": "a CMake option",
+    "MK_NET_BACKENDS": "a CMake option (-DMK_NET_BACKENDS=...), named in messages and comments",
     "MK_TOOL_KNOB": "knob_list.inc's macro for the tools' knobs",
     "MK_A": "a placeholder in a docstring and its test",
     "MK_B": "a placeholder in a docstring and its test",

@@ -37,6 +37,12 @@ def test_an_old_torch_gets_a_clear_import_error():
     require_custom_op(types.SimpleNamespace(__version__="2.4.0", library=types.SimpleNamespace(custom_op=None)))
 
 
+def test_net_backends_names_the_library_s_backends_in_auto_order():
+    got = mkernel.net_backends()
+    assert got and got[-1] == "emu", got  # emu is always built
+    assert got == [b for b in ("verbs", "fabric", "emu") if b in got], got  # known names, auto's order, once each
+
+
 def test_print_config_lists_the_knobs():
     cfg = mkernel.print_config()
     for knob in ("MK_TIMEOUT_MS", "MK_RANKS_PER_NODE", "MK_NET"):
