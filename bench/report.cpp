@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "mkernel/mkernel.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -136,10 +138,10 @@ Report::Report(mk::Communicator* comm, int argc, char** argv) {
     meta_["nccl"] = std::to_string(nccl / 10000) + "." + std::to_string(nccl / 100 % 100) + "." +
                     std::to_string(nccl % 100);
   // The emulated NIC's rate where the transport is emu (the judge's link floor: tools/issue_targets.py reads
-  // "emulated NIC: N GB/s"), and the transport asked for.
+  // "emulated NIC: N GB/s"), the transport asked for, and those the library has (CMake's MK_NET_BACKENDS).
   meta_["network"] = "MK_NET=" + mk::knob_str(mk::Knob::MK_NET) + "; emulated NIC: " +
                      std::to_string(mk::knob_int(mk::Knob::MK_EMU_GBPS)) +
-                     " GB/s (MK_EMU_GBPS; where the transport is emu)";
+                     " GB/s (MK_EMU_GBPS; where the transport is emu); backends built: " + mk_net_backends();
   // Every MK_* variable set (a knob that moves a time, MK_SIGNAL_REUSE or MK_EMU_AGENTS say, is seen beside it).
   meta_["mk_environment"] = mk::mk_variables_line(mk::mk_variables_in_environment());
   if (comm) {
