@@ -6,6 +6,8 @@ set -u
 bash bench/results/raw-20261207/s66/final_small.sh; small=$?
 echo "=== machine: uid $(id -u); $(command -v ninja g++ cmake apt-get | tr '\n' ' ')"
 ls -d /usr/include/infiniband /usr/include/rdma 2>&1 | sed 's/^/=== /'
+echo "=== nccl.h: $(timeout 20 find / -xdev -name nccl.h -not -path '/proc/*' 2>/dev/null | head -5 | tr '\n' ' ')"
+echo "=== libnccl: $(timeout 20 find / -xdev -name 'libnccl.so*' -not -path '/proc/*' 2>/dev/null | head -5 | tr '\n' ' ')"
 fresh=/tmp/mk-fresh; rm -rf "$fresh"; mkdir -p "$fresh"
 tar --exclude=./build --exclude='./build-*' --exclude=./.venv-test --exclude=./.carry -cf - . | tar -xf - -C "$fresh"
 cd "$fresh"
