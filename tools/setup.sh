@@ -165,9 +165,15 @@ for d in "$cuda_root/include" "$cuda_root/targets/x86_64-linux/include" "$cuda_r
          /usr/include; do
   if [ -f "$d/nccl.h" ]; then nccl_h=$d/nccl.h; break; fi
 done
+# Else the nvidia-nccl wheel that pip's torch brings (cmake/find_nccl.cmake takes it in that order too).
 if [ -z "$nccl_h" ]; then
-  echo "[setup] error: NCCL (nccl.h, libnccl.so) not found in $cuda_root/include or /usr/include; install NVIDIA's" \
-       "libnccl-dev for CUDA 13, or configure with -DMK_BUILD_BENCH=OFF to build without the benchmark" >&2
+  wheel=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)
+  [ -n "$wheel" ] && [ -f "$wheel/include/nccl.h" ] && nccl_h=$wheel/include/nccl.h
+fi
+if [ -z "$nccl_h" ]; then
+  echo "[setup] error: NCCL (nccl.h, libnccl.so) not found in $cuda_root/include, /usr/include or a Python wheel" \
+       "(python3 -c 'import nvidia.nccl'); install NVIDIA's libnccl-dev for CUDA 13 (or pip's nvidia-nccl-cu13), or" \
+       "configure with -DMK_BUILD_BENCH=OFF to build without the benchmark" >&2
   exit 1
 fi
 log "ok: $(nvcc --version | tail -1), $(cmake --version | head -1), $(g++ --version | head -1)"
