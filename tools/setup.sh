@@ -3,7 +3,7 @@
 # Debian/Ubuntu; CMake from PyPI into .venv-cmake if the system one is too old).
 # Run by tools/test.sh and tools/bench.sh (its PATH changes stay here: tools/build.sh and
 # tools/test.sh put .cmake-bin on PATH themselves).
-#   MK_SETUP_TESTS=0   leave GoogleTest out (tools/bench.sh: it builds no test tier)
+#   MK_SETUP_TESTS=0   leave GoogleTest and the tests' venv module out (tools/bench.sh: it builds no test tier)
 set -euo pipefail
 
 log() { echo "[setup] $*"; }
@@ -146,8 +146,9 @@ unset _mk_root
 
 # The tests' Python packages (pytest, pyflakes, cuobjdump + nvdisasm wheels, torch) go into a venv,
 # .venv-test (tools/setup_test_python.sh, run by tools/test.sh): never into the system's Python, which
-# Debian and Ubuntu mark externally managed (PEP 668). Here only venv itself.
-python3 -c 'import venv, ensurepip' 2>/dev/null ||
+# Debian and Ubuntu mark externally managed (PEP 668). Here only venv itself, and only for the tests (tools/bench.sh
+# makes no venv: a GPU machine without venv, and no apt, runs the benchmark).
+[ "${MK_SETUP_TESTS:-1}" = 0 ] || python3 -c 'import venv, ensurepip' 2>/dev/null ||
   install_packages "Python's venv module (for the tests' .venv-test)" python3-venv
 
 # Python >= 3.10 (pyproject.toml; the package, the benchmark's torch baselines and the Python tests).
