@@ -12,7 +12,7 @@ fresh=/tmp/mk-fresh; rm -rf "$fresh"; mkdir -p "$fresh"
 tar --exclude=./build --exclude='./build-*' --exclude=./.venv-test --exclude=./.carry -cf - . | tar -xf - -C "$fresh"
 cd "$fresh"
 t0=$(date +%s); touch /tmp/mk-fresh.t0
-MK_BUILD_JOBS=16 timeout -k 10 480 tools/bench.sh --quick > "${OUT:-/tmp}/bench_sh.log" 2>&1; rc=$?
+MK_BUILD_JOBS=16 timeout -k 10 420 tools/bench.sh --quick > "${OUT:-/tmp}/bench_sh.log" 2>&1; rc=$?
 echo "=== tools/bench.sh --quick: rc $rc in $(( $(date +%s) - t0 )) s (log: bench_sh.log)"
 grep -E "^\[setup\]|RDMA network backends|mkernel: no <|CMake Warning|bench.sh:|FAILED|Error" "${OUT:-/tmp}/bench_sh.log" | head -30
 mkdir -p "${OUT:-/tmp}/bench"
