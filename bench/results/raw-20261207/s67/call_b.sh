@@ -1,7 +1,7 @@
 # Session 67, with less device time left: call.sh's part (2) alone (no carried build needed): the
 # README's benchmark command itself, `tools/bench.sh --quick`, set-up and build included, in a copy of this tree
 # without build/ (before 6766064 its set-up stopped on this machine, which has no RDMA headers and no apt; now the
-# build leaves the verbs and fabric backends out and says so). Bounded to ~9 min in all; reports copied to $OUT.
+# build leaves the verbs and fabric backends out and says so). Bounded to ~6.5 min; reports copied to $OUT.
 set -u
 small=skipped
 echo "=== machine: uid $(id -u); $(command -v ninja g++ cmake apt-get | tr '\n' ' ')"
