@@ -100,20 +100,25 @@ rdma=()
 rdma_why=()
 has_header infiniband/verbs.h || { rdma+=(libibverbs-dev); rdma_why+=("the verbs headers (<infiniband/verbs.h>)"); }
 has_header rdma/fabric.h || { rdma+=(libfabric-dev); rdma_why+=("the libfabric headers (<rdma/fabric.h>)"); }
-if [ "${#rdma[@]}" -gt 0 ]; then
-  if can_install; then
-    need+=("${rdma[@]}")
-    why+=("${rdma_why[@]}")
-  else
-    log "warning: missing $(printf '%s; ' "${rdma_why[@]}" | sed 's/; $//'), and this machine cannot install" \
-        "${rdma[*]} (no apt-get, or not root and no password-free sudo): the build leaves those network backends" \
-        "out. Jobs on one host do not need them; jobs across nodes over InfiniBand, RoCE, EFA or libfabric do" \
-        "(as root: apt-get install ${rdma[*]}, then build again)"
-  fi
-fi
+# rdma_left_out WHY: says that the build leaves the RDMA backends out, and why.
+rdma_left_out() {
+  log "warning: missing $(printf '%s; ' "${rdma_why[@]}" | sed 's/; $//'), and $1: the build leaves those network" \
+      "backends out. Jobs on one host do not need them; jobs across nodes over InfiniBand, RoCE, EFA or libfabric do" \
+      "(as root: apt-get install ${rdma[*]}, then build again)"
+}
 if [ "${#need[@]}" -gt 0 ]; then
   why_text=$(printf '%s; ' "${why[@]}")
   install_packages "${why_text%; }" "${need[@]}"
+fi
+if [ "${#rdma[@]}" -gt 0 ]; then
+  if ! can_install; then
+    rdma_left_out "this machine cannot install ${rdma[*]} (no apt-get, or not root and no password-free sudo)"
+  else
+    # (optional: where apt fails, e.g. with no network, as on a GPU machine that reaches nothing, the build goes on)
+    log "installing (optional, for the RDMA network backends): ${rdma[*]}"
+    { apt_get update -qq && apt_get install -y -qq --no-install-recommends "${rdma[@]}"; } ||
+      rdma_left_out "apt-get could not install ${rdma[*]} (its messages above)"
+  fi
 fi
 
 # CMake >= 3.25.1 (CUDA architecture "90a": 3.24.0's check of architecture names could refuse it; 3.25.0's
