@@ -3,13 +3,19 @@
 # lib, with libnccl.so.2 alone): a GPU machine whose NCCL came with torch from PyPI. A library found by full path
 # puts its folder in the build tree's RPATH, so mkbench finds the wheel's at run time. Included by
 # bench/CMakeLists.txt (and by tools/check_find_nccl.sh's scratch project); the same order as tools/setup.sh's check.
-find_library(MK_NCCL_LIB nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/lib/x86_64-linux-gnu)
+# MK_NCCL_PYTHON: the Python whose wheel to take (default: python3 on PATH at each configure, not cached, so a venv
+# put first on PATH after a failed configure is seen).
+set(MK_NCCL_PYTHON "" CACHE FILEPATH "Python whose nvidia-nccl wheel mkbench may take (default: python3 on PATH)")
+find_library(MK_NCCL_LIB NAMES nccl libnccl.so.2 HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/lib/x86_64-linux-gnu)
 find_path(MK_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/include)
 if(NOT MK_NCCL_LIB OR NOT MK_NCCL_INCLUDE)
-  find_program(MK_NCCL_PYTHON python3)
+  set(_mk_nccl_python "${MK_NCCL_PYTHON}")
+  if(NOT _mk_nccl_python)
+    find_program(_mk_nccl_python python3 NO_CACHE)
+  endif()
   set(_mk_nccl_wheel "")
-  if(MK_NCCL_PYTHON)
-    execute_process(COMMAND ${MK_NCCL_PYTHON} -c "import nvidia.nccl as m; print(list(m.__path__)[0])"
+  if(_mk_nccl_python)
+    execute_process(COMMAND ${_mk_nccl_python} -c "import nvidia.nccl as m; print(list(m.__path__)[0])"
                     OUTPUT_VARIABLE _mk_nccl_wheel OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET TIMEOUT 60)
   endif()
   if(_mk_nccl_wheel AND EXISTS "${_mk_nccl_wheel}/include/nccl.h")
@@ -18,7 +24,7 @@ if(NOT MK_NCCL_LIB OR NOT MK_NCCL_INCLUDE)
     find_library(MK_NCCL_LIB NAMES nccl libnccl.so.2 HINTS "${_mk_nccl_wheel}/lib" NO_DEFAULT_PATH)
     find_path(MK_NCCL_INCLUDE nccl.h HINTS "${_mk_nccl_wheel}/include" NO_DEFAULT_PATH)
     if(MK_NCCL_LIB AND MK_NCCL_INCLUDE)
-      message(STATUS "mkbench: NCCL from the Python wheel at ${_mk_nccl_wheel} (${MK_NCCL_PYTHON})")
+      message(STATUS "mkbench: NCCL from the Python wheel at ${_mk_nccl_wheel} (${_mk_nccl_python})")
     endif()
   endif()
 endif()

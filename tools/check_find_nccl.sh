@@ -19,18 +19,24 @@ mkdir -p "$tmp/site/nvidia/nccl/include" "$tmp/site/nvidia/nccl/lib" "$tmp/empty
 cp "$h" "$tmp/site/nvidia/nccl/include/"
 ln -s "$so" "$tmp/site/nvidia/nccl/lib/libnccl.so.2"  # (a link: 200 MB; the RPATH names the wheel's folder)
 gen=(); command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
-configure() {  # configure DIR: the scratch project with the toolkit's folders pointed at an empty one
-  "$cmake" -S "$repo/tests/cpu/find_nccl" -B "$1" "${gen[@]}" -DMK_SOURCE_DIR="$repo" \
+# A Python that sees only PYTHONPATH (-S: no site-packages, where pip's torch may have put a real wheel).
+printf '#!/bin/sh\nexec python3 -S "$@"\n' > "$tmp/python3"; chmod +x "$tmp/python3"
+multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+configure() {  # configure DIR: the scratch project with the toolkit's and the system's folders out of its sight
+  "$cmake" -S "$repo/tests/cpu/find_nccl" -B "$1" "${gen[@]}" -DMK_SOURCE_DIR="$repo" -DMK_NCCL_PYTHON="$tmp/python3" \
     -DCUDAToolkit_INCLUDE_DIRS="$tmp/empty" -DCUDAToolkit_LIBRARY_DIR="$tmp/empty" \
-    -DCMAKE_PREFIX_PATH="$tmp/empty" -DCMAKE_IGNORE_PREFIX_PATH="$cuda" > "$1.log" 2>&1
+    -DCMAKE_PREFIX_PATH="$tmp/empty" -DCMAKE_IGNORE_PREFIX_PATH="$cuda" \
+    -DCMAKE_IGNORE_PATH="/usr/include;/usr/local/include;/usr/lib/$multiarch;/usr/lib;/usr/local/lib" > "$1.log" 2>&1
 }
 # With the wheel on the Python's path: found there, built, run from the wheel's folder.
 if ! PYTHONPATH="$tmp/site" configure "$tmp/b"; then cat "$tmp/b.log"; echo "FAIL: configure with the wheel"; exit 1; fi
 grep -q "mkbench: NCCL from the Python wheel at $tmp/site/nvidia/nccl" "$tmp/b.log" ||
   { cat "$tmp/b.log"; echo "FAIL: NCCL was not taken from the wheel"; exit 1; }
 "$cmake" --build "$tmp/b" > "$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; echo "FAIL: build"; exit 1; }
-(unset LD_LIBRARY_PATH; ldd "$tmp/b/nccl_version") | grep -q "libnccl.so.2 => $tmp/site/nvidia/nccl/lib/" ||
-  { ldd "$tmp/b/nccl_version"; echo "FAIL: the program does not load the wheel's libnccl.so.2"; exit 1; }
+# (ldd's text kept first: a `grep -q` that stops reading can kill ldd with SIGPIPE, which pipefail counts)
+deps=$(unset LD_LIBRARY_PATH; ldd "$tmp/b/nccl_version")
+grep -q "libnccl.so.2 => $tmp/site/nvidia/nccl/lib/" <<< "$deps" ||
+  { echo "$deps"; echo "FAIL: the program does not load the wheel's libnccl.so.2"; exit 1; }
 (unset LD_LIBRARY_PATH; "$tmp/b/nccl_version")
 # Without it: configure fails, saying where it looked.
 if configure "$tmp/c"; then cat "$tmp/c.log"; echo "FAIL: configure passed with no NCCL anywhere"; exit 1; fi

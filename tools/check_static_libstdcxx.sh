@@ -13,6 +13,7 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 build="$(cd "${1:?usage: check_static_libstdcxx.sh BUILD_DIR [CMAKE]}" && pwd)/static-libstdcxx"
 cmake="${2:-cmake}"
 py="${3:-python3}"
+command -v "$py" >/dev/null 2>&1 || { echo "SKIP: no Python ($py) to load the library from"; exit 77; }
 [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"
 probe="${TMPDIR:-/tmp}/mk-static-probe.$$"
 echo 'int main() { return 0; }' > "$probe.cpp"
@@ -27,8 +28,9 @@ mkdir -p "$build"
   "$cmake" --build "$build" --target mkernel >> "$build/check.log" 2>&1 ||
   { cat "$build/check.log"; echo "FAIL: build"; exit 1; }
 lib="$build/lib/libmkernel.so"
-if ldd "$lib" | grep -q "libstdc++"; then
-  ldd "$lib"; echo "FAIL: -static-libstdc++ did not take (the check would show nothing)"; exit 1
+deps=$(ldd "$lib")  # (kept first: `ldd | grep -q` can lose ldd to SIGPIPE under pipefail and skip this guard)
+if grep -q "libstdc++" <<< "$deps"; then
+  echo "$deps"; echo "FAIL: -static-libstdc++ did not take (the check would show nothing)"; exit 1
 fi
 # (std::ostream::_M_insert<long>, std::locale's members: libstdc++'s own, which only its archive defines here)
 exported=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -E '^(_ZNSo9_M_insertIlEERSoT_|_ZNSt6locale)' || true)
@@ -38,7 +40,7 @@ import ctypes, ctypes.util, sys
 try:
     import torch  # noqa: F401  (it loads libstdc++.so.6 and uses its locale first)
     first = "torch " + torch.__version__
-except ImportError:
+except Exception:  # (no torch, or one that does not load here)
     ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6", mode=ctypes.RTLD_GLOBAL)
     first = "libstdc++.so.6 (no torch)"
 lib = ctypes.CDLL(sys.argv[1])
