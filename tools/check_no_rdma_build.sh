@@ -29,10 +29,9 @@ objs="$build/b/CMakeFiles/mkernel.dir/src/net"
 rdma_objs=$(find "$objs" -name '*.o' \( -path '*/verbs/*' -o -name 'fi_api.*' -o -name 'fabric_setup.*' \
                                         -o -name 'fabric_datapath.*' \))
 [ -z "$rdma_objs" ] || { echo "FAIL: a build without the RDMA backends compiled: $rdma_objs"; exit 1; }
-# (the library says what it has: mk_net_backends)
-have=$(python3 -c 'import ctypes, sys
-lib = ctypes.CDLL(sys.argv[1]); lib.mk_net_backends.restype = ctypes.c_char_p; print(lib.mk_net_backends().decode())' \
-       "$build/b/lib/libmkernel.so")
+# (the library says what it has: mk_net_backends, through the package)
+have=$(PYTHONPATH="$repo/python" MK_LIBRARY="$build/b/lib/libmkernel.so" python3 -c \
+       'import mkernel; print(" ".join(mkernel.net_backends()))')
 [ "$have" = emu ] ||
   { echo "FAIL: mk_net_backends() is '$have' in a build without the RDMA backends (want 'emu')"; exit 1; }
 tests='^cpu\.net_(refuses_absent_verbs|refuses_absent_fabric|auto_names_absent_backends)$'

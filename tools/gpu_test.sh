@@ -61,10 +61,10 @@ skip_rule() {
 }
 share=; [ "${ngpu:-0}" -eq 1 ] && share="MK_SHARE_GPUS=1 MK_TIMEOUT_MS=60000"
 # The network backends the library was built with (mk_net_backends; CMake's MK_NET_BACKENDS leaves out those whose
-# headers the building machine lacked). A library without that function predates the choice: it has all three.
-net_backends=$(python3 -c 'import ctypes, sys
-lib = ctypes.CDLL(sys.argv[1]); lib.mk_net_backends.restype = ctypes.c_char_p; print(lib.mk_net_backends().decode())' \
-               build/lib/libmkernel.so 2>/dev/null) || net_backends="verbs fabric emu"
+# headers the building machine lacked), through the package. A library without that function predates the choice
+# (the package refuses it): it has all three.
+net_backends=$(PYTHONPATH="$PWD/python" MK_LIBRARY="$PWD/build/lib/libmkernel.so" python3 -c \
+               'import mkernel; print(" ".join(mkernel.net_backends()))' 2>/dev/null) || net_backends="verbs fabric emu"
 has_backend() { [[ " $net_backends " == *" $1 "* ]]; }
 if want compiled; then skip_rule compiled
 run build/bin/mk_gpu_tests
