@@ -6,7 +6,8 @@ set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 py="$("$root/tools/test_python.sh")"
 if ! "$py" -m pyflakes --version >/dev/null 2>&1; then
-  echo "pyflakes is not installed for $py (tools/setup_test_python.sh installs it into .venv-test)"; exit 1
+  echo "SKIPPED: pyflakes is not installed for $py (tools/setup_test_python.sh installs it into .venv-test where" \
+       "PyPI is reachable, and warned where it could not)"; exit 77
 fi
 all="$("$py" -m pyflakes "$root/python/mkernel" "$root/bench" "$root/tools" "$root/tests/python" 2>&1)"
 rc=$?
