@@ -3,9 +3,10 @@
 # PyPI: the GPU machine's python3 is /opt/torch/.venv's. Before 2026-12-07, .venv-test (made from it with
 # --system-site-packages) saw the base interpreter's packages, not that venv's, tried to pip-install pytest, and
 # tools/test.sh stopped there (session 68, call 2). This runs a copy of the script in a scratch tree with python3 an
-# outer venv holding stand-ins (a `pytest` package, the nvidia-cuda-nvdisasm wheel's layout) and pip pointed at a
-# closed port, and checks that .venv-test imports the outer venv's pytest, that the missing pyflakes gives a
-# warning (not an error), and that a second run (.venv-test there already) does the same. No GPU; ~10 s.
+# outer venv holding stand-ins (a `pytest` package reached through a .pth file, the nvidia-cuda-nvdisasm wheel's
+# layout) and pip pointed at a closed port, and checks that .venv-test imports the outer venv's pytest, that the
+# missing pyflakes gives a warning (not an error), and that a second run (.venv-test there already) does the same.
+# No GPU; ~10 s.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 python3 -c 'import ensurepip, venv' 2>/dev/null || { echo "SKIP: this python3 has no venv/ensurepip"; exit 77; }
@@ -13,9 +14,14 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/mk-test-python-venv.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 python3 -m venv --without-pip "$tmp/outer"
 site=$("$tmp/outer/bin/python3" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-mkdir -p "$site/pytest" "$site/nvidia/cu13/bin" "$tmp/repo/tools"
-echo 'STAND_IN = "outer venv"' > "$site/pytest/__init__.py"
-for t in cuobjdump nvdisasm; do printf '#!/bin/sh\nexit 1\n' > "$site/nvidia/cu13/bin/$t"; chmod +x "$site/nvidia/cu13/bin/$t"; done
+# pytest reached through a .pth file of the outer venv (as an editable install or a borrowed path is), nvidia's
+# wheel layout directly in its site-packages.
+mkdir -p "$tmp/elsewhere/pytest" "$site/nvidia/cu13/bin" "$tmp/repo/tools"
+echo 'STAND_IN = "outer venv"' > "$tmp/elsewhere/pytest/__init__.py"
+echo "$tmp/elsewhere" > "$site/borrowed.pth"
+for t in cuobjdump nvdisasm; do
+  printf '#!/bin/sh\nexit 1\n' > "$site/nvidia/cu13/bin/$t"; chmod +x "$site/nvidia/cu13/bin/$t"
+done
 cp "$repo/tools/setup_test_python.sh" "$tmp/repo/tools/"
 fail=0
 for round in 1 2; do

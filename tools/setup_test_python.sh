@@ -55,9 +55,12 @@ py="$PWD/$venv/bin/python3"
 # with no PyPI), a venv made from it with --system-site-packages sees the base interpreter's packages, not
 # python3's: pip would then have to install pytest (offline: fails) and torch again. A .pth file in $venv adds
 # python3's site-packages after $venv's own, so $venv imports what python3 imports; its own installs still win.
+# Added with site.addsitedir, not as plain lines: the .pth files in them (editable installs, paths a venv borrows)
+# then count too, as they do for python3.
 outer_pth="$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/mk-outer-venv.pth"
 outer_sites=$(python3 -c 'import site, sys
-if sys.prefix != sys.base_prefix: print("\n".join(site.getsitepackages()))')
+if sys.prefix != sys.base_prefix:
+    for d in site.getsitepackages(): print(f"import site; site.addsitedir({d!r})")')
 if [ -n "$outer_sites" ]; then
   printf '%s\n' "$outer_sites" > "$outer_pth"
   log "python3 is a venv ($(dirname "$(dirname "$(command -v python3)")")): $venv sees its packages too" \
