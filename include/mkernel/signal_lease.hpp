@@ -15,7 +15,15 @@ class Communicator;
 // reverse order, then one barrier) unless they are kept: MK_SIGNAL_REUSE=0, or
 // this rank's device failed (no barrier then: Communicator::fatal_device_error);
 // a rank destroying it while an exception unwinds keeps them, and says so in the
-// barrier's exchange, so every rank keeps them; keep() keeps them, and abandon() gives
+// barrier's exchange, so every rank keeps them ("unwinds": more exceptions in
+// flight than at its first take(), so a plan made while another exception
+// unwinds, in a destructor, is not counted as failing; and where the library
+// carries its own copy of libstdc++ (a toolchain that links it statically, as
+// the GPU machine's /opt/gcc does), whose count never goes down for an error the
+// caller catches, earlier caught errors do not count: session 69, where every
+// plan after the first caught error kept its words. One caught during the
+// lease's life still does there, and an exception of the caller's own, counted
+// in the caller's copy, is not seen); keep() keeps them, and abandon() gives
 // them back unused (a plan failing in its collective check). Move-only.
 // Destroy it where every rank destroys its own, in the same order, after
 // every kernel that used the words ended on every rank: plans hold it as a
@@ -26,11 +34,15 @@ class SignalLease {
  public:
   SignalLease() = default;
   ~SignalLease() { reset(); }
-  SignalLease(SignalLease&& o) noexcept : comm_(o.comm_), runs_(std::move(o.runs_)) { o.runs_.clear(); }
+  SignalLease(SignalLease&& o) noexcept
+      : comm_(o.comm_), runs_(std::move(o.runs_)), uncaught_at_take_(o.uncaught_at_take_) {
+    o.runs_.clear();
+  }
   SignalLease& operator=(SignalLease&& o) noexcept {
     if (this != &o) {
       reset();
       comm_ = o.comm_;
+      uncaught_at_take_ = o.uncaught_at_take_;
       runs_ = std::move(o.runs_);
       o.runs_.clear();
     }
@@ -58,6 +70,7 @@ class SignalLease {
  private:
   Communicator* comm_ = nullptr;
   std::vector<std::pair<int, int>> runs_;
+  int uncaught_at_take_ = 0;  // std::uncaught_exceptions() at the first take() (reset() compares)
 };
 
 }  // namespace mk

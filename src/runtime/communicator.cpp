@@ -376,6 +376,7 @@ void SignalLease::abandon() noexcept {
 
 int SignalLease::take(Communicator& comm, int n) {
   comm_ = &comm;
+  if (runs_.empty()) uncaught_at_take_ = std::uncaught_exceptions();
   const int base = comm.reserve_signals(n);
   runs_.emplace_back(base, n);
   return base;
@@ -430,7 +431,7 @@ void SignalLease::reset() noexcept {
   // before this is collective either way).
   constexpr step_status::Tags kTags{"signals-zeroed:", "signals-not-zeroed:"};
   std::string mine = kTags.ok;
-  const bool unwinding = std::uncaught_exceptions() > 0;
+  const bool unwinding = std::uncaught_exceptions() > uncaught_at_take_;  // (relative: the header says why)
   if (unwinding) {
     mine = cat(kTags.failed, "it released them while an exception unwound (they stay reserved on every rank)");
   } else {

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -624,6 +625,33 @@ TEST_F(TpPlanSignals, PlansForManyShapesGiveTheirSignalsBack) {
     reference(a.p, b.p, ref.as<float>(), kM, kN, kK);
     expect_near(out.p, ref.as<float>(), kM, kN, "GemmAr fused on reused signals, call " + std::to_string(call));
   }
+}
+
+// A plan made and closed while another exception unwinds (in a destructor) was not failing: it gives its words
+// back. Before session 69 any exception in flight counted, and it kept them; where the library carries its own
+// libstdc++ (the GPU machine's g++), every error the caller had caught counted so, and every later plan kept them.
+TEST_F(TpPlanSignals, APlanClosedWhileAnotherExceptionUnwindsGivesItsSignalsBack) {
+  const int held0 = comm().signals_in_use();
+  int held = 0, after = 0;
+  struct MakesAPlan {
+    mk::Communicator& c;
+    int &held, &after;
+    ~MakesAPlan() {
+      {
+        const mk::GemmRs p(c, 4096, 64, 64);
+        held = c.signals_in_use();
+      }
+      after = c.signals_in_use();
+    }
+  };
+  try {
+    const MakesAPlan m{comm(), held, after};
+    throw std::runtime_error("the caller's own error");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_GT(held, held0) << "the plan reserved no signals";
+  EXPECT_EQ(after, held0) << "the plan kept its signals, as if it had failed";
+  EXPECT_EQ(comm().signals_in_use(), held0);
 }
 
 // Bad releases are refused with the reason and change nothing; a pool too small says what holds it.
