@@ -25,6 +25,7 @@ multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 configure() {  # configure DIR: the scratch project with the toolkit's and the system's folders out of its sight
   "$cmake" -S "$repo/tests/cpu/find_nccl" -B "$1" "${gen[@]}" -DMK_SOURCE_DIR="$repo" -DMK_NCCL_PYTHON="$tmp/python3" \
     -DCUDAToolkit_INCLUDE_DIRS="$tmp/empty" -DCUDAToolkit_LIBRARY_DIR="$tmp/empty" \
+    -DCUDA_RUNTIME_INCLUDE="$cuda/include" \
     -DCMAKE_PREFIX_PATH="$tmp/empty" -DCMAKE_IGNORE_PREFIX_PATH="$cuda" \
     -DCMAKE_IGNORE_PATH="/usr/include;/usr/local/include;/usr/lib/$multiarch;/usr/lib;/usr/local/lib" > "$1.log" 2>&1
 }

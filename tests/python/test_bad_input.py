@@ -382,11 +382,13 @@ def test_gemm_refuses_a_bad_num_compute_ctas(gemm_calls, ctas, pattern):
 def test_gemm_names_the_n_and_k_rule_where_python_checks(gemm_calls, a_shape, b_shape):
     # Traced (the fake implementation checks nothing: said at trace time) and with autograd (the custom op would
     # index shapes first); k = 0 eagerly too (it used to read "must be contiguous"). Other eager calls: the
-    # library's own message ("gemm: n must be a positive multiple of 64").
+    # library's own message ("gemm: n must be a positive multiple of 64"). "cuda:0", not "cuda": where CUDA is
+    # initialised (a GPU machine), FakeTensorMode names a bare "cuda" by torch.cuda.current_device(), which the
+    # cuda_cpu fixture makes -1 (session 69: "Invalid device string: 'cuda:-1'" there).
     from torch._subclasses.fake_tensor import FakeTensorMode
     rule = "mkernel.gemm: n and k must be positive multiples of 64"
     with FakeTensorMode():
-        fa, fb = (torch.empty(*s, dtype=BF16, device="cuda") for s in (a_shape, b_shape))
+        fa, fb = (torch.empty(*s, dtype=BF16, device="cuda:0") for s in (a_shape, b_shape))
         with pytest.raises(mkernel.MkernelError, match=rule):
             mkernel.gemm(fa, fb)
     with pytest.raises(mkernel.MkernelError, match=rule):
