@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -267,8 +268,27 @@ TEST(Dist, ACopyOfASymmetricBufferFreesIt) {
   EXPECT_EQ(comm().symmetric_bytes(), before);
 }
 
+// Whether this program and the library count exceptions in one libstdc++: an error the library throws is seen
+// unwinding from here. Not where the toolchain links libstdc++ into each statically (the GPU machine's g++; the
+// README's "Using it" says what the library cannot see there).
+static bool one_libstdcxx_with_the_library() {
+  bool seen = false;
+  struct Probe {
+    bool& seen;
+    const int before = std::uncaught_exceptions();
+    ~Probe() { seen = std::uncaught_exceptions() > before; }
+  };
+  try {
+    const Probe p{seen};
+    (void)comm().reserve_signals(0);  // (refused, "at least 1", before anything changes)
+  } catch (const Error&) {
+  }
+  return seen;
+}
+
 TEST(Dist, SignalsReleasedWhileOneRankUnwindsStayInStep) {
   Communicator& c = comm();
+  const bool shared = one_libstdcxx_with_the_library();
   int first = -1;
   try {
     SignalLease lease;
@@ -281,7 +301,12 @@ TEST(Dist, SignalsReleasedWhileOneRankUnwindsStayInStep) {
   const int after = next.take(c, 3);
   const auto got = c.bootstrap().allgather(std::to_string(first) + "," + std::to_string(after), "lease check");
   for (int r = 0; r < c.world(); ++r) EXPECT_EQ(got[r], got[0]) << "rank " << r << "'s pool went apart from rank 0's";
-  EXPECT_NE(after, first) << "the words released while rank 0 unwound were handed out again";
+  if (shared) {
+    EXPECT_NE(after, first) << "the words released while rank 0 unwound were handed out again";
+  } else if (c.rank() == 0) {  // (session 69, built by the GPU machine's g++: the ranks stayed in step there)
+    std::printf("note: this program and the library link libstdc++ apart: rank 0's own exception is not seen by "
+                "the library, which gave the words back (zeroed, on every rank alike); the ranks stayed in step\n");
+  }
 }
 
 TEST(Dist, PingPong100kRoundsAcrossGpusLosesNothing) {
