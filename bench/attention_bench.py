@@ -1,7 +1,7 @@
 """mkernel's one-GPU attention engine against torch SDPA (flash and cuDNN
 backends), interleaved call by call in one run (device machine, one GPU):
 
-    python3 bench/attention_bench.py [--quick] [--out bench/results] [--mk-env NAME=VALUE[,NAME=VALUE]] ...
+    python3 bench/attention_bench.py [--quick] [--head-dim 64] [--out bench/results] [--mk-env NAME=VALUE,...] ...
 
 Shapes: batch 1 and 4, 32 query heads, 32 (MHA) or 8 (GQA) KV heads, D = 128
 (and D = 64 at one shape), bf16, sequence {2k, 4k, 8k, 16k, 32k} (batch 4: up
@@ -50,6 +50,8 @@ def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="S = 8k, batch 1 only")
     ap.add_argument("--causal-only", action="store_true", help="only the causal shapes")
+    ap.add_argument("--head-dim", type=int, choices=(64, 128),
+                    help="every shape at this D only (default: D = 128, and D = 64 at B = 1, S = 8k, MHA)")
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--out", default="bench/results")
@@ -162,8 +164,8 @@ def main():
                 continue
             for hkv in (32, 8):
                 for causal in ((True,) if args.causal_only else (False, True)):
-                    shapes.append((b, s, 32, hkv, 128, causal))
-    if not args.quick:
+                    shapes.append((b, s, 32, hkv, args.head_dim or 128, causal))
+    if not args.quick and not args.head_dim:
         shapes += [(1, 8192, 32, 32, 64, c) for c in ((True,) if args.causal_only else (False, True))]
     rows = []
     for (b, s, h, hkv, d, causal) in shapes:
@@ -277,6 +279,7 @@ def write_report(args, rows, takes_gqa=True):
     with open(path, "w") as fh:
         fh.write(f"# One-GPU attention: mkernel vs torch SDPA ({stamp})\n\n")
         flags = ((" --quick" if args.quick else "") + (" --causal-only" if args.causal_only else "") +
+                 (f" --head-dim {args.head_dim}" if args.head_dim else "") +
                  (" --graph" if args.graph else "") +
                  "".join(f" --mk-env {e}" for e in args.mk_env))
         fh.write(f"`python3 bench/attention_bench.py{flags}`; commit {commit}; "
