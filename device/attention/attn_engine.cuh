@@ -51,7 +51,11 @@
 // turns per key; 1.02-1.08x over 128-key blocks at S >= 4k (bench/results/
 // attention-bn176-20261201.md).
 // Measured and not kept: P V outside the turns, skipping the O rescale when
-// the max stays (bench/results/attention-20261130T222140Z-experiment-pv-outside-turns.md).
+// the max stays (bench/results/attention-20261130T222140Z-experiment-pv-outside-turns.md);
+// at D = 64, part of the softmax's exp2 from a polynomial on the FMA pipe
+// instead of MUFU (FlashAttention-4's trick): 5 of 22 key groups 0.98-1.01x,
+// 11 of 22 0.92-0.95x, so MUFU is not what holds D = 64 back
+// (bench/results/session70-gpu-20261208.md).
 #pragma once
 
 #include <type_traits>
