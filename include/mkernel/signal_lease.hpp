@@ -15,16 +15,16 @@ class Communicator;
 // reverse order, then one barrier) unless they are kept: MK_SIGNAL_REUSE=0, or
 // this rank's device failed (no barrier then: Communicator::fatal_device_error);
 // a rank destroying it while an exception unwinds keeps them, and says so in the
-// barrier's exchange, so every rank keeps them ("unwinds": more exceptions in
-// flight than at its first take(), so a plan made while another exception
-// unwinds, in a destructor, is not counted as failing; and where the library
-// carries its own copy of libstdc++ (a toolchain that links it statically, as
-// the GPU machine's /opt/gcc does), whose count never goes down for an error the
-// caller catches, earlier caught errors do not count: session 69, where every
-// plan after the first caught error kept its words. One caught during the
-// lease's life still does there, and an exception of the caller's own, counted
-// in the caller's copy, is not seen); keep() keeps them, and abandon() gives
-// them back unused (a plan failing in its collective check). Move-only.
+// barrier's exchange, so every rank keeps them; keep() keeps them, and abandon()
+// gives them back unused (a plan failing in its collective check). Move-only.
+// "Unwinds" means more exceptions in flight than at the first take(), so that
+// a plan made and closed inside a destructor during another exception's unwind
+// is not taken for a failing one. The count is relative for a second reason:
+// a library that carries its own libstdc++ (a toolchain linking it statically,
+// as the GPU machine's /opt/gcc does) never counts down an error the caller
+// caught, so an absolute count would mark every later plan as failing. Such a
+// build still keeps the words of a plan during whose life the caller caught an
+// mk::Error, and cannot see the caller's own exceptions (README, "Using it").
 // Destroy it where every rank destroys its own, in the same order, after
 // every kernel that used the words ended on every rank: plans hold it as a
 // member (destroyed after the destructor's body, whose free_symmetric
